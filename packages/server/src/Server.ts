@@ -1,0 +1,124 @@
+/**
+ * The process: both listeners and everything they share, as one Layer.
+ *
+ * - the public listener (`HOST`:`PORT`): `/v1` (the PublicApi), its OpenAPI
+ *   document at `/v1/openapi.json`, `/healthz` and `/readyz`;
+ * - the admin listener (`ADMIN_HOST`:`ADMIN_PORT`, loopback by default): `/admin`.
+ *
+ * Services shared by both listeners (SQL, API keys, accounts) are provided
+ * outside `HttpRouter.serve`, which builds what it is given privately per server.
+ *
+ * @since 0.1.0
+ */
+import { createServer } from "node:http"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Duration, Effect, Layer } from "effect"
+import { HttpRouter } from "effect/http"
+import { HttpApi, HttpApiBuilder, type HttpApiGroup } from "effect/http-api"
+import { Accounts } from "./accounts/Accounts.ts"
+import { AccountsHttpLive } from "./accounts/http.ts"
+import { AdminApi } from "./admin/api.ts"
+import { AdminAuthorizationLive, AdminHttpLive } from "./admin/http.ts"
+import { ApiKeys } from "./apikeys/ApiKeys.ts"
+import { AppConfig } from "./config/AppConfig.ts"
+import { HealthRoutes, healthRoutePaths } from "./health/http.ts"
+import { PublicApi } from "./http/Api.ts"
+import { AuthorizationLive } from "./http/Authorization.ts"
+import { envelopeMiddleware, makeRouteTable } from "./http/Envelope.ts"
+import { IdempotencyLive } from "./http/Idempotency.ts"
+import { RateLimiter } from "./http/RateLimiter.ts"
+import { RequestValidationLive } from "./http/RequestValidation.ts"
+import { MigrationsLive, SqlLive } from "./platform/Database.ts"
+import { DataDir } from "./platform/DataDir.ts"
+import { SecretBox } from "./platform/SecretBox.ts"
+import { Secrets } from "./platform/Secrets.ts"
+
+/**
+ * The (method, path) pairs an HttpApi serves.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const routesOf = <Id extends string, Groups extends HttpApiGroup.Constraint>(api: HttpApi.HttpApi<Id, Groups>): Array<readonly [string, string]> => {
+  const routes: Array<readonly [string, string]> = []
+  HttpApi.reflect(api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => {
+      routes.push([endpoint.method, endpoint.path])
+    }
+  })
+  return routes
+}
+
+const openApiPath = "/v1/openapi.json"
+
+const publicRoutes = makeRouteTable([...routesOf(PublicApi), ["GET", openApiPath], ...healthRoutePaths])
+const adminRoutes = makeRouteTable(routesOf(AdminApi))
+
+/**
+ * The public application (routes and middleware), without a listener: tests
+ * and the server both serve it.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const PublicApp = Layer.mergeAll(
+  HttpApiBuilder.layer(PublicApi, { openapiPath: openApiPath }).pipe(
+    Layer.provide(AccountsHttpLive),
+    // Groups need their middleware too, so it is provided after them.
+    Layer.provide([AuthorizationLive, RequestValidationLive, IdempotencyLive])
+  ),
+  HealthRoutes,
+  HttpRouter.middleware(envelopeMiddleware(publicRoutes), { global: true })
+)
+
+/**
+ * The admin application.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const AdminApp = Layer.mergeAll(
+  HttpApiBuilder.layer(AdminApi).pipe(
+    Layer.provide(AdminHttpLive),
+    Layer.provide([AdminAuthorizationLive, RequestValidationLive])
+  ),
+  HttpRouter.middleware(envelopeMiddleware(adminRoutes), { global: true })
+)
+
+/**
+ * What both listeners share.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const ServicesLive = Layer.mergeAll(Accounts.layer, ApiKeys.layer, RateLimiter.layer).pipe(
+  Layer.provideMerge(SecretBox.layer),
+  Layer.provideMerge(MigrationsLive),
+  Layer.provideMerge(SqlLive),
+  Layer.provideMerge(Secrets.layer),
+  Layer.provideMerge(DataDir.layer)
+)
+
+const listener = (host: string, port: number, shutdownTimeoutMs: number) =>
+  NodeHttpServer.layer(createServer, { host, port, gracefulShutdownTimeout: Duration.millis(shutdownTimeoutMs) })
+
+/**
+ * Both listeners on the configured addresses.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const ListenersLive = Layer.unwrap(
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    return Layer.mergeAll(
+      HttpRouter.serve(PublicApp, { disableLogger: true, disableListenLog: true }).pipe(
+        Layer.provide(listener(config.host, config.port, config.shutdownTimeoutMs))
+      ),
+      HttpRouter.serve(AdminApp, { disableLogger: true, disableListenLog: true }).pipe(
+        Layer.provide(listener(config.adminHost, config.adminPort, config.shutdownTimeoutMs))
+      )
+    )
+  })
+)

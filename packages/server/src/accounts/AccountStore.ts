@@ -1,0 +1,107 @@
+/**
+ * The accounts table.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import { SqlClient, SqlError, SqlSchema } from "effect/sql"
+import { type Account, AccountType, KycStatus } from "./domain.ts"
+
+const AccountRow = Schema.Struct({
+  account_id: Schema.String,
+  handle: Schema.String,
+  type: AccountType,
+  owner_account_id: Schema.NullOr(Schema.String),
+  wallet_address: Schema.String,
+  kyc_status: KycStatus,
+  created_at: Schema.String
+})
+
+const toAccount = (row: typeof AccountRow.Type): Account => ({
+  accountId: row.account_id,
+  handle: row.handle,
+  type: row.type,
+  ownerAccountId: row.owner_account_id,
+  walletAddress: row.wallet_address,
+  kycStatus: row.kyc_status,
+  createdAt: row.created_at
+})
+
+/**
+ * The handle is already taken (unique, case-insensitively).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class HandleConflict extends Schema.TaggedError<HandleConflict>()("HandleConflict", {
+  handle: Schema.String
+}) {}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface NewAccount {
+  readonly accountId: string
+  readonly handle: string
+  readonly type: AccountType
+  readonly ownerAccountId: string | null
+  readonly walletAddress: string
+  readonly walletKeySealed: Uint8Array
+  readonly kycStatus: KycStatus
+  readonly createdAt: string
+}
+
+const isUniqueViolation = (error: SqlError.SqlError): boolean =>
+  error.reason._tag === "UniqueViolation" || /duplicate key|unique constraint/i.test(String(error.cause ?? error.message))
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class AccountStore extends Context.Service<AccountStore, {
+  readonly insert: (account: NewAccount) => Effect.Effect<Account, HandleConflict | SqlError.SqlError>
+  readonly findById: (accountId: string) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
+  readonly findByHandle: (handle: string) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
+  readonly setKycStatus: (accountId: string, status: KycStatus) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
+  /** The sealed custodial wallet key; opened only by settlement, never returned by the API. */
+  readonly walletKeySealed: (accountId: string) => Effect.Effect<Option.Option<Uint8Array>, SqlError.SqlError>
+}>()("server/accounts/AccountStore") {
+  static readonly layer = Layer.effect(
+    AccountStore,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const columns = sql`account_id, handle, type, owner_account_id, wallet_address, kyc_status, iso_utc(created_at) AS created_at`
+      // A row that does not decode is a broken invariant of our own schema: a defect.
+      const findOne = <A>(execute: (request: A) => Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>, request: A) =>
+        SqlSchema.findOneOption({ Request: Schema.Any, Result: AccountRow, execute })(request).pipe(
+          Effect.map(Option.map(toAccount)),
+          Effect.catchTag("SchemaError", Effect.die)
+        )
+      return AccountStore.of({
+        insert: Effect.fn("AccountStore.insert")(function*(account) {
+          yield* sql`
+            INSERT INTO accounts (account_id, handle, type, owner_account_id, wallet_address, wallet_key_sealed, kyc_status, created_at)
+            VALUES (${account.accountId}, ${account.handle}, ${account.type}, ${account.ownerAccountId},
+                    ${account.walletAddress}, ${account.walletKeySealed}, ${account.kycStatus}, ${account.createdAt}::timestamptz)
+          `.pipe(
+            Effect.catchIf(isUniqueViolation, () => Effect.fail(new HandleConflict({ handle: account.handle })))
+          )
+          const { walletKeySealed: _sealed, ...stored } = account
+          return stored
+        }),
+        findById: (accountId) => findOne((id: string) => sql`SELECT ${columns} FROM accounts WHERE account_id = ${id}`, accountId),
+        findByHandle: (handle) => findOne((h: string) => sql`SELECT ${columns} FROM accounts WHERE handle = ${h}`, handle),
+        setKycStatus: (accountId, status) =>
+          findOne(
+            (id: string) => sql`UPDATE accounts SET kyc_status = ${status} WHERE account_id = ${id} RETURNING ${columns}`,
+            accountId
+          ),
+        walletKeySealed: (accountId) =>
+          sql<{ wallet_key_sealed: Uint8Array }>`SELECT wallet_key_sealed FROM accounts WHERE account_id = ${accountId}`.pipe(
+            Effect.map((rows) => Option.fromNullishOr(rows[0]?.wallet_key_sealed).pipe(Option.map((b) => new Uint8Array(b))))
+          )
+      })
+    })
+  )
+}

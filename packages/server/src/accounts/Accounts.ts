@@ -1,0 +1,70 @@
+/**
+ * Account creation and KYC changes: the orchestration over the store, the
+ * custodial wallet and the secret box.
+ *
+ * Each account gets its own custodial wallet (a secp256k1 key from the CSPRNG);
+ * its address is the account's `public_key`, its private key is sealed under the
+ * KEK with the account id as associated data and never leaves the server.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Context, DateTime, Effect, Layer, type Option } from "effect"
+import type { SqlError } from "effect/sql"
+import { generatePrivateKey, privateKeyToAddress } from "viem/accounts"
+import { makeId } from "../platform/Ids.ts"
+import { SecretBox } from "../platform/SecretBox.ts"
+import { AccountStore, type HandleConflict } from "./AccountStore.ts"
+import type { Account, AccountType, KycStatus } from "./domain.ts"
+
+/**
+ * The associated data that binds a sealed wallet key to its account.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const walletKeyBinding = (accountId: string) => `pps/wallet-key/v1/${accountId}`
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class Accounts extends Context.Service<Accounts, {
+  readonly create: (input: {
+    readonly handle: string
+    readonly type: AccountType
+    readonly kycStatus: KycStatus
+    readonly ownerAccountId?: string
+  }) => Effect.Effect<Account, HandleConflict | SqlError.SqlError>
+  readonly get: (accountId: string) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
+  readonly setKycStatus: (accountId: string, status: KycStatus) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
+}>()("server/accounts/Accounts") {
+  static readonly layer = Layer.effect(
+    Accounts,
+    Effect.gen(function*() {
+      const store = yield* AccountStore
+      const box = yield* SecretBox
+      return Accounts.of({
+        create: Effect.fn("Accounts.create")(function*(input) {
+          const nowMs = yield* Clock.currentTimeMillis
+          const accountId = makeId("acct", nowMs)
+          const privateKey = generatePrivateKey()
+          const walletAddress = privateKeyToAddress(privateKey)
+          const walletKeySealed = box.seal(Buffer.from(privateKey.slice(2), "hex"), walletKeyBinding(accountId))
+          return yield* store.insert({
+            accountId,
+            handle: input.handle,
+            type: input.type,
+            ownerAccountId: input.ownerAccountId ?? null,
+            walletAddress,
+            walletKeySealed,
+            kycStatus: input.kycStatus,
+            createdAt: DateTime.formatIso(DateTime.makeUnsafe(nowMs))
+          })
+        }),
+        get: store.findById,
+        setKycStatus: store.setKycStatus
+      })
+    })
+  ).pipe(Layer.provide(AccountStore.layer))
+}
+

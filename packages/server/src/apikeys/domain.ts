@@ -1,0 +1,79 @@
+/**
+ * API keys: their format, their mode, and the principal a verified key stands for.
+ *
+ * A key is `hc_test_` or `hc_live_` followed by 32 random bytes in base64url
+ * (43 characters). Only HMAC-SHA256(pepper, key) is ever stored (D8).
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+import type { AccountType } from "../accounts/domain.ts"
+
+/**
+ * D9: `test` keys act on testnet (chain id 46630) data only, `live` keys on mainnet (4663).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Mode = Schema.Literals(["test", "live"])
+export type Mode = typeof Mode.Type
+
+/**
+ * @since 0.1.0
+ * @category constants
+ */
+export const chainIdOfMode = { test: 46630, live: 4663 } as const satisfies Record<Mode, number>
+
+/**
+ * The random part of a key, in bytes (>= 32 as the foundation issue requires).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const apiKeyRandomBytes = 32
+
+const apiKeyPattern = /^hc_(test|live)_[A-Za-z0-9_-]{43}$/
+
+/**
+ * The mode a well-formed key is for, or undefined for anything malformed.
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const modeOfApiKey = (key: string): Mode | undefined => {
+  const match = apiKeyPattern.exec(key)
+  return match === null ? undefined : (match[1] as Mode)
+}
+
+/**
+ * The authenticated caller: the key, its account and its mode.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Principal {
+  readonly keyId: string
+  readonly accountId: string
+  readonly accountType: AccountType
+  /** For an agent account, the account that owns it. */
+  readonly ownerAccountId: string | null
+  readonly mode: Mode
+}
+
+/**
+ * An API key as listed to its owner (never its value).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ApiKeyRecord = Schema.Struct({
+  key_id: Schema.String,
+  name: Schema.String,
+  mode: Mode,
+  key_hint: Schema.String,
+  created_at: Schema.String,
+  last_used_at: Schema.NullOr(Schema.String),
+  request_count: Schema.Number,
+  revoked_at: Schema.NullOr(Schema.String)
+})
+export type ApiKeyRecord = typeof ApiKeyRecord.Type

@@ -1,0 +1,207 @@
+/**
+ * The envelope middleware: what every response of a listener shares, whether an
+ * endpoint produced it or not (D1, D2).
+ *
+ * - a request id (`req_<ULID>`) in `X-Request-Id` on every response, and in the
+ *   `request_id` of every error body;
+ * - 413 `payload_too_large` for a body over 64 KiB (announced by Content-Length,
+ *   or found while reading it), 400 `invalid_request` for a body that is not
+ *   `application/json`;
+ * - 404 `not_found` for an unknown path, 405 `method_not_allowed` for a known
+ *   path with another method;
+ * - D1's envelope for every error response, including those the platform
+ *   produces with an empty body, and 500 `internal_error` with no internals for
+ *   any fault, whose cause is logged (redacted) under the request id;
+ * - one access log line per request: method, path without the query string (a
+ *   decryption proof may travel there, D20), status, duration.
+ *
+ * @since 0.1.0
+ */
+import { type Cause, Effect } from "effect"
+import * as ByteSize from "effect/ByteSize"
+import { FindMyWay, HttpIncomingMessage, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpApiError } from "effect/http-api"
+import { Limits } from "../config/AppConfig.ts"
+import { makeId } from "../platform/Ids.ts"
+import { errorBody, routerErrors } from "./errors.ts"
+
+/**
+ * The routes a listener serves, to tell 405 from 404.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RouteTable {
+  readonly allows: (method: string, url: string) => ReadonlyArray<string>
+}
+
+const methods = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const
+
+/**
+ * Builds the route table from (method, path) pairs.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeRouteTable = (routes: ReadonlyArray<readonly [method: string, path: string]>): RouteTable => {
+  const router = FindMyWay.make<true>({ ignoreTrailingSlash: false })
+  for (const [method, path] of routes) router.on(method, path as `/${string}`, true)
+  return {
+    allows: (_method, url) => methods.filter((m) => router.find(m, url) !== undefined)
+  }
+}
+
+const statusCodes: Record<number, keyof typeof routerErrors> = {
+  400: "invalid_request",
+  404: "not_found",
+  405: "method_not_allowed",
+  413: "payload_too_large",
+  415: "invalid_request",
+  500: "internal_error",
+  503: "service_unavailable"
+}
+
+const defaultMessages: Record<keyof typeof routerErrors, string> = {
+  invalid_request: "The request is malformed.",
+  not_found: "No such endpoint.",
+  method_not_allowed: "This endpoint does not accept that method.",
+  payload_too_large: "The request body is larger than 64 KiB.",
+  internal_error: "An unexpected error occurred; quote the request id when reporting it.",
+  service_unavailable: "The service is temporarily unavailable; retry shortly."
+}
+
+const jsonError = (
+  status: number,
+  code: keyof typeof routerErrors,
+  message: string = defaultMessages[code],
+  headers: Record<string, string> = {}
+) => HttpServerResponse.jsonUnsafe(errorBody(code, message), { status, headers })
+
+const hasBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
+  const length = request.headers["content-length"]
+  if (length !== undefined) return Number(length) > 0
+  return request.headers["transfer-encoding"] !== undefined
+}
+
+const isJsonContentType = (value: string | undefined): boolean =>
+  value !== undefined && value.split(";")[0]!.trim().toLowerCase() === "application/json"
+
+/** Finds a request-parse failure (body too large, unreadable) anywhere in a cause. */
+const requestParseReason = (cause: Cause.Cause<unknown>): string | undefined => {
+  for (const reason of cause.reasons) {
+    const value = reason._tag === "Fail" ? reason.error : reason._tag === "Die" ? reason.defect : undefined
+    if (value instanceof HttpServerError.HttpServerError && value.reason._tag === "RequestParseError") {
+      return value.reason.reason
+    }
+    if (HttpApiError.HttpApiPayloadTooLarge.is(value)) return "BodyTooLarge"
+  }
+  return undefined
+}
+
+const isRouteNotFound = (cause: Cause.Cause<unknown>): boolean =>
+  cause.reasons.some((reason) =>
+    reason._tag === "Fail" && reason.error instanceof HttpServerError.HttpServerError &&
+    reason.error.reason._tag === "RouteNotFound"
+  )
+
+const isInterruptOnly = (cause: Cause.Cause<unknown>): boolean =>
+  cause.reasons.length > 0 && cause.reasons.every((reason) => reason._tag === "Interrupt")
+
+/** Turns a failure of the inner handler into a D1 response. */
+const responseForCause = (
+  cause: Cause.Cause<unknown>,
+  request: HttpServerRequest.HttpServerRequest,
+  routes: RouteTable
+): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+  if (isRouteNotFound(cause)) {
+    const allowed = routes.allows(request.method, request.url)
+    return Effect.succeed(
+      allowed.length > 0
+        ? jsonError(405, "method_not_allowed", `This endpoint accepts ${allowed.join(", ")}.`, { allow: allowed.join(", ") })
+        : jsonError(404, "not_found")
+    )
+  }
+  const parseReason = requestParseReason(cause)
+  if (parseReason === "BodyTooLarge") return Effect.succeed(jsonError(413, "payload_too_large"))
+  if (parseReason !== undefined) return Effect.succeed(jsonError(400, "invalid_request", "The request body could not be read."))
+  if (isInterruptOnly(cause)) return Effect.succeed(jsonError(503, "service_unavailable"))
+  return Effect.logError("request failed with an unexpected fault", cause).pipe(
+    Effect.as(jsonError(500, "internal_error"))
+  )
+}
+
+const decoder = new TextDecoder()
+const encoder = new TextEncoder()
+
+/**
+ * Gives an error response D1's envelope with the request id: fills in
+ * `request_id` of an envelope, and replaces an empty or foreign body (the
+ * platform's bare 400/404/415/500) with the envelope for its status.
+ */
+const withEnvelope = (response: HttpServerResponse.HttpServerResponse, requestId: string) => {
+  if (response.status < 400) return response
+  const current = response.body
+  if (current._tag === "Uint8Array" && current.contentType.startsWith("application/json")) {
+    try {
+      const parsed: unknown = JSON.parse(decoder.decode(current.body))
+      if (typeof parsed === "object" && parsed !== null && "error" in parsed) {
+        const envelope = parsed as { error: Record<string, unknown> }
+        const patched = { error: { ...envelope.error, request_id: requestId } }
+        return HttpServerResponse.setBody(response, HttpServerResponse.uint8Array(encoder.encode(JSON.stringify(patched)), {
+          contentType: "application/json"
+        }).body)
+      }
+    } catch {
+      // Not JSON after all: replaced below.
+    }
+  }
+  const code = statusCodes[response.status] ?? (response.status >= 500 ? "internal_error" : "invalid_request")
+  // HttpApi answers a wrong Content-Type with 415; D2 wants 400 invalid_request.
+  const status = response.status === 415 ? 400 : response.status
+  const message = response.status === 415 ? "Content-Type must be application/json." : defaultMessages[code]
+  const body = { error: { ...errorBody(code, message).error, request_id: requestId } }
+  return HttpServerResponse.setBody(
+    HttpServerResponse.setStatus(response, status),
+    HttpServerResponse.uint8Array(encoder.encode(JSON.stringify(body)), { contentType: "application/json" }).body
+  )
+}
+
+/**
+ * The middleware, for `HttpRouter.middleware(..., { global: true })`.
+ *
+ * @since 0.1.0
+ * @category middleware
+ */
+export const envelopeMiddleware = (routes: RouteTable) =>
+<E, R>(
+  httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const requestId = makeId("req")
+    const startedMs = Date.now()
+    const path = request.url.split("?")[0] ?? request.url
+    const response = yield* Effect.suspend(() => {
+      const length = Number(request.headers["content-length"] ?? "0")
+      if (length > Limits.bodyBytesMax) return Effect.succeed(jsonError(413, "payload_too_large"))
+      if (hasBody(request) && !isJsonContentType(request.headers["content-type"])) {
+        return Effect.succeed(jsonError(400, "invalid_request", "Content-Type must be application/json."))
+      }
+      return httpEffect.pipe(
+        Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(Limits.bodyBytesMax)),
+        Effect.catchCause((cause) => responseForCause(cause, request, routes))
+      )
+    }).pipe(Effect.annotateLogs({ request_id: requestId }))
+    const final = HttpServerResponse.setHeader(withEnvelope(response, requestId), "x-request-id", requestId)
+    yield* Effect.logInfo("http request").pipe(
+      Effect.annotateLogs({
+        request_id: requestId,
+        method: request.method,
+        path,
+        status: final.status,
+        duration_ms: Date.now() - startedMs
+      })
+    )
+    return final
+  })
+

@@ -1,0 +1,304 @@
+/**
+ * The error catalogue: every error the public API can answer, in one place.
+ *
+ * Each error is a Schema class whose encoded form is D1's envelope
+ * `{"error":{"code","message","param?","reason?","request_id"}}` and whose
+ * `httpApiStatus` is the status SPEC.md's error table (or DECISIONS.md) gives for
+ * its code. The `_tag` is a plain class field, so it is matchable with
+ * `Effect.catchTag` but never encoded into a response body. `request_id` is
+ * filled in by the envelope middleware (http/Envelope.ts), which knows the
+ * request; domain code never sees it.
+ *
+ * Precedence, highest first (the order checks run in): authentication,
+ * rate limit, request validation, not found, permission/KYC, policy, balance.
+ *
+ * Messages hold ids and field names, never amounts, memos, keys or proofs.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+
+/**
+ * The body of every error response.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ErrorBody = Schema.Struct({
+  code: Schema.String,
+  message: Schema.String,
+  param: Schema.optionalKey(Schema.String),
+  reason: Schema.optionalKey(Schema.String),
+  request_id: Schema.optionalKey(Schema.String)
+})
+
+/**
+ * The D1 envelope schema for one error code (the code is a literal, so the
+ * OpenAPI document lists each code under its status).
+ */
+const envelope = <const Code extends string>(code: Code) =>
+  Schema.Struct({
+    error: Schema.Struct({
+      code: Schema.Literal(code),
+      message: Schema.String,
+      param: Schema.optionalKey(Schema.String),
+      reason: Schema.optionalKey(Schema.String),
+      request_id: Schema.optionalKey(Schema.String)
+    })
+  })
+
+/** Optional details of an error besides its message. */
+export interface ErrorDetails {
+  readonly param?: string
+  readonly reason?: string
+}
+
+const bodyOf = <const Code extends string>(code: Code, message: string, details?: ErrorDetails) => ({
+  error: {
+    code,
+    message,
+    ...(details?.param === undefined ? {} : { param: details.param }),
+    ...(details?.reason === undefined ? {} : { reason: details.reason })
+  }
+})
+
+/**
+ * 400 `invalid_request`: malformed body, wrong Content-Type, missing or invalid field.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidRequest extends Schema.Error<InvalidRequest>("InvalidRequest")(envelope("invalid_request"), {
+  httpApiStatus: 400
+}) {
+  readonly _tag = "InvalidRequest" as const
+  static of(message: string, details?: ErrorDetails) {
+    return new InvalidRequest(bodyOf("invalid_request", message, details))
+  }
+}
+
+/**
+ * 401 `unauthorized`: missing, malformed, unknown or revoked API key (D8).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class Unauthorized extends Schema.Error<Unauthorized>("Unauthorized")(envelope("unauthorized"), {
+  httpApiStatus: 401
+}) {
+  readonly _tag = "Unauthorized" as const
+  static of(message = "Missing or invalid API key.") {
+    return new Unauthorized(bodyOf("unauthorized", message))
+  }
+}
+
+/**
+ * 403 `kyc_required`: the account's identity verification is not complete (D11).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class KycRequired extends Schema.Error<KycRequired>("KycRequired")(envelope("kyc_required"), {
+  httpApiStatus: 403
+}) {
+  readonly _tag = "KycRequired" as const
+  static of(message = "Identity verification is not completed for this account.") {
+    return new KycRequired(bodyOf("kyc_required", message))
+  }
+}
+
+/**
+ * 403 `livemode_unavailable` (ext, D9): a live key on an endpoint that would touch
+ * the mainnet chain while none is configured.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class LivemodeUnavailable extends Schema.Error<LivemodeUnavailable>("LivemodeUnavailable")(
+  envelope("livemode_unavailable"),
+  { httpApiStatus: 403 }
+) {
+  readonly _tag = "LivemodeUnavailable" as const
+  static of(message = "Live mode is not available: no mainnet chain is configured.") {
+    return new LivemodeUnavailable(bodyOf("livemode_unavailable", message))
+  }
+}
+
+/**
+ * 404 `not_found`: no route for the path (D2).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class NotFound extends Schema.Error<NotFound>("NotFound")(envelope("not_found"), { httpApiStatus: 404 }) {
+  readonly _tag = "NotFound" as const
+  static of(message = "No such endpoint.") {
+    return new NotFound(bodyOf("not_found", message))
+  }
+}
+
+/**
+ * 404 `account_not_found` (admin): no account with that id.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class AccountNotFound extends Schema.Error<AccountNotFound>("AccountNotFound")(envelope("account_not_found"), {
+  httpApiStatus: 404
+}) {
+  readonly _tag = "AccountNotFound" as const
+  static of(accountId: string) {
+    return new AccountNotFound(bodyOf("account_not_found", `No account ${accountId}.`, { param: "account_id" }))
+  }
+}
+
+/**
+ * 404 `key_not_found` (admin): no API key with that id, or already revoked.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ApiKeyNotFound extends Schema.Error<ApiKeyNotFound>("ApiKeyNotFound")(envelope("key_not_found"), {
+  httpApiStatus: 404
+}) {
+  readonly _tag = "ApiKeyNotFound" as const
+  static of(keyId: string) {
+    return new ApiKeyNotFound(bodyOf("key_not_found", `No active API key ${keyId}.`, { param: "key_id" }))
+  }
+}
+
+/**
+ * 409 `handle_taken` (admin, D10): handles are unique case-insensitively.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class HandleTaken extends Schema.Error<HandleTaken>("HandleTaken")(envelope("handle_taken"), {
+  httpApiStatus: 409
+}) {
+  readonly _tag = "HandleTaken" as const
+  static of(handle: string) {
+    return new HandleTaken(bodyOf("handle_taken", `The handle @${handle} is taken.`, { param: "handle" }))
+  }
+}
+
+/**
+ * 413 `payload_too_large`: the request body is over 64 KiB (D2).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class PayloadTooLarge extends Schema.Error<PayloadTooLarge>("PayloadTooLarge")(envelope("payload_too_large"), {
+  httpApiStatus: 413
+}) {
+  readonly _tag = "PayloadTooLarge" as const
+  static of(message = "The request body is larger than 64 KiB.") {
+    return new PayloadTooLarge(bodyOf("payload_too_large", message))
+  }
+}
+
+/**
+ * 409 `idempotency_key_reused` (ext, D6): same Idempotency-Key, different request.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class IdempotencyKeyReused extends Schema.Error<IdempotencyKeyReused>("IdempotencyKeyReused")(
+  envelope("idempotency_key_reused"),
+  { httpApiStatus: 409 }
+) {
+  readonly _tag = "IdempotencyKeyReused" as const
+  static of(
+    message = "This Idempotency-Key was already used with a different request; use a new key for a new request."
+  ) {
+    return new IdempotencyKeyReused(bodyOf("idempotency_key_reused", message, { param: "Idempotency-Key" }))
+  }
+}
+
+/**
+ * 409 `idempotency_key_in_progress` (ext, D6): the first request with this key is still running.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class IdempotencyKeyInProgress extends Schema.Error<IdempotencyKeyInProgress>("IdempotencyKeyInProgress")(
+  envelope("idempotency_key_in_progress"),
+  { httpApiStatus: 409 }
+) {
+  readonly _tag = "IdempotencyKeyInProgress" as const
+  static of(message = "A request with this Idempotency-Key is still in progress; retry later.") {
+    return new IdempotencyKeyInProgress(bodyOf("idempotency_key_in_progress", message, { param: "Idempotency-Key" }))
+  }
+}
+
+/**
+ * 429 `rate_limited` (ext, D7): the API key sent more requests than its limit;
+ * the response carries `Retry-After`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RateLimited extends Schema.Error<RateLimited>("RateLimited")(envelope("rate_limited"), {
+  httpApiStatus: 429
+}) {
+  readonly _tag = "RateLimited" as const
+  static of(message = "Too many requests for this API key; retry after the number of seconds in Retry-After.") {
+    return new RateLimited(bodyOf("rate_limited", message))
+  }
+}
+
+/**
+ * 500 `internal_error`: an unexpected fault; the body holds no internals (D2).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InternalError extends Schema.Error<InternalError>("InternalError")(envelope("internal_error"), {
+  httpApiStatus: 500
+}) {
+  readonly _tag = "InternalError" as const
+  static of(message = "An unexpected error occurred; quote the request id when reporting it.") {
+    return new InternalError(bodyOf("internal_error", message))
+  }
+}
+
+/**
+ * 503 `service_unavailable`: the server is starting, draining or lost a dependency.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ServiceUnavailable extends Schema.Error<ServiceUnavailable>("ServiceUnavailable")(
+  envelope("service_unavailable"),
+  { httpApiStatus: 503 }
+) {
+  readonly _tag = "ServiceUnavailable" as const
+  static of(message = "The service is temporarily unavailable; retry shortly.") {
+    return new ServiceUnavailable(bodyOf("service_unavailable", message))
+  }
+}
+
+/**
+ * The codes only the envelope middleware produces (outside any endpoint), with
+ * their status: they are documented here so the whole table lives in one file.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const routerErrors = {
+  not_found: 404,
+  method_not_allowed: 405,
+  payload_too_large: 413,
+  invalid_request: 400,
+  internal_error: 500,
+  service_unavailable: 503
+} as const
+
+/**
+ * Builds a D1 error body for the codes answered outside an endpoint.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const errorBody = (code: keyof typeof routerErrors, message: string, details?: ErrorDetails) =>
+  bodyOf(code, message, details)

@@ -1,0 +1,78 @@
+/**
+ * `pnpm start`: the api server.
+ *
+ * With no configuration it runs the embedded mode: PGlite and generated secrets
+ * in `DATA_DIR` (default `./.data`), the public API on 127.0.0.1:8080 and the
+ * admin API on 127.0.0.1:8081. SIGTERM/SIGINT drain in-flight requests (up to
+ * `SHUTDOWN_TIMEOUT_MS`) and close everything in reverse order.
+ *
+ * @since 0.1.0
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { NodeRuntime } from "@effect/platform-node"
+import { Cause, Effect, Layer, Option } from "effect"
+import { AppConfig } from "./config/AppConfig.ts"
+import { DataDir } from "./platform/DataDir.ts"
+import { loggingLayer } from "./platform/Logging.ts"
+import { secretsFileName } from "./platform/Secrets.ts"
+import { ListenersLive, ServicesLive } from "./Server.ts"
+
+/**
+ * The file the admin command reads to find the admin listener.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const adminFileName = "admin.json"
+
+const announce = Effect.gen(function*() {
+  const config = yield* AppConfig
+  const dataDir = yield* DataDir
+  const baseUrl = `http://${config.host}:${config.port}`
+  const adminUrl = `http://${config.adminHost}:${config.adminPort}`
+  fs.writeFileSync(path.join(dataDir.path, adminFileName), JSON.stringify({ admin_url: adminUrl }, null, 2) + "\n", {
+    mode: 0o600
+  })
+  const adminToken = Option.isSome(config.adminToken)
+    ? "ADMIN_TOKEN (from the environment)"
+    : path.join(dataDir.path, secretsFileName)
+  yield* Effect.logInfo("server started").pipe(Effect.annotateLogs({
+    mode: Option.isSome(config.databaseUrl) ? "distributed" : "embedded",
+    base_url: baseUrl,
+    admin_url: adminUrl,
+    data_dir: dataDir.path,
+    admin_credentials: adminToken
+  }))
+  // Humans starting the embedded server read this, not the JSON line.
+  process.stderr.write(
+    `\nPrivate Payments Service\n  base URL:  ${baseUrl}/v1\n  admin URL: ${adminUrl}/admin (token in ${adminToken})\n` +
+      `  data dir:  ${dataDir.path}\n\n`
+  )
+})
+
+const MainLive = Layer.effectDiscard(announce).pipe(
+  Layer.provideMerge(ListenersLive),
+  Layer.provideMerge(ServicesLive),
+  Layer.provideMerge(AppConfig.layer)
+)
+
+const LoggingLive = Layer.unwrap(Effect.gen(function*() {
+  return loggingLayer((yield* AppConfig).logLevel)
+})).pipe(
+  Layer.provide(AppConfig.layer)
+)
+
+Layer.launch(MainLive).pipe(
+  // Start-up refusals (data dir locked, missing secrets, bad config) get a plain
+  // message and exit code 1 rather than a stack trace.
+  Effect.catchCause((cause) =>
+    Effect.sync(() => {
+      const failure = Cause.squash(cause)
+      process.stderr.write(`\npps: cannot start: ${failure instanceof Error ? failure.message : String(failure)}\n`)
+      process.exitCode = 1
+    })
+  ),
+  Effect.provide(LoggingLive),
+  NodeRuntime.runMain
+)

@@ -1,0 +1,104 @@
+/**
+ * The SQL database: PostgreSQL through `@effect/sql-pg` when `DATABASE_URL` is
+ * set, otherwise embedded PGlite in `DATA_DIR/pglite`. One dialect (PostgreSQL)
+ * and one set of migrations serve both.
+ *
+ * PGlite runs through `@effect/sql-pglite`, patched with pnpm's patch mechanism
+ * (patches/@effect__sql-pglite@4.0.0-beta.93.patch): the published build imports
+ * `effect/unstable/...` paths that effect 4.1 no longer has, and does not set
+ * `driver`. The PGlite instance is owned here, not by the adapter, so closing it
+ * is bounded: the adapter's own close sits in an uninterruptible finalizer that
+ * can hang after heavy use.
+ *
+ * Values PGlite and pg return differently (bigint as number vs bigint) are read
+ * as text (`::text`) and decoded with Schema, so both behave alike.
+ *
+ * @since 0.1.0
+ */
+import * as path from "node:path"
+import { PGlite } from "@electric-sql/pglite"
+import { PgClient } from "@effect/sql-pg"
+import { PgliteClient } from "@effect/sql-pglite"
+import { Effect, Layer, Option } from "effect"
+import { Migrator, SqlClient } from "effect/sql"
+import { AppConfig } from "../config/AppConfig.ts"
+import { DataDir } from "./DataDir.ts"
+import { migrations } from "./migrations/index.ts"
+
+/** How long closing PGlite may take before shutdown goes on without it. */
+const pgliteCloseTimeoutMs = 5_000
+
+/**
+ * Embedded PGlite in a directory (or in memory with `undefined`).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const pgliteLayer = (dataDir: string | undefined) =>
+  PgliteClient.layerFrom(
+    Effect.gen(function*() {
+      const pglite = yield* Effect.acquireRelease(
+        Effect.promise(async () => {
+          const db = dataDir === undefined ? new PGlite() : new PGlite(dataDir)
+          await db.waitReady
+          return db
+        }),
+        (db) => Effect.promise(() => db.close()).pipe(Effect.timeoutOption(pgliteCloseTimeoutMs), Effect.ignore)
+      )
+      return yield* PgliteClient.fromClient({ liveClient: pglite })
+    })
+  )
+
+/**
+ * The SqlClient chosen by configuration.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const SqlLive = Layer.unwrap(
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    if (Option.isSome(config.databaseUrl)) {
+      return PgClient.layer({
+        url: config.databaseUrl.value,
+        maxConnections: config.databasePoolMax,
+        applicationName: "pps-server"
+      })
+    }
+    const dataDir = yield* DataDir
+    return pgliteLayer(path.join(dataDir.path, "pglite"))
+  })
+)
+
+/**
+ * Runs the migrations that have not run yet. The migrator locks its table, so
+ * several nodes starting at once on PostgreSQL run each migration once.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const migrate = Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: "pps_migrations" })
+
+/**
+ * Runs the migrations when the layer is built.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const MigrationsLive = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const ran = yield* migrate
+    if (ran.length > 0) yield* Effect.logInfo("database migrated").pipe(Effect.annotateLogs("migrations", ran.map(([id, name]) => `${id}_${name}`)))
+  })
+)
+
+/**
+ * Whether the database answers (for `/readyz`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const ping = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`SELECT 1`
+})

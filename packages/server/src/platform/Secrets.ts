@@ -1,0 +1,128 @@
+/**
+ * The server's own secrets: the API key pepper, the wallet key-encryption key
+ * and the admin token.
+ *
+ * Distributed mode (`DATABASE_URL` set) requires all three from configuration,
+ * because every node must share them. The embedded mode generates whatever is
+ * not configured once, from the CSPRNG, into `DATA_DIR/secrets.json` (mode
+ * 0600), and reuses it on every later start.
+ *
+ * @since 0.1.0
+ */
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { Context, Data, Effect, Layer, Option, Redacted } from "effect"
+import { AppConfig } from "../config/AppConfig.ts"
+import { DataDir } from "./DataDir.ts"
+
+/**
+ * A secret is missing or malformed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SecretsError extends Data.TaggedError("SecretsError")<{ readonly message: string }> {}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface SecretsShape {
+  /** HMAC-SHA256 key under which API keys are stored (>= 32 bytes). */
+  readonly apiKeyPepper: Redacted.Redacted<Uint8Array>
+  /** AES-256-GCM key sealing custodial wallet keys at rest (exactly 32 bytes). */
+  readonly walletKek: Redacted.Redacted<Uint8Array>
+  /** Bearer token of the admin listener. */
+  readonly adminToken: Redacted.Redacted<string>
+}
+
+/**
+ * The secrets file of the embedded mode.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const secretsFileName = "secrets.json"
+
+const pepperBytesMin = 32
+const kekBytes = 32
+const adminTokenLengthMin = 32
+
+const decodeKek = (text: string): Option.Option<Uint8Array> => {
+  const bytes = Buffer.from(text, "base64")
+  return bytes.length === kekBytes ? Option.some(new Uint8Array(bytes)) : Option.none()
+}
+
+interface SecretsFile {
+  readonly api_key_pepper: string
+  readonly wallet_kek: string
+  readonly admin_token: string
+}
+
+const generate = (): SecretsFile => ({
+  api_key_pepper: randomBytes(32).toString("base64"),
+  wallet_kek: randomBytes(kekBytes).toString("base64"),
+  admin_token: `adm_${randomBytes(32).toString("base64url")}`
+})
+
+const readOrCreateFile = (file: string): Effect.Effect<SecretsFile, SecretsError> =>
+  Effect.try({
+    try: () => {
+      if (!fs.existsSync(file)) {
+        const tmp = `${file}.${process.pid}.tmp`
+        fs.writeFileSync(tmp, JSON.stringify(generate(), null, 2) + "\n", { mode: 0o600, flag: "wx" })
+        fs.renameSync(tmp, file)
+      }
+      return JSON.parse(fs.readFileSync(file, "utf8")) as SecretsFile
+    },
+    catch: (cause) => new SecretsError({ message: `cannot read or create ${file}: ${String(cause)}` })
+  })
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class Secrets extends Context.Service<Secrets, SecretsShape>()("server/platform/Secrets") {
+  static readonly layer = Layer.effect(
+    Secrets,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      const embedded = Option.isNone(config.databaseUrl)
+      const needFile = embedded &&
+        (Option.isNone(config.apiKeyPepper) || Option.isNone(config.walletKek) || Option.isNone(config.adminToken))
+      const file = needFile
+        ? Option.some(yield* readOrCreateFile(path.join((yield* DataDir).path, secretsFileName)))
+        : Option.none<SecretsFile>()
+      const pick = (configured: Option.Option<Redacted.Redacted<string>>, fromFile: (f: SecretsFile) => string, name: string) =>
+        Option.match(configured, {
+          onSome: (value) => Effect.succeed(Redacted.value(value)),
+          onNone: () =>
+            Option.match(file, {
+              onSome: (f) => Effect.succeed(fromFile(f)),
+              onNone: () =>
+                Effect.fail(new SecretsError({ message: `${name} is required when DATABASE_URL is set (every node must share it)` }))
+            })
+        })
+      const pepperText = yield* pick(config.apiKeyPepper, (f) => f.api_key_pepper, "API_KEY_PEPPER")
+      const kekText = yield* pick(config.walletKek, (f) => f.wallet_kek, "WALLET_KEK")
+      const adminToken = yield* pick(config.adminToken, (f) => f.admin_token, "ADMIN_TOKEN")
+      const pepper = new Uint8Array(Buffer.from(pepperText, "utf8"))
+      if (pepper.length < pepperBytesMin) {
+        return yield* new SecretsError({ message: `API_KEY_PEPPER must be at least ${pepperBytesMin} bytes` })
+      }
+      const kek = yield* Option.match(decodeKek(kekText), {
+        onSome: Effect.succeed,
+        onNone: () => Effect.fail(new SecretsError({ message: "WALLET_KEK must be 32 bytes, base64-encoded" }))
+      })
+      if (adminToken.length < adminTokenLengthMin) {
+        return yield* new SecretsError({ message: `ADMIN_TOKEN must be at least ${adminTokenLengthMin} characters` })
+      }
+      return {
+        apiKeyPepper: Redacted.make(pepper),
+        walletKek: Redacted.make(kek),
+        adminToken: Redacted.make(adminToken)
+      }
+    })
+  )
+}

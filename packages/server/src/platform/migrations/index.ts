@@ -1,0 +1,18 @@
+/**
+ * Every migration, in order. The same SQL runs on PostgreSQL and PGlite.
+ *
+ * Never edit a migration that has shipped: add the next one.
+ *
+ * @since 0.1.0
+ */
+import type { Effect } from "effect"
+import type { SqlClient } from "effect/sql"
+import { accountsAndKeys } from "./0001_accounts_and_keys.ts"
+
+/**
+ * @since 0.1.0
+ * @category migrations
+ */
+export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
+  "0001_accounts_and_keys": accountsAndKeys
+}
