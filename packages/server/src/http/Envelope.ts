@@ -24,6 +24,7 @@ import { HttpApiError } from "effect/http-api"
 import { Limits } from "../config/AppConfig.ts"
 import { makeId } from "../platform/Ids.ts"
 import { errorBody, routerErrors } from "./errors.ts"
+import { describeIssue } from "./RequestValidation.ts"
 
 /**
  * The routes a listener serves, to tell 405 from 404.
@@ -98,6 +99,17 @@ const requestParseReason = (cause: Cause.Cause<unknown>): string | undefined => 
   return undefined
 }
 
+/** A failure to decode the request (not to encode our response) anywhere in a cause. */
+const requestSchemaError = (cause: Cause.Cause<unknown>) => {
+  for (const reason of cause.reasons) {
+    const value = reason._tag === "Fail" ? reason.error : reason._tag === "Die" ? reason.defect : undefined
+    if (HttpApiError.HttpApiSchemaError.is(value) && value.kind !== "Body" && value.kind !== "ResponseHeaders") {
+      return value as typeof value & { readonly kind: "Params" | "Headers" | "Query" | "Payload" }
+    }
+  }
+  return undefined
+}
+
 const isRouteNotFound = (cause: Cause.Cause<unknown>): boolean =>
   cause.reasons.some((reason) =>
     reason._tag === "Fail" && reason.error instanceof HttpServerError.HttpServerError &&
@@ -120,6 +132,12 @@ const responseForCause = (
         ? jsonError(405, "method_not_allowed", `This endpoint accepts ${allowed.join(", ")}.`, { allow: allowed.join(", ") })
         : jsonError(404, "not_found")
     )
+  }
+  // An API that forgot the RequestValidation middleware lets decoding failures
+  // through as defects: they are still the caller's 400, not our 500.
+  const schemaError = requestSchemaError(cause)
+  if (schemaError !== undefined) {
+    return Effect.succeed(jsonError(400, "invalid_request", describeIssue(schemaError.kind, schemaError.cause.issue).message))
   }
   const parseReason = requestParseReason(cause)
   if (parseReason === "BodyTooLarge") return Effect.succeed(jsonError(413, "payload_too_large"))

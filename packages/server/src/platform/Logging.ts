@@ -55,15 +55,23 @@ export const redact = (value: unknown, depth = 0): unknown => {
 }
 
 /**
- * The logger: Effect's structured format, redacted, as one JSON line.
+ * One log entry as the JSON line the logger writes (redacted).
  *
  * @since 0.1.0
  * @category loggers
  */
-export const redactingJsonLogger = Logger.map(Logger.formatStructured, (entry) => {
-  const { fiberId: _fiberId, spans: _spans, ...rest } = entry
+export const formatLogLine = (options: Logger.Options<unknown>): string => {
+  const { fiberId: _fiberId, spans: _spans, ...rest } = Logger.formatStructured.log(options)
   return JSON.stringify(redact(rest))
-}).pipe(Logger.withConsoleLog)
+}
+
+/**
+ * The logger: Effect's structured format, redacted, as one JSON line on stdout.
+ *
+ * @since 0.1.0
+ * @category loggers
+ */
+export const redactingJsonLogger = Logger.make(formatLogLine).pipe(Logger.withConsoleLog)
 
 /**
  * Installs the logger and the minimum level.
