@@ -5,12 +5,16 @@
  * search them.
  */
 import * as fs from "node:fs"
+import * as net from "node:net"
 import { createServer } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { NodeHttpServer } from "@effect/platform-node"
+import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Logger, Option, Redacted, References } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
+import { SqlClient } from "effect/sql"
+import { ulid } from "../../src/platform/Ids.ts"
 import { type AppConfigShape, AppConfig } from "../../src/config/AppConfig.ts"
 import { formatLogLine } from "../../src/platform/Logging.ts"
 import { Secrets } from "../../src/platform/Secrets.ts"
@@ -25,6 +29,54 @@ export interface TestServerShape {
   readonly logs: ReadonlyArray<string>
   /** The server's services, to inspect state directly (e.g. dump the database). */
   readonly services: Context.Context<Layer.Success<typeof ServicesLive>>
+}
+
+/**
+ * Which database a test server runs on: embedded PGlite in a temporary
+ * directory, or a fresh database on the PostgreSQL server (created for the test
+ * server and dropped after it).
+ */
+export type DatabaseTarget = { readonly name: "pglite" } | { readonly name: "postgres" }
+export const pglite: DatabaseTarget = { name: "pglite" }
+export const postgres: DatabaseTarget = { name: "postgres" }
+
+/** The maintenance database on the machine's PostgreSQL server (trust auth for `postgres`). */
+export const postgresAdminUrl = process.env["PPS_TEST_POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres"
+
+/** Whether the PostgreSQL server answers a TCP connection within a second. */
+export const isPostgresReachable = (): Promise<boolean> =>
+  new Promise((resolve) => {
+    const url = new URL(postgresAdminUrl)
+    const socket = net.connect({ host: url.hostname, port: Number(url.port || 5432) })
+    const done = (ok: boolean) => {
+      socket.destroy()
+      resolve(ok)
+    }
+    socket.setTimeout(1_000, () => done(false))
+    socket.once("connect", () => done(true))
+    socket.once("error", () => done(false))
+  })
+
+/** Creates a fresh database for one test server and drops it when the scope closes. */
+const freshPostgresDatabase = Effect.gen(function*() {
+  const name = `pps_test_${ulid().toLowerCase()}`
+  const admin = PgClient.layer({ url: Redacted.make(postgresAdminUrl) })
+  const run = (statement: string) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(statement)
+    }).pipe(Effect.provide(admin), Effect.orDie)
+  yield* Effect.acquireRelease(run(`CREATE DATABASE ${name}`), () => run(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+  const url = new URL(postgresAdminUrl)
+  url.pathname = `/${name}`
+  return url.toString()
+})
+
+/** Secrets that distributed mode requires from configuration (fixed test values). */
+const distributedSecrets = {
+  apiKeyPepper: Option.some(Redacted.make("test-pepper-0123456789abcdef0123456789abcdef")),
+  walletKek: Option.some(Redacted.make(Buffer.alloc(32, 7).toString("base64"))),
+  adminToken: Option.some(Redacted.make("adm_test_token_0123456789abcdef0123456789"))
 }
 
 export class TestServer extends Context.Service<TestServer, TestServerShape>()("test/TestServer") {}
@@ -60,6 +112,7 @@ const urlOf = (context: Context.Context<HttpServer.HttpServer>) => {
  * endpoints that exercise shared middleware).
  */
 export const makeTestServer = <R = never>(options: {
+  readonly database?: DatabaseTarget
   readonly config?: Partial<AppConfigShape>
   readonly extraPublic?: Layer.Layer<never, never, R>
 } = {}) =>
@@ -73,7 +126,14 @@ export const makeTestServer = <R = never>(options: {
         logs.push(formatLogLine(options))
       })
       const loggerLayer = Layer.mergeAll(Logger.layer([capture]), Layer.succeed(References.MinimumLogLevel, "Debug"))
-      const config = testConfig(dataDir, options.config)
+      const database = options.database ?? pglite
+      const config = database.name === "postgres"
+        ? testConfig(dataDir, {
+          databaseUrl: Option.some(Redacted.make(yield* freshPostgresDatabase)),
+          ...distributedSecrets,
+          ...options.config
+        })
+        : testConfig(dataDir, options.config)
       const services = yield* Layer.build(
         ServicesLive.pipe(Layer.provideMerge(Layer.succeed(AppConfig, config)), Layer.provide(loggerLayer))
       )

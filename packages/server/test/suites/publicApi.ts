@@ -1,18 +1,18 @@
 /**
- * The public listener over a real socket on embedded PGlite: authentication
+ * The public listener over a real socket, on either database: authentication
  * (D8), the account record, and D1/D2's envelope on every error path the
  * foundation owns (404, 405, 413, 400 for bodies, 429, 500-free faults).
  */
 import { assert, describe, expect, layer } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup } from "effect/http-api"
-import { Authorization, Idempotency, RequestValidation } from "../src/http/Api.ts"
-import { AuthorizationLive } from "../src/http/Authorization.ts"
-import { IdempotencyLive } from "../src/http/Idempotency.ts"
-import { RequestValidationLive } from "../src/http/RequestValidation.ts"
-import { AccountRecord } from "../src/accounts/domain.ts"
-import { bearer, createAccount, expectEnvelope, postJson, send } from "./support/http.ts"
-import { makeTestServer, TestServer } from "./support/TestServer.ts"
+import { Authorization, Idempotency, RequestValidation } from "../../src/http/Api.ts"
+import { AuthorizationLive } from "../../src/http/Authorization.ts"
+import { IdempotencyLive } from "../../src/http/Idempotency.ts"
+import { RequestValidationLive } from "../../src/http/RequestValidation.ts"
+import { AccountRecord } from "../../src/accounts/domain.ts"
+import { bearer, createAccount, expectEnvelope, postJson, send } from "../support/http.ts"
+import { type DatabaseTarget, makeTestServer, TestServer } from "../support/TestServer.ts"
 
 /** A test-only POST endpoint that goes through the real Authorization and Idempotency middleware. */
 let echoCalls = 0
@@ -34,8 +34,12 @@ const EchoLive = HttpApiBuilder.layer(EchoApi).pipe(
   Layer.provide([AuthorizationLive, RequestValidationLive, IdempotencyLive])
 )
 
+/**
+ * The public API suite, run against one database target.
+ */
+export const publicApiSuite = (database: DatabaseTarget) => {
 describe("public API", () => {
-  layer(makeTestServer({ extraPublic: EchoLive }), { timeout: "60 seconds", excludeTestServices: true })("embedded", (it) => {
+  layer(makeTestServer({ database, extraPublic: EchoLive }), { timeout: "60 seconds", excludeTestServices: true })(database.name, (it) => {
     it.effect("GET /v1/accounts/me returns SPEC's account record for the key's account", () =>
       Effect.gen(function*() {
         const server = yield* TestServer
@@ -208,7 +212,7 @@ describe("public API", () => {
 })
 
 describe("rate limit (D7)", () => {
-  layer(makeTestServer({ config: { rateLimitPerSecond: 1, rateLimitBurst: 2 } }), { timeout: "60 seconds", excludeTestServices: true })("tight limit", (it) => {
+  layer(makeTestServer({ database, config: { rateLimitPerSecond: 1, rateLimitBurst: 2 } }), { timeout: "60 seconds", excludeTestServices: true })(database.name, (it) => {
     it.effect("past the burst a key gets 429 rate_limited with Retry-After; other keys are unaffected", () =>
       Effect.gen(function*() {
         const server = yield* TestServer
@@ -224,3 +228,4 @@ describe("rate limit (D7)", () => {
       }))
   })
 })
+}
