@@ -4,4 +4,6 @@ import { publicApiSuite } from "./suites/publicApi.ts"
 import { postgresAvailable } from "./support/requirePostgres.ts"
 import { postgres } from "./support/TestServer.ts"
 
-describe.skipIf(!postgresAvailable)("postgres", () => publicApiSuite(postgres))
+describe.skipIf(!postgresAvailable)("postgres", () => {
+  publicApiSuite(postgres)
+})

@@ -1,0 +1,5 @@
+/** The admin suite on embedded PGlite. */
+import { adminSuite } from "./suites/admin.ts"
+import { pglite } from "./support/TestServer.ts"
+
+adminSuite(pglite)
