@@ -1,0 +1,93 @@
+/**
+ * The server as a process, started the way `pnpm start` starts it: it serves,
+ * refuses a second start on the same data directory with a clear message,
+ * shuts down on SIGTERM releasing its lock, and takes over the stale lock of a
+ * process killed with SIGKILL.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+
+const main = fileURLToPath(new URL("../src/main.ts", import.meta.url))
+const children: Array<ChildProcess> = []
+afterAll(() => {
+  for (const child of children) child.kill("SIGKILL")
+})
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = net.createServer()
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      server.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
+    })
+  })
+
+const start = (dataDir: string, port: number, adminPort: number) => {
+  const child = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", main], {
+    env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), ADMIN_PORT: String(adminPort), LOG_LEVEL: "Warn" },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  children.push(child)
+  let output = ""
+  child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()))
+  child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()))
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  return { child, exited, output: () => output }
+}
+
+const waitHealthy = async (port: number, timeoutMs = 45_000) => {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    try {
+      const response = await fetch(`http://127.0.0.1:${port}/healthz`)
+      if (response.status === 200) return
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 200))
+  }
+  throw new Error(`server on ${port} did not become healthy`)
+}
+
+describe("server process", () => {
+  it("serves, refuses a second start on its data dir, stops on SIGTERM, survives SIGKILL", { timeout: 120_000 }, async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-proc-"))
+    try {
+      const [port, adminPort, port2, adminPort2] = await Promise.all([freePort(), freePort(), freePort(), freePort()])
+      const first = start(dataDir, port, adminPort)
+      await waitHealthy(port)
+      assert.isTrue(fs.existsSync(path.join(dataDir, "server.lock")))
+      assert.isTrue(fs.existsSync(path.join(dataDir, "secrets.json")))
+      assert.strictEqual(fs.statSync(path.join(dataDir, "secrets.json")).mode & 0o777, 0o600)
+      const admin = JSON.parse(fs.readFileSync(path.join(dataDir, "admin.json"), "utf8")) as { admin_url: string }
+      assert.strictEqual(admin.admin_url, `http://127.0.0.1:${adminPort}`)
+
+      const second = start(dataDir, port2, adminPort2)
+      assert.strictEqual(await second.exited, 1)
+      assert.match(second.output(), /already running on data directory/)
+
+      first.child.kill("SIGTERM")
+      const code = await first.exited
+      assert.isTrue(code === 0 || code === 130 || code === 143, `exit code ${code}`)
+      assert.isFalse(fs.existsSync(path.join(dataDir, "server.lock")), "the lock is released on shutdown")
+
+      // kill -9 leaves the lock behind; the next start takes it over and keeps the data.
+      const third = start(dataDir, port, adminPort)
+      await waitHealthy(port)
+      third.child.kill("SIGKILL")
+      await third.exited
+      assert.isTrue(fs.existsSync(path.join(dataDir, "server.lock")))
+      const fourth = start(dataDir, port, adminPort)
+      await waitHealthy(port)
+      fourth.child.kill("SIGTERM")
+      await fourth.exited
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true })
+    }
+  })
+})

@@ -1,0 +1,16 @@
+#!/bin/sh
+# The whole test suite (every package's vitest project), then one plain summary
+# line "Tests: N passed, N failed, N skipped" that CI reads.
+set -u
+results="${TMPDIR:-/tmp}/pps-vitest-$$.json"
+pnpm exec vitest run --reporter=default --reporter=json --outputFile.json="$results" "$@"
+status=$?
+if [ -f "$results" ]; then
+  node -e '
+    const r = JSON.parse(require("node:fs").readFileSync(process.argv[1], "utf8"));
+    const skipped = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
+    console.log(`Tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${skipped} skipped`);
+  ' "$results"
+  rm -f "$results"
+fi
+exit $status
