@@ -125,19 +125,6 @@ export class LivemodeUnavailable extends Schema.Error<LivemodeUnavailable>("Live
 }
 
 /**
- * 404 `not_found`: no route for the path (D2).
- *
- * @since 0.1.0
- * @category errors
- */
-export class NotFound extends Schema.Error<NotFound>("NotFound")(envelope("not_found"), { httpApiStatus: 404 }) {
-  readonly _tag = "NotFound" as const
-  static of(message = "No such endpoint.") {
-    return new NotFound(bodyOf("not_found", message))
-  }
-}
-
-/**
  * 404 `account_not_found` (admin): no account with that id.
  *
  * @since 0.1.0
