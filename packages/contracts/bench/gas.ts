@@ -1,0 +1,122 @@
+/**
+ * Prints the gas table of docs/benchmarks.md ("Contracts (gas)"): receipt gasUsed of every
+ * ConfidentialToken function on a fresh anvil, with the steady-state confidential transfer as
+ * the median of 16. Deterministic apart from a few gas of calldata (random points and
+ * signatures differ in zero bytes), so the figures are stable run to run.
+ *
+ * Usage: pnpm --filter @pps/contracts gas
+ */
+import { createPublicClient, createTestClient, encodeDeployData, encodeFunctionData, type Hex, http, type LocalAccount, maxUint256, parseEther, size } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import * as Anvil from "../src/anvil.ts"
+import * as ConfidentialToken from "../src/artifacts/ConfidentialToken.ts"
+import * as TestUSDG from "../src/artifacts/TestUSDG.ts"
+import * as WrappedEther from "../src/artifacts/WrappedEther.ts"
+import * as TypedData from "../src/typedData.ts"
+import { makeSender, type Sender } from "../src/internal/transactions.ts"
+import { type KeyPair, makeKeyPair, proveKeyPossession } from "../test/helpers/elgamal.ts"
+import { confidentialRequest, publicRequest, signConfidential, signPublic } from "../test/helpers/transfers.ts"
+
+const steadyRounds = 16
+const abi = ConfidentialToken.abi
+const rows: Array<[string, string, string]> = []
+const median = (values: ReadonlyArray<bigint>): bigint => [...values].sort((a, b) => Number(a - b))[values.length >> 1] ?? 0n
+const record = (operation: string, gas: bigint, note = "") => rows.push([operation, gas.toLocaleString("en-US"), note])
+
+const anvil = await Anvil.start({ blockTimeSeconds: 0.1 })
+try {
+  const transport = http(anvil.rpcUrl)
+  const client = createPublicClient({ transport, pollingInterval: 20 })
+  const testClient = createTestClient({ mode: "anvil", transport })
+  const senders = new Map<string, Sender>()
+  const send = (account: LocalAccount, to: `0x${string}` | null, data: Hex) => {
+    const sender = senders.get(account.address) ?? makeSender(client, account, 20)
+    senders.set(account.address, sender)
+    return sender.send({ to, data, gas: 3_000_000n })
+  }
+  const newAccount = async () => {
+    const account = privateKeyToAccount(generatePrivateKey())
+    await testClient.setBalance({ address: account.address, value: parseEther("100") })
+    return account
+  }
+
+  const owner = await newAccount()
+  const guardian = privateKeyToAccount(generatePrivateKey())
+  const guardianKey = makeKeyPair()
+  // Deployed one by one here (Deploy.deploy does the same calls) to read each deployment's receipt.
+  const deployed = async (label: string, data: Hex) => {
+    const receipt = await send(owner, null, data)
+    record(label, receipt.gasUsed)
+    if (receipt.contractAddress == null) throw new Error(`${label} created no contract`)
+    return receipt.contractAddress
+  }
+  const usdg = await deployed("deploy TestUSDG", encodeDeployData({ abi: TestUSDG.abi, bytecode: TestUSDG.bytecode, args: [owner.address] }))
+  await deployed("deploy WrappedEther", encodeDeployData({ abi: WrappedEther.abi, bytecode: WrappedEther.bytecode }))
+  const addresses = {
+    usdg,
+    confidentialUsdg: await deployed(
+      "deploy ConfidentialToken",
+      encodeDeployData({ abi, bytecode: ConfidentialToken.bytecode, args: [usdg, owner.address, guardian.address, guardianKey.evm] })
+    )
+  }
+  const token = addresses.confidentialUsdg
+  const domain = { chainId: anvil.chainId, contract: token }
+  await send(owner, addresses.usdg, encodeFunctionData({ abi: TestUSDG.abi, functionName: "approve", args: [token, maxUint256] }))
+  await send(owner, addresses.usdg, encodeFunctionData({ abi: TestUSDG.abi, functionName: "mint", args: [owner.address, 10n ** 15n] }))
+  const shield = (to: `0x${string}`, amount: bigint) => send(owner, token, encodeFunctionData({ abi, functionName: "shield", args: [to, amount] }))
+
+  interface Party { readonly account: LocalAccount; readonly key: KeyPair; nonce: bigint }
+  const registered = async (): Promise<Party> => {
+    const account = await newAccount()
+    const key = makeKeyPair()
+    const proof = proveKeyPossession(key, { chainId: anvil.chainId, contract: token, account: account.address })
+    const receipt = await send(account, token, encodeFunctionData({ abi, functionName: "register", args: [key.evm, proof] }))
+    if (!rows.some(([operation]) => operation.startsWith("register "))) record("register (proof of possession checked on chain)", receipt.gasUsed)
+    return { account, key, nonce: 0n }
+  }
+  const transfer = async (from: Party, to: Party, nonce = from.nonce++) => {
+    const request = confidentialRequest({ from: from.account.address, to: to.account.address, amount: 1_000n, fromKey: from.key, toKey: to.key, guardianKey, nonce, deadline: 2n ** 40n })
+    const data = encodeFunctionData({ abi, functionName: "confidentialTransfer", args: [request, await signConfidential(guardian, domain, request)] })
+    return { receipt: await send(owner, token, data), calldataBytes: size(data) }
+  }
+
+  const alice = await registered()
+  const bob = await registered()
+  {
+    const relayed = privateKeyToAccount(generatePrivateKey())
+    const key = makeKeyPair()
+    const proof = proveKeyPossession(key, { chainId: anvil.chainId, contract: token, account: relayed.address })
+    const consent = await relayed.signTypedData({ domain: TypedData.domain(anvil.chainId, token), types: TypedData.keyRegistrationTypes, primaryType: "KeyRegistration", message: { account: relayed.address, keyX: key.evm.x, keyY: key.evm.y } })
+    const receipt = await send(owner, token, encodeFunctionData({ abi, functionName: "registerFor", args: [relayed.address, key.evm, proof, consent] }))
+    record("registerFor (relayer; + account's EIP-712 consent)", receipt.gasUsed)
+  }
+  record("shield, first credit to an address", (await shield(alice.account.address, 10n ** 9n)).gasUsed)
+  record("shield, to a funded address", (await shield(alice.account.address, 10n ** 9n)).gasUsed)
+  await shield(bob.account.address, 10n ** 9n)
+
+  record("confidentialTransfer, sender's first debit after a shield", (await transfer(alice, bob)).receipt.gasUsed, "nine zero→non-zero slots: both sides' handle sums and the nonce word")
+  await transfer(bob, alice)
+  const steady: Array<bigint> = []
+  let calldataBytes = 0
+  for (let round = 0; round < steadyRounds; round++) {
+    const result = round % 2 === 0 ? await transfer(alice, bob) : await transfer(bob, alice)
+    steady.push(result.receipt.gasUsed)
+    calldataBytes = result.calldataBytes
+  }
+  record("**confidentialTransfer, steady state**", median(steady), `median of ${steadyRounds}; both parties funded, nonce word warm; calldata ${calldataBytes} B`)
+  record("confidentialTransfer, first nonce of a new bitmap word", (await transfer(alice, bob, 256n)).receipt.gasUsed, "one in 256 transfers per sender")
+  const carol = await registered()
+  record("confidentialTransfer, first credit to a never-funded recipient", (await transfer(alice, carol)).receipt.gasUsed, "six zero→non-zero slots")
+
+  const pay = async (to: `0x${string}`) => {
+    const request = publicRequest({ from: alice.account.address, to, amount: 1_000n, fromKey: alice.key, guardianKey, nonce: alice.nonce++, deadline: 2n ** 40n })
+    return send(owner, token, encodeFunctionData({ abi, functionName: "publicTransfer", args: [request, await signPublic(guardian, domain, request)] }))
+  }
+  record("publicTransfer to an address holding USDG", (await pay(owner.address)).gasUsed)
+  await pay(alice.account.address)
+  record("publicTransfer to self (unshield), steady", (await pay(alice.account.address)).gasUsed)
+} finally {
+  await anvil.stop()
+}
+
+process.stdout.write(`| operation | gas | note |\n|---|---:|---|\n${rows.map((row) => `| ${row.join(" | ")} |`).join("\n")}\n`)

@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.37;
+
+import {BN254, Point} from "./BN254.sol";
+
+/// The slice of ERC-20 that ConfidentialToken uses on its underlying asset.
+interface IERC20Minimal {
+    function transfer(address to, uint256 amount) external returns (bool);
+    function transferFrom(address from, address to, uint256 amount) external returns (bool);
+}
+
+/// @title ConfidentialToken
+/// @notice Confidential balances of one ERC-20 asset (USDG; ETH through WrappedEther).
+///
+/// Every address holds an encrypted balance: three BN254 G1 points (ΣC, ΣD_owner, ΣD_guardian),
+/// sums of twisted-ElGamal ciphertexts C = a·G + r·H with decryption handles D = r·PK. The
+/// contract only adds and subtracts points (ecAdd precompile); it never sees an amount, except
+/// on `shield` and `publicTransfer` where the amount is public anyway.
+///
+/// A key registry holds each account's encryption key PK = s⁻¹·H, registered with a Schnorr
+/// proof of possession that is verified here, on chain.
+///
+/// Amount-dependent rules (enough balance, ciphertext well formed, spend limits) are decided
+/// by the guardian, which signs an EIP-712 attestation per transfer. The attestation, not
+/// msg.sender, authorises the debit, so any relayer can submit it. Replays are refused with a
+/// per-sender unordered nonce bitmap (Permit2 style): exactly once, in any submission order.
+contract ConfidentialToken {
+    // ---------------------------------------------------------------- constants
+
+    string public constant NAME = "PPS ConfidentialToken";
+    string public constant VERSION = "1";
+
+    bytes32 public constant CONFIDENTIAL_TRANSFER_TYPEHASH = keccak256(
+        "ConfidentialTransfer(address from,address to,bytes32 transferId,uint256 nonce,bytes32 ciphertextDigest,bytes32 sealedDigest,uint64 deadline)"
+    );
+    bytes32 public constant PUBLIC_TRANSFER_TYPEHASH = keccak256(
+        "PublicTransfer(address from,address to,bytes32 transferId,uint256 nonce,uint256 amount,bytes32 ciphertextDigest,uint64 deadline)"
+    );
+    bytes32 public constant KEY_REGISTRATION_TYPEHASH =
+        keccak256("KeyRegistration(address account,uint256 keyX,uint256 keyY)");
+
+    bytes32 private constant DOMAIN_TYPEHASH =
+        keccak256("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)");
+
+    /// secp256k1 n / 2: signatures with a larger s are the malleated twin of a low-s one.
+    uint256 private constant SECP256K1_N_HALF = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0;
+
+    uint256 private constant PROOF_OF_POSSESSION_LENGTH = 96;
+    uint256 private constant SIGNATURE_LENGTH = 65;
+
+    // ---------------------------------------------------------------- types
+
+    /// An address's encrypted balance: the sum of its commitments and the matching sums of the
+    /// handles for the owner's key and for the guardian's key.
+    struct EncryptedBalance {
+        Point commitment;
+        Point ownerHandle;
+        Point guardianHandle;
+    }
+
+    /// A confidential transfer as submitted: the fields of the ConfidentialTransfer attestation,
+    /// with the four points in place of their digest. The points must stay consecutive: the
+    /// ciphertext digest is taken over their calldata in one run.
+    struct ConfidentialTransferRequest {
+        address from;
+        address to;
+        bytes32 transferId;
+        uint256 nonce;
+        Point commitment;
+        Point fromHandle;
+        Point toHandle;
+        Point guardianHandle;
+        bytes32 sealedDigest;
+        uint64 deadline;
+    }
+
+    /// A public transfer (confidential: false, or an unshield when to == from) as submitted.
+    struct PublicTransferRequest {
+        address from;
+        address to;
+        bytes32 transferId;
+        uint256 nonce;
+        uint256 amount;
+        Point commitment;
+        Point fromHandle;
+        Point guardianHandle;
+        uint64 deadline;
+    }
+
+    // ---------------------------------------------------------------- storage
+
+    /// The ERC-20 whose units this contract holds while they are shielded.
+    IERC20Minimal public immutable asset;
+
+    uint256 private immutable cachedChainId;
+    bytes32 private immutable cachedDomainSeparator;
+
+    /// Rotates guardians; nothing else.
+    address public owner;
+    /// The secp256k1 address whose EIP-712 attestations authorise debits.
+    address public guardianSigner;
+    /// The guardian's BN254 encryption key, published so clients can check D_guardian's target.
+    Point private guardianKey;
+
+    mapping(address account => Point) private encryptionKeys;
+    mapping(address account => EncryptedBalance) private balances;
+    /// Used replay nonces of each sender: bit (nonce & 255) of word (nonce >> 8).
+    mapping(address sender => mapping(uint256 word => uint256 bits)) public nonceBitmap;
+
+    // ---------------------------------------------------------------- events
+
+    event OwnershipTransferred(address indexed previousOwner, address indexed newOwner);
+    event GuardianRotated(address indexed previousSigner, address indexed newSigner, Point encryptionKey);
+    event KeyRegistered(address indexed account, Point encryptionKey);
+    event Shielded(address indexed from, address indexed to, uint256 amount);
+    event ConfidentialTransfer(
+        address indexed from,
+        address indexed to,
+        bytes32 indexed transferId,
+        uint256 nonce,
+        Point commitment,
+        Point fromHandle,
+        Point toHandle,
+        Point guardianHandle,
+        bytes32 sealedDigest
+    );
+    event PublicTransfer(
+        address indexed from,
+        address indexed to,
+        bytes32 indexed transferId,
+        uint256 nonce,
+        uint256 amount,
+        Point commitment,
+        Point fromHandle,
+        Point guardianHandle
+    );
+
+    // ---------------------------------------------------------------- errors
+
+    error NotOwner(address caller);
+    error ZeroAddress();
+    error InvalidEncryptionKey();
+    error KeyAlreadyRegistered(address account);
+    error ProofOfPossessionInvalid();
+    error AccountSignatureInvalid(address account);
+    error AmountOutOfRange(uint256 amount);
+    error DeadlineExpired(uint64 deadline);
+    error NonceUsed(address sender, uint256 nonce);
+    error SignatureMalformed();
+    error SignatureHighS();
+    error GuardianSignatureInvalid();
+    error AssetTransferFailed();
+
+    // ---------------------------------------------------------------- construction and roles
+
+    constructor(IERC20Minimal asset_, address owner_, address guardianSigner_, Point memory guardianKey_) {
+        if (address(asset_) == address(0) || owner_ == address(0) || guardianSigner_ == address(0)) {
+            revert ZeroAddress();
+        }
+        _requireEncryptionKey(guardianKey_.x, guardianKey_.y);
+        asset = asset_;
+        owner = owner_;
+        guardianSigner = guardianSigner_;
+        guardianKey = guardianKey_;
+        cachedChainId = block.chainid;
+        cachedDomainSeparator = _buildDomainSeparator();
+        emit OwnershipTransferred(address(0), owner_);
+        emit GuardianRotated(address(0), guardianSigner_, guardianKey_);
+    }
+
+    modifier onlyOwner() {
+        if (msg.sender != owner) revert NotOwner(msg.sender);
+        _;
+    }
+
+    function transferOwnership(address newOwner) external onlyOwner {
+        if (newOwner == address(0)) revert ZeroAddress();
+        emit OwnershipTransferred(owner, newOwner);
+        owner = newOwner;
+    }
+
+    /// Replaces the guardian's signing address and encryption key. Attestations signed by the
+    /// previous signer stop verifying at once; their nonces stay unused, so the new guardian can
+    /// attest the same transfers again.
+    function rotateGuardian(address newSigner, Point calldata newEncryptionKey) external onlyOwner {
+        if (newSigner == address(0)) revert ZeroAddress();
+        _requireEncryptionKey(newEncryptionKey.x, newEncryptionKey.y);
+        emit GuardianRotated(guardianSigner, newSigner, newEncryptionKey);
+        guardianSigner = newSigner;
+        guardianKey = newEncryptionKey;
+    }
+
+    // ---------------------------------------------------------------- key registry
+
+    /// Registers `encryptionKey` for msg.sender. `proof` is the 96-byte proof of possession
+    /// R || z bound to this chain, this contract and msg.sender. One registration per account:
+    /// a new key would orphan the balance encrypted under the old one.
+    function register(Point calldata encryptionKey, bytes calldata proof) external {
+        _register(msg.sender, encryptionKey, proof);
+    }
+
+    /// Registers `encryptionKey` for `account`, submitted by anyone (a relayer paying gas).
+    /// Two things are needed: the proof of possession (whoever knows s consents to the key being
+    /// used for `account`) and `account`'s own EIP-712 KeyRegistration signature (the account
+    /// consents to the key). The proof alone is not enough: anyone can prove possession of a key
+    /// they made up and would otherwise bind it to a stranger's address first.
+    function registerFor(
+        address account,
+        Point calldata encryptionKey,
+        bytes calldata proof,
+        bytes calldata accountSignature
+    ) external {
+        bytes32 structHash =
+            keccak256(abi.encode(KEY_REGISTRATION_TYPEHASH, account, encryptionKey.x, encryptionKey.y));
+        address signer = _recover(_hashTypedData(structHash), accountSignature);
+        if (signer == address(0) || signer != account) revert AccountSignatureInvalid(account);
+        _register(account, encryptionKey, proof);
+    }
+
+    function _register(address account, Point calldata encryptionKey, bytes calldata proof) private {
+        Point storage stored = encryptionKeys[account];
+        if (stored.x != 0 || stored.y != 0) revert KeyAlreadyRegistered(account);
+        _requireEncryptionKey(encryptionKey.x, encryptionKey.y);
+        _verifyProofOfPossession(account, encryptionKey.x, encryptionKey.y, proof);
+        stored.x = encryptionKey.x;
+        stored.y = encryptionKey.y;
+        emit KeyRegistered(account, encryptionKey);
+    }
+
+    /// Schnorr proof of knowledge of s with s·PK = H: z·PK == R + c·H with
+    /// c = keccak256("PPS/v1/key-pop", chainId, contract, account, PK, R) mod n.
+    function _verifyProofOfPossession(address account, uint256 keyX, uint256 keyY, bytes calldata proof)
+        private
+        view
+    {
+        if (proof.length != PROOF_OF_POSSESSION_LENGTH) revert ProofOfPossessionInvalid();
+        uint256 rx = uint256(bytes32(proof[0:32]));
+        uint256 ry = uint256(bytes32(proof[32:64]));
+        uint256 z = uint256(bytes32(proof[64:96]));
+        if (z >= BN254.N) revert ProofOfPossessionInvalid();
+        uint256 challenge = uint256(
+            keccak256(abi.encodePacked("PPS/v1/key-pop", block.chainid, address(this), account, keyX, keyY, rx, ry))
+        ) % BN254.N;
+        (uint256 leftX, uint256 leftY) = BN254.mul(keyX, keyY, z);
+        (uint256 hx, uint256 hy) = BN254.mul(BN254.H_X, BN254.H_Y, challenge);
+        (uint256 rightX, uint256 rightY) = BN254.add(rx, ry, hx, hy);
+        if (leftX != rightX || leftY != rightY) revert ProofOfPossessionInvalid();
+    }
+
+    /// An encryption key is a valid G1 point other than the identity.
+    function _requireEncryptionKey(uint256 x, uint256 y) private view {
+        if (x == 0 && y == 0) revert InvalidEncryptionKey();
+        BN254.requireValid(x, y);
+    }
+
+    // ---------------------------------------------------------------- shield
+
+    /// Moves `amount` public units from msg.sender (which approved this contract) into `to`'s
+    /// confidential balance as the ciphertext (amount·G, 0, 0): the amount is public at this
+    /// point, so no randomness is needed, and C − s·0 = amount·G still decrypts.
+    function shield(address to, uint256 amount) external {
+        if (to == address(0)) revert ZeroAddress();
+        if (amount == 0 || amount >= BN254.N) revert AmountOutOfRange(amount);
+        (uint256 x, uint256 y) = BN254.mul(BN254.G_X, BN254.G_Y, amount);
+        Point storage commitment = balances[to].commitment;
+        (commitment.x, commitment.y) = BN254.add(commitment.x, commitment.y, x, y);
+        emit Shielded(msg.sender, to, amount);
+        if (!asset.transferFrom(msg.sender, address(this), amount)) revert AssetTransferFailed();
+    }
+
+    // ---------------------------------------------------------------- transfers
+
+    /// Debits (C, D_from, D_guardian) from `request.from` and credits (C, D_to, D_guardian) to
+    /// `request.to`, authorised by the guardian's ConfidentialTransfer attestation.
+    /// `request.sealedDigest` commits to the sealed boxes (amount and memo for sender and
+    /// recipient) that are kept off chain. The request is one static struct, so its calldata is
+    /// the same as that of flat parameters, without the stack limit of eleven of them.
+    function confidentialTransfer(ConfidentialTransferRequest calldata request, bytes calldata guardianSignature)
+        external
+    {
+        // The recipient's registration is not re-checked here (a cold SLOAD, 2.1k gas a
+        // transfer): the guardian attests D_to = r·PK_to against the registered key, which it
+        // cannot do for an unregistered recipient, and a registered key never changes.
+        if (block.timestamp > request.deadline) revert DeadlineExpired(request.deadline);
+        bytes32 structHash = keccak256(
+            abi.encode(
+                CONFIDENTIAL_TRANSFER_TYPEHASH,
+                request.from,
+                request.to,
+                request.transferId,
+                request.nonce,
+                _digestPoints(request.commitment, 4),
+                request.sealedDigest,
+                request.deadline
+            )
+        );
+        _requireGuardianSignature(structHash, guardianSignature);
+        _useNonce(request.from, request.nonce);
+        _debit(balances[request.from], request.commitment, request.fromHandle, request.guardianHandle);
+        _credit(balances[request.to], request.commitment, request.toHandle, request.guardianHandle);
+        emit ConfidentialTransfer(
+            request.from,
+            request.to,
+            request.transferId,
+            request.nonce,
+            request.commitment,
+            request.fromHandle,
+            request.toHandle,
+            request.guardianHandle,
+            request.sealedDigest
+        );
+    }
+
+    /// Debits (C, D_from, D_guardian) from `request.from` and pays `request.amount` public units
+    /// to `request.to`, authorised by the guardian's PublicTransfer attestation that the
+    /// ciphertext encrypts that amount. With `to == from` this is the unshield.
+    function publicTransfer(PublicTransferRequest calldata request, bytes calldata guardianSignature) external {
+        if (block.timestamp > request.deadline) revert DeadlineExpired(request.deadline);
+        if (request.to == address(0)) revert ZeroAddress();
+        if (request.amount == 0 || request.amount >= BN254.N) revert AmountOutOfRange(request.amount);
+        bytes32 structHash = keccak256(
+            abi.encode(
+                PUBLIC_TRANSFER_TYPEHASH,
+                request.from,
+                request.to,
+                request.transferId,
+                request.nonce,
+                request.amount,
+                _digestPoints(request.commitment, 3),
+                request.deadline
+            )
+        );
+        _requireGuardianSignature(structHash, guardianSignature);
+        _useNonce(request.from, request.nonce);
+        _debit(balances[request.from], request.commitment, request.fromHandle, request.guardianHandle);
+        emit PublicTransfer(
+            request.from,
+            request.to,
+            request.transferId,
+            request.nonce,
+            request.amount,
+            request.commitment,
+            request.fromHandle,
+            request.guardianHandle
+        );
+        if (!asset.transfer(request.to, request.amount)) revert AssetTransferFailed();
+    }
+
+    /// keccak256 of `count` consecutive calldata points starting at `first`, each as x || y.
+    /// Static struct parameters are laid out back to back in calldata, so the points of one call
+    /// form a single contiguous 64·count-byte run.
+    function _digestPoints(Point calldata first, uint256 count) private pure returns (bytes32 digest) {
+        assembly ("memory-safe") {
+            let buffer := mload(0x40)
+            let length := mul(count, 0x40)
+            calldatacopy(buffer, first, length)
+            digest := keccak256(buffer, length)
+        }
+    }
+
+    function _useNonce(address sender, uint256 nonce) private {
+        uint256 bit = 1 << (nonce & 0xff);
+        mapping(uint256 => uint256) storage bitmap = nonceBitmap[sender];
+        uint256 word = bitmap[nonce >> 8];
+        if (word & bit != 0) revert NonceUsed(sender, nonce);
+        bitmap[nonce >> 8] = word | bit;
+    }
+
+    function _credit(
+        EncryptedBalance storage balance,
+        Point calldata commitment,
+        Point calldata ownerHandle,
+        Point calldata guardianHandle
+    ) private {
+        _addInto(balance.commitment, commitment.x, commitment.y);
+        _addInto(balance.ownerHandle, ownerHandle.x, ownerHandle.y);
+        _addInto(balance.guardianHandle, guardianHandle.x, guardianHandle.y);
+    }
+
+    function _debit(
+        EncryptedBalance storage balance,
+        Point calldata commitment,
+        Point calldata ownerHandle,
+        Point calldata guardianHandle
+    ) private {
+        _addInto(balance.commitment, commitment.x, BN254.negateY(commitment.y));
+        _addInto(balance.ownerHandle, ownerHandle.x, BN254.negateY(ownerHandle.y));
+        _addInto(balance.guardianHandle, guardianHandle.x, BN254.negateY(guardianHandle.y));
+    }
+
+    function _addInto(Point storage sum, uint256 x, uint256 y) private {
+        (sum.x, sum.y) = BN254.add(sum.x, sum.y, x, y);
+    }
+
+    // ---------------------------------------------------------------- signatures
+
+    function _requireGuardianSignature(bytes32 structHash, bytes calldata signature) private view {
+        // guardianSigner is never zero, so a failed ecrecover (zero) never matches it.
+        if (_recover(_hashTypedData(structHash), signature) != guardianSigner) revert GuardianSignatureInvalid();
+    }
+
+    /// ecrecover over a 65-byte r || s || v signature, refusing high-s (malleable) signatures
+    /// and any v other than 27 or 28. Returns zero when recovery fails.
+    function _recover(bytes32 digest, bytes calldata signature) private pure returns (address) {
+        if (signature.length != SIGNATURE_LENGTH) revert SignatureMalformed();
+        bytes32 r = bytes32(signature[0:32]);
+        bytes32 s = bytes32(signature[32:64]);
+        uint8 v = uint8(signature[64]);
+        if (uint256(s) > SECP256K1_N_HALF) revert SignatureHighS();
+        if (v != 27 && v != 28) revert SignatureMalformed();
+        return ecrecover(digest, v, r, s);
+    }
+
+    function _hashTypedData(bytes32 structHash) private view returns (bytes32) {
+        return keccak256(abi.encodePacked("\x19\x01", domainSeparator(), structHash));
+    }
+
+    function _buildDomainSeparator() private view returns (bytes32) {
+        return keccak256(
+            abi.encode(DOMAIN_TYPEHASH, keccak256(bytes(NAME)), keccak256(bytes(VERSION)), block.chainid, address(this))
+        );
+    }
+
+    // ---------------------------------------------------------------- views
+
+    /// The EIP-712 domain separator; recomputed if the chain id changed since deployment (a fork).
+    function domainSeparator() public view returns (bytes32) {
+        return block.chainid == cachedChainId ? cachedDomainSeparator : _buildDomainSeparator();
+    }
+
+    /// EIP-5267: the EIP-712 domain, for wallets and for viem's getEip712Domain.
+    function eip712Domain()
+        external
+        view
+        returns (
+            bytes1 fields,
+            string memory name,
+            string memory version,
+            uint256 chainId,
+            address verifyingContract,
+            bytes32 salt,
+            uint256[] memory extensions
+        )
+    {
+        return (hex"0f", NAME, VERSION, block.chainid, address(this), bytes32(0), new uint256[](0));
+    }
+
+    function guardianEncryptionKey() external view returns (Point memory) {
+        return guardianKey;
+    }
+
+    /// The registered encryption key of `account`, or the identity (0, 0) when none is.
+    function encryptionKeyOf(address account) external view returns (Point memory) {
+        return encryptionKeys[account];
+    }
+
+    function isRegistered(address account) external view returns (bool) {
+        Point storage key = encryptionKeys[account];
+        return key.x != 0 || key.y != 0;
+    }
+
+    function encryptedBalanceOf(address account) external view returns (EncryptedBalance memory) {
+        return balances[account];
+    }
+
+    function isNonceUsed(address sender, uint256 nonce) external view returns (bool) {
+        return nonceBitmap[sender][nonce >> 8] & (1 << (nonce & 0xff)) != 0;
+    }
+
+    /// The generator H, exposed so off-chain code can check it against the derivation rule.
+    function generatorH() external pure returns (Point memory) {
+        return Point(BN254.H_X, BN254.H_Y);
+    }
+}

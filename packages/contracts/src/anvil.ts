@@ -1,0 +1,241 @@
+/**
+ * Anvil: a launcher for a local anvil node, used by the contract tests and by the server's
+ * embedded chain mode (which wraps it in an Effect Layer).
+ *
+ * The platform binary from `@foundry-rs/anvil-<os>-<arch>` is spawned directly: the package's
+ * `.bin/anvil` is a Node wrapper, and killing the wrapper leaves anvil running. Anvil listens
+ * on 127.0.0.1 only, mines on an interval (automine jams under concurrent load, foundry
+ * issue #10122) and, given a state path, dumps its state every second so that even a
+ * SIGKILL loses at most a second of blocks (`--state` alone dumps only on a clean exit).
+ *
+ * Every process started here is killed when the Node process exits, so no anvil outlives a
+ * test run. A parent that is itself SIGKILLed cannot run that hook; the server stops anvil in
+ * its Layer finaliser and restarts it from the state file.
+ *
+ * @since 0.1.0
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { createRequire } from "node:module"
+import { createServer } from "node:net"
+import { dirname, join } from "node:path"
+
+/**
+ * The chain id of the service's testnet; the embedded node uses it unless told otherwise.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const testnetChainId = 46630
+
+/**
+ * How to start anvil. Every field has a default suited to tests and the embedded mode.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StartOptions {
+  /** TCP port on 127.0.0.1; 0 (the default) picks a free one. */
+  readonly port?: number
+  /** Default 46630, the testnet chain id. */
+  readonly chainId?: number
+  /** Seconds between blocks, fractions allowed (0.1 is ten blocks a second). Default 1. */
+  readonly blockTimeSeconds?: number
+  /** Block gas limit. Default anvil's (30M); raise it for throughput runs. */
+  readonly blockGasLimit?: bigint
+  /** File to load state from and dump it to; none keeps the chain in memory only. */
+  readonly statePath?: string
+  /** Seconds between state dumps when `statePath` is set. Default 1. */
+  readonly stateIntervalSeconds?: number
+  /** How long to wait for the node to answer eth_chainId. Default 15,000. */
+  readonly readyTimeoutMs?: number
+  /** Path of the anvil binary; default the platform package's binary. */
+  readonly binaryPath?: string
+}
+
+/**
+ * A running anvil node.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Instance {
+  readonly rpcUrl: string
+  readonly port: number
+  readonly chainId: number
+  readonly pid: number
+  /** Stops anvil with SIGTERM (it dumps its state), SIGKILL after a grace period; waits for exit. */
+  readonly stop: () => Promise<void>
+  /** Kills anvil with SIGKILL, as a crash would, and waits for exit. */
+  readonly kill: () => Promise<void>
+}
+
+/** Grace period between SIGTERM and SIGKILL in `stop`. */
+const stopGraceMs = 5_000
+/** Poll interval while waiting for the RPC to answer. */
+const readyPollMs = 25
+/** Free-port picking races with other processes; a lost race is retried this many times. */
+const portAttemptsMax = 3
+/** Bytes of anvil's stderr kept for error messages. */
+const stderrTailBytesMax = 4_096
+
+const liveProcesses = new Set<ChildProcess>()
+let exitHookInstalled = false
+
+const installExitHook = (): void => {
+  if (exitHookInstalled) return
+  exitHookInstalled = true
+  process.once("exit", () => {
+    for (const child of liveProcesses) child.kill("SIGKILL")
+  })
+}
+
+const platformPackageName = (): string => {
+  const arch = process.arch === "x64" ? "amd64" : process.arch
+  return `@foundry-rs/anvil-${process.platform}-${arch}`
+}
+
+/**
+ * Path of the anvil binary shipped in the platform package that `@foundry-rs/anvil` depends
+ * on, resolved from that package's own location (pnpm keeps it out of our node_modules).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const resolveBinaryPath = (): string => {
+  const require = createRequire(import.meta.url)
+  const wrapperManifest = require.resolve("@foundry-rs/anvil/package.json")
+  const platformManifest = createRequire(wrapperManifest).resolve(`${platformPackageName()}/package.json`)
+  const binaryName = process.platform === "win32" ? "anvil.exe" : "anvil"
+  return join(dirname(platformManifest), "bin", binaryName)
+}
+
+const pickFreePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = createServer()
+    server.unref()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => (port > 0 ? resolve(port) : reject(new Error("no free port"))))
+    })
+  })
+
+const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** The node's chain id, or undefined while it does not answer yet. */
+const queryChainId = async (rpcUrl: string): Promise<number | undefined> => {
+  try {
+    const response = await fetch(rpcUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }),
+      signal: AbortSignal.timeout(1_000)
+    })
+    const body = (await response.json()) as { result?: string }
+    return typeof body.result === "string" ? Number(BigInt(body.result)) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const commandLine = (port: number, chainId: number, options: StartOptions): Array<string> => {
+  const args = [
+    "--host", "127.0.0.1",
+    "--port", String(port),
+    "--chain-id", String(chainId),
+    "--block-time", String(options.blockTimeSeconds ?? 1),
+    "--silent"
+  ]
+  if (options.blockGasLimit !== undefined) args.push("--gas-limit", options.blockGasLimit.toString())
+  if (options.statePath !== undefined) {
+    args.push("--state", options.statePath, "--state-interval", String(options.stateIntervalSeconds ?? 1))
+  }
+  return args
+}
+
+const waitForExit = (child: ChildProcess, timeoutMs: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve(true)
+    const timer = setTimeout(() => resolve(false), timeoutMs)
+    child.once("exit", () => {
+      clearTimeout(timer)
+      resolve(true)
+    })
+  })
+
+type Launch = { readonly _tag: "Ready"; readonly instance: Instance } | { readonly _tag: "Exited"; readonly stderr: string }
+
+const launch = async (binaryPath: string, port: number, chainId: number, options: StartOptions): Promise<Launch> => {
+  const child = spawn(binaryPath, commandLine(port, chainId, options), { stdio: ["ignore", "ignore", "pipe"] })
+  liveProcesses.add(child)
+  installExitHook()
+  let stderr = ""
+  child.stderr?.setEncoding("utf8")
+  child.stderr?.on("data", (chunk: string) => {
+    stderr = (stderr + chunk).slice(-stderrTailBytesMax)
+  })
+  let exited = false
+  child.once("exit", () => {
+    exited = true
+    liveProcesses.delete(child)
+  })
+  const spawnFailure = new Promise<Error>((resolve) => child.once("error", resolve))
+
+  const rpcUrl = `http://127.0.0.1:${port}`
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 15_000)
+  for (;;) {
+    if (exited) return { _tag: "Exited", stderr }
+    const answeredChainId = await Promise.race([queryChainId(rpcUrl), spawnFailure])
+    if (answeredChainId instanceof Error) throw answeredChainId
+    if (answeredChainId !== undefined) {
+      if (answeredChainId !== chainId) {
+        child.kill("SIGKILL")
+        // Another node already owns the port and answered in our place.
+        return { _tag: "Exited", stderr: `port ${port} answered chain id ${answeredChainId}` }
+      }
+      break
+    }
+    if (Date.now() > deadline) {
+      child.kill("SIGKILL")
+      await waitForExit(child, stopGraceMs)
+      throw new Error(`anvil did not answer on ${rpcUrl} in time; stderr: ${stderr}`)
+    }
+    await delay(readyPollMs)
+  }
+
+  const terminate = async (signal: "SIGTERM" | "SIGKILL"): Promise<void> => {
+    if (exited) return
+    child.kill(signal)
+    if (await waitForExit(child, stopGraceMs)) return
+    child.kill("SIGKILL")
+    await waitForExit(child, stopGraceMs)
+  }
+  const pid = child.pid
+  if (pid === undefined) throw new Error("anvil started without a pid")
+  return {
+    _tag: "Ready",
+    instance: { rpcUrl, port, chainId, pid, stop: () => terminate("SIGTERM"), kill: () => terminate("SIGKILL") }
+  }
+}
+
+/**
+ * Starts anvil and resolves once it answers eth_chainId with the requested chain id.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const start = async (options: StartOptions = {}): Promise<Instance> => {
+  const binaryPath = options.binaryPath ?? resolveBinaryPath()
+  const chainId = options.chainId ?? testnetChainId
+  const requestedPort = options.port ?? 0
+  const attempts = requestedPort === 0 ? portAttemptsMax : 1
+  let lastStderr = ""
+  for (let attempt = 0; attempt < attempts; attempt++) {
+    const port = requestedPort === 0 ? await pickFreePort() : requestedPort
+    const launched = await launch(binaryPath, port, chainId, options)
+    if (launched._tag === "Ready") return launched.instance
+    lastStderr = launched.stderr
+  }
+  throw new Error(`anvil exited before it was ready; stderr: ${lastStderr}`)
+}

@@ -1,0 +1,118 @@
+/**
+ * Deploy: puts the service's contracts on a chain (the USDG test token, the wrapped-ether
+ * token and one ConfidentialToken per asset) and returns their addresses.
+ *
+ * Idempotent given the record of an earlier run: a contract whose recorded address still has
+ * code (and, for a ConfidentialToken, still wraps the current asset) is reused, anything else
+ * is deployed afresh. So a restart over a persisted chain deploys nothing, and a restart after
+ * the chain was lost, or after a crash between two deployments, deploys exactly what is missing.
+ *
+ * @since 0.1.0
+ */
+import { type Address, encodeDeployData, getAddress, type LocalAccount, type PublicClient } from "viem"
+import * as ConfidentialToken from "./artifacts/ConfidentialToken.ts"
+import * as TestUSDG from "./artifacts/TestUSDG.ts"
+import * as WrappedEther from "./artifacts/WrappedEther.ts"
+import { makeSender, type Sender } from "./internal/transactions.ts"
+
+/**
+ * Addresses of the deployed contracts.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Addresses {
+  readonly usdg: Address
+  readonly weth: Address
+  readonly confidentialUsdg: Address
+  readonly confidentialEth: Address
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface DeployOptions {
+  readonly client: PublicClient
+  /** Pays for and sends the deployments. */
+  readonly deployer: LocalAccount
+  /** Owner of USDG (and its first minter) and of each ConfidentialToken (rotates the guardian). */
+  readonly owner: Address
+  /** Address of the guardian's secp256k1 attestation key. */
+  readonly guardianSigner: Address
+  /** The guardian's BN254 encryption key, EVM affine coordinates. */
+  readonly guardianEncryptionKey: { readonly x: bigint; readonly y: bigint }
+  /** Addresses recorded by an earlier run, reused where their code is still on chain. */
+  readonly previous?: Partial<Addresses> | undefined
+  /** Receipt polling interval. Default 100 ms. */
+  readonly receiptPollingMs?: number
+}
+
+/**
+ * Gas limits given explicitly to each deployment, about 1.45 times the measured use (a test
+ * deploys with these limits, so a contract outgrowing its limit fails the tests, not a run).
+ */
+const deployGas = {
+  testUsdg: 1_300_000n,
+  wrappedEther: 1_100_000n,
+  confidentialToken: 3_000_000n
+} as const
+
+/** `address` (checksummed) when code is deployed there, otherwise undefined. */
+const withCode = async (client: PublicClient, address: Address | undefined): Promise<Address | undefined> => {
+  if (address === undefined) return undefined
+  const code = await client.getCode({ address })
+  return code === undefined || code === "0x" ? undefined : getAddress(address)
+}
+
+const deployContract = async (sender: Sender, data: `0x${string}`, gas: bigint): Promise<Address> => {
+  const receipt = await sender.send({ to: null, data, gas })
+  if (receipt.contractAddress == null) throw new Error(`deployment ${receipt.transactionHash} created no contract`)
+  return getAddress(receipt.contractAddress)
+}
+
+const wrapsAsset = async (client: PublicClient, token: Address, asset: Address): Promise<boolean> => {
+  const wrapped = await client.readContract({ address: token, abi: ConfidentialToken.abi, functionName: "asset" })
+  return getAddress(wrapped) === asset
+}
+
+/**
+ * Deploys whatever of the four contracts is not already on chain and returns all addresses.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const deploy = async (options: DeployOptions): Promise<Addresses> => {
+  const { client, previous } = options
+  const sender = makeSender(client, options.deployer, options.receiptPollingMs ?? 100)
+
+  const usdg = (await withCode(client, previous?.usdg)) ??
+    await deployContract(
+      sender,
+      encodeDeployData({ abi: TestUSDG.abi, bytecode: TestUSDG.bytecode, args: [options.owner] }),
+      deployGas.testUsdg
+    )
+  const weth = (await withCode(client, previous?.weth)) ??
+    await deployContract(
+      sender,
+      encodeDeployData({ abi: WrappedEther.abi, bytecode: WrappedEther.bytecode }),
+      deployGas.wrappedEther
+    )
+
+  const confidentialFor = async (asset: Address, recorded: Address | undefined): Promise<Address> => {
+    const existing = await withCode(client, recorded)
+    if (existing !== undefined && (await wrapsAsset(client, existing, asset))) return existing
+    return deployContract(
+      sender,
+      encodeDeployData({
+        abi: ConfidentialToken.abi,
+        bytecode: ConfidentialToken.bytecode,
+        args: [asset, options.owner, options.guardianSigner, options.guardianEncryptionKey]
+      }),
+      deployGas.confidentialToken
+    )
+  }
+  const confidentialUsdg = await confidentialFor(usdg, previous?.confidentialUsdg)
+  const confidentialEth = await confidentialFor(weth, previous?.confidentialEth)
+  return { usdg, weth, confidentialUsdg, confidentialEth }
+}

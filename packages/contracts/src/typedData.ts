@@ -1,0 +1,93 @@
+/**
+ * TypedData: the EIP-712 domain and types that ConfidentialToken verifies, in the form viem's
+ * `signTypedData` and `hashTypedData` take. The contract exposes the matching type hashes
+ * (CONFIDENTIAL_TRANSFER_TYPEHASH, ...) and a test checks the two agree.
+ *
+ * ConfidentialTransfer and PublicTransfer are the guardian's attestations (the fixed
+ * cross-package interface); KeyRegistration is an account's consent to `registerFor`, which
+ * lets a relayer pay for the account's key registration.
+ *
+ * @since 0.1.0
+ */
+import type { Address } from "viem"
+
+/**
+ * The EIP-712 domain name of every ConfidentialToken.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const domainName = "PPS ConfidentialToken"
+
+/**
+ * @since 0.1.0
+ * @category constants
+ */
+export const domainVersion = "1"
+
+/**
+ * The EIP-712 domain of the ConfidentialToken at `verifyingContract` on chain `chainId`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const domain = (chainId: number, verifyingContract: Address) =>
+  ({ name: domainName, version: domainVersion, chainId, verifyingContract }) as const
+
+/**
+ * The guardian's attestation of a confidential transfer.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const confidentialTransferTypes = {
+  ConfidentialTransfer: [
+    { name: "from", type: "address" },
+    { name: "to", type: "address" },
+    { name: "transferId", type: "bytes32" },
+    { name: "nonce", type: "uint256" },
+    { name: "ciphertextDigest", type: "bytes32" },
+    { name: "sealedDigest", type: "bytes32" },
+    { name: "deadline", type: "uint64" }
+  ]
+} as const
+
+/**
+ * The guardian's attestation of a public transfer (confidential: false) or an unshield.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const publicTransferTypes = {
+  PublicTransfer: [
+    { name: "from", type: "address" },
+    { name: "to", type: "address" },
+    { name: "transferId", type: "bytes32" },
+    { name: "nonce", type: "uint256" },
+    { name: "amount", type: "uint256" },
+    { name: "ciphertextDigest", type: "bytes32" },
+    { name: "deadline", type: "uint64" }
+  ]
+} as const
+
+/**
+ * An account's consent to having `keyX, keyY` registered as its encryption key by a relayer.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const keyRegistrationTypes = {
+  KeyRegistration: [
+    { name: "account", type: "address" },
+    { name: "keyX", type: "uint256" },
+    { name: "keyY", type: "uint256" }
+  ]
+} as const
+
+/**
+ * Domain tag of the key proof of possession's Fiat–Shamir challenge.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const keyProofTag = "PPS/v1/key-pop"

@@ -1,0 +1,139 @@
+/**
+ * Deployment is idempotent over a record of earlier addresses, and the faucet mints and
+ * shields USDG, concurrent grants included.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Address, encodeFunctionData, getAddress, zeroAddress } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import * as ConfidentialToken from "../src/artifacts/ConfidentialToken.ts"
+import * as TestUSDG from "../src/artifacts/TestUSDG.ts"
+import * as WrappedEther from "../src/artifacts/WrappedEther.ts"
+import * as Deploy from "../src/deploy.ts"
+import * as Faucet from "../src/faucet.ts"
+import { type Chain, startChain } from "./helpers/chain.ts"
+import { G, toEvm } from "./helpers/elgamal.ts"
+
+let chain: Chain
+beforeAll(async () => {
+  chain = await startChain()
+})
+afterAll(async () => {
+  await chain?.stop()
+})
+
+const deployAgain = (previous: Partial<Deploy.Addresses>) =>
+  Deploy.deploy({
+    client: chain.client,
+    deployer: chain.owner,
+    owner: chain.owner.address,
+    guardianSigner: chain.guardian.address,
+    guardianEncryptionKey: chain.guardianKey.evm,
+    previous,
+    receiptPollingMs: 20
+  })
+const deployerNonce = () => chain.client.getTransactionCount({ address: chain.owner.address, blockTag: "pending" })
+
+describe("Deploy", () => {
+  it("deploys the four contracts wired to each other", async () => {
+    const { usdg, weth, confidentialUsdg, confidentialEth } = chain.addresses
+    expect(new Set([usdg, weth, confidentialUsdg, confidentialEth]).size).toBe(4)
+    const read = chain.client.readContract
+    expect(await read({ address: usdg, abi: TestUSDG.abi, functionName: "decimals" })).toBe(6)
+    expect(await read({ address: usdg, abi: TestUSDG.abi, functionName: "symbol" })).toBe("USDG")
+    expect(await read({ address: weth, abi: WrappedEther.abi, functionName: "decimals" })).toBe(18)
+    expect(await read({ address: confidentialUsdg, abi: ConfidentialToken.abi, functionName: "asset" })).toBe(usdg)
+    expect(await read({ address: confidentialEth, abi: ConfidentialToken.abi, functionName: "asset" })).toBe(weth)
+  })
+
+  it("reuses every recorded contract that is still on chain, sending nothing", async () => {
+    const before = await deployerNonce()
+    expect(await deployAgain(chain.addresses)).toEqual(chain.addresses)
+    expect(await deployerNonce()).toBe(before)
+  })
+
+  it("deploys only a recorded contract whose code is gone", async () => {
+    const before = await deployerNonce()
+    const vanished = getAddress("0x000000000000000000000000000000000000dEaD")
+    const addresses = await deployAgain({ ...chain.addresses, confidentialEth: vanished })
+    expect({ ...addresses, confidentialEth: vanished }).toEqual({ ...chain.addresses, confidentialEth: vanished })
+    expect(addresses.confidentialEth).not.toBe(chain.addresses.confidentialEth)
+    expect(await chain.client.readContract({ address: addresses.confidentialEth, abi: ConfidentialToken.abi, functionName: "asset" })).toBe(
+      chain.addresses.weth
+    )
+    expect(await deployerNonce()).toBe(before + 1)
+  })
+
+  it("redeploys a recorded ConfidentialToken that wraps another asset", async () => {
+    const before = await deployerNonce()
+    // Code exists at the recorded address, but it is the ETH wrapper, not the USDG one.
+    const addresses = await deployAgain({ ...chain.addresses, confidentialUsdg: chain.addresses.confidentialEth })
+    expect(addresses.confidentialUsdg).not.toBe(chain.addresses.confidentialUsdg)
+    expect(addresses.confidentialUsdg).not.toBe(chain.addresses.confidentialEth)
+    expect(await chain.client.readContract({ address: addresses.confidentialUsdg, abi: ConfidentialToken.abi, functionName: "asset" })).toBe(
+      chain.addresses.usdg
+    )
+    expect(await deployerNonce()).toBe(before + 1)
+  })
+
+  it("deploys everything on an empty record", async () => {
+    const before = await deployerNonce()
+    const fresh = await deployAgain({})
+    expect(await deployerNonce()).toBe(before + 4)
+    expect(fresh.usdg).not.toBe(chain.addresses.usdg)
+  })
+})
+
+describe("Faucet", () => {
+  const balanceOf = (account: Address) =>
+    chain.client.readContract({ address: chain.addresses.usdg, abi: TestUSDG.abi, functionName: "balanceOf", args: [account] })
+
+  it("mints USDG and shields it, several grants at once", async () => {
+    const minter = await chain.newAccount()
+    await chain.send(
+      chain.owner,
+      chain.addresses.usdg,
+      encodeFunctionData({ abi: TestUSDG.abi, functionName: "setMinter", args: [minter.address, true] })
+    )
+    const faucet = Faucet.make({
+      client: chain.client,
+      minter,
+      usdg: chain.addresses.usdg,
+      confidentialUsdg: chain.addresses.confidentialUsdg,
+      receiptPollingMs: 20
+    })
+    expect(faucet.address).toBe(minter.address)
+    const holder = privateKeyToAccount(generatePrivateKey()).address
+    await faucet.mintUsdg(holder, 42_000_000n)
+    expect(await balanceOf(holder)).toBe(42_000_000n)
+
+    const recipients = [1n, 2n, 3n].map((amount) => ({ address: privateKeyToAccount(generatePrivateKey()).address, amount: amount * 1_000_000n }))
+    await Promise.all(recipients.map(({ address, amount }) => faucet.shieldUsdg(address, amount)))
+    for (const { address, amount } of recipients) {
+      const balance = await chain.client.readContract({
+        address: chain.addresses.confidentialUsdg,
+        abi: ConfidentialToken.abi,
+        functionName: "encryptedBalanceOf",
+        args: [address]
+      })
+      expect(balance.commitment).toEqual(toEvm(G.multiply(amount)))
+      expect(await balanceOf(address)).toBe(0n)
+    }
+    expect(await balanceOf(chain.addresses.confidentialUsdg)).toBe(6_000_000n)
+    expect(await balanceOf(minter.address)).toBe(0n)
+    // A later grant reuses the standing approval.
+    await faucet.shieldUsdg(holder, 1n)
+  })
+
+  it("fails a grant from a wallet that is not a minter", async () => {
+    const outsider = await chain.newAccount()
+    const faucet = Faucet.make({
+      client: chain.client,
+      minter: outsider,
+      usdg: chain.addresses.usdg,
+      confidentialUsdg: chain.addresses.confidentialUsdg,
+      receiptPollingMs: 20
+    })
+    await expect(faucet.mintUsdg(zeroAddress.replace(/0$/, "1") as Address, 1n)).rejects.toThrow(/reverted/)
+    await expect(faucet.shieldUsdg(outsider.address, 1n)).rejects.toThrow(/reverted/)
+  })
+})

@@ -1,0 +1,274 @@
+/**
+ * The guardian's attestation: EIP-712 typed data over a transfer, signed with the
+ * guardian's secp256k1 key and checked on chain with ecrecover (low-s only).
+ *
+ * domain = { name: "PPS ConfidentialToken", version: "1", chainId, verifyingContract }
+ * ConfidentialTransfer(address from,address to,bytes32 transferId,uint256 nonce,
+ *   bytes32 ciphertextDigest,bytes32 sealedDigest,uint64 deadline)
+ * PublicTransfer(address from,address to,bytes32 transferId,uint256 nonce,uint256 amount,
+ *   bytes32 ciphertextDigest,uint64 deadline)
+ *
+ * A public transfer debits the sender's ciphertext (C, D_from, D_guardian), whose digest is
+ * keccak256(C ‖ D_from ‖ D_guardian), and pays `amount` public tokens to `to`; an unshield
+ * is a public transfer to the sender's own address. Signatures are 65 bytes r ‖ s ‖ v
+ * with v ∈ {27, 28} and s ≤ n/2.
+ *
+ * The guardian, the server and the contract tests all build the typed data here, so the
+ * three cannot drift apart.
+ *
+ * @since 0.1.0
+ */
+import { secp256k1 } from "@noble/curves/secp256k1.js"
+import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
+import { keccak_256 } from "@noble/hashes/sha3.js"
+import { type Address, getAddress, type Hex, hashTypedData } from "viem"
+import { concatBytes } from "./internal/bytes.ts"
+import { fail, type Result, succeed } from "./Result.ts"
+
+/**
+ * The EIP-712 domain name.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const domainName = "PPS ConfidentialToken"
+
+/**
+ * The EIP-712 domain version.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const domainVersion = "1"
+
+/**
+ * The EIP-712 struct types, in viem's form.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const types = {
+  ConfidentialTransfer: [
+    { name: "from", type: "address" },
+    { name: "to", type: "address" },
+    { name: "transferId", type: "bytes32" },
+    { name: "nonce", type: "uint256" },
+    { name: "ciphertextDigest", type: "bytes32" },
+    { name: "sealedDigest", type: "bytes32" },
+    { name: "deadline", type: "uint64" }
+  ],
+  PublicTransfer: [
+    { name: "from", type: "address" },
+    { name: "to", type: "address" },
+    { name: "transferId", type: "bytes32" },
+    { name: "nonce", type: "uint256" },
+    { name: "amount", type: "uint256" },
+    { name: "ciphertextDigest", type: "bytes32" },
+    { name: "deadline", type: "uint64" }
+  ]
+} as const
+
+/**
+ * The EIP-712 domain of one ConfidentialToken.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Domain {
+  readonly name: typeof domainName
+  readonly version: typeof domainVersion
+  readonly chainId: bigint
+  readonly verifyingContract: Address
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ConfidentialTransfer {
+  readonly from: Address
+  readonly to: Address
+  readonly transferId: Hex
+  readonly nonce: bigint
+  readonly ciphertextDigest: Hex
+  readonly sealedDigest: Hex
+  readonly deadline: bigint
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface PublicTransfer {
+  readonly from: Address
+  readonly to: Address
+  readonly transferId: Hex
+  readonly nonce: bigint
+  readonly amount: bigint
+  readonly ciphertextDigest: Hex
+  readonly deadline: bigint
+}
+
+/**
+ * Typed data of a confidential transfer, ready for viem.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ConfidentialTransferTypedData {
+  readonly domain: Domain
+  readonly types: typeof types
+  readonly primaryType: "ConfidentialTransfer"
+  readonly message: ConfidentialTransfer
+}
+
+/**
+ * Typed data of a public transfer, ready for viem.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PublicTransferTypedData {
+  readonly domain: Domain
+  readonly types: typeof types
+  readonly primaryType: "PublicTransfer"
+  readonly message: PublicTransfer
+}
+
+/**
+ * Typed data ready for viem (`hashTypedData`, `signTypedData`, `verifyTypedData`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type TypedData = ConfidentialTransferTypedData | PublicTransferTypedData
+
+/**
+ * Why a signature was refused.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type SignatureError = "signature_length_invalid" | "signature_v_invalid" | "signature_high_s" | "signature_invalid"
+
+const uint64Limit = 1n << 64n
+
+/**
+ * The domain of the ConfidentialToken at `verifyingContract` on `chainId`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const domain = (chainId: bigint, verifyingContract: Address): Domain => ({
+  name: domainName,
+  version: domainVersion,
+  chainId,
+  verifyingContract: getAddress(verifyingContract)
+})
+
+const assertDeadline = (deadline: bigint): void => {
+  if (deadline < 0n || deadline >= uint64Limit) throw new RangeError("deadline must fit in uint64")
+}
+
+/**
+ * Typed data of a confidential transfer.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const confidentialTransfer = (domainValue: Domain, message: ConfidentialTransfer): ConfidentialTransferTypedData => {
+  assertDeadline(message.deadline)
+  return { domain: domainValue, types, primaryType: "ConfidentialTransfer", message }
+}
+
+/**
+ * Typed data of a public transfer (and of an unshield, `to` = `from`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const publicTransfer = (domainValue: Domain, message: PublicTransfer): PublicTransferTypedData => {
+  assertDeadline(message.deadline)
+  return { domain: domainValue, types, primaryType: "PublicTransfer", message }
+}
+
+/**
+ * The EIP-712 digest keccak256(0x1901 ‖ domainSeparator ‖ hashStruct(message)).
+ *
+ * @since 0.1.0
+ * @category digests
+ */
+export const digest = (typedData: TypedData): Hex =>
+  typedData.primaryType === "ConfidentialTransfer"
+    ? hashTypedData({
+        domain: typedData.domain,
+        types: typedData.types,
+        primaryType: "ConfidentialTransfer",
+        message: typedData.message
+      })
+    : hashTypedData({ domain: typedData.domain, types: typedData.types, primaryType: "PublicTransfer", message: typedData.message })
+
+let signingTablePrepared = false
+
+// noble builds its secp256k1 base-point table lazily with a small window; building the
+// full 8-bit table once measured 507 µs → 300 µs per signature, which matters on the
+// guardian's per-transfer path. Done on first use so that importing stays cheap.
+const prepareSigningTable = (): void => {
+  if (signingTablePrepared) return
+  secp256k1.Point.BASE.precompute(8, false)
+  signingTablePrepared = true
+}
+
+/**
+ * Signs typed data with a secp256k1 private key (32 bytes): deterministic (RFC 6979),
+ * low-s, returned as 65 bytes r ‖ s ‖ v, v = 27 + recovery id, hex-encoded.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const sign = (privateKey: Uint8Array, typedData: TypedData): Hex => {
+  prepareSigningTable()
+  const recovered = secp256k1.sign(hexToBytes(digest(typedData).slice(2)), privateKey, {
+    prehash: false,
+    lowS: true,
+    format: "recovered"
+  })
+  const recoveryId = recovered[0] ?? 0
+  return `0x${bytesToHex(concatBytes(recovered.subarray(1, 65), Uint8Array.of(27 + recoveryId)))}`
+}
+
+/**
+ * The address of a secp256k1 private key (what the contract is configured with).
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const signerAddress = (privateKey: Uint8Array): Address => {
+  const uncompressed = secp256k1.getPublicKey(privateKey, false)
+  return getAddress(`0x${bytesToHex(keccak_256(uncompressed.subarray(1)).subarray(12))}`)
+}
+
+/**
+ * Recovers the signer of typed data as the contract does (ecrecover, refusing high s and
+ * any v other than 27 or 28).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const recoverSigner = (typedData: TypedData, signature: Hex): Result<Address, SignatureError> => {
+  if (!/^0x[0-9a-fA-F]{130}$/.test(signature)) return fail("signature_length_invalid")
+  const bytes = hexToBytes(signature.slice(2))
+  const v = bytes[64] ?? 0
+  if (v !== 27 && v !== 28) return fail("signature_v_invalid")
+  try {
+    const parsed = secp256k1.Signature.fromBytes(bytes.subarray(0, 64), "compact")
+    if (parsed.hasHighS()) return fail("signature_high_s")
+    const publicKey = parsed
+      .addRecoveryBit(v - 27)
+      .recoverPublicKey(hexToBytes(digest(typedData).slice(2)))
+      .toBytes(false)
+    return succeed(getAddress(`0x${bytesToHex(keccak_256(publicKey.subarray(1)).subarray(12))}`))
+  } catch {
+    return fail("signature_invalid")
+  }
+}
