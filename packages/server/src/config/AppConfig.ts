@@ -59,6 +59,43 @@ export interface AppConfigShape {
   /** In-flight requests get this long to finish on SIGTERM before the server closes. */
   readonly shutdownTimeoutMs: number
   readonly logLevel: "Trace" | "Debug" | "Info" | "Warn" | "Error"
+  /** External testnet node; absent means embedded anvil in `dataDir/chain`. */
+  readonly rpcUrlTestnet: Option.Option<string>
+  /** External mainnet node; absent means live mode is unavailable (D9). */
+  readonly rpcUrlMainnet: Option.Option<string>
+  /** Embedded anvil's block interval (interval mining: automine jams under load). */
+  readonly chainBlockTimeMs: number
+  /** Blocks a transaction must be buried under before it counts (1 = included). */
+  readonly chainConfirmations: number
+  /** Embedded mode: how many relayer accounts submit in parallel (one nonce sequence each). */
+  readonly relayerCount: number
+  /** External chains: funded relayer private keys (comma-separated 0x hex) per mode. */
+  readonly relayerKeysTestnet: Option.Option<Redacted.Redacted<string>>
+  readonly relayerKeysMainnet: Option.Option<Redacted.Redacted<string>>
+  /** External chains: the operator key that deploys the contracts and mints test USDG. */
+  readonly operatorKeyTestnet: Option.Option<Redacted.Redacted<string>>
+  readonly operatorKeyMainnet: Option.Option<Redacted.Redacted<string>>
+  /** NATS server with JetStream (distributed event bus); absent means the in-process bus. */
+  readonly natsUrl: Option.Option<string>
+  /** JetStream stream holding the events, and the prefix of its subjects (`<prefix>.<mode>.<account_id>`). */
+  readonly natsStream: string
+  readonly natsSubjectPrefix: string
+  /** How often the outbox relay looks for unpublished events besides being woken by commits. */
+  readonly eventRelayPollMs: number
+  /** Events (and their delivery logs) are deleted after this many days (D35: at least 30). */
+  readonly eventRetentionDays: number
+  /** Lets subscriptions target http(s)://127.0.0.1, ::1 and localhost (development only). */
+  readonly webhookAllowInsecureLoopback: boolean
+  /** Private ranges (CIDR, comma-separated) deliveries may reach; metadata addresses stay refused. */
+  readonly webhookAllowedPrivateCidrs: ReadonlyArray<string>
+  /** Extra CA certificates (PEM file) trusted for deliveries, besides the system roots. */
+  readonly webhookCaFile: Option.Option<string>
+  /** How often the delivery worker looks for due deliveries besides being woken by fan-out. */
+  readonly webhookDispatchPollMs: number
+  /** Subscriptions one node serves at once (each one delivery at a time). */
+  readonly webhookConcurrency: number
+  /** How long the previous secret keeps signing after `rotate-secret`. */
+  readonly webhookSecretOverlapSeconds: number
 }
 
 const logLevels = ["Trace", "Debug", "Info", "Warn", "Error"] as const
@@ -85,7 +122,30 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   apiKeyCacheTtlMs: Config.Int("API_KEY_CACHE_TTL_MS").pipe(Config.withDefault(30_000)),
   apiKeyUsageFlushMs: Config.Int("API_KEY_USAGE_FLUSH_MS").pipe(Config.withDefault(1_000)),
   shutdownTimeoutMs: Config.Int("SHUTDOWN_TIMEOUT_MS").pipe(Config.withDefault(10_000)),
-  logLevel: Config.Literals(logLevels, "LOG_LEVEL").pipe(Config.withDefault("Info" as const))
+  logLevel: Config.Literals(logLevels, "LOG_LEVEL").pipe(Config.withDefault("Info" as const)),
+  rpcUrlTestnet: Config.option(Config.String("RPC_URL_TESTNET")),
+  rpcUrlMainnet: Config.option(Config.String("RPC_URL_MAINNET")),
+  chainBlockTimeMs: Config.Int("CHAIN_BLOCK_TIME_MS").pipe(Config.withDefault(200)),
+  chainConfirmations: Config.Int("CHAIN_CONFIRMATIONS").pipe(Config.withDefault(1)),
+  relayerCount: Config.Int("RELAYER_COUNT").pipe(Config.withDefault(8)),
+  relayerKeysTestnet: Config.option(Config.Redacted("RELAYER_KEYS_TESTNET")),
+  relayerKeysMainnet: Config.option(Config.Redacted("RELAYER_KEYS_MAINNET")),
+  operatorKeyTestnet: Config.option(Config.Redacted("OPERATOR_KEY_TESTNET")),
+  operatorKeyMainnet: Config.option(Config.Redacted("OPERATOR_KEY_MAINNET")),
+  natsUrl: Config.option(Config.String("NATS_URL")),
+  natsStream: Config.String("NATS_STREAM").pipe(Config.withDefault("PPS_EVENTS")),
+  natsSubjectPrefix: Config.String("NATS_SUBJECT_PREFIX").pipe(Config.withDefault("events")),
+  eventRelayPollMs: Config.Int("EVENT_RELAY_POLL_MS").pipe(Config.withDefault(200)),
+  eventRetentionDays: Config.Int("EVENT_RETENTION_DAYS").pipe(Config.withDefault(30)),
+  webhookAllowInsecureLoopback: Config.Boolean("WEBHOOK_ALLOW_INSECURE_LOOPBACK").pipe(Config.withDefault(false)),
+  webhookAllowedPrivateCidrs: Config.String("WEBHOOK_ALLOWED_PRIVATE_CIDRS").pipe(
+    Config.withDefault(""),
+    Config.map((text) => text.split(",").map((entry) => entry.trim()).filter((entry) => entry !== ""))
+  ),
+  webhookCaFile: Config.option(Config.String("WEBHOOK_CA_FILE")),
+  webhookDispatchPollMs: Config.Int("WEBHOOK_DISPATCH_POLL_MS").pipe(Config.withDefault(500)),
+  webhookConcurrency: Config.Int("WEBHOOK_CONCURRENCY").pipe(Config.withDefault(64)),
+  webhookSecretOverlapSeconds: Config.Int("WEBHOOK_SECRET_OVERLAP_SECONDS").pipe(Config.withDefault(86_400))
 })
 
 /**
@@ -111,7 +171,27 @@ export const environmentVariables = [
   "API_KEY_CACHE_TTL_MS",
   "API_KEY_USAGE_FLUSH_MS",
   "SHUTDOWN_TIMEOUT_MS",
-  "LOG_LEVEL"
+  "LOG_LEVEL",
+  "RPC_URL_TESTNET",
+  "RPC_URL_MAINNET",
+  "CHAIN_BLOCK_TIME_MS",
+  "CHAIN_CONFIRMATIONS",
+  "RELAYER_COUNT",
+  "RELAYER_KEYS_TESTNET",
+  "RELAYER_KEYS_MAINNET",
+  "OPERATOR_KEY_TESTNET",
+  "OPERATOR_KEY_MAINNET",
+  "NATS_URL",
+  "NATS_STREAM",
+  "NATS_SUBJECT_PREFIX",
+  "EVENT_RELAY_POLL_MS",
+  "EVENT_RETENTION_DAYS",
+  "WEBHOOK_ALLOW_INSECURE_LOOPBACK",
+  "WEBHOOK_ALLOWED_PRIVATE_CIDRS",
+  "WEBHOOK_CA_FILE",
+  "WEBHOOK_DISPATCH_POLL_MS",
+  "WEBHOOK_CONCURRENCY",
+  "WEBHOOK_SECRET_OVERLAP_SECONDS"
 ] as const
 
 /**
@@ -128,6 +208,19 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("ser
       const config = yield* appConfig
       if (config.rateLimitBurst < config.rateLimitPerSecond) {
         return yield* Effect.die(new Error("RATE_LIMIT_BURST must be at least RATE_LIMIT_PER_SECOND"))
+      }
+      if (config.chainConfirmations < 1 || config.relayerCount < 1 || config.chainBlockTimeMs < 10) {
+        return yield* Effect.die(
+          new Error("CHAIN_CONFIRMATIONS and RELAYER_COUNT must be >= 1, CHAIN_BLOCK_TIME_MS >= 10")
+        )
+      }
+      if (config.eventRetentionDays < 30) {
+        return yield* Effect.die(new Error("EVENT_RETENTION_DAYS must be at least 30 (D35)"))
+      }
+      if (config.webhookConcurrency < 1 || config.eventRelayPollMs < 1 || config.webhookDispatchPollMs < 1) {
+        return yield* Effect.die(
+          new Error("WEBHOOK_CONCURRENCY, EVENT_RELAY_POLL_MS and WEBHOOK_DISPATCH_POLL_MS must be >= 1")
+        )
       }
       return config
     })

@@ -8,11 +8,15 @@
 import type { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import { accountsAndKeys } from "./0001_accounts_and_keys.ts"
+import { settlement } from "./0002_settlement.ts"
+import { eventsAndWebhooks } from "./0003_events_webhooks.ts"
 
 /**
  * @since 0.1.0
  * @category migrations
  */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
-  "0001_accounts_and_keys": accountsAndKeys
+  "0001_accounts_and_keys": accountsAndKeys,
+  "0002_settlement": settlement,
+  "0003_events_webhooks": eventsAndWebhooks
 }

@@ -1,0 +1,285 @@
+/**
+ * The chain of each mode (D9): its node, its contracts and the accounts the
+ * server signs with.
+ *
+ * - testnet (`hc_test_` keys, chain id 46630): the node at `RPC_URL_TESTNET`, or
+ *   else embedded anvil started from npm as a child process, its state in
+ *   `DATA_DIR/chain` (dumped every second, so even kill -9 keeps balances) and
+ *   stopped with the server;
+ * - mainnet (`hc_live_` keys, chain id 4663): the node at `RPC_URL_MAINNET`, or
+ *   none, and then live keys get 403 `livemode_unavailable` wherever the chain
+ *   is needed. No code path hands a test key the mainnet client: callers get
+ *   the chain of the principal's mode only.
+ *
+ * A node whose chain id is not its mode's is refused at start. The contracts are
+ * deployed once per mode, idempotently: the addresses are recorded and reused
+ * while their code is on chain.
+ *
+ * Accounts: the operator deploys and mints test USDG (the faucet); relayers submit
+ * transfers, each with its own nonce sequence so throughput is not capped by one.
+ * Embedded, they are generated once (CSPRNG), sealed under WALLET_KEK and funded
+ * with anvil's `anvil_setBalance`; external chains take funded keys from configuration.
+ *
+ * @since 0.1.0
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { Anvil, type Deploy } from "@pps/contracts"
+import { Context, Data, DateTime, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import { createPublicClient, createTestClient, getAddress, type Hex, http, type LocalAccount, type PublicClient } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { chainIdOfMode, type Mode } from "../apikeys/domain.ts"
+import { AppConfig } from "../config/AppConfig.ts"
+import { DataDir } from "../platform/DataDir.ts"
+import { SecretBox } from "../platform/SecretBox.ts"
+import { deployContracts } from "./deployContracts.ts"
+import { GuardianIdentity } from "./GuardianIdentity.ts"
+
+/**
+ * A node could not be reached, answered with the wrong chain id, or a start-up
+ * step on it failed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ChainError extends Data.TaggedError("ChainError")<{ readonly message: string; readonly cause?: unknown }> {}
+
+/**
+ * Everything the server needs of one mode's chain.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ChainContext {
+  readonly mode: Mode
+  readonly chainId: number
+  readonly rpcUrl: string
+  readonly client: PublicClient
+  readonly contracts: Deploy.Addresses
+  readonly operator: LocalAccount
+  readonly relayers: ReadonlyArray<LocalAccount>
+  /** Whether this is the embedded anvil (test cheats such as anvil_setBalance are allowed). */
+  readonly embedded: boolean
+}
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class Chains extends Context.Service<Chains, {
+  /** The chain of a mode, or None when that mode has none configured. */
+  readonly get: (mode: Mode) => Option.Option<ChainContext>
+}>()("server/settlement/Chains") {
+  static readonly layer = Layer.effect(
+    Chains,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      const testnet = yield* Option.match(config.rpcUrlTestnet, {
+        onNone: () => embeddedTestnet,
+        onSome: (url) => externalChain("test", url, config.relayerKeysTestnet, config.operatorKeyTestnet)
+      })
+      const mainnet = yield* Option.match(config.rpcUrlMainnet, {
+        onNone: () => Effect.succeed(Option.none<ChainContext>()),
+        onSome: (url) =>
+          externalChain("live", url, config.relayerKeysMainnet, config.operatorKeyMainnet).pipe(Effect.map(Option.some))
+      })
+      return Chains.of({ get: (mode) => (mode === "test" ? Option.some(testnet) : mainnet) })
+    })
+  )
+}
+
+const keyBinding = (mode: Mode, role: string, position: number) => `pps/chain-key/v1/${mode}/${role}/${position}`
+
+/** The embedded chain's generated keys: read them, or generate and store them the first time. */
+const embeddedKeys = (mode: Mode, relayerCount: number) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const box = yield* SecretBox
+    const load = (role: "operator" | "relayer", position: number) =>
+      Effect.gen(function*() {
+        const rows = yield* sql<{ key_sealed: Uint8Array }>`
+          SELECT key_sealed FROM chain_keys WHERE mode = ${mode} AND role = ${role} AND position = ${position}`
+        if (rows[0] !== undefined) {
+          const key = yield* box.open(new Uint8Array(rows[0].key_sealed), keyBinding(mode, role, position)).pipe(Effect.orDie)
+          return privateKeyToAccount(`0x${Buffer.from(key).toString("hex")}`)
+        }
+        const privateKey = generatePrivateKey()
+        const account = privateKeyToAccount(privateKey)
+        const sealed = box.seal(Buffer.from(privateKey.slice(2), "hex"), keyBinding(mode, role, position))
+        yield* sql`
+          INSERT INTO chain_keys (mode, role, position, address, key_sealed)
+          VALUES (${mode}, ${role}, ${position}, ${account.address}, ${sealed})`
+        return account
+      })
+    const operator = yield* load("operator", 0)
+    const relayers = yield* Effect.forEach(Array.from({ length: relayerCount }, (_, i) => i), (i) => load("relayer", i))
+    return { operator, relayers }
+  })
+
+const parseKeys = (text: Redacted.Redacted<string>, name: string) =>
+  Effect.try({
+    try: () =>
+      Redacted.value(text).split(",").map((k) => k.trim()).filter((k) => k !== "").map((k) => privateKeyToAccount(k as Hex)),
+    catch: () => new ChainError({ message: `${name} must be comma-separated 0x-prefixed private keys` })
+  })
+
+/** A node that has not answered after this many polls (~30 s) is reported as down. */
+const nodeAnswerAttemptsMax = 120
+const nodeAnswerPollMs = 250
+
+/** Polls the node until it answers, and checks its chain id. */
+const connect = (mode: Mode, rpcUrl: string) =>
+  Effect.gen(function*() {
+    const client = createPublicClient({ transport: http(rpcUrl, { retryCount: 0, timeout: 10_000 }) })
+    const chainId = yield* Effect.tryPromise({
+      try: () => client.getChainId(),
+      catch: (cause) => new ChainError({ message: `the ${mode} node at ${rpcUrl} does not answer`, cause })
+    }).pipe(Effect.retry({ times: nodeAnswerAttemptsMax, schedule: Schedule.spaced(nodeAnswerPollMs) }))
+    if (chainId !== chainIdOfMode[mode]) {
+      return yield* Effect.fail(
+        new ChainError({ message: `the ${mode} node at ${rpcUrl} has chain id ${chainId}; expected ${chainIdOfMode[mode]}` })
+      )
+    }
+    return client as PublicClient
+  })
+
+const DeploymentRecord = Schema.fromJsonString(Schema.Struct({
+  usdg: Schema.String,
+  weth: Schema.String,
+  confidentialUsdg: Schema.String,
+  confidentialEth: Schema.String
+}))
+
+/** Deploys what is missing and records the addresses. */
+const ensureContracts = (mode: Mode, client: PublicClient, operator: LocalAccount) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const guardian = yield* GuardianIdentity
+    const rows = yield* sql<{ addresses: string }>`SELECT addresses FROM chain_deployments WHERE mode = ${mode}`
+    const previous = rows[0] === undefined
+      ? undefined
+      : yield* Schema.decodeUnknownEffect(DeploymentRecord)(rows[0].addresses).pipe(Effect.orDie)
+    const contracts = yield* deployContracts({
+      client,
+      operator,
+      guardian,
+      previous: previous === undefined
+        ? undefined
+        : {
+          usdg: getAddress(previous.usdg),
+          weth: getAddress(previous.weth),
+          confidentialUsdg: getAddress(previous.confidentialUsdg),
+          confidentialEth: getAddress(previous.confidentialEth)
+        }
+    }).pipe(Effect.mapError((cause) => new ChainError({ message: `deploying the ${mode} contracts failed`, cause })))
+    const now = DateTime.formatIso(yield* DateTime.now)
+    const encoded = JSON.stringify(contracts)
+    yield* sql`
+      INSERT INTO chain_deployments (mode, chain_id, addresses, updated_at)
+      VALUES (${mode}, ${chainIdOfMode[mode]}, ${encoded}, ${now}::timestamptz)
+      ON CONFLICT (mode) DO UPDATE SET addresses = EXCLUDED.addresses, chain_id = EXCLUDED.chain_id, updated_at = EXCLUDED.updated_at`
+    return contracts
+  })
+
+/** Enough ether for any number of test transactions; only anvil lets us mint it. */
+const embeddedBalanceWei = 10n ** 24n
+
+/**
+ * A server killed with SIGKILL leaves its anvil running (orphaned, still dumping
+ * state). Before starting ours, such a leftover is stopped with SIGTERM, which
+ * makes anvil write its state a last time, so no mined block is lost.
+ */
+const stopLeftoverAnvil = (pidFile: string) =>
+  Effect.promise(async () => {
+    let pid: number
+    try {
+      pid = Number.parseInt(fs.readFileSync(pidFile, "utf8"), 10)
+    } catch {
+      return
+    }
+    const isAnvil = () => {
+      try {
+        return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("anvil")
+      } catch {
+        return false
+      }
+    }
+    if (!Number.isInteger(pid) || !isAnvil()) return
+    process.kill(pid, "SIGTERM")
+    for (let waited = 0; waited < leftoverStopWaitMs && isAnvil(); waited += 50) {
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    if (isAnvil()) process.kill(pid, "SIGKILL")
+  })
+
+/** How long a leftover anvil gets to write its state and exit. */
+const leftoverStopWaitMs = 10_000
+
+const embeddedTestnet = Effect.gen(function*() {
+  const config = yield* AppConfig
+  const dataDir = yield* DataDir
+  const chainDir = path.join(dataDir.path, "chain")
+  const pidFile = path.join(chainDir, "anvil.pid")
+  yield* Effect.sync(() => fs.mkdirSync(chainDir, { recursive: true }))
+  yield* stopLeftoverAnvil(pidFile)
+  const anvil = yield* Effect.acquireRelease(
+    Effect.tryPromise({
+      try: () =>
+        Anvil.start({
+          chainId: chainIdOfMode.test,
+          blockTimeSeconds: config.chainBlockTimeMs / 1000,
+          // Room for the target rate: 1e9 gas is ~9,000 confidential transfers a block.
+          blockGasLimit: 1_000_000_000n,
+          statePath: path.join(chainDir, "state.json"),
+          stateIntervalSeconds: 1
+        }),
+      catch: (cause) => new ChainError({ message: "embedded anvil did not start", cause })
+    }),
+    (instance) => Effect.promise(() => instance.stop()).pipe(Effect.andThen(Effect.sync(() => fs.rmSync(pidFile, { force: true }))))
+  )
+  fs.writeFileSync(pidFile, String(anvil.pid))
+  const client = yield* connect("test", anvil.rpcUrl)
+  const { operator, relayers } = yield* embeddedKeys("test", config.relayerCount)
+  const cheats = createTestClient({ mode: "anvil", transport: http(anvil.rpcUrl) })
+  yield* Effect.forEach([operator, ...relayers], (account) =>
+    Effect.tryPromise({
+      try: () => cheats.setBalance({ address: account.address, value: embeddedBalanceWei }),
+      catch: (cause) => new ChainError({ message: "funding the embedded accounts failed", cause })
+    }), { discard: true })
+  const contracts = yield* ensureContracts("test", client, operator)
+  yield* Effect.logInfo("embedded chain ready").pipe(Effect.annotateLogs({ rpc_url: anvil.rpcUrl, ...contracts }))
+  return {
+    mode: "test",
+    chainId: chainIdOfMode.test,
+    rpcUrl: anvil.rpcUrl,
+    client,
+    contracts,
+    operator,
+    relayers,
+    embedded: true
+  } satisfies ChainContext
+})
+
+const externalChain = (
+  mode: Mode,
+  rpcUrl: string,
+  relayerKeys: Option.Option<Redacted.Redacted<string>>,
+  operatorKey: Option.Option<Redacted.Redacted<string>>
+) =>
+  Effect.gen(function*() {
+    const suffix = mode === "test" ? "TESTNET" : "MAINNET"
+    if (Option.isNone(relayerKeys) || Option.isNone(operatorKey)) {
+      return yield* Effect.fail(
+        new ChainError({ message: `RELAYER_KEYS_${suffix} and OPERATOR_KEY_${suffix} are required with RPC_URL_${suffix}` })
+      )
+    }
+    const relayers = yield* parseKeys(relayerKeys.value, `RELAYER_KEYS_${suffix}`)
+    const [operator] = yield* parseKeys(operatorKey.value, `OPERATOR_KEY_${suffix}`)
+    if (operator === undefined || relayers.length === 0) {
+      return yield* Effect.fail(new ChainError({ message: `RELAYER_KEYS_${suffix} and OPERATOR_KEY_${suffix} must not be empty` }))
+    }
+    const client = yield* connect(mode, rpcUrl)
+    const contracts = yield* ensureContracts(mode, client, operator)
+    return { mode, chainId: chainIdOfMode[mode], rpcUrl, client, contracts, operator, relayers, embedded: false } satisfies ChainContext
+  })

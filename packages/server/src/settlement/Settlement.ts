@@ -1,0 +1,437 @@
+/**
+ * Settlement: gets contract calls mined exactly once, and reports how each ended.
+ *
+ * Submission: the call is recorded (chain_submissions) before anything else;
+ * then a relayer — the least loaded of a pool, each with its own nonce
+ * sequence, so throughput is not capped by one — signs it with explicit gas,
+ * fees and chain id, the signed bytes are recorded, and only then broadcast.
+ *
+ * Watching: one fiber per mode reads every new block's receipts (one
+ * `eth_getBlockReceipts` per block, not one poll per transaction) and matches
+ * them to the transactions in flight. A transaction counts once it is buried
+ * under `CHAIN_CONFIRMATIONS` blocks. A reverted transfer whose replay nonce
+ * turns out to be used was applied by another of our transactions (a
+ * resubmission that raced): the event of its transfer id tells which.
+ *
+ * Recovery: at start every submission not known to be final is looked at: a
+ * receipt found is recorded; none found means the same signed bytes are
+ * broadcast again, or, when their relayer nonce was spent meanwhile and the
+ * contract says the transfer nonce is still unused, the call is signed anew —
+ * the contract refuses a reused transfer nonce, so nothing is applied twice.
+ * A transaction not seen in a block for a while is broadcast again the same way,
+ * and one whose attestation deadline has passed on chain without being mined
+ * has failed (`expired`): it can never be mined.
+ *
+ * @since 0.1.0
+ */
+import { ConfidentialTokenArtifact } from "@pps/contracts"
+import { Context, Deferred, Duration, Effect, Layer, Option, PubSub, Schedule, Stream } from "effect"
+import type { SqlError } from "effect/sql"
+import type { Hex, PublicClient, TransactionReceipt } from "viem"
+import type { Mode } from "../apikeys/domain.ts"
+import { AppConfig } from "../config/AppConfig.ts"
+import { type ChainContext, ChainError, Chains } from "./Chains.ts"
+import { type Resolution, type SubmissionRequest, SettlementLimits } from "./domain.ts"
+import { makeRelayer, type Relayer } from "./Relayer.ts"
+import { type Submission, SubmissionStore } from "./SubmissionStore.ts"
+
+/**
+ * The mode has no chain configured (D9: live keys without a mainnet).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ChainUnavailable extends Error {
+  readonly _tag = "ChainUnavailable" as const
+  readonly mode: Mode
+  constructor(mode: Mode) {
+    super(`no chain is configured for mode ${mode}`)
+    this.mode = mode
+  }
+}
+
+interface Tracked {
+  readonly request: SubmissionRequest
+  relayer: Relayer
+  rawTx: Hex
+  txHash: Hex
+  sentAtMs: number
+  mined: { readonly blockNumber: bigint; readonly timestampSeconds: bigint; readonly success: boolean } | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class Settlement extends Context.Service<Settlement, {
+  /** Records, signs and broadcasts the call; a second submit of the same id is a no-op. */
+  readonly submit: (request: SubmissionRequest) => Effect.Effect<void, ChainUnavailable | ChainError | SqlError.SqlError>
+  /** The outcome within `timeoutMs`, or None while still pending. */
+  readonly awaitResolution: (
+    submissionId: string,
+    timeoutMs: number
+  ) => Effect.Effect<Option.Option<Resolution>, SqlError.SqlError>
+  /** Every outcome as it happens (subscribe before submitting to miss none). */
+  readonly resolutions: Stream.Stream<Resolution>
+  /** The chain of a mode, for reads (balances, key registry). */
+  readonly chain: (mode: Mode) => Option.Option<ChainContext>
+}>()("server/settlement/Settlement") {
+  static readonly layer = Layer.effect(
+    Settlement,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      const chains = yield* Chains
+      const store = yield* SubmissionStore
+      const hub = yield* PubSub.unbounded<Resolution>()
+      const waiters = new Map<string, Deferred.Deferred<Resolution>>()
+
+      const waiterFor = (submissionId: string) =>
+        Effect.gen(function*() {
+          const existing = waiters.get(submissionId)
+          if (existing !== undefined) return existing
+          const created = yield* Deferred.make<Resolution>()
+          waiters.set(submissionId, created)
+          return created
+        })
+
+      /** Writes the outcome once, then tells the waiters and subscribers. */
+      const finish = (resolution: Resolution) =>
+        Effect.gen(function*() {
+          const changed = yield* store.resolve(resolution)
+          if (!changed) return
+          yield* Effect.logInfo("submission resolved").pipe(Effect.annotateLogs({
+            submission_id: resolution.submissionId,
+            outcome: resolution._tag,
+            tx_hash: resolution.txHash ?? "none"
+          }))
+          const waiter = waiters.get(resolution.submissionId)
+          if (waiter !== undefined) {
+            yield* Deferred.succeed(waiter, resolution)
+            waiters.delete(resolution.submissionId)
+          }
+          yield* PubSub.publish(hub, resolution)
+        })
+
+      const engines = new Map<Mode, Engine>()
+      for (const mode of ["test", "live"] as const) {
+        const chain = chains.get(mode)
+        if (Option.isNone(chain)) continue
+        const engine = yield* makeEngine(chain.value, config.chainConfirmations, config.chainBlockTimeMs, store, finish)
+        engines.set(mode, engine)
+      }
+
+      return Settlement.of({
+        submit: (request) => {
+          const engine = engines.get(request.mode)
+          return engine === undefined ? Effect.fail(new ChainUnavailable(request.mode)) : engine.submit(request)
+        },
+        awaitResolution: (submissionId, timeoutMs) =>
+          Effect.gen(function*() {
+            const waiter = yield* waiterFor(submissionId)
+            // Read after registering the waiter, so an outcome written in between is not missed.
+            const stored = yield* store.get(submissionId)
+            if (Option.isSome(stored) && stored.value.resolution !== null) {
+              waiters.delete(submissionId)
+              return Option.some(stored.value.resolution)
+            }
+            return yield* Deferred.await(waiter).pipe(Effect.timeoutOption(Duration.millis(timeoutMs)))
+          }),
+        resolutions: Stream.fromPubSub(hub),
+        chain: (mode) => chains.get(mode)
+      })
+    })
+  ).pipe(Layer.provide(SubmissionStore.layer))
+}
+
+interface Engine {
+  readonly submit: (request: SubmissionRequest) => Effect.Effect<void, ChainError | SqlError.SqlError>
+}
+
+const isNonceTooLow = (error: unknown) => /nonce too low|nonce has already been used|replacement transaction underpriced/i.test(String(error))
+const isAlreadyKnown = (error: unknown) => /already known|known transaction|already imported/i.test(String(error))
+
+/** The per-mode machinery: relayers, the transactions in flight, the block watcher. */
+const makeEngine = (
+  chain: ChainContext,
+  confirmations: number,
+  blockTimeMs: number,
+  store: SubmissionStore["Service"],
+  finish: (resolution: Resolution) => Effect.Effect<void, SqlError.SqlError>
+) =>
+  Effect.gen(function*() {
+    const client: PublicClient = chain.client
+    const rpc = <A>(what: string, run: () => Promise<A>) =>
+      Effect.tryPromise({ try: run, catch: (cause) => new ChainError({ message: `${what} failed on the ${chain.mode} chain`, cause }) })
+
+    let baseFeeWei = (yield* rpc("reading the latest block", () => client.getBlock({ blockTag: "latest" }))).baseFeePerGas ?? 0n
+    const relayers = yield* Effect.forEach(chain.relayers, (account) =>
+      makeRelayer(client, chain.chainId, account, () => baseFeeWei))
+    const relayerByAddress = new Map(relayers.map((r) => [r.address.toLowerCase(), r]))
+    const inFlight = new Map<Hex, Tracked>()
+    const bySubmission = new Map<string, Tracked>()
+    let latestTimestampSeconds = 0n
+
+    const pickRelayer = () => relayers.reduce((best, r) => (r.inFlight < best.inFlight ? r : best))
+
+    const track = (tracked: Tracked) => {
+      inFlight.set(tracked.txHash, tracked)
+      bySubmission.set(tracked.request.submissionId, tracked)
+    }
+    const untrack = (tracked: Tracked) => {
+      inFlight.delete(tracked.txHash)
+      bySubmission.delete(tracked.request.submissionId)
+      tracked.relayer.inFlight = Math.max(0, tracked.relayer.inFlight - 1)
+    }
+
+    /** Signs with a fresh relayer nonce, records the bytes, then broadcasts. */
+    const signAndSend = (request: SubmissionRequest, previous: Tracked | undefined): Effect.Effect<void, ChainError | SqlError.SqlError> =>
+      Effect.gen(function*() {
+        if (previous !== undefined) untrack(previous)
+        const relayer = pickRelayer()
+        const signed = yield* relayer.sign({ to: request.target, data: request.data, gas: request.gasLimit })
+        yield* store.markSent(request.submissionId, signed)
+        relayer.inFlight += 1
+        const tracked: Tracked = {
+          request,
+          relayer,
+          rawTx: signed.rawTx,
+          txHash: signed.txHash,
+          sentAtMs: Date.now(),
+          mined: undefined
+        }
+        track(tracked)
+        yield* broadcast(tracked, 0)
+      })
+
+    /**
+     * Sends the recorded bytes. A transport failure leaves the transaction in
+     * flight for the rebroadcast round; a spent relayer nonce leads to a fresh
+     * signature, unless the transfer was applied meanwhile.
+     */
+    const broadcast = (tracked: Tracked, resignings: number): Effect.Effect<void, ChainError | SqlError.SqlError> =>
+      rpc("broadcasting", () => client.sendRawTransaction({ serializedTransaction: tracked.rawTx })).pipe(
+        Effect.asVoid,
+        Effect.catch((error) => {
+          if (isAlreadyKnown(error.cause)) return Effect.void
+          if (isNonceTooLow(error.cause) && resignings < SettlementLimits.sendAttemptsMax) {
+            return Effect.gen(function*() {
+              yield* tracked.relayer.resync
+              const applied = yield* appliedElsewhere(tracked.request)
+              if (Option.isSome(applied)) return yield* settleFromReceipt(tracked, applied.value)
+              yield* signAndSend(tracked.request, tracked)
+            })
+          }
+          return Effect.logWarning("broadcast failed; will retry").pipe(
+            Effect.annotateLogs({ submission_id: tracked.request.submissionId, error: String(error.cause) })
+          )
+        })
+      )
+
+    /** For a transfer: the receipt of the transaction that used its replay nonce, if one did. */
+    const appliedElsewhere = (request: SubmissionRequest) =>
+      Effect.gen(function*() {
+        if (request.replayKey === null) return Option.none<TransactionReceipt>()
+        const { nonce, sender, transferId } = request.replayKey
+        const used = yield* rpc("reading a replay nonce", () =>
+          client.readContract({
+            address: request.target,
+            abi: ConfidentialTokenArtifact.abi,
+            functionName: "isNonceUsed",
+            args: [sender, nonce]
+          }))
+        if (!used) return Option.none<TransactionReceipt>()
+        // Both ConfidentialTransfer and PublicTransfer index the transfer id third.
+        const logs = yield* rpc("finding a transfer's event", () =>
+          client.request({
+            method: "eth_getLogs",
+            params: [{ address: request.target, fromBlock: "0x0", toBlock: "latest", topics: [null, null, null, transferId] }]
+          }))
+        const hash = logs[0]?.transactionHash
+        if (hash === undefined || hash === null) return Option.none<TransactionReceipt>()
+        const receipt = yield* rpc("reading a receipt", () => client.getTransactionReceipt({ hash }))
+        return Option.some(receipt)
+      })
+
+    const blockTimestamp = (blockNumber: bigint) =>
+      rpc("reading a block", () => client.getBlock({ blockNumber })).pipe(Effect.map((block) => block.timestamp))
+
+    /** Final outcome from a receipt of the transaction that applied (or tried to apply) the call. */
+    const settleFromReceipt = (tracked: Tracked, receipt: TransactionReceipt) =>
+      Effect.gen(function*() {
+        untrack(tracked)
+        if (receipt.status === "success") {
+          yield* finish({
+            _tag: "Confirmed",
+            submissionId: tracked.request.submissionId,
+            mode: chain.mode,
+            txHash: receipt.transactionHash,
+            blockNumber: receipt.blockNumber,
+            blockTimestampSeconds: yield* blockTimestamp(receipt.blockNumber)
+          })
+        } else {
+          yield* finish({
+            _tag: "Failed",
+            submissionId: tracked.request.submissionId,
+            mode: chain.mode,
+            txHash: receipt.transactionHash,
+            reason: "reverted"
+          })
+        }
+      })
+
+    /** A mined transaction with enough confirmations: confirmed, or, on a revert, see whether another applied it. */
+    const conclude = (tracked: Tracked) =>
+      Effect.gen(function*() {
+        const mined = tracked.mined!
+        if (mined.success) {
+          untrack(tracked)
+          return yield* finish({
+            _tag: "Confirmed",
+            submissionId: tracked.request.submissionId,
+            mode: chain.mode,
+            txHash: tracked.txHash,
+            blockNumber: mined.blockNumber,
+            blockTimestampSeconds: mined.timestampSeconds
+          })
+        }
+        const applied = yield* appliedElsewhere(tracked.request)
+        if (Option.isSome(applied) && applied.value.transactionHash !== tracked.txHash) {
+          return yield* settleFromReceipt(tracked, applied.value)
+        }
+        untrack(tracked)
+        yield* finish({
+          _tag: "Failed",
+          submissionId: tracked.request.submissionId,
+          mode: chain.mode,
+          txHash: tracked.txHash,
+          reason: "reverted"
+        })
+      })
+
+    /** Not seen in a block for a while: expired, applied by another, or broadcast again. */
+    const revisit = (tracked: Tracked) =>
+      Effect.gen(function*() {
+        const deadline = tracked.request.deadlineSeconds
+        if (deadline !== null && latestTimestampSeconds > deadline) {
+          const applied = yield* appliedElsewhere(tracked.request)
+          if (Option.isSome(applied)) return yield* settleFromReceipt(tracked, applied.value)
+          untrack(tracked)
+          return yield* finish({
+            _tag: "Failed",
+            submissionId: tracked.request.submissionId,
+            mode: chain.mode,
+            txHash: tracked.txHash,
+            reason: "expired"
+          })
+        }
+        tracked.sentAtMs = Date.now()
+        yield* store.countBroadcast(tracked.request.submissionId)
+        yield* broadcast(tracked, 0)
+      })
+
+    // Recovery: everything not final, as the last run left it.
+    let lastScanned = yield* rpc("reading the head", () => client.getBlockNumber())
+    latestTimestampSeconds = yield* blockTimestamp(lastScanned)
+    const open = yield* store.open(chain.mode)
+    for (const submission of open) yield* recover(submission)
+
+    function recover(submission: Submission): Effect.Effect<void, ChainError | SqlError.SqlError> {
+      return Effect.gen(function*() {
+        const relayer = submission.relayer === null ? undefined : relayerByAddress.get(submission.relayer.toLowerCase())
+        if (submission.rawTx === null || submission.txHash === null || relayer === undefined) {
+          // Never signed (or signed by a relayer this node no longer has): sign now, unless it was applied.
+          const applied = yield* appliedElsewhere(submission.request)
+          if (Option.isSome(applied)) {
+            const placeholder = orphan(submission, relayers[0]!)
+            track(placeholder)
+            return yield* settleFromReceipt(placeholder, applied.value)
+          }
+          return yield* signAndSend(submission.request, undefined)
+        }
+        relayer.inFlight += 1
+        const tracked: Tracked = {
+          request: submission.request,
+          relayer,
+          rawTx: submission.rawTx,
+          txHash: submission.txHash,
+          sentAtMs: 0,
+          mined: undefined
+        }
+        track(tracked)
+        const hash = submission.txHash
+        const receipt = yield* rpc("reading a receipt", () => client.getTransactionReceipt({ hash })).pipe(
+          Effect.map(Option.some),
+          Effect.catch(() => Effect.succeed(Option.none<TransactionReceipt>()))
+        )
+        if (Option.isSome(receipt)) {
+          tracked.mined = {
+            blockNumber: receipt.value.blockNumber,
+            timestampSeconds: yield* blockTimestamp(receipt.value.blockNumber),
+            success: receipt.value.status === "success"
+          }
+          return
+        }
+        yield* revisit(tracked)
+      })
+    }
+
+    /** One watcher round: new blocks' receipts, confirmations, and revisits of stale sends. */
+    const round = Effect.gen(function*() {
+      const head = yield* rpc("reading the head", () => client.getBlockNumber())
+      const last = head < lastScanned + BigInt(SettlementLimits.blocksPerRoundMax)
+        ? head
+        : lastScanned + BigInt(SettlementLimits.blocksPerRoundMax)
+      for (let n = lastScanned + 1n; n <= last; n++) {
+        const block = yield* rpc("reading a block", () => client.getBlock({ blockNumber: n }))
+        baseFeeWei = block.baseFeePerGas ?? baseFeeWei
+        latestTimestampSeconds = block.timestamp
+        if (block.transactions.length > 0 && inFlight.size > 0) {
+          const receipts = yield* rpc("reading block receipts", () =>
+            client.request({ method: "eth_getBlockReceipts", params: [`0x${n.toString(16)}`] }))
+          for (const receipt of receipts ?? []) {
+            const tracked = inFlight.get(receipt.transactionHash)
+            if (tracked !== undefined) {
+              tracked.mined = { blockNumber: n, timestampSeconds: block.timestamp, success: receipt.status === "0x1" }
+            }
+          }
+        }
+        lastScanned = n
+      }
+      const now = Date.now()
+      for (const tracked of [...inFlight.values()]) {
+        if (tracked.mined !== undefined) {
+          if (tracked.mined.blockNumber + BigInt(confirmations) - 1n <= lastScanned) yield* conclude(tracked)
+        } else if (now - tracked.sentAtMs > SettlementLimits.rebroadcastAfterMs) {
+          yield* revisit(tracked)
+        }
+      }
+    })
+
+    const pollMs = Math.max(25, Math.floor(blockTimeMs / 4))
+    yield* Effect.forkScoped(
+      round.pipe(
+        Effect.catch((error) => Effect.logWarning("settlement watcher round failed", error)),
+        Effect.repeat(Schedule.spaced(Duration.millis(pollMs)))
+      )
+    )
+
+    const engine: Engine = {
+      submit: (request) =>
+        Effect.gen(function*() {
+          const recorded = yield* store.record(request)
+          if (!recorded) return
+          yield* signAndSend(request, undefined)
+        }).pipe(Effect.withSpan("Settlement.submit"))
+    }
+    return engine
+  })
+
+/** A stand-in for a submission this node never tracked, so its outcome can be recorded. */
+const orphan = (submission: Submission, relayer: Relayer): Tracked => ({
+  request: submission.request,
+  relayer,
+  rawTx: "0x",
+  txHash: submission.txHash ?? "0x",
+  sentAtMs: 0,
+  mined: undefined
+})

@@ -1,0 +1,163 @@
+/**
+ * The chain_submissions table: every contract call the server must get mined
+ * exactly once, recorded before it is signed or sent.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import type { Address, Hex } from "viem"
+import { Mode } from "../apikeys/domain.ts"
+import type { Resolution, SubmissionKind, SubmissionRequest, SubmissionStatus } from "./domain.ts"
+
+const SubmissionRow = Schema.Struct({
+  submission_id: Schema.String,
+  mode: Mode,
+  kind: Schema.Literals(["confidential_transfer", "public_transfer", "register_key"]),
+  target: Schema.String,
+  call_data: Schema.Uint8Array,
+  gas_limit: Schema.String,
+  deadline_seconds: Schema.NullOr(Schema.String),
+  replay_sender: Schema.NullOr(Schema.String),
+  replay_nonce: Schema.NullOr(Schema.String),
+  replay_transfer_id: Schema.NullOr(Schema.String),
+  relayer: Schema.NullOr(Schema.String),
+  raw_tx: Schema.NullOr(Schema.Uint8Array),
+  tx_hash: Schema.NullOr(Schema.String),
+  status: Schema.Literals(["recorded", "sent", "confirmed", "failed"]),
+  failure_reason: Schema.NullOr(Schema.Literals(["reverted", "expired"])),
+  block_number: Schema.NullOr(Schema.String),
+  block_timestamp: Schema.NullOr(Schema.String)
+})
+
+/**
+ * A submission as stored.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Submission {
+  readonly request: SubmissionRequest
+  readonly status: SubmissionStatus
+  readonly relayer: Address | null
+  readonly rawTx: Hex | null
+  readonly txHash: Hex | null
+  readonly resolution: Resolution | null
+}
+
+const hex = (bytes: Uint8Array): Hex => `0x${Buffer.from(bytes).toString("hex")}`
+const bytes = (value: Hex): Uint8Array => new Uint8Array(Buffer.from(value.slice(2), "hex"))
+
+const toSubmission = (row: typeof SubmissionRow.Type): Submission => {
+  const request: SubmissionRequest = {
+    submissionId: row.submission_id,
+    mode: row.mode,
+    kind: row.kind satisfies SubmissionKind,
+    target: row.target as Address,
+    data: hex(row.call_data),
+    gasLimit: BigInt(row.gas_limit),
+    deadlineSeconds: row.deadline_seconds === null ? null : BigInt(row.deadline_seconds),
+    replayKey: row.replay_sender === null || row.replay_nonce === null || row.replay_transfer_id === null
+      ? null
+      : { sender: row.replay_sender as Address, nonce: BigInt(row.replay_nonce), transferId: row.replay_transfer_id as Hex }
+  }
+  const resolution: Resolution | null = row.status === "confirmed" && row.tx_hash !== null && row.block_number !== null
+    ? {
+      _tag: "Confirmed",
+      submissionId: row.submission_id,
+      mode: row.mode,
+      txHash: row.tx_hash as Hex,
+      blockNumber: BigInt(row.block_number),
+      blockTimestampSeconds: BigInt(row.block_timestamp ?? "0")
+    }
+    : row.status === "failed"
+    ? {
+      _tag: "Failed",
+      submissionId: row.submission_id,
+      mode: row.mode,
+      txHash: row.tx_hash as Hex | null,
+      reason: row.failure_reason ?? "reverted"
+    }
+    : null
+  return {
+    request,
+    status: row.status,
+    relayer: row.relayer as Address | null,
+    rawTx: row.raw_tx === null ? null : hex(row.raw_tx),
+    txHash: row.tx_hash as Hex | null,
+    resolution
+  }
+}
+
+const columns = `submission_id, mode, kind, target, call_data, gas_limit, deadline_seconds, replay_sender, replay_nonce,
+  replay_transfer_id, relayer, raw_tx, tx_hash, status, failure_reason, block_number, block_timestamp`
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class SubmissionStore extends Context.Service<SubmissionStore, {
+  /** Records a new submission; false when one with that id exists already. */
+  readonly record: (request: SubmissionRequest) => Effect.Effect<boolean, SqlError.SqlError>
+  readonly get: (submissionId: string) => Effect.Effect<Option.Option<Submission>, SqlError.SqlError>
+  /** Every submission of a mode that is not final. */
+  readonly open: (mode: Mode) => Effect.Effect<ReadonlyArray<Submission>, SqlError.SqlError>
+  readonly markSent: (
+    submissionId: string,
+    signed: { readonly relayer: Address; readonly nonce: number; readonly rawTx: Hex; readonly txHash: Hex }
+  ) => Effect.Effect<void, SqlError.SqlError>
+  readonly countBroadcast: (submissionId: string) => Effect.Effect<void, SqlError.SqlError>
+  /** Writes the final outcome; false when the submission was already final (nothing changes). */
+  readonly resolve: (resolution: Resolution) => Effect.Effect<boolean, SqlError.SqlError>
+}>()("server/settlement/SubmissionStore") {
+  static readonly layer = Layer.effect(
+    SubmissionStore,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const decode = (rows: ReadonlyArray<unknown>) =>
+        Schema.decodeUnknownEffect(Schema.Array(SubmissionRow))(rows).pipe(Effect.orDie, Effect.map((r) => r.map(toSubmission)))
+      return SubmissionStore.of({
+        record: (request) =>
+          sql`
+            INSERT INTO chain_submissions (submission_id, mode, kind, target, call_data, gas_limit, deadline_seconds,
+              replay_sender, replay_nonce, replay_transfer_id, status, created_at, updated_at)
+            VALUES (${request.submissionId}, ${request.mode}, ${request.kind}, ${request.target}, ${bytes(request.data)},
+              ${request.gasLimit.toString()}, ${request.deadlineSeconds?.toString() ?? null},
+              ${request.replayKey?.sender ?? null}, ${request.replayKey?.nonce.toString() ?? null},
+              ${request.replayKey?.transferId ?? null}, 'recorded', now(), now())
+            ON CONFLICT (submission_id) DO NOTHING
+            RETURNING 1 AS recorded`.pipe(Effect.map((rows) => rows.length > 0)),
+        get: (submissionId) =>
+          sql.unsafe(`SELECT ${columns} FROM chain_submissions WHERE submission_id = $1`, [submissionId]).pipe(
+            Effect.flatMap(decode),
+            Effect.map((rows) => Option.fromNullishOr(rows[0]))
+          ),
+        open: (mode) =>
+          sql.unsafe(
+            `SELECT ${columns} FROM chain_submissions WHERE mode = $1 AND status IN ('recorded', 'sent') ORDER BY created_at`,
+            [mode]
+          ).pipe(Effect.flatMap(decode)),
+        markSent: (submissionId, signed) =>
+          sql`
+            UPDATE chain_submissions SET relayer = ${signed.relayer}, relayer_nonce = ${signed.nonce}, raw_tx = ${bytes(signed.rawTx)},
+              tx_hash = ${signed.txHash}, status = 'sent', broadcasts = broadcasts + 1, updated_at = now()
+            WHERE submission_id = ${submissionId} AND status IN ('recorded', 'sent')`.pipe(Effect.asVoid),
+        countBroadcast: (submissionId) =>
+          sql`UPDATE chain_submissions SET broadcasts = broadcasts + 1, updated_at = now() WHERE submission_id = ${submissionId}`
+            .pipe(Effect.asVoid),
+        resolve: (resolution) =>
+          (resolution._tag === "Confirmed"
+            ? sql`
+              UPDATE chain_submissions SET status = 'confirmed', tx_hash = ${resolution.txHash},
+                block_number = ${resolution.blockNumber.toString()}, block_timestamp = ${resolution.blockTimestampSeconds.toString()},
+                updated_at = now()
+              WHERE submission_id = ${resolution.submissionId} AND status IN ('recorded', 'sent')
+              RETURNING 1 AS resolved`
+            : sql`
+              UPDATE chain_submissions SET status = 'failed', failure_reason = ${resolution.reason}, updated_at = now()
+              WHERE submission_id = ${resolution.submissionId} AND status IN ('recorded', 'sent')
+              RETURNING 1 AS resolved`).pipe(Effect.map((rows) => rows.length > 0))
+      })
+    })
+  )
+}

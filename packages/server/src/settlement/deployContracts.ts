@@ -1,0 +1,39 @@
+/**
+ * Deployment of the contracts through `@pps/contracts`, as an Effect.
+ *
+ * @since 0.1.0
+ */
+import { Deploy } from "@pps/contracts"
+import { Effect } from "effect"
+import type { LocalAccount, PublicClient } from "viem"
+
+const coordinate = (bytes: Uint8Array, offset: number) =>
+  BigInt(`0x${Buffer.from(bytes.subarray(offset, offset + 32)).toString("hex")}`)
+
+/**
+ * Deploys whatever is not already on chain among `previous`, with the operator
+ * as deployer, owner and USDG minter.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const deployContracts = (options: {
+  readonly client: PublicClient
+  readonly operator: LocalAccount
+  readonly guardian: { readonly signerAddress: `0x${string}`; readonly encryptionKey: Uint8Array }
+  readonly previous: Deploy.Addresses | undefined
+}) =>
+  Effect.tryPromise(() =>
+    Deploy.deploy({
+      client: options.client,
+      deployer: options.operator,
+      owner: options.operator.address,
+      guardianSigner: options.guardian.signerAddress,
+      guardianEncryptionKey: {
+        x: coordinate(options.guardian.encryptionKey, 0),
+        y: coordinate(options.guardian.encryptionKey, 32)
+      },
+      previous: options.previous,
+      receiptPollingMs: 50
+    })
+  )

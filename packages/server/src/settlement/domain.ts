@@ -1,0 +1,121 @@
+/**
+ * Settlement's vocabulary: what is submitted to the chain, the states a
+ * submission goes through, and the limits that bound it. Pure: no I/O.
+ *
+ * A submission is one contract call the server must get mined exactly once
+ * (a confidential or public transfer, a key registration). It is recorded
+ * before it is signed or sent, so after a crash every submission that was not
+ * known to be final is looked at again: a receipt found is recorded; none found
+ * means the same signed transaction is sent again, or, when its relayer nonce
+ * was spent meanwhile, a new one — safe because the contract refuses a reused
+ * transfer nonce (`NonceUsed`), so nothing is applied twice.
+ *
+ * @since 0.1.0
+ */
+import type { Address, Hex } from "viem"
+import type { Mode } from "../apikeys/domain.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type SubmissionKind = "confidential_transfer" | "public_transfer" | "register_key"
+
+/**
+ * `recorded`: in the database, not yet signed. `sent`: signed and broadcast
+ * (possibly again after a restart). `confirmed` / `failed`: final.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type SubmissionStatus = "recorded" | "sent" | "confirmed" | "failed"
+
+/**
+ * Why a submission failed: the call reverted, or its guardian attestation
+ * expired before it could be mined.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type FailureReason = "reverted" | "expired"
+
+/**
+ * A contract call to get mined exactly once.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SubmissionRequest {
+  /** The caller's id for it (a transfer id): submitting the same id twice is a no-op. */
+  readonly submissionId: string
+  readonly mode: Mode
+  readonly kind: SubmissionKind
+  readonly target: Address
+  readonly data: Hex
+  readonly gasLimit: bigint
+  /** Unix seconds after which the call can no longer succeed (the attestation's deadline). */
+  readonly deadlineSeconds: bigint | null
+  /**
+   * For transfers: the debited address and its replay nonce (to ask the contract
+   * whether it was used) and the transfer id its event is indexed by (to find the
+   * transaction that used it).
+   */
+  readonly replayKey: { readonly sender: Address; readonly nonce: bigint; readonly transferId: Hex } | null
+}
+
+/**
+ * The final outcome of a submission.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Resolution =
+  | {
+    readonly _tag: "Confirmed"
+    readonly submissionId: string
+    readonly mode: Mode
+    readonly txHash: Hex
+    readonly blockNumber: bigint
+    readonly blockTimestampSeconds: bigint
+  }
+  | {
+    readonly _tag: "Failed"
+    readonly submissionId: string
+    readonly mode: Mode
+    readonly txHash: Hex | null
+    readonly reason: FailureReason
+  }
+
+/**
+ * Gas limits given explicitly (an estimate would run against state that may be
+ * stale by inclusion). Measured (docs/benchmarks.md): a steady confidential
+ * transfer uses 108.8k, a sender's first debit after a shield 262.7k, a public
+ * transfer 91.3k, a registration 90.3k; each limit leaves room above the worst case.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const gasLimits: Record<SubmissionKind, bigint> = {
+  confidential_transfer: 350_000n,
+  public_transfer: 200_000n,
+  register_key: 150_000n
+}
+
+/**
+ * Limits of the settlement machinery.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const SettlementLimits = {
+  /** A sent transaction not seen in a block for this long is broadcast again (dropped by a node, lost by a restart). */
+  rebroadcastAfterMs: 15_000,
+  /** A send that keeps failing for transport reasons is retried this many times before the submission waits for recovery. */
+  sendAttemptsMax: 5,
+  /** Blocks scanned per watcher round at most, so a long outage catches up in bounded steps. */
+  blocksPerRoundMax: 50,
+  /** Tip per gas offered: enough for any dev chain or quiet testnet to include us at once. */
+  priorityFeeWei: 1_000_000_000n,
+  /** Base fee may rise between signing and inclusion; paying up to this multiple absorbs it. */
+  baseFeeMultiplier: 2n
+} as const

@@ -1,0 +1,124 @@
+/**
+ * Chain fixtures for settlement tests: a stand-in guardian (its attestation key
+ * and BN254 encryption key, from a seed) and signed ConfidentialToken transfer
+ * requests built with the crypto package, exactly as the real guardian signs them.
+ */
+import { createHash } from "node:crypto"
+import { Attestation, ElGamal, EncryptionKey, Point } from "@pps/crypto"
+import { Layer } from "effect"
+import { type Address, type Hex, numberToHex } from "viem"
+import { type AppConfigShape, AppConfig } from "../../src/config/AppConfig.ts"
+import { MigrationsLive, SqlLive } from "../../src/platform/Database.ts"
+import { DataDir } from "../../src/platform/DataDir.ts"
+import { SecretBox } from "../../src/platform/SecretBox.ts"
+import { Secrets } from "../../src/platform/Secrets.ts"
+import { Chains } from "../../src/settlement/Chains.ts"
+import { confidentialTransferCall } from "../../src/settlement/calls.ts"
+import { gasLimits, type SubmissionRequest } from "../../src/settlement/domain.ts"
+import { GuardianIdentity } from "../../src/settlement/GuardianIdentity.ts"
+import { Settlement } from "../../src/settlement/Settlement.ts"
+import { testConfig } from "./TestServer.ts"
+
+/** 32 bytes from a label, reduced below the group order: a valid secret scalar. */
+export const scalarFrom = (label: string): Uint8Array => {
+  const value = BigInt(`0x${createHash("sha256").update(label).digest("hex")}`) % (Point.order - 1n) + 1n
+  return new Uint8Array(Buffer.from(value.toString(16).padStart(64, "0"), "hex"))
+}
+
+export const keyPairFrom = (label: string): EncryptionKey.KeyPair => {
+  const result = EncryptionKey.fromSecretKey(scalarFrom(label))
+  if (!result.ok) throw new Error("fixture key invalid")
+  return result.value
+}
+
+export interface TestGuardian {
+  readonly signingKey: Uint8Array
+  readonly signerAddress: Address
+  readonly encryption: EncryptionKey.KeyPair
+  readonly layer: Layer.Layer<GuardianIdentity>
+}
+
+export const makeTestGuardian = (seed: string): TestGuardian => {
+  const signingKey = scalarFrom(`${seed}/guardian/signing`)
+  const encryption = keyPairFrom(`${seed}/guardian/encryption`)
+  const signerAddress = Attestation.signerAddress(signingKey)
+  return {
+    signingKey,
+    signerAddress,
+    encryption,
+    layer: Layer.succeed(GuardianIdentity, { signerAddress, encryptionKey: encryption.publicKey })
+  }
+}
+
+/** A transfer id as the server makes it: 16 bytes left-padded to 32. */
+export const transferIdFrom = (label: string): Hex =>
+  numberToHex(BigInt(`0x${createHash("sha256").update(label).digest("hex").slice(0, 32)}`), { size: 32 })
+
+/** A guardian-signed confidential transfer, deterministic in its label. */
+export const signedConfidentialTransfer = (options: {
+  readonly label: string
+  readonly guardian: TestGuardian
+  readonly chainId: number
+  readonly contract: Address
+  readonly from: Address
+  readonly to: Address
+  readonly fromKey: EncryptionKey.KeyPair
+  readonly toKey: EncryptionKey.KeyPair
+  readonly amount: bigint
+  readonly nonce: bigint
+  readonly deadlineSeconds: bigint
+}): SubmissionRequest => {
+  const randomness = BigInt(`0x${Buffer.from(scalarFrom(`${options.label}/r`)).toString("hex")}`)
+  const ciphertext = ElGamal.encryptWith({ amount: options.amount, randomness }, [
+    options.fromKey.publicKey,
+    options.toKey.publicKey,
+    options.guardian.encryption.publicKey
+  ])
+  const [fromHandle, toHandle, guardianHandle] = ciphertext.handles
+  const transferId = transferIdFrom(options.label)
+  const sealedDigest = `0x${createHash("sha256").update(`${options.label}/sealed`).digest("hex")}` as Hex
+  const typedData = Attestation.confidentialTransfer(
+    Attestation.domain(BigInt(options.chainId), options.contract),
+    {
+      from: options.from,
+      to: options.to,
+      transferId,
+      nonce: options.nonce,
+      ciphertextDigest: ElGamal.digest(ciphertext),
+      sealedDigest,
+      deadline: options.deadlineSeconds
+    }
+  )
+  const signature = Attestation.sign(options.guardian.signingKey, typedData)
+  return {
+    submissionId: `tr_${options.label}`,
+    mode: "test",
+    kind: "confidential_transfer",
+    target: options.contract,
+    data: confidentialTransferCall({
+      from: options.from,
+      to: options.to,
+      transferId,
+      nonce: options.nonce,
+      ciphertext: { commitment: ciphertext.commitment, fromHandle: fromHandle!, toHandle: toHandle!, guardianHandle: guardianHandle! },
+      sealedDigest,
+      deadlineSeconds: options.deadlineSeconds
+    }, signature),
+    gasLimit: gasLimits.confidential_transfer,
+    deadlineSeconds: options.deadlineSeconds,
+    replayKey: { sender: options.from, nonce: options.nonce, transferId }
+  }
+}
+
+/** Settlement and everything under it, on embedded anvil and PGlite in `dataDir`. */
+export const settlementLayer = (dataDir: string, guardian: TestGuardian, overrides: Partial<AppConfigShape> = {}) =>
+  Settlement.layer.pipe(
+    Layer.provideMerge(Chains.layer),
+    Layer.provideMerge(guardian.layer),
+    Layer.provideMerge(SecretBox.layer),
+    Layer.provideMerge(MigrationsLive),
+    Layer.provideMerge(SqlLive),
+    Layer.provideMerge(Secrets.layer),
+    Layer.provideMerge(DataDir.layer),
+    Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, overrides)))
+  )
