@@ -131,7 +131,13 @@ const nodeAnswerPollMs = 250
 /** Polls the node until it answers, and checks its chain id. */
 const connect = (mode: Mode, rpcUrl: string) =>
   Effect.gen(function*() {
-    const client = createPublicClient({ transport: http(rpcUrl, { retryCount: 0, timeout: 10_000 }) })
+    // cacheTime 0: viem otherwise caches the block number for its polling interval
+    // (4 s), which would hold every confirmation back by up to that long.
+    const client = createPublicClient({
+      // JSON-RPC batching: concurrent calls (broadcasts above all) share one HTTP request.
+      transport: http(rpcUrl, { retryCount: 0, timeout: 10_000, batch: { batchSize: 200, wait: 2 } }),
+      cacheTime: 0
+    })
     const chainId = yield* Effect.tryPromise({
       try: () => client.getChainId(),
       catch: (cause) => new ChainError({ message: `the ${mode} node at ${rpcUrl} does not answer`, cause })

@@ -187,10 +187,14 @@ const makeEngine = (
     const signAndSend = (request: SubmissionRequest, previous: Tracked | undefined): Effect.Effect<void, ChainError | SqlError.SqlError> =>
       Effect.gen(function*() {
         if (previous !== undefined) untrack(previous)
+        // Counted before signing, so concurrent submissions spread over the pool
+        // instead of all picking the relayer that looked idle.
         const relayer = pickRelayer()
-        const signed = yield* relayer.sign({ to: request.target, data: request.data, gas: request.gasLimit })
-        yield* store.markSent(request.submissionId, signed)
         relayer.inFlight += 1
+        const signed = yield* relayer.sign({ to: request.target, data: request.data, gas: request.gasLimit }).pipe(
+          Effect.tapError(() => Effect.sync(() => (relayer.inFlight -= 1)))
+        )
+        yield* store.markSent(request.submissionId, signed)
         const tracked: Tracked = {
           request,
           relayer,

@@ -1,0 +1,129 @@
+/**
+ * Settlement throughput against embedded anvil (issue 4's benchmark):
+ * confidential transfers/s sustained by the adapter (Settlement.submit →
+ * confirmed) and submit→confirmed latency p50/p99, beside anvil's raw rate for
+ * the same kind of transfers in the same run (pre-signed raw transactions blasted
+ * from fresh accounts). Ciphertexts and attestations are computed before timing
+ * starts: this measures the chain path, not the crypto.
+ *
+ * Run: `pnpm --filter @pps/server bench:settlement` (BENCH_TRANSFERS, default 2000;
+ * BENCH_BLOCK_TIME_MS, default 1000; BENCH_CONCURRENCY, default 64).
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Backend } from "@pps/crypto"
+import { Effect, Logger, Option } from "effect"
+import { createTestClient, http, keccak256 } from "viem"
+import { generatePrivateKey, privateKeyToAccount, privateKeyToAddress } from "viem/accounts"
+import { Settlement } from "../src/settlement/Settlement.ts"
+import { keyPairFrom, makeTestGuardian, scalarFrom, settlementLayer, signedConfidentialTransfer } from "../test/support/chainFixtures.ts"
+
+const transfers = Number(process.env["BENCH_TRANSFERS"] ?? "2000")
+const blockTimeMs = Number(process.env["BENCH_BLOCK_TIME_MS"] ?? "1000")
+const concurrency = Number(process.env["BENCH_CONCURRENCY"] ?? "64")
+const sendersCount = 32
+
+const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0
+
+const program = Effect.gen(function*() {
+  yield* Effect.promise(() => Backend.init({ backend: "mcl" }))
+  const settlement = yield* Settlement
+  const chain = Option.getOrThrow(settlement.chain("test"))
+  const guardian = makeTestGuardian("bench")
+  const recipient = privateKeyToAddress(`0x${Buffer.from(scalarFrom("bench/recipient")).toString("hex")}`)
+  const recipientKey = keyPairFrom("bench/recipient")
+  const now = (yield* Effect.promise(() => chain.client.getBlock())).timestamp
+  const batch = (tag: string) =>
+    Array.from({ length: transfers }, (_, i) => {
+      const label = `bench/${tag}/sender-${i % sendersCount}`
+      return signedConfidentialTransfer({
+        label: `bench-${tag}-${i}`,
+        guardian,
+        chainId: chain.chainId,
+        contract: chain.contracts.confidentialUsdg,
+        from: privateKeyToAddress(`0x${Buffer.from(scalarFrom(label)).toString("hex")}`),
+        to: recipient,
+        fromKey: keyPairFrom(label),
+        toKey: recipientKey,
+        amount: BigInt(i + 1),
+        nonce: BigInt(Math.floor(i / sendersCount)),
+        deadlineSeconds: now + 3_600n
+      })
+    })
+
+  // 1. anvil's raw rate: pre-signed raw transactions from 8 fresh funded accounts.
+  const rawRequests = batch("raw")
+  const cheats = createTestClient({ mode: "anvil", transport: http(chain.rpcUrl) })
+  const blasters = Array.from({ length: 8 }, () => privateKeyToAccount(generatePrivateKey()))
+  for (const account of blasters) yield* Effect.promise(() => cheats.setBalance({ address: account.address, value: 10n ** 24n }))
+  const block = yield* Effect.promise(() => chain.client.getBlock())
+  const maxFeePerGas = (block.baseFeePerGas ?? 0n) * 2n + 1_000_000_000n
+  const raws = yield* Effect.promise(() =>
+    Promise.all(rawRequests.map((request, i) =>
+      blasters[i % blasters.length]!.signTransaction({
+        type: "eip1559",
+        chainId: chain.chainId,
+        nonce: Math.floor(i / blasters.length),
+        to: request.target,
+        data: request.data,
+        gas: request.gasLimit,
+        maxPriorityFeePerGas: 1_000_000_000n,
+        maxFeePerGas
+      })
+    ))
+  )
+  const rawStart = Date.now()
+  yield* Effect.forEach(raws, (raw) => Effect.promise(() => chain.client.sendRawTransaction({ serializedTransaction: raw })), {
+    concurrency,
+    discard: true
+  })
+  const lastHash = keccak256(raws[raws.length - 1]!)
+  yield* Effect.promise(() => chain.client.waitForTransactionReceipt({ hash: lastHash, pollingInterval: 50, timeout: 120_000 }))
+  const rawSeconds = (Date.now() - rawStart) / 1000
+
+  // 2. the adapter: Settlement.submit, then the confirmed outcome.
+  const adapterRequests = batch("adapter")
+  const latencies: Array<number> = []
+  const adapterStart = Date.now()
+  yield* Effect.forEach(adapterRequests, (request) =>
+    Effect.gen(function*() {
+      const started = Date.now()
+      yield* settlement.submit(request)
+      const outcome = yield* settlement.awaitResolution(request.submissionId, 120_000)
+      if (Option.isNone(outcome) || outcome.value._tag !== "Confirmed") throw new Error(`not confirmed: ${request.submissionId}`)
+      latencies.push(Date.now() - started)
+    }), { concurrency, discard: true })
+  const adapterSeconds = (Date.now() - adapterStart) / 1000
+  latencies.sort((a, b) => a - b)
+
+  const cpu = os.cpus()[0]?.model ?? "unknown CPU"
+  process.stdout.write(
+    [
+      `machine: ${os.cpus().length} vCPU ${cpu}, node ${process.version}, ${new Date().toISOString().slice(0, 10)}`,
+      `settings: ${transfers} transfers, block time ${blockTimeMs} ms, gas limit 1e9, ${chain.relayers.length} relayers, concurrency ${concurrency}`,
+      `| path | transfers/s | submit→confirmed p50 ms | p99 ms |`,
+      `|---|---:|---:|---:|`,
+      `| anvil raw (pre-signed, 8 senders) | ${(transfers / rawSeconds).toFixed(0)} | | |`,
+      `| Settlement adapter | ${(transfers / adapterSeconds).toFixed(0)} | ${percentile(latencies, 0.5)} | ${percentile(latencies, 0.99)} |`,
+      `adapter / raw: ${((transfers / adapterSeconds) / (transfers / rawSeconds)).toFixed(2)}`
+    ].join("\n") + "\n"
+  )
+})
+
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-bench-"))
+program.pipe(
+  Effect.provide(settlementLayer(dataDir, makeTestGuardian("bench"), { chainBlockTimeMs: blockTimeMs, relayerCount: 8 })),
+  Effect.provide(Logger.layer([])),
+  Effect.scoped,
+  Effect.runPromise
+).then(
+  () => {
+    fs.rmSync(dataDir, { recursive: true, force: true })
+    process.exit(0)
+  },
+  (error: unknown) => {
+    process.stderr.write(`${String(error)}\n`)
+    process.exit(1)
+  }
+)
