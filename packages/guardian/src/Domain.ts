@@ -1,0 +1,468 @@
+/**
+ * The guardian's requests, results and errors as Schemas: the wire contract between
+ * the api server and the guardian, shared by the RPC group, the in-process client and
+ * the HTTP client.
+ *
+ * Nothing here ever carries a plaintext amount toward the caller. Amounts appear only
+ * in requests, and only where they are public anyway (a credit for a shield, the
+ * amount of a public transfer) or are the caller's own policy limits. Byte strings are
+ * 0x-prefixed hex; integers are decimal strings on the wire (bigint in memory).
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+
+const u64Limit = 1n << 64n
+
+/**
+ * A 32-byte value as 0x-prefixed hex (transfer ids, digests).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Bytes32 = Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]{64}$/))
+
+/**
+ * A 20-byte EVM address as 0x-prefixed hex, any case.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const AddressHex = Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]{40}$/))
+
+/**
+ * A BN254 G1 point in the EVM encoding (x ‖ y, 64 bytes) as 0x-prefixed hex.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const PointHex = Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]{128}$/))
+
+/**
+ * Longest byte string accepted (a guardian note box is 146 bytes; a balance statement box 122).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const bytesHexLengthMax = 2 + 2 * 1024
+
+/**
+ * Arbitrary bytes as 0x-prefixed hex, at most 1 KiB.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const BytesHex = Schema.String.check(
+  Schema.isPattern(/^0x(?:[0-9a-fA-F]{2})*$/),
+  Schema.isMaxLength(bytesHexLengthMax)
+)
+
+/**
+ * A u64 in base units (an amount or a limit), decimal on the wire.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const BaseUnits = Schema.BigIntFromString.check(
+  Schema.isGreaterThanOrEqualToBigInt(0n),
+  Schema.isLessThanBigInt(u64Limit)
+)
+
+/**
+ * A chain id, decimal on the wire.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ChainId = Schema.BigIntFromString.check(Schema.isGreaterThanBigInt(0n), Schema.isLessThanBigInt(u64Limit))
+
+/**
+ * The asset a balance is kept in: one ConfidentialToken on one chain.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Asset = Schema.Struct({ chainId: ChainId, contract: AddressHex })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Asset = typeof Asset.Type
+
+/**
+ * An agent's spend policy as the server holds it when the agent signs (D22, D25),
+ * amounts in base units. `hitlThreshold` null never holds.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const PolicySnapshot = Schema.Struct({
+  perTransactionLimit: BaseUnits,
+  dailyLimit: BaseUnits,
+  hitlThreshold: Schema.NullOr(BaseUnits),
+  /** IANA zone in which the agent's day is read. */
+  timeZone: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(64))
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type PolicySnapshot = typeof PolicySnapshot.Type
+
+/**
+ * The agent part of an authorization: the policy in force and whether the owner
+ * approved this transfer (an approval skips the threshold check, D27).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const AgentContext = Schema.Struct({ policy: PolicySnapshot, approved: Schema.Boolean })
+
+/**
+ * What the guardian is asked to attest.
+ *
+ * - `confidential`: needs `toKey` (the recipient's registered key, looked up on chain
+ *   by the server) and `sealedDigest` (over the three boxes).
+ * - `public`: needs `amount`, the public amount paid out, which must equal the amount in
+ *   the guardian's note; no `toKey`, no `sealedDigest`. An unshield has `to` = `from`.
+ *
+ * `fromKey` is the key the sender's balance is encrypted to (for an agent, its owner's).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const AuthorizeRequest = Schema.Struct({
+  transferId: Bytes32,
+  chainId: ChainId,
+  contract: AddressHex,
+  kind: Schema.Literals(["confidential", "public"]),
+  from: AddressHex,
+  to: AddressHex,
+  fromKey: PointHex,
+  toKey: Schema.optionalKey(PointHex),
+  amount: Schema.optionalKey(BaseUnits),
+  nonce: Schema.BigIntFromString.check(Schema.isGreaterThanOrEqualToBigInt(0n), Schema.isLessThanBigInt(1n << 256n)),
+  /** Unix seconds. */
+  deadline: BaseUnits,
+  /** The guardian's sealed note {amount, r} (`Note.sealTransfer`'s `guardian` box). */
+  guardianNote: BytesHex,
+  sealedDigest: Schema.optionalKey(Bytes32),
+  agent: Schema.optionalKey(AgentContext)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type AuthorizeRequest = typeof AuthorizeRequest.Type
+
+/**
+ * The transfer ciphertext the guardian computed: commitment and handles, EVM encodings.
+ * `toHandle` is absent for a public transfer.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const TransferCiphertext = Schema.Struct({
+  commitment: PointHex,
+  fromHandle: PointHex,
+  toHandle: Schema.optionalKey(PointHex),
+  guardianHandle: PointHex
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type TransferCiphertext = typeof TransferCiphertext.Type
+
+/**
+ * Approved and reserved: the ciphertext to submit and the guardian's EIP-712 signature
+ * over it, valid until `deadline` (unix seconds).
+ *
+ * @since 0.1.0
+ * @category results
+ */
+export class Authorized extends Schema.TaggedClass<Authorized>()("Authorized", {
+  transferId: Bytes32,
+  ciphertext: TransferCiphertext,
+  ciphertextDigest: Bytes32,
+  signature: Schema.String.check(Schema.isPattern(/^0x[0-9a-fA-F]{130}$/)),
+  deadline: BaseUnits
+}) {}
+
+/**
+ * The sender's available balance (confirmed minus reserved) is below the amount.
+ *
+ * @since 0.1.0
+ * @category results
+ */
+export class InsufficientBalance extends Schema.TaggedClass<InsufficientBalance>()("InsufficientBalance", {
+  transferId: Bytes32
+}) {}
+
+/**
+ * Why an agent's transfer breaks its policy (the amount-dependent rules of D25).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const PolicyViolationReason = Schema.Literals(["per_transaction_limit_exceeded", "daily_limit_exceeded"])
+
+/**
+ * An agent's transfer exceeds a limit of its policy.
+ *
+ * @since 0.1.0
+ * @category results
+ */
+export class PolicyViolation extends Schema.TaggedClass<PolicyViolation>()("PolicyViolation", {
+  transferId: Bytes32,
+  reason: PolicyViolationReason
+}) {}
+
+/**
+ * An agent's transfer is above its approval threshold: nothing reserved, nothing signed.
+ *
+ * @since 0.1.0
+ * @category results
+ */
+export class HoldForApproval extends Schema.TaggedClass<HoldForApproval>()("HoldForApproval", {
+  transferId: Bytes32
+}) {}
+
+/**
+ * Why the guardian refused to consider a transfer at all. These are faults of the
+ * request (or a frozen account), never statements about the amount.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const RefusedReason = Schema.Literals([
+  "note_invalid",
+  "amount_zero",
+  "public_amount_mismatch",
+  "inputs_inconsistent",
+  "sender_key_invalid",
+  "recipient_key_invalid",
+  "self_transfer",
+  "deadline_out_of_range",
+  "time_zone_invalid",
+  "transfer_id_reused",
+  "nonce_reused",
+  "account_frozen"
+])
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RefusedReason = typeof RefusedReason.Type
+
+/**
+ * The request is malformed or inconsistent, or the sender's account is frozen.
+ *
+ * @since 0.1.0
+ * @category results
+ */
+export class Refused extends Schema.TaggedClass<Refused>()("Refused", {
+  transferId: Bytes32,
+  reason: RefusedReason
+}) {}
+
+/**
+ * Every answer to `authorize`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const AuthorizeResult = Schema.Union([Authorized, InsufficientBalance, PolicyViolation, HoldForApproval, Refused])
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type AuthorizeResult = typeof AuthorizeResult.Type
+
+/**
+ * What the chain did with an attested transfer.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SettleRequest = Schema.Struct({
+  transferId: Bytes32,
+  outcome: Schema.Literals(["confirmed", "failed"])
+})
+
+/**
+ * The final state of a reservation after `settle`. It may differ from the outcome
+ * asked for when the reservation was already final (see docs/guardian.md, expiry).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SettleResult = Schema.Struct({
+  transferId: Bytes32,
+  status: Schema.Literals(["confirmed", "failed", "expired"])
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type SettleResult = typeof SettleResult.Type
+
+/**
+ * A public amount that entered an account: a shield, a faucet grant, an incoming
+ * transfer seen on chain. `creditId` makes it idempotent (e.g. the transaction hash and
+ * log index).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const CreditRequest = Schema.Struct({
+  chainId: ChainId,
+  contract: AddressHex,
+  account: AddressHex,
+  amount: BaseUnits.check(Schema.isGreaterThanBigInt(0n)),
+  creditId: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const CreditResult = Schema.Struct({
+  creditId: Schema.String,
+  status: Schema.Literals(["applied", "duplicate"])
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const NonZeroRequest = Schema.Struct({
+  account: AddressHex,
+  assets: Schema.Array(Asset).check(Schema.isMaxLength(16))
+})
+
+/**
+ * Per asset, whether the account's confirmed balance is non-zero (D19), in request order.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const NonZeroResult = Schema.Array(Schema.Struct({ chainId: ChainId, contract: AddressHex, nonZero: Schema.Boolean }))
+
+/**
+ * Asks for the account's balance sealed to its key. `publicKey` must be the account's
+ * registered key; the guardian checks it on chain when it has the chain.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SealedBalanceRequest = Schema.Struct({
+  chainId: ChainId,
+  contract: AddressHex,
+  account: AddressHex,
+  publicKey: PointHex
+})
+
+/**
+ * The balance statement {amount, version} sealed to the account's key
+ * (`Note.openBalanceStatement` opens it), and the version of the guardian's books it
+ * states (the count of changes to the confirmed balance).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SealedBalanceResult = Schema.Struct({
+  sealedStatement: BytesHex,
+  version: Schema.BigIntFromString
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ReconcileRequest = Schema.Struct({ chainId: ChainId, contract: AddressHex, account: AddressHex })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ReconcileResult = Schema.Struct({
+  status: Schema.Literals(["matched", "mismatched"]),
+  frozen: Schema.Boolean
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type ReconcileResult = typeof ReconcileResult.Type
+
+/**
+ * Readiness: false while any account is frozen by reconciliation (or storage fails).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const HealthResult = Schema.Struct({ ready: Schema.Boolean, frozenAccounts: Schema.Int })
+
+/**
+ * The guardian's public identity.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const InfoResult = Schema.Struct({ signer: AddressHex, encryptionKey: PointHex })
+
+/**
+ * `settle` for a transfer id the guardian never reserved.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ReservationNotFound extends Schema.TaggedError<ReservationNotFound>()("ReservationNotFound", {
+  transferId: Bytes32
+}) {}
+
+/**
+ * A credit id seen before with a different account, asset or amount.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class CreditIdReused extends Schema.TaggedError<CreditIdReused>()("CreditIdReused", {
+  creditId: Schema.String
+}) {}
+
+/**
+ * `sealedBalance` with a key that is not the account's registered key.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class AccountKeyMismatch extends Schema.TaggedError<AccountKeyMismatch>()("AccountKeyMismatch", {
+  account: AddressHex
+}) {}
+
+/**
+ * The guardian could not answer: its storage or the chain failed, it is unreachable,
+ * or the caller is not authenticated. `storage`, `chain` and `unavailable` are worth a
+ * retry; `unauthorized` is a configuration error.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class GuardianError extends Schema.TaggedError<GuardianError>()("GuardianError", {
+  reason: Schema.Literals(["storage", "chain", "unavailable", "unauthorized"]),
+  message: Schema.String
+}) {
+  get isRetryable(): boolean {
+    return this.reason !== "unauthorized"
+  }
+}

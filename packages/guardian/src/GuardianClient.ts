@@ -1,0 +1,164 @@
+/**
+ * The guardian as the api server sees it: one service, two deployments.
+ *
+ * - `layerInProcess`: the guardian runs inside the server's process (the embedded
+ *   default), with its own database and key; the client calls it directly.
+ * - `layerHttp`: the guardian is its own process (`pnpm guardian`); the client speaks
+ *   effect/rpc over HTTP with a shared bearer secret.
+ * - `layerConfig`: `layerHttp` when `GUARDIAN_URL` is set (then
+ *   `GUARDIAN_SHARED_SECRET` is required), the given in-process layer otherwise.
+ *
+ * Both deployments answer identically; one test suite runs against each.
+ *
+ * @since 0.1.0
+ */
+import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
+import { RpcClient, RpcClientError, RpcSerialization } from "effect/rpc"
+import { GuardianError } from "./Domain.ts"
+import { Guardian, type GuardianShape } from "./Guardian.ts"
+import { GuardianRpcs, rpcPath } from "./GuardianRpc.ts"
+import * as GuardianConfig from "./GuardianConfig.ts"
+import { type GuardianOptions, layer as guardianLayer } from "./GuardianLive.ts"
+
+/**
+ * The operations a client may call: the guardian's, without its maintenance loops.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface GuardianClientShape {
+  readonly info: Effect.Effect<GuardianShape["info"], GuardianError>
+  readonly authorize: GuardianShape["authorize"]
+  readonly settle: GuardianShape["settle"]
+  readonly credit: GuardianShape["credit"]
+  readonly nonZero: GuardianShape["nonZero"]
+  readonly sealedBalance: GuardianShape["sealedBalance"]
+  readonly reconcile: GuardianShape["reconcile"]
+  readonly health: Effect.Effect<Effect.Success<GuardianShape["health"]>, GuardianError>
+}
+
+/**
+ * Requests to a remote guardian that take longer fail as `unavailable` (an
+ * authorization is a few milliseconds of work; a reconciliation reads the chain).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const requestTimeoutMs = 30_000
+
+const unavailable = (error: RpcClientError.RpcClientError) =>
+  new GuardianError({
+    reason: /\b401\b|unauthori[sz]ed/i.test(error.message) ? "unauthorized" : "unavailable",
+    message: `guardian unreachable: ${error.message.split("\n")[0]}`
+  })
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class GuardianClient extends Context.Service<GuardianClient, GuardianClientShape>()("guardian/GuardianClient") {
+  /**
+   * A client backed by a `Guardian` in this process.
+   *
+   * @since 0.1.0
+   */
+  static readonly fromGuardian: Layer.Layer<GuardianClient, never, Guardian> = Layer.effect(
+    GuardianClient,
+    Effect.gen(function*() {
+      const guardian = yield* Guardian
+      return GuardianClient.of({
+        info: Effect.succeed(guardian.info),
+        authorize: guardian.authorize,
+        settle: guardian.settle,
+        credit: guardian.credit,
+        nonZero: guardian.nonZero,
+        sealedBalance: guardian.sealedBalance,
+        reconcile: guardian.reconcile,
+        health: guardian.health
+      })
+    })
+  )
+
+  /**
+   * The embedded deployment: the guardian (its own database, keys and sweepers) inside
+   * this process.
+   *
+   * @since 0.1.0
+   */
+  static readonly layerInProcess = (options: GuardianOptions) =>
+    GuardianClient.fromGuardian.pipe(Layer.provide(guardianLayer(options)))
+
+  /**
+   * A client of a guardian process at `url` (its base URL, e.g. http://127.0.0.1:8090),
+   * authenticated with the shared secret as a bearer token.
+   *
+   * @since 0.1.0
+   */
+  static readonly layerHttp = (url: string, sharedSecret: Redacted.Redacted<string>) =>
+    Layer.effect(
+      GuardianClient,
+      Effect.gen(function*() {
+        const client = yield* RpcClient.make(GuardianRpcs)
+        const call = <A, E>(
+          effect: Effect.Effect<A, E>
+        ): Effect.Effect<A, Exclude<E, RpcClientError.RpcClientError> | GuardianError> =>
+          effect.pipe(
+            Effect.mapError((error) =>
+              error instanceof RpcClientError.RpcClientError
+                ? unavailable(error)
+                : (error as Exclude<E, RpcClientError.RpcClientError>)
+            ),
+            Effect.timeoutOrElse({
+              duration: requestTimeoutMs,
+              orElse: () => Effect.fail(new GuardianError({ reason: "unavailable", message: "guardian request timed out" }))
+            })
+          )
+        return GuardianClient.of({
+          info: call(client.Info()),
+          authorize: (request) => call(client.Authorize(request)),
+          settle: (request) => call(client.Settle(request)),
+          credit: (request) => call(client.Credit(request)),
+          nonZero: (request) => call(client.NonZero(request)),
+          sealedBalance: (request) => call(client.SealedBalance(request)),
+          reconcile: (request) => call(client.Reconcile(request)),
+          health: call(client.Health())
+        })
+      })
+    ).pipe(
+      Layer.provide(
+        RpcClient.layerProtocolHttp({
+          url: `${url.replace(/\/+$/, "")}${rpcPath}`,
+          transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(Redacted.value(sharedSecret)))
+        })
+      ),
+      Layer.provide(RpcSerialization.layerJson),
+      Layer.provide(FetchHttpClient.layer)
+    )
+
+  /**
+   * `layerHttp` when GUARDIAN_URL is set, `inProcess` otherwise.
+   *
+   * @since 0.1.0
+   */
+  static readonly layerConfig = <E, R>(inProcess: Layer.Layer<GuardianClient, E, R>) =>
+    Layer.unwrap(
+      Effect.gen(function*() {
+        const url = yield* Config.option(Config.String("GUARDIAN_URL"))
+        if (Option.isNone(url)) return inProcess
+        const secret = yield* Config.Redacted("GUARDIAN_SHARED_SECRET")
+        return GuardianClient.layerHttp(url.value, secret)
+      })
+    )
+
+  /**
+   * The deployment the environment chooses: GUARDIAN_URL (with GUARDIAN_SHARED_SECRET)
+   * for a guardian process, otherwise the in-process guardian configured by
+   * `GuardianConfig.options` (DATA_DIR/guardian or GUARDIAN_DATABASE_URL).
+   *
+   * @since 0.1.0
+   */
+  static readonly layerFromEnv = GuardianClient.layerConfig(
+    Layer.unwrap(Effect.map(GuardianConfig.options, (options) => GuardianClient.layerInProcess(options)))
+  )
+}

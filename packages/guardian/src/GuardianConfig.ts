@@ -1,0 +1,133 @@
+/**
+ * The guardian's configuration, read through Effect Config (names are environment
+ * variables). The same variables serve the in-process guardian and `pnpm guardian`;
+ * docs/guardian.md lists them.
+ *
+ * @since 0.1.0
+ */
+import * as path from "node:path"
+import { Config, Effect, Option, Redacted } from "effect"
+import type { ChainEndpoint } from "./ChainReader.ts"
+import { defaultTiming, type Timing } from "./Guardian.ts"
+import { decodeSecret, type GuardianOptions, loadOrCreateSecret } from "./GuardianLive.ts"
+
+/**
+ * The shortest shared secret accepted for the RPC channel.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const sharedSecretLengthMin = 32
+
+/**
+ * The guardian process's default port.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultPort = 8090
+
+/**
+ * Every variable the guardian reads.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const environmentVariables = [
+  "DATA_DIR",
+  "GUARDIAN_SECRET",
+  "GUARDIAN_DATABASE_URL",
+  "GUARDIAN_DATABASE_POOL_MAX",
+  "GUARDIAN_RPC_URLS",
+  "GUARDIAN_RESERVATION_MARGIN_SECONDS",
+  "GUARDIAN_DEADLINE_HORIZON_SECONDS",
+  "GUARDIAN_SWEEP_INTERVAL_MS",
+  "GUARDIAN_RECONCILE_INTERVAL_MS",
+  "GUARDIAN_RECONCILE_RETRY_DELAY_MS",
+  "GUARDIAN_HOST",
+  "GUARDIAN_PORT",
+  "GUARDIAN_SHARED_SECRET",
+  "GUARDIAN_URL",
+  "LOG_LEVEL"
+] as const
+
+/**
+ * Parses GUARDIAN_RPC_URLS: comma-separated `chainId=url` pairs.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const parseRpcUrls = (text: string): Array<ChainEndpoint> =>
+  text.split(",").map((entry) => entry.trim()).filter((entry) => entry.length > 0).map((entry) => {
+    const separator = entry.indexOf("=")
+    const chainId = entry.slice(0, separator)
+    const rpcUrl = entry.slice(separator + 1)
+    if (separator <= 0 || !/^[1-9][0-9]*$/.test(chainId) || !/^https?:\/\//.test(rpcUrl)) {
+      throw new Error("GUARDIAN_RPC_URLS must be comma-separated chainId=http(s)://url pairs")
+    }
+    return { chainId: BigInt(chainId), rpcUrl }
+  })
+
+const timingConfig: Config.Config<Timing> = Config.all({
+  reservationMarginSeconds: Config.Int("GUARDIAN_RESERVATION_MARGIN_SECONDS").pipe(
+    Config.withDefault(defaultTiming.reservationMarginSeconds)
+  ),
+  deadlineHorizonSeconds: Config.Int("GUARDIAN_DEADLINE_HORIZON_SECONDS").pipe(
+    Config.withDefault(defaultTiming.deadlineHorizonSeconds)
+  ),
+  sweepIntervalMs: Config.Int("GUARDIAN_SWEEP_INTERVAL_MS").pipe(Config.withDefault(defaultTiming.sweepIntervalMs)),
+  reconcileIntervalMs: Config.Int("GUARDIAN_RECONCILE_INTERVAL_MS").pipe(Config.withDefault(defaultTiming.reconcileIntervalMs)),
+  reconcileRetryDelayMs: Config.Int("GUARDIAN_RECONCILE_RETRY_DELAY_MS").pipe(
+    Config.withDefault(defaultTiming.reconcileRetryDelayMs)
+  )
+})
+
+/**
+ * The guardian's options from configuration. Embedded (no GUARDIAN_DATABASE_URL): PGlite
+ * in `DATA_DIR/guardian`, the secret from GUARDIAN_SECRET or generated once into that
+ * directory. Distributed: PostgreSQL at GUARDIAN_DATABASE_URL and GUARDIAN_SECRET
+ * required (every guardian node must share it).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const options = Effect.gen(function*() {
+  const dataDir = yield* Config.String("DATA_DIR").pipe(Config.withDefault("./.data"))
+  const databaseUrl = yield* Config.option(Config.Redacted("GUARDIAN_DATABASE_URL"))
+  const poolMax = yield* Config.Int("GUARDIAN_DATABASE_POOL_MAX").pipe(Config.withDefault(10))
+  const configuredSecret = yield* Config.option(Config.Redacted("GUARDIAN_SECRET"))
+  const rpcUrls = yield* Config.String("GUARDIAN_RPC_URLS").pipe(Config.withDefault(""))
+  const timing = yield* timingConfig
+  const guardianDir = path.resolve(dataDir, "guardian")
+  const secret = Option.isSome(configuredSecret)
+    ? yield* Effect.try({ try: () => Redacted.make(decodeSecret(Redacted.value(configuredSecret.value))), catch: (cause) => cause as Error })
+    : Option.isSome(databaseUrl)
+    ? yield* Effect.fail(new Error("GUARDIAN_SECRET is required when GUARDIAN_DATABASE_URL is set (every node must share it)"))
+    : yield* loadOrCreateSecret(guardianDir)
+  const chains = yield* Effect.try({ try: () => parseRpcUrls(rpcUrls), catch: (cause) => cause as Error })
+  const result: GuardianOptions = {
+    database: Option.isSome(databaseUrl)
+      ? { _tag: "postgres", url: databaseUrl.value, poolMax }
+      : { _tag: "pglite", dataDir: guardianDir },
+    secret,
+    chains,
+    timing
+  }
+  return result
+})
+
+/**
+ * The guardian process's listener and channel secret.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const listener = Effect.gen(function*() {
+  const host = yield* Config.String("GUARDIAN_HOST").pipe(Config.withDefault("127.0.0.1"))
+  const port = yield* Config.Port("GUARDIAN_PORT").pipe(Config.withDefault(defaultPort))
+  const sharedSecret = yield* Config.Redacted("GUARDIAN_SHARED_SECRET")
+  if (Redacted.value(sharedSecret).length < sharedSecretLengthMin) {
+    return yield* Effect.fail(new Error(`GUARDIAN_SHARED_SECRET must be at least ${sharedSecretLengthMin} characters`))
+  }
+  return { host, port, sharedSecret }
+})

@@ -1,0 +1,312 @@
+/**
+ * The guardian's SQL store. Every amount goes through the at-rest box on its way in
+ * and out, with the row's identity as associated data; a value that does not open is
+ * a defect (the storage was tampered with or the key is wrong), never a silent zero.
+ *
+ * Functions that change a balance expect to run inside a transaction that already
+ * holds the balance row (`lockBalance`, SELECT … FOR UPDATE), so two guardian
+ * processes on one PostgreSQL database serialize on the row.
+ */
+import { Effect } from "effect"
+import { type SqlError, SqlClient } from "effect/sql"
+import type { AtRestBox } from "./atRest.ts"
+
+/** A balance's identity: decimal chain id, lower-case contract and account addresses. */
+export interface AccountRef {
+  readonly chainId: string
+  readonly contract: string
+  readonly account: string
+}
+
+export interface BalanceRow {
+  readonly confirmed: bigint
+  readonly reserved: bigint
+  readonly version: bigint
+  readonly owned: boolean
+  readonly frozenReason: string | null
+}
+
+export type ReservationStatus = "reserved" | "confirmed" | "failed" | "expired"
+
+export interface ReservationRow {
+  readonly transferId: string
+  readonly chainId: string
+  readonly contract: string
+  readonly fromAccount: string
+  readonly toAccount: string
+  readonly kind: "confidential" | "public"
+  readonly nonce: bigint
+  readonly deadline: bigint
+  readonly expiresAtMs: number
+  readonly amount: bigint
+  readonly spendBucket: number | null
+  readonly requestDigest: string
+  readonly result: string
+  readonly status: ReservationStatus
+}
+
+const prefix = "pps/guardian/v1"
+const ref = (account: AccountRef) => `${account.chainId}/${account.contract}/${account.account}`
+const confirmedBinding = (account: AccountRef) => `${prefix}/balance/confirmed/${ref(account)}`
+const reservedBinding = (account: AccountRef) => `${prefix}/balance/reserved/${ref(account)}`
+const reservationBinding = (transferId: string) => `${prefix}/reservation/${transferId}`
+const spendBinding = (agent: AccountRef, bucket: number) => `${prefix}/spend/${ref(agent)}/${bucket}`
+const creditBinding = (creditId: string) => `${prefix}/credit/${creditId}`
+
+interface BalanceSqlRow {
+  readonly confirmed_sealed: Uint8Array
+  readonly reserved_sealed: Uint8Array
+  readonly version: string
+  readonly owned: boolean
+  readonly frozen_reason: string | null
+}
+
+interface ReservationSqlRow {
+  readonly transfer_id: string
+  readonly chain_id: string
+  readonly contract: string
+  readonly from_account: string
+  readonly to_account: string
+  readonly kind: "confidential" | "public"
+  readonly nonce: string
+  readonly deadline: string
+  readonly expires_at_ms: string
+  readonly amount_sealed: Uint8Array
+  readonly spend_bucket: string | null
+  readonly request_digest: string
+  readonly result: string
+  readonly status: ReservationStatus
+}
+
+const reservationColumns = `transfer_id, chain_id, contract, from_account, to_account, kind, nonce,
+  deadline::text AS deadline, expires_at_ms::text AS expires_at_ms, amount_sealed, spend_bucket::text AS spend_bucket,
+  request_digest, result, status`
+
+export type Store = ReturnType<typeof makeStore>
+
+export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
+  const open = (sealed: Uint8Array, binding: string): Effect.Effect<bigint> => {
+    const value = box.open(new Uint8Array(sealed), binding)
+    return value === undefined
+      ? Effect.die(new Error(`a sealed amount did not open (${binding.split("/").slice(3, 5).join("/")}): storage tampered with or wrong GUARDIAN_SECRET`))
+      : Effect.succeed(value)
+  }
+
+  const toBalance = (row: BalanceSqlRow, account: AccountRef): Effect.Effect<BalanceRow> =>
+    Effect.all([open(row.confirmed_sealed, confirmedBinding(account)), open(row.reserved_sealed, reservedBinding(account))]).pipe(
+      Effect.map(([confirmed, reserved]) => ({
+        confirmed,
+        reserved,
+        version: BigInt(row.version),
+        owned: row.owned,
+        frozenReason: row.frozen_reason
+      }))
+    )
+
+  const toReservation = (row: ReservationSqlRow): Effect.Effect<ReservationRow> =>
+    open(row.amount_sealed, reservationBinding(row.transfer_id)).pipe(
+      Effect.map((amount) => ({
+        transferId: row.transfer_id,
+        chainId: row.chain_id,
+        contract: row.contract,
+        fromAccount: row.from_account,
+        toAccount: row.to_account,
+        kind: row.kind,
+        nonce: BigInt(row.nonce),
+        deadline: BigInt(row.deadline),
+        expiresAtMs: Number(row.expires_at_ms),
+        amount,
+        spendBucket: row.spend_bucket === null ? null : Number(row.spend_bucket),
+        requestDigest: row.request_digest,
+        result: row.result,
+        status: row.status
+      }))
+    )
+
+  /** Creates the balance row when missing, then locks it for the transaction. */
+  const lockBalance = (account: AccountRef): Effect.Effect<BalanceRow, SqlError.SqlError> =>
+    Effect.gen(function*() {
+      yield* sql`
+        INSERT INTO guardian_balances (chain_id, contract, account, confirmed_sealed, reserved_sealed)
+        VALUES (${account.chainId}, ${account.contract}, ${account.account},
+          ${box.seal(0n, confirmedBinding(account))}, ${box.seal(0n, reservedBinding(account))})
+        ON CONFLICT DO NOTHING`
+      const rows = yield* sql<BalanceSqlRow>`
+        SELECT confirmed_sealed, reserved_sealed, version::text AS version, owned, frozen_reason
+        FROM guardian_balances
+        WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}
+        FOR UPDATE`
+      const row = rows[0]
+      if (row === undefined) return yield* Effect.die(new Error("invariant violated: the balance row vanished after its upsert"))
+      return yield* toBalance(row, account)
+    })
+
+  /** The balance without locking (zero when the guardian never booked the account). */
+  const readBalance = (account: AccountRef): Effect.Effect<BalanceRow, SqlError.SqlError> =>
+    Effect.gen(function*() {
+      const rows = yield* sql<BalanceSqlRow>`
+        SELECT confirmed_sealed, reserved_sealed, version::text AS version, owned, frozen_reason
+        FROM guardian_balances
+        WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}`
+      const row = rows[0]
+      return row === undefined
+        ? { confirmed: 0n, reserved: 0n, version: 0n, owned: false, frozenReason: null }
+        : yield* toBalance(row, account)
+    })
+
+  const writeBalance = (
+    account: AccountRef,
+    balance: { readonly confirmed: bigint; readonly reserved: bigint; readonly version: bigint; readonly owned: boolean }
+  ) =>
+    sql`
+      UPDATE guardian_balances
+      SET confirmed_sealed = ${box.seal(balance.confirmed, confirmedBinding(account))},
+          reserved_sealed = ${box.seal(balance.reserved, reservedBinding(account))},
+          version = ${balance.version.toString()}::bigint,
+          owned = ${balance.owned}
+      WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}`.pipe(Effect.asVoid)
+
+  const setFrozen = (account: AccountRef, reason: string | null, nowMs: number) =>
+    sql`
+      UPDATE guardian_balances
+      SET frozen_reason = ${reason}, frozen_at_ms = ${reason === null ? null : String(nowMs)}::bigint
+      WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}`.pipe(Effect.asVoid)
+
+  const findReservation = (transferId: string, options: { readonly forUpdate: boolean }) =>
+    Effect.gen(function*() {
+      const rows = options.forUpdate
+        ? yield* sql<ReservationSqlRow>`SELECT ${sql.literal(reservationColumns)} FROM guardian_reservations WHERE transfer_id = ${transferId} FOR UPDATE`
+        : yield* sql<ReservationSqlRow>`SELECT ${sql.literal(reservationColumns)} FROM guardian_reservations WHERE transfer_id = ${transferId}`
+      const row = rows[0]
+      return row === undefined ? undefined : yield* toReservation(row)
+    })
+
+  const nonceTaken = (sender: AccountRef, nonce: bigint) =>
+    sql<{ readonly transfer_id: string }>`
+      SELECT transfer_id FROM guardian_reservations
+      WHERE chain_id = ${sender.chainId} AND contract = ${sender.contract} AND from_account = ${sender.account}
+        AND nonce = ${nonce.toString()}`.pipe(Effect.map((rows) => rows.length > 0))
+
+  /** Inserts a reservation; false when the transfer id exists already (a concurrent twin). */
+  const insertReservation = (reservation: Omit<ReservationRow, "status">, nowMs: number) =>
+    sql<{ readonly transfer_id: string }>`
+      INSERT INTO guardian_reservations (transfer_id, chain_id, contract, from_account, to_account, kind, nonce, deadline,
+        expires_at_ms, amount_sealed, spend_bucket, request_digest, result, status, created_at_ms)
+      VALUES (${reservation.transferId}, ${reservation.chainId}, ${reservation.contract}, ${reservation.fromAccount},
+        ${reservation.toAccount}, ${reservation.kind}, ${reservation.nonce.toString()}, ${reservation.deadline.toString()}::bigint,
+        ${String(reservation.expiresAtMs)}::bigint, ${box.seal(reservation.amount, reservationBinding(reservation.transferId))},
+        ${reservation.spendBucket === null ? null : String(reservation.spendBucket)}::bigint, ${reservation.requestDigest},
+        ${reservation.result}, 'reserved', ${String(nowMs)}::bigint)
+      ON CONFLICT (transfer_id) DO NOTHING
+      RETURNING transfer_id`.pipe(Effect.map((rows) => rows.length === 1))
+
+  const setReservationStatus = (transferId: string, status: ReservationStatus, nowMs: number) =>
+    sql`
+      UPDATE guardian_reservations SET status = ${status}, settled_at_ms = ${String(nowMs)}::bigint
+      WHERE transfer_id = ${transferId}`.pipe(Effect.asVoid)
+
+  /** Reservations still open past their expiry, oldest first. */
+  const dueReservations = (nowMs: number, limit: number) =>
+    sql<{ readonly transfer_id: string }>`
+      SELECT transfer_id FROM guardian_reservations
+      WHERE status = 'reserved' AND expires_at_ms <= ${String(nowMs)}::bigint
+      ORDER BY expires_at_ms LIMIT ${limit}`.pipe(Effect.map((rows) => rows.map((row) => row.transfer_id)))
+
+  /** Open reservations that debit or credit the account. */
+  const openReservationsOf = (account: AccountRef, limit: number) =>
+    Effect.gen(function*() {
+      const rows = yield* sql<ReservationSqlRow>`
+        SELECT ${sql.literal(reservationColumns)} FROM guardian_reservations
+        WHERE status = 'reserved' AND chain_id = ${account.chainId} AND contract = ${account.contract}
+          AND (from_account = ${account.account} OR to_account = ${account.account})
+        ORDER BY created_at_ms LIMIT ${limit}`
+      return yield* Effect.forEach(rows, toReservation)
+    })
+
+  /** The agent's spend over buckets [firstBucket, endBucket). */
+  const spentIn = (agent: AccountRef, firstBucket: number, endBucket: number) =>
+    Effect.gen(function*() {
+      const rows = yield* sql<{ readonly bucket: string; readonly spent_sealed: Uint8Array }>`
+        SELECT bucket::text AS bucket, spent_sealed FROM guardian_agent_spend
+        WHERE chain_id = ${agent.chainId} AND contract = ${agent.contract} AND agent = ${agent.account}
+          AND bucket >= ${String(firstBucket)}::bigint AND bucket < ${String(endBucket)}::bigint`
+      let total = 0n
+      for (const row of rows) total += yield* open(row.spent_sealed, spendBinding(agent, Number(row.bucket)))
+      return total
+    })
+
+  /** Adds `delta` (negative to release) to one bucket of the agent's spend. */
+  const addSpend = (agent: AccountRef, bucket: number, delta: bigint) =>
+    Effect.gen(function*() {
+      const binding = spendBinding(agent, bucket)
+      yield* sql`
+        INSERT INTO guardian_agent_spend (chain_id, contract, agent, bucket, spent_sealed)
+        VALUES (${agent.chainId}, ${agent.contract}, ${agent.account}, ${String(bucket)}::bigint, ${box.seal(0n, binding)})
+        ON CONFLICT DO NOTHING`
+      const rows = yield* sql<{ readonly spent_sealed: Uint8Array }>`
+        SELECT spent_sealed FROM guardian_agent_spend
+        WHERE chain_id = ${agent.chainId} AND contract = ${agent.contract} AND agent = ${agent.account}
+          AND bucket = ${String(bucket)}::bigint
+        FOR UPDATE`
+      const current = yield* open(rows[0]?.spent_sealed ?? new Uint8Array(), binding)
+      const next = current + delta
+      if (next < 0n) return yield* Effect.die(new Error("invariant violated: an agent's spend would go negative"))
+      yield* sql`
+        UPDATE guardian_agent_spend SET spent_sealed = ${box.seal(next, binding)}
+        WHERE chain_id = ${agent.chainId} AND contract = ${agent.contract} AND agent = ${agent.account}
+          AND bucket = ${String(bucket)}::bigint`
+    })
+
+  const findCredit = (creditId: string) =>
+    sql<{ readonly request_digest: string }>`SELECT request_digest FROM guardian_credits WHERE credit_id = ${creditId}`.pipe(
+      Effect.map((rows) => rows[0]?.request_digest)
+    )
+
+  const insertCredit = (
+    credit: { readonly creditId: string; readonly amount: bigint; readonly requestDigest: string } & AccountRef,
+    nowMs: number
+  ) =>
+    sql<{ readonly credit_id: string }>`
+      INSERT INTO guardian_credits (credit_id, chain_id, contract, account, amount_sealed, request_digest, created_at_ms)
+      VALUES (${credit.creditId}, ${credit.chainId}, ${credit.contract}, ${credit.account},
+        ${box.seal(credit.amount, creditBinding(credit.creditId))}, ${credit.requestDigest}, ${String(nowMs)}::bigint)
+      ON CONFLICT (credit_id) DO NOTHING
+      RETURNING credit_id`.pipe(Effect.map((rows) => rows.length === 1))
+
+  const frozenCount = sql<{ readonly count: string }>`
+    SELECT count(*)::text AS count FROM guardian_balances WHERE frozen_reason IS NOT NULL`.pipe(
+    Effect.map((rows) => Number(rows[0]?.count ?? "0"))
+  )
+
+  /** Accounts the periodic reconciliation checks, after `after` in key order (paging). */
+  const ownedAccounts = (after: AccountRef | undefined, limit: number) =>
+    (after === undefined
+      ? sql<{ readonly chain_id: string; readonly contract: string; readonly account: string }>`
+          SELECT chain_id, contract, account FROM guardian_balances WHERE owned
+          ORDER BY chain_id, contract, account LIMIT ${limit}`
+      : sql<{ readonly chain_id: string; readonly contract: string; readonly account: string }>`
+          SELECT chain_id, contract, account FROM guardian_balances
+          WHERE owned AND (chain_id, contract, account) > (${after.chainId}, ${after.contract}, ${after.account})
+          ORDER BY chain_id, contract, account LIMIT ${limit}`).pipe(
+        Effect.map((rows) => rows.map((row): AccountRef => ({ chainId: row.chain_id, contract: row.contract, account: row.account })))
+      )
+
+  return {
+    lockBalance,
+    readBalance,
+    writeBalance,
+    setFrozen,
+    findReservation,
+    nonceTaken,
+    insertReservation,
+    setReservationStatus,
+    dueReservations,
+    openReservationsOf,
+    spentIn,
+    addSpend,
+    findCredit,
+    insertCredit,
+    frozenCount,
+    ownedAccounts
+  }
+}
