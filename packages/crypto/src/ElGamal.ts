@@ -108,6 +108,19 @@ export const encrypt = (
 }
 
 /**
+ * A fresh opening {amount, r} without computing its ciphertext: for the server,
+ * which seals the opening to the guardian and lets the guardian compute C and
+ * the handles (one computation instead of two).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const newOpening = (amount: bigint, random: RandomSource = secure): Opening => {
+  assertAmount(amount)
+  return { amount, randomness: randomScalar(random) }
+}
+
+/**
  * The ciphertext that an opening determines for the given keys: C = a·G + r·H,
  * D_k = r·PK_k. All multiplications are constant time (a and r are secret).
  *

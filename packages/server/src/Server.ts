@@ -16,6 +16,19 @@ import { Duration, Effect, Layer } from "effect"
 import { HttpRouter } from "effect/http"
 import { HttpApi, HttpApiBuilder, type HttpApiGroup } from "effect/http-api"
 import { Accounts } from "./accounts/Accounts.ts"
+import { EncryptionKeys } from "./accounts/EncryptionKeys.ts"
+import { Balances } from "./balances/Balances.ts"
+import { FaucetHttpLive } from "./faucet/http.ts"
+import { GuardianConnectionLive } from "./guardian/GuardianConnection.ts"
+import { CryptoBackendLive } from "./platform/CryptoBackend.ts"
+import { KeyedSerializer } from "./platform/KeyedSerializer.ts"
+import { Chains } from "./settlement/Chains.ts"
+import { DevChain } from "./settlement/DevChain.ts"
+import { Faucet } from "./settlement/Faucet.ts"
+import { GuardianIdentity } from "./settlement/GuardianIdentity.ts"
+import { Settlement } from "./settlement/Settlement.ts"
+import { TransfersHttpLive } from "./transfers/http.ts"
+import { Transfers } from "./transfers/Transfers.ts"
 import { AccountsHttpLive } from "./accounts/http.ts"
 import { AdminApi } from "./admin/api.ts"
 import { AdminAuthorizationLive, AdminHttpLive } from "./admin/http.ts"
@@ -32,6 +45,8 @@ import { MigrationsLive, SqlLive } from "./platform/Database.ts"
 import { DataDir } from "./platform/DataDir.ts"
 import { SecretBox } from "./platform/SecretBox.ts"
 import { Secrets } from "./platform/Secrets.ts"
+import { EventsAndWebhooksLive } from "./webhooks/EventsAndWebhooksLive.ts"
+import { WebhooksHttpLive } from "./webhooks/http.ts"
 
 /**
  * The (method, path) pairs an HttpApi serves.
@@ -64,7 +79,7 @@ const adminRoutes = makeRouteTable(routesOf(AdminApi))
  */
 export const PublicApp = Layer.mergeAll(
   HttpApiBuilder.layer(PublicApi, { openapiPath: openApiPath }).pipe(
-    Layer.provide(AccountsHttpLive),
+    Layer.provide([AccountsHttpLive, TransfersHttpLive, FaucetHttpLive, WebhooksHttpLive]),
     // Groups need their middleware too, so it is provided after them.
     Layer.provide([AuthorizationLive, RequestValidationLive, IdempotencyLive])
   ),
@@ -92,7 +107,14 @@ export const AdminApp = Layer.mergeAll(
  * @since 0.1.0
  * @category layers
  */
-export const ServicesLive = Layer.mergeAll(Accounts.layer, ApiKeys.layer, RateLimiter.layer).pipe(
+export const ServicesLive = Layer.mergeAll(Transfers.layer, Balances.layer, ApiKeys.layer, RateLimiter.layer).pipe(
+  Layer.provideMerge(Layer.mergeAll(EncryptionKeys.layer, Faucet.layer, KeyedSerializer.layer)),
+  Layer.provideMerge(Settlement.layer),
+  Layer.provideMerge(Chains.layer),
+  Layer.provideMerge(GuardianIdentity.layer),
+  Layer.provideMerge(GuardianConnectionLive),
+  Layer.provideMerge(DevChain.layer),
+  Layer.provideMerge(Layer.mergeAll(Accounts.layer, EventsAndWebhooksLive, CryptoBackendLive)),
   Layer.provideMerge(SecretBox.layer),
   Layer.provideMerge(MigrationsLive),
   Layer.provideMerge(SqlLive),

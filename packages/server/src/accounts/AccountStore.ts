@@ -63,6 +63,8 @@ export class AccountStore extends Context.Service<AccountStore, {
   readonly insert: (account: NewAccount) => Effect.Effect<Account, HandleConflict | SqlError.SqlError>
   readonly findById: (accountId: string) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
   readonly findByHandle: (handle: string) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
+  /** Wallet addresses are stored checksummed; the lookup ignores case. */
+  readonly findByWalletAddress: (address: string) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
   readonly setKycStatus: (accountId: string, status: KycStatus) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
   /** The sealed custodial wallet key; opened only by settlement, never returned by the API. */
   readonly walletKeySealed: (accountId: string) => Effect.Effect<Option.Option<Uint8Array>, SqlError.SqlError>
@@ -92,6 +94,8 @@ export class AccountStore extends Context.Service<AccountStore, {
         }),
         findById: (accountId) => findOne((id: string) => sql`SELECT ${columns} FROM accounts WHERE account_id = ${id}`, accountId),
         findByHandle: (handle) => findOne((h: string) => sql`SELECT ${columns} FROM accounts WHERE handle = ${h}`, handle),
+        findByWalletAddress: (address) =>
+          findOne((a: string) => sql`SELECT ${columns} FROM accounts WHERE lower(wallet_address) = ${a}`, address.toLowerCase()),
         setKycStatus: (accountId, status) =>
           findOne(
             (id: string) => sql`UPDATE accounts SET kyc_status = ${status} WHERE account_id = ${id} RETURNING ${columns}`,

@@ -8,9 +8,10 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, DateTime, Effect, Layer, type Option } from "effect"
+import { Clock, Context, DateTime, Effect, Layer, Option } from "effect"
 import type { SqlError } from "effect/sql"
-import { generatePrivateKey, privateKeyToAddress } from "viem/accounts"
+import type { LocalAccount } from "viem"
+import { generatePrivateKey, privateKeyToAccount, privateKeyToAddress } from "viem/accounts"
 import { makeId } from "../platform/Ids.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
 import { AccountStore, type HandleConflict } from "./AccountStore.ts"
@@ -37,6 +38,13 @@ export class Accounts extends Context.Service<Accounts, {
   }) => Effect.Effect<Account, HandleConflict | SqlError.SqlError>
   readonly get: (accountId: string) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
   readonly setKycStatus: (accountId: string, status: KycStatus) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
+  readonly findByHandle: (handle: string) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
+  readonly findByWalletAddress: (address: string) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
+  /**
+   * The account's custodial wallet, for signing on its behalf (key registration).
+   * The key is opened for the call and never leaves the process.
+   */
+  readonly custodialSigner: (accountId: string) => Effect.Effect<LocalAccount, SqlError.SqlError>
 }>()("server/accounts/Accounts") {
   static readonly layer = Layer.effect(
     Accounts,
@@ -62,7 +70,16 @@ export class Accounts extends Context.Service<Accounts, {
           })
         }),
         get: store.findById,
-        setKycStatus: store.setKycStatus
+        setKycStatus: store.setKycStatus,
+        findByHandle: store.findByHandle,
+        findByWalletAddress: store.findByWalletAddress,
+        custodialSigner: (accountId) =>
+          Effect.gen(function*() {
+            const sealed = yield* store.walletKeySealed(accountId)
+            // Every account row has a sealed key that opens under the KEK: anything else is corruption.
+            const key = yield* box.open(Option.getOrThrow(sealed), walletKeyBinding(accountId)).pipe(Effect.orDie)
+            return privateKeyToAccount(`0x${Buffer.from(key).toString("hex")}`)
+          })
       })
     })
   ).pipe(Layer.provide(AccountStore.layer))

@@ -1,13 +1,54 @@
 /**
- * Handlers of the `accounts` group.
+ * Handlers of the `accounts` group: the account record, encryption key
+ * registration (D12) and balances (D19, D20).
  *
  * @since 0.1.0
  */
-import { Effect, Option } from "effect"
+import { Effect, Option, Schema } from "effect"
+import { HttpServerRequest } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
+import { Balances } from "../balances/Balances.ts"
 import { CurrentPrincipal, PublicApi } from "../http/Api.ts"
+import { InvalidRequest, LivemodeUnavailable } from "../http/errors.ts"
+import { Settlement } from "../settlement/Settlement.ts"
 import { Accounts } from "./Accounts.ts"
 import { toAccountRecord } from "./domain.ts"
+import { EncryptionKeys } from "./EncryptionKeys.ts"
+
+const bytes = (value: string) => new Uint8Array(Buffer.from(value.slice(2), "hex"))
+
+const ProofBody = Schema.Struct({ decryption_proof: Schema.optionalKey(Schema.String) })
+
+/**
+ * D20: the proof travels in the JSON body (as SPEC.md says), or, for clients
+ * that cannot send a body on GET, in the `decryption_proof` query parameter or
+ * the `X-Decryption-Proof` header. Sending it in more than one place is refused,
+ * so a client never wonders which one counted.
+ */
+const proofOf = (query: string | undefined) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const header = request.headers["x-decryption-proof"]
+    const text = yield* Effect.orDie(request.text)
+    const body = text === ""
+      ? undefined
+      : yield* Effect.try({ try: () => JSON.parse(text) as unknown, catch: () => InvalidRequest.of("The request body is not valid JSON.") }).pipe(
+        Effect.flatMap((json) =>
+          Schema.decodeUnknownEffect(ProofBody)(json).pipe(
+            Effect.mapError(() => InvalidRequest.of("`decryption_proof` must be a string.", { param: "decryption_proof" }))
+          )
+        ),
+        Effect.map((decoded) => decoded.decryption_proof)
+      )
+    const given = [body, query, header].filter((value): value is string => value !== undefined)
+    if (given.length > 1) {
+      return yield* Effect.fail(InvalidRequest.of(
+        "Send the decryption proof in one place: the body, the query or the X-Decryption-Proof header.",
+        { param: "decryption_proof" }
+      ))
+    }
+    return Option.fromNullishOr(given[0])
+  })
 
 /**
  * @since 0.1.0
@@ -16,11 +57,56 @@ import { toAccountRecord } from "./domain.ts"
 export const AccountsHttpLive = HttpApiBuilder.group(PublicApi, "accounts", (handlers) =>
   Effect.gen(function*() {
     const accounts = yield* Accounts
-    return handlers.handle("me", () =>
-      Effect.gen(function*() {
-        const principal = yield* CurrentPrincipal
-        const account = yield* accounts.get(principal.accountId).pipe(Effect.orDie)
-        // A verified key whose account is gone breaks a foreign key: a defect.
-        return toAccountRecord(Option.getOrThrow(account))
-      }))
+    const keys = yield* EncryptionKeys
+    const balances = yield* Balances
+    const settlement = yield* Settlement
+    return handlers
+      .handle("me", () =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const account = yield* accounts.get(principal.accountId).pipe(Effect.orDie)
+          // A verified key whose account is gone breaks a foreign key: a defect.
+          return toAccountRecord(Option.getOrThrow(account))
+        }))
+      .handle("encryptionKey", () =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const chain = yield* Option.match(settlement.chain(principal.mode), {
+            onNone: () => Effect.fail(LivemodeUnavailable.of()),
+            onSome: Effect.succeed
+          })
+          const account = Option.getOrThrow(yield* accounts.get(principal.accountId).pipe(Effect.orDie))
+          const key = yield* keys.keyOfAccount(principal.accountId, principal.mode).pipe(Effect.orDie)
+          return {
+            account_address: account.walletAddress,
+            chain_id: chain.chainId,
+            contracts: { USDG: chain.contracts.confidentialUsdg, ETH: chain.contracts.confidentialEth },
+            public_key: Option.match(key, { onNone: () => null, onSome: (k) => `0x${Buffer.from(k).toString("hex")}` }),
+            confidential_ready: Option.isSome(key)
+          }
+        }))
+      .handle("registerEncryptionKey", ({ payload }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const registered = yield* keys.register({
+            accountId: principal.accountId,
+            mode: principal.mode,
+            publicKey: bytes(payload.public_key),
+            proofs: { USDG: bytes(payload.proofs.USDG), ETH: bytes(payload.proofs.ETH) }
+          }).pipe(Effect.catchTag("SqlError", Effect.die))
+          return { public_key: `0x${Buffer.from(registered).toString("hex")}`, confidential_ready: true as const }
+        }))
+      .handle("balances", ({ query }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const proof = yield* proofOf(query.decryption_proof)
+          return Option.isNone(proof)
+            ? { balances: yield* balances.nonZero(principal) }
+            : { balances: yield* balances.proven(principal, proof.value) }
+        }))
+      .handle("sealedBalances", () =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          return { balances: yield* balances.sealed(principal) }
+        }))
   }))

@@ -72,6 +72,14 @@ export interface AppConfigShape {
   /** External chains: funded relayer private keys (comma-separated 0x hex) per mode. */
   readonly relayerKeysTestnet: Option.Option<Redacted.Redacted<string>>
   readonly relayerKeysMainnet: Option.Option<Redacted.Redacted<string>>
+  /** The guardian as its own process; absent means the guardian runs in this process (embedded). */
+  readonly guardianUrl: Option.Option<string>
+  /** Bearer secret of the guardian's RPC (required with `guardianUrl`). */
+  readonly guardianSharedSecret: Option.Option<Redacted.Redacted<string>>
+  /** D14: how long `POST /v1/transfers` waits for settlement before answering `pending`. */
+  readonly transferCreateTimeoutMs: number
+  /** How long a guardian attestation stays valid for mining (its EIP-712 deadline). */
+  readonly attestationLifetimeSeconds: number
   /** External chains: the operator key that deploys the contracts and mints test USDG. */
   readonly operatorKeyTestnet: Option.Option<Redacted.Redacted<string>>
   readonly operatorKeyMainnet: Option.Option<Redacted.Redacted<string>>
@@ -130,6 +138,10 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   relayerCount: Config.Int("RELAYER_COUNT").pipe(Config.withDefault(8)),
   relayerKeysTestnet: Config.option(Config.Redacted("RELAYER_KEYS_TESTNET")),
   relayerKeysMainnet: Config.option(Config.Redacted("RELAYER_KEYS_MAINNET")),
+  guardianUrl: Config.option(Config.String("GUARDIAN_URL")),
+  guardianSharedSecret: Config.option(Config.Redacted("GUARDIAN_SHARED_SECRET")),
+  transferCreateTimeoutMs: Config.Int("TRANSFER_CREATE_TIMEOUT_MS").pipe(Config.withDefault(5_000)),
+  attestationLifetimeSeconds: Config.Int("ATTESTATION_LIFETIME_SECONDS").pipe(Config.withDefault(600)),
   operatorKeyTestnet: Config.option(Config.Redacted("OPERATOR_KEY_TESTNET")),
   operatorKeyMainnet: Config.option(Config.Redacted("OPERATOR_KEY_MAINNET")),
   natsUrl: Config.option(Config.String("NATS_URL")),
@@ -179,6 +191,10 @@ export const environmentVariables = [
   "RELAYER_COUNT",
   "RELAYER_KEYS_TESTNET",
   "RELAYER_KEYS_MAINNET",
+  "GUARDIAN_URL",
+  "GUARDIAN_SHARED_SECRET",
+  "TRANSFER_CREATE_TIMEOUT_MS",
+  "ATTESTATION_LIFETIME_SECONDS",
   "OPERATOR_KEY_TESTNET",
   "OPERATOR_KEY_MAINNET",
   "NATS_URL",

@@ -6,17 +6,45 @@
  * @since 0.1.0
  */
 import { Context, Schema } from "effect"
-import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSecurity, OpenApi } from "effect/http-api"
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "effect/http-api"
 import { AccountRecord } from "../accounts/domain.ts"
+import { EncryptionKeyStatus, RegisterEncryptionKeyRequest, RegisteredEncryptionKey } from "../accounts/encryptionKeyApi.ts"
+import { BalancesResponse, SealedBalances } from "../balances/domain.ts"
+import { FaucetGrant, FaucetRequest } from "../faucet/domain.ts"
+import { CreateTransferRequest, SealedTransfer, TransferPage, TransferRecord } from "../transfers/domain.ts"
 import type { Principal } from "../apikeys/domain.ts"
 import {
+  CreatedWebhook,
+  CreateWebhookRequest,
+  DeliveryPage,
+  pageLimitDefault,
+  pageLimitMax,
+  ReplayAccepted,
+  RotatedSecret,
+  WebhookList
+} from "../webhooks/domain.ts"
+import {
+  DecryptionProofInvalid,
+  EncryptionKeyAlreadyRegistered,
+  EncryptionKeyInvalid,
+  EncryptionKeyRequired,
+  InsufficientBalance,
+  KycRequired,
+  LivemodeUnavailable,
+  RecipientNotConfidentialReady,
+  RecipientNotFound,
+  ServiceUnavailable,
+  TestModeOnly,
+  TransferNotFound,
+  EventNotFound,
   IdempotencyKeyInProgress,
   IdempotencyKeyReused,
   InternalError,
   InvalidRequest,
   PayloadTooLarge,
   RateLimited,
-  Unauthorized
+  Unauthorized,
+  WebhookNotFound
 } from "./errors.ts"
 
 /**
@@ -73,6 +101,164 @@ export class AccountsGroup extends HttpApiGroup.make("accounts")
     HttpApiEndpoint.get("me", "/accounts/me", { success: AccountRecord }).annotate(
       OpenApi.Description,
       "The account of the API key's holder."
+    ),
+    HttpApiEndpoint.get("encryptionKey", "/accounts/me/encryption-key", {
+      success: EncryptionKeyStatus,
+      error: LivemodeUnavailable
+    }).annotate(
+      OpenApi.Description,
+      "(ext) The registered key, if any, and what a proof of possession binds: chain id, each asset's contract, the account's address."
+    ),
+    HttpApiEndpoint.put("registerEncryptionKey", "/accounts/me/encryption-key", {
+      payload: RegisterEncryptionKeyRequest,
+      success: RegisteredEncryptionKey,
+      error: [EncryptionKeyInvalid, EncryptionKeyAlreadyRegistered, LivemodeUnavailable, ServiceUnavailable]
+    }).annotate(
+      OpenApi.Description,
+      "(ext, D12) Registers the account's encryption public key on chain, with a proof of possession per asset contract."
+    ),
+    HttpApiEndpoint.get("balances", "/accounts/me/balances", {
+      query: { decryption_proof: Schema.optionalKey(Schema.String) },
+      success: BalancesResponse,
+      error: [KycRequired, DecryptionProofInvalid, EncryptionKeyRequired, LivemodeUnavailable, ServiceUnavailable]
+    }).annotate(
+      OpenApi.Description,
+      "D19/D20: per asset whether the balance is non-zero; with a decryption proof (JSON body, the decryption_proof query parameter or the X-Decryption-Proof header), the proven amounts."
+    ),
+    HttpApiEndpoint.get("sealedBalances", "/accounts/me/balances/sealed", {
+      success: SealedBalances,
+      error: [KycRequired, EncryptionKeyRequired, LivemodeUnavailable, ServiceUnavailable]
+    }).annotate(
+      OpenApi.Description,
+      "(ext) The guardian's balance statements sealed to the account's key, with the on-chain ciphertexts and their versions."
+    )
+  )
+  .middleware(Authorization)
+  .prefix("/v1")
+{}
+
+const webhookIdParams = { webhook_id: Schema.String }
+
+/**
+ * `/v1/webhooks`: subscriptions, their delivery history and replays (D33-D35).
+ *
+ * @since 0.1.0
+ * @category groups
+ */
+export class WebhooksGroup extends HttpApiGroup.make("webhooks")
+  .add(
+    HttpApiEndpoint.post("create", "/webhooks", {
+      payload: CreateWebhookRequest,
+      success: CreatedWebhook.pipe(HttpApiSchema.status(201)),
+      error: InvalidRequest
+    }).middleware(Idempotency).annotate(
+      OpenApi.Description,
+      "Subscribes an https URL to event types; the signing secret is in this answer only."
+    ),
+    HttpApiEndpoint.get("list", "/webhooks", { success: WebhookList }).annotate(
+      OpenApi.Description,
+      "The account's subscriptions in the key's mode, newest first, without secrets."
+    ),
+    HttpApiEndpoint.delete("remove", "/webhooks/:webhook_id", {
+      params: webhookIdParams,
+      success: HttpApiSchema.NoContent,
+      error: WebhookNotFound
+    }).annotate(OpenApi.Description, "Deletes a subscription; its pending deliveries are cancelled at once."),
+    HttpApiEndpoint.post("rotateSecret", "/webhooks/:webhook_id/rotate-secret", {
+      params: webhookIdParams,
+      success: RotatedSecret,
+      error: WebhookNotFound
+    }).middleware(Idempotency).annotate(
+      OpenApi.Description,
+      "(ext) A new signing secret, shown once; the previous one also signs until previous_secret_expires_at."
+    ),
+    HttpApiEndpoint.get("deliveries", "/webhooks/:webhook_id/deliveries", {
+      params: webhookIdParams,
+      query: {
+        limit: Schema.FiniteFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: pageLimitMax })).pipe(
+          Schema.optionalKey
+        ),
+        offset: Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0)).pipe(Schema.optionalKey)
+      },
+      success: DeliveryPage,
+      error: WebhookNotFound
+    }).annotate(OpenApi.Description, `Delivery history, newest first; limit 1-${pageLimitMax} (default ${pageLimitDefault}).`),
+    HttpApiEndpoint.post("replay", "/webhooks/:webhook_id/replay/:event_id", {
+      params: { webhook_id: Schema.String, event_id: Schema.String },
+      success: ReplayAccepted.pipe(HttpApiSchema.status(202)),
+      error: [WebhookNotFound, EventNotFound]
+    }).middleware(Idempotency).annotate(OpenApi.Description, "Delivers one event again, as a new delivery.")
+  )
+  .middleware(Authorization)
+  .prefix("/v1")
+{}
+
+/**
+ * `/v1/transfers` (D13-D18).
+ *
+ * @since 0.1.0
+ * @category groups
+ */
+export class TransfersGroup extends HttpApiGroup.make("transfers")
+  .add(
+    HttpApiEndpoint.post("create", "/transfers", {
+      payload: CreateTransferRequest,
+      success: TransferRecord.pipe(HttpApiSchema.status(201)),
+      error: [
+        InvalidRequest,
+        KycRequired,
+        LivemodeUnavailable,
+        InsufficientBalance,
+        RecipientNotFound,
+        RecipientNotConfidentialReady,
+        EncryptionKeyRequired,
+        ServiceUnavailable
+      ]
+    }).middleware(Idempotency).annotate(
+      OpenApi.Description,
+      "Creates a transfer; waits up to the create timeout for settlement (confirmed) or answers pending (D14)."
+    ),
+    HttpApiEndpoint.get("list", "/transfers", {
+      query: {
+        limit: Schema.optionalKey(Schema.String),
+        offset: Schema.optionalKey(Schema.String),
+        status: Schema.optionalKey(Schema.String),
+        from: Schema.optionalKey(Schema.String),
+        to: Schema.optionalKey(Schema.String)
+      },
+      success: TransferPage,
+      error: InvalidRequest
+    }).annotate(OpenApi.Description, "D16: transfers the caller sent or received, newest first."),
+    HttpApiEndpoint.get("get", "/transfers/:transfer_id", {
+      params: { transfer_id: Schema.String },
+      success: TransferRecord,
+      error: TransferNotFound
+    }),
+    HttpApiEndpoint.get("sealed", "/transfers/:transfer_id/sealed", {
+      params: { transfer_id: Schema.String },
+      success: SealedTransfer,
+      error: TransferNotFound
+    }).annotate(OpenApi.Description, "(ext, D18) The amount and memo sealed to the caller's own key.")
+  )
+  .middleware(Authorization)
+  .prefix("/v1")
+{}
+
+/**
+ * `/v1/test`: the testnet faucet (ext).
+ *
+ * @since 0.1.0
+ * @category groups
+ */
+export class TestGroup extends HttpApiGroup.make("test")
+  .add(
+    HttpApiEndpoint.post("faucet", "/test/faucet", {
+      payload: FaucetRequest,
+      success: FaucetGrant,
+      error: [InvalidRequest, TestModeOnly, ServiceUnavailable]
+    }).middleware(Idempotency).annotate(
+      OpenApi.Description,
+      "(ext) Mints test USDG and shields it into the caller's confidential balance; hc_test_ keys only."
     )
   )
   .middleware(Authorization)
@@ -88,6 +274,9 @@ export class AccountsGroup extends HttpApiGroup.make("accounts")
  */
 export class PublicApi extends HttpApi.make("pps")
   .add(AccountsGroup)
+  .add(TransfersGroup)
+  .add(TestGroup)
+  .add(WebhooksGroup)
   .middleware(RequestValidation)
   .annotateMerge(OpenApi.annotations({
     title: "Private Payments Service",

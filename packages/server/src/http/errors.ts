@@ -170,6 +170,38 @@ export class HandleTaken extends Schema.Error<HandleTaken>("HandleTaken")(envelo
 }
 
 /**
+ * 404 `webhook_not_found` (D33): no subscription with that id for the caller's
+ * account and mode (another account's id, or a deleted one, is not found too).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class WebhookNotFound extends Schema.Error<WebhookNotFound>("WebhookNotFound")(envelope("webhook_not_found"), {
+  httpApiStatus: 404
+}) {
+  readonly _tag = "WebhookNotFound" as const
+  static of(webhookId: string) {
+    return new WebhookNotFound(bodyOf("webhook_not_found", `No webhook subscription ${webhookId}.`, { param: "webhook_id" }))
+  }
+}
+
+/**
+ * 404 `event_not_found` (D35): no event with that id for the subscription's
+ * account and mode (or it is past retention).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EventNotFound extends Schema.Error<EventNotFound>("EventNotFound")(envelope("event_not_found"), {
+  httpApiStatus: 404
+}) {
+  readonly _tag = "EventNotFound" as const
+  static of(eventId: string) {
+    return new EventNotFound(bodyOf("event_not_found", `No event ${eventId} for this subscription.`, { param: "event_id" }))
+  }
+}
+
+/**
  * 413 `payload_too_large`: the request body is over 64 KiB (D2).
  *
  * @since 0.1.0
@@ -289,3 +321,155 @@ export const routerErrors = {
  */
 export const errorBody = (code: keyof typeof routerErrors, message: string, details?: ErrorDetails) =>
   bodyOf(code, message, details)
+
+/**
+ * 402 `insufficient_balance`: the account holds too little of the asset (SPEC).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InsufficientBalance extends Schema.Error<InsufficientBalance>("InsufficientBalance")(
+  envelope("insufficient_balance"),
+  { httpApiStatus: 402 }
+) {
+  readonly _tag = "InsufficientBalance" as const
+  static of(message = "The account's balance of the asset is too low for this transfer.") {
+    return new InsufficientBalance(bodyOf("insufficient_balance", message))
+  }
+}
+
+/**
+ * 404 `recipient_not_found`: no account for the handle (SPEC, D15).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RecipientNotFound extends Schema.Error<RecipientNotFound>("RecipientNotFound")(
+  envelope("recipient_not_found"),
+  { httpApiStatus: 404 }
+) {
+  readonly _tag = "RecipientNotFound" as const
+  static of(message = "No account has that handle.") {
+    return new RecipientNotFound(bodyOf("recipient_not_found", message, { param: "to" }))
+  }
+}
+
+/**
+ * 422 `recipient_not_confidential_ready`: the recipient has no registered
+ * encryption key; retry with `confidential: false` (SPEC, D12, D15).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RecipientNotConfidentialReady extends Schema.Error<RecipientNotConfidentialReady>(
+  "RecipientNotConfidentialReady"
+)(envelope("recipient_not_confidential_ready"), { httpApiStatus: 422 }) {
+  readonly _tag = "RecipientNotConfidentialReady" as const
+  static of(
+    message =
+      "The recipient's wallet has no registered encryption key, so it cannot receive confidential transfers; retry with \"confidential\": false to send a standard transfer."
+  ) {
+    return new RecipientNotConfidentialReady(bodyOf("recipient_not_confidential_ready", message, { param: "to" }))
+  }
+}
+
+/**
+ * 422 `encryption_key_required` (ext): the sender has not registered its own
+ * encryption key, so the debit from its confidential balance cannot be encrypted
+ * to it (`PUT /v1/accounts/me/encryption-key` first).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EncryptionKeyRequired extends Schema.Error<EncryptionKeyRequired>("EncryptionKeyRequired")(
+  envelope("encryption_key_required"),
+  { httpApiStatus: 422 }
+) {
+  readonly _tag = "EncryptionKeyRequired" as const
+  static of(message = "Register this account's encryption key (PUT /v1/accounts/me/encryption-key) first.") {
+    return new EncryptionKeyRequired(bodyOf("encryption_key_required", message))
+  }
+}
+
+/**
+ * 404 `transfer_not_found`: unknown id, or one the caller is not party to (D17).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class TransferNotFound extends Schema.Error<TransferNotFound>("TransferNotFound")(
+  envelope("transfer_not_found"),
+  { httpApiStatus: 404 }
+) {
+  readonly _tag = "TransferNotFound" as const
+  static of(message = "No transfer with that id for this account.") {
+    return new TransferNotFound(bodyOf("transfer_not_found", message, { param: "transfer_id" }))
+  }
+}
+
+/**
+ * 422 `decryption_proof_invalid`: the proof is malformed, expired, for another
+ * account or chain, or does not match the balance ciphertext (SPEC, D20).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class DecryptionProofInvalid extends Schema.Error<DecryptionProofInvalid>("DecryptionProofInvalid")(
+  envelope("decryption_proof_invalid"),
+  { httpApiStatus: 422 }
+) {
+  readonly _tag = "DecryptionProofInvalid" as const
+  static of(reason: string, message = "The decryption proof does not match the balance ciphertext.") {
+    return new DecryptionProofInvalid(bodyOf("decryption_proof_invalid", message, { param: "decryption_proof", reason }))
+  }
+}
+
+/**
+ * 422 `encryption_key_invalid` (ext): the key is not a valid BN254 point, or its
+ * proof of possession does not verify.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EncryptionKeyInvalid extends Schema.Error<EncryptionKeyInvalid>("EncryptionKeyInvalid")(
+  envelope("encryption_key_invalid"),
+  { httpApiStatus: 422 }
+) {
+  readonly _tag = "EncryptionKeyInvalid" as const
+  static of(param: string, reason: string) {
+    return new EncryptionKeyInvalid(
+      bodyOf("encryption_key_invalid", "The encryption key or its proof of possession is invalid.", { param, reason })
+    )
+  }
+}
+
+/**
+ * 409 `encryption_key_already_registered` (ext): the chain's key registry keeps
+ * one key per account (a new key would orphan the balance encrypted to the old one).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class EncryptionKeyAlreadyRegistered extends Schema.Error<EncryptionKeyAlreadyRegistered>(
+  "EncryptionKeyAlreadyRegistered"
+)(envelope("encryption_key_already_registered"), { httpApiStatus: 409 }) {
+  readonly _tag = "EncryptionKeyAlreadyRegistered" as const
+  static of(message = "This account already has a different registered encryption key.") {
+    return new EncryptionKeyAlreadyRegistered(bodyOf("encryption_key_already_registered", message))
+  }
+}
+
+/**
+ * 403 `test_mode_only` (ext): the test faucet answers `hc_test_` keys only.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class TestModeOnly extends Schema.Error<TestModeOnly>("TestModeOnly")(envelope("test_mode_only"), {
+  httpApiStatus: 403
+}) {
+  readonly _tag = "TestModeOnly" as const
+  static of(message = "This endpoint is for test keys (hc_test_) only.") {
+    return new TestModeOnly(bodyOf("test_mode_only", message))
+  }
+}

@@ -22,18 +22,16 @@
  *
  * @since 0.1.0
  */
-import * as fs from "node:fs"
-import * as path from "node:path"
-import { Anvil, type Deploy } from "@pps/contracts"
+import type { Deploy } from "@pps/contracts"
 import { Context, Data, DateTime, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { createPublicClient, createTestClient, getAddress, type Hex, http, type LocalAccount, type PublicClient } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { chainIdOfMode, type Mode } from "../apikeys/domain.ts"
 import { AppConfig } from "../config/AppConfig.ts"
-import { DataDir } from "../platform/DataDir.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
 import { deployContracts } from "./deployContracts.ts"
+import { DevChain } from "./DevChain.ts"
 import { GuardianIdentity } from "./GuardianIdentity.ts"
 
 /**
@@ -75,9 +73,11 @@ export class Chains extends Context.Service<Chains, {
     Chains,
     Effect.gen(function*() {
       const config = yield* AppConfig
-      const testnet = yield* Option.match(config.rpcUrlTestnet, {
-        onNone: () => embeddedTestnet,
-        onSome: (url) => externalChain("test", url, config.relayerKeysTestnet, config.operatorKeyTestnet)
+      const devChain = yield* DevChain
+      const testnet = yield* Option.match(devChain.rpcUrl, {
+        onSome: (url) => embeddedTestnet(url),
+        onNone: () =>
+          externalChain("test", Option.getOrThrow(config.rpcUrlTestnet), config.relayerKeysTestnet, config.operatorKeyTestnet)
       })
       const mainnet = yield* Option.match(config.rpcUrlMainnet, {
         onNone: () => Effect.succeed(Option.none<ChainContext>()),
@@ -191,81 +191,30 @@ const ensureContracts = (mode: Mode, client: PublicClient, operator: LocalAccoun
 /** Enough ether for any number of test transactions; only anvil lets us mint it. */
 const embeddedBalanceWei = 10n ** 24n
 
-/**
- * A server killed with SIGKILL leaves its anvil running (orphaned, still dumping
- * state). Before starting ours, such a leftover is stopped with SIGTERM, which
- * makes anvil write its state a last time, so no mined block is lost.
- */
-const stopLeftoverAnvil = (pidFile: string) =>
-  Effect.promise(async () => {
-    let pid: number
-    try {
-      pid = Number.parseInt(fs.readFileSync(pidFile, "utf8"), 10)
-    } catch {
-      return
-    }
-    const isAnvil = () => {
-      try {
-        return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("anvil")
-      } catch {
-        return false
-      }
-    }
-    if (!Number.isInteger(pid) || !isAnvil()) return
-    process.kill(pid, "SIGTERM")
-    for (let waited = 0; waited < leftoverStopWaitMs && isAnvil(); waited += 50) {
-      await new Promise((resolve) => setTimeout(resolve, 50))
-    }
-    if (isAnvil()) process.kill(pid, "SIGKILL")
+const embeddedTestnet = (rpcUrl: string) =>
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const client = yield* connect("test", rpcUrl)
+    const { operator, relayers } = yield* embeddedKeys("test", config.relayerCount)
+    const cheats = createTestClient({ mode: "anvil", transport: http(rpcUrl) })
+    yield* Effect.forEach([operator, ...relayers], (account) =>
+      Effect.tryPromise({
+        try: () => cheats.setBalance({ address: account.address, value: embeddedBalanceWei }),
+        catch: (cause) => new ChainError({ message: "funding the embedded accounts failed", cause })
+      }), { discard: true })
+    const contracts = yield* ensureContracts("test", client, operator)
+    yield* Effect.logInfo("embedded chain ready").pipe(Effect.annotateLogs({ rpc_url: rpcUrl, ...contracts }))
+    return {
+      mode: "test",
+      chainId: chainIdOfMode.test,
+      rpcUrl,
+      client,
+      contracts,
+      operator,
+      relayers,
+      embedded: true
+    } satisfies ChainContext
   })
-
-/** How long a leftover anvil gets to write its state and exit. */
-const leftoverStopWaitMs = 10_000
-
-const embeddedTestnet = Effect.gen(function*() {
-  const config = yield* AppConfig
-  const dataDir = yield* DataDir
-  const chainDir = path.join(dataDir.path, "chain")
-  const pidFile = path.join(chainDir, "anvil.pid")
-  yield* Effect.sync(() => fs.mkdirSync(chainDir, { recursive: true }))
-  yield* stopLeftoverAnvil(pidFile)
-  const anvil = yield* Effect.acquireRelease(
-    Effect.tryPromise({
-      try: () =>
-        Anvil.start({
-          chainId: chainIdOfMode.test,
-          blockTimeSeconds: config.chainBlockTimeMs / 1000,
-          // Room for the target rate: 1e9 gas is ~9,000 confidential transfers a block.
-          blockGasLimit: 1_000_000_000n,
-          statePath: path.join(chainDir, "state.json"),
-          stateIntervalSeconds: 1
-        }),
-      catch: (cause) => new ChainError({ message: "embedded anvil did not start", cause })
-    }),
-    (instance) => Effect.promise(() => instance.stop()).pipe(Effect.andThen(Effect.sync(() => fs.rmSync(pidFile, { force: true }))))
-  )
-  fs.writeFileSync(pidFile, String(anvil.pid))
-  const client = yield* connect("test", anvil.rpcUrl)
-  const { operator, relayers } = yield* embeddedKeys("test", config.relayerCount)
-  const cheats = createTestClient({ mode: "anvil", transport: http(anvil.rpcUrl) })
-  yield* Effect.forEach([operator, ...relayers], (account) =>
-    Effect.tryPromise({
-      try: () => cheats.setBalance({ address: account.address, value: embeddedBalanceWei }),
-      catch: (cause) => new ChainError({ message: "funding the embedded accounts failed", cause })
-    }), { discard: true })
-  const contracts = yield* ensureContracts("test", client, operator)
-  yield* Effect.logInfo("embedded chain ready").pipe(Effect.annotateLogs({ rpc_url: anvil.rpcUrl, ...contracts }))
-  return {
-    mode: "test",
-    chainId: chainIdOfMode.test,
-    rpcUrl: anvil.rpcUrl,
-    client,
-    contracts,
-    operator,
-    relayers,
-    embedded: true
-  } satisfies ChainContext
-})
 
 const externalChain = (
   mode: Mode,
@@ -289,3 +238,12 @@ const externalChain = (
     const contracts = yield* ensureContracts(mode, client, operator)
     return { mode, chainId: chainIdOfMode[mode], rpcUrl, client, contracts, operator, relayers, embedded: false } satisfies ChainContext
   })
+
+/**
+ * The ConfidentialToken of an asset on a chain.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const confidentialTokenOf = (chain: ChainContext, asset: "USDG" | "ETH"): `0x${string}` =>
+  asset === "USDG" ? chain.contracts.confidentialUsdg : chain.contracts.confidentialEth

@@ -13,6 +13,7 @@ import { DataDir } from "../../src/platform/DataDir.ts"
 import { SecretBox } from "../../src/platform/SecretBox.ts"
 import { Secrets } from "../../src/platform/Secrets.ts"
 import { Chains } from "../../src/settlement/Chains.ts"
+import { DevChain } from "../../src/settlement/DevChain.ts"
 import { confidentialTransferCall } from "../../src/settlement/calls.ts"
 import { gasLimits, type SubmissionRequest } from "../../src/settlement/domain.ts"
 import { GuardianIdentity } from "../../src/settlement/GuardianIdentity.ts"
@@ -114,6 +115,7 @@ export const signedConfidentialTransfer = (options: {
 export const settlementLayer = (dataDir: string, guardian: TestGuardian, overrides: Partial<AppConfigShape> = {}) =>
   Settlement.layer.pipe(
     Layer.provideMerge(Chains.layer),
+    Layer.provideMerge(DevChain.layer),
     Layer.provideMerge(guardian.layer),
     Layer.provideMerge(SecretBox.layer),
     Layer.provideMerge(MigrationsLive),

@@ -10,6 +10,7 @@ import type { SqlClient } from "effect/sql"
 import { accountsAndKeys } from "./0001_accounts_and_keys.ts"
 import { settlement } from "./0002_settlement.ts"
 import { eventsAndWebhooks } from "./0003_events_webhooks.ts"
+import { transfers } from "./0004_transfers.ts"
 
 /**
  * @since 0.1.0
@@ -18,5 +19,6 @@ import { eventsAndWebhooks } from "./0003_events_webhooks.ts"
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_accounts_and_keys": accountsAndKeys,
   "0002_settlement": settlement,
-  "0003_events_webhooks": eventsAndWebhooks
+  "0003_events_webhooks": eventsAndWebhooks,
+  "0004_transfers": transfers
 }

@@ -1,0 +1,146 @@
+/**
+ * Webhook delivery benchmark: deliveries per second to a local HTTPS receiver,
+ * and the latency from an event's commit to its first delivery attempt
+ * (p50/p99), in the embedded mode (PGlite, in-process bus) and the distributed
+ * mode (PostgreSQL + NATS JetStream, when both answer on this machine).
+ *
+ *   node --disable-warning=ExperimentalWarning bench/webhooks.bench.ts [embedded|nats]
+ *
+ * Throughput: SUBSCRIPTIONS accounts with one subscription each get
+ * EVENTS_PER_ACCOUNT events appended at once; deliveries/s counts from the
+ * first append to the last delivery received. Latency: a steady stream of
+ * events at RATE per second for a few seconds; each latency is the receiver's
+ * arrival time minus the event's `created_at`.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { PgClient } from "@effect/sql-pg"
+import { jetstreamManager } from "@nats-io/jetstream"
+import { connect } from "@nats-io/transport-node"
+import { Context, Effect, Layer, Logger, Option, Redacted, References } from "effect"
+import { SqlClient } from "effect/sql"
+import { type AppConfigShape, AppConfig } from "../src/config/AppConfig.ts"
+import type { StoredEvent } from "../src/events/domain.ts"
+import { Outbox } from "../src/events/Outbox.ts"
+import { ulid } from "../src/platform/Ids.ts"
+import { testConfig } from "../test/support/TestServer.ts"
+import { makeTestCa, startReceiver } from "../test/support/webhooks-receiver.ts"
+import { confirmedEvent, EventsServicesLive, newAccount, newWebhook } from "../test/support/webhooks-services.ts"
+
+const subscriptions = 50
+const eventsPerAccount = 200
+const latencyRatePerSecond = 400
+const latencySeconds = 5
+const postgresUrl = process.env["PPS_TEST_POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const natsUrl = process.env["PPS_TEST_NATS_URL"] ?? "nats://127.0.0.1:4222"
+
+const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!
+
+const freshDatabase = Effect.gen(function*() {
+  const name = `pps_bench_${ulid().toLowerCase()}`
+  const run = (statement: string) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(statement)
+    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(postgresUrl) })), Effect.orDie)
+  yield* Effect.acquireRelease(run(`CREATE DATABASE ${name}`), () => run(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+  const url = new URL(postgresUrl)
+  url.pathname = `/${name}`
+  return url.toString()
+})
+
+const runMode = (mode: "embedded" | "nats") =>
+  Effect.gen(function*() {
+    const ca = makeTestCa()
+    const receiver = yield* Effect.acquireRelease(
+      Effect.promise(() => startReceiver(ca, () => ({ status: 200 }))),
+      (r) => Effect.promise(() => r.close())
+    )
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-bench-"))
+    yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+    const stream = `PPS_BENCH_${ulid()}`
+    const overrides: Partial<AppConfigShape> = mode === "embedded"
+      ? { webhookCaFile: Option.some(ca.caFile), webhookConcurrency: 64 }
+      : {
+        webhookCaFile: Option.some(ca.caFile),
+        webhookConcurrency: 64,
+        databaseUrl: Option.some(Redacted.make(yield* freshDatabase)),
+        databasePoolMax: 20,
+        apiKeyPepper: Option.some(Redacted.make("bench-pepper-0123456789abcdef0123456789abcdef")),
+        walletKek: Option.some(Redacted.make(Buffer.alloc(32, 7).toString("base64"))),
+        adminToken: Option.some(Redacted.make("adm_bench_token_0123456789abcdef0123456789")),
+        natsUrl: Option.some(natsUrl),
+        natsStream: stream,
+        natsSubjectPrefix: `bench.${stream.toLowerCase()}`
+      }
+    if (mode === "nats") {
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(async () => {
+          const nc = await connect({ servers: natsUrl })
+          await (await jetstreamManager(nc)).streams.delete(stream).catch(() => false)
+          await nc.close()
+        })
+      )
+    }
+    const services = yield* Layer.build(
+      EventsServicesLive.pipe(
+        Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, overrides))),
+        Layer.provide(Layer.mergeAll(Logger.layer([Logger.consolePretty()]), Layer.succeed(References.MinimumLogLevel, "Warn")))
+      )
+    )
+    const outbox = Context.get(services, Outbox)
+    const accounts: Array<{ readonly accountId: string; readonly handle: string }> = []
+    for (let n = 0; n < subscriptions; n++) {
+      const account = yield* newAccount(services, `bench-${mode}-${n}`)
+      yield* newWebhook(services, { accountId: account.accountId, mode: "test" }, `${receiver.url}/sub-${n}`)
+      accounts.push(account)
+    }
+
+    // Throughput: everything at once.
+    const total = subscriptions * eventsPerAccount
+    const startedMs = Date.now()
+    for (let i = 0; i < eventsPerAccount; i++) {
+      yield* outbox.append(accounts.map((account) => confirmedEvent(account.accountId, account.handle))).pipe(Effect.orDie)
+    }
+    const appendedMs = Date.now()
+    while (receiver.requests.length < total) yield* Effect.promise(() => new Promise((r) => setTimeout(r, 10)))
+    const lastMs = Math.max(...receiver.requests.map((r) => r.receivedAtMs))
+    const throughput = total / ((lastMs - startedMs) / 1000)
+
+    // Latency: a steady rate.
+    receiver.requests.length = 0
+    const latencyEvents: Array<StoredEvent> = []
+    const tickMs = 50
+    const perTick = Math.round((latencyRatePerSecond * tickMs) / 1000)
+    const ticks = (latencySeconds * 1000) / tickMs
+    for (let t = 0; t < ticks; t++) {
+      const tickStart = Date.now()
+      const batch = Array.from({ length: perTick }, (_, i) => accounts[(t * perTick + i) % accounts.length]!)
+      latencyEvents.push(...(yield* outbox.append(batch.map((a) => confirmedEvent(a.accountId, a.handle))).pipe(Effect.orDie)))
+      const spent = Date.now() - tickStart
+      if (spent < tickMs) yield* Effect.promise(() => new Promise((r) => setTimeout(r, tickMs - spent)))
+    }
+    while (receiver.requests.length < latencyEvents.length) yield* Effect.promise(() => new Promise((r) => setTimeout(r, 10)))
+    const createdAt = new Map(latencyEvents.map((event) => [event.eventId, Date.parse(event.createdAt)]))
+    const latencies = receiver.requests
+      .map((request) => request.receivedAtMs - createdAt.get(String(request.headers["x-service-event-id"]))!)
+      .sort((a, b) => a - b)
+    return {
+      mode,
+      deliveries: total,
+      appendSeconds: (appendedMs - startedMs) / 1000,
+      deliveriesPerSecond: Math.round(throughput),
+      latencyEvents: latencyEvents.length,
+      latencyRatePerSecond,
+      firstAttemptP50Ms: percentile(latencies, 0.5),
+      firstAttemptP99Ms: percentile(latencies, 0.99),
+      firstAttemptMaxMs: latencies.at(-1)
+    }
+  }).pipe(Effect.scoped)
+
+const modes = (process.argv[2] === undefined ? ["embedded", "nats"] : [process.argv[2]]) as Array<"embedded" | "nats">
+for (const mode of modes) {
+  const result = await Effect.runPromise(runMode(mode))
+  console.log(JSON.stringify(result))
+}

@@ -1,0 +1,202 @@
+/**
+ * Encryption key registration (D12): an account becomes confidential-ready once
+ * its BN254 encryption public key is registered in the key registry of every
+ * asset's ConfidentialToken on its mode's chain.
+ *
+ * The client proves possession of the key once per contract (the proof binds
+ * chain id, contract and the account's address, docs/crypto.md); the server
+ * checks the proofs, then submits `registerFor` through a relayer, authorised by
+ * the account's own EIP-712 `KeyRegistration` signature made with its custodial
+ * wallet, and waits until it is mined. The chain is the truth: a raw address is
+ * confidential-ready when the registry has a key for it.
+ *
+ * @since 0.1.0
+ */
+import { ConfidentialTokenArtifact, TypedData } from "@pps/contracts"
+import { EncryptionKey, Point } from "@pps/crypto"
+import { Clock, Context, DateTime, Effect, Layer, Option } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import { type Address, encodeFunctionData, getAddress, type Hex } from "viem"
+import type { Mode } from "../apikeys/domain.ts"
+import {
+  EncryptionKeyAlreadyRegistered,
+  EncryptionKeyInvalid,
+  InternalError,
+  LivemodeUnavailable,
+  ServiceUnavailable
+} from "../http/errors.ts"
+import { type ChainContext, ChainError, confidentialTokenOf } from "../settlement/Chains.ts"
+import { gasLimits } from "../settlement/domain.ts"
+import { type ChainUnavailable, Settlement } from "../settlement/Settlement.ts"
+import { type Asset, assets } from "../transfers/domain.ts"
+import { Accounts } from "./Accounts.ts"
+
+/** A registration is mined within a few blocks; past this the request answers 503 and a retry continues it. */
+const registrationWaitMs = 30_000
+
+const hex = (bytes: Uint8Array): Hex => `0x${Buffer.from(bytes).toString("hex")}`
+const coordinates = (point: Uint8Array) => ({
+  x: BigInt(hex(point.subarray(0, 32))),
+  y: BigInt(hex(point.subarray(32, 64)))
+})
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class EncryptionKeys extends Context.Service<EncryptionKeys, {
+  /** Registers the key (idempotent for the same key); the registered key (64-byte EVM encoding). */
+  readonly register: (input: {
+    readonly accountId: string
+    readonly mode: Mode
+    readonly publicKey: Uint8Array
+    readonly proofs: Readonly<Record<Asset, Uint8Array>>
+  }) => Effect.Effect<
+    Uint8Array,
+    | EncryptionKeyInvalid
+    | EncryptionKeyAlreadyRegistered
+    | LivemodeUnavailable
+    | ServiceUnavailable
+    | InternalError
+    | SqlError.SqlError
+  >
+  /** The registered key of one of our accounts. */
+  readonly keyOfAccount: (accountId: string, mode: Mode) => Effect.Effect<Option.Option<Uint8Array>, SqlError.SqlError>
+  /** The key the chain's registry holds for any address (USDG's registry). */
+  readonly keyOfAddress: (chain: ChainContext, address: Address) => Effect.Effect<Option.Option<Uint8Array>, ChainError>
+}>()("server/accounts/EncryptionKeys") {
+  static readonly layer = Layer.effect(
+    EncryptionKeys,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const accounts = yield* Accounts
+      const settlement = yield* Settlement
+
+      const keyOfAddress = (chain: ChainContext, address: Address) =>
+        Effect.tryPromise({
+          try: () =>
+            chain.client.readContract({
+              address: chain.contracts.confidentialUsdg,
+              abi: ConfidentialTokenArtifact.abi,
+              functionName: "encryptionKeyOf",
+              args: [address]
+            }),
+          catch: (cause) => new ChainError({ message: "reading the key registry failed", cause })
+        }).pipe(Effect.map((point) => {
+          const encoded = new Uint8Array(Buffer.from(
+            point.x.toString(16).padStart(64, "0") + point.y.toString(16).padStart(64, "0"),
+            "hex"
+          ))
+          return Point.isIdentity(encoded as Point.Point) ? Option.none<Uint8Array>() : Option.some(encoded)
+        }))
+
+      const keyOfAccount = (accountId: string, mode: Mode) =>
+        sql<{ public_key: Uint8Array }>`
+          SELECT public_key FROM encryption_keys
+          WHERE account_id = ${accountId} AND mode = ${mode} AND registered_at IS NOT NULL`.pipe(
+          Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), (row) => new Uint8Array(row.public_key)))
+        )
+
+      const isRegisteredOn = (chain: ChainContext, contract: Address, account: Address) =>
+        Effect.tryPromise({
+          try: () =>
+            chain.client.readContract({
+              address: contract,
+              abi: ConfidentialTokenArtifact.abi,
+              functionName: "isRegistered",
+              args: [account]
+            }),
+          catch: (cause) => new ChainError({ message: "reading the key registry failed", cause })
+        })
+
+      const register = Effect.fn("EncryptionKeys.register")(function*(input: {
+        readonly accountId: string
+        readonly mode: Mode
+        readonly publicKey: Uint8Array
+        readonly proofs: Readonly<Record<Asset, Uint8Array>>
+      }) {
+        const chain = yield* Option.match(settlement.chain(input.mode), {
+          onNone: () => Effect.fail(LivemodeUnavailable.of()),
+          onSome: Effect.succeed
+        })
+        const parsed = EncryptionKey.parsePublicKey(input.publicKey)
+        if (!parsed.ok) return yield* Effect.fail(EncryptionKeyInvalid.of("public_key", parsed.reason))
+        const publicKey = parsed.value
+        const account = Option.getOrThrow(yield* accounts.get(input.accountId))
+        const wallet = getAddress(account.walletAddress)
+        for (const asset of Object.keys(assets) as Array<Asset>) {
+          const verified = EncryptionKey.verifyOwnership(publicKey, input.proofs[asset], {
+            chainId: BigInt(chain.chainId),
+            contract: confidentialTokenOf(chain, asset),
+            account: wallet
+          })
+          if (!verified.ok) return yield* Effect.fail(EncryptionKeyInvalid.of(`proofs.${asset}`, verified.reason))
+        }
+        const nowMs = yield* Clock.currentTimeMillis
+        const now = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
+        yield* sql`
+          INSERT INTO encryption_keys (account_id, mode, public_key, created_at)
+          VALUES (${input.accountId}, ${input.mode}, ${publicKey}, ${now}::timestamptz)
+          ON CONFLICT (account_id, mode) DO NOTHING`
+        const rows = yield* sql<{ public_key: Uint8Array; registered_at: string | null }>`
+          SELECT public_key, iso_utc(registered_at) AS registered_at FROM encryption_keys
+          WHERE account_id = ${input.accountId} AND mode = ${input.mode}`
+        const stored = rows[0]
+        if (stored === undefined || !Buffer.from(stored.public_key).equals(Buffer.from(publicKey))) {
+          return yield* Effect.fail(EncryptionKeyAlreadyRegistered.of())
+        }
+        if (stored.registered_at !== null) return publicKey
+
+        const signer = yield* accounts.custodialSigner(input.accountId)
+        const key = coordinates(publicKey)
+        const chainFailure = (cause: ChainError | ChainUnavailable | SqlError.SqlError) =>
+          cause._tag === "SqlError"
+            ? Effect.fail(cause)
+            : Effect.logError("key registration failed on chain", cause).pipe(Effect.andThen(Effect.die(cause)))
+        for (const asset of Object.keys(assets) as Array<Asset>) {
+          const contract = confidentialTokenOf(chain, asset)
+          if (yield* isRegisteredOn(chain, contract, wallet).pipe(Effect.catch(chainFailure))) continue
+          const accountSignature = yield* Effect.promise(() =>
+            signer.signTypedData({
+              domain: TypedData.domain(chain.chainId, contract),
+              types: TypedData.keyRegistrationTypes,
+              primaryType: "KeyRegistration",
+              message: { account: wallet, keyX: key.x, keyY: key.y }
+            })
+          )
+          const submissionId = `reg_${input.accountId}_${input.mode}_${asset}`
+          yield* settlement.submit({
+            submissionId,
+            mode: input.mode,
+            kind: "register_key",
+            target: contract,
+            data: encodeFunctionData({
+              abi: ConfidentialTokenArtifact.abi,
+              functionName: "registerFor",
+              args: [wallet, key, hex(input.proofs[asset]), accountSignature]
+            }),
+            gasLimit: gasLimits.register_key,
+            deadlineSeconds: null,
+            replayKey: null
+          }).pipe(Effect.catch(chainFailure))
+          const outcome = yield* settlement.awaitResolution(submissionId, registrationWaitMs)
+          if (Option.isNone(outcome)) {
+            return yield* Effect.fail(ServiceUnavailable.of("The key registration is still being mined; retry the same request."))
+          }
+          if (outcome.value._tag === "Failed") {
+            return yield* Effect.logError("key registration reverted").pipe(
+              Effect.annotateLogs({ submission_id: submissionId }),
+              Effect.andThen(Effect.fail(InternalError.of()))
+            )
+          }
+        }
+        yield* sql`
+          UPDATE encryption_keys SET registered_at = ${now}::timestamptz
+          WHERE account_id = ${input.accountId} AND mode = ${input.mode}`
+        return publicKey
+      })
+
+      return EncryptionKeys.of({ register, keyOfAccount, keyOfAddress })
+    })
+  )
+}

@@ -1,0 +1,217 @@
+/**
+ * Balances (D19, D20): what the server can say about an account's balances
+ * without being able to read them.
+ *
+ * - Without a proof: per asset, whether the balance is non-zero — a predicate
+ *   the guardian answers; no amount crosses.
+ * - With a decryption proof (client-made, docs/crypto.md): the server checks it
+ *   against the current on-chain ciphertext (ΣC, ΣD_owner) and the account's
+ *   registered key, and returns the amounts the client proved. The server learns
+ *   the amounts the client chose to reveal, for this response only.
+ * - The sealed statement (ext): the guardian's statement of the balance sealed to
+ *   the account's key, with the on-chain ciphertext and its version, from which a
+ *   client decrypts and builds its proof.
+ *
+ * The ciphertext version is the first 8 bytes of keccak256(ΣC ‖ ΣD_owner) read as
+ * a u64: the contract keeps no counter, and a version derived from the ciphertext
+ * changes exactly when the ciphertext does, so server and client agree on it
+ * without shared state.
+ *
+ * @since 0.1.0
+ */
+import { ConfidentialTokenArtifact } from "@pps/contracts"
+import { DecryptionProof, type Point } from "@pps/crypto"
+import { GuardianClient } from "@pps/guardian"
+import { Clock, Context, Effect, Layer, Option } from "effect"
+import { getAddress, type Hex, keccak256 } from "viem"
+import { Accounts } from "../accounts/Accounts.ts"
+import { type Account, isKycSufficient } from "../accounts/domain.ts"
+import { EncryptionKeys } from "../accounts/EncryptionKeys.ts"
+import type { Principal } from "../apikeys/domain.ts"
+import {
+  DecryptionProofInvalid,
+  EncryptionKeyRequired,
+  KycRequired,
+  LivemodeUnavailable,
+  ServiceUnavailable
+} from "../http/errors.ts"
+import { type ChainContext, confidentialTokenOf } from "../settlement/Chains.ts"
+import { Settlement } from "../settlement/Settlement.ts"
+import { type Asset, assets, formatAmount } from "../transfers/domain.ts"
+
+/** D20: a proof older than 5 minutes is refused; so is one that claims to live longer. */
+const proofLifetimeMaxSeconds = 300n
+
+const hex = (bytes: Uint8Array): Hex => `0x${Buffer.from(bytes).toString("hex")}`
+
+/**
+ * An account's on-chain balance ciphertext for one asset.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface OnChainBalance {
+  readonly asset: Asset
+  readonly contract: `0x${string}`
+  readonly commitment: Uint8Array
+  readonly ownerHandle: Uint8Array
+  readonly ciphertextVersion: bigint
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const ciphertextVersionOf = (commitment: Uint8Array, handle: Uint8Array): bigint =>
+  BigInt(keccak256(Buffer.concat([commitment, handle])).slice(0, 18))
+
+const point = (p: { readonly x: bigint; readonly y: bigint }) =>
+  new Uint8Array(Buffer.from(p.x.toString(16).padStart(64, "0") + p.y.toString(16).padStart(64, "0"), "hex"))
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class Balances extends Context.Service<Balances, {
+  readonly nonZero: (principal: Principal) => Effect.Effect<
+    ReadonlyArray<{ readonly asset: Asset; readonly non_zero: boolean }>,
+    KycRequired | LivemodeUnavailable | ServiceUnavailable
+  >
+  readonly proven: (principal: Principal, proof: string) => Effect.Effect<
+    ReadonlyArray<{ readonly asset: string; readonly amount: string }>,
+    KycRequired | LivemodeUnavailable | EncryptionKeyRequired | DecryptionProofInvalid | ServiceUnavailable
+  >
+  readonly sealed: (principal: Principal) => Effect.Effect<
+    ReadonlyArray<{
+      readonly asset: Asset
+      readonly chain_id: number
+      readonly contract: string
+      readonly account: string
+      readonly sealed_statement: string
+      readonly statement_version: string
+      readonly commitment: string
+      readonly handle: string
+      readonly ciphertext_version: string
+    }>,
+    KycRequired | LivemodeUnavailable | EncryptionKeyRequired | ServiceUnavailable
+  >
+}>()("server/balances/Balances") {
+  static readonly layer = Layer.effect(
+    Balances,
+    Effect.gen(function*() {
+      const accounts = yield* Accounts
+      const keys = yield* EncryptionKeys
+      const settlement = yield* Settlement
+      const guardian = yield* GuardianClient.GuardianClient
+      const assetNames = Object.keys(assets) as Array<Asset>
+
+      const unavailable = (what: string) => (error: unknown) =>
+        Effect.logError(`${what} failed`, error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
+
+      /** The account, its KYC (D11: an agent's is its owner's), and its mode's chain. */
+      const context = (principal: Principal) =>
+        Effect.gen(function*() {
+          const account = Option.getOrThrow(yield* accounts.get(principal.accountId).pipe(Effect.orDie))
+          const keyHolder: Account = account.ownerAccountId === null
+            ? account
+            : Option.getOrThrow(yield* accounts.get(account.ownerAccountId).pipe(Effect.orDie))
+          if (!isKycSufficient(keyHolder.kycStatus)) return yield* Effect.fail(KycRequired.of())
+          const chain = yield* Option.match(settlement.chain(principal.mode), {
+            onNone: () => Effect.fail(LivemodeUnavailable.of()),
+            onSome: Effect.succeed
+          })
+          return { account, keyHolder, chain, wallet: getAddress(account.walletAddress) }
+        })
+
+      const registeredKey = (keyHolder: Account, principal: Principal) =>
+        keys.keyOfAccount(keyHolder.accountId, principal.mode).pipe(
+          Effect.orDie,
+          Effect.flatMap(Option.match({ onNone: () => Effect.fail(EncryptionKeyRequired.of()), onSome: Effect.succeed }))
+        )
+
+      const onChain = (chain: ChainContext, wallet: `0x${string}`) =>
+        Effect.forEach(assetNames, (asset) =>
+          Effect.tryPromise(() =>
+            chain.client.readContract({
+              address: confidentialTokenOf(chain, asset),
+              abi: ConfidentialTokenArtifact.abi,
+              functionName: "encryptedBalanceOf",
+              args: [wallet]
+            })
+          ).pipe(Effect.map((balance): OnChainBalance => {
+            const commitment = point(balance.commitment)
+            const ownerHandle = point(balance.ownerHandle)
+            return {
+              asset,
+              contract: confidentialTokenOf(chain, asset),
+              commitment,
+              ownerHandle,
+              ciphertextVersion: ciphertextVersionOf(commitment, ownerHandle)
+            }
+          })), { concurrency: "unbounded" }).pipe(Effect.catch(unavailable("reading balances on chain")))
+
+      return Balances.of({
+        nonZero: (principal) =>
+          Effect.gen(function*() {
+            const { chain, wallet } = yield* context(principal)
+            const result = yield* guardian.nonZero({
+              account: wallet,
+              assets: assetNames.map((asset) => ({ chainId: BigInt(chain.chainId), contract: confidentialTokenOf(chain, asset) }))
+            }).pipe(Effect.catch(unavailable("guardian nonZero")))
+            return assetNames.map((asset, i) => ({ asset, non_zero: result[i]?.nonZero ?? false }))
+          }),
+        proven: (principal, proof) =>
+          Effect.gen(function*() {
+            const { chain, keyHolder, wallet } = yield* context(principal)
+            const publicKey = yield* registeredKey(keyHolder, principal)
+            const balances = yield* onChain(chain, wallet)
+            const nowSeconds = BigInt(Math.floor((yield* Clock.currentTimeMillis) / 1000))
+            const verified = DecryptionProof.verify(proof, {
+              chainId: BigInt(chain.chainId),
+              account: wallet,
+              publicKey,
+              nowSeconds,
+              lifetimeMaxSeconds: proofLifetimeMaxSeconds,
+              balanceOf: (asset) => {
+                const found = balances.find((b) => b.asset === asset)
+                return found === undefined ? undefined : {
+                  contract: found.contract,
+                  commitment: found.commitment as Point.Point,
+                  handle: found.ownerHandle as Point.Point,
+                  ciphertextVersion: found.ciphertextVersion
+                }
+              }
+            })
+            if (!verified.ok) return yield* Effect.fail(DecryptionProofInvalid.of(verified.reason))
+            return verified.value.map(({ amount, asset }) => ({ asset, amount: formatAmount(amount, asset as Asset) }))
+          }),
+        sealed: (principal) =>
+          Effect.gen(function*() {
+            const { chain, keyHolder, wallet } = yield* context(principal)
+            const publicKey = yield* registeredKey(keyHolder, principal)
+            const balances = yield* onChain(chain, wallet)
+            return yield* Effect.forEach(balances, (balance) =>
+              guardian.sealedBalance({
+                chainId: BigInt(chain.chainId),
+                contract: balance.contract,
+                account: wallet,
+                publicKey: hex(publicKey)
+              }).pipe(
+                Effect.catch(unavailable("guardian sealedBalance")),
+                Effect.map((statement) => ({
+                  asset: balance.asset,
+                  chain_id: chain.chainId,
+                  contract: balance.contract,
+                  account: wallet,
+                  sealed_statement: statement.sealedStatement,
+                  statement_version: statement.version.toString(),
+                  commitment: hex(balance.commitment),
+                  handle: hex(balance.ownerHandle),
+                  ciphertext_version: balance.ciphertextVersion.toString()
+                }))
+              ))
+          })
+      })
+    })
+  )
+}

@@ -1,0 +1,103 @@
+/**
+ * The events table: the outbox rows the relay publishes, and the event log
+ * replays read from (D35).
+ *
+ * Every statement runs on the SqlClient of the layer, so a caller inside
+ * `sql.withTransaction` of the same client writes in its transaction.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import { Mode } from "../apikeys/domain.ts"
+import { EventType, type StoredEvent } from "./domain.ts"
+
+const EventRow = Schema.Struct({
+  event_id: Schema.String,
+  account_id: Schema.String,
+  mode: Mode,
+  type: EventType,
+  payload: Schema.String,
+  created_at: Schema.String
+})
+
+const toEvent = (row: typeof EventRow.Type): StoredEvent => ({
+  eventId: row.event_id,
+  accountId: row.account_id,
+  mode: row.mode,
+  type: row.type,
+  payload: row.payload,
+  createdAt: row.created_at
+})
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class EventStore extends Context.Service<EventStore, {
+  /** One statement for the whole batch (a transfer's two sides, a burst). */
+  readonly insert: (events: ReadonlyArray<StoredEvent>) => Effect.Effect<void, SqlError.SqlError>
+  /** The oldest unpublished events, at most `limit`. */
+  readonly unpublished: (limit: number) => Effect.Effect<ReadonlyArray<StoredEvent>, SqlError.SqlError>
+  readonly markPublished: (eventIds: ReadonlyArray<string>, publishedAt: string) => Effect.Effect<void, SqlError.SqlError>
+  /** An event of this account and mode (D35: another account's event is not found). */
+  readonly findForAccount: (
+    eventId: string,
+    accountId: string,
+    mode: Mode
+  ) => Effect.Effect<Option.Option<StoredEvent>, SqlError.SqlError>
+  /** Deletes events created before `cutoff` that no pending delivery needs; returns how many. */
+  readonly deleteOlderThan: (cutoff: string) => Effect.Effect<number, SqlError.SqlError>
+}>()("server/events/EventStore") {
+  static readonly layer = Layer.effect(
+    EventStore,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const columns = sql`event_id, account_id, mode, type, payload, iso_utc(created_at) AS created_at`
+      const decodeRows = Schema.decodeUnknownEffect(Schema.Array(EventRow))
+      // A row that does not decode breaks our own schema: a defect.
+      const rows = (statement: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>) =>
+        Effect.flatMap(statement, decodeRows).pipe(
+          Effect.map((decoded) => decoded.map(toEvent)),
+          Effect.catchTag("SchemaError", Effect.die)
+        )
+      return EventStore.of({
+        insert: Effect.fn("EventStore.insert")(function*(events) {
+          if (events.length === 0) return
+          yield* sql`
+            INSERT INTO events ${
+            sql.insert(events.map((event): Record<string, unknown> => ({
+              event_id: event.eventId,
+              account_id: event.accountId,
+              mode: event.mode,
+              type: event.type,
+              payload: event.payload,
+              created_at: event.createdAt
+            })) as [Record<string, unknown>, ...Array<Record<string, unknown>>])
+          }`
+        }),
+        unpublished: (limit) =>
+          rows(sql`SELECT ${columns} FROM events WHERE published_at IS NULL ORDER BY event_id LIMIT ${limit}`).pipe(
+            Effect.withSpan("EventStore.unpublished")
+          ),
+        markPublished: (eventIds, publishedAt) =>
+          eventIds.length === 0
+            ? Effect.void
+            : sql`UPDATE events SET published_at = ${publishedAt}::timestamptz WHERE ${sql.in("event_id", eventIds)}`.pipe(
+              Effect.asVoid,
+              Effect.withSpan("EventStore.markPublished")
+            ),
+        findForAccount: (eventId, accountId, mode) =>
+          rows(
+            sql`SELECT ${columns} FROM events WHERE event_id = ${eventId} AND account_id = ${accountId} AND mode = ${mode}`
+          ).pipe(Effect.map((found) => Option.fromNullishOr(found[0]))),
+        deleteOlderThan: (cutoff) =>
+          sql<{ event_id: string }>`
+            DELETE FROM events e WHERE e.created_at < ${cutoff}::timestamptz
+              AND NOT EXISTS (
+                SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.event_id AND d.status = 'pending')
+            RETURNING e.event_id`.pipe(Effect.map((deleted) => deleted.length), Effect.withSpan("EventStore.deleteOlderThan"))
+      })
+    })
+  )
+}

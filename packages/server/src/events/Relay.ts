@@ -1,0 +1,69 @@
+/**
+ * The outbox relay: publishes committed, unpublished events to the bus, then
+ * marks them published.
+ *
+ * It runs when a commit wakes it and every `EVENT_RELAY_POLL_MS` besides (a
+ * wake may be lost: another node's commit, a crash). A crash between publish
+ * and mark republishes on restart; the bus drops or the consumer ignores the
+ * repeat (JetStream dedup by event id, idempotent fan-out). On several nodes
+ * the relays may race for the same rows with the same effect, so they take no
+ * lock and no transaction spans a publish.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Context, DateTime, Effect, Layer } from "effect"
+import { AppConfig } from "../config/AppConfig.ts"
+import { EventBus } from "./EventBus.ts"
+import { EventStore } from "./EventStore.ts"
+import { Outbox } from "./Outbox.ts"
+
+/** Events published per round trip; a full batch is followed at once by the next. */
+const publishBatchMax = 500
+/** After a failed round (bus or database down), wait this long before the next. */
+const failureBackoffMs = 1_000
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class Relay extends Context.Service<Relay, {
+  /** Publishes what is pending now; returns how many events it published. */
+  readonly runOnce: Effect.Effect<number, unknown>
+}>()("server/events/Relay") {
+  static readonly layer = Layer.effect(
+    Relay,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      const store = yield* EventStore
+      const outbox = yield* Outbox
+      const bus = yield* EventBus
+      const runOnce = Effect.gen(function*() {
+        const events = yield* store.unpublished(publishBatchMax)
+        if (events.length === 0) return 0
+        yield* bus.publish(events.map((event) => ({
+          event_id: event.eventId,
+          account_id: event.accountId,
+          mode: event.mode,
+          type: event.type
+        })))
+        const nowMs = yield* Clock.currentTimeMillis
+        yield* store.markPublished(events.map((event) => event.eventId), DateTime.formatIso(DateTime.makeUnsafe(nowMs)))
+        return events.length
+      }).pipe(Effect.withSpan("Relay.runOnce"))
+
+      const loop: Effect.Effect<never> = Effect.gen(function*() {
+        const published = yield* runOnce.pipe(
+          Effect.catchCause((cause) =>
+            Effect.logWarning("event relay round failed", cause).pipe(
+              Effect.andThen(Effect.sleep(failureBackoffMs)),
+              Effect.as(0)
+            )
+          )
+        )
+        if (published < publishBatchMax) yield* outbox.committed.wait(config.eventRelayPollMs)
+      }).pipe(Effect.forever)
+      yield* Effect.forkScoped(loop)
+      return Relay.of({ runOnce })
+    })
+  )
+}

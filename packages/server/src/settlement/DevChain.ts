@@ -1,0 +1,89 @@
+/**
+ * The embedded testnet node: anvil from npm, started as a child process when no
+ * `RPC_URL_TESTNET` is configured, its state in `DATA_DIR/chain` (dumped every
+ * second, so even kill -9 keeps balances), stopped with the server. Interval
+ * mining (`CHAIN_BLOCK_TIME_MS`), because automine jams under concurrent load.
+ *
+ * @since 0.1.0
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { Anvil } from "@pps/contracts"
+import { Context, Effect, Layer, Option } from "effect"
+import { chainIdOfMode } from "../apikeys/domain.ts"
+import { AppConfig } from "../config/AppConfig.ts"
+import { DataDir } from "../platform/DataDir.ts"
+import { ChainError } from "./Chains.ts"
+
+/**
+ * A server killed with SIGKILL leaves its anvil running (orphaned, still dumping
+ * state). Before starting ours, such a leftover is stopped with SIGTERM, which
+ * makes anvil write its state a last time, so no mined block is lost.
+ */
+const stopLeftoverAnvil = (pidFile: string) =>
+  Effect.promise(async () => {
+    let pid: number
+    try {
+      pid = Number.parseInt(fs.readFileSync(pidFile, "utf8"), 10)
+    } catch {
+      return
+    }
+    const isAnvil = () => {
+      try {
+        return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("anvil")
+      } catch {
+        return false
+      }
+    }
+    if (!Number.isInteger(pid) || !isAnvil()) return
+    process.kill(pid, "SIGTERM")
+    for (let waited = 0; waited < leftoverStopWaitMs && isAnvil(); waited += 50) {
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    if (isAnvil()) process.kill(pid, "SIGKILL")
+  })
+
+/** How long a leftover anvil gets to write its state and exit. */
+const leftoverStopWaitMs = 10_000
+
+/** Room for the target rate: 1e9 gas is ~9,000 confidential transfers a block. */
+const blockGasLimit = 1_000_000_000n
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class DevChain extends Context.Service<DevChain, {
+  /** The embedded node's URL, or None when the testnet is an external node. */
+  readonly rpcUrl: Option.Option<string>
+}>()("server/settlement/DevChain") {
+  static readonly layer = Layer.effect(
+    DevChain,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      if (Option.isSome(config.rpcUrlTestnet)) return { rpcUrl: Option.none() }
+      const dataDir = yield* DataDir
+      const chainDir = path.join(dataDir.path, "chain")
+      const pidFile = path.join(chainDir, "anvil.pid")
+      yield* Effect.sync(() => fs.mkdirSync(chainDir, { recursive: true }))
+      yield* stopLeftoverAnvil(pidFile)
+      const anvil = yield* Effect.acquireRelease(
+        Effect.tryPromise({
+          try: () =>
+            Anvil.start({
+              chainId: chainIdOfMode.test,
+              blockTimeSeconds: config.chainBlockTimeMs / 1000,
+              blockGasLimit,
+              statePath: path.join(chainDir, "state.json"),
+              stateIntervalSeconds: 1
+            }),
+          catch: (cause) => new ChainError({ message: "embedded anvil did not start", cause })
+        }),
+        (instance) =>
+          Effect.promise(() => instance.stop()).pipe(Effect.andThen(Effect.sync(() => fs.rmSync(pidFile, { force: true }))))
+      )
+      fs.writeFileSync(pidFile, String(anvil.pid))
+      return { rpcUrl: Option.some(anvil.rpcUrl) }
+    })
+  )
+}

@@ -1,0 +1,201 @@
+/**
+ * The transfers table and the per-sender replay nonces. Every query is scoped
+ * by mode, and reads by the caller's account (D9, D17).
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import { Mode } from "../apikeys/domain.ts"
+import { AssetName, TransferStatus } from "./domain.ts"
+
+const TransferRow = Schema.Struct({
+  transfer_id: Schema.String,
+  mode: Mode,
+  sender_account_id: Schema.String,
+  sender_handle: Schema.String,
+  recipient_account_id: Schema.NullOr(Schema.String),
+  recipient_address: Schema.String,
+  recipient_display: Schema.String,
+  asset: AssetName,
+  confidential: Schema.Boolean,
+  status: TransferStatus,
+  tx_hash: Schema.NullOr(Schema.String),
+  replay_nonce: Schema.String,
+  deadline_seconds: Schema.String,
+  sealed_digest: Schema.String,
+  ciphertext: Schema.String,
+  guardian_settled: Schema.Boolean,
+  created_at: Schema.String,
+  confirmed_at: Schema.NullOr(Schema.String)
+})
+
+/**
+ * A transfer as stored (boxes and calldata are read separately, by need).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type StoredTransfer = typeof TransferRow.Type
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface NewTransfer {
+  readonly transferId: string
+  readonly mode: Mode
+  readonly senderAccountId: string
+  readonly recipientAccountId: string | null
+  readonly recipientAddress: string
+  readonly recipientDisplay: string
+  readonly asset: string
+  readonly confidential: boolean
+  readonly apiKeyId: string
+  readonly replayNonce: bigint
+  readonly deadlineSeconds: bigint
+  readonly senderBox: Uint8Array
+  readonly recipientBox: Uint8Array
+  readonly sealedDigest: string
+  /** JSON of the ciphertext points (hex), as the guardian returned them. */
+  readonly ciphertext: string
+  readonly callData: Uint8Array
+  readonly createdAt: string
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ListQuery {
+  readonly accountId: string
+  readonly mode: Mode
+  readonly limit: number
+  readonly offset: number
+  readonly status: string | undefined
+  readonly createdAfter: string | undefined
+  readonly createdBefore: string | undefined
+}
+
+const columns = `t.transfer_id, t.mode, t.sender_account_id, s.handle AS sender_handle, t.recipient_account_id,
+  t.recipient_address, t.recipient_display, t.asset, t.confidential, t.status, t.tx_hash, t.replay_nonce,
+  t.deadline_seconds, t.sealed_digest, t.ciphertext, t.guardian_settled, iso_utc(t.created_at) AS created_at,
+  iso_utc(t.confirmed_at) AS confirmed_at`
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class TransferStore extends Context.Service<TransferStore, {
+  /** A fresh replay nonce for the sender (never handed out twice). */
+  readonly nextNonce: (accountId: string, mode: Mode) => Effect.Effect<bigint, SqlError.SqlError>
+  readonly insert: (transfer: NewTransfer) => Effect.Effect<void, SqlError.SqlError>
+  /** A transfer the account is party to, in its mode. */
+  readonly findForAccount: (
+    transferId: string,
+    accountId: string,
+    mode: Mode
+  ) => Effect.Effect<Option.Option<StoredTransfer>, SqlError.SqlError>
+  readonly findById: (transferId: string) => Effect.Effect<Option.Option<StoredTransfer>, SqlError.SqlError>
+  readonly boxes: (transferId: string) => Effect.Effect<
+    Option.Option<{ readonly senderBox: Uint8Array; readonly recipientBox: Uint8Array; readonly callData: Uint8Array }>,
+    SqlError.SqlError
+  >
+  /** newest first (created_at, then id), one more than `limit` to tell `has_more` (D16). */
+  readonly list: (query: ListQuery) => Effect.Effect<ReadonlyArray<StoredTransfer>, SqlError.SqlError>
+  /** pending → confirmed | failed, once; false when it was not pending. */
+  readonly finish: (
+    transferId: string,
+    outcome: { readonly status: "confirmed" | "failed"; readonly txHash: string | null; readonly confirmedAt: string | null }
+  ) => Effect.Effect<boolean, SqlError.SqlError>
+  readonly markGuardianSettled: (transferId: string) => Effect.Effect<void, SqlError.SqlError>
+  /** Transfers still pending, or final but not yet settled with the guardian. */
+  readonly unfinished: (mode: Mode) => Effect.Effect<ReadonlyArray<StoredTransfer>, SqlError.SqlError>
+}>()("server/transfers/TransferStore") {
+  static readonly layer = Layer.effect(
+    TransferStore,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const decode = (rows: ReadonlyArray<unknown>) =>
+        // A row that does not decode breaks our own schema: a defect.
+        Schema.decodeUnknownEffect(Schema.Array(TransferRow))(rows).pipe(Effect.orDie)
+      return TransferStore.of({
+        nextNonce: (accountId, mode) =>
+          sql<{ nonce: string }>`
+            INSERT INTO transfer_nonces (account_id, mode, next_nonce) VALUES (${accountId}, ${mode}, 1)
+            ON CONFLICT (account_id, mode) DO UPDATE SET next_nonce = transfer_nonces.next_nonce + 1
+            RETURNING (next_nonce - 1)::text AS nonce`.pipe(Effect.map((rows) => BigInt(rows[0]!.nonce))),
+        insert: (t) =>
+          sql`
+            INSERT INTO transfers (transfer_id, mode, sender_account_id, recipient_account_id, recipient_address,
+              recipient_display, asset, confidential, status, api_key_id, replay_nonce, deadline_seconds, sender_box,
+              recipient_box, sealed_digest, ciphertext, call_data, created_at)
+            VALUES (${t.transferId}, ${t.mode}, ${t.senderAccountId}, ${t.recipientAccountId}, ${t.recipientAddress},
+              ${t.recipientDisplay}, ${t.asset}, ${t.confidential}, 'pending', ${t.apiKeyId}, ${t.replayNonce.toString()},
+              ${t.deadlineSeconds.toString()}, ${t.senderBox}, ${t.recipientBox}, ${t.sealedDigest}, ${t.ciphertext},
+              ${t.callData}, ${t.createdAt}::timestamptz)`.pipe(Effect.asVoid),
+        findForAccount: (transferId, accountId, mode) =>
+          sql.unsafe(
+            `SELECT ${columns} FROM transfers t JOIN accounts s ON s.account_id = t.sender_account_id
+             WHERE t.transfer_id = $1 AND t.mode = $2 AND (t.sender_account_id = $3 OR t.recipient_account_id = $3)`,
+            [transferId, mode, accountId]
+          ).pipe(Effect.flatMap(decode), Effect.map((rows) => Option.fromNullishOr(rows[0]))),
+        findById: (transferId) =>
+          sql.unsafe(
+            `SELECT ${columns} FROM transfers t JOIN accounts s ON s.account_id = t.sender_account_id WHERE t.transfer_id = $1`,
+            [transferId]
+          ).pipe(Effect.flatMap(decode), Effect.map((rows) => Option.fromNullishOr(rows[0]))),
+        boxes: (transferId) =>
+          sql<{ sender_box: Uint8Array; recipient_box: Uint8Array; call_data: Uint8Array }>`
+            SELECT sender_box, recipient_box, call_data FROM transfers WHERE transfer_id = ${transferId}`.pipe(
+            Effect.map((rows) =>
+              Option.map(Option.fromNullishOr(rows[0]), (row) => ({
+                senderBox: new Uint8Array(row.sender_box),
+                recipientBox: new Uint8Array(row.recipient_box),
+                callData: new Uint8Array(row.call_data)
+              }))
+            )
+          ),
+        list: (q) => {
+          const params: Array<unknown> = [q.accountId, q.mode]
+          const where = ["(t.sender_account_id = $1 OR t.recipient_account_id = $1)", "t.mode = $2"]
+          if (q.status !== undefined) {
+            params.push(q.status)
+            where.push(`t.status = $${params.length}`)
+          }
+          if (q.createdAfter !== undefined) {
+            params.push(q.createdAfter)
+            where.push(`t.created_at > $${params.length}::timestamptz`)
+          }
+          if (q.createdBefore !== undefined) {
+            params.push(q.createdBefore)
+            where.push(`t.created_at < $${params.length}::timestamptz`)
+          }
+          params.push(q.limit + 1, q.offset)
+          return sql.unsafe(
+            `SELECT ${columns} FROM transfers t JOIN accounts s ON s.account_id = t.sender_account_id
+             WHERE ${where.join(" AND ")}
+             ORDER BY t.created_at DESC, t.transfer_id DESC
+             LIMIT $${params.length - 1} OFFSET $${params.length}`,
+            params
+          ).pipe(Effect.flatMap(decode))
+        },
+        finish: (transferId, outcome) =>
+          sql`
+            UPDATE transfers SET status = ${outcome.status}, tx_hash = COALESCE(${outcome.txHash}, tx_hash),
+              confirmed_at = ${outcome.confirmedAt}::timestamptz
+            WHERE transfer_id = ${transferId} AND status = 'pending'
+            RETURNING 1 AS finished`.pipe(Effect.map((rows) => rows.length > 0)),
+        markGuardianSettled: (transferId) =>
+          sql`UPDATE transfers SET guardian_settled = true WHERE transfer_id = ${transferId}`.pipe(Effect.asVoid),
+        unfinished: (mode) =>
+          sql.unsafe(
+            `SELECT ${columns} FROM transfers t JOIN accounts s ON s.account_id = t.sender_account_id
+             WHERE t.mode = $1 AND (t.status = 'pending' OR t.guardian_settled = false)
+             ORDER BY t.created_at`,
+            [mode]
+          ).pipe(Effect.flatMap(decode))
+      })
+    })
+  )
+}

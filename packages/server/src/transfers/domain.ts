@@ -1,0 +1,171 @@
+/**
+ * Transfers: assets and their decimals, money parsing (D4), the recipient forms
+ * (D15), the one Transfer representation (D13) and the list query (D16).
+ * Pure: no HTTP, no SQL.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+
+/**
+ * The supported assets and their decimals (D4).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const assets = { USDG: 6, ETH: 18 } as const
+export type Asset = keyof typeof assets
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export const AssetName = Schema.Literals(["USDG", "ETH"])
+
+/**
+ * D4: at most 1,000,000,000,000 whole units.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const wholeUnitsMax = 1_000_000_000_000n
+
+/**
+ * D15: a memo is at most 512 bytes of UTF-8.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const memoBytesMax = 512
+
+/**
+ * Parses a decimal amount (D4) into base units: > 0, at most the asset's
+ * decimals, at most 1e12 whole units. Undefined for anything else. Never uses
+ * floating point.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const parseAmount = (text: string, asset: Asset): bigint | undefined => {
+  const match = /^(\d{1,13})(?:\.(\d+))?$/.exec(text)
+  if (match === null) return undefined
+  const decimals = assets[asset]
+  const fraction = match[2] ?? ""
+  if (fraction.length > decimals) return undefined
+  const whole = BigInt(match[1]!)
+  const units = whole * 10n ** BigInt(decimals) + BigInt(fraction.padEnd(decimals, "0") || "0")
+  if (units <= 0n || units > wholeUnitsMax * 10n ** BigInt(decimals)) return undefined
+  return units
+}
+
+/**
+ * Base units as the shortest exact decimal string (D4): "12.5", "0", "1000".
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const formatAmount = (units: bigint, asset: Asset): string => {
+  const decimals = BigInt(assets[asset])
+  const scale = 10n ** decimals
+  const whole = units / scale
+  const fraction = (units % scale).toString().padStart(Number(decimals), "0").replace(/0+$/, "")
+  return fraction === "" ? whole.toString() : `${whole}.${fraction}`
+}
+
+/**
+ * What `to` names (D15): one of our handles (an agent's `@owner/name` too), or a
+ * 0x address (40 hex digits, any case).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RecipientRef =
+  | { readonly _tag: "Handle"; readonly handle: string }
+  | { readonly _tag: "Address"; readonly address: `0x${string}` }
+
+/**
+ * @since 0.1.0
+ * @category parsing
+ */
+export const parseRecipient = (text: string): RecipientRef | undefined => {
+  if (/^0x[0-9a-fA-F]{40}$/.test(text)) return { _tag: "Address", address: text as `0x${string}` }
+  const handle = (text.startsWith("@") ? text.slice(1) : text).toLowerCase()
+  // An account handle (D10), or an agent's owner/name (D21).
+  if (/^[a-z0-9_.-]{3,30}(\/[a-z0-9-]{1,32})?$/.test(handle)) return { _tag: "Handle", handle }
+  return undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export const TransferStatus = Schema.Literals(["pending", "confirmed", "failed"])
+export type TransferStatus = typeof TransferStatus.Type
+
+/**
+ * D13: the one Transfer representation (create, read, list). Never an amount or memo.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const TransferRecord = Schema.Struct({
+  transfer_id: Schema.String,
+  status: TransferStatus,
+  from: Schema.String,
+  to: Schema.String,
+  confidential: Schema.Boolean,
+  asset: AssetName,
+  direction: Schema.Literals(["sent", "received"]),
+  tx_hash: Schema.NullOr(Schema.String),
+  created_at: Schema.String,
+  confirmed_at: Schema.NullOr(Schema.String)
+})
+export type TransferRecord = typeof TransferRecord.Type
+
+/**
+ * The body of `POST /v1/transfers` as it arrives (checked further by the rules above).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const CreateTransferRequest = Schema.Struct({
+  to: Schema.String,
+  amount: Schema.String,
+  asset: Schema.optionalKey(Schema.String),
+  confidential: Schema.optionalKey(Schema.Boolean),
+  memo: Schema.optionalKey(Schema.String)
+})
+export type CreateTransferRequest = typeof CreateTransferRequest.Type
+
+/**
+ * D16: the list envelope.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const TransferPage = Schema.Struct({
+  data: Schema.Array(TransferRecord),
+  limit: Schema.Number,
+  offset: Schema.Number,
+  has_more: Schema.Boolean
+})
+
+/**
+ * D18: the boxes sealed to the caller's own key, for client-side decryption.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const SealedTransfer = Schema.Struct({
+  transfer_id: Schema.String,
+  role: Schema.Literals(["sender", "recipient"]),
+  asset: AssetName,
+  chain_id: Schema.Number,
+  contract: Schema.String,
+  /** The 32-byte transfer id the boxes are bound to. */
+  binding_id: Schema.String,
+  sealed_note: Schema.String,
+  /** The on-chain ciphertext: C and this party's handle, to check the note against with one scalar multiplication. */
+  commitment: Schema.String,
+  handle: Schema.String
+})

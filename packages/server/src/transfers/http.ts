@@ -1,0 +1,110 @@
+/**
+ * Handlers of the `transfers` group (D13-D18).
+ *
+ * @since 0.1.0
+ */
+import { Effect, Option } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { CurrentPrincipal, PublicApi } from "../http/Api.ts"
+import { InvalidRequest, TransferNotFound } from "../http/errors.ts"
+import { Settlement } from "../settlement/Settlement.ts"
+import { confidentialTokenOf } from "../settlement/Chains.ts"
+import { TransferStatus } from "./domain.ts"
+import { transferIdBytes32, Transfers } from "./Transfers.ts"
+import { TransferStore } from "./TransferStore.ts"
+
+/** D16: default and largest page. */
+const pageLimitDefault = 20
+const pageLimitMax = 100
+
+const isoTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$/
+
+/** D16's query rules, each failure naming its parameter. */
+const parseListQuery = (query: {
+  readonly limit?: string
+  readonly offset?: string
+  readonly status?: string
+  readonly from?: string
+  readonly to?: string
+}) =>
+  Effect.gen(function*() {
+    const integer = (name: string, text: string | undefined, fallback: number, min: number, max: number) =>
+      text === undefined
+        ? Effect.succeed(fallback)
+        : /^\d+$/.test(text) && Number(text) >= min && Number(text) <= max
+        ? Effect.succeed(Number(text))
+        : Effect.fail(InvalidRequest.of(`\`${name}\` must be an integer from ${min} to ${max}.`, { param: name }))
+    const limit = yield* integer("limit", query.limit, pageLimitDefault, 1, pageLimitMax)
+    const offset = yield* integer("offset", query.offset, 0, 0, Number.MAX_SAFE_INTEGER)
+    if (query.status !== undefined && !TransferStatus.literals.includes(query.status as never)) {
+      return yield* Effect.fail(InvalidRequest.of("`status` must be pending, confirmed or failed.", { param: "status" }))
+    }
+    for (const name of ["from", "to"] as const) {
+      const value = query[name]
+      if (value !== undefined && (!isoTimestamp.test(value) || Number.isNaN(Date.parse(value)))) {
+        return yield* Effect.fail(InvalidRequest.of(`\`${name}\` must be an ISO 8601 timestamp.`, { param: name }))
+      }
+    }
+    return { limit, offset, status: query.status, createdAfter: query.from, createdBefore: query.to }
+  })
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const TransfersHttpLive = HttpApiBuilder.group(PublicApi, "transfers", (handlers) =>
+  Effect.gen(function*() {
+    const transfers = yield* Transfers
+    const store = yield* TransferStore
+    const settlement = yield* Settlement
+    return handlers
+      .handle("create", ({ payload }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          return yield* transfers.create(principal, payload)
+        }))
+      .handle("get", ({ params }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          return yield* transfers.get(principal, params.transfer_id)
+        }))
+      .handle("list", ({ query }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const parsed = yield* parseListQuery(query)
+          const rows = yield* store.list({ accountId: principal.accountId, mode: principal.mode, ...parsed }).pipe(
+            Effect.orDie
+          )
+          return {
+            data: rows.slice(0, parsed.limit).map((t) => transfers.record(t, principal.accountId)),
+            limit: parsed.limit,
+            offset: parsed.offset,
+            has_more: rows.length > parsed.limit
+          }
+        }))
+      .handle("sealed", ({ params }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const t = yield* store.findForAccount(params.transfer_id, principal.accountId, principal.mode).pipe(
+            Effect.orDie,
+            Effect.flatMap(Option.match({ onNone: () => Effect.fail(TransferNotFound.of()), onSome: Effect.succeed }))
+          )
+          const boxes = Option.getOrThrow(yield* store.boxes(t.transfer_id).pipe(Effect.orDie))
+          const chain = Option.getOrThrow(settlement.chain(t.mode))
+          const role = t.sender_account_id === principal.accountId ? "sender" as const : "recipient" as const
+          const ciphertext = JSON.parse(t.ciphertext) as { commitment: string; fromHandle: string; toHandle?: string }
+          const box = role === "sender" ? boxes.senderBox : boxes.recipientBox
+          return {
+            transfer_id: t.transfer_id,
+            role,
+            asset: t.asset,
+            chain_id: chain.chainId,
+            contract: confidentialTokenOf(chain, t.asset),
+            binding_id: transferIdBytes32(t.transfer_id),
+            sealed_note: `0x${Buffer.from(box).toString("hex")}`,
+            commitment: ciphertext.commitment,
+            handle: role === "sender" ? ciphertext.fromHandle : ciphertext.toHandle ?? ciphertext.fromHandle
+          }
+        }))
+  }))
+

@@ -1,0 +1,239 @@
+/**
+ * The HTTP client that sends one delivery attempt, and its SSRF defences.
+ *
+ * - The URL is checked again before every attempt (AddressPolicy.checkUrl), so
+ *   an IP literal in any spelling is judged in canonical form.
+ * - A host name is resolved at connect time by our own `lookup`: every address
+ *   it resolves to must pass the policy (one bad address refuses the attempt,
+ *   so a name that mixes a public and a private address cannot win a race),
+ *   and the connection is pinned to the checked address: Node connects to what
+ *   `lookup` returned, while TLS still verifies the certificate against the
+ *   host name. DNS rebinding between check and connect has no gap to use.
+ * - Redirects are never followed: a 3xx is just a failed attempt.
+ * - 10 s for the whole exchange, on the real clock (it bounds a socket, not a
+ *   schedule), then the request is destroyed.
+ * - Certificates are always verified: against the system roots plus the
+ *   operator's `WEBHOOK_CA_FILE`, never with verification turned off.
+ * - The response body is drained and dropped: nothing of it is stored or logged.
+ *
+ * @since 0.1.0
+ */
+import * as dns from "node:dns"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import * as https from "node:https"
+import type { LookupFunction } from "node:net"
+import * as tls from "node:tls"
+import { Context, Effect, Layer, Option } from "effect"
+import { AppConfig } from "../config/AppConfig.ts"
+import { type AddressPolicy, checkUrl, makeAddressPolicy, refusalOf } from "./AddressPolicy.ts"
+
+/**
+ * D31: an attempt that has not completed in 10 s has failed.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const attemptTimeoutMs = 10_000
+
+/**
+ * Why an attempt got no HTTP status (recorded in the attempt log as is).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type AttemptError =
+  | "ssrf_refused"
+  | "invalid_url"
+  | "dns_error"
+  | "timeout"
+  | "connection_refused"
+  | "connection_reset"
+  | "tls_error"
+  | "network_error"
+  | "cancelled"
+
+/**
+ * What one attempt came to.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AttemptOutcome {
+  readonly statusCode: number | undefined
+  readonly error: AttemptError | undefined
+  readonly retryAfter: string | undefined
+  readonly durationMs: number
+}
+
+/**
+ * Resolves a host name to every address it has (injectable so tests can play
+ * a hostile DNS server).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Resolver = (hostname: string) => Promise<ReadonlyArray<{ readonly address: string; readonly family: number }>>
+
+const systemResolver: Resolver = (hostname) => dns.promises.lookup(hostname, { all: true, verbatim: true })
+
+const ssrfCode = "EPPS_SSRF_REFUSED"
+
+const classify = (error: unknown): AttemptError => {
+  const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : ""
+  if (code === ssrfCode) return "ssrf_refused"
+  if (code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "ENODATA") return "dns_error"
+  if (code === "ECONNREFUSED") return "connection_refused"
+  if (code === "ECONNRESET" || code === "EPIPE") return "connection_reset"
+  if (code === "ETIMEDOUT") return "timeout"
+  if (/CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO_VERIFY|ALTNAME/.test(code)) return "tls_error"
+  return "network_error"
+}
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class WebhookClient extends Context.Service<WebhookClient, {
+  readonly policy: AddressPolicy
+  /** Sends one POST; never fails: every outcome is an AttemptOutcome. */
+  readonly send: (request: {
+    readonly url: string
+    readonly headers: Record<string, string>
+    readonly body: Uint8Array
+  }) => Effect.Effect<AttemptOutcome>
+}>()("server/webhooks/WebhookClient") {
+  /**
+   * @since 0.1.0
+   * @category constructors
+   */
+  static readonly make = (options: {
+    readonly policy: AddressPolicy
+    /** Extra trusted CA certificates (PEM), besides the system roots. */
+    readonly extraCaPem?: string | undefined
+    readonly resolver?: Resolver | undefined
+    readonly timeoutMs?: number | undefined
+  }) => {
+    const resolver = options.resolver ?? systemResolver
+    const timeoutMs = options.timeoutMs ?? attemptTimeoutMs
+    const lookup: LookupFunction = (hostname, lookupOptions, callback) => {
+      resolver(hostname).then(
+        (addresses) => {
+          const refused = addresses.find((entry) => refusalOf(options.policy, entry.address) !== undefined)
+          const pinned = addresses[0]
+          if (refused !== undefined || pinned === undefined) {
+            const error = Object.assign(
+              new Error(refused === undefined ? `${hostname} has no address` : `${hostname} resolves to a refused address`),
+              { code: refused === undefined ? "ENOTFOUND" : ssrfCode }
+            )
+            return callback(error, "", 0)
+          }
+          if (lookupOptions.all === true) return callback(null, [{ address: pinned.address, family: pinned.family }])
+          return callback(null, pinned.address, pinned.family)
+        },
+        (error: NodeJS.ErrnoException) => callback(error, "", 0)
+      )
+    }
+    // One TLS context built once: handing `ca` to the agent instead would make it
+    // concatenate every root certificate into the pool key on each request.
+    const secureContext = options.extraCaPem === undefined
+      ? undefined
+      : tls.createSecureContext({ ca: [...tls.rootCertificates, options.extraCaPem] })
+    // Keep-alive pools per host: a pooled socket was pinned and checked when it connected.
+    const httpsAgent = new https.Agent({
+      keepAlive: true,
+      maxSockets: 32,
+      ...(secureContext === undefined ? {} : { secureContext })
+    })
+    const httpAgent = new http.Agent({ keepAlive: true, maxSockets: 32 })
+
+    const sendPromise = (
+      request: { readonly url: string; readonly headers: Record<string, string>; readonly body: Uint8Array },
+      signal: AbortSignal
+    ) =>
+      new Promise<AttemptOutcome>((resolve) => {
+        const startedMs = performance.now()
+        const done = (outcome: Omit<AttemptOutcome, "durationMs">) =>
+          resolve({ ...outcome, durationMs: Math.round(performance.now() - startedMs) })
+        const checked = checkUrl(options.policy, request.url)
+        if (checked._tag === "Refused") {
+          return done({
+            statusCode: undefined,
+            error: checked.reason === "address" ? "ssrf_refused" : "invalid_url",
+            retryAfter: undefined
+          })
+        }
+        const url = checked.url
+        const secure = url.protocol === "https:"
+        let timedOut = false
+        const outgoing = (secure ? https : http).request({
+          protocol: url.protocol,
+          hostname: url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname,
+          port: url.port === "" ? undefined : Number(url.port),
+          path: `${url.pathname}${url.search}`,
+          method: "POST",
+          headers: { ...request.headers, "content-length": String(request.body.byteLength) },
+          agent: secure ? httpsAgent : httpAgent,
+          lookup,
+          signal
+        }, (response) => {
+          const statusCode = response.statusCode
+          const retryAfter = response.headers["retry-after"]
+          // Drain and drop the body (it is never stored), so the socket can be reused.
+          response.resume()
+          response.once("end", () => {
+            clearTimeout(timer)
+            done({ statusCode, error: undefined, retryAfter })
+          })
+          response.once("error", (error) => {
+            clearTimeout(timer)
+            done({ statusCode, error: timedOut ? "timeout" : classify(error), retryAfter })
+          })
+        })
+        const timer = setTimeout(() => {
+          timedOut = true
+          outgoing.destroy(Object.assign(new Error("attempt timed out"), { code: "ETIMEDOUT" }))
+        }, timeoutMs)
+        outgoing.once("error", (error) => {
+          clearTimeout(timer)
+          done({
+            statusCode: undefined,
+            error: timedOut ? "timeout" : signal.aborted ? "cancelled" : classify(error),
+            retryAfter: undefined
+          })
+        })
+        outgoing.end(request.body)
+      })
+
+    return WebhookClient.of({
+      policy: options.policy,
+      send: (request) => Effect.promise((signal) => sendPromise(request, signal)).pipe(Effect.withSpan("WebhookClient.send"))
+    })
+  }
+
+  /**
+   * From configuration: loopback flag, private allow-list, extra CA file.
+   *
+   * @since 0.1.0
+   * @category layers
+   */
+  static readonly layer = Layer.effect(
+    WebhookClient,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      const policy = yield* Effect.try({
+        try: () =>
+          makeAddressPolicy({
+            allowLoopback: config.webhookAllowInsecureLoopback,
+            allowedPrivateCidrs: config.webhookAllowedPrivateCidrs
+          }),
+        catch: (error) => error
+      }).pipe(Effect.orDie)
+      const caFile = config.webhookCaFile
+      const extraCaPem = Option.isSome(caFile)
+        ? yield* Effect.try({ try: () => fs.readFileSync(caFile.value, "utf8"), catch: (error) => error }).pipe(Effect.orDie)
+        : undefined
+      return WebhookClient.make({ policy, extraCaPem })
+    })
+  )
+}

@@ -1,0 +1,55 @@
+/**
+ * Handlers of the `webhooks` group.
+ *
+ * A database fault is ours, not the caller's: it dies and answers 500
+ * `internal_error` (D2).
+ *
+ * @since 0.1.0
+ */
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { CurrentPrincipal, PublicApi } from "../http/Api.ts"
+import { pageLimitDefault } from "./domain.ts"
+import { type Owner, Webhooks } from "./Webhooks.ts"
+
+const currentOwner = Effect.gen(function*() {
+  const principal = yield* CurrentPrincipal
+  return { accountId: principal.accountId, mode: principal.mode } satisfies Owner
+})
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const WebhooksHttpLive = HttpApiBuilder.group(PublicApi, "webhooks", (handlers) =>
+  Effect.gen(function*() {
+    const webhooks = yield* Webhooks
+    return handlers
+      .handle("create", ({ payload }) =>
+        Effect.gen(function*() {
+          return yield* webhooks.create(yield* currentOwner, payload)
+        }).pipe(Effect.catchTag("SqlError", Effect.die)))
+      .handle("list", () =>
+        Effect.gen(function*() {
+          return { data: yield* webhooks.list(yield* currentOwner) }
+        }).pipe(Effect.catchTag("SqlError", Effect.die)))
+      .handle("remove", ({ params }) =>
+        Effect.gen(function*() {
+          yield* webhooks.remove(yield* currentOwner, params.webhook_id)
+        }).pipe(Effect.catchTag("SqlError", Effect.die)))
+      .handle("rotateSecret", ({ params }) =>
+        Effect.gen(function*() {
+          return yield* webhooks.rotateSecret(yield* currentOwner, params.webhook_id)
+        }).pipe(Effect.catchTag("SqlError", Effect.die)))
+      .handle("deliveries", ({ params, query }) =>
+        Effect.gen(function*() {
+          return yield* webhooks.deliveries(yield* currentOwner, params.webhook_id, {
+            limit: query.limit ?? pageLimitDefault,
+            offset: query.offset ?? 0
+          })
+        }).pipe(Effect.catchTag("SqlError", Effect.die)))
+      .handle("replay", ({ params }) =>
+        Effect.gen(function*() {
+          return yield* webhooks.replay(yield* currentOwner, params.webhook_id, params.event_id)
+        }).pipe(Effect.catchTag("SqlError", Effect.die)))
+  }))
