@@ -1,0 +1,134 @@
+/**
+ * Two invariants of the transfer path, over a real socket on embedded anvil:
+ *
+ * - Canary: transfers with distinctive amounts and memos leave no trace of them
+ *   in the database dump, the logs, the event payloads or the chain calldata — in
+ *   decimal, base units or hex.
+ * - Conservation: 32 concurrent clients shuffling funds among 8 accounts; then
+ *   the sum of the balances each account proves equals the sum of the faucet
+ *   grants, and none is negative.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import { Context, Effect, Option, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import { Settlement } from "../src/settlement/Settlement.ts"
+import { TransferRecord } from "../src/transfers/domain.ts"
+import { balanceProof, registerKey } from "./support/confidentialClient.ts"
+import { bearer, createAccount, postJson, send } from "./support/http.ts"
+import { makeTestServer, TestServer } from "./support/TestServer.ts"
+
+/** Every row of every table as text (bytea as hex): what a database dump shows. */
+const dumpDatabase = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const tables = yield* sql<{ table_name: string }>`
+    SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`
+  const parts: Array<string> = []
+  for (const { table_name } of tables) {
+    const rows = yield* sql.unsafe<Record<string, unknown>>(`SELECT * FROM "${table_name}"`)
+    for (const row of rows) {
+      parts.push(JSON.stringify(row, (_key, value: unknown) =>
+        value instanceof Uint8Array ? Buffer.from(value).toString("hex") : typeof value === "bigint" ? value.toString() : value))
+    }
+  }
+  return parts.join("\n")
+})
+
+describe("transfer invariants", () => {
+  layer(makeTestServer(), { timeout: "180 seconds", excludeTestServices: true })("embedded", (it) => {
+    it.effect("canary: no amount or memo in the database, the logs, the events or the calldata", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const sender = yield* createAccount(server, "canary.sender")
+        const recipient = yield* createAccount(server, "canary.recipient")
+        yield* registerKey(server.baseUrl, sender.api_key)
+        yield* registerKey(server.baseUrl, recipient.api_key)
+        yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(sender.api_key), { amount: "90000" }))
+        const canaries = [
+          { amount: "7351.438291", units: 7_351_438_291n, memo: "canary-memo-ZQX7-alpha" },
+          { amount: "61.000737", units: 61_000_737n, memo: "canary memo ünïcode 🐦 beta" }
+        ]
+        const hashes: Array<string> = []
+        for (const canary of canaries) {
+          const response = yield* send(
+            `${server.baseUrl}/v1/transfers`,
+            postJson(bearer(sender.api_key), { to: "@canary.recipient", amount: canary.amount, memo: canary.memo })
+          )
+          assert.strictEqual(response.status, 201, response.text)
+          hashes.push(Schema.decodeUnknownSync(TransferRecord)(response.json).tx_hash ?? "")
+        }
+        // A refused one too: error paths must not echo the amount either.
+        const refused = yield* send(
+          `${server.baseUrl}/v1/transfers`,
+          postJson(bearer(sender.api_key), { to: "@canary.recipient", amount: "88888.123457", memo: "canary-refused-memo" })
+        )
+        assert.strictEqual(refused.status, 402)
+
+        const dump = yield* dumpDatabase.pipe(Effect.provide(server.services))
+        const logs = server.logs.join("\n")
+        const chain = Option.getOrThrow(Context.get(server.services, Settlement).chain("test"))
+        const calldata = yield* Effect.forEach(hashes, (hash) =>
+          Effect.promise(() => chain.client.getTransaction({ hash: hash as `0x${string}` })).pipe(Effect.map((tx) => tx.input)))
+        const haystacks = { database: dump.toLowerCase(), logs: logs.toLowerCase(), calldata: calldata.join("\n").toLowerCase(), refusal: refused.text }
+        assert.isAbove(dump.length, 1000)
+        assert.include(dump, "transfer.confirmed", "the events are in the dump")
+        for (const canary of [...canaries, { amount: "88888.123457", units: 88_888_123_457n, memo: "canary-refused-memo" }]) {
+          const needles = [canary.amount, canary.units.toString(), canary.units.toString(16), canary.memo.toLowerCase()]
+          for (const [where, haystack] of Object.entries(haystacks)) {
+            for (const needle of needles) assert.notInclude(haystack, needle, `${needle} found in the ${where}`)
+          }
+        }
+      }))
+
+    it.effect("conservation: 32 concurrent clients among 8 accounts; balances sum to the grants, none negative", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const accounts = yield* Effect.forEach(Array.from({ length: 8 }, (_, i) => i), (i) =>
+          Effect.gen(function*() {
+            const account = yield* createAccount(server, `pool-${i}`)
+            const keyPair = yield* registerKey(server.baseUrl, account.api_key)
+            const grant = yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(account.api_key), { amount: "100" }))
+            assert.strictEqual(grant.status, 200, grant.text)
+            return { ...account, keyPair, index: i }
+          }), { concurrency: 4 })
+        const grantsUnits = 8n * 100_000_000n
+        // A fixed pseudo-random schedule (no Math.random): client c sends from account c % 8.
+        const statuses = yield* Effect.forEach(Array.from({ length: 32 }, (_, c) => c), (client) =>
+          Effect.forEach(Array.from({ length: 4 }, (_, k) => k), (k) => {
+            const from = accounts[client % 8]!
+            const to = accounts[(client * 3 + k * 5 + 1) % 8 === client % 8 ? (client + 1) % 8 : (client * 3 + k * 5 + 1) % 8]!
+            const amount = `${(client * 7 + k * 13) % 60 + 1}.${String((client * 31 + k) % 1000).padStart(3, "0")}`
+            return send(`${server.baseUrl}/v1/transfers`, postJson(bearer(from.api_key), { to: `@${to.handle.slice(1)}`, amount })).pipe(
+              Effect.map((response) => response.status)
+            )
+          }), { concurrency: 32 }).pipe(Effect.map((all) => all.flat()))
+        const counts = new Map<number, number>()
+        for (const status of statuses) counts.set(status, (counts.get(status) ?? 0) + 1)
+        for (const status of counts.keys()) assert.include([201, 402], status, `unexpected status ${status}`)
+        assert.isAbove(counts.get(201) ?? 0, 64, "most transfers go through")
+
+        // Wait until nothing is pending, then every account proves its balance.
+        yield* Effect.gen(function*() {
+          for (let attempt = 0; attempt < 100; attempt++) {
+            const pending = yield* Effect.forEach(accounts, (a) =>
+              send(`${server.baseUrl}/v1/transfers?status=pending`, { headers: bearer(a.api_key) }))
+            if (pending.every((p) => (p.json as { data: ReadonlyArray<unknown> }).data.length === 0)) return
+            yield* Effect.sleep("200 millis")
+          }
+          assert.fail("transfers still pending")
+        })
+        let total = 0n
+        for (const account of accounts) {
+          const proof = yield* balanceProof(server.baseUrl, account.api_key, account.keyPair)
+          const response = yield* send(`${server.baseUrl}/v1/accounts/me/balances`, {
+            headers: { ...bearer(account.api_key), "x-decryption-proof": proof }
+          })
+          assert.strictEqual(response.status, 200, response.text)
+          const usdg = (response.json as { balances: ReadonlyArray<{ asset: string; amount: string }> }).balances.find((b) => b.asset === "USDG")!
+          assert.notInclude(usdg.amount, "-")
+          const [whole, fraction = ""] = usdg.amount.split(".")
+          total += BigInt(whole!) * 1_000_000n + BigInt(fraction.padEnd(6, "0"))
+        }
+        assert.strictEqual(total, grantsUnits)
+      }))
+  })
+})
