@@ -14,9 +14,9 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Backend } from "@pps/crypto"
 import { Effect, Logger, Option } from "effect"
-import { createTestClient, http, keccak256 } from "viem"
-import { generatePrivateKey, privateKeyToAccount, privateKeyToAddress } from "viem/accounts"
+import { privateKeyToAddress } from "viem/accounts"
 import { Settlement } from "../src/settlement/Settlement.ts"
+import { rawAnvilRate } from "./rawAnvilRate.ts"
 import { keyPairFrom, makeTestGuardian, scalarFrom, settlementLayer, signedConfidentialTransfer } from "../test/support/chainFixtures.ts"
 
 const transfers = Number(process.env["BENCH_TRANSFERS"] ?? "2000")
@@ -52,35 +52,8 @@ const program = Effect.gen(function*() {
       })
     })
 
-  // 1. anvil's raw rate: pre-signed raw transactions from 8 fresh funded accounts.
-  const rawRequests = batch("raw")
-  const cheats = createTestClient({ mode: "anvil", transport: http(chain.rpcUrl) })
-  const blasters = Array.from({ length: 8 }, () => privateKeyToAccount(generatePrivateKey()))
-  for (const account of blasters) yield* Effect.promise(() => cheats.setBalance({ address: account.address, value: 10n ** 24n }))
-  const block = yield* Effect.promise(() => chain.client.getBlock())
-  const maxFeePerGas = (block.baseFeePerGas ?? 0n) * 2n + 1_000_000_000n
-  const raws = yield* Effect.promise(() =>
-    Promise.all(rawRequests.map((request, i) =>
-      blasters[i % blasters.length]!.signTransaction({
-        type: "eip1559",
-        chainId: chain.chainId,
-        nonce: Math.floor(i / blasters.length),
-        to: request.target,
-        data: request.data,
-        gas: request.gasLimit,
-        maxPriorityFeePerGas: 1_000_000_000n,
-        maxFeePerGas
-      })
-    ))
-  )
-  const rawStart = Date.now()
-  yield* Effect.forEach(raws, (raw) => Effect.promise(() => chain.client.sendRawTransaction({ serializedTransaction: raw })), {
-    concurrency,
-    discard: true
-  })
-  const lastHash = keccak256(raws[raws.length - 1]!)
-  yield* Effect.promise(() => chain.client.waitForTransactionReceipt({ hash: lastHash, pollingInterval: 50, timeout: 120_000 }))
-  const rawSeconds = (Date.now() - rawStart) / 1000
+  // 1. anvil's raw rate for the same kind of transfers.
+  const rawRate = yield* rawAnvilRate(chain, batch("raw"), concurrency)
 
   // 2. the adapter: Settlement.submit, then the confirmed outcome.
   const adapterRequests = batch("adapter")
@@ -104,9 +77,9 @@ const program = Effect.gen(function*() {
       `settings: ${transfers} transfers, block time ${blockTimeMs} ms, gas limit 1e9, ${chain.relayers.length} relayers, concurrency ${concurrency}`,
       `| path | transfers/s | submit→confirmed p50 ms | p99 ms |`,
       `|---|---:|---:|---:|`,
-      `| anvil raw (pre-signed, 8 senders) | ${(transfers / rawSeconds).toFixed(0)} | | |`,
+      `| anvil raw (pre-signed, 8 senders) | ${rawRate.toFixed(0)} | | |`,
       `| Settlement adapter | ${(transfers / adapterSeconds).toFixed(0)} | ${percentile(latencies, 0.5)} | ${percentile(latencies, 0.99)} |`,
-      `adapter / raw: ${((transfers / adapterSeconds) / (transfers / rawSeconds)).toFixed(2)}`
+      `adapter / raw: ${((transfers / adapterSeconds) / rawRate).toFixed(2)}`
     ].join("\n") + "\n"
   )
 })

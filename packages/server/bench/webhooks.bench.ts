@@ -12,6 +12,7 @@
  * events at RATE per second for a few seconds; each latency is the receiver's
  * arrival time minus the event's `created_at`.
  */
+import { fork } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -25,15 +26,50 @@ import type { StoredEvent } from "../src/events/domain.ts"
 import { Outbox } from "../src/events/Outbox.ts"
 import { ulid } from "../src/platform/Ids.ts"
 import { testConfig } from "../test/support/TestServer.ts"
-import { makeTestCa, startReceiver } from "../test/support/webhooks-receiver.ts"
+import { makeTestCa } from "../test/support/webhooks-receiver.ts"
 import { confirmedEvent, EventsServicesLive, newAccount, newWebhook } from "../test/support/webhooks-services.ts"
 
-const subscriptions = 50
-const eventsPerAccount = 200
+const subscriptions = Number(process.env["BENCH_SUBSCRIPTIONS"] ?? "50")
+const eventsPerAccount = Math.ceil(10_000 / subscriptions)
+const concurrency = Number(process.env["BENCH_CONCURRENCY"] ?? "64")
 const latencyRatePerSecond = 400
 const latencySeconds = 5
 const postgresUrl = process.env["PPS_TEST_POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const natsUrl = process.env["PPS_TEST_NATS_URL"] ?? "nats://127.0.0.1:4222"
+
+/** The receiver in a child process, driven over IPC. */
+const startRemoteReceiver = (caDir: string) =>
+  new Promise<{
+    readonly url: string
+    readonly count: () => Promise<number>
+    readonly report: () => Promise<Array<[string, number]>>
+    readonly reset: () => void
+    readonly stop: () => void
+  }>((resolve) => {
+    const child = fork(new URL("./webhooks-receiver.ts", import.meta.url).pathname, [], {
+      env: { ...process.env, PPS_BENCH_CA_DIR: caDir },
+      execArgv: ["--disable-warning=ExperimentalWarning"]
+    })
+    const ask = <A>(question: string, key: string) =>
+      new Promise<A>((answer) => {
+        const listener = (message: Record<string, unknown>) => {
+          if (key in message) {
+            child.off("message", listener)
+            answer(message[key] as A)
+          }
+        }
+        child.on("message", listener)
+        child.send(question)
+      })
+    child.once("message", (message: { url: string }) =>
+      resolve({
+        url: message.url,
+        count: () => ask<number>("count", "count"),
+        report: () => ask<Array<[string, number]>>("report", "arrivals"),
+        reset: () => child.send("reset"),
+        stop: () => child.kill()
+      }))
+  })
 
 const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!
 
@@ -54,17 +90,17 @@ const runMode = (mode: "embedded" | "nats") =>
   Effect.gen(function*() {
     const ca = makeTestCa()
     const receiver = yield* Effect.acquireRelease(
-      Effect.promise(() => startReceiver(ca, () => ({ status: 200 }))),
-      (r) => Effect.promise(() => r.close())
+      Effect.promise(() => startRemoteReceiver(ca.dir)),
+      (r) => Effect.sync(() => r.stop())
     )
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-bench-"))
     yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
     const stream = `PPS_BENCH_${ulid()}`
     const overrides: Partial<AppConfigShape> = mode === "embedded"
-      ? { webhookCaFile: Option.some(ca.caFile), webhookConcurrency: 64 }
+      ? { webhookCaFile: Option.some(ca.caFile), webhookConcurrency: concurrency }
       : {
         webhookCaFile: Option.some(ca.caFile),
-        webhookConcurrency: 64,
+        webhookConcurrency: concurrency,
         databaseUrl: Option.some(Redacted.make(yield* freshDatabase)),
         databasePoolMax: 20,
         apiKeyPepper: Option.some(Redacted.make("bench-pepper-0123456789abcdef0123456789abcdef")),
@@ -104,12 +140,16 @@ const runMode = (mode: "embedded" | "nats") =>
       yield* outbox.append(accounts.map((account) => confirmedEvent(account.accountId, account.handle))).pipe(Effect.orDie)
     }
     const appendedMs = Date.now()
-    while (receiver.requests.length < total) yield* Effect.promise(() => new Promise((r) => setTimeout(r, 10)))
-    const lastMs = Math.max(...receiver.requests.map((r) => r.receivedAtMs))
+    while ((yield* Effect.promise(() => receiver.count())) < total) {
+      yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
+    }
+    const lastMs = Math.max(...(yield* Effect.promise(() => receiver.report())).map(([, ms]) => ms))
     const throughput = total / ((lastMs - startedMs) / 1000)
+    const rec = (globalThis as any).__rec as Array<[number, number]>
+    console.error("record batches", rec.length, "avg size", rec.reduce((a, [n]) => a + n, 0) / rec.length)
 
     // Latency: a steady rate.
-    receiver.requests.length = 0
+    receiver.reset()
     const latencyEvents: Array<StoredEvent> = []
     const tickMs = 50
     const perTick = Math.round((latencyRatePerSecond * tickMs) / 1000)
@@ -121,13 +161,17 @@ const runMode = (mode: "embedded" | "nats") =>
       const spent = Date.now() - tickStart
       if (spent < tickMs) yield* Effect.promise(() => new Promise((r) => setTimeout(r, tickMs - spent)))
     }
-    while (receiver.requests.length < latencyEvents.length) yield* Effect.promise(() => new Promise((r) => setTimeout(r, 10)))
+    while ((yield* Effect.promise(() => receiver.count())) < latencyEvents.length) {
+      yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
+    }
     const createdAt = new Map(latencyEvents.map((event) => [event.eventId, Date.parse(event.createdAt)]))
-    const latencies = receiver.requests
-      .map((request) => request.receivedAtMs - createdAt.get(String(request.headers["x-service-event-id"]))!)
+    const latencies = (yield* Effect.promise(() => receiver.report()))
+      .map(([eventId, receivedAtMs]) => receivedAtMs - createdAt.get(eventId)!)
       .sort((a, b) => a - b)
     return {
       mode,
+      subscriptions,
+      concurrency,
       deliveries: total,
       appendSeconds: (appendedMs - startedMs) / 1000,
       deliveriesPerSecond: Math.round(throughput),
