@@ -10,28 +10,13 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Context, Effect, Option, Schema } from "effect"
-import { SqlClient } from "effect/sql"
 import { Settlement } from "../src/settlement/Settlement.ts"
 import { TransferRecord } from "../src/transfers/domain.ts"
 import { balanceProof, registerKey } from "./support/confidentialClient.ts"
+import { dumpDatabase } from "./support/dumpDatabase.ts"
 import { bearer, createAccount, postJson, send } from "./support/http.ts"
 import { makeTestServer, TestServer } from "./support/TestServer.ts"
 
-/** Every row of every table as text (bytea as hex): what a database dump shows. */
-const dumpDatabase = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const tables = yield* sql<{ table_name: string }>`
-    SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`
-  const parts: Array<string> = []
-  for (const { table_name } of tables) {
-    const rows = yield* sql.unsafe<Record<string, unknown>>(`SELECT * FROM "${table_name}"`)
-    for (const row of rows) {
-      parts.push(JSON.stringify(row, (_key, value: unknown) =>
-        value instanceof Uint8Array ? Buffer.from(value).toString("hex") : typeof value === "bigint" ? value.toString() : value))
-    }
-  }
-  return parts.join("\n")
-})
 
 describe("transfer invariants", () => {
   layer(makeTestServer(), { timeout: "180 seconds", excludeTestServices: true })("embedded", (it) => {

@@ -11,6 +11,7 @@ import { privateKeyToAddress } from "viem/accounts"
 import { walletKeyBinding } from "../../src/accounts/Accounts.ts"
 import { Secrets } from "../../src/platform/Secrets.ts"
 import { SecretBox } from "../../src/platform/SecretBox.ts"
+import { dumpDatabase } from "../support/dumpDatabase.ts"
 import { bearer, createAccount, expectEnvelope, postJson, send } from "../support/http.ts"
 import { type DatabaseTarget, makeTestServer, TestServer } from "../support/TestServer.ts"
 
@@ -25,21 +26,6 @@ const KeyList = Schema.Struct({
   }))
 })
 
-/** Every row of every table, as text: what a database dump would show. */
-const dumpDatabase = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const tables = yield* sql<{ table_name: string }>`
-    SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`
-  const parts: Array<string> = []
-  for (const { table_name } of tables) {
-    const rows = yield* sql.unsafe<Record<string, unknown>>(`SELECT * FROM "${table_name}"`)
-    for (const row of rows) {
-      parts.push(JSON.stringify(row, (_key, value: unknown) =>
-        value instanceof Uint8Array ? Buffer.from(value).toString("hex") : typeof value === "bigint" ? value.toString() : value))
-    }
-  }
-  return parts.join("\n")
-})
 
 export const adminSuite = (database: DatabaseTarget) =>
   describe("admin API and secrets at rest", () => {
