@@ -9,6 +9,7 @@
  *
  * @since 0.1.0
  */
+import { Attestation } from "@pps/crypto"
 import type { Address } from "viem"
 
 /**
@@ -40,35 +41,16 @@ export const domain = (chainId: number, verifyingContract: Address) =>
  * @since 0.1.0
  * @category models
  */
-export const confidentialTransferTypes = {
-  ConfidentialTransfer: [
-    { name: "from", type: "address" },
-    { name: "to", type: "address" },
-    { name: "transferId", type: "bytes32" },
-    { name: "nonce", type: "uint256" },
-    { name: "ciphertextDigest", type: "bytes32" },
-    { name: "sealedDigest", type: "bytes32" },
-    { name: "deadline", type: "uint64" }
-  ]
-} as const
+export const confidentialTransferTypes = { ConfidentialTransfer: Attestation.types.ConfidentialTransfer } as const
 
 /**
  * The guardian's attestation of a public transfer (confidential: false) or an unshield.
+ * The crypto package owns the attestation types (one definition for guardian, server and contract).
  *
  * @since 0.1.0
  * @category models
  */
-export const publicTransferTypes = {
-  PublicTransfer: [
-    { name: "from", type: "address" },
-    { name: "to", type: "address" },
-    { name: "transferId", type: "bytes32" },
-    { name: "nonce", type: "uint256" },
-    { name: "amount", type: "uint256" },
-    { name: "ciphertextDigest", type: "bytes32" },
-    { name: "deadline", type: "uint64" }
-  ]
-} as const
+export const publicTransferTypes = { PublicTransfer: Attestation.types.PublicTransfer } as const
 
 /**
  * An account's consent to having `keyX, keyY` registered as its encryption key by a relayer.
