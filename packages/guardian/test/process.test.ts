@@ -92,7 +92,9 @@ describe("guardian process", () => {
       assert.strictEqual(anonymous.status, 401)
 
       const settledLater = confidentialRequest({ guardianKey: info.encryptionKey as Hex, from: alice, to: bob, amount: 400n })
-      const neverSettled = confidentialRequest({ guardianKey: info.encryptionKey as Hex, from: alice, to: bob, amount: 600n, deadline: nowSeconds() + 4n })
+      // Its deadline must outlast the first restart even on a loaded machine (CI runs suites in
+      // parallel): a reservation that expired before the check would free the balance early.
+      const neverSettled = confidentialRequest({ guardianKey: info.encryptionKey as Hex, from: alice, to: bob, amount: 600n, deadline: nowSeconds() + 20n })
       await withClient(port, (client) =>
         Effect.gen(function*() {
           yield* client.credit({ chainId, contract, account: alice.address, amount: 1_000n, creditId: "process-test-shield" })
@@ -118,8 +120,9 @@ describe("guardian process", () => {
       guardian.child.kill("SIGKILL")
       await guardian.exited
 
-      // Past the second reservation's deadline + margin, the restarted guardian expires it once.
-      await new Promise((resolve) => setTimeout(resolve, 3_000))
+      // Past the second reservation's deadline + margin (1 s), the restarted guardian expires it once.
+      const expiredAtMs = Number(neverSettled.deadline) * 1000 + 1_000
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, expiredAtMs - Date.now() + 500)))
       guardian = await start(dataDir, port)
       await new Promise((resolve) => setTimeout(resolve, 1_500))
       await withClient(port, (client) =>
