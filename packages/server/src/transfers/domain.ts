@@ -165,7 +165,11 @@ export const SealedTransfer = Schema.Struct({
   /** The 32-byte transfer id the boxes are bound to. */
   binding_id: Schema.String,
   sealed_note: Schema.String,
-  /** The on-chain ciphertext: C and this party's handle, to check the note against with one scalar multiplication. */
+  /**
+   * The on-chain ciphertext: C and this party's handle, to check the note against
+   * with one scalar multiplication. A standard transfer's recipient has no handle
+   * (null): its amount is public in the transaction.
+   */
   commitment: Schema.String,
-  handle: Schema.String
+  handle: Schema.NullOr(Schema.String)
 })

@@ -103,7 +103,7 @@ export const TransfersHttpLive = HttpApiBuilder.group(PublicApi, "transfers", (h
             binding_id: transferIdBytes32(t.transfer_id),
             sealed_note: `0x${Buffer.from(box).toString("hex")}`,
             commitment: ciphertext.commitment,
-            handle: role === "sender" ? ciphertext.fromHandle : ciphertext.toHandle ?? ciphertext.fromHandle
+            handle: role === "sender" ? ciphertext.fromHandle : ciphertext.toHandle ?? null
           }
         }))
   }))

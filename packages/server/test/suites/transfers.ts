@@ -57,9 +57,15 @@ export const transfersSuite = (database: DatabaseTarget) =>
           const asBob = yield* send(`${server.baseUrl}/v1/transfers/${transfer.transfer_id}`, { headers: bearer(bob.api_key) })
           expect(asBob.json).toMatchObject({ transfer_id: transfer.transfer_id, direction: "received", status: "confirmed" })
           const bobCopy = yield* decryptTransfer(server.baseUrl, bob.api_key, bobKey, transfer.transfer_id)
-          expect(bobCopy).toEqual({ amount: 12_500_000n, memo: "lunch money", consistent: true })
+          expect(bobCopy).toEqual({
+            transferId: transfer.transfer_id,
+            role: "recipient",
+            asset: "USDG",
+            amount: 12_500_000n,
+            memo: "lunch money"
+          })
           const aliceCopy = yield* decryptTransfer(server.baseUrl, alice.api_key, aliceKey, transfer.transfer_id)
-          expect(aliceCopy).toEqual({ amount: 12_500_000n, memo: "lunch money", consistent: true })
+          expect(aliceCopy).toEqual({ ...bobCopy, role: "sender" })
 
           const aliceProof = yield* balanceProof(server.baseUrl, alice.api_key, aliceKey)
           const proven = yield* send(`${server.baseUrl}/v1/accounts/me/balances`, {

@@ -1,0 +1,214 @@
+/**
+ * The `pps` command line keeps its contract against the real server (child
+ * process, embedded PGlite, anvil and guardian): keygen writes a 0600 key file
+ * and never overwrites one, register-key is idempotent, balances and transfer
+ * amounts are decrypted client-side and printed in the documented forms, and
+ * every failure exits 1 with the API's D1 body or a `pps:` line on stderr,
+ * never a secret key or an amount.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { EncryptionKey } from "@pps/crypto"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Client, Confidential, KeyFile } from "../src/index.ts"
+import { type Run, runNode, type ServerProcess, startServer } from "./support/server.ts"
+
+let server: ServerProcess
+let alice: { readonly account_id: string; readonly api_key: string }
+let bob: { readonly account_id: string; readonly api_key: string }
+// Alice's key file is in the default place under her home; Bob's is named with a relative --key-file.
+const aliceHome = fs.mkdtempSync(path.join(os.tmpdir(), "pps-home-alice-"))
+const bobDirectory = fs.mkdtempSync(path.join(os.tmpdir(), "pps-bob-"))
+const bobKeyFile = path.join(bobDirectory, "bob.key")
+let transferId = ""
+
+const pps = (apiKey: string, args: ReadonlyArray<string>, extraEnv: Readonly<Record<string, string>> = {}): Promise<Run> =>
+  runNode("packages/sdk/src/cli.ts", args, { HOME: aliceHome, PPS_API_KEY: apiKey, PPS_BASE_URL: server.baseUrl, ...extraEnv })
+const asAlice = (...args: ReadonlyArray<string>) => pps(alice.api_key, args)
+const asBob = (...args: ReadonlyArray<string>) =>
+  pps(bob.api_key, [...args, "--key-file", "bob.key"], { INIT_CWD: bobDirectory })
+
+const post = async (apiKey: string, route: string, body: unknown) => {
+  const response = await fetch(`${server.baseUrl}${route}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+    body: JSON.stringify(body)
+  })
+  return { status: response.status, json: (await response.json()) as Record<string, unknown> }
+}
+
+const expectSuccess = (run: Run): Run => {
+  expect(run, run.stderr).toMatchObject({ exitCode: 0, stderr: "" })
+  return run
+}
+
+const expectD1 = (run: Run, code: string) => {
+  expect(run.exitCode).toBe(1)
+  expect(run.stdout).toBe("")
+  const body = JSON.parse(run.stderr) as { error: { code: string; message: string; request_id: string } }
+  expect(body.error.code).toBe(code)
+  expect(body.error.request_id).toMatch(/^req_/)
+}
+
+beforeAll(async () => {
+  server = await startServer()
+  ;[alice, bob] = [await server.createAccount("alice"), await server.createAccount("bob")]
+}, 120_000)
+
+afterAll(async () => {
+  await server?.stop()
+  fs.rmSync(aliceHome, { recursive: true, force: true })
+  fs.rmSync(bobDirectory, { recursive: true, force: true })
+}, 30_000)
+
+// Each step runs a few CLI processes (about a second each on this machine).
+describe("pps", { timeout: 30_000 }, () => {
+  it("keygen writes a 0600 key file in a 0700 directory, prints no secret, and refuses to overwrite it", async () => {
+    const first = JSON.parse(expectSuccess(await asAlice("keygen")).stdout) as Record<string, string>
+    const defaultFile = path.join(aliceHome, ".pps", `${alice.account_id}.key`)
+    expect(Object.keys(first)).toEqual(["account_id", "public_key", "key_file"])
+    expect(first).toMatchObject({ account_id: alice.account_id, key_file: defaultFile })
+    expect(fs.statSync(defaultFile).mode & 0o777).toBe(0o600)
+    expect(fs.statSync(path.dirname(defaultFile)).mode & 0o777).toBe(0o700)
+    const stored = JSON.parse(fs.readFileSync(defaultFile, "utf8")) as Record<string, string>
+    expect(Object.keys(stored)).toEqual(["account_id", "secret_key", "public_key"])
+    expect(stored["public_key"]).toBe(first["public_key"])
+    expect(stored["secret_key"]).toMatch(/^0x[0-9a-f]{64}$/)
+
+    const again = await asAlice("keygen")
+    expect(again.exitCode).toBe(1)
+    expect(again.stderr).toMatch(/^pps: .*exists already.*--force/)
+    expect(fs.readFileSync(defaultFile, "utf8")).toBe(`${JSON.stringify(stored)}\n`)
+
+    // Before registration, --force replaces the key (atomically, still 0600).
+    const replaced = JSON.parse(expectSuccess(await asAlice("keygen", "--force")).stdout) as Record<string, string>
+    expect(replaced["public_key"]).not.toBe(first["public_key"])
+    expect(fs.statSync(defaultFile).mode & 0o777).toBe(0o600)
+    expect(fs.readdirSync(path.dirname(defaultFile))).toEqual([`${alice.account_id}.key`])
+
+    const bobKey = JSON.parse(expectSuccess(await asBob("keygen")).stdout) as Record<string, string>
+    expect(bobKey["key_file"]).toBe(bobKeyFile)
+    expect(fs.statSync(bobKeyFile).mode & 0o777).toBe(0o600)
+    // No output carries the secret key it made.
+    const secretOf = (file: string) => String((JSON.parse(fs.readFileSync(file, "utf8")) as Record<string, string>)["secret_key"]).slice(2)
+    expect(JSON.stringify(first)).not.toContain(String(stored["secret_key"]).slice(2))
+    expect(JSON.stringify(replaced)).not.toContain(secretOf(defaultFile))
+    expect(JSON.stringify(bobKey)).not.toContain(secretOf(bobKeyFile))
+  })
+
+  it("register-key registers the key with its proofs, and again changes nothing", async () => {
+    const { keyPair } = KeyFile.read(path.join(aliceHome, ".pps", `${alice.account_id}.key`))
+    const publicKey = `0x${Buffer.from(keyPair.publicKey).toString("hex")}`
+    const expected = `${JSON.stringify({ account_id: alice.account_id, public_key: publicKey, confidential_ready: true })}\n`
+    expect(expectSuccess(await asAlice("register-key")).stdout).toBe(expected)
+    expect(expectSuccess(await asAlice("register-key")).stdout).toBe(expected)
+    expectSuccess(await asBob("register-key"))
+
+    const status = await Confidential.encryptionKeyStatus(Client.make({ baseUrl: server.baseUrl, apiKey: alice.api_key }))
+    expect(status).toMatchObject({ public_key: publicKey, confidential_ready: true })
+    // A registered key is final: keygen will not make a second one, even with --force.
+    const replace = await asAlice("keygen", "--force")
+    expect(replace.exitCode).toBe(1)
+    expect(replace.stderr).toMatch(/^pps: .*has a registered encryption key already/)
+    expect(KeyFile.read(path.join(aliceHome, ".pps", `${alice.account_id}.key`)).keyPair.publicKey).toEqual(keyPair.publicKey)
+  })
+
+  it("balance prints the decrypted, proven balances as a table, and with --json the endpoint's body", async () => {
+    expect((await post(alice.api_key, "/v1/test/faucet", { amount: "100" })).status).toBe(200)
+    const created = await post(alice.api_key, "/v1/transfers", { to: "@bob", amount: "12.5", memo: "lunch money" })
+    expect(created.status).toBe(201)
+    expect(created.json).toMatchObject({ status: "confirmed", confidential: true })
+    transferId = String(created.json["transfer_id"])
+
+    const [aliceTable, bobTable, bobJson] = await Promise.all([asAlice("balance"), asBob("balance"), asBob("balance", "--json")])
+    expect(expectSuccess(aliceTable).stdout).toBe("asset  amount\nUSDG   87.5\nETH    0\n")
+    expect(expectSuccess(bobTable).stdout).toBe("asset  amount\nUSDG   12.5\nETH    0\n")
+    expect(expectSuccess(bobJson).stdout).toBe(
+      `${JSON.stringify({ balances: [{ asset: "USDG", amount: "12.5" }, { asset: "ETH", amount: "0" }] })}\n`
+    )
+  })
+
+  it("decrypt-transfer opens each side's sealed copy and prints amount and memo", async () => {
+    const expected = `${JSON.stringify({ transfer_id: transferId, amount: "12.5", memo: "lunch money" })}\n`
+    const [asRecipient, asSender, asSenderTable] = await Promise.all([
+      asBob("decrypt-transfer", transferId, "--json"),
+      asAlice("decrypt-transfer", transferId, "--json"),
+      asAlice("decrypt-transfer", transferId)
+    ])
+    expect(expectSuccess(asRecipient).stdout).toBe(expected)
+    expect(expectSuccess(asSender).stdout).toBe(expected)
+    expect(expectSuccess(asSenderTable).stdout).toBe(
+      `transfer_id  ${transferId}\nrole         sender\nasset        USDG\namount       12.5\nmemo         lunch money\n`
+    )
+  })
+
+  it("fails with exit 1 and the API's D1 body, or a pps: line, and never shows an amount", async () => {
+    // A key that is not the registered one, and a copy of Bob's key file that others may read.
+    const strangerFile = path.join(bobDirectory, "stranger.key")
+    KeyFile.write(strangerFile, { accountId: bob.account_id, keyPair: EncryptionKey.generate() }, { overwrite: false })
+    const groupReadable = path.join(bobDirectory, "group-readable.key")
+    fs.copyFileSync(bobKeyFile, groupReadable)
+    fs.chmodSync(groupReadable, 0o640)
+    const [badApiKey, unknownTransfer, missingApiKey, wrongAccount, stranger, tooOpen, usage] = await Promise.all([
+      pps("hc_test_not-a-real-key", ["balance"]),
+      asBob("decrypt-transfer", "tr_01JD0000000000000000000000"),
+      pps("", ["balance"]),
+      // Bob's API key with Alice's key file.
+      pps(bob.api_key, ["balance", "--key-file", path.join(aliceHome, ".pps", `${alice.account_id}.key`)]),
+      pps(bob.api_key, ["decrypt-transfer", transferId, "--key-file", strangerFile]),
+      pps(bob.api_key, ["balance", "--key-file", groupReadable]),
+      asAlice("balance", "--force")
+    ])
+    expectD1(badApiKey, "unauthorized")
+    expectD1(unknownTransfer, "transfer_not_found")
+    const expectRefusal = (run: Run, message: RegExp) => {
+      expect(run).toMatchObject({ exitCode: 1, stdout: "" })
+      expect(run.stderr).toMatch(message)
+      expect(run.stderr).not.toMatch(/12\.5|12500000|lunch/)
+    }
+    expectRefusal(missingApiKey, /^pps: PPS_API_KEY is not set/)
+    expectRefusal(wrongAccount, /^pps: .*holds the key of account acct_.*belongs to account acct_/)
+    // The wrong key cannot open Bob's copy: a loud failure, not a wrong amount.
+    expectRefusal(stranger, /^pps: the sealed copy of transfer tr_\w+ does not open with this key/)
+    expectRefusal(tooOpen, /^pps: .*readable by others; run: chmod 600/)
+    expectRefusal(usage, /^pps: balance does not take --force/)
+  })
+
+  it("refuses a sealed copy that does not match the transfer's ciphertext (a server that lies about the amount)", async () => {
+    // A second transfer gives a real ciphertext of another amount; a proxy swaps it into the first transfer's copy.
+    const second = await post(alice.api_key, "/v1/transfers", { to: "@bob", amount: "1" })
+    expect(second.status).toBe(201)
+    const secondCopy = (await (await fetch(`${server.baseUrl}/v1/transfers/${String(second.json["transfer_id"])}/sealed`, {
+      headers: { authorization: `Bearer ${bob.api_key}` }
+    })).json()) as Record<string, string>
+    const lying: Client.Fetch = async (url, init) => {
+      const response = await fetch(url, init)
+      if (!url.endsWith(`/v1/transfers/${transferId}/sealed`)) return response
+      const copy = (await response.json()) as Record<string, string>
+      return Response.json({ ...copy, commitment: secondCopy["commitment"], handle: secondCopy["handle"] })
+    }
+    const { keyPair } = KeyFile.read(bobKeyFile)
+    const honest = Client.make({ baseUrl: server.baseUrl, apiKey: bob.api_key })
+    expect(await Confidential.decryptTransfer(honest, keyPair, transferId)).toMatchObject({ amount: 12_500_000n })
+    const client = Client.make({ baseUrl: server.baseUrl, apiKey: bob.api_key, fetch: lying })
+    const refused = await Confidential.decryptTransfer(client, keyPair, transferId).then(
+      () => undefined,
+      (error: unknown) => error
+    )
+    expect(refused).toBeInstanceOf(Confidential.ConfidentialError)
+    expect((refused as Confidential.ConfidentialError).reason).toBe("sealed_copy_mismatch")
+    expect((refused as Error).message).not.toMatch(/12\.5|12500000|lunch/)
+  })
+
+  it("a standard transfer: the sender's copy checks out, the recipient's cannot be checked and is not shown", async () => {
+    const standard = await post(alice.api_key, "/v1/transfers", { to: "@bob", amount: "2", memo: "public", confidential: false })
+    expect(standard.status).toBe(201)
+    expect(standard.json).toMatchObject({ confidential: false, status: "confirmed" })
+    const id = String(standard.json["transfer_id"])
+    const [sender, recipient] = await Promise.all([asAlice("decrypt-transfer", id, "--json"), asBob("decrypt-transfer", id, "--json")])
+    expect(expectSuccess(sender).stdout).toBe(`${JSON.stringify({ transfer_id: id, amount: "2", memo: "public" })}\n`)
+    expect(recipient).toMatchObject({ exitCode: 1, stdout: "" })
+    expect(recipient.stderr).toMatch(/^pps: transfer tr_\w+ is a standard transfer: the API gives its recipient no ciphertext/)
+  })
+})

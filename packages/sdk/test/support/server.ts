@@ -1,0 +1,108 @@
+/**
+ * The real server for the command-line tests: `packages/server/src/main.ts` as
+ * a child process, exactly as `npm start` runs it (embedded PGlite, anvil and
+ * guardian), in a fresh data directory on free loopback ports; and the CLI and
+ * the admin command run as child processes against it.
+ */
+import { execFile, spawn, type ChildProcess } from "node:child_process"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+
+export const repositoryRoot = path.resolve(import.meta.dirname, "../../../..")
+const nodeFlags = ["--disable-warning=ExperimentalWarning"]
+
+/** What a child process printed and how it ended. */
+export interface Run {
+  readonly exitCode: number
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** Runs a TypeScript entry point of the repository with Node and the given environment. */
+export const runNode = (entry: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>>): Promise<Run> =>
+  new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [...nodeFlags, path.join(repositoryRoot, entry), ...args],
+      // Only PATH is inherited, so no PPS_* variable of the machine leaks into a test.
+      { cwd: repositoryRoot, env: { PATH: process.env["PATH"] ?? "", ...env }, timeout: 30_000 },
+      (error, stdout, stderr) => {
+        const exitCode = error === null ? 0 : typeof error.code === "number" ? error.code : -1
+        resolve({ exitCode, stdout, stderr })
+      }
+    )
+  })
+
+const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+
+export interface ServerProcess {
+  readonly baseUrl: string
+  readonly dataDir: string
+  /** Creates an account with verified KYC through the admin command; its API key. */
+  readonly createAccount: (handle: string) => Promise<{ readonly account_id: string; readonly api_key: string }>
+  readonly stop: () => Promise<void>
+}
+
+/** How long a cold start (PGlite, anvil, contract deployment) may take on a loaded 2-core machine. */
+const startTimeoutMs = 90_000
+
+export const startServer = async (): Promise<ServerProcess> => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-sdk-cli-"))
+  const [port, adminPort] = [await freePort(), await freePort()]
+  const output: Array<string> = []
+  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, path.join(repositoryRoot, "packages/server/src/main.ts")], {
+    cwd: repositoryRoot,
+    env: {
+      PATH: process.env["PATH"] ?? "",
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      ADMIN_PORT: String(adminPort),
+      CHAIN_BLOCK_TIME_MS: "100",
+      LOG_LEVEL: "Warn"
+    },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  child.stdout?.on("data", (chunk: Buffer) => output.push(chunk.toString()))
+  child.stderr?.on("data", (chunk: Buffer) => output.push(chunk.toString()))
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+  const baseUrl = `http://127.0.0.1:${port}`
+  const stop = async () => {
+    child.kill("SIGTERM")
+    const killTimer = setTimeout(() => child.kill("SIGKILL"), 15_000)
+    await exited
+    clearTimeout(killTimer)
+    fs.rmSync(dataDir, { recursive: true, force: true })
+  }
+
+  const deadline = Date.now() + startTimeoutMs
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`the server exited at start:\n${output.join("")}`)
+    const ready = await fetch(`${baseUrl}/readyz`).then((response) => response.ok, () => false)
+    if (ready) break
+    if (Date.now() > deadline) {
+      await stop()
+      throw new Error(`the server was not ready within ${startTimeoutMs} ms:\n${output.join("")}`)
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250))
+  }
+
+  const createAccount = async (handle: string) => {
+    const run = await runNode("packages/server/src/admin/cli.ts", ["accounts", "create", "--handle", handle, "--kyc", "verified"], {
+      DATA_DIR: dataDir
+    })
+    if (run.exitCode !== 0) throw new Error(`admin accounts create failed: ${run.stderr}`)
+    return JSON.parse(run.stdout) as { account_id: string; api_key: string }
+  }
+  return { baseUrl, dataDir, createAccount, stop }
+}
