@@ -145,8 +145,6 @@ const runMode = (mode: "embedded" | "nats") =>
     }
     const lastMs = Math.max(...(yield* Effect.promise(() => receiver.report())).map(([, ms]) => ms))
     const throughput = total / ((lastMs - startedMs) / 1000)
-    const rec = (globalThis as any).__rec as Array<[number, number]>
-    console.error("record batches", rec.length, "avg size", rec.reduce((a, [n]) => a + n, 0) / rec.length)
 
     // Latency: a steady rate.
     receiver.reset()

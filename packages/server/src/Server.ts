@@ -16,6 +16,9 @@ import { Duration, Effect, Layer } from "effect"
 import { HttpRouter } from "effect/http"
 import { HttpApi, HttpApiBuilder, type HttpApiGroup } from "effect/http-api"
 import { Accounts } from "./accounts/Accounts.ts"
+import { Agents } from "./agents/Agents.ts"
+import { Approvals } from "./agents/Approvals.ts"
+import { AgentsHttpLive } from "./agents/http.ts"
 import { EncryptionKeys } from "./accounts/EncryptionKeys.ts"
 import { Balances } from "./balances/Balances.ts"
 import { FaucetHttpLive } from "./faucet/http.ts"
@@ -79,7 +82,7 @@ const adminRoutes = makeRouteTable(routesOf(AdminApi))
  */
 export const PublicApp = Layer.mergeAll(
   HttpApiBuilder.layer(PublicApi, { openapiPath: openApiPath }).pipe(
-    Layer.provide([AccountsHttpLive, TransfersHttpLive, FaucetHttpLive, WebhooksHttpLive]),
+    Layer.provide([AccountsHttpLive, TransfersHttpLive, AgentsHttpLive, FaucetHttpLive, WebhooksHttpLive]),
     // Groups need their middleware too, so it is provided after them.
     Layer.provide([AuthorizationLive, RequestValidationLive, IdempotencyLive])
   ),
@@ -107,7 +110,9 @@ export const AdminApp = Layer.mergeAll(
  * @since 0.1.0
  * @category layers
  */
-export const ServicesLive = Layer.mergeAll(Transfers.layer, Balances.layer, ApiKeys.layer, RateLimiter.layer).pipe(
+export const ServicesLive = Layer.mergeAll(Agents.layer, Approvals.layer, Balances.layer, ApiKeys.layer, RateLimiter.layer).pipe(
+  // Agents and approvals use Transfers and the agent stores it brings.
+  Layer.provideMerge(Transfers.layer),
   Layer.provideMerge(Layer.mergeAll(EncryptionKeys.layer, Faucet.layer, KeyedSerializer.layer)),
   Layer.provideMerge(Settlement.layer),
   Layer.provideMerge(Chains.layer),

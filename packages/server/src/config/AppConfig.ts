@@ -80,6 +80,10 @@ export interface AppConfigShape {
   readonly transferCreateTimeoutMs: number
   /** How long a guardian attestation stays valid for mining (its EIP-712 deadline). */
   readonly attestationLifetimeSeconds: number
+  /** D26: how long a held agent transaction waits for its owner's decision. */
+  readonly approvalWindowMs: number
+  /** How often held transactions past their window are marked expired (at most 60 s late, so at most 50 s). */
+  readonly approvalSweepIntervalMs: number
   /** External chains: the operator key that deploys the contracts and mints test USDG. */
   readonly operatorKeyTestnet: Option.Option<Redacted.Redacted<string>>
   readonly operatorKeyMainnet: Option.Option<Redacted.Redacted<string>>
@@ -142,6 +146,8 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   guardianSharedSecret: Config.option(Config.Redacted("GUARDIAN_SHARED_SECRET")),
   transferCreateTimeoutMs: Config.Int("TRANSFER_CREATE_TIMEOUT_MS").pipe(Config.withDefault(5_000)),
   attestationLifetimeSeconds: Config.Int("ATTESTATION_LIFETIME_SECONDS").pipe(Config.withDefault(600)),
+  approvalWindowMs: Config.Int("APPROVAL_WINDOW_MS").pipe(Config.withDefault(24 * 60 * 60 * 1000)),
+  approvalSweepIntervalMs: Config.Int("APPROVAL_SWEEP_INTERVAL_MS").pipe(Config.withDefault(10_000)),
   operatorKeyTestnet: Config.option(Config.Redacted("OPERATOR_KEY_TESTNET")),
   operatorKeyMainnet: Config.option(Config.Redacted("OPERATOR_KEY_MAINNET")),
   natsUrl: Config.option(Config.String("NATS_URL")),
@@ -195,6 +201,8 @@ export const environmentVariables = [
   "GUARDIAN_SHARED_SECRET",
   "TRANSFER_CREATE_TIMEOUT_MS",
   "ATTESTATION_LIFETIME_SECONDS",
+  "APPROVAL_WINDOW_MS",
+  "APPROVAL_SWEEP_INTERVAL_MS",
   "OPERATOR_KEY_TESTNET",
   "OPERATOR_KEY_MAINNET",
   "NATS_URL",
@@ -237,6 +245,11 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("ser
         return yield* Effect.die(
           new Error("WEBHOOK_CONCURRENCY, EVENT_RELAY_POLL_MS and WEBHOOK_DISPATCH_POLL_MS must be >= 1")
         )
+      }
+      // The sweep marks a held transaction expired within 60 s of its end (issue 7); a sweep
+      // step itself takes well under 10 s.
+      if (config.approvalWindowMs < 1 || config.approvalSweepIntervalMs < 1 || config.approvalSweepIntervalMs > 50_000) {
+        return yield* Effect.die(new Error("APPROVAL_WINDOW_MS must be >= 1 and APPROVAL_SWEEP_INTERVAL_MS within 1-50000"))
       }
       return config
     })

@@ -8,6 +8,16 @@
 import { Context, Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "effect/http-api"
 import { AccountRecord } from "../accounts/domain.ts"
+import {
+  AgentList,
+  AgentRecord,
+  AgentTransactionRecord,
+  CreateAgentRequest,
+  PatchSpendPolicyRequest,
+  PendingAgentTransactions,
+  SealedAgentTransaction,
+  SpendPolicyRecord
+} from "../agents/domain.ts"
 import { EncryptionKeyStatus, RegisterEncryptionKeyRequest, RegisteredEncryptionKey } from "../accounts/encryptionKeyApi.ts"
 import { BalancesResponse, SealedBalances } from "../balances/domain.ts"
 import { FaucetGrant, FaucetRequest } from "../faucet/domain.ts"
@@ -24,6 +34,8 @@ import {
   WebhookList
 } from "../webhooks/domain.ts"
 import {
+  AgentNameTaken,
+  AgentNotFound,
   DecryptionProofInvalid,
   EncryptionKeyAlreadyRegistered,
   EncryptionKeyInvalid,
@@ -35,13 +47,18 @@ import {
   RecipientNotFound,
   ServiceUnavailable,
   TestModeOnly,
+  TransactionExpired,
+  TransactionNotFound,
   TransferNotFound,
   EventNotFound,
   IdempotencyKeyInProgress,
   IdempotencyKeyReused,
   InternalError,
+  InvalidPolicy,
   InvalidRequest,
+  NotAgentOwner,
   PayloadTooLarge,
+  PolicyViolation,
   RateLimited,
   Unauthorized,
   WebhookNotFound
@@ -203,11 +220,12 @@ export class TransfersGroup extends HttpApiGroup.make("transfers")
   .add(
     HttpApiEndpoint.post("create", "/transfers", {
       payload: CreateTransferRequest,
-      success: TransferRecord.pipe(HttpApiSchema.status(201)),
+      success: [TransferRecord.pipe(HttpApiSchema.status(201)), AgentTransactionRecord.pipe(HttpApiSchema.status(202))],
       error: [
         InvalidRequest,
         KycRequired,
         LivemodeUnavailable,
+        PolicyViolation,
         InsufficientBalance,
         RecipientNotFound,
         RecipientNotConfidentialReady,
@@ -216,7 +234,7 @@ export class TransfersGroup extends HttpApiGroup.make("transfers")
       ]
     }).middleware(Idempotency).annotate(
       OpenApi.Description,
-      "Creates a transfer; waits up to the create timeout for settlement (confirmed) or answers pending (D14)."
+      "Creates a transfer; waits up to the create timeout for settlement (confirmed) or answers pending (D14). An agent's transfer above its approval threshold is held: 202 with the held transaction (D26)."
     ),
     HttpApiEndpoint.get("list", "/transfers", {
       query: {
@@ -239,6 +257,82 @@ export class TransfersGroup extends HttpApiGroup.make("transfers")
       success: SealedTransfer,
       error: TransferNotFound
     }).annotate(OpenApi.Description, "(ext, D18) The amount and memo sealed to the caller's own key.")
+  )
+  .middleware(Authorization)
+  .prefix("/v1")
+{}
+
+const agentIdParams = { account_id: Schema.String }
+const transactionIdParams = { transaction_id: Schema.String }
+
+/**
+ * Agents, spend policies and approvals (D21-D29): `/v1/accounts/me/agents`,
+ * `/v1/agents/{account_id}/spend-policy`, `/v1/agents/transactions/...`.
+ *
+ * @since 0.1.0
+ * @category groups
+ */
+export class AgentsGroup extends HttpApiGroup.make("agents")
+  .add(
+    HttpApiEndpoint.post("create", "/accounts/me/agents", {
+      payload: CreateAgentRequest,
+      success: AgentRecord.pipe(HttpApiSchema.status(201)),
+      error: [InvalidRequest, InvalidPolicy, NotAgentOwner, AgentNameTaken]
+    }).middleware(Idempotency).annotate(
+      OpenApi.Description,
+      "D21: creates an agent account @owner/name with its own custodial wallet and its spend policy (D22)."
+    ),
+    HttpApiEndpoint.get("list", "/accounts/me/agents", { success: AgentList }).annotate(
+      OpenApi.Description,
+      "The agents of the caller's account, oldest first."
+    ),
+    HttpApiEndpoint.get("getPolicy", "/agents/:account_id/spend-policy", {
+      params: agentIdParams,
+      success: SpendPolicyRecord,
+      error: [AgentNotFound, NotAgentOwner]
+    }).annotate(OpenApi.Description, "D29: the agent's spend policy; its owner only."),
+    HttpApiEndpoint.patch("patchPolicy", "/agents/:account_id/spend-policy", {
+      params: agentIdParams,
+      payload: PatchSpendPolicyRequest,
+      success: SpendPolicyRecord,
+      error: [InvalidPolicy, AgentNotFound, NotAgentOwner]
+    }).annotate(
+      OpenApi.Description,
+      "D24: changes only the fields present (null clears an optional one), validates the whole policy, applies to the next attempt."
+    ),
+    HttpApiEndpoint.get("pending", "/agents/transactions/pending", { success: PendingAgentTransactions }).annotate(
+      OpenApi.Description,
+      "D28: held transactions awaiting a decision, oldest first: the owner sees its agents', an agent key its own. No amounts."
+    ),
+    HttpApiEndpoint.get("sealedTransaction", "/agents/transactions/:transaction_id/sealed", {
+      params: transactionIdParams,
+      success: SealedAgentTransaction,
+      error: [TransactionNotFound, NotAgentOwner, LivemodeUnavailable]
+    }).annotate(
+      OpenApi.Description,
+      "(ext) The held amount and memo sealed to the owner's key, for the owner's client to decrypt what it is asked to approve."
+    ),
+    HttpApiEndpoint.post("approve", "/agents/transactions/:transaction_id/approve", {
+      params: transactionIdParams,
+      success: AgentTransactionRecord,
+      error: [
+        TransactionNotFound,
+        TransactionExpired,
+        NotAgentOwner,
+        PolicyViolation,
+        InsufficientBalance,
+        LivemodeUnavailable,
+        ServiceUnavailable
+      ]
+    }).middleware(Idempotency).annotate(
+      OpenApi.Description,
+      "D27: re-checks limits and balance now, then signs and submits the transfer at once."
+    ),
+    HttpApiEndpoint.post("reject", "/agents/transactions/:transaction_id/reject", {
+      params: transactionIdParams,
+      success: AgentTransactionRecord,
+      error: [TransactionNotFound, TransactionExpired, NotAgentOwner]
+    }).middleware(Idempotency).annotate(OpenApi.Description, "D27: discards the held transaction; no funds move.")
   )
   .middleware(Authorization)
   .prefix("/v1")
@@ -275,6 +369,7 @@ export class TestGroup extends HttpApiGroup.make("test")
 export class PublicApi extends HttpApi.make("pps")
   .add(AccountsGroup)
   .add(TransfersGroup)
+  .add(AgentsGroup)
   .add(TestGroup)
   .add(WebhooksGroup)
   .middleware(RequestValidation)

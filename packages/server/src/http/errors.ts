@@ -473,3 +473,119 @@ export class TestModeOnly extends Schema.Error<TestModeOnly>("TestModeOnly")(env
     return new TestModeOnly(bodyOf("test_mode_only", message))
   }
 }
+
+/**
+ * 400 `invalid_policy`: a spend policy field fails D22's rules; `param` names it
+ * (dotted under `spend_policy.` on agent creation).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidPolicy extends Schema.Error<InvalidPolicy>("InvalidPolicy")(envelope("invalid_policy"), {
+  httpApiStatus: 400
+}) {
+  readonly _tag = "InvalidPolicy" as const
+  static of(param: string, message: string) {
+    return new InvalidPolicy(bodyOf("invalid_policy", message, { param }))
+  }
+}
+
+/**
+ * 403 `policy_violation` (ext, D25): an agent's transfer breaks its spend policy;
+ * `reason` says which rule (`asset_not_allowed`, `recipient_not_allowed`,
+ * `outside_active_hours`, `per_transaction_limit_exceeded`, `daily_limit_exceeded`).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class PolicyViolation extends Schema.Error<PolicyViolation>("PolicyViolation")(envelope("policy_violation"), {
+  httpApiStatus: 403
+}) {
+  readonly _tag = "PolicyViolation" as const
+  static of(reason: string) {
+    return new PolicyViolation(bodyOf("policy_violation", "The agent's spend policy does not allow this transfer.", { reason }))
+  }
+}
+
+/**
+ * 403 `not_agent_owner` (SPEC, D21, D27, D29): the caller does not own the
+ * agent; an agent's own key never does.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class NotAgentOwner extends Schema.Error<NotAgentOwner>("NotAgentOwner")(envelope("not_agent_owner"), {
+  httpApiStatus: 403
+}) {
+  readonly _tag = "NotAgentOwner" as const
+  static of(message = "Only the account that owns the agent may do this; agent keys cannot.") {
+    return new NotAgentOwner(bodyOf("not_agent_owner", message))
+  }
+}
+
+/**
+ * 404 `agent_not_found` (ext, D29): no agent account with that id.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class AgentNotFound extends Schema.Error<AgentNotFound>("AgentNotFound")(envelope("agent_not_found"), {
+  httpApiStatus: 404
+}) {
+  readonly _tag = "AgentNotFound" as const
+  static of(accountId: string) {
+    return new AgentNotFound(bodyOf("agent_not_found", `No agent account ${accountId}.`, { param: "account_id" }))
+  }
+}
+
+/**
+ * 409 `agent_name_taken` (ext, D21): the owner already has an agent with that name.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class AgentNameTaken extends Schema.Error<AgentNameTaken>("AgentNameTaken")(envelope("agent_name_taken"), {
+  httpApiStatus: 409
+}) {
+  readonly _tag = "AgentNameTaken" as const
+  static of(name: string) {
+    return new AgentNameTaken(bodyOf("agent_name_taken", `This account already has an agent named ${name}.`, { param: "name" }))
+  }
+}
+
+/**
+ * 404 `transaction_not_found` (SPEC, D27): no pending agent transaction with that
+ * id in the key's mode (unknown, or already decided).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class TransactionNotFound extends Schema.Error<TransactionNotFound>("TransactionNotFound")(
+  envelope("transaction_not_found"),
+  { httpApiStatus: 404 }
+) {
+  readonly _tag = "TransactionNotFound" as const
+  static of(transactionId: string) {
+    return new TransactionNotFound(
+      bodyOf("transaction_not_found", `No pending agent transaction ${transactionId}.`, { param: "transaction_id" })
+    )
+  }
+}
+
+/**
+ * 409 `transaction_expired` (SPEC, D27): the approval window has passed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class TransactionExpired extends Schema.Error<TransactionExpired>("TransactionExpired")(
+  envelope("transaction_expired"),
+  { httpApiStatus: 409 }
+) {
+  readonly _tag = "TransactionExpired" as const
+  static of(transactionId: string) {
+    return new TransactionExpired(
+      bodyOf("transaction_expired", `The approval window of ${transactionId} has passed.`, { param: "transaction_id" })
+    )
+  }
+}

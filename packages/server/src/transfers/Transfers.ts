@@ -1,16 +1,21 @@
 /**
  * Transfers: the product's core path (ARCHITECTURE.md, "A confidential transfer,
- * end to end").
+ * end to end"), for accounts and for agents.
  *
  * 1. Rules that need no amount: asset, memo size, recipient (404 / 422 / self),
- *    KYC (D11), the mode's chain (D9), the sender's own key.
- * 2. In the sender's actor (one at a time per account): a fresh replay nonce,
- *    the opening {amount, r}, the three sealed boxes (amount and memo to sender
- *    and recipient, amount and r to the guardian). The plaintext amount and
- *    memo are not kept beyond this step.
- * 3. Guardian `authorize`: it opens its box, computes the ciphertext, checks the
- *    balance, reserves, and signs the attestation — or answers insufficient
- *    balance (402).
+ *    KYC (D11: an agent's is its owner's), the mode's chain (D9), the sender's
+ *    own key (an agent's amounts are encrypted to its owner's key).
+ * 2. In the sender's actor (one at a time per account, per agent for agents): for
+ *    an agent, D25's amount-free rules with the policy in force now (asset,
+ *    recipient, active hours: 403 `policy_violation`); a fresh replay nonce, the
+ *    opening {amount, r}, the three sealed boxes (amount and memo to sender and
+ *    recipient, amount and r to the guardian). The plaintext amount and memo are
+ *    not kept beyond this step.
+ * 3. Guardian `authorize`: it opens its box, computes the ciphertext, checks an
+ *    agent's limits, the balance and the approval threshold, reserves, and signs
+ *    the attestation — or answers a policy violation (403), insufficient balance
+ *    (402), or "hold for approval": then the sealed transfer is kept as a held
+ *    agent transaction (202, D26) and nothing is reserved or signed.
  * 4. One SQL transaction: the transfer row (pending) and its
  *    `transfer.initiated` events.
  * 5. Settlement submits the attested call and waits up to
@@ -20,20 +25,32 @@
  *    guardian's `settle` (commit or release the reservation). A restart picks
  *    up every transfer still pending or not yet settled with the guardian.
  *
+ * An owner's approval of a held transaction (D27) runs steps 3-6 again through
+ * the same functions (`authorizeAndRecord`, `submitAndAwait`), in the agent's
+ * actor, with the boxes sealed at step 2.
+ *
  * No SQL transaction spans a guardian or chain call.
  *
  * @since 0.1.0
  */
-import { GuardianClient } from "@pps/guardian"
+import { type Domain as GuardianDomain, GuardianClient } from "@pps/guardian"
 import { ElGamal, EncryptionKey, Note } from "@pps/crypto"
 import { Clock, Context, DateTime, Duration, Effect, Layer, Option, Schedule, Stream } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type SqlError } from "effect/sql"
 import { type Address, getAddress, type Hex } from "viem"
 import { Accounts } from "../accounts/Accounts.ts"
+import { AgentStore } from "../agents/AgentStore.ts"
+import { type StoredAgentTransaction, AgentTransactionStore } from "../agents/AgentTransactionStore.ts"
+import {
+  type AgentTransactionRecord,
+  agentTransactionEvent,
+  amountFreeViolation,
+  policySnapshot,
+  toAgentTransactionRecord
+} from "../agents/domain.ts"
 import { type Account, displayHandle, isKycSufficient } from "../accounts/domain.ts"
 import { EncryptionKeys } from "../accounts/EncryptionKeys.ts"
-import type { Principal } from "../apikeys/domain.ts"
-import type { Mode } from "../apikeys/domain.ts"
+import type { Mode, Principal } from "../apikeys/domain.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { transferEvents, type TransferParty } from "../events/domain.ts"
 import { Outbox } from "../events/Outbox.ts"
@@ -43,13 +60,17 @@ import {
   InvalidRequest,
   KycRequired,
   LivemodeUnavailable,
+  PolicyViolation,
   RecipientNotConfidentialReady,
   RecipientNotFound,
   ServiceUnavailable,
+  TransactionExpired,
+  TransactionNotFound,
   TransferNotFound
 } from "../http/errors.ts"
 import { makeId } from "../platform/Ids.ts"
 import { KeyedSerializer } from "../platform/KeyedSerializer.ts"
+import { SecretBox } from "../platform/SecretBox.ts"
 import { confidentialTransferCall, publicTransferCall } from "../settlement/calls.ts"
 import { type ChainContext, confidentialTokenOf } from "../settlement/Chains.ts"
 import { gasLimits, type Resolution } from "../settlement/domain.ts"
@@ -88,6 +109,19 @@ export const transferIdBytes32 = (transferId: string): Hex => {
 const recoveryEveryMs = 5_000
 
 /**
+ * A retried approval reuses the deadline it pinned while at least this much of it is
+ * left (so the guardian replays its recorded answer); otherwise it takes a fresh one.
+ */
+const approvalDeadlineReuseMinSeconds = 60
+
+/** The associated data that binds a held standard transfer's sealed public amount to its row. */
+const publicAmountBinding = (transactionId: string) => `pps/held-public-amount/v1/${transactionId}`
+
+/** A base-unit amount as 32 big-endian bytes (ETH amounts exceed 64 bits). */
+const u256Bytes = (value: bigint): Uint8Array => bytes(value.toString(16).padStart(64, "0"))
+const fromU256Bytes = (value: Uint8Array): bigint => BigInt(hex(value))
+
+/**
  * The recipient as resolved: one of our accounts, or an outside address.
  */
 interface Recipient {
@@ -99,6 +133,44 @@ interface Recipient {
 }
 
 /**
+ * A transfer once sealed: everything the guardian request, the calldata and the
+ * transfer row need. No plaintext, except a standard transfer's public amount.
+ */
+interface PreparedTransfer {
+  readonly transferId: string
+  readonly bindingId: Hex
+  readonly mode: Mode
+  readonly chainId: number
+  readonly contract: Address
+  readonly sender: Account
+  readonly senderAddress: Address
+  readonly recipient: { readonly account: Account | null; readonly address: Address; readonly display: string }
+  readonly asset: Asset
+  readonly confidential: boolean
+  readonly apiKeyId: string
+  readonly nonce: bigint
+  /** The key the sender's balance is encrypted to (an agent's owner's). */
+  readonly fromKey: Uint8Array
+  /** The recipient's registered key; null for a standard transfer to an address without one. */
+  readonly toKey: Uint8Array | null
+  readonly boxes: Note.TransferBoxes
+  readonly sealedDigest: Hex
+  /** Standard transfers only: the amount paid out in clear on chain. */
+  readonly publicAmount: bigint | null
+}
+
+/**
+ * What `POST /v1/transfers` created: a transfer (201), or, for an agent above
+ * its approval threshold, a held transaction (202, D26).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type CreateOutcome =
+  | { readonly _tag: "Transfer"; readonly transfer: TransferRecord }
+  | { readonly _tag: "Held"; readonly transaction: AgentTransactionRecord }
+
+/**
  * @since 0.1.0
  * @category services
  */
@@ -107,13 +179,27 @@ export class Transfers extends Context.Service<Transfers, {
     principal: Principal,
     request: CreateTransferRequest
   ) => Effect.Effect<
-    TransferRecord,
+    CreateOutcome,
     | InvalidRequest
     | KycRequired
     | LivemodeUnavailable
     | RecipientNotFound
     | RecipientNotConfidentialReady
     | EncryptionKeyRequired
+    | PolicyViolation
+    | InsufficientBalance
+    | ServiceUnavailable
+  >
+  /**
+   * D27: approves a held transaction (the caller has checked ownership): re-checks,
+   * authorizes, records and submits it. The decided transaction and its transfer.
+   */
+  readonly approveHeld: (transactionId: string) => Effect.Effect<
+    { readonly transaction: StoredAgentTransaction; readonly transfer: StoredTransfer },
+    | TransactionNotFound
+    | TransactionExpired
+    | LivemodeUnavailable
+    | PolicyViolation
     | InsufficientBalance
     | ServiceUnavailable
   >
@@ -133,6 +219,9 @@ export class Transfers extends Context.Service<Transfers, {
       const guardianIdentity = yield* GuardianIdentity
       const outbox = yield* Outbox
       const actors = yield* KeyedSerializer
+      const agentStore = yield* AgentStore
+      const heldStore = yield* AgentTransactionStore
+      const secretBox = yield* SecretBox
 
       const guardianKey = EncryptionKey.parsePublicKey(guardianIdentity.encryptionKey)
       if (!guardianKey.ok) return yield* Effect.die(new Error("the guardian's encryption key is not a valid point"))
@@ -283,6 +372,161 @@ export class Transfers extends Context.Service<Transfers, {
         )
       )
 
+      /**
+       * The guardian's decision on a sealed transfer and, when it attests, the transfer
+       * row and its `transfer.initiated` events in one SQL transaction, together with
+       * `alongside` (an approval's own state change and event). Shared by a new
+       * transfer and an approved held one: this is the one place a transfer is attested
+       * and recorded.
+       */
+      const authorizeAndRecord = <E>(
+        prepared: PreparedTransfer,
+        deadlineSeconds: bigint,
+        agent: GuardianDomain.AuthorizeRequest["agent"],
+        alongside: Effect.Effect<void, E | SqlError.SqlError>
+      ) =>
+        Effect.gen(function*() {
+          const authorization = yield* guardian.authorize({
+            transferId: prepared.bindingId,
+            chainId: BigInt(prepared.chainId),
+            contract: prepared.contract,
+            kind: prepared.confidential ? "confidential" : "public",
+            from: prepared.senderAddress,
+            to: prepared.recipient.address,
+            fromKey: hex(prepared.fromKey),
+            ...(prepared.confidential
+              ? { toKey: hex(prepared.toKey!), sealedDigest: prepared.sealedDigest }
+              : { amount: prepared.publicAmount! }),
+            nonce: prepared.nonce,
+            deadline: deadlineSeconds,
+            guardianNote: hex(prepared.boxes.guardian),
+            ...(agent === undefined ? {} : { agent })
+          }).pipe(Effect.catch((error) =>
+            Effect.logError("guardian unavailable", error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
+          ))
+          switch (authorization._tag) {
+            case "InsufficientBalance":
+              return yield* Effect.fail(InsufficientBalance.of())
+            case "PolicyViolation":
+              return yield* Effect.fail(PolicyViolation.of(authorization.reason))
+            case "HoldForApproval":
+              return { _tag: "Hold" } as const
+            case "Refused":
+              // Every refusal reason is a fault of our own request (or a frozen account): a defect.
+              return yield* Effect.logError("guardian refused a transfer").pipe(
+                Effect.annotateLogs({ transfer_id: prepared.transferId, reason: authorization.reason }),
+                Effect.andThen(Effect.die(new Error(`guardian refused: ${authorization.reason}`)))
+              )
+          }
+          const ciphertext = authorization.ciphertext
+          const callData = prepared.confidential
+            ? confidentialTransferCall({
+              from: prepared.senderAddress,
+              to: prepared.recipient.address,
+              transferId: prepared.bindingId,
+              nonce: prepared.nonce,
+              ciphertext: {
+                commitment: bytes(ciphertext.commitment),
+                fromHandle: bytes(ciphertext.fromHandle),
+                toHandle: bytes(ciphertext.toHandle!),
+                guardianHandle: bytes(ciphertext.guardianHandle)
+              },
+              sealedDigest: prepared.sealedDigest,
+              deadlineSeconds: authorization.deadline
+            }, authorization.signature as Hex)
+            : publicTransferCall({
+              from: prepared.senderAddress,
+              to: prepared.recipient.address,
+              transferId: prepared.bindingId,
+              nonce: prepared.nonce,
+              amount: prepared.publicAmount!,
+              commitment: bytes(ciphertext.commitment),
+              fromHandle: bytes(ciphertext.fromHandle),
+              guardianHandle: bytes(ciphertext.guardianHandle),
+              deadlineSeconds: authorization.deadline
+            }, authorization.signature as Hex)
+          const nowMs = yield* Clock.currentTimeMillis
+          yield* sql.withTransaction(Effect.gen(function*() {
+            yield* alongside
+            yield* store.insert({
+              transferId: prepared.transferId,
+              mode: prepared.mode,
+              senderAccountId: prepared.sender.accountId,
+              recipientAccountId: prepared.recipient.account?.accountId ?? null,
+              recipientAddress: prepared.recipient.address,
+              recipientDisplay: prepared.recipient.display,
+              asset: prepared.asset,
+              confidential: prepared.confidential,
+              apiKeyId: prepared.apiKeyId,
+              replayNonce: prepared.nonce,
+              deadlineSeconds: authorization.deadline,
+              senderBox: prepared.boxes.sender,
+              recipientBox: prepared.boxes.recipient,
+              sealedDigest: prepared.sealedDigest,
+              ciphertext: JSON.stringify(ciphertext),
+              callData: bytes(callData),
+              createdAt: DateTime.formatIso(DateTime.makeUnsafe(nowMs))
+            })
+            yield* outbox.append(transferEvents({
+              event: "transfer.initiated",
+              mode: prepared.mode,
+              transferId: prepared.transferId,
+              sender: party(prepared.sender),
+              recipient: prepared.recipient.account === null ? null : party(prepared.recipient.account),
+              recipientDisplay: prepared.recipient.display,
+              asset: prepared.asset,
+              confidential: prepared.confidential,
+              txHash: null
+            }))
+          })).pipe(Effect.catchTag("SqlError", Effect.die))
+          return { _tag: "Recorded", callData, deadlineSeconds: authorization.deadline } as const
+        })
+
+      /** Step 5 of both paths: submit the attested call, wait up to the create timeout (D14). */
+      const submitAndAwait = (prepared: PreparedTransfer, recorded: { readonly callData: Hex; readonly deadlineSeconds: bigint }) =>
+        Effect.gen(function*() {
+          yield* settlement.submit({
+            submissionId: prepared.transferId,
+            mode: prepared.mode,
+            kind: prepared.confidential ? "confidential_transfer" : "public_transfer",
+            target: prepared.contract,
+            data: recorded.callData,
+            gasLimit: prepared.confidential ? gasLimits.confidential_transfer : gasLimits.public_transfer,
+            deadlineSeconds: recorded.deadlineSeconds,
+            replayKey: { sender: prepared.senderAddress, nonce: prepared.nonce, transferId: prepared.bindingId }
+          }).pipe(Effect.catch((error) =>
+            // Recorded and attested: the recovery round submits it; the client sees `pending`.
+            Effect.logWarning("submission failed; will retry").pipe(
+              Effect.annotateLogs({ transfer_id: prepared.transferId, error: String(error) })
+            )
+          ))
+          const outcome = yield* settlement.awaitResolution(prepared.transferId, config.transferCreateTimeoutMs).pipe(
+            Effect.orDie
+          )
+          if (Option.isSome(outcome)) yield* complete(outcome.value).pipe(Effect.orDie)
+          return Option.getOrThrow(yield* store.findById(prepared.transferId).pipe(Effect.orDie))
+        })
+
+      /** D25's amount-free rules with the policy in force now; the snapshot for the guardian. */
+      const checkPolicy = (
+        agentAccountId: string,
+        attempt: {
+          readonly asset: Asset
+          readonly recipientNames: ReadonlyArray<string>
+          readonly activeHoursAtMs: number | null
+        }
+      ) =>
+        Effect.gen(function*() {
+          // Every agent has its policy from creation (one SQL transaction): a missing one is a defect.
+          const policy = Option.getOrThrow(yield* agentStore.policyOf(agentAccountId).pipe(Effect.orDie))
+          const violation = amountFreeViolation(policy, attempt)
+          if (violation !== undefined) return yield* Effect.fail(PolicyViolation.of(violation))
+          return policySnapshot(policy, attempt.asset)
+        })
+
+      const namesOf = (recipient: { readonly account: Account | null; readonly address: Address }) =>
+        recipient.account === null ? [recipient.address.toLowerCase()] : [recipient.account.handle, recipient.address.toLowerCase()]
+
       const create = Effect.fn("Transfers.create")(function*(principal: Principal, body: CreateTransferRequest) {
         // 1. Amount-free rules.
         const assetName = body.asset ?? "USDG"
@@ -314,15 +558,18 @@ export class Transfers extends Context.Service<Transfers, {
         const senderKey = yield* keys.keyOfAccount(senderPrincipal.accountId, principal.mode).pipe(Effect.orDie)
         if (Option.isNone(senderKey)) return yield* Effect.fail(EncryptionKeyRequired.of())
         const contract = confidentialTokenOf(chain, asset)
-        const senderAddress = getAddress(sender.walletAddress)
+        const isAgent = sender.ownerAccountId !== null
 
-        // 2-4. In the sender's actor: nonce, seal, authorize, record.
-        const created = yield* actors.withKey(sender.accountId, Effect.gen(function*() {
+        // 2-4. In the sender's actor (the agent's, for an agent): policy, nonce, seal, authorize, record.
+        const decided = yield* actors.withKey(sender.accountId, Effect.gen(function*() {
           const nowMs = yield* Clock.currentTimeMillis
+          // Read inside the actor: a policy change applies to the very next attempt.
+          const policy = isAgent
+            ? yield* checkPolicy(sender.accountId, { asset, recipientNames: namesOf(recipient), activeHoursAtMs: nowMs })
+            : undefined
           const transferId = makeId("tr", nowMs)
           const bindingId = transferIdBytes32(transferId)
           const nonce = yield* store.nextNonce(sender.accountId, principal.mode).pipe(Effect.orDie)
-          const deadlineSeconds = BigInt(Math.floor(nowMs / 1000) + config.attestationLifetimeSeconds)
           const senderPublicKey = EncryptionKey.parsePublicKey(senderKey.value)
           // For a standard transfer to an address without a key, the recipient's copy is sealed to
           // the sender (the recipient sees the amount on chain anyway).
@@ -330,129 +577,205 @@ export class Transfers extends Context.Service<Transfers, {
           if (!senderPublicKey.ok || !recipientPublicKey.ok) {
             return yield* Effect.die(new Error("a registered key did not parse"))
           }
-          const opening = ElGamal.newOpening(amount)
           const boxes = Note.sealTransfer({
             context: { chainId: BigInt(chain.chainId), contract, transferId: bytes(bindingId) },
             note: { amount, memo },
-            opening,
+            opening: ElGamal.newOpening(amount),
             senderKey: senderPublicKey.value,
             recipientKey: recipientPublicKey.value,
             guardianKey: guardianKey.value
           })
-          const sealedDigest = Note.sealedDigest(boxes)
-          const authorization = yield* guardian.authorize({
-            transferId: bindingId,
-            chainId: BigInt(chain.chainId),
+          const prepared: PreparedTransfer = {
+            transferId,
+            bindingId,
+            mode: principal.mode,
+            chainId: chain.chainId,
             contract,
-            kind: confidential ? "confidential" : "public",
-            from: senderAddress,
-            to: recipient.address,
-            fromKey: hex(senderKey.value),
-            ...(confidential ? { toKey: hex(Option.getOrThrow(recipient.key)), sealedDigest } : { amount }),
+            sender,
+            senderAddress: getAddress(sender.walletAddress),
+            recipient,
+            asset,
+            confidential,
+            apiKeyId: principal.keyId,
             nonce,
-            deadline: deadlineSeconds,
-            guardianNote: hex(boxes.guardian)
-          }).pipe(Effect.catch((error) =>
-            Effect.logError("guardian unavailable", error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
-          ))
-          if (authorization._tag === "InsufficientBalance") return yield* Effect.fail(InsufficientBalance.of())
-          if (authorization._tag !== "Authorized") {
-            // Agents' policy outcomes arrive with agents; any other refusal is our own fault.
-            return yield* Effect.logError("guardian refused a transfer").pipe(
-              Effect.annotateLogs({ transfer_id: transferId, outcome: authorization._tag }),
-              Effect.andThen(Effect.die(new Error(`guardian refused: ${authorization._tag}`)))
-            )
+            fromKey: senderKey.value,
+            toKey: Option.getOrNull(recipient.key),
+            boxes,
+            sealedDigest: Note.sealedDigest(boxes),
+            publicAmount: confidential ? null : amount
           }
-          const ciphertext = authorization.ciphertext
-          const callData = confidential
-            ? confidentialTransferCall({
-              from: senderAddress,
-              to: recipient.address,
-              transferId: bindingId,
-              nonce,
-              ciphertext: {
-                commitment: bytes(ciphertext.commitment),
-                fromHandle: bytes(ciphertext.fromHandle),
-                toHandle: bytes(ciphertext.toHandle!),
-                guardianHandle: bytes(ciphertext.guardianHandle)
-              },
-              sealedDigest,
-              deadlineSeconds: authorization.deadline
-            }, authorization.signature as Hex)
-            : publicTransferCall({
-              from: senderAddress,
-              to: recipient.address,
-              transferId: bindingId,
-              nonce,
-              amount,
-              commitment: bytes(ciphertext.commitment),
-              fromHandle: bytes(ciphertext.fromHandle),
-              guardianHandle: bytes(ciphertext.guardianHandle),
-              deadlineSeconds: authorization.deadline
-            }, authorization.signature as Hex)
-          const createdAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
-          yield* sql.withTransaction(Effect.gen(function*() {
-            yield* store.insert({
-              transferId,
-              mode: principal.mode,
-              senderAccountId: sender.accountId,
-              recipientAccountId: recipient.account?.accountId ?? null,
-              recipientAddress: recipient.address,
-              recipientDisplay: recipient.display,
-              asset,
-              confidential,
-              apiKeyId: principal.keyId,
-              replayNonce: nonce,
-              deadlineSeconds: authorization.deadline,
-              senderBox: boxes.sender,
-              recipientBox: boxes.recipient,
-              sealedDigest,
-              ciphertext: JSON.stringify(ciphertext),
-              callData: bytes(callData),
-              createdAt
-            })
-            yield* outbox.append(transferEvents({
-              event: "transfer.initiated",
-              mode: principal.mode,
-              transferId,
-              sender: party(sender),
-              recipient: recipient.account === null ? null : party(recipient.account),
-              recipientDisplay: recipient.display,
-              asset,
-              confidential,
-              txHash: null
-            }))
-          })).pipe(Effect.orDie)
-          return { transferId, bindingId, nonce, callData, deadline: authorization.deadline }
+          const deadlineSeconds = BigInt(Math.floor(nowMs / 1000) + config.attestationLifetimeSeconds)
+          const agent = policy === undefined ? undefined : { policy, approved: false }
+          const result = yield* authorizeAndRecord(prepared, deadlineSeconds, agent, Effect.void)
+          if (result._tag === "Recorded") return { _tag: "Recorded", prepared, recorded: result } as const
+          return { _tag: "Held", transaction: yield* hold(prepared, nowMs) } as const
         }))
+        if (decided._tag === "Held") return { _tag: "Held", transaction: decided.transaction } satisfies CreateOutcome
 
         // 5. Submit and wait (D14); the outcome is also completed in the background.
-        yield* settlement.submit({
-          submissionId: created.transferId,
-          mode: principal.mode,
-          kind: confidential ? "confidential_transfer" : "public_transfer",
-          target: contract,
-          data: created.callData,
-          gasLimit: confidential ? gasLimits.confidential_transfer : gasLimits.public_transfer,
-          deadlineSeconds: created.deadline,
-          replayKey: { sender: senderAddress, nonce: created.nonce, transferId: created.bindingId }
-        }).pipe(Effect.catch((error) =>
-          // Recorded and attested: the recovery round submits it; the client sees `pending`.
-          Effect.logWarning("submission failed; will retry").pipe(
-            Effect.annotateLogs({ transfer_id: created.transferId, error: String(error) })
-          )
-        ))
-        const outcome = yield* settlement.awaitResolution(created.transferId, config.transferCreateTimeoutMs).pipe(
-          Effect.orDie
+        const stored = yield* submitAndAwait(decided.prepared, decided.recorded)
+        return { _tag: "Transfer", transfer: record(stored, principal.accountId) } satisfies CreateOutcome
+      })
+
+      /**
+       * D26: keeps a held transfer for its owner's decision, with its boxes as sealed
+       * (the sender's to the owner's key) and its `agent.transaction.pending_approval`
+       * event, in one SQL transaction. Nothing was reserved or signed.
+       */
+      const hold = (prepared: PreparedTransfer, nowMs: number) =>
+        Effect.gen(function*() {
+          const transactionId = makeId("atx", nowMs)
+          const requestedAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
+          const expiresAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs + config.approvalWindowMs))
+          // Only the owner is ever asked: the agent's owner id is set on every agent account.
+          const ownerAccountId = prepared.sender.ownerAccountId!
+          const view = {
+            transaction_id: transactionId,
+            mode: prepared.mode,
+            owner_account_id: ownerAccountId,
+            status: "pending_approval",
+            agent_handle: prepared.sender.handle,
+            recipient_display: prepared.recipient.display,
+            asset: prepared.asset,
+            confidential: prepared.confidential,
+            requested_at: requestedAt,
+            expires_at: expiresAt,
+            decided_at: null
+          } as const
+          yield* sql.withTransaction(Effect.gen(function*() {
+            yield* heldStore.insert({
+              transactionId,
+              mode: prepared.mode,
+              agentAccountId: prepared.sender.accountId,
+              ownerAccountId,
+              transferId: prepared.transferId,
+              recipientAccountId: prepared.recipient.account?.accountId ?? null,
+              recipientAddress: prepared.recipient.address,
+              recipientDisplay: prepared.recipient.display,
+              asset: prepared.asset,
+              confidential: prepared.confidential,
+              apiKeyId: prepared.apiKeyId,
+              replayNonce: prepared.nonce,
+              sealedDigest: prepared.sealedDigest,
+              fromKey: prepared.fromKey,
+              toKey: prepared.toKey,
+              senderBox: prepared.boxes.sender,
+              recipientBox: prepared.boxes.recipient,
+              guardianNote: prepared.boxes.guardian,
+              publicAmountSealed: prepared.publicAmount === null
+                ? null
+                : secretBox.seal(u256Bytes(prepared.publicAmount), publicAmountBinding(transactionId)),
+              requestedAt,
+              expiresAt
+            })
+            yield* outbox.append([agentTransactionEvent("agent.transaction.pending_approval", view, null)])
+          })).pipe(Effect.orDie)
+          return toAgentTransactionRecord(view, null)
+        })
+
+      /**
+       * D27's approval, under the agent's actor so it never races the agent's new
+       * transfers (or a rejection, or the expiry sweep): the held row is read again,
+       * the asset and recipient rules of the policy in force now are checked, the
+       * guardian decides the limits and the balance now (`approved: true` skips only
+       * the threshold), and the transfer is recorded and submitted exactly as a new one.
+       *
+       * The transfer keeps its id and replay nonce (the boxes are bound to the id; the
+       * nonce was never attested, so it is still unused), with a fresh deadline: a held
+       * transaction may wait longer than an attestation lives. The deadline is written
+       * to the row before the guardian is asked, so a retried approval asks the same
+       * question and gets the recorded answer.
+       */
+      const approveHeld = Effect.fn("Transfers.approveHeld")(function*(transactionId: string) {
+        const firstRead = yield* heldStore.findById(transactionId).pipe(
+          Effect.orDie,
+          Effect.flatMap(Option.match({
+            onNone: () => Effect.fail(TransactionNotFound.of(transactionId)),
+            onSome: Effect.succeed
+          }))
         )
-        if (Option.isSome(outcome)) yield* complete(outcome.value).pipe(Effect.orDie)
-        const stored = yield* store.findById(created.transferId).pipe(Effect.orDie)
-        return record(Option.getOrThrow(stored), principal.accountId)
+        const decided = yield* actors.withKey(firstRead.agent_account_id, Effect.gen(function*() {
+          const nowMs = yield* Clock.currentTimeMillis
+          const held = Option.getOrThrow(yield* heldStore.findById(transactionId).pipe(Effect.orDie))
+          if (held.status === "expired" || (held.status === "pending_approval" && Number(held.expires_at_ms) <= nowMs)) {
+            return yield* Effect.fail(TransactionExpired.of(transactionId))
+          }
+          if (held.status !== "pending_approval") return yield* Effect.fail(TransactionNotFound.of(transactionId))
+          const chain = yield* Option.match(settlement.chain(held.mode), {
+            onNone: () => Effect.fail(LivemodeUnavailable.of()),
+            onSome: Effect.succeed
+          })
+          const agentAccount = Option.getOrThrow(yield* accounts.get(held.agent_account_id).pipe(Effect.orDie))
+          const recipientAccount = held.recipient_account_id === null
+            ? null
+            : Option.getOrThrow(yield* accounts.get(held.recipient_account_id).pipe(Effect.orDie))
+          const recipient = {
+            account: recipientAccount,
+            address: getAddress(held.recipient_address),
+            display: held.recipient_display
+          }
+          // Active hours bound when the agent may act; the approval is the owner's act.
+          const policy = yield* checkPolicy(
+            agentAccount.accountId,
+            { asset: held.asset, recipientNames: namesOf(recipient), activeHoursAtMs: null }
+          )
+          const parts = yield* heldStore.sealedParts(transactionId).pipe(Effect.orDie)
+          const publicAmount = parts.publicAmountSealed === null
+            ? null
+            : fromU256Bytes(yield* secretBox.open(parts.publicAmountSealed, publicAmountBinding(transactionId)).pipe(Effect.orDie))
+          const pinned = held.approval_deadline_seconds === null ? null : BigInt(held.approval_deadline_seconds)
+          const nowSeconds = BigInt(Math.floor(nowMs / 1000))
+          const deadlineSeconds = pinned !== null && pinned - nowSeconds >= BigInt(approvalDeadlineReuseMinSeconds)
+            ? pinned
+            : nowSeconds + BigInt(config.attestationLifetimeSeconds)
+          if (deadlineSeconds !== pinned) yield* heldStore.setApprovalDeadline(transactionId, deadlineSeconds).pipe(Effect.orDie)
+          const prepared: PreparedTransfer = {
+            transferId: held.transfer_id,
+            bindingId: transferIdBytes32(held.transfer_id),
+            mode: held.mode,
+            chainId: chain.chainId,
+            contract: confidentialTokenOf(chain, held.asset),
+            sender: agentAccount,
+            senderAddress: getAddress(agentAccount.walletAddress),
+            recipient,
+            asset: held.asset,
+            confidential: held.confidential,
+            apiKeyId: held.api_key_id,
+            nonce: BigInt(held.replay_nonce),
+            fromKey: parts.fromKey,
+            toKey: parts.toKey,
+            boxes: { sender: parts.senderBox, recipient: parts.recipientBox, guardian: parts.guardianNote },
+            sealedDigest: held.sealed_digest as Hex,
+            publicAmount
+          }
+          const decidedAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
+          const view = { ...held, status: "approved" as const, decided_at: decidedAt }
+          const markApproved = Effect.gen(function*() {
+            const changed = yield* heldStore.decide(transactionId, "approved", decidedAt)
+            if (!changed) return yield* Effect.fail(TransactionNotFound.of(transactionId))
+            yield* outbox.append([agentTransactionEvent("agent.transaction.approved", view, {
+              transfer_id: held.transfer_id,
+              tx_hash: null
+            })])
+          })
+          const result = yield* authorizeAndRecord(prepared, deadlineSeconds, { policy, approved: true }, markApproved).pipe(
+            // Decided elsewhere between our read and our commit (another node): give the reservation back.
+            Effect.tapError((error) =>
+              error._tag === "TransactionNotFound" ? settleWithGuardian(held.transfer_id, "failed") : Effect.void
+            )
+          )
+          if (result._tag === "Hold") return yield* Effect.die(new Error("the guardian held an approved transfer"))
+          return { prepared, recorded: result, view }
+        }))
+        const transfer = yield* submitAndAwait(decided.prepared, decided.recorded)
+        return { transaction: decided.view, transfer }
       })
 
       return Transfers.of({
         create: (principal, request) =>
           create(principal, request).pipe(Effect.annotateLogs({ account_id: principal.accountId })),
+        approveHeld: (transactionId) =>
+          approveHeld(transactionId).pipe(Effect.annotateLogs({ transaction_id: transactionId })),
         get: (principal, transferId) =>
           store.findForAccount(transferId, principal.accountId, principal.mode).pipe(
             Effect.orDie,
@@ -464,6 +787,6 @@ export class Transfers extends Context.Service<Transfers, {
         record
       })
     })
-  ).pipe(Layer.provideMerge(TransferStore.layer))
+  ).pipe(Layer.provideMerge(Layer.mergeAll(TransferStore.layer, AgentStore.layer, AgentTransactionStore.layer)))
 }
 

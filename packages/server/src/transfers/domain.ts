@@ -39,14 +39,16 @@ export const wholeUnitsMax = 1_000_000_000_000n
 export const memoBytesMax = 512
 
 /**
- * Parses a decimal amount (D4) into base units: > 0, at most the asset's
- * decimals, at most 1e12 whole units. Undefined for anything else. Never uses
+ * Parses a decimal string into base units of the asset, exactly (D4): digits,
+ * optionally a point and at most the asset's decimals, at most 1e12 whole
+ * units; zero only when `allowZero` (a policy limit may be 0, an amount not).
+ * Undefined for anything else, including signs and exponents. Never uses
  * floating point.
  *
  * @since 0.1.0
  * @category parsing
  */
-export const parseAmount = (text: string, asset: Asset): bigint | undefined => {
+export const parseUnits = (text: string, asset: Asset, options: { readonly allowZero: boolean }): bigint | undefined => {
   const match = /^(\d{1,13})(?:\.(\d+))?$/.exec(text)
   if (match === null) return undefined
   const decimals = assets[asset]
@@ -54,9 +56,20 @@ export const parseAmount = (text: string, asset: Asset): bigint | undefined => {
   if (fraction.length > decimals) return undefined
   const whole = BigInt(match[1]!)
   const units = whole * 10n ** BigInt(decimals) + BigInt(fraction.padEnd(decimals, "0") || "0")
-  if (units <= 0n || units > wholeUnitsMax * 10n ** BigInt(decimals)) return undefined
+  if (units < 0n || (units === 0n && !options.allowZero)) return undefined
+  if (units > wholeUnitsMax * 10n ** BigInt(decimals)) return undefined
   return units
 }
+
+/**
+ * Parses a decimal amount (D4) into base units: > 0, at most the asset's
+ * decimals, at most 1e12 whole units. Undefined for anything else.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const parseAmount = (text: string, asset: Asset): bigint | undefined =>
+  parseUnits(text, asset, { allowZero: false })
 
 /**
  * Base units as the shortest exact decimal string (D4): "12.5", "0", "1000".

@@ -1,5 +1,5 @@
 /**
- * Handlers of the `transfers` group (D13-D18).
+ * Handlers of the `transfers` group (D13-D18, and D26's 202 for a held agent transfer).
  *
  * @since 0.1.0
  */
@@ -61,7 +61,9 @@ export const TransfersHttpLive = HttpApiBuilder.group(PublicApi, "transfers", (h
       .handle("create", ({ payload }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
-          return yield* transfers.create(principal, payload)
+          const outcome = yield* transfers.create(principal, payload)
+          // 201 with the transfer, or 202 with the held agent transaction (D26).
+          return outcome._tag === "Transfer" ? outcome.transfer : outcome.transaction
         }))
       .handle("get", ({ params }) =>
         Effect.gen(function*() {

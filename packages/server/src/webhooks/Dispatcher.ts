@@ -32,7 +32,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, DateTime, Deferred, Effect, Fiber, Layer, Option, Queue, Random } from "effect"
+import { Cause, Clock, Context, DateTime, Deferred, Effect, Exit, Fiber, Layer, Option, Queue, Random } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { makeWakeup } from "../events/Wakeup.ts"
 import { ulid } from "../platform/Ids.ts"
@@ -203,13 +203,22 @@ export class Dispatcher extends Context.Service<Dispatcher, {
           const entry: { fiber?: Fiber.Fiber<void> } = {}
           serving.set(webhookId, entry)
           entry.fiber = yield* serveSubscription(webhookId).pipe(
-            Effect.catchCause((cause) => Effect.logWarning("serving a webhook subscription failed", cause)),
-            Effect.ensuring(Effect.gen(function*() {
-              if (serving.get(webhookId) === entry) serving.delete(webhookId)
-              yield* store.releaseLease(webhookId, nodeId).pipe(Effect.ignore)
-              // More may have become due while it was served: look again at once.
-              yield* wakeup.wake
-            })),
+            Effect.onExit((exit) =>
+              Effect.gen(function*() {
+                if (serving.get(webhookId) === entry) serving.delete(webhookId)
+                if (Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)) {
+                  // A fault (database down, a secret that does not open): keep the
+                  // lease, so nobody retries this subscription before it expires
+                  // (30 s) instead of at once, in a loop.
+                  return yield* Effect.logWarning("serving a webhook subscription failed", exit.cause)
+                }
+                // Done, or stopped (delete, shutdown): free the subscription for any node.
+                yield* store.releaseLease(webhookId, nodeId).pipe(Effect.ignore)
+                // More may have become due while it was served: look again at once.
+                yield* wakeup.wake
+              })
+            ),
+            Effect.ignore,
             Effect.annotateLogs({ webhook_id: webhookId }),
             Effect.forkIn(scope)
           )

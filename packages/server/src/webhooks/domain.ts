@@ -125,12 +125,19 @@ export const ReplayAccepted = Schema.Struct({
 })
 
 /**
- * D16's page bounds, reused by the delivery history.
+ * D16's default page size, reused by the delivery history.
  *
  * @since 0.1.0
  * @category constants
  */
 export const pageLimitDefault = 20
+
+/**
+ * D16's largest page size.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const pageLimitMax = 100
 
 /**

@@ -11,12 +11,14 @@ import { Context, Effect, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { EventInput } from "../../src/events/domain.ts"
 import { Outbox } from "../../src/events/Outbox.ts"
+import { WebhookStore } from "../../src/webhooks/WebhookStore.ts"
 import { bearer, createAccount, expectEnvelope, postJson, send } from "../support/http.ts"
 import { type DatabaseTarget, makeTestServer, TestServer, type TestServerShape } from "../support/TestServer.ts"
 import { eventually, makeTestCa, type ReceivedRequest, startReceiver } from "../support/webhooks-receiver.ts"
 
 const ca = makeTestCa()
-const receiver = await startReceiver(ca, ({ path }) => (path.startsWith("/fail") ? { status: 500 } : { status: 200 }))
+const receiver = await startReceiver(ca, ({ path }) =>
+  path.startsWith("/fail") ? { status: 500 } : path.startsWith("/slow") ? { status: 200, delayMs: 2_000 } : { status: 200 })
 afterAll(() => receiver.close())
 
 const CANARY = "987654.321"
@@ -341,6 +343,49 @@ export const webhooksApiSuite = (database: DatabaseTarget) =>
           yield* appendEvents(server, [confirmed(hal.account_id, "@hal")])
           yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 500)))
           assert.strictEqual(requestsTo("/fail-hal").length, 1)
+        }))
+
+      it.effect("an attempt in flight when the subscription is deleted is aborted here and cannot revive it elsewhere", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const lee = yield* createAccount(server, `wh-lee-${database.name}`)
+          const webhook = yield* createWebhook(server, lee.api_key, "/slow-lee")
+          const [event] = yield* appendEvents(server, [confirmed(lee.account_id, "@lee")])
+          yield* waitForRequests("/slow-lee", 1)
+          // The receiver holds the request; delete while it is in flight.
+          const deleted = yield* send(`${server.baseUrl}/v1/webhooks/${webhook.webhook_id}`, {
+            method: "DELETE",
+            headers: bearer(lee.api_key)
+          })
+          assert.strictEqual(deleted.status, 204)
+          yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 2_500)))
+          const sql = sqlOf(server)
+          const rows = yield* sql<{ delivery_id: string; status: string; attempt_count: number }>`
+            SELECT delivery_id, status, attempt_count FROM webhook_deliveries WHERE event_id = ${event!.eventId}`.pipe(Effect.orDie)
+          assert.deepStrictEqual(rows.map((row) => [row.status, row.attempt_count]), [["cancelled", 0]])
+          assert.strictEqual(requestsTo("/slow-lee").length, 1)
+          // Another node's attempt that finishes after the delete: logged, but the delivery stays
+          // cancelled and that node learns it lost the subscription.
+          const store = Context.get(server.services, WebhookStore)
+          const [result] = yield* store.recordAttempts([{
+            deliveryId: rows[0]!.delivery_id,
+            attemptNumber: 1,
+            nodeId: "node_elsewhere",
+            startedAt: new Date().toISOString(),
+            durationMs: 5,
+            statusCode: 200,
+            error: undefined,
+            status: "succeeded",
+            webhookId: webhook.webhook_id,
+            leaseUntil: new Date(Date.now() + 30_000).toISOString()
+          }]).pipe(Effect.orDie)
+          assert.deepStrictEqual(result, { recorded: false, leaseHeld: false })
+          const after = yield* sql<{ status: string }>`
+            SELECT status FROM webhook_deliveries WHERE delivery_id = ${rows[0]!.delivery_id}`.pipe(Effect.orDie)
+          assert.strictEqual(after[0]!.status, "cancelled")
+          const logged = yield* sql<{ node_id: string }>`
+            SELECT node_id FROM webhook_attempts WHERE delivery_id = ${rows[0]!.delivery_id}`.pipe(Effect.orDie)
+          assert.deepStrictEqual(logged.map((row) => row.node_id), ["node_elsewhere"])
         }))
 
       it.effect("events commit with the caller's transaction: a rolled-back change announces nothing", () =>

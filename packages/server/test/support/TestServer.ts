@@ -109,6 +109,8 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   guardianSharedSecret: Option.none(),
   transferCreateTimeoutMs: 5_000,
   attestationLifetimeSeconds: 600,
+  approvalWindowMs: 24 * 60 * 60 * 1000,
+  approvalSweepIntervalMs: 1_000,
   operatorKeyTestnet: Option.none(),
   operatorKeyMainnet: Option.none(),
   natsUrl: Option.none(),

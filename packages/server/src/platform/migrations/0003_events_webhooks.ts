@@ -70,7 +70,10 @@ export const eventsAndWebhooks = Effect.gen(function*() {
     )`
   yield* sql`
     CREATE UNIQUE INDEX webhook_deliveries_fanout ON webhook_deliveries (event_id, webhook_id) WHERE trigger = 'event'`
-  yield* sql`CREATE INDEX webhook_deliveries_due ON webhook_deliveries (webhook_id, next_attempt_at) WHERE status = 'pending'`
+  // Matches dueDeliveries' ORDER BY, so a subscription's backlog is read a page at a time.
+  yield* sql`
+    CREATE INDEX webhook_deliveries_due ON webhook_deliveries (webhook_id, next_attempt_at, delivery_id)
+    WHERE status = 'pending'`
   yield* sql`CREATE INDEX webhook_deliveries_next ON webhook_deliveries (next_attempt_at) WHERE status = 'pending'`
   yield* sql`CREATE INDEX webhook_deliveries_history ON webhook_deliveries (webhook_id, created_at, delivery_id)`
   // The attempt log: status code, duration and an error class, never a body.

@@ -11,6 +11,7 @@ import { accountsAndKeys } from "./0001_accounts_and_keys.ts"
 import { settlement } from "./0002_settlement.ts"
 import { eventsAndWebhooks } from "./0003_events_webhooks.ts"
 import { transfers } from "./0004_transfers.ts"
+import { agents } from "./0005_agents.ts"
 
 /**
  * @since 0.1.0
@@ -20,5 +21,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0001_accounts_and_keys": accountsAndKeys,
   "0002_settlement": settlement,
   "0003_events_webhooks": eventsAndWebhooks,
-  "0004_transfers": transfers
+  "0004_transfers": transfers,
+  "0005_agents": agents
 }

@@ -1,0 +1,236 @@
+/**
+ * Human approval of held agent transactions (D26-D28): the pending list, the
+ * owner's sealed copy, approve, reject, and the expiry sweep.
+ *
+ * Every decision runs in the agent's actor (the same `KeyedSerializer` key as
+ * the agent's transfers), and the state change is conditional on the row still
+ * being `pending_approval`: an approval, a rejection, the sweep and the agent's
+ * new transfers never interleave, and a transaction is decided once. The
+ * approval itself (re-check, authorize, record, submit) is Transfers'
+ * `approveHeld`, so approved transfers go through exactly the path new ones do.
+ *
+ * Checks, in order: the caller's key is not an agent's (403), the transaction
+ * exists in the key's mode (404), the caller owns its agent (403), it is still
+ * pending (404 once decided), its window is open (409).
+ *
+ * @since 0.1.0
+ */
+import { Clock, Context, DateTime, Duration, Effect, Layer, Option, Schedule } from "effect"
+import { SqlClient } from "effect/sql"
+import type { Principal } from "../apikeys/domain.ts"
+import { AppConfig } from "../config/AppConfig.ts"
+import { Outbox } from "../events/Outbox.ts"
+import {
+  type InsufficientBalance,
+  LivemodeUnavailable,
+  NotAgentOwner,
+  type PolicyViolation,
+  type ServiceUnavailable,
+  TransactionExpired,
+  TransactionNotFound
+} from "../http/errors.ts"
+import { KeyedSerializer } from "../platform/KeyedSerializer.ts"
+import { confidentialTokenOf } from "../settlement/Chains.ts"
+import { Settlement } from "../settlement/Settlement.ts"
+import { transferIdBytes32, Transfers } from "../transfers/Transfers.ts"
+import { AgentTransactionStore, type StoredAgentTransaction } from "./AgentTransactionStore.ts"
+import { isAgentKey } from "./Agents.ts"
+import { type AgentTransactionRecord, agentTransactionEvent, toAgentTransactionRecord } from "./domain.ts"
+
+/**
+ * D27: approved or rejected is no longer pending (404); past its window, whether the
+ * sweep has marked it yet or not, it is expired (409).
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const openCheck = (
+  held: { readonly transaction_id: string; readonly status: string; readonly expires_at_ms: string },
+  nowMs: number
+): Effect.Effect<void, TransactionNotFound | TransactionExpired> =>
+  held.status === "expired" || (held.status === "pending_approval" && Number(held.expires_at_ms) <= nowMs)
+    ? Effect.fail(TransactionExpired.of(held.transaction_id))
+    : held.status !== "pending_approval"
+    ? Effect.fail(TransactionNotFound.of(held.transaction_id))
+    : Effect.void
+
+/** Held transactions expired per sweep step: bounded so one step is one short transaction each. */
+const sweepBatchMax = 100
+
+const hex = (bytes: Uint8Array) => `0x${Buffer.from(bytes).toString("hex")}`
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class Approvals extends Context.Service<Approvals, {
+  readonly pending: (principal: Principal) => Effect.Effect<ReadonlyArray<{
+    readonly transaction_id: string
+    readonly agent: string
+    readonly to: string
+    readonly asset: "USDG" | "ETH"
+    readonly confidential: boolean
+    readonly requested_at: string
+    readonly expires_at: string
+  }>>
+  readonly approve: (
+    principal: Principal,
+    transactionId: string
+  ) => Effect.Effect<
+    AgentTransactionRecord,
+    | TransactionNotFound
+    | TransactionExpired
+    | NotAgentOwner
+    | PolicyViolation
+    | InsufficientBalance
+    | LivemodeUnavailable
+    | ServiceUnavailable
+  >
+  readonly reject: (
+    principal: Principal,
+    transactionId: string
+  ) => Effect.Effect<AgentTransactionRecord, TransactionNotFound | TransactionExpired | NotAgentOwner>
+  readonly sealed: (principal: Principal, transactionId: string) => Effect.Effect<{
+    readonly transaction_id: string
+    readonly transfer_id: string
+    readonly asset: "USDG" | "ETH"
+    readonly chain_id: number
+    readonly contract: string
+    readonly binding_id: string
+    readonly sealed_note: string
+  }, TransactionNotFound | NotAgentOwner | LivemodeUnavailable>
+  /** One expiry sweep step (also run on a schedule by the layer); how many it expired. */
+  readonly expireDue: Effect.Effect<number>
+}>()("server/agents/Approvals") {
+  static readonly layer = Layer.effect(
+    Approvals,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      const sql = yield* SqlClient.SqlClient
+      const store = yield* AgentTransactionStore
+      const transfers = yield* Transfers
+      const outbox = yield* Outbox
+      const actors = yield* KeyedSerializer
+      const settlement = yield* Settlement
+
+      /** The agent transaction, if it is in the key's mode and the caller owns its agent. */
+      const ownedTransaction = (principal: Principal, transactionId: string) =>
+        Effect.gen(function*() {
+          if (isAgentKey(principal)) return yield* Effect.fail(NotAgentOwner.of())
+          const held = yield* store.findInMode(transactionId, principal.mode).pipe(Effect.orDie)
+          if (Option.isNone(held)) return yield* Effect.fail(TransactionNotFound.of(transactionId))
+          if (held.value.owner_account_id !== principal.accountId) return yield* Effect.fail(NotAgentOwner.of())
+          return held.value
+        })
+
+      const checkOpen = (held: StoredAgentTransaction, nowMs: number) => openCheck(held, nowMs)
+
+      /** Under the agent's actor: pending → rejected | expired with its event, once. */
+      const close = (
+        held: StoredAgentTransaction,
+        status: "rejected" | "expired"
+      ) =>
+        actors.withKey(held.agent_account_id, Effect.gen(function*() {
+          const nowMs = yield* Clock.currentTimeMillis
+          const current = Option.getOrThrow(yield* store.findById(held.transaction_id).pipe(Effect.orDie))
+          if (status === "rejected") yield* checkOpen(current, nowMs)
+          else if (current.status !== "pending_approval") return Option.none<StoredAgentTransaction>()
+          const decidedAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
+          const decided = { ...current, status, decided_at: decidedAt }
+          const changed = yield* sql.withTransaction(Effect.gen(function*() {
+            const changed = yield* store.decide(held.transaction_id, status, decidedAt)
+            if (changed) yield* outbox.append([agentTransactionEvent(`agent.transaction.${status}`, decided, null)])
+            return changed
+          })).pipe(Effect.orDie)
+          if (!changed) {
+            return status === "rejected"
+              ? yield* Effect.fail(TransactionNotFound.of(held.transaction_id))
+              : Option.none<StoredAgentTransaction>()
+          }
+          return Option.some(decided)
+        }))
+
+      const expireDue = Effect.gen(function*() {
+        const nowMs = yield* Clock.currentTimeMillis
+        const due = yield* store.due(DateTime.formatIso(DateTime.makeUnsafe(nowMs)), sweepBatchMax).pipe(Effect.orDie)
+        let expired = 0
+        for (const held of due) {
+          const closed = yield* close(held, "expired").pipe(
+            Effect.catch(() => Effect.succeed(Option.none<StoredAgentTransaction>()))
+          )
+          if (Option.isSome(closed)) expired++
+        }
+        return expired
+      })
+
+      yield* Effect.forkScoped(
+        expireDue.pipe(
+          Effect.catchCause((cause) => Effect.logError("approval expiry sweep failed", cause)),
+          Effect.repeat(Schedule.spaced(Duration.millis(config.approvalSweepIntervalMs)))
+        )
+      )
+
+      return Approvals.of({
+        pending: (principal) =>
+          Effect.gen(function*() {
+            const nowMs = yield* Clock.currentTimeMillis
+            const scope = isAgentKey(principal)
+              ? { agentAccountId: principal.accountId }
+              : { ownerAccountId: principal.accountId }
+            const rows = yield* store.pending(scope, principal.mode, DateTime.formatIso(DateTime.makeUnsafe(nowMs))).pipe(
+              Effect.orDie
+            )
+            return rows.map((held) => {
+              const record = toAgentTransactionRecord(held, null)
+              return {
+                transaction_id: record.transaction_id,
+                agent: record.agent,
+                to: record.to,
+                asset: record.asset,
+                confidential: record.confidential,
+                requested_at: record.requested_at,
+                expires_at: record.expires_at
+              }
+            })
+          }),
+        approve: (principal, transactionId) =>
+          Effect.gen(function*() {
+            const held = yield* ownedTransaction(principal, transactionId)
+            yield* checkOpen(held, yield* Clock.currentTimeMillis)
+            const { transaction, transfer } = yield* transfers.approveHeld(held.transaction_id)
+            return toAgentTransactionRecord(transaction, {
+              transfer_id: transfer.transfer_id,
+              status: transfer.status,
+              tx_hash: transfer.tx_hash
+            })
+          }).pipe(Effect.annotateLogs({ transaction_id: transactionId })),
+        reject: (principal, transactionId) =>
+          Effect.gen(function*() {
+            const held = yield* ownedTransaction(principal, transactionId)
+            yield* checkOpen(held, yield* Clock.currentTimeMillis)
+            const decided = yield* close(held, "rejected")
+            return toAgentTransactionRecord(Option.getOrThrow(decided), null)
+          }),
+        sealed: (principal, transactionId) =>
+          Effect.gen(function*() {
+            const held = yield* ownedTransaction(principal, transactionId)
+            const chain = yield* Option.match(settlement.chain(held.mode), {
+              onNone: () => Effect.fail(LivemodeUnavailable.of()),
+              onSome: Effect.succeed
+            })
+            const parts = yield* store.sealedParts(held.transaction_id).pipe(Effect.orDie)
+            return {
+              transaction_id: held.transaction_id,
+              transfer_id: held.transfer_id,
+              asset: held.asset,
+              chain_id: chain.chainId,
+              contract: confidentialTokenOf(chain, held.asset),
+              binding_id: transferIdBytes32(held.transfer_id),
+              sealed_note: hex(parts.senderBox)
+            }
+          }),
+        expireDue
+      })
+    })
+  )
+}
