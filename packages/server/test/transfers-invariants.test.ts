@@ -8,6 +8,7 @@
  *   the sum of the balances each account proves equals the sum of the faucet
  *   grants, and none is negative.
  */
+import { createHash } from "node:crypto"
 import { assert, describe, layer } from "@effect/vitest"
 import { Context, Effect, Option, Schema } from "effect"
 import { Settlement } from "../src/settlement/Settlement.ts"
@@ -33,11 +34,18 @@ describe("transfer invariants", () => {
           { amount: "61.000737", units: 61_000_737n, memo: "canary memo ünïcode 🐦 beta" }
         ]
         const hashes: Array<string> = []
-        for (const canary of canaries) {
-          const response = yield* send(
-            `${server.baseUrl}/v1/transfers`,
-            postJson(bearer(sender.api_key), { to: "@canary.recipient", amount: canary.amount, memo: canary.memo })
-          )
+        // With an Idempotency-Key, so the idempotency store is in the dump too: a plain hash of the
+        // body stored there could be inverted by trying amounts.
+        const unkeyedHashes: Array<string> = []
+        for (const [i, canary] of canaries.entries()) {
+          const body = JSON.stringify({ to: "@canary.recipient", amount: canary.amount, memo: canary.memo })
+          unkeyedHashes.push(createHash("sha256").update(body).digest("hex"))
+          unkeyedHashes.push(createHash("sha256").update(`POST\n/v1/transfers\n${body}`).digest("hex"))
+          const response = yield* send(`${server.baseUrl}/v1/transfers`, {
+            method: "POST",
+            headers: { ...bearer(sender.api_key), "content-type": "application/json", "idempotency-key": `canary-${i}` },
+            body
+          })
           assert.strictEqual(response.status, 201, response.text)
           hashes.push(Schema.decodeUnknownSync(TransferRecord)(response.json).tx_hash ?? "")
         }
@@ -55,6 +63,8 @@ describe("transfer invariants", () => {
           Effect.promise(() => chain.client.getTransaction({ hash: hash as `0x${string}` })).pipe(Effect.map((tx) => tx.input)))
         const haystacks = { database: dump.toLowerCase(), logs: logs.toLowerCase(), calldata: calldata.join("\n").toLowerCase(), refusal: refused.text }
         assert.isAbove(dump.length, 1000)
+        assert.include(dump, "canary-0", "the idempotency store is in the dump")
+        for (const hash of unkeyedHashes) assert.notInclude(dump, hash, "an unkeyed hash of a transfer body is stored")
         assert.include(dump, "transfer.confirmed", "the events are in the dump")
         for (const canary of [...canaries, { amount: "88888.123457", units: 88_888_123_457n, memo: "canary-refused-memo" }]) {
           const needles = [canary.amount, canary.units.toString(), canary.units.toString(16), canary.memo.toLowerCase()]

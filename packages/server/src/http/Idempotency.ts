@@ -2,7 +2,7 @@
  * D6: `Idempotency-Key` on POST endpoints.
  *
  * The first request with a key claims it (a row keyed by account, mode and key,
- * holding a hash of the request) and runs; its response, whatever the status, is
+ * holding a keyed hash — HMAC under the server pepper — of the request) and runs; its response, whatever the status, is
  * stored and replayed for 24 hours to a request with the same key and the same
  * method, path and body, with `Idempotent-Replayed: true`. The same key with a
  * different request answers 409 `idempotency_key_reused`; while the first still
@@ -15,11 +15,12 @@
  *
  * @since 0.1.0
  */
-import { createHash } from "node:crypto"
-import { Duration, Effect, Exit, Layer, Schedule } from "effect"
+import { createHmac } from "node:crypto"
+import { Duration, Effect, Exit, Layer, Redacted, Schedule } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { SqlClient } from "effect/sql"
 import { Limits } from "../config/AppConfig.ts"
+import { Secrets } from "../platform/Secrets.ts"
 import { CurrentPrincipal, Idempotency } from "./Api.ts"
 import { IdempotencyKeyInProgress, IdempotencyKeyReused, InvalidRequest } from "./errors.ts"
 
@@ -44,6 +45,9 @@ export const IdempotencyLive = Layer.effect(
   Idempotency,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    // Keyed: a plain hash of a transfer's body could be inverted from a database dump by
+    // trying candidate amounts (the other fields are in the stored response).
+    const hashKey = Redacted.value((yield* Secrets).apiKeyPepper)
 
     yield* Effect.forkScoped(
       sql`DELETE FROM idempotency_keys WHERE expires_at < now()`.pipe(
@@ -107,7 +111,8 @@ export const IdempotencyLive = Layer.effect(
         const principal = yield* CurrentPrincipal
         const body = yield* Effect.orDie(request.text)
         const requestHash = new Uint8Array(
-          createHash("sha256").update(`${request.method}\n${request.url.split("?")[0]}\n`).update(body).digest()
+          createHmac("sha256", hashKey).update(`pps/idempotency/v1\n${request.method}\n${request.url.split("?")[0]}\n`)
+            .update(body).digest()
         )
         const scope = { accountId: principal.accountId, mode: principal.mode, key }
         const decision = yield* Effect.orDie(claim(scope, requestHash))

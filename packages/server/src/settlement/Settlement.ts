@@ -131,6 +131,9 @@ export class Settlement extends Context.Service<Settlement, {
             // Read after registering the waiter, so an outcome written in between is not missed.
             const stored = yield* store.get(submissionId)
             if (Option.isSome(stored) && stored.value.resolution !== null) {
+              // Complete the shared waiter before dropping it: another caller may be waiting on it
+              // and `finish` may already have looked for it.
+              yield* Deferred.succeed(waiter, stored.value.resolution)
               waiters.delete(submissionId)
               return Option.some(stored.value.resolution)
             }
@@ -194,7 +197,11 @@ const makeEngine = (
         const signed = yield* relayer.sign({ to: request.target, data: request.data, gas: request.gasLimit }).pipe(
           Effect.tapError(() => Effect.sync(() => (relayer.inFlight -= 1)))
         )
-        yield* store.markSent(request.submissionId, signed)
+        // Signed but not recorded: the nonce it took is never broadcast, so forget the local
+        // nonce (the next signature asks the node) rather than leave a gap that stalls the relayer.
+        yield* store.markSent(request.submissionId, signed).pipe(
+          Effect.tapError(() => relayer.resync.pipe(Effect.andThen(Effect.sync(() => (relayer.inFlight -= 1)))))
+        )
         const tracked: Tracked = {
           request,
           relayer,
@@ -419,12 +426,23 @@ const makeEngine = (
       )
     )
 
+    /** Submissions this node is recording or signing right now (not yet sent). */
+    const signing = new Set<string>()
+
     const engine: Engine = {
       submit: (request) =>
-        Effect.gen(function*() {
-          const recorded = yield* store.record(request)
-          if (!recorded) return
-          yield* signAndSend(request, undefined)
+        Effect.suspend(() => {
+          const id = request.submissionId
+          // Checked and claimed in one step, so two callers in this process never both sign it.
+          if (signing.has(id) || bySubmission.has(id)) return Effect.void
+          signing.add(id)
+          return Effect.gen(function*() {
+            if (yield* store.record(request)) return yield* signAndSend(request, undefined)
+            // Submitted before: nothing to do, unless it is still only recorded (its first signing
+            // failed): then this call signs it. Callers' recovery rounds re-drive it this way.
+            const stored = yield* store.get(id)
+            if (Option.isSome(stored) && stored.value.status === "recorded") yield* signAndSend(stored.value.request, undefined)
+          }).pipe(Effect.ensuring(Effect.sync(() => signing.delete(id))))
         }).pipe(Effect.withSpan("Settlement.submit"))
     }
     return engine

@@ -412,7 +412,16 @@ export class Transfers extends Context.Service<Transfers, {
             case "HoldForApproval":
               return { _tag: "Hold" } as const
             case "Refused":
-              // Every refusal reason is a fault of our own request (or a frozen account): a defect.
+              // A frozen account (books disagree with the chain), or an approval retried after its
+              // first attestation's deadline (the guardian keeps that reservation until it expires),
+              // is a state that passes: 503, retry later. Any other refusal is a fault of our own
+              // request: a defect.
+              if (authorization.reason === "account_frozen" || authorization.reason === "transfer_id_reused") {
+                return yield* Effect.logWarning("guardian refused a transfer for now").pipe(
+                  Effect.annotateLogs({ transfer_id: prepared.transferId, reason: authorization.reason }),
+                  Effect.andThen(Effect.fail(ServiceUnavailable.of()))
+                )
+              }
               return yield* Effect.logError("guardian refused a transfer").pipe(
                 Effect.annotateLogs({ transfer_id: prepared.transferId, reason: authorization.reason }),
                 Effect.andThen(Effect.die(new Error(`guardian refused: ${authorization.reason}`)))
@@ -537,7 +546,7 @@ export class Transfers extends Context.Service<Transfers, {
         const amount = parseAmount(body.amount, asset)
         if (amount === undefined) {
           return yield* Effect.fail(InvalidRequest.of(
-            `\`amount\` must be a decimal string above 0 with at most ${assets[asset]} decimals and at most 1,000,000,000,000 units.`,
+            `\`amount\` must be a decimal string above 0 with at most ${assets[asset]} decimals and at most 1,000,000,000,000 units (and below 2^64 base units).`,
             { param: "amount" }
           ))
         }
@@ -759,9 +768,19 @@ export class Transfers extends Context.Service<Transfers, {
             })])
           })
           const result = yield* authorizeAndRecord(prepared, deadlineSeconds, { policy, approved: true }, markApproved).pipe(
-            // Decided elsewhere between our read and our commit (another node): give the reservation back.
+            // Decided elsewhere between our read and our commit (another node). The guardian answered
+            // both approvals with the same reservation (same transfer id), so it is released only when
+            // no approval recorded the transfer: a rejection or expiry won. Releasing it under an
+            // approval that won would let the sender spend the amount twice.
             Effect.tapError((error) =>
-              error._tag === "TransactionNotFound" ? settleWithGuardian(held.transfer_id, "failed") : Effect.void
+              error._tag === "TransactionNotFound"
+                ? store.findById(held.transfer_id).pipe(
+                  Effect.orDie,
+                  Effect.flatMap((recorded) =>
+                    Option.isSome(recorded) ? Effect.void : settleWithGuardian(held.transfer_id, "failed")
+                  )
+                )
+                : Effect.void
             )
           )
           if (result._tag === "Hold") return yield* Effect.die(new Error("the guardian held an approved transfer"))

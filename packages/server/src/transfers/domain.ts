@@ -31,6 +31,14 @@ export const AssetName = Schema.Literals(["USDG", "ETH"])
 export const wholeUnitsMax = 1_000_000_000_000n
 
 /**
+ * Amounts are encrypted as unsigned 64-bit integers of base units.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const encryptedAmountLimit = 1n << 64n
+
+/**
  * D15: a memo is at most 512 bytes of UTF-8.
  *
  * @since 0.1.0
@@ -58,6 +66,9 @@ export const parseUnits = (text: string, asset: Asset, options: { readonly allow
   const units = whole * 10n ** BigInt(decimals) + BigInt(fraction.padEnd(decimals, "0") || "0")
   if (units < 0n || (units === 0n && !options.allowZero)) return undefined
   if (units > wholeUnitsMax * 10n ** BigInt(decimals)) return undefined
+  // Confidential amounts are encrypted as u64 (docs/crypto.md): for ETH's 18 decimals that caps
+  // one amount at 18.446744073709551615 ETH, below D4's 1e12 units.
+  if (units >= encryptedAmountLimit) return undefined
   return units
 }
 

@@ -217,7 +217,7 @@ export const agentsSuite = (database: DatabaseTarget) =>
           const policyUrl = `${server.baseUrl}/v1/agents/${agent.account_id}/spend-policy`
 
           // D25's order: asset before recipient before hours before the limits.
-          violation(yield* pay({ to: "@carol", amount: "6000", asset: "ETH" }), "asset_not_allowed")
+          violation(yield* pay({ to: "@carol", amount: "1", asset: "ETH" }), "asset_not_allowed")
           violation(yield* pay({ to: "@carol", amount: "6000" }), "recipient_not_allowed")
           violation(yield* pay({ to: "@bob", amount: "5000.000001" }), "per_transaction_limit_exceeded")
           // Validation and not-found come before policy.

@@ -127,6 +127,8 @@ export const transfersSuite = (database: DatabaseTarget) =>
             [{ to: "@erin", amount: "1e3" }, "amount"],
             [{ to: "@erin", amount: "1000000000001" }, "amount"],
             [{ to: "@erin", amount: "1", asset: "DOGE" }, "asset"],
+            // Encrypted amounts are u64 base units: 2^64 wei is refused, not a 500.
+            [{ to: "@erin", amount: "18.446744073709551616", asset: "ETH" }, "amount"],
             [{ to: "@erin", amount: "1", memo: "x".repeat(513) }, "memo"],
             [{ to: "not a handle!", amount: "1" }, "to"],
             [{ amount: "1" }, "to"],
