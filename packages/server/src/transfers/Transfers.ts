@@ -286,8 +286,12 @@ export class Transfers extends Context.Service<Transfers, {
           if (Option.isNone(stored)) return
           const t = stored.value
           const status = resolution._tag === "Confirmed" ? "confirmed" as const : "failed" as const
+          // The block's time, which has whole-second resolution: never shown before the transfer's
+          // own creation time in the same second.
           const confirmedAt = resolution._tag === "Confirmed"
-            ? DateTime.formatIso(DateTime.makeUnsafe(Number(resolution.blockTimestampSeconds) * 1000))
+            ? DateTime.formatIso(DateTime.makeUnsafe(
+              Math.max(Number(resolution.blockTimestampSeconds) * 1000, Date.parse(t.created_at))
+            ))
             : null
           const txHash = resolution.txHash
           yield* sql.withTransaction(Effect.gen(function*() {

@@ -51,6 +51,7 @@ export const transfersSuite = (database: DatabaseTarget) =>
           assert.strictEqual(transfer.asset, "USDG")
           assert.isTrue(transfer.confidential)
           assert.match(transfer.tx_hash ?? "", /^0x[0-9a-f]{64}$/)
+          assert.isTrue(transfer.confirmed_at !== null && transfer.confirmed_at >= transfer.created_at, "confirmed after created")
           assert.notInclude(created.text, "12.5")
           assert.notInclude(created.text, "lunch")
 
