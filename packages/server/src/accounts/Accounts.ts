@@ -10,7 +10,7 @@
  */
 import { Clock, Context, DateTime, Effect, Layer, Option } from "effect"
 import type { SqlError } from "effect/sql"
-import type { LocalAccount } from "viem"
+import { bytesToHex, hexToBytes, type LocalAccount } from "viem"
 import { generatePrivateKey, privateKeyToAccount, privateKeyToAddress } from "viem/accounts"
 import { makeId } from "../platform/Ids.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
@@ -57,7 +57,7 @@ export class Accounts extends Context.Service<Accounts, {
           const accountId = makeId("acct", nowMs)
           const privateKey = generatePrivateKey()
           const walletAddress = privateKeyToAddress(privateKey)
-          const walletKeySealed = box.seal(Buffer.from(privateKey.slice(2), "hex"), walletKeyBinding(accountId))
+          const walletKeySealed = box.seal(hexToBytes(privateKey), walletKeyBinding(accountId))
           return yield* store.insert({
             accountId,
             handle: input.handle,
@@ -78,7 +78,7 @@ export class Accounts extends Context.Service<Accounts, {
             const sealed = yield* store.walletKeySealed(accountId)
             // Every account row has a sealed key that opens under the KEK: anything else is corruption.
             const key = yield* box.open(Option.getOrThrow(sealed), walletKeyBinding(accountId)).pipe(Effect.orDie)
-            return privateKeyToAccount(`0x${Buffer.from(key).toString("hex")}`)
+            return privateKeyToAccount(bytesToHex(key))
           })
       })
     })

@@ -16,7 +16,7 @@ import { ConfidentialTokenArtifact, TypedData } from "@pps/contracts"
 import { EncryptionKey, Point } from "@pps/crypto"
 import { Clock, Context, DateTime, Effect, Layer, Option } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { type Address, encodeFunctionData, getAddress, type Hex } from "viem"
+import { type Address, bytesToHex, encodeFunctionData, getAddress } from "viem"
 import type { Mode } from "../apikeys/domain.ts"
 import {
   EncryptionKeyAlreadyRegistered,
@@ -25,6 +25,7 @@ import {
   LivemodeUnavailable,
   ServiceUnavailable
 } from "../http/errors.ts"
+import { fromEvmPoint, toEvmPoint } from "../settlement/calls.ts"
 import { type ChainContext, ChainError, confidentialTokenOf } from "../settlement/Chains.ts"
 import { gasLimits } from "../settlement/domain.ts"
 import { type ChainUnavailable, Settlement } from "../settlement/Settlement.ts"
@@ -33,12 +34,6 @@ import { Accounts } from "./Accounts.ts"
 
 /** A registration is mined within a few blocks; past this the request answers 503 and a retry continues it. */
 const registrationWaitMs = 30_000
-
-const hex = (bytes: Uint8Array): Hex => `0x${Buffer.from(bytes).toString("hex")}`
-const coordinates = (point: Uint8Array) => ({
-  x: BigInt(hex(point.subarray(0, 32))),
-  y: BigInt(hex(point.subarray(32, 64)))
-})
 
 /**
  * @since 0.1.0
@@ -83,10 +78,7 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
             }),
           catch: (cause) => new ChainError({ message: "reading the key registry failed", cause })
         }).pipe(Effect.map((point) => {
-          const encoded = new Uint8Array(Buffer.from(
-            point.x.toString(16).padStart(64, "0") + point.y.toString(16).padStart(64, "0"),
-            "hex"
-          ))
+          const encoded = fromEvmPoint(point)
           return Point.isIdentity(encoded as Point.Point) ? Option.none<Uint8Array>() : Option.some(encoded)
         }))
 
@@ -148,7 +140,7 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
         if (stored.registered_at !== null) return publicKey
 
         const signer = yield* accounts.custodialSigner(input.accountId)
-        const key = coordinates(publicKey)
+        const key = toEvmPoint(publicKey)
         const chainFailure = (cause: ChainError | ChainUnavailable | SqlError.SqlError) =>
           cause._tag === "SqlError"
             ? Effect.fail(cause)
@@ -173,7 +165,7 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
             data: encodeFunctionData({
               abi: ConfidentialTokenArtifact.abi,
               functionName: "registerFor",
-              args: [wallet, key, hex(input.proofs[asset]), accountSignature]
+              args: [wallet, key, bytesToHex(input.proofs[asset]), accountSignature]
             }),
             gasLimit: gasLimits.register_key,
             deadlineSeconds: null,

@@ -7,6 +7,7 @@
 import { Effect, Option, Schema } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
+import { bytesToHex, type Hex, hexToBytes } from "viem"
 import { Balances } from "../balances/Balances.ts"
 import { CurrentPrincipal, PublicApi } from "../http/Api.ts"
 import { InvalidRequest, LivemodeUnavailable } from "../http/errors.ts"
@@ -15,7 +16,6 @@ import { Accounts } from "./Accounts.ts"
 import { toAccountRecord } from "./domain.ts"
 import { EncryptionKeys } from "./EncryptionKeys.ts"
 
-const bytes = (value: string) => new Uint8Array(Buffer.from(value.slice(2), "hex"))
 
 const ProofBody = Schema.Struct({ decryption_proof: Schema.optionalKey(Schema.String) })
 
@@ -81,7 +81,7 @@ export const AccountsHttpLive = HttpApiBuilder.group(PublicApi, "accounts", (han
             account_address: account.walletAddress,
             chain_id: chain.chainId,
             contracts: { USDG: chain.contracts.confidentialUsdg, ETH: chain.contracts.confidentialEth },
-            public_key: Option.match(key, { onNone: () => null, onSome: (k) => `0x${Buffer.from(k).toString("hex")}` }),
+            public_key: Option.match(key, { onNone: () => null, onSome: bytesToHex }),
             confidential_ready: Option.isSome(key)
           }
         }))
@@ -91,10 +91,11 @@ export const AccountsHttpLive = HttpApiBuilder.group(PublicApi, "accounts", (han
           const registered = yield* keys.register({
             accountId: principal.accountId,
             mode: principal.mode,
-            publicKey: bytes(payload.public_key),
-            proofs: { USDG: bytes(payload.proofs.USDG), ETH: bytes(payload.proofs.ETH) }
+            // The request schema checked each is 0x-prefixed hex.
+            publicKey: hexToBytes(payload.public_key as Hex),
+            proofs: { USDG: hexToBytes(payload.proofs.USDG as Hex), ETH: hexToBytes(payload.proofs.ETH as Hex) }
           }).pipe(Effect.catchTag("SqlError", Effect.die))
-          return { public_key: `0x${Buffer.from(registered).toString("hex")}`, confidential_ready: true as const }
+          return { public_key: bytesToHex(registered), confidential_ready: true as const }
         }))
       .handle("balances", ({ query }) =>
         Effect.gen(function*() {

@@ -17,6 +17,7 @@
  */
 import { Clock, Context, DateTime, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
+import { bytesToHex } from "viem"
 import type { Principal } from "../apikeys/domain.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { Outbox } from "../events/Outbox.ts"
@@ -57,7 +58,6 @@ export const openCheck = (
 /** Held transactions expired per sweep step: bounded so one step is one short transaction each. */
 const sweepBatchMax = 100
 
-const hex = (bytes: Uint8Array) => `0x${Buffer.from(bytes).toString("hex")}`
 
 /**
  * @since 0.1.0
@@ -226,7 +226,7 @@ export class Approvals extends Context.Service<Approvals, {
               chain_id: chain.chainId,
               contract: confidentialTokenOf(chain, held.asset),
               binding_id: transferIdBytes32(held.transfer_id),
-              sealed_note: hex(parts.senderBox)
+              sealed_note: bytesToHex(parts.senderBox)
             }
           }),
         expireDue

@@ -23,7 +23,7 @@ import { ConfidentialTokenArtifact } from "@pps/contracts"
 import { DecryptionProof, type Point } from "@pps/crypto"
 import { GuardianClient } from "@pps/guardian"
 import { Clock, Context, Effect, Layer, Option } from "effect"
-import { getAddress, type Hex, keccak256 } from "viem"
+import { bytesToHex, getAddress, keccak256 } from "viem"
 import { Accounts } from "../accounts/Accounts.ts"
 import { type Account, isKycSufficient } from "../accounts/domain.ts"
 import { EncryptionKeys } from "../accounts/EncryptionKeys.ts"
@@ -35,6 +35,7 @@ import {
   LivemodeUnavailable,
   ServiceUnavailable
 } from "../http/errors.ts"
+import { fromEvmPoint } from "../settlement/calls.ts"
 import { type ChainContext, confidentialTokenOf } from "../settlement/Chains.ts"
 import { Settlement } from "../settlement/Settlement.ts"
 import { type Asset, assets, formatAmount } from "../transfers/domain.ts"
@@ -42,7 +43,6 @@ import { type Asset, assets, formatAmount } from "../transfers/domain.ts"
 /** D20: a proof older than 5 minutes is refused; so is one that claims to live longer. */
 const proofLifetimeMaxSeconds = 300n
 
-const hex = (bytes: Uint8Array): Hex => `0x${Buffer.from(bytes).toString("hex")}`
 
 /**
  * An account's on-chain balance ciphertext for one asset.
@@ -65,8 +65,6 @@ export interface OnChainBalance {
 export const ciphertextVersionOf = (commitment: Uint8Array, handle: Uint8Array): bigint =>
   BigInt(keccak256(Buffer.concat([commitment, handle])).slice(0, 18))
 
-const point = (p: { readonly x: bigint; readonly y: bigint }) =>
-  new Uint8Array(Buffer.from(p.x.toString(16).padStart(64, "0") + p.y.toString(16).padStart(64, "0"), "hex"))
 
 /**
  * @since 0.1.0
@@ -139,8 +137,8 @@ export class Balances extends Context.Service<Balances, {
               args: [wallet]
             })
           ).pipe(Effect.map((balance): OnChainBalance => {
-            const commitment = point(balance.commitment)
-            const ownerHandle = point(balance.ownerHandle)
+            const commitment = fromEvmPoint(balance.commitment)
+            const ownerHandle = fromEvmPoint(balance.ownerHandle)
             return {
               asset,
               contract: confidentialTokenOf(chain, asset),
@@ -195,7 +193,7 @@ export class Balances extends Context.Service<Balances, {
                 chainId: BigInt(chain.chainId),
                 contract: balance.contract,
                 account: wallet,
-                publicKey: hex(publicKey)
+                publicKey: bytesToHex(publicKey)
               }).pipe(
                 Effect.catch(unavailable("guardian sealedBalance")),
                 Effect.map((statement) => ({
@@ -205,8 +203,8 @@ export class Balances extends Context.Service<Balances, {
                   account: wallet,
                   sealed_statement: statement.sealedStatement,
                   statement_version: statement.version.toString(),
-                  commitment: hex(balance.commitment),
-                  handle: hex(balance.ownerHandle),
+                  commitment: bytesToHex(balance.commitment),
+                  handle: bytesToHex(balance.ownerHandle),
                   ciphertext_version: balance.ciphertextVersion.toString()
                 }))
               ))

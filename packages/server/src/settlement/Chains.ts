@@ -25,7 +25,17 @@
 import type { Deploy } from "@pps/contracts"
 import { Context, Data, DateTime, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { createPublicClient, createTestClient, getAddress, type Hex, http, type LocalAccount, type PublicClient } from "viem"
+import {
+  bytesToHex,
+  createPublicClient,
+  createTestClient,
+  getAddress,
+  type Hex,
+  hexToBytes,
+  http,
+  type LocalAccount,
+  type PublicClient
+} from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { chainIdOfMode, type Mode } from "../apikeys/domain.ts"
 import { AppConfig } from "../config/AppConfig.ts"
@@ -102,11 +112,11 @@ const embeddedKeys = (mode: Mode, relayerCount: number) =>
           SELECT key_sealed FROM chain_keys WHERE mode = ${mode} AND role = ${role} AND position = ${position}`
         if (rows[0] !== undefined) {
           const key = yield* box.open(new Uint8Array(rows[0].key_sealed), keyBinding(mode, role, position)).pipe(Effect.orDie)
-          return privateKeyToAccount(`0x${Buffer.from(key).toString("hex")}`)
+          return privateKeyToAccount(bytesToHex(key))
         }
         const privateKey = generatePrivateKey()
         const account = privateKeyToAccount(privateKey)
-        const sealed = box.seal(Buffer.from(privateKey.slice(2), "hex"), keyBinding(mode, role, position))
+        const sealed = box.seal(hexToBytes(privateKey), keyBinding(mode, role, position))
         yield* sql`
           INSERT INTO chain_keys (mode, role, position, address, key_sealed)
           VALUES (${mode}, ${role}, ${position}, ${account.address}, ${sealed})`

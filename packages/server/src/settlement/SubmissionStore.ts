@@ -6,7 +6,7 @@
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import type { Address, Hex } from "viem"
+import { type Address, bytesToHex, type Hex, hexToBytes } from "viem"
 import { Mode } from "../apikeys/domain.ts"
 import type { Resolution, SubmissionKind, SubmissionRequest, SubmissionStatus } from "./domain.ts"
 
@@ -45,8 +45,6 @@ export interface Submission {
   readonly resolution: Resolution | null
 }
 
-const hex = (bytes: Uint8Array): Hex => `0x${Buffer.from(bytes).toString("hex")}`
-const bytes = (value: Hex): Uint8Array => new Uint8Array(Buffer.from(value.slice(2), "hex"))
 
 const toSubmission = (row: typeof SubmissionRow.Type): Submission => {
   const request: SubmissionRequest = {
@@ -54,7 +52,7 @@ const toSubmission = (row: typeof SubmissionRow.Type): Submission => {
     mode: row.mode,
     kind: row.kind satisfies SubmissionKind,
     target: row.target as Address,
-    data: hex(row.call_data),
+    data: bytesToHex(row.call_data),
     gasLimit: BigInt(row.gas_limit),
     deadlineSeconds: row.deadline_seconds === null ? null : BigInt(row.deadline_seconds),
     replayKey: row.replay_sender === null || row.replay_nonce === null || row.replay_transfer_id === null
@@ -83,7 +81,7 @@ const toSubmission = (row: typeof SubmissionRow.Type): Submission => {
     request,
     status: row.status,
     relayer: row.relayer as Address | null,
-    rawTx: row.raw_tx === null ? null : hex(row.raw_tx),
+    rawTx: row.raw_tx === null ? null : bytesToHex(row.raw_tx),
     txHash: row.tx_hash as Hex | null,
     resolution
   }
@@ -121,7 +119,7 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
           sql`
             INSERT INTO chain_submissions (submission_id, mode, kind, target, call_data, gas_limit, deadline_seconds,
               replay_sender, replay_nonce, replay_transfer_id, status, created_at, updated_at)
-            VALUES (${request.submissionId}, ${request.mode}, ${request.kind}, ${request.target}, ${bytes(request.data)},
+            VALUES (${request.submissionId}, ${request.mode}, ${request.kind}, ${request.target}, ${hexToBytes(request.data)},
               ${request.gasLimit.toString()}, ${request.deadlineSeconds?.toString() ?? null},
               ${request.replayKey?.sender ?? null}, ${request.replayKey?.nonce.toString() ?? null},
               ${request.replayKey?.transferId ?? null}, 'recorded', now(), now())
@@ -139,7 +137,7 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
           ).pipe(Effect.flatMap(decode)),
         markSent: (submissionId, signed) =>
           sql`
-            UPDATE chain_submissions SET relayer = ${signed.relayer}, relayer_nonce = ${signed.nonce}, raw_tx = ${bytes(signed.rawTx)},
+            UPDATE chain_submissions SET relayer = ${signed.relayer}, relayer_nonce = ${signed.nonce}, raw_tx = ${hexToBytes(signed.rawTx)},
               tx_hash = ${signed.txHash}, status = 'sent', broadcasts = broadcasts + 1, updated_at = now()
             WHERE submission_id = ${submissionId} AND status IN ('recorded', 'sent')`.pipe(Effect.asVoid),
         countBroadcast: (submissionId) =>

@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import { ConfidentialTokenArtifact } from "@pps/contracts"
-import { type Address, encodeFunctionData, type Hex } from "viem"
+import { type Address, bytesToBigInt, concatBytes, encodeFunctionData, type Hex, numberToBytes } from "viem"
 
 /**
  * A BN254 point in the contract's form.
@@ -23,9 +23,17 @@ export interface EvmPoint {
  * @category constructors
  */
 export const toEvmPoint = (point: Uint8Array): EvmPoint => ({
-  x: BigInt(`0x${Buffer.from(point.subarray(0, 32)).toString("hex")}`),
-  y: BigInt(`0x${Buffer.from(point.subarray(32, 64)).toString("hex")}`)
+  x: bytesToBigInt(point.subarray(0, 32)),
+  y: bytesToBigInt(point.subarray(32, 64))
 })
+
+/**
+ * The 64-byte EVM encoding (x ‖ y) of a point read from the contract.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromEvmPoint = (point: EvmPoint): Uint8Array => concatBytes([numberToBytes(point.x, { size: 32 }), numberToBytes(point.y, { size: 32 })])
 
 /**
  * The ciphertext of a confidential transfer: C and the sender's, recipient's and

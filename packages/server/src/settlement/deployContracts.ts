@@ -6,9 +6,8 @@
 import { Deploy } from "@pps/contracts"
 import { Effect } from "effect"
 import type { LocalAccount, PublicClient } from "viem"
+import { toEvmPoint } from "./calls.ts"
 
-const coordinate = (bytes: Uint8Array, offset: number) =>
-  BigInt(`0x${Buffer.from(bytes.subarray(offset, offset + 32)).toString("hex")}`)
 
 /**
  * Deploys whatever is not already on chain among `previous`, with the operator
@@ -29,10 +28,7 @@ export const deployContracts = (options: {
       deployer: options.operator,
       owner: options.operator.address,
       guardianSigner: options.guardian.signerAddress,
-      guardianEncryptionKey: {
-        x: coordinate(options.guardian.encryptionKey, 0),
-        y: coordinate(options.guardian.encryptionKey, 32)
-      },
+      guardianEncryptionKey: toEvmPoint(options.guardian.encryptionKey),
       previous: options.previous,
       receiptPollingMs: 50
     })

@@ -37,7 +37,7 @@ import { type Domain as GuardianDomain, GuardianClient } from "@pps/guardian"
 import { ElGamal, EncryptionKey, Note } from "@pps/crypto"
 import { Clock, Context, DateTime, Duration, Effect, Layer, Option, Schedule, Stream } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { type Address, getAddress, type Hex } from "viem"
+import { type Address, bytesToBigInt, bytesToHex, getAddress, type Hex, hexToBytes, numberToBytes } from "viem"
 import { Accounts } from "../accounts/Accounts.ts"
 import { AgentStore } from "../agents/AgentStore.ts"
 import { type StoredAgentTransaction, AgentTransactionStore } from "../agents/AgentTransactionStore.ts"
@@ -87,8 +87,6 @@ import {
 } from "./domain.ts"
 import { type StoredTransfer, TransferStore } from "./TransferStore.ts"
 
-const hex = (bytes: Uint8Array): Hex => `0x${Buffer.from(bytes).toString("hex")}`
-const bytes = (value: string): Uint8Array => new Uint8Array(Buffer.from(value.replace(/^0x/, ""), "hex"))
 
 const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -116,10 +114,6 @@ const approvalDeadlineReuseMinSeconds = 60
 
 /** The associated data that binds a held standard transfer's sealed public amount to its row. */
 const publicAmountBinding = (transactionId: string) => `pps/held-public-amount/v1/${transactionId}`
-
-/** A base-unit amount as 32 big-endian bytes (ETH amounts exceed 64 bits). */
-const u256Bytes = (value: bigint): Uint8Array => bytes(value.toString(16).padStart(64, "0"))
-const fromU256Bytes = (value: Uint8Array): bigint => BigInt(hex(value))
 
 /**
  * The recipient as resolved: one of our accounts, or an outside address.
@@ -347,7 +341,7 @@ export class Transfers extends Context.Service<Transfers, {
               mode,
               kind: t.confidential ? "confidential_transfer" : "public_transfer",
               target: confidentialTokenOf(Option.getOrThrow(settlement.chain(mode)), t.asset),
-              data: hex(boxes.value.callData),
+              data: bytesToHex(boxes.value.callData),
               gasLimit: t.confidential ? gasLimits.confidential_transfer : gasLimits.public_transfer,
               deadlineSeconds: BigInt(t.deadline_seconds),
               replayKey: {
@@ -397,13 +391,13 @@ export class Transfers extends Context.Service<Transfers, {
             kind: prepared.confidential ? "confidential" : "public",
             from: prepared.senderAddress,
             to: prepared.recipient.address,
-            fromKey: hex(prepared.fromKey),
+            fromKey: bytesToHex(prepared.fromKey),
             ...(prepared.confidential
-              ? { toKey: hex(prepared.toKey!), sealedDigest: prepared.sealedDigest }
+              ? { toKey: bytesToHex(prepared.toKey!), sealedDigest: prepared.sealedDigest }
               : { amount: prepared.publicAmount! }),
             nonce: prepared.nonce,
             deadline: deadlineSeconds,
-            guardianNote: hex(prepared.boxes.guardian),
+            guardianNote: bytesToHex(prepared.boxes.guardian),
             ...(agent === undefined ? {} : { agent })
           }).pipe(Effect.catch((error) =>
             Effect.logError("guardian unavailable", error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
@@ -439,10 +433,10 @@ export class Transfers extends Context.Service<Transfers, {
               transferId: prepared.bindingId,
               nonce: prepared.nonce,
               ciphertext: {
-                commitment: bytes(ciphertext.commitment),
-                fromHandle: bytes(ciphertext.fromHandle),
-                toHandle: bytes(ciphertext.toHandle!),
-                guardianHandle: bytes(ciphertext.guardianHandle)
+                commitment: hexToBytes(ciphertext.commitment as Hex),
+                fromHandle: hexToBytes(ciphertext.fromHandle as Hex),
+                toHandle: hexToBytes(ciphertext.toHandle! as Hex),
+                guardianHandle: hexToBytes(ciphertext.guardianHandle as Hex)
               },
               sealedDigest: prepared.sealedDigest,
               deadlineSeconds: authorization.deadline
@@ -453,9 +447,9 @@ export class Transfers extends Context.Service<Transfers, {
               transferId: prepared.bindingId,
               nonce: prepared.nonce,
               amount: prepared.publicAmount!,
-              commitment: bytes(ciphertext.commitment),
-              fromHandle: bytes(ciphertext.fromHandle),
-              guardianHandle: bytes(ciphertext.guardianHandle),
+              commitment: hexToBytes(ciphertext.commitment as Hex),
+              fromHandle: hexToBytes(ciphertext.fromHandle as Hex),
+              guardianHandle: hexToBytes(ciphertext.guardianHandle as Hex),
               deadlineSeconds: authorization.deadline
             }, authorization.signature as Hex)
           const nowMs = yield* Clock.currentTimeMillis
@@ -477,7 +471,7 @@ export class Transfers extends Context.Service<Transfers, {
               recipientBox: prepared.boxes.recipient,
               sealedDigest: prepared.sealedDigest,
               ciphertext: JSON.stringify(ciphertext),
-              callData: bytes(callData),
+              callData: hexToBytes(callData),
               createdAt: DateTime.formatIso(DateTime.makeUnsafe(nowMs))
             })
             yield* outbox.append(transferEvents({
@@ -591,7 +585,7 @@ export class Transfers extends Context.Service<Transfers, {
             return yield* Effect.die(new Error("a registered key did not parse"))
           }
           const boxes = Note.sealTransfer({
-            context: { chainId: BigInt(chain.chainId), contract, transferId: bytes(bindingId) },
+            context: { chainId: BigInt(chain.chainId), contract, transferId: hexToBytes(bindingId) },
             note: { amount, memo },
             opening: ElGamal.newOpening(amount),
             senderKey: senderPublicKey.value,
@@ -677,7 +671,7 @@ export class Transfers extends Context.Service<Transfers, {
               guardianNote: prepared.boxes.guardian,
               publicAmountSealed: prepared.publicAmount === null
                 ? null
-                : secretBox.seal(u256Bytes(prepared.publicAmount), publicAmountBinding(transactionId)),
+                : secretBox.seal(numberToBytes(prepared.publicAmount, { size: 32 }), publicAmountBinding(transactionId)),
               requestedAt,
               expiresAt
             })
@@ -735,7 +729,7 @@ export class Transfers extends Context.Service<Transfers, {
           const parts = yield* heldStore.sealedParts(transactionId).pipe(Effect.orDie)
           const publicAmount = parts.publicAmountSealed === null
             ? null
-            : fromU256Bytes(yield* secretBox.open(parts.publicAmountSealed, publicAmountBinding(transactionId)).pipe(Effect.orDie))
+            : bytesToBigInt(yield* secretBox.open(parts.publicAmountSealed, publicAmountBinding(transactionId)).pipe(Effect.orDie))
           const pinned = held.approval_deadline_seconds === null ? null : BigInt(held.approval_deadline_seconds)
           const nowSeconds = BigInt(Math.floor(nowMs / 1000))
           const deadlineSeconds = pinned !== null && pinned - nowSeconds >= BigInt(approvalDeadlineReuseMinSeconds)

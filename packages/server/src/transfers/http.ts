@@ -5,6 +5,7 @@
  */
 import { Effect, Option } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
+import { bytesToHex } from "viem"
 import { CurrentPrincipal, PublicApi } from "../http/Api.ts"
 import { InvalidRequest, TransferNotFound } from "../http/errors.ts"
 import { Settlement } from "../settlement/Settlement.ts"
@@ -103,7 +104,7 @@ export const TransfersHttpLive = HttpApiBuilder.group(PublicApi, "transfers", (h
             chain_id: chain.chainId,
             contract: confidentialTokenOf(chain, t.asset),
             binding_id: transferIdBytes32(t.transfer_id),
-            sealed_note: `0x${Buffer.from(box).toString("hex")}`,
+            sealed_note: bytesToHex(box),
             commitment: ciphertext.commitment,
             handle: role === "sender" ? ciphertext.fromHandle : ciphertext.toHandle ?? null
           }
