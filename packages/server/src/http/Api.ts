@@ -22,13 +22,12 @@ import { EncryptionKeyStatus, RegisterEncryptionKeyRequest, RegisteredEncryption
 import { BalancesResponse, SealedBalances } from "../balances/domain.ts"
 import { FaucetGrant, FaucetRequest } from "../faucet/domain.ts"
 import { CreateTransferRequest, SealedTransfer, TransferPage, TransferRecord } from "../transfers/domain.ts"
+import { pageLimitDefault, pageLimitMax } from "./Page.ts"
 import type { Principal } from "../apikeys/domain.ts"
 import {
   CreatedWebhook,
   CreateWebhookRequest,
   DeliveryPage,
-  pageLimitDefault,
-  pageLimitMax,
   ReplayAccepted,
   RotatedSecret,
   WebhookList

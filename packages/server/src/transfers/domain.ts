@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import { Page } from "../http/Page.ts"
 
 /**
  * The supported assets and their decimals (D4).
@@ -167,12 +168,7 @@ export type CreateTransferRequest = typeof CreateTransferRequest.Type
  * @since 0.1.0
  * @category models
  */
-export const TransferPage = Schema.Struct({
-  data: Schema.Array(TransferRecord),
-  limit: Schema.Number,
-  offset: Schema.Number,
-  has_more: Schema.Boolean
-})
+export const TransferPage = Page(TransferRecord)
 
 /**
  * D18: the boxes sealed to the caller's own key, for client-side decryption.

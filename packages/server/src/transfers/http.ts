@@ -8,15 +8,13 @@ import { HttpApiBuilder } from "effect/http-api"
 import { bytesToHex } from "viem"
 import { CurrentPrincipal, PublicApi } from "../http/Api.ts"
 import { InvalidRequest, TransferNotFound } from "../http/errors.ts"
+import { pageLimitDefault, pageLimitMax } from "../http/Page.ts"
 import { Settlement } from "../settlement/Settlement.ts"
 import { confidentialTokenOf } from "../settlement/Chains.ts"
 import { TransferStatus } from "./domain.ts"
 import { transferIdBytes32, Transfers } from "./Transfers.ts"
 import { TransferStore } from "./TransferStore.ts"
 
-/** D16: default and largest page. */
-const pageLimitDefault = 20
-const pageLimitMax = 100
 
 const isoTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$/
 

@@ -9,6 +9,7 @@
 import { Schema } from "effect"
 import type { Mode } from "../apikeys/domain.ts"
 import { type EventType, eventTypes } from "../events/domain.ts"
+import { Page } from "../http/Page.ts"
 
 /**
  * `POST /v1/webhooks` body. `events` is checked by `parseEventTypes`, so an
@@ -104,12 +105,7 @@ export type DeliveryRecord = typeof DeliveryRecord.Type
  * @since 0.1.0
  * @category models
  */
-export const DeliveryPage = Schema.Struct({
-  data: Schema.Array(DeliveryRecord),
-  limit: Schema.Number,
-  offset: Schema.Number,
-  has_more: Schema.Boolean
-})
+export const DeliveryPage = Page(DeliveryRecord)
 export type DeliveryPage = typeof DeliveryPage.Type
 
 /**
@@ -123,22 +119,6 @@ export const ReplayAccepted = Schema.Struct({
   event_id: Schema.String,
   status: Schema.Literal("pending")
 })
-
-/**
- * D16's default page size, reused by the delivery history.
- *
- * @since 0.1.0
- * @category constants
- */
-export const pageLimitDefault = 20
-
-/**
- * D16's largest page size.
- *
- * @since 0.1.0
- * @category constants
- */
-export const pageLimitMax = 100
 
 /**
  * Subscriptions one account may have per mode: bounds the fan-out of one event.

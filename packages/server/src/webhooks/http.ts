@@ -9,7 +9,7 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { CurrentPrincipal, PublicApi } from "../http/Api.ts"
-import { pageLimitDefault } from "./domain.ts"
+import { pageLimitDefault } from "../http/Page.ts"
 import { type Owner, Webhooks } from "./Webhooks.ts"
 
 const currentOwner = Effect.gen(function*() {

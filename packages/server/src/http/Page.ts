@@ -1,0 +1,37 @@
+/**
+ * Pagination (D16, reused by D34): one envelope and one set of limits for every
+ * list that pages.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+
+/**
+ * D16's default page size.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const pageLimitDefault = 20
+
+/**
+ * D16's largest page size.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const pageLimitMax = 100
+
+/**
+ * `{"data":[...],"limit","offset","has_more"}` of the given entries.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Page = <S extends Schema.Top>(entry: S) =>
+  Schema.Struct({
+    data: Schema.Array(entry),
+    limit: Schema.Number,
+    offset: Schema.Number,
+    has_more: Schema.Boolean
+  })
