@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Schema } from "effect"
-import { canonicalHandle, displayHandle, isKycSufficient } from "../src/accounts/domain.ts"
+import { canonicalAccountHandle, canonicalHandle, displayHandle, isKycSufficient } from "../src/accounts/domain.ts"
 import { chainIdOfMode, modeOfApiKey } from "../src/apikeys/domain.ts"
 import { describeIssue } from "../src/http/RequestValidation.ts"
 import { isId, makeId, ulid } from "../src/platform/Ids.ts"
@@ -96,6 +96,16 @@ describe("validation messages", () => {
     } catch (error) {
       const described = describeIssue("Payload", (error as Schema.SchemaError).issue)
       assert.deepStrictEqual(described, { message: "The body field 'amount' is required.", param: "amount" })
+    }
+  })
+})
+
+describe("any account's handle (D10, D21)", () => {
+  it("is an account handle or an agent's owner/name, canonical", () => {
+    assert.strictEqual(canonicalAccountHandle("@Alice"), "alice")
+    assert.strictEqual(canonicalAccountHandle("@alice/Shopper-1"), "alice/shopper-1")
+    for (const bad of ["@al", "alice/", "alice/a_b", "alice/x/y", "/agent", "@@alice", "alice/" + "a".repeat(33)]) {
+      assert.isUndefined(canonicalAccountHandle(bad), bad)
     }
   })
 })

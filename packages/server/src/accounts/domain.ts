@@ -43,6 +43,29 @@ export const canonicalHandle = (text: string): string | undefined => {
 }
 
 /**
+ * D21: an agent name is 1-32 characters of `a-z 0-9 -`.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const agentNamePattern = /^[a-z0-9-]{1,32}$/
+
+/**
+ * Any account's handle: an account handle (D10) or an agent's `owner/name`
+ * (D21), case-insensitive, leading `@` optional. The canonical form, or
+ * undefined when the text is neither.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const canonicalAccountHandle = (text: string): string | undefined => {
+  const lowered = (text.startsWith("@") ? text.slice(1) : text).toLowerCase()
+  const [owner = "", name, ...rest] = lowered.split("/")
+  if (rest.length > 0 || canonicalHandle(owner) !== owner) return undefined
+  return name === undefined || agentNamePattern.test(name) ? lowered : undefined
+}
+
+/**
  * How a handle is shown: with its leading `@`.
  *
  * @since 0.1.0

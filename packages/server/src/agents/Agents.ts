@@ -14,14 +14,13 @@
 import { Clock, Context, DateTime, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { Accounts } from "../accounts/Accounts.ts"
-import { displayHandle } from "../accounts/domain.ts"
+import { agentNamePattern, displayHandle } from "../accounts/domain.ts"
 import type { Principal } from "../apikeys/domain.ts"
 import { Outbox } from "../events/Outbox.ts"
 import { AgentNameTaken, AgentNotFound, InvalidPolicy, InvalidRequest, NotAgentOwner } from "../http/errors.ts"
 import { makeId } from "../platform/Ids.ts"
 import { AgentStore, type StoredAgent } from "./AgentStore.ts"
 import {
-  agentNamePattern,
   type AgentRecord,
   type SpendPolicyRecord,
   toSpendPolicyRecord,

@@ -19,6 +19,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import { canonicalAccountHandle } from "../accounts/domain.ts"
 import type { Mode } from "../apikeys/domain.ts"
 import type { EventInput } from "../events/domain.ts"
 import { type Asset, AssetName, assets, formatAmount, parseUnits } from "../transfers/domain.ts"
@@ -26,14 +27,6 @@ import { type Asset, AssetName, assets, formatAmount, parseUnits } from "../tran
 // ---------------------------------------------------------------------------------------------
 // Limits
 // ---------------------------------------------------------------------------------------------
-
-/**
- * D21: an agent name is 1-32 characters of `a-z 0-9 -`.
- *
- * @since 0.1.0
- * @category constants
- */
-export const agentNamePattern = /^[a-z0-9-]{1,32}$/
 
 /**
  * Entries an allow-list may hold: bounded so a policy stays a small row and a
@@ -232,7 +225,6 @@ export const isWithinActiveHours = (hours: ActiveHours, timeZone: string, nowMs:
 // ---------------------------------------------------------------------------------------------
 
 const addressPattern = /^0x[0-9a-f]{40}$/
-const handlePattern = /^[a-z0-9_.-]{3,30}(\/[a-z0-9-]{1,32})?$/
 const wildcardPattern = /^\*\.[a-z0-9_-]+(\.[a-z0-9_-]+)*$/
 
 /**
@@ -246,7 +238,7 @@ const wildcardPattern = /^\*\.[a-z0-9_-]+(\.[a-z0-9_-]+)*$/
 export const canonicalRecipientEntry = (text: string): string | undefined => {
   if (text.length === 0 || text.length > recipientEntryLengthMax) return undefined
   const lowered = (text.startsWith("@") ? text.slice(1) : text).toLowerCase()
-  if (addressPattern.test(lowered) || handlePattern.test(lowered) || wildcardPattern.test(lowered)) return lowered
+  if (addressPattern.test(lowered) || canonicalAccountHandle(lowered) === lowered || wildcardPattern.test(lowered)) return lowered
   return undefined
 }
 

@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import { canonicalAccountHandle } from "../accounts/domain.ts"
 import { Page } from "../http/Page.ts"
 
 /**
@@ -114,10 +115,8 @@ export type RecipientRef =
  */
 export const parseRecipient = (text: string): RecipientRef | undefined => {
   if (/^0x[0-9a-fA-F]{40}$/.test(text)) return { _tag: "Address", address: text as `0x${string}` }
-  const handle = (text.startsWith("@") ? text.slice(1) : text).toLowerCase()
-  // An account handle (D10), or an agent's owner/name (D21).
-  if (/^[a-z0-9_.-]{3,30}(\/[a-z0-9-]{1,32})?$/.test(handle)) return { _tag: "Handle", handle }
-  return undefined
+  const handle = canonicalAccountHandle(text)
+  return handle === undefined ? undefined : { _tag: "Handle", handle }
 }
 
 /**
