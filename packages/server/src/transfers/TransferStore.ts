@@ -109,8 +109,8 @@ export class TransferStore extends Context.Service<TransferStore, {
     outcome: { readonly status: "confirmed" | "failed"; readonly txHash: string | null; readonly confirmedAt: string | null }
   ) => Effect.Effect<boolean, SqlError.SqlError>
   readonly markGuardianSettled: (transferId: string) => Effect.Effect<void, SqlError.SqlError>
-  /** Transfers still pending, or final but not yet settled with the guardian. */
-  readonly unfinished: (mode: Mode) => Effect.Effect<ReadonlyArray<StoredTransfer>, SqlError.SqlError>
+  /** Transfers created before `createdBefore` still pending, or final but not yet settled with the guardian. */
+  readonly unfinished: (mode: Mode, createdBefore: string) => Effect.Effect<ReadonlyArray<StoredTransfer>, SqlError.SqlError>
 }>()("server/transfers/TransferStore") {
   static readonly layer = Layer.effect(
     TransferStore,
@@ -188,12 +188,13 @@ export class TransferStore extends Context.Service<TransferStore, {
             RETURNING 1 AS finished`.pipe(Effect.map((rows) => rows.length > 0)),
         markGuardianSettled: (transferId) =>
           sql`UPDATE transfers SET guardian_settled = true WHERE transfer_id = ${transferId}`.pipe(Effect.asVoid),
-        unfinished: (mode) =>
+        unfinished: (mode, createdBefore) =>
           sql.unsafe(
             `SELECT ${columns} FROM transfers t JOIN accounts s ON s.account_id = t.sender_account_id
              WHERE t.mode = $1 AND (t.status = 'pending' OR t.guardian_settled = false)
+               AND t.created_at < $2::timestamptz
              ORDER BY t.created_at`,
-            [mode]
+            [mode, createdBefore]
           ).pipe(Effect.flatMap(decode))
       })
     })

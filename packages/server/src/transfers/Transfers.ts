@@ -107,6 +107,14 @@ export const transferIdBytes32 = (transferId: string): Hex => {
 const recoveryEveryMs = 5_000
 
 /**
+ * Recovery leaves alone transfers younger than their create request can run
+ * (plus this margin): those are driven by the request and by settlement's stream
+ * of outcomes, and looking at every in-flight transfer each round would cost the
+ * database a read per transfer on the hot path.
+ */
+const recoveryGraceMs = 5_000
+
+/**
  * A retried approval reuses the deadline it pinned while at least this much of it is
  * left (so the guardian replays its recorded answer); otherwise it takes a fresh one.
  */
@@ -322,7 +330,11 @@ export class Transfers extends Context.Service<Transfers, {
       /** Transfers a crash or an outage left unfinished. */
       const recover = (mode: Mode) =>
         Effect.gen(function*() {
-          const open = yield* store.unfinished(mode)
+          const nowMs = yield* Clock.currentTimeMillis
+          const createdBefore = DateTime.formatIso(
+            DateTime.makeUnsafe(nowMs - config.transferCreateTimeoutMs - recoveryGraceMs)
+          )
+          const open = yield* store.unfinished(mode, createdBefore)
           for (const t of open) {
             if (t.status !== "pending") {
               yield* settleWithGuardian(t.transfer_id, t.status)
