@@ -46,6 +46,9 @@ import { RateLimiter } from "./http/RateLimiter.ts"
 import { RequestValidationLive } from "./http/RequestValidation.ts"
 import { MigrationsLive, SqlLive } from "./platform/Database.ts"
 import { DataDir } from "./platform/DataDir.ts"
+import { FaucetGrants } from "./faucet/FaucetGrants.ts"
+import { OperationReplay } from "./platform/IdempotentOperations.ts"
+import { NodeLiveness } from "./platform/NodeLiveness.ts"
 import { SecretBox } from "./platform/SecretBox.ts"
 import { Secrets } from "./platform/Secrets.ts"
 import { EventsAndWebhooksLive } from "./webhooks/EventsAndWebhooksLive.ts"
@@ -110,7 +113,7 @@ export const AdminApp = Layer.mergeAll(
  * @since 0.1.0
  * @category layers
  */
-export const ServicesLive = Layer.mergeAll(Agents.layer, Approvals.layer, Balances.layer, ApiKeys.layer, RateLimiter.layer).pipe(
+export const ServicesLive = Layer.mergeAll(Agents.layer, Approvals.layer, Balances.layer, ApiKeys.layer, RateLimiter.layer, FaucetGrants.layer).pipe(
   // Agents and approvals use Transfers and the agent stores it brings.
   Layer.provideMerge(Transfers.layer),
   Layer.provideMerge(Layer.mergeAll(EncryptionKeys.layer, Faucet.layer, KeyedSerializer.layer)),
@@ -121,6 +124,7 @@ export const ServicesLive = Layer.mergeAll(Agents.layer, Approvals.layer, Balanc
   Layer.provideMerge(DevChain.layer),
   Layer.provideMerge(Layer.mergeAll(Accounts.layer, EventsAndWebhooksLive, CryptoBackendLive)),
   Layer.provideMerge(SecretBox.layer),
+  Layer.provideMerge(Layer.mergeAll(NodeLiveness.layer, OperationReplay.layer)),
   Layer.provideMerge(MigrationsLive),
   Layer.provideMerge(SqlLive),
   Layer.provideMerge(Secrets.layer),

@@ -18,6 +18,7 @@ import { agentNamePattern, displayHandle } from "../accounts/domain.ts"
 import type { Principal } from "../apikeys/domain.ts"
 import { Outbox } from "../events/Outbox.ts"
 import { AgentNameTaken, AgentNotFound, InvalidPolicy, InvalidRequest, NotAgentOwner } from "../http/errors.ts"
+import { OperationReplay } from "../platform/IdempotentOperations.ts"
 import { makeId } from "../platform/Ids.ts"
 import { AgentStore, type StoredAgent } from "./AgentStore.ts"
 import {
@@ -70,6 +71,14 @@ export class Agents extends Context.Service<Agents, {
       const accounts = yield* Accounts
       const store = yield* AgentStore
       const outbox = yield* Outbox
+      const operations = yield* OperationReplay
+
+      // D36: a retried create whose first request was cut off answers with the agent it made.
+      yield* operations.register("agent", (agentAccountId) =>
+        store.findAgent(agentAccountId).pipe(
+          Effect.orDie,
+          Effect.map((agent) => ({ status: 201, body: toAgentRecord(Option.getOrThrow(agent)) }))
+        ))
 
       /** D29: unknown id 404; not the caller's (an agent key never owns one) 403. */
       const ownedAgent = (principal: Principal, agentAccountId: string) =>
@@ -116,6 +125,7 @@ export class Agents extends Context.Service<Agents, {
             rules: validated.value,
             createdAt
           })
+          yield* operations.bind("agent", account.accountId)
           return account
         })).pipe(
           Effect.catchTag("HandleConflict", () => Effect.fail(AgentNameTaken.of(name))),

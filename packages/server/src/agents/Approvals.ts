@@ -30,6 +30,7 @@ import {
   TransactionExpired,
   TransactionNotFound
 } from "../http/errors.ts"
+import { OperationReplay } from "../platform/IdempotentOperations.ts"
 import { KeyedSerializer } from "../platform/KeyedSerializer.ts"
 import { confidentialTokenOf } from "../settlement/Chains.ts"
 import { Settlement } from "../settlement/Settlement.ts"
@@ -112,6 +113,7 @@ export class Approvals extends Context.Service<Approvals, {
       const outbox = yield* Outbox
       const actors = yield* KeyedSerializer
       const settlement = yield* Settlement
+      const operations = yield* OperationReplay
 
       /** The agent transaction, if it is in the key's mode and the caller owns its agent. */
       const ownedTransaction = (principal: Principal, transactionId: string) =>
@@ -140,6 +142,7 @@ export class Approvals extends Context.Service<Approvals, {
           const changed = yield* sql.withTransaction(Effect.gen(function*() {
             const changed = yield* store.decide(held.transaction_id, status, decidedAt)
             if (changed) yield* outbox.append([agentTransactionEvent(`agent.transaction.${status}`, decided, null)])
+            if (changed && status === "rejected") yield* operations.bind("rejection", held.transaction_id)
             return changed
           })).pipe(Effect.orDie)
           if (!changed) {
@@ -169,6 +172,26 @@ export class Approvals extends Context.Service<Approvals, {
           Effect.repeat(Schedule.spaced(Duration.millis(config.approvalSweepIntervalMs)))
         )
       )
+
+      // D36: a retried approve or reject whose first request was cut off answers with the
+      // decision it recorded (an approval with its transfer as it stands now).
+      const decisionRecord = (transactionId: string) =>
+        Effect.gen(function*() {
+          const held = Option.getOrThrow(yield* store.findById(transactionId).pipe(Effect.orDie))
+          const transfer = held.status === "approved" ? yield* transfers.current(held.transfer_id) : Option.none()
+          return {
+            status: 200,
+            body: toAgentTransactionRecord(
+              held,
+              Option.match(transfer, {
+                onNone: () => null,
+                onSome: (t) => ({ transfer_id: t.transfer_id, status: t.status, tx_hash: t.tx_hash })
+              })
+            )
+          }
+        })
+      yield* operations.register("approval", decisionRecord)
+      yield* operations.register("rejection", decisionRecord)
 
       return Approvals.of({
         pending: (principal) =>

@@ -13,9 +13,9 @@ import { getAddress } from "viem"
 import { Accounts } from "../accounts/Accounts.ts"
 import { CurrentPrincipal, PublicApi } from "../http/Api.ts"
 import { InvalidRequest, ServiceUnavailable, TestModeOnly } from "../http/errors.ts"
-import { Faucet } from "../settlement/Faucet.ts"
 import { Settlement } from "../settlement/Settlement.ts"
-import { assets, formatAmount, parseAmount } from "../transfers/domain.ts"
+import { FaucetGrants } from "./FaucetGrants.ts"
+import { assets, parseAmount } from "../transfers/domain.ts"
 import { grantWholeUnitsMax } from "./domain.ts"
 
 /**
@@ -24,7 +24,7 @@ import { grantWholeUnitsMax } from "./domain.ts"
  */
 export const FaucetHttpLive = HttpApiBuilder.group(PublicApi, "test", (handlers) =>
   Effect.gen(function*() {
-    const faucet = yield* Faucet
+    const grants = yield* FaucetGrants
     const accounts = yield* Accounts
     const settlement = yield* Settlement
     const guardian = yield* GuardianClient.GuardianClient
@@ -47,7 +47,8 @@ export const FaucetHttpLive = HttpApiBuilder.group(PublicApi, "test", (handlers)
         const chain = Option.getOrThrow(settlement.chain("test"))
         const unavailable = (error: unknown) =>
           Effect.logError("faucet grant failed", error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
-        const txHash = yield* faucet.grantUsdg(wallet, amount).pipe(Effect.catch(unavailable))
+        const granted = yield* grants.grant(principal, wallet, amount)
+        const txHash = granted.tx_hash
         yield* guardian.credit({
           chainId: BigInt(chain.chainId),
           contract: chain.contracts.confidentialUsdg,
@@ -55,6 +56,6 @@ export const FaucetHttpLive = HttpApiBuilder.group(PublicApi, "test", (handlers)
           amount,
           creditId: `faucet:${txHash}`
         }).pipe(Effect.catch(unavailable))
-        return { asset: "USDG", amount: formatAmount(amount, "USDG"), tx_hash: txHash }
+        return granted
       }))
   }))

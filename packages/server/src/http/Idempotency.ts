@@ -1,41 +1,63 @@
 /**
- * D6: `Idempotency-Key` on POST endpoints.
+ * D6 and D36: `Idempotency-Key` on POST endpoints — one key, one operation, for
+ * 24 hours, whatever happens to the process that ran it.
  *
- * The first request with a key claims it (a row keyed by account, mode and key,
- * holding a keyed hash — HMAC under the server pepper — of the request) and runs; its response, whatever the status, is
- * stored and replayed for 24 hours to a request with the same key and the same
+ * The first request with a key claims it: a row keyed by account, mode and a keyed
+ * digest of the key, naming the node that runs the request. Its response, whatever
+ * the status, is stored and replayed to a request with the same key and the same
  * method, path and body, with `Idempotent-Replayed: true`. The same key with a
- * different request answers 409 `idempotency_key_reused`; while the first still
- * runs, 409 `idempotency_key_in_progress`.
+ * different request answers 409 `idempotency_key_reused`; while the first still runs
+ * on a live node, 409 `idempotency_key_in_progress`.
  *
- * A claim carries a lease: a request that ends without a response (a fault, an
- * interruption) releases its key at once, and a process that dies mid-request
- * leaves a claim that a retry may take over once the lease has run out. Rows
- * past 24 hours are treated as absent and swept.
+ * A request that ends without a response (a fault, a client that went away), or
+ * whose node died (its heartbeat stopped, see NodeLiveness), leaves a claim without
+ * a response. A retry then looks at what the claim names (`OperationReplay.bind`, written
+ * in the same SQL transaction as the operation's record):
+ * - a record: the retry is answered from it (OperationReplay), never run again;
+ * - nothing: the first request had no durable effect, and the retry runs it.
+ * Stripe's design, with the recovery point being the record itself.
+ *
+ * What is stored cannot be used to test guesses of a transfer's amount or memo: the
+ * request's fingerprint is an HMAC keyed by the idempotency key's own value, which
+ * is stored only as a digest under the pepper. Whoever holds the database and every
+ * secret of the api tier would first have to guess the client's key (128 random bits
+ * from our SDK). Rows past 24 hours are treated as absent and swept.
  *
  * @since 0.1.0
  */
 import { createHmac } from "node:crypto"
-import { Duration, Effect, Exit, Layer, Redacted, Schedule } from "effect"
+import { Duration, Effect, Exit, Layer, Option, Redacted, Schedule } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { SqlClient } from "effect/sql"
 import { Limits } from "../config/AppConfig.ts"
+import { CurrentIdempotencyScope, type IdempotencyScope, type OperationKind, OperationReplay } from "../platform/IdempotentOperations.ts"
+import { deadAfterMs, NodeLiveness } from "../platform/NodeLiveness.ts"
 import { Secrets } from "../platform/Secrets.ts"
 import { CurrentPrincipal, Idempotency } from "./Api.ts"
 import { IdempotencyKeyInProgress, IdempotencyKeyReused, InvalidRequest } from "./errors.ts"
 
-/** Longer than any request may run (the transfer create timeout is 5 s by default). */
-const leaseMs = 60_000
 /** How often expired keys are deleted. */
 const sweepEveryMs = 10 * 60_000
 
 type Claim =
   | { readonly _tag: "Run" }
   | { readonly _tag: "Replay"; readonly status: number; readonly body: string }
+  | { readonly _tag: "Resolve"; readonly kind: OperationKind; readonly operationId: string }
   | { readonly _tag: "Reused" }
   | { readonly _tag: "InProgress" }
 
 const decoder = new TextDecoder()
+
+/**
+ * The fingerprint of a request under its own idempotency key.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const requestFingerprint = (idempotencyKey: string, method: string, path: string, body: string): Uint8Array =>
+  new Uint8Array(
+    createHmac("sha256", idempotencyKey).update(`pps/idempotency/v2\n${method}\n${path}\n`).update(body).digest()
+  )
 
 /**
  * @since 0.1.0
@@ -45,9 +67,11 @@ export const IdempotencyLive = Layer.effect(
   Idempotency,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    // Keyed: a plain hash of a transfer's body could be inverted from a database dump by
-    // trying candidate amounts (the other fields are in the stored response).
-    const hashKey = Redacted.value((yield* Secrets).apiKeyPepper)
+    const pepper = Redacted.value((yield* Secrets).apiKeyPepper)
+    const { nodeId } = yield* NodeLiveness
+    const replay = yield* OperationReplay
+    const keyDigest = (key: string) =>
+      new Uint8Array(createHmac("sha256", pepper).update("pps/idempotency-key/v2\n").update(key).digest())
 
     yield* Effect.forkScoped(
       sql`DELETE FROM idempotency_keys WHERE expires_at < now()`.pipe(
@@ -56,22 +80,33 @@ export const IdempotencyLive = Layer.effect(
       )
     )
 
-    const claim = (scope: { accountId: string; mode: string; key: string }, requestHash: Uint8Array) =>
+    const where = (scope: IdempotencyScope) =>
+      sql`account_id = ${scope.accountId} AND mode = ${scope.mode} AND key_digest = ${scope.keyDigest}`
+
+    const claim = (scope: IdempotencyScope, requestHash: Uint8Array) =>
       sql.withTransaction(Effect.gen(function*() {
-        const { accountId, key, mode } = scope
-        yield* sql`
-          DELETE FROM idempotency_keys
-          WHERE account_id = ${accountId} AND mode = ${mode} AND idempotency_key = ${key} AND expires_at < now()`
+        yield* sql`DELETE FROM idempotency_keys WHERE ${where(scope)} AND expires_at < now()`
         const inserted = yield* sql`
-          INSERT INTO idempotency_keys (account_id, mode, idempotency_key, request_hash, lease_until, created_at, expires_at)
-          VALUES (${accountId}, ${mode}, ${key}, ${requestHash},
-                  now() + ${`${leaseMs} milliseconds`}::interval, now(), now() + ${`${Limits.idempotencyTtlMs} milliseconds`}::interval)
+          INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, created_at, expires_at)
+          VALUES (${scope.accountId}, ${scope.mode}, ${scope.keyDigest}, ${requestHash}, ${nodeId}, now(),
+                  now() + ${`${Limits.idempotencyTtlMs} milliseconds`}::interval)
           ON CONFLICT DO NOTHING RETURNING 1 AS claimed`
         if (inserted.length > 0) return { _tag: "Run" } as Claim
-        const rows = yield* sql<{ request_hash: Uint8Array; response_status: number | null; response_body: string | null; lease_expired: boolean }>`
-          SELECT request_hash, response_status, response_body, (lease_until < now()) AS lease_expired
-          FROM idempotency_keys
-          WHERE account_id = ${accountId} AND mode = ${mode} AND idempotency_key = ${key}
+        const rows = yield* sql<{
+          request_hash: Uint8Array
+          response_status: number | null
+          response_body: string | null
+          operation_kind: OperationKind | null
+          operation_id: string | null
+          owner_alive: boolean
+        }>`
+          SELECT request_hash, response_status, response_body, operation_kind, operation_id,
+            (owner_node IS NOT NULL AND EXISTS (
+              SELECT 1 FROM node_heartbeats h
+              WHERE h.node_id = idempotency_keys.owner_node
+                AND h.beat_at > now() - ${`${deadAfterMs} milliseconds`}::interval
+            )) AS owner_alive
+          FROM idempotency_keys WHERE ${where(scope)}
           FOR UPDATE`
         const row = rows[0]
         if (row === undefined) return { _tag: "InProgress" } as Claim
@@ -79,24 +114,31 @@ export const IdempotencyLive = Layer.effect(
         if (row.response_status !== null) {
           return { _tag: "Replay", status: row.response_status, body: row.response_body ?? "" } as Claim
         }
-        if (!row.lease_expired) return { _tag: "InProgress" } as Claim
-        // The first request's process died mid-request: take the claim over.
-        yield* sql`
-          UPDATE idempotency_keys SET lease_until = now() + ${`${leaseMs} milliseconds`}::interval
-          WHERE account_id = ${accountId} AND mode = ${mode} AND idempotency_key = ${key}`
+        if (row.owner_alive) return { _tag: "InProgress" } as Claim
+        if (row.operation_kind !== null && row.operation_id !== null) {
+          return { _tag: "Resolve", kind: row.operation_kind, operationId: row.operation_id } as Claim
+        }
+        // The first request ended, or its node died, before its operation left any record: run it.
+        yield* sql`UPDATE idempotency_keys SET owner_node = ${nodeId} WHERE ${where(scope)}`
         return { _tag: "Run" } as Claim
       }))
 
-    const complete = (scope: { accountId: string; mode: string; key: string }, status: number, body: string) =>
+    const complete = (scope: IdempotencyScope, status: number, body: string) =>
       sql`
-        UPDATE idempotency_keys SET response_status = ${status}, response_body = ${body}
-        WHERE account_id = ${scope.accountId} AND mode = ${scope.mode} AND idempotency_key = ${scope.key}`
+        UPDATE idempotency_keys SET response_status = ${status}, response_body = ${body}, owner_node = NULL
+        WHERE ${where(scope)}`
 
-    const release = (scope: { accountId: string; mode: string; key: string }) =>
-      sql`
-        DELETE FROM idempotency_keys
-        WHERE account_id = ${scope.accountId} AND mode = ${scope.mode} AND idempotency_key = ${scope.key}
-          AND response_status IS NULL`
+    /**
+     * No response: a claim that names no operation had no durable effect and is
+     * released; one that does is kept, without an owner, for a retry to resolve.
+     */
+    const abandon = (scope: IdempotencyScope) =>
+      sql.withTransaction(Effect.gen(function*() {
+        yield* sql`
+          DELETE FROM idempotency_keys
+          WHERE ${where(scope)} AND response_status IS NULL AND operation_id IS NULL`
+        yield* sql`UPDATE idempotency_keys SET owner_node = NULL WHERE ${where(scope)} AND response_status IS NULL`
+      }))
 
     return (httpEffect) =>
       Effect.gen(function*() {
@@ -110,11 +152,8 @@ export const IdempotencyLive = Layer.effect(
         }
         const principal = yield* CurrentPrincipal
         const body = yield* Effect.orDie(request.text)
-        const requestHash = new Uint8Array(
-          createHmac("sha256", hashKey).update(`pps/idempotency/v1\n${request.method}\n${request.url.split("?")[0]}\n`)
-            .update(body).digest()
-        )
-        const scope = { accountId: principal.accountId, mode: principal.mode, key }
+        const requestHash = requestFingerprint(key, request.method, request.url.split("?")[0] ?? "", body)
+        const scope: IdempotencyScope = { accountId: principal.accountId, mode: principal.mode, keyDigest: keyDigest(key) }
         const decision = yield* Effect.orDie(claim(scope, requestHash))
         switch (decision._tag) {
           case "Reused":
@@ -127,14 +166,29 @@ export const IdempotencyLive = Layer.effect(
               contentType: "application/json",
               headers: { "idempotent-replayed": "true" }
             })
+          case "Resolve": {
+            // Not stored: each retry answers the operation's state at that moment.
+            const answer = yield* replay.resolve(decision.kind, decision.operationId, principal)
+            if (Option.isNone(answer)) {
+              yield* Effect.logError("no resolver for an idempotent operation").pipe(
+                Effect.annotateLogs({ operation_kind: decision.kind })
+              )
+              return yield* Effect.fail(IdempotencyKeyInProgress.of())
+            }
+            return yield* HttpServerResponse.json(answer.value.body, {
+              status: answer.value.status,
+              headers: { "idempotent-replayed": "true" }
+            }).pipe(Effect.orDie)
+          }
           case "Run":
             break
         }
         return yield* httpEffect.pipe(
+          Effect.provideService(CurrentIdempotencyScope, Option.some(scope)),
           Effect.onExit((exit) =>
             Exit.isSuccess(exit)
               ? complete(scope, exit.value.status, exit.value.body._tag === "Uint8Array" ? decoder.decode(exit.value.body.body) : "")
-              : release(scope)
+              : abandon(scope)
           ),
           Effect.catchTag("SqlError", Effect.die)
         )

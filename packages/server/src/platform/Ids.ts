@@ -17,7 +17,7 @@ const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
  * @since 0.1.0
  * @category models
  */
-export type IdPrefix = "acct" | "key" | "tr" | "atx" | "pol" | "wh" | "evt" | "dlv" | "req"
+export type IdPrefix = "acct" | "key" | "tr" | "atx" | "pol" | "wh" | "evt" | "dlv" | "req" | "grant"
 
 /**
  * A new ULID string for the given time.

@@ -8,10 +8,10 @@
  *
  * @since 0.1.0
  */
-import { Faucet as ContractsFaucet } from "@pps/contracts"
+import { ConfidentialTokenArtifact, Faucet as ContractsFaucet } from "@pps/contracts"
 import { Context, Effect, Layer, Option } from "effect"
-import type { Address, Hash } from "viem"
-import { ChainError } from "./Chains.ts"
+import { type Address, getAbiItem, type Hash } from "viem"
+import { type ChainContext, ChainError } from "./Chains.ts"
 import { ChainUnavailable, Settlement } from "./Settlement.ts"
 
 /**
@@ -21,6 +21,17 @@ import { ChainUnavailable, Settlement } from "./Settlement.ts"
 export class Faucet extends Context.Service<Faucet, {
   /** Mints `amount` base units of USDG and shields them to `to`; resolves once mined. */
   readonly grantUsdg: (to: Address, amount: bigint) => Effect.Effect<Hash, ChainError | ChainUnavailable>
+  /** The test chain's latest block number: where to look for a grant made from now on. */
+  readonly blockNumber: Effect.Effect<bigint, ChainError | ChainUnavailable>
+  /**
+   * The faucet's shields of `amount` into `to` mined since `fromBlock`, oldest first: how a
+   * grant whose request was cut off is found on chain (D36).
+   */
+  readonly grantsSince: (
+    to: Address,
+    amount: bigint,
+    fromBlock: bigint
+  ) => Effect.Effect<ReadonlyArray<Hash>, ChainError | ChainUnavailable>
 }>()("server/settlement/Faucet") {
   static readonly layer = Layer.effect(
     Faucet,
@@ -35,7 +46,26 @@ export class Faucet extends Context.Service<Faucet, {
           confidentialUsdg: c.contracts.confidentialUsdg,
           receiptPollingMs: 50
         }))
+      const read = <A>(what: string, run: (c: ChainContext) => Promise<A>) =>
+        Option.match(chain, {
+          onNone: () => Effect.fail(new ChainUnavailable("test")),
+          onSome: (c) =>
+            Effect.tryPromise({ try: () => run(c), catch: (cause) => new ChainError({ message: what, cause }) })
+        })
+      const shielded = getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "Shielded" })
       return Faucet.of({
+        blockNumber: read("reading the block number failed", (c) => c.client.getBlockNumber({ cacheTime: 0 })),
+        grantsSince: (to, amount, fromBlock) =>
+          read("reading the faucet's grants failed", async (c) => {
+            const logs = await c.client.getLogs({
+              address: c.contracts.confidentialUsdg,
+              event: shielded,
+              args: { from: c.operator.address, to },
+              fromBlock,
+              toBlock: "latest"
+            })
+            return logs.filter((log) => log.args.amount === amount && log.transactionHash !== null).map((log) => log.transactionHash)
+          }),
         grantUsdg: (to, amount) =>
           Option.match(faucet, {
             onNone: () => Effect.fail(new ChainUnavailable("test")),

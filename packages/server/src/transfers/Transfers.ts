@@ -68,6 +68,7 @@ import {
   TransactionNotFound,
   TransferNotFound
 } from "../http/errors.ts"
+import { OperationReplay } from "../platform/IdempotentOperations.ts"
 import { makeId } from "../platform/Ids.ts"
 import { KeyedSerializer } from "../platform/KeyedSerializer.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
@@ -206,6 +207,12 @@ export class Transfers extends Context.Service<Transfers, {
     | ServiceUnavailable
   >
   readonly get: (principal: Principal, transferId: string) => Effect.Effect<TransferRecord, TransferNotFound>
+  /**
+   * D36: a recorded transfer as its create request would answer now: submitted if a
+   * crash left it unsubmitted, awaited up to the create timeout (D14), its outcome
+   * written. None for an unknown id.
+   */
+  readonly current: (transferId: string) => Effect.Effect<Option.Option<StoredTransfer>>
   readonly record: (stored: StoredTransfer, viewerAccountId: string) => TransferRecord
 }>()("server/transfers/Transfers") {
   static readonly layer = Layer.effect(
@@ -224,6 +231,7 @@ export class Transfers extends Context.Service<Transfers, {
       const agentStore = yield* AgentStore
       const heldStore = yield* AgentTransactionStore
       const secretBox = yield* SecretBox
+      const operations = yield* OperationReplay
 
       const guardianKey = EncryptionKey.parsePublicKey(guardianIdentity.encryptionKey)
       if (!guardianKey.ok) return yield* Effect.die(new Error("the guardian's encryption key is not a valid point"))
@@ -346,23 +354,30 @@ export class Transfers extends Context.Service<Transfers, {
               continue
             }
             // Pending without a submission (the process died between commit and submit): submit now.
-            const boxes = yield* store.boxes(t.transfer_id)
-            if (Option.isNone(boxes)) continue
-            yield* settlement.submit({
-              submissionId: t.transfer_id,
-              mode,
-              kind: t.confidential ? "confidential_transfer" : "public_transfer",
-              target: confidentialTokenOf(Option.getOrThrow(settlement.chain(mode)), t.asset),
-              data: bytesToHex(boxes.value.callData),
-              gasLimit: t.confidential ? gasLimits.confidential_transfer : gasLimits.public_transfer,
-              deadlineSeconds: BigInt(t.deadline_seconds),
-              replayKey: {
-                sender: getAddress(Option.getOrThrow(yield* accounts.get(t.sender_account_id)).walletAddress),
-                nonce: BigInt(t.replay_nonce),
-                transferId: transferIdBytes32(t.transfer_id)
-              }
-            }).pipe(Effect.catch((error) => Effect.logWarning("resubmission failed; will retry", error)))
+            yield* resubmit(t)
           }
+        })
+
+      /** Submits a recorded transfer's attested call; a no-op when it was submitted already. */
+      const resubmit = (t: StoredTransfer) =>
+        Effect.gen(function*() {
+          const boxes = yield* store.boxes(t.transfer_id)
+          const chain = settlement.chain(t.mode)
+          if (Option.isNone(boxes) || Option.isNone(chain)) return
+          yield* settlement.submit({
+            submissionId: t.transfer_id,
+            mode: t.mode,
+            kind: t.confidential ? "confidential_transfer" : "public_transfer",
+            target: confidentialTokenOf(chain.value, t.asset),
+            data: bytesToHex(boxes.value.callData),
+            gasLimit: t.confidential ? gasLimits.confidential_transfer : gasLimits.public_transfer,
+            deadlineSeconds: BigInt(t.deadline_seconds),
+            replayKey: {
+              sender: getAddress(Option.getOrThrow(yield* accounts.get(t.sender_account_id)).walletAddress),
+              nonce: BigInt(t.replay_nonce),
+              transferId: transferIdBytes32(t.transfer_id)
+            }
+          }).pipe(Effect.catch((error) => Effect.logWarning("resubmission failed; will retry", error)))
         })
 
       // Outcomes as they happen, and a periodic look at anything left unfinished.
@@ -625,7 +640,7 @@ export class Transfers extends Context.Service<Transfers, {
           }
           const deadlineSeconds = BigInt(Math.floor(nowMs / 1000) + config.attestationLifetimeSeconds)
           const agent = policy === undefined ? undefined : { policy, approved: false }
-          const result = yield* authorizeAndRecord(prepared, deadlineSeconds, agent, Effect.void)
+          const result = yield* authorizeAndRecord(prepared, deadlineSeconds, agent, operations.bind("transfer", transferId))
           if (result._tag === "Recorded") return { _tag: "Recorded", prepared, recorded: result } as const
           return { _tag: "Held", transaction: yield* hold(prepared, nowMs) } as const
         }))
@@ -688,6 +703,7 @@ export class Transfers extends Context.Service<Transfers, {
               expiresAt
             })
             yield* outbox.append([agentTransactionEvent("agent.transaction.pending_approval", view, null)])
+            yield* operations.bind("agent_transaction", transactionId)
           })).pipe(Effect.orDie)
           return toAgentTransactionRecord(view, null)
         })
@@ -772,6 +788,7 @@ export class Transfers extends Context.Service<Transfers, {
           const markApproved = Effect.gen(function*() {
             const changed = yield* heldStore.decide(transactionId, "approved", decidedAt)
             if (!changed) return yield* Effect.fail(TransactionNotFound.of(transactionId))
+            yield* operations.bind("approval", transactionId)
             yield* outbox.append([agentTransactionEvent("agent.transaction.approved", view, {
               transfer_id: held.transfer_id,
               tx_hash: null
@@ -800,6 +817,25 @@ export class Transfers extends Context.Service<Transfers, {
         return { transaction: decided.view, transfer }
       })
 
+      const current = (transferId: string) =>
+        Effect.gen(function*() {
+          const found = yield* store.findById(transferId)
+          if (Option.isNone(found) || found.value.status !== "pending") return found
+          yield* resubmit(found.value)
+          const outcome = yield* settlement.awaitResolution(transferId, config.transferCreateTimeoutMs)
+          if (Option.isSome(outcome)) yield* complete(outcome.value)
+          return yield* store.findById(transferId)
+        }).pipe(Effect.orDie)
+
+      // D36: a retry whose first request was cut off is answered from what it recorded.
+      yield* operations.register("transfer", (transferId, principal) =>
+        current(transferId).pipe(Effect.map((t) => ({ status: 201, body: record(Option.getOrThrow(t), principal.accountId) }))))
+      yield* operations.register("agent_transaction", (transactionId) =>
+        heldStore.findById(transactionId).pipe(
+          Effect.orDie,
+          Effect.map((held) => ({ status: 202, body: toAgentTransactionRecord(Option.getOrThrow(held), null) }))
+        ))
+
       return Transfers.of({
         create: (principal, request) =>
           create(principal, request).pipe(Effect.annotateLogs({ account_id: principal.accountId })),
@@ -813,7 +849,8 @@ export class Transfers extends Context.Service<Transfers, {
               onSome: (t) => Effect.succeed(record(t, principal.accountId))
             }))
           ),
-        record
+        record,
+        current
       })
     })
   ).pipe(Layer.provideMerge(Layer.mergeAll(TransferStore.layer, AgentStore.layer, AgentTransactionStore.layer)))

@@ -10,11 +10,12 @@
  * @since 0.1.0
  */
 import { Clock, Context, DateTime, Effect, Layer, Option } from "effect"
-import type { SqlError } from "effect/sql"
+import { SqlClient, type SqlError } from "effect/sql"
 import type { Mode } from "../apikeys/domain.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { EventStore } from "../events/EventStore.ts"
 import { EventNotFound, InvalidRequest, WebhookNotFound } from "../http/errors.ts"
+import { OperationReplay } from "../platform/IdempotentOperations.ts"
 import { makeId } from "../platform/Ids.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
 import { checkUrl, type UrlRefusal } from "./AddressPolicy.ts"
@@ -89,6 +90,25 @@ export class Webhooks extends Context.Service<Webhooks, {
       const box = yield* SecretBox
       const client = yield* WebhookClient
       const dispatcher = yield* Dispatcher
+      const sql = yield* SqlClient.SqlClient
+      const operations = yield* OperationReplay
+
+      // D36: a retried create whose first request was cut off answers with the subscription it
+      // made, secret included, as D6's replay of its first answer would.
+      yield* operations.register("webhook", (webhookId, principal) =>
+        Effect.gen(function*() {
+          const found = yield* store.findActive(webhookId, principal.accountId, principal.mode)
+          const sending = yield* store.sendingInfo(webhookId)
+          if (Option.isNone(found) || Option.isNone(sending)) {
+            return { status: 404, body: { error: WebhookNotFound.of(webhookId).error } }
+          }
+          const secret = new TextDecoder().decode(yield* box.open(sending.value.secret_sealed, secretBinding(webhookId)))
+          const record = toWebhookRecord(found.value)
+          return {
+            status: 201,
+            body: { webhook_id: record.webhook_id, url: record.url, events: record.events, secret, created_at: record.created_at }
+          }
+        }).pipe(Effect.orDie))
 
       const requireWebhook = (owner: Owner, webhookId: string) =>
         store.findActive(webhookId, owner.accountId, owner.mode).pipe(
@@ -123,7 +143,10 @@ export class Webhooks extends Context.Service<Webhooks, {
             eventTypes: parsed.types,
             createdAt: iso(nowMs)
           }
-          yield* store.insert({ ...webhook, secretSealed: box.seal(encoder.encode(secret), secretBinding(webhookId)) })
+          yield* sql.withTransaction(Effect.gen(function*() {
+            yield* store.insert({ ...webhook, secretSealed: box.seal(encoder.encode(secret), secretBinding(webhookId)) })
+            yield* operations.bind("webhook", webhookId)
+          }))
           const record = toWebhookRecord(webhook)
           return { webhook_id: record.webhook_id, url: record.url, events: record.events, secret, created_at: record.created_at }
         }),

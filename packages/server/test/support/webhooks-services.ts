@@ -17,6 +17,7 @@ import { Outbox } from "../../src/events/Outbox.ts"
 import { formatLogLine } from "../../src/platform/Logging.ts"
 import { MigrationsLive, SqlLive } from "../../src/platform/Database.ts"
 import { DataDir } from "../../src/platform/DataDir.ts"
+import { OperationReplay } from "../../src/platform/IdempotentOperations.ts"
 import { SecretBox } from "../../src/platform/SecretBox.ts"
 import { Secrets } from "../../src/platform/Secrets.ts"
 import { EventsAndWebhooksLive } from "../../src/webhooks/EventsAndWebhooksLive.ts"
@@ -29,6 +30,7 @@ import { testConfig } from "./TestServer.ts"
  */
 export const EventsServicesLive = Layer.mergeAll(EventsAndWebhooksLive, Accounts.layer).pipe(
   Layer.provideMerge(SecretBox.layer),
+  Layer.provideMerge(OperationReplay.layer),
   Layer.provideMerge(MigrationsLive),
   Layer.provideMerge(SqlLive),
   Layer.provideMerge(Secrets.layer),

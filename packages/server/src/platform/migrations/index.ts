@@ -12,6 +12,7 @@ import { settlement } from "./0002_settlement.ts"
 import { eventsAndWebhooks } from "./0003_events_webhooks.ts"
 import { transfers } from "./0004_transfers.ts"
 import { agents } from "./0005_agents.ts"
+import { idempotentOperations } from "./0006_idempotent_operations.ts"
 
 /**
  * @since 0.1.0
@@ -22,5 +23,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0002_settlement": settlement,
   "0003_events_webhooks": eventsAndWebhooks,
   "0004_transfers": transfers,
-  "0005_agents": agents
+  "0005_agents": agents,
+  "0006_idempotent_operations": idempotentOperations
 }

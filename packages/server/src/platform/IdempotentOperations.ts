@@ -1,0 +1,112 @@
+/**
+ * D36: the link between an `Idempotency-Key` and the durable record of what its
+ * request did, and the way a retry is answered from that record.
+ *
+ * The idempotency middleware puts the request's key in `CurrentIdempotencyScope`.
+ * Code that writes an operation's durable record (a transfer, a held transaction, an
+ * approval, a faucet grant, an agent, a webhook) calls `OperationReplay.bind` inside the
+ * same SQL transaction: either both are committed or neither, so a key whose claim
+ * names no operation had no durable effect, and one that names an operation is
+ * answered from it, never run again.
+ *
+ * Each concern registers, once, how to answer for its kind of record
+ * (`OperationReplay.register`): its first response's status and body as they would
+ * be now (a transfer still `pending` waits as D14 says).
+ *
+ * @since 0.2.0
+ */
+import { Context, Effect, Layer, Option } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import type { Principal } from "../apikeys/domain.ts"
+
+/**
+ * The request's idempotency key, as stored (account, mode, keyed digest of the key).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface IdempotencyScope {
+  readonly accountId: string
+  readonly mode: string
+  readonly keyDigest: Uint8Array
+}
+
+/**
+ * The kinds of durable record an idempotency key can name.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type OperationKind = "transfer" | "agent_transaction" | "approval" | "rejection" | "faucet_grant" | "agent" | "webhook"
+
+/**
+ * The current request's idempotency key, when it has one.
+ *
+ * @since 0.2.0
+ * @category references
+ */
+export const CurrentIdempotencyScope = Context.Reference<Option.Option<IdempotencyScope>>(
+  "server/platform/CurrentIdempotencyScope",
+  { defaultValue: () => Option.none() }
+)
+
+/**
+ * A response as the first request would give it now.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface ReplayedResponse {
+  readonly status: number
+  readonly body: unknown
+}
+
+/**
+ * How a concern answers a retry from its record.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type OperationResolver = (operationId: string, principal: Principal) => Effect.Effect<ReplayedResponse>
+
+/**
+ * @since 0.2.0
+ * @category services
+ */
+export class OperationReplay extends Context.Service<OperationReplay, {
+  /**
+   * Names the operation's durable record on the request's idempotency key. Call it in
+   * the SQL transaction that writes the record; without a key it does nothing.
+   */
+  readonly bind: (kind: OperationKind, operationId: string) => Effect.Effect<void, SqlError.SqlError>
+  readonly register: (kind: OperationKind, resolver: OperationResolver) => Effect.Effect<void>
+  /** None when no concern answers for the kind (a defect the caller reports). */
+  readonly resolve: (
+    kind: OperationKind,
+    operationId: string,
+    principal: Principal
+  ) => Effect.Effect<Option.Option<ReplayedResponse>>
+}>()("server/platform/OperationReplay") {
+  static readonly layer = Layer.effect(OperationReplay, Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const resolvers = new Map<OperationKind, OperationResolver>()
+    return OperationReplay.of({
+      bind: (kind, operationId) =>
+        Effect.gen(function*() {
+          const scope = yield* CurrentIdempotencyScope
+          if (Option.isNone(scope)) return
+          const { accountId, keyDigest, mode } = scope.value
+          yield* sql`
+            UPDATE idempotency_keys SET operation_kind = ${kind}, operation_id = ${operationId}
+            WHERE account_id = ${accountId} AND mode = ${mode} AND key_digest = ${keyDigest}`
+        }),
+      register: (kind, resolver) => Effect.sync(() => void resolvers.set(kind, resolver)),
+      resolve: (kind, operationId, principal) => {
+        const resolver = resolvers.get(kind)
+        return resolver === undefined
+          ? Effect.succeed(Option.none())
+          : resolver(operationId, principal).pipe(Effect.map(Option.some))
+      }
+    })
+  }))
+}

@@ -1,0 +1,271 @@
+/**
+ * D36 over a real socket on embedded anvil: an `Idempotency-Key` names one operation,
+ * whatever happened to the request that ran it.
+ *
+ * A crash is reproduced at its exact line by putting the claim back in the state a
+ * dead node leaves it in (no response, an owner whose heartbeat is gone); the process
+ * kill itself, at random lines under load, is the fault harness's (test/fault).
+ *
+ * And the api-tier attacker of issue 12: with the whole database and every secret of
+ * the api tier, a guessed amount cannot be confirmed from the idempotency store.
+ */
+import { createHmac } from "node:crypto"
+import { assert, describe, layer } from "@effect/vitest"
+import { Context, Effect, Option, Redacted, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import { getAbiItem } from "viem"
+import { ConfidentialTokenArtifact } from "@pps/contracts"
+import { requestFingerprint } from "../src/http/Idempotency.ts"
+import { Secrets } from "../src/platform/Secrets.ts"
+import { Settlement } from "../src/settlement/Settlement.ts"
+import { TransferRecord } from "../src/transfers/domain.ts"
+import { registerKey } from "./support/confidentialClient.ts"
+import { bearer, createAccount, send } from "./support/http.ts"
+import { makeTestServer, TestServer } from "./support/TestServer.ts"
+
+const post = (url: string, apiKey: string, idempotencyKey: string, body: unknown) =>
+  send(url, {
+    method: "POST",
+    headers: { ...bearer(apiKey), "content-type": "application/json", "idempotency-key": idempotencyKey },
+    body: JSON.stringify(body)
+  })
+
+describe("idempotency after a fault (D36)", () => {
+  layer(makeTestServer(), { timeout: "180 seconds", excludeTestServices: true })("embedded", (it) => {
+    /** Puts every claim of the account back as a node that died mid-request leaves it. */
+    const crashClaims = (accountId: string) =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const sql = Context.get(server.services, SqlClient.SqlClient)
+        yield* sql`
+          UPDATE idempotency_keys SET response_status = NULL, response_body = NULL, owner_node = 'node_dead'
+          WHERE account_id = ${accountId}`
+      })
+
+    /** A claim as a node that died right after claiming leaves it, naming `operation` if given. */
+    const insertDeadClaim = (
+      accountId: string,
+      key: string,
+      path: string,
+      body: unknown,
+      operation: { readonly kind: string; readonly id: string } | null
+    ) =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const sql = Context.get(server.services, SqlClient.SqlClient)
+        const pepper = Redacted.value(Context.get(server.services, Secrets).apiKeyPepper)
+        const digest = new Uint8Array(createHmac("sha256", pepper).update("pps/idempotency-key/v2\n").update(key).digest())
+        const fingerprint = requestFingerprint(key, "POST", path, JSON.stringify(body))
+        yield* sql`
+          INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, operation_kind, operation_id, created_at, expires_at)
+          VALUES (${accountId}, 'test', ${digest}, ${fingerprint}, 'node_dead', ${operation?.kind ?? null},
+                  ${operation?.id ?? null}, now(), now() + interval '1 day')`
+      })
+
+    const transfersOf = (accountId: string) =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const sql = Context.get(server.services, SqlClient.SqlClient)
+        return yield* sql<{ transfer_id: string; status: string }>`
+          SELECT transfer_id, status FROM transfers WHERE sender_account_id = ${accountId}`
+      })
+
+    it.effect("a transfer whose request died after recording it is answered from it, never paid again", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const alice = yield* createAccount(server, "crash.alice")
+        const bob = yield* createAccount(server, "crash.bob")
+        yield* registerKey(server.baseUrl, alice.api_key)
+        yield* registerKey(server.baseUrl, bob.api_key)
+        const funded = yield* post(`${server.baseUrl}/v1/test/faucet`, alice.api_key, "fund-1", { amount: "50" })
+        assert.strictEqual(funded.status, 200, funded.text)
+
+        const body = { to: "@crash.bob", amount: "3.5", memo: "once" }
+        const first = yield* post(`${server.baseUrl}/v1/transfers`, alice.api_key, "pay-bob-1", body)
+        assert.strictEqual(first.status, 201, first.text)
+        const created = Schema.decodeUnknownSync(TransferRecord)(first.json)
+
+        yield* crashClaims(alice.account_id)
+        const retried = yield* post(`${server.baseUrl}/v1/transfers`, alice.api_key, "pay-bob-1", body)
+        assert.strictEqual(retried.status, 201, retried.text)
+        assert.strictEqual(retried.headers.get("idempotent-replayed"), "true")
+        const answered = Schema.decodeUnknownSync(TransferRecord)(retried.json)
+        assert.strictEqual(answered.transfer_id, created.transfer_id)
+        assert.strictEqual(answered.status, "confirmed")
+        assert.lengthOf(yield* transfersOf(alice.account_id), 1)
+
+        // A different body under the same key is still a reuse, even with no stored response.
+        const reused = yield* post(`${server.baseUrl}/v1/transfers`, alice.api_key, "pay-bob-1", { ...body, amount: "3.6" })
+        assert.strictEqual(reused.status, 409, reused.text)
+        assert.strictEqual((reused.json as { error: { code: string } }).error.code, "idempotency_key_reused")
+      }))
+
+    it.effect("a claim that recorded nothing runs once on retry; a live node's claim is in progress", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const sql = Context.get(server.services, SqlClient.SqlClient)
+        const carol = yield* createAccount(server, "crash.carol")
+        yield* createAccount(server, "crash.dave").pipe(Effect.tap((dave) => registerKey(server.baseUrl, dave.api_key)))
+        yield* registerKey(server.baseUrl, carol.api_key)
+        yield* post(`${server.baseUrl}/v1/test/faucet`, carol.api_key, "fund-1", { amount: "20" })
+        const body = { to: "@crash.dave", amount: "1" }
+
+        // A dead node claimed the key and died before recording anything (a 402, or a crash
+        // before the transfer's SQL transaction): the retry runs the transfer, once.
+        const before = (yield* transfersOf(carol.account_id)).length
+        yield* insertDeadClaim(carol.account_id, "pay-dave-1", "/v1/transfers", body, null)
+        const first = yield* post(`${server.baseUrl}/v1/transfers`, carol.api_key, "pay-dave-1", body)
+        assert.strictEqual(first.status, 201, first.text)
+        assert.strictEqual(first.headers.get("idempotent-replayed"), null)
+        const again = yield* post(`${server.baseUrl}/v1/transfers`, carol.api_key, "pay-dave-1", body)
+        assert.strictEqual(again.headers.get("idempotent-replayed"), "true")
+        assert.strictEqual((yield* transfersOf(carol.account_id)).length, before + 1)
+
+        // A claim whose node is alive (this one) and has no response yet: in progress.
+        const node = yield* sql<{ node_id: string }>`SELECT node_id FROM node_heartbeats LIMIT 1`
+        yield* sql`
+          UPDATE idempotency_keys SET response_status = NULL, response_body = NULL, owner_node = ${node[0]!.node_id}
+          WHERE account_id = ${carol.account_id}`
+        const busy = yield* post(`${server.baseUrl}/v1/transfers`, carol.api_key, "pay-dave-1", body)
+        assert.strictEqual(busy.status, 409, busy.text)
+        assert.strictEqual((busy.json as { error: { code: string } }).error.code, "idempotency_key_in_progress")
+      }))
+
+    it.effect("a client that goes away mid-request leaves one transfer, answered on retry", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const erin = yield* createAccount(server, "crash.erin")
+        const frank = yield* createAccount(server, "crash.frank")
+        yield* registerKey(server.baseUrl, erin.api_key)
+        yield* registerKey(server.baseUrl, frank.api_key)
+        yield* post(`${server.baseUrl}/v1/test/faucet`, erin.api_key, "fund-1", { amount: "20" })
+        const body = JSON.stringify({ to: "@crash.frank", amount: "2" })
+        // Dropped at several moments of the request; each key must end as exactly one transfer.
+        const delays = [5, 40, 120, 400]
+        for (const [i, delayMs] of delays.entries()) {
+          yield* Effect.promise(async () => {
+            const controller = new AbortController()
+            const timer = setTimeout(() => controller.abort(), delayMs)
+            await fetch(`${server.baseUrl}/v1/transfers`, {
+              method: "POST",
+              headers: { ...bearer(erin.api_key), "content-type": "application/json", "idempotency-key": `drop-${i}` },
+              body,
+              signal: controller.signal
+            }).then((r) => r.text()).catch(() => "dropped")
+            clearTimeout(timer)
+          })
+        }
+        const ids = new Set<string>()
+        for (const i of delays.keys()) {
+          // The first request may still be running: retry while it is.
+          let answer = yield* send(`${server.baseUrl}/v1/transfers`, {
+            method: "POST",
+            headers: { ...bearer(erin.api_key), "content-type": "application/json", "idempotency-key": `drop-${i}` },
+            body
+          })
+          for (let tries = 0; answer.status === 409 && tries < 50; tries++) {
+            yield* Effect.sleep("200 millis")
+            answer = yield* send(`${server.baseUrl}/v1/transfers`, {
+              method: "POST",
+              headers: { ...bearer(erin.api_key), "content-type": "application/json", "idempotency-key": `drop-${i}` },
+              body
+            })
+          }
+          assert.strictEqual(answer.status, 201, answer.text)
+          ids.add(Schema.decodeUnknownSync(TransferRecord)(answer.json).transfer_id)
+        }
+        assert.strictEqual(ids.size, delays.length)
+        const rows = yield* transfersOf(erin.account_id)
+        assert.sameMembers(rows.map((r) => r.transfer_id), [...ids])
+      }))
+
+    it.effect("a faucet grant cut off before or after it was mined is granted exactly once", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const sql = Context.get(server.services, SqlClient.SqlClient)
+        const chain = Option.getOrThrow(Context.get(server.services, Settlement).chain("test"))
+        const gina = yield* createAccount(server, "crash.gina")
+        const me = yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(gina.api_key) })
+        const wallet = (me.json as { public_key: `0x${string}` }).public_key
+        const shields = Effect.promise(() =>
+          chain.client.getLogs({
+            address: chain.contracts.confidentialUsdg,
+            event: getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "Shielded" }),
+            args: { to: wallet },
+            fromBlock: 0n
+          })
+        )
+        // Mined, then the process died before writing the hash or answering.
+        const first = yield* post(`${server.baseUrl}/v1/test/faucet`, gina.api_key, "grant-1", { amount: "7" })
+        assert.strictEqual(first.status, 200, first.text)
+        const firstHash = (first.json as { tx_hash: string }).tx_hash
+        yield* sql`UPDATE faucet_grants SET tx_hash = NULL WHERE account_id = ${gina.account_id}`
+        yield* crashClaims(gina.account_id)
+        const again = yield* post(`${server.baseUrl}/v1/test/faucet`, gina.api_key, "grant-1", { amount: "7" })
+        assert.strictEqual(again.status, 200, again.text)
+        assert.strictEqual((again.json as { tx_hash: string }).tx_hash, firstHash)
+        assert.lengthOf(yield* shields, 1)
+
+        // Recorded, then the process died before sending: the retry grants, once.
+        yield* sql`
+          INSERT INTO faucet_grants (grant_id, account_id, wallet_address, amount, from_block, created_at)
+          VALUES ('grant_01JZZZZZZZZZZZZZZZZZZZZZZZ', ${gina.account_id}, ${wallet}, '5000000',
+                  ${(yield* Effect.promise(() => chain.client.getBlockNumber({ cacheTime: 0 }))).toString()}, now())`
+        yield* insertDeadClaim(gina.account_id, "grant-2", "/v1/test/faucet", { amount: "5" }, {
+          kind: "faucet_grant",
+          id: "grant_01JZZZZZZZZZZZZZZZZZZZZZZZ"
+        })
+        const resumed = yield* post(`${server.baseUrl}/v1/test/faucet`, gina.api_key, "grant-2", { amount: "5" })
+        assert.strictEqual(resumed.status, 200, resumed.text)
+        assert.strictEqual((resumed.json as { amount: string }).amount, "5")
+        const again2 = yield* post(`${server.baseUrl}/v1/test/faucet`, gina.api_key, "grant-2", { amount: "5" })
+        assert.strictEqual((again2.json as { tx_hash: string }).tx_hash, (resumed.json as { tx_hash: string }).tx_hash)
+        assert.lengthOf(yield* shields, 2)
+      }))
+
+    it.effect("the api tier's attacker, with the database and every api-tier secret, cannot test a guessed amount", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const sql = Context.get(server.services, SqlClient.SqlClient)
+        const pepper = Redacted.value(Context.get(server.services, Secrets).apiKeyPepper)
+        const hank = yield* createAccount(server, "guess.hank")
+        const ivy = yield* createAccount(server, "guess.ivy")
+        yield* registerKey(server.baseUrl, hank.api_key)
+        yield* registerKey(server.baseUrl, ivy.api_key)
+        yield* post(`${server.baseUrl}/v1/test/faucet`, hank.api_key, "fund-1", { amount: "100" })
+        const secretAmount = "73.25"
+        const paid = yield* post(`${server.baseUrl}/v1/transfers`, hank.api_key, "3f1c9a52-7b7e-4d0e-9a51-0c6f2d1e8b44", {
+          to: "@guess.ivy",
+          amount: secretAmount
+        })
+        assert.strictEqual(paid.status, 201, paid.text)
+        const rows = yield* sql<{ request_hash: Uint8Array }>`
+          SELECT request_hash FROM idempotency_keys WHERE account_id = ${hank.account_id}`
+        const stored = rows.map((r) => Buffer.from(r.request_hash).toString("hex"))
+        // Every way the api tier could recompute a fingerprint from what it holds: the pepper,
+        // and every idempotency key it could know (none is stored in clear; it tries the ones
+        // it might guess, and the digest it does store).
+        const storedDigests = yield* sql<{ key_digest: Uint8Array }>`
+          SELECT key_digest FROM idempotency_keys WHERE account_id = ${hank.account_id}`
+        const hmacKeys: Array<Uint8Array | string> = [pepper, ...storedDigests.map((r) => new Uint8Array(r.key_digest)), "", "fund-1"]
+        let tried = 0
+        for (let cents = 7000; cents <= 7500; cents++) {
+          const guess = (cents / 100).toString()
+          const body = JSON.stringify({ to: "@guess.ivy", amount: guess })
+          for (const key of hmacKeys) {
+            for (const prefix of ["pps/idempotency/v1\nPOST\n/v1/transfers\n", "pps/idempotency/v2\nPOST\n/v1/transfers\n"]) {
+              tried++
+              const candidate = createHmac("sha256", key).update(prefix).update(body).digest("hex")
+              assert.notInclude(stored, candidate, `the guess ${guess} is confirmed by the idempotency store`)
+            }
+          }
+        }
+        assert.isAbove(tried, 1000)
+        // The right key does confirm it: so the test above would fail if the key were stored.
+        const withKey = createHmac("sha256", "3f1c9a52-7b7e-4d0e-9a51-0c6f2d1e8b44")
+          .update("pps/idempotency/v2\nPOST\n/v1/transfers\n").update(JSON.stringify({ to: "@guess.ivy", amount: secretAmount }))
+          .digest("hex")
+        assert.include(stored, withKey)
+      }))
+  })
+})
