@@ -587,12 +587,27 @@ export class Transfers extends Context.Service<Transfers, {
           onNone: () => Effect.fail(LivemodeUnavailable.of()),
           onSome: Effect.succeed
         })
-        const recipient = yield* resolveRecipient(chain, sender, body.to)
+        const isAgent = sender.ownerAccountId !== null
+        // D37: an agent's amount-free rules speak before anything is said about the recipient
+        // (unknown, 404; not confidential-ready, 422). Checked again, with the policy in force
+        // then, in the agent's actor.
+        const policyFirst = (recipientNames: ReadonlyArray<string>) =>
+          isAgent
+            ? Clock.currentTimeMillis.pipe(
+              Effect.flatMap((nowMs) => checkPolicy(sender.accountId, { asset, recipientNames, activeHoursAtMs: nowMs }))
+            )
+            : Effect.void
+        const recipient = yield* resolveRecipient(chain, sender, body.to).pipe(
+          Effect.tapError((error) => {
+            const ref = parseRecipient(body.to)
+            return error._tag === "RecipientNotFound" && ref?._tag === "Handle" ? policyFirst([ref.handle]) : Effect.void
+          })
+        )
+        yield* policyFirst(namesOf(recipient))
         if (confidential && Option.isNone(recipient.key)) return yield* Effect.fail(RecipientNotConfidentialReady.of())
         const senderKey = yield* keys.keyOfAccount(senderPrincipal.accountId, principal.mode).pipe(Effect.orDie)
         if (Option.isNone(senderKey)) return yield* Effect.fail(EncryptionKeyRequired.of())
         const contract = confidentialTokenOf(chain, asset)
-        const isAgent = sender.ownerAccountId !== null
 
         // 2-4. In the sender's actor (the agent's, for an agent): policy, nonce, seal, authorize, record.
         const decided = yield* actors.withKey(sender.accountId, Effect.gen(function*() {

@@ -220,8 +220,13 @@ export const agentsSuite = (database: DatabaseTarget) =>
           violation(yield* pay({ to: "@carol", amount: "1", asset: "ETH" }), "asset_not_allowed")
           violation(yield* pay({ to: "@carol", amount: "6000" }), "recipient_not_allowed")
           violation(yield* pay({ to: "@bob", amount: "5000.000001" }), "per_transaction_limit_exceeded")
-          // Validation and not-found come before policy.
-          expectEnvelope(yield* pay({ to: "@nobody-at-all", amount: "1" }), 404, "recipient_not_found")
+          // D37: the allow-list speaks before anything is said about the recipient: unknown, or
+          // not confidential-ready, outside the list is 403; inside it, the recipient's own answer.
+          violation(yield* pay({ to: "@nobody-at-all", amount: "1" }), "recipient_not_allowed")
+          yield* createAccount(server, "no.key")
+          violation(yield* pay({ to: "@no.key", amount: "1" }), "recipient_not_allowed")
+          expectEnvelope(yield* pay({ to: "@ghost.shop", amount: "1" }), 404, "recipient_not_found")
+          // Validation comes before policy.
           expectEnvelope(yield* pay({ to: "@bob", amount: "-1" }), 400, "invalid_request")
 
           // A PATCH applies to the very next request: close the window, then open it again.
