@@ -13,6 +13,7 @@ import * as ConfidentialToken from "../src/artifacts/ConfidentialToken.ts"
 import * as TestUSDG from "../src/artifacts/TestUSDG.ts"
 import * as WrappedEther from "../src/artifacts/WrappedEther.ts"
 import * as TypedData from "../src/typedData.ts"
+import * as Deploy from "../src/deploy.ts"
 import { makeSender, type Sender } from "../src/internal/transactions.ts"
 import { type KeyPair, makeKeyPair, proveKeyPossession } from "../test/helpers/elgamal.ts"
 import { confidentialRequest, publicRequest, signConfidential, signPublic } from "../test/helpers/transfers.ts"
@@ -56,7 +57,7 @@ try {
     usdg,
     confidentialUsdg: await deployed(
       "deploy ConfidentialToken",
-      encodeDeployData({ abi, bytecode: ConfidentialToken.bytecode, args: [usdg, owner.address, guardian.address, guardianKey.evm] })
+      encodeDeployData({ abi, bytecode: ConfidentialToken.bytecode, args: [usdg, owner.address, guardian.address, guardianKey.evm, Deploy.testChainGuardianRotationDelaySeconds] })
     )
   }
   const token = addresses.confidentialUsdg
@@ -115,6 +116,20 @@ try {
   record("publicTransfer to an address holding USDG", (await pay(owner.address)).gasUsed)
   await pay(alice.account.address)
   record("publicTransfer to self (unshield), steady", (await pay(alice.account.address)).gasUsed)
+
+  // Guardian rotation last: it replaces the guardian every row above signs with.
+  const next = privateKeyToAccount(generatePrivateKey())
+  const propose = () => send(owner, token, encodeFunctionData({ abi, functionName: "proposeGuardianRotation", args: [next.address, makeKeyPair().evm] }))
+  record("proposeGuardianRotation (owner)", (await propose()).gasUsed)
+  const pending = await client.readContract({ address: token, abi, functionName: "pendingGuardianRotation" })
+  const veto = await guardian.signTypedData({ domain: TypedData.domain(anvil.chainId, token), types: TypedData.cancelGuardianRotationTypes, primaryType: "CancelGuardianRotation", message: { proposalId: pending.proposalId, newSigner: next.address } })
+  const relayer = await newAccount()
+  record("cancelGuardianRotationBySignature (guardian's veto, relayed)", (await send(relayer, token, encodeFunctionData({ abi, functionName: "cancelGuardianRotationBySignature", args: [veto] }))).gasUsed)
+  await propose()
+  const { timestamp } = await client.getBlock({ blockTag: "latest" })
+  await testClient.setNextBlockTimestamp({ timestamp: timestamp + Deploy.testChainGuardianRotationDelaySeconds })
+  await testClient.mine({ blocks: 1 })
+  record("executeGuardianRotation (anyone, after the delay)", (await send(relayer, token, encodeFunctionData({ abi, functionName: "executeGuardianRotation" }))).gasUsed)
 } finally {
   await anvil.stop()
 }

@@ -3,13 +3,25 @@
  * token and one ConfidentialToken per asset) and returns their addresses.
  *
  * Idempotent given the record of an earlier run: a contract whose recorded address still has
- * code (and, for a ConfidentialToken, still wraps the current asset) is reused, anything else
- * is deployed afresh. So a restart over a persisted chain deploys nothing, and a restart after
- * the chain was lost, or after a crash between two deployments, deploys exactly what is missing.
+ * code (and, for a ConfidentialToken, still wraps the current asset and has the guardian-rotation
+ * timelock) is reused, anything else is deployed afresh. So a restart over a persisted chain
+ * deploys nothing, and a restart after the chain was lost, or after a crash between two
+ * deployments, deploys exactly what is missing. A ConfidentialToken from before the timelock
+ * (its owner could rotate the guardian at once, and so sign away any balance) is never reused:
+ * a new one replaces it, and whatever the old one holds stays there.
  *
  * @since 0.1.0
  */
-import { type Address, encodeDeployData, getAddress, type LocalAccount, type PublicClient } from "viem"
+import {
+  type Address,
+  BaseError,
+  ContractFunctionRevertedError,
+  ContractFunctionZeroDataError,
+  encodeDeployData,
+  getAddress,
+  type LocalAccount,
+  type PublicClient
+} from "viem"
 import * as ConfidentialToken from "./artifacts/ConfidentialToken.ts"
 import * as TestUSDG from "./artifacts/TestUSDG.ts"
 import * as WrappedEther from "./artifacts/WrappedEther.ts"
@@ -36,17 +48,62 @@ export interface DeployOptions {
   readonly client: PublicClient
   /** Pays for and sends the deployments. */
   readonly deployer: LocalAccount
-  /** Owner of USDG (and its first minter) and of each ConfidentialToken (rotates the guardian). */
+  /**
+   * Owner of USDG (and its first minter) and of each ConfidentialToken, where it can only
+   * propose (and cancel) a guardian rotation that takes effect after the delay below.
+   */
   readonly owner: Address
   /** Address of the guardian's secp256k1 attestation key. */
   readonly guardianSigner: Address
   /** The guardian's BN254 encryption key, EVM affine coordinates. */
   readonly guardianEncryptionKey: { readonly x: bigint; readonly y: bigint }
+  /**
+   * Seconds between a guardian rotation's proposal and its execution, fixed in each new
+   * ConfidentialToken for good. Default `guardianRotationDelaySecondsFor(chainId)`: 48 hours on
+   * mainnet, where the contract refuses anything shorter; 60 seconds on test chains.
+   */
+  readonly guardianRotationDelaySeconds?: bigint | undefined
   /** Addresses recorded by an earlier run, reused where their code is still on chain. */
   readonly previous?: Partial<Addresses> | undefined
   /** Receipt polling interval. Default 100 ms. */
   readonly receiptPollingMs?: number
 }
+
+/**
+ * The service's mainnet chain id, where ConfidentialToken requires a rotation delay of at least
+ * `mainnetGuardianRotationDelayMinSeconds`.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const mainnetChainId = 4663
+
+/**
+ * 48 hours, ConfidentialToken's `MAINNET_ROTATION_DELAY_MIN_SECONDS`.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const mainnetGuardianRotationDelayMinSeconds = 172_800n
+
+/**
+ * On test chains a minute: long enough to see a proposal and cancel it by hand, short enough
+ * for a developer or a test to wait out. Test USDG is all a test chain's guardian guards.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const testChainGuardianRotationDelaySeconds = 60n
+
+/**
+ * The rotation delay a deployment on `chainId` gets unless told otherwise: the mainnet
+ * minimum on mainnet, a minute elsewhere.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const guardianRotationDelaySecondsFor = (chainId: number): bigint =>
+  chainId === mainnetChainId ? mainnetGuardianRotationDelayMinSeconds : testChainGuardianRotationDelaySeconds
 
 /**
  * Gas limits given explicitly to each deployment, about 1.45 times the measured use (a test
@@ -55,7 +112,7 @@ export interface DeployOptions {
 const deployGas = {
   testUsdg: 1_300_000n,
   wrappedEther: 1_100_000n,
-  confidentialToken: 3_000_000n
+  confidentialToken: 3_600_000n
 } as const
 
 /** `address` (checksummed) when code is deployed there, otherwise undefined. */
@@ -77,6 +134,23 @@ const wrapsAsset = async (client: PublicClient, token: Address, asset: Address):
 }
 
 /**
+ * Whether the ConfidentialToken at `token` has the rotation timelock. One from before it has no
+ * `rotationDelaySeconds`, so the call reverts; a node fault is not read as "no".
+ */
+const hasRotationTimelock = async (client: PublicClient, token: Address): Promise<boolean> => {
+  try {
+    await client.readContract({ address: token, abi: ConfidentialToken.abi, functionName: "rotationDelaySeconds" })
+    return true
+  } catch (error) {
+    const refused = error instanceof BaseError && error.walk((cause) =>
+      cause instanceof ContractFunctionRevertedError || cause instanceof ContractFunctionZeroDataError
+    ) !== null
+    if (refused) return false
+    throw error
+  }
+}
+
+/**
  * Deploys whatever of the four contracts is not already on chain and returns all addresses.
  *
  * @since 0.1.0
@@ -85,6 +159,8 @@ const wrapsAsset = async (client: PublicClient, token: Address, asset: Address):
 export const deploy = async (options: DeployOptions): Promise<Addresses> => {
   const { client, previous } = options
   const sender = makeSender(client, options.deployer, options.receiptPollingMs ?? 100)
+  const rotationDelaySeconds = options.guardianRotationDelaySeconds ??
+    guardianRotationDelaySecondsFor(await client.getChainId())
 
   const usdg = (await withCode(client, previous?.usdg)) ??
     await deployContract(
@@ -101,13 +177,16 @@ export const deploy = async (options: DeployOptions): Promise<Addresses> => {
 
   const confidentialFor = async (asset: Address, recorded: Address | undefined): Promise<Address> => {
     const existing = await withCode(client, recorded)
-    if (existing !== undefined && (await wrapsAsset(client, existing, asset))) return existing
+    if (
+      existing !== undefined && (await wrapsAsset(client, existing, asset)) &&
+      (await hasRotationTimelock(client, existing))
+    ) return existing
     return deployContract(
       sender,
       encodeDeployData({
         abi: ConfidentialToken.abi,
         bytecode: ConfidentialToken.bytecode,
-        args: [asset, options.owner, options.guardianSigner, options.guardianEncryptionKey]
+        args: [asset, options.owner, options.guardianSigner, options.guardianEncryptionKey, rotationDelaySeconds]
       }),
       deployGas.confidentialToken
     )

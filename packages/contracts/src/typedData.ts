@@ -5,7 +5,8 @@
  *
  * ConfidentialTransfer and PublicTransfer are the guardian's attestations (the fixed
  * cross-package interface); KeyRegistration is an account's consent to `registerFor`, which
- * lets a relayer pay for the account's key registration.
+ * lets a relayer pay for the account's key registration; CancelGuardianRotation is the current
+ * guardian's veto of a pending rotation, which anyone may submit.
  *
  * @since 0.1.0
  */
@@ -63,6 +64,21 @@ export const keyRegistrationTypes = {
     { name: "account", type: "address" },
     { name: "keyX", type: "uint256" },
     { name: "keyY", type: "uint256" }
+  ]
+} as const
+
+/**
+ * The current guardian's veto of the pending rotation `proposalId` (to `newSigner`), for
+ * `cancelGuardianRotationBySignature`. Both fields come from `pendingGuardianRotation()`; ids are
+ * never reused, so the signature cancels that one proposal and nothing later.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const cancelGuardianRotationTypes = {
+  CancelGuardianRotation: [
+    { name: "proposalId", type: "uint256" },
+    { name: "newSigner", type: "address" }
   ]
 } as const
 

@@ -143,6 +143,15 @@ describe("deployment and EIP-712", () => {
     expect(await readToken("owner")).toBe(chain.owner.address)
     expect(await readToken("guardianSigner")).toBe(chain.guardian.address)
     expect(await readToken("guardianEncryptionKey")).toEqual(chain.guardianKey.evm)
+    // Deploy.deploy's default on a test chain, and no rotation pending.
+    expect(await chain.client.readContract({ address: token, abi, functionName: "rotationDelaySeconds" })).toBe(60n)
+    expect(await chain.client.readContract({ address: token, abi, functionName: "pendingGuardianRotation" })).toEqual({
+      proposalId: 0n,
+      newSigner: zeroAddress,
+      executableAt: 0n,
+      expiresAt: 0n,
+      newEncryptionKey: { x: 0n, y: 0n }
+    })
   })
 
   it("publishes H equal to the interface's derivation (counter 2, even y)", async () => {
@@ -538,32 +547,34 @@ describe("publicTransfer", () => {
 })
 
 describe("roles", () => {
-  it("rotates the guardian: old attestations stop verifying, their nonces stay usable", async () => {
+  it("rotates the guardian (through the timelock): old attestations stop verifying, their nonces stay usable", async () => {
     // A second ConfidentialToken instance would need a new deployment; rotating the shared one
-    // and rotating back keeps the other tests independent of order.
+    // and rotating back keeps the other tests independent of order. The timelock itself is
+    // tested in GuardianRotation.test.ts.
     const erin = await fundedParty(1_000n)
     const frank = await fundedParty(0n)
-    const rotate = (signer: Address, key: { x: bigint; y: bigint }) =>
-      encodeFunctionData({ abi, functionName: "rotateGuardian", args: [signer, key] })
+    const delaySeconds = await chain.client.readContract({ address: token, abi, functionName: "rotationDelaySeconds" })
+    const rotate = async (signer: Address, key: { x: bigint; y: bigint }) => {
+      await chain.send(chain.owner, token, encodeFunctionData({ abi, functionName: "proposeGuardianRotation", args: [signer, key] }))
+      await chain.advanceTime(delaySeconds)
+      return chain.send(relayer, token, encodeFunctionData({ abi, functionName: "executeGuardianRotation" }))
+    }
     const next = privateKeyToAccount(generatePrivateKey())
     const nextKey = makeKeyPair()
-    await chain.expectRevert({ account: relayer.address, to: token, data: rotate(next.address, nextKey.evm) }, "NotOwner", [relayer.address])
-    await chain.expectRevert({ account: chain.owner.address, to: token, data: rotate(zeroAddress, nextKey.evm) }, "ZeroAddress")
-    await chain.expectRevert({ account: chain.owner.address, to: token, data: rotate(next.address, { x: 0n, y: 0n }) }, "InvalidEncryptionKey")
-    await chain.expectRevert({ account: chain.owner.address, to: token, data: rotate(next.address, { x: 1n, y: 3n }) }, "InvalidPoint")
 
     const request = await newConfidential(erin, frank, 10n)
     const oldSignature = await signConfidential(chain.guardian, domain(), request)
-    const receipt = await chain.send(chain.owner, token, rotate(next.address, nextKey.evm))
+    const receipt = await rotate(next.address, nextKey.evm)
     const [event] = parseEventLogs({ abi, logs: receipt.logs, eventName: "GuardianRotated" })
     expect(event?.args).toEqual({ previousSigner: chain.guardian.address, newSigner: next.address, encryptionKey: nextKey.evm })
+    expect(await chain.client.readContract({ address: token, abi, functionName: "guardianEncryptionKey" })).toEqual(nextKey.evm)
     try {
       await chain.expectRevert({ account: relayer.address, to: token, data: transferData(request, oldSignature) }, "GuardianSignatureInvalid")
       await chain.send(relayer, token, transferData(request, await signConfidential(next, domain(), request)))
       ledger.confidential(request)
       await expectOnChainEqualsLedger(frank.account.address)
     } finally {
-      await chain.send(chain.owner, token, rotate(chain.guardian.address, chain.guardianKey.evm))
+      await rotate(chain.guardian.address, chain.guardianKey.evm)
     }
     expect(await chain.client.readContract({ address: token, abi, functionName: "guardianSigner" })).toBe(chain.guardian.address)
   })

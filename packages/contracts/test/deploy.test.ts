@@ -1,15 +1,18 @@
 /**
- * Deployment is idempotent over a record of earlier addresses, and the faucet mints and
- * shields USDG, concurrent grants included.
+ * Deployment is idempotent over a record of earlier addresses (a ConfidentialToken from before
+ * the guardian-rotation timelock is replaced, never reused), it fixes the rotation delay it is
+ * given, and the faucet mints and shields USDG, concurrent grants included.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Address, encodeFunctionData, getAddress, zeroAddress } from "viem"
+import { type Address, encodeDeployData, encodeFunctionData, getAddress, zeroAddress } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import * as ConfidentialToken from "../src/artifacts/ConfidentialToken.ts"
 import * as TestUSDG from "../src/artifacts/TestUSDG.ts"
 import * as WrappedEther from "../src/artifacts/WrappedEther.ts"
 import * as Deploy from "../src/deploy.ts"
 import * as Faucet from "../src/faucet.ts"
+import { makeSender } from "../src/internal/transactions.ts"
+import * as BeforeTimelock from "./fixtures/ConfidentialTokenBeforeTimelock.ts"
 import { type Chain, startChain } from "./helpers/chain.ts"
 import { G, toEvm } from "./helpers/elgamal.ts"
 
@@ -21,16 +24,19 @@ afterAll(async () => {
   await chain?.stop()
 })
 
-const deployAgain = (previous: Partial<Deploy.Addresses>) =>
+const deployAgain = (previous: Partial<Deploy.Addresses>, guardianRotationDelaySeconds?: bigint) =>
   Deploy.deploy({
     client: chain.client,
     deployer: chain.owner,
     owner: chain.owner.address,
     guardianSigner: chain.guardian.address,
     guardianEncryptionKey: chain.guardianKey.evm,
+    guardianRotationDelaySeconds,
     previous,
     receiptPollingMs: 20
   })
+const rotationDelayOf = (token: Address) =>
+  chain.client.readContract({ address: token, abi: ConfidentialToken.abi, functionName: "rotationDelaySeconds" })
 const deployerNonce = () => chain.client.getTransactionCount({ address: chain.owner.address, blockTag: "pending" })
 
 describe("Deploy", () => {
@@ -73,6 +79,40 @@ describe("Deploy", () => {
       chain.addresses.usdg
     )
     expect(await deployerNonce()).toBe(before + 1)
+  })
+
+  it("replaces a recorded ConfidentialToken from before the rotation timelock, whose owner could rotate at once", async () => {
+    const other = await chain.newAccount()
+    const receipt = await makeSender(chain.client, other, 20).send({
+      to: null,
+      data: encodeDeployData({
+        abi: BeforeTimelock.constructorAbi,
+        bytecode: BeforeTimelock.bytecode,
+        args: [chain.addresses.usdg, chain.owner.address, chain.guardian.address, chain.guardianKey.evm]
+      }),
+      gas: 3_000_000n
+    })
+    const legacy = getAddress(receipt.contractAddress as Address)
+    // It wraps the right asset, so only the missing timelock can make deploy replace it.
+    expect(await chain.client.readContract({ address: legacy, abi: ConfidentialToken.abi, functionName: "asset" })).toBe(chain.addresses.usdg)
+    const before = await deployerNonce()
+    const addresses = await deployAgain({ ...chain.addresses, confidentialUsdg: legacy })
+    expect(addresses.confidentialUsdg).not.toBe(legacy)
+    expect(addresses.confidentialEth).toBe(chain.addresses.confidentialEth)
+    expect(await rotationDelayOf(addresses.confidentialUsdg)).toBe(Deploy.testChainGuardianRotationDelaySeconds)
+    expect(await deployerNonce()).toBe(before + 1)
+  })
+
+  it("fixes the rotation delay it is given, 60 s on a test chain by default, 48 h on mainnet", async () => {
+    expect(await rotationDelayOf(chain.addresses.confidentialUsdg)).toBe(60n)
+    expect(Deploy.guardianRotationDelaySecondsFor(46630)).toBe(60n)
+    expect(Deploy.guardianRotationDelaySecondsFor(4663)).toBe(172_800n)
+    const fresh = await deployAgain({ usdg: chain.addresses.usdg, weth: chain.addresses.weth }, 5n)
+    expect(await rotationDelayOf(fresh.confidentialUsdg)).toBe(5n)
+    expect(await rotationDelayOf(fresh.confidentialEth)).toBe(5n)
+    // A recorded contract with the timelock is reused whatever delay is asked for now: a new
+    // one would strand what the old one holds.
+    expect(await deployAgain(fresh, 120n)).toEqual(fresh)
   })
 
   it("deploys everything on an empty record", async () => {

@@ -24,6 +24,11 @@ interface IERC20Minimal {
 /// by the guardian, which signs an EIP-712 attestation per transfer. The attestation, not
 /// msg.sender, authorises the debit, so any relayer can submit it. Replays are refused with a
 /// per-sender unordered nonce bitmap (Permit2 style): exactly once, in any submission order.
+///
+/// No single key moves funds. The guardian signer authorises debits but holds nothing; the owner
+/// holds no path to any balance: it can only propose a new guardian, which takes effect after a
+/// delay fixed at deployment (at least 48 hours on mainnet) and which the current guardian (or
+/// the owner) can cancel until then. There is no pause, no upgrade and no sweep.
 contract ConfidentialToken {
     // ---------------------------------------------------------------- constants
 
@@ -38,6 +43,28 @@ contract ConfidentialToken {
     );
     bytes32 public constant KEY_REGISTRATION_TYPEHASH =
         keccak256("KeyRegistration(address account,uint256 keyX,uint256 keyY)");
+    // CANCEL_GUARDIAN_ROTATION_TYPEHASH and MAINNET_CHAIN_ID have no getter on purpose: the
+    // dispatcher compares selectors one by one in ascending order (22 gas each), and these two
+    // would sort before publicTransfer's and shield's and make every unshield and shield
+    // dearer. docs/contracts.md states both, and the tests check them (a cancellation signed
+    // from src/typedData.ts, a deployment on chain id 4663). For the same reason the rotation
+    // functions whose names are free were named so their selectors sort after shield's.
+
+    /// The current guardian's veto of one pending rotation, submitted by anyone.
+    bytes32 private constant CANCEL_GUARDIAN_ROTATION_TYPEHASH =
+        keccak256("CancelGuardianRotation(uint256 proposalId,address newSigner)");
+
+    /// The service's mainnet. There the rotation delay may not be shorter than the minimum below.
+    uint256 private constant MAINNET_CHAIN_ID = 4663;
+    /// 48 hours: time for the guardian, and anyone watching the proposal event, to notice a
+    /// rotation it did not agree to and cancel it, over a weekend included.
+    uint256 public constant MAINNET_ROTATION_DELAY_MIN_SECONDS = 172_800;
+    /// 30 days: a longer delay would leave a lost guardian key in place for longer than any
+    /// operator would accept, and keeps every timestamp sum far inside uint64.
+    uint256 public constant ROTATION_DELAY_MAX_SECONDS = 2_592_000;
+    /// 14 days: once executable, a rotation stays executable this long and then lapses, so a
+    /// forgotten proposal cannot be executed by anyone months later.
+    uint256 public constant ROTATION_EXECUTION_WINDOW_SECONDS = 1_209_600;
 
     bytes32 private constant DOMAIN_TYPEHASH =
         keccak256("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)");
@@ -74,6 +101,15 @@ contract ConfidentialToken {
         uint64 deadline;
     }
 
+    /// A proposed guardian rotation. `newSigner` is zero when none is pending.
+    struct GuardianRotation {
+        uint256 proposalId;
+        address newSigner;
+        uint64 executableAt;
+        uint64 expiresAt;
+        Point newEncryptionKey;
+    }
+
     /// A public transfer (confidential: false, or an unshield when to == from) as submitted.
     struct PublicTransferRequest {
         address from;
@@ -95,7 +131,10 @@ contract ConfidentialToken {
     uint256 private immutable cachedChainId;
     bytes32 private immutable cachedDomainSeparator;
 
-    /// Rotates guardians; nothing else.
+    /// Seconds between a rotation's proposal and the earliest time it can be executed.
+    uint256 public immutable rotationDelaySeconds;
+
+    /// Proposes and cancels guardian rotations, hands ownership over; nothing else.
     address public owner;
     /// The secp256k1 address whose EIP-712 attestations authorise debits.
     address public guardianSigner;
@@ -107,10 +146,26 @@ contract ConfidentialToken {
     /// Used replay nonces of each sender: bit (nonce & 255) of word (nonce >> 8).
     mapping(address sender => mapping(uint256 word => uint256 bits)) public nonceBitmap;
 
+    /// Proposals made so far; the latest one's id. Ids are never reused, so a guardian's
+    /// cancellation signature applies to one proposal only. No getter, for the dispatch cost
+    /// noted above: `pendingGuardianRotation()` and the events carry the ids.
+    uint256 private rotationProposalCount;
+    /// At most one rotation is pending at a time.
+    GuardianRotation private pendingRotation;
+
     // ---------------------------------------------------------------- events
 
     event OwnershipTransferred(address indexed previousOwner, address indexed newOwner);
     event GuardianRotated(address indexed previousSigner, address indexed newSigner, Point encryptionKey);
+    event GuardianRotationProposed(
+        uint256 indexed proposalId,
+        address indexed currentSigner,
+        address indexed newSigner,
+        Point encryptionKey,
+        uint64 executableAt,
+        uint64 expiresAt
+    );
+    event GuardianRotationCancelled(uint256 indexed proposalId, address indexed newSigner, address cancelledBy);
     event KeyRegistered(address indexed account, Point encryptionKey);
     event Shielded(address indexed from, address indexed to, uint256 amount);
     event ConfidentialTransfer(
@@ -150,14 +205,32 @@ contract ConfidentialToken {
     error SignatureHighS();
     error GuardianSignatureInvalid();
     error AssetTransferFailed();
+    error GuardianRotationDelayOutOfRange(uint256 delaySeconds, uint256 minSeconds, uint256 maxSeconds);
+    error GuardianRotationPending(uint256 proposalId);
+    error NoGuardianRotationPending();
+    error GuardianRotationNotReady(uint64 executableAt);
+    error GuardianRotationExpired(uint64 expiresAt);
 
     // ---------------------------------------------------------------- construction and roles
 
-    constructor(IERC20Minimal asset_, address owner_, address guardianSigner_, Point memory guardianKey_) {
+    /// `rotationDelaySeconds_` is fixed for the contract's life: at least 48 hours on
+    /// mainnet (chain id 4663), anything up to 30 days elsewhere (0 included, for tests).
+    constructor(
+        IERC20Minimal asset_,
+        address owner_,
+        address guardianSigner_,
+        Point memory guardianKey_,
+        uint256 rotationDelaySeconds_
+    ) {
         if (address(asset_) == address(0) || owner_ == address(0) || guardianSigner_ == address(0)) {
             revert ZeroAddress();
         }
         _requireEncryptionKey(guardianKey_.x, guardianKey_.y);
+        uint256 delayMinSeconds = block.chainid == MAINNET_CHAIN_ID ? MAINNET_ROTATION_DELAY_MIN_SECONDS : 0;
+        if (rotationDelaySeconds_ < delayMinSeconds || rotationDelaySeconds_ > ROTATION_DELAY_MAX_SECONDS) {
+            revert GuardianRotationDelayOutOfRange(rotationDelaySeconds_, delayMinSeconds, ROTATION_DELAY_MAX_SECONDS);
+        }
+        rotationDelaySeconds = rotationDelaySeconds_;
         asset = asset_;
         owner = owner_;
         guardianSigner = guardianSigner_;
@@ -179,15 +252,81 @@ contract ConfidentialToken {
         owner = newOwner;
     }
 
-    /// Replaces the guardian's signing address and encryption key. Attestations signed by the
-    /// previous signer stop verifying at once; their nonces stay unused, so the new guardian can
-    /// attest the same transfers again.
-    function rotateGuardian(address newSigner, Point calldata newEncryptionKey) external onlyOwner {
+    // ---------------------------------------------------------------- guardian rotation
+
+    /// Proposes replacing the guardian's signing address and encryption key, executable from
+    /// `block.timestamp + rotationDelaySeconds` for 14 days. Whoever signs attestations
+    /// can debit any balance, so the owner alone must never choose the signer at once: the
+    /// delay gives the current guardian (and anyone watching `GuardianRotationProposed`) time to
+    /// cancel. One proposal at a time; a lapsed one may be replaced without cancelling it.
+    function proposeGuardianRotation(address newSigner, Point calldata newEncryptionKey)
+        external
+        onlyOwner
+        returns (uint256 proposalId)
+    {
         if (newSigner == address(0)) revert ZeroAddress();
         _requireEncryptionKey(newEncryptionKey.x, newEncryptionKey.y);
+        GuardianRotation storage pending = pendingRotation;
+        if (pending.newSigner != address(0) && block.timestamp <= pending.expiresAt) {
+            revert GuardianRotationPending(pending.proposalId);
+        }
+        proposalId = ++rotationProposalCount;
+        // Both sums stay below 2^64: the delay and the window are at most 30 and 14 days.
+        uint64 executableAt = uint64(block.timestamp + rotationDelaySeconds);
+        uint64 expiresAt = executableAt + uint64(ROTATION_EXECUTION_WINDOW_SECONDS);
+        pending.proposalId = proposalId;
+        pending.newSigner = newSigner;
+        pending.executableAt = executableAt;
+        pending.expiresAt = expiresAt;
+        pending.newEncryptionKey = newEncryptionKey;
+        emit GuardianRotationProposed(proposalId, guardianSigner, newSigner, newEncryptionKey, executableAt, expiresAt);
+    }
+
+    /// Carries out the pending rotation once its delay has passed, before it lapses. Anyone may
+    /// call it: the proposal was public for the whole delay and both the owner and the guardian
+    /// could cancel it, so who sends this adds nothing, and the owner key need not come back.
+    /// Attestations signed by the previous signer stop verifying at once; their nonces stay
+    /// unused, so the new guardian can attest the same transfers again.
+    function executeGuardianRotation() external {
+        GuardianRotation storage pending = pendingRotation;
+        address newSigner = pending.newSigner;
+        if (newSigner == address(0)) revert NoGuardianRotationPending();
+        if (block.timestamp < pending.executableAt) revert GuardianRotationNotReady(pending.executableAt);
+        if (block.timestamp > pending.expiresAt) revert GuardianRotationExpired(pending.expiresAt);
+        Point memory newEncryptionKey = pending.newEncryptionKey;
+        delete pendingRotation;
         emit GuardianRotated(guardianSigner, newSigner, newEncryptionKey);
         guardianSigner = newSigner;
         guardianKey = newEncryptionKey;
+    }
+
+    /// The owner withdraws the pending proposal (a lapsed one too).
+    function cancelGuardianRotation() external onlyOwner {
+        _cancelGuardianRotation(msg.sender);
+    }
+
+    /// The current guardian vetoes the pending proposal with its EIP-712
+    /// `CancelGuardianRotation(proposalId, newSigner)` signature; anyone may submit it. The
+    /// guardian never sends transactions and its signer holds no ether, exactly as for its
+    /// attestations, so a signature any account can relay is its only practical way to act.
+    function cancelGuardianRotationBySignature(bytes calldata guardianSignature) external {
+        GuardianRotation storage pending = pendingRotation;
+        // Checked before the signature, so a signature over a finished proposal reads as
+        // "nothing pending" rather than as a bad signature.
+        if (pending.newSigner == address(0)) revert NoGuardianRotationPending();
+        bytes32 structHash =
+            keccak256(abi.encode(CANCEL_GUARDIAN_ROTATION_TYPEHASH, pending.proposalId, pending.newSigner));
+        _requireGuardianSignature(structHash, guardianSignature);
+        _cancelGuardianRotation(guardianSigner);
+    }
+
+    function _cancelGuardianRotation(address cancelledBy) private {
+        GuardianRotation storage pending = pendingRotation;
+        address newSigner = pending.newSigner;
+        if (newSigner == address(0)) revert NoGuardianRotationPending();
+        uint256 proposalId = pending.proposalId;
+        delete pendingRotation;
+        emit GuardianRotationCancelled(proposalId, newSigner, cancelledBy);
     }
 
     // ---------------------------------------------------------------- key registry
@@ -447,6 +586,12 @@ contract ConfidentialToken {
 
     function guardianEncryptionKey() external view returns (Point memory) {
         return guardianKey;
+    }
+
+    /// The pending rotation, or all zeros when none is (a lapsed one is still reported until it
+    /// is replaced or cancelled: compare `expiresAt` with the chain's time).
+    function pendingGuardianRotation() external view returns (GuardianRotation memory) {
+        return pendingRotation;
     }
 
     /// The registered encryption key of `account`, or the identity (0, 0) when none is.

@@ -1,7 +1,7 @@
 /**
  * A fresh chain per test file: anvil at ten blocks a second, the contracts deployed through
- * `Deploy.deploy`, and helpers to fund accounts, send transactions with explicit gas, and
- * assert that a call reverts with a named custom error.
+ * `Deploy.deploy`, and helpers to fund accounts, send transactions with explicit gas, move the
+ * chain's clock forward, and assert that a call reverts with a named custom error.
  */
 import {
   type Abi,
@@ -52,11 +52,20 @@ export interface Chain {
     args?: ReadonlyArray<unknown>
   ) => Promise<void>
   readonly latestTimestamp: () => Promise<bigint>
+  /** Moves the chain's clock `seconds` forward and mines a block at the new time. */
+  readonly advanceTime: (seconds: bigint) => Promise<void>
   readonly stop: () => Promise<void>
 }
 
-export const startChain = async (): Promise<Chain> => {
-  const anvil = await Anvil.start({ blockTimeSeconds: 0.1 })
+export interface StartChainOptions {
+  /** Default 46630, the testnet. */
+  readonly chainId?: number
+  /** Default `Deploy.deploy`'s for the chain id (60 s on test chains). */
+  readonly guardianRotationDelaySeconds?: bigint
+}
+
+export const startChain = async (options: StartChainOptions = {}): Promise<Chain> => {
+  const anvil = await Anvil.start({ blockTimeSeconds: 0.1, ...(options.chainId === undefined ? {} : { chainId: options.chainId }) })
   const transport = http(anvil.rpcUrl)
   const client = createPublicClient({ transport, pollingInterval: pollingMs })
   const testClient = createTestClient({ mode: "anvil", transport })
@@ -76,6 +85,7 @@ export const startChain = async (): Promise<Chain> => {
     owner: owner.address,
     guardianSigner: guardian.address,
     guardianEncryptionKey: guardianKey.evm,
+    guardianRotationDelaySeconds: options.guardianRotationDelaySeconds,
     receiptPollingMs: pollingMs
   })
 
@@ -108,6 +118,14 @@ export const startChain = async (): Promise<Chain> => {
 
   const latestTimestamp = async () => (await client.getBlock({ blockTag: "latest" })).timestamp
 
+  const advanceTime = async (seconds: bigint) => {
+    const target = (await latestTimestamp()) + seconds
+    await testClient.setNextBlockTimestamp({ timestamp: target })
+    await testClient.mine({ blocks: 1 })
+    // Interval mining may have mined its own block in between, at the target or just after.
+    expect(await latestTimestamp()).toBeGreaterThanOrEqual(target)
+  }
+
   return {
     anvil,
     client,
@@ -120,6 +138,7 @@ export const startChain = async (): Promise<Chain> => {
     send,
     expectRevert,
     latestTimestamp,
+    advanceTime,
     stop: () => anvil.stop()
   }
 }
