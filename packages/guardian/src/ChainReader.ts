@@ -1,9 +1,12 @@
 /**
  * The guardian's read-only view of the chain: the ConfidentialToken's encrypted
- * balances, its nonce bitmap and its key registry, through viem over JSON-RPC. The
- * guardian never sends a transaction; it reads the chain to check its books
+ * balances, its nonce bitmap, its key registry and its events, through viem over
+ * JSON-RPC. The guardian never sends a transaction; it reads the chain to book every
+ * credit the contract records (D39: `Shielded`, and the recipient side of
+ * `ConfidentialTransfer`), to find the ConfidentialTokens that name it as their guardian
+ * (`GuardianRotated` with its signer as `newSigner`), to check its books
  * (reconciliation), to learn whether an unsettled attestation was mined before it lets
- * a reservation expire, and to confirm an account's registered key.
+ * a reservation expire, and to confirm the keys it encrypts to.
  *
  * One JSON-RPC endpoint per chain id. A chain the guardian was given no endpoint for
  * is "unknown": reconciliation of it fails with `GuardianError { reason: "chain" }`,
@@ -13,7 +16,17 @@
  */
 import { ConfidentialTokenArtifact } from "@pps/contracts"
 import { Context, Effect, Layer } from "effect"
-import { type Address, createPublicClient, getAddress, http, numberToBytes, type PublicClient } from "viem"
+import {
+  type Address,
+  createPublicClient,
+  getAbiItem,
+  getAddress,
+  type Hash,
+  type Hex,
+  http,
+  numberToBytes,
+  type PublicClient
+} from "viem"
 import { GuardianError } from "./Domain.ts"
 
 /**
@@ -38,10 +51,58 @@ export interface ChainHead {
 }
 
 /**
+ * Where a log sits on its chain: its identity for exactly-once booking is
+ * (chain, transaction hash, log index); logs are applied in (block, log index) order.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface LogPosition {
+  readonly blockNumber: bigint
+  readonly logIndex: number
+  readonly txHash: Hash
+}
+
+/**
+ * A ConfidentialToken event that credits an account (D39). A shield's amount is public
+ * in the event; a confidential transfer's is not (the guardian knows it from its
+ * reservation of `transferId`).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type CreditLog =
+  & LogPosition
+  & (
+    | { readonly _tag: "Shielded"; readonly contract: Address; readonly from: Address; readonly to: Address; readonly amount: bigint }
+    | {
+      readonly _tag: "ConfidentialTransfer"
+      readonly contract: Address
+      readonly from: Address
+      readonly to: Address
+      readonly transferId: Hex
+      readonly nonce: bigint
+    }
+  )
+
+/**
+ * A `GuardianRotated` log that names the guardian's signer as the new signer: the
+ * contract (the log's address) now takes this guardian's attestations.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Appointment extends LogPosition {
+  readonly contract: Address
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
 export interface ChainReaderShape {
+  /** The chains the guardian has an endpoint for. */
+  readonly chainIds: ReadonlyArray<bigint>
   /** Whether the guardian has an endpoint for this chain. */
   readonly knows: (chainId: bigint) => boolean
   readonly head: (chainId: bigint) => Effect.Effect<ChainHead, GuardianError>
@@ -64,6 +125,45 @@ export interface ChainReaderShape {
     contract: Address,
     account: Address
   ) => Effect.Effect<Uint8Array | undefined, GuardianError>
+  /** `GuardianRotated` logs naming `signer` as the new signer, any contract, in [fromBlock, toBlock]. */
+  readonly appointments: (
+    chainId: bigint,
+    signer: Address,
+    fromBlock: bigint,
+    toBlock: bigint
+  ) => Effect.Effect<ReadonlyArray<Appointment>, GuardianError>
+  /**
+   * The contract's credit events in [fromBlock, toBlock], in chain order; with `to`, only
+   * those crediting that account.
+   */
+  readonly creditLogs: (
+    chainId: bigint,
+    contract: Address,
+    fromBlock: bigint,
+    toBlock: bigint,
+    to?: Address
+  ) => Effect.Effect<ReadonlyArray<CreditLog>, GuardianError>
+  /** The block a transaction was mined in, or undefined when it is not (yet) mined. */
+  readonly blockOfTransaction: (chainId: bigint, txHash: Hash) => Effect.Effect<bigint | undefined, GuardianError>
+}
+
+const shieldedEvent = getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "Shielded" })
+const confidentialTransferEvent = getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "ConfidentialTransfer" })
+const guardianRotatedEvent = getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "GuardianRotated" })
+
+const byChainOrder = (a: LogPosition, b: LogPosition) =>
+  a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex : a.blockNumber < b.blockNumber ? -1 : 1
+
+/** A log the node returned without its position is a pending log: never asked for, a defect. */
+const positionOf = (log: {
+  readonly blockNumber: bigint | null
+  readonly logIndex: number | null
+  readonly transactionHash: Hash | null
+}): LogPosition => {
+  if (log.blockNumber === null || log.logIndex === null || log.transactionHash === null) {
+    throw new Error("invariant violated: a mined log without its position")
+  }
+  return { blockNumber: log.blockNumber, logIndex: log.logIndex, txHash: log.transactionHash }
 }
 
 /**
@@ -119,6 +219,7 @@ export class ChainReader extends Context.Service<ChainReader, ChainReaderShape>(
       }
       const abi = ConfidentialTokenArtifact.abi
       return ChainReader.of({
+        chainIds: [...clients.keys()],
         knows: (chainId) => clients.has(chainId),
         head: (chainId) =>
           Effect.flatMap(clientOf(chainId), (client) =>
@@ -167,7 +268,72 @@ export class ChainReader extends Context.Service<ChainReader, ChainReaderShape>(
                   args: [getAddress(account)]
                 }),
               catch: chainFailure("encryptionKeyOf")
-            })).pipe(Effect.map((key) => (key.x === 0n && key.y === 0n ? undefined : pointBytes(key))))
+            })).pipe(Effect.map((key) => (key.x === 0n && key.y === 0n ? undefined : pointBytes(key)))),
+        appointments: (chainId, signer, fromBlock, toBlock) =>
+          Effect.flatMap(clientOf(chainId), (client) =>
+            Effect.tryPromise({
+              try: () =>
+                client.getLogs({ event: guardianRotatedEvent, args: { newSigner: getAddress(signer) }, fromBlock, toBlock, strict: true }),
+              catch: chainFailure("reading GuardianRotated logs")
+            })).pipe(Effect.map((logs) =>
+              logs.map((log) => ({ ...positionOf(log), contract: getAddress(log.address) })).sort(byChainOrder)
+            )),
+        creditLogs: (chainId, contract, fromBlock, toBlock, to) =>
+          Effect.flatMap(clientOf(chainId), (client) =>
+            Effect.tryPromise({
+              try: () =>
+                Promise.all([
+                  client.getLogs({
+                    address: getAddress(contract),
+                    event: shieldedEvent,
+                    ...(to === undefined ? {} : { args: { to: getAddress(to) } }),
+                    fromBlock,
+                    toBlock,
+                    strict: true
+                  }),
+                  client.getLogs({
+                    address: getAddress(contract),
+                    event: confidentialTransferEvent,
+                    ...(to === undefined ? {} : { args: { to: getAddress(to) } }),
+                    fromBlock,
+                    toBlock,
+                    strict: true
+                  })
+                ]),
+              catch: chainFailure("reading credit logs")
+            })).pipe(Effect.map(([shields, transfers]): ReadonlyArray<CreditLog> =>
+              [
+                ...shields.map((log): CreditLog => ({
+                  ...positionOf(log),
+                  _tag: "Shielded",
+                  contract: getAddress(log.address),
+                  from: getAddress(log.args.from),
+                  to: getAddress(log.args.to),
+                  amount: log.args.amount
+                })),
+                ...transfers.map((log): CreditLog => ({
+                  ...positionOf(log),
+                  _tag: "ConfidentialTransfer",
+                  contract: getAddress(log.address),
+                  from: getAddress(log.args.from),
+                  to: getAddress(log.args.to),
+                  transferId: log.args.transferId,
+                  nonce: log.args.nonce
+                }))
+              ].sort(byChainOrder)
+            )),
+        blockOfTransaction: (chainId, txHash) =>
+          Effect.flatMap(clientOf(chainId), (client) =>
+            Effect.tryPromise({
+              try: () => client.getTransactionReceipt({ hash: txHash }).then((receipt) => receipt.blockNumber),
+              catch: (cause) => cause
+            })).pipe(
+              Effect.catch((cause) =>
+                cause instanceof Error && cause.name === "TransactionReceiptNotFoundError"
+                  ? Effect.succeed(undefined)
+                  : Effect.fail(chainFailure("reading a transaction receipt")(cause))
+              )
+            )
       })
     })
 }

@@ -246,6 +246,8 @@ export const RefusedReason = Schema.Literals([
   "inputs_inconsistent",
   "sender_key_invalid",
   "recipient_key_invalid",
+  "sender_key_not_registered",
+  "recipient_key_not_registered",
   "self_transfer",
   "deadline_out_of_range",
   "time_zone_invalid",
@@ -315,9 +317,10 @@ export const SettleResult = Schema.Struct({
 export type SettleResult = typeof SettleResult.Type
 
 /**
- * A public amount that entered an account: a shield, a faucet grant, an incoming
- * transfer seen on chain. `creditId` makes it idempotent (e.g. the transaction hash and
- * log index).
+ * A public amount that entered an account, reported by the caller. Only for a chain the
+ * guardian has no endpoint for (tests, chain-free deployments): on a chain it follows,
+ * every credit is booked from the contract's events (D39) and `Credit` answers
+ * `CreditRefused`. `creditId` makes it idempotent.
  *
  * @since 0.1.0
  * @category schemas
@@ -338,6 +341,27 @@ export const CreditResult = Schema.Struct({
   creditId: Schema.String,
   status: Schema.Literals(["applied", "duplicate"])
 })
+
+/**
+ * Asks the guardian to book the credits of the chain up to the block a transaction was
+ * mined in, now rather than at its next poll (the faucet calls it once its grant is
+ * mined, so the grant is spendable when the faucet answers). It carries no amount: the
+ * guardian reads the chain.
+ *
+ * @since 0.2.0
+ * @category schemas
+ */
+export const SyncRequest = Schema.Struct({ chainId: ChainId, txHash: Bytes32 })
+
+/**
+ * `synced`: every credit up to the transaction's block is booked; `pending`: the block is
+ * not yet as deep as the guardian's confirmation depth (it is booked once it is);
+ * `not_found`: no receipt for the transaction (yet).
+ *
+ * @since 0.2.0
+ * @category schemas
+ */
+export const SyncResult = Schema.Struct({ status: Schema.Literals(["synced", "pending", "not_found"]) })
 
 /**
  * @since 0.1.0
@@ -390,6 +414,10 @@ export const SealedBalanceResult = Schema.Struct({
 export const ReconcileRequest = Schema.Struct({ chainId: ChainId, contract: AddressHex, account: AddressHex })
 
 /**
+ * `mismatched` raises (or keeps) a `reconciliation_mismatch` alert; it never freezes.
+ * `frozen` is whether the account is frozen at all (only `late_confirmation_overdraw`
+ * freezes; a later match lifts it).
+ *
  * @since 0.1.0
  * @category schemas
  */
@@ -405,12 +433,64 @@ export const ReconcileResult = Schema.Struct({
 export type ReconcileResult = typeof ReconcileResult.Type
 
 /**
- * Readiness: false while any account is frozen by reconciliation (or storage fails).
+ * What an alert is about (docs/guardian.md, "Alerts"):
+ *
+ * - `reconciliation_mismatch`: the on-chain guardian handle does not decrypt to the books;
+ * - `credit_out_of_range`: a credit the chain recorded would take the booked balance out of u64;
+ * - `unknown_transfer`: a `ConfidentialTransfer` with no reservation (its amount is unknown);
+ * - `late_confirmation_overdraw`: a transfer confirmed after its reservation expired, for more
+ *   than the sender has left (the only freeze).
+ *
+ * @since 0.2.0
+ * @category schemas
+ */
+export const AlertKind = Schema.Literals([
+  "reconciliation_mismatch",
+  "credit_out_of_range",
+  "unknown_transfer",
+  "late_confirmation_overdraw"
+])
+
+/**
+ * An open alert, for an operator: which balance, since when, why. Never an amount.
+ *
+ * @since 0.2.0
+ * @category schemas
+ */
+export const Alert = Schema.Struct({
+  chainId: ChainId,
+  contract: AddressHex,
+  account: AddressHex,
+  kind: AlertKind,
+  /** When the alert was first raised (ISO 8601, UTC). */
+  since: Schema.String,
+  /** When it was last confirmed. */
+  lastSeen: Schema.String,
+  explanation: Schema.String
+})
+
+/**
+ * The guardian's health. `ready`: its storage answers (alerts and frozen accounts never
+ * take it out of service: each concerns one balance). `alertCount` and `frozenAccounts`
+ * count; `alerts` lists the oldest open alerts (at most `alertsListedMax`).
  *
  * @since 0.1.0
  * @category schemas
  */
-export const HealthResult = Schema.Struct({ ready: Schema.Boolean, frozenAccounts: Schema.Int })
+export const HealthResult = Schema.Struct({
+  ready: Schema.Boolean,
+  frozenAccounts: Schema.Int,
+  alertCount: Schema.Int,
+  alerts: Schema.Array(Alert)
+})
+
+/**
+ * At most this many alerts are listed by `Health`.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const alertsListedMax = 100
 
 /**
  * The guardian's public identity.
@@ -438,6 +518,18 @@ export class ReservationNotFound extends Schema.TaggedError<ReservationNotFound>
  */
 export class CreditIdReused extends Schema.TaggedError<CreditIdReused>()("CreditIdReused", {
   creditId: Schema.String
+}) {}
+
+/**
+ * `credit` for a chain the guardian follows: there, credits come from the chain's events
+ * only (D39), so a reported one would be booked twice.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class CreditRefused extends Schema.TaggedError<CreditRefused>()("CreditRefused", {
+  creditId: Schema.String,
+  reason: Schema.Literals(["credits_come_from_the_chain"])
 }) {}
 
 /**

@@ -15,23 +15,32 @@
  * row (SELECT … FOR UPDATE), so several guardian processes on one PostgreSQL database
  * are safe too. No SQL transaction spans a chain read.
  *
+ * Credits come from the chain (D39): the guardian follows the events of every
+ * ConfidentialToken that names it as its guardian, in block order, past a confirmation
+ * depth, and books each credit exactly once (a row per log, in the transaction that
+ * changes the balance). Reconciliation is a check and an alarm: a mismatch raises an
+ * alert, it never freezes an account (an outsider's deposit must not block anyone).
+ *
  * @since 0.1.0
  */
 import { hmac } from "@noble/hashes/hmac.js"
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex as nobleBytesToHex, utf8ToBytes } from "@noble/hashes/utils.js"
 import { Attestation, ElGamal, EncryptionKey, Note, Point } from "@pps/crypto"
-import { Clock, Context, Data, Effect, Layer, Metric, RcMap, Schedule, Schema, Semaphore } from "effect"
+import { Clock, Context, Data, DateTime, Effect, Layer, Metric, RcMap, Schedule, Schema, Semaphore } from "effect"
 import { type SqlError, SqlClient } from "effect/sql"
-import { type Address, bytesToHex, getAddress, type Hex, hexToBytes } from "viem"
-import { ChainReader } from "./ChainReader.ts"
+import { type Address, bytesToHex, getAddress, type Hash, type Hex, hexToBytes } from "viem"
+import { ChainReader, type CreditLog } from "./ChainReader.ts"
 import {
   type AccountKeyMismatch,
   AccountKeyMismatch as AccountKeyMismatchError,
+  type Alert,
+  alertsListedMax,
   Authorized,
   type AuthorizeRequest,
   type AuthorizeResult,
   CreditIdReused,
+  CreditRefused,
   type CreditRequest,
   type CreditResult,
   GuardianError,
@@ -50,12 +59,14 @@ import {
   type SealedBalanceRequest,
   type SealedBalanceResult,
   type SettleRequest,
-  type SettleResult
+  type SettleResult,
+  type SyncRequest,
+  type SyncResult
 } from "./Domain.ts"
 import type { GuardianKeys } from "./GuardianKeys.ts"
 import { makeAtRestBox } from "./internal/atRest.ts"
 import { bucketOf, bucketRange, dayWindow, isValidTimeZone } from "./internal/dayWindow.ts"
-import { type AccountRef, makeStore, type ReservationRow, type Store } from "./internal/store.ts"
+import { type AccountRef, type AlertRow, discoveryScope, makeStore, type ReservationRow, type Store } from "./internal/store.ts"
 
 /**
  * Timings of the guardian, all with defaults (`defaultTiming`).
@@ -77,10 +88,19 @@ export interface Timing {
   /** How often every owned account is reconciled with the chain; 0 disables the sweep. */
   readonly reconcileIntervalMs: number
   /**
-   * A mismatch is re-checked once after this delay before the account is frozen: a
-   * shield lands on chain before the server reports its credit.
+   * A mismatch is re-checked once after this delay before it raises an alert: the books
+   * trail the chain by the follower's poll and the confirmation depth.
    */
   readonly reconcileRetryDelayMs: number
+  /** How often the chain follower reads new blocks' credit events; 0 disables the loop (`sync` still reads). */
+  readonly chainPollIntervalMs: number
+  /**
+   * Blocks mined on top of a log's block before the guardian books it: 0 books a log as
+   * soon as its block is the latest (the embedded anvil, which never reorganises). The
+   * guardian assumes no reorganisation deeper than this; one would leave a booked credit
+   * the chain no longer has, which reconciliation reports (docs/guardian.md).
+   */
+  readonly chainConfirmations: number
 }
 
 /**
@@ -92,7 +112,9 @@ export const defaultTiming: Timing = {
   deadlineHorizonSeconds: 3_600,
   sweepIntervalMs: 5_000,
   reconcileIntervalMs: 60_000,
-  reconcileRetryDelayMs: 5_000
+  reconcileRetryDelayMs: 5_000,
+  chainPollIntervalMs: 1_000,
+  chainConfirmations: 0
 }
 
 /** Reservations resolved per sweep step; the rest wait for the next step. */
@@ -101,17 +123,25 @@ const sweepBatchMax = 100
 const reconcileInFlightMax = 64
 /** Accounts read per page by the reconciliation sweep. */
 const reconcilePageMax = 200
+/** Blocks per getLogs call: public endpoints cap the range of one request. */
+const chainBlockRangeMax = 2_000n
+/** Registered keys remembered in memory (a registered key never changes: the contract refuses a second registration). */
+const keyCacheMax = 100_000
 
 /**
- * Counts reconciliation mismatches that froze an account.
+ * Counts reconciliation mismatches raised as alerts (one per account and episode: a
+ * mismatch already alerted is not counted again until the books matched in between).
  *
  * @since 0.1.0
  * @category metrics
  */
 export const reconciliationMismatches = Metric.counter("guardian_reconciliation_mismatches_total", {
-  description: "Accounts frozen because the on-chain guardian handle did not decrypt to the booked balance",
+  description: "Reconciliation mismatches raised as alerts: the on-chain guardian handle did not decrypt to the booked balance",
   incremental: true
 })
+
+/** Alerts a matching reconciliation clears: the books agree with the chain again. */
+const alertsClearedByMatch = ["reconciliation_mismatch", "credit_out_of_range", "late_confirmation_overdraw"] as const
 
 /**
  * The guardian's operations. The RPC handlers and the in-process client are thin
@@ -124,7 +154,11 @@ export interface GuardianShape {
   readonly info: typeof InfoResult.Type
   readonly authorize: (request: AuthorizeRequest) => Effect.Effect<AuthorizeResult, GuardianError>
   readonly settle: (request: typeof SettleRequest.Type) => Effect.Effect<SettleResult, ReservationNotFound | GuardianError>
-  readonly credit: (request: typeof CreditRequest.Type) => Effect.Effect<typeof CreditResult.Type, CreditIdReused | GuardianError>
+  readonly credit: (
+    request: typeof CreditRequest.Type
+  ) => Effect.Effect<typeof CreditResult.Type, CreditIdReused | CreditRefused | GuardianError>
+  /** Books the chain's credits through the block of `txHash` now (see `SyncRequest`). */
+  readonly sync: (request: typeof SyncRequest.Type) => Effect.Effect<typeof SyncResult.Type, GuardianError>
   readonly nonZero: (request: typeof NonZeroRequest.Type) => Effect.Effect<typeof NonZeroResult.Type, GuardianError>
   readonly sealedBalance: (
     request: typeof SealedBalanceRequest.Type
@@ -135,6 +169,8 @@ export interface GuardianShape {
   readonly resolveDueReservations: Effect.Effect<number, GuardianError>
   /** Reconciles every owned account on every chain it has an endpoint for. */
   readonly reconcileAll: Effect.Effect<{ readonly checked: number; readonly mismatched: number }, GuardianError>
+  /** Books every credit of the chain up to its confirmed block; answers that block (-1 when there is none yet). */
+  readonly followChain: (chainId: bigint) => Effect.Effect<bigint, GuardianError>
 }
 
 /**
@@ -159,6 +195,20 @@ export class Guardian extends Context.Service<Guardian, GuardianShape>()("guardi
           Effect.repeat(Schedule.spaced(timing.sweepIntervalMs)),
           Effect.forkScoped
         )
+        if (timing.chainPollIntervalMs > 0) {
+          const chain = yield* ChainReader
+          for (const chainId of chain.chainIds) {
+            yield* guardian.followChain(chainId).pipe(
+              Effect.catch((error) =>
+                Effect.logWarning("chain follower step failed").pipe(
+                  Effect.annotateLogs({ chain_id: chainId.toString(), reason: error.message })
+                )
+              ),
+              Effect.repeat(Schedule.spaced(timing.chainPollIntervalMs)),
+              Effect.forkScoped
+            )
+          }
+        }
         if (timing.reconcileIntervalMs > 0) {
           yield* guardian.reconcileAll.pipe(
             Effect.delay(timing.reconcileIntervalMs),
@@ -334,12 +384,94 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
   const info = { signer: keys.info.signer, encryptionKey: keys.info.encryptionKey }
 
   // -------------------------------------------------------------------------------------------
+  // whose keys the guardian encrypts to (issue 12 item 5)
+  // -------------------------------------------------------------------------------------------
+
+  /**
+   * Keys known for good, by `chain/contract/account`: registered keys (the contract refuses
+   * a second registration, so a registered key never changes) and pinned keys (never
+   * unpinned). Only positive answers are remembered: an unregistered account may register.
+   */
+  const knownKeys = new Map<string, { readonly key: string; readonly source: "registered" | "pinned" }>()
+  const refKey = (ref: AccountRef) => `${ref.chainId}/${ref.contract}/${ref.account}`
+  const remember = (ref: AccountRef, key: string, source: "registered" | "pinned") => {
+    // A crude bound: forgetting costs one read again, never correctness.
+    if (knownKeys.size >= keyCacheMax) knownKeys.clear()
+    knownKeys.set(refKey(ref), { key, source })
+  }
+
+  /**
+   * The key the guardian must encrypt this party's copy to: the key pinned for the address
+   * (an address with no registration, e.g. an agent, whose balance is encrypted to its
+   * owner's key: the first key used for it), else its registered key on chain; undefined
+   * when it has neither (the caller's key is then pinned with the reservation). A pin is
+   * looked up before the registration: the balance stays encrypted to the pinned key even
+   * if a key is registered for the address later.
+   */
+  const lookUpKey = (ref: AccountRef) =>
+    Effect.gen(function*() {
+      const pinned = yield* store.pinnedKey(ref).pipe(Effect.mapError(storageFailure))
+      if (pinned !== undefined) {
+        remember(ref, pinned, "pinned")
+        return pinned
+      }
+      const registered = yield* chain.encryptionKeyOf(BigInt(ref.chainId), getAddress(ref.contract), getAddress(ref.account))
+      if (registered === undefined) return undefined
+      const key = bytesToHex(registered).toLowerCase()
+      remember(ref, key, "registered")
+      return key
+    })
+  /** Lookups under way, shared: a burst of transfers to one new party reads the chain once. */
+  const lookups = new Map<string, Effect.Effect<string | undefined, GuardianError>>()
+  const expectedKeyOf = (ref: AccountRef): Effect.Effect<string | undefined, GuardianError> =>
+    Effect.suspend(() => {
+      const id = refKey(ref)
+      const known = knownKeys.get(id)
+      if (known !== undefined) return Effect.succeed(known.key)
+      const running = lookups.get(id)
+      if (running !== undefined) return running
+      return Effect.flatMap(Effect.cached(lookUpKey(ref).pipe(Effect.ensuring(Effect.sync(() => lookups.delete(id))))), (shared) => {
+        lookups.set(id, shared)
+        return shared
+      })
+    })
+
+  /** Keys to pin in the decision's transaction (parties with neither a pin nor a registration). */
+  interface KeyCheck {
+    readonly pins: ReadonlyArray<{ readonly ref: AccountRef; readonly key: string; readonly refusal: RefusedReason }>
+  }
+
+  /**
+   * Checks `fromKey` and `toKey` against the keys the parties' balances are encrypted to,
+   * so a caller cannot have a party's copy encrypted to a key of its own. Without an
+   * endpoint for the chain the guardian cannot tell and checks nothing (docs/guardian.md).
+   */
+  const checkKeys = (request: AuthorizeRequest) =>
+    Effect.gen(function*() {
+      if (!chain.knows(request.chainId)) return { pins: [] } satisfies KeyCheck
+      const parties: Array<{ readonly ref: AccountRef; readonly key: string; readonly refusal: RefusedReason }> = [
+        { ref: refFor(request.chainId, request.contract, request.from), key: request.fromKey.toLowerCase(), refusal: "sender_key_not_registered" }
+      ]
+      if (request.toKey !== undefined) {
+        parties.push({ ref: refFor(request.chainId, request.contract, request.to), key: request.toKey.toLowerCase(), refusal: "recipient_key_not_registered" })
+      }
+      const pins: Array<KeyCheck["pins"][number]> = []
+      for (const party of parties) {
+        const expected = yield* expectedKeyOf(party.ref)
+        if (expected === undefined) pins.push(party)
+        else if (expected !== party.key) return party.refusal
+      }
+      return { pins } satisfies KeyCheck
+    })
+
+  // -------------------------------------------------------------------------------------------
   // authorize
   // -------------------------------------------------------------------------------------------
 
   const decide = (
     request: AuthorizeRequest,
     prepared: Prepared | RefusedReason,
+    keyCheck: KeyCheck | RefusedReason,
     digest: string,
     nowMs: number
   ): Effect.Effect<AuthorizeResult, SqlError.SqlError | TransferIdRace> =>
@@ -353,10 +485,17 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
           : new Refused({ transferId, reason: "transfer_id_reused" })
       }
       if (typeof prepared === "string") return new Refused({ transferId, reason: prepared })
+      if (typeof keyCheck === "string") return new Refused({ transferId, reason: keyCheck })
       const { amount, sender } = prepared
       const balance = yield* store.lockBalance(sender)
       if (balance.frozenReason !== null) return new Refused({ transferId, reason: "account_frozen" })
       if (yield* store.nonceTaken(sender, request.nonce)) return new Refused({ transferId, reason: "nonce_reused" })
+      // First use of an address with no registered key: its key is pinned now (a concurrent
+      // first use may have pinned another one, which then stands).
+      for (const pin of keyCheck.pins) {
+        const pinned = yield* store.pinKey(pin.ref, pin.key, nowMs)
+        if (pinned !== pin.key) return new Refused({ transferId, reason: pin.refusal })
+      }
 
       // D25's order for the amount-dependent rules: per-transaction, daily, balance, threshold.
       const agent = request.agent
@@ -403,11 +542,13 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
   const authorize = Effect.fn("Guardian.authorize")(function*(request: AuthorizeRequest) {
     const nowMs = yield* Clock.currentTimeMillis
     const prepared = prepare(request, keys, nowMs, timing)
+    // Stateless refusals come first; the key check may read the chain (once per party, then cached).
+    const keyCheck = typeof prepared === "string" ? { pins: [] } : yield* checkKeys(request)
     const digest = requestDigest(keys.atRestKey, request)
     const sender = refFor(request.chainId, request.contract, request.from)
-    const result = yield* withAccountLock(sender, sql.withTransaction(decide(request, prepared, digest, nowMs))).pipe(
+    const result = yield* withAccountLock(sender, sql.withTransaction(decide(request, prepared, keyCheck, digest, nowMs))).pipe(
       // The twin committed first (another sender's lock): its row now answers.
-      Effect.catchTag("TransferIdRace", () => sql.withTransaction(decide(request, prepared, digest, nowMs))),
+      Effect.catchTag("TransferIdRace", () => sql.withTransaction(decide(request, prepared, keyCheck, digest, nowMs))),
       Effect.catchTag("TransferIdRace", () =>
         Effect.succeed(new Refused({ transferId: request.transferId.toLowerCase(), reason: "transfer_id_reused" }))),
       Effect.mapError(storageFailure)
@@ -429,14 +570,56 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
   })
 
   /**
+   * Adds a credit the chain recorded to a balance locked by the caller. A credit that
+   * would take the booked balance out of u64 (the range the books and `ElGamal.matches`
+   * work in; the contract accepts larger amounts, e.g. a shield of 2^64 wei) is not
+   * booked: it raises a `credit_out_of_range` alert instead. The account's transfers go
+   * on against the books, which then hold less than the chain.
+   */
+  const addCredit = (
+    account: AccountRef,
+    balance: Effect.Success<ReturnType<typeof store.lockBalance>>,
+    amount: bigint,
+    what: string,
+    nowMs: number
+  ) =>
+    Effect.gen(function*() {
+      if (balance.confirmed + amount >= ElGamal.amountLimit) {
+        yield* alert(account, "credit_out_of_range", `${what} would take the booked balance out of the u64 range; not booked`, nowMs)
+        return "out_of_range" as const
+      }
+      yield* store.writeBalance(account, {
+        ...balance,
+        confirmed: balance.confirmed + amount,
+        version: balance.version + 1n,
+        owned: true
+      })
+      return "booked" as const
+    })
+
+  /** Raises (or confirms) an alert; logs it without amounts when it is new. */
+  const alert = (account: AccountRef, kind: typeof Alert.Type["kind"], explanation: string, nowMs: number) =>
+    Effect.gen(function*() {
+      const raised = yield* store.raiseAlert(account, kind, explanation, nowMs)
+      if (raised) {
+        yield* Effect.logError(`guardian alert: ${explanation}`).pipe(
+          Effect.annotateLogs({ chain_id: account.chainId, contract: account.contract, account: account.account, alert: kind })
+        )
+      }
+      return raised
+    })
+
+  /**
    * Applies a mined transfer to the books: debit the sender's confirmed balance (and its
-   * reservation when still held), credit the recipient of a confidential transfer.
-   * `held` is false for a confirmation that arrives after the reservation expired.
+   * reservation when still held), credit the recipient of a confidential transfer unless
+   * its event credited it first. `held` is false for a confirmation that arrives after
+   * the reservation expired. On "overdraw" nothing is written.
    */
   const applyConfirmed = (reservation: ReservationRow, held: boolean, nowMs: number) =>
     Effect.gen(function*() {
       const sender = senderOf(reservation)
-      const credited = reservation.kind === "confidential" && reservation.toAccount !== reservation.fromAccount
+      const credited = reservation.kind === "confidential" && reservation.toAccount !== reservation.fromAccount &&
+        !reservation.recipientCredited
       const recipient: AccountRef = { ...sender, account: reservation.toAccount }
       // Rows are locked in address order, so concurrent settlements never deadlock.
       const ordered = credited ? [sender, recipient].sort((a, b) => (a.account < b.account ? -1 : 1)) : [sender]
@@ -454,11 +637,8 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
       })
       const recipientBalance = locked.get(recipient.account)
       if (credited && recipientBalance !== undefined) {
-        yield* store.writeBalance(recipient, {
-          ...recipientBalance,
-          confirmed: recipientBalance.confirmed + reservation.amount,
-          version: recipientBalance.version + 1n
-        })
+        yield* addCredit(recipient, recipientBalance, reservation.amount, `confidential transfer ${reservation.transferId}`, nowMs)
+        yield* store.markRecipientCredited(reservation.transferId)
       }
       // An expired reservation gave its daily spend back; the mined transfer takes it again.
       if (!held && reservation.spendBucket !== null) yield* store.addSpend(sender, reservation.spendBucket, reservation.amount)
@@ -478,14 +658,40 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
       yield* store.setReservationStatus(reservation.transferId, status, nowMs)
     })
 
-  const freeze = (account: AccountRef, reason: string, nowMs: number) =>
+  /**
+   * The one freeze left: a transfer the chain applied after its reservation was released,
+   * for more than the sender has left (docs/guardian.md). Only a guardian-attested
+   * transfer reaches it, never an outsider's action.
+   */
+  const freeze = (account: AccountRef, nowMs: number) =>
     Effect.gen(function*() {
       yield* store.lockBalance(account)
-      yield* store.setFrozen(account, reason, nowMs)
-      yield* Metric.update(reconciliationMismatches, 1)
-      yield* Effect.logError("account frozen: the guardian refuses to attest for it").pipe(
-        Effect.annotateLogs({ chain_id: account.chainId, contract: account.contract, account: account.account, reason })
+      yield* store.setFrozen(account, "late_confirmation_overdraw", nowMs)
+      yield* alert(
+        account,
+        "late_confirmation_overdraw",
+        "a transfer confirmed after its reservation was released exceeds the available balance; the account is frozen",
+        nowMs
       )
+    })
+
+  /**
+   * The chain applied a transfer whose reservation had been released (expired on time
+   * alone, or reported failed): debit the sender now; if that would overdraw, freeze the
+   * sender, and still credit the recipient, whom the chain credited.
+   */
+  const applyLate = (reservation: ReservationRow, nowMs: number) =>
+    Effect.gen(function*() {
+      const applied = yield* applyConfirmed(reservation, false, nowMs)
+      if (applied === "applied") return "confirmed" as const
+      yield* freeze(senderOf(reservation), nowMs)
+      if (reservation.kind === "confidential" && !reservation.recipientCredited) {
+        const recipient: AccountRef = { ...senderOf(reservation), account: reservation.toAccount }
+        const balance = yield* store.lockBalance(recipient)
+        yield* addCredit(recipient, balance, reservation.amount, `confidential transfer ${reservation.transferId}`, nowMs)
+        yield* store.markRecipientCredited(reservation.transferId)
+      }
+      return "overdraw" as const
     })
 
   const settleLocked = (transferId: string, outcome: "confirmed" | "failed", nowMs: number) =>
@@ -504,11 +710,8 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
       if (reservation.status === "expired" && outcome === "confirmed") {
         // The chain adapter saw the transfer mined (so before its deadline) but reports it
         // after the reservation expired: the chain is the truth, the books follow it.
-        const applied = yield* applyConfirmed(reservation, false, nowMs)
-        if (applied === "overdraw") {
-          yield* freeze(senderOf(reservation), "late_confirmation_overdraw", nowMs)
-          return "expired" as const
-        }
+        const applied = yield* applyLate(reservation, nowMs)
+        if (applied === "overdraw") return "expired" as const
         yield* Effect.logWarning("late confirmation applied after expiry").pipe(Effect.annotateLogs("transfer_id", transferId))
         return "confirmed" as const
       }
@@ -600,6 +803,11 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
   // -------------------------------------------------------------------------------------------
 
   const credit = Effect.fn("Guardian.credit")(function*(request: typeof CreditRequest.Type) {
+    // On a chain the guardian follows, the event books the credit: a reported one would
+    // count twice, and the books must not take the caller's word for an amount (D39).
+    if (chain.knows(request.chainId)) {
+      return yield* new CreditRefused({ creditId: request.creditId, reason: "credits_come_from_the_chain" })
+    }
     const account = refFor(request.chainId, request.contract, request.account)
     // Keyed for the same reason as `requestDigest`: the amount must not be guessable from a dump.
     const digest = nobleBytesToHex(
@@ -656,13 +864,180 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
     return { sealedStatement: hexOf(sealed), version: balance.version }
   })
 
+
+  // -------------------------------------------------------------------------------------------
+  // credits from the chain (D39)
+  // -------------------------------------------------------------------------------------------
+
+  const signer = getAddress(keys.info.signer)
+  /** One follower step at a time per chain (the loop and `sync` share it). */
+  const followLocks = new Map<bigint, Semaphore.Semaphore>()
+  for (const chainId of chain.chainIds) followLocks.set(chainId, Semaphore.makeUnsafe(1))
+
+  /** Books a shield: its amount is public in the event. */
+  const bookShield = (chainId: bigint, log: CreditLog & { readonly _tag: "Shielded" }, nowMs: number) => {
+    const account = refFor(chainId, log.contract, log.to)
+    return withAccountLock(
+      account,
+      sql.withTransaction(Effect.gen(function*() {
+        const balance = yield* store.lockBalance(account)
+        const inRange = balance.confirmed + log.amount < ElGamal.amountLimit
+        const recorded = yield* store.insertChainCredit({
+          chainId: account.chainId,
+          txHash: log.txHash.toLowerCase(),
+          logIndex: log.logIndex,
+          contract: account.contract,
+          account: account.account,
+          kind: "shield",
+          transferId: null,
+          blockNumber: log.blockNumber,
+          outcome: inRange ? "booked" : "out_of_range"
+        }, nowMs)
+        if (!recorded) return "duplicate" as const
+        return yield* addCredit(account, balance, log.amount, `shield in ${log.txHash}:${log.logIndex}`, nowMs)
+      }))
+    )
+  }
+
+  /**
+   * Books the recipient side of a confidential transfer. Its amount is in the guardian's
+   * reservation of the transfer id (it opened the note at authorize). The credit is booked
+   * once, by this event or by `settle`, whichever comes first (`recipient_credited`); the
+   * sender's debit stays the reservation's (settle, or the expiry sweeper asking the
+   * chain), except for a reservation already released, which the chain now contradicts.
+   */
+  const bookTransferIn = (chainId: bigint, log: CreditLog & { readonly _tag: "ConfidentialTransfer" }, nowMs: number) =>
+    Effect.gen(function*() {
+      const transferId = log.transferId.toLowerCase()
+      const recipient = refFor(chainId, log.contract, log.to)
+      const creditRow = (outcome: "booked" | "already_booked" | "unknown_transfer") => ({
+        chainId: recipient.chainId,
+        txHash: log.txHash.toLowerCase(),
+        logIndex: log.logIndex,
+        contract: recipient.contract,
+        account: recipient.account,
+        kind: "transfer_in" as const,
+        transferId,
+        blockNumber: log.blockNumber,
+        outcome
+      })
+      const found = yield* store.findReservation(transferId, { forUpdate: false })
+      const matches = found !== undefined && found.chainId === recipient.chainId && found.contract === recipient.contract &&
+        found.fromAccount === log.from.toLowerCase() && found.toAccount === recipient.account && found.kind === "confidential"
+      if (!matches) {
+        // Every debit needs the guardian's signature, so this means a second guardian with its
+        // own books, a restored backup, or a leaked signing key: an operator must look.
+        return yield* withAccountLock(recipient, sql.withTransaction(Effect.gen(function*() {
+          if (!(yield* store.insertChainCredit(creditRow("unknown_transfer"), nowMs))) return "duplicate" as const
+          yield* alert(
+            recipient,
+            "unknown_transfer",
+            `ConfidentialTransfer ${transferId} (${log.txHash}:${log.logIndex}) has no matching reservation; its amount is unknown and not booked`,
+            nowMs
+          )
+          return "unknown_transfer" as const
+        })))
+      }
+      return yield* withAccountLock(senderOf(found), sql.withTransaction(Effect.gen(function*() {
+        const current = yield* store.findReservation(transferId, { forUpdate: true })
+        if (current === undefined) return yield* Effect.die(new Error("invariant violated: a reservation vanished"))
+        if (!(yield* store.insertChainCredit(creditRow(current.recipientCredited ? "already_booked" : "booked"), nowMs))) {
+          return "duplicate" as const
+        }
+        if (current.status === "failed" || current.status === "expired") {
+          yield* Effect.logWarning("a released reservation's transfer was mined: applied late").pipe(
+            Effect.annotateLogs({ transfer_id: transferId, recorded: current.status })
+          )
+          yield* applyLate(current, nowMs)
+          return "booked" as const
+        }
+        if (current.recipientCredited) return "already_booked" as const
+        const balance = yield* store.lockBalance(recipient)
+        yield* addCredit(recipient, balance, current.amount, `confidential transfer ${transferId}`, nowMs)
+        yield* store.markRecipientCredited(transferId)
+        return "booked" as const
+      })))
+    })
+
+  const bookLog = (chainId: bigint, log: CreditLog, nowMs: number) =>
+    (log._tag === "Shielded" ? bookShield(chainId, log, nowMs) : bookTransferIn(chainId, log, nowMs)).pipe(
+      Effect.mapError(storageFailure)
+    )
+
+  /**
+   * One follower step on a chain: find the contracts that name this guardian, then book
+   * every followed contract's credit logs up to the confirmed block, in block order, and
+   * move each cursor past what was booked. A crash between a booking and its cursor
+   * move re-reads those logs, and their recorded (tx hash, log index) keeps them from
+   * counting twice.
+   */
+  const followStep = (chainId: bigint) =>
+    Effect.gen(function*() {
+      const id = chainId.toString()
+      const head = yield* chain.head(chainId)
+      const safe = head.blockNumber - BigInt(timing.chainConfirmations)
+      if (safe < 0n) return -1n
+      const nowMs = yield* Clock.currentTimeMillis
+      yield* store.startCursor(id, discoveryScope, 0n, nowMs).pipe(Effect.mapError(storageFailure))
+      let from = (yield* store.cursor(id, discoveryScope).pipe(Effect.mapError(storageFailure))) ?? 0n
+      while (from <= safe) {
+        const to = from + chainBlockRangeMax - 1n < safe ? from + chainBlockRangeMax - 1n : safe
+        for (const appointment of yield* chain.appointments(chainId, signer, from, to)) {
+          const contract = appointment.contract.toLowerCase()
+          // Books kept before credits came from the chain hold the credits the server
+          // reported: reading that contract's past again would count them twice, so it is
+          // followed from now on (an earlier credit never reported shows as a mismatch).
+          const reported = yield* store.hasReportedCredits(id, contract).pipe(Effect.mapError(storageFailure))
+          yield* store.startCursor(id, contract, reported ? safe + 1n : appointment.blockNumber, nowMs).pipe(
+            Effect.mapError(storageFailure)
+          )
+          yield* Effect.logInfo("following a ConfidentialToken that names this guardian").pipe(
+            Effect.annotateLogs({ chain_id: id, contract, from_block: (reported ? safe + 1n : appointment.blockNumber).toString() })
+          )
+        }
+        yield* store.advanceCursor(id, discoveryScope, to + 1n, nowMs).pipe(Effect.mapError(storageFailure))
+        from = to + 1n
+      }
+      const contracts = yield* store.followedContracts(id).pipe(Effect.mapError(storageFailure))
+      for (const followed of contracts) {
+        let next = followed.nextBlock
+        while (next <= safe) {
+          const to = next + chainBlockRangeMax - 1n < safe ? next + chainBlockRangeMax - 1n : safe
+          const logs = yield* chain.creditLogs(chainId, getAddress(followed.contract), next, to)
+          for (const log of logs) yield* bookLog(chainId, log, nowMs)
+          yield* store.advanceCursor(id, followed.contract, to + 1n, nowMs).pipe(Effect.mapError(storageFailure))
+          next = to + 1n
+        }
+      }
+      return safe
+    })
+
+  const followChain = (chainId: bigint) => {
+    const lock = followLocks.get(chainId)
+    return lock === undefined
+      ? Effect.fail(new GuardianError({ reason: "chain", message: `no RPC endpoint for chain ${chainId}` }))
+      : Semaphore.withPermit(lock, followStep(chainId)).pipe(Effect.withSpan("Guardian.followChain"))
+  }
+
+  const sync = Effect.fn("Guardian.sync")(function*(request: typeof SyncRequest.Type) {
+    if (!chain.knows(request.chainId)) {
+      return yield* new GuardianError({ reason: "chain", message: `no RPC endpoint for chain ${request.chainId}` })
+    }
+    const block = yield* chain.blockOfTransaction(request.chainId, request.txHash as Hash)
+    if (block === undefined) return { status: "not_found" } satisfies typeof SyncResult.Type
+    const through = yield* followChain(request.chainId)
+    return { status: block <= through ? "synced" : "pending" } satisfies typeof SyncResult.Type
+  })
+
   // -------------------------------------------------------------------------------------------
   // reconciliation
   // -------------------------------------------------------------------------------------------
 
   /**
    * The balance the chain should hold at `blockNumber`: the confirmed books, adjusted by
-   * the in-flight transfers already mined at that block but not settled yet.
+   * the in-flight transfers already mined at that block but not settled yet (a recipient
+   * credited by its event already has it), and by the credit logs the follower has not
+   * booked yet (past its cursor: the confirmation depth and the poll interval).
    */
   const expectedOnChain = (account: AccountRef, blockNumber: bigint) =>
     Effect.gen(function*() {
@@ -681,8 +1056,42 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
         )
         if (!mined) continue
         if (reservation.fromAccount === account.account) expected -= reservation.amount
-        if (reservation.kind === "confidential" && reservation.toAccount === account.account && reservation.fromAccount !== account.account) {
+        if (
+          reservation.kind === "confidential" && reservation.toAccount === account.account &&
+          reservation.fromAccount !== account.account && !reservation.recipientCredited
+        ) {
           expected += reservation.amount
+        }
+      }
+      const cursor = yield* store.cursor(account.chainId, account.contract).pipe(Effect.mapError(storageFailure))
+      if (cursor !== undefined && blockNumber - cursor >= chainBlockRangeMax) {
+        // Too far behind to count what it has not booked in one read: no verdict rather than a false alarm.
+        return yield* new GuardianError({ reason: "chain", message: "the chain follower is too far behind to reconcile" })
+      }
+      if (cursor !== undefined && cursor <= blockNumber) {
+        const unbooked = yield* chain.creditLogs(
+          BigInt(account.chainId),
+          getAddress(account.contract),
+          cursor,
+          blockNumber,
+          getAddress(account.account)
+        )
+        for (const log of unbooked) {
+          const booked = yield* store.chainCreditRecorded(account.chainId, log.txHash.toLowerCase(), log.logIndex).pipe(
+            Effect.mapError(storageFailure)
+          )
+          if (booked) continue
+          if (log._tag === "Shielded") {
+            expected += log.amount
+            continue
+          }
+          // A reserved transfer was counted above; a released one the chain applied is not in the books yet.
+          const reservation = yield* store.findReservation(log.transferId.toLowerCase(), { forUpdate: false }).pipe(
+            Effect.mapError(storageFailure)
+          )
+          if (reservation !== undefined && !reservation.recipientCredited && (reservation.status === "failed" || reservation.status === "expired")) {
+            expected += reservation.amount
+          }
         }
       }
       return { expected, frozen: balance.frozenReason !== null }
@@ -701,33 +1110,43 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
       return { matched, frozen }
     })
 
+  /**
+   * A check and an alarm, never a block (D39): a mismatch that persists over one re-check
+   * raises a `reconciliation_mismatch` alert (health, an error log without amounts, the
+   * metric); the account's transfers go on. A match clears the account's alerts that a
+   * match resolves, and lifts the one freeze there is (`late_confirmation_overdraw`).
+   */
   const reconcileAccount = (account: AccountRef) =>
     Effect.gen(function*() {
       if (!chain.knows(BigInt(account.chainId))) {
         return yield* new GuardianError({ reason: "chain", message: `no RPC endpoint for chain ${account.chainId}` })
       }
       let check = yield* checkOnce(account)
-      if (!check.matched && !check.frozen) {
+      if (!check.matched) {
         yield* Effect.sleep(timing.reconcileRetryDelayMs)
         check = yield* checkOnce(account)
       }
       const nowMs = yield* Clock.currentTimeMillis
       if (check.matched) {
+        const cleared = yield* store.clearAlerts(account, alertsClearedByMatch).pipe(Effect.mapError(storageFailure))
         if (check.frozen) {
-          // The books and the chain agree again (e.g. the missing credit was recorded).
           yield* store.setFrozen(account, null, nowMs).pipe(Effect.mapError(storageFailure))
-          yield* Effect.logWarning("account unfrozen: books and chain agree again").pipe(
-            Effect.annotateLogs({ chain_id: account.chainId, contract: account.contract, account: account.account })
+        }
+        if (cleared > 0 || check.frozen) {
+          yield* Effect.logWarning("books and chain agree again: alerts cleared").pipe(
+            Effect.annotateLogs({ chain_id: account.chainId, contract: account.contract, account: account.account, unfrozen: check.frozen })
           )
         }
         return { status: "matched", frozen: false } satisfies ReconcileResult
       }
-      if (!check.frozen) {
-        yield* withAccountLock(account, sql.withTransaction(freeze(account, "reconciliation_mismatch", nowMs))).pipe(
-          Effect.mapError(storageFailure)
-        )
-      }
-      return { status: "mismatched", frozen: true } satisfies ReconcileResult
+      const raised = yield* alert(
+        account,
+        "reconciliation_mismatch",
+        "the on-chain guardian handle does not decrypt to the booked balance",
+        nowMs
+      ).pipe(Effect.mapError(storageFailure))
+      if (raised) yield* Metric.update(reconciliationMismatches, 1)
+      return { status: "mismatched", frozen: check.frozen } satisfies ReconcileResult
     })
 
   const reconcile = Effect.fn("Guardian.reconcile")(function*(request: typeof ReconcileRequest.Type) {
@@ -752,9 +1171,21 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
     return { checked, mismatched }
   }).pipe(Effect.withSpan("Guardian.reconcileAll"))
 
-  const health = store.frozenCount.pipe(
-    Effect.map((frozenAccounts) => ({ ready: frozenAccounts === 0, frozenAccounts })),
-    Effect.orElseSucceed(() => ({ ready: false, frozenAccounts: 0 }))
+  const toAlert = (row: AlertRow): typeof Alert.Type => ({
+    chainId: BigInt(row.chainId),
+    contract: row.contract,
+    account: row.account,
+    kind: row.kind as typeof Alert.Type["kind"],
+    since: DateTime.formatIso(DateTime.makeUnsafe(row.sinceMs)),
+    lastSeen: DateTime.formatIso(DateTime.makeUnsafe(row.lastSeenMs)),
+    explanation: row.explanation
+  })
+
+  // Ready while the storage answers: an alert or a frozen account concerns one balance and
+  // must not take the guardian (every account's transfers) out of service.
+  const health = Effect.all([store.frozenCount, store.alertCount, store.listAlerts(alertsListedMax)]).pipe(
+    Effect.map(([frozenAccounts, alertCount, alerts]) => ({ ready: true, frozenAccounts, alertCount, alerts: alerts.map(toAlert) })),
+    Effect.orElseSucceed(() => ({ ready: false, frozenAccounts: 0, alertCount: 0, alerts: [] }))
   )
 
   return Guardian.of({
@@ -762,11 +1193,13 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
     authorize,
     settle,
     credit,
+    sync,
     nonZero,
     sealedBalance,
     reconcile,
     health,
     resolveDueReservations,
-    reconcileAll
+    reconcileAll,
+    followChain
   })
 })

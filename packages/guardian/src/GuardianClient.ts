@@ -32,6 +32,7 @@ export interface GuardianClientShape {
   readonly authorize: GuardianShape["authorize"]
   readonly settle: GuardianShape["settle"]
   readonly credit: GuardianShape["credit"]
+  readonly sync: GuardianShape["sync"]
   readonly nonZero: GuardianShape["nonZero"]
   readonly sealedBalance: GuardianShape["sealedBalance"]
   readonly reconcile: GuardianShape["reconcile"]
@@ -72,6 +73,7 @@ export class GuardianClient extends Context.Service<GuardianClient, GuardianClie
         authorize: guardian.authorize,
         settle: guardian.settle,
         credit: guardian.credit,
+        sync: guardian.sync,
         nonZero: guardian.nonZero,
         sealedBalance: guardian.sealedBalance,
         reconcile: guardian.reconcile,
@@ -119,6 +121,7 @@ export class GuardianClient extends Context.Service<GuardianClient, GuardianClie
           authorize: (request) => call(client.Authorize(request)),
           settle: (request) => call(client.Settle(request)),
           credit: (request) => call(client.Credit(request)),
+          sync: (request) => call(client.Sync(request)),
           nonZero: (request) => call(client.NonZero(request)),
           sealedBalance: (request) => call(client.SealedBalance(request)),
           reconcile: (request) => call(client.Reconcile(request)),

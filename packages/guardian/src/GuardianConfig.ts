@@ -44,12 +44,26 @@ export const environmentVariables = [
   "GUARDIAN_SWEEP_INTERVAL_MS",
   "GUARDIAN_RECONCILE_INTERVAL_MS",
   "GUARDIAN_RECONCILE_RETRY_DELAY_MS",
+  "GUARDIAN_CHAIN_POLL_MS",
+  "GUARDIAN_CONFIRMATIONS",
   "GUARDIAN_HOST",
   "GUARDIAN_PORT",
   "GUARDIAN_SHARED_SECRET",
   "GUARDIAN_URL",
+  "GUARDIAN_EXIT_WITH_PARENT",
   "LOG_LEVEL"
 ] as const
+
+/**
+ * GUARDIAN_EXIT_WITH_PARENT: set by the api server for the guardian it starts as its
+ * child (the embedded default). The guardian then stops when its parent is gone (its
+ * stdin pipe closes, or it is re-parented), so a server killed with SIGKILL leaves no
+ * guardian behind.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const exitWithParent = Config.Boolean("GUARDIAN_EXIT_WITH_PARENT").pipe(Config.withDefault(false))
 
 /**
  * Parses GUARDIAN_RPC_URLS: comma-separated `chainId=url` pairs.
@@ -79,7 +93,9 @@ const timingConfig: Config.Config<Timing> = Config.all({
   reconcileIntervalMs: Config.Int("GUARDIAN_RECONCILE_INTERVAL_MS").pipe(Config.withDefault(defaultTiming.reconcileIntervalMs)),
   reconcileRetryDelayMs: Config.Int("GUARDIAN_RECONCILE_RETRY_DELAY_MS").pipe(
     Config.withDefault(defaultTiming.reconcileRetryDelayMs)
-  )
+  ),
+  chainPollIntervalMs: Config.Int("GUARDIAN_CHAIN_POLL_MS").pipe(Config.withDefault(defaultTiming.chainPollIntervalMs)),
+  chainConfirmations: Config.Int("GUARDIAN_CONFIRMATIONS").pipe(Config.withDefault(defaultTiming.chainConfirmations))
 })
 
 /**

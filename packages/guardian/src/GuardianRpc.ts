@@ -7,11 +7,12 @@
  * |---|---|---|
  * | `Authorize` | server, per transfer (and per approval) | Authorized (ciphertext + signature) or a refusal |
  * | `Settle` | settlement, once the chain decided | the reservation's final status |
- * | `Credit` | server, for shields and incoming transfers seen on chain | applied / duplicate |
+ * | `Credit` | tests and chain-free deployments only (a followed chain's credits come from its events) | applied / duplicate |
+ * | `Sync` | the faucet, once its grant is mined | synced / pending / not_found |
  * | `NonZero` | balances endpoint without a proof (D19) | per asset, a boolean |
  * | `SealedBalance` | balances / client decryption | the balance sealed to the account's key |
  * | `Reconcile` | operators, tests (the guardian also sweeps) | matched / mismatched |
- * | `Health` | readiness probes | ready, frozen account count |
+ * | `Health` | readiness probes, operators | ready, frozen account count, open alerts |
  * | `Info` | deployment | signer address, encryption key |
  *
  * @since 0.1.0
@@ -23,6 +24,7 @@ import {
   AuthorizeRequest,
   AuthorizeResult,
   CreditIdReused,
+  CreditRefused,
   CreditRequest,
   CreditResult,
   GuardianError,
@@ -36,7 +38,9 @@ import {
   SealedBalanceRequest,
   SealedBalanceResult,
   SettleRequest,
-  SettleResult
+  SettleResult,
+  SyncRequest,
+  SyncResult
 } from "./Domain.ts"
 
 /**
@@ -46,7 +50,8 @@ import {
 export class GuardianRpcs extends RpcGroup.make(
   Rpc.make("Authorize", { payload: AuthorizeRequest, success: AuthorizeResult, error: GuardianError }),
   Rpc.make("Settle", { payload: SettleRequest, success: SettleResult, error: Schema.Union([ReservationNotFound, GuardianError]) }),
-  Rpc.make("Credit", { payload: CreditRequest, success: CreditResult, error: Schema.Union([CreditIdReused, GuardianError]) }),
+  Rpc.make("Credit", { payload: CreditRequest, success: CreditResult, error: Schema.Union([CreditIdReused, CreditRefused, GuardianError]) }),
+  Rpc.make("Sync", { payload: SyncRequest, success: SyncResult, error: GuardianError }),
   Rpc.make("NonZero", { payload: NonZeroRequest, success: NonZeroResult, error: GuardianError }),
   Rpc.make("SealedBalance", {
     payload: SealedBalanceRequest,

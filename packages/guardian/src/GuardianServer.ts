@@ -1,7 +1,8 @@
 /**
  * The guardian as its own HTTP service: the RPC group on `POST /rpc` behind a shared
- * bearer secret, `/healthz` (the process is up) and `/readyz` (the database answers and
- * no account is frozen by reconciliation), for orchestrators.
+ * bearer secret, `/healthz` (the process is up) and `/readyz` (the database answers),
+ * for orchestrators. Alerts never take readiness down: each concerns one balance, and
+ * an outsider must not be able to take the guardian out of service (D39).
  *
  * Authentication: `Authorization: Bearer <GUARDIAN_SHARED_SECRET>`, compared in
  * constant time (SHA-256 of both sides, then `timingSafeEqual`, so neither the content
@@ -31,6 +32,7 @@ export const HandlersLive = GuardianRpcs.toLayer(
       Authorize: (request) => guardian.authorize(request),
       Settle: (request) => guardian.settle(request),
       Credit: (request) => guardian.credit(request),
+      Sync: (request) => guardian.sync(request),
       NonZero: (request) => guardian.nonZero(request),
       SealedBalance: (request) => guardian.sealedBalance(request),
       Reconcile: (request) => guardian.reconcile(request),
@@ -80,10 +82,11 @@ export const routes = (sharedSecret: Redacted.Redacted<string>) =>
       "/readyz",
       Effect.gen(function*() {
         const health = yield* (yield* Guardian).health
+        // Counts only: /readyz is unauthenticated, the listing is the Health RPC's.
         return health.ready
-          ? HttpServerResponse.jsonUnsafe({ status: "ok" })
+          ? HttpServerResponse.jsonUnsafe({ status: "ok", alerts: health.alertCount, frozen_accounts: health.frozenAccounts })
           : HttpServerResponse.jsonUnsafe(
-            { error: { code: "service_unavailable", message: "accounts frozen by reconciliation", frozen_accounts: health.frozenAccounts } },
+            { error: { code: "service_unavailable", message: "guardian storage unavailable" } },
             { status: 503 }
           )
       })

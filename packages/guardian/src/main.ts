@@ -5,6 +5,9 @@
  * secret. SIGTERM/SIGINT close the listener, the sweepers and the database in order;
  * a SIGKILL loses nothing that was answered (every decision is committed first).
  *
+ * The api server's embedded default starts this same entry as its child process, with
+ * GUARDIAN_EXIT_WITH_PARENT set: the guardian then stops by itself once the server is gone.
+ *
  * @since 0.1.0
  */
 import { createServer } from "node:http"
@@ -39,12 +42,61 @@ const MainLive = Layer.unwrap(
   })
 )
 
+/** How often the guardian checks that it was not re-parented (its parent died). */
+const parentPollMs = 1_000
+/** After asking itself to stop, how long graceful shutdown may take before a hard exit. */
+const orphanExitDeadlineMs = 15_000
+
+/**
+ * Resolves when the parent is gone: the parent holds the write end of our stdin pipe,
+ * and the kernel closes it whatever way the parent dies (SIGKILL included); a changed
+ * ppid catches a parent that handed its stdin on.
+ */
+const parentGone = Effect.callback<void>((resume) => {
+  const initialParentPid = process.ppid
+  const onGone = () => resume(Effect.void)
+  process.stdin.once("end", onGone)
+  process.stdin.once("close", onGone)
+  process.stdin.once("error", onGone)
+  process.stdin.resume()
+  const timer = setInterval(() => {
+    if (process.ppid !== initialParentPid) onGone()
+  }, parentPollMs)
+  timer.unref()
+  return Effect.sync(() => {
+    clearInterval(timer)
+    process.stdin.removeListener("end", onGone)
+    process.stdin.removeListener("close", onGone)
+    process.stdin.removeListener("error", onGone)
+    process.stdin.destroy()
+  })
+})
+
+/**
+ * GUARDIAN_EXIT_WITH_PARENT: once the parent is gone, SIGTERM to ourselves, so the usual
+ * graceful shutdown runs (listener, sweepers, database, data-dir lock); a shutdown that
+ * hangs is cut short, because a leftover guardian would keep its lock from the next one.
+ */
+const ExitWithParentLive = Layer.unwrap(Effect.gen(function*() {
+  if (!(yield* GuardianConfig.exitWithParent)) return Layer.empty
+  return Layer.effectDiscard(Effect.forkScoped(parentGone.pipe(
+    Effect.andThen(Effect.logWarning("guardian: parent process gone, stopping")),
+    Effect.andThen(Effect.sync(() => {
+      setTimeout(() => process.exit(1), orphanExitDeadlineMs).unref()
+      process.kill(process.pid, "SIGTERM")
+    }))
+  )))
+}))
+
 const LoggingLive = Layer.unwrap(Effect.gen(function*() {
   const level = yield* Config.Literals(logLevels, "LOG_LEVEL").pipe(Config.withDefault("Info" as const))
   return Layer.mergeAll(Logger.layer([Logger.consoleJson]), Layer.succeed(References.MinimumLogLevel, level))
 }))
 
-Layer.launch(MainLive).pipe(
+// Everything the guardian writes (its secret, its database) is for it alone.
+process.umask(0o077)
+
+Layer.launch(Layer.merge(MainLive, ExitWithParentLive)).pipe(
   Effect.catchCause((cause) =>
     Effect.sync(() => {
       const failure = Cause.squash(cause)

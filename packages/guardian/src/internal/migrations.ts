@@ -83,8 +83,80 @@ const ledger = Effect.gen(function*() {
     )`
 })
 
+/**
+ * D39: credits come from the chain. The follower's durable progress, one row per credited
+ * log (exactly once), the recipient side of a reservation booked once whichever of the
+ * event and `settle` comes first, alerts instead of freezes, and the keys pinned for
+ * addresses without a registration.
+ */
+const chainCredits = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // The next block to read, per chain and scope: `discovery` (GuardianRotated logs naming
+  // this guardian, any contract) or a followed ConfidentialToken's address (its credit logs).
+  yield* sql`
+    CREATE TABLE guardian_chain_cursors (
+      chain_id text NOT NULL,
+      scope text NOT NULL,
+      next_block bigint NOT NULL,
+      updated_at_ms bigint NOT NULL,
+      PRIMARY KEY (chain_id, scope)
+    )`
+  // One row per credit log the guardian has applied (or deliberately not applied: out of
+  // range, unknown transfer). Inserted in the transaction that changes the balance, so a
+  // log re-read after a crash or a rewound cursor is never booked twice. No amount.
+  yield* sql`
+    CREATE TABLE guardian_chain_credits (
+      chain_id text NOT NULL,
+      tx_hash text NOT NULL,
+      log_index integer NOT NULL,
+      contract text NOT NULL,
+      account text NOT NULL,
+      kind text NOT NULL CHECK (kind IN ('shield', 'transfer_in')),
+      transfer_id text,
+      block_number bigint NOT NULL,
+      outcome text NOT NULL CHECK (outcome IN ('booked', 'already_booked', 'out_of_range', 'unknown_transfer')),
+      created_at_ms bigint NOT NULL,
+      PRIMARY KEY (chain_id, tx_hash, log_index)
+    )`
+  // Whether a confidential transfer's recipient has been credited (by its event or by
+  // settle, whichever came first). Transfers confirmed before this migration were
+  // credited by settle.
+  yield* sql`ALTER TABLE guardian_reservations ADD COLUMN recipient_credited boolean NOT NULL DEFAULT false`
+  yield* sql`UPDATE guardian_reservations SET recipient_credited = true WHERE status = 'confirmed' AND kind = 'confidential'`
+  yield* sql`
+    CREATE TABLE guardian_alerts (
+      chain_id text NOT NULL,
+      contract text NOT NULL,
+      account text NOT NULL,
+      kind text NOT NULL,
+      since_ms bigint NOT NULL,
+      last_seen_ms bigint NOT NULL,
+      explanation text NOT NULL,
+      PRIMARY KEY (chain_id, contract, account, kind)
+    )`
+  // A reconciliation mismatch no longer freezes (an outsider's deposit could cause one):
+  // earlier freezes become alerts.
+  yield* sql`
+    INSERT INTO guardian_alerts (chain_id, contract, account, kind, since_ms, last_seen_ms, explanation)
+    SELECT chain_id, contract, account, 'reconciliation_mismatch', coalesce(frozen_at_ms, 0), coalesce(frozen_at_ms, 0),
+      'frozen by a reconciliation mismatch before credits came from the chain'
+    FROM guardian_balances WHERE frozen_reason = 'reconciliation_mismatch'`
+  yield* sql`UPDATE guardian_balances SET frozen_reason = NULL, frozen_at_ms = NULL WHERE frozen_reason = 'reconciliation_mismatch'`
+  // The key the guardian encrypts an address's copies to when the address has no key in
+  // the contract's registry (an agent: its owner's key), pinned on first use.
+  yield* sql`
+    CREATE TABLE guardian_key_pins (
+      chain_id text NOT NULL,
+      contract text NOT NULL,
+      account text NOT NULL,
+      public_key text NOT NULL,
+      created_at_ms bigint NOT NULL,
+      PRIMARY KEY (chain_id, contract, account)
+    )`
+})
+
 /** Runs the migrations that have not run yet (locked, so concurrent starts run each once). */
 export const migrate = Migrator.make({})({
-  loader: Migrator.fromRecord({ "0001_ledger": ledger }),
+  loader: Migrator.fromRecord({ "0001_ledger": ledger, "0002_chain_credits": chainCredits }),
   table: "guardian_migrations"
 })

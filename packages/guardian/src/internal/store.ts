@@ -43,7 +43,33 @@ export interface ReservationRow {
   readonly requestDigest: string
   readonly result: string
   readonly status: ReservationStatus
+  /** A confidential transfer's recipient was credited (by its event or by settle). */
+  readonly recipientCredited: boolean
 }
+
+/** An open alert as stored (docs/guardian.md, "Alerts"). */
+export interface AlertRow extends AccountRef {
+  readonly kind: string
+  readonly sinceMs: number
+  readonly lastSeenMs: number
+  readonly explanation: string
+}
+
+/** The identity of a credit log, and what the guardian did with it. */
+export interface ChainCreditRow {
+  readonly chainId: string
+  readonly txHash: string
+  readonly logIndex: number
+  readonly contract: string
+  readonly account: string
+  readonly kind: "shield" | "transfer_in"
+  readonly transferId: string | null
+  readonly blockNumber: bigint
+  readonly outcome: "booked" | "already_booked" | "out_of_range" | "unknown_transfer"
+}
+
+/** The scope of the chain-wide cursor that finds the contracts naming this guardian. */
+export const discoveryScope = "discovery"
 
 const prefix = "pps/guardian/v1"
 const ref = (account: AccountRef) => `${account.chainId}/${account.contract}/${account.account}`
@@ -76,11 +102,12 @@ interface ReservationSqlRow {
   readonly request_digest: string
   readonly result: string
   readonly status: ReservationStatus
+  readonly recipient_credited: boolean
 }
 
 const reservationColumns = `transfer_id, chain_id, contract, from_account, to_account, kind, nonce,
   deadline::text AS deadline, expires_at_ms::text AS expires_at_ms, amount_sealed, spend_bucket::text AS spend_bucket,
-  request_digest, result, status`
+  request_digest, result, status, recipient_credited`
 
 export type Store = ReturnType<typeof makeStore>
 
@@ -119,7 +146,8 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
         spendBucket: row.spend_bucket === null ? null : Number(row.spend_bucket),
         requestDigest: row.request_digest,
         result: row.result,
-        status: row.status
+        status: row.status,
+        recipientCredited: row.recipient_credited
       }))
     )
 
@@ -188,7 +216,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
         AND nonce = ${nonce.toString()}`.pipe(Effect.map((rows) => rows.length > 0))
 
   /** Inserts a reservation; false when the transfer id exists already (a concurrent twin). */
-  const insertReservation = (reservation: Omit<ReservationRow, "status">, nowMs: number) =>
+  const insertReservation = (reservation: Omit<ReservationRow, "status" | "recipientCredited">, nowMs: number) =>
     sql<{ readonly transfer_id: string }>`
       INSERT INTO guardian_reservations (transfer_id, chain_id, contract, from_account, to_account, kind, nonce, deadline,
         expires_at_ms, amount_sealed, spend_bucket, request_digest, result, status, created_at_ms)
@@ -273,6 +301,135 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       ON CONFLICT (credit_id) DO NOTHING
       RETURNING credit_id`.pipe(Effect.map((rows) => rows.length === 1))
 
+  const markRecipientCredited = (transferId: string) =>
+    sql`UPDATE guardian_reservations SET recipient_credited = true WHERE transfer_id = ${transferId}`.pipe(Effect.asVoid)
+
+  // ------------------------------------------------------------------ chain following
+
+  const cursor = (chainId: string, scope: string) =>
+    sql<{ readonly next_block: string }>`
+      SELECT next_block::text AS next_block FROM guardian_chain_cursors WHERE chain_id = ${chainId} AND scope = ${scope}`.pipe(
+      Effect.map((rows) => (rows[0] === undefined ? undefined : BigInt(rows[0].next_block)))
+    )
+
+  /** Starts following a scope at `nextBlock`; a scope already followed keeps its cursor. */
+  const startCursor = (chainId: string, scope: string, nextBlock: bigint, nowMs: number) =>
+    sql`
+      INSERT INTO guardian_chain_cursors (chain_id, scope, next_block, updated_at_ms)
+      VALUES (${chainId}, ${scope}, ${nextBlock.toString()}::bigint, ${String(nowMs)}::bigint)
+      ON CONFLICT DO NOTHING`.pipe(Effect.asVoid)
+
+  /** Moves a cursor forward (never back: a concurrent step may have gone further). */
+  const advanceCursor = (chainId: string, scope: string, nextBlock: bigint, nowMs: number) =>
+    sql`
+      UPDATE guardian_chain_cursors SET next_block = ${nextBlock.toString()}::bigint, updated_at_ms = ${String(nowMs)}::bigint
+      WHERE chain_id = ${chainId} AND scope = ${scope} AND next_block < ${nextBlock.toString()}::bigint`.pipe(Effect.asVoid)
+
+  /** The ConfidentialTokens followed on a chain, with their cursors. */
+  const followedContracts = (chainId: string) =>
+    sql<{ readonly scope: string; readonly next_block: string }>`
+      SELECT scope, next_block::text AS next_block FROM guardian_chain_cursors
+      WHERE chain_id = ${chainId} AND scope <> ${discoveryScope} ORDER BY scope`.pipe(
+      Effect.map((rows) => rows.map((row) => ({ contract: row.scope, nextBlock: BigInt(row.next_block) })))
+    )
+
+  /** Records a credit log; false when it was recorded before (then nothing may be booked). */
+  const insertChainCredit = (credit: ChainCreditRow, nowMs: number) =>
+    sql<{ readonly tx_hash: string }>`
+      INSERT INTO guardian_chain_credits (chain_id, tx_hash, log_index, contract, account, kind, transfer_id, block_number,
+        outcome, created_at_ms)
+      VALUES (${credit.chainId}, ${credit.txHash}, ${credit.logIndex}, ${credit.contract}, ${credit.account}, ${credit.kind},
+        ${credit.transferId}, ${credit.blockNumber.toString()}::bigint, ${credit.outcome}, ${String(nowMs)}::bigint)
+      ON CONFLICT DO NOTHING
+      RETURNING tx_hash`.pipe(Effect.map((rows) => rows.length === 1))
+
+  const chainCreditRecorded = (chainId: string, txHash: string, logIndex: number) =>
+    sql<{ readonly tx_hash: string }>`
+      SELECT tx_hash FROM guardian_chain_credits
+      WHERE chain_id = ${chainId} AND tx_hash = ${txHash} AND log_index = ${logIndex}`.pipe(Effect.map((rows) => rows.length > 0))
+
+  /** Whether credits were reported through `credit` for this contract (books older than following). */
+  const hasReportedCredits = (chainId: string, contract: string) =>
+    sql<{ readonly credit_id: string }>`
+      SELECT credit_id FROM guardian_credits WHERE chain_id = ${chainId} AND contract = ${contract} LIMIT 1`.pipe(
+      Effect.map((rows) => rows.length > 0)
+    )
+
+  // ------------------------------------------------------------------ alerts
+
+  /** Raises an alert, or confirms an open one; true when it is new. */
+  const raiseAlert = (account: AccountRef, kind: string, explanation: string, nowMs: number) =>
+    Effect.gen(function*() {
+      const inserted = yield* sql<{ readonly kind: string }>`
+        INSERT INTO guardian_alerts (chain_id, contract, account, kind, since_ms, last_seen_ms, explanation)
+        VALUES (${account.chainId}, ${account.contract}, ${account.account}, ${kind}, ${String(nowMs)}::bigint,
+          ${String(nowMs)}::bigint, ${explanation})
+        ON CONFLICT DO NOTHING
+        RETURNING kind`
+      if (inserted.length === 1) return true
+      yield* sql`
+        UPDATE guardian_alerts SET last_seen_ms = ${String(nowMs)}::bigint, explanation = ${explanation}
+        WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}
+          AND kind = ${kind}`
+      return false
+    })
+
+  /** Clears the account's alerts of these kinds; the number cleared. */
+  const clearAlerts = (account: AccountRef, kinds: ReadonlyArray<string>) =>
+    sql<{ readonly kind: string }>`
+      DELETE FROM guardian_alerts
+      WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}
+        AND kind IN ${sql.in(kinds)}
+      RETURNING kind`.pipe(Effect.map((rows) => rows.length))
+
+  const alertCount = sql<{ readonly count: string }>`SELECT count(*)::text AS count FROM guardian_alerts`.pipe(
+    Effect.map((rows) => Number(rows[0]?.count ?? "0"))
+  )
+
+  const listAlerts = (limit: number) =>
+    sql<{
+      readonly chain_id: string
+      readonly contract: string
+      readonly account: string
+      readonly kind: string
+      readonly since_ms: string
+      readonly last_seen_ms: string
+      readonly explanation: string
+    }>`
+      SELECT chain_id, contract, account, kind, since_ms::text AS since_ms, last_seen_ms::text AS last_seen_ms, explanation
+      FROM guardian_alerts ORDER BY since_ms, chain_id, contract, account, kind LIMIT ${limit}`.pipe(
+      Effect.map((rows) =>
+        rows.map((row): AlertRow => ({
+          chainId: row.chain_id,
+          contract: row.contract,
+          account: row.account,
+          kind: row.kind,
+          sinceMs: Number(row.since_ms),
+          lastSeenMs: Number(row.last_seen_ms),
+          explanation: row.explanation
+        }))
+      )
+    )
+
+  // ------------------------------------------------------------------ pinned keys
+
+  const pinnedKey = (account: AccountRef) =>
+    sql<{ readonly public_key: string }>`
+      SELECT public_key FROM guardian_key_pins
+      WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}`.pipe(
+      Effect.map((rows) => rows[0]?.public_key)
+    )
+
+  /** Pins `publicKey` for the account unless one is pinned already; answers the pinned key. */
+  const pinKey = (account: AccountRef, publicKey: string, nowMs: number) =>
+    Effect.gen(function*() {
+      yield* sql`
+        INSERT INTO guardian_key_pins (chain_id, contract, account, public_key, created_at_ms)
+        VALUES (${account.chainId}, ${account.contract}, ${account.account}, ${publicKey}, ${String(nowMs)}::bigint)
+        ON CONFLICT DO NOTHING`
+      return (yield* pinnedKey(account)) ?? publicKey
+    })
+
   const frozenCount = sql<{ readonly count: string }>`
     SELECT count(*)::text AS count FROM guardian_balances WHERE frozen_reason IS NOT NULL`.pipe(
     Effect.map((rows) => Number(rows[0]?.count ?? "0"))
@@ -307,6 +464,20 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     findCredit,
     insertCredit,
     frozenCount,
-    ownedAccounts
+    ownedAccounts,
+    markRecipientCredited,
+    cursor,
+    startCursor,
+    advanceCursor,
+    followedContracts,
+    insertChainCredit,
+    chainCreditRecorded,
+    hasReportedCredits,
+    raiseAlert,
+    clearAlerts,
+    alertCount,
+    listAlerts,
+    pinnedKey,
+    pinKey
   }
 }

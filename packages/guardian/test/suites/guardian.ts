@@ -69,7 +69,7 @@ export const guardianSuite = (target: TargetName) =>
           assert.strictEqual(guardian.signer, keys.info.signer)
           assert.strictEqual(guardian.encryptionKey, keys.info.encryptionKey)
           const health = yield* guardian.client.health
-          assert.deepStrictEqual(health, { ready: true, frozenAccounts: 0 })
+          assert.deepStrictEqual(health, { ready: true, frozenAccounts: 0, alertCount: 0, alerts: [] })
         }))
 
       it.effect("authorizes a funded transfer with a ciphertext every party can check and a signature the contract accepts", () =>

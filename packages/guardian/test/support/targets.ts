@@ -46,7 +46,8 @@ const fastTiming: Partial<Guardian.Timing> = {
   reservationMarginSeconds: 0,
   sweepIntervalMs: 200,
   reconcileIntervalMs: 0,
-  reconcileRetryDelayMs: 100
+  reconcileRetryDelayMs: 100,
+  chainPollIntervalMs: 200
 }
 
 const readFilesUnder = (dir: string): Array<Buffer> => {
@@ -71,7 +72,15 @@ const dump = (sql: SqlClient.SqlClient) =>
     return lines.join("\n")
   }).pipe(Effect.orDie)
 
-export const makeTarget = (name: TargetName, options: { readonly chains?: ReadonlyArray<ChainReader.ChainEndpoint> } = {}) =>
+export const makeTarget = (
+  name: TargetName,
+  options: {
+    readonly chains?: ReadonlyArray<ChainReader.ChainEndpoint>
+    /** An existing directory (kept afterwards): restart tests run a guardian on it twice. */
+    readonly dataDir?: string
+    readonly timing?: Partial<Guardian.Timing>
+  } = {}
+) =>
   Layer.effect(
     TestGuardian,
     Effect.gen(function*() {
@@ -80,13 +89,15 @@ export const makeTarget = (name: TargetName, options: { readonly chains?: Readon
         logs.push(JSON.stringify(Logger.formatStructured.log(entry)))
       })
       const loggerLayer = Layer.mergeAll(Logger.layer([capture]), Layer.succeed(References.MinimumLogLevel, "Debug"))
-      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-guardian-test-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+      const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "pps-guardian-test-"))
+      if (options.dataDir === undefined) {
+        yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+      }
       const database: GuardianLive.DatabaseOptions = name === "in-process/pglite"
         ? { _tag: "pglite", dataDir }
         : { _tag: "postgres", url: Redacted.make(yield* freshPostgresDatabase), poolMax: 8 }
       const services = yield* Layer.build(
-        GuardianLive.layerWithStorage({ database, secret: testSecret, timing: fastTiming, chains: options.chains ?? [] }).pipe(
+        GuardianLive.layerWithStorage({ database, secret: testSecret, timing: { ...fastTiming, ...options.timing }, chains: options.chains ?? [] }).pipe(
           Layer.provide(loggerLayer)
         )
       )
@@ -104,6 +115,7 @@ export const makeTarget = (name: TargetName, options: { readonly chains?: Readon
           authorize: (request) => logged(direct.authorize(request)),
           settle: (request) => logged(direct.settle(request)),
           credit: (request) => logged(direct.credit(request)),
+          sync: (request) => logged(direct.sync(request)),
           nonZero: (request) => logged(direct.nonZero(request)),
           sealedBalance: (request) => logged(direct.sealedBalance(request)),
           reconcile: (request) => logged(direct.reconcile(request)),

@@ -1,8 +1,11 @@
 /**
  * The test faucet (ext): `POST /v1/test/faucet {asset, amount}` mints test USDG
- * and shields it into the caller's confidential balance, then books the credit
- * with the guardian (the amount is public: a shield's always is). `hc_test_`
- * keys only; live keys get 403 `test_mode_only`.
+ * and shields it into the caller's confidential balance. The guardian books the
+ * credit from the chain's `Shielded` event (D39), so a grant mined for a request
+ * that was then dropped is credited all the same; once the grant is mined the
+ * faucet asks the guardian to read the chain up to it (`sync`, no amount), so the
+ * balance is spendable when the faucet answers. `hc_test_` keys only; live keys
+ * get 403 `test_mode_only`.
  *
  * @since 0.1.0
  */
@@ -48,14 +51,9 @@ export const FaucetHttpLive = HttpApiBuilder.group(PublicApi, "test", (handlers)
         const unavailable = (error: unknown) =>
           Effect.logError("faucet grant failed", error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
         const granted = yield* grants.grant(principal, wallet, amount)
-        const txHash = granted.tx_hash
-        yield* guardian.credit({
-          chainId: BigInt(chain.chainId),
-          contract: chain.contracts.confidentialUsdg,
-          account: wallet,
-          amount,
-          creditId: `faucet:${txHash}`
-        }).pipe(Effect.catch(unavailable))
+        // `pending` (deeper confirmations asked of the guardian) answers now: the guardian's
+        // follower books the grant once it is confirmed.
+        yield* guardian.sync({ chainId: BigInt(chain.chainId), txHash: granted.tx_hash }).pipe(Effect.catch(unavailable))
         return granted
       }))
   }))
