@@ -3,7 +3,8 @@
  *
  * With no configuration it runs the embedded mode: PGlite and generated secrets
  * in `DATA_DIR` (default `./.data`), the public API on 127.0.0.1:8080 and the
- * admin API on 127.0.0.1:8081. SIGTERM/SIGINT drain in-flight requests (up to
+ * admin API on 127.0.0.1:8081, and the guardian as a child process with its own
+ * directory and secret (`DATA_DIR/guardian`, which this process never opens). SIGTERM/SIGINT drain in-flight requests (up to
  * `SHUTDOWN_TIMEOUT_MS`) and close everything in reverse order.
  *
  * @since 0.1.0
@@ -37,17 +38,29 @@ const announce = Effect.gen(function*() {
   const adminToken = Option.isSome(config.adminToken)
     ? "ADMIN_TOKEN (from the environment)"
     : path.join(dataDir.path, secretsFileName)
+  const guardian = Option.isSome(config.guardianUrl)
+    ? "own process (GUARDIAN_URL)"
+    : config.guardianInProcess
+    ? "inside this process (test only)"
+    : `child process, its own data in ${path.join(dataDir.path, "guardian")}`
   yield* Effect.logInfo("server started").pipe(Effect.annotateLogs({
     mode: Option.isSome(config.databaseUrl) ? "distributed" : "embedded",
+    guardian,
     base_url: baseUrl,
     admin_url: adminUrl,
     data_dir: dataDir.path,
     admin_credentials: adminToken
   }))
   // Humans starting the embedded server read this, not the JSON line.
+  // The trust note is plain on purpose: a separate process is not a separate party.
+  const trust = Option.isSome(config.guardianUrl)
+    ? ""
+    : `  The guardian runs as a separate process, but on this machine under this user: whoever\n` +
+      `  runs the server can read its files, so the operator is still trusted with amounts.\n` +
+      `  For confidentiality from the operator, run the guardian on its own host (GUARDIAN_URL).\n\n`
   process.stderr.write(
     `\nPrivate Payments Service\n  base URL:  ${baseUrl}/v1\n  admin URL: ${adminUrl}/admin (token in ${adminToken})\n` +
-      `  data dir:  ${dataDir.path}\n\n`
+      `  data dir:  ${dataDir.path}\n  guardian:  ${guardian}\n\n${trust}`
   )
 })
 

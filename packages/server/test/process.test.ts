@@ -40,7 +40,7 @@ const start = (dataDir: string, port: number, adminPort: number) => {
   return { child, exited, output: () => output }
 }
 
-const waitHealthy = async (port: number, timeoutMs = 45_000) => {
+const waitHealthy = async (port: number, timeoutMs = 120_000) => {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
     try {
@@ -55,7 +55,7 @@ const waitHealthy = async (port: number, timeoutMs = 45_000) => {
 }
 
 describe("server process", () => {
-  it("serves, refuses a second start on its data dir, stops on SIGTERM, survives SIGKILL", { timeout: 120_000 }, async () => {
+  it("serves, refuses a second start on its data dir, stops on SIGTERM, survives SIGKILL", { timeout: 360_000 }, async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-proc-"))
     try {
       const [port, adminPort, port2, adminPort2] = await Promise.all([freePort(), freePort(), freePort(), freePort()])

@@ -1,29 +1,29 @@
 /**
- * The api server's connection to the guardian: a client to the guardian's own
- * process (`GUARDIAN_URL`, bearer `GUARDIAN_SHARED_SECRET`), or the guardian
- * running inside this process (the embedded default), on its own PGlite in
- * `DATA_DIR/guardian` with its own secret there, reading the same chains.
+ * The api server's connection to the guardian, in one of three deployments:
  *
- * The server holds no guardian key either way: in process, the keys live in the
- * guardian's layer, behind the same narrow client interface.
+ * - `GUARDIAN_URL` set: a client to the guardian's own process (`pnpm guardian`, ideally on
+ *   a host of its own), bearer `GUARDIAN_SHARED_SECRET`.
+ * - Otherwise (the embedded default): the same guardian program as this server's child
+ *   process (EmbeddedGuardian), with its own directory `DATA_DIR/guardian` and its own
+ *   secret, which this process never opens.
+ * - `guardianInProcess` (TEST ONLY, never read from the environment): the guardian's layer
+ *   inside this process, for the test harness's speed. This process then reads the
+ *   guardian's secret itself: never a deployment.
  *
  * @since 0.1.0
  */
 import * as path from "node:path"
 import { GuardianClient, GuardianLive } from "@pps/guardian"
-import { Data, Effect, Layer, Option } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { chainIdOfMode } from "../apikeys/domain.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { DataDir } from "../platform/DataDir.ts"
 import { DevChain } from "../settlement/DevChain.ts"
+import * as EmbeddedGuardian from "./EmbeddedGuardian.ts"
+import { GuardianUnavailable } from "./errors.ts"
 
-/**
- * The guardian cannot be reached or configured.
- *
- * @since 0.1.0
- * @category errors
- */
-export class GuardianUnavailable extends Data.TaggedError("GuardianUnavailable")<{ readonly message: string }> {}
+// Its home was this module; importers keep finding it here.
+export { GuardianUnavailable } from "./errors.ts"
 
 /**
  * @since 0.1.0
@@ -40,15 +40,24 @@ export const GuardianConnectionLive = Layer.unwrap(
     }
     const dataDir = yield* DataDir
     const devChain = yield* DevChain
-    const guardianDir = path.join(dataDir.path, "guardian")
-    const secret = yield* GuardianLive.loadOrCreateSecret(guardianDir).pipe(
-      Effect.mapError((error) => new GuardianUnavailable({ message: error.message }))
-    )
     const testnetUrl = Option.orElse(devChain.rpcUrl, () => config.rpcUrlTestnet)
     const chains = [
       ...Option.toArray(Option.map(testnetUrl, (rpcUrl) => ({ chainId: BigInt(chainIdOfMode.test), rpcUrl }))),
       ...Option.toArray(Option.map(config.rpcUrlMainnet, (rpcUrl) => ({ chainId: BigInt(chainIdOfMode.live), rpcUrl })))
     ]
+    if (!config.guardianInProcess) {
+      return EmbeddedGuardian.layer({
+        dataDir: dataDir.path,
+        chains,
+        logLevel: config.logLevel,
+        startTimeoutMs: config.guardianStartTimeoutMs
+      })
+    }
+    // TEST ONLY (see the module header): this process opens the guardian's secret.
+    const guardianDir = path.join(dataDir.path, "guardian")
+    const secret = yield* GuardianLive.loadOrCreateSecret(guardianDir).pipe(
+      Effect.mapError((error) => new GuardianUnavailable({ message: error.message }))
+    )
     return GuardianClient.GuardianClient.layerInProcess({
       database: { _tag: "pglite", dataDir: guardianDir },
       secret,
