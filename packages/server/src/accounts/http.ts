@@ -10,7 +10,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { bytesToHex, type Hex, hexToBytes } from "viem"
 import { Balances } from "../balances/Balances.ts"
 import { CurrentPrincipal, PublicApi } from "../http/Api.ts"
-import { InvalidRequest, LivemodeUnavailable } from "../http/errors.ts"
+import { InvalidRequest, LivemodeUnavailable, NotAgentOwner } from "../http/errors.ts"
 import { Settlement } from "../settlement/Settlement.ts"
 import { Accounts } from "./Accounts.ts"
 import { toAccountRecord } from "./domain.ts"
@@ -108,6 +108,16 @@ export const AccountsHttpLive = HttpApiBuilder.group(PublicApi, "accounts", (han
       .handle("sealedBalances", () =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
+          // An agent's balance is encrypted to its owner's key, and the guardian seals
+          // only to the key registered on chain for the wallet, which an agent's wallet
+          // has none of: a defined refusal, like every owner-only read (D21), rather
+          // than the guardian's refusal surfacing as 503.
+          if (principal.ownerAccountId !== null) {
+            return yield* Effect.fail(NotAgentOwner.of(
+              "An agent's balance is sealed to its owner's key; agent keys cannot read the sealed statement. " +
+                "Use GET /v1/accounts/me/balances (non-zero flags, or amounts with the owner's decryption proof)."
+            ))
+          }
           return { balances: yield* balances.sealed(principal) }
         }))
   }))

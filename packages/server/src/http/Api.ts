@@ -22,7 +22,8 @@ import { EncryptionKeyStatus, RegisterEncryptionKeyRequest, RegisteredEncryption
 import { BalancesResponse, SealedBalances } from "../balances/domain.ts"
 import { FaucetGrant, FaucetRequest } from "../faucet/domain.ts"
 import { CreateTransferRequest, SealedTransfer, TransferPage, TransferRecord } from "../transfers/domain.ts"
-import { pageLimitDefault, pageLimitMax } from "./Page.ts"
+import { pageLimitDefault, pageLimitMax, pageOffsetMax } from "./Page.ts"
+import { pathId } from "./PathIds.ts"
 import type { Principal } from "../apikeys/domain.ts"
 import {
   CreatedWebhook,
@@ -143,20 +144,24 @@ export class AccountsGroup extends HttpApiGroup.make("accounts")
     ),
     HttpApiEndpoint.get("sealedBalances", "/accounts/me/balances/sealed", {
       success: SealedBalances,
-      error: [KycRequired, EncryptionKeyRequired, LivemodeUnavailable, ServiceUnavailable]
+      error: [KycRequired, NotAgentOwner, EncryptionKeyRequired, LivemodeUnavailable, ServiceUnavailable]
     }).annotate(
       OpenApi.Description,
-      "(ext) The guardian's balance statements sealed to the account's key, with the on-chain ciphertexts and their versions."
+      "(ext) The guardian's balance statements sealed to the account's key, with the on-chain ciphertexts and their versions. Agent keys: 403 not_agent_owner."
     )
   )
   .middleware(Authorization)
   .prefix("/v1")
 {}
 
-const webhookIdParams = { webhook_id: Schema.String }
+// Path ids are checked against D3's shape: one that cannot exist answers the
+// resource's 404 (PathIds.ts), never reaches SQL.
+const webhookIdParam = pathId("wh", () => WebhookNotFound.of("with that id"))
+const webhookIdParams = { webhook_id: webhookIdParam }
 
 /**
  * `/v1/webhooks`: subscriptions, their delivery history and replays (D33-D35).
+ * Agent keys: 403 `not_agent_owner` (an agent's events go to its owner's subscriptions, D30).
  *
  * @since 0.1.0
  * @category groups
@@ -166,24 +171,24 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.post("create", "/webhooks", {
       payload: CreateWebhookRequest,
       success: CreatedWebhook.pipe(HttpApiSchema.status(201)),
-      error: InvalidRequest
+      error: [InvalidRequest, NotAgentOwner]
     }).middleware(Idempotency).annotate(
       OpenApi.Description,
       "Subscribes an https URL to event types; the signing secret is in this answer only."
     ),
-    HttpApiEndpoint.get("list", "/webhooks", { success: WebhookList }).annotate(
+    HttpApiEndpoint.get("list", "/webhooks", { success: WebhookList, error: NotAgentOwner }).annotate(
       OpenApi.Description,
       "The account's subscriptions in the key's mode, newest first, without secrets."
     ),
     HttpApiEndpoint.delete("remove", "/webhooks/:webhook_id", {
       params: webhookIdParams,
       success: HttpApiSchema.NoContent,
-      error: WebhookNotFound
+      error: [WebhookNotFound, NotAgentOwner]
     }).annotate(OpenApi.Description, "Deletes a subscription; its pending deliveries are cancelled at once."),
     HttpApiEndpoint.post("rotateSecret", "/webhooks/:webhook_id/rotate-secret", {
       params: webhookIdParams,
       success: RotatedSecret,
-      error: WebhookNotFound
+      error: [WebhookNotFound, NotAgentOwner]
     }).middleware(Idempotency).annotate(
       OpenApi.Description,
       "(ext) A new signing secret, shown once; the previous one also signs until previous_secret_expires_at."
@@ -194,20 +199,24 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
         limit: Schema.FiniteFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: pageLimitMax })).pipe(
           Schema.optionalKey
         ),
-        offset: Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0)).pipe(Schema.optionalKey)
+        offset: Schema.FiniteFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 0, maximum: pageOffsetMax })).pipe(
+          Schema.optionalKey
+        )
       },
       success: DeliveryPage,
-      error: WebhookNotFound
+      error: [WebhookNotFound, NotAgentOwner]
     }).annotate(OpenApi.Description, `Delivery history, newest first; limit 1-${pageLimitMax} (default ${pageLimitDefault}).`),
     HttpApiEndpoint.post("replay", "/webhooks/:webhook_id/replay/:event_id", {
-      params: { webhook_id: Schema.String, event_id: Schema.String },
+      params: { webhook_id: webhookIdParam, event_id: pathId("evt", () => EventNotFound.of("with that id")) },
       success: ReplayAccepted.pipe(HttpApiSchema.status(202)),
-      error: [WebhookNotFound, EventNotFound]
+      error: [WebhookNotFound, EventNotFound, NotAgentOwner]
     }).middleware(Idempotency).annotate(OpenApi.Description, "Delivers one event again, as a new delivery.")
   )
   .middleware(Authorization)
   .prefix("/v1")
 {}
+
+const transferIdParams = { transfer_id: pathId("tr", () => TransferNotFound.of()) }
 
 /**
  * `/v1/transfers` (D13-D18).
@@ -247,12 +256,12 @@ export class TransfersGroup extends HttpApiGroup.make("transfers")
       error: InvalidRequest
     }).annotate(OpenApi.Description, "D16: transfers the caller sent or received, newest first."),
     HttpApiEndpoint.get("get", "/transfers/:transfer_id", {
-      params: { transfer_id: Schema.String },
+      params: transferIdParams,
       success: TransferRecord,
       error: TransferNotFound
     }),
     HttpApiEndpoint.get("sealed", "/transfers/:transfer_id/sealed", {
-      params: { transfer_id: Schema.String },
+      params: transferIdParams,
       success: SealedTransfer,
       error: TransferNotFound
     }).annotate(OpenApi.Description, "(ext, D18) The amount and memo sealed to the caller's own key.")
@@ -261,8 +270,8 @@ export class TransfersGroup extends HttpApiGroup.make("transfers")
   .prefix("/v1")
 {}
 
-const agentIdParams = { account_id: Schema.String }
-const transactionIdParams = { transaction_id: Schema.String }
+const agentIdParams = { account_id: pathId("acct", () => AgentNotFound.of("with that id")) }
+const transactionIdParams = { transaction_id: pathId("atx", () => TransactionNotFound.of("with that id")) }
 
 /**
  * Agents, spend policies and approvals (D21-D29): `/v1/accounts/me/agents`,

@@ -6,17 +6,24 @@
  *   `request_id` of every error body;
  * - 413 `payload_too_large` for a body over 64 KiB (announced by Content-Length,
  *   or found while reading it), 400 `invalid_request` for a body that is not
- *   `application/json`;
+ *   `application/json`, and 400 `invalid_request` with `param` for a JSON string
+ *   (key or value) holding U+0000 or a lone surrogate, which PostgreSQL text and
+ *   jsonb cannot store: one rule for every field, before any handler runs;
  * - 404 `not_found` for an unknown path, 405 `method_not_allowed` for a known
  *   path with another method;
  * - D1's envelope for every error response, including those the platform
  *   produces with an empty body, and 500 `internal_error` with no internals for
  *   any fault, whose cause is logged (redacted) under the request id;
  * - one access log line per request: method, path without the query string (a
- *   decryption proof may travel there, D20), status, duration.
+ *   decryption proof may travel there, D20), status, duration;
+ * - D1's envelope and a request id on what Node's own HTTP parser refuses before
+ *   any handler runs (431 headers too large, 400 malformed request line or
+ *   chunked encoding, 408 too slow), see `answerClientErrors`.
  *
  * @since 0.1.0
  */
+import type * as Http from "node:http"
+import type { Duplex } from "node:stream"
 import { type Cause, Effect } from "effect"
 import * as ByteSize from "effect/ByteSize"
 import { FindMyWay, HttpIncomingMessage, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -56,6 +63,7 @@ const statusCodes: Record<number, keyof typeof routerErrors> = {
   400: "invalid_request",
   404: "not_found",
   405: "method_not_allowed",
+  408: "request_timeout",
   413: "payload_too_large",
   415: "invalid_request",
   500: "internal_error",
@@ -66,7 +74,9 @@ const defaultMessages: Record<keyof typeof routerErrors, string> = {
   invalid_request: "The request is malformed.",
   not_found: "No such endpoint.",
   method_not_allowed: "This endpoint does not accept that method.",
+  request_timeout: "The request was not received in time.",
   payload_too_large: "The request body is larger than 64 KiB.",
+  headers_too_large: "The request headers are larger than the server accepts.",
   internal_error: "An unexpected error occurred; quote the request id when reporting it.",
   service_unavailable: "The service is temporarily unavailable; retry shortly."
 }
@@ -86,6 +96,73 @@ const hasBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
 
 const isJsonContentType = (value: string | undefined): boolean =>
   value !== undefined && value.split(";")[0]!.trim().toLowerCase() === "application/json"
+
+/**
+ * U+0000, or a UTF-16 surrogate without its pair. PostgreSQL refuses both (NUL in
+ * `text`, `\u0000` and unpaired `\ud800` escapes in `jsonb`), so letting them
+ * through turned a malformed request into a 500.
+ */
+const unstorableText = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/**
+ * The dotted path (as D1's `param`) of the first JSON string, key or value, that
+ * PostgreSQL cannot store; paths are built from keys already checked. Walks with an explicit stack: a 64 KiB body can nest
+ * deeper than the call stack allows.
+ */
+const unstorableTextAt = (root: unknown): string | undefined => {
+  // Each entry links to its parent rather than copying the path: a deep body
+  // would otherwise cost depth² in time and memory.
+  interface At {
+    readonly value: unknown
+    readonly key: string | undefined
+    readonly parent: At | undefined
+  }
+  const pathOf = (at: At | undefined): string => {
+    const keys: Array<string> = []
+    for (let node = at; node !== undefined; node = node.parent) if (node.key !== undefined) keys.push(node.key)
+    return keys.reverse().join(".")
+  }
+  const stack: Array<At> = [{ value: root, key: undefined, parent: undefined }]
+  for (let at = stack.pop(); at !== undefined; at = stack.pop()) {
+    const value = at.value
+    if (typeof value === "string") {
+      if (unstorableText.test(value)) return pathOf(at)
+    } else if (Array.isArray(value)) {
+      value.forEach((item, i) => stack.push({ value: item, key: String(i), parent: at }))
+    } else if (typeof value === "object" && value !== null) {
+      for (const [key, item] of Object.entries(value)) {
+        // A bad key is named by its object's path: `param` never echoes the bad text.
+        if (unstorableText.test(key)) return pathOf(at)
+        stack.push({ value: item, key, parent: at })
+      }
+    }
+  }
+  return undefined
+}
+
+/**
+ * Reads a JSON body (the read is cached, so the endpoint reads it again for
+ * free) and refuses text PostgreSQL cannot store. A body that is not JSON is
+ * left to the endpoint, which answers it.
+ */
+const refuseUnstorableText = (request: HttpServerRequest.HttpServerRequest) =>
+  Effect.map(request.text, (text) => {
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text)
+    } catch {
+      return undefined
+    }
+    const param = unstorableTextAt(parsed)
+    return param === undefined ? undefined : HttpServerResponse.jsonUnsafe(
+      errorBody(
+        "invalid_request",
+        "JSON strings must be well-formed Unicode without U+0000" + (param === "" ? "." : ` (field '${param}').`),
+        param === "" ? undefined : { param }
+      ),
+      { status: 400 }
+    )
+  })
 
 /** Finds a request-parse failure (body too large, unreadable) anywhere in a cause. */
 const requestParseReason = (cause: Cause.Cause<unknown>): string | undefined => {
@@ -205,7 +282,10 @@ export const envelopeMiddleware = (routes: RouteTable) =>
       if (hasBody(request) && !isJsonContentType(request.headers["content-type"])) {
         return Effect.succeed(jsonError(400, "invalid_request", "Content-Type must be application/json."))
       }
-      return httpEffect.pipe(
+      const checked = hasBody(request)
+        ? Effect.flatMap(refuseUnstorableText(request), (refusal) => refusal === undefined ? httpEffect : Effect.succeed(refusal))
+        : httpEffect
+      return checked.pipe(
         Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(Limits.bodyBytesMax)),
         Effect.catchCause((cause) => responseForCause(cause, request, routes))
       )
@@ -223,3 +303,67 @@ export const envelopeMiddleware = (routes: RouteTable) =>
     return final
   })
 
+
+/** Node's parser error codes that have their own status; any other is a 400. */
+const clientErrorStatus: Record<string, readonly [status: number, code: keyof typeof routerErrors]> = {
+  HPE_HEADER_OVERFLOW: [431, "headers_too_large"],
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: [413, "payload_too_large"],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, "request_timeout"]
+}
+
+const reasonPhrases: Record<number, string> = {
+  400: "Bad Request",
+  408: "Request Timeout",
+  413: "Payload Too Large",
+  431: "Request Header Fields Too Large"
+}
+
+/**
+ * How long a refused connection stays open after its answer, reading and
+ * discarding what the client still sends: closing a socket with unread input
+ * resets the connection, and the client may then lose the answer.
+ */
+const clientErrorLingerMs = 1_000
+
+/**
+ * Answers what Node's HTTP parser refuses (a malformed request line, headers
+ * over the limit, bad chunked encoding, a request too slow to arrive) with D1's
+ * envelope and an `X-Request-Id`, instead of Node's bare status line. These
+ * requests never reach the router, so the middleware above cannot see them.
+ * Nothing is written in the middle of a response already under way, and the
+ * rejected bytes are neither echoed nor logged.
+ *
+ * @since 0.1.0
+ * @category middleware
+ */
+export const answerClientErrors = <S extends Http.Server>(server: S): S => {
+  // The latest response on each connection: a keep-alive connection may carry a
+  // malformed request after complete answers, which still deserves one.
+  const latest = new WeakMap<object, Http.ServerResponse>()
+  server.on("request", (request: Http.IncomingMessage, response: Http.ServerResponse) => {
+    latest.set(request.socket, response)
+  })
+  server.on("clientError", (error: Error & { readonly code?: string }, socket: Duplex) => {
+    // The parser reports again on every later chunk: the first answer stands.
+    if (socket.writableEnded || socket.destroyed) return
+    const response = latest.get(socket)
+    const midResponse = response !== undefined && response.headersSent && !response.writableFinished
+    if (error.code === "ECONNRESET" || !socket.writable || midResponse) {
+      socket.destroy()
+      return
+    }
+    const [status, code] = clientErrorStatus[error.code ?? ""] ?? [400, "invalid_request"] as const
+    const requestId = makeId("req")
+    const body = JSON.stringify({ error: { ...errorBody(code, defaultMessages[code]).error, request_id: requestId } })
+    socket.end(
+      `HTTP/1.1 ${status} ${reasonPhrases[status] ?? "Bad Request"}\r\n` +
+        "Content-Type: application/json\r\n" +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+        `X-Request-Id: ${requestId}\r\n` +
+        "Connection: close\r\n\r\n" +
+        body
+    )
+    setTimeout(() => socket.destroy(), clientErrorLingerMs).unref()
+  })
+  return server
+}

@@ -23,6 +23,15 @@ export const pageLimitDefault = 20
 export const pageLimitMax = 100
 
 /**
+ * The largest page offset: beyond it a JS number no longer counts rows exactly,
+ * and PostgreSQL's OFFSET (a bigint) would refuse what the driver sends.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const pageOffsetMax = Number.MAX_SAFE_INTEGER
+
+/**
  * `{"data":[...],"limit","offset","has_more"}` of the given entries.
  *
  * @since 0.1.0

@@ -9,9 +9,11 @@
  */
 import { Effect } from "effect"
 import type * as SchemaIssue from "effect/SchemaIssue"
+import { HttpServerResponse } from "effect/http"
 import { HttpApiMiddleware } from "effect/http-api"
 import { RequestValidation } from "./Api.ts"
 import { InvalidRequest } from "./errors.ts"
+import { notFoundOfIssue } from "./PathIds.ts"
 
 interface LeafAt {
   readonly path: ReadonlyArray<PropertyKey>
@@ -71,6 +73,9 @@ export const describeIssue = (
 export const RequestValidationLive = HttpApiMiddleware.layerSchemaErrorTransform(RequestValidation, (error) => {
   // Body / ResponseHeaders are failures to encode our own response: a defect (500).
   if (error.kind === "Body" || error.kind === "ResponseHeaders") return Effect.die(error)
+  // A path id that cannot exist is answered as one that does not (PathIds.ts).
+  const notFound = error.kind === "Params" ? notFoundOfIssue(error.cause.issue) : undefined
+  if (notFound !== undefined) return Effect.succeed(HttpServerResponse.jsonUnsafe(notFound, { status: 404 }))
   const { message, param } = describeIssue(error.kind, error.cause.issue)
   return Effect.fail(InvalidRequest.of(message, param === undefined ? undefined : { param }))
 })

@@ -307,7 +307,9 @@ export class ServiceUnavailable extends Schema.Error<ServiceUnavailable>("Servic
 export const routerErrors = {
   not_found: 404,
   method_not_allowed: 405,
+  request_timeout: 408,
   payload_too_large: 413,
+  headers_too_large: 431,
   invalid_request: 400,
   internal_error: 500,
   service_unavailable: 503

@@ -8,7 +8,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { bytesToHex } from "viem"
 import { CurrentPrincipal, PublicApi } from "../http/Api.ts"
 import { InvalidRequest, TransferNotFound } from "../http/errors.ts"
-import { pageLimitDefault, pageLimitMax } from "../http/Page.ts"
+import { pageLimitDefault, pageLimitMax, pageOffsetMax } from "../http/Page.ts"
 import { Settlement } from "../settlement/Settlement.ts"
 import { confidentialTokenOf } from "../settlement/Chains.ts"
 import { TransferStatus } from "./domain.ts"
@@ -16,7 +16,27 @@ import { transferIdBytes32, Transfers } from "./Transfers.ts"
 import { TransferStore } from "./TransferStore.ts"
 
 
-const isoTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$/
+const isoTimestamp = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(\.\d{1,6})?)?(?:Z|[+-](\d{2}):(\d{2}))$/
+
+/**
+ * Whether a timestamp names a real instant: D16's shape, and fields that exist
+ * on the calendar. `Date.parse` accepts 2026-02-30 (it rolls over to March) but
+ * PostgreSQL refuses it, so the shape alone let a bad date reach SQL as a 500.
+ * Year 0 and leap seconds are refused for the same reason.
+ */
+const isCalendarTimestamp = (text: string): boolean => {
+  const match = isoTimestamp.exec(text)
+  if (match === null) return false
+  const field = (i: number) => Number(match[i] ?? "0")
+  const [year, month, day, hour, minute, second] = [field(1), field(2), field(3), field(4), field(5), field(6)]
+  const instant = new Date(0)
+  // setUTCFullYear, unlike Date.UTC, does not read years 0-99 as 1900-1999.
+  instant.setUTCFullYear(year, month - 1, day)
+  instant.setUTCHours(hour, minute, second)
+  return year >= 1 && instant.getUTCFullYear() === year && instant.getUTCMonth() === month - 1 &&
+    instant.getUTCDate() === day && instant.getUTCHours() === hour && instant.getUTCMinutes() === minute &&
+    instant.getUTCSeconds() === second && field(8) <= 14 && field(9) <= 59
+}
 
 /** D16's query rules, each failure naming its parameter. */
 const parseListQuery = (query: {
@@ -34,13 +54,13 @@ const parseListQuery = (query: {
         ? Effect.succeed(Number(text))
         : Effect.fail(InvalidRequest.of(`\`${name}\` must be an integer from ${min} to ${max}.`, { param: name }))
     const limit = yield* integer("limit", query.limit, pageLimitDefault, 1, pageLimitMax)
-    const offset = yield* integer("offset", query.offset, 0, 0, Number.MAX_SAFE_INTEGER)
+    const offset = yield* integer("offset", query.offset, 0, 0, pageOffsetMax)
     if (query.status !== undefined && !TransferStatus.literals.includes(query.status as never)) {
       return yield* Effect.fail(InvalidRequest.of("`status` must be pending, confirmed or failed.", { param: "status" }))
     }
     for (const name of ["from", "to"] as const) {
       const value = query[name]
-      if (value !== undefined && (!isoTimestamp.test(value) || Number.isNaN(Date.parse(value)))) {
+      if (value !== undefined && !isCalendarTimestamp(value)) {
         return yield* Effect.fail(InvalidRequest.of(`\`${name}\` must be an ISO 8601 timestamp.`, { param: name }))
       }
     }
