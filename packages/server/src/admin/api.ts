@@ -71,7 +71,8 @@ export class AdminGroup extends HttpApiGroup.make("admin")
     HttpApiEndpoint.post("createKey", "/keys", {
       payload: Schema.Struct({ account_id: Schema.String, name: Name, mode: Schema.optionalKey(Mode) }),
       success: CreatedKey,
-      error: AccountNotFound
+      // 400 `mode`: an agent's keys are of the agent's mode only (D38).
+      error: [AccountNotFound, InvalidRequest]
     }),
     HttpApiEndpoint.get("listKeys", "/accounts/:account_id/keys", {
       params: { account_id: Schema.String },

@@ -8,6 +8,7 @@ import { Effect, Layer, Option, Redacted } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Accounts } from "../accounts/Accounts.ts"
 import { canonicalHandle, displayHandle, toAccountRecord } from "../accounts/domain.ts"
+import { AgentStore } from "../agents/AgentStore.ts"
 import { ApiKeys } from "../apikeys/ApiKeys.ts"
 import { AccountNotFound, ApiKeyNotFound, HandleTaken, InvalidRequest, Unauthorized } from "../http/errors.ts"
 import { Secrets } from "../platform/Secrets.ts"
@@ -47,6 +48,7 @@ export const AdminHttpLive = HttpApiBuilder.group(AdminApi, "admin", (handlers) 
   Effect.gen(function*() {
     const accounts = yield* Accounts
     const apiKeys = yield* ApiKeys
+    const agents = yield* AgentStore
     const requireAccount = (accountId: string) =>
       accounts.get(accountId).pipe(
         Effect.orDie,
@@ -93,7 +95,19 @@ export const AdminHttpLive = HttpApiBuilder.group(AdminApi, "admin", (handlers) 
       .handle("createKey", ({ payload }) =>
         Effect.gen(function*() {
           yield* requireAccount(payload.account_id)
-          const key = yield* apiKeys.issue(payload.account_id, payload.name, payload.mode ?? "test").pipe(Effect.orDie)
+          // D38: an agent acts in its own mode only. Its key's mode decides the chain its
+          // transfers go to, so a key of the other mode would let it spend outside the
+          // mode its owner set its policy in; its keys default to its mode.
+          const agent = yield* agents.findAgent(payload.account_id).pipe(Effect.orDie)
+          const agentMode = Option.map(agent, (found) => found.mode)
+          if (Option.isSome(agentMode) && payload.mode !== undefined && payload.mode !== agentMode.value) {
+            return yield* Effect.fail(InvalidRequest.of(
+              `This agent was created in ${agentMode.value} mode; its keys are ${agentMode.value} keys only.`,
+              { param: "mode" }
+            ))
+          }
+          const mode = payload.mode ?? Option.getOrElse(agentMode, () => "test" as const)
+          const key = yield* apiKeys.issue(payload.account_id, payload.name, mode).pipe(Effect.orDie)
           return { key_id: key.keyId, name: key.name, mode: key.mode, api_key: Redacted.value(key.apiKey) }
         }))
       .handle("listKeys", ({ params }) =>

@@ -1,11 +1,14 @@
 /**
  * The agents and spend_policies tables. Every read by a caller is scoped by
- * the owner's account id; the policy read for signing is by agent id.
+ * the owner's account id and the key's mode (D38: an agent, and so its policy,
+ * belongs to the mode of the key that created it); the policy read for signing
+ * is by agent id, whose key is of the agent's mode.
  *
  * @since 0.1.0
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
+import type { Mode } from "../apikeys/domain.ts"
 import { type Asset, AssetName } from "../transfers/domain.ts"
 import { parseActiveHours, type PolicyRules, type SpendPolicy } from "./domain.ts"
 
@@ -53,6 +56,7 @@ export interface StoredAgent {
   readonly handle: string
   readonly walletAddress: string
   readonly policyId: string
+  readonly mode: Mode
 }
 
 const ruleColumns = (rules: PolicyRules) => ({
@@ -73,13 +77,22 @@ export class AgentStore extends Context.Service<AgentStore, {
     readonly accountId: string
     readonly ownerAccountId: string
     readonly name: string
+    readonly mode: Mode
     readonly policyId: string
     readonly rules: PolicyRules
     readonly createdAt: string
   }) => Effect.Effect<void, SqlError.SqlError>
-  readonly listByOwner: (ownerAccountId: string) => Effect.Effect<ReadonlyArray<StoredAgent>, SqlError.SqlError>
-  /** Any agent by id (the caller checks ownership, D29 tells 404 from 403). */
+  readonly listByOwner: (
+    ownerAccountId: string,
+    mode: Mode
+  ) => Effect.Effect<ReadonlyArray<StoredAgent>, SqlError.SqlError>
+  /** Any agent by id, in every mode: for the operator and for replaying an operation that made it. */
   readonly findAgent: (accountId: string) => Effect.Effect<Option.Option<StoredAgent>, SqlError.SqlError>
+  /**
+   * An agent of the caller's mode by id (D38), whoever owns it: the caller checks
+   * ownership, D29 tells 404 from 403, and one of the other mode is unknown.
+   */
+  readonly findInMode: (accountId: string, mode: Mode) => Effect.Effect<Option.Option<StoredAgent>, SqlError.SqlError>
   readonly policyOf: (agentAccountId: string) => Effect.Effect<Option.Option<SpendPolicy>, SqlError.SqlError>
   /** Replaces the rules and bumps `updated_at`; the policy as stored. */
   readonly updatePolicy: (
@@ -92,7 +105,7 @@ export class AgentStore extends Context.Service<AgentStore, {
     AgentStore,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const agentColumns = sql`g.account_id, g.owner_account_id, g.name, a.handle, a.wallet_address, g.policy_id`
+      const agentColumns = sql`g.account_id, g.owner_account_id, g.name, a.handle, a.wallet_address, g.policy_id, g.mode`
       const toAgent = (row: {
         account_id: string
         owner_account_id: string
@@ -100,13 +113,15 @@ export class AgentStore extends Context.Service<AgentStore, {
         handle: string
         wallet_address: string
         policy_id: string
+        mode: Mode
       }): StoredAgent => ({
         accountId: row.account_id,
         ownerAccountId: row.owner_account_id,
         name: row.name,
         handle: row.handle,
         walletAddress: row.wallet_address,
-        policyId: row.policy_id
+        policyId: row.policy_id,
+        mode: row.mode
       })
       type AgentRow = Parameters<typeof toAgent>[0]
       const policyColumns = sql`policy_id, agent_account_id, daily_limit_units, per_transaction_limit_units,
@@ -119,9 +134,9 @@ export class AgentStore extends Context.Service<AgentStore, {
         insert: Effect.fn("AgentStore.insert")(function*(agent) {
           const c = ruleColumns(agent.rules)
           yield* sql`
-            INSERT INTO agents (account_id, owner_account_id, name, status, policy_id, created_at)
+            INSERT INTO agents (account_id, owner_account_id, name, status, policy_id, mode, created_at)
             VALUES (${agent.accountId}, ${agent.ownerAccountId}, ${agent.name}, 'active', ${agent.policyId},
-              ${agent.createdAt}::timestamptz)`
+              ${agent.mode}, ${agent.createdAt}::timestamptz)`
           yield* sql`
             INSERT INTO spend_policies (policy_id, agent_account_id, daily_limit_units, per_transaction_limit_units,
               hitl_threshold_units, allowed_recipients, assets, active_hours, time_zone, created_at, updated_at)
@@ -129,16 +144,23 @@ export class AgentStore extends Context.Service<AgentStore, {
               ${c.assets}, ${agent.rules.activeHours.text}, ${agent.rules.timeZone}, ${agent.createdAt}::timestamptz,
               ${agent.createdAt}::timestamptz)`
         }),
-        listByOwner: (ownerAccountId) =>
+        listByOwner: (ownerAccountId, mode) =>
           sql<AgentRow>`
             SELECT ${agentColumns} FROM agents g JOIN accounts a ON a.account_id = g.account_id
-            WHERE g.owner_account_id = ${ownerAccountId} ORDER BY g.created_at, g.account_id`.pipe(
+            WHERE g.owner_account_id = ${ownerAccountId} AND g.mode = ${mode}
+            ORDER BY g.created_at, g.account_id`.pipe(
             Effect.map((rows) => rows.map(toAgent))
           ),
         findAgent: (accountId) =>
           sql<AgentRow>`
             SELECT ${agentColumns} FROM agents g JOIN accounts a ON a.account_id = g.account_id
             WHERE g.account_id = ${accountId}`.pipe(Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toAgent))),
+        findInMode: (accountId, mode) =>
+          sql<AgentRow>`
+            SELECT ${agentColumns} FROM agents g JOIN accounts a ON a.account_id = g.account_id
+            WHERE g.account_id = ${accountId} AND g.mode = ${mode}`.pipe(
+            Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toAgent))
+          ),
         policyOf: (agentAccountId) =>
           sql`SELECT ${policyColumns} FROM spend_policies WHERE agent_account_id = ${agentAccountId}`.pipe(
             Effect.flatMap(onePolicy)

@@ -9,6 +9,10 @@
  * or changes their policies; ownership is checked before a PATCH body is
  * validated, so a stranger learns nothing about a policy from validation errors.
  *
+ * D38: an agent belongs to the mode of the key that created it. Every read and
+ * change looks in the caller's mode only, and an agent of the other mode answers
+ * as an unknown one (404), so a key does not even learn that it exists.
+ *
  * @since 0.1.0
  */
 import { Clock, Context, DateTime, Effect, Layer, Option } from "effect"
@@ -80,11 +84,11 @@ export class Agents extends Context.Service<Agents, {
           Effect.map((agent) => ({ status: 201, body: toAgentRecord(Option.getOrThrow(agent)) }))
         ))
 
-      /** D29: unknown id 404; not the caller's (an agent key never owns one) 403. */
+      /** D29: unknown id, or one of the other mode (D38), 404; not the caller's (an agent key never owns one) 403. */
       const ownedAgent = (principal: Principal, agentAccountId: string) =>
         Effect.gen(function*() {
           if (isAgentKey(principal)) return yield* Effect.fail(NotAgentOwner.of())
-          const agent = yield* store.findAgent(agentAccountId).pipe(Effect.orDie)
+          const agent = yield* store.findInMode(agentAccountId, principal.mode).pipe(Effect.orDie)
           if (Option.isNone(agent)) return yield* Effect.fail(AgentNotFound.of(agentAccountId))
           if (agent.value.ownerAccountId !== principal.accountId) return yield* Effect.fail(NotAgentOwner.of())
           return agent.value
@@ -121,6 +125,7 @@ export class Agents extends Context.Service<Agents, {
             accountId: account.accountId,
             ownerAccountId: owner.accountId,
             name,
+            mode: principal.mode,
             policyId,
             rules: validated.value,
             createdAt
@@ -137,7 +142,8 @@ export class Agents extends Context.Service<Agents, {
           name,
           handle: agent.handle,
           walletAddress: agent.walletAddress,
-          policyId
+          policyId,
+          mode: principal.mode
         })
       })
 
@@ -158,7 +164,7 @@ export class Agents extends Context.Service<Agents, {
           if (!validated.ok) return yield* Effect.fail(InvalidPolicy.of(validated.issue.param, validated.issue.message))
           const policy = yield* store.updatePolicy(agent.accountId, validated.value, updatedAt)
           yield* outbox.append([{
-            mode: principal.mode,
+            mode: agent.mode,
             recipientAccountId: agent.ownerAccountId,
             payload: {
               event: "agent.policy.updated",
@@ -177,7 +183,7 @@ export class Agents extends Context.Service<Agents, {
         list: (principal) =>
           isAgentKey(principal)
             ? Effect.succeed([])
-            : store.listByOwner(principal.accountId).pipe(Effect.orDie, Effect.map((agents) => agents.map(toAgentRecord))),
+            : store.listByOwner(principal.accountId, principal.mode).pipe(Effect.orDie, Effect.map((agents) => agents.map(toAgentRecord))),
         getPolicy: (principal, agentAccountId) =>
           ownedAgent(principal, agentAccountId).pipe(
             Effect.flatMap((agent) => store.policyOf(agent.accountId).pipe(Effect.orDie)),

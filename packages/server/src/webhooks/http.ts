@@ -4,16 +4,29 @@
  * A database fault is ours, not the caller's: it dies and answers 500
  * `internal_error` (D2).
  *
+ * Agent keys manage no subscriptions (403 `not_agent_owner`): an agent's events
+ * go to its owner's subscriptions (D30), so a subscription of the agent's own
+ * would be accepted and then never receive anything. Refusing says so at once,
+ * and keeps the owner, who answers for the agent, the only one who decides where
+ * its events are sent.
+ *
  * @since 0.1.0
  */
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
+import { isAgentKey } from "../agents/Agents.ts"
 import { CurrentPrincipal, PublicApi } from "../http/Api.ts"
+import { NotAgentOwner } from "../http/errors.ts"
 import { pageLimitDefault } from "../http/Page.ts"
 import { type Owner, Webhooks } from "./Webhooks.ts"
 
 const currentOwner = Effect.gen(function*() {
   const principal = yield* CurrentPrincipal
+  if (isAgentKey(principal)) {
+    return yield* Effect.fail(NotAgentOwner.of(
+      "Agent keys cannot manage webhook subscriptions: an agent's events go to its owner's subscriptions."
+    ))
+  }
   return { accountId: principal.accountId, mode: principal.mode } satisfies Owner
 })
 

@@ -15,6 +15,7 @@ import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { getAddress } from "viem"
 import { AgentRecord, AgentTransactionRecord, SpendPolicyRecord } from "../../src/agents/domain.ts"
+import { makeId } from "../../src/platform/Ids.ts"
 import { TransferRecord } from "../../src/transfers/domain.ts"
 import { decryptTransfer, registerKey } from "../support/confidentialClient.ts"
 import { dumpDatabase } from "../support/dumpDatabase.ts"
@@ -193,6 +194,164 @@ export const agentsSuite = (database: DatabaseTarget) =>
             account: "@olivia/shopper",
             agent: "@olivia/shopper",
             policy_id: created.spend_policy_id
+          })
+        }))
+
+      it.effect("D38: agents, spend policies and held transactions are mode-scoped; an agent's keys are of its mode", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const admin = bearer(server.adminToken)
+          const issueKey = (accountId: string, mode?: string) =>
+            send(`${server.adminUrl}/admin/keys`, postJson(admin, { account_id: accountId, name: "k", ...(mode === undefined ? {} : { mode }) }))
+          const keyOf = (response: TestResponse) => {
+            assert.strictEqual(response.status, 200, response.text)
+            return Schema.decodeUnknownSync(Schema.Struct({ api_key: Schema.String, mode: Schema.String }))(response.json)
+          }
+          const owner = yield* createAccount(server, "mona")
+          const other = yield* createAccount(server, "nina")
+          const testKey = owner.api_key
+          const liveKey = keyOf(yield* issueKey(owner.account_id, "live")).api_key
+          assert.match(liveKey, /^hc_live_/)
+          const agentsUrl = `${server.baseUrl}/v1/accounts/me/agents`
+          const testAgent = decode(AgentRecord, yield* send(agentsUrl, postJson(bearer(testKey), {
+            name: "testbot",
+            spend_policy: { daily_limit_usdg: 100, per_transaction_limit_usdg: 100 }
+          })), 201)
+          const testAgentKey = keyOf(yield* issueKey(testAgent.account_id)).api_key
+          assert.match(testAgentKey, /^hc_test_/)
+          const liveAgent = decode(AgentRecord, yield* send(agentsUrl, postJson(bearer(liveKey), {
+            name: "livebot",
+            spend_policy: { daily_limit_usdg: 7, per_transaction_limit_usdg: 7 }
+          })), 201)
+
+          // An agent's keys are of its mode: by default, and the other mode is refused.
+          expect(keyOf(yield* issueKey(liveAgent.account_id))).toMatchObject({ mode: "live" })
+          assert.match(keyOf(yield* issueKey(liveAgent.account_id)).api_key, /^hc_live_/)
+          assert.strictEqual(expectEnvelope(yield* issueKey(liveAgent.account_id, "test"), 400, "invalid_request").param, "mode")
+          assert.strictEqual(expectEnvelope(yield* issueKey(testAgent.account_id, "live"), 400, "invalid_request").param, "mode")
+          expect(keyOf(yield* issueKey(testAgent.account_id, "test"))).toMatchObject({ mode: "test" })
+          // Other accounts keep the operator's choice.
+          expect(keyOf(yield* issueKey(other.account_id, "live"))).toMatchObject({ mode: "live" })
+
+          // Each mode lists its own agents only.
+          expect((yield* send(agentsUrl, { headers: bearer(testKey) })).json).toEqual({ agents: [testAgent] })
+          expect((yield* send(agentsUrl, { headers: bearer(liveKey) })).json).toEqual({ agents: [liveAgent] })
+
+          // The other mode's agent is unknown (404, D29), for reads and for PATCH, both ways round.
+          const policyUrl = (agentId: string) => `${server.baseUrl}/v1/agents/${agentId}/spend-policy`
+          for (const [key, agentId] of [[liveKey, testAgent.account_id], [testKey, liveAgent.account_id]] as const) {
+            expectEnvelope(yield* send(policyUrl(agentId), { headers: bearer(key) }), 404, "agent_not_found")
+            expectEnvelope(yield* send(policyUrl(agentId), patchJson(bearer(key), { daily_limit_usdg: 1e6 })), 404, "agent_not_found")
+          }
+          // Nothing changed, and each mode's own key still reads and changes its agent.
+          expect(decode(SpendPolicyRecord, yield* send(policyUrl(testAgent.account_id), { headers: bearer(testKey) }), 200))
+            .toMatchObject({ daily_limit_usdg: 100 })
+          expect(decode(SpendPolicyRecord, yield* send(policyUrl(liveAgent.account_id), { headers: bearer(liveKey) }), 200))
+            .toMatchObject({ daily_limit_usdg: 7 })
+          expect(decode(
+            SpendPolicyRecord,
+            yield* send(policyUrl(liveAgent.account_id), patchJson(bearer(liveKey), { daily_limit_usdg: 8 })),
+            200
+          )).toMatchObject({ daily_limit_usdg: 8, policy_id: liveAgent.spend_policy_id })
+          // The live PATCH's event is a live event: a test subscription never sees it.
+          const policyEvents = yield* Effect.gen(function*() {
+            const sql = yield* SqlClient.SqlClient
+            return yield* sql<{ mode: string }>`
+              SELECT mode FROM events WHERE account_id = ${owner.account_id} AND type = 'agent.policy.updated'`
+          }).pipe(Effect.provide(server.services), Effect.orDie)
+          expect(policyEvents).toEqual([{ mode: "live" }])
+
+          // One held transaction per mode, each as the agent's transfer leaves it (held rows are
+          // written here: the live one would need a mainnet chain, and what is tested is who
+          // finds them, not how they are held; the other tests hold them through the API).
+          const holdFor = (agentAccountId: string, mode: "test" | "live") =>
+            Effect.gen(function*() {
+              const sql = yield* SqlClient.SqlClient
+              const nowMs = Date.now()
+              const transactionId = makeId("atx", nowMs)
+              const filler = new Uint8Array([1, 2, 3])
+              yield* sql`
+                INSERT INTO agent_transactions (transaction_id, mode, agent_account_id, owner_account_id, transfer_id,
+                  recipient_address, recipient_display, asset, confidential, api_key_id, replay_nonce, from_key,
+                  sender_box, recipient_box, guardian_note, sealed_digest, status, requested_at, expires_at)
+                VALUES (${transactionId}, ${mode}, ${agentAccountId}, ${owner.account_id}, ${makeId("tr", nowMs)},
+                  ${"0x" + "11".repeat(20)}, '@nina', 'USDG', true, 'key_x', '1', ${filler}, ${filler}, ${filler},
+                  ${filler}, 'digest', 'pending_approval', ${new Date(nowMs).toISOString()}::timestamptz,
+                  ${new Date(nowMs + 3_600_000).toISOString()}::timestamptz)`
+              return transactionId
+            }).pipe(Effect.provide(server.services), Effect.orDie)
+          const testHeld = { transaction_id: yield* holdFor(testAgent.account_id, "test") }
+          const liveHeldId = yield* holdFor(liveAgent.account_id, "live")
+
+          const pendingUrl = `${server.baseUrl}/v1/agents/transactions/pending`
+          const pendingIds = (key: string) =>
+            send(pendingUrl, { headers: bearer(key) }).pipe(
+              Effect.map((response) =>
+                Schema.decodeUnknownSync(Schema.Struct({ pending: Schema.Array(Schema.Struct({ transaction_id: Schema.String })) }))(
+                  response.json
+                ).pending.map((entry) => entry.transaction_id)
+              )
+            )
+          expect(yield* pendingIds(testKey)).toEqual([testHeld.transaction_id])
+          expect(yield* pendingIds(testAgentKey)).toEqual([testHeld.transaction_id])
+          expect(yield* pendingIds(liveKey)).toEqual([liveHeldId])
+          const decideUrl = (id: string, action: string) => `${server.baseUrl}/v1/agents/transactions/${id}/${action}`
+          for (const [key, id] of [[liveKey, testHeld.transaction_id], [testKey, liveHeldId]] as const) {
+            for (const action of ["approve", "reject"]) {
+              expectEnvelope(yield* send(decideUrl(id, action), postJson(bearer(key), {})), 404, "transaction_not_found")
+            }
+            expectEnvelope(yield* send(decideUrl(id, "sealed"), { headers: bearer(key) }), 404, "transaction_not_found")
+          }
+          // Still pending in its own mode, where its owner decides it.
+          expect(yield* pendingIds(testKey)).toEqual([testHeld.transaction_id])
+          expect(decode(AgentTransactionRecord, yield* send(decideUrl(liveHeldId, "reject"), postJson(bearer(liveKey), {})), 200))
+            .toMatchObject({ transaction_id: liveHeldId, status: "rejected" })
+          expect(decode(
+            AgentTransactionRecord,
+            yield* send(decideUrl(testHeld.transaction_id, "reject"), postJson(bearer(testKey), {})),
+            200
+          )).toMatchObject({ status: "rejected" })
+        }))
+
+      it.effect("agent keys manage no webhook subscriptions: the agent's events go to its owner's (D30)", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const owner = yield* createAccount(server, "walt")
+          const agent = decode(AgentRecord, yield* send(`${server.baseUrl}/v1/accounts/me/agents`, postJson(bearer(owner.api_key), {
+            name: "hooky",
+            spend_policy: { daily_limit_usdg: 1, per_transaction_limit_usdg: 1 }
+          })), 201)
+          const agentKey = Schema.decodeUnknownSync(Schema.Struct({ api_key: Schema.String }))(
+            (yield* send(`${server.adminUrl}/admin/keys`, postJson(bearer(server.adminToken), { account_id: agent.account_id, name: "a" })))
+              .json
+          ).api_key
+          const hooks = `${server.baseUrl}/v1/webhooks`
+          const body = { url: "http://127.0.0.1:9/hook", events: ["transfer.confirmed", "agent.transaction.pending_approval"] }
+          // The owner subscribes; the agent key may neither subscribe nor see or touch the owner's.
+          const created = yield* send(hooks, postJson(bearer(owner.api_key), body))
+          assert.strictEqual(created.status, 201, created.text)
+          const webhookId = Schema.decodeUnknownSync(Schema.Struct({ webhook_id: Schema.String }))(created.json).webhook_id
+          const eventId = makeId("evt", Date.now())
+          const asAgent = bearer(agentKey)
+          const refused = [
+            send(hooks, postJson(asAgent, body)),
+            send(hooks, { headers: asAgent }),
+            send(`${hooks}/${webhookId}`, { method: "DELETE", headers: asAgent }),
+            send(`${hooks}/${webhookId}/rotate-secret`, { method: "POST", headers: asAgent }),
+            send(`${hooks}/${webhookId}/deliveries`, { headers: asAgent }),
+            send(`${hooks}/${webhookId}/replay/${eventId}`, { method: "POST", headers: asAgent })
+          ]
+          for (const request of refused) {
+            assert.include(expectEnvelope(yield* request, 403, "not_agent_owner").message, "owner's subscriptions")
+          }
+          // No subscription was made for the agent, and the owner's is intact.
+          const subscriptions = yield* Effect.gen(function*() {
+            const sql = yield* SqlClient.SqlClient
+            return yield* sql<{ account_id: string }>`SELECT account_id FROM webhooks`
+          }).pipe(Effect.provide(server.services), Effect.orDie)
+          assert.notInclude(subscriptions.map((row) => row.account_id), agent.account_id)
+          expect((yield* send(hooks, { headers: bearer(owner.api_key) })).json).toMatchObject({
+            data: [{ webhook_id: webhookId }]
           })
         }))
 
