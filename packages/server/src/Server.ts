@@ -40,7 +40,7 @@ import { AppConfig } from "./config/AppConfig.ts"
 import { HealthRoutes, healthRoutePaths } from "./health/http.ts"
 import { PublicApi } from "./http/Api.ts"
 import { AuthorizationLive } from "./http/Authorization.ts"
-import { envelopeMiddleware, makeRouteTable } from "./http/Envelope.ts"
+import { answerClientErrors, envelopeMiddleware, makeRouteTable } from "./http/Envelope.ts"
 import { IdempotencyLive } from "./http/Idempotency.ts"
 import { RateLimiter } from "./http/RateLimiter.ts"
 import { RequestValidationLive } from "./http/RequestValidation.ts"
@@ -132,7 +132,12 @@ export const ServicesLive = Layer.mergeAll(Agents.layer, Approvals.layer, Balanc
 )
 
 const listener = (host: string, port: number, shutdownTimeoutMs: number) =>
-  NodeHttpServer.layer(createServer, { host, port, gracefulShutdownTimeout: Duration.millis(shutdownTimeoutMs) })
+  // answerClientErrors: what Node's parser refuses also gets D1's envelope and a request id.
+  NodeHttpServer.layer(() => answerClientErrors(createServer()), {
+    host,
+    port,
+    gracefulShutdownTimeout: Duration.millis(shutdownTimeoutMs)
+  })
 
 /**
  * Both listeners on the configured addresses.

@@ -12,6 +12,7 @@ import { createHash } from "node:crypto"
 import { assert, describe, layer } from "@effect/vitest"
 import { SqlClient } from "effect/sql"
 import { Context, Effect, Option, Schema } from "effect"
+import { ConfidentialTokenArtifact, TestUsdgArtifact } from "@pps/contracts"
 import { Settlement } from "../src/settlement/Settlement.ts"
 import { TransferRecord } from "../src/transfers/domain.ts"
 import { balanceProof, registerKey } from "./support/confidentialClient.ts"
@@ -128,6 +129,26 @@ describe("transfer invariants", () => {
           total += BigInt(whole!) * 1_000_000n + BigInt(fraction.padEnd(6, "0"))
         }
         assert.strictEqual(total, grantsUnits)
+      }))
+
+    it.effect("no key the api tier holds owns the contracts (issue 12): the embedded owner key is never stored", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const sql = Context.get(server.services, SqlClient.SqlClient)
+        const chain = Option.getOrThrow(Context.get(server.services, Settlement).chain("test"))
+        const held = yield* sql<{ role: string; address: string }>`SELECT role, address FROM chain_keys`
+        assert.notInclude(held.map((k) => k.role), "operator")
+        const wallets = yield* sql<{ wallet_address: string }>`SELECT wallet_address FROM accounts`
+        const ours = new Set([...held.map((k) => k.address), ...wallets.map((w) => w.wallet_address)].map((a) => a.toLowerCase()))
+        for (const token of [chain.contracts.confidentialUsdg, chain.contracts.confidentialEth]) {
+          const owner = yield* Effect.promise(() =>
+            chain.client.readContract({ address: token, abi: ConfidentialTokenArtifact.abi, functionName: "owner" }))
+          assert.isFalse(ours.has(owner.toLowerCase()), `the owner of ${token} is a key the api tier holds`)
+        }
+        // The faucet key is only a test USDG minter.
+        const faucet = Option.getOrThrow(chain.faucet).address
+        assert.isTrue(yield* Effect.promise(() =>
+          chain.client.readContract({ address: chain.contracts.usdg, abi: TestUsdgArtifact.abi, functionName: "isMinter", args: [faucet] })))
       }))
   })
 })

@@ -17,10 +17,13 @@ const usage = `usage: pnpm admin <command>
   accounts create --handle H [--type personal|business] [--kyc unverified|pending|verified|enhanced]
   accounts set-kyc --account ACCOUNT_ID --status unverified|pending|verified|enhanced
   accounts get --account ACCOUNT_ID
-  keys create --account ACCOUNT_ID --name NAME [--mode test|live]
+  keys create --account ACCOUNT_ID --name NAME [--mode test|live]  (default test; an agent: its own mode only)
   keys list --account ACCOUNT_ID
   keys revoke --key-id KEY_ID
-environment: ADMIN_URL, ADMIN_TOKEN, DATA_DIR (default ./.data)`
+  chain deploy --mode test|live [--faucet-address 0x...]  (external chains; run on the operator's machine)
+environment: ADMIN_URL, ADMIN_TOKEN, DATA_DIR (default ./.data); chain deploy: DATABASE_URL,
+  RPC_URL_TESTNET|RPC_URL_MAINNET, OPERATOR_KEY_TESTNET|OPERATOR_KEY_MAINNET, GUARDIAN_URL,
+  GUARDIAN_SHARED_SECRET, FAUCET_KEY_TESTNET (or --faucet-address)`
 
 class CliError extends Error {}
 
@@ -75,7 +78,8 @@ const options = {
   status: { type: "string" },
   name: { type: "string" },
   mode: { type: "string" },
-  "key-id": { type: "string" }
+  "key-id": { type: "string" },
+  "faucet-address": { type: "string" }
 } as const
 
 const run = async (argv: ReadonlyArray<string>): Promise<unknown> => {
@@ -108,6 +112,17 @@ const run = async (argv: ReadonlyArray<string>): Promise<unknown> => {
       return call("GET", `/accounts/${encodeURIComponent(required(values, "account"))}/keys`)
     case "keys revoke":
       return call("POST", `/keys/${encodeURIComponent(required(values, "key-id"))}/revoke`)
+    case "chain deploy": {
+      const mode = required(values, "mode")
+      if (mode !== "test" && mode !== "live") throw new CliError(`--mode must be test or live\n${usage}`)
+      const faucet = values["faucet-address"]
+      if (faucet !== undefined && !/^0x[0-9a-fA-F]{40}$/.test(faucet)) throw new CliError("--faucet-address must be a 0x address")
+      // Loaded only here: the other commands need no chain, database or Effect runtime.
+      const [{ Effect, Option }, { deployStep }] = await Promise.all([import("effect"), import("./deploy.ts")])
+      return Effect.runPromise(deployStep(mode, Option.fromNullishOr(faucet as `0x${string}` | undefined)).pipe(
+        Effect.mapError((error) => new CliError(`chain deploy failed: ${error.message}`))
+      ))
+    }
     default:
       throw new CliError(usage)
   }

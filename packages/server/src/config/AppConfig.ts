@@ -76,6 +76,14 @@ export interface AppConfigShape {
   readonly guardianUrl: Option.Option<string>
   /** Bearer secret of the guardian's RPC (required with `guardianUrl`). */
   readonly guardianSharedSecret: Option.Option<Redacted.Redacted<string>>
+  /** Embedded default: how long the guardian child process may take to answer before start fails. */
+  readonly guardianStartTimeoutMs: number
+  /**
+   * TEST ONLY: without `guardianUrl`, run the guardian inside this process (it then reads its
+   * secret here) instead of as a child process. Never read from the environment: only the test
+   * harness sets it, for speed.
+   */
+  readonly guardianInProcess: boolean
   /** D14: how long `POST /v1/transfers` waits for settlement before answering `pending`. */
   readonly transferCreateTimeoutMs: number
   /** How long a guardian attestation stays valid for mining (its EIP-712 deadline). */
@@ -84,9 +92,12 @@ export interface AppConfigShape {
   readonly approvalWindowMs: number
   /** How often held transactions past their window are marked expired (at most 60 s late, so at most 50 s). */
   readonly approvalSweepIntervalMs: number
-  /** External chains: the operator key that deploys the contracts and mints test USDG. */
-  readonly operatorKeyTestnet: Option.Option<Redacted.Redacted<string>>
-  readonly operatorKeyMainnet: Option.Option<Redacted.Redacted<string>>
+  /**
+   * An external test chain's faucet key: a test USDG minter (made one by the operator's
+   * deploy step), which can touch no confidential balance. Without it the faucet answers 503.
+   * The contracts' owner key is never configured on an api node: see admin/deploy.ts.
+   */
+  readonly faucetKeyTestnet: Option.Option<Redacted.Redacted<string>>
   /** NATS server with JetStream (distributed event bus); absent means the in-process bus. */
   readonly natsUrl: Option.Option<string>
   /** JetStream stream holding the events, and the prefix of its subjects (`<prefix>.<mode>.<account_id>`). */
@@ -144,12 +155,13 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   relayerKeysMainnet: Config.option(Config.Redacted("RELAYER_KEYS_MAINNET")),
   guardianUrl: Config.option(Config.String("GUARDIAN_URL")),
   guardianSharedSecret: Config.option(Config.Redacted("GUARDIAN_SHARED_SECRET")),
+  guardianStartTimeoutMs: Config.Int("GUARDIAN_START_TIMEOUT_MS").pipe(Config.withDefault(60_000)),
+  guardianInProcess: Config.succeed(false),
   transferCreateTimeoutMs: Config.Int("TRANSFER_CREATE_TIMEOUT_MS").pipe(Config.withDefault(5_000)),
   attestationLifetimeSeconds: Config.Int("ATTESTATION_LIFETIME_SECONDS").pipe(Config.withDefault(600)),
   approvalWindowMs: Config.Int("APPROVAL_WINDOW_MS").pipe(Config.withDefault(24 * 60 * 60 * 1000)),
   approvalSweepIntervalMs: Config.Int("APPROVAL_SWEEP_INTERVAL_MS").pipe(Config.withDefault(10_000)),
-  operatorKeyTestnet: Config.option(Config.Redacted("OPERATOR_KEY_TESTNET")),
-  operatorKeyMainnet: Config.option(Config.Redacted("OPERATOR_KEY_MAINNET")),
+  faucetKeyTestnet: Config.option(Config.Redacted("FAUCET_KEY_TESTNET")),
   natsUrl: Config.option(Config.String("NATS_URL")),
   natsStream: Config.String("NATS_STREAM").pipe(Config.withDefault("PPS_EVENTS")),
   natsSubjectPrefix: Config.String("NATS_SUBJECT_PREFIX").pipe(Config.withDefault("events")),
@@ -199,12 +211,12 @@ export const environmentVariables = [
   "RELAYER_KEYS_MAINNET",
   "GUARDIAN_URL",
   "GUARDIAN_SHARED_SECRET",
+  "GUARDIAN_START_TIMEOUT_MS",
   "TRANSFER_CREATE_TIMEOUT_MS",
   "ATTESTATION_LIFETIME_SECONDS",
   "APPROVAL_WINDOW_MS",
   "APPROVAL_SWEEP_INTERVAL_MS",
-  "OPERATOR_KEY_TESTNET",
-  "OPERATOR_KEY_MAINNET",
+  "FAUCET_KEY_TESTNET",
   "NATS_URL",
   "NATS_STREAM",
   "NATS_SUBJECT_PREFIX",

@@ -15,20 +15,28 @@
  * deployed once per mode, idempotently: the addresses are recorded and reused
  * while their code is on chain.
  *
- * Accounts: the operator deploys and mints test USDG (the faucet); relayers submit
- * transfers, each with its own nonce sequence so throughput is not capped by one.
- * Embedded, they are generated once (CSPRNG), sealed under WALLET_KEK and funded
- * with anvil's `anvil_setBalance`; external chains take funded keys from configuration.
+ * Accounts: relayers submit transfers, each with its own nonce sequence so
+ * throughput is not capped by one; on a test chain, the faucet key mints test USDG
+ * (a minter of the test token, which can touch no confidential balance). The
+ * contracts' owner key is not among them (issue 12): embedded, a fresh owner key is
+ * made in memory for a deployment and forgotten after it (nothing can rotate the
+ * embedded chain's guardian afterwards); on an external chain, the operator deploys
+ * with `npm run -s admin -- chain deploy` (admin/deploy.ts) on a machine of its own,
+ * and api nodes wait for the recorded addresses. Embedded, relayer and faucet keys are
+ * generated once (CSPRNG), sealed under WALLET_KEK and funded with anvil's
+ * `anvil_setBalance`; external chains take funded keys from configuration.
  *
  * @since 0.1.0
  */
-import type { Deploy } from "@pps/contracts"
+import { type Deploy, TestUsdgArtifact } from "@pps/contracts"
 import { Context, Data, DateTime, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import {
+  type Address,
   bytesToHex,
   createPublicClient,
   createTestClient,
+  createWalletClient,
   getAddress,
   type Hex,
   hexToBytes,
@@ -65,7 +73,8 @@ export interface ChainContext {
   readonly rpcUrl: string
   readonly client: PublicClient
   readonly contracts: Deploy.Addresses
-  readonly operator: LocalAccount
+  /** The test USDG minter of a test chain; None on mainnet or when none is configured. */
+  readonly faucet: Option.Option<LocalAccount>
   readonly relayers: ReadonlyArray<LocalAccount>
   /** Whether this is the embedded anvil (test cheats such as anvil_setBalance are allowed). */
   readonly embedded: boolean
@@ -87,12 +96,12 @@ export class Chains extends Context.Service<Chains, {
       const testnet = yield* Option.match(devChain.rpcUrl, {
         onSome: (url) => embeddedTestnet(url),
         onNone: () =>
-          externalChain("test", Option.getOrThrow(config.rpcUrlTestnet), config.relayerKeysTestnet, config.operatorKeyTestnet)
+          externalChain("test", Option.getOrThrow(config.rpcUrlTestnet), config.relayerKeysTestnet, config.faucetKeyTestnet)
       })
       const mainnet = yield* Option.match(config.rpcUrlMainnet, {
         onNone: () => Effect.succeed(Option.none<ChainContext>()),
         onSome: (url) =>
-          externalChain("live", url, config.relayerKeysMainnet, config.operatorKeyMainnet).pipe(Effect.map(Option.some))
+          externalChain("live", url, config.relayerKeysMainnet, Option.none()).pipe(Effect.map(Option.some))
       })
       return Chains.of({ get: (mode) => (mode === "test" ? Option.some(testnet) : mainnet) })
     })
@@ -106,14 +115,18 @@ const embeddedKeys = (mode: Mode, relayerCount: number) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const box = yield* SecretBox
-    const load = (role: "operator" | "relayer", position: number) =>
+    const find = (role: "operator" | "faucet" | "relayer", position: number) =>
       Effect.gen(function*() {
         const rows = yield* sql<{ key_sealed: Uint8Array }>`
           SELECT key_sealed FROM chain_keys WHERE mode = ${mode} AND role = ${role} AND position = ${position}`
-        if (rows[0] !== undefined) {
-          const key = yield* box.open(new Uint8Array(rows[0].key_sealed), keyBinding(mode, role, position)).pipe(Effect.orDie)
-          return privateKeyToAccount(bytesToHex(key))
-        }
+        if (rows[0] === undefined) return Option.none<LocalAccount>()
+        const key = yield* box.open(new Uint8Array(rows[0].key_sealed), keyBinding(mode, role, position)).pipe(Effect.orDie)
+        return Option.some(privateKeyToAccount(bytesToHex(key)))
+      })
+    const load = (role: "faucet" | "relayer", position: number) =>
+      Effect.gen(function*() {
+        const found = yield* find(role, position)
+        if (Option.isSome(found)) return found.value
         const privateKey = generatePrivateKey()
         const account = privateKeyToAccount(privateKey)
         const sealed = box.seal(hexToBytes(privateKey), keyBinding(mode, role, position))
@@ -122,9 +135,13 @@ const embeddedKeys = (mode: Mode, relayerCount: number) =>
           VALUES (${mode}, ${role}, ${position}, ${account.address}, ${sealed})`
         return account
       })
-    const operator = yield* load("operator", 0)
+    const faucet = yield* load("faucet", 0)
     const relayers = yield* Effect.forEach(Array.from({ length: relayerCount }, (_, i) => i), (i) => load("relayer", i))
-    return { operator, relayers }
+    // A data directory from before the owner key left the api tier: its owner key is used
+    // once more below (to make the faucet key a minter), then deleted.
+    const legacyOwner = yield* find("operator", 0)
+    const forgetLegacyOwner = sql`DELETE FROM chain_keys WHERE mode = ${mode} AND role = 'operator'`.pipe(Effect.asVoid)
+    return { faucet, relayers, legacyOwner, forgetLegacyOwner }
   })
 
 const parseKeys = (text: Redacted.Redacted<string>, name: string) =>
@@ -139,7 +156,7 @@ const nodeAnswerAttemptsMax = 120
 const nodeAnswerPollMs = 250
 
 /** Polls the node until it answers, and checks its chain id. */
-const connect = (mode: Mode, rpcUrl: string) =>
+export const connect = (mode: Mode, rpcUrl: string) =>
   Effect.gen(function*() {
     // cacheTime 0: viem otherwise caches the block number for its polling interval
     // (4 s), which would hold every confirmation back by up to that long.
@@ -167,28 +184,44 @@ const DeploymentRecord = Schema.fromJsonString(Schema.Struct({
   confidentialEth: Schema.String
 }))
 
-/** Deploys what is missing and records the addresses. */
-const ensureContracts = (mode: Mode, client: PublicClient, operator: LocalAccount) =>
+/** The contracts recorded for a mode, if any. */
+export const recordedContracts = (mode: Mode) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql<{ addresses: string }>`SELECT addresses FROM chain_deployments WHERE mode = ${mode}`
+    if (rows[0] === undefined) return Option.none<Deploy.Addresses>()
+    const recorded = yield* Schema.decodeUnknownEffect(DeploymentRecord)(rows[0].addresses).pipe(Effect.orDie)
+    return Option.some<Deploy.Addresses>({
+      usdg: getAddress(recorded.usdg),
+      weth: getAddress(recorded.weth),
+      confidentialUsdg: getAddress(recorded.confidentialUsdg),
+      confidentialEth: getAddress(recorded.confidentialEth)
+    })
+  })
+
+/**
+ * Deploys what is missing (the owner deploys and owns), makes each of `minters` a test
+ * USDG minter, and records the addresses. Used by the embedded chain at start and by
+ * the operator's administrative deploy step; never by an api node of an external chain.
+ */
+export const deployAndRecord = (
+  mode: Mode,
+  client: PublicClient,
+  rpcUrl: string,
+  owner: LocalAccount,
+  minters: ReadonlyArray<Address>
+) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const guardian = yield* GuardianIdentity
-    const rows = yield* sql<{ addresses: string }>`SELECT addresses FROM chain_deployments WHERE mode = ${mode}`
-    const previous = rows[0] === undefined
-      ? undefined
-      : yield* Schema.decodeUnknownEffect(DeploymentRecord)(rows[0].addresses).pipe(Effect.orDie)
-    const contracts = yield* deployContracts({
-      client,
-      operator,
-      guardian,
-      previous: previous === undefined
-        ? undefined
-        : {
-          usdg: getAddress(previous.usdg),
-          weth: getAddress(previous.weth),
-          confidentialUsdg: getAddress(previous.confidentialUsdg),
-          confidentialEth: getAddress(previous.confidentialEth)
-        }
-    }).pipe(Effect.mapError((cause) => new ChainError({ message: `deploying the ${mode} contracts failed`, cause })))
+    const previous = yield* recordedContracts(mode)
+    const contracts = yield* deployContracts({ client, owner, guardian, previous: Option.getOrUndefined(previous) }).pipe(
+      Effect.mapError((cause) => new ChainError({ message: `deploying the ${mode} contracts failed`, cause }))
+    )
+    yield* Effect.tryPromise({
+      try: () => grantMinters(client, rpcUrl, owner, contracts.usdg, minters),
+      catch: (cause) => new ChainError({ message: `making the faucet a test USDG minter on ${mode} failed`, cause })
+    })
     const now = DateTime.formatIso(yield* DateTime.now)
     const encoded = JSON.stringify(contracts)
     yield* sql`
@@ -198,6 +231,64 @@ const ensureContracts = (mode: Mode, client: PublicClient, operator: LocalAccoun
     return contracts
   })
 
+/** `setMinter(m, true)` from the test USDG's owner for each minter that is not one yet. */
+const grantMinters = async (
+  client: PublicClient,
+  rpcUrl: string,
+  owner: LocalAccount,
+  usdg: Address,
+  minters: ReadonlyArray<Address>
+) => {
+  const wallet = createWalletClient({ account: owner, transport: http(rpcUrl) })
+  for (const minter of minters) {
+    const already = await client.readContract({ address: usdg, abi: TestUsdgArtifact.abi, functionName: "isMinter", args: [minter] })
+    if (already) continue
+    const hash = await wallet.writeContract({
+      address: usdg,
+      abi: TestUsdgArtifact.abi,
+      functionName: "setMinter",
+      args: [minter, true],
+      chain: null,
+      gas: 100_000n
+    })
+    const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 })
+    if (receipt.status !== "success") throw new Error(`setMinter reverted in ${hash}`)
+  }
+}
+
+/** How long an api node of an external chain waits for the operator's deploy step. */
+const recordedContractsWaitMs = 60_000
+
+/** The contracts the operator's deploy step recorded, checked to be on chain; waits for them a while. */
+const awaitRecordedContracts = (mode: Mode, client: PublicClient) =>
+  Effect.gen(function*() {
+    const found = yield* recordedContracts(mode).pipe(
+      Effect.flatMap(Option.match({
+        onNone: () => Effect.fail("absent" as const),
+        onSome: Effect.succeed
+      })),
+      Effect.tapError(() => Effect.logInfo("waiting for the contracts: run `npm run -s admin -- chain deploy`").pipe(
+        Effect.annotateLogs("mode", mode)
+      )),
+      Effect.retry(Schedule.spaced(2_000).pipe(Schedule.upTo({ duration: recordedContractsWaitMs }))),
+      Effect.mapError(() =>
+        new ChainError({
+          message: `no ${mode} contracts are recorded: run \`npm run -s admin -- chain deploy --mode ${mode}\` first`
+        })
+      )
+    )
+    for (const address of Object.values(found)) {
+      const code = yield* Effect.tryPromise({
+        try: () => client.getCode({ address }),
+        catch: (cause) => new ChainError({ message: `reading the ${mode} contracts failed`, cause })
+      })
+      if (code === undefined || code === "0x") {
+        return yield* Effect.fail(new ChainError({ message: `the recorded ${mode} contract ${address} has no code on chain` }))
+      }
+    }
+    return found
+  })
+
 /** Enough ether for any number of test transactions; only anvil lets us mint it. */
 const embeddedBalanceWei = 10n ** 24n
 
@@ -205,14 +296,17 @@ const embeddedTestnet = (rpcUrl: string) =>
   Effect.gen(function*() {
     const config = yield* AppConfig
     const client = yield* connect("test", rpcUrl)
-    const { operator, relayers } = yield* embeddedKeys("test", config.relayerCount)
+    const { faucet, forgetLegacyOwner, legacyOwner, relayers } = yield* embeddedKeys("test", config.relayerCount)
+    // The owner of what this start deploys: made here, used for the deployment only, never stored.
+    const owner = Option.getOrElse(legacyOwner, () => privateKeyToAccount(generatePrivateKey()))
     const cheats = createTestClient({ mode: "anvil", transport: http(rpcUrl) })
-    yield* Effect.forEach([operator, ...relayers], (account) =>
+    yield* Effect.forEach([owner, faucet, ...relayers], (account) =>
       Effect.tryPromise({
         try: () => cheats.setBalance({ address: account.address, value: embeddedBalanceWei }),
         catch: (cause) => new ChainError({ message: "funding the embedded accounts failed", cause })
       }), { discard: true })
-    const contracts = yield* ensureContracts("test", client, operator)
+    const contracts = yield* deployAndRecord("test", client, rpcUrl, owner, [faucet.address])
+    yield* forgetLegacyOwner
     yield* Effect.logInfo("embedded chain ready").pipe(Effect.annotateLogs({ rpc_url: rpcUrl, ...contracts }))
     return {
       mode: "test",
@@ -220,7 +314,7 @@ const embeddedTestnet = (rpcUrl: string) =>
       rpcUrl,
       client,
       contracts,
-      operator,
+      faucet: Option.some(faucet),
       relayers,
       embedded: true
     } satisfies ChainContext
@@ -230,23 +324,23 @@ const externalChain = (
   mode: Mode,
   rpcUrl: string,
   relayerKeys: Option.Option<Redacted.Redacted<string>>,
-  operatorKey: Option.Option<Redacted.Redacted<string>>
+  faucetKey: Option.Option<Redacted.Redacted<string>>
 ) =>
   Effect.gen(function*() {
     const suffix = mode === "test" ? "TESTNET" : "MAINNET"
-    if (Option.isNone(relayerKeys) || Option.isNone(operatorKey)) {
-      return yield* Effect.fail(
-        new ChainError({ message: `RELAYER_KEYS_${suffix} and OPERATOR_KEY_${suffix} are required with RPC_URL_${suffix}` })
-      )
+    if (Option.isNone(relayerKeys)) {
+      return yield* Effect.fail(new ChainError({ message: `RELAYER_KEYS_${suffix} is required with RPC_URL_${suffix}` }))
     }
     const relayers = yield* parseKeys(relayerKeys.value, `RELAYER_KEYS_${suffix}`)
-    const [operator] = yield* parseKeys(operatorKey.value, `OPERATOR_KEY_${suffix}`)
-    if (operator === undefined || relayers.length === 0) {
-      return yield* Effect.fail(new ChainError({ message: `RELAYER_KEYS_${suffix} and OPERATOR_KEY_${suffix} must not be empty` }))
+    if (relayers.length === 0) {
+      return yield* Effect.fail(new ChainError({ message: `RELAYER_KEYS_${suffix} must not be empty` }))
     }
+    const faucet = Option.isNone(faucetKey)
+      ? Option.none<LocalAccount>()
+      : Option.fromNullishOr((yield* parseKeys(faucetKey.value, `FAUCET_KEY_${suffix}`))[0])
     const client = yield* connect(mode, rpcUrl)
-    const contracts = yield* ensureContracts(mode, client, operator)
-    return { mode, chainId: chainIdOfMode[mode], rpcUrl, client, contracts, operator, relayers, embedded: false } satisfies ChainContext
+    const contracts = yield* awaitRecordedContracts(mode, client)
+    return { mode, chainId: chainIdOfMode[mode], rpcUrl, client, contracts, faucet, relayers, embedded: false } satisfies ChainContext
   })
 
 /**

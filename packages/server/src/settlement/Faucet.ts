@@ -38,29 +38,30 @@ export class Faucet extends Context.Service<Faucet, {
     Effect.gen(function*() {
       const settlement = yield* Settlement
       const chain = settlement.chain("test")
-      const faucet = Option.map(chain, (c) =>
-        ContractsFaucet.make({
-          client: c.client,
-          minter: c.operator,
+      const faucet = Option.flatMap(chain, (c) =>
+        Option.map(c.faucet, (minter) =>
+          ContractsFaucet.make({
+            client: c.client,
+            minter,
           usdg: c.contracts.usdg,
           confidentialUsdg: c.contracts.confidentialUsdg,
-          receiptPollingMs: 50
-        }))
-      const read = <A>(what: string, run: (c: ChainContext) => Promise<A>) =>
-        Option.match(chain, {
+            receiptPollingMs: 50
+          })))
+      const read = <A>(what: string, run: (c: ChainContext, minter: Address) => Promise<A>) =>
+        Option.match(Option.flatMap(chain, (c) => Option.map(c.faucet, (minter) => [c, minter.address] as const)), {
           onNone: () => Effect.fail(new ChainUnavailable("test")),
-          onSome: (c) =>
-            Effect.tryPromise({ try: () => run(c), catch: (cause) => new ChainError({ message: what, cause }) })
+          onSome: ([c, minter]) =>
+            Effect.tryPromise({ try: () => run(c, minter), catch: (cause) => new ChainError({ message: what, cause }) })
         })
       const shielded = getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "Shielded" })
       return Faucet.of({
         blockNumber: read("reading the block number failed", (c) => c.client.getBlockNumber({ cacheTime: 0 })),
         grantsSince: (to, amount, fromBlock) =>
-          read("reading the faucet's grants failed", async (c) => {
+          read("reading the faucet's grants failed", async (c, minter) => {
             const logs = await c.client.getLogs({
               address: c.contracts.confidentialUsdg,
               event: shielded,
-              args: { from: c.operator.address, to },
+              args: { from: minter, to },
               fromBlock,
               toBlock: "latest"
             })

@@ -10,23 +10,23 @@ import { toEvmPoint } from "./calls.ts"
 
 
 /**
- * Deploys whatever is not already on chain among `previous`, with the operator
- * as deployer, owner and USDG minter.
+ * Deploys whatever is not already on chain among `previous`, with `owner` as
+ * deployer, owner and first USDG minter.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const deployContracts = (options: {
   readonly client: PublicClient
-  readonly operator: LocalAccount
+  readonly owner: LocalAccount
   readonly guardian: { readonly signerAddress: `0x${string}`; readonly encryptionKey: Uint8Array }
   readonly previous: Deploy.Addresses | undefined
 }) =>
   Effect.tryPromise(() =>
     Deploy.deploy({
       client: options.client,
-      deployer: options.operator,
-      owner: options.operator.address,
+      deployer: options.owner,
+      owner: options.owner.address,
       guardianSigner: options.guardian.signerAddress,
       guardianEncryptionKey: toEvmPoint(options.guardian.encryptionKey),
       previous: options.previous,

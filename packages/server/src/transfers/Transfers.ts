@@ -271,6 +271,11 @@ export class Transfers extends Context.Service<Transfers, {
             ? yield* accounts.findByHandle(ref.handle).pipe(Effect.orDie)
             : yield* accounts.findByWalletAddress(ref.address).pipe(Effect.orDie)
           if (ref._tag === "Handle" && Option.isNone(account)) return yield* Effect.fail(RecipientNotFound.of())
+          // D38: an agent of the other mode is unknown to this key.
+          if (ref._tag === "Handle" && Option.isSome(account) && account.value.type === "agent") {
+            const inMode = yield* agentStore.findInMode(account.value.accountId, chain.mode).pipe(Effect.orDie)
+            if (Option.isNone(inMode)) return yield* Effect.fail(RecipientNotFound.of())
+          }
           if (Option.isSome(account)) {
             if (account.value.accountId === sender.accountId) {
               return yield* Effect.fail(InvalidRequest.of("A transfer to yourself is not allowed.", { param: "to" }))

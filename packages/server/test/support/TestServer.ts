@@ -19,6 +19,7 @@ import { type AppConfigShape, AppConfig } from "../../src/config/AppConfig.ts"
 import { formatLogLine } from "../../src/platform/Logging.ts"
 import { Secrets } from "../../src/platform/Secrets.ts"
 import { AdminApp, PublicApp, ServicesLive } from "../../src/Server.ts"
+import { answerClientErrors } from "../../src/http/Envelope.ts"
 
 export interface TestServerShape {
   readonly baseUrl: string
@@ -107,12 +108,15 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   relayerKeysMainnet: Option.none(),
   guardianUrl: Option.none(),
   guardianSharedSecret: Option.none(),
+  guardianStartTimeoutMs: 60_000,
+  // The production default is a guardian child process (test/embeddedGuardian.test.ts); the
+  // in-process guardian saves each test its start-up.
+  guardianInProcess: true,
   transferCreateTimeoutMs: 5_000,
   attestationLifetimeSeconds: 600,
   approvalWindowMs: 24 * 60 * 60 * 1000,
   approvalSweepIntervalMs: 1_000,
-  operatorKeyTestnet: Option.none(),
-  operatorKeyMainnet: Option.none(),
+  faucetKeyTestnet: Option.none(),
   natsUrl: Option.none(),
   natsStream: "PPS_EVENTS",
   natsSubjectPrefix: "events",
@@ -166,7 +170,7 @@ export const makeTestServer = <R = never>(options: {
       const serve = <E, R>(app: Layer.Layer<never, E, R>) =>
         Layer.build(
           HttpRouter.serve(app, { disableListenLog: true, disableLogger: true }).pipe(
-            Layer.provideMerge(NodeHttpServer.layer(createServer, { host: "127.0.0.1", port: 0 })),
+            Layer.provideMerge(NodeHttpServer.layer(() => answerClientErrors(createServer()), { host: "127.0.0.1", port: 0 })),
             Layer.provide(Layer.succeedContext(services)),
             Layer.provide(loggerLayer)
           ) as Layer.Layer<HttpServer.HttpServer, never, never>

@@ -13,6 +13,8 @@ import { eventsAndWebhooks } from "./0003_events_webhooks.ts"
 import { transfers } from "./0004_transfers.ts"
 import { agents } from "./0005_agents.ts"
 import { idempotentOperations } from "./0006_idempotent_operations.ts"
+import { agentModes } from "./0007_agent_modes.ts"
+import { faucetKey } from "./0008_faucet_key.ts"
 
 /**
  * @since 0.1.0
@@ -24,5 +26,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0003_events_webhooks": eventsAndWebhooks,
   "0004_transfers": transfers,
   "0005_agents": agents,
-  "0006_idempotent_operations": idempotentOperations
+  "0006_idempotent_operations": idempotentOperations,
+  "0007_agent_modes": agentModes,
+  "0008_faucet_key": faucetKey
 }
