@@ -11,11 +11,12 @@
  */
 import { createHmac } from "node:crypto"
 import { assert, describe, layer } from "@effect/vitest"
-import { Context, Effect, Option, Redacted, Schema } from "effect"
+import { Context, Effect, Exit, Option, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { getAbiItem } from "viem"
 import { ConfidentialTokenArtifact } from "@pps/contracts"
 import { requestFingerprint } from "../src/http/Idempotency.ts"
+import { CurrentIdempotencyScope, OperationReplay } from "../src/platform/IdempotentOperations.ts"
 import { Secrets } from "../src/platform/Secrets.ts"
 import { Settlement } from "../src/settlement/Settlement.ts"
 import { TransferRecord } from "../src/transfers/domain.ts"
@@ -121,14 +122,48 @@ describe("idempotency after a fault (D36)", () => {
         assert.strictEqual(again.headers.get("idempotent-replayed"), "true")
         assert.strictEqual((yield* transfersOf(carol.account_id)).length, before + 1)
 
-        // A claim whose node is alive (this one) and has no response yet: in progress.
-        const node = yield* sql<{ node_id: string }>`SELECT node_id FROM node_heartbeats LIMIT 1`
+        // A claim of another node whose heartbeat is fresh, without a response yet: in progress.
+        yield* sql`INSERT INTO node_heartbeats (node_id, started_at, beat_at) VALUES ('node_other', now(), now())`
         yield* sql`
-          UPDATE idempotency_keys SET response_status = NULL, response_body = NULL, owner_node = ${node[0]!.node_id}
+          UPDATE idempotency_keys SET response_status = NULL, response_body = NULL, owner_node = 'node_other'
           WHERE account_id = ${carol.account_id}`
         const busy = yield* post(`${server.baseUrl}/v1/transfers`, carol.api_key, "pay-dave-1", body)
         assert.strictEqual(busy.status, 409, busy.text)
         assert.strictEqual((busy.json as { error: { code: string } }).error.code, "idempotency_key_in_progress")
+        // The same claim as this node's own, no longer running here: answered from its record.
+        const node = yield* sql<{ node_id: string }>`SELECT node_id FROM node_heartbeats WHERE node_id <> 'node_other' LIMIT 1`
+        yield* sql`UPDATE idempotency_keys SET owner_node = ${node[0]!.node_id} WHERE account_id = ${carol.account_id}`
+        const mine = yield* post(`${server.baseUrl}/v1/transfers`, carol.api_key, "pay-dave-1", body)
+        assert.strictEqual(mine.status, 201, mine.text)
+        assert.strictEqual(mine.headers.get("idempotent-replayed"), "true")
+      }))
+
+    it.effect("a run whose claim was taken over cannot commit a record beside the other's (fencing)", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const sql = Context.get(server.services, SqlClient.SqlClient)
+        const operations = Context.get(server.services, OperationReplay)
+        const kim = yield* createAccount(server, "fence.kim")
+        yield* insertDeadClaim(kim.account_id, "fenced", "/v1/transfers", {}, null)
+        const pepper = Redacted.value(Context.get(server.services, Secrets).apiKeyPepper)
+        const keyDigest = new Uint8Array(createHmac("sha256", pepper).update("pps/idempotency-key/v2\n").update("fenced").digest())
+        yield* sql`UPDATE idempotency_keys SET claim_token = 'the-retry' WHERE account_id = ${kim.account_id}`
+        const write = (claimToken: string) =>
+          sql.withTransaction(Effect.gen(function*() {
+            yield* sql`INSERT INTO node_heartbeats (node_id, started_at, beat_at) VALUES (${`node_marker_${claimToken}`}, now(), now())`
+            yield* operations.bind("transfer", `tr_${claimToken}`)
+          })).pipe(
+            Effect.provideService(CurrentIdempotencyScope, Option.some({ accountId: kim.account_id, mode: "test", keyDigest, claimToken }))
+          )
+        // The superseded run: its bind dies, and its whole transaction (the marker row) rolls back.
+        const superseded = yield* Effect.exit(write("the-first"))
+        assert.isTrue(Exit.hasDies(superseded))
+        assert.lengthOf(yield* sql`SELECT 1 FROM node_heartbeats WHERE node_id = 'node_marker_the-first'`, 0)
+        // The run holding the claim binds.
+        yield* write("the-retry")
+        const bound = yield* sql<{ operation_id: string }>`SELECT operation_id FROM idempotency_keys WHERE account_id = ${kim.account_id}`
+        assert.strictEqual(bound[0]!.operation_id, "tr_the-retry")
+        yield* sql`DELETE FROM node_heartbeats WHERE node_id LIKE 'node_marker_%'`
       }))
 
     it.effect("a client that goes away mid-request leaves one transfer, answered on retry", () =>

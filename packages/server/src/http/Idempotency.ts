@@ -10,8 +10,10 @@
  * on a live node, 409 `idempotency_key_in_progress`.
  *
  * A request that ends without a response (a fault, a client that went away), or
- * whose node died (its heartbeat stopped, see NodeLiveness), leaves a claim without
- * a response. A retry then looks at what the claim names (`OperationReplay.bind`, written
+ * whose node died (its heartbeat stopped, see NodeLiveness; for this node's own claims,
+ * the set of runs in flight), leaves a claim without a response. Each run holds a
+ * fencing token: a run whose claim a retry took over (its node only looked dead) can
+ * neither bind a record nor store a response. A retry then looks at what the claim names (`OperationReplay.bind`, written
  * in the same SQL transaction as the operation's record):
  * - a record: the retry is answered from it (OperationReplay), never run again;
  * - nothing: the first request had no durable effect, and the retry runs it.
@@ -25,7 +27,7 @@
  *
  * @since 0.1.0
  */
-import { createHmac } from "node:crypto"
+import { createHmac, randomBytes } from "node:crypto"
 import { Duration, Effect, Exit, Layer, Option, Redacted, Schedule } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { SqlClient } from "effect/sql"
@@ -82,13 +84,20 @@ export const IdempotencyLive = Layer.effect(
 
     const where = (scope: IdempotencyScope) =>
       sql`account_id = ${scope.accountId} AND mode = ${scope.mode} AND key_digest = ${scope.keyDigest}`
+    /** The same row, while this run still holds it. */
+    const held = (scope: IdempotencyScope) => sql`${where(scope)} AND claim_token = ${scope.claimToken}`
+    /**
+     * The runs of this process in flight, by token. Whether one of our own claims is still
+     * running is known here exactly; the heartbeat only tells about other nodes.
+     */
+    const running = new Set<string>()
 
     const claim = (scope: IdempotencyScope, requestHash: Uint8Array) =>
       sql.withTransaction(Effect.gen(function*() {
         yield* sql`DELETE FROM idempotency_keys WHERE ${where(scope)} AND expires_at < now()`
         const inserted = yield* sql`
-          INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, created_at, expires_at)
-          VALUES (${scope.accountId}, ${scope.mode}, ${scope.keyDigest}, ${requestHash}, ${nodeId}, now(),
+          INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, claim_token, created_at, expires_at)
+          VALUES (${scope.accountId}, ${scope.mode}, ${scope.keyDigest}, ${requestHash}, ${nodeId}, ${scope.claimToken}, now(),
                   now() + ${`${Limits.idempotencyTtlMs} milliseconds`}::interval)
           ON CONFLICT DO NOTHING RETURNING 1 AS claimed`
         if (inserted.length > 0) return { _tag: "Run" } as Claim
@@ -98,9 +107,11 @@ export const IdempotencyLive = Layer.effect(
           response_body: string | null
           operation_kind: OperationKind | null
           operation_id: string | null
+          owner_node: string | null
+          claim_token: string | null
           owner_alive: boolean
         }>`
-          SELECT request_hash, response_status, response_body, operation_kind, operation_id,
+          SELECT request_hash, response_status, response_body, operation_kind, operation_id, owner_node, claim_token,
             (owner_node IS NOT NULL AND EXISTS (
               SELECT 1 FROM node_heartbeats h
               WHERE h.node_id = idempotency_keys.owner_node
@@ -114,19 +125,23 @@ export const IdempotencyLive = Layer.effect(
         if (row.response_status !== null) {
           return { _tag: "Replay", status: row.response_status, body: row.response_body ?? "" } as Claim
         }
-        if (row.owner_alive) return { _tag: "InProgress" } as Claim
+        const ownerAlive = row.owner_node === nodeId
+          ? row.claim_token !== null && running.has(row.claim_token)
+          : row.owner_alive
+        if (ownerAlive) return { _tag: "InProgress" } as Claim
         if (row.operation_kind !== null && row.operation_id !== null) {
           return { _tag: "Resolve", kind: row.operation_kind, operationId: row.operation_id } as Claim
         }
         // The first request ended, or its node died, before its operation left any record: run it.
-        yield* sql`UPDATE idempotency_keys SET owner_node = ${nodeId} WHERE ${where(scope)}`
+        yield* sql`
+          UPDATE idempotency_keys SET owner_node = ${nodeId}, claim_token = ${scope.claimToken} WHERE ${where(scope)}`
         return { _tag: "Run" } as Claim
       }))
 
     const complete = (scope: IdempotencyScope, status: number, body: string) =>
       sql`
         UPDATE idempotency_keys SET response_status = ${status}, response_body = ${body}, owner_node = NULL
-        WHERE ${where(scope)}`
+        WHERE ${held(scope)}`
 
     /**
      * No response: a claim that names no operation had no durable effect and is
@@ -136,8 +151,8 @@ export const IdempotencyLive = Layer.effect(
       sql.withTransaction(Effect.gen(function*() {
         yield* sql`
           DELETE FROM idempotency_keys
-          WHERE ${where(scope)} AND response_status IS NULL AND operation_id IS NULL`
-        yield* sql`UPDATE idempotency_keys SET owner_node = NULL WHERE ${where(scope)} AND response_status IS NULL`
+          WHERE ${held(scope)} AND response_status IS NULL AND operation_id IS NULL`
+        yield* sql`UPDATE idempotency_keys SET owner_node = NULL WHERE ${held(scope)} AND response_status IS NULL`
       }))
 
     return (httpEffect) =>
@@ -153,7 +168,12 @@ export const IdempotencyLive = Layer.effect(
         const principal = yield* CurrentPrincipal
         const body = yield* Effect.orDie(request.text)
         const requestHash = requestFingerprint(key, request.method, request.url.split("?")[0] ?? "", body)
-        const scope: IdempotencyScope = { accountId: principal.accountId, mode: principal.mode, keyDigest: keyDigest(key) }
+        const scope: IdempotencyScope = {
+          accountId: principal.accountId,
+          mode: principal.mode,
+          keyDigest: keyDigest(key),
+          claimToken: randomBytes(16).toString("base64url")
+        }
         const decision = yield* Effect.orDie(claim(scope, requestHash))
         switch (decision._tag) {
           case "Reused":
@@ -183,12 +203,13 @@ export const IdempotencyLive = Layer.effect(
           case "Run":
             break
         }
+        running.add(scope.claimToken)
         return yield* httpEffect.pipe(
           Effect.provideService(CurrentIdempotencyScope, Option.some(scope)),
           Effect.onExit((exit) =>
-            Exit.isSuccess(exit)
+            (Exit.isSuccess(exit)
               ? complete(scope, exit.value.status, exit.value.body._tag === "Uint8Array" ? decoder.decode(exit.value.body.body) : "")
-              : abandon(scope)
+              : abandon(scope)).pipe(Effect.ensuring(Effect.sync(() => running.delete(scope.claimToken))))
           ),
           Effect.catchTag("SqlError", Effect.die)
         )

@@ -9,6 +9,9 @@
  * names no operation had no durable effect, and one that names an operation is
  * answered from it, never run again.
  *
+ * The bind is fenced: it names the claim's current run (its token), so a run whose claim
+ * was taken over by a retry elsewhere cannot commit a second record.
+ *
  * Each concern registers, once, how to answer for its kind of record
  * (`OperationReplay.register`): its first response's status and body as they would
  * be now (a transfer still `pending` waits as D14 says).
@@ -29,6 +32,8 @@ export interface IdempotencyScope {
   readonly accountId: string
   readonly mode: string
   readonly keyDigest: Uint8Array
+  /** This run's fencing token: only the run holding the claim's current token may write to it. */
+  readonly claimToken: string
 }
 
 /**
@@ -95,10 +100,17 @@ export class OperationReplay extends Context.Service<OperationReplay, {
         Effect.gen(function*() {
           const scope = yield* CurrentIdempotencyScope
           if (Option.isNone(scope)) return
-          const { accountId, keyDigest, mode } = scope.value
-          yield* sql`
+          const { accountId, claimToken, keyDigest, mode } = scope.value
+          const bound = yield* sql`
             UPDATE idempotency_keys SET operation_kind = ${kind}, operation_id = ${operationId}
-            WHERE account_id = ${accountId} AND mode = ${mode} AND key_digest = ${keyDigest}`
+            WHERE account_id = ${accountId} AND mode = ${mode} AND key_digest = ${keyDigest}
+              AND claim_token = ${claimToken}
+            RETURNING 1 AS bound`
+          // Another run took the claim over (this node looked dead to it): this run's record
+          // must not be committed beside the other's. Dying here rolls the transaction back.
+          if (bound.length === 0) {
+            return yield* Effect.die(new Error("the idempotency claim was taken over by another run"))
+          }
         }),
       register: (kind, resolver) => Effect.sync(() => void resolvers.set(kind, resolver)),
       resolve: (kind, operationId, principal) => {

@@ -15,6 +15,7 @@ import { agents } from "./0005_agents.ts"
 import { idempotentOperations } from "./0006_idempotent_operations.ts"
 import { agentModes } from "./0007_agent_modes.ts"
 import { faucetKey } from "./0008_faucet_key.ts"
+import { idempotencyClaimToken } from "./0009_idempotency_claim_token.ts"
 
 /**
  * @since 0.1.0
@@ -28,5 +29,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0005_agents": agents,
   "0006_idempotent_operations": idempotentOperations,
   "0007_agent_modes": agentModes,
-  "0008_faucet_key": faucetKey
+  "0008_faucet_key": faucetKey,
+  "0009_idempotency_claim_token": idempotencyClaimToken
 }
