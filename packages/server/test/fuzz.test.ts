@@ -26,6 +26,7 @@ import * as net from "node:net"
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { bearer, createAccount, expectEnvelope, postJson, send } from "./support/http.ts"
+import { mulberry32 } from "./fault/prng.ts"
 import { makeTestServer, TestServer, type TestServerShape } from "./support/TestServer.ts"
 
 const requestsTotal = Number(process.env["PPS_FUZZ_REQUESTS"] ?? "20000")
@@ -56,14 +57,7 @@ const canaries = [canaryAmount, "123456654321", canaryAmountLarge, "765432101234
 // ---------------------------------------------------------------------------------------------
 
 const makeRandom = (initial: number) => {
-  let state = initial >>> 0
-  const next = () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
+  const { next } = mulberry32(initial)
   const int = (max: number) => Math.floor(next() * max)
   const pick = <A>(items: ReadonlyArray<A>): A => items[int(items.length)]!
   const chance = (p: number) => next() < p
