@@ -97,6 +97,21 @@ export interface Appointment extends LogPosition {
 }
 
 /**
+ * A `GuardianRotationProposed` log whose `currentSigner` is the guardian's signer: the
+ * contract's owner proposes to replace this guardian by `newSigner`.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface RotationProposal extends LogPosition {
+  readonly contract: Address
+  readonly proposalId: bigint
+  readonly newSigner: Address
+  /** Unix seconds from which anyone may execute it. */
+  readonly executableAt: bigint
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -132,6 +147,14 @@ export interface ChainReaderShape {
     fromBlock: bigint,
     toBlock: bigint
   ) => Effect.Effect<ReadonlyArray<Appointment>, GuardianError>
+  /** The contract's `GuardianRotationProposed` logs replacing `signer`, in [fromBlock, toBlock], in chain order. */
+  readonly rotationProposals: (
+    chainId: bigint,
+    contract: Address,
+    signer: Address,
+    fromBlock: bigint,
+    toBlock: bigint
+  ) => Effect.Effect<ReadonlyArray<RotationProposal>, GuardianError>
   /**
    * The contract's credit events in [fromBlock, toBlock], in chain order; with `to`, only
    * those crediting that account.
@@ -150,6 +173,7 @@ export interface ChainReaderShape {
 const shieldedEvent = getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "Shielded" })
 const confidentialTransferEvent = getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "ConfidentialTransfer" })
 const guardianRotatedEvent = getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "GuardianRotated" })
+const rotationProposedEvent = getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "GuardianRotationProposed" })
 
 const byChainOrder = (a: LogPosition, b: LogPosition) =>
   a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex : a.blockNumber < b.blockNumber ? -1 : 1
@@ -277,6 +301,28 @@ export class ChainReader extends Context.Service<ChainReader, ChainReaderShape>(
               catch: chainFailure("reading GuardianRotated logs")
             })).pipe(Effect.map((logs) =>
               logs.map((log) => ({ ...positionOf(log), contract: getAddress(log.address) })).sort(byChainOrder)
+            )),
+        rotationProposals: (chainId, contract, signer, fromBlock, toBlock) =>
+          Effect.flatMap(clientOf(chainId), (client) =>
+            Effect.tryPromise({
+              try: () =>
+                client.getLogs({
+                  address: getAddress(contract),
+                  event: rotationProposedEvent,
+                  args: { currentSigner: getAddress(signer) },
+                  fromBlock,
+                  toBlock,
+                  strict: true
+                }),
+              catch: chainFailure("reading GuardianRotationProposed logs")
+            })).pipe(Effect.map((logs) =>
+              logs.map((log): RotationProposal => ({
+                ...positionOf(log),
+                contract: getAddress(log.address),
+                proposalId: log.args.proposalId,
+                newSigner: getAddress(log.args.newSigner),
+                executableAt: BigInt(log.args.executableAt)
+              })).sort(byChainOrder)
             )),
         creditLogs: (chainId, contract, fromBlock, toBlock, to) =>
           Effect.flatMap(clientOf(chainId), (client) =>

@@ -439,7 +439,10 @@ export type ReconcileResult = typeof ReconcileResult.Type
  * - `credit_out_of_range`: a credit the chain recorded would take the booked balance out of u64;
  * - `unknown_transfer`: a `ConfidentialTransfer` with no reservation (its amount is unknown);
  * - `late_confirmation_overdraw`: a transfer confirmed after its reservation expired, for more
- *   than the sender has left (the only freeze).
+ *   than the sender has left (the only freeze);
+ * - `guardian_rotation_vetoed`: the owner proposed to replace this guardian by a signer the
+ *   operator did not approve (`account` is that signer); the guardian signed the cancellation,
+ *   which the alert carries for anyone to relay before the proposal becomes executable.
  *
  * @since 0.2.0
  * @category schemas
@@ -448,8 +451,26 @@ export const AlertKind = Schema.Literals([
   "reconciliation_mismatch",
   "credit_out_of_range",
   "unknown_transfer",
-  "late_confirmation_overdraw"
+  "late_confirmation_overdraw",
+  "guardian_rotation_vetoed"
 ])
+
+/**
+ * The guardian's signed veto of one rotation proposal: `signature` is its EIP-712
+ * `CancelGuardianRotation(proposalId, newSigner)`, the argument of the contract's
+ * `cancelGuardianRotationBySignature`. Public by nature: whoever submits it only cancels
+ * that one proposal.
+ *
+ * @since 0.3.0
+ * @category schemas
+ */
+export const RotationVeto = Schema.Struct({
+  proposalId: Schema.BigIntFromString,
+  newSigner: AddressHex,
+  /** When the proposal becomes executable (ISO 8601, UTC): the veto must be mined before. */
+  executableAt: Schema.String,
+  signature: BytesHex
+})
 
 /**
  * An open alert, for an operator: which balance, since when, why. Never an amount.
@@ -466,7 +487,9 @@ export const Alert = Schema.Struct({
   since: Schema.String,
   /** When it was last confirmed. */
   lastSeen: Schema.String,
-  explanation: Schema.String
+  explanation: Schema.String,
+  /** `guardian_rotation_vetoed` only: the latest vetoed proposal to `account`, ready to relay. */
+  veto: Schema.optionalKey(RotationVeto)
 })
 
 /**

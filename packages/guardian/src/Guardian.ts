@@ -26,11 +26,13 @@
 import { hmac } from "@noble/hashes/hmac.js"
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex as nobleBytesToHex, utf8ToBytes } from "@noble/hashes/utils.js"
+import { TypedData } from "@pps/contracts"
 import { Attestation, ElGamal, EncryptionKey, Note, Point } from "@pps/crypto"
 import { Clock, Context, Data, DateTime, Effect, Layer, Metric, RcMap, Schedule, Schema, Semaphore } from "effect"
 import { type SqlError, SqlClient } from "effect/sql"
 import { type Address, bytesToHex, getAddress, type Hash, type Hex, hexToBytes } from "viem"
-import { ChainReader, type CreditLog } from "./ChainReader.ts"
+import { privateKeyToAccount } from "viem/accounts"
+import { ChainReader, type CreditLog, type RotationProposal } from "./ChainReader.ts"
 import {
   type AccountKeyMismatch,
   AccountKeyMismatch as AccountKeyMismatchError,
@@ -66,7 +68,15 @@ import {
 import type { GuardianKeys } from "./GuardianKeys.ts"
 import { makeAtRestBox } from "./internal/atRest.ts"
 import { bucketOf, bucketRange, dayWindow, isValidTimeZone } from "./internal/dayWindow.ts"
-import { type AccountRef, type AlertRow, discoveryScope, makeStore, type ReservationRow, type Store } from "./internal/store.ts"
+import {
+  type AccountRef,
+  type AlertRow,
+  discoveryScope,
+  makeStore,
+  type ReservationRow,
+  type RotationVetoRow,
+  type Store
+} from "./internal/store.ts"
 
 /**
  * Timings of the guardian, all with defaults (`defaultTiming`).
@@ -184,11 +194,19 @@ export class Guardian extends Context.Service<Guardian, GuardianShape>()("guardi
    *
    * @since 0.1.0
    */
-  static readonly layer = (options: { readonly keys: GuardianKeys; readonly timing?: Partial<Timing> }) =>
+  static readonly layer = (options: {
+    readonly keys: GuardianKeys
+    readonly timing?: Partial<Timing>
+    /**
+     * GUARDIAN_APPROVED_ROTATIONS: the signers the guardian's operator agreed to hand over
+     * to. A rotation proposed to any other signer is vetoed (none: every proposal is).
+     */
+    readonly approvedRotations?: ReadonlyArray<Address>
+  }) =>
     Layer.effect(
       Guardian,
       Effect.gen(function*() {
-        const guardian = yield* make(options.keys, { ...defaultTiming, ...options.timing })
+        const guardian = yield* make(options.keys, { ...defaultTiming, ...options.timing }, options.approvedRotations ?? [])
         const timing = { ...defaultTiming, ...options.timing }
         yield* guardian.resolveDueReservations.pipe(
           Effect.catch((error) => Effect.logWarning("reservation sweep failed").pipe(Effect.annotateLogs("reason", error.message))),
@@ -369,7 +387,7 @@ class TransferIdRace extends Data.TaggedError("TransferIdRace")<{}> {}
 const encodeAuthorized = Schema.encodeSync(Authorized)
 const decodeAuthorized = Schema.decodeUnknownSync(Authorized)
 
-const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
+const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, approvedRotations: ReadonlyArray<Address>) {
   const sql = yield* SqlClient.SqlClient
   const chain = yield* ChainReader
   const store: Store = makeStore(sql, makeAtRestBox(keys.atRestKey))
@@ -870,6 +888,61 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
   // -------------------------------------------------------------------------------------------
 
   const signer = getAddress(keys.info.signer)
+  const approved = new Set(approvedRotations.map((address) => address.toLowerCase()))
+  const signerAccount = privateKeyToAccount(bytesToHex(keys.signerPrivateKey))
+
+  /**
+   * A proposal to replace this guardian: a signer the operator approved is let through
+   * (logged); any other is vetoed. Without the veto the owner key alone would, after the
+   * delay, name a signer of its choosing, which can then sign any debit. The guardian sends
+   * nothing (its signer holds no ether): it signs the cancellation, records it (so a
+   * restart keeps it listed) and raises an alert that carries it, for anyone to relay.
+   */
+  const vetoIfUnapproved = (chainId: bigint, proposal: RotationProposal, nowMs: number) =>
+    Effect.gen(function*() {
+      const annotations = {
+        chain_id: chainId.toString(),
+        contract: proposal.contract.toLowerCase(),
+        proposal_id: proposal.proposalId.toString(),
+        new_signer: proposal.newSigner.toLowerCase(),
+        tx_hash: proposal.txHash
+      }
+      if (approved.has(proposal.newSigner.toLowerCase())) {
+        return yield* Effect.logWarning("guardian rotation proposed to an approved signer: not vetoed").pipe(
+          Effect.annotateLogs(annotations)
+        )
+      }
+      const signature = yield* Effect.promise(() =>
+        signerAccount.signTypedData({
+          domain: TypedData.domain(Number(chainId), proposal.contract),
+          types: TypedData.cancelGuardianRotationTypes,
+          primaryType: "CancelGuardianRotation",
+          message: { proposalId: proposal.proposalId, newSigner: proposal.newSigner }
+        })
+      )
+      const veto: RotationVetoRow = {
+        chainId: chainId.toString(),
+        contract: proposal.contract.toLowerCase(),
+        proposalId: proposal.proposalId,
+        newSigner: proposal.newSigner.toLowerCase(),
+        executableAt: proposal.executableAt,
+        txHash: proposal.txHash.toLowerCase(),
+        blockNumber: proposal.blockNumber,
+        signature
+      }
+      const executableAt = DateTime.formatIso(DateTime.makeUnsafe(Number(proposal.executableAt) * 1000))
+      yield* sql.withTransaction(Effect.gen(function*() {
+        if (!(yield* store.insertRotationVeto(veto, nowMs))) return
+        yield* alert(
+          { chainId: veto.chainId, contract: veto.contract, account: veto.newSigner },
+          "guardian_rotation_vetoed",
+          `rotation ${veto.proposalId} to an unapproved signer vetoed; relay the signed cancellation ` +
+            `(its Health alert, or pnpm guardian cancel-rotation) before ${executableAt}`,
+          nowMs
+        )
+      })).pipe(Effect.mapError(storageFailure))
+    }).pipe(Effect.withSpan("Guardian.vetoRotation"))
+
   /** One follower step at a time per chain (the loop and `sync` share it). */
   const followLocks = new Map<bigint, Semaphore.Semaphore>()
   for (const chainId of chain.chainIds) followLocks.set(chainId, Semaphore.makeUnsafe(1))
@@ -1003,6 +1076,10 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
         let next = followed.nextBlock
         while (next <= safe) {
           const to = next + chainBlockRangeMax - 1n < safe ? next + chainBlockRangeMax - 1n : safe
+          // Before the credits: a veto is the one thing here with a deadline.
+          for (const proposal of yield* chain.rotationProposals(chainId, getAddress(followed.contract), signer, next, to)) {
+            yield* vetoIfUnapproved(chainId, proposal, nowMs)
+          }
           const logs = yield* chain.creditLogs(chainId, getAddress(followed.contract), next, to)
           for (const log of logs) yield* bookLog(chainId, log, nowMs)
           yield* store.advanceCursor(id, followed.contract, to + 1n, nowMs).pipe(Effect.mapError(storageFailure))
@@ -1171,20 +1248,39 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing) {
     return { checked, mismatched }
   }).pipe(Effect.withSpan("Guardian.reconcileAll"))
 
-  const toAlert = (row: AlertRow): typeof Alert.Type => ({
-    chainId: BigInt(row.chainId),
-    contract: row.contract,
-    account: row.account,
-    kind: row.kind as typeof Alert.Type["kind"],
-    since: DateTime.formatIso(DateTime.makeUnsafe(row.sinceMs)),
-    lastSeen: DateTime.formatIso(DateTime.makeUnsafe(row.lastSeenMs)),
-    explanation: row.explanation
-  })
+  const toAlert = (row: AlertRow) =>
+    Effect.gen(function*() {
+      const base: typeof Alert.Type = {
+        chainId: BigInt(row.chainId),
+        contract: row.contract,
+        account: row.account,
+        kind: row.kind as typeof Alert.Type["kind"],
+        since: DateTime.formatIso(DateTime.makeUnsafe(row.sinceMs)),
+        lastSeen: DateTime.formatIso(DateTime.makeUnsafe(row.lastSeenMs)),
+        explanation: row.explanation
+      }
+      if (row.kind !== "guardian_rotation_vetoed") return base
+      // One alert per (contract, proposed signer): it carries the latest proposal's veto,
+      // the only one that can still be pending (the contract holds one proposal at a time).
+      const veto = yield* store.latestRotationVeto(row.chainId, row.contract, row.account)
+      if (veto === undefined) return base
+      return {
+        ...base,
+        veto: {
+          proposalId: veto.proposalId,
+          newSigner: veto.newSigner,
+          executableAt: DateTime.formatIso(DateTime.makeUnsafe(Number(veto.executableAt) * 1000)),
+          signature: veto.signature
+        }
+      } satisfies typeof Alert.Type
+    })
 
   // Ready while the storage answers: an alert or a frozen account concerns one balance and
   // must not take the guardian (every account's transfers) out of service.
   const health = Effect.all([store.frozenCount, store.alertCount, store.listAlerts(alertsListedMax)]).pipe(
-    Effect.map(([frozenAccounts, alertCount, alerts]) => ({ ready: true, frozenAccounts, alertCount, alerts: alerts.map(toAlert) })),
+    Effect.flatMap(([frozenAccounts, alertCount, rows]) =>
+      Effect.forEach(rows, toAlert).pipe(Effect.map((alerts) => ({ ready: true, frozenAccounts, alertCount, alerts })))
+    ),
     Effect.orElseSucceed(() => ({ ready: false, frozenAccounts: 0, alertCount: 0, alerts: [] }))
   )
 

@@ -7,6 +7,7 @@
  */
 import * as path from "node:path"
 import { Config, Effect, Option, Redacted } from "effect"
+import { type Address, getAddress, isAddress } from "viem"
 import type { ChainEndpoint } from "./ChainReader.ts"
 import { defaultTiming, type Timing } from "./Guardian.ts"
 import { decodeSecret, type GuardianOptions, loadOrCreateSecret } from "./GuardianLive.ts"
@@ -46,6 +47,7 @@ export const environmentVariables = [
   "GUARDIAN_RECONCILE_RETRY_DELAY_MS",
   "GUARDIAN_CHAIN_POLL_MS",
   "GUARDIAN_CONFIRMATIONS",
+  "GUARDIAN_APPROVED_ROTATIONS",
   "GUARDIAN_HOST",
   "GUARDIAN_PORT",
   "GUARDIAN_SHARED_SECRET",
@@ -82,6 +84,21 @@ export const parseRpcUrls = (text: string): Array<ChainEndpoint> =>
     return { chainId: BigInt(chainId), rpcUrl }
   })
 
+/**
+ * Parses GUARDIAN_APPROVED_ROTATIONS: comma-separated addresses of the signers the
+ * guardian's operator agreed to hand over to (empty: every rotation is vetoed).
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const parseApprovedRotations = (text: string): Array<Address> =>
+  text.split(",").map((entry) => entry.trim()).filter((entry) => entry.length > 0).map((entry) => {
+    if (!isAddress(entry, { strict: false })) {
+      throw new Error("GUARDIAN_APPROVED_ROTATIONS must be comma-separated 0x addresses")
+    }
+    return getAddress(entry)
+  })
+
 const timingConfig: Config.Config<Timing> = Config.all({
   reservationMarginSeconds: Config.Int("GUARDIAN_RESERVATION_MARGIN_SECONDS").pipe(
     Config.withDefault(defaultTiming.reservationMarginSeconds)
@@ -114,6 +131,7 @@ export const options = Effect.gen(function*() {
   const configuredSecret = yield* Config.option(Config.Redacted("GUARDIAN_SECRET"))
   const rpcUrls = yield* Config.String("GUARDIAN_RPC_URLS").pipe(Config.withDefault(""))
   const timing = yield* timingConfig
+  const approvedText = yield* Config.String("GUARDIAN_APPROVED_ROTATIONS").pipe(Config.withDefault(""))
   const guardianDir = path.resolve(dataDir, "guardian")
   const secret = Option.isSome(configuredSecret)
     ? yield* Effect.try({ try: () => Redacted.make(decodeSecret(Redacted.value(configuredSecret.value))), catch: (cause) => cause as Error })
@@ -121,13 +139,15 @@ export const options = Effect.gen(function*() {
     ? yield* Effect.fail(new Error("GUARDIAN_SECRET is required when GUARDIAN_DATABASE_URL is set (every node must share it)"))
     : yield* loadOrCreateSecret(guardianDir)
   const chains = yield* Effect.try({ try: () => parseRpcUrls(rpcUrls), catch: (cause) => cause as Error })
+  const approvedRotations = yield* Effect.try({ try: () => parseApprovedRotations(approvedText), catch: (cause) => cause as Error })
   const result: GuardianOptions = {
     database: Option.isSome(databaseUrl)
       ? { _tag: "postgres", url: databaseUrl.value, poolMax }
       : { _tag: "pglite", dataDir: guardianDir },
     secret,
     chains,
-    timing
+    timing,
+    approvedRotations
   }
   return result
 })

@@ -18,6 +18,7 @@ import { Backend } from "@pps/crypto"
 import { Effect, Layer, Redacted } from "effect"
 import type { SqlClient } from "effect/sql"
 import { randomBytes } from "@noble/hashes/utils.js"
+import type { Address } from "viem"
 import { ChainReader, type ChainEndpoint } from "./ChainReader.ts"
 import { Guardian, type Timing } from "./Guardian.ts"
 import * as GuardianKeys from "./GuardianKeys.ts"
@@ -45,6 +46,8 @@ export interface GuardianOptions {
   /** JSON-RPC endpoints of the chains the guardian reads (reconciliation, expiry checks, keys). */
   readonly chains?: ReadonlyArray<ChainEndpoint>
   readonly timing?: Partial<Timing>
+  /** GUARDIAN_APPROVED_ROTATIONS: signers a rotation may go to without the guardian's veto. */
+  readonly approvedRotations?: ReadonlyArray<Address>
 }
 
 /** How long closing PGlite may take before shutdown goes on without it. */
@@ -134,7 +137,11 @@ export const layer = (options: GuardianOptions): Layer.Layer<Guardian, unknown> 
 export const layerWithStorage = (options: GuardianOptions): Layer.Layer<Guardian | SqlClient.SqlClient, unknown> => {
   const keys = GuardianKeys.fromSecret(Redacted.value(options.secret))
   const migrated = Layer.effectDiscard(migrate)
-  return Guardian.layer({ keys, ...(options.timing === undefined ? {} : { timing: options.timing }) }).pipe(
+  return Guardian.layer({
+    keys,
+    ...(options.timing === undefined ? {} : { timing: options.timing }),
+    ...(options.approvedRotations === undefined ? {} : { approvedRotations: options.approvedRotations })
+  }).pipe(
     Layer.provide(migrated),
     Layer.provide(ChainReader.layer(options.chains ?? [])),
     Layer.provideMerge(sqlLayer(options.database)),

@@ -8,12 +8,15 @@
  * The api server's embedded default starts this same entry as its child process, with
  * GUARDIAN_EXIT_WITH_PARENT set: the guardian then stops by itself once the server is gone.
  *
+ * `pnpm guardian cancel-rotation …` instead submits one signed veto and exits (src/cancelRotation.ts).
+ *
  * @since 0.1.0
  */
 import { createServer } from "node:http"
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Cause, Config, Effect, Layer, Logger, References } from "effect"
 import { HttpRouter } from "effect/http"
+import { run as runCancelRotation } from "./cancelRotation.ts"
 import { Guardian } from "./Guardian.ts"
 import * as GuardianConfig from "./GuardianConfig.ts"
 import { layer as guardianLayer } from "./GuardianLive.ts"
@@ -96,14 +99,25 @@ const LoggingLive = Layer.unwrap(Effect.gen(function*() {
 // Everything the guardian writes (its secret, its database) is for it alone.
 process.umask(0o077)
 
-Layer.launch(Layer.merge(MainLive, ExitWithParentLive)).pipe(
-  Effect.catchCause((cause) =>
-    Effect.sync(() => {
-      const failure = Cause.squash(cause)
-      process.stderr.write(`\npps-guardian: cannot start: ${failure instanceof Error ? failure.message : String(failure)}\n`)
-      process.exitCode = 1
-    })
-  ),
-  Effect.provide(LoggingLive),
-  NodeRuntime.runMain
-)
+const reportFailure = (what: string) => (cause: Cause.Cause<unknown>) =>
+  Effect.sync(() => {
+    const failure = Cause.squash(cause)
+    process.stderr.write(`\npps-guardian: ${what}: ${failure instanceof Error ? failure.message : String(failure)}\n`)
+    process.exitCode = 1
+  })
+
+// `pnpm guardian cancel-rotation …` relays a veto (src/cancelRotation.ts); anything else starts the guardian.
+if (process.argv[2] === "cancel-rotation") {
+  runCancelRotation(process.argv.slice(3)).pipe(
+    Effect.flatMap((hash) => Effect.sync(() => process.stdout.write(`${hash}\n`))),
+    Effect.catchCause(reportFailure("cancel-rotation failed")),
+    Effect.provide(LoggingLive),
+    NodeRuntime.runMain
+  )
+} else {
+  Layer.launch(Layer.merge(MainLive, ExitWithParentLive)).pipe(
+    Effect.catchCause(reportFailure("cannot start")),
+    Effect.provide(LoggingLive),
+    NodeRuntime.runMain
+  )
+}

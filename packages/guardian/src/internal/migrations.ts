@@ -155,8 +155,30 @@ const chainCredits = Effect.gen(function*() {
     )`
 })
 
+/**
+ * The guardian's vetoes of rotation proposals it was not told to accept: one row per
+ * (chain, contract, proposal id), with the signed cancellation, so the veto survives a
+ * restart and can be relayed (and re-relayed) by anyone from the guardian's health.
+ */
+const rotationVetoes = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`
+    CREATE TABLE guardian_rotation_vetoes (
+      chain_id text NOT NULL,
+      contract text NOT NULL,
+      proposal_id text NOT NULL,
+      new_signer text NOT NULL,
+      executable_at bigint NOT NULL,
+      tx_hash text NOT NULL,
+      block_number bigint NOT NULL,
+      signature text NOT NULL,
+      seen_at_ms bigint NOT NULL,
+      PRIMARY KEY (chain_id, contract, proposal_id)
+    )`
+})
+
 /** Runs the migrations that have not run yet (locked, so concurrent starts run each once). */
 export const migrate = Migrator.make({})({
-  loader: Migrator.fromRecord({ "0001_ledger": ledger, "0002_chain_credits": chainCredits }),
+  loader: Migrator.fromRecord({ "0001_ledger": ledger, "0002_chain_credits": chainCredits, "0003_rotation_vetoes": rotationVetoes }),
   table: "guardian_migrations"
 })

@@ -55,6 +55,18 @@ export interface AlertRow extends AccountRef {
   readonly explanation: string
 }
 
+/** A signed veto of a rotation proposal (docs/guardian.md, "Rotation vetoes"). */
+export interface RotationVetoRow {
+  readonly chainId: string
+  readonly contract: string
+  readonly proposalId: bigint
+  readonly newSigner: string
+  readonly executableAt: bigint
+  readonly txHash: string
+  readonly blockNumber: bigint
+  readonly signature: string
+}
+
 /** The identity of a credit log, and what the guardian did with it. */
 export interface ChainCreditRow {
   readonly chainId: string
@@ -411,6 +423,48 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       )
     )
 
+  // ------------------------------------------------------------------ rotation vetoes
+
+  /** Records a veto; false when this proposal was vetoed already (a re-read log). */
+  const insertRotationVeto = (veto: RotationVetoRow, nowMs: number) =>
+    sql<{ readonly proposal_id: string }>`
+      INSERT INTO guardian_rotation_vetoes (chain_id, contract, proposal_id, new_signer, executable_at, tx_hash, block_number,
+        signature, seen_at_ms)
+      VALUES (${veto.chainId}, ${veto.contract}, ${veto.proposalId.toString()}, ${veto.newSigner},
+        ${veto.executableAt.toString()}::bigint, ${veto.txHash}, ${veto.blockNumber.toString()}::bigint, ${veto.signature},
+        ${String(nowMs)}::bigint)
+      ON CONFLICT DO NOTHING
+      RETURNING proposal_id`.pipe(Effect.map((rows) => rows.length === 1))
+
+  /** The latest veto of a proposal to `newSigner` on this contract (what its alert carries). */
+  const latestRotationVeto = (chainId: string, contract: string, newSigner: string) =>
+    sql<{
+      readonly proposal_id: string
+      readonly new_signer: string
+      readonly executable_at: string
+      readonly tx_hash: string
+      readonly block_number: string
+      readonly signature: string
+    }>`
+      SELECT proposal_id, new_signer, executable_at::text AS executable_at, tx_hash, block_number::text AS block_number, signature
+      FROM guardian_rotation_vetoes
+      WHERE chain_id = ${chainId} AND contract = ${contract} AND new_signer = ${newSigner}
+      ORDER BY proposal_id::numeric DESC LIMIT 1`.pipe(
+      Effect.map((rows) => {
+        const row = rows[0]
+        return row === undefined ? undefined : {
+          chainId,
+          contract,
+          proposalId: BigInt(row.proposal_id),
+          newSigner: row.new_signer,
+          executableAt: BigInt(row.executable_at),
+          txHash: row.tx_hash,
+          blockNumber: BigInt(row.block_number),
+          signature: row.signature
+        } satisfies RotationVetoRow
+      })
+    )
+
   // ------------------------------------------------------------------ pinned keys
 
   const pinnedKey = (account: AccountRef) =>
@@ -477,6 +531,8 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     clearAlerts,
     alertCount,
     listAlerts,
+    insertRotationVeto,
+    latestRotationVeto,
     pinnedKey,
     pinKey
   }

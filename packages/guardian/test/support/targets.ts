@@ -79,6 +79,7 @@ export const makeTarget = (
     /** An existing directory (kept afterwards): restart tests run a guardian on it twice. */
     readonly dataDir?: string
     readonly timing?: Partial<Guardian.Timing>
+    readonly approvedRotations?: ReadonlyArray<`0x${string}`>
   } = {}
 ) =>
   Layer.effect(
@@ -97,7 +98,8 @@ export const makeTarget = (
         ? { _tag: "pglite", dataDir }
         : { _tag: "postgres", url: Redacted.make(yield* freshPostgresDatabase), poolMax: 8 }
       const services = yield* Layer.build(
-        GuardianLive.layerWithStorage({ database, secret: testSecret, timing: { ...fastTiming, ...options.timing }, chains: options.chains ?? [] }).pipe(
+        GuardianLive.layerWithStorage({ database, secret: testSecret, timing: { ...fastTiming, ...options.timing }, chains: options.chains ?? [],
+          approvedRotations: options.approvedRotations ?? [] }).pipe(
           Layer.provide(loggerLayer)
         )
       )

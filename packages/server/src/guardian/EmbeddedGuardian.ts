@@ -87,7 +87,9 @@ const inheritedVariables = [
   "GUARDIAN_RECONCILE_INTERVAL_MS",
   "GUARDIAN_RECONCILE_RETRY_DELAY_MS",
   "GUARDIAN_CHAIN_POLL_MS",
-  "GUARDIAN_CONFIRMATIONS"
+  "GUARDIAN_CONFIRMATIONS",
+  // The signers a rotation may go to without the guardian's veto: embedded, the operator sets it here.
+  "GUARDIAN_APPROVED_ROTATIONS"
 ] as const
 
 /**
