@@ -47,6 +47,7 @@ import { RequestValidationLive } from "./http/RequestValidation.ts"
 import { MigrationsLive, SqlLive } from "./platform/Database.ts"
 import { DataDir } from "./platform/DataDir.ts"
 import { FaucetGrants } from "./faucet/FaucetGrants.ts"
+import { VetoRelayLive } from "./guardian/VetoRelay.ts"
 import { OperationReplay } from "./platform/IdempotentOperations.ts"
 import { NodeLiveness } from "./platform/NodeLiveness.ts"
 import { SecretBox } from "./platform/SecretBox.ts"
@@ -113,7 +114,15 @@ export const AdminApp = Layer.mergeAll(
  * @since 0.1.0
  * @category layers
  */
-export const ServicesLive = Layer.mergeAll(Agents.layer, Approvals.layer, Balances.layer, ApiKeys.layer, RateLimiter.layer, FaucetGrants.layer).pipe(
+export const ServicesLive = Layer.mergeAll(
+  Agents.layer,
+  Approvals.layer,
+  Balances.layer,
+  ApiKeys.layer,
+  RateLimiter.layer,
+  FaucetGrants.layer,
+  VetoRelayLive
+).pipe(
   // Agents and approvals use Transfers and the agent stores it brings.
   Layer.provideMerge(Transfers.layer),
   Layer.provideMerge(Layer.mergeAll(EncryptionKeys.layer, Faucet.layer, KeyedSerializer.layer)),

@@ -13,7 +13,7 @@ import type { Resolution, SubmissionKind, SubmissionRequest, SubmissionStatus } 
 const SubmissionRow = Schema.Struct({
   submission_id: Schema.String,
   mode: Mode,
-  kind: Schema.Literals(["confidential_transfer", "public_transfer", "register_key"]),
+  kind: Schema.Literals(["confidential_transfer", "public_transfer", "register_key", "rotation_veto"]),
   target: Schema.String,
   call_data: Schema.Uint8Array,
   gas_limit: Schema.String,

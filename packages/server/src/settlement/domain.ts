@@ -19,7 +19,7 @@ import type { Mode } from "../apikeys/domain.ts"
  * @since 0.1.0
  * @category models
  */
-export type SubmissionKind = "confidential_transfer" | "public_transfer" | "register_key"
+export type SubmissionKind = "confidential_transfer" | "public_transfer" | "register_key" | "rotation_veto"
 
 /**
  * `recorded`: in the database, not yet signed. `sent`: signed and broadcast
@@ -98,7 +98,9 @@ export type Resolution =
 export const gasLimits: Record<SubmissionKind, bigint> = {
   confidential_transfer: 350_000n,
   public_transfer: 200_000n,
-  register_key: 150_000n
+  register_key: 150_000n,
+  // Measured 45,411 (docs/benchmarks.md).
+  rotation_veto: 100_000n
 }
 
 /**
