@@ -4,9 +4,11 @@
  * and never overwrites one, register-key is idempotent, balances and transfer
  * amounts are decrypted client-side and printed in the documented forms, and
  * every failure exits 1 with the API's D1 body or a `pps:` line on stderr,
- * never a secret key or an amount.
+ * never a secret key or an amount; help exits 0 on stdout, and a command-line
+ * mistake exits 2 with a `pps:` line and the usage on stderr, before any request.
  */
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { EncryptionKey } from "@pps/crypto"
@@ -172,7 +174,9 @@ describe("pps", { timeout: 30_000 }, () => {
     // The wrong key cannot open Bob's copy: a loud failure, not a wrong amount.
     expectRefusal(stranger, /^pps: the sealed copy of transfer tr_\w+ does not open with this key/)
     expectRefusal(tooOpen, /^pps: .*readable by others; run: chmod 600/)
-    expectRefusal(usage, /^pps: balance does not take --force/)
+    // A command-line mistake is exit 2 (conventions tested below).
+    expect(usage).toMatchObject({ exitCode: 2, stdout: "" })
+    expect(usage.stderr).toMatch(/^pps: balance does not take --force\nusage: pps /)
   })
 
   it("refuses a sealed copy that does not match the transfer's ciphertext (a server that lies about the amount)", async () => {
@@ -210,5 +214,77 @@ describe("pps", { timeout: 30_000 }, () => {
     expect(expectSuccess(sender).stdout).toBe(`${JSON.stringify({ transfer_id: id, amount: "2", memo: "public" })}\n`)
     expect(recipient).toMatchObject({ exitCode: 1, stdout: "" })
     expect(recipient.stderr).toMatch(/^pps: transfer tr_\w+ is a standard transfer: the API gives its recipient no ciphertext/)
+  })
+})
+
+/** A loopback port nobody listens on: bound, then closed. */
+const closedPort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const listener = net.createServer()
+    listener.once("error", reject)
+    listener.listen(0, "127.0.0.1", () => {
+      const address = listener.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      listener.close(() => resolve(port))
+    })
+  })
+
+describe("pps command-line conventions", { timeout: 30_000 }, () => {
+  // No server is needed: a wrong command line fails before any request.
+  const offline = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
+    runNode("packages/sdk/src/cli.ts", args, { PPS_API_KEY: "hc_test_unused", PPS_BASE_URL: "http://127.0.0.1:1", ...env })
+
+  it("--help, -h and help print the usage on stdout and exit 0; a command's help is its own usage", async () => {
+    const [long, short, word, command, commandWord] = await Promise.all([
+      offline(["--help"]),
+      offline(["-h"]),
+      offline(["help"]),
+      offline(["balance", "--help"]),
+      offline(["help", "decrypt-transfer"])
+    ])
+    for (const run of [long, short, word]) {
+      expect(run).toMatchObject({ exitCode: 0, stderr: "" })
+      expect(run.stdout).toMatch(/^usage: pps <command>/)
+      expect(run.stdout).toContain("  decrypt-transfer ID")
+    }
+    expect(command).toMatchObject({ exitCode: 0, stderr: "" })
+    expect(command.stdout).toContain("  balance [--key-file FILE] [--json]")
+    expect(command.stdout).not.toContain("keygen")
+    expect(commandWord.stdout).toContain("  decrypt-transfer ID")
+    expect(commandWord.stdout).not.toContain("balance [")
+  })
+
+  it("no command, an unknown command or an unknown flag: a pps: line naming it, the usage on stderr, exit 2", async () => {
+    const [none, unknown, unknownHelp, flag, missingValue] = await Promise.all([
+      offline([]),
+      offline(["frobnicate"]),
+      offline(["help", "frobnicate"]),
+      offline(["balance", "--frob"]),
+      offline(["balance", "--key-file"])
+    ])
+    for (const run of [none, unknown, unknownHelp, flag, missingValue]) {
+      expect(run).toMatchObject({ exitCode: 2, stdout: "" })
+      expect(run.stderr).toMatch(/usage: pps <command>/)
+    }
+    expect(none.stderr).toMatch(/^usage: pps /)
+    expect(unknown.stderr).toMatch(/^pps: unknown command "frobnicate"\nusage: pps /)
+    expect(unknownHelp.stderr).toMatch(/^pps: unknown command "frobnicate"\n/)
+    expect(flag.stderr).toMatch(/^pps: unknown option "--frob"\n/)
+    expect(missingValue.stderr).toMatch(/^pps: --key-file needs a value\n/)
+  })
+
+  it("an unreachable server is named with its URL and the cause; a malformed PPS_BASE_URL is named", async () => {
+    const url = `http://127.0.0.1:${await closedPort()}`
+    const [refused, malformed, notHttp] = await Promise.all([
+      offline(["balance"], { PPS_BASE_URL: url }),
+      offline(["balance"], { PPS_BASE_URL: "not a url" }),
+      offline(["balance"], { PPS_BASE_URL: "localhost:8080" })
+    ])
+    expect(refused).toMatchObject({ exitCode: 1, stdout: "" })
+    expect(refused.stderr).toBe(
+      `pps: cannot reach the server at ${url}: connection refused (is it running? set PPS_BASE_URL to the API's address)\n`
+    )
+    expect(malformed).toMatchObject({ exitCode: 1, stdout: "", stderr: 'pps: PPS_BASE_URL is not a URL: "not a url" (expected http://HOST:PORT)\n' })
+    expect(notHttp.stderr).toMatch(/^pps: PPS_BASE_URL is not a URL: "localhost:8080"/)
   })
 })

@@ -11,6 +11,7 @@ import { privateKeyToAddress } from "viem/accounts"
 import { walletKeyBinding } from "../../src/accounts/Accounts.ts"
 import { Secrets } from "../../src/platform/Secrets.ts"
 import { SecretBox } from "../../src/platform/SecretBox.ts"
+import { runAdmin } from "../support/adminCli.ts"
 import { dumpDatabase } from "../support/dumpDatabase.ts"
 import { bearer, createAccount, expectEnvelope, postJson, send } from "../support/http.ts"
 import { type DatabaseTarget, makeTestServer, TestServer } from "../support/TestServer.ts"
@@ -112,6 +113,26 @@ export const adminSuite = (database: DatabaseTarget) =>
             404,
             "account_not_found"
           )
+        }))
+
+      it.effect("the admin command: its JSON output, and an API refusal shown with code, message and the flag", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const env = { ADMIN_URL: server.adminUrl, ADMIN_TOKEN: server.adminToken }
+          const admin = (...args: ReadonlyArray<string>) => Effect.promise(() => runAdmin(args, env))
+          const created = yield* admin("accounts", "create", "--handle", "cliff", "--kyc", "pending")
+          expect(created, created.stderr).toMatchObject({ exitCode: 0, stderr: "" })
+          expect(Object.keys(JSON.parse(created.stdout) as object)).toEqual(["account_id", "handle", "api_key", "key_id"])
+          // The API's `param` is mapped back to the flag; its D1 body stays the last line, unchanged, for scripts.
+          const refused = yield* admin("accounts", "create", "--handle", "ab")
+          expect(refused).toMatchObject({ exitCode: 1, stdout: "" })
+          const [reason, body, ...rest] = refused.stderr.trimEnd().split("\n")
+          expect(rest).toEqual([])
+          expect(reason).toMatch(/^--handle: .+ \(invalid_request, HTTP 400\)$/)
+          expect(JSON.parse(body ?? "")).toMatchObject({ error: { code: "invalid_request", param: "handle", request_id: expect.stringMatching(/^req_/) } })
+          const missing = yield* admin("keys", "create", "--account", "acct_missing", "--name", "x")
+          expect(missing).toMatchObject({ exitCode: 1, stdout: "" })
+          expect(missing.stderr).toMatch(/^.+ \(account_not_found, HTTP 404\)\n\{"error":/)
         }))
 
       it.effect("no API key, pepper, admin token or wallet private key in clear in the database or the logs", () =>

@@ -1,0 +1,111 @@
+/**
+ * The admin command's command-line conventions, which need no server: help on
+ * stdout with exit 0; a command-line mistake (no or unknown command, unknown
+ * flag, a flag value outside its allowed values) named on stderr with the
+ * usage and exit 2, before any request; an unreachable or malformed admin URL
+ * named with its cause, exit 1. docs/operations.md "The admin command".
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { closedPort, runAdmin } from "./support/adminCli.ts"
+
+// An empty data directory, so nothing of a server running on this machine is found.
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-admin-cli-"))
+const admin = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
+  runAdmin(args, { DATA_DIR: dataDir, ...env })
+
+afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }))
+
+describe("admin command line", { timeout: 30_000 }, () => {
+  it("--help, -h and help print the usage on stdout and exit 0; a command's help is its own usage", async () => {
+    const [long, short, word, command, group] = await Promise.all([
+      admin(["--help"]),
+      admin(["-h"]),
+      admin(["help"]),
+      admin(["accounts", "create", "--help"]),
+      admin(["help", "keys"])
+    ])
+    for (const run of [long, short, word]) {
+      expect(run).toMatchObject({ exitCode: 0, stderr: "" })
+      expect(run.stdout).toMatch(/^usage: pnpm admin <command>\n/)
+      expect(run.stdout).toContain("  chain deploy --mode test|live")
+    }
+    expect(command).toMatchObject({ exitCode: 0, stderr: "" })
+    expect(command.stdout).toContain("  accounts create --handle H [--type personal|business] [--kyc unverified|pending|verified|enhanced]")
+    expect(command.stdout).not.toContain("keys ")
+    expect(group.stdout).toMatch(/ {2}keys create [^]* {2}keys list [^]* {2}keys revoke /)
+    expect(group.stdout).not.toContain("accounts ")
+  })
+
+  it("no command, an unknown command or an unknown flag: the reason naming it, the usage on stderr, exit 2", async () => {
+    const [none, unknown, group, flag, foreignFlag, missingValue] = await Promise.all([
+      admin([]),
+      admin(["frobnicate"]),
+      admin(["accounts"]),
+      admin(["accounts", "create", "--handle", "x", "--frob"]),
+      admin(["accounts", "get", "--handle", "x"]),
+      admin(["accounts", "create", "--handle"])
+    ])
+    for (const run of [none, unknown, group, flag, foreignFlag, missingValue]) {
+      expect(run).toMatchObject({ exitCode: 2, stdout: "" })
+      expect(run.stderr).toContain("usage: pnpm admin <command>\n")
+    }
+    expect(none.stderr).toMatch(/^usage: pnpm admin /)
+    expect(unknown.stderr).toMatch(/^unknown command "frobnicate"\nusage: /)
+    expect(group.stderr).toMatch(/^"accounts" needs a subcommand\n/)
+    expect(flag.stderr).toMatch(/^unknown option "--frob"\n/)
+    expect(foreignFlag.stderr).toMatch(/^accounts get does not take --handle\n/)
+    expect(missingValue.stderr).toMatch(/^--handle needs a value\n/)
+  })
+
+  it("flag values with known choices are checked before any request, naming the flag and the allowed values", async () => {
+    // ADMIN_URL points nowhere: a request would fail with exit 1, so exit 2 shows none was made.
+    const nowhere = { ADMIN_URL: `http://127.0.0.1:${await closedPort()}`, ADMIN_TOKEN: "adm_unused" }
+    const [kyc, status, type, mode, deployMode, missing] = await Promise.all([
+      admin(["accounts", "create", "--handle", "carol", "--kyc", "maybe"], nowhere),
+      admin(["accounts", "set-kyc", "--account", "acct_x", "--status", "approved"], nowhere),
+      admin(["accounts", "create", "--handle", "carol", "--type", "company"], nowhere),
+      admin(["keys", "create", "--account", "acct_x", "--name", "n", "--mode", "prod"], nowhere),
+      admin(["chain", "deploy", "--mode", "main"], nowhere),
+      admin(["accounts", "set-kyc", "--account", "acct_x"], nowhere)
+    ])
+    for (const run of [kyc, status, type, mode, deployMode, missing]) expect(run).toMatchObject({ exitCode: 2, stdout: "" })
+    expect(kyc.stderr).toMatch(/^--kyc must be one of unverified\|pending\|verified\|enhanced, not "maybe"\n/)
+    expect(status.stderr).toMatch(/^--status must be one of unverified\|pending\|verified\|enhanced, not "approved"\n/)
+    expect(type.stderr).toMatch(/^--type must be one of personal\|business, not "company"\n/)
+    expect(mode.stderr).toMatch(/^--mode must be one of test\|live, not "prod"\n/)
+    expect(deployMode.stderr).toMatch(/^--mode must be one of test\|live, not "main"\n/)
+    expect(missing.stderr).toMatch(/^--status is required\n/)
+  })
+
+  it("an unreachable admin API is named with its URL and the cause; a malformed ADMIN_URL is named", async () => {
+    const url = `http://127.0.0.1:${await closedPort()}`
+    fs.writeFileSync(path.join(dataDir, "admin.json"), JSON.stringify({ admin_url: url }))
+    fs.writeFileSync(path.join(dataDir, "secrets.json"), JSON.stringify({ admin_token: "adm_unused" }))
+    try {
+      const [fromEnv, fromFile, malformed] = await Promise.all([
+        admin(["accounts", "get", "--account", "acct_x"], { ADMIN_URL: url, ADMIN_TOKEN: "adm_unused" }),
+        admin(["keys", "list", "--account", "acct_x"]),
+        admin(["accounts", "get", "--account", "acct_x"], { ADMIN_URL: "localhost:9090", ADMIN_TOKEN: "adm_unused" })
+      ])
+      expect(fromEnv).toMatchObject({
+        exitCode: 1,
+        stdout: "",
+        stderr: `cannot reach the server at ${url}: connection refused (is it running? set ADMIN_URL to the admin listener's address)\n`
+      })
+      expect(fromFile).toMatchObject({ exitCode: 1, stdout: "" })
+      expect(fromFile.stderr).toMatch(new RegExp(`^cannot reach the server at ${url}: connection refused \\(is it running\\? the address is from .*admin\\.json`))
+      expect(malformed).toMatchObject({
+        exitCode: 1,
+        stdout: "",
+        stderr: 'ADMIN_URL is not a URL: "localhost:9090" (expected http://HOST:PORT)\n'
+      })
+      for (const run of [fromEnv, fromFile, malformed]) expect(run.stderr).not.toContain("fetch failed")
+    } finally {
+      fs.rmSync(path.join(dataDir, "admin.json"))
+      fs.rmSync(path.join(dataDir, "secrets.json"))
+    }
+  })
+})
