@@ -16,6 +16,7 @@ const { values } = parseArgs({
     accounts: { type: "string", default: "6" },
     duration: { type: "string", default: "60000" },
     "no-webhooks": { type: "boolean", default: false },
+    "kill-guardian": { type: "boolean", default: false },
     keep: { type: "boolean", default: false }
   }
 })
@@ -37,6 +38,7 @@ const report = await runHarness({
   accounts: integer("accounts", values.accounts, 2),
   durationMs: integer("duration", values.duration, 1_000),
   webhooks: !values["no-webhooks"],
+  killGuardian: values["kill-guardian"],
   keep: values.keep,
   log: (line) => process.stdout.write(`${new Date().toISOString()} ${line}\n`)
 })

@@ -23,12 +23,17 @@ import { EncryptionKey } from "@pps/crypto"
 import { Amount, Client, Confidential } from "@pps/sdk"
 import { type Receiver, startReceiver } from "../support/webhooks-receiver.ts"
 import { type Prng, substream } from "./prng.ts"
-import { type FaultTarget, freePort, serverTarget, strayGroups } from "./processes.ts"
+import { type FaultTarget, freePort, guardianTarget, serverTarget, strayGroups } from "./processes.ts"
 
 export interface HarnessOptions {
   readonly seed: number
-  /** SIGKILLs of the server's process group during the load. */
+  /** SIGKILLs during the load: of the server process (its guardian child with it), or of the guardian alone. */
   readonly kills: number
+  /**
+   * Let the schedule also pick the embedded guardian alone (the server's supervisor starts
+   * a new one). Off by default, so seeds recorded before it replay the same schedule.
+   */
+  readonly killGuardian?: boolean
   /** Concurrent clients, each sending one request at a time. */
   readonly clients: number
   readonly accounts: number
@@ -239,9 +244,9 @@ export const runHarness = async (options: HarnessOptions): Promise<HarnessReport
     logFile,
     env: options.webhooks ? { WEBHOOK_ALLOW_INSECURE_LOOPBACK: "1" } : {}
   })
-  // Every target the schedule may kill. Only the server today: the embedded guardian runs
-  // in its process. A separate guardian process joins this list as a second FaultTarget.
-  const targets: ReadonlyArray<FaultTarget> = [server]
+  // Every target the schedule may kill: the server process (its guardian child dies with
+  // it), and with `killGuardian` the guardian child alone.
+  const targets: ReadonlyArray<FaultTarget> = options.killGuardian === true ? [server, guardianTarget(dataDir)] : [server]
   const gate = new ServerGate()
   const restartMs: Array<number> = []
   const requests: Array<RecordedRequest> = []
