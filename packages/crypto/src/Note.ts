@@ -52,6 +52,19 @@ export interface BalanceStatement {
 }
 
 /**
+ * The guardian's running total of what one API key sent (D40).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface KeyTotal {
+  /** Base units sent through the key and confirmed, summed (u128). */
+  readonly amount: bigint
+  /** How many confirmed transfers the sum counts. */
+  readonly transfers: bigint
+}
+
+/**
  * The three boxes of a transfer, in the order `sealedDigest` hashes them.
  *
  * @since 0.1.0
@@ -96,7 +109,28 @@ export const memoBytesMax = 512
 const transferNoteTag = 0x01
 const guardianNoteTag = 0x02
 const balanceStatementTag = 0x03
+const keyTotalTag = 0x04
+const heldAmountTag = 0x05
 const transferNoteLength = 1 + 8 + 2 + memoBytesMax
+const guardianNoteLength = 1 + 8 + 32
+
+/**
+ * The exact length of a transfer's sender or recipient box (the memo is padded, so every
+ * note has one size and a box's length says nothing about its memo). A client that seals a
+ * transfer itself sends boxes of exactly these lengths.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const transferBoxLength = SealedBox.boxOverhead + transferNoteLength
+
+/**
+ * The exact length of a transfer's guardian box {amount, r}.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const guardianBoxLength = SealedBox.boxOverhead + guardianNoteLength
 
 /**
  * Serialises a transfer note; throws if the amount or memo is out of range (programmer
@@ -154,7 +188,7 @@ export const encodeGuardianNote = (opening: Opening): Uint8Array => {
  * @category encoding
  */
 export const decodeGuardianNote = (bytes: Uint8Array): Result<Opening, "note_malformed"> => {
-  if (bytes.length !== 41 || bytes[0] !== guardianNoteTag) return fail("note_malformed")
+  if (bytes.length !== guardianNoteLength || bytes[0] !== guardianNoteTag) return fail("note_malformed")
   const amount = new ByteReader(bytes.subarray(1, 9)).uint(8)
   const randomness = parseScalar(bytes.subarray(9))
   if (amount === undefined || randomness === undefined || randomness === 0n) return fail("note_malformed")
@@ -317,6 +351,103 @@ export const openBalanceStatement = (
 ): Result<BalanceStatement, NoteError> => {
   const opened = SealedBox.open(keyPair, box, statementBinding(input.chainId, input.contract, input.account))
   return opened.ok ? decodeBalanceStatement(opened.value) : opened
+}
+
+const keyTotalBinding = (chainId: bigint, contract: Address, account: Address, apiKeyId: string): SealedBox.Binding => ({
+  purpose: "key-total",
+  chainId,
+  contract,
+  subjectId: keccak_256(concatBytes(addressBytes(account), utf8(apiKeyId)))
+})
+
+/**
+ * Seals the guardian's per-key total (D40: the USDG, or any asset, transferred through one
+ * API key) to the account's key, bound to chain, contract, account and key id, so a total
+ * can pass neither as a balance nor as another key's.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const sealKeyTotal = (
+  input: {
+    readonly chainId: bigint
+    readonly contract: Address
+    readonly account: Address
+    readonly apiKeyId: string
+    readonly accountKey: PublicKey
+    readonly total: KeyTotal
+  },
+  random: RandomSource = secure
+): Uint8Array => {
+  if (input.total.amount < 0n || input.total.amount >= 1n << 128n) throw new RangeError("a key total is a u128")
+  if (input.total.transfers < 0n || input.total.transfers >= 1n << 64n) throw new RangeError("a transfer count is a u64")
+  return SealedBox.seal(
+    {
+      publicKey: input.accountKey,
+      plaintext: concatBytes(Uint8Array.of(keyTotalTag), uintBE(input.total.amount, 16), uintBE(input.total.transfers, 8)),
+      binding: keyTotalBinding(input.chainId, input.contract, input.account, input.apiKeyId)
+    },
+    random
+  )
+}
+
+/**
+ * Opens a per-key total sealed to this account.
+ *
+ * @since 0.1.0
+ * @category destructors
+ */
+export const openKeyTotal = (
+  keyPair: KeyPair,
+  box: Uint8Array,
+  input: { readonly chainId: bigint; readonly contract: Address; readonly account: Address; readonly apiKeyId: string }
+): Result<KeyTotal, NoteError> => {
+  const opened = SealedBox.open(keyPair, box, keyTotalBinding(input.chainId, input.contract, input.account, input.apiKeyId))
+  if (!opened.ok) return opened
+  const bytes = opened.value
+  if (bytes.length !== 25 || bytes[0] !== keyTotalTag) return fail("note_malformed")
+  const reader = new ByteReader(bytes.subarray(1))
+  const amount = reader.uint(16)
+  const transfers = reader.uint(8)
+  return amount === undefined || transfers === undefined ? fail("note_malformed") : succeed({ amount, transfers })
+}
+
+/**
+ * Seals, for a held agent transfer, the amount the guardian read in its own box to the key
+ * the agent's amounts are encrypted to (its owner's). The owner decides on this amount: the
+ * agent's note is the agent's word, which a client-sealed transfer could make differ.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const sealHeldAmount = (
+  input: { readonly context: TransferContext; readonly ownerKey: PublicKey; readonly amount: bigint },
+  random: RandomSource = secure
+): Uint8Array => {
+  assertAmount(input.amount)
+  return SealedBox.seal(
+    {
+      publicKey: input.ownerKey,
+      plaintext: concatBytes(Uint8Array.of(heldAmountTag), uintBE(input.amount, 8)),
+      binding: transferBinding(input.context, "held-amount")
+    },
+    random
+  )
+}
+
+/**
+ * Opens the guardian's statement of a held transfer's amount.
+ *
+ * @since 0.1.0
+ * @category destructors
+ */
+export const openHeldAmount = (keyPair: KeyPair, box: Uint8Array, context: TransferContext): Result<bigint, NoteError> => {
+  const opened = SealedBox.open(keyPair, box, transferBinding(context, "held-amount"))
+  if (!opened.ok) return opened
+  const amount = opened.value.length === 9 && opened.value[0] === heldAmountTag
+    ? new ByteReader(opened.value.subarray(1)).uint(8)
+    : undefined
+  return amount === undefined ? fail("note_malformed") : succeed(amount)
 }
 
 /**

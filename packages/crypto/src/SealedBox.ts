@@ -42,7 +42,7 @@ import { fail, type Result, succeed } from "./Result.ts"
  * @since 0.1.0
  * @category models
  */
-export type Purpose = "transfer-sender" | "transfer-recipient" | "transfer-guardian" | "balance-statement"
+export type Purpose = "transfer-sender" | "transfer-recipient" | "transfer-guardian" | "balance-statement" | "key-total" | "held-amount"
 
 /**
  * What a box is bound to. `subjectId` is 32 bytes: the transfer id for transfer boxes,

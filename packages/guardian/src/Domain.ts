@@ -149,6 +149,8 @@ export const AuthorizeRequest = Schema.Struct({
   /** The guardian's sealed note {amount, r} (`Note.sealTransfer`'s `guardian` box). */
   guardianNote: BytesHex,
   sealedDigest: Schema.optionalKey(Bytes32),
+  /** The API key that asked (an opaque id): its confirmed debits are totalled per key (D40). */
+  apiKey: Schema.optionalKey(Schema.String.check(Schema.isMaxLength(64))),
   agent: Schema.optionalKey(AgentContext)
 })
 
@@ -229,7 +231,12 @@ export class PolicyViolation extends Schema.TaggedClass<PolicyViolation>()("Poli
  * @category results
  */
 export class HoldForApproval extends Schema.TaggedClass<HoldForApproval>()("HoldForApproval", {
-  transferId: Bytes32
+  transferId: Bytes32,
+  /**
+   * The amount the guardian read in its box, sealed to `fromKey` (the owner's key for an
+   * agent; `Note.sealHeldAmount`): what the owner decides on, whatever the agent's own note says.
+   */
+  sealedAmount: BytesHex
 }) {}
 
 /**
@@ -299,15 +306,18 @@ export const SettleRequest = Schema.Struct({
 })
 
 /**
- * The final state of a reservation after `settle`. It may differ from the outcome
- * asked for when the reservation was already final (see docs/guardian.md, expiry).
+ * The state of a reservation after `settle`. It may differ from the outcome asked for
+ * when the reservation was already final (see docs/guardian.md, expiry), when the chain
+ * shows a transfer reported failed was mined (`confirmed`), or when a failure is reported
+ * before the attestation's deadline while the chain cannot rule it out yet (`reserved`:
+ * the expiry sweeper decides it from the chain).
  *
  * @since 0.1.0
  * @category schemas
  */
 export const SettleResult = Schema.Struct({
   transferId: Bytes32,
-  status: Schema.Literals(["confirmed", "failed", "expired"])
+  status: Schema.Literals(["confirmed", "failed", "expired", "reserved"])
 })
 
 /**
@@ -408,6 +418,15 @@ export const SealedBalanceResult = Schema.Struct({
 })
 
 /**
+ * Every API key's total (D40), sealed to the account's key (`Note.openKeyTotal` opens it).
+ * Asked with a `SealedBalanceRequest`: the same key check applies.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SealedKeyTotalsResult = Schema.Array(Schema.Struct({ apiKeyId: Schema.String, sealedTotal: BytesHex }))
+
+/**
  * @since 0.1.0
  * @category schemas
  */
@@ -491,6 +510,29 @@ export const Alert = Schema.Struct({
   /** `guardian_rotation_vetoed` only: the latest vetoed proposal to `account`, ready to relay. */
   veto: Schema.optionalKey(RotationVeto)
 })
+
+/**
+ * Asks for the guardian's veto of one rotation proposal of one contract: the relay asks for
+ * exactly the proposal its own contract holds, so no alert list (which anyone can crowd with
+ * contracts of their own) stands between a veto and its relay.
+ *
+ * @since 0.3.0
+ * @category schemas
+ */
+export const RotationVetoRequest = Schema.Struct({
+  chainId: ChainId,
+  contract: AddressHex,
+  proposalId: Schema.BigIntFromString
+})
+
+/**
+ * The signed cancellation, or null when the guardian has not vetoed that proposal (an
+ * approved signer, or a proposal its follower has not seen yet).
+ *
+ * @since 0.3.0
+ * @category schemas
+ */
+export const RotationVetoResult = Schema.NullOr(RotationVeto)
 
 /**
  * The guardian's health. `ready`: its storage answers (alerts and frozen accounts never

@@ -60,6 +60,9 @@ import {
   ReservationNotFound,
   type SealedBalanceRequest,
   type SealedBalanceResult,
+  type SealedKeyTotalsResult,
+  type RotationVetoRequest,
+  type RotationVetoResult,
   type SettleRequest,
   type SettleResult,
   type SyncRequest,
@@ -173,6 +176,14 @@ export interface GuardianShape {
   readonly sealedBalance: (
     request: typeof SealedBalanceRequest.Type
   ) => Effect.Effect<typeof SealedBalanceResult.Type, AccountKeyMismatch | GuardianError>
+  /** The signed cancellation of one rotation proposal, if the guardian vetoed it. */
+  readonly rotationVeto: (
+    request: typeof RotationVetoRequest.Type
+  ) => Effect.Effect<typeof RotationVetoResult.Type, GuardianError>
+  /** D40: every API key's total of confirmed debits from the account, each sealed to its key. */
+  readonly sealedKeyTotals: (
+    request: typeof SealedBalanceRequest.Type
+  ) => Effect.Effect<typeof SealedKeyTotalsResult.Type, AccountKeyMismatch | GuardianError>
   readonly reconcile: (request: typeof ReconcileRequest.Type) => Effect.Effect<ReconcileResult, GuardianError>
   readonly health: Effect.Effect<typeof HealthResult.Type>
   /** Resolves every reservation past its expiry (the sweeper runs it periodically). */
@@ -290,7 +301,8 @@ const requestDigest = (key: Uint8Array, request: AuthorizeRequest): string =>
           request.nonce,
           request.deadline,
           request.guardianNote,
-          request.sealedDigest ?? ""
+          request.sealedDigest ?? "",
+          request.apiKey ?? ""
         ].map((part) => String(part).toLowerCase()).join("|")
       )
     )
@@ -532,7 +544,14 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
         agent !== undefined && !agent.approved && agent.policy.hitlThreshold !== null &&
         amount > agent.policy.hitlThreshold
       ) {
-        return new HoldForApproval({ transferId })
+        const ownerKey = EncryptionKey.parsePublicKey(hexToBytes(request.fromKey as Hex))
+        if (!ownerKey.ok) return new Refused({ transferId, reason: "sender_key_invalid" })
+        const sealedAmount = Note.sealHeldAmount({
+          context: { chainId: request.chainId, contract: getAddress(request.contract), transferId: hexToBytes(transferId as Hex) },
+          ownerKey: ownerKey.value,
+          amount
+        })
+        return new HoldForApproval({ transferId, sealedAmount: hexOf(sealedAmount) })
       }
 
       const spendBucket = agent === undefined ? null : bucketOf(nowMs)
@@ -549,7 +568,8 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
         amount,
         spendBucket,
         requestDigest: digest,
-        result: JSON.stringify(encodeAuthorized(prepared.authorized))
+        result: JSON.stringify(encodeAuthorized(prepared.authorized)),
+        apiKeyId: request.apiKey ?? null
       }, nowMs)
       if (!inserted) return yield* new TransferIdRace()
       yield* store.writeBalance(sender, { ...balance, reserved: balance.reserved + amount, owned: true })
@@ -660,6 +680,8 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
       }
       // An expired reservation gave its daily spend back; the mined transfer takes it again.
       if (!held && reservation.spendBucket !== null) yield* store.addSpend(sender, reservation.spendBucket, reservation.amount)
+      // D40: once per transfer, as the reservation leaves `reserved`/`expired` for `confirmed` below.
+      if (reservation.apiKeyId !== null) yield* store.addKeyTotal(sender, reservation.apiKeyId, reservation.amount)
       yield* store.setReservationStatus(reservation.transferId, "confirmed", nowMs)
       return "applied" as const
     })
@@ -746,7 +768,24 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
     const nowMs = yield* Clock.currentTimeMillis
     const found = yield* store.findReservation(transferId, { forUpdate: false }).pipe(Effect.mapError(storageFailure))
     if (found === undefined) return yield* new ReservationNotFound({ transferId })
-    const status = yield* withAccountLock(senderOf(found), sql.withTransaction(settleLocked(transferId, request.outcome, nowMs))).pipe(
+    // "failed" is the caller's word, and a reverted or unseen attestation stays valid until its
+    // deadline: anyone holding its calldata can still get it mined. Releasing the reservation on
+    // that word alone would let the sender spend the amount twice. With the chain at hand, a
+    // failure counts only once the chain says the attestation can never be mined; before that
+    // the reservation stays, and the expiry sweeper decides it from the chain.
+    let outcome: "confirmed" | "failed" | "keep" = request.outcome
+    if (request.outcome === "failed" && found.status === "reserved") {
+      const verdict = yield* chainVerdict(found)
+      outcome = verdict === "mined" ? "confirmed" : verdict === "undecided" ? "keep" : "failed"
+    }
+    if (outcome === "keep") {
+      yield* Effect.logInfo("failure reported before the attestation's deadline: the reservation stays until the chain decides").pipe(
+        Effect.annotateLogs({ transfer_id: transferId })
+      )
+      return { transferId, status: "reserved" } satisfies SettleResult
+    }
+    const settled = outcome
+    const status = yield* withAccountLock(senderOf(found), sql.withTransaction(settleLocked(transferId, settled, nowMs))).pipe(
       Effect.catchTag("SqlError", (error) => Effect.fail(storageFailure(error)))
     )
     yield* Effect.logDebug("settled").pipe(Effect.annotateLogs({ transfer_id: transferId, status }))
@@ -754,8 +793,8 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
   })
 
   /**
-   * What the chain says about a due reservation: mined (its nonce is used), never
-   * minable (unused, and the chain's time is past the deadline), or not yet known.
+   * What the chain says about a reservation: mined (its nonce is used), never minable
+   * (unused, and the chain's time is past the deadline), or not yet known.
    * Without an endpoint for the chain, the guardian's clock alone decides.
    */
   const chainVerdict = (reservation: ReservationRow) =>
@@ -763,7 +802,6 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
       const chainId = BigInt(reservation.chainId)
       if (!chain.knows(chainId)) return "expired_unverified" as const
       const head = yield* chain.head(chainId)
-      if (head.timestampSeconds <= reservation.deadline) return "undecided" as const
       const used = yield* chain.isNonceUsed(
         chainId,
         getAddress(reservation.contract),
@@ -771,7 +809,8 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
         reservation.nonce,
         head.blockNumber
       )
-      return used ? ("mined" as const) : ("expired" as const)
+      if (used) return "mined" as const
+      return head.timestampSeconds <= reservation.deadline ? ("undecided" as const) : ("expired" as const)
     })
 
   const resolveOne = (transferId: string) =>
@@ -858,17 +897,26 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
       )).pipe(Effect.mapError(storageFailure))
   })
 
+  /**
+   * The key to seal an account's figures to. Sealing to any key the caller names would let
+   * whoever calls the guardian read any balance or total; with the chain at hand, only the
+   * account's registered key is accepted.
+   */
+  const registeredKeyOf = (request: typeof SealedBalanceRequest.Type) =>
+    Effect.gen(function*() {
+      const mismatch = new AccountKeyMismatchError({ account: request.account })
+      const publicKey = EncryptionKey.parsePublicKey(hexToBytes(request.publicKey as Hex))
+      if (!publicKey.ok) return yield* mismatch
+      if (chain.knows(request.chainId)) {
+        const registered = yield* chain.encryptionKeyOf(request.chainId, getAddress(request.contract), getAddress(request.account))
+        if (registered === undefined || bytesToHex(registered) !== bytesToHex(publicKey.value)) return yield* mismatch
+      }
+      return publicKey.value
+    })
+
   const sealedBalance = Effect.fn("Guardian.sealedBalance")(function*(request: typeof SealedBalanceRequest.Type) {
     const account = getAddress(request.account)
-    const mismatch = new AccountKeyMismatchError({ account: request.account })
-    const publicKey = EncryptionKey.parsePublicKey(hexToBytes(request.publicKey as Hex))
-    if (!publicKey.ok) return yield* mismatch
-    // Sealing to any key the caller names would let whoever calls the guardian read any
-    // balance; with the chain at hand, only the account's registered key is accepted.
-    if (chain.knows(request.chainId)) {
-      const registered = yield* chain.encryptionKeyOf(request.chainId, getAddress(request.contract), account)
-      if (registered === undefined || bytesToHex(registered) !== bytesToHex(publicKey.value)) return yield* mismatch
-    }
+    const publicKey = yield* registeredKeyOf(request)
     const balance = yield* store.readBalance(refFor(request.chainId, request.contract, request.account)).pipe(
       Effect.mapError(storageFailure)
     )
@@ -876,12 +924,31 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
       chainId: request.chainId,
       contract: getAddress(request.contract),
       account,
-      accountKey: publicKey.value,
+      accountKey: publicKey,
       statement: { amount: balance.confirmed, ciphertextVersion: balance.version }
     })
     return { sealedStatement: hexOf(sealed), version: balance.version }
   })
 
+
+  const sealedKeyTotals = Effect.fn("Guardian.sealedKeyTotals")(function*(request: typeof SealedBalanceRequest.Type) {
+    const account = getAddress(request.account)
+    const publicKey = yield* registeredKeyOf(request)
+    const totals = yield* store.keyTotals(refFor(request.chainId, request.contract, request.account)).pipe(
+      Effect.mapError(storageFailure)
+    )
+    return totals.map((total) => ({
+      apiKeyId: total.apiKeyId,
+      sealedTotal: hexOf(Note.sealKeyTotal({
+        chainId: request.chainId,
+        contract: getAddress(request.contract),
+        account,
+        apiKeyId: total.apiKeyId,
+        accountKey: publicKey,
+        total: { amount: total.amount, transfers: total.transfers }
+      }))
+    })) satisfies typeof SealedKeyTotalsResult.Type
+  })
 
   // -------------------------------------------------------------------------------------------
   // credits from the chain (D39)
@@ -1275,6 +1342,19 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
       } satisfies typeof Alert.Type
     })
 
+  const rotationVeto = Effect.fn("Guardian.rotationVeto")(function*(request: typeof RotationVetoRequest.Type) {
+    const veto = yield* store.rotationVetoOf(request.chainId.toString(), request.contract, request.proposalId).pipe(
+      Effect.mapError(storageFailure)
+    )
+    if (veto === undefined) return null
+    return {
+      proposalId: veto.proposalId,
+      newSigner: veto.newSigner,
+      executableAt: DateTime.formatIso(DateTime.makeUnsafe(Number(veto.executableAt) * 1000)),
+      signature: veto.signature
+    } satisfies typeof RotationVetoResult.Type
+  })
+
   // Ready while the storage answers: an alert or a frozen account concerns one balance and
   // must not take the guardian (every account's transfers) out of service.
   const health = Effect.all([store.frozenCount, store.alertCount, store.listAlerts(alertsListedMax)]).pipe(
@@ -1292,8 +1372,10 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
     sync,
     nonZero,
     sealedBalance,
+    sealedKeyTotals,
     reconcile,
     health,
+    rotationVeto,
     resolveDueReservations,
     reconcileAll,
     followChain

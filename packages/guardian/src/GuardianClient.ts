@@ -35,6 +35,8 @@ export interface GuardianClientShape {
   readonly sync: GuardianShape["sync"]
   readonly nonZero: GuardianShape["nonZero"]
   readonly sealedBalance: GuardianShape["sealedBalance"]
+  readonly sealedKeyTotals: GuardianShape["sealedKeyTotals"]
+  readonly rotationVeto: GuardianShape["rotationVeto"]
   readonly reconcile: GuardianShape["reconcile"]
   readonly health: Effect.Effect<Effect.Success<GuardianShape["health"]>, GuardianError>
 }
@@ -76,6 +78,8 @@ export class GuardianClient extends Context.Service<GuardianClient, GuardianClie
         sync: guardian.sync,
         nonZero: guardian.nonZero,
         sealedBalance: guardian.sealedBalance,
+        sealedKeyTotals: guardian.sealedKeyTotals,
+        rotationVeto: guardian.rotationVeto,
         reconcile: guardian.reconcile,
         health: guardian.health
       })
@@ -124,6 +128,8 @@ export class GuardianClient extends Context.Service<GuardianClient, GuardianClie
           sync: (request) => call(client.Sync(request)),
           nonZero: (request) => call(client.NonZero(request)),
           sealedBalance: (request) => call(client.SealedBalance(request)),
+          sealedKeyTotals: (request) => call(client.SealedKeyTotals(request)),
+          rotationVeto: (request) => call(client.RotationVeto(request)),
           reconcile: (request) => call(client.Reconcile(request)),
           health: call(client.Health())
         })

@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import * as path from "node:path"
+import { Deploy } from "@pps/contracts"
 import { Config, Effect, Option, Redacted } from "effect"
 import { type Address, getAddress, isAddress } from "viem"
 import type { ChainEndpoint } from "./ChainReader.ts"
@@ -139,6 +140,14 @@ export const options = Effect.gen(function*() {
     ? yield* Effect.fail(new Error("GUARDIAN_SECRET is required when GUARDIAN_DATABASE_URL is set (every node must share it)"))
     : yield* loadOrCreateSecret(guardianDir)
   const chains = yield* Effect.try({ try: () => parseRpcUrls(rpcUrls), catch: (cause) => cause as Error })
+  // Depth 0 books a credit as soon as its block is the latest: right for anvil, which never
+  // reorganises, wrong for a real chain, where a reorganisation would leave booked credit
+  // with no tokens behind it.
+  if (timing.chainConfirmations < 1 && chains.some((chain) => chain.chainId === BigInt(Deploy.mainnetChainId))) {
+    return yield* Effect.fail(
+      new Error(`GUARDIAN_CONFIRMATIONS must be at least 1 with a mainnet (chain ${Deploy.mainnetChainId}) endpoint`)
+    )
+  }
   const approvedRotations = yield* Effect.try({ try: () => parseApprovedRotations(approvedText), catch: (cause) => cause as Error })
   const result: GuardianOptions = {
     database: Option.isSome(databaseUrl)

@@ -11,6 +11,8 @@
  * | `Sync` | the faucet, once its grant is mined | synced / pending / not_found |
  * | `NonZero` | balances endpoint without a proof (D19) | per asset, a boolean |
  * | `SealedBalance` | balances / client decryption | the balance sealed to the account's key |
+ * | `RotationVeto` | the veto relay | the signed cancellation of one proposal, or null |
+ * | `SealedKeyTotals` | per-key totals (D40) | each API key's confirmed total sealed to the account's key |
  * | `Reconcile` | operators, tests (the guardian also sweeps) | matched / mismatched |
  * | `Health` | readiness probes, operators | ready, frozen account count, open alerts |
  * | `Info` | deployment | signer address, encryption key |
@@ -37,6 +39,9 @@ import {
   ReservationNotFound,
   SealedBalanceRequest,
   SealedBalanceResult,
+  SealedKeyTotalsResult,
+  RotationVetoRequest,
+  RotationVetoResult,
   SettleRequest,
   SettleResult,
   SyncRequest,
@@ -58,7 +63,13 @@ export class GuardianRpcs extends RpcGroup.make(
     success: SealedBalanceResult,
     error: Schema.Union([AccountKeyMismatch, GuardianError])
   }),
+  Rpc.make("SealedKeyTotals", {
+    payload: SealedBalanceRequest,
+    success: SealedKeyTotalsResult,
+    error: Schema.Union([AccountKeyMismatch, GuardianError])
+  }),
   Rpc.make("Reconcile", { payload: ReconcileRequest, success: ReconcileResult, error: GuardianError }),
+  Rpc.make("RotationVeto", { payload: RotationVetoRequest, success: RotationVetoResult, error: GuardianError }),
   Rpc.make("Health", { success: HealthResult }),
   Rpc.make("Info", { success: InfoResult })
 ) {}

@@ -208,6 +208,32 @@ describe("the guardian against anvil", () => {
         assert.strictEqual(refused._tag, "AccountKeyMismatch")
       }))
 
+    it.effect("settle(failed) before the deadline keeps the reservation: the amount cannot be spent twice", () =>
+      Effect.gen(function*() {
+        const guardian = yield* TestGuardian
+        const chain = yield* ChainFixture
+        const contract: Address = chain.addresses.confidentialUsdg
+        const alice = yield* Effect.promise(() => chain.newChainParty())
+        const bob = yield* Effect.promise(() => chain.newChainParty())
+        const carol = yield* Effect.promise(() => chain.newChainParty())
+        yield* synced(guardian, yield* Effect.promise(() => chain.faucet.shieldUsdg(alice.address, 1_000n)))
+        const first = confidentialRequest({ guardianKey: guardian.encryptionKey, from: alice, to: bob, amount: 1_000n, chainId, contract })
+        const attested = yield* guardian.client.authorize(first)
+        if (attested._tag !== "Authorized") return assert.fail(attested._tag)
+        // Whoever says it failed (the api tier, or a revert), the attestation is still valid:
+        // the reservation stays, and the same funds are not attested again.
+        assert.strictEqual((yield* guardian.client.settle({ transferId: first.transferId, outcome: "failed" })).status, "reserved")
+        const second = confidentialRequest({ guardianKey: guardian.encryptionKey, from: alice, to: carol, amount: 1_000n, chainId, contract })
+        assert.strictEqual((yield* guardian.client.authorize(second))._tag, "InsufficientBalance")
+        // The "failed" transfer is mined after all: a later settle follows the chain.
+        const mined = yield* Effect.promise(() => submit(chain, first, attested))
+        assert.strictEqual((yield* guardian.client.settle({ transferId: first.transferId, outcome: "failed" })).status, "confirmed")
+        yield* synced(guardian, mined.transactionHash)
+        assert.strictEqual(yield* balanceOf(guardian, contract, alice), 0n)
+        assert.strictEqual(yield* balanceOf(guardian, contract, bob), 1_000n)
+        assert.strictEqual((yield* guardian.client.reconcile({ chainId, contract, account: bob.address })).status, "matched")
+      }))
+
     it.effect("a transfer-in is credited once when settle comes before its event", () =>
       Effect.gen(function*() {
         const guardian = yield* TestGuardian

@@ -90,7 +90,7 @@ export interface ErrorObject {
  * @category errors
  */
 export class ApiError extends Error {
-  override readonly name = "ApiError"
+  override readonly name: string = "ApiError"
   readonly status: number
   readonly body: string
   readonly error: ErrorObject | undefined
@@ -103,6 +103,18 @@ export class ApiError extends Error {
   /** The D1 `code`, or undefined when the body was not a D1 error body. */
   get code(): string | undefined {
     return this.error?.code
+  }
+  /** The request's id (`req_…`): quote it when reporting a problem. */
+  get requestId(): string | undefined {
+    return this.error?.request_id
+  }
+  /** The field or header a validation error names (D1 `param`). */
+  get param(): string | undefined {
+    return this.error?.param
+  }
+  /** Why, for errors that say (a policy violation's rule, a refused proof). */
+  get reason(): string | undefined {
+    return this.error?.reason
   }
 }
 

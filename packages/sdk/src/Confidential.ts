@@ -356,3 +356,75 @@ export const readBalances = async (client: Client, keyPair: EncryptionKey.KeyPai
     return readBalancesOnce(client, keyPair)
   }
 }
+
+/**
+ * A held agent transaction as its owner decides on it: the amount the guardian read and
+ * will pay (opened from the guardian's own statement), and the agent's note {amount, memo}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HeldTransaction {
+  readonly transactionId: string
+  readonly transferId: string
+  readonly asset: string
+  /** What an approval pays, in base units: the guardian's figure. */
+  readonly amount: bigint
+  readonly memo: string
+  /**
+   * Whether the agent's own note states the same amount. False means the agent sealed one
+   * amount for its owner to read and another for the guardian to pay: do not approve.
+   * Null for a transaction held before the guardian's statement existed.
+   */
+  readonly noteMatches: boolean | null
+}
+
+/**
+ * Opens what an owner is asked to approve (`GET /v1/agents/transactions/{id}/sealed`) with
+ * the owner's key pair.
+ *
+ * @since 0.1.0
+ * @category requests
+ */
+export const openHeld = async (
+  client: Client,
+  keyPair: EncryptionKey.KeyPair,
+  transactionId: string
+): Promise<HeldTransaction> => {
+  const path = `/v1/agents/transactions/${encodeURIComponent(transactionId)}/sealed`
+  const fields = Wire.fieldsOf((await request(client, "GET", path)).json, `GET ${path}`)
+  const context = {
+    chainId: Wire.integer(fields, "chain_id"),
+    contract: Wire.address(fields, "contract"),
+    transferId: Wire.hexBytes(fields, "binding_id", 32)
+  }
+  const note = Note.openTransferNote(keyPair, Wire.hexBytes(fields, "sealed_note"), context, "sender")
+  if (!note.ok) {
+    throw new ConfidentialError(
+      "sealed_copy_unopenable",
+      `the sealed note of held transaction ${transactionId} does not open with this key (${note.reason}); is it the owner's key?`
+    )
+  }
+  const statement = Wire.nullableString(fields, "guardian_amount")
+  let amount = note.value.amount
+  let noteMatches: boolean | null = null
+  if (statement !== null) {
+    const opened = Note.openHeldAmount(keyPair, Wire.hexBytes(fields, "guardian_amount"), context)
+    if (!opened.ok) {
+      throw new ConfidentialError(
+        "statement_unopenable",
+        `the guardian's statement of held transaction ${transactionId} does not open with this key (${opened.reason})`
+      )
+    }
+    amount = opened.value
+    noteMatches = opened.value === note.value.amount
+  }
+  return {
+    transactionId: Wire.string(fields, "transaction_id"),
+    transferId: Wire.string(fields, "transfer_id"),
+    asset: Wire.string(fields, "asset"),
+    amount,
+    memo: note.value.memo,
+    noteMatches
+  }
+}

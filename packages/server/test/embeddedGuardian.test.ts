@@ -13,7 +13,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import { guardianMainPath, pidFileName } from "../src/guardian/EmbeddedGuardian.ts"
+import { guardianMainPath, listenerIsChilds, pidFileName } from "../src/guardian/EmbeddedGuardian.ts"
 import { registerKey } from "./support/confidentialClient.ts"
 import { bearer, createAccount, postJson, send } from "./support/http.ts"
 
@@ -158,6 +158,27 @@ const transferWorks = (baseUrl: string, adminUrl: string, adminToken: string, ro
     }
     assert.strictEqual(status, "confirmed")
   })
+
+describe("the guardian's port is the child's before the token is sent", () => {
+  it.effect("a listener is recognised as its own process's, and as no other process's", () =>
+    Effect.gen(function*() {
+      const listener = net.createServer()
+      const port = yield* Effect.promise(() =>
+        new Promise<number>((resolve) => listener.listen(0, "127.0.0.1", () => resolve((listener.address() as net.AddressInfo).port)))
+      )
+      // Someone else's process (here: a sleeping child) does not own this listener; this process does.
+      const other = spawn("sleep", ["5"], { stdio: "ignore" })
+      try {
+        assert.strictEqual(listenerIsChilds(process.pid, port), true)
+        assert.strictEqual(listenerIsChilds(other.pid!, port), false)
+      } finally {
+        other.kill()
+        yield* Effect.promise(() => new Promise<void>((resolve) => listener.close(() => resolve())))
+      }
+      // Nobody listens any more: not the child's.
+      assert.strictEqual(listenerIsChilds(process.pid, port), false)
+    }))
+})
 
 describe("embedded guardian", () => {
   it.live("runs as the server's child process with its own directory and secret, restarts, dies with its parent", () =>

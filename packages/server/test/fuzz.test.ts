@@ -441,6 +441,12 @@ const sendRaw = (baseUrl: string, request: FuzzRequest, via: http.Agent | false)
     let req: http.ClientRequest
     try {
       req = http.request({ host: url.hostname, port: url.port, method: request.method, path: request.path, headers: request.headers, agent: via }, (res) => {
+        // The live event stream never ends by itself: its answer is its status and headers.
+        if (res.statusCode === 200 && String(res.headers["content-type"] ?? "").startsWith("text/event-stream")) {
+          resolve({ status: 200, headers: res.headers, text: "" })
+          req.destroy()
+          return
+        }
         const chunks: Array<Buffer> = []
         res.on("data", (chunk: Buffer) => chunks.push(chunk))
         res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString("utf8") }))

@@ -101,6 +101,37 @@ describe("idempotency after a fault (D36)", () => {
         assert.strictEqual((reused.json as { error: { code: string } }).error.code, "idempotency_key_reused")
       }))
 
+    it.effect("a webhook replay cut off after it was recorded is answered with its delivery, never delivered twice", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const sql = Context.get(server.services, SqlClient.SqlClient)
+        const carol = yield* createAccount(server, "replay.carol")
+        const dave = yield* createAccount(server, "replay.dave")
+        yield* registerKey(server.baseUrl, carol.api_key)
+        yield* registerKey(server.baseUrl, dave.api_key)
+        assert.strictEqual((yield* post(`${server.baseUrl}/v1/test/faucet`, carol.api_key, "replay-fund", { amount: "5" })).status, 200)
+        const hook = yield* post(`${server.baseUrl}/v1/webhooks`, carol.api_key, "replay-hook", {
+          url: "https://example.com/hook",
+          events: ["transfer.initiated"]
+        })
+        assert.strictEqual(hook.status, 201, hook.text)
+        const webhookId = (hook.json as { webhook_id: string }).webhook_id
+        assert.strictEqual((yield* post(`${server.baseUrl}/v1/transfers`, carol.api_key, "replay-pay", { to: "@replay.dave", amount: "1" })).status, 201)
+        const [event] = yield* sql<{ event_id: string }>`SELECT event_id FROM events WHERE account_id = ${carol.account_id} LIMIT 1`
+        const url = `${server.baseUrl}/v1/webhooks/${webhookId}/replay/${event!.event_id}`
+        const first = yield* post(url, carol.api_key, "replay-1", {})
+        assert.strictEqual(first.status, 202, first.text)
+
+        yield* crashClaims(carol.account_id)
+        const retried = yield* post(url, carol.api_key, "replay-1", {})
+        assert.strictEqual(retried.status, 202, retried.text)
+        assert.strictEqual(retried.headers.get("idempotent-replayed"), "true")
+        assert.strictEqual((retried.json as { delivery_id: string }).delivery_id, (first.json as { delivery_id: string }).delivery_id)
+        const replays = yield* sql<{ n: string }>`
+          SELECT count(*)::text AS n FROM webhook_deliveries WHERE webhook_id = ${webhookId} AND trigger = 'replay'`
+        assert.strictEqual(replays[0]?.n, "1")
+      }))
+
     it.effect("a claim that recorded nothing runs once on retry; a live node's claim is in progress", () =>
       Effect.gen(function*() {
         const server = yield* TestServer

@@ -101,6 +101,29 @@ suite("settlement on embedded anvil", () => {
         yield* settlement.submit(replay)
         const refused = yield* settlement.awaitResolution(replay.submissionId, 30_000)
         assert.isTrue(Option.isSome(refused) && refused.value._tag === "Failed", describe(refused))
+
+        // Reverted with its nonce unused (signed by a stranger, not the guardian): until the
+        // deadline anyone could still get a valid attestation of this shape mined, so it stays
+        // pending (D14: failed moves no funds), and fails once the chain's time passes it.
+        const latest = (yield* Effect.promise(() => chain.client.getBlock())).timestamp
+        const forged = signedConfidentialTransfer({
+          label: "forged",
+          guardian: makeTestGuardian("not-the-guardian"),
+          chainId: chain.chainId,
+          contract: chain.contracts.confidentialUsdg,
+          from: senders[1]!.address,
+          to: recipient,
+          fromKey: senders[1]!.key,
+          toKey: recipientKey,
+          amount: 5n,
+          nonce: 99n,
+          deadlineSeconds: latest + 3n
+        })
+        yield* settlement.submit(forged)
+        const early = yield* settlement.awaitResolution(forged.submissionId, 1_000)
+        assert.isTrue(Option.isNone(early), describe(early))
+        const late = yield* settlement.awaitResolution(forged.submissionId, 30_000)
+        assert.isTrue(Option.isSome(late) && late.value._tag === "Failed", describe(late))
         return chain.contracts
       }).pipe(Effect.provide(settlementLayer(dataDir, guardian)))
 

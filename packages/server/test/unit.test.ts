@@ -10,6 +10,7 @@ import { chainIdOfMode, modeOfApiKey } from "../src/apikeys/domain.ts"
 import { describeIssue } from "../src/http/RequestValidation.ts"
 import { isId, makeId, ulid } from "../src/platform/Ids.ts"
 import { redact, redactText } from "../src/platform/Logging.ts"
+import { checkToken, makeToken, preparationKey } from "../src/transfers/preparation.ts"
 
 describe("handles (D10)", () => {
   it("accepts 3-30 of a-z 0-9 _ - . case-insensitively, with an optional @", () => {
@@ -106,6 +107,46 @@ describe("any account's handle (D10, D21)", () => {
     assert.strictEqual(canonicalAccountHandle("@alice/Shopper-1"), "alice/shopper-1")
     for (const bad of ["@al", "alice/", "alice/a_b", "alice/x/y", "/agent", "@@alice", "alice/" + "a".repeat(33)]) {
       assert.isUndefined(canonicalAccountHandle(bad), bad)
+    }
+  })
+})
+
+describe("prepared transfer tokens (ext)", () => {
+  const key = preparationKey(new Uint8Array(32).fill(1))
+  const facts = {
+    transferId: "tr_01JZ0000000000000000000000",
+    senderAccountId: "acct_a",
+    mode: "test",
+    asset: "USDG",
+    recipientAddress: "0x00000000000000000000000000000000000000Aa",
+    senderKey: "0x01",
+    recipientKey: "0x02"
+  }
+  const now = 1_800_000_000_000
+  const token = makeToken(key, { ...facts, expiresAtMs: now + 60_000 })
+  it("stands for exactly what was prepared, until it expires", () => {
+    assert.isUndefined(checkToken(key, token, facts, now))
+    // Addresses compare without their checksum case.
+    assert.isUndefined(checkToken(key, token, { ...facts, recipientAddress: facts.recipientAddress.toLowerCase() }, now))
+    assert.strictEqual(checkToken(key, token, facts, now + 60_000), "expired")
+    for (const [name, value] of Object.entries({
+      transferId: "tr_01JZ0000000000000000000001",
+      senderAccountId: "acct_b",
+      mode: "live",
+      asset: "ETH",
+      recipientAddress: "0x00000000000000000000000000000000000000Ab",
+      senderKey: "0x03",
+      recipientKey: "0x04"
+    })) {
+      assert.strictEqual(checkToken(key, token, { ...facts, [name]: value }, now), "mismatch", name)
+    }
+    assert.strictEqual(checkToken(preparationKey(new Uint8Array(32).fill(2)), token, facts, now), "mismatch")
+  })
+  it("an edited expiry is a mismatch; a malformed token is malformed", () => {
+    const [version, expiry, mac] = token.split(".")
+    assert.strictEqual(checkToken(key, `${version}.${Number(expiry) + 1}.${mac}`, facts, now), "mismatch")
+    for (const bad of ["", "v1", `v2.${expiry}.${mac}`, `v1.${expiry}.${mac}x`, `v1.12.${mac}`]) {
+      assert.strictEqual(checkToken(key, bad, facts, now), "malformed", bad)
     }
   })
 })

@@ -177,8 +177,29 @@ const rotationVetoes = Effect.gen(function*() {
     )`
 })
 
+/**
+ * Per-key totals (D40): which API key asked for each reservation (an opaque id, never a
+ * secret), and per (account, key) the sum of its confirmed debits, sealed like every amount.
+ */
+const keyTotals = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`ALTER TABLE guardian_reservations ADD COLUMN api_key_id text`
+  yield* sql`
+    CREATE TABLE guardian_key_totals (
+      chain_id text NOT NULL,
+      contract text NOT NULL,
+      account text NOT NULL,
+      api_key_id text NOT NULL,
+      total_sealed bytea NOT NULL,
+      transfers bigint NOT NULL DEFAULT 0,
+      PRIMARY KEY (chain_id, contract, account, api_key_id)
+    )`
+})
+
 /** Runs the migrations that have not run yet (locked, so concurrent starts run each once). */
 export const migrate = Migrator.make({})({
-  loader: Migrator.fromRecord({ "0001_ledger": ledger, "0002_chain_credits": chainCredits, "0003_rotation_vetoes": rotationVetoes }),
+  loader: Migrator.fromRecord({ "0001_ledger": ledger, "0002_chain_credits": chainCredits, "0003_rotation_vetoes": rotationVetoes,
+    "0004_key_totals": keyTotals
+  }),
   table: "guardian_migrations"
 })

@@ -45,6 +45,8 @@ export interface ReservationRow {
   readonly status: ReservationStatus
   /** A confidential transfer's recipient was credited (by its event or by settle). */
   readonly recipientCredited: boolean
+  /** The API key the server says asked for the transfer (D40); null for older rows. */
+  readonly apiKeyId: string | null
 }
 
 /** An open alert as stored (docs/guardian.md, "Alerts"). */
@@ -90,6 +92,7 @@ const reservedBinding = (account: AccountRef) => `${prefix}/balance/reserved/${r
 const reservationBinding = (transferId: string) => `${prefix}/reservation/${transferId}`
 const spendBinding = (agent: AccountRef, bucket: number) => `${prefix}/spend/${ref(agent)}/${bucket}`
 const creditBinding = (creditId: string) => `${prefix}/credit/${creditId}`
+const keyTotalBinding = (account: AccountRef, apiKeyId: string) => `${prefix}/key-total/${ref(account)}/${apiKeyId}`
 
 interface BalanceSqlRow {
   readonly confirmed_sealed: Uint8Array
@@ -115,11 +118,12 @@ interface ReservationSqlRow {
   readonly result: string
   readonly status: ReservationStatus
   readonly recipient_credited: boolean
+  readonly api_key_id: string | null
 }
 
 const reservationColumns = `transfer_id, chain_id, contract, from_account, to_account, kind, nonce,
   deadline::text AS deadline, expires_at_ms::text AS expires_at_ms, amount_sealed, spend_bucket::text AS spend_bucket,
-  request_digest, result, status, recipient_credited`
+  request_digest, result, status, recipient_credited, api_key_id`
 
 export type Store = ReturnType<typeof makeStore>
 
@@ -159,7 +163,8 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
         requestDigest: row.request_digest,
         result: row.result,
         status: row.status,
-        recipientCredited: row.recipient_credited
+        recipientCredited: row.recipient_credited,
+        apiKeyId: row.api_key_id
       }))
     )
 
@@ -231,12 +236,12 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
   const insertReservation = (reservation: Omit<ReservationRow, "status" | "recipientCredited">, nowMs: number) =>
     sql<{ readonly transfer_id: string }>`
       INSERT INTO guardian_reservations (transfer_id, chain_id, contract, from_account, to_account, kind, nonce, deadline,
-        expires_at_ms, amount_sealed, spend_bucket, request_digest, result, status, created_at_ms)
+        expires_at_ms, amount_sealed, spend_bucket, request_digest, result, status, created_at_ms, api_key_id)
       VALUES (${reservation.transferId}, ${reservation.chainId}, ${reservation.contract}, ${reservation.fromAccount},
         ${reservation.toAccount}, ${reservation.kind}, ${reservation.nonce.toString()}, ${reservation.deadline.toString()}::bigint,
         ${String(reservation.expiresAtMs)}::bigint, ${box.seal(reservation.amount, reservationBinding(reservation.transferId))},
         ${reservation.spendBucket === null ? null : String(reservation.spendBucket)}::bigint, ${reservation.requestDigest},
-        ${reservation.result}, 'reserved', ${String(nowMs)}::bigint)
+        ${reservation.result}, 'reserved', ${String(nowMs)}::bigint, ${reservation.apiKeyId})
       ON CONFLICT (transfer_id) DO NOTHING
       RETURNING transfer_id`.pipe(Effect.map((rows) => rows.length === 1))
 
@@ -295,6 +300,41 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
         UPDATE guardian_agent_spend SET spent_sealed = ${box.seal(next, binding)}
         WHERE chain_id = ${agent.chainId} AND contract = ${agent.contract} AND agent = ${agent.account}
           AND bucket = ${String(bucket)}::bigint`
+    })
+
+  /** Adds a confirmed debit to the total of the API key that asked for it (D40), in the caller's transaction. */
+  const addKeyTotal = (account: AccountRef, apiKeyId: string, amount: bigint) =>
+    Effect.gen(function*() {
+      const binding = keyTotalBinding(account, apiKeyId)
+      yield* sql`
+        INSERT INTO guardian_key_totals (chain_id, contract, account, api_key_id, total_sealed, transfers)
+        VALUES (${account.chainId}, ${account.contract}, ${account.account}, ${apiKeyId}, ${box.seal(0n, binding)}, 0)
+        ON CONFLICT DO NOTHING`
+      const rows = yield* sql<{ readonly total_sealed: Uint8Array }>`
+        SELECT total_sealed FROM guardian_key_totals
+        WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}
+          AND api_key_id = ${apiKeyId}
+        FOR UPDATE`
+      const current = yield* open(rows[0]?.total_sealed ?? new Uint8Array(), binding)
+      // Sealed at rest as u64 base units: 18.4 trillion USDG through one key before it saturates.
+      const next = current + amount >= 1n << 64n ? (1n << 64n) - 1n : current + amount
+      yield* sql`
+        UPDATE guardian_key_totals SET total_sealed = ${box.seal(next, binding)}, transfers = transfers + 1
+        WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}
+          AND api_key_id = ${apiKeyId}`
+    })
+
+  /** Every API key's total for the account, in key id order. */
+  const keyTotals = (account: AccountRef) =>
+    Effect.gen(function*() {
+      const rows = yield* sql<{ readonly api_key_id: string; readonly total_sealed: Uint8Array; readonly transfers: string }>`
+        SELECT api_key_id, total_sealed, transfers::text AS transfers FROM guardian_key_totals
+        WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}
+        ORDER BY api_key_id`
+      return yield* Effect.forEach(rows, (row) =>
+        open(row.total_sealed, keyTotalBinding(account, row.api_key_id)).pipe(
+          Effect.map((amount) => ({ apiKeyId: row.api_key_id, amount, transfers: BigInt(row.transfers) }))
+        ))
     })
 
   const findCredit = (creditId: string) =>
@@ -436,6 +476,23 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       ON CONFLICT DO NOTHING
       RETURNING proposal_id`.pipe(Effect.map((rows) => rows.length === 1))
 
+  /** The veto of one proposal, if the guardian made one. */
+  const rotationVetoOf = (chainId: string, contract: string, proposalId: bigint) =>
+    sql<{ readonly proposal_id: string; readonly new_signer: string; readonly executable_at: string; readonly signature: string }>`
+      SELECT proposal_id, new_signer, executable_at::text AS executable_at, signature
+      FROM guardian_rotation_vetoes
+      WHERE chain_id = ${chainId} AND contract = ${contract.toLowerCase()} AND proposal_id = ${proposalId.toString()}`.pipe(
+      Effect.map((rows) => {
+        const row = rows[0]
+        return row === undefined ? undefined : {
+          proposalId: BigInt(row.proposal_id),
+          newSigner: row.new_signer,
+          executableAt: BigInt(row.executable_at),
+          signature: row.signature
+        }
+      })
+    )
+
   /** The latest veto of a proposal to `newSigner` on this contract (what its alert carries). */
   const latestRotationVeto = (chainId: string, contract: string, newSigner: string) =>
     sql<{
@@ -515,6 +572,8 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     openReservationsOf,
     spentIn,
     addSpend,
+    addKeyTotal,
+    keyTotals,
     findCredit,
     insertCredit,
     frozenCount,
@@ -533,6 +592,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     listAlerts,
     insertRotationVeto,
     latestRotationVeto,
+    rotationVetoOf,
     pinnedKey,
     pinKey
   }

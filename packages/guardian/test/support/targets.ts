@@ -120,6 +120,8 @@ export const makeTarget = (
           sync: (request) => logged(direct.sync(request)),
           nonZero: (request) => logged(direct.nonZero(request)),
           sealedBalance: (request) => logged(direct.sealedBalance(request)),
+          sealedKeyTotals: (request) => logged(direct.sealedKeyTotals(request)),
+          rotationVeto: (request) => logged(direct.rotationVeto(request)),
           reconcile: (request) => logged(direct.reconcile(request)),
           health: logged(direct.health)
         }

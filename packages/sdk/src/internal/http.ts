@@ -3,7 +3,8 @@
  *
  * @since 0.1.0
  */
-import { ApiError, type Client, type ErrorObject, TransportError } from "../Client.ts"
+import { type Client, type ErrorObject, TransportError } from "../Client.ts"
+import * as Errors from "../Errors.ts"
 
 /** A success answer: the body as received and parsed. */
 export interface JsonAnswer {
@@ -39,7 +40,7 @@ const errorObjectOf = (text: string): ErrorObject | undefined => {
  */
 export const request = async (
   client: Client,
-  method: "GET" | "PUT" | "POST",
+  method: "GET" | "PUT" | "POST" | "PATCH" | "DELETE",
   path: string,
   options: { readonly body?: unknown; readonly headers?: Readonly<Record<string, string>> } = {}
 ): Promise<JsonAnswer> => {
@@ -62,7 +63,7 @@ export const request = async (
     // The URL is safe to show (no key in it); the cause names the network failure.
     throw new TransportError("unreachable", `cannot reach the API at ${client.baseUrl}: ${String(cause)}`, { cause })
   }
-  if (response.status < 200 || response.status > 299) throw new ApiError(response.status, text, errorObjectOf(text))
+  if (response.status < 200 || response.status > 299) throw Errors.fromAnswer(response.status, text, errorObjectOf(text))
   try {
     return { status: response.status, text, json: text === "" ? undefined : JSON.parse(text) }
   } catch (cause) {

@@ -8,6 +8,7 @@ import { Effect, Option, Schema } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { bytesToHex, type Hex, hexToBytes } from "viem"
+import { ApiKeys } from "../apikeys/ApiKeys.ts"
 import { Balances } from "../balances/Balances.ts"
 import { CurrentPrincipal, PublicApi } from "../http/Api.ts"
 import { InvalidRequest, LivemodeUnavailable, NotAgentOwner } from "../http/errors.ts"
@@ -59,6 +60,7 @@ export const AccountsHttpLive = HttpApiBuilder.group(PublicApi, "accounts", (han
     const accounts = yield* Accounts
     const keys = yield* EncryptionKeys
     const balances = yield* Balances
+    const apiKeys = yield* ApiKeys
     const settlement = yield* Settlement
     return handlers
       .handle("me", () =>
@@ -104,6 +106,27 @@ export const AccountsHttpLive = HttpApiBuilder.group(PublicApi, "accounts", (han
           return Option.isNone(proof)
             ? { balances: yield* balances.nonZero(principal) }
             : { balances: yield* balances.proven(principal, proof.value) }
+        }))
+      .handle("apiKeys", () =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          // An agent's figures are sealed to its owner's key, which its wallet is not registered with.
+          if (principal.ownerAccountId !== null) {
+            return yield* Effect.fail(NotAgentOwner.of("API keys and their totals are the account holder's to see."))
+          }
+          // This node's counted usage first, so the figures include the requests it has served.
+          yield* apiKeys.flushUsage
+          const listed = yield* apiKeys.list(principal.accountId).pipe(Effect.orDie)
+          const totals = yield* balances.keyTotals(principal).pipe(
+            // Without a registered key there is nothing to seal totals to: the keys are still listed.
+            Effect.catchTag("EncryptionKeyRequired", () => Effect.succeed([]))
+          )
+          return {
+            data: listed.filter((key) => key.mode === principal.mode).map((key) => ({
+              ...key,
+              totals: totals.filter((total) => total.api_key_id === key.key_id).map(({ api_key_id: _, ...total }) => total)
+            }))
+          }
         }))
       .handle("sealedBalances", () =>
         Effect.gen(function*() {

@@ -57,6 +57,8 @@ export interface SealedParts {
   readonly guardianNote: Uint8Array
   /** Standard transfers only: the public amount under the wallet KEK. */
   readonly publicAmountSealed: Uint8Array | null
+  /** The guardian's statement of the amount, sealed to the owner's key; null for older rows. */
+  readonly guardianHeldAmount: Uint8Array | null
 }
 
 /**
@@ -132,12 +134,12 @@ export class AgentTransactionStore extends Context.Service<AgentTransactionStore
             INSERT INTO agent_transactions (transaction_id, mode, agent_account_id, owner_account_id, transfer_id,
               recipient_account_id, recipient_address, recipient_display, asset, confidential, api_key_id, replay_nonce,
               from_key, to_key, sender_box, recipient_box, guardian_note, sealed_digest, public_amount_sealed, status,
-              requested_at, expires_at)
+              requested_at, expires_at, guardian_held_amount)
             VALUES (${t.transactionId}, ${t.mode}, ${t.agentAccountId}, ${t.ownerAccountId}, ${t.transferId},
               ${t.recipientAccountId}, ${t.recipientAddress}, ${t.recipientDisplay}, ${t.asset}, ${t.confidential},
               ${t.apiKeyId}, ${t.replayNonce.toString()}, ${t.fromKey}, ${t.toKey}, ${t.senderBox}, ${t.recipientBox},
               ${t.guardianNote}, ${t.sealedDigest}, ${t.publicAmountSealed}, 'pending_approval',
-              ${t.requestedAt}::timestamptz, ${t.expiresAt}::timestamptz)`.pipe(Effect.asVoid),
+              ${t.requestedAt}::timestamptz, ${t.expiresAt}::timestamptz, ${t.guardianHeldAmount})`.pipe(Effect.asVoid),
         findById: (transactionId) =>
           sql.unsafe(`SELECT ${columns} FROM ${from} WHERE t.transaction_id = $1`, [transactionId]).pipe(Effect.flatMap(one)),
         findInMode: (transactionId, mode) =>
@@ -152,8 +154,9 @@ export class AgentTransactionStore extends Context.Service<AgentTransactionStore
             recipient_box: Uint8Array
             guardian_note: Uint8Array
             public_amount_sealed: Uint8Array | null
+            guardian_held_amount: Uint8Array | null
           }>`
-            SELECT from_key, to_key, sender_box, recipient_box, guardian_note, public_amount_sealed
+            SELECT from_key, to_key, sender_box, recipient_box, guardian_note, public_amount_sealed, guardian_held_amount
             FROM agent_transactions WHERE transaction_id = ${transactionId}`.pipe(
             Effect.map((rows) => {
               // Callers read a transaction they just found: a missing row is a defect.
@@ -165,7 +168,8 @@ export class AgentTransactionStore extends Context.Service<AgentTransactionStore
                 senderBox: new Uint8Array(row.sender_box),
                 recipientBox: new Uint8Array(row.recipient_box),
                 guardianNote: new Uint8Array(row.guardian_note),
-                publicAmountSealed: copy(row.public_amount_sealed)
+                publicAmountSealed: copy(row.public_amount_sealed),
+                guardianHeldAmount: copy(row.guardian_held_amount)
               }
             })
           ),

@@ -99,6 +99,7 @@ export class Approvals extends Context.Service<Approvals, {
     readonly contract: string
     readonly binding_id: string
     readonly sealed_note: string
+    readonly guardian_amount: string | null
   }, TransactionNotFound | NotAgentOwner | LivemodeUnavailable>
   /** One expiry sweep step (also run on a schedule by the layer); how many it expired. */
   readonly expireDue: Effect.Effect<number>
@@ -249,7 +250,8 @@ export class Approvals extends Context.Service<Approvals, {
               chain_id: chain.chainId,
               contract: confidentialTokenOf(chain, held.asset),
               binding_id: transferIdBytes32(held.transfer_id),
-              sealed_note: bytesToHex(parts.senderBox)
+              sealed_note: bytesToHex(parts.senderBox),
+              guardian_amount: parts.guardianHeldAmount === null ? null : bytesToHex(parts.guardianHeldAmount)
             }
           }),
         expireDue

@@ -641,7 +641,13 @@ export const SealedAgentTransaction = Schema.Struct({
   chain_id: Schema.Number,
   contract: Schema.String,
   binding_id: Schema.String,
-  sealed_note: Schema.String
+  /** The agent's note {amount, memo}, sealed to the owner's key by whoever sealed the transfer. */
+  sealed_note: Schema.String,
+  /**
+   * The amount the guardian read and will pay, sealed by the guardian to the owner's key
+   * (`Note.openHeldAmount`): decide on this one. Null for transactions held before it existed.
+   */
+  guardian_amount: Schema.NullOr(Schema.String)
 })
 
 /**

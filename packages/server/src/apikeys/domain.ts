@@ -77,3 +77,29 @@ export const ApiKeyRecord = Schema.Struct({
   revoked_at: Schema.NullOr(Schema.String)
 })
 export type ApiKeyRecord = typeof ApiKeyRecord.Type
+
+/**
+ * D40 / SPEC Authentication 5 (ext): one of the holder's keys with its figures. The total
+ * transferred through the key is an amount, so it comes sealed to the account's key, one
+ * box per asset that has one (`Note.openKeyTotal`); none means nothing confirmed yet.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ApiKeyFigures = Schema.Struct({
+  ...ApiKeyRecord.fields,
+  totals: Schema.Array(Schema.Struct({
+    asset: Schema.String,
+    chain_id: Schema.Number,
+    contract: Schema.String,
+    account: Schema.String,
+    sealed_total: Schema.String
+  }))
+})
+export type ApiKeyFigures = typeof ApiKeyFigures.Type
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export const ApiKeyFiguresList = Schema.Struct({ data: Schema.Array(ApiKeyFigures) })

@@ -93,6 +93,21 @@ export class Balances extends Context.Service<Balances, {
     }>,
     KycRequired | LivemodeUnavailable | EncryptionKeyRequired | ServiceUnavailable
   >
+  /**
+   * D40: per API key of the account and asset, the guardian's total of confirmed debits
+   * sealed to the account's key. Keys with nothing confirmed are absent (their total is 0).
+   */
+  readonly keyTotals: (principal: Principal) => Effect.Effect<
+    ReadonlyArray<{
+      readonly api_key_id: string
+      readonly asset: Asset
+      readonly chain_id: number
+      readonly contract: string
+      readonly account: string
+      readonly sealed_total: string
+    }>,
+    KycRequired | LivemodeUnavailable | EncryptionKeyRequired | ServiceUnavailable
+  >
 }>()("server/balances/Balances") {
   static readonly layer = Layer.effect(
     Balances,
@@ -208,6 +223,33 @@ export class Balances extends Context.Service<Balances, {
                   ciphertext_version: balance.ciphertextVersion.toString()
                 }))
               ))
+          }),
+        keyTotals: (principal) =>
+          Effect.gen(function*() {
+            const { chain, keyHolder, wallet } = yield* context(principal)
+            const publicKey = yield* registeredKey(keyHolder, principal)
+            const perAsset = yield* Effect.forEach(assetNames, (asset) => {
+              const contract = confidentialTokenOf(chain, asset)
+              return guardian.sealedKeyTotals({
+                chainId: BigInt(chain.chainId),
+                contract,
+                account: wallet,
+                publicKey: bytesToHex(publicKey)
+              }).pipe(
+                Effect.catch(unavailable("guardian sealedKeyTotals")),
+                Effect.map((totals) =>
+                  totals.map((total) => ({
+                    api_key_id: total.apiKeyId,
+                    asset,
+                    chain_id: chain.chainId,
+                    contract,
+                    account: wallet,
+                    sealed_total: total.sealedTotal
+                  }))
+                )
+              )
+            })
+            return perAsset.flat()
           })
       })
     })

@@ -244,12 +244,65 @@ const spawnChild = (environment: Record<string, string>, pidFile: string) =>
     (child) => stopChild(child, pidFile)
   )
 
+/**
+ * The inode of the socket listening on 127.0.0.1:`port` (Linux: /proc/net/tcp), if any.
+ * Undefined elsewhere or when nothing listens.
+ */
+const listenerInode = (port: number): string | undefined => {
+  let table: string
+  try {
+    table = fs.readFileSync("/proc/net/tcp", "utf8")
+  } catch {
+    return undefined
+  }
+  const local = `0100007F:${port.toString(16).toUpperCase().padStart(4, "0")}`
+  for (const line of table.split("\n").slice(1)) {
+    const fields = line.trim().split(/\s+/)
+    // fields: sl, local_address, rem_address, st (0A = LISTEN), ..., inode (index 9)
+    if (fields[1] === local && fields[3] === "0A") return fields[9]
+  }
+  return undefined
+}
+
+/**
+ * Whether the socket listening on the guardian's port is the child's own. The port was free
+ * when chosen, but another local process could bind it before the child does; the bearer
+ * token must never go to that process (it would then hold the channel secret). Linux only:
+ * where /proc is missing the check cannot be made and is skipped (docs/security.md).
+ *
+ * @since 0.3.0
+ * @category internals
+ */
+export const listenerIsChilds = (pid: number, port: number): boolean | "unknown" => {
+  if (!fs.existsSync("/proc/net/tcp")) return "unknown"
+  const inode = listenerInode(port)
+  if (inode === undefined) return false
+  try {
+    return fs.readdirSync(`/proc/${pid}/fd`).some((fd) => {
+      try {
+        return fs.readlinkSync(`/proc/${pid}/fd/${fd}`) === `socket:[${inode}]`
+      } catch {
+        return false
+      }
+    })
+  } catch {
+    return false
+  }
+}
+
 /** Polls `Info` until the child answers, fails if it exits or the deadline passes. */
-const awaitReady = (client: GuardianClient.GuardianClientShape, child: GuardianChild, startTimeoutMs: number) => {
-  const answered = client.info.pipe(
-    Effect.timeoutOption(readyProbeTimeoutMs),
-    Effect.map(Option.isSome),
-    Effect.catch(() => Effect.succeed(false))
+const awaitReady = (client: GuardianClient.GuardianClientShape, child: GuardianChild, port: number, startTimeoutMs: number) => {
+  // The token travels with `Info`: only once the child itself listens on the port.
+  const answered = Effect.sync(() => listenerIsChilds(child.pid, port)).pipe(
+    Effect.flatMap((owned) =>
+      owned === false
+        ? Effect.succeed(false)
+        : client.info.pipe(
+          Effect.timeoutOption(readyProbeTimeoutMs),
+          Effect.map(Option.isSome),
+          Effect.catch(() => Effect.succeed(false))
+        )
+    )
   )
   const poll: Effect.Effect<void> = Effect.gen(function*() {
     while (!(yield* answered)) yield* Effect.sleep(readyPollMs)
@@ -280,7 +333,7 @@ const launch = (options: EmbeddedGuardianOptions, token: Redacted.Redacted<strin
       const child = yield* Scope.provide(spawnChild(childEnvironment(options, port, token), pidFile), scope)
       const context = yield* Layer.buildWithScope(GuardianClient.GuardianClient.layerHttp(`http://127.0.0.1:${port}`, token), scope)
       const client = Context.get(context, GuardianClient.GuardianClient)
-      yield* awaitReady(client, child, options.startTimeoutMs)
+      yield* awaitReady(client, child, port, options.startTimeoutMs)
       const running: Running = { child, client, scope, startedAtMs: Date.now() }
       return running
     })
@@ -388,6 +441,8 @@ const delegating = (current: Ref.Ref<Running>): GuardianClient.GuardianClientSha
     sync: (request) => Effect.flatMap(client, (c) => c.sync(request)),
     nonZero: (request) => Effect.flatMap(client, (c) => c.nonZero(request)),
     sealedBalance: (request) => Effect.flatMap(client, (c) => c.sealedBalance(request)),
+    sealedKeyTotals: (request) => Effect.flatMap(client, (c) => c.sealedKeyTotals(request)),
+    rotationVeto: (request) => Effect.flatMap(client, (c) => c.rotationVeto(request)),
     reconcile: (request) => Effect.flatMap(client, (c) => c.reconcile(request)),
     health: Effect.flatMap(client, (c) => c.health)
   }

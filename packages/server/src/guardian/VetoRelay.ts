@@ -1,8 +1,9 @@
 /**
  * The api tier relays the guardian's rotation vetoes (docs/contracts.md, "Guardian
  * rotation"): the guardian signs the cancellation of a rotation its operator did not
- * approve but sends no transactions, so every api node looks at the guardian's alerts and
- * submits each veto through its relayers while its proposal is still pending.
+ * approve but sends no transactions, so every api node reads the proposal pending on each of
+ * its own token contracts, asks the guardian for its veto of that very proposal
+ * (`RotationVeto`), and submits it through its relayers while the proposal is pending.
  *
  * This is a convenience, not the safeguard: an api tier that colludes with the owner need
  * not relay, which is why the guardian's operator can relay the same signature from any
@@ -16,11 +17,10 @@ import { GuardianClient } from "@pps/guardian"
 import { ConfidentialTokenArtifact } from "@pps/contracts"
 import { Duration, Effect, Layer, Option, Schedule } from "effect"
 import { encodeFunctionData, getAddress, type Hex } from "viem"
-import { chainIdOfMode } from "../apikeys/domain.ts"
 import { gasLimits } from "../settlement/domain.ts"
 import { Settlement } from "../settlement/Settlement.ts"
 
-/** How often the guardian's alerts are read: far inside any rotation delay (48 h on mainnet). */
+/** How often pending proposals are looked at: far inside any rotation delay (48 h on mainnet). */
 const relayEveryMs = 15_000
 
 /**
@@ -31,42 +31,46 @@ export const VetoRelayLive = Layer.effectDiscard(Effect.gen(function*() {
   const guardian = yield* GuardianClient.GuardianClient
   const settlement = yield* Settlement
 
+  // Our own contracts only, each asked for the very proposal it holds: a contract anyone can
+  // deploy, or a flood of alerts, neither costs the relayers gas nor hides a veto from the relay.
   const relayRound = Effect.gen(function*() {
-    const health = yield* guardian.health
-    for (const alert of health.alerts) {
-      if (alert.kind !== "guardian_rotation_vetoed" || alert.veto === undefined) continue
-      const mode = Number(alert.chainId) === chainIdOfMode.test ? "test" as const : "live" as const
+    for (const mode of ["test", "live"] as const) {
       const chain = settlement.chain(mode)
-      if (Option.isNone(chain) || chain.value.chainId !== Number(alert.chainId)) continue
-      const contract = getAddress(alert.contract)
-      const pending = yield* Effect.tryPromise(() =>
-        chain.value.client.readContract({
-          address: contract,
-          abi: ConfidentialTokenArtifact.abi,
-          functionName: "pendingGuardianRotation"
+      if (Option.isNone(chain)) continue
+      for (const contract of [chain.value.contracts.confidentialUsdg, chain.value.contracts.confidentialEth]) {
+        const pending = yield* Effect.tryPromise(() =>
+          chain.value.client.readContract({
+            address: contract,
+            abi: ConfidentialTokenArtifact.abi,
+            functionName: "pendingGuardianRotation"
+          })
+        )
+        if (pending.newSigner === "0x0000000000000000000000000000000000000000") continue
+        const veto = yield* guardian.rotationVeto({
+          chainId: BigInt(chain.value.chainId),
+          contract,
+          proposalId: pending.proposalId
         })
-      )
-      // Only the very proposal the guardian vetoed: never resend one already cancelled or executed.
-      if (pending.newSigner === "0x0000000000000000000000000000000000000000" || pending.proposalId !== alert.veto.proposalId) {
-        continue
+        // Not vetoed (an approved signer), or not seen by the guardian's follower yet: next round.
+        if (veto === null) continue
+        yield* settlement.submit({
+          submissionId: `veto_${chain.value.chainId}_${getAddress(contract)}_${veto.proposalId}`,
+          mode,
+          kind: "rotation_veto",
+          target: contract,
+          data: encodeFunctionData({
+            abi: ConfidentialTokenArtifact.abi,
+            functionName: "cancelGuardianRotationBySignature",
+            args: [veto.signature as Hex]
+          }),
+          gasLimit: gasLimits.rotation_veto,
+          deadlineSeconds: null,
+          replayKey: null
+        })
+        yield* Effect.logWarning("relayed the guardian's veto of a guardian rotation").pipe(
+          Effect.annotateLogs({ contract, proposal_id: veto.proposalId.toString(), new_signer: veto.newSigner })
+        )
       }
-      yield* settlement.submit({
-        submissionId: `veto_${alert.chainId}_${contract}_${alert.veto.proposalId}`,
-        mode,
-        kind: "rotation_veto",
-        target: contract,
-        data: encodeFunctionData({
-          abi: ConfidentialTokenArtifact.abi,
-          functionName: "cancelGuardianRotationBySignature",
-          args: [alert.veto.signature as Hex]
-        }),
-        gasLimit: gasLimits.rotation_veto,
-        deadlineSeconds: null,
-        replayKey: null
-      })
-      yield* Effect.logWarning("relayed the guardian's veto of a guardian rotation").pipe(
-        Effect.annotateLogs({ contract, proposal_id: alert.veto.proposalId.toString(), new_signer: alert.veto.newSigner })
-      )
     }
   })
 

@@ -28,7 +28,7 @@
  * @since 0.1.0
  */
 import { createHmac, randomBytes } from "node:crypto"
-import { Duration, Effect, Exit, Layer, Option, Redacted, Schedule } from "effect"
+import { Cause, Duration, Effect, Exit, Layer, Option, Redacted, Schedule, SchemaAST } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { SqlClient } from "effect/sql"
 import { Limits } from "../config/AppConfig.ts"
@@ -144,6 +144,32 @@ export const IdempotencyLive = Layer.effect(
         WHERE ${held(scope)}`
 
     /**
+     * A refusal is stored as the key's answer only when no operation took effect under the
+     * key; if one did (its record committed, then something failed), the claim is left for a
+     * retry to resolve from that record, as after a fault.
+     */
+    const refuse = (scope: IdempotencyScope, status: number, body: string) =>
+      sql`
+        UPDATE idempotency_keys SET response_status = ${status}, response_body = ${body}, owner_node = NULL
+        WHERE ${held(scope)} AND operation_id IS NULL`.pipe(Effect.andThen(abandon(scope)))
+
+    /**
+     * A typed error of the catalogue (http/errors.ts) with a 4xx status: its status and its D1
+     * body as the client receives it (the envelope middleware adds `request_id` on the way out,
+     * and again, the retry's own, on a replay).
+     */
+    const typedRefusal = (cause: Cause.Cause<unknown>): { readonly status: number; readonly body: string } | undefined => {
+      const error = Option.getOrUndefined(Cause.findErrorOption(cause))
+      if (typeof error !== "object" || error === null || !("error" in error)) return undefined
+      const schema = (error.constructor as { readonly ast?: SchemaAST.AST }).ast
+      const status = schema === undefined ? undefined : SchemaAST.resolve(schema)?.["httpApiStatus"]
+      // 429 says "later", not "no": a retry must run.
+      if (typeof status !== "number" || status < 400 || status > 499 || status === 429) return undefined
+      const { request_id: _, ...body } = (error as { readonly error: Record<string, unknown> }).error
+      return { status, body: JSON.stringify({ error: body }) }
+    }
+
+    /**
      * No response: a claim that names no operation had no durable effect and is
      * released; one that does is kept, without an owner, for a retry to resolve.
      */
@@ -174,7 +200,14 @@ export const IdempotencyLive = Layer.effect(
           keyDigest: keyDigest(key),
           claimToken: randomBytes(16).toString("base64url")
         }
-        const decision = yield* Effect.orDie(claim(scope, requestHash))
+        // In the set of runs in flight before the claim commits: a second request with the same key
+        // landing in between must see this node's claim as alive, not take it over.
+        running.add(scope.claimToken)
+        const decision = yield* Effect.orDie(claim(scope, requestHash)).pipe(
+          Effect.onExit((exit) =>
+            Exit.isSuccess(exit) && exit.value._tag === "Run" ? Effect.void : Effect.sync(() => running.delete(scope.claimToken))
+          )
+        )
         switch (decision._tag) {
           case "Reused":
             return yield* Effect.fail(IdempotencyKeyReused.of())
@@ -203,14 +236,19 @@ export const IdempotencyLive = Layer.effect(
           case "Run":
             break
         }
-        running.add(scope.claimToken)
         return yield* httpEffect.pipe(
           Effect.provideService(CurrentIdempotencyScope, Option.some(scope)),
-          Effect.onExit((exit) =>
-            (Exit.isSuccess(exit)
+          Effect.onExit((exit) => {
+            // D6: the first response is replayed, an error (402, 403, 404, 422...) too: a retry after
+            // the balance was topped up must not pay what the first request was refused. A 5xx
+            // says the request did not complete: abandoned, so a retry runs (or resolves) it.
+            const refusal = Exit.isFailure(exit) ? typedRefusal(exit.cause) : undefined
+            return (Exit.isSuccess(exit)
               ? complete(scope, exit.value.status, exit.value.body._tag === "Uint8Array" ? decoder.decode(exit.value.body.body) : "")
+              : refusal !== undefined
+              ? refuse(scope, refusal.status, refusal.body)
               : abandon(scope)).pipe(Effect.ensuring(Effect.sync(() => running.delete(scope.claimToken))))
-          ),
+          }),
           Effect.catchTag("SqlError", Effect.die)
         )
       })

@@ -591,3 +591,25 @@ export class TransactionExpired extends Schema.Error<TransactionExpired>("Transa
     )
   }
 }
+
+/**
+ * 409 `prepared_transfer_used` (ext, docs/api.md "Client-sealed transfers"): a transfer
+ * already exists for this prepared transfer id. A prepared transfer is paid once; a client
+ * that lost the answer reads the transfer, or retries with its first Idempotency-Key.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class PreparedTransferUsed extends Schema.Error<PreparedTransferUsed>("PreparedTransferUsed")(
+  envelope("prepared_transfer_used"),
+  { httpApiStatus: 409 }
+) {
+  readonly _tag = "PreparedTransferUsed" as const
+  static of(transferId: string) {
+    return new PreparedTransferUsed(
+      bodyOf("prepared_transfer_used", `A transfer was already created from ${transferId}: prepare a new one.`, {
+        param: "sealed.transfer_id"
+      })
+    )
+  }
+}

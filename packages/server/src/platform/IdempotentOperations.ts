@@ -42,7 +42,15 @@ export interface IdempotencyScope {
  * @since 0.2.0
  * @category models
  */
-export type OperationKind = "transfer" | "agent_transaction" | "approval" | "rejection" | "faucet_grant" | "agent" | "webhook"
+export type OperationKind =
+  | "transfer"
+  | "agent_transaction"
+  | "approval"
+  | "rejection"
+  | "faucet_grant"
+  | "agent"
+  | "webhook"
+  | "webhook_replay"
 
 /**
  * The current request's idempotency key, when it has one.

@@ -57,6 +57,12 @@ interface Tracked {
   txHash: Hex
   sentAtMs: number
   mined: { readonly blockNumber: bigint; readonly timestampSeconds: bigint; readonly success: boolean } | undefined
+  /**
+   * Reverted while its attestation is still valid: anyone holding the calldata may still get
+   * it mined, so it is not `failed` (D14: failed moves no funds) until the chain's time passes
+   * the deadline with the replay nonce unused. Nothing is rebroadcast meanwhile.
+   */
+  revertedBeforeDeadline?: boolean
 }
 
 /**
@@ -238,19 +244,24 @@ const makeEngine = (
         })
       )
 
-    /** For a transfer: the receipt of the transaction that used its replay nonce, if one did. */
-    const appliedElsewhere = (request: SubmissionRequest) =>
-      Effect.gen(function*() {
-        if (request.replayKey === null) return Option.none<TransactionReceipt>()
-        const { nonce, sender, transferId } = request.replayKey
-        const used = yield* rpc("reading a replay nonce", () =>
+    /** For a transfer: whether its replay nonce is used (by it, or by another transfer). */
+    const replayNonceUsed = (request: SubmissionRequest) =>
+      request.replayKey === null
+        ? Effect.succeed(false)
+        : rpc("reading a replay nonce", () =>
           client.readContract({
             address: request.target,
             abi: ConfidentialTokenArtifact.abi,
             functionName: "isNonceUsed",
-            args: [sender, nonce]
+            args: [request.replayKey!.sender, request.replayKey!.nonce]
           }))
-        if (!used) return Option.none<TransactionReceipt>()
+
+    /** For a transfer: the receipt of the transaction that used its replay nonce, if one did. */
+    const appliedElsewhere = (request: SubmissionRequest) =>
+      Effect.gen(function*() {
+        if (request.replayKey === null) return Option.none<TransactionReceipt>()
+        const { transferId } = request.replayKey
+        if (!(yield* replayNonceUsed(request))) return Option.none<TransactionReceipt>()
         // Both ConfidentialTransfer and PublicTransfer index the transfer id third.
         const logs = yield* rpc("finding a transfer's event", () =>
           client.request({
@@ -309,14 +320,33 @@ const makeEngine = (
         if (Option.isSome(applied) && applied.value.transactionHash !== tracked.txHash) {
           return yield* settleFromReceipt(tracked, applied.value)
         }
-        untrack(tracked)
-        yield* finish({
-          _tag: "Failed",
-          submissionId: tracked.request.submissionId,
-          mode: chain.mode,
-          txHash: tracked.txHash,
-          reason: "reverted"
-        })
+        const deadline = tracked.request.deadlineSeconds
+        // A nonce another transfer used can never be mined for this one: failed now.
+        if (deadline !== null && latestTimestampSeconds <= deadline && !(yield* replayNonceUsed(tracked.request))) {
+          tracked.mined = undefined
+          tracked.revertedBeforeDeadline = true
+          return
+        }
+        yield* failReverted(tracked)
+      })
+
+    const failReverted = (tracked: Tracked) => {
+      untrack(tracked)
+      return finish({
+        _tag: "Failed",
+        submissionId: tracked.request.submissionId,
+        mode: chain.mode,
+        txHash: tracked.txHash,
+        reason: "reverted"
+      })
+    }
+
+    /** A reverted attestation past its deadline: applied by another transaction after all, or failed for good. */
+    const concludeReverted = (tracked: Tracked) =>
+      Effect.gen(function*() {
+        const applied = yield* appliedElsewhere(tracked.request)
+        if (Option.isSome(applied)) return yield* settleFromReceipt(tracked, applied.value)
+        yield* failReverted(tracked)
       })
 
     /** Not seen in a block for a while: expired, applied by another, or broadcast again. */
@@ -410,7 +440,10 @@ const makeEngine = (
       }
       const now = Date.now()
       for (const tracked of [...inFlight.values()]) {
-        if (tracked.mined !== undefined) {
+        if (tracked.revertedBeforeDeadline === true) {
+          const deadline = tracked.request.deadlineSeconds
+          if (deadline === null || latestTimestampSeconds > deadline) yield* concludeReverted(tracked)
+        } else if (tracked.mined !== undefined) {
           if (tracked.mined.blockNumber + BigInt(confirmations) - 1n <= lastScanned) yield* conclude(tracked)
         } else if (now - tracked.sentAtMs > SettlementLimits.rebroadcastAfterMs) {
           yield* revisit(tracked)

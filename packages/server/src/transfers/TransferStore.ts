@@ -26,6 +26,8 @@ const TransferRow = Schema.Struct({
   sealed_digest: Schema.String,
   ciphertext: Schema.String,
   guardian_settled: Schema.Boolean,
+  /** The sender's owner when the sender is an agent: an owner sees its agents' transfers. */
+  sender_owner_account_id: Schema.NullOr(Schema.String),
   created_at: Schema.String,
   confirmed_at: Schema.NullOr(Schema.String)
 })
@@ -70,6 +72,8 @@ export interface NewTransfer {
 export interface ListQuery {
   readonly accountId: string
   readonly mode: Mode
+  /** Also the transfers of the account's agents (ext `include_agents`); D16's default is the account's own. */
+  readonly includeAgents: boolean
   readonly limit: number
   readonly offset: number
   readonly status: string | undefined
@@ -79,8 +83,14 @@ export interface ListQuery {
 
 const columns = `t.transfer_id, t.mode, t.sender_account_id, s.handle AS sender_handle, t.recipient_account_id,
   t.recipient_address, t.recipient_display, t.asset, t.confidential, t.status, t.tx_hash, t.replay_nonce,
-  t.deadline_seconds, t.sealed_digest, t.ciphertext, t.guardian_settled, iso_utc(t.created_at) AS created_at,
-  iso_utc(t.confirmed_at) AS confirmed_at`
+  t.deadline_seconds, t.sealed_digest, t.ciphertext, t.guardian_settled, s.owner_account_id AS sender_owner_account_id,
+  iso_utc(t.created_at) AS created_at, iso_utc(t.confirmed_at) AS confirmed_at`
+
+/**
+ * The parties a viewer sees transfers of: itself, and, for an owner, its agents (SPEC Events:
+ * "every transaction involving the account or any agent under it"). `$n` is the viewer's id.
+ */
+const viewedParties = (n: number) => `(SELECT account_id FROM accounts WHERE account_id = $${n} OR owner_account_id = $${n})`
 
 /**
  * @since 0.1.0
@@ -90,13 +100,15 @@ export class TransferStore extends Context.Service<TransferStore, {
   /** A fresh replay nonce for the sender (never handed out twice). */
   readonly nextNonce: (accountId: string, mode: Mode) => Effect.Effect<bigint, SqlError.SqlError>
   readonly insert: (transfer: NewTransfer) => Effect.Effect<void, SqlError.SqlError>
-  /** A transfer the account is party to, in its mode. */
+  /** A transfer the account, or one of its agents, is party to, in its mode. */
   readonly findForAccount: (
     transferId: string,
     accountId: string,
     mode: Mode
   ) => Effect.Effect<Option.Option<StoredTransfer>, SqlError.SqlError>
   readonly findById: (transferId: string) => Effect.Effect<Option.Option<StoredTransfer>, SqlError.SqlError>
+  /** Whether a transfer, or a held agent transaction waiting to become one, has this id. */
+  readonly idTaken: (transferId: string) => Effect.Effect<boolean, SqlError.SqlError>
   readonly boxes: (transferId: string) => Effect.Effect<
     Option.Option<{ readonly senderBox: Uint8Array; readonly recipientBox: Uint8Array; readonly callData: Uint8Array }>,
     SqlError.SqlError
@@ -137,7 +149,8 @@ export class TransferStore extends Context.Service<TransferStore, {
         findForAccount: (transferId, accountId, mode) =>
           sql.unsafe(
             `SELECT ${columns} FROM transfers t JOIN accounts s ON s.account_id = t.sender_account_id
-             WHERE t.transfer_id = $1 AND t.mode = $2 AND (t.sender_account_id = $3 OR t.recipient_account_id = $3)`,
+             WHERE t.transfer_id = $1 AND t.mode = $2
+               AND (t.sender_account_id IN ${viewedParties(3)} OR t.recipient_account_id IN ${viewedParties(3)})`,
             [transferId, mode, accountId]
           ).pipe(Effect.flatMap(decode), Effect.map((rows) => Option.fromNullishOr(rows[0]))),
         findById: (transferId) =>
@@ -145,6 +158,11 @@ export class TransferStore extends Context.Service<TransferStore, {
             `SELECT ${columns} FROM transfers t JOIN accounts s ON s.account_id = t.sender_account_id WHERE t.transfer_id = $1`,
             [transferId]
           ).pipe(Effect.flatMap(decode), Effect.map((rows) => Option.fromNullishOr(rows[0]))),
+        idTaken: (transferId) =>
+          sql<{ taken: number }>`
+            SELECT 1 AS taken FROM transfers WHERE transfer_id = ${transferId}
+            UNION ALL SELECT 1 AS taken FROM agent_transactions WHERE transfer_id = ${transferId}
+            LIMIT 1`.pipe(Effect.map((rows) => rows.length > 0)),
         boxes: (transferId) =>
           sql<{ sender_box: Uint8Array; recipient_box: Uint8Array; call_data: Uint8Array }>`
             SELECT sender_box, recipient_box, call_data FROM transfers WHERE transfer_id = ${transferId}`.pipe(
@@ -158,7 +176,12 @@ export class TransferStore extends Context.Service<TransferStore, {
           ),
         list: (q) => {
           const params: Array<unknown> = [q.accountId, q.mode]
-          const where = ["(t.sender_account_id = $1 OR t.recipient_account_id = $1)", "t.mode = $2"]
+          const where = [
+            q.includeAgents
+              ? `(t.sender_account_id IN ${viewedParties(1)} OR t.recipient_account_id IN ${viewedParties(1)})`
+              : "(t.sender_account_id = $1 OR t.recipient_account_id = $1)",
+            "t.mode = $2"
+          ]
           if (q.status !== undefined) {
             params.push(q.status)
             where.push(`t.status = $${params.length}`)

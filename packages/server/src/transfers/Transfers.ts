@@ -35,7 +35,7 @@
  */
 import { type Domain as GuardianDomain, GuardianClient } from "@pps/guardian"
 import { ElGamal, EncryptionKey, Note } from "@pps/crypto"
-import { Clock, Context, DateTime, Duration, Effect, Layer, Option, Schedule, Stream } from "effect"
+import { Clock, Context, DateTime, Duration, Effect, Layer, Option, Redacted, Schedule, Stream } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { type Address, bytesToBigInt, bytesToHex, getAddress, type Hex, hexToBytes, numberToBytes } from "viem"
 import { Accounts } from "../accounts/Accounts.ts"
@@ -61,6 +61,7 @@ import {
   KycRequired,
   LivemodeUnavailable,
   PolicyViolation,
+  PreparedTransferUsed,
   RecipientNotConfidentialReady,
   RecipientNotFound,
   ServiceUnavailable,
@@ -72,6 +73,7 @@ import { OperationReplay } from "../platform/IdempotentOperations.ts"
 import { makeId } from "../platform/Ids.ts"
 import { KeyedSerializer } from "../platform/KeyedSerializer.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
+import { Secrets } from "../platform/Secrets.ts"
 import { confidentialTransferCall, publicTransferCall } from "../settlement/calls.ts"
 import { type ChainContext, confidentialTokenOf } from "../settlement/Chains.ts"
 import { gasLimits, type Resolution } from "../settlement/domain.ts"
@@ -82,10 +84,13 @@ import {
   assets,
   type CreateTransferRequest,
   memoBytesMax,
+  type PreparedTransfer as PreparedTransferResponse,
+  type PrepareTransferRequest,
   parseAmount,
   parseRecipient,
   type TransferRecord
 } from "./domain.ts"
+import { checkToken, makeToken, preparationKey, preparedTransferLifetimeMs } from "./preparation.ts"
 import { type StoredTransfer, TransferStore } from "./TransferStore.ts"
 
 
@@ -160,6 +165,11 @@ interface PreparedTransfer {
   readonly sealedDigest: Hex
   /** Standard transfers only: the amount paid out in clear on chain. */
   readonly publicAmount: bigint | null
+  /**
+   * The client sealed the boxes (the sealed form): a guardian box that does not open, or
+   * holds 0, is the client's mistake (400), not ours.
+   */
+  readonly clientSealed: boolean
 }
 
 /**
@@ -191,12 +201,27 @@ export class Transfers extends Context.Service<Transfers, {
     | EncryptionKeyRequired
     | PolicyViolation
     | InsufficientBalance
+    | PreparedTransferUsed
     | ServiceUnavailable
   >
   /**
    * D27: approves a held transaction (the caller has checked ownership): re-checks,
    * authorizes, records and submits it. The decided transaction and its transfer.
    */
+  /** (ext) The amount-free half of a client-sealed transfer: its id, keys and token. */
+  readonly prepare: (
+    principal: Principal,
+    request: PrepareTransferRequest
+  ) => Effect.Effect<
+    PreparedTransferResponse,
+    | InvalidRequest
+    | KycRequired
+    | LivemodeUnavailable
+    | RecipientNotFound
+    | RecipientNotConfidentialReady
+    | EncryptionKeyRequired
+    | PolicyViolation
+  >
   readonly approveHeld: (transactionId: string) => Effect.Effect<
     { readonly transaction: StoredAgentTransaction; readonly transfer: StoredTransfer },
     | TransactionNotFound
@@ -232,6 +257,7 @@ export class Transfers extends Context.Service<Transfers, {
       const heldStore = yield* AgentTransactionStore
       const secretBox = yield* SecretBox
       const operations = yield* OperationReplay
+      const preparationSecret = preparationKey(Redacted.value((yield* Secrets).apiKeyPepper))
 
       const guardianKey = EncryptionKey.parsePublicKey(guardianIdentity.encryptionKey)
       if (!guardianKey.ok) return yield* Effect.die(new Error("the guardian's encryption key is not a valid point"))
@@ -255,7 +281,14 @@ export class Transfers extends Context.Service<Transfers, {
         to: t.recipient_display,
         confidential: t.confidential,
         asset: t.asset,
-        direction: t.sender_account_id === viewerAccountId ? "sent" : "received",
+        // The viewer's side; for an owner looking at its agent's transfer, the agent's side.
+        direction: t.sender_account_id === viewerAccountId
+          ? "sent"
+          : t.recipient_account_id === viewerAccountId
+          ? "received"
+          : t.sender_owner_account_id === viewerAccountId
+          ? "sent"
+          : "received",
         tx_hash: t.tx_hash,
         created_at: t.created_at,
         confirmed_at: t.confirmed_at
@@ -430,6 +463,7 @@ export class Transfers extends Context.Service<Transfers, {
             nonce: prepared.nonce,
             deadline: deadlineSeconds,
             guardianNote: bytesToHex(prepared.boxes.guardian),
+            apiKey: prepared.apiKeyId,
             ...(agent === undefined ? {} : { agent })
           }).pipe(Effect.catch((error) =>
             Effect.logError("guardian unavailable", error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
@@ -440,12 +474,23 @@ export class Transfers extends Context.Service<Transfers, {
             case "PolicyViolation":
               return yield* Effect.fail(PolicyViolation.of(authorization.reason))
             case "HoldForApproval":
-              return { _tag: "Hold" } as const
+              return { _tag: "Hold", sealedAmount: authorization.sealedAmount as Hex } as const
             case "Refused":
               // A frozen account (books disagree with the chain), or an approval retried after its
               // first attestation's deadline (the guardian keeps that reservation until it expires),
               // is a state that passes: 503, retry later. Any other refusal is a fault of our own
               // request: a defect.
+              if (prepared.clientSealed && (authorization.reason === "note_invalid" || authorization.reason === "amount_zero")) {
+                return yield* Effect.fail(InvalidRequest.of(
+                  authorization.reason === "amount_zero"
+                    ? "The sealed amount must be above 0."
+                    : "`sealed.guardian` does not open as the guardian's note for this prepared transfer (wrong key, binding or format).",
+                  { param: "sealed.guardian" }
+                ))
+              }
+              if (prepared.clientSealed && authorization.reason === "transfer_id_reused") {
+                return yield* Effect.fail(PreparedTransferUsed.of(prepared.transferId))
+              }
               if (authorization.reason === "account_frozen" || authorization.reason === "transfer_id_reused") {
                 return yield* Effect.logWarning("guardian refused a transfer for now").pipe(
                   Effect.annotateLogs({ transfer_id: prepared.transferId, reason: authorization.reason }),
@@ -566,53 +611,162 @@ export class Transfers extends Context.Service<Transfers, {
       const namesOf = (recipient: { readonly account: Account | null; readonly address: Address }) =>
         recipient.account === null ? [recipient.address.toLowerCase()] : [recipient.account.handle, recipient.address.toLowerCase()]
 
+      /**
+       * What the request says about the money: the plain form (SPEC: `amount` and `memo`, seen
+       * by this process for the length of the request) or the sealed form (ext: boxes the
+       * client sealed to a prepared transfer). Both, or neither, is a malformed body.
+       */
+      const moneyOf = (body: CreateTransferRequest, asset: Asset) =>
+        Effect.gen(function*() {
+          if (body.sealed !== undefined) {
+            if (body.amount !== undefined || body.memo !== undefined) {
+              return yield* Effect.fail(InvalidRequest.of(
+                "Send either `amount` (and `memo`) or `sealed`, not both.",
+                { param: "sealed" }
+              ))
+            }
+            if (body.confidential === false) {
+              return yield* Effect.fail(InvalidRequest.of(
+                "A standard transfer pays its amount in clear on chain: send it with `amount`, not `sealed`.",
+                { param: "confidential" }
+              ))
+            }
+            const sealed = body.sealed
+            if (!/^tr_[0-9A-HJKMNP-TV-Z]{26}$/.test(sealed.transfer_id)) {
+              return yield* Effect.fail(InvalidRequest.of(
+                "`sealed.transfer_id` must be the id of a prepared transfer.",
+                { param: "sealed.transfer_id" }
+              ))
+            }
+            const box = (name: "guardian" | "sender" | "recipient", length: number) =>
+              new RegExp(`^0x[0-9a-fA-F]{${length * 2}}$`).test(sealed[name])
+                ? Effect.succeed(hexToBytes(sealed[name] as Hex))
+                : Effect.fail(InvalidRequest.of(
+                  `\`sealed.${name}\` must be a sealed box of exactly ${length} bytes, as 0x-prefixed hex.`,
+                  { param: `sealed.${name}` }
+                ))
+            const boxes: Note.TransferBoxes = {
+              guardian: yield* box("guardian", Note.guardianBoxLength),
+              sender: yield* box("sender", Note.transferBoxLength),
+              recipient: yield* box("recipient", Note.transferBoxLength)
+            }
+            return { _tag: "Sealed", transferId: sealed.transfer_id, token: sealed.token, boxes } as const
+          }
+          const amount = body.amount === undefined ? undefined : parseAmount(body.amount, asset)
+          if (amount === undefined) {
+            return yield* Effect.fail(InvalidRequest.of(
+              `\`amount\` must be a decimal string above 0 with at most ${assets[asset]} decimals and at most 1,000,000,000,000 units (and below 2^64 base units).`,
+              { param: "amount" }
+            ))
+          }
+          const memo = body.memo ?? ""
+          if (Buffer.byteLength(memo, "utf8") > memoBytesMax) {
+            return yield* Effect.fail(InvalidRequest.of("`memo` is at most 512 bytes of UTF-8.", { param: "memo" }))
+          }
+          return { _tag: "Plain", amount, memo } as const
+        })
+
+      const assetOf = (name: string | undefined) =>
+        (name ?? "USDG") in assets
+          ? Effect.succeed((name ?? "USDG") as Asset)
+          : Effect.fail(InvalidRequest.of("`asset` must be USDG or ETH.", { param: "asset" }))
+
+      /**
+       * Step 1's rules that need no amount, shared by create and prepare, in D37's order:
+       * KYC, the mode's chain, an agent's amount-free policy before anything is said about
+       * the recipient (unknown, 404; not confidential-ready, 422), then both parties' keys.
+       */
+      const resolveParties = (principal: Principal, to: string, asset: Asset, confidential: boolean) =>
+        Effect.gen(function*() {
+          const sender = Option.getOrThrow(yield* accounts.get(principal.accountId).pipe(Effect.orDie))
+          const senderPrincipal = yield* principalOf(sender).pipe(Effect.orDie)
+          if (!isKycSufficient(senderPrincipal.kycStatus)) return yield* Effect.fail(KycRequired.of())
+          const chain = yield* Option.match(settlement.chain(principal.mode), {
+            onNone: () => Effect.fail(LivemodeUnavailable.of()),
+            onSome: Effect.succeed
+          })
+          const isAgent = sender.ownerAccountId !== null
+          // Checked again, with the policy in force then, in the agent's actor.
+          const policyFirst = (recipientNames: ReadonlyArray<string>) =>
+            isAgent
+              ? Clock.currentTimeMillis.pipe(
+                Effect.flatMap((nowMs) => checkPolicy(sender.accountId, { asset, recipientNames, activeHoursAtMs: nowMs }))
+              )
+              : Effect.void
+          const recipient = yield* resolveRecipient(chain, sender, to).pipe(
+            Effect.tapError((error) => {
+              const ref = parseRecipient(to)
+              return error._tag === "RecipientNotFound" && ref?._tag === "Handle" ? policyFirst([ref.handle]) : Effect.void
+            })
+          )
+          yield* policyFirst(namesOf(recipient))
+          if (confidential && Option.isNone(recipient.key)) return yield* Effect.fail(RecipientNotConfidentialReady.of())
+          const senderKey = yield* keys.keyOfAccount(senderPrincipal.accountId, principal.mode).pipe(Effect.orDie)
+          if (Option.isNone(senderKey)) return yield* Effect.fail(EncryptionKeyRequired.of())
+          return { sender, isAgent, chain, recipient, senderKey: senderKey.value, contract: confidentialTokenOf(chain, asset) }
+        })
+
+      type Parties = Effect.Success<ReturnType<typeof resolveParties>>
+
+      const preparationFactsOf = (principal: Principal, asset: Asset, parties: Parties, transferId: string) => ({
+        transferId,
+        senderAccountId: parties.sender.accountId,
+        mode: principal.mode,
+        asset,
+        recipientAddress: parties.recipient.address,
+        senderKey: bytesToHex(parties.senderKey),
+        // A confidential recipient always has a key (resolveParties refused it otherwise).
+        recipientKey: bytesToHex(Option.getOrThrow(parties.recipient.key))
+      })
+
+      const prepare = Effect.fn("Transfers.prepare")(function*(principal: Principal, body: PrepareTransferRequest) {
+        const asset = yield* assetOf(body.asset)
+        const parties = yield* resolveParties(principal, body.to, asset, true)
+        const nowMs = yield* Clock.currentTimeMillis
+        const transferId = makeId("tr", nowMs)
+        const facts = {
+          ...preparationFactsOf(principal, asset, parties, transferId),
+          expiresAtMs: nowMs + preparedTransferLifetimeMs
+        }
+        return {
+          transfer_id: transferId,
+          binding_id: transferIdBytes32(transferId),
+          chain_id: parties.chain.chainId,
+          contract: parties.contract,
+          asset,
+          to: parties.recipient.display,
+          recipient_address: parties.recipient.address,
+          sender_key: facts.senderKey,
+          recipient_key: facts.recipientKey,
+          guardian_key: bytesToHex(guardianIdentity.encryptionKey),
+          token: makeToken(preparationSecret, facts),
+          expires_at: DateTime.formatIso(DateTime.makeUnsafe(facts.expiresAtMs))
+        } satisfies PreparedTransferResponse
+      })
+
       const create = Effect.fn("Transfers.create")(function*(principal: Principal, body: CreateTransferRequest) {
         // 1. Amount-free rules.
-        const assetName = body.asset ?? "USDG"
-        if (!(assetName in assets)) {
-          return yield* Effect.fail(InvalidRequest.of("`asset` must be USDG or ETH.", { param: "asset" }))
-        }
-        const asset = assetName as Asset
-        const amount = parseAmount(body.amount, asset)
-        if (amount === undefined) {
-          return yield* Effect.fail(InvalidRequest.of(
-            `\`amount\` must be a decimal string above 0 with at most ${assets[asset]} decimals and at most 1,000,000,000,000 units (and below 2^64 base units).`,
-            { param: "amount" }
-          ))
-        }
-        const memo = body.memo ?? ""
-        if (Buffer.byteLength(memo, "utf8") > memoBytesMax) {
-          return yield* Effect.fail(InvalidRequest.of("`memo` is at most 512 bytes of UTF-8.", { param: "memo" }))
-        }
+        const asset = yield* assetOf(body.asset)
+        const money = yield* moneyOf(body, asset)
         const confidential = body.confidential ?? true
-        const sender = Option.getOrThrow(yield* accounts.get(principal.accountId).pipe(Effect.orDie))
-        const senderPrincipal = yield* principalOf(sender).pipe(Effect.orDie)
-        if (!isKycSufficient(senderPrincipal.kycStatus)) return yield* Effect.fail(KycRequired.of())
-        const chain = yield* Option.match(settlement.chain(principal.mode), {
-          onNone: () => Effect.fail(LivemodeUnavailable.of()),
-          onSome: Effect.succeed
-        })
-        const isAgent = sender.ownerAccountId !== null
-        // D37: an agent's amount-free rules speak before anything is said about the recipient
-        // (unknown, 404; not confidential-ready, 422). Checked again, with the policy in force
-        // then, in the agent's actor.
-        const policyFirst = (recipientNames: ReadonlyArray<string>) =>
-          isAgent
-            ? Clock.currentTimeMillis.pipe(
-              Effect.flatMap((nowMs) => checkPolicy(sender.accountId, { asset, recipientNames, activeHoursAtMs: nowMs }))
-            )
-            : Effect.void
-        const recipient = yield* resolveRecipient(chain, sender, body.to).pipe(
-          Effect.tapError((error) => {
-            const ref = parseRecipient(body.to)
-            return error._tag === "RecipientNotFound" && ref?._tag === "Handle" ? policyFirst([ref.handle]) : Effect.void
-          })
-        )
-        yield* policyFirst(namesOf(recipient))
-        if (confidential && Option.isNone(recipient.key)) return yield* Effect.fail(RecipientNotConfidentialReady.of())
-        const senderKey = yield* keys.keyOfAccount(senderPrincipal.accountId, principal.mode).pipe(Effect.orDie)
-        if (Option.isNone(senderKey)) return yield* Effect.fail(EncryptionKeyRequired.of())
-        const contract = confidentialTokenOf(chain, asset)
+        const parties = yield* resolveParties(principal, body.to, asset, confidential)
+        const { sender, isAgent, chain, recipient, senderKey, contract } = parties
+        if (money._tag === "Sealed") {
+          const problem = checkToken(
+            preparationSecret,
+            money.token,
+            preparationFactsOf(principal, asset, parties, money.transferId),
+            yield* Clock.currentTimeMillis
+          )
+          if (problem !== undefined) {
+            return yield* Effect.fail(InvalidRequest.of(
+              problem === "expired"
+                ? "This prepared transfer has expired: prepare it again and seal new boxes."
+                : "`sealed.token` does not stand for this transfer: the recipient, asset, keys or transfer id differ from what was prepared.",
+              { param: "sealed.token" }
+            ))
+          }
+        }
 
         // 2-4. In the sender's actor (the agent's, for an agent): policy, nonce, seal, authorize, record.
         const decided = yield* actors.withKey(sender.accountId, Effect.gen(function*() {
@@ -621,27 +775,38 @@ export class Transfers extends Context.Service<Transfers, {
           const policy = isAgent
             ? yield* checkPolicy(sender.accountId, { asset, recipientNames: namesOf(recipient), activeHoursAtMs: nowMs })
             : undefined
-          const transferId = makeId("tr", nowMs)
-          const bindingId = transferIdBytes32(transferId)
-          const nonce = yield* store.nextNonce(sender.accountId, principal.mode).pipe(Effect.orDie)
-          const senderPublicKey = EncryptionKey.parsePublicKey(senderKey.value)
-          // For a standard transfer to an address without a key, the recipient's copy is sealed to
-          // the sender (the recipient sees the amount on chain anyway).
-          const recipientPublicKey = EncryptionKey.parsePublicKey(Option.getOrElse(recipient.key, () => senderKey.value))
-          if (!senderPublicKey.ok || !recipientPublicKey.ok) {
-            return yield* Effect.die(new Error("a registered key did not parse"))
+          let transferId: string
+          let boxes: Note.TransferBoxes
+          if (money._tag === "Sealed") {
+            // A prepared transfer is created once: a second create of it (another idempotency key,
+            // or none) is told so instead of reaching the guardian with a used id.
+            if (yield* store.idTaken(money.transferId).pipe(Effect.orDie)) {
+              return yield* Effect.fail(PreparedTransferUsed.of(money.transferId))
+            }
+            transferId = money.transferId
+            boxes = money.boxes
+          } else {
+            transferId = makeId("tr", nowMs)
+            // For a standard transfer to an address without a key, the recipient's copy is sealed
+            // to the sender (the recipient sees the amount on chain anyway).
+            const senderPublicKey = EncryptionKey.parsePublicKey(senderKey)
+            const recipientPublicKey = EncryptionKey.parsePublicKey(Option.getOrElse(recipient.key, () => senderKey))
+            if (!senderPublicKey.ok || !recipientPublicKey.ok) {
+              return yield* Effect.die(new Error("a registered key did not parse"))
+            }
+            boxes = Note.sealTransfer({
+              context: { chainId: BigInt(chain.chainId), contract, transferId: hexToBytes(transferIdBytes32(transferId)) },
+              note: { amount: money.amount, memo: money.memo },
+              opening: ElGamal.newOpening(money.amount),
+              senderKey: senderPublicKey.value,
+              recipientKey: recipientPublicKey.value,
+              guardianKey: guardianKey.value
+            })
           }
-          const boxes = Note.sealTransfer({
-            context: { chainId: BigInt(chain.chainId), contract, transferId: hexToBytes(bindingId) },
-            note: { amount, memo },
-            opening: ElGamal.newOpening(amount),
-            senderKey: senderPublicKey.value,
-            recipientKey: recipientPublicKey.value,
-            guardianKey: guardianKey.value
-          })
+          const nonce = yield* store.nextNonce(sender.accountId, principal.mode).pipe(Effect.orDie)
           const prepared: PreparedTransfer = {
             transferId,
-            bindingId,
+            bindingId: transferIdBytes32(transferId),
             mode: principal.mode,
             chainId: chain.chainId,
             contract,
@@ -652,17 +817,18 @@ export class Transfers extends Context.Service<Transfers, {
             confidential,
             apiKeyId: principal.keyId,
             nonce,
-            fromKey: senderKey.value,
+            fromKey: senderKey,
             toKey: Option.getOrNull(recipient.key),
             boxes,
             sealedDigest: Note.sealedDigest(boxes),
-            publicAmount: confidential ? null : amount
+            publicAmount: confidential || money._tag === "Sealed" ? null : money.amount,
+            clientSealed: money._tag === "Sealed"
           }
           const deadlineSeconds = BigInt(Math.floor(nowMs / 1000) + config.attestationLifetimeSeconds)
           const agent = policy === undefined ? undefined : { policy, approved: false }
           const result = yield* authorizeAndRecord(prepared, deadlineSeconds, agent, operations.bind("transfer", transferId))
           if (result._tag === "Recorded") return { _tag: "Recorded", prepared, recorded: result } as const
-          return { _tag: "Held", transaction: yield* hold(prepared, nowMs) } as const
+          return { _tag: "Held", transaction: yield* hold(prepared, nowMs, result.sealedAmount) } as const
         }))
         if (decided._tag === "Held") return { _tag: "Held", transaction: decided.transaction } satisfies CreateOutcome
 
@@ -676,7 +842,7 @@ export class Transfers extends Context.Service<Transfers, {
        * (the sender's to the owner's key) and its `agent.transaction.pending_approval`
        * event, in one SQL transaction. Nothing was reserved or signed.
        */
-      const hold = (prepared: PreparedTransfer, nowMs: number) =>
+      const hold = (prepared: PreparedTransfer, nowMs: number, sealedAmount: Hex) =>
         Effect.gen(function*() {
           const transactionId = makeId("atx", nowMs)
           const requestedAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
@@ -719,6 +885,7 @@ export class Transfers extends Context.Service<Transfers, {
               publicAmountSealed: prepared.publicAmount === null
                 ? null
                 : secretBox.seal(numberToBytes(prepared.publicAmount, { size: 32 }), publicAmountBinding(transactionId)),
+              guardianHeldAmount: hexToBytes(sealedAmount),
               requestedAt,
               expiresAt
             })
@@ -801,7 +968,9 @@ export class Transfers extends Context.Service<Transfers, {
             toKey: parts.toKey,
             boxes: { sender: parts.senderBox, recipient: parts.recipientBox, guardian: parts.guardianNote },
             sealedDigest: held.sealed_digest as Hex,
-            publicAmount
+            publicAmount,
+            // The guardian opened these boxes once already: it held the transfer only after that.
+            clientSealed: false
           }
           const decidedAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
           const view = { ...held, status: "approved" as const, decided_at: decidedAt }
@@ -828,7 +997,10 @@ export class Transfers extends Context.Service<Transfers, {
                   )
                 )
                 : Effect.void
-            )
+            ),
+            // Only a client-sealed create can fail these: the guardian opened this held transfer's
+            // boxes before it held it.
+            Effect.catchTags({ InvalidRequest: Effect.die, PreparedTransferUsed: Effect.die })
           )
           if (result._tag === "Hold") return yield* Effect.die(new Error("the guardian held an approved transfer"))
           return { prepared, recorded: result, view }
@@ -859,6 +1031,8 @@ export class Transfers extends Context.Service<Transfers, {
       return Transfers.of({
         create: (principal, request) =>
           create(principal, request).pipe(Effect.annotateLogs({ account_id: principal.accountId })),
+        prepare: (principal, request) =>
+          prepare(principal, request).pipe(Effect.annotateLogs({ account_id: principal.accountId })),
         approveHeld: (transactionId) =>
           approveHeld(transactionId).pipe(Effect.annotateLogs({ transaction_id: transactionId })),
         get: (principal, transferId) =>

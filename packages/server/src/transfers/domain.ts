@@ -154,12 +154,71 @@ export type TransferRecord = typeof TransferRecord.Type
  */
 export const CreateTransferRequest = Schema.Struct({
   to: Schema.String,
-  amount: Schema.String,
+  /** The plain form (SPEC): the server sees the amount for the length of this request. */
+  amount: Schema.optionalKey(Schema.String),
   asset: Schema.optionalKey(Schema.String),
   confidential: Schema.optionalKey(Schema.Boolean),
-  memo: Schema.optionalKey(Schema.String)
+  memo: Schema.optionalKey(Schema.String),
+  /** The sealed form (ext): the client sealed amount and memo itself; see `SealedTransferInput`. */
+  sealed: Schema.optionalKey(Schema.suspend(() => SealedTransferInput))
 })
 export type CreateTransferRequest = typeof CreateTransferRequest.Type
+
+/**
+ * The sealed form of `POST /v1/transfers` (ext, docs/api.md "Client-sealed transfers"):
+ * what the client built from a prepared transfer, in place of `amount` and `memo`. The
+ * boxes are hex, bound to the prepared transfer's chain, contract and binding id:
+ * `guardian` holds {amount, r} for the guardian, `sender` and `recipient` hold
+ * {amount, memo} for each party's key (`Note.sealTransfer` in @pps/crypto).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const SealedTransferInput = Schema.Struct({
+  transfer_id: Schema.String,
+  token: Schema.String,
+  guardian: Schema.String,
+  sender: Schema.String,
+  recipient: Schema.String
+})
+export type SealedTransferInput = typeof SealedTransferInput.Type
+
+/**
+ * The body of `POST /v1/transfers/prepare` (ext): the amount-free part of a transfer.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const PrepareTransferRequest = Schema.Struct({
+  to: Schema.String,
+  asset: Schema.optionalKey(Schema.String)
+})
+export type PrepareTransferRequest = typeof PrepareTransferRequest.Type
+
+/**
+ * What a client needs to seal a transfer itself: the transfer id the boxes are bound to
+ * (and its 32-byte on-chain form), the chain and contract, the three public keys, and a
+ * token that lets the server recognise its own preparation until `expires_at`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const PreparedTransfer = Schema.Struct({
+  transfer_id: Schema.String,
+  binding_id: Schema.String,
+  chain_id: Schema.Number,
+  contract: Schema.String,
+  asset: AssetName,
+  to: Schema.String,
+  /** The recipient's wallet: a client checks `recipient_key` against the chain's key registry there. */
+  recipient_address: Schema.String,
+  sender_key: Schema.String,
+  recipient_key: Schema.String,
+  guardian_key: Schema.String,
+  token: Schema.String,
+  expires_at: Schema.String
+})
+export type PreparedTransfer = typeof PreparedTransfer.Type
 
 /**
  * D16: the list envelope.

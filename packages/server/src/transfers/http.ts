@@ -45,6 +45,7 @@ const parseListQuery = (query: {
   readonly status?: string
   readonly from?: string
   readonly to?: string
+  readonly include_agents?: string
 }) =>
   Effect.gen(function*() {
     const integer = (name: string, text: string | undefined, fallback: number, min: number, max: number) =>
@@ -64,7 +65,17 @@ const parseListQuery = (query: {
         return yield* Effect.fail(InvalidRequest.of(`\`${name}\` must be an ISO 8601 timestamp.`, { param: name }))
       }
     }
-    return { limit, offset, status: query.status, createdAfter: query.from, createdBefore: query.to }
+    if (query.include_agents !== undefined && query.include_agents !== "true" && query.include_agents !== "false") {
+      return yield* Effect.fail(InvalidRequest.of("`include_agents` must be true or false.", { param: "include_agents" }))
+    }
+    return {
+      limit,
+      offset,
+      status: query.status,
+      createdAfter: query.from,
+      createdBefore: query.to,
+      includeAgents: query.include_agents === "true"
+    }
   })
 
 /**
@@ -83,6 +94,11 @@ export const TransfersHttpLive = HttpApiBuilder.group(PublicApi, "transfers", (h
           const outcome = yield* transfers.create(principal, payload)
           // 201 with the transfer, or 202 with the held agent transaction (D26).
           return outcome._tag === "Transfer" ? outcome.transfer : outcome.transaction
+        }))
+      .handle("prepare", ({ payload }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          return yield* transfers.prepare(principal, payload)
         }))
       .handle("get", ({ params }) =>
         Effect.gen(function*() {
@@ -112,7 +128,8 @@ export const TransfersHttpLive = HttpApiBuilder.group(PublicApi, "transfers", (h
           )
           const boxes = Option.getOrThrow(yield* store.boxes(t.transfer_id).pipe(Effect.orDie))
           const chain = Option.getOrThrow(settlement.chain(t.mode))
-          const role = t.sender_account_id === principal.accountId ? "sender" as const : "recipient" as const
+          // An owner reads its agent's copy: the agent's boxes are sealed to the owner's key.
+          const role = transfers.record(t, principal.accountId).direction === "sent" ? "sender" as const : "recipient" as const
           const ciphertext = JSON.parse(t.ciphertext) as { commitment: string; fromHandle: string; toHandle?: string }
           const box = role === "sender" ? boxes.senderBox : boxes.recipientBox
           return {

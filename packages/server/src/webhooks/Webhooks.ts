@@ -110,6 +110,22 @@ export class Webhooks extends Context.Service<Webhooks, {
           }
         }).pipe(Effect.orDie))
 
+      // D36: a retried replay whose first request was cut off answers with the delivery it made,
+      // never a second one (the receiver would get the event twice).
+      yield* operations.register("webhook_replay", (deliveryId, principal) =>
+        sql<{ delivery_id: string; event_id: string; webhook_id: string }>`
+          SELECT d.delivery_id, d.event_id, d.webhook_id FROM webhook_deliveries d JOIN webhooks w ON w.webhook_id = d.webhook_id
+          WHERE d.delivery_id = ${deliveryId} AND w.account_id = ${principal.accountId} AND w.mode = ${principal.mode}`.pipe(
+          Effect.map((rows) => {
+            const row = rows[0]
+            return row === undefined
+              // Deleted since (its deliveries went with it): what a replay would answer now.
+              ? { status: 404, body: { error: WebhookNotFound.of("of this replay").error } }
+              : { status: 202, body: { delivery_id: row.delivery_id, event_id: row.event_id, status: "pending" } }
+          }),
+          Effect.orDie
+        ))
+
       const requireWebhook = (owner: Owner, webhookId: string) =>
         store.findActive(webhookId, owner.accountId, owner.mode).pipe(
           Effect.flatMap(Option.match({
@@ -189,10 +205,13 @@ export class Webhooks extends Context.Service<Webhooks, {
           if (Option.isNone(event)) return yield* Effect.fail(EventNotFound.of(eventId))
           const nowMs = yield* Clock.currentTimeMillis
           const deliveryId = makeId("dlv", nowMs)
-          yield* store.insertDeliveries(
-            [{ deliveryId, webhookId, eventId, trigger: "replay", createdAt: iso(nowMs) }],
-            iso(nowMs)
-          )
+          yield* sql.withTransaction(Effect.gen(function*() {
+            yield* store.insertDeliveries(
+              [{ deliveryId, webhookId, eventId, trigger: "replay", createdAt: iso(nowMs) }],
+              iso(nowMs)
+            )
+            yield* operations.bind("webhook_replay", deliveryId)
+          }))
           yield* dispatcher.wake
           return { delivery_id: deliveryId, event_id: eventId, status: "pending" as const }
         })

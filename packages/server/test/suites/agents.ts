@@ -9,7 +9,8 @@
  * transfers racing an approval (overshoot exactly 0), and a canary amount that
  * never appears in clear in the database, the logs or the event payloads.
  */
-import { EncryptionKey, Note } from "@pps/crypto"
+import { ElGamal, EncryptionKey, Note } from "@pps/crypto"
+import { Client, Confidential, SealedTransfers } from "@pps/sdk"
 import { assert, describe, expect, layer } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
@@ -593,6 +594,100 @@ export const agentsSuite = (database: DatabaseTarget) =>
             assert.notInclude(allEvents.toLowerCase(), needle, `${needle} in an event payload`)
           }
           assert.isAbove(dump.length, 1000)
+
+          // The sealed form (ext): the agent seals to its owner's key; the amount rules are the
+          // guardian's, applied to the sealed amount: above the threshold it is held, the owner
+          // approves, it is paid; above the per-transaction limit it is refused.
+          assert.strictEqual((yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(owner.api_key), { amount: "2000" }))).status, 200)
+          const topUp = yield* send(`${server.baseUrl}/v1/transfers`, postJson(bearer(owner.api_key), { to: "@alice/bot", amount: "2000" }))
+          assert.strictEqual(topUp.status, 201, topUp.text)
+          const policyBack = yield* send(policyUrl, patchJson(bearer(owner.api_key), { hitl_threshold_usdg: 1000, per_transaction_limit_usdg: 5000 }))
+          assert.strictEqual(policyBack.status, 200, policyBack.text)
+          const agentClient = Client.make({ baseUrl: server.baseUrl, apiKey: agentKey })
+          const sealedSend = (amount: string) =>
+            Effect.promise(() =>
+              SealedTransfers.send(agentClient, { to: "@bob", amount, memo: "sealed hold" }, { senderKey: ownerKey.publicKey })
+                .then((answer) => ({ _tag: "Answer", ...answer }) as const, (error: unknown) => ({ _tag: "Refused", error }) as const)
+            )
+          const sealedHeld = yield* sealedSend("1002.5")
+          if (sealedHeld._tag !== "Answer") return assert.fail(String(sealedHeld.error))
+          assert.strictEqual(sealedHeld.status, 202)
+          const sealedTx = Schema.decodeUnknownSync(AgentTransactionRecord)(sealedHeld.body)
+          const ownerClient = Client.make({ baseUrl: server.baseUrl, apiKey: owner.api_key })
+          expect(yield* Effect.promise(() => Confidential.openHeld(ownerClient, ownerKey, sealedTx.transaction_id))).toMatchObject({
+            amount: 1_002_500_000n,
+            memo: "sealed hold",
+            noteMatches: true
+          })
+
+          // A lying agent seals 1 USDG in the note its owner reads and 1500 in the guardian's box:
+          // the owner sees what the guardian would pay, and that the note disagrees.
+          const prepared = (yield* send(`${server.baseUrl}/v1/transfers/prepare`, postJson(bearer(agentKey), { to: "@bob" }))).json as Record<string, string>
+          const heldContext = { chainId: BigInt(prepared["chain_id"]!), contract: prepared["contract"] as `0x${string}`, transferId: bytes(prepared["binding_id"]!) }
+          const keysOf = {
+            senderKey: ownerKey.publicKey,
+            recipientKey: bytes(prepared["recipient_key"]!) as typeof ownerKey.publicKey,
+            guardianKey: bytes(prepared["guardian_key"]!) as typeof ownerKey.publicKey
+          }
+          const shown = Note.sealTransfer({ context: heldContext, note: { amount: 1_000_000n, memo: "just a coffee" }, opening: ElGamal.newOpening(1_000_000n), ...keysOf })
+          const guardianPays = Note.sealTransfer({ context: heldContext, note: { amount: 1_500_000_000n, memo: "" }, opening: ElGamal.newOpening(1_500_000_000n), ...keysOf })
+          const hex = (b: Uint8Array) => `0x${Buffer.from(b).toString("hex")}`
+          const lying = yield* send(`${server.baseUrl}/v1/transfers`, postJson(bearer(agentKey), {
+            to: "@bob",
+            sealed: { transfer_id: prepared["transfer_id"], token: prepared["token"], guardian: hex(guardianPays.guardian), sender: hex(shown.sender), recipient: hex(shown.recipient) }
+          }))
+          const lyingHeld = decode(AgentTransactionRecord, lying, 202)
+          expect(yield* Effect.promise(() => Confidential.openHeld(ownerClient, ownerKey, lyingHeld.transaction_id))).toMatchObject({
+            amount: 1_500_000_000n,
+            memo: "just a coffee",
+            noteMatches: false
+          })
+          assert.strictEqual((yield* send(`${server.baseUrl}/v1/agents/transactions/${lyingHeld.transaction_id}/reject`, postJson(bearer(owner.api_key), {}))).status, 200)
+          const sealedApproved = decode(
+            AgentTransactionRecord,
+            yield* send(approveUrl(sealedTx.transaction_id), postJson(bearer(owner.api_key), {})),
+            200
+          )
+          expect(sealedApproved).toMatchObject({ status: "approved", transfer_status: "confirmed" })
+          expect(yield* decryptTransfer(server.baseUrl, bob.api_key, bobKey, sealedApproved.transfer_id!)).toMatchObject({
+            amount: 1_002_500_000n,
+            memo: "sealed hold"
+          })
+          const overLimit = yield* sealedSend("5000.000001")
+          assert.strictEqual(overLimit._tag, "Refused")
+          const refusal = overLimit._tag === "Refused" ? overLimit.error : undefined
+          assert.instanceOf(refusal, Client.ApiError)
+          expect((refusal as Client.ApiError).error).toMatchObject({ code: "policy_violation", reason: "per_transaction_limit_exceeded" })
+
+          // Owners see their agents (SPEC Events: the account and any agent under it): the owner
+          // reads its agent's transfer and opens its copy with its own key; nobody else does.
+          const agentTransferId = sealedApproved.transfer_id!
+          const ownerView = yield* send(`${server.baseUrl}/v1/transfers/${agentTransferId}`, { headers: bearer(owner.api_key) })
+          expect(ownerView.json).toMatchObject({ transfer_id: agentTransferId, from: "@alice/bot", direction: "sent" })
+          expect(yield* decryptTransfer(server.baseUrl, owner.api_key, ownerKey, agentTransferId)).toMatchObject({
+            role: "sender",
+            amount: 1_002_500_000n,
+            memo: "sealed hold"
+          })
+          const listed = (query: string) =>
+            send(`${server.baseUrl}/v1/transfers?limit=100${query}`, { headers: bearer(owner.api_key) }).pipe(
+              Effect.map((response) => (response.json as { data: Array<{ transfer_id: string }> }).data.map((t) => t.transfer_id))
+            )
+          assert.notInclude(yield* listed(""), agentTransferId, "D16's default list is the owner's own transfers")
+          assert.include(yield* listed("&include_agents=true"), agentTransferId)
+          assert.strictEqual(
+            expectEnvelope(yield* send(`${server.baseUrl}/v1/transfers?include_agents=yes`, { headers: bearer(owner.api_key) }), 400, "invalid_request").param,
+            "include_agents"
+          )
+          for (const path of [agentTransferId, `${agentTransferId}/sealed`]) {
+            expectEnvelope(yield* send(`${server.baseUrl}/v1/transfers/${path}`, { headers: bearer(carol.api_key) }), 404, "transfer_not_found")
+          }
+          // The agent itself sees none of its owner's own transfers.
+          const ownerOwn = Schema.decodeUnknownSync(TransferRecord)(topUp.json).transfer_id
+          assert.strictEqual((yield* send(`${server.baseUrl}/v1/transfers/${ownerOwn}`, { headers: bearer(agentKey) })).status, 200, "party to the top-up")
+          const ownerFaucetless = yield* send(`${server.baseUrl}/v1/transfers`, postJson(bearer(owner.api_key), { to: "@carol", amount: "1" }))
+          const ownerToCarol = Schema.decodeUnknownSync(TransferRecord)(ownerFaucetless.json).transfer_id
+          expectEnvelope(yield* send(`${server.baseUrl}/v1/transfers/${ownerToCarol}`, { headers: bearer(agentKey) }), 404, "transfer_not_found")
         }))
 
       it.effect("the daily cap holds under 100 concurrent transfers racing an approval: overshoot exactly 0", () =>

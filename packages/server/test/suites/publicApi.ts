@@ -196,6 +196,12 @@ describe("public API", () => {
         for (const status of ["200", "400", "401", "413", "429", "500"]) {
           assert.property(me!.responses, status, `GET /v1/accounts/me should document ${status}`)
         }
+        // The same document, served as a reference page (self-hosted: no CDN), without a key.
+        const page = yield* send(`${server.baseUrl}/v1/docs`)
+        assert.strictEqual(page.status, 200)
+        assert.match(page.headers.get("content-type") ?? "", /^text\/html/)
+        assert.include(page.text, "Private Payments Service")
+        assert.notMatch(page.text, /<script[^>]*\ssrc=/, "no script from elsewhere")
       }))
 
     it.effect("healthz and readyz answer outside /v1 with a request id", () =>

@@ -6,10 +6,15 @@
  * idempotent replay, and every error SPEC and DECISIONS name for these endpoints.
  */
 import { assert, describe, expect, layer } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Context, Effect, Option, Schema } from "effect"
 import { TransferRecord } from "../../src/transfers/domain.ts"
+import { ApiKeys, Client, SealedTransfers } from "@pps/sdk"
+import { ElGamal, Note } from "@pps/crypto"
+import { hexToBytes, type Hex } from "viem"
+import { Settlement } from "../../src/settlement/Settlement.ts"
 import { balanceProof, decryptTransfer, registerKey } from "../support/confidentialClient.ts"
 import { bearer, createAccount, expectEnvelope, postJson, send } from "../support/http.ts"
+import { canaryForms, recordingProxy } from "../support/recordingProxy.ts"
 import { type DatabaseTarget, makeTestServer, TestServer } from "../support/TestServer.ts"
 
 const TransferPage = Schema.Struct({
@@ -103,6 +108,172 @@ export const transfersSuite = (database: DatabaseTarget) =>
           assert.isFalse(list.has_more)
         }))
 
+      it.effect("client-sealed transfers (ext): prepare, seal in the client, create; no amount or memo on the wire", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const carol = yield* createAccount(server, "carol")
+          const dan = yield* createAccount(server, "dan")
+          const carolKey = yield* registerKey(server.baseUrl, carol.api_key)
+          const danKey = yield* registerKey(server.baseUrl, dan.api_key)
+          yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(carol.api_key), { amount: "50" }))
+          const rpcUrl = Option.getOrThrow(Context.get(server.services, Settlement).chain("test")).rpcUrl
+
+          // Every byte the SDK sends goes through a recording proxy.
+          const proxy = yield* recordingProxy(server.baseUrl)
+          const carolClient = Client.make({ baseUrl: proxy.baseUrl, apiKey: carol.api_key })
+          const memo = "canary-memo-7f3k"
+          const sent = yield* Effect.promise(() =>
+            SealedTransfers.send(carolClient, { to: "@dan", amount: "31.415926", memo }, {
+              senderKey: carolKey.publicKey,
+              rpcUrl,
+              idempotencyKey: "sealed-1"
+            })
+          )
+          assert.strictEqual(sent.status, 201)
+          const transfer = Schema.decodeUnknownSync(TransferRecord)(sent.body)
+          assert.strictEqual(transfer.status, "confirmed")
+          assert.isTrue(transfer.confidential)
+          const wire = proxy.sent().toString("latin1")
+          assert.include(wire, "/v1/transfers/prepare", "the proxy saw the requests")
+          for (const form of canaryForms({ decimal: "31.415926", baseUnits: 31_415_926n }, memo)) {
+            assert.notInclude(wire, form, `the wire carried the amount or memo as ${form}`)
+          }
+
+          // Both parties open their copies, each checked against the chain's ciphertext.
+          const danCopy = yield* decryptTransfer(server.baseUrl, dan.api_key, danKey, transfer.transfer_id)
+          expect(danCopy).toMatchObject({ role: "recipient", amount: 31_415_926n, memo })
+          const carolCopy = yield* decryptTransfer(server.baseUrl, carol.api_key, carolKey, transfer.transfer_id)
+          expect(carolCopy).toMatchObject({ role: "sender", amount: 31_415_926n, memo })
+
+          // Malformed and mismatched sealed bodies: 400 with `param`, 409 for a reused preparation.
+          const prepare = (body: unknown) => send(`${server.baseUrl}/v1/transfers/prepare`, postJson(bearer(carol.api_key), body))
+          const create = (body: unknown, headers: Record<string, string> = {}) =>
+            send(`${server.baseUrl}/v1/transfers`, postJson({ ...bearer(carol.api_key), ...headers }, body))
+          expectEnvelope(yield* prepare({ to: "@nobody-at-all" }), 404, "recipient_not_found")
+          const prepared = (yield* prepare({ to: "@dan" })).json as Record<string, string>
+          const context = { chainId: BigInt(prepared["chain_id"]!), contract: prepared["contract"] as Hex, transferId: hexToBytes(prepared["binding_id"] as Hex) }
+          const seal = (amount: bigint, ctx = context) => {
+            const boxes = Note.sealTransfer({
+              context: ctx,
+              note: { amount, memo: "" },
+              opening: ElGamal.newOpening(amount),
+              senderKey: carolKey.publicKey,
+              recipientKey: danKey.publicKey,
+              // A guardian key from the answer, as a client would.
+              guardianKey: hexToBytes(prepared["guardian_key"] as Hex) as typeof carolKey.publicKey
+            })
+            const hex = (bytes: Uint8Array) => `0x${Buffer.from(bytes).toString("hex")}`
+            return {
+              transfer_id: prepared["transfer_id"]!,
+              token: prepared["token"]!,
+              guardian: hex(boxes.guardian),
+              sender: hex(boxes.sender),
+              recipient: hex(boxes.recipient)
+            }
+          }
+          const good = seal(1_000_000n)
+          for (const [body, param] of [
+            [{ to: "@dan", amount: "1", sealed: good }, "sealed"],
+            [{ to: "@dan", confidential: false, sealed: good }, "confidential"],
+            [{ to: "@dan", sealed: { ...good, guardian: "0x00" } }, "sealed.guardian"],
+            [{ to: "@dan", sealed: { ...good, recipient: good.sender.slice(0, -2) } }, "sealed.recipient"],
+            [{ to: "@dan", sealed: { ...good, transfer_id: "tr_nope" } }, "sealed.transfer_id"],
+            [{ to: "@dan", sealed: { ...good, token: `${good.token.slice(0, -2)}AA` } }, "sealed.token"],
+            // The token was made for @dan and USDG: another recipient or asset is refused.
+            [{ to: "@carol-other", sealed: good }, "to"],
+            [{ to: "@dan", asset: "ETH", sealed: good }, "sealed.token"],
+            // Boxes bound to another transfer id do not open for the guardian: nothing is reserved.
+            [{ to: "@dan", sealed: seal(1_000_000n, { ...context, transferId: new Uint8Array(32).fill(7) }) }, "sealed.guardian"]
+          ] as const) {
+            const answer = yield* create(body)
+            if (param === "to") {
+              expectEnvelope(answer, 404, "recipient_not_found")
+              continue
+            }
+            const error = expectEnvelope(answer, 400, "invalid_request")
+            assert.strictEqual(error.param, param, JSON.stringify(Object.keys(body)))
+          }
+          // Nothing was reserved by the refusals: the whole remaining balance can still move.
+          const all = yield* create({ to: "@dan", sealed: seal(50_000_000n - 31_415_926n) }, { "idempotency-key": "sealed-all" })
+          assert.strictEqual(all.status, 201, all.text)
+          // A preparation pays once: the same boxes under another key are told so.
+          expectEnvelope(yield* create({ to: "@dan", sealed: seal(1n) }, { "idempotency-key": "sealed-again" }), 409, "prepared_transfer_used")
+          const proof = yield* balanceProof(server.baseUrl, carol.api_key, carolKey)
+          const balances = yield* send(`${server.baseUrl}/v1/accounts/me/balances`, {
+            headers: { ...bearer(carol.api_key), "x-decryption-proof": proof }
+          })
+          expect(balances.json).toEqual({ balances: [{ asset: "USDG", amount: "0" }, { asset: "ETH", amount: "0" }] })
+        }))
+
+      it.effect("per-key totals (D40): exact after concurrent transfers through several keys, readable only by the holder", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const kim = yield* createAccount(server, "kim")
+          const lee = yield* createAccount(server, "lee")
+          const kimKey = yield* registerKey(server.baseUrl, kim.api_key)
+          yield* registerKey(server.baseUrl, lee.api_key)
+          yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(kim.api_key), { amount: "100" }))
+          const issue = (name: string) =>
+            send(`${server.adminUrl}/admin/keys`, postJson(bearer(server.adminToken), { account_id: kim.account_id, name })).pipe(
+              Effect.map((response) => Schema.decodeUnknownSync(Schema.Struct({ key_id: Schema.String, api_key: Schema.String }))(response.json))
+            )
+          const ci = yield* issue("ci")
+          const bot = yield* issue("bot")
+          const pay = (apiKey: string, amount: string) =>
+            send(`${server.baseUrl}/v1/transfers`, postJson(bearer(apiKey), { to: "@lee", amount }))
+          const sealedPay = (apiKey: string, amount: string) =>
+            Effect.promise(() =>
+              SealedTransfers.send(Client.make({ baseUrl: server.baseUrl, apiKey }), { to: "@lee", amount }, { senderKey: kimKey.publicKey })
+            )
+          const answers = yield* Effect.all([
+            ...Array.from({ length: 3 }, () => pay(kim.api_key, "1.5")),
+            ...Array.from({ length: 4 }, () => pay(ci.api_key, "2.25")),
+            ...Array.from({ length: 2 }, () => sealedPay(bot.api_key, "0.125").pipe(Effect.map((answer) => ({ status: answer.status, text: "" }))))
+          ], { concurrency: "unbounded" })
+          for (const answer of answers) assert.strictEqual(answer.status, 201, answer.text)
+          // Refused (402) and not counted.
+          expectEnvelope(yield* pay(ci.api_key, "1000"), 402, "insufficient_balance")
+
+          const kimClient = Client.make({ baseUrl: server.baseUrl, apiKey: kim.api_key })
+          const expected = { [kim.key_id]: ["4.5", 3n], [ci.key_id]: ["9", 4n], [bot.key_id]: ["0.25", 2n] } as const
+          // A total counts a transfer once the guardian has settled it, just after its confirmation.
+          let figures: ReadonlyArray<ApiKeys.ApiKeyFigures> = []
+          for (let attempt = 0; attempt < 40; attempt++) {
+            figures = yield* Effect.promise(() => ApiKeys.list(kimClient, kimKey))
+            const done = figures.every((key) => {
+              const [amount, transfers] = expected[key.keyId] ?? ["0", 0n]
+              const usdg = key.totals.find((total) => total.asset === "USDG")
+              return (usdg?.amount ?? "0") === amount && (usdg?.transfers ?? 0n) === transfers
+            })
+            if (done) break
+            yield* Effect.sleep("250 millis")
+          }
+          expect(figures.map((key) => ({
+            keyId: key.keyId,
+            usdg: key.totals.find((total) => total.asset === "USDG")?.amount ?? "0",
+            transfers: key.totals.find((total) => total.asset === "USDG")?.transfers ?? 0n
+          })).sort((a, b) => a.keyId.localeCompare(b.keyId))).toEqual(
+            Object.entries(expected).map(([keyId, [usdg, transfers]]) => ({ keyId, usdg, transfers })).sort((a, b) => a.keyId.localeCompare(b.keyId))
+          )
+          const ciFigures = figures.find((key) => key.keyId === ci.key_id)
+          assert.isAtLeast(ciFigures?.requestCount ?? 0, 5, "request counts include this node's unflushed usage")
+          assert.isNotNull(ciFigures?.lastUsedAt)
+          // The totals are sealed: nobody else opens them, and the wire carries no amount.
+          // Timestamps are plain by D40 and may contain the digits of an amount ("…:34.5…"), so they are
+          // left out of the search; every other byte of the answer is searched.
+          const raw = yield* send(`${server.baseUrl}/v1/accounts/me/api-keys`, { headers: bearer(kim.api_key) })
+          const withoutTimestamps = JSON.stringify(raw.json, (key, value) =>
+            key === "created_at" || key === "last_used_at" || key === "revoked_at" ? undefined : value)
+          for (const needle of ["4.5", "4500000", "9000000", "250000", "0.25", "2.25"]) assert.notInclude(withoutTimestamps, needle)
+          const leeKey = yield* registerKey(server.baseUrl, (yield* createAccount(server, "lee2")).api_key)
+          const stolen = yield* Effect.promise(() => ApiKeys.list(kimClient, leeKey).then(() => "opened", (error: Error) => error.name))
+          assert.strictEqual(stolen, "ConfidentialError")
+          // Lee's own listing shows Lee's key, none of Kim's.
+          const leeList = (yield* send(`${server.baseUrl}/v1/accounts/me/api-keys`, { headers: bearer(lee.api_key) })).json as { data: Array<{ key_id: string; totals: Array<unknown> }> }
+          expect(leeList.data.map((key) => key.key_id)).toEqual([lee.key_id])
+          expect(leeList.data[0]?.totals).toEqual([])
+        }))
+
       it.effect("SPEC's errors for transfers and balances, and D16's list rules", () =>
         Effect.gen(function*() {
           const server = yield* TestServer
@@ -188,6 +359,17 @@ export const transfersSuite = (database: DatabaseTarget) =>
           )
           assert.strictEqual(ordered.data[0]?.transfer_id, Schema.decodeUnknownSync(TransferRecord)(standard.json).transfer_id)
           assert.isTrue(ordered.has_more)
+
+          // D6: a refusal is a first response too. Retried after the balance was topped up, the same
+          // key and body answer the same 402, replayed: nothing is paid.
+          const tooMuch = { to: "@erin", amount: "50" }
+          expectEnvelope(yield* post(dave.api_key, tooMuch, { "idempotency-key": "too-much-1" }), 402, "insufficient_balance")
+          assert.strictEqual((yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(dave.api_key), { amount: "100" }))).status, 200)
+          const replayedRefusal = yield* post(dave.api_key, tooMuch, { "idempotency-key": "too-much-1" })
+          expectEnvelope(replayedRefusal, 402, "insufficient_balance")
+          assert.strictEqual(replayedRefusal.headers.get("idempotent-replayed"), "true")
+          // A new key is a new request: it is paid.
+          assert.strictEqual((yield* post(dave.api_key, tooMuch, { "idempotency-key": "too-much-2" })).status, 201)
         }))
     })
   })

@@ -16,6 +16,8 @@ import { idempotentOperations } from "./0006_idempotent_operations.ts"
 import { agentModes } from "./0007_agent_modes.ts"
 import { faucetKey } from "./0008_faucet_key.ts"
 import { idempotencyClaimToken } from "./0009_idempotency_claim_token.ts"
+import { heldAmount } from "./0010_held_amount.ts"
+import { eventStream } from "./0011_event_stream.ts"
 
 /**
  * @since 0.1.0
@@ -30,5 +32,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0006_idempotent_operations": idempotentOperations,
   "0007_agent_modes": agentModes,
   "0008_faucet_key": faucetKey,
-  "0009_idempotency_claim_token": idempotencyClaimToken
+  "0009_idempotency_claim_token": idempotencyClaimToken,
+  "0010_held_amount": heldAmount,
+  "0011_event_stream": eventStream
 }
