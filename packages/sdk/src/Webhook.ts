@@ -258,3 +258,44 @@ export const verify = (options: {
     throw new WebhookVerificationError("invalid_payload")
   }
 }
+
+/**
+ * A new signing secret (`whsec_` and 32 random bytes, base64), as the service makes them.
+ *
+ * @since 0.3.0
+ * @category signatures
+ */
+export const generateSecret = (): string => {
+  const bytes = new Uint8Array(32)
+  globalThis.crypto.getRandomValues(bytes)
+  return `${secretPrefix}${Buffer.from(bytes).toString("base64")}`
+}
+
+/**
+ * The headers a delivery of `payload` carries under `secret` (D31: `X-Service-Signature`
+ * and the Standard Webhooks trio), so that `verify` accepts it. `pps listen` signs what it
+ * forwards with these.
+ *
+ * @since 0.3.0
+ * @category signatures
+ */
+export const signedHeaders = (options: {
+  readonly payload: Uint8Array | string
+  readonly secret: string
+  readonly eventId: string
+  readonly deliveryId: string
+  readonly timestampSeconds: number
+}): Record<string, string> => {
+  const body = bytesOf(options.payload)
+  const key = Buffer.from(options.secret.slice(secretPrefix.length), "base64")
+  const standard = hmacBase64(key, [encoder.encode(`${options.eventId}.${options.timestampSeconds}.`), body])
+  return {
+    "content-type": "application/json",
+    "x-service-signature": sign(body, options.secret),
+    "x-service-event-id": options.eventId,
+    "x-service-delivery-id": options.deliveryId,
+    "webhook-id": options.eventId,
+    "webhook-timestamp": String(options.timestampSeconds),
+    "webhook-signature": `v1,${standard}`
+  }
+}

@@ -20,18 +20,40 @@ import * as path from "node:path"
 import { parseArgs } from "node:util"
 import * as Client from "./Client.ts"
 import * as Commands from "./internal/commands.ts"
+import * as Webhook from "./Webhook.ts"
 
 const options = {
   "key-file": { type: "string" },
   force: { type: "boolean" },
   json: { type: "boolean" },
+  to: { type: "string" },
+  amount: { type: "string" },
+  memo: { type: "string" },
+  asset: { type: "string" },
+  public: { type: "boolean" },
+  "idempotency-key": { type: "string" },
+  limit: { type: "string" },
+  "include-agents": { type: "boolean" },
+  "forward-to": { type: "string" },
+  name: { type: "string" },
+  policy: { type: "string" },
+  url: { type: "string" },
+  events: { type: "string" },
   help: { type: "boolean", short: "h" }
 } as const
 
 type OptionName = Exclude<keyof typeof options, "help">
 
-/** Each command's synopsis line, the options it takes, and how many arguments. */
-const commands: Record<string, { readonly synopsis: string; readonly options: ReadonlyArray<OptionName>; readonly arguments: number }> = {
+/**
+ * Each command's synopsis lines, the options it takes, and its words after the command:
+ * `subcommands` (the first word, when the command has some) with the count of arguments
+ * each takes, or a plain count.
+ */
+const commands: Record<string, {
+  readonly synopsis: string
+  readonly options: ReadonlyArray<OptionName>
+  readonly arguments: number | Readonly<Record<string, number>>
+}> = {
   keygen: {
     synopsis: "keygen [--key-file FILE] [--force]                  make the account's encryption key, save it (mode 0600)",
     options: ["key-file", "force"],
@@ -47,6 +69,57 @@ const commands: Record<string, { readonly synopsis: string; readonly options: Re
     options: ["key-file", "json"],
     arguments: 0
   },
+  send: {
+    synopsis: `send --to @HANDLE|0xADDRESS --amount DECIMAL [--memo TEXT] [--asset USDG|ETH] [--public]
+        [--idempotency-key KEY] [--key-file FILE] [--json]
+                                                      a transfer, sealed here: the server never sees amount or memo
+                                                      (--public: a standard transfer, its amount public on chain)`,
+    options: ["to", "amount", "memo", "asset", "public", "idempotency-key", "key-file", "json"],
+    arguments: 0
+  },
+  transfers: {
+    synopsis: `transfers list [--limit N] [--include-agents] [--key-file FILE] [--json]
+                                                      the newest transfers, amounts and memos decrypted here
+  transfers get ID [--key-file FILE] [--json]         one transfer's amount and memo, checked against the chain`,
+    options: ["limit", "include-agents", "key-file", "json"],
+    arguments: { list: 0, get: 1 }
+  },
+  approvals: {
+    synopsis: `approvals list [--key-file FILE] [--json]           held agent transactions, with the amount the guardian would pay
+  approvals approve ID [--key-file FILE] [--json]     approve one (refused here if the agent's note disagrees)
+  approvals reject ID [--json]                        reject one`,
+    options: ["key-file", "json"],
+    arguments: { list: 0, approve: 1, reject: 1 }
+  },
+  agents: {
+    synopsis: `agents create --name NAME --policy JSON [--json]  an agent account with its spend policy (D21, D22)
+  agents list [--json]                                the account's agents`,
+    options: ["name", "policy", "json"],
+    arguments: { create: 0, list: 0 }
+  },
+  policy: {
+    synopsis: `policy get AGENT_ID [--json]                        an agent's spend policy
+  policy set AGENT_ID --policy JSON [--json]          change some of its fields (PATCH)`,
+    options: ["policy", "json"],
+    arguments: { get: 1, set: 1 }
+  },
+  webhooks: {
+    synopsis: `webhooks create --url URL --events a,b [--json]   a subscription; its secret is shown this once
+  webhooks list | delete ID | deliveries ID | rotate-secret ID | replay ID EVENT_ID [--json]`,
+    options: ["url", "events", "json"],
+    arguments: { create: 0, list: 0, delete: 1, deliveries: 1, "rotate-secret": 1, replay: 2 }
+  },
+  listen: {
+    synopsis: `listen --forward-to URL [--json]                   receive the account's events live and forward each to URL,
+                                                      signed with a local secret it prints (Ctrl-C stops)`,
+    options: ["forward-to", "json"],
+    arguments: 0
+  },
+  keys: {
+    synopsis: "keys [--key-file FILE] [--json]                     the account's API keys: last use, requests, decrypted totals",
+    options: ["key-file", "json"],
+    arguments: 0
+  },
   "decrypt-transfer": {
     synopsis: "decrypt-transfer ID [--key-file FILE] [--json]      a transfer's amount and memo, checked against the chain",
     options: ["key-file", "json"],
@@ -58,7 +131,8 @@ const usageOf = (names: ReadonlyArray<string>): string =>
   `usage: pps <command> [options]
 ${names.map((name) => `  ${commands[name]?.synopsis ?? name}`).join("\n")}
   help [COMMAND]                                      this text, or one command's (also --help, -h)
-environment: PPS_API_KEY (required), PPS_BASE_URL (default ${Client.defaultBaseUrl})
+environment: PPS_API_KEY (required), PPS_BASE_URL (default ${Client.defaultBaseUrl}),
+  PPS_RPC_URL (optional: send checks the guardian's and recipient's keys against the chain)
 key file: --key-file, default ~/.pps/<account_id>.key
 exit status: 0 done, 1 failed, 2 command-line mistake (nothing was sent)`
 
@@ -76,9 +150,11 @@ class UsageError extends Error {
 /** No answer from the API at `baseUrl` (as the user set it), with Node's network error as the cause. */
 class Unreachable extends Error {
   readonly baseUrl: string
-  constructor(baseUrl: string, cause: unknown) {
+  readonly hint: string
+  constructor(baseUrl: string, cause: unknown, hint = "") {
     super(`cannot reach the server at ${baseUrl}`, { cause })
     this.baseUrl = baseUrl
+    this.hint = hint
   }
 }
 
@@ -105,7 +181,7 @@ const parseFailure = (argv: ReadonlyArray<string>, fallback: string): string => 
   for (const token of tokens) {
     if (token.kind !== "option") continue
     if (!Object.hasOwn(options, token.name)) return `unknown option "${token.rawName}"`
-    const takesValue = token.name === "key-file"
+    const takesValue = options[token.name as keyof typeof options].type === "string"
     if (takesValue && token.value === undefined) return `${token.rawName} needs a value`
     if (takesValue && token.inlineValue === false && token.value?.startsWith("-") === true) {
       return `${token.rawName} needs a value, not "${token.value}" (write ${token.rawName}=VALUE for one that starts with -)`
@@ -142,7 +218,30 @@ const run = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Promise
   const commandUsage = usageOf([name])
   const unknown = (Object.keys(parsed.values) as Array<OptionName>).find((option) => !command.options.includes(option))
   if (unknown !== undefined) throw new UsageError(`${name} does not take --${unknown}`, commandUsage)
-  if (rest.length !== command.arguments) throw new UsageError(`${name} takes ${command.arguments} argument(s)`, commandUsage)
+  let subcommand: string | undefined
+  if (typeof command.arguments === "number") {
+    if (rest.length !== command.arguments) throw new UsageError(`${name} takes ${command.arguments} argument(s)`, commandUsage)
+  } else {
+    const known = Object.keys(command.arguments)
+    subcommand = rest[0]
+    if (subcommand === undefined) throw new UsageError(`${name} needs one of: ${known.join(", ")}`, commandUsage)
+    const count = command.arguments[subcommand]
+    if (count === undefined) throw new UsageError(`unknown ${name} command "${subcommand}" (one of: ${known.join(", ")})`, commandUsage)
+    if (rest.length - 1 !== count) throw new UsageError(`${name} ${subcommand} takes ${count} argument(s)`, commandUsage)
+  }
+  const required = (option: "to" | "amount"): string => {
+    const value = parsed.values[option]
+    if (value === undefined || value === "") throw new UsageError(`${name} needs --${option}`, commandUsage)
+    return value
+  }
+  const limitText = parsed.values.limit ?? "20"
+  if (!/^\d+$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > 100) {
+    throw new UsageError(`--limit must be an integer from 1 to 100, not ${JSON.stringify(limitText)}`, commandUsage)
+  }
+  const assetOption = parsed.values.asset
+  if (assetOption !== undefined && assetOption !== "USDG" && assetOption !== "ETH") {
+    throw new UsageError(`--asset must be USDG or ETH, not ${JSON.stringify(assetOption)}`, commandUsage)
+  }
 
   const apiKey = env["PPS_API_KEY"]
   if (apiKey === undefined || apiKey === "") throw new Commands.CommandError("PPS_API_KEY is not set: export the account's API key")
@@ -156,6 +255,7 @@ const run = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Promise
     keyFilePath: resolveKeyFile(parsed.values["key-file"], env)
   }
   const json = parsed.values.json === true
+  const idempotencyKey = parsed.values["idempotency-key"] ?? `pps-${crypto.randomUUID()}`
   try {
     switch (name) {
       case "keygen":
@@ -164,12 +264,89 @@ const run = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Promise
         return await Commands.registerKey(settings)
       case "balance":
         return await Commands.balance({ ...settings, json })
+      case "send": {
+        const rpcUrl = env["PPS_RPC_URL"] || undefined
+        if (rpcUrl !== undefined && !isHttpUrl(rpcUrl)) {
+          throw new Commands.CommandError(`PPS_RPC_URL is not a URL: ${JSON.stringify(rpcUrl)} (expected http://HOST:PORT)`)
+        }
+        return await Commands.send({
+          ...settings,
+          json,
+          to: required("to"),
+          amount: required("amount"),
+          memo: parsed.values.memo,
+          asset: assetOption,
+          public: parsed.values.public === true,
+          // Printed with the result: the same key retried after a lost answer never pays twice (D36).
+          idempotencyKey,
+          rpcUrl
+        })
+      }
+      case "transfers":
+        return subcommand === "list"
+          ? await Commands.listTransfers({ ...settings, json, limit: Number(limitText), includeAgents: parsed.values["include-agents"] === true })
+          : await Commands.decryptTransfer({ ...settings, json, transferId: rest[1] ?? "" })
+      case "approvals":
+        return subcommand === "list"
+          ? await Commands.listApprovals({ ...settings, json })
+          : await Commands.decide({ ...settings, json, transactionId: rest[1] ?? "", action: subcommand === "approve" ? "approve" : "reject" })
+      case "keys":
+        return await Commands.keys({ ...settings, json })
+      case "agents":
+        return await Commands.agents({
+          ...settings,
+          json,
+          action: subcommand === "create" ? "create" : "list",
+          name: parsed.values.name,
+          agentId: undefined,
+          policy: parsed.values.policy
+        })
+      case "policy":
+        return await Commands.agents({
+          ...settings,
+          json,
+          action: subcommand === "set" ? "policy-set" : "policy-get",
+          name: undefined,
+          agentId: rest[1],
+          policy: parsed.values.policy
+        })
+      case "webhooks":
+        return await Commands.webhooks({
+          ...settings,
+          json,
+          action: subcommand as "create" | "list" | "delete" | "deliveries" | "replay" | "rotate-secret",
+          webhookId: rest[1],
+          eventId: rest[2],
+          url: parsed.values.url,
+          events: parsed.values.events
+        })
+      case "listen": {
+        const forwardTo = parsed.values["forward-to"]
+        if (forwardTo === undefined || !isHttpUrl(forwardTo)) {
+          throw new UsageError("listen needs --forward-to http(s)://HOST:PORT/PATH", commandUsage)
+        }
+        const stop = new Promise<void>((resolve) => {
+          process.once("SIGINT", () => resolve())
+          process.once("SIGTERM", () => resolve())
+        })
+        return await Commands.listen({
+          ...settings,
+          json,
+          forwardTo,
+          secret: Webhook.generateSecret(),
+          out: (line) => process.stdout.write(line),
+          stop
+        })
+      }
       default:
         return await Commands.decryptTransfer({ ...settings, json, transferId: rest[0] ?? "" })
     }
   } catch (error) {
     // The SDK says "cannot reach the API at <url>: TypeError: fetch failed"; the cause tells what actually happened.
-    if (error instanceof Client.TransportError && error.reason === "unreachable") throw new Unreachable(baseUrl, error.cause)
+    if (error instanceof Client.TransportError && error.reason === "unreachable") {
+      // A send whose answer was lost may have been paid: the same key makes a retry safe (D36).
+      throw new Unreachable(baseUrl, error.cause, name === "send" ? `; retry with --idempotency-key ${idempotencyKey}` : "")
+    }
     throw error
   }
 }
@@ -214,7 +391,7 @@ const networkFailure = (error: unknown): string => {
 const describe = (error: unknown): string => {
   if (error instanceof UsageError) return `${error.message === "" ? "" : `pps: ${error.message}\n`}${error.usage}\n`
   if (error instanceof Unreachable) {
-    return `pps: ${error.message}: ${networkFailure(error.cause)} (is it running? set PPS_BASE_URL to the API's address)\n`
+    return `pps: ${error.message}: ${networkFailure(error.cause)} (is it running? set PPS_BASE_URL to the API's address)${error.hint}\n`
   }
   if (error instanceof Client.ApiError) return error.body === "" ? `pps: HTTP ${error.status}\n` : `${error.body.trimEnd()}\n`
   return `pps: ${error instanceof Error ? error.message : String(error)}\n`

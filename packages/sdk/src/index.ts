@@ -45,3 +45,32 @@ export * as KeyFile from "./KeyFile.ts"
  * @since 0.1.0
  */
 export * as Webhook from "./Webhook.ts"
+
+/**
+ * Transfers sealed in this process: the API never sees the amount or the memo.
+ *
+ * @since 0.1.0
+ */
+export * as SealedTransfers from "./SealedTransfers.ts"
+
+/**
+ * The holder's API keys: last use, request count and each key's decrypted total (D40).
+ *
+ * @since 0.1.0
+ */
+export * as ApiKeys from "./ApiKeys.ts"
+
+/**
+ * One error class per API code.
+ *
+ * @since 0.3.0
+ */
+export * as Errors from "./Errors.ts"
+
+/**
+ * The Promise facade: every resource, idempotent retries, typed errors, sealing and decryption here.
+ *
+ * @since 0.3.0
+ */
+export { Pps } from "./Pps.ts"
+export type * as PpsTypes from "./Pps.ts"

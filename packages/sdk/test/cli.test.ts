@@ -7,14 +7,17 @@
  * never a secret key or an amount; help exits 0 on stdout, and a command-line
  * mistake exits 2 with a `pps:` line and the usage on stderr, before any request.
  */
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as http from "node:http"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { EncryptionKey } from "@pps/crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Client, Confidential, KeyFile } from "../src/index.ts"
-import { type Run, runNode, type ServerProcess, startServer } from "./support/server.ts"
+import { Client, Confidential, KeyFile, Webhook } from "../src/index.ts"
+import { canaryForms, startRecordingProxy } from "../../server/test/support/recordingProxy.ts"
+import { repositoryRoot, type Run, runNode, type ServerProcess, startServer } from "./support/server.ts"
 
 let server: ServerProcess
 let alice: { readonly account_id: string; readonly api_key: string }
@@ -215,6 +218,159 @@ describe("pps", { timeout: 30_000 }, () => {
     expect(recipient).toMatchObject({ exitCode: 1, stdout: "" })
     expect(recipient.stderr).toMatch(/^pps: transfer tr_\w+ is a standard transfer: the API gives its recipient no ciphertext/)
   })
+
+  it("send seals amount and memo here (the wire carries neither); transfers list and keys open them here", async () => {
+    const proxy = await startRecordingProxy(server.baseUrl)
+    try {
+      const sent = await pps(alice.api_key, ["send", "--to", "@bob", "--amount", "3.217", "--memo", "wire canary 5150", "--json"], {
+        PPS_BASE_URL: proxy.baseUrl
+      })
+      const transfer = JSON.parse(expectSuccess(sent).stdout) as Record<string, unknown>
+      expect(transfer).toMatchObject({ status: "confirmed", to: "@bob", confidential: true })
+      const wire = proxy.sent().toString("latin1")
+      expect(wire).toContain("POST /v1/transfers/prepare")
+      for (const form of canaryForms({ decimal: "3.217", baseUnits: 3_217_000n }, "wire canary 5150")) expect(wire).not.toContain(form)
+
+      const listed = JSON.parse(expectSuccess(await asAlice("transfers", "list", "--limit", "3", "--json")).stdout) as {
+        data: Array<Record<string, string>>
+      }
+      expect(listed.data[0]).toMatchObject({ transfer_id: transfer["transfer_id"], amount: "3.217", memo: "wire canary 5150", direction: "sent" })
+      const bobSide = JSON.parse(expectSuccess(await asBob("transfers", "get", String(transfer["transfer_id"]), "--json")).stdout)
+      expect(bobSide).toEqual({ transfer_id: transfer["transfer_id"], amount: "3.217", memo: "wire canary 5150" })
+      expect(expectSuccess(await asAlice("transfers", "list", "--limit", "3")).stdout).toMatch(/^transfer_id\s+status\s+direction/)
+
+      // Per-key totals, opened here: Alice's only key carries every confirmed transfer she sent.
+      const keys = JSON.parse(expectSuccess(await asAlice("keys", "--json")).stdout) as {
+        data: Array<{ totals: Array<{ asset: string; amount: string; transfers: string }> }>
+      }
+      expect(keys.data).toHaveLength(1)
+      expect(Number(keys.data[0]?.totals.find((total) => total.asset === "USDG")?.transfers)).toBeGreaterThanOrEqual(2)
+      // A flag's value is checked before anything is sent.
+      const badLimit = await asAlice("transfers", "list", "--limit", "500")
+      expect(badLimit.exitCode).toBe(2)
+      expect(badLimit.stderr).toMatch(/^pps: --limit must be an integer from 1 to 100/)
+      const noAmount = await asAlice("send", "--to", "@bob")
+      expect(noAmount.exitCode).toBe(2)
+      expect(noAmount.stderr).toMatch(/^pps: send needs --amount/)
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  it("approvals list opens what the owner is asked to approve; approve and reject decide", async () => {
+    const agent = await post(alice.api_key, "/v1/accounts/me/agents", {
+      name: "cli-bot",
+      spend_policy: { daily_limit_usdg: 100, per_transaction_limit_usdg: 50, hitl_threshold_usdg: 1 }
+    })
+    expect(agent.status).toBe(201)
+    const agentKey = await server.issueKey(String(agent.json["account_id"]), "bot")
+    expect(expectSuccess(await asAlice("send", "--to", "@alice/cli-bot", "--amount", "10")).stdout).toMatch(/confirmed/)
+    // The agent's transfers above 1 USDG wait for Alice, who opens them with her own key (an agent's amounts are sealed to it).
+    const firstHeld = await post(agentKey.api_key, "/v1/transfers", { to: "@bob", amount: "2.5", memo: "hold me" })
+    const secondHeld = await post(agentKey.api_key, "/v1/transfers", { to: "@bob", amount: "1.75" })
+    expect([firstHeld.status, secondHeld.status]).toEqual([202, 202])
+    const pending = JSON.parse(expectSuccess(await asAlice("approvals", "list", "--json")).stdout) as {
+      pending: Array<Record<string, unknown>>
+    }
+    expect(pending.pending.map((held) => ({ amount: held["amount"], memo: held["memo"], note_matches: held["note_matches"] }))).toEqual([
+      { amount: "2.5", memo: "hold me", note_matches: true },
+      { amount: "1.75", memo: "", note_matches: true }
+    ])
+    const approved = JSON.parse(expectSuccess(await asAlice("approvals", "approve", String(firstHeld.json["transaction_id"]), "--json")).stdout)
+    expect(approved).toMatchObject({ status: "approved", transfer_status: "confirmed" })
+    const rejected = JSON.parse(expectSuccess(await asAlice("approvals", "reject", String(secondHeld.json["transaction_id"]), "--json")).stdout)
+    expect(rejected).toMatchObject({ status: "rejected" })
+    expect(JSON.parse(expectSuccess(await asAlice("approvals", "list", "--json")).stdout)).toEqual({ pending: [] })
+    const unknown = await asAlice("approvals", "frobnicate")
+    expect(unknown.exitCode).toBe(2)
+    expect(unknown.stderr).toMatch(/^pps: unknown approvals command "frobnicate"/)
+  })
+
+  it("agents, policy and webhooks from the terminal", async () => {
+    const created = JSON.parse(expectSuccess(await asAlice("agents", "create", "--name", "cli-two", "--policy", '{"daily_limit_usdg":10,"per_transaction_limit_usdg":5}', "--json")).stdout) as Record<string, string>
+    expect(created["handle"]).toBe("@alice/cli-two")
+    const listed = JSON.parse(expectSuccess(await asAlice("agents", "list", "--json")).stdout) as { agents: Array<{ account_id: string }> }
+    expect(listed.agents.map((agent) => agent.account_id)).toContain(created["account_id"])
+    const changed = JSON.parse(expectSuccess(await asAlice("policy", "set", created["account_id"]!, "--policy", '{"daily_limit_usdg":8}', "--json")).stdout)
+    expect(changed).toMatchObject({ daily_limit_usdg: 8, per_transaction_limit_usdg: 5 })
+    expect(expectSuccess(await asAlice("policy", "get", created["account_id"]!)).stdout).toMatch(/^daily_limit_usdg\s+8$/m)
+    const badPolicy = await asAlice("agents", "create", "--name", "x-bot", "--policy", "nope")
+    expect(badPolicy).toMatchObject({ exitCode: 1 })
+    expect(badPolicy.stderr).toMatch(/^pps: --policy must be a JSON object/)
+    // The API's own refusal, as its D1 body.
+    expectD1(await asAlice("policy", "set", created["account_id"]!, "--policy", '{"daily_limit_usdg":-1}'), "invalid_policy")
+
+    const hook = JSON.parse(expectSuccess(await asAlice("webhooks", "create", "--url", "https://example.com/hook", "--events", "transfer.confirmed", "--json")).stdout) as Record<string, string>
+    expect(hook["secret"]).toMatch(/^whsec_/)
+    const hooks = JSON.parse(expectSuccess(await asAlice("webhooks", "list", "--json")).stdout) as { data: Array<Record<string, unknown>> }
+    expect(hooks.data.map((entry) => entry["webhook_id"])).toContain(hook["webhook_id"])
+    expect(JSON.stringify(hooks)).not.toContain(hook["secret"])
+    const rotated = JSON.parse(expectSuccess(await asAlice("webhooks", "rotate-secret", hook["webhook_id"]!, "--json")).stdout) as Record<string, string>
+    expect(rotated["secret"]).not.toBe(hook["secret"])
+    expect(JSON.parse(expectSuccess(await asAlice("webhooks", "deliveries", hook["webhook_id"]!, "--json")).stdout)).toMatchObject({ data: [] })
+    expect(expectSuccess(await asAlice("webhooks", "delete", hook["webhook_id"]!)).stdout).toBe(`deleted ${hook["webhook_id"]}\n`)
+    expectD1(await asAlice("webhooks", "delete", hook["webhook_id"]!), "webhook_not_found")
+  })
+
+  it("listen forwards the account's events, signed with the secret it prints, and resumes after a server restart", async () => {
+    // A local receiver, as a developer's app would run one.
+    const received: Array<{ readonly headers: http.IncomingHttpHeaders; readonly body: string }> = []
+    const receiver = http.createServer((request, response) => {
+      const chunks: Array<Buffer> = []
+      request.on("data", (chunk: Buffer) => chunks.push(chunk))
+      request.on("end", () => {
+        received.push({ headers: request.headers, body: Buffer.concat(chunks).toString("utf8") })
+        response.writeHead(204).end()
+      })
+    })
+    const port = await new Promise<number>((resolve) => receiver.listen(0, "127.0.0.1", () => resolve((receiver.address() as net.AddressInfo).port)))
+    const listener = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", path.join(repositoryRoot, "packages/sdk/src/cli.ts"), "listen", "--forward-to", `http://127.0.0.1:${port}/hook`, "--json"], {
+      cwd: repositoryRoot,
+      env: { PATH: process.env["PATH"] ?? "", PPS_API_KEY: bob.api_key, PPS_BASE_URL: server.baseUrl },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    const lines: Array<Record<string, unknown>> = []
+    let pending = ""
+    listener.stdout.on("data", (chunk: Buffer) => {
+      pending += chunk.toString()
+      const complete = pending.split("\n")
+      pending = complete.pop() ?? ""
+      for (const line of complete) if (line !== "") lines.push(JSON.parse(line) as Record<string, unknown>)
+    })
+    const waitFor = async (what: string, done: () => boolean, timeoutMs = 60_000) => {
+      const deadline = Date.now() + timeoutMs
+      while (!done()) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; listen printed ${JSON.stringify(lines)}`)
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+    }
+    try {
+      await waitFor("the ready line", () => lines.length > 0)
+      const secret = String(lines[0]?.["secret"])
+      expect(secret).toMatch(/^whsec_/)
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
+      expect((await post(alice.api_key, "/v1/transfers", { to: "@bob", amount: "0.5" })).status).toBe(201)
+      const statuses = () => lines.filter((line) => "status" in line).map((line) => line["status"])
+      await waitFor("two deliveries", () => received.length >= 2 && statuses().length >= 2)
+      const events = received.map((delivery) => Webhook.verify({ payload: delivery.body, headers: delivery.headers as Record<string, string>, secret }))
+      expect(events.map((event) => event.event)).toEqual(["transfer.initiated", "transfer.confirmed"])
+      expect(statuses()).toEqual(["204", "204"])
+
+      // The server restarts: listen reconnects after the last event it forwarded, and misses nothing.
+      await server.restart()
+      expect((await post(alice.api_key, "/v1/transfers", { to: "@bob", amount: "0.25" })).status).toBe(201)
+      await waitFor("two more deliveries", () => received.length >= 4 && statuses().length >= 4)
+      await new Promise((resolve) => setTimeout(resolve, 3_000))
+      const ids = received.map((delivery) => delivery.headers["webhook-id"])
+      expect(new Set(ids).size).toBe(ids.length)
+      expect(received).toHaveLength(4)
+      expect(lines.some((line) => line["reconnecting"] === true)).toBe(true)
+    } finally {
+      listener.kill("SIGINT")
+      await new Promise((resolve) => listener.once("exit", resolve))
+      await new Promise((resolve) => receiver.close(resolve))
+    }
+  }, 180_000)
 })
 
 /** A loopback port nobody listens on: bound, then closed. */

@@ -14,7 +14,7 @@ import { createServer } from "node:http"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Duration, Effect, Layer } from "effect"
 import { HttpRouter } from "effect/http"
-import { HttpApi, HttpApiBuilder, type HttpApiGroup } from "effect/http-api"
+import { HttpApi, HttpApiBuilder, type HttpApiGroup, HttpApiScalar } from "effect/http-api"
 import { Accounts } from "./accounts/Accounts.ts"
 import { Agents } from "./agents/Agents.ts"
 import { Approvals } from "./agents/Approvals.ts"
@@ -33,6 +33,7 @@ import { Settlement } from "./settlement/Settlement.ts"
 import { TransfersHttpLive } from "./transfers/http.ts"
 import { Transfers } from "./transfers/Transfers.ts"
 import { AccountsHttpLive } from "./accounts/http.ts"
+import { EventsHttpLive } from "./events/http.ts"
 import { AdminApi } from "./admin/api.ts"
 import { AdminAuthorizationLive, AdminHttpLive } from "./admin/http.ts"
 import { ApiKeys } from "./apikeys/ApiKeys.ts"
@@ -73,8 +74,10 @@ export const routesOf = <Id extends string, Groups extends HttpApiGroup.Constrai
 }
 
 const openApiPath = "/v1/openapi.json"
+/** The API reference page (Scalar, served from the npm package, no CDN: it works offline). */
+const docsPath = "/v1/docs"
 
-const publicRoutes = makeRouteTable([...routesOf(PublicApi), ["GET", openApiPath], ...healthRoutePaths])
+const publicRoutes = makeRouteTable([...routesOf(PublicApi), ["GET", openApiPath], ["GET", docsPath], ...healthRoutePaths])
 const adminRoutes = makeRouteTable(routesOf(AdminApi))
 
 /**
@@ -86,10 +89,11 @@ const adminRoutes = makeRouteTable(routesOf(AdminApi))
  */
 export const PublicApp = Layer.mergeAll(
   HttpApiBuilder.layer(PublicApi, { openapiPath: openApiPath }).pipe(
-    Layer.provide([AccountsHttpLive, TransfersHttpLive, AgentsHttpLive, FaucetHttpLive, WebhooksHttpLive]),
+    Layer.provide([AccountsHttpLive, TransfersHttpLive, AgentsHttpLive, FaucetHttpLive, WebhooksHttpLive, EventsHttpLive]),
     // Groups need their middleware too, so it is provided after them.
     Layer.provide([AuthorizationLive, RequestValidationLive, IdempotencyLive])
   ),
+  HttpApiScalar.layer(PublicApi, { path: docsPath }),
   HealthRoutes,
   HttpRouter.middleware(envelopeMiddleware(publicRoutes), { global: true })
 )

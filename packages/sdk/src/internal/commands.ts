@@ -10,9 +10,15 @@ import * as fs from "node:fs"
 import { EncryptionKey } from "@pps/crypto"
 import * as Account from "../Account.ts"
 import * as Amount from "../Amount.ts"
+import * as ApiKeys from "../ApiKeys.ts"
 import type { Client } from "../Client.ts"
 import * as Confidential from "../Confidential.ts"
 import * as KeyFile from "../KeyFile.ts"
+import { Pps } from "../Pps.ts"
+import * as SealedTransfers from "../SealedTransfers.ts"
+import * as Webhook from "../Webhook.ts"
+import { request } from "./http.ts"
+import * as Wire from "./wire.ts"
 
 /** A failure the user can act on, printed as `pps: <message>`. */
 export class CommandError extends Error {
@@ -102,4 +108,426 @@ export const decryptTransfer = async (
     ["amount", amount],
     ["memo", transfer.memo]
   ])
+}
+
+/**
+ * `send`: a transfer. Confidential by default and sealed here (`SealedTransfers.send`): the
+ * amount and memo never reach the server. `public` sends a standard transfer in the plain
+ * form (its amount is public on chain anyway). With `rpcUrl` the guardian's and the
+ * recipient's keys are checked against the chain's registry before anything is sealed.
+ */
+export const send = async (
+  settings: Settings & {
+    readonly json: boolean
+    readonly to: string
+    readonly amount: string
+    readonly memo: string | undefined
+    readonly asset: string | undefined
+    readonly public: boolean
+    readonly idempotencyKey: string
+    readonly rpcUrl: string | undefined
+  }
+): Promise<string> => {
+  const headers = { "idempotency-key": settings.idempotencyKey }
+  let answer: { readonly status: number; readonly body: unknown }
+  if (settings.public) {
+    const created = await request(settings.client, "POST", "/v1/transfers", {
+      body: {
+        to: settings.to,
+        amount: settings.amount,
+        confidential: false,
+        ...(settings.memo === undefined ? {} : { memo: settings.memo }),
+        ...(settings.asset === undefined ? {} : { asset: settings.asset })
+      },
+      headers
+    })
+    answer = { status: created.status, body: created.json }
+  } else {
+    const { keyFile } = await accountKey(settings)
+    answer = await SealedTransfers.send(settings.client, {
+      to: settings.to,
+      amount: settings.amount,
+      ...(settings.memo === undefined ? {} : { memo: settings.memo }),
+      ...(settings.asset === undefined ? {} : { asset: settings.asset })
+    }, {
+      senderKey: keyFile.keyPair.publicKey,
+      idempotencyKey: settings.idempotencyKey,
+      // The same send retried with its idempotency key seals the very same request.
+      sealingSecret: keyFile.keyPair.secretKey,
+      ...(settings.rpcUrl === undefined ? {} : { rpcUrl: settings.rpcUrl })
+    })
+  }
+  if (settings.json) return json(answer.body)
+  const fields = Wire.fieldsOf(answer.body, "the create answer")
+  // 202: an agent's transfer above its approval threshold waits for its owner (D26).
+  if (answer.status === 202) {
+    return table([
+      ["transaction_id", Wire.string(fields, "transaction_id")],
+      ["status", Wire.string(fields, "status")],
+      ["expires_at", Wire.string(fields, "expires_at")]
+    ])
+  }
+  return table([
+    ["transfer_id", Wire.string(fields, "transfer_id")],
+    ["status", Wire.string(fields, "status")],
+    ["to", Wire.string(fields, "to")],
+    ["asset", Wire.string(fields, "asset")],
+    ["confidential", String(Wire.boolean(fields, "confidential"))],
+    ["idempotency_key", settings.idempotencyKey]
+  ])
+}
+
+/** `transfers list`: the newest transfers with their amounts and memos opened here. */
+export const listTransfers = async (
+  settings: Settings & { readonly json: boolean; readonly limit: number; readonly includeAgents: boolean }
+): Promise<string> => {
+  const { keyFile } = await accountKey(settings)
+  const query = `?limit=${settings.limit}${settings.includeAgents ? "&include_agents=true" : ""}`
+  const page = Wire.fieldsOf((await request(settings.client, "GET", `/v1/transfers${query}`)).json, "GET /v1/transfers")
+  const rows = await Promise.all(Wire.array(page, "data").map(async (item, i) => {
+    const transfer = Wire.fieldsOf(item, `GET /v1/transfers data[${i}]`)
+    const transferId = Wire.string(transfer, "transfer_id")
+    const asset = Wire.string(transfer, "asset")
+    // A copy that cannot be checked (a standard transfer's recipient) or opened is shown as such, never guessed.
+    const opened = await Confidential.decryptTransfer(settings.client, keyFile.keyPair, transferId).then(
+      (decrypted) => ({ amount: Amount.format(asset, decrypted.amount), memo: decrypted.memo }),
+      (error: unknown) => ({ amount: error instanceof Confidential.ConfidentialError ? `(${error.reason})` : "(unavailable)", memo: "" })
+    )
+    return {
+      transfer_id: transferId,
+      status: Wire.string(transfer, "status"),
+      direction: Wire.string(transfer, "direction"),
+      from: Wire.string(transfer, "from"),
+      to: Wire.string(transfer, "to"),
+      asset,
+      amount: opened.amount,
+      memo: opened.memo,
+      created_at: Wire.string(transfer, "created_at")
+    }
+  }))
+  if (settings.json) return json({ data: rows, has_more: Wire.boolean(page, "has_more") })
+  return table([
+    ["transfer_id", "status", "direction", "from", "to", "asset", "amount", "memo"],
+    ...rows.map((row) => [row.transfer_id, row.status, row.direction, row.from, row.to, row.asset, row.amount, row.memo])
+  ])
+}
+
+/** `approvals list`: the held transactions waiting for this owner, with the amount the guardian would pay. */
+export const listApprovals = async (settings: Settings & { readonly json: boolean }): Promise<string> => {
+  const { keyFile } = await accountKey(settings)
+  const pending = Wire.fieldsOf(
+    (await request(settings.client, "GET", "/v1/agents/transactions/pending")).json,
+    "GET /v1/agents/transactions/pending"
+  )
+  const rows = await Promise.all(Wire.array(pending, "pending").map(async (item, i) => {
+    const held = Wire.fieldsOf(item, `pending[${i}]`)
+    const transactionId = Wire.string(held, "transaction_id")
+    const opened = await Confidential.openHeld(settings.client, keyFile.keyPair, transactionId)
+    return {
+      transaction_id: transactionId,
+      agent: Wire.string(held, "agent"),
+      to: Wire.string(held, "to"),
+      asset: opened.asset,
+      amount: Amount.format(opened.asset, opened.amount),
+      memo: opened.memo,
+      // The agent's own note stating another amount than the guardian would pay: never approve that.
+      note_matches: opened.noteMatches,
+      expires_at: Wire.string(held, "expires_at")
+    }
+  }))
+  if (settings.json) return json({ pending: rows })
+  return table([
+    ["transaction_id", "agent", "to", "asset", "amount", "memo", "note", "expires_at"],
+    ...rows.map((row) => [
+      row.transaction_id,
+      row.agent,
+      row.to,
+      row.asset,
+      row.amount,
+      row.memo,
+      row.note_matches === false ? "MISMATCH: do not approve" : "ok",
+      row.expires_at
+    ])
+  ])
+}
+
+/**
+ * `approvals approve|reject ID`. An approval first opens the transaction here and refuses
+ * one whose agent note disagrees with what the guardian would pay.
+ */
+export const decide = async (
+  settings: Settings & { readonly json: boolean; readonly transactionId: string; readonly action: "approve" | "reject" }
+): Promise<string> => {
+  if (settings.action === "approve") {
+    const { keyFile } = await accountKey(settings)
+    const opened = await Confidential.openHeld(settings.client, keyFile.keyPair, settings.transactionId)
+    if (opened.noteMatches === false) {
+      throw new CommandError(
+        `${settings.transactionId}: the agent's note states another amount than the ${opened.asset} the guardian would pay; not approved (reject it)`
+      )
+    }
+  }
+  const path = `/v1/agents/transactions/${encodeURIComponent(settings.transactionId)}/${settings.action}`
+  const answer = await request(settings.client, "POST", path, { body: {} })
+  if (settings.json) return json(answer.json)
+  const fields = Wire.fieldsOf(answer.json, `POST ${path}`)
+  return table([
+    ["transaction_id", Wire.string(fields, "transaction_id")],
+    ["status", Wire.string(fields, "status")],
+    ...(settings.action === "approve"
+      ? [["transfer_id", Wire.nullableString(fields, "transfer_id") ?? ""], ["transfer_status", Wire.nullableString(fields, "transfer_status") ?? ""]]
+      : [])
+  ])
+}
+
+/** `keys`: the account's API keys with last use, request count and decrypted totals (D40). */
+export const keys = async (settings: Settings & { readonly json: boolean }): Promise<string> => {
+  const { keyFile } = await accountKey(settings)
+  const listed = await ApiKeys.list(settings.client, keyFile.keyPair)
+  const rows = listed.map((key) => ({
+    key_id: key.keyId,
+    name: key.name,
+    key_hint: key.keyHint,
+    last_used_at: key.lastUsedAt,
+    request_count: key.requestCount,
+    revoked_at: key.revokedAt,
+    totals: key.totals.map((total) => ({ asset: total.asset, amount: total.amount, transfers: total.transfers.toString() }))
+  }))
+  if (settings.json) return json({ data: rows })
+  return table([
+    ["key_id", "name", "hint", "last_used_at", "requests", "total", "revoked_at"],
+    ...rows.map((row) => [
+      row.key_id,
+      row.name,
+      row.key_hint,
+      row.last_used_at ?? "never",
+      String(row.request_count),
+      row.totals.length === 0 ? "0" : row.totals.map((total) => `${total.amount} ${total.asset}`).join(", "),
+      row.revoked_at ?? ""
+    ])
+  ])
+}
+
+/** One server-sent event of the stream. */
+interface StreamedEvent {
+  readonly id: string
+  readonly type: string
+  readonly data: string
+}
+
+/** Splits server-sent-event text into events; returns them and what is left of an unfinished one. */
+const parseEvents = (buffer: string): { readonly events: ReadonlyArray<StreamedEvent>; readonly rest: string } => {
+  const events: Array<StreamedEvent> = []
+  let rest = buffer
+  let end: number
+  while ((end = rest.indexOf("\n\n")) >= 0) {
+    const block = rest.slice(0, end)
+    rest = rest.slice(end + 2)
+    let id: string | undefined
+    let type = "message"
+    const data: Array<string> = []
+    for (const line of block.split("\n")) {
+      if (line.startsWith(":")) continue
+      const colon = line.indexOf(":")
+      const field = colon < 0 ? line : line.slice(0, colon)
+      const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "")
+      if (field === "id") id = value
+      else if (field === "event") type = value
+      else if (field === "data") data.push(value)
+    }
+    if (id !== undefined) events.push({ id, type, data: data.join("\n") })
+  }
+  return { events, rest }
+}
+
+/**
+ * `listen --forward-to URL`: like `stripe listen`. Receives the account's events from the
+ * live stream (`GET /v1/events/stream`) and forwards each to `forwardTo`, signed with a
+ * local secret (printed first) exactly as a webhook delivery is, so the receiver's
+ * `Webhook.verify` works unchanged; prints each delivery's status. Reconnects after any
+ * interruption (a server restart) with `Last-Event-ID`, so no event is missed or repeated.
+ * Runs until `stop` resolves (Ctrl-C).
+ */
+export const listen = async (
+  settings: Settings & {
+    readonly json: boolean
+    readonly forwardTo: string
+    readonly secret: string
+    readonly out: (line: string) => void
+    readonly stop: Promise<void>
+  }
+): Promise<string> => {
+  let lastEventId: string | undefined
+  let stopped = false
+  const abort = new AbortController()
+  void settings.stop.then(() => {
+    stopped = true
+    abort.abort()
+  })
+  settings.out(settings.json
+    ? json({ ready: true, forward_to: settings.forwardTo, secret: settings.secret })
+    : `Ready: forwarding events to ${settings.forwardTo}\nSigning secret: ${settings.secret} (verify deliveries with Webhook.verify)\n`)
+  let failures = 0
+  while (!stopped) {
+    try {
+      const response = await settings.client.fetch(`${settings.client.baseUrl}/v1/events/stream`, {
+        method: "GET",
+        headers: {
+          authorization: `Bearer ${settings.client.apiKey}`,
+          accept: "text/event-stream",
+          ...(lastEventId === undefined ? {} : { "last-event-id": lastEventId })
+        },
+        signal: abort.signal
+      })
+      if (response.status !== 200 || response.body === null) {
+        const text = await response.text()
+        // A refusal (401, 403, 400) will not change by retrying: it ends the command.
+        if (response.status >= 400 && response.status < 500) throw new CommandError(`the event stream was refused: ${text.trim()}`)
+        throw new Error(`the event stream answered ${response.status}`)
+      }
+      failures = 0
+      const reader = response.body.getReader()
+      const decoder = new TextDecoder()
+      let buffer = ""
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) break
+        const parsed = parseEvents(buffer + decoder.decode(value, { stream: true }))
+        buffer = parsed.rest
+        for (const event of parsed.events) {
+          const deliveryId = `dlv_local_${globalThis.crypto.randomUUID()}`
+          const headers = Webhook.signedHeaders({
+            payload: event.data,
+            secret: settings.secret,
+            eventId: event.id,
+            deliveryId,
+            timestampSeconds: Math.floor(Date.now() / 1000)
+          })
+          const status = await fetch(settings.forwardTo, { method: "POST", headers, body: event.data }).then(
+            (answer) => String(answer.status),
+            (cause: unknown) => `failed (${cause instanceof Error ? cause.message : String(cause)})`
+          )
+          // Forwarded (whatever the receiver answered): the next connection resumes after it.
+          lastEventId = event.id
+          settings.out(settings.json
+            ? json({ event_id: event.id, type: event.type, status })
+            : `${new Date().toISOString()}  ${event.type.padEnd(34)} ${event.id}  -> ${status}\n`)
+        }
+      }
+    } catch (error) {
+      if (stopped) break
+      if (error instanceof CommandError) throw error
+      failures++
+    }
+    if (stopped) break
+    const waitMs = Math.min(500 * 2 ** Math.min(failures, 5), 10_000)
+    settings.out(settings.json
+      ? json({ reconnecting: true, after: lastEventId ?? null })
+      : `stream interrupted; reconnecting${lastEventId === undefined ? "" : ` after ${lastEventId}`}\n`)
+    await new Promise((resolve) => setTimeout(resolve, waitMs))
+  }
+  return ""
+}
+
+/** A JSON object given on the command line (`--policy '{"daily_limit_usdg":100}'`). */
+const jsonObjectFlag = (flag: string, text: string): Record<string, unknown> => {
+  try {
+    const value: unknown = JSON.parse(text)
+    if (typeof value === "object" && value !== null && !Array.isArray(value)) return value as Record<string, unknown>
+  } catch {
+    // Reported below.
+  }
+  throw new CommandError(`--${flag} must be a JSON object, e.g. '{"daily_limit_usdg":100,"per_transaction_limit_usdg":20}'`)
+}
+
+const lines = (fields: ReadonlyArray<readonly [string, unknown]>) =>
+  table(fields.map(([name, value]) => [name, typeof value === "string" ? value : JSON.stringify(value)]))
+
+/** `agents create|list` and `policy get|set`: the owner's agent accounts and their spend policies (D21-D24). */
+export const agents = async (
+  settings: Settings & {
+    readonly json: boolean
+    readonly action: "create" | "list" | "policy-get" | "policy-set"
+    readonly name: string | undefined
+    readonly agentId: string | undefined
+    readonly policy: string | undefined
+  }
+): Promise<string> => {
+  const pps = new Pps({ apiKey: settings.client.apiKey, baseUrl: settings.client.baseUrl })
+  switch (settings.action) {
+    case "create": {
+      if (settings.name === undefined || settings.policy === undefined) throw new CommandError("agents create needs --name and --policy")
+      const agent = await pps.agents.create({
+        name: settings.name,
+        spend_policy: jsonObjectFlag("policy", settings.policy) as unknown as Parameters<typeof pps.agents.create>[0]["spend_policy"]
+      })
+      return settings.json ? json(agent) : lines(Object.entries(agent))
+    }
+    case "list": {
+      const listed = await pps.agents.list()
+      return settings.json
+        ? json(listed)
+        : table([["account_id", "handle", "status"], ...listed.agents.map((agent) => [agent.account_id, agent.handle, String(agent["status"] ?? "")])])
+    }
+    case "policy-get": {
+      const policy = await pps.agents.policy.get(settings.agentId ?? "")
+      return settings.json ? json(policy) : lines(Object.entries(policy))
+    }
+    case "policy-set": {
+      if (settings.policy === undefined) throw new CommandError("policy set needs --policy (the fields to change, as JSON)")
+      const policy = await pps.agents.policy.update(settings.agentId ?? "", jsonObjectFlag("policy", settings.policy))
+      return settings.json ? json(policy) : lines(Object.entries(policy))
+    }
+  }
+}
+
+/** `webhooks create|list|delete|deliveries|replay|rotate-secret` (D33-D35). */
+export const webhooks = async (
+  settings: Settings & {
+    readonly json: boolean
+    readonly action: "create" | "list" | "delete" | "deliveries" | "replay" | "rotate-secret"
+    readonly webhookId: string | undefined
+    readonly eventId: string | undefined
+    readonly url: string | undefined
+    readonly events: string | undefined
+  }
+): Promise<string> => {
+  const pps = new Pps({ apiKey: settings.client.apiKey, baseUrl: settings.client.baseUrl })
+  const webhookId = settings.webhookId ?? ""
+  switch (settings.action) {
+    case "create": {
+      if (settings.url === undefined || settings.events === undefined) throw new CommandError("webhooks create needs --url and --events")
+      const created = await pps.webhooks.create({ url: settings.url, events: settings.events.split(",").map((event) => event.trim()) })
+      // The secret is shown this once (D33).
+      return settings.json ? json(created) : lines(Object.entries(created))
+    }
+    case "list": {
+      const listed = await pps.webhooks.list()
+      return settings.json
+        ? json(listed)
+        : table([["webhook_id", "url", "events"], ...listed.data.map((hook) => [hook.webhook_id, hook.url, hook.events.join(",")])])
+    }
+    case "delete":
+      await pps.webhooks.delete(webhookId)
+      return settings.json ? json({ webhook_id: webhookId, deleted: true }) : `deleted ${webhookId}\n`
+    case "deliveries": {
+      const page = await pps.webhooks.deliveries(webhookId, { limit: 100 })
+      return settings.json
+        ? json(page)
+        : table([
+          ["delivery_id", "event_id", "status", "attempts", "response_status"],
+          ...page.data.map((delivery) =>
+            ["delivery_id", "event_id", "status", "attempts", "response_status"].map((field) => String(delivery[field] ?? ""))
+          )
+        ])
+    }
+    case "replay": {
+      const replayed = await pps.webhooks.replay(webhookId, settings.eventId ?? "")
+      return settings.json ? json(replayed) : lines(Object.entries(replayed))
+    }
+    case "rotate-secret": {
+      const rotated = await pps.webhooks.rotateSecret(webhookId)
+      return settings.json ? json(rotated) : lines(Object.entries(rotated))
+    }
+  }
 }

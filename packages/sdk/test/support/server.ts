@@ -51,6 +51,9 @@ export interface ServerProcess {
   readonly dataDir: string
   /** Creates an account with verified KYC through the admin command; its API key. */
   readonly createAccount: (handle: string) => Promise<{ readonly account_id: string; readonly api_key: string }>
+  /** Issues another key for an account (an agent's too) through the admin command. */
+  readonly issueKey: (accountId: string, name: string) => Promise<{ readonly key_id: string; readonly api_key: string }>
+  readonly restart: () => Promise<void>
   readonly stop: () => Promise<void>
 }
 
@@ -61,40 +64,54 @@ export const startServer = async (): Promise<ServerProcess> => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-sdk-cli-"))
   const [port, adminPort] = [await freePort(), await freePort()]
   const output: Array<string> = []
-  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, path.join(repositoryRoot, "packages/server/src/main.ts")], {
-    cwd: repositoryRoot,
-    env: {
-      PATH: process.env["PATH"] ?? "",
-      DATA_DIR: dataDir,
-      PORT: String(port),
-      ADMIN_PORT: String(adminPort),
-      CHAIN_BLOCK_TIME_MS: "100",
-      LOG_LEVEL: "Warn"
-    },
-    stdio: ["ignore", "pipe", "pipe"]
-  })
-  child.stdout?.on("data", (chunk: Buffer) => output.push(chunk.toString()))
-  child.stderr?.on("data", (chunk: Buffer) => output.push(chunk.toString()))
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
   const baseUrl = `http://127.0.0.1:${port}`
-  const stop = async () => {
-    child.kill("SIGTERM")
-    const killTimer = setTimeout(() => child.kill("SIGKILL"), 15_000)
-    await exited
-    clearTimeout(killTimer)
-    fs.rmSync(dataDir, { recursive: true, force: true })
+
+  /** One server process on the data dir and ports, ready. */
+  const launch = async () => {
+    const child: ChildProcess = spawn(process.execPath, [...nodeFlags, path.join(repositoryRoot, "packages/server/src/main.ts")], {
+      cwd: repositoryRoot,
+      env: {
+        PATH: process.env["PATH"] ?? "",
+        DATA_DIR: dataDir,
+        PORT: String(port),
+        ADMIN_PORT: String(adminPort),
+        CHAIN_BLOCK_TIME_MS: "100",
+        LOG_LEVEL: "Warn"
+      },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    child.stdout?.on("data", (chunk: Buffer) => output.push(chunk.toString()))
+    child.stderr?.on("data", (chunk: Buffer) => output.push(chunk.toString()))
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+    const halt = async () => {
+      child.kill("SIGTERM")
+      const killTimer = setTimeout(() => child.kill("SIGKILL"), 15_000)
+      await exited
+      clearTimeout(killTimer)
+    }
+    const deadline = Date.now() + startTimeoutMs
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`the server exited at start:\n${output.join("")}`)
+      const ready = await fetch(`${baseUrl}/readyz`).then((response) => response.ok, () => false)
+      if (ready) break
+      if (Date.now() > deadline) {
+        await halt()
+        throw new Error(`the server was not ready within ${startTimeoutMs} ms:\n${output.join("")}`)
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250))
+    }
+    return halt
   }
 
-  const deadline = Date.now() + startTimeoutMs
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`the server exited at start:\n${output.join("")}`)
-    const ready = await fetch(`${baseUrl}/readyz`).then((response) => response.ok, () => false)
-    if (ready) break
-    if (Date.now() > deadline) {
-      await stop()
-      throw new Error(`the server was not ready within ${startTimeoutMs} ms:\n${output.join("")}`)
-    }
-    await new Promise((resolve) => setTimeout(resolve, 250))
+  let halt = await launch()
+  const stop = async () => {
+    await halt()
+    fs.rmSync(dataDir, { recursive: true, force: true })
+  }
+  /** Stops the server (SIGTERM) and starts it again on the same data directory and ports. */
+  const restart = async () => {
+    await halt()
+    halt = await launch()
   }
 
   const createAccount = async (handle: string) => {
@@ -104,5 +121,12 @@ export const startServer = async (): Promise<ServerProcess> => {
     if (run.exitCode !== 0) throw new Error(`admin accounts create failed: ${run.stderr}`)
     return JSON.parse(run.stdout) as { account_id: string; api_key: string }
   }
-  return { baseUrl, dataDir, createAccount, stop }
+  const issueKey = async (accountId: string, name: string) => {
+    const run = await runNode("packages/server/src/admin/cli.ts", ["keys", "create", "--account", accountId, "--name", name], {
+      DATA_DIR: dataDir
+    })
+    if (run.exitCode !== 0) throw new Error(`admin keys create failed: ${run.stderr}`)
+    return JSON.parse(run.stdout) as { key_id: string; api_key: string }
+  }
+  return { baseUrl, dataDir, createAccount, issueKey, restart, stop }
 }

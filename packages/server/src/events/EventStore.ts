@@ -46,6 +46,17 @@ export class EventStore extends Context.Service<EventStore, {
     accountId: string,
     mode: Mode
   ) => Effect.Effect<Option.Option<StoredEvent>, SqlError.SqlError>
+  /**
+   * The account's events of a mode after `afterEventId` in id order, created before
+   * `createdBefore` (the live stream's settle window), at most `limit`.
+   */
+  readonly listAfter: (query: {
+    readonly accountId: string
+    readonly mode: Mode
+    readonly afterEventId: string
+    readonly createdBefore: string
+    readonly limit: number
+  }) => Effect.Effect<ReadonlyArray<StoredEvent>, SqlError.SqlError>
   /** Deletes events created before `cutoff` that no pending delivery needs; returns how many. */
   readonly deleteOlderThan: (cutoff: string) => Effect.Effect<number, SqlError.SqlError>
 }>()("server/events/EventStore") {
@@ -91,6 +102,12 @@ export class EventStore extends Context.Service<EventStore, {
           rows(
             sql`SELECT ${columns} FROM events WHERE event_id = ${eventId} AND account_id = ${accountId} AND mode = ${mode}`
           ).pipe(Effect.map((found) => Option.fromNullishOr(found[0]))),
+        listAfter: (query) =>
+          rows(sql`
+            SELECT ${columns} FROM events
+            WHERE account_id = ${query.accountId} AND mode = ${query.mode} AND event_id > ${query.afterEventId}
+              AND created_at < ${query.createdBefore}::timestamptz
+            ORDER BY event_id LIMIT ${query.limit}`),
         deleteOlderThan: (cutoff) =>
           sql<{ event_id: string }>`
             DELETE FROM events e WHERE e.created_at < ${cutoff}::timestamptz

@@ -21,10 +21,18 @@ import {
 import { EncryptionKeyStatus, RegisterEncryptionKeyRequest, RegisteredEncryptionKey } from "../accounts/encryptionKeyApi.ts"
 import { BalancesResponse, SealedBalances } from "../balances/domain.ts"
 import { FaucetGrant, FaucetRequest } from "../faucet/domain.ts"
-import { CreateTransferRequest, SealedTransfer, TransferPage, TransferRecord } from "../transfers/domain.ts"
+import {
+  CreateTransferRequest,
+  PreparedTransfer,
+  PrepareTransferRequest,
+  SealedTransfer,
+  TransferPage,
+  TransferRecord
+} from "../transfers/domain.ts"
 import { pageLimitDefault, pageLimitMax, pageOffsetMax } from "./Page.ts"
+import { completeDocument } from "./OpenApiDocument.ts"
 import { pathId } from "./PathIds.ts"
-import type { Principal } from "../apikeys/domain.ts"
+import { ApiKeyFiguresList, type Principal } from "../apikeys/domain.ts"
 import {
   CreatedWebhook,
   CreateWebhookRequest,
@@ -59,6 +67,7 @@ import {
   NotAgentOwner,
   PayloadTooLarge,
   PolicyViolation,
+  PreparedTransferUsed,
   RateLimited,
   Unauthorized,
   WebhookNotFound
@@ -141,6 +150,13 @@ export class AccountsGroup extends HttpApiGroup.make("accounts")
     }).annotate(
       OpenApi.Description,
       "D19/D20: per asset whether the balance is non-zero; with a decryption proof (JSON body, the decryption_proof query parameter or the X-Decryption-Proof header), the proven amounts."
+    ),
+    HttpApiEndpoint.get("apiKeys", "/accounts/me/api-keys", {
+      success: ApiKeyFiguresList,
+      error: [KycRequired, LivemodeUnavailable, NotAgentOwner, ServiceUnavailable]
+    }).annotate(
+      OpenApi.Description,
+      "(ext, SPEC Authentication 5, D40) The account's keys of this mode with last use and request count, and each key's total transferred, sealed to the account's key (empty until the account registers a key). Account keys only."
     ),
     HttpApiEndpoint.get("sealedBalances", "/accounts/me/balances/sealed", {
       success: SealedBalances,
@@ -238,11 +254,28 @@ export class TransfersGroup extends HttpApiGroup.make("transfers")
         RecipientNotFound,
         RecipientNotConfidentialReady,
         EncryptionKeyRequired,
+        PreparedTransferUsed,
         ServiceUnavailable
       ]
     }).middleware(Idempotency).annotate(
       OpenApi.Description,
-      "Creates a transfer; waits up to the create timeout for settlement (confirmed) or answers pending (D14). An agent's transfer above its approval threshold is held: 202 with the held transaction (D26)."
+      "Creates a transfer; waits up to the create timeout for settlement (confirmed) or answers pending (D14). An agent's transfer above its approval threshold is held: 202 with the held transaction (D26). Either `amount` and `memo` (the server sees them for this request), or `sealed`: boxes the client sealed to a prepared transfer (ext; the server never sees the amount)."
+    ),
+    HttpApiEndpoint.post("prepare", "/transfers/prepare", {
+      payload: PrepareTransferRequest,
+      success: PreparedTransfer,
+      error: [
+        InvalidRequest,
+        KycRequired,
+        LivemodeUnavailable,
+        PolicyViolation,
+        RecipientNotFound,
+        RecipientNotConfidentialReady,
+        EncryptionKeyRequired
+      ]
+    }).middleware(Idempotency).annotate(
+      OpenApi.Description,
+      "(ext) Prepares a confidential transfer that the client seals itself: the transfer id the boxes are bound to, the chain, the contract, the sender's, recipient's and guardian's keys, and a token for `POST /v1/transfers` with `sealed`. Applies every amount-free rule of create."
     ),
     HttpApiEndpoint.get("list", "/transfers", {
       query: {
@@ -250,11 +283,12 @@ export class TransfersGroup extends HttpApiGroup.make("transfers")
         offset: Schema.optionalKey(Schema.String),
         status: Schema.optionalKey(Schema.String),
         from: Schema.optionalKey(Schema.String),
-        to: Schema.optionalKey(Schema.String)
+        to: Schema.optionalKey(Schema.String),
+        include_agents: Schema.optionalKey(Schema.String)
       },
       success: TransferPage,
       error: InvalidRequest
-    }).annotate(OpenApi.Description, "D16: transfers the caller sent or received, newest first."),
+    }).annotate(OpenApi.Description, "D16: transfers the caller sent or received, newest first. With `include_agents=true` (ext), also those of the caller's agents (SPEC Events: the account and any agent under it)."),
     HttpApiEndpoint.get("get", "/transfers/:transfer_id", {
       params: transferIdParams,
       success: TransferRecord,
@@ -368,6 +402,29 @@ export class TestGroup extends HttpApiGroup.make("test")
 {}
 
 /**
+ * `/v1/events/stream` (ext): the account's events as they happen, as server-sent events.
+ *
+ * @since 0.3.0
+ * @category groups
+ */
+export class EventsGroup extends HttpApiGroup.make("events")
+  .add(
+    HttpApiEndpoint.get("stream", "/events/stream", {
+      query: { after: Schema.optionalKey(Schema.String) },
+      success: Schema.String.annotate({
+        description: "text/event-stream: `id: <event_id>`, `event: <type>`, `data: <the webhook payload>`, blank line; `: keep-alive` comments."
+      }),
+      error: [InvalidRequest, NotAgentOwner]
+    }).annotate(
+      OpenApi.Description,
+      "(ext) Server-sent events: every event a webhook of this account would receive, in the key's mode, with the same payload, in id order, a few seconds after it is recorded. Resumable: `Last-Event-ID` (or `after`) continues after that event; without one, the stream starts now. Account keys only (an agent's events go to its owner, D30)."
+    )
+  )
+  .middleware(Authorization)
+  .prefix("/v1")
+{}
+
+/**
  * The public API. Every endpoint may also answer the errors listed on the API
  * itself (malformed requests, unknown routes, faults).
  *
@@ -380,11 +437,13 @@ export class PublicApi extends HttpApi.make("pps")
   .add(AgentsGroup)
   .add(TestGroup)
   .add(WebhooksGroup)
+  .add(EventsGroup)
   .middleware(RequestValidation)
   .annotateMerge(OpenApi.annotations({
     title: "Private Payments Service",
     version: "1",
-    description: "Confidential USDG transfers: amounts are encrypted and the service cannot read them."
+    description: "Confidential USDG transfers: amounts are encrypted and the service cannot read them.",
+    transform: completeDocument
   }))
 {}
 

@@ -1,0 +1,153 @@
+/**
+ * The Promise facade against the real server (child process, embedded PGlite, anvil and
+ * guardian): each resource's methods; transfers sealed here, listed across pages and
+ * decrypted; an error class per code; an idempotent retry answering the first transfer;
+ * a 503 from a faulty hop retried after its Retry-After with the same Idempotency-Key.
+ */
+import * as http from "node:http"
+import * as net from "node:net"
+import { EncryptionKey } from "@pps/crypto"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Client, Confidential, Errors, Pps, type PpsTypes } from "../src/index.ts"
+import { type ServerProcess, startServer } from "./support/server.ts"
+
+describe("Errors", () => {
+  it("maps every code to its class, an ApiError with status, code, param, reason and request id", () => {
+    for (const code of Errors.codes) {
+      const body = JSON.stringify({ error: { code, message: "m", param: "p", reason: "r", request_id: "req_1" } })
+      const error = Errors.fromAnswer(418, body, { code, message: "m", param: "p", reason: "r", request_id: "req_1" })
+      expect(error).toBeInstanceOf(Client.ApiError)
+      expect(error.constructor).not.toBe(Client.ApiError)
+      expect({ code: error.code, param: error.param, reason: error.reason, requestId: error.requestId, status: error.status })
+        .toEqual({ code, param: "p", reason: "r", requestId: "req_1", status: 418 })
+    }
+    expect(Errors.fromAnswer(402, "", { code: "insufficient_balance", message: "m" })).toBeInstanceOf(Errors.InsufficientBalance)
+    // A code this SDK does not know is still an ApiError.
+    expect(Errors.fromAnswer(400, "", { code: "from_the_future", message: "m" }).constructor).toBe(Client.ApiError)
+  })
+})
+
+let server: ServerProcess
+let alice: { readonly account_id: string; readonly api_key: string }
+let bob: { readonly account_id: string; readonly api_key: string }
+const aliceKey = EncryptionKey.generate()
+const bobKey = EncryptionKey.generate()
+
+beforeAll(async () => {
+  server = await startServer()
+  ;[alice, bob] = [await server.createAccount("alice"), await server.createAccount("bob")]
+  await Confidential.registerKey(Client.make({ baseUrl: server.baseUrl, apiKey: alice.api_key }), aliceKey)
+  await Confidential.registerKey(Client.make({ baseUrl: server.baseUrl, apiKey: bob.api_key }), bobKey)
+  const granted = await fetch(`${server.baseUrl}/v1/test/faucet`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${alice.api_key}`, "content-type": "application/json" },
+    body: JSON.stringify({ amount: "100" })
+  })
+  expect(granted.status).toBe(200)
+}, 120_000)
+
+afterAll(async () => {
+  await server?.stop()
+}, 30_000)
+
+describe("Pps", { timeout: 60_000 }, () => {
+  it("transfers: sealed create, idempotent retry, pages, get, decrypt, typed errors", async () => {
+    const pps = new Pps({ apiKey: alice.api_key, baseUrl: server.baseUrl, keyPair: aliceKey })
+    const first = await pps.transfers.create({ to: "@bob", amount: "1.5", memo: "one" }, { idempotencyKey: "facade-1" })
+    expect(first).toMatchObject({ status: "confirmed", to: "@bob", confidential: true })
+    // The same key again: the first transfer, not a second one.
+    const again = await pps.transfers.create({ to: "@bob", amount: "1.5", memo: "one" }, { idempotencyKey: "facade-1" })
+    expect((again as PpsTypes.Transfer).transfer_id).toBe((first as PpsTypes.Transfer).transfer_id)
+    await pps.transfers.create({ to: "@bob", amount: "2" })
+    await pps.transfers.create({ to: "@bob", amount: "3", confidential: false })
+    const all: Array<string> = []
+    for await (const transfer of pps.transfers.list({ pageSize: 1 })) all.push(transfer.transfer_id)
+    expect(all).toHaveLength(3)
+    expect(new Set(all).size).toBe(3)
+    expect(await pps.transfers.get(all[2]!)).toMatchObject({ transfer_id: all[2] })
+    const bobPps = new Pps({ apiKey: bob.api_key, baseUrl: server.baseUrl, keyPair: bobKey })
+    expect(await bobPps.transfers.decrypt((first as PpsTypes.Transfer).transfer_id)).toMatchObject({ amount: 1_500_000n, memo: "one" })
+
+    const refused = await pps.transfers.create({ to: "@bob", amount: "5000" }).catch((error: unknown) => error)
+    expect(refused).toBeInstanceOf(Errors.InsufficientBalance)
+    expect((refused as Client.ApiError).requestId).toMatch(/^req_/)
+    const unknown = await pps.transfers.create({ to: "@nobody-here", amount: "1" }).catch((error: unknown) => error)
+    expect(unknown).toBeInstanceOf(Errors.RecipientNotFound)
+    const missing = await pps.transfers.get("tr_01JZZZZZZZZZZZZZZZZZZZZZZZ").catch((error: unknown) => error)
+    expect(missing).toBeInstanceOf(Errors.TransferNotFound)
+    const badKey = await new Pps({ apiKey: "hc_test_nope", baseUrl: server.baseUrl }).transfers.get("tr_x").catch((error: unknown) => error)
+    expect(badKey).toBeInstanceOf(Errors.Unauthorized)
+  })
+
+  it("agents, policies, approvals with the guardian's amount opened here, webhooks, keys", async () => {
+    const pps = new Pps({ apiKey: alice.api_key, baseUrl: server.baseUrl, keyPair: aliceKey })
+    const agent = await pps.agents.create({ name: "facade-bot", spend_policy: { daily_limit_usdg: 50, per_transaction_limit_usdg: 20, hitl_threshold_usdg: 1 } })
+    expect((await pps.agents.list()).agents.map((a) => a.account_id)).toContain(agent.account_id)
+    expect(await pps.agents.policy.update(agent.account_id, { daily_limit_usdg: 40 })).toMatchObject({ daily_limit_usdg: 40 })
+    expect(await pps.agents.policy.get(agent.account_id)).toMatchObject({ daily_limit_usdg: 40, hitl_threshold_usdg: 1 })
+    await pps.transfers.create({ to: agent.handle, amount: "10" })
+    const agentKey = await server.issueKey(agent.account_id, "bot")
+    // The agent seals to its owner's key (its amounts are encrypted to it).
+    const bot = new Pps({ apiKey: agentKey.api_key, baseUrl: server.baseUrl, senderKey: aliceKey.publicKey })
+    const held = await bot.transfers.create({ to: "@bob", amount: "2.5", memo: "held" })
+    expect(held).toMatchObject({ status: "pending_approval" })
+    const pending = await pps.approvals.list()
+    expect(pending.pending).toHaveLength(1)
+    const opened = await pps.approvals.open(pending.pending[0]!.transaction_id)
+    expect(opened).toMatchObject({ amount: 2_500_000n, memo: "held", noteMatches: true })
+    expect(await pps.approvals.approve(opened.transactionId)).toMatchObject({ status: "approved", transfer_status: "confirmed" })
+    const notAnOwner = await bot.approvals.list().then(() => "listed", (error: unknown) => error)
+    expect(notAnOwner === "listed" || notAnOwner instanceof Errors.NotAgentOwner).toBe(true)
+
+    const webhook = await pps.webhooks.create({ url: "https://example.com/hook", events: ["transfer.confirmed"] })
+    expect(webhook.secret).toMatch(/^whsec_/)
+    expect((await pps.webhooks.list()).data.map((w) => w.webhook_id)).toContain(webhook.webhook_id)
+    expect((await pps.webhooks.rotateSecret(webhook.webhook_id)).secret).not.toBe(webhook.secret)
+    expect(await pps.webhooks.deliveries(webhook.webhook_id, { limit: 5 })).toMatchObject({ limit: 5, offset: 0 })
+    await pps.webhooks.delete(webhook.webhook_id)
+    expect(await pps.webhooks.delete(webhook.webhook_id).catch((error: unknown) => error)).toBeInstanceOf(Errors.WebhookNotFound)
+
+    const keys = await pps.keys.list()
+    expect(keys[0]?.totals.find((total) => total.asset === "USDG")?.transfers).toBeGreaterThanOrEqual(1n)
+  })
+
+  it("retries a 503 after its Retry-After with the same Idempotency-Key, and pays once", async () => {
+    // A faulty hop in front of the real server: the first POST /v1/transfers answers 503.
+    const upstream = new URL(server.baseUrl)
+    const seen: Array<{ readonly method: string; readonly path: string; readonly key: string | undefined }> = []
+    let failed = false
+    const hop = http.createServer((request, response) => {
+      const chunks: Array<Buffer> = []
+      request.on("data", (chunk: Buffer) => chunks.push(chunk))
+      request.on("end", () => {
+        const key = request.headers["idempotency-key"]
+        seen.push({ method: request.method ?? "", path: request.url ?? "", key: typeof key === "string" ? key : undefined })
+        if (!failed && request.method === "POST" && request.url === "/v1/transfers") {
+          failed = true
+          response.writeHead(503, { "retry-after": "1", "content-type": "application/json" })
+          response.end(JSON.stringify({ error: { code: "service_unavailable", message: "try again" } }))
+          return
+        }
+        const forwarded = http.request({ host: upstream.hostname, port: upstream.port, method: request.method, path: request.url, headers: request.headers }, (answer) => {
+          response.writeHead(answer.statusCode ?? 502, answer.headers)
+          answer.pipe(response)
+        })
+        forwarded.end(Buffer.concat(chunks))
+      })
+    })
+    const port = await new Promise<number>((resolve) => hop.listen(0, "127.0.0.1", () => resolve((hop.address() as net.AddressInfo).port)))
+    try {
+      const pps = new Pps({ apiKey: alice.api_key, baseUrl: `http://127.0.0.1:${port}`, keyPair: aliceKey })
+      const started = Date.now()
+      const transfer = await pps.transfers.create({ to: "@bob", amount: "0.75" }) as PpsTypes.Transfer
+      expect(transfer.status).toBe("confirmed")
+      expect(Date.now() - started).toBeGreaterThanOrEqual(1_000)
+      const creates = seen.filter((request) => request.method === "POST" && request.path === "/v1/transfers")
+      expect(creates).toHaveLength(2)
+      expect(creates[0]?.key).toBeDefined()
+      expect(creates[1]?.key).toBe(creates[0]?.key)
+    } finally {
+      await new Promise((resolve) => hop.close(resolve))
+    }
+  })
+})

@@ -1,0 +1,141 @@
+/**
+ * What the generated OpenAPI document needs besides what the endpoints' schemas say:
+ * a summary per operation, the servers, the licence and tag descriptions, the
+ * `Idempotency-Key` request header of every POST (D6), the response headers every
+ * answer carries (`X-Request-Id`; `Idempotent-Replayed` on a replay; `Retry-After` on
+ * 429 and 503), and the list queries' `limit`/`offset` as the integers they are (they
+ * arrive as text and are checked by hand so that D1's `param` names them). Applied once,
+ * to the whole document, as an `OpenApi.Transform` on the API.
+ *
+ * `redocly lint` with its recommended rules finds no error in the result
+ * (`test/openapi.test.ts`).
+ *
+ * @since 0.3.0
+ */
+
+/**
+ * One line per operation, by operation id (`group.endpoint`). An operation without one
+ * is a defect the OpenAPI test reports.
+ *
+ * @since 0.3.0
+ * @category constants
+ */
+export const summaries: Readonly<Record<string, string>> = {
+  "accounts.me": "Read the caller's account",
+  "accounts.encryptionKey": "Read the encryption key status and what a proof binds",
+  "accounts.registerEncryptionKey": "Register the account's encryption key",
+  "accounts.balances": "Read balances (non-zero flags, or amounts with a decryption proof)",
+  "accounts.apiKeys": "List the account's API keys with their sealed totals",
+  "accounts.sealedBalances": "Read the balances sealed to the account's key",
+  "transfers.create": "Create a transfer (plain or client-sealed)",
+  "transfers.list": "List transfers",
+  "transfers.prepare": "Prepare a client-sealed transfer",
+  "transfers.get": "Read a transfer",
+  "transfers.sealed": "Read the caller's sealed copy of a transfer",
+  "agents.create": "Create an agent account",
+  "agents.list": "List the caller's agents",
+  "agents.getPolicy": "Read an agent's spend policy",
+  "agents.patchPolicy": "Update an agent's spend policy",
+  "agents.pending": "List held agent transactions",
+  "agents.sealedTransaction": "Read a held transaction sealed to the owner's key",
+  "agents.approve": "Approve a held agent transaction",
+  "agents.reject": "Reject a held agent transaction",
+  "test.faucet": "Get test USDG (testnet keys only)",
+  "webhooks.create": "Create a webhook subscription",
+  "webhooks.list": "List webhook subscriptions",
+  "webhooks.remove": "Delete a webhook subscription",
+  "webhooks.rotateSecret": "Rotate a webhook's signing secret",
+  "webhooks.deliveries": "List a webhook's deliveries",
+  "webhooks.replay": "Replay an event to a webhook",
+  "events.stream": "Stream the account's events (server-sent events)"
+}
+
+const tagDescriptions: Readonly<Record<string, string>> = {
+  accounts: "The caller's account, its encryption key, balances and API keys.",
+  transfers: "Confidential and standard USDG/ETH transfers; amounts are never in an answer.",
+  agents: "Agent accounts, their spend policies, and the owner's approval of held transactions.",
+  test: "Testnet helpers (hc_test_ keys only).",
+  webhooks: "Webhook subscriptions, their delivery log and replay.",
+  events: "The account's events as a live, resumable stream."
+}
+
+const header = (description: string, schema: Record<string, unknown> = { type: "string" }) => ({ description, schema })
+
+/** Query parameters that are integers on the wire, with their bounds. */
+const integerQueries: Readonly<Record<string, { readonly minimum: number; readonly maximum?: number }>> = {
+  limit: { minimum: 1, maximum: 100 },
+  offset: { minimum: 0 }
+}
+
+type Json = Record<string, unknown>
+
+const isObject = (value: unknown): value is Json => typeof value === "object" && value !== null && !Array.isArray(value)
+
+const completeOperation = (method: string, operation: Json): Json => {
+  const operationId = typeof operation["operationId"] === "string" ? operation["operationId"] : ""
+  const parameters = Array.isArray(operation["parameters"]) ? operation["parameters"].filter(isObject) : []
+  const typed = parameters.map((parameter) => {
+    const bounds = parameter["in"] === "query" && typeof parameter["name"] === "string" ? integerQueries[parameter["name"]] : undefined
+    return bounds === undefined ? parameter : { ...parameter, schema: { type: "integer", ...bounds } }
+  })
+  if (method === "post") {
+    typed.push({
+      name: "Idempotency-Key",
+      in: "header",
+      required: false,
+      description: "D6/D36: 1-255 characters naming one operation for 24 hours; a retry with the same key and body replays the first answer.",
+      schema: { type: "string", minLength: 1, maxLength: 255 }
+    })
+  }
+  const responses = isObject(operation["responses"]) ? operation["responses"] : {}
+  const withHeaders = Object.fromEntries(Object.entries(responses).map(([status, response]) => {
+    if (!isObject(response)) return [status, response]
+    const headers: Json = {
+      ...(isObject(response["headers"]) ? response["headers"] : {}),
+      "X-Request-Id": header("The request's id (`req_…`), also in every error body's `request_id`.")
+    }
+    if (method === "post" && status.startsWith("2")) {
+      headers["Idempotent-Replayed"] = header("`true` when the answer is the replay of an earlier request with the same Idempotency-Key.")
+    }
+    if (status === "429" || status === "503") {
+      headers["Retry-After"] = header("Seconds to wait before retrying.", { type: "integer", minimum: 0 })
+    }
+    return [status, { ...response, headers }]
+  }))
+  return {
+    ...operation,
+    summary: summaries[operationId] ?? operation["summary"],
+    ...(typed.length === 0 ? {} : { parameters: typed }),
+    responses: withHeaders
+  }
+}
+
+/**
+ * The transform of the whole document.
+ *
+ * @since 0.3.0
+ * @category transforms
+ */
+export const completeDocument = (spec: Record<string, unknown>): Record<string, unknown> => {
+  const paths = isObject(spec["paths"]) ? spec["paths"] : {}
+  const completedPaths = Object.fromEntries(Object.entries(paths).map(([path, item]) => [
+    path,
+    isObject(item)
+      ? Object.fromEntries(Object.entries(item).map(([method, operation]) => [
+        method,
+        isObject(operation) ? completeOperation(method, operation) : operation
+      ]))
+      : item
+  ]))
+  const tags = Array.isArray(spec["tags"]) ? spec["tags"].filter(isObject) : []
+  const info = isObject(spec["info"]) ? spec["info"] : {}
+  return {
+    ...spec,
+    info: { ...info, license: { name: "Proprietary", identifier: "LicenseRef-Proprietary" } },
+    servers: [
+      { url: "http://127.0.0.1:8080", description: "The embedded default (`npm start`)." }
+    ],
+    tags: tags.map((tag) => ({ ...tag, description: tagDescriptions[String(tag["name"])] ?? tag["description"] })),
+    paths: completedPaths
+  }
+}
