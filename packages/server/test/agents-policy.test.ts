@@ -16,7 +16,7 @@ import {
   policySnapshot,
   toSpendPolicyRecord,
   validatePolicy
-} from "../src/agents/domain.ts"
+} from "@pps/api/Agents"
 
 const at = (iso: string) => Date.parse(iso)
 

@@ -13,8 +13,8 @@ import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { OpenApi } from "effect/http-api"
-import { PublicApi } from "../src/http/Api.ts"
-import { summaries } from "../src/http/OpenApiDocument.ts"
+import { PublicApi } from "@pps/api/Api"
+import { summaries } from "@pps/api/OpenApiDocument"
 
 const packageRoot = path.resolve(import.meta.dirname, "..")
 const bin = (name: string) => path.join(packageRoot, "node_modules", ".bin", name)

@@ -5,8 +5,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Schema } from "effect"
-import { canonicalAccountHandle, canonicalHandle, displayHandle, isKycSufficient } from "../src/accounts/domain.ts"
-import { chainIdOfMode, modeOfApiKey } from "../src/apikeys/domain.ts"
+import { canonicalAccountHandle, canonicalHandle, displayHandle, isKycSufficient } from "@pps/api/Accounts"
+import { chainIdOfMode, modeOfApiKey } from "@pps/api/ApiKeys"
 import { describeIssue } from "../src/http/RequestValidation.ts"
 import { isId, makeId, ulid } from "../src/platform/Ids.ts"
 import { redact, redactText } from "../src/platform/Logging.ts"

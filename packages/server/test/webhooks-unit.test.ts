@@ -4,8 +4,8 @@
  * D30's payload encoding and D33's subscription rules.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { encodePayload, type EventInput, transferEvents } from "../src/events/domain.ts"
-import { parseEventTypes } from "../src/webhooks/domain.ts"
+import { encodePayload, type EventInput, transferEvents } from "@pps/api/Events"
+import { parseEventTypes } from "@pps/api/Webhooks"
 import {
   deliveryAttemptsMax,
   nextRetryDelayMs,

@@ -5,7 +5,7 @@
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, SqlError, SqlSchema } from "effect/sql"
-import { type Account, AccountType, KycStatus } from "./domain.ts"
+import { type Account, AccountType, KycStatus } from "@pps/api/Accounts"
 
 const AccountRow = Schema.Struct({
   account_id: Schema.String,

@@ -15,7 +15,7 @@ import { generatePrivateKey, privateKeyToAccount, privateKeyToAddress } from "vi
 import { makeId } from "../platform/Ids.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
 import { AccountStore, type HandleConflict } from "./AccountStore.ts"
-import type { Account, AccountType, KycStatus } from "./domain.ts"
+import type { Account, AccountType, KycStatus } from "@pps/api/Accounts"
 
 /**
  * The associated data that binds a sealed wallet key to its account.

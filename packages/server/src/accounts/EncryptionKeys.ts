@@ -17,19 +17,19 @@ import { EncryptionKey, Point } from "@pps/crypto"
 import { Clock, Context, DateTime, Effect, Layer, Option } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { type Address, bytesToHex, encodeFunctionData, getAddress } from "viem"
-import type { Mode } from "../apikeys/domain.ts"
+import type { Mode } from "@pps/api/ApiKeys"
 import {
   EncryptionKeyAlreadyRegistered,
   EncryptionKeyInvalid,
   InternalError,
   LivemodeUnavailable,
   ServiceUnavailable
-} from "../http/errors.ts"
+} from "@pps/api/Errors"
 import { fromEvmPoint, toEvmPoint } from "../settlement/calls.ts"
 import { type ChainContext, ChainError, confidentialTokenOf } from "../settlement/Chains.ts"
 import { gasLimits } from "../settlement/domain.ts"
 import { type ChainUnavailable, Settlement } from "../settlement/Settlement.ts"
-import { type Asset, assets } from "../transfers/domain.ts"
+import { type Asset, assets } from "@pps/api/Transfers"
 import { Accounts } from "./Accounts.ts"
 
 /** A registration is mined within a few blocks; past this the request answers 503 and a retry continues it. */

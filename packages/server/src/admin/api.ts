@@ -7,10 +7,10 @@
  */
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity } from "effect/http-api"
-import { AccountRecord, KycStatus } from "../accounts/domain.ts"
-import { ApiKeyRecord, Mode } from "../apikeys/domain.ts"
-import { RequestValidation } from "../http/Api.ts"
-import { AccountNotFound, ApiKeyNotFound, HandleTaken, InvalidRequest, Unauthorized } from "../http/errors.ts"
+import { AccountRecord, KycStatus } from "@pps/api/Accounts"
+import { ApiKeyRecord, Mode } from "@pps/api/ApiKeys"
+import { RequestValidation } from "@pps/api/Api"
+import { AccountNotFound, ApiKeyNotFound, HandleTaken, InvalidRequest, Unauthorized } from "@pps/api/Errors"
 
 /**
  * Bearer `ADMIN_TOKEN`.

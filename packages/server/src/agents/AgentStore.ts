@@ -8,9 +8,9 @@
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import type { Mode } from "../apikeys/domain.ts"
-import { type Asset, AssetName } from "../transfers/domain.ts"
-import { parseActiveHours, type PolicyRules, type SpendPolicy } from "./domain.ts"
+import type { Mode } from "@pps/api/ApiKeys"
+import { type Asset, AssetName } from "@pps/api/Transfers"
+import { parseActiveHours, type PolicyRules, type SpendPolicy } from "@pps/api/Agents"
 
 const PolicyRow = Schema.Struct({
   policy_id: Schema.String,

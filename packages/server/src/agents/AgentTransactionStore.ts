@@ -8,9 +8,9 @@
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { Mode } from "../apikeys/domain.ts"
-import { AssetName } from "../transfers/domain.ts"
-import { AgentTransactionStatus } from "./domain.ts"
+import { Mode } from "@pps/api/ApiKeys"
+import { AssetName } from "@pps/api/Transfers"
+import { AgentTransactionStatus } from "@pps/api/Agents"
 
 const Row = Schema.Struct({
   transaction_id: Schema.String,

@@ -18,10 +18,10 @@
 import { Clock, Context, DateTime, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { Accounts } from "../accounts/Accounts.ts"
-import { agentNamePattern, displayHandle } from "../accounts/domain.ts"
-import type { Principal } from "../apikeys/domain.ts"
+import { agentNamePattern, displayHandle } from "@pps/api/Accounts"
+import type { Principal } from "@pps/api/ApiKeys"
 import { Outbox } from "../events/Outbox.ts"
-import { AgentNameTaken, AgentNotFound, InvalidPolicy, InvalidRequest, NotAgentOwner } from "../http/errors.ts"
+import { AgentNameTaken, AgentNotFound, InvalidPolicy, InvalidRequest, NotAgentOwner } from "@pps/api/Errors"
 import { OperationReplay } from "../platform/IdempotentOperations.ts"
 import { makeId } from "../platform/Ids.ts"
 import { AgentStore, type StoredAgent } from "./AgentStore.ts"
@@ -30,7 +30,7 @@ import {
   type SpendPolicyRecord,
   toSpendPolicyRecord,
   validatePolicy
-} from "./domain.ts"
+} from "@pps/api/Agents"
 
 const toAgentRecord = (agent: StoredAgent): AgentRecord => ({
   account_id: agent.accountId,

@@ -18,7 +18,7 @@
 import { Clock, Context, DateTime, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
 import { bytesToHex } from "viem"
-import type { Principal } from "../apikeys/domain.ts"
+import type { Principal } from "@pps/api/ApiKeys"
 import { AppConfig } from "../config/AppConfig.ts"
 import { Outbox } from "../events/Outbox.ts"
 import {
@@ -29,7 +29,7 @@ import {
   type ServiceUnavailable,
   TransactionExpired,
   TransactionNotFound
-} from "../http/errors.ts"
+} from "@pps/api/Errors"
 import { OperationReplay } from "../platform/IdempotentOperations.ts"
 import { KeyedSerializer } from "../platform/KeyedSerializer.ts"
 import { confidentialTokenOf } from "../settlement/Chains.ts"
@@ -37,7 +37,7 @@ import { Settlement } from "../settlement/Settlement.ts"
 import { transferIdBytes32, Transfers } from "../transfers/Transfers.ts"
 import { AgentTransactionStore, type StoredAgentTransaction } from "./AgentTransactionStore.ts"
 import { isAgentKey } from "./Agents.ts"
-import { type AgentTransactionRecord, agentTransactionEvent, toAgentTransactionRecord } from "./domain.ts"
+import { type AgentTransactionRecord, agentTransactionEvent, toAgentTransactionRecord } from "@pps/api/Agents"
 
 /**
  * D27: approved or rejected is no longer pending (404); past its window, whether the

@@ -6,8 +6,8 @@
  */
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
-import type { Principal } from "../apikeys/domain.ts"
-import { CurrentPrincipal, PublicApi } from "../http/Api.ts"
+import type { Principal } from "@pps/api/ApiKeys"
+import { CurrentPrincipal, PublicApi } from "@pps/api/Api"
 import { Agents } from "./Agents.ts"
 import { Approvals } from "./Approvals.ts"
 

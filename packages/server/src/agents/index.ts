@@ -18,7 +18,7 @@ export * as Agents from "./Agents.ts"
 export * as Approvals from "./Approvals.ts"
 
 /** @since 0.1.0 */
-export * as Domain from "./domain.ts"
+export * as Domain from "@pps/api/Agents"
 
 /** @since 0.1.0 */
 export * as Http from "./http.ts"

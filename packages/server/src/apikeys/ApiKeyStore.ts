@@ -5,8 +5,8 @@
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { AccountType } from "../accounts/domain.ts"
-import { type ApiKeyRecord, Mode } from "./domain.ts"
+import { AccountType } from "@pps/api/Accounts"
+import { type ApiKeyRecord, Mode } from "@pps/api/ApiKeys"
 
 const KeyWithAccountRow = Schema.Struct({
   key_id: Schema.String,

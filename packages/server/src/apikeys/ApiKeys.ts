@@ -23,7 +23,7 @@ import { AppConfig } from "../config/AppConfig.ts"
 import { makeId } from "../platform/Ids.ts"
 import { Secrets } from "../platform/Secrets.ts"
 import { ApiKeyStore } from "./ApiKeyStore.ts"
-import { type ApiKeyRecord, apiKeyRandomBytes, type Mode, modeOfApiKey, type Principal } from "./domain.ts"
+import { type ApiKeyRecord, apiKeyRandomBytes, type Mode, modeOfApiKey, type Principal } from "@pps/api/ApiKeys"
 
 /**
  * Why a presented key was refused (all answer 401 `unauthorized`, D8; the reason

@@ -25,20 +25,20 @@ import { GuardianClient } from "@pps/guardian"
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { bytesToHex, getAddress, keccak256 } from "viem"
 import { Accounts } from "../accounts/Accounts.ts"
-import { type Account, isKycSufficient } from "../accounts/domain.ts"
+import { type Account, isKycSufficient } from "@pps/api/Accounts"
 import { EncryptionKeys } from "../accounts/EncryptionKeys.ts"
-import type { Principal } from "../apikeys/domain.ts"
+import type { Principal } from "@pps/api/ApiKeys"
 import {
   DecryptionProofInvalid,
   EncryptionKeyRequired,
   KycRequired,
   LivemodeUnavailable,
   ServiceUnavailable
-} from "../http/errors.ts"
+} from "@pps/api/Errors"
 import { fromEvmPoint } from "../settlement/calls.ts"
 import { type ChainContext, confidentialTokenOf } from "../settlement/Chains.ts"
 import { Settlement } from "../settlement/Settlement.ts"
-import { type Asset, assets, formatAmount } from "../transfers/domain.ts"
+import { type Asset, assets, formatAmount } from "@pps/api/Transfers"
 
 /** D20: a proof older than 5 minutes is refused; so is one that claims to live longer. */
 const proofLifetimeMaxSeconds = 300n

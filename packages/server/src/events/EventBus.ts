@@ -24,7 +24,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType } from "@nats-io/jetstream"
 import { Context, Data, Effect, Layer, Option, Schema, type Scope, Stream } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
-import { EventMessage } from "./domain.ts"
+import { EventMessage } from "@pps/api/Events"
 
 /**
  * The bus did not take the events (not connected, no consumer, consumer failed).

@@ -9,8 +9,8 @@
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { Mode } from "../apikeys/domain.ts"
-import { EventType, type StoredEvent } from "./domain.ts"
+import { Mode } from "@pps/api/ApiKeys"
+import { EventType, type StoredEvent } from "@pps/api/Events"
 
 const EventRow = Schema.Struct({
   event_id: Schema.String,

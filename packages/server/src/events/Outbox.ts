@@ -12,7 +12,7 @@
 import { Clock, Context, DateTime, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { makeId } from "../platform/Ids.ts"
-import { encodePayload, type EventInput, type StoredEvent } from "./domain.ts"
+import { encodePayload, type EventInput, type StoredEvent } from "@pps/api/Events"
 import { EventStore } from "./EventStore.ts"
 import { makeWakeup, type Wakeup } from "./Wakeup.ts"
 

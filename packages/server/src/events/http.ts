@@ -15,8 +15,8 @@
 import { Duration, Effect, Option, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { CurrentPrincipal, PublicApi } from "../http/Api.ts"
-import { InvalidRequest, NotAgentOwner } from "../http/errors.ts"
+import { CurrentPrincipal, PublicApi } from "@pps/api/Api"
+import { InvalidRequest, NotAgentOwner } from "@pps/api/Errors"
 import { makeId } from "../platform/Ids.ts"
 import { EventStore } from "./EventStore.ts"
 

@@ -19,13 +19,13 @@
 import { Clock, Context, DateTime, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { type Address, getAddress, type Hash } from "viem"
-import type { Principal } from "../apikeys/domain.ts"
-import { ServiceUnavailable } from "../http/errors.ts"
+import type { Principal } from "@pps/api/ApiKeys"
+import { ServiceUnavailable } from "@pps/api/Errors"
 import { OperationReplay } from "../platform/IdempotentOperations.ts"
 import { makeId } from "../platform/Ids.ts"
 import { KeyedSerializer } from "../platform/KeyedSerializer.ts"
 import { Faucet } from "../settlement/Faucet.ts"
-import { formatAmount } from "../transfers/domain.ts"
+import { formatAmount } from "@pps/api/Transfers"
 
 /**
  * What a grant answers.

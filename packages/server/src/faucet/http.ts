@@ -14,12 +14,12 @@ import { Effect, Option } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { getAddress } from "viem"
 import { Accounts } from "../accounts/Accounts.ts"
-import { CurrentPrincipal, PublicApi } from "../http/Api.ts"
-import { InvalidRequest, ServiceUnavailable, TestModeOnly } from "../http/errors.ts"
+import { CurrentPrincipal, PublicApi } from "@pps/api/Api"
+import { InvalidRequest, ServiceUnavailable, TestModeOnly } from "@pps/api/Errors"
 import { Settlement } from "../settlement/Settlement.ts"
 import { FaucetGrants } from "./FaucetGrants.ts"
-import { assets, parseAmount } from "../transfers/domain.ts"
-import { grantWholeUnitsMax } from "./domain.ts"
+import { assets, parseAmount } from "@pps/api/Transfers"
+import { grantWholeUnitsMax } from "@pps/api/Faucet"
 
 /**
  * @since 0.1.0

@@ -15,7 +15,7 @@
 import * as path from "node:path"
 import { GuardianClient, GuardianLive } from "@pps/guardian"
 import { Effect, Layer, Option } from "effect"
-import { chainIdOfMode } from "../apikeys/domain.ts"
+import { chainIdOfMode } from "@pps/api/ApiKeys"
 import { AppConfig } from "../config/AppConfig.ts"
 import { DataDir } from "../platform/DataDir.ts"
 import { DevChain } from "../settlement/DevChain.ts"

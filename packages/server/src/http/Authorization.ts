@@ -10,8 +10,8 @@
 import { Effect, Layer, Redacted } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { ApiKeys } from "../apikeys/ApiKeys.ts"
-import { Authorization, CurrentPrincipal } from "./Api.ts"
-import { RateLimited, Unauthorized } from "./errors.ts"
+import { Authorization, CurrentPrincipal } from "@pps/api/Api"
+import { RateLimited, Unauthorized } from "@pps/api/Errors"
 import { RateLimiter } from "./RateLimiter.ts"
 
 /**

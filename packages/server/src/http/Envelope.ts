@@ -30,7 +30,7 @@ import { FindMyWay, HttpIncomingMessage, HttpServerError, HttpServerRequest, Htt
 import { HttpApiError } from "effect/http-api"
 import { Limits } from "../config/AppConfig.ts"
 import { makeId } from "../platform/Ids.ts"
-import { errorBody, routerErrors } from "./errors.ts"
+import { errorBody, routerErrors } from "@pps/api/Errors"
 import { describeIssue } from "./RequestValidation.ts"
 
 /**

@@ -35,8 +35,8 @@ import { Limits } from "../config/AppConfig.ts"
 import { CurrentIdempotencyScope, type IdempotencyScope, type OperationKind, OperationReplay } from "../platform/IdempotentOperations.ts"
 import { deadAfterMs, NodeLiveness } from "../platform/NodeLiveness.ts"
 import { Secrets } from "../platform/Secrets.ts"
-import { CurrentPrincipal, Idempotency } from "./Api.ts"
-import { IdempotencyKeyInProgress, IdempotencyKeyReused, InvalidRequest } from "./errors.ts"
+import { CurrentPrincipal, Idempotency } from "@pps/api/Api"
+import { IdempotencyKeyInProgress, IdempotencyKeyReused, InvalidRequest } from "@pps/api/Errors"
 
 /** How often expired keys are deleted. */
 const sweepEveryMs = 10 * 60_000

@@ -11,9 +11,9 @@ import { Effect } from "effect"
 import type * as SchemaIssue from "effect/SchemaIssue"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiMiddleware } from "effect/http-api"
-import { RequestValidation } from "./Api.ts"
-import { InvalidRequest } from "./errors.ts"
-import { notFoundOfIssue } from "./PathIds.ts"
+import { RequestValidation } from "@pps/api/Api"
+import { InvalidRequest } from "@pps/api/Errors"
+import { notFoundOfIssue } from "@pps/api/PathIds"
 
 interface LeafAt {
   readonly path: ReadonlyArray<PropertyKey>

@@ -20,7 +20,7 @@
  */
 import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import type { Principal } from "../apikeys/domain.ts"
+import type { Principal } from "@pps/api/ApiKeys"
 
 /**
  * The request's idempotency key, as stored (account, mode, keyed digest of the key).

@@ -8,16 +8,12 @@
  * @since 0.1.0
  */
 import { randomBytes } from "node:crypto"
+import type { IdPrefix } from "@pps/api/PathIds"
 
 const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
-/**
- * The id prefixes of DECISIONS.md D3 (and the request id of D2).
- *
- * @since 0.1.0
- * @category models
- */
-export type IdPrefix = "acct" | "key" | "tr" | "atx" | "pol" | "wh" | "evt" | "dlv" | "req" | "grant"
+// The prefixes are part of the contract (path ids are checked against them).
+export type { IdPrefix }
 
 /**
  * A new ULID string for the given time.

@@ -45,7 +45,7 @@ import {
   type PublicClient
 } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { chainIdOfMode, type Mode } from "../apikeys/domain.ts"
+import { chainIdOfMode, type Mode } from "@pps/api/ApiKeys"
 import { AppConfig } from "../config/AppConfig.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
 import { deployContracts } from "./deployContracts.ts"

@@ -7,7 +7,7 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { type Address, bytesToHex, type Hex, hexToBytes } from "viem"
-import { Mode } from "../apikeys/domain.ts"
+import { Mode } from "@pps/api/ApiKeys"
 import type { Resolution, SubmissionKind, SubmissionRequest, SubmissionStatus } from "./domain.ts"
 
 const SubmissionRow = Schema.Struct({

@@ -13,7 +13,7 @@
  * @since 0.1.0
  */
 import type { Address, Hex } from "viem"
-import type { Mode } from "../apikeys/domain.ts"
+import type { Mode } from "@pps/api/ApiKeys"
 
 /**
  * @since 0.1.0

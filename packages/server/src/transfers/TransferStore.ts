@@ -6,8 +6,8 @@
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { Mode } from "../apikeys/domain.ts"
-import { AssetName, TransferStatus } from "./domain.ts"
+import { Mode } from "@pps/api/ApiKeys"
+import { AssetName, TransferStatus } from "@pps/api/Transfers"
 
 const TransferRow = Schema.Struct({
   transfer_id: Schema.String,

@@ -47,12 +47,12 @@ import {
   amountFreeViolation,
   policySnapshot,
   toAgentTransactionRecord
-} from "../agents/domain.ts"
-import { type Account, displayHandle, isKycSufficient } from "../accounts/domain.ts"
+} from "@pps/api/Agents"
+import { type Account, displayHandle, isKycSufficient } from "@pps/api/Accounts"
 import { EncryptionKeys } from "../accounts/EncryptionKeys.ts"
-import type { Mode, Principal } from "../apikeys/domain.ts"
+import type { Mode, Principal } from "@pps/api/ApiKeys"
 import { AppConfig } from "../config/AppConfig.ts"
-import { transferEvents, type TransferParty } from "../events/domain.ts"
+import { transferEvents, type TransferParty } from "@pps/api/Events"
 import { Outbox } from "../events/Outbox.ts"
 import {
   EncryptionKeyRequired,
@@ -68,7 +68,7 @@ import {
   TransactionExpired,
   TransactionNotFound,
   TransferNotFound
-} from "../http/errors.ts"
+} from "@pps/api/Errors"
 import { OperationReplay } from "../platform/IdempotentOperations.ts"
 import { makeId } from "../platform/Ids.ts"
 import { KeyedSerializer } from "../platform/KeyedSerializer.ts"
@@ -89,7 +89,7 @@ import {
   parseAmount,
   parseRecipient,
   type TransferRecord
-} from "./domain.ts"
+} from "@pps/api/Transfers"
 import { checkToken, makeToken, preparationKey, preparedTransferLifetimeMs } from "./preparation.ts"
 import { type StoredTransfer, TransferStore } from "./TransferStore.ts"
 

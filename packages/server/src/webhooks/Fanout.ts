@@ -9,7 +9,7 @@
  * @since 0.1.0
  */
 import { Clock, DateTime, Effect, Layer } from "effect"
-import type { EventMessage } from "../events/domain.ts"
+import type { EventMessage } from "@pps/api/Events"
 import { EventBus } from "../events/EventBus.ts"
 import { makeId } from "../platform/Ids.ts"
 import { Dispatcher } from "./Dispatcher.ts"

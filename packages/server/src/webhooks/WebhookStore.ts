@@ -20,9 +20,9 @@
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { Mode } from "../apikeys/domain.ts"
-import { EventType } from "../events/domain.ts"
-import type { DeliveryRecord, DeliveryStatus, Webhook } from "./domain.ts"
+import { Mode } from "@pps/api/ApiKeys"
+import { EventType } from "@pps/api/Events"
+import type { DeliveryRecord, DeliveryStatus, Webhook } from "@pps/api/Webhooks"
 
 const WebhookRow = Schema.Struct({
   webhook_id: Schema.String,

@@ -11,10 +11,10 @@
  */
 import { Clock, Context, DateTime, Effect, Layer, Option } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import type { Mode } from "../apikeys/domain.ts"
+import type { Mode } from "@pps/api/ApiKeys"
 import { AppConfig } from "../config/AppConfig.ts"
 import { EventStore } from "../events/EventStore.ts"
-import { EventNotFound, InvalidRequest, WebhookNotFound } from "../http/errors.ts"
+import { EventNotFound, InvalidRequest, WebhookNotFound } from "@pps/api/Errors"
 import { OperationReplay } from "../platform/IdempotentOperations.ts"
 import { makeId } from "../platform/Ids.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
@@ -29,7 +29,7 @@ import {
   subscriptionsPerAccountMax,
   toWebhookRecord,
   type WebhookRecord
-} from "./domain.ts"
+} from "@pps/api/Webhooks"
 import { generateSecret } from "./Signature.ts"
 import { WebhookClient } from "./WebhookClient.ts"
 import { WebhookStore } from "./WebhookStore.ts"

@@ -15,9 +15,9 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { isAgentKey } from "../agents/Agents.ts"
-import { CurrentPrincipal, PublicApi } from "../http/Api.ts"
-import { NotAgentOwner } from "../http/errors.ts"
-import { pageLimitDefault } from "../http/Page.ts"
+import { CurrentPrincipal, PublicApi } from "@pps/api/Api"
+import { NotAgentOwner } from "@pps/api/Errors"
+import { pageLimitDefault } from "@pps/api/Page"
 import { type Owner, Webhooks } from "./Webhooks.ts"
 
 const currentOwner = Effect.gen(function*() {

@@ -6,11 +6,11 @@
 import { assert, describe, expect, layer } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup } from "effect/http-api"
-import { Authorization, Idempotency, RequestValidation } from "../../src/http/Api.ts"
+import { Authorization, Idempotency, RequestValidation } from "@pps/api/Api"
 import { AuthorizationLive } from "../../src/http/Authorization.ts"
 import { IdempotencyLive } from "../../src/http/Idempotency.ts"
 import { RequestValidationLive } from "../../src/http/RequestValidation.ts"
-import { AccountRecord } from "../../src/accounts/domain.ts"
+import { AccountRecord } from "@pps/api/Accounts"
 import { bearer, createAccount, expectEnvelope, postJson, send } from "../support/http.ts"
 import { type DatabaseTarget, makeTestServer, TestServer } from "../support/TestServer.ts"
 

@@ -7,7 +7,7 @@
  */
 import { assert, describe, expect, layer } from "@effect/vitest"
 import { Context, Effect, Option, Schema } from "effect"
-import { TransferRecord } from "../../src/transfers/domain.ts"
+import { TransferRecord } from "@pps/api/Transfers"
 import { ApiKeys, Client, SealedTransfers } from "@pps/sdk"
 import { ElGamal, Note } from "@pps/crypto"
 import { hexToBytes, type Hex } from "viem"

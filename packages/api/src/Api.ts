@@ -1,13 +1,14 @@
 /**
  * The public API's contract: the `/v1` HttpApi, its groups and its middleware
- * tags. Handlers live with their concern (`<concern>/http.ts`); middleware
- * implementations in this folder. Nothing here touches SQL.
+ * tags. The server implements it (handlers in packages/server/src/<concern>/http.ts,
+ * middleware in packages/server/src/http/); clients derive from it with
+ * `HttpApiClient` (packages/sdk/src/ApiClient.ts). Nothing here does I/O.
  *
  * @since 0.1.0
  */
 import { Context, Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "effect/http-api"
-import { AccountRecord } from "../accounts/domain.ts"
+import { AccountRecord } from "./Accounts.ts"
 import {
   AgentList,
   AgentRecord,
@@ -17,10 +18,10 @@ import {
   PendingAgentTransactions,
   SealedAgentTransaction,
   SpendPolicyRecord
-} from "../agents/domain.ts"
-import { EncryptionKeyStatus, RegisterEncryptionKeyRequest, RegisteredEncryptionKey } from "../accounts/encryptionKeyApi.ts"
-import { BalancesResponse, SealedBalances } from "../balances/domain.ts"
-import { FaucetGrant, FaucetRequest } from "../faucet/domain.ts"
+} from "./Agents.ts"
+import { EncryptionKeyStatus, RegisterEncryptionKeyRequest, RegisteredEncryptionKey } from "./EncryptionKeys.ts"
+import { BalancesResponse, SealedBalances } from "./Balances.ts"
+import { FaucetGrant, FaucetRequest } from "./Faucet.ts"
 import {
   CreateTransferRequest,
   PreparedTransfer,
@@ -28,11 +29,11 @@ import {
   SealedTransfer,
   TransferPage,
   TransferRecord
-} from "../transfers/domain.ts"
+} from "./Transfers.ts"
 import { pageLimitDefault, pageLimitMax, pageOffsetMax } from "./Page.ts"
 import { completeDocument } from "./OpenApiDocument.ts"
 import { pathId } from "./PathIds.ts"
-import { ApiKeyFiguresList, type Principal } from "../apikeys/domain.ts"
+import { ApiKeyFiguresList, type Principal } from "./ApiKeys.ts"
 import {
   CreatedWebhook,
   CreateWebhookRequest,
@@ -40,7 +41,7 @@ import {
   ReplayAccepted,
   RotatedSecret,
   WebhookList
-} from "../webhooks/domain.ts"
+} from "./Webhooks.ts"
 import {
   AgentNameTaken,
   AgentNotFound,
@@ -71,7 +72,7 @@ import {
   RateLimited,
   Unauthorized,
   WebhookNotFound
-} from "./errors.ts"
+} from "./Errors.ts"
 
 /**
  * The caller authenticated by the API key of the current request.
@@ -79,7 +80,7 @@ import {
  * @since 0.1.0
  * @category services
  */
-export class CurrentPrincipal extends Context.Service<CurrentPrincipal, Principal>()("server/http/CurrentPrincipal") {}
+export class CurrentPrincipal extends Context.Service<CurrentPrincipal, Principal>()("@pps/api/CurrentPrincipal") {}
 
 /**
  * Bearer API key authentication (D8) and the per-key rate limit (D7).
@@ -88,7 +89,7 @@ export class CurrentPrincipal extends Context.Service<CurrentPrincipal, Principa
  * @category middleware
  */
 export class Authorization extends HttpApiMiddleware.Service<Authorization, { provides: CurrentPrincipal }>()(
-  "server/http/Authorization",
+  "@pps/api/Authorization",
   { security: { bearer: HttpApiSecurity.bearer }, error: [Unauthorized, RateLimited] }
 ) {}
 
@@ -101,7 +102,7 @@ export class Authorization extends HttpApiMiddleware.Service<Authorization, { pr
  * @since 0.1.0
  * @category middleware
  */
-export class RequestValidation extends HttpApiMiddleware.Service<RequestValidation>()("server/http/RequestValidation", {
+export class RequestValidation extends HttpApiMiddleware.Service<RequestValidation>()("@pps/api/RequestValidation", {
   error: [InvalidRequest, PayloadTooLarge, InternalError]
 }) {}
 
@@ -112,7 +113,7 @@ export class RequestValidation extends HttpApiMiddleware.Service<RequestValidati
  * @category middleware
  */
 export class Idempotency extends HttpApiMiddleware.Service<Idempotency, { requires: CurrentPrincipal }>()(
-  "server/http/Idempotency",
+  "@pps/api/Idempotency",
   { error: [InvalidRequest, IdempotencyKeyReused, IdempotencyKeyInProgress] }
 ) {}
 

@@ -8,7 +8,7 @@
  * to the whole document, as an `OpenApi.Transform` on the API.
  *
  * `redocly lint` with its recommended rules finds no error in the result
- * (`test/openapi.test.ts`).
+ * (packages/server/test/openapi.test.ts).
  *
  * @since 0.3.0
  */

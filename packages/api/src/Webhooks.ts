@@ -7,9 +7,9 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import type { Mode } from "../apikeys/domain.ts"
-import { type EventType, eventTypes } from "../events/domain.ts"
-import { Page } from "../http/Page.ts"
+import type { Mode } from "./ApiKeys.ts"
+import { type EventType, eventTypes } from "./Events.ts"
+import { Page } from "./Page.ts"
 
 /**
  * `POST /v1/webhooks` body. `events` is checked by `parseEventTypes`, so an

@@ -11,7 +11,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import { Mode } from "../apikeys/domain.ts"
+import { Mode } from "./ApiKeys.ts"
 
 /**
  * SPEC.md's event types, plus `agent.transaction.expired` (ext, D27).

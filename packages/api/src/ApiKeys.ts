@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import type { AccountType } from "../accounts/domain.ts"
+import type { AccountType } from "./Accounts.ts"
 
 /**
  * D9: `test` keys act on testnet (chain id 46630) data only, `live` keys on mainnet (4663).

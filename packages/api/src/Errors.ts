@@ -6,7 +6,7 @@
  * `httpApiStatus` is the status SPEC.md's error table (or DECISIONS.md) gives for
  * its code. The `_tag` is a plain class field, so it is matchable with
  * `Effect.catchTag` but never encoded into a response body. `request_id` is
- * filled in by the envelope middleware (http/Envelope.ts), which knows the
+ * filled in by the server's envelope middleware (packages/server/src/http/Envelope.ts), which knows the
  * request; domain code never sees it.
  *
  * Precedence, highest first (the order checks run in): authentication,

@@ -6,8 +6,8 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import { canonicalAccountHandle } from "../accounts/domain.ts"
-import { Page } from "../http/Page.ts"
+import { canonicalAccountHandle } from "./Accounts.ts"
+import { Page } from "./Page.ts"
 
 /**
  * The supported assets and their decimals (D4).

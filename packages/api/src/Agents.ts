@@ -19,10 +19,10 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import { canonicalAccountHandle } from "../accounts/domain.ts"
-import type { Mode } from "../apikeys/domain.ts"
-import type { EventInput } from "../events/domain.ts"
-import { type Asset, AssetName, assets, formatAmount, parseUnits } from "../transfers/domain.ts"
+import { canonicalAccountHandle } from "./Accounts.ts"
+import type { Mode } from "./ApiKeys.ts"
+import type { EventInput } from "./Events.ts"
+import { type Asset, AssetName, assets, formatAmount, parseUnits } from "./Transfers.ts"
 
 // ---------------------------------------------------------------------------------------------
 // Limits

@@ -6,14 +6,21 @@
  * its resource (`transfer_not_found`, ...), never 400 and never a database error
  * (PostgreSQL refuses a NUL in text, so `GET /v1/transfers/%00` used to be a
  * 500). The schema carries its not-found answer as an annotation on its check,
- * so the request-validation transform (RequestValidation.ts) is one rule for
+ * so the server's request-validation transform (packages/server/src/http/RequestValidation.ts) is one rule for
  * every endpoint rather than a check in each handler.
  *
  * @since 0.1.0
  */
 import { Schema } from "effect"
 import type * as SchemaIssue from "effect/SchemaIssue"
-import type { IdPrefix } from "../platform/Ids.ts"
+
+/**
+ * The id prefixes of DECISIONS.md D3 (and the request id of D2).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type IdPrefix = "acct" | "key" | "tr" | "atx" | "pol" | "wh" | "evt" | "dlv" | "req" | "grant"
 
 /**
  * The body of a not-found answer: D1's envelope, without the request id (the
@@ -27,7 +34,7 @@ export interface NotFoundBody {
 }
 
 /** The annotation key under which a path id's check keeps its not-found answer. */
-const notFoundAnnotation = "server/http/PathIds/notFound"
+const notFoundAnnotation = "@pps/api/PathIds/notFound"
 
 /**
  * A path id with the given prefix; a value that is not one answers `notFound()`
