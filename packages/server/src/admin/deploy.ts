@@ -34,6 +34,24 @@ const deployLockKey = 46_630_001
 const suffixOf = (mode: Mode) => (mode === "test" ? "TESTNET" : "MAINNET")
 
 /**
+ * Every variable the deploy step reads (checked against docker-compose.yml's deploy
+ * service by test/deployment.test.ts).
+ *
+ * @since 0.3.0
+ * @category config
+ */
+export const deployEnvironmentVariables = [
+  "DATABASE_URL",
+  "RPC_URL_TESTNET",
+  "RPC_URL_MAINNET",
+  "OPERATOR_KEY_TESTNET",
+  "OPERATOR_KEY_MAINNET",
+  "FAUCET_KEY_TESTNET",
+  "GUARDIAN_URL",
+  "GUARDIAN_SHARED_SECRET"
+] as const
+
+/**
  * The deploy step's own configuration, read from its environment.
  *
  * @since 0.2.0

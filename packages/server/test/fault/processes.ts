@@ -16,9 +16,11 @@
  */
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { freePort, groupAlive, registerGroup, strayGroups, unregisterGroup, waitGroupGone } from "../../scripts/cluster/processGroups.ts"
+
+export { freePort, strayGroups }
 
 /** A process (group) the harness can start, SIGKILL at any moment, and restart on the same data. */
 export interface FaultTarget {
@@ -41,22 +43,6 @@ const stopGraceMs = 15_000
 const readyTimeoutMs = 180_000
 const readyPollMs = 200
 
-const liveGroups = new Set<number>()
-let exitHookInstalled = false
-const installExitHook = () => {
-  if (exitHookInstalled) return
-  exitHookInstalled = true
-  process.once("exit", () => {
-    for (const group of liveGroups) {
-      try {
-        process.kill(-group, "SIGKILL")
-      } catch {
-        // already gone
-      }
-    }
-  })
-}
-
 /** Whether a process exists (signal 0); an exited child of ours is reaped by Node at once. */
 const processAlive = (pid: number): boolean => {
   try {
@@ -67,37 +53,7 @@ const processAlive = (pid: number): boolean => {
   }
 }
 
-const groupAlive = (group: number): boolean => {
-  try {
-    process.kill(-group, 0)
-    return true
-  } catch {
-    // ESRCH: no process left in the group. EPERM: the id now belongs to another user's
-    // process, so none of ours is left either.
-    return false
-  }
-}
-
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
-
-const waitGroupGone = async (group: number, timeoutMs: number): Promise<boolean> => {
-  const deadline = Date.now() + timeoutMs
-  while (groupAlive(group)) {
-    if (Date.now() > deadline) return false
-    await sleep(25)
-  }
-  return true
-}
-
-export const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
-    })
-  })
 
 const guardianPidFile = (dataDir: string) => path.join(dataDir, "guardian.pid")
 
@@ -119,7 +75,7 @@ const killGroup = async (group: number): Promise<void> => {
     // already gone
   }
   if (!(await waitGroupGone(group, groupGoneTimeoutMs))) throw new Error(`process group ${group} survived SIGKILL`)
-  liveGroups.delete(group)
+  unregisterGroup(group)
 }
 
 /** Poll interval while the server's supervisor starts a new guardian. */
@@ -140,7 +96,7 @@ export const guardianTarget = (dataDir: string): FaultTarget => {
       for (;;) {
         const pid = guardianPidOf(dataDir)
         if (pid !== undefined && pid !== killed && groupAlive(pid)) {
-          liveGroups.add(pid)
+          registerGroup(pid)
           starts++
           return
         }
@@ -180,7 +136,6 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
   const log = fs.openSync(options.logFile, "a")
 
   const start = async () => {
-    installExitHook()
     starts++
     fs.writeSync(log, `\n--- start ${starts} at ${new Date().toISOString()} ---\n`)
     const spawned = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", mainPath], {
@@ -197,7 +152,7 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
     })
     if (spawned.pid === undefined) throw new Error("the server process started without a pid")
     group = spawned.pid
-    liveGroups.add(spawned.pid)
+    registerGroup(spawned.pid)
     let exitCode: number | null | undefined
     spawned.once("exit", (code, signal) => (exitCode = code ?? (signal === null ? null : -1)))
     const deadline = Date.now() + readyTimeoutMs
@@ -209,7 +164,7 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
         const response = await fetch(`http://127.0.0.1:${options.port}/readyz`, { signal: AbortSignal.timeout(2_000) })
         if (response.status === 200) {
           const guardian = guardianPidOf(options.dataDir)
-          if (guardian !== undefined) liveGroups.add(guardian)
+          if (guardian !== undefined) registerGroup(guardian)
           return
         }
       } catch {
@@ -253,7 +208,7 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
       }
       if (guardian !== undefined) {
         await killGroup(guardian)
-        liveGroups.delete(guardian)
+        unregisterGroup(guardian)
       }
       killedGroups.add(current)
       group = undefined
@@ -276,18 +231,18 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
       gone = await waitGroupGone(current, groupGoneTimeoutMs)
     }
     if (!gone) throw new Error(`process group ${current} survived SIGKILL`)
-    liveGroups.delete(current)
+    unregisterGroup(current)
     group = undefined
     // Anything a killed server left (an anvil no later start stopped) goes too.
     for (const killed of killedGroups) {
       if (groupAlive(killed)) await killGroup(killed)
-      liveGroups.delete(killed)
+      unregisterGroup(killed)
     }
     killedGroups.clear()
     if (guardian !== undefined) {
       // One still there after the server is gone is a leftover, killed all the same.
       if (!(await waitGroupGone(guardian, stopGraceMs))) await killGroup(guardian)
-      liveGroups.delete(guardian)
+      unregisterGroup(guardian)
     }
   }
 
@@ -302,6 +257,3 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
     starts: () => starts
   }
 }
-
-/** Groups still registered (none once every target has been stopped). */
-export const strayGroups = (): ReadonlyArray<number> => [...liveGroups].filter(groupAlive)

@@ -1,0 +1,28 @@
+# One image for every node of the distributed deployment (docker-compose.yml): the api
+# server, the guardian, the contracts' deployment step and the TLS balancer; the command
+# chooses which. The packages run as TypeScript through Node's type stripping, so there is
+# no build step: the first stage installs the production dependencies only, the second
+# copies them with the sources and runs as the unprivileged `node` user.
+
+# Node 24.21.0 and pnpm 10.34.9: the versions scripts/toolchain.sh pins for development.
+FROM node:24.21.0-bookworm-slim AS dependencies
+WORKDIR /app
+RUN npm install --global --no-audit --no-fund pnpm@10.34.9
+COPY pnpm-workspace.yaml pnpm-lock.yaml package.json ./
+COPY patches ./patches
+COPY packages ./packages
+# --prod: no devDependencies (vitest, typescript, solc, ...); the lockfile is followed exactly.
+# The store stays inside the stage (pnpm-workspace.yaml points it at .toolchain/).
+RUN pnpm install --frozen-lockfile --prod --config.confirmModulesPurge=false \
+  && rm -rf .toolchain
+
+FROM node:24.21.0-bookworm-slim
+ENV NODE_ENV=production
+WORKDIR /app
+COPY --from=dependencies --chown=root:root /app /app
+# The api nodes' data directory (server.lock, admin.json); a volume in compose.
+RUN mkdir -p /data && chown node:node /data
+USER node
+EXPOSE 8080 8081 8090 8443
+# docker-compose.yml gives each service its command; alone, the image is an api node.
+CMD ["node", "--disable-warning=ExperimentalWarning", "packages/server/src/main.ts"]

@@ -1,0 +1,172 @@
+/**
+ * The distributed deployment's topology, written once: which processes run, with
+ * which command, which environment and which dependencies. `docker-compose.yml` is
+ * rendered from it (compose.ts; a test checks the committed file is that rendering)
+ * and `npm run cluster` starts the same processes on one machine (cluster.ts), both
+ * from the same env file (envFile.ts). Only the addresses differ: container names
+ * and 0.0.0.0 in compose, loopback ports on a machine.
+ *
+ * Environment values may name env-file variables as `${NAME}`: compose interpolates
+ * them from `--env-file`, the cluster script substitutes them itself.
+ */
+
+/** The testnet chain id the server checks at start (Deploy.testnetChainId). */
+export const testnetChainId = 46630
+
+/** Seconds between the chain's blocks: the api nodes' settlement watcher polls at a quarter of it. */
+export const chainBlockTimeSeconds = 0.25
+
+/** Where things are reached and bound, the only thing compose and the cluster script do differently. */
+export interface Addresses {
+  /** Interface the listeners bind: 0.0.0.0 in a container, 127.0.0.1 on a machine. */
+  readonly bindHost: string
+  /** PostgreSQL URLs of the api tier's database and of the guardian's own. */
+  readonly apiDatabaseUrl: string
+  readonly guardianDatabaseUrl: string
+  readonly natsUrl: string
+  readonly chainRpcUrl: string
+  readonly guardian: { readonly host: string; readonly port: number }
+  /** Per api node: the host others reach it at and its two ports. */
+  readonly api: ReadonlyArray<{ readonly host: string; readonly port: number; readonly adminPort: number }>
+  readonly balancerPort: number
+  /** The balancer's certificate and key files. */
+  readonly tlsCertFile: string
+  readonly tlsKeyFile: string
+  /** Per api node: its own data directory (the server.lock and admin.json live there). */
+  readonly apiDataDir: (index: number) => string
+}
+
+/** How compose learns a service is ready; the cluster script polls the same URL. */
+export type Health =
+  | { readonly _tag: "http"; readonly url: string }
+  | { readonly _tag: "none" }
+
+export interface NodeService {
+  readonly name: string
+  readonly role: "guardian" | "deploy" | "api" | "balancer"
+  /** The arguments after `node` (the image's working directory is the repository root). */
+  readonly args: ReadonlyArray<string>
+  readonly environment: Readonly<Record<string, string>>
+  /** Services this one needs first, and in what state (compose's depends_on conditions). */
+  readonly dependsOn: Readonly<Record<string, "service_healthy" | "service_completed_successfully">>
+  readonly health: Health
+  /** A one-shot step (the deployment) runs to completion; the others run until stopped. */
+  readonly oneShot: boolean
+}
+
+const node = (script: string, ...rest: Array<string>) => ["--disable-warning=ExperimentalWarning", script, ...rest]
+
+/** Names of the api nodes: api-1, api-2, ... */
+export const apiNodeName = (index: number) => `api-${index + 1}`
+
+/** The env-file variable holding an api node's own relayer keys (nodes must not share a nonce sequence). */
+export const relayerKeysVariable = (index: number) => `RELAYER_KEYS_TESTNET_API_${index + 1}`
+
+/**
+ * The services this repository's image runs, in start order. PostgreSQL, NATS and the
+ * chain node are third-party programs: compose runs their images, the cluster script
+ * the machine's PostgreSQL and NATS and anvil from npm.
+ */
+export const nodeServices = (at: Addresses): ReadonlyArray<NodeService> => {
+  const guardianUrl = `http://${at.guardian.host}:${at.guardian.port}`
+  const guardian: NodeService = {
+    name: "guardian",
+    role: "guardian",
+    args: node("packages/guardian/src/main.ts"),
+    environment: {
+      GUARDIAN_HOST: at.bindHost,
+      GUARDIAN_PORT: String(at.guardian.port),
+      GUARDIAN_DATABASE_URL: at.guardianDatabaseUrl,
+      GUARDIAN_SECRET: "${GUARDIAN_SECRET}",
+      GUARDIAN_SHARED_SECRET: "${GUARDIAN_SHARED_SECRET}",
+      GUARDIAN_RPC_URLS: `${testnetChainId}=${at.chainRpcUrl}`,
+      LOG_LEVEL: "${LOG_LEVEL}"
+    },
+    dependsOn: { postgres: "service_healthy", chain: "service_healthy" },
+    health: { _tag: "http", url: `http://127.0.0.1:${at.guardian.port}/readyz` },
+    oneShot: false
+  }
+  // The operator's administrative step (docs/operations.md): the owner key is in its
+  // environment only, never an api node's. Serialized by an advisory lock; api nodes wait
+  // for its record.
+  const deploy: NodeService = {
+    name: "deploy",
+    role: "deploy",
+    args: node("packages/server/src/admin/cli.ts", "chain", "deploy", "--mode", "test"),
+    environment: {
+      DATABASE_URL: at.apiDatabaseUrl,
+      RPC_URL_TESTNET: at.chainRpcUrl,
+      OPERATOR_KEY_TESTNET: "${OPERATOR_KEY_TESTNET}",
+      FAUCET_KEY_TESTNET: "${FAUCET_KEY_TESTNET}",
+      GUARDIAN_URL: guardianUrl,
+      GUARDIAN_SHARED_SECRET: "${GUARDIAN_SHARED_SECRET}"
+    },
+    dependsOn: { postgres: "service_healthy", chain: "service_healthy", guardian: "service_healthy" },
+    health: { _tag: "none" },
+    oneShot: true
+  }
+  const apiNodes = at.api.map((self, index): NodeService => ({
+    name: apiNodeName(index),
+    role: "api",
+    args: node("packages/server/src/main.ts"),
+    environment: {
+      HOST: at.bindHost,
+      PORT: String(self.port),
+      ADMIN_HOST: at.bindHost,
+      ADMIN_PORT: String(self.adminPort),
+      DATA_DIR: at.apiDataDir(index),
+      DATABASE_URL: at.apiDatabaseUrl,
+      API_KEY_PEPPER: "${API_KEY_PEPPER}",
+      WALLET_KEK: "${WALLET_KEK}",
+      ADMIN_TOKEN: "${ADMIN_TOKEN}",
+      NATS_URL: at.natsUrl,
+      NATS_STREAM: "${NATS_STREAM}",
+      NATS_SUBJECT_PREFIX: "${NATS_SUBJECT_PREFIX}",
+      RPC_URL_TESTNET: at.chainRpcUrl,
+      CHAIN_BLOCK_TIME_MS: String(chainBlockTimeSeconds * 1000),
+      RELAYER_KEYS_TESTNET: `\${${relayerKeysVariable(index)}}`,
+      FAUCET_KEY_TESTNET: "${FAUCET_KEY_TESTNET}",
+      GUARDIAN_URL: guardianUrl,
+      GUARDIAN_SHARED_SECRET: "${GUARDIAN_SHARED_SECRET}",
+      WEBHOOK_ALLOW_INSECURE_LOOPBACK: "${WEBHOOK_ALLOW_INSECURE_LOOPBACK}",
+      LOG_LEVEL: "${LOG_LEVEL}"
+    },
+    dependsOn: {
+      postgres: "service_healthy",
+      nats: "service_healthy",
+      chain: "service_healthy",
+      guardian: "service_healthy",
+      deploy: "service_completed_successfully"
+    },
+    health: { _tag: "http", url: `http://127.0.0.1:${self.port}/readyz` },
+    oneShot: false
+  }))
+  const balancer: NodeService = {
+    name: "balancer",
+    role: "balancer",
+    args: node("packages/server/scripts/cluster/balancer.ts"),
+    environment: {
+      BALANCER_HOST: at.bindHost,
+      BALANCER_PORT: String(at.balancerPort),
+      BALANCER_UPSTREAMS: at.api.map((self, index) => `${apiNodeName(index)}=http://${self.host}:${self.port}`).join(","),
+      BALANCER_TLS_CERT: at.tlsCertFile,
+      BALANCER_TLS_KEY: at.tlsKeyFile
+    },
+    dependsOn: Object.fromEntries(at.api.map((_, index) => [apiNodeName(index), "service_healthy" as const])),
+    health: { _tag: "http", url: `https://127.0.0.1:${at.balancerPort}/healthz` },
+    oneShot: false
+  }
+  return [guardian, deploy, ...apiNodes, balancer]
+}
+
+/** The `${NAME}` references of a value. */
+export const referencesOf = (value: string): Array<string> =>
+  [...value.matchAll(/\$\{([A-Z][A-Z0-9_]*)\}/g)].map((match) => match[1]!)
+
+/** A value with its references replaced from the env file; a missing one is refused. */
+export const substitute = (value: string, env: ReadonlyMap<string, string>): string =>
+  value.replace(/\$\{([A-Z][A-Z0-9_]*)\}/g, (_, name: string) => {
+    const found = env.get(name)
+    if (found === undefined) throw new Error(`the env file does not set ${name}`)
+    return found
+  })

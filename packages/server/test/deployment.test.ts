@@ -1,0 +1,132 @@
+/**
+ * The shipped deployment is right by the code's own reading (issue 17): docker-compose.yml
+ * is the rendering of the topology `npm run cluster` starts; every variable a service is
+ * given is one its program reads, and the ones it needs are there; the env-file template
+ * sets every variable compose interpolates; and the environment the template yields
+ * passes the server's, the guardian's and the deploy step's real configuration decoders.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { assert, describe, it } from "@effect/vitest"
+import { GuardianConfig } from "@pps/guardian"
+import { type Config, ConfigProvider, Effect, Option, Redacted } from "effect"
+import { composeAddresses, composeDocument, renderCompose } from "../scripts/cluster/compose.ts"
+import { initEnvFile, parseEnvFile, readEnvFile } from "../scripts/cluster/envFile.ts"
+import { nodeServices, type NodeService, referencesOf, substitute } from "../scripts/cluster/topology.ts"
+import { deployConfig, deployEnvironmentVariables } from "../src/admin/deploy.ts"
+import { appConfig, environmentVariables as serverVariables } from "../src/config/AppConfig.ts"
+
+const repositoryFile = (name: string) => fileURLToPath(new URL(`../../../${name}`, import.meta.url))
+
+const services = nodeServices(composeAddresses)
+const byRole = (role: NodeService["role"]) => services.filter((service) => service.role === role)
+const template = repositoryFile("deploy/cluster.env.example")
+
+/** The env file `--init-env` makes from the template, with the template's references resolved into each service. */
+const resolvedEnvironment = (service: NodeService) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-deployment-"))
+  try {
+    const file = path.join(dir, "cluster.env")
+    assert.strictEqual(initEnvFile(template, file), "created")
+    const env = readEnvFile(file)
+    return Object.fromEntries(Object.entries(service.environment).map(([name, value]) => [name, substitute(value, env)]))
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+describe("the distributed deployment", () => {
+  it("docker-compose.yml is the rendering of the topology npm run cluster starts", () => {
+    assert.strictEqual(fs.readFileSync(repositoryFile("docker-compose.yml"), "utf8"), renderCompose())
+  })
+
+  it("every service gets only variables its program reads, and the ones it needs", () => {
+    const guardianVariables: ReadonlyArray<string> = GuardianConfig.environmentVariables
+    for (const service of byRole("api")) {
+      const names = Object.keys(service.environment)
+      assert.deepStrictEqual(names.filter((name) => !(serverVariables as ReadonlyArray<string>).includes(name)), [], service.name)
+      for (const needed of ["DATABASE_URL", "API_KEY_PEPPER", "WALLET_KEK", "ADMIN_TOKEN", "NATS_URL", "RPC_URL_TESTNET", "RELAYER_KEYS_TESTNET", "GUARDIAN_URL", "GUARDIAN_SHARED_SECRET"]) {
+        assert.include(names, needed, service.name)
+      }
+      assert.strictEqual(service.environment["HOST"], "0.0.0.0")
+      assert.strictEqual(service.environment["ADMIN_HOST"], "0.0.0.0")
+    }
+    for (const service of byRole("guardian")) {
+      const names = Object.keys(service.environment)
+      assert.deepStrictEqual(names.filter((name) => !guardianVariables.includes(name)), [], service.name)
+      for (const needed of ["GUARDIAN_DATABASE_URL", "GUARDIAN_SECRET", "GUARDIAN_RPC_URLS", "GUARDIAN_SHARED_SECRET"]) assert.include(names, needed)
+      assert.strictEqual(service.environment["GUARDIAN_HOST"], "0.0.0.0")
+    }
+    for (const service of byRole("deploy")) {
+      const names = Object.keys(service.environment)
+      assert.deepStrictEqual(names.filter((name) => !(deployEnvironmentVariables as ReadonlyArray<string>).includes(name)), [])
+      assert.include(names, "OPERATOR_KEY_TESTNET")
+    }
+    // The owner key only on the deploy step; the guardian's secret only on the guardian.
+    for (const service of services) {
+      if (service.role !== "deploy") assert.notInclude(Object.keys(service.environment), "OPERATOR_KEY_TESTNET", service.name)
+      if (service.role !== "guardian") assert.notInclude(Object.keys(service.environment), "GUARDIAN_SECRET", service.name)
+    }
+    // Each api node its own relayer keys: a shared relayer would mean two nonce sequences for one account.
+    const relayerReferences = byRole("api").map((service) => service.environment["RELAYER_KEYS_TESTNET"])
+    assert.strictEqual(new Set(relayerReferences).size, relayerReferences.length)
+  })
+
+  it("the template sets every variable compose interpolates, and none it does not", () => {
+    const composeText = fs.readFileSync(repositoryFile("docker-compose.yml"), "utf8")
+    const interpolated = new Set([...composeText.matchAll(/\$\{([A-Z][A-Z0-9_]*)(?::\?[^}]*)?\}/g)].map((match) => match[1]!))
+    const templateNames = new Set(parseEnvFile(fs.readFileSync(template, "utf8")).keys())
+    assert.deepStrictEqual([...interpolated].filter((name) => !templateNames.has(name)).sort(), [])
+    assert.deepStrictEqual([...templateNames].filter((name) => !interpolated.has(name)).sort(), [])
+    // The cluster script substitutes the same references from the same file.
+    const referenced = new Set(services.flatMap((service) => Object.values(service.environment).flatMap(referencesOf)))
+    assert.deepStrictEqual([...referenced].filter((name) => !templateNames.has(name)).sort(), [])
+  })
+
+  it("long-running services restart and report health; api nodes wait for the guardian and the deployment", () => {
+    const document = composeDocument().services as Record<string, Record<string, unknown>>
+    for (const [name, service] of Object.entries(document)) {
+      if (name === "deploy") {
+        assert.strictEqual(service["restart"], "on-failure")
+        continue
+      }
+      assert.strictEqual(service["restart"], "unless-stopped", name)
+      assert.isDefined(service["healthcheck"], name)
+    }
+    for (const service of byRole("api")) {
+      assert.strictEqual(service.dependsOn["guardian"], "service_healthy")
+      assert.strictEqual(service.dependsOn["deploy"], "service_completed_successfully")
+      assert.strictEqual(service.dependsOn["postgres"], "service_healthy")
+      assert.strictEqual(service.dependsOn["nats"], "service_healthy")
+    }
+    assert.strictEqual(byRole("deploy")[0]!.dependsOn["guardian"], "service_healthy")
+    assert.strictEqual(byRole("guardian")[0]!.dependsOn["postgres"], "service_healthy")
+  })
+
+  it.effect("the template's values pass the server's, the guardian's and the deploy step's configuration", () =>
+    Effect.gen(function*() {
+      const provide = (env: Record<string, string>) => Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env })))
+      const read = <A>(config: Config.Config<A>) => Effect.gen(function*() {
+        return yield* config
+      })
+      for (const service of byRole("api")) {
+        const config = yield* read(appConfig).pipe(provide(resolvedEnvironment(service)))
+        assert.isTrue(Option.isSome(config.databaseUrl))
+        assert.isTrue(Option.isSome(config.natsUrl))
+        assert.isTrue(Option.isSome(config.guardianUrl))
+        assert.isTrue(Option.isSome(config.relayerKeysTestnet))
+        assert.isAtLeast(Redacted.value(Option.getOrThrow(config.adminToken)).length, 32)
+        assert.strictEqual(Buffer.from(Redacted.value(Option.getOrThrow(config.walletKek)), "base64").length, 32)
+      }
+      const guardian = resolvedEnvironment(byRole("guardian")[0]!)
+      const options = yield* GuardianConfig.options.pipe(provide(guardian))
+      assert.strictEqual(options.database._tag, "postgres")
+      assert.deepStrictEqual((options.chains ?? []).map((chain) => chain.chainId), [46630n])
+      const listener = yield* GuardianConfig.listener.pipe(provide(guardian))
+      assert.strictEqual(listener.port, composeAddresses.guardian.port)
+      const deploy = yield* read(deployConfig("test")).pipe(provide(resolvedEnvironment(byRole("deploy")[0]!)))
+      assert.strictEqual(deploy.guardianUrl, `http://guardian:${composeAddresses.guardian.port}`)
+    }))
+})
