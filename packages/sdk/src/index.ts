@@ -68,6 +68,14 @@ export * as ApiKeys from "./ApiKeys.ts"
 export * as Errors from "./Errors.ts"
 
 /**
+ * The typed client for Effect programs, derived from the contract (`@pps/api`) with
+ * `HttpApiClient`.
+ *
+ * @since 0.4.0
+ */
+export * as ApiClient from "./ApiClient.ts"
+
+/**
  * The Promise facade: every resource, idempotent retries, typed errors, sealing and decryption here.
  *
  * @since 0.3.0

@@ -4,11 +4,10 @@
  * decrypted; an error class per code; an idempotent retry answering the first transfer;
  * a 503 from a faulty hop retried after its Retry-After with the same Idempotency-Key.
  */
-import * as http from "node:http"
-import * as net from "node:net"
 import { EncryptionKey } from "@pps/crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Client, Confidential, Errors, Pps, type PpsTypes } from "../src/index.ts"
+import { startHop } from "./support/hop.ts"
 import { type ServerProcess, startServer } from "./support/server.ts"
 
 describe("Errors", () => {
@@ -113,41 +112,19 @@ describe("Pps", { timeout: 60_000 }, () => {
 
   it("retries a 503 after its Retry-After with the same Idempotency-Key, and pays once", async () => {
     // A faulty hop in front of the real server: the first POST /v1/transfers answers 503.
-    const upstream = new URL(server.baseUrl)
-    const seen: Array<{ readonly method: string; readonly path: string; readonly key: string | undefined }> = []
-    let failed = false
-    const hop = http.createServer((request, response) => {
-      const chunks: Array<Buffer> = []
-      request.on("data", (chunk: Buffer) => chunks.push(chunk))
-      request.on("end", () => {
-        const key = request.headers["idempotency-key"]
-        seen.push({ method: request.method ?? "", path: request.url ?? "", key: typeof key === "string" ? key : undefined })
-        if (!failed && request.method === "POST" && request.url === "/v1/transfers") {
-          failed = true
-          response.writeHead(503, { "retry-after": "1", "content-type": "application/json" })
-          response.end(JSON.stringify({ error: { code: "service_unavailable", message: "try again" } }))
-          return
-        }
-        const forwarded = http.request({ host: upstream.hostname, port: upstream.port, method: request.method, path: request.url, headers: request.headers }, (answer) => {
-          response.writeHead(answer.statusCode ?? 502, answer.headers)
-          answer.pipe(response)
-        })
-        forwarded.end(Buffer.concat(chunks))
-      })
-    })
-    const port = await new Promise<number>((resolve) => hop.listen(0, "127.0.0.1", () => resolve((hop.address() as net.AddressInfo).port)))
+    const hop = await startHop(server.baseUrl, (request) => request.method === "POST" && request.path === "/v1/transfers")
     try {
-      const pps = new Pps({ apiKey: alice.api_key, baseUrl: `http://127.0.0.1:${port}`, keyPair: aliceKey })
+      const pps = new Pps({ apiKey: alice.api_key, baseUrl: hop.baseUrl, keyPair: aliceKey })
       const started = Date.now()
       const transfer = await pps.transfers.create({ to: "@bob", amount: "0.75" }) as PpsTypes.Transfer
       expect(transfer.status).toBe("confirmed")
       expect(Date.now() - started).toBeGreaterThanOrEqual(1_000)
-      const creates = seen.filter((request) => request.method === "POST" && request.path === "/v1/transfers")
+      const creates = hop.seen.filter((request) => request.method === "POST" && request.path === "/v1/transfers")
       expect(creates).toHaveLength(2)
       expect(creates[0]?.key).toBeDefined()
       expect(creates[1]?.key).toBe(creates[0]?.key)
     } finally {
-      await new Promise((resolve) => hop.close(resolve))
+      await hop.close()
     }
   })
 })

@@ -1,0 +1,56 @@
+/**
+ * A faulty hop in front of the real server: it records every request's method, path and
+ * Idempotency-Key, answers 503 (with `Retry-After`) to the first request `failFirst`
+ * picks, and forwards everything else unchanged. For the retry tests of the facade and
+ * of the derived client.
+ */
+import * as http from "node:http"
+import type * as net from "node:net"
+
+export interface SeenRequest {
+  readonly method: string
+  readonly path: string
+  readonly key: string | undefined
+}
+
+export interface Hop {
+  readonly baseUrl: string
+  readonly seen: ReadonlyArray<SeenRequest>
+  readonly close: () => Promise<void>
+}
+
+export const startHop = async (
+  upstreamBaseUrl: string,
+  failFirst: (request: SeenRequest) => boolean,
+  retryAfterSeconds = 1
+): Promise<Hop> => {
+  const upstream = new URL(upstreamBaseUrl)
+  const seen: Array<SeenRequest> = []
+  let failed = false
+  const hop = http.createServer((request, response) => {
+    const chunks: Array<Buffer> = []
+    request.on("data", (chunk: Buffer) => chunks.push(chunk))
+    request.on("end", () => {
+      const key = request.headers["idempotency-key"]
+      const entry = { method: request.method ?? "", path: request.url ?? "", key: typeof key === "string" ? key : undefined }
+      seen.push(entry)
+      if (!failed && failFirst(entry)) {
+        failed = true
+        response.writeHead(503, { "retry-after": String(retryAfterSeconds), "content-type": "application/json" })
+        response.end(JSON.stringify({ error: { code: "service_unavailable", message: "try again" } }))
+        return
+      }
+      const forwarded = http.request({ host: upstream.hostname, port: upstream.port, method: request.method, path: request.url, headers: request.headers }, (answer) => {
+        response.writeHead(answer.statusCode ?? 502, answer.headers)
+        answer.pipe(response)
+      })
+      forwarded.end(Buffer.concat(chunks))
+    })
+  })
+  const port = await new Promise<number>((resolve) => hop.listen(0, "127.0.0.1", () => resolve((hop.address() as net.AddressInfo).port)))
+  return {
+    baseUrl: `http://127.0.0.1:${port}`,
+    seen,
+    close: () => new Promise((resolve) => hop.close(() => resolve()))
+  }
+}
