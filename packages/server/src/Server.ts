@@ -39,6 +39,9 @@ import { AdminAuthorizationLive, AdminHttpLive } from "./admin/http.ts"
 import { ApiKeys } from "./apikeys/ApiKeys.ts"
 import { AppConfig } from "./config/AppConfig.ts"
 import { HealthRoutes, healthRoutePaths } from "./health/http.ts"
+import { DashboardAuth } from "./dashboard/DashboardAuth.ts"
+import { DashboardConfig } from "./dashboard/DashboardConfig.ts"
+import { DashboardRoutes, dashboardRoutePaths } from "./dashboard/http.ts"
 import { PublicApi } from "@pps/api/Api"
 import { AuthorizationLive } from "./http/Authorization.ts"
 import { answerClientErrors, envelopeMiddleware, makeRouteTable } from "./http/Envelope.ts"
@@ -77,7 +80,7 @@ const openApiPath = "/v1/openapi.json"
 /** The API reference page (Scalar, served from the npm package, no CDN: it works offline). */
 const docsPath = "/v1/docs"
 
-const publicRoutes = makeRouteTable([...routesOf(PublicApi), ["GET", openApiPath], ["GET", docsPath], ...healthRoutePaths])
+const publicRoutes = makeRouteTable([...routesOf(PublicApi), ["GET", openApiPath], ["GET", docsPath], ...healthRoutePaths, ...dashboardRoutePaths])
 const adminRoutes = makeRouteTable(routesOf(AdminApi))
 
 /**
@@ -95,6 +98,7 @@ export const PublicApp = Layer.mergeAll(
   ),
   HttpApiScalar.layer(PublicApi, { path: docsPath }),
   HealthRoutes,
+  DashboardRoutes,
   HttpRouter.middleware(envelopeMiddleware(publicRoutes), { global: true })
 )
 
@@ -125,7 +129,8 @@ export const ServicesLive = Layer.mergeAll(
   ApiKeys.layer,
   RateLimiter.layer,
   FaucetGrants.layer,
-  VetoRelayLive
+  VetoRelayLive,
+  DashboardAuth.layer.pipe(Layer.provideMerge(DashboardConfig.layer))
 ).pipe(
   // Agents and approvals use Transfers and the agent stores it brings.
   Layer.provideMerge(Transfers.layer),

@@ -68,6 +68,12 @@ export class AdminGroup extends HttpApiGroup.make("admin")
       success: AccountRecord,
       error: AccountNotFound
     }),
+    // D41 (ext): a one-time link (24 h) with which the holder enrolls a dashboard passkey.
+    HttpApiEndpoint.post("inviteAccount", "/accounts/:account_id/invites", {
+      params: { account_id: Schema.String },
+      success: Schema.Struct({ account_id: Schema.String, url: Schema.String, expires_at: Schema.String }).pipe(HttpApiSchema.status(201)),
+      error: AccountNotFound
+    }),
     HttpApiEndpoint.post("createKey", "/keys", {
       payload: Schema.Struct({ account_id: Schema.String, name: Name, mode: Schema.optionalKey(Mode) }),
       success: CreatedKey,

@@ -49,6 +49,7 @@ const commands: Record<string, { readonly synopsis: string; readonly options: Re
   },
   "accounts set-kyc": { synopsis: "--account ACCOUNT_ID --status unverified|pending|verified|enhanced", options: ["account", "status"] },
   "accounts get": { synopsis: "--account ACCOUNT_ID", options: ["account"] },
+  "accounts invite": { synopsis: "--account ACCOUNT_ID  (prints a one-time dashboard enrollment link, valid 24 h)", options: ["account"] },
   "keys create": {
     synopsis: "--account ACCOUNT_ID --name NAME [--mode test|live]  (default test; an agent: its own mode only)",
     options: ["account", "name", "mode"]
@@ -291,6 +292,8 @@ const execute = async (
     }
     case "accounts get":
       return call("GET", `/accounts/${encodeURIComponent(need("account"))}`)
+    case "accounts invite":
+      return call("POST", `/accounts/${encodeURIComponent(need("account"))}/invites`)
     case "keys create": {
       const created = await call("POST", "/keys", {
         account_id: need("account"),

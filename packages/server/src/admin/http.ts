@@ -10,6 +10,8 @@ import { Accounts } from "../accounts/Accounts.ts"
 import { canonicalHandle, displayHandle, toAccountRecord } from "@pps/api/Accounts"
 import { AgentStore } from "../agents/AgentStore.ts"
 import { ApiKeys } from "../apikeys/ApiKeys.ts"
+import { DashboardAuth } from "../dashboard/DashboardAuth.ts"
+import { DashboardConfig } from "../dashboard/DashboardConfig.ts"
 import { AccountNotFound, ApiKeyNotFound, HandleTaken, InvalidRequest, Unauthorized } from "@pps/api/Errors"
 import { Secrets } from "../platform/Secrets.ts"
 import { AdminApi, AdminAuthorization } from "./api.ts"
@@ -49,6 +51,8 @@ export const AdminHttpLive = HttpApiBuilder.group(AdminApi, "admin", (handlers) 
     const accounts = yield* Accounts
     const apiKeys = yield* ApiKeys
     const agents = yield* AgentStore
+    const dashboardAuth = yield* DashboardAuth
+    const dashboardConfig = yield* DashboardConfig
     const requireAccount = (accountId: string) =>
       accounts.get(accountId).pipe(
         Effect.orDie,
@@ -90,6 +94,21 @@ export const AdminHttpLive = HttpApiBuilder.group(AdminApi, "admin", (handlers) 
           Effect.flatMap(Option.match({
             onNone: () => Effect.fail(AccountNotFound.of(params.account_id)),
             onSome: (account) => Effect.succeed(toAccountRecord(account))
+          }))
+        ))
+      .handle("inviteAccount", ({ params }) =>
+        dashboardAuth.invite(params.account_id).pipe(
+          Effect.orDie,
+          Effect.flatMap(Option.match({
+            // Agents have no dashboard of their own (D21): their owner's serves them.
+            onNone: () => Effect.fail(AccountNotFound.of(params.account_id)),
+            onSome: (invite) =>
+              Effect.succeed({
+                account_id: params.account_id,
+                // The token travels in the fragment, which browsers never send to a server or a log.
+                url: `${dashboardConfig.origin}/dashboard/enroll#invite=${invite.token}`,
+                expires_at: new Date(invite.expiresAtMs).toISOString()
+              })
           }))
         ))
       .handle("createKey", ({ payload }) =>

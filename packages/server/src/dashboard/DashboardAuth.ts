@@ -28,7 +28,7 @@ import {
 } from "@simplewebauthn/server"
 import type {
   AuthenticationResponseJSON,
-  AuthenticatorTransportFuture,
+  AuthenticatorTransport,
   PublicKeyCredentialCreationOptionsJSON,
   PublicKeyCredentialRequestOptionsJSON,
   RegistrationResponseJSON
@@ -37,7 +37,6 @@ import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import type { Principal } from "@pps/api/ApiKeys"
 import { AccountType } from "@pps/api/Accounts"
-import { AppConfig } from "../config/AppConfig.ts"
 import { ulid } from "../platform/Ids.ts"
 import { DashboardConfig } from "./DashboardConfig.ts"
 
@@ -182,7 +181,6 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const { origin, rpId, mode } = yield* DashboardConfig
-      yield* AppConfig // the dashboard's settings are derived from it (DashboardConfig)
       const decodeSessions = Schema.decodeUnknownEffect(Schema.Array(SessionRow))
       const decodePasskeys = Schema.decodeUnknownEffect(Schema.Array(PasskeyRow))
 
@@ -438,8 +436,8 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
   )
 }
 
-const knownTransports: ReadonlyArray<AuthenticatorTransportFuture> = ["ble", "cable", "hybrid", "internal", "nfc", "smart-card", "usb"]
-const transportsOf = (stored: string): Array<AuthenticatorTransportFuture> =>
+const knownTransports: ReadonlyArray<AuthenticatorTransport> = ["ble", "hybrid", "internal", "nfc", "usb"]
+const transportsOf = (stored: string): Array<AuthenticatorTransport> =>
   knownTransports.filter((transport) => stored.split(",").includes(transport))
 
 /**

@@ -5,13 +5,21 @@
  * Every refusal is the same 401 `unauthorized`: the response never tells a
  * malformed key from an unknown or revoked one; the log line does, by reason.
  *
+ * A request without an `Authorization` header may instead carry the dashboard's
+ * session cookie (D41): its principal is the session's account in the
+ * session's mode; a state-changing request must then come from the dashboard's
+ * origin with the session's CSRF token, else 403 `forbidden` (ext).
+ *
  * @since 0.1.0
  */
-import { Effect, Layer, Redacted } from "effect"
-import { HttpServerResponse } from "effect/http"
+import { Effect, Layer, Option, Redacted } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { ApiKeys } from "../apikeys/ApiKeys.ts"
 import { Authorization, CurrentPrincipal } from "@pps/api/Api"
 import { RateLimited, Unauthorized } from "@pps/api/Errors"
+import { DashboardAuth } from "../dashboard/DashboardAuth.ts"
+import { DashboardConfig } from "../dashboard/DashboardConfig.ts"
+import { sessionOfRequest } from "../dashboard/http.ts"
 import { RateLimiter } from "./RateLimiter.ts"
 
 /**
@@ -23,10 +31,24 @@ export const AuthorizationLive = Layer.effect(
   Effect.gen(function*() {
     const apiKeys = yield* ApiKeys
     const limiter = yield* RateLimiter
+    const dashboardAuth = yield* DashboardAuth
+    const dashboardConfig = yield* DashboardConfig
     return Authorization.of({
       bearer: (httpEffect, { credential }) =>
         Effect.gen(function*() {
-          const principal = yield* apiKeys.verify(Redacted.value(credential)).pipe(
+          const presented = Redacted.value(credential)
+          // No Authorization header: the dashboard's session cookie may stand in for a
+          // key (D41), with its origin and CSRF token checked on state changes.
+          const fromSession = presented === "" ? yield* sessionOfRequest(yield* HttpServerRequest.HttpServerRequest).pipe(
+                Effect.provideService(DashboardAuth, dashboardAuth),
+                Effect.provideService(DashboardConfig, dashboardConfig),
+                Effect.orDie
+              )
+            : Option.none()
+          if (Option.isSome(fromSession) && "refusal" in fromSession.value) {
+            return HttpServerResponse.jsonUnsafe({ error: { code: "forbidden", message: fromSession.value.refusal } }, { status: 403 })
+          }
+          const principal = Option.isSome(fromSession) && "session" in fromSession.value ? fromSession.value.session.principal : yield* apiKeys.verify(presented).pipe(
             Effect.catchTag("InvalidApiKey", (error) =>
               Effect.logInfo("api key refused").pipe(
                 Effect.annotateLogs("reason", error.reason),

@@ -18,6 +18,7 @@ import { faucetKey } from "./0008_faucet_key.ts"
 import { idempotencyClaimToken } from "./0009_idempotency_claim_token.ts"
 import { heldAmount } from "./0010_held_amount.ts"
 import { eventStream } from "./0011_event_stream.ts"
+import { dashboard } from "./0012_dashboard.ts"
 
 /**
  * @since 0.1.0
@@ -34,5 +35,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0008_faucet_key": faucetKey,
   "0009_idempotency_claim_token": idempotencyClaimToken,
   "0010_held_amount": heldAmount,
-  "0011_event_stream": eventStream
+  "0011_event_stream": eventStream,
+  "0012_dashboard": dashboard
 }

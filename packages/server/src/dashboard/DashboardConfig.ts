@@ -1,0 +1,45 @@
+/**
+ * Where the dashboard is served from, as browsers see it: its origin (checked on
+ * every state-changing request and expected in every WebAuthn answer), the
+ * WebAuthn relying-party id (the origin's host name), whether its cookie is
+ * `Secure`, and the mode its sessions act in.
+ *
+ * `DASHBOARD_ORIGIN` defaults to `http://localhost:<PORT>`: WebAuthn refuses an
+ * IP address as a relying-party id, and browsers treat `localhost` as a secure
+ * context without TLS. Behind a TLS proxy set it to the public `https://` origin.
+ *
+ * Mode (D9, D41): a dashboard session acts on testnet data (like an `hc_test_`
+ * key) unless a mainnet chain is configured (`RPC_URL_MAINNET`), when it acts
+ * on mainnet data.
+ *
+ * @since 0.4.0
+ */
+import { Config, Context, Effect, Layer, Option } from "effect"
+import type { Mode } from "@pps/api/ApiKeys"
+import { AppConfig } from "../config/AppConfig.ts"
+
+/**
+ * @since 0.4.0
+ * @category services
+ */
+export class DashboardConfig extends Context.Service<DashboardConfig, {
+  readonly origin: string
+  readonly rpId: string
+  readonly secureCookie: boolean
+  readonly mode: Mode
+}>()("server/dashboard/DashboardConfig") {
+  static readonly layer = Layer.effect(
+    DashboardConfig,
+    Effect.gen(function*() {
+      const app = yield* AppConfig
+      const configured = yield* Config.option(Config.String("DASHBOARD_ORIGIN"))
+      const url = new URL(Option.getOrElse(configured, () => `http://localhost:${app.port}`))
+      return DashboardConfig.of({
+        origin: url.origin,
+        rpId: url.hostname,
+        secureCookie: url.protocol === "https:",
+        mode: Option.isSome(app.rpcUrlMainnet) ? "live" : "test"
+      })
+    })
+  )
+}
