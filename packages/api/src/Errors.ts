@@ -1,18 +1,24 @@
 /**
- * The error catalogue: every error the public API can answer, in one place.
+ * The error catalogue: every error the public API can answer, in one place, as data.
  *
- * Each error is a Schema class whose encoded form is D1's envelope
- * `{"error":{"code","message","param?","reason?","request_id"}}` and whose
- * `httpApiStatus` is the status SPEC.md's error table (or DECISIONS.md) gives for
- * its code. The `_tag` is a plain class field, so it is matchable with
- * `Effect.catchTag` but never encoded into a response body. `request_id` is
- * filled in by the server's envelope middleware (packages/server/src/http/Envelope.ts), which knows the
- * request; domain code never sees it.
+ * Each entry is one `apiError(tag, { code, status }, answer)` statement: the SPEC code,
+ * the status SPEC.md's error table (or DECISIONS.md) gives it, and how its message (and
+ * `param`/`reason`) is worded. `apiError` generates the class: a Schema error whose
+ * encoded form is D1's envelope `{"error":{"code","message","param?","reason?","request_id"}}`
+ * with `httpApiStatus` set, whose `_tag` is a plain class field (matchable with
+ * `Effect.catchTag`, never encoded into a body), and whose `of(...)` builds the answer.
+ * `request_id` is filled in by the server's envelope middleware
+ * (packages/server/src/http/Envelope.ts), which knows the request; domain code never sees it.
  *
- * Precedence, highest first (the order checks run in): authentication,
- * rate limit, request validation, not found, permission/KYC, policy, balance.
+ * Grouped by concern; within the API, precedence runs highest first in the order checks
+ * run: authentication, rate limit, request validation, not found, permission/KYC,
+ * policy, balance.
  *
  * Messages hold ids and field names, never amounts, memos, keys or proofs.
+ *
+ * Clients read the same table: `catalogue` lists every class with its code and status,
+ * and `routerErrors` the codes answered outside any endpoint (the SDK's error classes are
+ * built from both).
  *
  * @since 0.1.0
  */
@@ -53,29 +59,46 @@ export interface ErrorDetails {
   readonly reason?: string
 }
 
-const bodyOf = <const Code extends string>(code: Code, message: string, details?: ErrorDetails) => ({
+/** What one error says: its message and details. */
+interface Answer extends ErrorDetails {
+  readonly message: string
+}
+
+const bodyOf = <const Code extends string>(code: Code, answer: Answer) => ({
   error: {
     code,
-    message,
-    ...(details?.param === undefined ? {} : { param: details.param }),
-    ...(details?.reason === undefined ? {} : { reason: details.reason })
+    message: answer.message,
+    ...(answer.param === undefined ? {} : { param: answer.param }),
+    ...(answer.reason === undefined ? {} : { reason: answer.reason })
   }
 })
 
 /**
- * 400 `invalid_request`: malformed body, wrong Content-Type, missing or invalid field.
+ * The class of one catalogue entry: `of(...)` takes what `answer` takes.
  *
- * @since 0.1.0
- * @category errors
+ * @since 0.4.0
+ * @category constructors
  */
-export class InvalidRequest extends Schema.Error<InvalidRequest>("InvalidRequest")(envelope("invalid_request"), {
-  httpApiStatus: 400
-}) {
-  readonly _tag = "InvalidRequest" as const
-  static of(message: string, details?: ErrorDetails) {
-    return new InvalidRequest(bodyOf("invalid_request", message, details))
+export const apiError = <const Tag extends string, const Code extends string, Args extends ReadonlyArray<unknown>>(
+  tag: Tag,
+  entry: { readonly code: Code; readonly status: number },
+  answer: (...args: Args) => Answer
+) => {
+  class ApiError extends Schema.Error<ApiError>(tag)(envelope(entry.code), { httpApiStatus: entry.status }) {
+    readonly _tag: Tag = tag
+    static readonly code: Code = entry.code
+    static readonly status: number = entry.status
+    static of(...args: Args): ApiError {
+      return new ApiError(bodyOf(entry.code, answer(...args)))
+    }
   }
+  Object.defineProperty(ApiError, "name", { value: tag })
+  return ApiError
 }
+
+// ---------------------------------------------------------------------------------------------
+// Any endpoint: authentication, rate limit, the request itself, faults
+// ---------------------------------------------------------------------------------------------
 
 /**
  * 401 `unauthorized`: missing, malformed, unknown or revoked API key (D8).
@@ -83,172 +106,8 @@ export class InvalidRequest extends Schema.Error<InvalidRequest>("InvalidRequest
  * @since 0.1.0
  * @category errors
  */
-export class Unauthorized extends Schema.Error<Unauthorized>("Unauthorized")(envelope("unauthorized"), {
-  httpApiStatus: 401
-}) {
-  readonly _tag = "Unauthorized" as const
-  static of(message = "Missing or invalid API key.") {
-    return new Unauthorized(bodyOf("unauthorized", message))
-  }
-}
-
-/**
- * 403 `kyc_required`: the account's identity verification is not complete (D11).
- *
- * @since 0.1.0
- * @category errors
- */
-export class KycRequired extends Schema.Error<KycRequired>("KycRequired")(envelope("kyc_required"), {
-  httpApiStatus: 403
-}) {
-  readonly _tag = "KycRequired" as const
-  static of(message = "Identity verification is not completed for this account.") {
-    return new KycRequired(bodyOf("kyc_required", message))
-  }
-}
-
-/**
- * 403 `livemode_unavailable` (ext, D9): a live key on an endpoint that would touch
- * the mainnet chain while none is configured.
- *
- * @since 0.1.0
- * @category errors
- */
-export class LivemodeUnavailable extends Schema.Error<LivemodeUnavailable>("LivemodeUnavailable")(
-  envelope("livemode_unavailable"),
-  { httpApiStatus: 403 }
-) {
-  readonly _tag = "LivemodeUnavailable" as const
-  static of(message = "Live mode is not available: no mainnet chain is configured.") {
-    return new LivemodeUnavailable(bodyOf("livemode_unavailable", message))
-  }
-}
-
-/**
- * 404 `account_not_found` (admin): no account with that id.
- *
- * @since 0.1.0
- * @category errors
- */
-export class AccountNotFound extends Schema.Error<AccountNotFound>("AccountNotFound")(envelope("account_not_found"), {
-  httpApiStatus: 404
-}) {
-  readonly _tag = "AccountNotFound" as const
-  static of(accountId: string) {
-    return new AccountNotFound(bodyOf("account_not_found", `No account ${accountId}.`, { param: "account_id" }))
-  }
-}
-
-/**
- * 404 `key_not_found` (admin): no API key with that id, or already revoked.
- *
- * @since 0.1.0
- * @category errors
- */
-export class ApiKeyNotFound extends Schema.Error<ApiKeyNotFound>("ApiKeyNotFound")(envelope("key_not_found"), {
-  httpApiStatus: 404
-}) {
-  readonly _tag = "ApiKeyNotFound" as const
-  static of(keyId: string) {
-    return new ApiKeyNotFound(bodyOf("key_not_found", `No active API key ${keyId}.`, { param: "key_id" }))
-  }
-}
-
-/**
- * 409 `handle_taken` (admin, D10): handles are unique case-insensitively.
- *
- * @since 0.1.0
- * @category errors
- */
-export class HandleTaken extends Schema.Error<HandleTaken>("HandleTaken")(envelope("handle_taken"), {
-  httpApiStatus: 409
-}) {
-  readonly _tag = "HandleTaken" as const
-  static of(handle: string) {
-    return new HandleTaken(bodyOf("handle_taken", `The handle @${handle} is taken.`, { param: "handle" }))
-  }
-}
-
-/**
- * 404 `webhook_not_found` (D33): no subscription with that id for the caller's
- * account and mode (another account's id, or a deleted one, is not found too).
- *
- * @since 0.1.0
- * @category errors
- */
-export class WebhookNotFound extends Schema.Error<WebhookNotFound>("WebhookNotFound")(envelope("webhook_not_found"), {
-  httpApiStatus: 404
-}) {
-  readonly _tag = "WebhookNotFound" as const
-  static of(webhookId: string) {
-    return new WebhookNotFound(bodyOf("webhook_not_found", `No webhook subscription ${webhookId}.`, { param: "webhook_id" }))
-  }
-}
-
-/**
- * 404 `event_not_found` (D35): no event with that id for the subscription's
- * account and mode (or it is past retention).
- *
- * @since 0.1.0
- * @category errors
- */
-export class EventNotFound extends Schema.Error<EventNotFound>("EventNotFound")(envelope("event_not_found"), {
-  httpApiStatus: 404
-}) {
-  readonly _tag = "EventNotFound" as const
-  static of(eventId: string) {
-    return new EventNotFound(bodyOf("event_not_found", `No event ${eventId} for this subscription.`, { param: "event_id" }))
-  }
-}
-
-/**
- * 413 `payload_too_large`: the request body is over 64 KiB (D2).
- *
- * @since 0.1.0
- * @category errors
- */
-export class PayloadTooLarge extends Schema.Error<PayloadTooLarge>("PayloadTooLarge")(envelope("payload_too_large"), {
-  httpApiStatus: 413
-}) {
-  readonly _tag = "PayloadTooLarge" as const
-  static of(message = "The request body is larger than 64 KiB.") {
-    return new PayloadTooLarge(bodyOf("payload_too_large", message))
-  }
-}
-
-/**
- * 409 `idempotency_key_reused` (ext, D6): same Idempotency-Key, different request.
- *
- * @since 0.1.0
- * @category errors
- */
-export class IdempotencyKeyReused extends Schema.Error<IdempotencyKeyReused>("IdempotencyKeyReused")(
-  envelope("idempotency_key_reused"),
-  { httpApiStatus: 409 }
-) {
-  readonly _tag = "IdempotencyKeyReused" as const
-  static of(
-    message = "This Idempotency-Key was already used with a different request; use a new key for a new request."
-  ) {
-    return new IdempotencyKeyReused(bodyOf("idempotency_key_reused", message, { param: "Idempotency-Key" }))
-  }
-}
-
-/**
- * 409 `idempotency_key_in_progress` (ext, D6): the first request with this key is still running.
- *
- * @since 0.1.0
- * @category errors
- */
-export class IdempotencyKeyInProgress extends Schema.Error<IdempotencyKeyInProgress>("IdempotencyKeyInProgress")(
-  envelope("idempotency_key_in_progress"),
-  { httpApiStatus: 409 }
-) {
-  readonly _tag = "IdempotencyKeyInProgress" as const
-  static of(message = "A request with this Idempotency-Key is still in progress; retry later.") {
-    return new IdempotencyKeyInProgress(bodyOf("idempotency_key_in_progress", message, { param: "Idempotency-Key" }))
-  }
-}
+export const Unauthorized = apiError("Unauthorized", { code: "unauthorized", status: 401 }, (message: string = "Missing or invalid API key.") => ({ message }))
+export type Unauthorized = InstanceType<typeof Unauthorized>
 
 /**
  * 429 `rate_limited` (ext, D7): the API key sent more requests than its limit;
@@ -257,14 +116,67 @@ export class IdempotencyKeyInProgress extends Schema.Error<IdempotencyKeyInProgr
  * @since 0.1.0
  * @category errors
  */
-export class RateLimited extends Schema.Error<RateLimited>("RateLimited")(envelope("rate_limited"), {
-  httpApiStatus: 429
-}) {
-  readonly _tag = "RateLimited" as const
-  static of(message = "Too many requests for this API key; retry after the number of seconds in Retry-After.") {
-    return new RateLimited(bodyOf("rate_limited", message))
-  }
-}
+export const RateLimited = apiError(
+  "RateLimited",
+  { code: "rate_limited", status: 429 },
+  (message: string = "Too many requests for this API key; retry after the number of seconds in Retry-After.") => ({ message })
+)
+export type RateLimited = InstanceType<typeof RateLimited>
+
+/**
+ * 400 `invalid_request`: malformed body, wrong Content-Type, missing or invalid field.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const InvalidRequest = apiError(
+  "InvalidRequest",
+  { code: "invalid_request", status: 400 },
+  (message: string, details?: ErrorDetails) => ({ message, ...details })
+)
+export type InvalidRequest = InstanceType<typeof InvalidRequest>
+
+/**
+ * 413 `payload_too_large`: the request body is over 64 KiB (D2).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const PayloadTooLarge = apiError(
+  "PayloadTooLarge",
+  { code: "payload_too_large", status: 413 },
+  (message: string = "The request body is larger than 64 KiB.") => ({ message })
+)
+export type PayloadTooLarge = InstanceType<typeof PayloadTooLarge>
+
+/**
+ * 409 `idempotency_key_reused` (ext, D6): same Idempotency-Key, different request.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const IdempotencyKeyReused = apiError(
+  "IdempotencyKeyReused",
+  { code: "idempotency_key_reused", status: 409 },
+  (message: string = "This Idempotency-Key was already used with a different request; use a new key for a new request.") => ({
+    message,
+    param: "Idempotency-Key"
+  })
+)
+export type IdempotencyKeyReused = InstanceType<typeof IdempotencyKeyReused>
+
+/**
+ * 409 `idempotency_key_in_progress` (ext, D6): the first request with this key is still running.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const IdempotencyKeyInProgress = apiError(
+  "IdempotencyKeyInProgress",
+  { code: "idempotency_key_in_progress", status: 409 },
+  (message: string = "A request with this Idempotency-Key is still in progress; retry later.") => ({ message, param: "Idempotency-Key" })
+)
+export type IdempotencyKeyInProgress = InstanceType<typeof IdempotencyKeyInProgress>
 
 /**
  * 500 `internal_error`: an unexpected fault; the body holds no internals (D2).
@@ -272,14 +184,12 @@ export class RateLimited extends Schema.Error<RateLimited>("RateLimited")(envelo
  * @since 0.1.0
  * @category errors
  */
-export class InternalError extends Schema.Error<InternalError>("InternalError")(envelope("internal_error"), {
-  httpApiStatus: 500
-}) {
-  readonly _tag = "InternalError" as const
-  static of(message = "An unexpected error occurred; quote the request id when reporting it.") {
-    return new InternalError(bodyOf("internal_error", message))
-  }
-}
+export const InternalError = apiError(
+  "InternalError",
+  { code: "internal_error", status: 500 },
+  (message: string = "An unexpected error occurred; quote the request id when reporting it.") => ({ message })
+)
+export type InternalError = InstanceType<typeof InternalError>
 
 /**
  * 503 `service_unavailable`: the server is starting, draining or lost a dependency.
@@ -287,15 +197,12 @@ export class InternalError extends Schema.Error<InternalError>("InternalError")(
  * @since 0.1.0
  * @category errors
  */
-export class ServiceUnavailable extends Schema.Error<ServiceUnavailable>("ServiceUnavailable")(
-  envelope("service_unavailable"),
-  { httpApiStatus: 503 }
-) {
-  readonly _tag = "ServiceUnavailable" as const
-  static of(message = "The service is temporarily unavailable; retry shortly.") {
-    return new ServiceUnavailable(bodyOf("service_unavailable", message))
-  }
-}
+export const ServiceUnavailable = apiError(
+  "ServiceUnavailable",
+  { code: "service_unavailable", status: 503 },
+  (message: string = "The service is temporarily unavailable; retry shortly.") => ({ message })
+)
+export type ServiceUnavailable = InstanceType<typeof ServiceUnavailable>
 
 /**
  * The codes only the envelope middleware produces (outside any endpoint), with
@@ -322,58 +229,87 @@ export const routerErrors = {
  * @category constructors
  */
 export const errorBody = (code: keyof typeof routerErrors, message: string, details?: ErrorDetails) =>
-  bodyOf(code, message, details)
+  bodyOf(code, { message, ...details })
+
+// ---------------------------------------------------------------------------------------------
+// Accounts, keys and modes (admin codes included)
+// ---------------------------------------------------------------------------------------------
 
 /**
- * 402 `insufficient_balance`: the account holds too little of the asset (SPEC).
+ * 403 `kyc_required`: the account's identity verification is not complete (D11).
  *
  * @since 0.1.0
  * @category errors
  */
-export class InsufficientBalance extends Schema.Error<InsufficientBalance>("InsufficientBalance")(
-  envelope("insufficient_balance"),
-  { httpApiStatus: 402 }
-) {
-  readonly _tag = "InsufficientBalance" as const
-  static of(message = "The account's balance of the asset is too low for this transfer.") {
-    return new InsufficientBalance(bodyOf("insufficient_balance", message))
-  }
-}
+export const KycRequired = apiError(
+  "KycRequired",
+  { code: "kyc_required", status: 403 },
+  (message: string = "Identity verification is not completed for this account.") => ({ message })
+)
+export type KycRequired = InstanceType<typeof KycRequired>
 
 /**
- * 404 `recipient_not_found`: no account for the handle (SPEC, D15).
+ * 403 `livemode_unavailable` (ext, D9): a live key on an endpoint that would touch
+ * the mainnet chain while none is configured.
  *
  * @since 0.1.0
  * @category errors
  */
-export class RecipientNotFound extends Schema.Error<RecipientNotFound>("RecipientNotFound")(
-  envelope("recipient_not_found"),
-  { httpApiStatus: 404 }
-) {
-  readonly _tag = "RecipientNotFound" as const
-  static of(message = "No account has that handle.") {
-    return new RecipientNotFound(bodyOf("recipient_not_found", message, { param: "to" }))
-  }
-}
+export const LivemodeUnavailable = apiError(
+  "LivemodeUnavailable",
+  { code: "livemode_unavailable", status: 403 },
+  (message: string = "Live mode is not available: no mainnet chain is configured.") => ({ message })
+)
+export type LivemodeUnavailable = InstanceType<typeof LivemodeUnavailable>
 
 /**
- * 422 `recipient_not_confidential_ready`: the recipient has no registered
- * encryption key; retry with `confidential: false` (SPEC, D12, D15).
+ * 403 `test_mode_only` (ext): the test faucet answers `hc_test_` keys only.
  *
  * @since 0.1.0
  * @category errors
  */
-export class RecipientNotConfidentialReady extends Schema.Error<RecipientNotConfidentialReady>(
-  "RecipientNotConfidentialReady"
-)(envelope("recipient_not_confidential_ready"), { httpApiStatus: 422 }) {
-  readonly _tag = "RecipientNotConfidentialReady" as const
-  static of(
-    message =
-      "The recipient's wallet has no registered encryption key, so it cannot receive confidential transfers; retry with \"confidential\": false to send a standard transfer."
-  ) {
-    return new RecipientNotConfidentialReady(bodyOf("recipient_not_confidential_ready", message, { param: "to" }))
-  }
-}
+export const TestModeOnly = apiError(
+  "TestModeOnly",
+  { code: "test_mode_only", status: 403 },
+  (message: string = "This endpoint is for test keys (hc_test_) only.") => ({ message })
+)
+export type TestModeOnly = InstanceType<typeof TestModeOnly>
+
+/**
+ * 404 `account_not_found` (admin): no account with that id.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const AccountNotFound = apiError("AccountNotFound", { code: "account_not_found", status: 404 }, (accountId: string) => ({
+  message: `No account ${accountId}.`,
+  param: "account_id"
+}))
+export type AccountNotFound = InstanceType<typeof AccountNotFound>
+
+/**
+ * 404 `key_not_found` (admin): no API key with that id, or already revoked.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const ApiKeyNotFound = apiError("ApiKeyNotFound", { code: "key_not_found", status: 404 }, (keyId: string) => ({
+  message: `No active API key ${keyId}.`,
+  param: "key_id"
+}))
+export type ApiKeyNotFound = InstanceType<typeof ApiKeyNotFound>
+
+/**
+ * 409 `handle_taken` (admin, D10): handles are unique case-insensitively.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const HandleTaken = apiError("HandleTaken", { code: "handle_taken", status: 409 }, (handle: string) => ({
+  message: `The handle @${handle} is taken.`,
+  param: "handle"
+}))
+export type HandleTaken = InstanceType<typeof HandleTaken>
 
 /**
  * 422 `encryption_key_required` (ext): the sender has not registered its own
@@ -383,48 +319,12 @@ export class RecipientNotConfidentialReady extends Schema.Error<RecipientNotConf
  * @since 0.1.0
  * @category errors
  */
-export class EncryptionKeyRequired extends Schema.Error<EncryptionKeyRequired>("EncryptionKeyRequired")(
-  envelope("encryption_key_required"),
-  { httpApiStatus: 422 }
-) {
-  readonly _tag = "EncryptionKeyRequired" as const
-  static of(message = "Register this account's encryption key (PUT /v1/accounts/me/encryption-key) first.") {
-    return new EncryptionKeyRequired(bodyOf("encryption_key_required", message))
-  }
-}
-
-/**
- * 404 `transfer_not_found`: unknown id, or one the caller is not party to (D17).
- *
- * @since 0.1.0
- * @category errors
- */
-export class TransferNotFound extends Schema.Error<TransferNotFound>("TransferNotFound")(
-  envelope("transfer_not_found"),
-  { httpApiStatus: 404 }
-) {
-  readonly _tag = "TransferNotFound" as const
-  static of(message = "No transfer with that id for this account.") {
-    return new TransferNotFound(bodyOf("transfer_not_found", message, { param: "transfer_id" }))
-  }
-}
-
-/**
- * 422 `decryption_proof_invalid`: the proof is malformed, expired, for another
- * account or chain, or does not match the balance ciphertext (SPEC, D20).
- *
- * @since 0.1.0
- * @category errors
- */
-export class DecryptionProofInvalid extends Schema.Error<DecryptionProofInvalid>("DecryptionProofInvalid")(
-  envelope("decryption_proof_invalid"),
-  { httpApiStatus: 422 }
-) {
-  readonly _tag = "DecryptionProofInvalid" as const
-  static of(reason: string, message = "The decryption proof does not match the balance ciphertext.") {
-    return new DecryptionProofInvalid(bodyOf("decryption_proof_invalid", message, { param: "decryption_proof", reason }))
-  }
-}
+export const EncryptionKeyRequired = apiError(
+  "EncryptionKeyRequired",
+  { code: "encryption_key_required", status: 422 },
+  (message: string = "Register this account's encryption key (PUT /v1/accounts/me/encryption-key) first.") => ({ message })
+)
+export type EncryptionKeyRequired = InstanceType<typeof EncryptionKeyRequired>
 
 /**
  * 422 `encryption_key_invalid` (ext): the key is not a valid BN254 point, or its
@@ -433,17 +333,12 @@ export class DecryptionProofInvalid extends Schema.Error<DecryptionProofInvalid>
  * @since 0.1.0
  * @category errors
  */
-export class EncryptionKeyInvalid extends Schema.Error<EncryptionKeyInvalid>("EncryptionKeyInvalid")(
-  envelope("encryption_key_invalid"),
-  { httpApiStatus: 422 }
-) {
-  readonly _tag = "EncryptionKeyInvalid" as const
-  static of(param: string, reason: string) {
-    return new EncryptionKeyInvalid(
-      bodyOf("encryption_key_invalid", "The encryption key or its proof of possession is invalid.", { param, reason })
-    )
-  }
-}
+export const EncryptionKeyInvalid = apiError(
+  "EncryptionKeyInvalid",
+  { code: "encryption_key_invalid", status: 422 },
+  (param: string, reason: string) => ({ message: "The encryption key or its proof of possession is invalid.", param, reason })
+)
+export type EncryptionKeyInvalid = InstanceType<typeof EncryptionKeyInvalid>
 
 /**
  * 409 `encryption_key_already_registered` (ext): the chain's key registry keeps
@@ -452,145 +347,90 @@ export class EncryptionKeyInvalid extends Schema.Error<EncryptionKeyInvalid>("En
  * @since 0.1.0
  * @category errors
  */
-export class EncryptionKeyAlreadyRegistered extends Schema.Error<EncryptionKeyAlreadyRegistered>(
-  "EncryptionKeyAlreadyRegistered"
-)(envelope("encryption_key_already_registered"), { httpApiStatus: 409 }) {
-  readonly _tag = "EncryptionKeyAlreadyRegistered" as const
-  static of(message = "This account already has a different registered encryption key.") {
-    return new EncryptionKeyAlreadyRegistered(bodyOf("encryption_key_already_registered", message))
-  }
-}
+export const EncryptionKeyAlreadyRegistered = apiError(
+  "EncryptionKeyAlreadyRegistered",
+  { code: "encryption_key_already_registered", status: 409 },
+  (message: string = "This account already has a different registered encryption key.") => ({ message })
+)
+export type EncryptionKeyAlreadyRegistered = InstanceType<typeof EncryptionKeyAlreadyRegistered>
 
 /**
- * 403 `test_mode_only` (ext): the test faucet answers `hc_test_` keys only.
+ * 422 `decryption_proof_invalid`: the proof is malformed, expired, for another
+ * account or chain, or does not match the balance ciphertext (SPEC, D20).
  *
  * @since 0.1.0
  * @category errors
  */
-export class TestModeOnly extends Schema.Error<TestModeOnly>("TestModeOnly")(envelope("test_mode_only"), {
-  httpApiStatus: 403
-}) {
-  readonly _tag = "TestModeOnly" as const
-  static of(message = "This endpoint is for test keys (hc_test_) only.") {
-    return new TestModeOnly(bodyOf("test_mode_only", message))
-  }
-}
+export const DecryptionProofInvalid = apiError(
+  "DecryptionProofInvalid",
+  { code: "decryption_proof_invalid", status: 422 },
+  (reason: string, message: string = "The decryption proof does not match the balance ciphertext.") => ({
+    message,
+    param: "decryption_proof",
+    reason
+  })
+)
+export type DecryptionProofInvalid = InstanceType<typeof DecryptionProofInvalid>
+
+// ---------------------------------------------------------------------------------------------
+// Transfers
+// ---------------------------------------------------------------------------------------------
 
 /**
- * 400 `invalid_policy`: a spend policy field fails D22's rules; `param` names it
- * (dotted under `spend_policy.` on agent creation).
+ * 402 `insufficient_balance`: the account holds too little of the asset (SPEC).
  *
  * @since 0.1.0
  * @category errors
  */
-export class InvalidPolicy extends Schema.Error<InvalidPolicy>("InvalidPolicy")(envelope("invalid_policy"), {
-  httpApiStatus: 400
-}) {
-  readonly _tag = "InvalidPolicy" as const
-  static of(param: string, message: string) {
-    return new InvalidPolicy(bodyOf("invalid_policy", message, { param }))
-  }
-}
+export const InsufficientBalance = apiError(
+  "InsufficientBalance",
+  { code: "insufficient_balance", status: 402 },
+  (message: string = "The account's balance of the asset is too low for this transfer.") => ({ message })
+)
+export type InsufficientBalance = InstanceType<typeof InsufficientBalance>
 
 /**
- * 403 `policy_violation` (ext, D25): an agent's transfer breaks its spend policy;
- * `reason` says which rule (`asset_not_allowed`, `recipient_not_allowed`,
- * `outside_active_hours`, `per_transaction_limit_exceeded`, `daily_limit_exceeded`).
+ * 404 `recipient_not_found`: no account for the handle (SPEC, D15).
  *
  * @since 0.1.0
  * @category errors
  */
-export class PolicyViolation extends Schema.Error<PolicyViolation>("PolicyViolation")(envelope("policy_violation"), {
-  httpApiStatus: 403
-}) {
-  readonly _tag = "PolicyViolation" as const
-  static of(reason: string) {
-    return new PolicyViolation(bodyOf("policy_violation", "The agent's spend policy does not allow this transfer.", { reason }))
-  }
-}
+export const RecipientNotFound = apiError(
+  "RecipientNotFound",
+  { code: "recipient_not_found", status: 404 },
+  (message: string = "No account has that handle.") => ({ message, param: "to" })
+)
+export type RecipientNotFound = InstanceType<typeof RecipientNotFound>
 
 /**
- * 403 `not_agent_owner` (SPEC, D21, D27, D29): the caller does not own the
- * agent; an agent's own key never does.
+ * 422 `recipient_not_confidential_ready`: the recipient has no registered
+ * encryption key; retry with `confidential: false` (SPEC, D12, D15).
  *
  * @since 0.1.0
  * @category errors
  */
-export class NotAgentOwner extends Schema.Error<NotAgentOwner>("NotAgentOwner")(envelope("not_agent_owner"), {
-  httpApiStatus: 403
-}) {
-  readonly _tag = "NotAgentOwner" as const
-  static of(message = "Only the account that owns the agent may do this; agent keys cannot.") {
-    return new NotAgentOwner(bodyOf("not_agent_owner", message))
-  }
-}
+export const RecipientNotConfidentialReady = apiError(
+  "RecipientNotConfidentialReady",
+  { code: "recipient_not_confidential_ready", status: 422 },
+  (
+    message: string =
+      "The recipient's wallet has no registered encryption key, so it cannot receive confidential transfers; retry with \"confidential\": false to send a standard transfer."
+  ) => ({ message, param: "to" })
+)
+export type RecipientNotConfidentialReady = InstanceType<typeof RecipientNotConfidentialReady>
 
 /**
- * 404 `agent_not_found` (ext, D29): no agent account with that id.
+ * 404 `transfer_not_found`: unknown id, or one the caller is not party to (D17).
  *
  * @since 0.1.0
  * @category errors
  */
-export class AgentNotFound extends Schema.Error<AgentNotFound>("AgentNotFound")(envelope("agent_not_found"), {
-  httpApiStatus: 404
-}) {
-  readonly _tag = "AgentNotFound" as const
-  static of(accountId: string) {
-    return new AgentNotFound(bodyOf("agent_not_found", `No agent account ${accountId}.`, { param: "account_id" }))
-  }
-}
-
-/**
- * 409 `agent_name_taken` (ext, D21): the owner already has an agent with that name.
- *
- * @since 0.1.0
- * @category errors
- */
-export class AgentNameTaken extends Schema.Error<AgentNameTaken>("AgentNameTaken")(envelope("agent_name_taken"), {
-  httpApiStatus: 409
-}) {
-  readonly _tag = "AgentNameTaken" as const
-  static of(name: string) {
-    return new AgentNameTaken(bodyOf("agent_name_taken", `This account already has an agent named ${name}.`, { param: "name" }))
-  }
-}
-
-/**
- * 404 `transaction_not_found` (SPEC, D27): no pending agent transaction with that
- * id in the key's mode (unknown, or already decided).
- *
- * @since 0.1.0
- * @category errors
- */
-export class TransactionNotFound extends Schema.Error<TransactionNotFound>("TransactionNotFound")(
-  envelope("transaction_not_found"),
-  { httpApiStatus: 404 }
-) {
-  readonly _tag = "TransactionNotFound" as const
-  static of(transactionId: string) {
-    return new TransactionNotFound(
-      bodyOf("transaction_not_found", `No pending agent transaction ${transactionId}.`, { param: "transaction_id" })
-    )
-  }
-}
-
-/**
- * 409 `transaction_expired` (SPEC, D27): the approval window has passed.
- *
- * @since 0.1.0
- * @category errors
- */
-export class TransactionExpired extends Schema.Error<TransactionExpired>("TransactionExpired")(
-  envelope("transaction_expired"),
-  { httpApiStatus: 409 }
-) {
-  readonly _tag = "TransactionExpired" as const
-  static of(transactionId: string) {
-    return new TransactionExpired(
-      bodyOf("transaction_expired", `The approval window of ${transactionId} has passed.`, { param: "transaction_id" })
-    )
-  }
-}
+export const TransferNotFound = apiError(
+  "TransferNotFound",
+  { code: "transfer_not_found", status: 404 },
+  (message: string = "No transfer with that id for this account.") => ({ message, param: "transfer_id" })
+)
+export type TransferNotFound = InstanceType<typeof TransferNotFound>
 
 /**
  * 409 `prepared_transfer_used` (ext, docs/api.md "Client-sealed transfers"): a transfer
@@ -600,16 +440,184 @@ export class TransactionExpired extends Schema.Error<TransactionExpired>("Transa
  * @since 0.1.0
  * @category errors
  */
-export class PreparedTransferUsed extends Schema.Error<PreparedTransferUsed>("PreparedTransferUsed")(
-  envelope("prepared_transfer_used"),
-  { httpApiStatus: 409 }
-) {
-  readonly _tag = "PreparedTransferUsed" as const
-  static of(transferId: string) {
-    return new PreparedTransferUsed(
-      bodyOf("prepared_transfer_used", `A transfer was already created from ${transferId}: prepare a new one.`, {
-        param: "sealed.transfer_id"
-      })
-    )
-  }
-}
+export const PreparedTransferUsed = apiError(
+  "PreparedTransferUsed",
+  { code: "prepared_transfer_used", status: 409 },
+  (transferId: string) => ({
+    message: `A transfer was already created from ${transferId}: prepare a new one.`,
+    param: "sealed.transfer_id"
+  })
+)
+export type PreparedTransferUsed = InstanceType<typeof PreparedTransferUsed>
+
+// ---------------------------------------------------------------------------------------------
+// Agents, spend policies and approvals
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * 400 `invalid_policy`: a spend policy field fails D22's rules; `param` names it
+ * (dotted under `spend_policy.` on agent creation).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const InvalidPolicy = apiError("InvalidPolicy", { code: "invalid_policy", status: 400 }, (param: string, message: string) => ({
+  message,
+  param
+}))
+export type InvalidPolicy = InstanceType<typeof InvalidPolicy>
+
+/**
+ * 403 `policy_violation` (ext, D25): an agent's transfer breaks its spend policy;
+ * `reason` says which rule (`asset_not_allowed`, `recipient_not_allowed`,
+ * `outside_active_hours`, `per_transaction_limit_exceeded`, `daily_limit_exceeded`).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const PolicyViolation = apiError("PolicyViolation", { code: "policy_violation", status: 403 }, (reason: string) => ({
+  message: "The agent's spend policy does not allow this transfer.",
+  reason
+}))
+export type PolicyViolation = InstanceType<typeof PolicyViolation>
+
+/**
+ * 403 `not_agent_owner` (SPEC, D21, D27, D29): the caller does not own the
+ * agent; an agent's own key never does.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const NotAgentOwner = apiError(
+  "NotAgentOwner",
+  { code: "not_agent_owner", status: 403 },
+  (message: string = "Only the account that owns the agent may do this; agent keys cannot.") => ({ message })
+)
+export type NotAgentOwner = InstanceType<typeof NotAgentOwner>
+
+/**
+ * 404 `agent_not_found` (ext, D29): no agent account with that id.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const AgentNotFound = apiError("AgentNotFound", { code: "agent_not_found", status: 404 }, (accountId: string) => ({
+  message: `No agent account ${accountId}.`,
+  param: "account_id"
+}))
+export type AgentNotFound = InstanceType<typeof AgentNotFound>
+
+/**
+ * 409 `agent_name_taken` (ext, D21): the owner already has an agent with that name.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const AgentNameTaken = apiError("AgentNameTaken", { code: "agent_name_taken", status: 409 }, (name: string) => ({
+  message: `This account already has an agent named ${name}.`,
+  param: "name"
+}))
+export type AgentNameTaken = InstanceType<typeof AgentNameTaken>
+
+/**
+ * 404 `transaction_not_found` (SPEC, D27): no pending agent transaction with that
+ * id in the key's mode (unknown, or already decided).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const TransactionNotFound = apiError(
+  "TransactionNotFound",
+  { code: "transaction_not_found", status: 404 },
+  (transactionId: string) => ({ message: `No pending agent transaction ${transactionId}.`, param: "transaction_id" })
+)
+export type TransactionNotFound = InstanceType<typeof TransactionNotFound>
+
+/**
+ * 409 `transaction_expired` (SPEC, D27): the approval window has passed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const TransactionExpired = apiError(
+  "TransactionExpired",
+  { code: "transaction_expired", status: 409 },
+  (transactionId: string) => ({ message: `The approval window of ${transactionId} has passed.`, param: "transaction_id" })
+)
+export type TransactionExpired = InstanceType<typeof TransactionExpired>
+
+// ---------------------------------------------------------------------------------------------
+// Webhooks and events
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * 404 `webhook_not_found` (D33): no subscription with that id for the caller's
+ * account and mode (another account's id, or a deleted one, is not found too).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const WebhookNotFound = apiError("WebhookNotFound", { code: "webhook_not_found", status: 404 }, (webhookId: string) => ({
+  message: `No webhook subscription ${webhookId}.`,
+  param: "webhook_id"
+}))
+export type WebhookNotFound = InstanceType<typeof WebhookNotFound>
+
+/**
+ * 404 `event_not_found` (D35): no event with that id for the subscription's
+ * account and mode (or it is past retention).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const EventNotFound = apiError("EventNotFound", { code: "event_not_found", status: 404 }, (eventId: string) => ({
+  message: `No event ${eventId} for this subscription.`,
+  param: "event_id"
+}))
+export type EventNotFound = InstanceType<typeof EventNotFound>
+
+// ---------------------------------------------------------------------------------------------
+// The whole table
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Every class of the catalogue, by tag: what a client builds its own error classes from
+ * (each has `code` and `status`).
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export const catalogue = {
+  Unauthorized,
+  RateLimited,
+  InvalidRequest,
+  PayloadTooLarge,
+  IdempotencyKeyReused,
+  IdempotencyKeyInProgress,
+  InternalError,
+  ServiceUnavailable,
+  KycRequired,
+  LivemodeUnavailable,
+  TestModeOnly,
+  AccountNotFound,
+  ApiKeyNotFound,
+  HandleTaken,
+  EncryptionKeyRequired,
+  EncryptionKeyInvalid,
+  EncryptionKeyAlreadyRegistered,
+  DecryptionProofInvalid,
+  InsufficientBalance,
+  RecipientNotFound,
+  RecipientNotConfidentialReady,
+  TransferNotFound,
+  PreparedTransferUsed,
+  InvalidPolicy,
+  PolicyViolation,
+  NotAgentOwner,
+  AgentNotFound,
+  AgentNameTaken,
+  TransactionNotFound,
+  TransactionExpired,
+  WebhookNotFound,
+  EventNotFound
+} as const

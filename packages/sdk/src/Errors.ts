@@ -17,8 +17,12 @@
  * }
  * ```
  *
+ * The codes come from the contract's catalogue (`@pps/api/Errors`), so a code the API
+ * answers has a class here (the tests check every one).
+ *
  * @since 0.3.0
  */
+import { catalogue, type routerErrors } from "@pps/api/Errors"
 import { ApiError, type ErrorObject } from "./Client.ts"
 
 const define = <const Code extends string>(code: Code, name: string) => {
@@ -31,74 +35,76 @@ const define = <const Code extends string>(code: Code, name: string) => {
 }
 
 /** 400 `invalid_request` (SPEC): a malformed body or a missing field; `param` names it. */
-export const InvalidRequest = define("invalid_request", "InvalidRequest")
+export const InvalidRequest = define(catalogue.InvalidRequest.code, "InvalidRequest")
 /** 401 `unauthorized` (SPEC): a missing, unknown or revoked API key. */
-export const Unauthorized = define("unauthorized", "Unauthorized")
+export const Unauthorized = define(catalogue.Unauthorized.code, "Unauthorized")
 /** 402 `insufficient_balance` (SPEC). */
-export const InsufficientBalance = define("insufficient_balance", "InsufficientBalance")
+export const InsufficientBalance = define(catalogue.InsufficientBalance.code, "InsufficientBalance")
 /** 403 `kyc_required` (SPEC). */
-export const KycRequired = define("kyc_required", "KycRequired")
+export const KycRequired = define(catalogue.KycRequired.code, "KycRequired")
 /** 403 `not_agent_owner` (SPEC). */
-export const NotAgentOwner = define("not_agent_owner", "NotAgentOwner")
+export const NotAgentOwner = define(catalogue.NotAgentOwner.code, "NotAgentOwner")
 /** 403 `policy_violation`: an agent's spend policy refused the transfer; `reason` says which rule. */
-export const PolicyViolation = define("policy_violation", "PolicyViolation")
+export const PolicyViolation = define(catalogue.PolicyViolation.code, "PolicyViolation")
 /** 403 `livemode_unavailable`: a live key while no mainnet is configured. */
-export const LivemodeUnavailable = define("livemode_unavailable", "LivemodeUnavailable")
+export const LivemodeUnavailable = define(catalogue.LivemodeUnavailable.code, "LivemodeUnavailable")
 /** 403 `test_mode_only`: the faucet with a live key. */
-export const TestModeOnly = define("test_mode_only", "TestModeOnly")
+export const TestModeOnly = define(catalogue.TestModeOnly.code, "TestModeOnly")
 /** 404 `recipient_not_found` (SPEC). */
-export const RecipientNotFound = define("recipient_not_found", "RecipientNotFound")
+export const RecipientNotFound = define(catalogue.RecipientNotFound.code, "RecipientNotFound")
 /** 404 `transaction_not_found` (SPEC). */
-export const TransactionNotFound = define("transaction_not_found", "TransactionNotFound")
+export const TransactionNotFound = define(catalogue.TransactionNotFound.code, "TransactionNotFound")
 /** 404 `transfer_not_found`. */
-export const TransferNotFound = define("transfer_not_found", "TransferNotFound")
+export const TransferNotFound = define(catalogue.TransferNotFound.code, "TransferNotFound")
 /** 404 `agent_not_found`. */
-export const AgentNotFound = define("agent_not_found", "AgentNotFound")
+export const AgentNotFound = define(catalogue.AgentNotFound.code, "AgentNotFound")
 /** 404 `webhook_not_found`. */
-export const WebhookNotFound = define("webhook_not_found", "WebhookNotFound")
+export const WebhookNotFound = define(catalogue.WebhookNotFound.code, "WebhookNotFound")
 /** 404 `event_not_found`. */
-export const EventNotFound = define("event_not_found", "EventNotFound")
+export const EventNotFound = define(catalogue.EventNotFound.code, "EventNotFound")
 /** 404 `not_found`: no such endpoint. */
-export const NotFound = define("not_found", "NotFound")
+export const NotFound = define("not_found" satisfies keyof typeof routerErrors, "NotFound")
 /** 405 `method_not_allowed`. */
-export const MethodNotAllowed = define("method_not_allowed", "MethodNotAllowed")
+export const MethodNotAllowed = define("method_not_allowed" satisfies keyof typeof routerErrors, "MethodNotAllowed")
 /** 408 `request_timeout`. */
-export const RequestTimeout = define("request_timeout", "RequestTimeout")
+export const RequestTimeout = define("request_timeout" satisfies keyof typeof routerErrors, "RequestTimeout")
+/** 431 `headers_too_large`. */
+export const HeadersTooLarge = define("headers_too_large" satisfies keyof typeof routerErrors, "HeadersTooLarge")
 /** 409 `transaction_expired` (SPEC). */
-export const TransactionExpired = define("transaction_expired", "TransactionExpired")
+export const TransactionExpired = define(catalogue.TransactionExpired.code, "TransactionExpired")
 /** 409 `idempotency_key_reused` (D6): the same key with another request. */
-export const IdempotencyKeyReused = define("idempotency_key_reused", "IdempotencyKeyReused")
+export const IdempotencyKeyReused = define(catalogue.IdempotencyKeyReused.code, "IdempotencyKeyReused")
 /** 409 `idempotency_key_in_progress` (D6): the first request with the key still runs. */
-export const IdempotencyKeyInProgress = define("idempotency_key_in_progress", "IdempotencyKeyInProgress")
+export const IdempotencyKeyInProgress = define(catalogue.IdempotencyKeyInProgress.code, "IdempotencyKeyInProgress")
 /** 409 `agent_name_taken`. */
-export const AgentNameTaken = define("agent_name_taken", "AgentNameTaken")
+export const AgentNameTaken = define(catalogue.AgentNameTaken.code, "AgentNameTaken")
 /** 409 `encryption_key_already_registered`. */
-export const EncryptionKeyAlreadyRegistered = define("encryption_key_already_registered", "EncryptionKeyAlreadyRegistered")
+export const EncryptionKeyAlreadyRegistered = define(catalogue.EncryptionKeyAlreadyRegistered.code, "EncryptionKeyAlreadyRegistered")
 /** 409 `prepared_transfer_used`: a client-sealed transfer was already created from this preparation. */
-export const PreparedTransferUsed = define("prepared_transfer_used", "PreparedTransferUsed")
+export const PreparedTransferUsed = define(catalogue.PreparedTransferUsed.code, "PreparedTransferUsed")
 /** 413 `payload_too_large`. */
-export const PayloadTooLarge = define("payload_too_large", "PayloadTooLarge")
+export const PayloadTooLarge = define(catalogue.PayloadTooLarge.code, "PayloadTooLarge")
 /** 422 `recipient_not_confidential_ready` (SPEC): retry with `confidential: false`. */
-export const RecipientNotConfidentialReady = define("recipient_not_confidential_ready", "RecipientNotConfidentialReady")
+export const RecipientNotConfidentialReady = define(catalogue.RecipientNotConfidentialReady.code, "RecipientNotConfidentialReady")
 /** 422 `decryption_proof_invalid` (SPEC). */
-export const DecryptionProofInvalid = define("decryption_proof_invalid", "DecryptionProofInvalid")
+export const DecryptionProofInvalid = define(catalogue.DecryptionProofInvalid.code, "DecryptionProofInvalid")
 /** 422 `encryption_key_required`: register the account's key first. */
-export const EncryptionKeyRequired = define("encryption_key_required", "EncryptionKeyRequired")
-/** 400 `encryption_key_invalid`. */
-export const EncryptionKeyInvalid = define("encryption_key_invalid", "EncryptionKeyInvalid")
+export const EncryptionKeyRequired = define(catalogue.EncryptionKeyRequired.code, "EncryptionKeyRequired")
+/** 422 `encryption_key_invalid`: the key or its proof of possession does not verify. */
+export const EncryptionKeyInvalid = define(catalogue.EncryptionKeyInvalid.code, "EncryptionKeyInvalid")
 /** 400 `invalid_policy` (SPEC). */
-export const InvalidPolicy = define("invalid_policy", "InvalidPolicy")
+export const InvalidPolicy = define(catalogue.InvalidPolicy.code, "InvalidPolicy")
 /** 429 `rate_limited` (D7); the SDK retries it after `Retry-After`. */
-export const RateLimited = define("rate_limited", "RateLimited")
+export const RateLimited = define(catalogue.RateLimited.code, "RateLimited")
 /** 500 `internal_error`; quote `requestId`. */
-export const InternalError = define("internal_error", "InternalError")
+export const InternalError = define(catalogue.InternalError.code, "InternalError")
 /** 503 `service_unavailable`; the SDK retries it. */
-export const ServiceUnavailable = define("service_unavailable", "ServiceUnavailable")
+export const ServiceUnavailable = define(catalogue.ServiceUnavailable.code, "ServiceUnavailable")
 
 const classes = [
   InvalidRequest, Unauthorized, InsufficientBalance, KycRequired, NotAgentOwner, PolicyViolation, LivemodeUnavailable,
   TestModeOnly, RecipientNotFound, TransactionNotFound, TransferNotFound, AgentNotFound, WebhookNotFound, EventNotFound,
-  NotFound, MethodNotAllowed, RequestTimeout, TransactionExpired, IdempotencyKeyReused, IdempotencyKeyInProgress,
+  NotFound, MethodNotAllowed, RequestTimeout, HeadersTooLarge, TransactionExpired, IdempotencyKeyReused, IdempotencyKeyInProgress,
   AgentNameTaken, EncryptionKeyAlreadyRegistered, PreparedTransferUsed, PayloadTooLarge, RecipientNotConfidentialReady,
   DecryptionProofInvalid, EncryptionKeyRequired, EncryptionKeyInvalid, InvalidPolicy, RateLimited, InternalError,
   ServiceUnavailable

@@ -4,13 +4,23 @@
  * decrypted; an error class per code; an idempotent retry answering the first transfer;
  * a 503 from a faulty hop retried after its Retry-After with the same Idempotency-Key.
  */
+import { PublicApi } from "@pps/api/Api"
+import { routerErrors } from "@pps/api/Errors"
 import { EncryptionKey } from "@pps/crypto"
+import { OpenApi } from "effect/http-api"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Client, Confidential, Errors, Pps, type PpsTypes } from "../src/index.ts"
 import { startHop } from "./support/hop.ts"
 import { type ServerProcess, startServer } from "./support/server.ts"
 
 describe("Errors", () => {
+  it("has a class for every code the API answers: each error of the contract's document, and the router's", () => {
+    const document = JSON.stringify(OpenApi.fromApi(PublicApi))
+    const declared = [...document.matchAll(/"error":\{"type":"object","properties":\{"code":\{"type":"string","enum":\["([a-z_]+)"\]/g)].map((match) => match[1]!)
+    expect(declared.length).toBeGreaterThan(20)
+    for (const code of [...declared, ...Object.keys(routerErrors)]) expect(Errors.codes, code).toContain(code)
+  })
+
   it("maps every code to its class, an ApiError with status, code, param, reason and request id", () => {
     for (const code of Errors.codes) {
       const body = JSON.stringify({ error: { code, message: "m", param: "p", reason: "r", request_id: "req_1" } })
