@@ -1,0 +1,389 @@
+/**
+ * The throughput benchmark of issue 16: the real server process (`src/main.ts`, the embedded
+ * default of `npm start`: PGlite, its guardian child, anvil with 100 ms blocks), loaded over
+ * loopback HTTP from this separate process.
+ *
+ * For each level of concurrent clients (closed loop: each client sends its next transfer when
+ * the last one is answered) it measures confirmed transfers per second (create → `confirmed`,
+ * counting transfers answered `pending` once they confirm), the answers by status (load shed
+ * with 429/503 included), create → confirmed latency, and the CPU each process spent (server,
+ * guardian, anvil; `/proc/<pid>/stat`, user + system) per confirmed transfer. Then a fixed
+ * arrival rate (open loop) for create → confirmed p50/p99. The cryptographic floor of one
+ * transfer (packages/crypto/bench/transferFloor.ts, mcl-wasm) is measured in this process in
+ * the same run, and the server's and guardian's CPU per transfer is printed as a multiple of it.
+ *
+ * Transfers use SPEC's plain form (`amount` in the body): the server seals, so the service's
+ * whole cryptographic work is on its side, as in the floor. Load generation costs this process
+ * CPU on the same two cores: the figures are a floor for the service.
+ *
+ * Run (Linux: it reads /proc):
+ *   npm run -s bench:throughput -- [--clients 64,256,1024] [--seconds 20] [--accounts 16]
+ *                                  [--rate 100] [--rate-seconds 20] [--block-time-ms 100] [--seed N]
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { parseArgs } from "node:util"
+import { Backend, EncryptionKey } from "@pps/crypto"
+import { Client, Confidential } from "@pps/sdk"
+import { medianMs, transferCrypto } from "../../crypto/bench/transferFloor.ts"
+import { mulberry32 } from "../test/fault/prng.ts"
+import { freePort, serverTarget } from "../test/fault/processes.ts"
+
+const { values } = parseArgs({
+  options: {
+    clients: { type: "string", default: "64,256,1024" },
+    seconds: { type: "string", default: "20" },
+    accounts: { type: "string", default: "16" },
+    rate: { type: "string", default: "100" },
+    "rate-seconds": { type: "string", default: "20" },
+    "block-time-ms": { type: "string", default: "100" },
+    seed: { type: "string", default: "16" }
+  }
+})
+
+const positive = (name: string, text: string | undefined): number => {
+  const value = Number(text)
+  if (!Number.isSafeInteger(value) || value < 1) {
+    process.stderr.write(`throughput: --${name} must be a whole number >= 1, got ${text}\n`)
+    process.exit(2)
+  }
+  return value
+}
+const clientLevels = (values.clients ?? "").split(",").map((text) => positive("clients", text))
+const windowMs = positive("seconds", values.seconds) * 1000
+const accountsCount = Math.max(2, positive("accounts", values.accounts))
+const fixedRatePerSecond = positive("rate", values.rate)
+const fixedRateMs = positive("rate-seconds", values["rate-seconds"]) * 1000
+const blockTimeMs = positive("block-time-ms", values["block-time-ms"])
+const prng = mulberry32(positive("seed", values.seed))
+
+// ---- limits (each with its reason) ----
+
+/** A create waits at most TRANSFER_CREATE_TIMEOUT_MS (5 s) for settlement; past this the socket is given up. */
+const requestTimeoutMs = 30_000
+/** After a window, transfers answered `pending` get this long to reach a final state. */
+const drainTimeoutMs = 120_000
+/** How often a `pending` transfer is read again while draining (the latency's resolution). */
+const drainPollMs = 100
+/** A shed request (429/503) waits its Retry-After, capped so a client never sleeps through a window. */
+const retryAfterCapMs = 2_000
+/** Test USDG per account: enough for every level's transfers of 0.01 each. */
+const fundingUsdg = "100000"
+const amountUsdg = "0.01"
+
+const log = (line: string) => process.stdout.write(`${new Date().toISOString()} ${line}\n`)
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, ms)))
+const percentile = (values: ReadonlyArray<number>, p: number): number => {
+  if (values.length === 0) return Number.NaN
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? Number.NaN
+}
+
+// ---- processes and their CPU ----
+
+/** Clock ticks per second of /proc's CPU counters (USER_HZ: 100 on Linux). */
+const ticksPerSecond = 100
+
+/** User + system CPU time of one process so far, in ms; undefined once it is gone. */
+const cpuMs = (pid: number): number | undefined => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    // Fields after the command (which may hold spaces) start after its closing parenthesis.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / ticksPerSecond
+  } catch {
+    return undefined
+  }
+}
+
+const childrenOf = (pid: number): ReadonlyArray<number> => {
+  try {
+    return fs.readdirSync(`/proc/${pid}/task`).flatMap((task) =>
+      fs.readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number)
+    )
+  } catch {
+    return []
+  }
+}
+
+const commandOf = (pid: number): string => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/comm`, "utf8").trim()
+  } catch {
+    return "?"
+  }
+}
+
+interface Processes {
+  readonly server: number
+  readonly guardian: number | undefined
+  readonly anvil: number | undefined
+}
+
+const findProcesses = (dataDir: string): Processes => {
+  const server = Number(fs.readFileSync(path.join(dataDir, "server.lock"), "utf8"))
+  const guardianFile = path.join(dataDir, "guardian.pid")
+  const guardian = fs.existsSync(guardianFile) ? Number(fs.readFileSync(guardianFile, "utf8")) : undefined
+  const anvil = childrenOf(server).find((pid) => commandOf(pid) === "anvil")
+  return { server, guardian, anvil }
+}
+
+type CpuSample = Record<keyof Processes, number>
+const sampleCpu = (processes: Processes): CpuSample => ({
+  server: cpuMs(processes.server) ?? Number.NaN,
+  guardian: processes.guardian === undefined ? 0 : cpuMs(processes.guardian) ?? Number.NaN,
+  anvil: processes.anvil === undefined ? Number.NaN : cpuMs(processes.anvil) ?? Number.NaN
+})
+
+// ---- HTTP ----
+
+interface Answer {
+  readonly status: number
+  readonly json: unknown
+  readonly retryAfterMs: number | undefined
+}
+
+const exchange = async (url: string, init: { method: string; headers: Record<string, string>; body?: string }): Promise<Answer> => {
+  const response = await fetch(url, { ...init, signal: AbortSignal.timeout(requestTimeoutMs) })
+  const text = await response.text()
+  const retryAfter = response.headers.get("retry-after")
+  let json: unknown = undefined
+  try {
+    json = JSON.parse(text)
+  } catch {
+    // a non-JSON answer: only its status counts
+  }
+  return { status: response.status, json, retryAfterMs: retryAfter === null ? undefined : Number(retryAfter) * 1000 }
+}
+
+const stringField = (value: unknown, name: string): string | undefined => {
+  if (typeof value !== "object" || value === null) return undefined
+  const field = (value as Record<string, unknown>)[name]
+  return typeof field === "string" ? field : undefined
+}
+
+interface Account {
+  readonly handle: string
+  readonly apiKey: string
+}
+
+const json = (apiKey: string, extra: Record<string, string> = {}) => ({
+  authorization: `Bearer ${apiKey}`,
+  "content-type": "application/json",
+  ...extra
+})
+
+// ---- set-up ----
+
+const setUp = async (baseUrl: string, adminUrl: string, adminToken: string): Promise<ReadonlyArray<Account>> => {
+  const accounts: Array<Account> = []
+  for (let index = 0; index < accountsCount; index++) {
+    const handle = `bench-${index}`
+    const created = await exchange(`${adminUrl}/admin/accounts`, {
+      method: "POST",
+      headers: json(adminToken),
+      body: JSON.stringify({ handle, kyc_status: "verified" })
+    })
+    const apiKey = stringField(created.json, "api_key")
+    if (created.status !== 201 || apiKey === undefined) throw new Error(`account ${handle}: ${created.status} ${JSON.stringify(created.json)}`)
+    await Confidential.registerKey(Client.make({ baseUrl, apiKey }), EncryptionKey.generate())
+    const funded = await exchange(`${baseUrl}/v1/test/faucet`, { method: "POST", headers: json(apiKey), body: JSON.stringify({ amount: fundingUsdg }) })
+    if (funded.status !== 200) throw new Error(`faucet ${handle}: ${funded.status} ${JSON.stringify(funded.json)}`)
+    accounts.push({ handle: `@${handle}`, apiKey })
+  }
+  // Credits come from the chain (D39): an account can spend once the guardian has read its
+  // grant. One transfer from each, repeated until it is accepted, is the warm-up too.
+  for (const [index, account] of accounts.entries()) {
+    const to = accounts[(index + 1) % accounts.length]!.handle
+    for (let attempt = 0; ; attempt++) {
+      const answer = await exchange(`${baseUrl}/v1/transfers`, { method: "POST", headers: json(account.apiKey), body: JSON.stringify({ to, amount: amountUsdg }) })
+      if (answer.status === 201) break
+      if (attempt > 600) throw new Error(`warm-up ${account.handle}: ${answer.status} ${JSON.stringify(answer.json)}`)
+      await sleep(100)
+    }
+  }
+  return accounts
+}
+
+// ---- one transfer, followed to its end ----
+
+interface Outcome {
+  /** The create's status (201 created, 429/503 shed, anything else an error). */
+  readonly status: number
+  /** The final transfer status, for a 201. */
+  readonly final?: "confirmed" | "failed" | "pending"
+  /** Create sent → confirmed seen (the answer, or a later read). */
+  readonly latencyMs?: number
+  readonly retryAfterMs?: number
+}
+
+const transferOnce = async (baseUrl: string, accounts: ReadonlyArray<Account>, followPending: Array<Promise<Outcome>>): Promise<Outcome> => {
+  const from = prng.int(0, accounts.length - 1)
+  const to = (from + prng.int(1, accounts.length - 1)) % accounts.length
+  const sender = accounts[from]!
+  const started = performance.now()
+  let answer: Answer
+  try {
+    answer = await exchange(`${baseUrl}/v1/transfers`, {
+      method: "POST",
+      headers: json(sender.apiKey, { "idempotency-key": `bench-${crypto.randomUUID()}` }),
+      body: JSON.stringify({ to: accounts[to]!.handle, amount: amountUsdg })
+    })
+  } catch {
+    return { status: 0 }
+  }
+  if (answer.status !== 201) return { status: answer.status, ...(answer.retryAfterMs === undefined ? {} : { retryAfterMs: answer.retryAfterMs }) }
+  const status = stringField(answer.json, "status")
+  if (status === "confirmed") return { status: 201, final: "confirmed", latencyMs: performance.now() - started }
+  if (status !== "pending") return { status: 201, final: "failed" }
+  // D14: answered `pending` after the create timeout; read it until it is final.
+  const transferId = stringField(answer.json, "transfer_id") ?? ""
+  const followed = (async (): Promise<Outcome> => {
+    const deadline = Date.now() + drainTimeoutMs
+    while (Date.now() < deadline) {
+      await sleep(drainPollMs)
+      const read = await exchange(`${baseUrl}/v1/transfers/${transferId}`, { method: "GET", headers: json(sender.apiKey) }).catch(() => undefined)
+      const now = stringField(read?.json, "status")
+      if (now === "confirmed") return { status: 201, final: "confirmed", latencyMs: performance.now() - started }
+      if (now === "failed") return { status: 201, final: "failed" }
+    }
+    return { status: 201, final: "pending" }
+  })()
+  followPending.push(followed)
+  return { status: 201, final: "pending" }
+}
+
+// ---- a level ----
+
+interface LevelResult {
+  readonly label: string
+  readonly elapsedMs: number
+  readonly outcomes: ReadonlyArray<Outcome>
+  readonly cpu: CpuSample
+}
+
+const summarize = (result: LevelResult) => {
+  const byStatus: Record<string, number> = {}
+  for (const outcome of result.outcomes) {
+    const key = outcome.status === 201 ? `201 ${outcome.final}` : String(outcome.status)
+    byStatus[key] = (byStatus[key] ?? 0) + 1
+  }
+  const confirmed = result.outcomes.filter((outcome) => outcome.final === "confirmed")
+  const latencies = confirmed.flatMap((outcome) => (outcome.latencyMs === undefined ? [] : [outcome.latencyMs]))
+  const perTransfer = (ms: number) => (confirmed.length === 0 ? Number.NaN : ms / confirmed.length)
+  return {
+    confirmed: confirmed.length,
+    perSecond: confirmed.length / (result.elapsedMs / 1000),
+    byStatus,
+    p50: percentile(latencies, 0.5),
+    p99: percentile(latencies, 0.99),
+    cpuServerMs: perTransfer(result.cpu.server),
+    cpuGuardianMs: perTransfer(result.cpu.guardian),
+    cpuAnvilMs: perTransfer(result.cpu.anvil)
+  }
+}
+
+/** Runs `drive` between two CPU samples; the window ends once every followed transfer is final. */
+const measured = async (label: string, processes: Processes, drive: (followPending: Array<Promise<Outcome>>) => Promise<ReadonlyArray<Outcome>>): Promise<LevelResult> => {
+  const before = sampleCpu(processes)
+  const started = performance.now()
+  const followPending: Array<Promise<Outcome>> = []
+  const answered = await drive(followPending)
+  const followed = await Promise.all(followPending)
+  const elapsedMs = performance.now() - started
+  const after = sampleCpu(processes)
+  // A followed outcome replaces the `pending` answer it started from.
+  const outcomes = [...answered.filter((outcome) => outcome.final !== "pending"), ...followed]
+  return {
+    label,
+    elapsedMs,
+    outcomes,
+    cpu: { server: after.server - before.server, guardian: after.guardian - before.guardian, anvil: after.anvil - before.anvil }
+  }
+}
+
+const closedLoop = (baseUrl: string, accounts: ReadonlyArray<Account>, clients: number) => async (followPending: Array<Promise<Outcome>>) => {
+  const outcomes: Array<Outcome> = []
+  const endAt = performance.now() + windowMs
+  await Promise.all(Array.from({ length: clients }, async () => {
+    while (performance.now() < endAt) {
+      const outcome = await transferOnce(baseUrl, accounts, followPending)
+      outcomes.push(outcome)
+      if (outcome.retryAfterMs !== undefined) await sleep(Math.min(outcome.retryAfterMs, retryAfterCapMs))
+    }
+  }))
+  return outcomes
+}
+
+const openLoop = (baseUrl: string, accounts: ReadonlyArray<Account>) => async (followPending: Array<Promise<Outcome>>) => {
+  const count = Math.round((fixedRatePerSecond * fixedRateMs) / 1000)
+  const started = performance.now()
+  return Promise.all(Array.from({ length: count }, async (_, index) => {
+    await sleep(started + (index * 1000) / fixedRatePerSecond - performance.now())
+    return transferOnce(baseUrl, accounts, followPending)
+  }))
+}
+
+// ---- the run ----
+
+const format = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : "n/a")
+
+const main = async () => {
+  await Backend.init({ backend: "mcl" })
+  const floor = transferCrypto()
+  const floorMs = medianMs(floor.oneTransfer)
+  log(`cryptographic floor of one transfer (mcl-wasm, this process): ${format(floorMs, 2)} ms`)
+
+  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-throughput-"))
+  const dataDir = path.join(workDir, "data")
+  fs.mkdirSync(dataDir)
+  const [port, adminPort] = [await freePort(), await freePort()]
+  const server = serverTarget({
+    dataDir,
+    port,
+    adminPort,
+    logFile: path.join(workDir, "server.log"),
+    env: { CHAIN_BLOCK_TIME_MS: String(blockTimeMs) }
+  })
+  const baseUrl = `http://127.0.0.1:${port}`
+  const results: Array<ReturnType<typeof summarize> & { label: string }> = []
+  try {
+    log(`starting the server (embedded default, ${blockTimeMs} ms blocks) in ${workDir}`)
+    await server.start()
+    const adminToken = (JSON.parse(fs.readFileSync(path.join(dataDir, "secrets.json"), "utf8")) as { admin_token: string }).admin_token
+    const accounts = await setUp(baseUrl, `http://127.0.0.1:${adminPort}`, adminToken)
+    const processes = findProcesses(dataDir)
+    log(`${accounts.length} accounts funded; pids: server ${processes.server}, guardian ${processes.guardian ?? "in process"}, anvil ${processes.anvil ?? "not found"}`)
+    for (const clients of clientLevels) {
+      log(`${clients} clients for ${windowMs / 1000} s ...`)
+      const result = await measured(`${clients} clients`, processes, closedLoop(baseUrl, accounts, clients))
+      results.push({ label: result.label, ...summarize(result) })
+      log(`  ${JSON.stringify(results.at(-1))}`)
+    }
+    log(`${fixedRatePerSecond} transfers/s for ${fixedRateMs / 1000} s ...`)
+    const fixed = await measured(`${fixedRatePerSecond}/s fixed`, processes, openLoop(baseUrl, accounts))
+    results.push({ label: fixed.label, ...summarize(fixed) })
+    log(`  ${JSON.stringify(results.at(-1))}`)
+  } finally {
+    await server.stop()
+  }
+
+  const cpu = os.cpus()
+  process.stdout.write([
+    "",
+    `machine: ${cpu[0]?.model ?? "unknown"} (${cpu.length} vCPU), load average at the end ${os.loadavg().map((load) => load.toFixed(1)).join(" ")}, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}`,
+    `command: npm run -s bench:throughput -- --clients ${clientLevels.join(",")} --seconds ${windowMs / 1000} --accounts ${accountsCount} --rate ${fixedRatePerSecond} --rate-seconds ${fixedRateMs / 1000} --block-time-ms ${blockTimeMs}`,
+    `cryptographic floor per transfer (mcl-wasm, measured in this run): ${format(floorMs, 2)} ms`,
+    "",
+    "| load | confirmed/s | answers | create → confirmed p50 / p99 ms | CPU ms per confirmed transfer: server / guardian / anvil | server + guardian ÷ floor |",
+    "|---|---:|---|---:|---:|---:|",
+    ...results.map((row) =>
+      `| ${row.label} | ${format(row.perSecond)} | ${Object.entries(row.byStatus).map(([status, count]) => `${status}: ${count}`).join(", ")} | ${format(row.p50, 0)} / ${format(row.p99, 0)} | ${format(row.cpuServerMs)} / ${format(row.cpuGuardianMs)} / ${format(row.cpuAnvilMs)} | ${format((row.cpuServerMs + row.cpuGuardianMs) / floorMs)}× |`
+    ),
+    ""
+  ].join("\n"))
+  fs.rmSync(workDir, { recursive: true, force: true })
+}
+
+await main()
