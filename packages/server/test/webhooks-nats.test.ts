@@ -5,7 +5,6 @@
  * relays publish and both nodes consume and deliver; a republished event is
  * dropped by the stream (Nats-Msg-Id = event id).
  */
-import * as net from "node:net"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { jetstreamManager } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
@@ -15,27 +14,11 @@ import { SqlClient } from "effect/sql"
 import { EventBus } from "../src/events/EventBus.ts"
 import { ulid } from "../src/platform/Ids.ts"
 import { Dispatcher } from "../src/webhooks/Dispatcher.ts"
+import { natsAvailable, natsUrl } from "./support/requireNats.ts"
 import { postgresAvailable } from "./support/requirePostgres.ts"
 import { postgresAdminUrl } from "./support/TestServer.ts"
 import { eventually, makeTestCa, startReceiver } from "./support/webhooks-receiver.ts"
 import { append, buildServices, confirmedEvent, newAccount, newWebhook } from "./support/webhooks-services.ts"
-
-const natsUrl = process.env["PPS_TEST_NATS_URL"] ?? "nats://127.0.0.1:4222"
-const natsAvailable = await new Promise<boolean>((resolve) => {
-  const url = new URL(natsUrl)
-  const socket = net.connect({ host: url.hostname, port: Number(url.port || 4222) })
-  const done = (ok: boolean) => {
-    socket.destroy()
-    resolve(ok)
-  }
-  socket.setTimeout(1_000, () => done(false))
-  socket.once("connect", () => done(true))
-  socket.once("error", () => done(false))
-})
-if (!natsAvailable) {
-  if (process.env["PPS_REQUIRE_POSTGRES"] === "1") throw new Error(`NATS is required in CI but ${natsUrl} does not answer`)
-  console.warn(`\n*** NATS at ${natsUrl} does not answer: SKIPPING the JetStream suite ***\n`)
-}
 
 const ca = makeTestCa()
 const stream = `PPS_TEST_${ulid()}`

@@ -54,6 +54,8 @@ export interface ClusterProcess {
   readonly kill: () => Promise<void>
   /** SIGTERM, SIGKILL after the grace period; resolves once it is gone. */
   readonly stop: () => Promise<void>
+  /** How many times it was started. */
+  readonly starts: () => number
 }
 
 const isReady = async (url: string): Promise<boolean> => {
@@ -77,7 +79,9 @@ const managedProcess = (options: {
 }): ClusterProcess => {
   const logFile = path.join(options.logDir, `${options.name}.log`)
   let group: number | undefined
+  let starts = 0
   const start = async () => {
+    starts++
     const log = fs.openSync(logFile, "a")
     fs.writeSync(log, `\n--- start at ${new Date().toISOString()} ---\n`)
     const child = spawn(options.command, [...options.args], {
@@ -132,7 +136,7 @@ const managedProcess = (options: {
     unregisterGroup(current)
     group = undefined
   }
-  return { name: options.name, logFile, pid: () => group, start, kill: () => finish("SIGKILL"), stop: () => finish("SIGTERM") }
+  return { name: options.name, logFile, pid: () => group, start, kill: () => finish("SIGKILL"), stop: () => finish("SIGTERM"), starts: () => starts }
 }
 
 // ---- preparation ----

@@ -370,10 +370,12 @@ const makeEngine = (
         yield* broadcast(tracked, 0)
       })
 
-    // Recovery: everything not final, as the last run left it.
+    // Recovery: everything not final that no live node drives, as the last run left it
+    // (embedded: every earlier process is gone, so all of it; distributed: what dead nodes
+    // left, including this node's previous life once its heartbeat is stale).
     let lastScanned = yield* rpc("reading the head", () => client.getBlockNumber())
     latestTimestampSeconds = yield* blockTimestamp(lastScanned)
-    const open = yield* store.open(chain.mode)
+    const open = yield* store.adoptOrphans(chain.mode)
     for (const submission of open) yield* recover(submission)
 
     function recover(submission: Submission): Effect.Effect<void, ChainError | SqlError.SqlError> {
@@ -461,6 +463,25 @@ const makeEngine = (
 
     /** Submissions this node is recording or signing right now (not yet sent). */
     const signing = new Set<string>()
+
+    // A node that died leaves its submissions open: survivors adopt them once its heartbeat
+    // is stale and finish them (the contract's replay nonce keeps a transaction the dead
+    // node had broadcast and this one signs anew from being applied twice).
+    yield* Effect.forkScoped(
+      Effect.gen(function*() {
+        const adopted = yield* store.adoptOrphans(chain.mode)
+        for (const submission of adopted) {
+          const id = submission.request.submissionId
+          if (bySubmission.has(id) || signing.has(id)) continue
+          yield* Effect.logInfo("adopting a dead node's submission").pipe(Effect.annotateLogs({ submission_id: id, mode: chain.mode }))
+          yield* recover(submission)
+        }
+      }).pipe(
+        Effect.catch((error) => Effect.logWarning("adopting orphaned submissions failed", error)),
+        Effect.repeat(Schedule.spaced(Duration.millis(SettlementLimits.adoptOrphansEveryMs))),
+        Effect.delay(Duration.millis(SettlementLimits.adoptOrphansEveryMs))
+      )
+    )
 
     const engine: Engine = {
       submit: (request) =>

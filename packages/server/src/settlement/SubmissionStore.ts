@@ -8,6 +8,7 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { type Address, bytesToHex, type Hex, hexToBytes } from "viem"
 import { Mode } from "@pps/api/ApiKeys"
+import { deadAfterMs, NodeLiveness } from "../platform/NodeLiveness.ts"
 import type { Resolution, SubmissionKind, SubmissionRequest, SubmissionStatus } from "./domain.ts"
 
 const SubmissionRow = Schema.Struct({
@@ -100,6 +101,12 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
   readonly get: (submissionId: string) => Effect.Effect<Option.Option<Submission>, SqlError.SqlError>
   /** Every submission of a mode that is not final. */
   readonly open: (mode: Mode) => Effect.Effect<ReadonlyArray<Submission>, SqlError.SqlError>
+  /**
+   * Takes over the open submissions of a mode whose node is dead (its heartbeat older than
+   * `deadAfterMs`, or gone) or unknown (rows from before owners were recorded), and returns
+   * them: this node drives them from now on. One UPDATE, so two survivors never both adopt one.
+   */
+  readonly adoptOrphans: (mode: Mode) => Effect.Effect<ReadonlyArray<Submission>, SqlError.SqlError>
   readonly markSent: (
     submissionId: string,
     signed: { readonly relayer: Address; readonly nonce: number; readonly rawTx: Hex; readonly txHash: Hex }
@@ -112,17 +119,18 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
     SubmissionStore,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
+      const { nodeId } = yield* NodeLiveness
       const decode = (rows: ReadonlyArray<unknown>) =>
         Schema.decodeUnknownEffect(Schema.Array(SubmissionRow))(rows).pipe(Effect.orDie, Effect.map((r) => r.map(toSubmission)))
       return SubmissionStore.of({
         record: (request) =>
           sql`
             INSERT INTO chain_submissions (submission_id, mode, kind, target, call_data, gas_limit, deadline_seconds,
-              replay_sender, replay_nonce, replay_transfer_id, status, created_at, updated_at)
+              replay_sender, replay_nonce, replay_transfer_id, status, owner_node, created_at, updated_at)
             VALUES (${request.submissionId}, ${request.mode}, ${request.kind}, ${request.target}, ${hexToBytes(request.data)},
               ${request.gasLimit.toString()}, ${request.deadlineSeconds?.toString() ?? null},
               ${request.replayKey?.sender ?? null}, ${request.replayKey?.nonce.toString() ?? null},
-              ${request.replayKey?.transferId ?? null}, 'recorded', now(), now())
+              ${request.replayKey?.transferId ?? null}, 'recorded', ${nodeId}, now(), now())
             ON CONFLICT (submission_id) DO NOTHING
             RETURNING 1 AS recorded`.pipe(Effect.map((rows) => rows.length > 0)),
         get: (submissionId) =>
@@ -134,6 +142,17 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
           sql.unsafe(
             `SELECT ${columns} FROM chain_submissions WHERE mode = $1 AND status IN ('recorded', 'sent') ORDER BY created_at`,
             [mode]
+          ).pipe(Effect.flatMap(decode)),
+        adoptOrphans: (mode) =>
+          sql.unsafe(
+            `UPDATE chain_submissions s SET owner_node = $2
+             WHERE s.mode = $1 AND s.status IN ('recorded', 'sent') AND s.owner_node IS DISTINCT FROM $2
+               AND NOT EXISTS (
+                 SELECT 1 FROM node_heartbeats h
+                 WHERE h.node_id = s.owner_node AND h.beat_at > now() - make_interval(secs => $3::double precision / 1000)
+               )
+             RETURNING ${columns}`,
+            [mode, nodeId, deadAfterMs]
           ).pipe(Effect.flatMap(decode)),
         markSent: (submissionId, signed) =>
           sql`

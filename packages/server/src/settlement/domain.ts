@@ -112,6 +112,11 @@ export const gasLimits: Record<SubmissionKind, bigint> = {
 export const SettlementLimits = {
   /** A sent transaction not seen in a block for this long is broadcast again (dropped by a node, lost by a restart). */
   rebroadcastAfterMs: 15_000,
+  /**
+   * How often a node looks for open submissions whose node died (NodeLiveness: dead after
+   * 10 s without a heartbeat), so a dead node's transfers finish within about 12 s.
+   */
+  adoptOrphansEveryMs: 2_000,
   /** A send that keeps failing for transport reasons is retried this many times before the submission waits for recovery. */
   sendAttemptsMax: 5,
   /** Blocks scanned per watcher round at most, so a long outage catches up in bounded steps. */

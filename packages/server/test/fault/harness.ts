@@ -46,6 +46,30 @@ export interface HarnessOptions {
   readonly log: (line: string) => void
 }
 
+/**
+ * What the harness runs against: where clients send, how accounts are made, and what
+ * the kill schedule may kill. `embeddedTopology` is the single server of `npm start`;
+ * the multi-node test (test/cluster.test.ts) passes the cluster of `npm run cluster`.
+ */
+export interface HarnessTopology {
+  /** Where clients send their requests: the server, or the balancer in front of several. */
+  readonly baseUrl: string
+  readonly adminUrl: string
+  /** Read once the topology has started (the embedded server generates it). */
+  readonly adminToken: () => string
+  readonly targets: ReadonlyArray<FaultTarget>
+  /**
+   * Whether the service answers while a target is down (nodes behind a balancer): then
+   * clients keep sending through a kill and a killed target is not started again, so
+   * the survivors must finish its work; otherwise clients wait for the restart.
+   */
+  readonly survivesKills: boolean
+  /** Starts everything (or nothing, when the caller started it) and resolves once it serves. */
+  readonly start: () => Promise<void>
+  readonly stop: () => Promise<void>
+  readonly workDir: string
+}
+
 export interface Violation {
   readonly invariant: string
   readonly detail: string
@@ -71,6 +95,8 @@ export interface HarnessReport {
   readonly balanceMismatches: number
   readonly frozen: number
   readonly webhookEvents: number
+  /** Final answers per node that served them (`X-Served-By`; "direct" without a balancer). */
+  readonly answersByNode: Readonly<Record<string, number>>
   readonly violations: ReadonlyArray<Violation>
   readonly durationMs: number
   readonly workDir: string
@@ -110,6 +136,7 @@ interface Attempt {
   readonly transferStatus: string | undefined
   readonly errorCode: string | undefined
   readonly replayed: boolean
+  readonly servedBy: string | undefined
 }
 
 interface RecordedRequest {
@@ -139,6 +166,7 @@ interface Answer {
   readonly json: unknown
   readonly replayed: boolean
   readonly retryAfterMs: number | undefined
+  readonly servedBy: string | undefined
 }
 
 const isRecord = (value: unknown): value is Record<string, unknown> =>
@@ -177,7 +205,8 @@ const exchange = async (
       status: response.status,
       json,
       replayed: response.headers.get("idempotent-replayed") === "true",
-      retryAfterMs: retryAfter === null ? undefined : Number(retryAfter) * 1000
+      retryAfterMs: retryAfter === null ? undefined : Number(retryAfter) * 1000,
+      servedBy: response.headers.get("x-served-by") ?? undefined
     }
   } catch {
     return undefined
@@ -210,7 +239,40 @@ class ServerGate {
 
 // ---- the run ----
 
-export const runHarness = async (options: HarnessOptions): Promise<HarnessReport> => {
+/** The embedded server of `npm start` in a fresh data directory: one process (its guardian child with it). */
+export const embeddedTopology = async (options: HarnessOptions, webhooks: boolean): Promise<HarnessTopology> => {
+  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), `pps-fault-${options.seed}-`))
+  const dataDir = path.join(workDir, "data")
+  fs.mkdirSync(dataDir)
+  const [port, adminPort] = [await freePort(), await freePort()]
+  const server: FaultTarget = serverTarget({
+    dataDir,
+    port,
+    adminPort,
+    logFile: path.join(workDir, "server.log"),
+    env: webhooks ? { WEBHOOK_ALLOW_INSECURE_LOOPBACK: "1" } : {}
+  })
+  // Every target the schedule may kill: the server process (its guardian child dies with
+  // it), and with `killGuardian` the guardian child alone.
+  const targets: ReadonlyArray<FaultTarget> = options.killGuardian === true ? [server, guardianTarget(dataDir)] : [server]
+  return {
+    baseUrl: `http://127.0.0.1:${port}`,
+    adminUrl: `http://127.0.0.1:${adminPort}`,
+    adminToken: () => (JSON.parse(fs.readFileSync(path.join(dataDir, "secrets.json"), "utf8")) as { admin_token: string }).admin_token,
+    targets,
+    survivesKills: false,
+    start: () => server.start(),
+    stop: async () => {
+      for (const target of targets) await target.stop()
+    },
+    workDir
+  }
+}
+
+export const runHarness = async (options: HarnessOptions): Promise<HarnessReport> =>
+  runHarnessOn(options, await embeddedTopology(options, options.webhooks))
+
+export const runHarnessOn = async (options: HarnessOptions, topology: HarnessTopology): Promise<HarnessReport> => {
   if (options.accounts < 2) throw new Error("--accounts must be at least 2: transfers need a recipient")
   if (options.clients < 1) throw new Error("--clients must be at least 1")
   const startedAtMs = Date.now()
@@ -229,34 +291,19 @@ export const runHarness = async (options: HarnessOptions): Promise<HarnessReport
   log(`fault harness: seed ${options.seed}, kills ${options.kills}, clients ${options.clients}, accounts ${options.accounts}, duration ${options.durationMs} ms`)
   log(`kill schedule (ms of load after each (re)start): [${killGapsMs.join(", ")}]`)
 
-  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), `pps-fault-${options.seed}-`))
-  const dataDir = path.join(workDir, "data")
-  fs.mkdirSync(dataDir)
-  const logFile = path.join(workDir, "server.log")
-  const [port, adminPort] = [await freePort(), await freePort()]
-  const baseUrl = `http://127.0.0.1:${port}`
+  const { baseUrl, targets, workDir } = topology
   let receiver: Receiver | undefined
   if (options.webhooks) receiver = await startReceiver(undefined)
-  const server: FaultTarget = serverTarget({
-    dataDir,
-    port,
-    adminPort,
-    logFile,
-    env: options.webhooks ? { WEBHOOK_ALLOW_INSECURE_LOOPBACK: "1" } : {}
-  })
-  // Every target the schedule may kill: the server process (its guardian child dies with
-  // it), and with `killGuardian` the guardian child alone.
-  const targets: ReadonlyArray<FaultTarget> = options.killGuardian === true ? [server, guardianTarget(dataDir)] : [server]
   const gate = new ServerGate()
   const restartMs: Array<number> = []
   const requests: Array<RecordedRequest> = []
 
   try {
     const setupStartMs = Date.now()
-    await server.start()
+    await topology.start()
     gate.open()
     log(`server up in ${Date.now() - setupStartMs} ms (work dir ${workDir})`)
-    const accounts = await setUpAccounts(options, dataDir, adminPort, baseUrl, receiver, log)
+    const accounts = await setUpAccounts(options, topology.adminUrl, topology.adminToken(), baseUrl, receiver, log)
 
     // ---- load and kills ----
     let loadRunning = true
@@ -269,10 +316,12 @@ export const runHarness = async (options: HarnessOptions): Promise<HarnessReport
         await sleep(gapMs)
         const target = targets[scheduleStream.int(0, targets.length - 1)]!
         const inFlight = requests.filter((request) => request.final === undefined).length
-        gate.close()
+        if (!topology.survivesKills) gate.close()
         await target.kill()
         killsDone++
         log(`kill ${killsDone}: SIGKILL ${target.name} at ${Date.now() - loadStartMs} ms of load, ${inFlight} requests in flight`)
+        // Behind a balancer the survivors carry on: the killed node stays dead.
+        if (topology.survivesKills) continue
         const restartStartMs = Date.now()
         await target.start()
         restartMs.push(Date.now() - restartStartMs)
@@ -313,6 +362,11 @@ export const runHarness = async (options: HarnessOptions): Promise<HarnessReport
       answersByStatus[status] = (answersByStatus[status] ?? 0) + 1
     }
     const statuses = [...listing.values()].map((entry) => entry.status)
+    const answersByNode: Record<string, number> = {}
+    for (const request of requests) {
+      const node = request.final === undefined ? "none" : request.final.servedBy ?? "direct"
+      answersByNode[node] = (answersByNode[node] ?? 0) + 1
+    }
     return {
       seed: options.seed,
       killGapsMs,
@@ -330,13 +384,14 @@ export const runHarness = async (options: HarnessOptions): Promise<HarnessReport
       balanceMismatches,
       frozen,
       webhookEvents,
+      answersByNode,
       violations,
       durationMs: Date.now() - startedAtMs,
       workDir
     }
   } finally {
     gate.close()
-    for (const target of targets) await target.stop()
+    await topology.stop()
     if (receiver !== undefined) await receiver.close()
     const strays = strayGroups()
     if (strays.length > 0) violate("no stray processes", `process groups still alive: ${strays.join(", ")}`)
@@ -379,19 +434,18 @@ const sdkUntilDone = async <A>(call: () => Promise<A>): Promise<A> => {
 
 const setUpAccounts = async (
   options: HarnessOptions,
-  dataDir: string,
-  adminPort: number,
+  adminUrl: string,
+  adminToken: string,
   baseUrl: string,
   receiver: Receiver | undefined,
   log: (line: string) => void
 ): Promise<ReadonlyArray<Account>> => {
-  const secrets = JSON.parse(fs.readFileSync(path.join(dataDir, "secrets.json"), "utf8")) as { admin_token: string }
   const accounts: Array<Account> = []
   for (let index = 0; index < options.accounts; index++) {
     const handle = `fault-${index}`
-    const answer = await exchangeUntilFinal(`http://127.0.0.1:${adminPort}/admin/accounts`, {
+    const answer = await exchangeUntilFinal(`${adminUrl}/admin/accounts`, {
       method: "POST",
-      headers: { authorization: `Bearer ${secrets.admin_token}`, "content-type": "application/json" },
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
       body: JSON.stringify({ handle, kyc_status: "verified" })
     })
     const accountId = field(answer?.json, "account_id")
@@ -494,7 +548,8 @@ const sendUntilAnswered = async (request: RecordedRequest, accounts: ReadonlyArr
       transferId: field(answer?.json, "transfer_id"),
       transferStatus: field(answer?.json, "status"),
       errorCode: errorCodeOf(answer?.json),
-      replayed: answer?.replayed ?? false
+      replayed: answer?.replayed ?? false,
+      servedBy: answer?.servedBy
     }
     request.attempts.push(attempt)
     if (isFinal(answer)) {
@@ -838,6 +893,7 @@ export const formatReport = (report: HarnessReport): string =>
     `transfers confirmed ${report.transfersConfirmed}, failed ${report.transfersFailed}`,
     `duplicates found ${report.duplicates} (strays ${report.strays}), stuck ${report.stuck}, balance mismatches ${report.balanceMismatches}, frozen accounts ${report.frozen}`,
     `webhook events ${report.webhookEvents}`,
+    `answers by node ${JSON.stringify(report.answersByNode)}`,
     `violations ${report.violations.length}`,
     `duration ${(report.durationMs / 1000).toFixed(1)} s`
   ].join("\n")

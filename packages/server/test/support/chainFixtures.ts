@@ -10,6 +10,7 @@ import { type Address, type Hex, numberToHex } from "viem"
 import { type AppConfigShape, AppConfig } from "../../src/config/AppConfig.ts"
 import { MigrationsLive, SqlLive } from "../../src/platform/Database.ts"
 import { DataDir } from "../../src/platform/DataDir.ts"
+import { NodeLiveness } from "../../src/platform/NodeLiveness.ts"
 import { SecretBox } from "../../src/platform/SecretBox.ts"
 import { Secrets } from "../../src/platform/Secrets.ts"
 import { Chains } from "../../src/settlement/Chains.ts"
@@ -115,6 +116,7 @@ export const signedConfidentialTransfer = (options: {
 export const settlementLayer = (dataDir: string, guardian: TestGuardian, overrides: Partial<AppConfigShape> = {}) =>
   Settlement.layer.pipe(
     Layer.provideMerge(Chains.layer),
+    Layer.provideMerge(NodeLiveness.layer),
     Layer.provideMerge(DevChain.layer),
     Layer.provideMerge(guardian.layer),
     Layer.provideMerge(SecretBox.layer),

@@ -19,6 +19,7 @@ import { idempotencyClaimToken } from "./0009_idempotency_claim_token.ts"
 import { heldAmount } from "./0010_held_amount.ts"
 import { eventStream } from "./0011_event_stream.ts"
 import { dashboard } from "./0012_dashboard.ts"
+import { submissionOwner } from "./0013_submission_owner.ts"
 
 /**
  * @since 0.1.0
@@ -36,5 +37,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0009_idempotency_claim_token": idempotencyClaimToken,
   "0010_held_amount": heldAmount,
   "0011_event_stream": eventStream,
-  "0012_dashboard": dashboard
+  "0012_dashboard": dashboard,
+  "0013_submission_owner": submissionOwner
 }

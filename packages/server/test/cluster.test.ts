@@ -1,0 +1,148 @@
+/**
+ * The multi-node deployment end to end (issue 17): the topology of `npm run cluster`
+ * (the machine's PostgreSQL and NATS, anvil, the guardian, the deploy step, two api
+ * nodes, the TLS balancer), under transfer load through the balancer, with one api node
+ * SIGKILLed mid-load and never restarted. The fault harness's checks must all hold:
+ * every request answered, one key one transfer (retries by Idempotency-Key reach the
+ * survivor), nothing stuck pending (the survivor adopts the dead node's submissions),
+ * balances exact, one terminal webhook per transfer and side (delivered over NATS), no
+ * process left after the stop. First, with both nodes up, a key revoked through one node
+ * is refused by the other at once.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as tls from "node:tls"
+import { fileURLToPath } from "node:url"
+import { jetstreamManager } from "@nats-io/jetstream"
+import { connect } from "@nats-io/transport-node"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { type Cluster, dropDatabases, startCluster } from "../scripts/cluster/cluster.ts"
+import { initEnvFile } from "../scripts/cluster/envFile.ts"
+import { ulid } from "../src/platform/Ids.ts"
+import { formatReport, type HarnessTopology, runHarnessOn } from "./fault/harness.ts"
+import { natsAvailable, natsUrl } from "./support/requireNats.ts"
+import { postgresAvailable } from "./support/requirePostgres.ts"
+import { postgresAdminUrl } from "./support/TestServer.ts"
+
+const seed = Number(process.env["CLUSTER_SEED"] ?? "20261125")
+const template = fileURLToPath(new URL("../../../deploy/cluster.env.example", import.meta.url))
+const runId = ulid().toLowerCase()
+/** The machine's PostgreSQL server, without the maintenance database's path. */
+const postgresServerUrl = postgresAdminUrl.replace(/\/[^/]*$/, "")
+
+/** The template with fresh secrets, and names of this run's own (dropped afterwards). */
+const writeEnvFile = (dir: string) => {
+  const file = path.join(dir, "cluster.env")
+  initEnvFile(template, file)
+  const overrides: Record<string, string> = {
+    PPS_DATABASE: `pps_cluster_${runId}`,
+    PPS_GUARDIAN_DATABASE: `pps_cluster_${runId}_guardian`,
+    NATS_STREAM: `PPS_CLUSTER_${runId.toUpperCase()}`,
+    NATS_SUBJECT_PREFIX: `cluster${runId}`,
+    // The harness's webhook receiver listens on loopback.
+    WEBHOOK_ALLOW_INSECURE_LOOPBACK: "1",
+    // Info: the survivor's takeover lines are the evidence printed with the run.
+    LOG_LEVEL: "Info"
+  }
+  const text = fs.readFileSync(file, "utf8").split("\n").map((line) => {
+    const name = line.split("=", 1)[0]!
+    return name in overrides ? `${name}=${overrides[name]}` : line
+  })
+  fs.writeFileSync(file, text.join("\n"))
+  return { file, stream: overrides["NATS_STREAM"]! }
+}
+
+describe.skipIf(!postgresAvailable || !natsAvailable)("the cluster of npm run cluster", () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-cluster-"))
+  let cluster: Cluster | undefined
+  let stream = ""
+  /** Whether the harness ran: it then removed the directory, or kept it for a failed run. */
+  let harnessRan = false
+  const lines: Array<string> = []
+
+  beforeAll(async () => {
+    const env = writeEnvFile(dir)
+    stream = env.stream
+    cluster = await startCluster({
+      envFile: env.file,
+      dir,
+      apiNodes: 2,
+      postgresUrl: postgresServerUrl,
+      natsUrl,
+      log: (line) => lines.push(line)
+    })
+    // The balancer's certificate is self-signed: trust it, in this test process only.
+    tls.setDefaultCACertificates([...tls.getCACertificates("default"), fs.readFileSync(cluster.certFile, "utf8")])
+  }, 300_000)
+
+  afterAll(async () => {
+    await cluster?.stop()
+    if (cluster !== undefined) await dropDatabases(postgresServerUrl, cluster.databases)
+    const nc = await connect({ servers: natsUrl })
+    await (await jetstreamManager(nc)).streams.delete(stream).catch(() => false)
+    await nc.close()
+    if (!harnessRan) fs.rmSync(dir, { recursive: true, force: true })
+  }, 120_000)
+
+  it("a key revoked through one node is refused by the other at once", { timeout: 240_000 }, async () => {
+    const [first, second] = cluster!.apiNodes
+    const adminToken = cluster!.env.get("ADMIN_TOKEN")!
+    const created = await fetch(`${first!.adminUrl}/admin/accounts`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ handle: "revocation-check", kyc_status: "verified" })
+    })
+    assert.strictEqual(created.status, 201)
+    const { api_key: apiKey, key_id: keyId } = (await created.json()) as { api_key: string; key_id: string }
+    const me = (node: { readonly baseUrl: string }) =>
+      fetch(`${node.baseUrl}/v1/accounts/me`, { headers: { authorization: `Bearer ${apiKey}` } }).then((response) => response.status)
+    // Both nodes have served the key (a node that caches would now hold it).
+    assert.deepStrictEqual([await me(first!), await me(second!), await me(first!), await me(second!)], [200, 200, 200, 200])
+    const revoked = await fetch(`${first!.adminUrl}/admin/keys/${keyId}/revoke`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}` }
+    })
+    assert.strictEqual(revoked.status, 200)
+    // The very next request on the other node is refused, and on this one.
+    assert.strictEqual(await me(second!), 401)
+    assert.strictEqual(await me(first!), 401)
+  })
+  it(`one api node SIGKILLed under load: the survivor finishes its work (seed ${seed})`, { timeout: 420_000 }, async () => {
+    const [first, second] = cluster!.apiNodes
+    const topology: HarnessTopology = {
+      baseUrl: cluster!.baseUrl,
+      // The survivor's admin listener: the other node is the one the schedule kills.
+      adminUrl: second!.adminUrl,
+      adminToken: () => cluster!.env.get("ADMIN_TOKEN")!,
+      targets: [first!],
+      survivesKills: true,
+      start: async () => {},
+      // Stopped by the harness, which then checks that no process of it is left.
+      stop: () => cluster!.stop(),
+      workDir: dir
+    }
+    harnessRan = true
+    const report = await runHarnessOn({
+      seed,
+      kills: 1,
+      clients: 3,
+      accounts: 4,
+      durationMs: 16_000,
+      webhooks: true,
+      // The harness removes the working directory (logs, data) when every invariant holds and keeps it otherwise.
+      keep: false,
+      log: (line) => lines.push(line)
+    }, topology)
+    // Evidence of the takeover: the survivor's log names each submission it adopted.
+    const adopted = fs.readFileSync(second!.logFile, "utf8").split("\n").filter((line) => line.includes("adopting a dead node's submission")).length
+    const summary = `${lines.join("\n")}\n${formatReport(report)}\nsubmissions adopted by ${second!.name}: ${adopted}`
+    console.log(summary)
+    assert.strictEqual(report.kills, 1, summary)
+    assert.deepStrictEqual(report.violations, [], summary)
+    // Transfers went through the balancer to both nodes.
+    assert.isAbove(report.answersByNode["api-1"] ?? 0, 0, summary)
+    assert.isAbove(report.answersByNode["api-2"] ?? 0, 0, summary)
+  })
+
+})
