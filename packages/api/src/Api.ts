@@ -28,9 +28,10 @@ import {
   PrepareTransferRequest,
   SealedTransfer,
   TransferPage,
-  TransferRecord
+  TransferRecord,
+  TransferStatus
 } from "./Transfers.ts"
-import { pageLimitDefault, pageLimitMax, pageOffsetMax } from "./Page.ts"
+import { PageLimitQuery, pageLimitDefault, pageLimitMax, PageOffsetQuery } from "./Page.ts"
 import { completeDocument } from "./OpenApiDocument.ts"
 import { pathId } from "./PathIds.ts"
 import { ApiKeyFiguresList, type Principal } from "./ApiKeys.ts"
@@ -213,12 +214,8 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.get("deliveries", "/webhooks/:webhook_id/deliveries", {
       params: webhookIdParams,
       query: {
-        limit: Schema.FiniteFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: pageLimitMax })).pipe(
-          Schema.optionalKey
-        ),
-        offset: Schema.FiniteFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 0, maximum: pageOffsetMax })).pipe(
-          Schema.optionalKey
-        )
+        limit: Schema.optionalKey(PageLimitQuery),
+        offset: Schema.optionalKey(PageOffsetQuery)
       },
       success: DeliveryPage,
       error: [WebhookNotFound, NotAgentOwner]
@@ -234,6 +231,9 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
 {}
 
 const transferIdParams = { transfer_id: pathId("tr", () => TransferNotFound.of()) }
+
+// A boolean query parameter: the text `true` or `false`, decoded to a boolean.
+const BooleanQuery = Schema.Union([Schema.Literal("true").transform(true), Schema.Literal("false").transform(false)])
 
 /**
  * `/v1/transfers` (D13-D18).
@@ -280,12 +280,12 @@ export class TransfersGroup extends HttpApiGroup.make("transfers")
     ),
     HttpApiEndpoint.get("list", "/transfers", {
       query: {
-        limit: Schema.optionalKey(Schema.String),
-        offset: Schema.optionalKey(Schema.String),
-        status: Schema.optionalKey(Schema.String),
-        from: Schema.optionalKey(Schema.String),
-        to: Schema.optionalKey(Schema.String),
-        include_agents: Schema.optionalKey(Schema.String)
+        limit: Schema.optionalKey(PageLimitQuery),
+        offset: Schema.optionalKey(PageOffsetQuery),
+        status: Schema.optionalKey(TransferStatus),
+        from: Schema.optionalKey(Schema.String.annotate({ description: "Only transfers created after this instant (ISO 8601, exclusive; D16)." })),
+        to: Schema.optionalKey(Schema.String.annotate({ description: "Only transfers created before this instant (ISO 8601, exclusive; D16)." })),
+        include_agents: Schema.optionalKey(BooleanQuery.annotate({ description: "(ext) Also the transfers of the caller's agents." }))
       },
       success: TransferPage,
       error: InvalidRequest

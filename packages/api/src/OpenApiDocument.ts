@@ -3,8 +3,9 @@
  * a summary per operation, the servers, the licence and tag descriptions, the
  * `Idempotency-Key` request header of every POST (D6), the response headers every
  * answer carries (`X-Request-Id`; `Idempotent-Replayed` on a replay; `Retry-After` on
- * 429 and 503), and the list queries' `limit`/`offset` as the integers they are (they
- * arrive as text and are checked by hand so that D1's `param` names them). Applied once,
+ * 429 and 503), and the list queries' `limit`/`offset` as the integers they are (the
+ * contract decodes them from text, `Page.PageLimitQuery`, and the generator documents a
+ * number decoded from text as a string). Applied once,
  * to the whole document, as an `OpenApi.Transform` on the API.
  *
  * `redocly lint` with its recommended rules finds no error in the result
@@ -12,6 +13,7 @@
  *
  * @since 0.3.0
  */
+import { pageLimitMax } from "./Page.ts"
 
 /**
  * One line per operation, by operation id (`group.endpoint`). An operation without one
@@ -63,7 +65,7 @@ const header = (description: string, schema: Record<string, unknown> = { type: "
 
 /** Query parameters that are integers on the wire, with their bounds. */
 const integerQueries: Readonly<Record<string, { readonly minimum: number; readonly maximum?: number }>> = {
-  limit: { minimum: 1, maximum: 100 },
+  limit: { minimum: 1, maximum: pageLimitMax },
   offset: { minimum: 0 }
 }
 
@@ -76,7 +78,10 @@ const completeOperation = (method: string, operation: Json): Json => {
   const parameters = Array.isArray(operation["parameters"]) ? operation["parameters"].filter(isObject) : []
   const typed = parameters.map((parameter) => {
     const bounds = parameter["in"] === "query" && typeof parameter["name"] === "string" ? integerQueries[parameter["name"]] : undefined
-    return bounds === undefined ? parameter : { ...parameter, schema: { type: "integer", ...bounds } }
+    if (bounds === undefined) return parameter
+    const schema = isObject(parameter["schema"]) ? parameter["schema"] : {}
+    const description = typeof schema["description"] === "string" ? { description: schema["description"] } : {}
+    return { ...parameter, schema: { type: "integer", ...bounds, ...description } }
   })
   if (method === "post") {
     typed.push({

@@ -32,6 +32,25 @@ export const pageLimitMax = 100
 export const pageOffsetMax = Number.MAX_SAFE_INTEGER
 
 /**
+ * The `limit` query parameter of a list (D16): an integer from 1 to `pageLimitMax`,
+ * sent as text, decoded to a number (so typed clients pass a number).
+ *
+ * @since 0.4.0
+ * @category schemas
+ */
+export const PageLimitQuery = Schema.FiniteFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: pageLimitMax }))
+  .annotate({ description: `Entries per page, 1-${pageLimitMax} (default ${pageLimitDefault}).` })
+
+/**
+ * The `offset` query parameter of a list (D16): entries to skip, an integer from 0.
+ *
+ * @since 0.4.0
+ * @category schemas
+ */
+export const PageOffsetQuery = Schema.FiniteFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 0, maximum: pageOffsetMax }))
+  .annotate({ description: "Entries to skip (default 0)." })
+
+/**
  * `{"data":[...],"limit","offset","has_more"}` of the given entries.
  *
  * @since 0.1.0

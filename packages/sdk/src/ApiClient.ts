@@ -20,7 +20,7 @@
  *
  * const program = Effect.gen(function*() {
  *   const client = yield* ApiClient.ApiClient
- *   const page = yield* client.transfers.list({ query: { limit: "5" } })
+ *   const page = yield* client.transfers.list({ query: { limit: 5 } })
  *   const transfer = yield* client.transfers.get({ params: { transfer_id: page.data[0]!.transfer_id } })
  *   return transfer.status
  * }).pipe(

@@ -65,7 +65,7 @@ describe("ApiClient", { timeout: 60_000 }, () => {
         yield* client.test.faucet({ payload: { amount: "5" } })
         const transfer = yield* client.transfers.create({ payload: { to: "@dave", amount: "1.25", confidential: false } })
         expect(transfer).toMatchObject({ status: "confirmed", to: "@dave", confidential: false })
-        const page = yield* client.transfers.list({ query: { limit: "1" } })
+        const page = yield* client.transfers.list({ query: { limit: 1, status: "confirmed" } })
         expect(page).toMatchObject({ limit: 1, offset: 0 })
         expect(page.data).toHaveLength(1)
         const webhook = yield* client.webhooks.create({ payload: { url: "https://example.com/derived", events: ["transfer.confirmed"] } })
