@@ -20,6 +20,7 @@ import { heldAmount } from "./0010_held_amount.ts"
 import { eventStream } from "./0011_event_stream.ts"
 import { dashboard } from "./0012_dashboard.ts"
 import { submissionOwner } from "./0013_submission_owner.ts"
+import { rateLimitBuckets } from "./0014_rate_limit_buckets.ts"
 
 /**
  * @since 0.1.0
@@ -38,5 +39,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0010_held_amount": heldAmount,
   "0011_event_stream": eventStream,
   "0012_dashboard": dashboard,
-  "0013_submission_owner": submissionOwner
+  "0013_submission_owner": submissionOwner,
+  "0014_rate_limit_buckets": rateLimitBuckets
 }
