@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { Point } from "@pps/crypto"
-import { type Address, getAddress, isAddress } from "viem"
+import { type Address, bytesToHex, getAddress, hexToBytes, isAddress } from "viem"
 import { TransportError } from "../Client.ts"
 
 /** A JSON object being read, with the name of the answer it came from. */
@@ -62,7 +62,8 @@ export const object = (fields: Fields, name: string): Fields => fieldsOf(fields.
 export const hexBytes = (fields: Fields, name: string, length?: number): Uint8Array => {
   const value = string(fields, name)
   if (!/^0x([0-9a-fA-F]{2})*$/.test(value)) throw malformed(fields.what, `\`${name}\` is not 0x-prefixed hex bytes`)
-  const bytes = Uint8Array.from(Buffer.from(value.slice(2), "hex"))
+  // viem, not Buffer: this module runs in browsers too (the dashboard).
+  const bytes = hexToBytes(value as `0x${string}`)
   if (length !== undefined && bytes.length !== length) throw malformed(fields.what, `\`${name}\` is not ${length} bytes`)
   return bytes
 }
@@ -81,4 +82,4 @@ export const point = (fields: Fields, name: string): Point.Point => {
   return parsed.value
 }
 
-export const hex = (bytes: Uint8Array): `0x${string}` => `0x${Buffer.from(bytes).toString("hex")}`
+export const hex = (bytes: Uint8Array): `0x${string}` => bytesToHex(bytes)
