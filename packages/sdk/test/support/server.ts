@@ -60,7 +60,8 @@ export interface ServerProcess {
 /** How long a cold start (PGlite, anvil, contract deployment) may take on a loaded 2-core machine. */
 const startTimeoutMs = 90_000
 
-export const startServer = async (): Promise<ServerProcess> => {
+/** `env`: more settings for the server process (e.g. WEBHOOK_ALLOW_INSECURE_LOOPBACK for a local receiver). */
+export const startServer = async (options: { readonly env?: Readonly<Record<string, string>> } = {}): Promise<ServerProcess> => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-sdk-cli-"))
   const [port, adminPort] = [await freePort(), await freePort()]
   const output: Array<string> = []
@@ -76,7 +77,8 @@ export const startServer = async (): Promise<ServerProcess> => {
         PORT: String(port),
         ADMIN_PORT: String(adminPort),
         CHAIN_BLOCK_TIME_MS: "100",
-        LOG_LEVEL: "Warn"
+        LOG_LEVEL: "Warn",
+        ...options.env
       },
       stdio: ["ignore", "pipe", "pipe"]
     })

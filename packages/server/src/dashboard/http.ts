@@ -49,7 +49,8 @@ const signInWindowMs = 5 * 60 * 1000
 
 const contentSecurityPolicy = [
   "default-src 'self'",
-  "script-src 'self'",
+  // 'wasm-unsafe-eval' lets the page compile the crypto backend's WebAssembly; it does not allow eval of script.
+  "script-src 'self' 'wasm-unsafe-eval'",
   "style-src 'self'",
   "img-src 'self' data:",
   "connect-src 'self'",

@@ -1,0 +1,126 @@
+/**
+ * The dashboard shell: who is signed in, the holder's key (in memory once
+ * unlocked), the navigation, and which page the address shows.
+ */
+import type { EncryptionKey } from "@pps/crypto"
+import { type MouseEvent, useCallback, useEffect, useState } from "react"
+import { call, type Session, setCsrfToken } from "./api.ts"
+import { Agents } from "./pages/Agents.tsx"
+import { ApiKeysPage } from "./pages/ApiKeys.tsx"
+import { Approvals } from "./pages/Approvals.tsx"
+import { Overview } from "./pages/Overview.tsx"
+import { Settings } from "./pages/Settings.tsx"
+import { Enroll, SignIn } from "./pages/SignIn.tsx"
+import { Transfers } from "./pages/Transfers.tsx"
+import { Webhooks } from "./pages/Webhooks.tsx"
+import { Loading } from "./ui.tsx"
+
+const base = "/dashboard"
+
+const sections = [
+  { path: "/", label: "Overview" },
+  { path: "/transfers", label: "Transfers" },
+  { path: "/developers/api-keys", label: "API keys" },
+  { path: "/developers/webhooks", label: "Webhooks" },
+  { path: "/agents", label: "Agents" },
+  { path: "/approvals", label: "Approvals" },
+  { path: "/settings", label: "Settings" }
+] as const
+
+const routeOf = () => {
+  const path = globalThis.location.pathname.slice(base.length) || "/"
+  return path === "" ? "/" : path
+}
+
+/** What every page gets: the session, the key (if unlocked) and navigation. */
+export interface PageProps {
+  readonly session: Session
+  readonly keyPair: EncryptionKey.KeyPair | undefined
+  readonly navigate: (path: string) => void
+}
+
+export const App = () => {
+  const [route, setRoute] = useState(routeOf)
+  const [session, setSession] = useState<Session | null | undefined>(undefined)
+  const [keyPair, setKeyPair] = useState<EncryptionKey.KeyPair | undefined>(undefined)
+
+  const navigate = useCallback((path: string) => {
+    globalThis.history.pushState(null, "", `${base}${path}`)
+    setRoute(path)
+    globalThis.scrollTo(0, 0)
+  }, [])
+
+  useEffect(() => {
+    const onPop = () => setRoute(routeOf())
+    globalThis.addEventListener("popstate", onPop)
+    return () => globalThis.removeEventListener("popstate", onPop)
+  }, [])
+
+  const loadSession = useCallback(() => {
+    call<Session>("GET", "/dashboard/api/session").then(
+      (current) => {
+        setCsrfToken(current.csrf_token)
+        setSession(current)
+      },
+      () => {
+        setCsrfToken(undefined)
+        setSession(null)
+      }
+    )
+  }, [])
+  useEffect(loadSession, [loadSession])
+
+  useEffect(() => {
+    const title = sections.find((s) => s.path === route)?.label
+    document.title = `${title ?? "Dashboard"} · Private Payments`
+  }, [route])
+
+  if (session === undefined) return <main id="main"><Loading what="your session" /></main>
+  if (route.startsWith("/enroll")) {
+    return <Enroll onSignedIn={() => { navigate("/"); loadSession() }} />
+  }
+  if (session === null) return <SignIn onSignedIn={loadSession} />
+
+  const link = (path: string) => (event: MouseEvent<HTMLAnchorElement>) => {
+    event.preventDefault()
+    navigate(path)
+  }
+  const props: PageProps = { session, keyPair, navigate }
+  const active = route === "/" ? "/" : sections.find((s) => s.path !== "/" && route.startsWith(s.path))?.path
+
+  const page = (() => {
+    if (route.startsWith("/transfers")) return <Transfers {...props} transferId={route.split("/")[2]} />
+    if (route.startsWith("/developers/api-keys")) return <ApiKeysPage {...props} />
+    if (route.startsWith("/developers/webhooks")) return <Webhooks {...props} />
+    if (route.startsWith("/agents")) return <Agents {...props} />
+    if (route.startsWith("/approvals")) return <Approvals {...props} />
+    if (route.startsWith("/settings")) return <Settings {...props} onKey={setKeyPair} onSignedOut={() => { setKeyPair(undefined); setCsrfToken(undefined); navigate("/"); setSession(null) }} />
+    return <Overview {...props} />
+  })()
+
+  return (
+    <div className="shell">
+      <a className="skip" href="#main">Skip to content</a>
+      <header className="top">
+        <span className="brand">Private Payments</span>
+        <span className="who">
+          {session.handle} · <span className={`mode mode-${session.mode}`}>{session.mode === "test" ? "Test mode" : "Live mode"}</span>
+          {" · "}
+          <span data-testid="key-state">{keyPair === undefined ? "Key locked" : "Key unlocked"}</span>
+        </span>
+      </header>
+      <nav aria-label="Sections">
+        <ul>
+          {sections.map((section) => (
+            <li key={section.path}>
+              <a href={`${base}${section.path}`} onClick={link(section.path)} aria-current={active === section.path ? "page" : undefined}>
+                {section.label}
+              </a>
+            </li>
+          ))}
+        </ul>
+      </nav>
+      <main id="main">{page}</main>
+    </div>
+  )
+}

@@ -1,0 +1,123 @@
+/**
+ * How the page talks to the server: with the session cookie (HttpOnly, so the
+ * page never reads it) and the session's CSRF token in `X-CSRF-Token`, never an
+ * API key. `/dashboard/api` holds the session-only endpoints (passkeys,
+ * sessions, API key creation and revocation); `/v1` is the public API, reached
+ * through the SDK's `Pps` facade with a fetch that swaps its bearer header for
+ * the session's credentials. Amounts and memos are sealed and opened by the SDK
+ * in this page; the server only ever receives ciphertexts and proofs.
+ */
+import type { EncryptionKey } from "@pps/crypto"
+import { Pps } from "@pps/sdk"
+
+let csrfToken: string | undefined
+
+/** Remembers the CSRF token of the current session (from sign-in or `GET /dashboard/api/session`). */
+export const setCsrfToken = (token: string | undefined) => {
+  csrfToken = token
+}
+
+/** An error answer of the API (D1), in words a person can read. */
+export class ApiProblem extends Error {
+  override readonly name = "ApiProblem"
+  readonly status: number
+  readonly code: string
+  readonly param: string | undefined
+  readonly requestId: string | undefined
+  constructor(status: number, code: string, message: string, param?: string, requestId?: string) {
+    super(message)
+    this.status = status
+    this.code = code
+    this.param = param
+    this.requestId = requestId
+  }
+}
+
+/** The fetch every request of the page goes through: session cookie and CSRF token, no API key. */
+export const sessionFetch = (url: string, init: RequestInit): Promise<Response> => {
+  const headers = new Headers(init.headers)
+  // The SDK always writes a bearer header; the page has no key to put there.
+  headers.delete("authorization")
+  if (csrfToken !== undefined) headers.set("x-csrf-token", csrfToken)
+  return globalThis.fetch(url, { ...init, headers, credentials: "same-origin" })
+}
+
+interface ErrorBody {
+  readonly error?: { readonly code?: string; readonly message?: string; readonly param?: string; readonly request_id?: string }
+}
+
+const problemOf = async (response: Response): Promise<ApiProblem> => {
+  const text = await response.text()
+  let parsed: ErrorBody = {}
+  try {
+    parsed = JSON.parse(text) as ErrorBody
+  } catch {
+    // Not D1 JSON (a proxy's page): the status alone speaks.
+  }
+  return new ApiProblem(
+    response.status,
+    parsed.error?.code ?? "http_error",
+    parsed.error?.message ?? `The server answered ${response.status}.`,
+    parsed.error?.param,
+    parsed.error?.request_id
+  )
+}
+
+/** A JSON call to the dashboard's own endpoints or to `/v1`. */
+export const call = async <A>(method: "GET" | "POST" | "PATCH" | "DELETE", path: string, body?: unknown): Promise<A> => {
+  const response = await sessionFetch(path, {
+    method,
+    headers: body === undefined ? {} : { "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+  })
+  if (!response.ok) throw await problemOf(response)
+  if (response.status === 204) return undefined as A
+  return (await response.json()) as A
+}
+
+/** The SDK facade over the session: every `/v1` call of the page, sealing and opening amounts here. */
+export const ppsFor = (keyPair: EncryptionKey.KeyPair | undefined): Pps =>
+  new Pps({
+    // Never sent: sessionFetch removes the header. The page holds no API key.
+    apiKey: "",
+    baseUrl: globalThis.location.origin,
+    fetch: sessionFetch,
+    maxRetries: 1,
+    ...(keyPair === undefined ? {} : { keyPair })
+  })
+
+/** What the page shows for an error: the API's own message, or a plain sentence. */
+export const describe = (error: unknown): string => {
+  if (error instanceof ApiProblem) return error.message
+  if (error instanceof Error && "error" in error && typeof error.error === "object" && error.error !== null && "message" in error.error) {
+    return String(error.error.message)
+  }
+  if (error instanceof Error) return error.message
+  return "Something went wrong."
+}
+
+/** The D1 `param` an error names, to show it next to its field. */
+export const paramOf = (error: unknown): string | undefined => {
+  if (error instanceof ApiProblem) return error.param
+  if (error instanceof Error && "param" in error && typeof error.param === "string") return error.param
+  return undefined
+}
+
+/** The signed-in holder, as `GET /dashboard/api/session` tells. */
+export interface Session {
+  readonly session_id: string
+  readonly account_id: string
+  readonly handle: string
+  readonly mode: "test" | "live"
+  readonly csrf_token: string
+}
+
+/** `GET /v1/accounts/me`. */
+export interface AccountRecord {
+  readonly account_id: string
+  readonly handle: string
+  readonly type: string
+  readonly public_key: string
+  readonly kyc_status: string
+  readonly created_at: string
+}

@@ -1,0 +1,174 @@
+/**
+ * Agents (D21-D24): create one with its spend policy, and edit a policy; the
+ * API's validation error is shown next to the field it names (`param`).
+ */
+import { type FormEvent, useState } from "react"
+import type { PageProps } from "../App.tsx"
+import { call, describe, paramOf } from "../api.ts"
+import { Empty, ErrorNote, Loading, Page, useLoad } from "../ui.tsx"
+
+interface Agent {
+  readonly account_id: string
+  readonly handle: string
+  readonly public_key: string
+  readonly status: string
+  readonly spend_policy_id: string
+}
+
+interface Policy {
+  readonly daily_limit_usdg: number
+  readonly per_transaction_limit_usdg: number
+  readonly hitl_threshold_usdg: number | null
+  readonly allowed_recipients: ReadonlyArray<string> | null
+  readonly active_hours: string
+  readonly time_zone?: string
+}
+
+interface PolicyFields {
+  daily: string
+  perTransaction: string
+  threshold: string
+  recipients: string
+  activeHours: string
+  timeZone: string
+}
+
+const emptyFields: PolicyFields = { daily: "100", perTransaction: "50", threshold: "", recipients: "", activeHours: "00:00-24:00", timeZone: "UTC" }
+
+const fieldsOf = (policy: Policy): PolicyFields => ({
+  daily: String(policy.daily_limit_usdg),
+  perTransaction: String(policy.per_transaction_limit_usdg),
+  threshold: policy.hitl_threshold_usdg === null ? "" : String(policy.hitl_threshold_usdg),
+  recipients: policy.allowed_recipients === null ? "" : policy.allowed_recipients.join(", "),
+  activeHours: policy.active_hours,
+  timeZone: policy.time_zone ?? "UTC"
+})
+
+/** The policy as the API takes it; numbers stay as typed so the API judges them (D4, D22). */
+const policyOf = (fields: PolicyFields) => ({
+  daily_limit_usdg: Number(fields.daily),
+  per_transaction_limit_usdg: Number(fields.perTransaction),
+  hitl_threshold_usdg: fields.threshold.trim() === "" ? null : Number(fields.threshold),
+  allowed_recipients: fields.recipients.trim() === "" ? null : fields.recipients.split(",").map((r) => r.trim()).filter((r) => r !== ""),
+  active_hours: fields.activeHours,
+  time_zone: fields.timeZone
+})
+
+const paramOfField: Record<keyof PolicyFields, string> = {
+  daily: "daily_limit_usdg",
+  perTransaction: "per_transaction_limit_usdg",
+  threshold: "hitl_threshold_usdg",
+  recipients: "allowed_recipients",
+  activeHours: "active_hours",
+  timeZone: "time_zone"
+}
+
+const labels: Record<keyof PolicyFields, string> = {
+  daily: "Daily limit (USDG)",
+  perTransaction: "Per-transaction limit (USDG)",
+  threshold: "Approval threshold (USDG; empty: never hold)",
+  recipients: "Allowed recipients (comma-separated; empty: anyone)",
+  activeHours: "Active hours (HH:MM-HH:MM)",
+  timeZone: "Time zone (IANA)"
+}
+
+const PolicyForm = ({ idPrefix, initial, submitLabel, onSubmit, withName }: {
+  readonly idPrefix: string
+  readonly initial: PolicyFields
+  readonly submitLabel: string
+  readonly withName: boolean
+  readonly onSubmit: (fields: PolicyFields, name: string) => Promise<void>
+}) => {
+  const [fields, setFields] = useState(initial)
+  const [name, setName] = useState("")
+  const [error, setError] = useState<unknown>(undefined)
+  const [saved, setSaved] = useState(false)
+  const errorParam = error === undefined ? undefined : paramOf(error)
+  const submit = async (event: FormEvent) => {
+    event.preventDefault()
+    setError(undefined)
+    setSaved(false)
+    try {
+      await onSubmit(fields, name)
+      setSaved(true)
+    } catch (caught) {
+      setError(caught)
+    }
+  }
+  // On create the API names policy fields as `spend_policy.<field>`; on update as `<field>`.
+  const fieldError = (param: string) => errorParam !== undefined && errorParam.replace(/^spend_policy\./, "").split(".")[0] === param
+  return (
+    <form onSubmit={(event) => void submit(event)} className="grid-form">
+      {withName && (
+        <div>
+          <label htmlFor={`${idPrefix}-name`}>Name (a-z, 0-9, -)</label>
+          <input id={`${idPrefix}-name`} required value={name} onChange={(event) => setName(event.target.value)}
+            aria-invalid={fieldError("name")} aria-describedby={fieldError("name") ? `${idPrefix}-name-error` : undefined} />
+          {fieldError("name") && <p id={`${idPrefix}-name-error`} className="error">{describe(error)}</p>}
+        </div>
+      )}
+      {(Object.keys(labels) as Array<keyof PolicyFields>).map((key) => {
+        const param = paramOfField[key]
+        const invalid = fieldError(param)
+        return (
+          <div key={key}>
+            <label htmlFor={`${idPrefix}-${key}`}>{labels[key]}</label>
+            <input id={`${idPrefix}-${key}`} value={fields[key]} onChange={(event) => setFields({ ...fields, [key]: event.target.value })}
+              aria-invalid={invalid} aria-describedby={invalid ? `${idPrefix}-${key}-error` : undefined} />
+            {invalid && <p id={`${idPrefix}-${key}-error`} className="error" data-testid={`error-${param}`}>{describe(error)}</p>}
+          </div>
+        )
+      })}
+      {error !== undefined && !Object.values(paramOfField).some(fieldError) && !fieldError("name") && <ErrorNote error={error} />}
+      {saved && <p className="success" role="status">Saved.</p>}
+      <button type="submit">{submitLabel}</button>
+    </form>
+  )
+}
+
+const AgentPolicy = ({ agent }: { readonly agent: Agent }) => {
+  const policy = useLoad(() => call<Policy>("GET", `/v1/agents/${encodeURIComponent(agent.account_id)}/spend-policy`), [agent.account_id])
+  return (
+    <>
+      {policy.loading && <Loading what="the policy" />}
+      <ErrorNote error={policy.error} />
+      {policy.value !== undefined && (
+        <PolicyForm idPrefix={agent.account_id} initial={fieldsOf(policy.value)} submitLabel="Save policy" withName={false}
+          onSubmit={async (fields) => {
+            await call("PATCH", `/v1/agents/${encodeURIComponent(agent.account_id)}/spend-policy`, policyOf(fields))
+          }} />
+      )}
+    </>
+  )
+}
+
+export const Agents = (_props: PageProps) => {
+  const agents = useLoad(() => call<{ readonly agents: ReadonlyArray<Agent> }>("GET", "/v1/accounts/me/agents"), [])
+  const [open, setOpen] = useState<string | undefined>(undefined)
+  return (
+    <Page title="Agents">
+      <section className="panel" aria-labelledby="new-agent-title">
+        <h2 id="new-agent-title">New agent</h2>
+        <PolicyForm idPrefix="new-agent" initial={emptyFields} submitLabel="Create agent" withName
+          onSubmit={async (fields, name) => {
+            await call("POST", "/v1/accounts/me/agents", { name, spend_policy: policyOf(fields) })
+            agents.reload()
+          }} />
+      </section>
+      {agents.loading && <Loading what="agents" />}
+      <ErrorNote error={agents.error} />
+      {agents.value !== undefined && (agents.value.agents.length === 0 ? <Empty>No agents yet.</Empty> : (
+        <ul className="stack">
+          {agents.value.agents.map((agent) => (
+            <li key={agent.account_id} className="panel">
+              <p><strong>{agent.handle}</strong> · {agent.status}</p>
+              <button type="button" className="secondary" aria-expanded={open === agent.account_id}
+                onClick={() => setOpen(open === agent.account_id ? undefined : agent.account_id)}>Spend policy</button>
+              {open === agent.account_id && <AgentPolicy agent={agent} />}
+            </li>
+          ))}
+        </ul>
+      ))}
+    </Page>
+  )
+}

@@ -1,0 +1,196 @@
+/**
+ * Settings: the encryption key in this browser (import the key file, or
+ * generate one here and register it with its proof, D12; kept in IndexedDB
+ * under a passphrase; never sent), KYC status, passkeys and sessions.
+ */
+import { EncryptionKey } from "@pps/crypto"
+import { Confidential } from "@pps/sdk"
+import { startRegistration } from "@simplewebauthn/browser"
+import type { PublicKeyCredentialCreationOptionsJSON } from "@simplewebauthn/browser"
+import { type FormEvent, useState } from "react"
+import type { PageProps } from "../App.tsx"
+import { type AccountRecord, call, ppsFor } from "../api.ts"
+import { forgetKey, keyFileText, parseKeyFile, publicKeyHex, storedPublicKey, storeKey, unlockKey } from "../keyStore.ts"
+import { Empty, ErrorNote, Loading, Page, useLoad } from "../ui.tsx"
+
+type KeyPair = EncryptionKey.KeyPair
+
+const EncryptionKeySection = ({ session, keyPair, onKey }: PageProps & { readonly onKey: (keyPair: KeyPair | undefined) => void }) => {
+  const registered = useLoad(() => Confidential.encryptionKeyStatus(ppsFor(undefined).client), [])
+  const stored = useLoad(() => storedPublicKey(session.account_id), [keyPair])
+  const [passphrase, setPassphrase] = useState("")
+  const [file, setFile] = useState<File | undefined>(undefined)
+  const [error, setError] = useState<unknown>(undefined)
+  const [note, setNote] = useState<string | undefined>(undefined)
+  const [download, setDownload] = useState<string | undefined>(undefined)
+  const [busy, setBusy] = useState(false)
+
+  const run = (act: () => Promise<void>) => async (event?: FormEvent) => {
+    event?.preventDefault()
+    setBusy(true)
+    setError(undefined)
+    setNote(undefined)
+    try {
+      await act()
+    } catch (caught) {
+      setError(caught)
+    } finally {
+      setBusy(false)
+    }
+  }
+  const importFile = run(async () => {
+    if (file === undefined) throw new Error("Choose your key file first.")
+    const keyPair = parseKeyFile(await file.text(), session.account_id)
+    const status = registered.value
+    if (status?.public_key != null && status.public_key.toLowerCase() !== publicKeyHex(keyPair).toLowerCase()) {
+      throw new Error("This key is not the one registered for the account.")
+    }
+    await storeKey(session.account_id, keyPair, passphrase)
+    setPassphrase("")
+    onKey(keyPair)
+    setNote("Key imported and unlocked. It is stored in this browser, encrypted under your passphrase.")
+  })
+  const unlock = run(async () => {
+    onKey(await unlockKey(session.account_id, passphrase))
+    setPassphrase("")
+    setNote("Key unlocked for this tab.")
+  })
+  const generate = run(async () => {
+    const keyPair = EncryptionKey.generate()
+    await storeKey(session.account_id, keyPair, passphrase)
+    await Confidential.registerKey(ppsFor(undefined).client, keyPair)
+    setDownload(URL.createObjectURL(new Blob([keyFileText(session.account_id, keyPair)], { type: "application/json" })))
+    setPassphrase("")
+    onKey(keyPair)
+    registered.reload()
+    setNote("Key generated here and registered with its proof. Download the key file and keep it safe: it is the only copy outside this browser.")
+  })
+  const forget = run(async () => {
+    if (!globalThis.confirm("Remove the key from this browser? You will need the key file to read amounts here again.")) return
+    await forgetKey(session.account_id)
+    onKey(undefined)
+    stored.reload()
+  })
+
+  return (
+    <section aria-labelledby="key-title" className="panel">
+      <h2 id="key-title">Encryption key</h2>
+      {registered.loading && <Loading what="key status" />}
+      <ErrorNote error={registered.error} />
+      {registered.value !== undefined && (
+        <p>Registered key: {registered.value.public_key === null ? "none yet" : <code className="wrap">{registered.value.public_key.slice(0, 18)}…</code>}
+          {" · "}{registered.value.confidential_ready ? "confidential-ready" : "not confidential-ready"}</p>
+      )}
+      <p data-testid="key-status">{keyPair !== undefined ? "Unlocked in this tab." : stored.value !== undefined ? "Stored in this browser, locked." : "Not in this browser."}</p>
+      <label htmlFor="key-passphrase">Passphrase (at least 8 characters; protects the key in this browser)</label>
+      <input id="key-passphrase" type="password" autoComplete="off" value={passphrase} onChange={(event) => setPassphrase(event.target.value)} />
+      {stored.value !== undefined && keyPair === undefined && (
+        <button type="button" disabled={busy} onClick={() => void unlock()}>Unlock</button>
+      )}
+      <form onSubmit={(event) => void importFile(event)}>
+        <label htmlFor="key-file">Key file (from <code>pps keygen</code>)</label>
+        <input id="key-file" type="file" accept=".key,application/json" onChange={(event) => setFile(event.target.files?.[0])} />
+        <button type="submit" disabled={busy}>Import key file</button>
+      </form>
+      {registered.value?.public_key === null && (
+        <button type="button" className="secondary" disabled={busy} onClick={() => void generate()}>Generate a key here and register it</button>
+      )}
+      {download !== undefined && <p><a href={download} download={`${session.account_id}.key`}>Download the key file</a></p>}
+      {stored.value !== undefined && <button type="button" className="danger" disabled={busy} onClick={() => void forget()}>Remove key from this browser</button>}
+      {note !== undefined && <p className="success" role="status">{note}</p>}
+      <ErrorNote error={error} />
+    </section>
+  )
+}
+
+interface Passkey {
+  readonly credential_id: string
+  readonly name: string
+  readonly created_at: string
+  readonly last_used_at: string | null
+}
+
+interface SessionRow {
+  readonly session_id: string
+  readonly user_agent: string
+  readonly created_at: string
+  readonly last_seen_at: string
+  readonly current: boolean
+}
+
+export const Settings = (props: PageProps & { readonly onKey: (keyPair: KeyPair | undefined) => void; readonly onSignedOut: () => void }) => {
+  const account = useLoad(() => call<AccountRecord>("GET", "/v1/accounts/me"), [])
+  const passkeys = useLoad(() => call<{ readonly data: ReadonlyArray<Passkey> }>("GET", "/dashboard/api/passkeys"), [])
+  const sessions = useLoad(() => call<{ readonly data: ReadonlyArray<SessionRow> }>("GET", "/dashboard/api/sessions"), [])
+  const [error, setError] = useState<unknown>(undefined)
+  const [passkeyName, setPasskeyName] = useState("Another passkey")
+
+  const act = (what: () => Promise<void>) => () => {
+    setError(undefined)
+    what().catch(setError)
+  }
+  const addPasskey = act(async () => {
+    const optionsJSON = await call<PublicKeyCredentialCreationOptionsJSON>("POST", "/dashboard/api/passkeys/options", {})
+    const response = await startRegistration({ optionsJSON })
+    await call("POST", "/dashboard/api/passkeys/verify", { response, name: passkeyName })
+    passkeys.reload()
+  })
+  const removePasskey = (passkey: Passkey) => act(async () => {
+    if (!globalThis.confirm(`Remove the passkey "${passkey.name}"?`)) return
+    await call("DELETE", `/dashboard/api/passkeys/${encodeURIComponent(passkey.credential_id)}`)
+    passkeys.reload()
+  })
+  const signOut = (everywhere: boolean) => act(async () => {
+    await call("POST", everywhere ? "/dashboard/api/sign-out-everywhere" : "/dashboard/api/sign-out", {})
+    props.onSignedOut()
+  })
+
+  return (
+    <Page title="Settings">
+      <ErrorNote error={error} />
+      <EncryptionKeySection {...props} />
+      <section aria-labelledby="kyc-title" className="panel">
+        <h2 id="kyc-title">Identity verification</h2>
+        {account.loading && <Loading what="the account" />}
+        <ErrorNote error={account.error} />
+        {account.value !== undefined && <p>{account.value.handle} · KYC status: <strong>{account.value.kyc_status}</strong></p>}
+      </section>
+      <section aria-labelledby="passkeys-title" className="panel">
+        <h2 id="passkeys-title">Passkeys</h2>
+        {passkeys.loading && <Loading what="passkeys" />}
+        <ErrorNote error={passkeys.error} />
+        {passkeys.value !== undefined && (passkeys.value.data.length === 0 ? <Empty>No passkeys.</Empty> : (
+          <ul className="stack">
+            {passkeys.value.data.map((p) => (
+              <li key={p.credential_id} className="row">
+                <span>{p.name} · added {new Date(p.created_at).toLocaleDateString()} · last used {p.last_used_at === null ? "never" : new Date(p.last_used_at).toLocaleString()}</span>
+                <button type="button" className="danger" onClick={removePasskey(p)} aria-label={`Remove passkey ${p.name}`}>Remove</button>
+              </li>
+            ))}
+          </ul>
+        ))}
+        <div className="row">
+          <label htmlFor="new-passkey-name">Name</label>
+          <input id="new-passkey-name" value={passkeyName} maxLength={64} onChange={(event) => setPasskeyName(event.target.value)} />
+          <button type="button" onClick={addPasskey}>Add a passkey</button>
+        </div>
+      </section>
+      <section aria-labelledby="sessions-title" className="panel">
+        <h2 id="sessions-title">Sessions</h2>
+        {sessions.loading && <Loading what="sessions" />}
+        <ErrorNote error={sessions.error} />
+        {sessions.value !== undefined && (
+          <ul className="stack">
+            {sessions.value.data.map((s) => (
+              <li key={s.session_id}>{s.current ? "This browser" : s.user_agent.slice(0, 60)} · signed in {new Date(s.created_at).toLocaleString()} · last active {new Date(s.last_seen_at).toLocaleString()}</li>
+            ))}
+          </ul>
+        )}
+        <div className="row">
+          <button type="button" className="secondary" onClick={signOut(false)}>Sign out</button>
+          <button type="button" className="danger" onClick={signOut(true)}>Sign out everywhere</button>
+        </div>
+      </section>
+    </Page>
+  )
+}

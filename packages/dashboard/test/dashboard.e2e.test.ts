@@ -1,0 +1,287 @@
+/**
+ * Goal: the dashboard works end to end for a person in a real browser against a
+ * real server (child process: embedded PGlite, anvil and guardian), and no
+ * amount or memo leaves the page in clear.
+ *
+ * Chromium (Debian's) with a virtual WebAuthn authenticator: enroll a passkey
+ * through the operator's invite link, sign out and back in, import the key file
+ * `pps keygen` writes, read the balance, send a transfer sealed in the page and
+ * read its amount and memo back, create an API key (shown once) and use it from
+ * outside, revoke it (the next call is 401), subscribe a local webhook receiver
+ * and replay a delivery, approve a held agent transaction after reading its
+ * amount. Every request the page makes is recorded: none carries the canary
+ * amounts, memos, the key file's secret or an API key. Every page is checked
+ * with axe-core (no serious or critical violation) and under its CSP (no
+ * violation reported).
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Client, Confidential, KeyFile, Pps, type PpsTypes } from "@pps/sdk"
+import { EncryptionKey } from "@pps/crypto"
+import axe from "axe-core"
+import type { BrowserContext, Page } from "playwright-core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { runNode, type ServerProcess, startServer } from "../../sdk/test/support/server.ts"
+import { type Receiver, startReceiver } from "../../server/test/support/webhooks-receiver.ts"
+import { launchChromium } from "./support/browser.ts"
+
+/** Canary values: each must appear in the page, and in no request the page makes. */
+const sentAmount = "7.654321"
+const sentMemo = "canary-memo-5f1e9a"
+const heldAmount = "3.141592"
+const heldMemo = "canary-held-77c2"
+const passphrase = "correct horse battery staple"
+
+/** Screenshots go to docs/dashboard/ when PPS_DASHBOARD_SCREENSHOTS=1 (a developer refreshing them), else nowhere. */
+const screenshotDir = process.env["PPS_DASHBOARD_SCREENSHOTS"] === "1"
+  ? path.resolve(import.meta.dirname, "../../../docs/dashboard")
+  : undefined
+
+interface Recorded {
+  readonly method: string
+  readonly url: string
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: string
+}
+
+let server: ServerProcess
+let origin: string
+let receiver: Receiver
+let alice: { readonly account_id: string; readonly api_key: string }
+let bob: { readonly account_id: string; readonly api_key: string }
+const aliceKey = EncryptionKey.generate()
+const bobKey = EncryptionKey.generate()
+let keyFilePath: string
+let closeBrowser: () => Promise<void>
+let context: BrowserContext
+let page: Page
+const recorded: Array<Recorded> = []
+const cspViolations: Array<string> = []
+const axeFindings: Array<string> = []
+
+const hex = (bytes: Uint8Array) => `0x${Buffer.from(bytes).toString("hex")}`
+
+const admin = async (...args: Array<string>) => {
+  const run = await runNode("packages/server/src/admin/cli.ts", args, { DATA_DIR: server.dataDir })
+  if (run.exitCode !== 0) throw new Error(`admin ${args.join(" ")} failed: ${run.stderr}`)
+  return JSON.parse(run.stdout) as Record<string, string>
+}
+
+/** Runs axe-core on the page as it is now; keeps serious and critical findings. */
+const checkAccessibility = async (name: string) => {
+  // Evaluated through the DevTools protocol, which the page's CSP does not govern.
+  await page.evaluate(axe.source)
+  const violations = await page.evaluate(async () => {
+    const result = await (globalThis as unknown as { axe: typeof axe }).axe.run(document, { resultTypes: ["violations"] })
+    return result.violations.map((v) => ({ id: v.id, impact: v.impact ?? "", nodes: v.nodes.length }))
+  })
+  for (const v of violations) {
+    if (v.impact === "serious" || v.impact === "critical") axeFindings.push(`${name}: ${v.id} (${v.impact}, ${v.nodes} nodes)`)
+  }
+}
+
+/** What the page says when a step fails: its alerts. */
+const alerts = () => page.getByRole("alert").allTextContents()
+
+const visit = async (label: string, heading: string, name: string) => {
+  await page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: label, exact: true }).click()
+  await page.getByRole("heading", { level: 1, name: heading }).waitFor()
+  await page.waitForFunction(() => document.querySelectorAll("[role=status][aria-live]").length === 0, undefined, { timeout: 60_000 })
+  await checkAccessibility(name)
+  if (screenshotDir !== undefined) await page.screenshot({ path: path.join(screenshotDir, `${name}.png`), fullPage: true })
+}
+
+beforeAll(async () => {
+  server = await startServer({ env: { WEBHOOK_ALLOW_INSECURE_LOOPBACK: "true", WEBHOOK_ALLOWED_PRIVATE_CIDRS: "127.0.0.0/8" } })
+  // WebAuthn refuses an IP address as relying party: the page is opened at localhost.
+  origin = server.baseUrl.replace("127.0.0.1", "localhost")
+  ;[alice, bob] = [await server.createAccount("alice"), await server.createAccount("bob")]
+  await Confidential.registerKey(Client.make({ baseUrl: server.baseUrl, apiKey: alice.api_key }), aliceKey)
+  await Confidential.registerKey(Client.make({ baseUrl: server.baseUrl, apiKey: bob.api_key }), bobKey)
+  const granted = await fetch(`${server.baseUrl}/v1/test/faucet`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${alice.api_key}`, "content-type": "application/json" },
+    body: JSON.stringify({ amount: "100" })
+  })
+  expect(granted.status).toBe(200)
+  // The key file as `pps keygen` writes it.
+  keyFilePath = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "pps-dashboard-key-")), `${alice.account_id}.key`)
+  KeyFile.write(keyFilePath, { accountId: alice.account_id, keyPair: aliceKey }, { overwrite: false })
+  receiver = await startReceiver(undefined)
+  if (screenshotDir !== undefined) fs.mkdirSync(screenshotDir, { recursive: true })
+
+  const launched = await launchChromium()
+  closeBrowser = launched.close
+  context = await launched.browser.newContext({ viewport: { width: 1280, height: 900 } })
+  context.on("request", (request) => {
+    recorded.push({ method: request.method(), url: request.url(), headers: request.headers(), body: request.postData() ?? "" })
+  })
+  page = await context.newPage()
+  page.on("console", (message) => {
+    if (message.type() !== "error") return
+    if (/Content Security Policy/i.test(message.text())) cspViolations.push(message.text())
+    // The page's own errors, for whoever reads a failed run.
+    process.stderr.write(`page console: ${message.text()}\n`)
+  })
+  page.on("pageerror", (error) => process.stderr.write(`page error: ${error.message}\n`))
+  const cdp = await context.newCDPSession(page)
+  await cdp.send("WebAuthn.enable")
+  await cdp.send("WebAuthn.addVirtualAuthenticator", {
+    options: { protocol: "ctap2", transport: "internal", hasResidentKey: true, hasUserVerification: true, isUserVerified: true }
+  })
+}, 240_000)
+
+afterAll(async () => {
+  await closeBrowser?.()
+  await receiver?.close()
+  await server?.stop()
+}, 60_000)
+
+describe("dashboard in Chromium", () => {
+  it("enrolls a passkey from the operator's invite link, signs out, and signs in again with it", async () => {
+    const invite = await admin("accounts", "invite", "--account", alice.account_id)
+    expect(invite["url"]).toMatch(/\/dashboard\/enroll#invite=[A-Za-z0-9_-]{43}$/)
+    const port = new URL(server.baseUrl).port
+    await page.goto(invite["url"]!.replace(/^http:\/\/localhost:\d+/, `http://localhost:${port}`))
+    await page.getByRole("heading", { name: "Enroll a passkey" }).waitFor()
+    await checkAccessibility("enroll")
+    await page.getByRole("button", { name: "Create passkey and sign in" }).click()
+    await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor()
+    await expect.poll(() => page.getByText("@alice").count()).toBeGreaterThan(0)
+
+    // The invite is spent.
+    const reused = await fetch(`${server.baseUrl}/dashboard/api/enroll/options`, {
+      method: "POST",
+      headers: { origin, "content-type": "application/json" },
+      body: JSON.stringify({ invite: invite["url"]!.split("#invite=")[1] })
+    })
+    expect(reused.status).toBe(404)
+
+    await visit("Settings", "Settings", "settings-signed-in")
+    await page.getByRole("button", { name: "Sign out", exact: true }).click()
+    await page.getByRole("heading", { name: "Sign in to Private Payments" }).waitFor()
+    await checkAccessibility("sign-in")
+    if (screenshotDir !== undefined) await page.screenshot({ path: path.join(screenshotDir, "sign-in.png"), fullPage: true })
+    await page.getByRole("button", { name: "Sign in with a passkey" }).click()
+    await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor()
+  })
+
+  it("shows 'encrypted' without the key, imports the key file, then shows the balance", async () => {
+    await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor()
+    await expect.poll(() => page.getByTestId("balance-USDG").textContent()).toContain("encrypted")
+    await visit("Settings", "Settings", "settings")
+    await page.getByLabel(/^Passphrase/).fill(passphrase)
+    await page.locator("#key-file").setInputFiles(keyFilePath)
+    await page.getByRole("button", { name: "Import key file" }).click()
+    await expect.poll(() => page.getByTestId("key-status").textContent(), { timeout: 60_000 }).toBe("Unlocked in this tab.")
+    await visit("Overview", "Overview", "overview")
+    await expect.poll(async () => (await alerts()).join(" ") || await page.getByTestId("balance-USDG").textContent({ timeout: 1_000 }).catch(() => ""), { timeout: 60_000 }).toBe("100")
+  })
+
+  it("sends a transfer sealed in the page and reads its amount and memo back", async () => {
+    await visit("Transfers", "Transfers", "transfers")
+    await page.locator("#send-to").fill("@bob")
+    await page.locator("#send-amount").fill(sentAmount)
+    await page.locator("#send-memo").fill(sentMemo)
+    await page.getByRole("button", { name: "Send" }).click()
+    await expect.poll(() => page.locator(".success").textContent(), { timeout: 90_000 }).toMatch(/^Transfer tr_\w+ is (confirmed|pending)\.$/)
+    // The recipient reads what the page sealed.
+    const bobPps = new Pps({ apiKey: bob.api_key, baseUrl: server.baseUrl, keyPair: bobKey })
+    const received: Array<PpsTypes.Transfer> = []
+    for await (const transfer of bobPps.transfers.list()) received.push(transfer)
+    expect(received).toHaveLength(1)
+    expect(await bobPps.transfers.decrypt(received[0]!.transfer_id)).toMatchObject({ amount: 7_654_321n, memo: sentMemo })
+
+    await page.locator("table a").first().click()
+    await expect.poll(() => page.getByTestId("transfer-amount").textContent(), { timeout: 60_000 }).toBe(`${sentAmount} USDG`)
+    expect(await page.getByTestId("transfer-memo").textContent()).toBe(sentMemo)
+    await checkAccessibility("transfer-detail")
+    if (screenshotDir !== undefined) await page.screenshot({ path: path.join(screenshotDir, "transfer-detail.png"), fullPage: true })
+  })
+
+  it("creates an API key shown once, which works from outside, and revokes it at once", async () => {
+    await visit("API keys", "API keys", "api-keys")
+    await page.locator("#key-name").fill("ci-key")
+    await page.getByRole("button", { name: "Create key" }).click()
+    const value = (await page.getByTestId("secret-value").textContent()) ?? ""
+    expect(value).toMatch(/^hc_test_[A-Za-z0-9_-]{43}$/)
+    if (screenshotDir !== undefined) await page.screenshot({ path: path.join(screenshotDir, "api-key-created.png"), fullPage: true })
+    const me = await fetch(`${server.baseUrl}/v1/accounts/me`, { headers: { authorization: `Bearer ${value}` } })
+    expect(me.status).toBe(200)
+    expect(await me.json()).toMatchObject({ account_id: alice.account_id })
+    await page.getByRole("button", { name: "Done" }).click()
+    expect(await page.getByTestId("secret-value").count()).toBe(0)
+
+    page.once("dialog", (dialog) => void dialog.accept())
+    await page.getByRole("button", { name: "Revoke ci-key" }).click()
+    await expect.poll(() => page.getByTestId("key-ci-key").textContent()).toContain("revoked")
+    const after = await fetch(`${server.baseUrl}/v1/accounts/me`, { headers: { authorization: `Bearer ${value}` } })
+    expect(after.status).toBe(401)
+  })
+
+  it("subscribes a local receiver, then replays a delivery to it from the log", async () => {
+    await visit("Webhooks", "Webhooks", "webhooks")
+    await page.locator("#webhook-url").fill(`${receiver.url}/hook`)
+    await page.getByRole("button", { name: "Create subscription" }).click()
+    expect(await page.getByTestId("secret-value").textContent()).toMatch(/^whsec_/)
+    await page.getByRole("button", { name: "Done" }).click()
+
+    // An event to deliver: a transfer by API from alice's own key.
+    const pps = new Pps({ apiKey: alice.api_key, baseUrl: server.baseUrl, keyPair: aliceKey })
+    await pps.transfers.create({ to: "@bob", amount: "1" })
+    await expect.poll(() => receiver.requests.length, { timeout: 60_000 }).toBeGreaterThanOrEqual(1)
+    const firstEventId = receiver.requests[0]!.headers["x-service-event-id"]
+
+    await page.getByRole("button", { name: "Deliveries" }).click()
+    await page.getByRole("button", { name: /^Replay transfer.confirmed/ }).first().waitFor({ timeout: 30_000 })
+    await checkAccessibility("webhook-deliveries")
+    if (screenshotDir !== undefined) await page.screenshot({ path: path.join(screenshotDir, "webhook-deliveries.png"), fullPage: true })
+    await page.getByRole("button", { name: /^Replay transfer.confirmed/ }).first().click()
+    await expect.poll(() => page.locator(".success").first().textContent()).toMatch(/^Replay queued as dlv_/)
+    await expect.poll(() => receiver.requests.length, { timeout: 60_000 }).toBeGreaterThanOrEqual(2)
+    expect(receiver.requests.at(-1)!.headers["x-service-event-id"]).toBe(firstEventId)
+  })
+
+  it("approves a held agent transaction after showing its amount, opened in the page", async () => {
+    const pps = new Pps({ apiKey: alice.api_key, baseUrl: server.baseUrl, keyPair: aliceKey })
+    const agent = await pps.agents.create({ name: "shop-bot", spend_policy: { daily_limit_usdg: 50, per_transaction_limit_usdg: 20, hitl_threshold_usdg: 1 } })
+    await pps.transfers.create({ to: agent.handle, amount: "10" })
+    const agentKey = await server.issueKey(agent.account_id, "bot")
+    const bot = new Pps({ apiKey: agentKey.api_key, baseUrl: server.baseUrl, senderKey: aliceKey.publicKey })
+    expect(await bot.transfers.create({ to: "@bob", amount: heldAmount, memo: heldMemo })).toMatchObject({ status: "pending_approval" })
+
+    await visit("Agents", "Agents", "agents")
+    await visit("Approvals", "Approvals", "approvals")
+    await expect.poll(() => page.getByTestId("held-amount").textContent(), { timeout: 60_000 }).toBe(`${heldAmount} USDG`)
+    await page.getByRole("button", { name: "Approve" }).click()
+    await expect.poll(() => page.locator(".success").textContent(), { timeout: 90_000 }).toBe(`@alice/shop-bot → @bob: approved.`)
+    await expect.poll(() => page.getByText("Nothing waits for your approval.").count()).toBe(1)
+  })
+
+  it("shows the API's validation error next to the policy field it names", async () => {
+    await visit("Agents", "Agents", "agents")
+    await page.locator("#new-agent-name").fill("second-bot")
+    await page.locator("#new-agent-daily").fill("10")
+    await page.locator("#new-agent-perTransaction").fill("20")
+    await page.getByRole("button", { name: "Create agent" }).click()
+    await expect.poll(() => page.getByTestId("error-per_transaction_limit_usdg").count(), { timeout: 30_000 }).toBe(1)
+    expect(await page.locator("#new-agent-perTransaction").getAttribute("aria-invalid")).toBe("true")
+  })
+
+  it("sent no amount, memo, secret key or API key in any request, broke no CSP rule, and has no serious accessibility violation", () => {
+    expect(recorded.length).toBeGreaterThan(20)
+    const secretKey = hex(aliceKey.secretKey).slice(2)
+    const forbidden = [sentAmount, "7654321", sentMemo, heldAmount, "3141592", heldMemo, secretKey, passphrase, "hc_test_", "hc_live_"]
+    for (const request of recorded) {
+      const text = `${request.method} ${request.url}\n${JSON.stringify(request.headers)}\n${request.body}`
+      for (const value of forbidden) expect(text.includes(value), `${value} in ${request.method} ${request.url}`).toBe(false)
+      // Every request stays on the dashboard's own origin.
+      expect(new URL(request.url).origin).toBe(origin)
+    }
+    // The page did send transfers: the check above looked at real sealed traffic.
+    expect(recorded.some((r) => r.method === "POST" && r.url.endsWith("/v1/transfers"))).toBe(true)
+    expect(cspViolations).toEqual([])
+    expect(axeFindings).toEqual([])
+  })
+})

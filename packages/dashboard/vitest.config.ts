@@ -1,0 +1,13 @@
+import { defineConfig } from "vitest/config"
+
+export default defineConfig({
+  test: {
+    name: "dashboard",
+    include: ["test/**/*.test.ts"],
+    // The page is built from source before its tests, so they never run a stale or hand-made build.
+    globalSetup: ["test/support/build.ts"],
+    // A real server (PGlite, anvil, guardian) and a real browser on a shared 2-core machine.
+    testTimeout: 240_000,
+    hookTimeout: 180_000
+  }
+})
