@@ -2,14 +2,55 @@
  * The api tier relays the guardian's veto of a guardian rotation its operator did not
  * approve (issue 12): the owner proposes (anvil impersonates the owner, whose key the
  * embedded server never keeps), the guardian signs the cancellation, a relayer submits
- * it, and the proposal is gone well before its delay runs out.
+ * it, and the proposal is gone well before its delay runs out. One contract whose reads
+ * fail does not hold back the others' vetoes (L4).
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { ConfidentialTokenArtifact } from "@pps/contracts"
 import { Context, Effect, Option, Schedule } from "effect"
-import { createTestClient, createWalletClient, encodeFunctionData, http } from "viem"
+import { type Address, createTestClient, createWalletClient, encodeFunctionData, http } from "viem"
+import type { ChainContext } from "../src/settlement/Chains.ts"
 import { Settlement } from "../src/settlement/Settlement.ts"
 import { makeTestServer, TestServer } from "./support/TestServer.ts"
+
+const read = <A>(run: () => Promise<A>) => Effect.promise(run)
+
+/** The owner (impersonated on anvil) proposes an unapproved guardian rotation on `token`. */
+const proposeRotation = (chain: ChainContext, token: Address) =>
+  Effect.gen(function*() {
+    const owner = yield* read(() => chain.client.readContract({ address: token, abi: ConfidentialTokenArtifact.abi, functionName: "owner" }))
+    const cheats = createTestClient({ mode: "anvil", transport: http(chain.rpcUrl) })
+    yield* read(() => cheats.impersonateAccount({ address: owner }))
+    yield* read(() => cheats.setBalance({ address: owner, value: 10n ** 20n }))
+    const wallet = createWalletClient({ account: owner, transport: http(chain.rpcUrl) })
+    const hash = yield* read(() =>
+      wallet.sendTransaction({
+        to: token,
+        data: encodeFunctionData({
+          abi: ConfidentialTokenArtifact.abi,
+          functionName: "proposeGuardianRotation",
+          args: ["0x000000000000000000000000000000000000dEaD", { x: 1n, y: 2n }]
+        }),
+        gas: 400_000n,
+        chain: null
+      }))
+    const receipt = yield* read(() => chain.client.waitForTransactionReceipt({ hash, pollingInterval: 50 }))
+    assert.strictEqual(receipt.status, "success")
+    assert.strictEqual((yield* pendingSigner(chain, token)), "0x000000000000000000000000000000000000dEaD")
+  })
+
+const pendingSigner = (chain: ChainContext, token: Address) =>
+  read(() => chain.client.readContract({ address: token, abi: ConfidentialTokenArtifact.abi, functionName: "pendingGuardianRotation" })).pipe(
+    Effect.map((pending) => pending.newSigner)
+  )
+
+/** Whether the proposal on `token` is gone within 50 s (the guardian vetoes, the server relays within its round). */
+const clearedWithin50s = (chain: ChainContext, token: Address) =>
+  pendingSigner(chain, token).pipe(
+    Effect.flatMap((signer) => signer === "0x0000000000000000000000000000000000000000" ? Effect.succeed(true) : Effect.fail("pending" as const)),
+    Effect.retry(Schedule.spaced("1 second").pipe(Schedule.upTo({ duration: "50 seconds" }))),
+    Effect.orElseSucceed(() => false)
+  )
 
 describe("guardian rotation veto relay", () => {
   layer(makeTestServer(), { timeout: "180 seconds", excludeTestServices: true })("embedded", (it) => {
@@ -18,36 +59,29 @@ describe("guardian rotation veto relay", () => {
         const server = yield* TestServer
         const chain = Option.getOrThrow(Context.get(server.services, Settlement).chain("test"))
         const token = chain.contracts.confidentialUsdg
-        const read = <A>(run: () => Promise<A>) => Effect.promise(run)
-        const owner = yield* read(() => chain.client.readContract({ address: token, abi: ConfidentialTokenArtifact.abi, functionName: "owner" }))
-        const cheats = createTestClient({ mode: "anvil", transport: http(chain.rpcUrl) })
-        yield* read(() => cheats.impersonateAccount({ address: owner }))
-        yield* read(() => cheats.setBalance({ address: owner, value: 10n ** 20n }))
-        const wallet = createWalletClient({ account: owner, transport: http(chain.rpcUrl) })
-        const hash = yield* read(() =>
-          wallet.sendTransaction({
-            to: token,
-            data: encodeFunctionData({
-              abi: ConfidentialTokenArtifact.abi,
-              functionName: "proposeGuardianRotation",
-              args: ["0x000000000000000000000000000000000000dEaD", { x: 1n, y: 2n }]
-            }),
-            gas: 400_000n,
-            chain: null
-          }))
-        const receipt = yield* read(() => chain.client.waitForTransactionReceipt({ hash, pollingInterval: 50 }))
-        assert.strictEqual(receipt.status, "success")
-        const pending = () =>
-          read(() => chain.client.readContract({ address: token, abi: ConfidentialTokenArtifact.abi, functionName: "pendingGuardianRotation" }))
-        assert.strictEqual((yield* pending()).newSigner, "0x000000000000000000000000000000000000dEaD")
-        // The guardian vetoes on its next look at the chain; the server relays within its round.
-        const cleared = yield* pending().pipe(
-          Effect.flatMap((p) => p.newSigner === "0x0000000000000000000000000000000000000000" ? Effect.succeed(p) : Effect.fail("pending" as const)),
-          Effect.retry(Schedule.spaced("1 second").pipe(Schedule.upTo({ duration: "50 seconds" }))),
-          Effect.orElseSucceed(() => undefined)
-        )
-        assert.isDefined(cleared, "the proposal is still pending: the veto was not relayed")
+        yield* proposeRotation(chain, token)
+        assert.isTrue(yield* clearedWithin50s(chain, token), "the proposal is still pending: the veto was not relayed")
         assert.isTrue(server.logs.some((line) => line.includes("relayed the guardian's veto")))
       }))
+
+    it.effect("a contract whose reads fail does not stop the round: the next contract's veto is still relayed", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const chain = Option.getOrThrow(Context.get(server.services, Settlement).chain("test"))
+        const broken = chain.contracts.confidentialUsdg
+        const token = chain.contracts.confidentialEth
+        const cheats = createTestClient({ mode: "anvil", transport: http(chain.rpcUrl) })
+        // The round looks at USDG first; without code there, its read fails every round.
+        const code = yield* read(() => chain.client.getCode({ address: broken }))
+        assert.isDefined(code)
+        yield* Effect.acquireRelease(
+          read(() => cheats.setCode({ address: broken, bytecode: "0x" })),
+          () => read(() => cheats.setCode({ address: broken, bytecode: code! }))
+        )
+        yield* proposeRotation(chain, token)
+        assert.isTrue(yield* clearedWithin50s(chain, token), "the second contract's veto was held back by the first's failure")
+        const failures = server.logs.filter((line) => line.includes("relaying the guardian's veto failed for one contract"))
+        assert.isTrue(failures.some((line) => line.includes(broken)), "the failing contract is logged by id")
+      }).pipe(Effect.scoped))
   })
 })

@@ -15,9 +15,10 @@
  */
 import { GuardianClient } from "@pps/guardian"
 import { ConfidentialTokenArtifact } from "@pps/contracts"
-import { Duration, Effect, Layer, Option, Schedule } from "effect"
-import { encodeFunctionData, getAddress, type Hex } from "viem"
+import { Cause, Duration, Effect, Layer, Option, Schedule } from "effect"
+import { type Address, encodeFunctionData, getAddress, type Hex } from "viem"
 import { gasLimits } from "../settlement/domain.ts"
+import type { ChainContext } from "../settlement/Chains.ts"
 import { Settlement } from "../settlement/Settlement.ts"
 
 /** How often pending proposals are looked at: far inside any rotation delay (48 h on mainnet). */
@@ -33,49 +34,65 @@ export const VetoRelayLive = Layer.effectDiscard(Effect.gen(function*() {
 
   // Our own contracts only, each asked for the very proposal it holds: a contract anyone can
   // deploy, or a flood of alerts, neither costs the relayers gas nor hides a veto from the relay.
+  const relayOne = (chain: ChainContext, contract: Address) =>
+    Effect.gen(function*() {
+      const pending = yield* Effect.tryPromise(() =>
+        chain.client.readContract({
+          address: contract,
+          abi: ConfidentialTokenArtifact.abi,
+          functionName: "pendingGuardianRotation"
+        })
+      )
+      if (pending.newSigner === "0x0000000000000000000000000000000000000000") return
+      const veto = yield* guardian.rotationVeto({
+        chainId: BigInt(chain.chainId),
+        contract,
+        proposalId: pending.proposalId
+      })
+      // Not vetoed (an approved signer), or not seen by the guardian's follower yet: next round.
+      if (veto === null) return
+      yield* settlement.submit({
+        submissionId: `veto_${chain.chainId}_${getAddress(contract)}_${veto.proposalId}`,
+        mode: chain.mode,
+        kind: "rotation_veto",
+        target: contract,
+        data: encodeFunctionData({
+          abi: ConfidentialTokenArtifact.abi,
+          functionName: "cancelGuardianRotationBySignature",
+          args: [veto.signature as Hex]
+        }),
+        gasLimit: gasLimits.rotation_veto,
+        deadlineSeconds: null,
+        replayKey: null
+      })
+      yield* Effect.logWarning("relayed the guardian's veto of a guardian rotation").pipe(
+        Effect.annotateLogs({ contract, proposal_id: veto.proposalId.toString(), new_signer: veto.newSigner })
+      )
+    }).pipe(
+      // One contract's failure (its chain's node down, the guardian unreachable for it) is
+      // that contract's only: the other contracts and the other mode's chain are still
+      // looked at this round, so an outage of the test chain never holds back a mainnet
+      // veto. Interruption (shutdown) is not a failure to swallow. Ids only in the log:
+      // nothing on this path carries an amount.
+      Effect.catchCause((cause) =>
+        Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause) : Effect.logWarning("relaying the guardian's veto failed for one contract; will retry", cause).pipe(
+          Effect.annotateLogs({ mode: chain.mode, chain_id: chain.chainId, contract })
+        ))
+    )
+
   const relayRound = Effect.gen(function*() {
     for (const mode of ["test", "live"] as const) {
       const chain = settlement.chain(mode)
       if (Option.isNone(chain)) continue
       for (const contract of [chain.value.contracts.confidentialUsdg, chain.value.contracts.confidentialEth]) {
-        const pending = yield* Effect.tryPromise(() =>
-          chain.value.client.readContract({
-            address: contract,
-            abi: ConfidentialTokenArtifact.abi,
-            functionName: "pendingGuardianRotation"
-          })
-        )
-        if (pending.newSigner === "0x0000000000000000000000000000000000000000") continue
-        const veto = yield* guardian.rotationVeto({
-          chainId: BigInt(chain.value.chainId),
-          contract,
-          proposalId: pending.proposalId
-        })
-        // Not vetoed (an approved signer), or not seen by the guardian's follower yet: next round.
-        if (veto === null) continue
-        yield* settlement.submit({
-          submissionId: `veto_${chain.value.chainId}_${getAddress(contract)}_${veto.proposalId}`,
-          mode,
-          kind: "rotation_veto",
-          target: contract,
-          data: encodeFunctionData({
-            abi: ConfidentialTokenArtifact.abi,
-            functionName: "cancelGuardianRotationBySignature",
-            args: [veto.signature as Hex]
-          }),
-          gasLimit: gasLimits.rotation_veto,
-          deadlineSeconds: null,
-          replayKey: null
-        })
-        yield* Effect.logWarning("relayed the guardian's veto of a guardian rotation").pipe(
-          Effect.annotateLogs({ contract, proposal_id: veto.proposalId.toString(), new_signer: veto.newSigner })
-        )
+        yield* relayOne(chain.value, contract)
       }
     }
   })
 
   yield* Effect.forkScoped(
     relayRound.pipe(
+      // A defect outside any one contract's step (none expected): the next round still runs.
       Effect.catchCause((cause) => Effect.logWarning("relaying the guardian's vetoes failed; will retry", cause)),
       Effect.repeat(Schedule.spaced(Duration.millis(relayEveryMs)))
     )
