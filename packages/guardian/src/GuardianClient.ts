@@ -50,6 +50,40 @@ export interface GuardianClientShape {
  */
 export const requestTimeoutMs = 30_000
 
+/**
+ * One client over several guardians: calls go to the current one; an `unavailable`
+ * failure moves later calls to the next (unless another call moved them already).
+ */
+const failover = (clients: ReadonlyArray<GuardianClientShape>): GuardianClientShape => {
+  let current = 0
+  const via = <A, E>(use: (client: GuardianClientShape) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+    Effect.suspend(() => {
+      const index = current
+      return use(clients[index]!).pipe(
+        Effect.tapError((error) =>
+          Effect.sync(() => {
+            if (error instanceof GuardianError && error.reason === "unavailable" && current === index) {
+              current = (index + 1) % clients.length
+            }
+          })
+        )
+      )
+    })
+  return {
+    info: via((client) => client.info),
+    authorize: (request) => via((client) => client.authorize(request)),
+    settle: (request) => via((client) => client.settle(request)),
+    credit: (request) => via((client) => client.credit(request)),
+    sync: (request) => via((client) => client.sync(request)),
+    nonZero: (request) => via((client) => client.nonZero(request)),
+    sealedBalance: (request) => via((client) => client.sealedBalance(request)),
+    sealedKeyTotals: (request) => via((client) => client.sealedKeyTotals(request)),
+    rotationVeto: (request) => via((client) => client.rotationVeto(request)),
+    reconcile: (request) => via((client) => client.reconcile(request)),
+    health: via((client) => client.health)
+  }
+}
+
 const unavailable = (error: RpcClientError.RpcClientError) =>
   new GuardianError({
     reason: /\b401\b|unauthori[sz]ed/i.test(error.message) ? "unauthorized" : "unavailable",
@@ -97,11 +131,29 @@ export class GuardianClient extends Context.Service<GuardianClient, GuardianClie
 
   /**
    * A client of a guardian process at `url` (its base URL, e.g. http://127.0.0.1:8090),
-   * authenticated with the shared secret as a bearer token.
+   * authenticated with the shared secret as a bearer token. `url` may list several
+   * guardians of one database, comma-separated (Lease.ts: one serves, the others stand
+   * by): calls go to one of them, and a call that finds it unavailable moves later calls
+   * to the next. That call itself still fails as `unavailable` (retryable): it may have
+   * reached the guardian that died, so only its caller's retry, which the guardian
+   * answers idempotently, can say what it did.
    *
    * @since 0.1.0
    */
-  static readonly layerHttp = (url: string, sharedSecret: Redacted.Redacted<string>) =>
+  static readonly layerHttp = (url: string, sharedSecret: Redacted.Redacted<string>): Layer.Layer<GuardianClient> => {
+    const urls = url.split(",").map((entry) => entry.trim()).filter((entry) => entry !== "")
+    if (urls.length <= 1) return GuardianClient.layerHttpOne(urls[0] ?? url, sharedSecret)
+    return Layer.effect(
+      GuardianClient,
+      Effect.gen(function*() {
+        const clients: Array<GuardianClientShape> = []
+        for (const one of urls) clients.push(Context.get(yield* Layer.build(GuardianClient.layerHttpOne(one, sharedSecret)), GuardianClient))
+        return GuardianClient.of(failover(clients))
+      })
+    )
+  }
+
+  private static readonly layerHttpOne = (url: string, sharedSecret: Redacted.Redacted<string>) =>
     Layer.effect(
       GuardianClient,
       Effect.gen(function*() {

@@ -20,6 +20,7 @@ import { run as runCancelRotation } from "./cancelRotation.ts"
 import { Guardian } from "./Guardian.ts"
 import * as GuardianConfig from "./GuardianConfig.ts"
 import { layer as guardianLayer } from "./GuardianLive.ts"
+import * as Lease from "./Lease.ts"
 import { routes } from "./GuardianServer.ts"
 
 const logLevels = ["Trace", "Debug", "Info", "Warn", "Error"] as const
@@ -37,10 +38,16 @@ const MainLive = Layer.unwrap(
         chains: (options.chains ?? []).map((chain) => chain.chainId.toString())
       }))
     }))
+    // On PostgreSQL several guardian processes may share the database: one serves, the
+    // others wait for its lease (Lease.ts) before building anything.
+    const lease = options.database._tag === "postgres"
+      ? Lease.layer({ url: options.database.url, host: listener.host, port: listener.port })
+      : Layer.empty
     return HttpRouter.serve(routes(listener.sharedSecret), { disableListenLog: true, disableLogger: true }).pipe(
       Layer.merge(announce),
       Layer.provide(NodeHttpServer.layer(createServer, { host: listener.host, port: listener.port })),
-      Layer.provide(guardianLayer(options))
+      Layer.provide(guardianLayer(options)),
+      Layer.provide(lease)
     )
   })
 )

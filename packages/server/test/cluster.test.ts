@@ -2,7 +2,8 @@
  * The multi-node deployment end to end (issue 17): the topology of `npm run cluster`
  * (the machine's PostgreSQL and NATS, anvil, the guardian, the deploy step, two api
  * nodes, the TLS balancer), under transfer load through the balancer, with one api node
- * SIGKILLed mid-load and never restarted. The fault harness's checks must all hold:
+ * SIGKILLed mid-load and never restarted, after the serving guardian was (the standby
+ * takes its lease over). The fault harness's checks must all hold:
  * every request answered, one key one transfer (retries by Idempotency-Key reach the
  * survivor), nothing stuck pending (the survivor adopts the dead node's submissions),
  * balances exact, one terminal webhook per transfer and side (delivered over NATS), no
@@ -68,6 +69,7 @@ describe.skipIf(!postgresAvailable || !natsAvailable)("the cluster of npm run cl
       envFile: env.file,
       dir,
       apiNodes: 2,
+      guardians: 2,
       postgresUrl: postgresServerUrl,
       natsUrl,
       log: (line) => lines.push(line)
@@ -108,37 +110,60 @@ describe.skipIf(!postgresAvailable || !natsAvailable)("the cluster of npm run cl
     assert.strictEqual(await me(second!), 401)
     assert.strictEqual(await me(first!), 401)
   })
-  it(`one api node SIGKILLed under load: the survivor finishes its work (seed ${seed})`, { timeout: 420_000 }, async () => {
+  it(`the serving guardian, then one api node, SIGKILLed under load: the survivors finish the work (seed ${seed})`, { timeout: 420_000 }, async () => {
     const [first, second] = cluster!.apiNodes
+    const [serving, standby] = cluster!.guardians
+    // The guardian kill also measures the takeover: until the standby answers /readyz.
+    const takeoverMs: Array<number> = []
+    /** Evidence of the api node takeover: the submissions the survivor's log says it adopted. */
+    let adopted = 0
+    const servingGuardian = {
+      ...serving!,
+      kill: async () => {
+        await serving!.kill()
+        const killedAtMs = Date.now()
+        for (;;) {
+          const ready = await fetch(`${standby!.baseUrl}/readyz`).then((response) => response.status === 200, () => false)
+          if (ready) break
+          if (Date.now() - killedAtMs > 120_000) throw new Error("the standby guardian never took over")
+          await new Promise((resolve) => setTimeout(resolve, 50))
+        }
+        takeoverMs.push(Date.now() - killedAtMs)
+      }
+    }
     const topology: HarnessTopology = {
       baseUrl: cluster!.baseUrl,
       // The survivor's admin listener: the other node is the one the schedule kills.
       adminUrl: second!.adminUrl,
       adminToken: () => cluster!.env.get("ADMIN_TOKEN")!,
-      targets: [first!],
+      targets: [servingGuardian, first!],
+      killInOrder: true,
       survivesKills: true,
       start: async () => {},
-      // Stopped by the harness, which then checks that no process of it is left.
-      stop: () => cluster!.stop(),
+      // Stopped by the harness, which then checks that no process of it is left (and removes
+      // the logs of a run that kept every invariant: the takeover evidence is read first).
+      stop: async () => {
+        adopted = fs.readFileSync(second!.logFile, "utf8").split("\n").filter((line) => line.includes("adopting a dead node's submission")).length
+        await cluster!.stop()
+      },
       workDir: dir
     }
     harnessRan = true
     const report = await runHarnessOn({
       seed,
-      kills: 1,
+      kills: 2,
       clients: 3,
       accounts: 4,
-      durationMs: 16_000,
+      durationMs: 18_000,
       webhooks: true,
       // The harness removes the working directory (logs, data) when every invariant holds and keeps it otherwise.
       keep: false,
       log: (line) => lines.push(line)
     }, topology)
-    // Evidence of the takeover: the survivor's log names each submission it adopted.
-    const adopted = fs.readFileSync(second!.logFile, "utf8").split("\n").filter((line) => line.includes("adopting a dead node's submission")).length
-    const summary = `${lines.join("\n")}\n${formatReport(report)}\nsubmissions adopted by ${second!.name}: ${adopted}`
+    const summary = `${lines.join("\n")}\n${formatReport(report)}\nguardian takeover ${takeoverMs.join(", ")} ms\nsubmissions adopted by ${second!.name}: ${adopted}`
     console.log(summary)
-    assert.strictEqual(report.kills, 1, summary)
+    assert.strictEqual(report.kills, 2, summary)
+    assert.strictEqual(takeoverMs.length, 1, summary)
     assert.deepStrictEqual(report.violations, [], summary)
     // Transfers went through the balancer to both nodes.
     assert.isAbove(report.answersByNode["api-1"] ?? 0, 0, summary)

@@ -96,13 +96,15 @@ describe("the distributed deployment", () => {
       assert.isDefined(service["healthcheck"], name)
     }
     for (const service of byRole("api")) {
-      assert.strictEqual(service.dependsOn["guardian"], "service_healthy")
+      for (const guardian of byRole("guardian")) assert.strictEqual(service.dependsOn[guardian.name], "service_healthy")
       assert.strictEqual(service.dependsOn["deploy"], "service_completed_successfully")
       assert.strictEqual(service.dependsOn["postgres"], "service_healthy")
       assert.strictEqual(service.dependsOn["nats"], "service_healthy")
     }
-    assert.strictEqual(byRole("deploy")[0]!.dependsOn["guardian"], "service_healthy")
-    assert.strictEqual(byRole("guardian")[0]!.dependsOn["postgres"], "service_healthy")
+    for (const guardian of byRole("guardian")) {
+      assert.strictEqual(byRole("deploy")[0]!.dependsOn[guardian.name], "service_healthy")
+      assert.strictEqual(guardian.dependsOn["postgres"], "service_healthy")
+    }
   })
 
   it.effect("the template's values pass the server's, the guardian's and the deploy step's configuration", () =>
@@ -125,8 +127,10 @@ describe("the distributed deployment", () => {
       assert.strictEqual(options.database._tag, "postgres")
       assert.deepStrictEqual((options.chains ?? []).map((chain) => chain.chainId), [46630n])
       const listener = yield* GuardianConfig.listener.pipe(provide(guardian))
-      assert.strictEqual(listener.port, composeAddresses.guardian.port)
+      assert.strictEqual(listener.port, composeAddresses.guardians[0]!.port)
       const deploy = yield* read(deployConfig("test")).pipe(provide(resolvedEnvironment(byRole("deploy")[0]!)))
-      assert.strictEqual(deploy.guardianUrl, `http://guardian:${composeAddresses.guardian.port}`)
+      // Every guardian, for the client's failover.
+      assert.strictEqual(deploy.guardianUrl, composeAddresses.guardians.map((self) => `http://${self.host}:${self.port}`).join(","))
+      assert.isAtLeast(composeAddresses.guardians.length, 2)
     }))
 })

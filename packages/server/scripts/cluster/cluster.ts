@@ -2,11 +2,12 @@
  * `npm run cluster`: the distributed deployment of docker-compose.yml as processes on
  * this machine, for machines without Docker. The same topology (topology.ts) from the
  * same env file: the machine's PostgreSQL and NATS (CLUSTER_POSTGRES_URL,
- * CLUSTER_NATS_URL), anvil from npm as the chain node, the guardian, the contracts'
+ * CLUSTER_NATS_URL), anvil from npm as the chain node, the guardians (one serves, the
+ * others stand by for its lease), the contracts'
  * deployment step, the api nodes and the TLS balancer, each its own process.
  *
  *   npm run -s cluster -- --init-env deploy/cluster.env     # once: the env file, secrets generated
- *   npm run -s cluster -- --env-file deploy/cluster.env [--dir .data/cluster] [--api-nodes 2]
+ *   npm run -s cluster -- --env-file deploy/cluster.env [--dir .data/cluster] [--api-nodes 2] [--guardians 2]
  *
  * It creates the two databases when missing, a self-signed certificate for the balancer
  * when `DIR/tls` has none, starts everything in dependency order (each waits for the
@@ -193,6 +194,8 @@ export interface ClusterOptions {
   /** Working directory: logs, the chain's state, the nodes' data directories, the certificate. */
   readonly dir: string
   readonly apiNodes: number
+  /** Guardian processes on the one guardian database (2: one serving, one standby). */
+  readonly guardians: number
   /** The machine's PostgreSQL server (no database in the path). */
   readonly postgresUrl: string
   readonly natsUrl: string
@@ -205,7 +208,8 @@ export interface Cluster {
   readonly certFile: string
   readonly env: ReadonlyMap<string, string>
   readonly apiNodes: ReadonlyArray<ClusterProcess & { readonly baseUrl: string; readonly adminUrl: string }>
-  readonly guardian: ClusterProcess
+  /** In start order: the first serves, the others stand by. */
+  readonly guardians: ReadonlyArray<ClusterProcess & { readonly baseUrl: string }>
   readonly databases: ReadonlyArray<string>
   /** Stops every process in reverse start order. */
   readonly stop: () => Promise<void>
@@ -220,7 +224,9 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
   const tls = ensureCertificate(path.join(options.dir, "tls"))
   const serverUrl = options.postgresUrl.replace(/\/+$/, "")
 
-  const [chainPort, guardianPort, balancerPort] = [await freePort(), await freePort(), await freePort()]
+  const [chainPort, balancerPort] = [await freePort(), await freePort()]
+  const guardians: Array<{ host: string; port: number }> = []
+  for (let index = 0; index < options.guardians; index++) guardians.push({ host: "127.0.0.1", port: await freePort() })
   const api: Array<{ host: string; port: number; adminPort: number }> = []
   for (let index = 0; index < options.apiNodes; index++) api.push({ host: "127.0.0.1", port: await freePort(), adminPort: await freePort() })
   const addresses: Addresses = {
@@ -229,7 +235,7 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
     guardianDatabaseUrl: `${serverUrl}/\${PPS_GUARDIAN_DATABASE}`,
     natsUrl: options.natsUrl,
     chainRpcUrl: `http://127.0.0.1:${chainPort}`,
-    guardian: { host: "127.0.0.1", port: guardianPort },
+    guardians,
     api,
     balancerPort,
     tlsCertFile: tls.cert,
@@ -291,13 +297,16 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
     }
     const services = nodeServices(addresses)
     const byRole = (role: NodeService["role"]) => services.filter((service) => service.role === role).map(asProcess)
-    const [guardian] = byRole("guardian")
+    const guardianProcesses = byRole("guardian")
     const [deploy] = byRole("deploy")
     const apiProcesses = byRole("api")
     const [balancer] = byRole("balancer")
-    await guardian!.start()
-    started.push(guardian!)
-    options.log(`guardian ready at http://127.0.0.1:${guardianPort}`)
+    // One after the other, so the first takes the lease and serves.
+    for (const [index, guardian] of guardianProcesses.entries()) {
+      await guardian.start()
+      started.push(guardian)
+      options.log(`${guardian.name} up at http://127.0.0.1:${guardians[index]!.port} (${index === 0 ? "serving" : "standby"})`)
+    }
     await deploy!.start()
     options.log("contracts deployed and recorded")
     // Api nodes start together, as they would behind a balancer (migrations lock their table).
@@ -318,7 +327,7 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
         baseUrl: `http://127.0.0.1:${api[index]!.port}`,
         adminUrl: `http://127.0.0.1:${api[index]!.adminPort}`
       })),
-      guardian: guardian!,
+      guardians: guardianProcesses.map((member, index) => Object.assign(member, { baseUrl: `http://127.0.0.1:${guardians[index]!.port}` })),
       databases,
       stop
     }
@@ -347,7 +356,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       "env-file": { type: "string", default: "deploy/cluster.env" },
       "init-env": { type: "string" },
       dir: { type: "string", default: ".data/cluster" },
-      "api-nodes": { type: "string", default: "2" }
+      "api-nodes": { type: "string", default: "2" },
+      guardians: { type: "string", default: "2" }
     }
   })
   // npm runs scripts from the repository root and passes the caller's directory.
@@ -359,12 +369,15 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     process.exit(0)
   }
   const apiNodes = Number(values["api-nodes"])
+  const guardianCount = Number(values.guardians)
   if (!Number.isInteger(apiNodes) || apiNodes < 1) throw new Error("--api-nodes must be a positive integer")
+  if (!Number.isInteger(guardianCount) || guardianCount < 1) throw new Error("--guardians must be a positive integer")
   const log = (line: string) => process.stderr.write(`cluster: ${line}\n`)
   const cluster = await startCluster({
     envFile: fromCaller(values["env-file"]),
     dir: fromCaller(values.dir),
     apiNodes,
+    guardians: guardianCount,
     postgresUrl: process.env["CLUSTER_POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432",
     natsUrl: process.env["CLUSTER_NATS_URL"] ?? "nats://127.0.0.1:4222",
     log

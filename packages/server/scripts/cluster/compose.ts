@@ -9,10 +9,13 @@
  */
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
-import { type Addresses, apiNodeName, chainBlockTimeSeconds, nodeServices, testnetChainId } from "./topology.ts"
+import { type Addresses, apiNodeName, guardianName, chainBlockTimeSeconds, nodeServices, testnetChainId } from "./topology.ts"
 
 /** The api nodes compose starts; more are more entries here (and relayer keys in the env file). */
 export const composeApiNodes = 2
+
+/** Guardian processes: one serves, the others stand by for its lease. */
+export const composeGuardians = 2
 
 /** The image this repository's Dockerfile builds; every node service runs it. */
 const imageName = "private-payments-service:local"
@@ -27,7 +30,7 @@ export const composeAddresses: Addresses = {
   guardianDatabaseUrl: "postgres://pps_guardian:${GUARDIAN_POSTGRES_PASSWORD}@postgres:5432/${PPS_GUARDIAN_DATABASE}",
   natsUrl: "nats://nats:4222",
   chainRpcUrl: "http://chain:8545",
-  guardian: { host: "guardian", port: 8090 },
+  guardians: Array.from({ length: composeGuardians }, (_, index) => ({ host: guardianName(index), port: 8090 })),
   api: Array.from({ length: composeApiNodes }, (_, index) => ({ host: apiNodeName(index), port: apiPort, adminPort })),
   balancerPort: 8443,
   tlsCertFile: "/tls/cert.pem",
@@ -138,8 +141,9 @@ export const renderCompose = (): string => {
     "# (test/deployment.test.ts fails when this file is not that rendering).",
     "#",
     "# The distributed deployment (docs/operations.md \"Distributed deployment\"): PostgreSQL, NATS",
-    "# with JetStream, the chain node (anvil as the testnet's external node), the guardian, the",
-    "# contracts' deployment step, two api nodes and a TLS load balancer on port 8443.",
+    "# with JetStream, the chain node (anvil as the testnet's external node), two guardians (one",
+    "# serves, one stands by for its lease), the contracts' deployment step, two api nodes and a",
+    "# TLS load balancer on port 8443.",
     "# `npm run cluster` starts the same processes without Docker, from the same env file.",
     "#",
     "#   npm run -s cluster -- --init-env deploy/cluster.env     # secrets generated, mode 0600",

@@ -25,7 +25,8 @@ export interface Addresses {
   readonly guardianDatabaseUrl: string
   readonly natsUrl: string
   readonly chainRpcUrl: string
-  readonly guardian: { readonly host: string; readonly port: number }
+  /** The guardian processes (one serves, the others stand by: Lease.ts in the guardian package). */
+  readonly guardians: ReadonlyArray<{ readonly host: string; readonly port: number }>
   /** Per api node: the host others reach it at and its two ports. */
   readonly api: ReadonlyArray<{ readonly host: string; readonly port: number; readonly adminPort: number }>
   readonly balancerPort: number
@@ -56,6 +57,9 @@ export interface NodeService {
 
 const node = (script: string, ...rest: Array<string>) => ["--disable-warning=ExperimentalWarning", script, ...rest]
 
+/** Names of the guardian processes: guardian-1, guardian-2, ... */
+export const guardianName = (index: number) => `guardian-${index + 1}`
+
 /** Names of the api nodes: api-1, api-2, ... */
 export const apiNodeName = (index: number) => `api-${index + 1}`
 
@@ -68,14 +72,16 @@ export const relayerKeysVariable = (index: number) => `RELAYER_KEYS_TESTNET_API_
  * the machine's PostgreSQL and NATS and anvil from npm.
  */
 export const nodeServices = (at: Addresses): ReadonlyArray<NodeService> => {
-  const guardianUrl = `http://${at.guardian.host}:${at.guardian.port}`
-  const guardian: NodeService = {
-    name: "guardian",
+  // Every client lists every guardian: calls move to the next one when one is unavailable.
+  const guardianUrl = at.guardians.map((self) => `http://${self.host}:${self.port}`).join(",")
+  const guardianNames = at.guardians.map((_, index) => guardianName(index))
+  const guardians = at.guardians.map((self, index): NodeService => ({
+    name: guardianName(index),
     role: "guardian",
     args: node("packages/guardian/src/main.ts"),
     environment: {
       GUARDIAN_HOST: at.bindHost,
-      GUARDIAN_PORT: String(at.guardian.port),
+      GUARDIAN_PORT: String(self.port),
       GUARDIAN_DATABASE_URL: at.guardianDatabaseUrl,
       GUARDIAN_SECRET: "${GUARDIAN_SECRET}",
       GUARDIAN_SHARED_SECRET: "${GUARDIAN_SHARED_SECRET}",
@@ -83,9 +89,11 @@ export const nodeServices = (at: Addresses): ReadonlyArray<NodeService> => {
       LOG_LEVEL: "${LOG_LEVEL}"
     },
     dependsOn: { postgres: "service_healthy", chain: "service_healthy" },
-    health: { _tag: "http", url: `http://127.0.0.1:${at.guardian.port}/readyz` },
+    // /healthz answers in both states, serving and standby (/readyz only when serving).
+    health: { _tag: "http", url: `http://127.0.0.1:${self.port}/healthz` },
     oneShot: false
-  }
+  }))
+  const guardiansHealthy = Object.fromEntries(guardianNames.map((name) => [name, "service_healthy" as const]))
   // The operator's administrative step (docs/operations.md): the owner key is in its
   // environment only, never an api node's. Serialized by an advisory lock; api nodes wait
   // for its record.
@@ -101,7 +109,7 @@ export const nodeServices = (at: Addresses): ReadonlyArray<NodeService> => {
       GUARDIAN_URL: guardianUrl,
       GUARDIAN_SHARED_SECRET: "${GUARDIAN_SHARED_SECRET}"
     },
-    dependsOn: { postgres: "service_healthy", chain: "service_healthy", guardian: "service_healthy" },
+    dependsOn: { postgres: "service_healthy", chain: "service_healthy", ...guardiansHealthy },
     health: { _tag: "none" },
     oneShot: true
   }
@@ -135,7 +143,7 @@ export const nodeServices = (at: Addresses): ReadonlyArray<NodeService> => {
       postgres: "service_healthy",
       nats: "service_healthy",
       chain: "service_healthy",
-      guardian: "service_healthy",
+      ...guardiansHealthy,
       deploy: "service_completed_successfully"
     },
     health: { _tag: "http", url: `http://127.0.0.1:${self.port}/readyz` },
@@ -156,7 +164,7 @@ export const nodeServices = (at: Addresses): ReadonlyArray<NodeService> => {
     health: { _tag: "http", url: `https://127.0.0.1:${at.balancerPort}/healthz` },
     oneShot: false
   }
-  return [guardian, deploy, ...apiNodes, balancer]
+  return [...guardians, deploy, ...apiNodes, balancer]
 }
 
 /** The `${NAME}` references of a value. */

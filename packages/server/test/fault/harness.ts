@@ -64,6 +64,8 @@ export interface HarnessTopology {
    * the survivors must finish its work; otherwise clients wait for the restart.
    */
   readonly survivesKills: boolean
+  /** Kill the targets in their order (each once, with `kills` = their number) instead of a seeded pick. */
+  readonly killInOrder?: boolean
   /** Starts everything (or nothing, when the caller started it) and resolves once it serves. */
   readonly start: () => Promise<void>
   readonly stop: () => Promise<void>
@@ -314,7 +316,8 @@ export const runHarnessOn = async (options: HarnessOptions, topology: HarnessTop
     const killer = (async () => {
       for (const gapMs of killGapsMs) {
         await sleep(gapMs)
-        const target = targets[scheduleStream.int(0, targets.length - 1)]!
+        const pick = scheduleStream.int(0, targets.length - 1)
+        const target = targets[topology.killInOrder === true ? killsDone % targets.length : pick]!
         const inFlight = requests.filter((request) => request.final === undefined).length
         if (!topology.survivesKills) gate.close()
         await target.kill()
