@@ -11,14 +11,17 @@ import { Schema } from "effect"
  * @since 0.1.0
  * @category models
  */
-export const AccountType = Schema.Literals(["personal", "business", "agent"])
+export const AccountType = Schema.Literals(["personal", "business", "agent"]).annotate({ identifier: "AccountType" })
 export type AccountType = typeof AccountType.Type
 
 /**
  * @since 0.1.0
  * @category models
  */
-export const KycStatus = Schema.Literals(["unverified", "pending", "verified", "enhanced"])
+export const KycStatus = Schema.Literals(["unverified", "pending", "verified", "enhanced"]).annotate({
+  identifier: "KycStatus",
+  description: "D11: balances and transfers need `verified` or `enhanced`."
+})
 export type KycStatus = typeof KycStatus.Type
 
 /**
@@ -99,12 +102,23 @@ export interface Account {
  * @category models
  */
 export const AccountRecord = Schema.Struct({
-  account_id: Schema.String,
-  handle: Schema.String,
+  account_id: Schema.String.annotate({ description: "The account's id (`acct_` + ULID)." }),
+  handle: Schema.String.annotate({ description: "`@handle`, or `@owner/name` for an agent (D10, D21)." }),
   type: AccountType,
-  public_key: Schema.String,
+  public_key: Schema.String.annotate({ description: "The custodial wallet's address (EIP-55)." }),
   kyc_status: KycStatus,
-  created_at: Schema.String
+  created_at: Schema.String.annotate({ description: "ISO 8601 UTC (D5)." })
+}).annotate({
+  identifier: "Account",
+  description: "The account of the API key's holder.",
+  examples: [{
+    account_id: "acct_01JAZ3Y8X6Q4M2N7P5R9S0T1V2",
+    handle: "@alice",
+    type: "personal",
+    public_key: "0x8ba1f109551bD432803012645Ac136ddd64DBA72",
+    kyc_status: "verified",
+    created_at: "2026-11-25T01:00:00.000Z"
+  }]
 })
 export type AccountRecord = typeof AccountRecord.Type
 

@@ -498,15 +498,29 @@ const usdgNumber = (units: bigint): number => Number(formatAmount(units, "USDG")
  * @category models
  */
 export const SpendPolicyRecord = Schema.Struct({
-  policy_id: Schema.String,
-  daily_limit_usdg: Schema.Number,
-  per_transaction_limit_usdg: Schema.Number,
-  hitl_threshold_usdg: Schema.NullOr(Schema.Number),
-  allowed_recipients: Schema.NullOr(Schema.Array(Schema.String)),
-  assets: Schema.Array(AssetName),
-  active_hours: Schema.String,
-  time_zone: Schema.String,
-  updated_at: Schema.String
+  policy_id: Schema.String.annotate({ description: "`pol_` + ULID." }),
+  daily_limit_usdg: Schema.Finite.annotate({ description: "Most the agent may send per day in its time zone, in USDG." }),
+  per_transaction_limit_usdg: Schema.Finite.annotate({ description: "Most one transfer may send, in USDG." }),
+  hitl_threshold_usdg: Schema.NullOr(Schema.Finite).annotate({ description: "Transfers above it wait for the owner's approval (D26); null: never held." }),
+  allowed_recipients: Schema.NullOr(Schema.Array(Schema.String)).annotate({ description: "Handles, 0x addresses and `*.domain` wildcards (D23); null: anyone." }),
+  assets: Schema.Array(AssetName).annotate({ description: "Assets the agent may send (default USDG)." }),
+  active_hours: Schema.String.annotate({ description: "`HH:MM-HH:MM` in `time_zone`; may wrap midnight (default 00:00-24:00)." }),
+  time_zone: Schema.String.annotate({ description: "IANA zone of the day and the hours (default UTC)." }),
+  updated_at: Schema.String.annotate({ description: "ISO 8601 UTC." })
+}).annotate({
+  identifier: "SpendPolicy",
+  description: "D22: an agent's spend policy. The amount rules are decided by the guardian, which alone reads amounts.",
+  examples: [{
+    policy_id: "pol_01JAZ3Y8X6Q4M2N7P5R9S0T1V2",
+    daily_limit_usdg: 100,
+    per_transaction_limit_usdg: 20,
+    hitl_threshold_usdg: 10,
+    allowed_recipients: ["@bob", "*.shop"],
+    assets: ["USDG"],
+    active_hours: "09:00-18:00",
+    time_zone: "Europe/Paris",
+    updated_at: "2026-11-25T01:00:00.000Z"
+  }]
 })
 export type SpendPolicyRecord = typeof SpendPolicyRecord.Type
 
@@ -536,11 +550,21 @@ export const toSpendPolicyRecord = (policy: SpendPolicy): SpendPolicyRecord => (
  * @category models
  */
 export const AgentRecord = Schema.Struct({
-  account_id: Schema.String,
-  handle: Schema.String,
-  public_key: Schema.String,
-  status: Schema.Literal("active"),
-  spend_policy_id: Schema.String
+  account_id: Schema.String.annotate({ description: "The agent account's id." }),
+  handle: Schema.String.annotate({ description: "`@owner/name`." }),
+  public_key: Schema.String.annotate({ description: "The agent's custodial wallet address." }),
+  status: Schema.Literal("active").annotate({ description: "Agents are active from creation." }),
+  spend_policy_id: Schema.String.annotate({ description: "Its spend policy (GET /v1/agents/{account_id}/spend-policy)." })
+}).annotate({
+  identifier: "Agent",
+  description: "D21: an agent account, owned by the caller's account.",
+  examples: [{
+    account_id: "acct_01JAZ3Y8X6Q4M2N7P5R9S0T1V3",
+    handle: "@alice/bot",
+    public_key: "0x2546BcD3c84621e976D8185a91A922aE77ECEc30",
+    status: "active",
+    spend_policy_id: "pol_01JAZ3Y8X6Q4M2N7P5R9S0T1V2"
+  }]
 })
 export type AgentRecord = typeof AgentRecord.Type
 
@@ -548,7 +572,13 @@ export type AgentRecord = typeof AgentRecord.Type
  * @since 0.1.0
  * @category models
  */
-export const AgentList = Schema.Struct({ agents: Schema.Array(AgentRecord) })
+export const AgentList = Schema.Struct({ agents: Schema.Array(AgentRecord).annotate({ description: "Oldest first." }) }).annotate({ identifier: "AgentList" })
+
+// A spend policy as a client writes it. The schema leaves it open (`Unknown`) on purpose:
+// `validatePolicy` checks the whole object so every failure answers 400 `invalid_policy`
+// naming its field, where a typed schema would answer `invalid_request` (SPEC's table).
+const spendPolicyInputDescription =
+  "A spend policy (D22), validated whole (400 invalid_policy naming the field): daily_limit_usdg and per_transaction_limit_usdg (numbers >= 0, required on create), hitl_threshold_usdg (number or null), allowed_recipients (array of handles, 0x addresses, *.domain; or null), assets (array of USDG/ETH), active_hours (HH:MM-HH:MM), time_zone (IANA name)."
 
 /**
  * The body of `POST /v1/accounts/me/agents`. The policy is validated by
@@ -559,8 +589,11 @@ export const AgentList = Schema.Struct({ agents: Schema.Array(AgentRecord) })
  * @category models
  */
 export const CreateAgentRequest = Schema.Struct({
-  name: Schema.String,
-  spend_policy: Schema.optionalKey(Schema.Unknown)
+  name: Schema.String.annotate({ description: "1-32 characters of `a-z 0-9 -`; the agent is `@owner/name` (D21)." }),
+  spend_policy: Schema.optionalKey(Schema.Unknown.annotate({ description: spendPolicyInputDescription }))
+}).annotate({
+  identifier: "CreateAgentRequest",
+  examples: [{ name: "shopper", spend_policy: { daily_limit_usdg: 100, per_transaction_limit_usdg: 20, hitl_threshold_usdg: 10 } }]
 })
 
 /**
@@ -570,7 +603,11 @@ export const CreateAgentRequest = Schema.Struct({
  * @since 0.1.0
  * @category models
  */
-export const PatchSpendPolicyRequest = Schema.Record(Schema.String, Schema.Unknown)
+export const PatchSpendPolicyRequest = Schema.Record(Schema.String, Schema.Unknown).annotate({
+  identifier: "SpendPolicyPatch",
+  description: `D24: any subset of the policy's fields; null clears an optional one. ${spendPolicyInputDescription}`,
+  examples: [{ daily_limit_usdg: 50, hitl_threshold_usdg: null }]
+})
 
 /**
  * States of a held agent transaction (D26, D27).
@@ -578,7 +615,9 @@ export const PatchSpendPolicyRequest = Schema.Record(Schema.String, Schema.Unkno
  * @since 0.1.0
  * @category models
  */
-export const AgentTransactionStatus = Schema.Literals(["pending_approval", "approved", "rejected", "expired"])
+export const AgentTransactionStatus = Schema.Literals(["pending_approval", "approved", "rejected", "expired"]).annotate({
+  identifier: "HeldTransactionStatus"
+})
 export type AgentTransactionStatus = typeof AgentTransactionStatus.Type
 
 /**
@@ -590,18 +629,21 @@ export type AgentTransactionStatus = typeof AgentTransactionStatus.Type
  * @category models
  */
 export const AgentTransactionRecord = Schema.Struct({
-  transaction_id: Schema.String,
+  transaction_id: Schema.String.annotate({ description: "`atx_` + ULID." }),
   status: AgentTransactionStatus,
-  agent: Schema.String,
-  to: Schema.String,
+  agent: Schema.String.annotate({ description: "The agent's handle." }),
+  to: Schema.String.annotate({ description: "The recipient, as the agent named it." }),
   asset: AssetName,
-  confidential: Schema.Boolean,
-  requested_at: Schema.String,
-  expires_at: Schema.String,
-  decided_at: Schema.NullOr(Schema.String),
-  transfer_id: Schema.NullOr(Schema.String),
-  transfer_status: Schema.NullOr(Schema.Literals(["pending", "confirmed", "failed"])),
-  tx_hash: Schema.NullOr(Schema.String)
+  confidential: Schema.Boolean.annotate({ description: "Whether the transfer would be confidential." }),
+  requested_at: Schema.String.annotate({ description: "ISO 8601 UTC." }),
+  expires_at: Schema.String.annotate({ description: "End of the approval window (D27)." }),
+  decided_at: Schema.NullOr(Schema.String).annotate({ description: "When the owner approved or rejected it." }),
+  transfer_id: Schema.NullOr(Schema.String).annotate({ description: "The transfer made on approval." }),
+  transfer_status: Schema.NullOr(Schema.Literals(["pending", "confirmed", "failed"])).annotate({ description: "That transfer's status." }),
+  tx_hash: Schema.NullOr(Schema.String).annotate({ description: "That transfer's chain transaction." })
+}).annotate({
+  identifier: "HeldTransaction",
+  description: "D26/D27: an agent's transfer held for its owner's approval. Never an amount (the owner opens it from GET /v1/agents/transactions/{transaction_id}/sealed)."
 })
 export type AgentTransactionRecord = typeof AgentTransactionRecord.Type
 
@@ -612,20 +654,22 @@ export type AgentTransactionRecord = typeof AgentTransactionRecord.Type
  * @category models
  */
 export const PendingAgentTransaction = Schema.Struct({
-  transaction_id: Schema.String,
-  agent: Schema.String,
-  to: Schema.String,
+  transaction_id: Schema.String.annotate({ description: "`atx_` + ULID." }),
+  agent: Schema.String.annotate({ description: "The agent's handle." }),
+  to: Schema.String.annotate({ description: "The recipient, as the agent named it." }),
   asset: AssetName,
-  confidential: Schema.Boolean,
-  requested_at: Schema.String,
-  expires_at: Schema.String
-})
+  confidential: Schema.Boolean.annotate({ description: "Whether the transfer would be confidential." }),
+  requested_at: Schema.String.annotate({ description: "ISO 8601 UTC." }),
+  expires_at: Schema.String.annotate({ description: "End of the approval window (D27)." })
+}).annotate({ identifier: "PendingHeldTransaction", description: "D28: a held transaction awaiting a decision." })
 
 /**
  * @since 0.1.0
  * @category models
  */
-export const PendingAgentTransactions = Schema.Struct({ pending: Schema.Array(PendingAgentTransaction) })
+export const PendingAgentTransactions = Schema.Struct({ pending: Schema.Array(PendingAgentTransaction).annotate({ description: "Oldest first." }) }).annotate({
+  identifier: "PendingHeldTransactions"
+})
 
 /**
  * (ext) What the owner's client needs to open the held amount and memo: the
@@ -635,19 +679,24 @@ export const PendingAgentTransactions = Schema.Struct({ pending: Schema.Array(Pe
  * @category models
  */
 export const SealedAgentTransaction = Schema.Struct({
-  transaction_id: Schema.String,
-  transfer_id: Schema.String,
+  transaction_id: Schema.String.annotate({ description: "The held transaction." }),
+  transfer_id: Schema.String.annotate({ description: "The transfer id the boxes are bound to." }),
   asset: AssetName,
-  chain_id: Schema.Number,
-  contract: Schema.String,
-  binding_id: Schema.String,
+  chain_id: Schema.Int.annotate({ description: "The chain of the key's mode." }),
+  contract: Schema.String.annotate({ description: "The asset's ConfidentialToken." }),
+  binding_id: Schema.String.annotate({ description: "The 32-byte transfer id (0x hex), the boxes' associated data." }),
   /** The agent's note {amount, memo}, sealed to the owner's key by whoever sealed the transfer. */
-  sealed_note: Schema.String,
+  sealed_note: Schema.String.annotate({ description: "Hex: the agent's {amount, memo}, sealed to the owner's key." }),
   /**
    * The amount the guardian read and will pay, sealed by the guardian to the owner's key
    * (`Note.openHeldAmount`): decide on this one. Null for transactions held before it existed.
    */
-  guardian_amount: Schema.NullOr(Schema.String)
+  guardian_amount: Schema.NullOr(Schema.String).annotate({
+    description: "Hex: the amount the guardian would pay, sealed by it to the owner's key; null for transactions held before it existed."
+  })
+}).annotate({
+  identifier: "SealedHeldTransaction",
+  description: "(ext) The held amount and memo sealed to the owner's key: `guardian_amount` is what the guardian would pay (decide on it), `sealed_note` the agent's note."
 })
 
 /**

@@ -67,14 +67,14 @@ export interface Principal {
  * @category models
  */
 export const ApiKeyRecord = Schema.Struct({
-  key_id: Schema.String,
-  name: Schema.String,
+  key_id: Schema.String.annotate({ description: "`key_` + ULID." }),
+  name: Schema.String.annotate({ description: "The name given at creation." }),
   mode: Mode,
-  key_hint: Schema.String,
-  created_at: Schema.String,
-  last_used_at: Schema.NullOr(Schema.String),
-  request_count: Schema.Number,
-  revoked_at: Schema.NullOr(Schema.String)
+  key_hint: Schema.String.annotate({ description: "The key's last characters, to recognise it." }),
+  created_at: Schema.String.annotate({ description: "ISO 8601 UTC." }),
+  last_used_at: Schema.NullOr(Schema.String).annotate({ description: "Its last authenticated request." }),
+  request_count: Schema.Int.annotate({ description: "Requests authenticated with it." }),
+  revoked_at: Schema.NullOr(Schema.String).annotate({ description: "When it was revoked; revoked keys answer 401." })
 })
 export type ApiKeyRecord = typeof ApiKeyRecord.Type
 
@@ -89,17 +89,17 @@ export type ApiKeyRecord = typeof ApiKeyRecord.Type
 export const ApiKeyFigures = Schema.Struct({
   ...ApiKeyRecord.fields,
   totals: Schema.Array(Schema.Struct({
-    asset: Schema.String,
-    chain_id: Schema.Number,
-    contract: Schema.String,
-    account: Schema.String,
-    sealed_total: Schema.String
+    asset: Schema.String.annotate({ description: "USDG or ETH." }),
+    chain_id: Schema.Int.annotate({ description: "The chain of the key's mode." }),
+    contract: Schema.String.annotate({ description: "The asset's ConfidentialToken." }),
+    account: Schema.String.annotate({ description: "The account's wallet address." }),
+    sealed_total: Schema.String.annotate({ description: "The total sent through the key, sealed to the account's key (open it client-side)." })
   }))
-})
+}).annotate({ identifier: "ApiKey", description: "(ext, D40) One of the account's API keys (never its value) with its figures." })
 export type ApiKeyFigures = typeof ApiKeyFigures.Type
 
 /**
  * @since 0.1.0
  * @category models
  */
-export const ApiKeyFiguresList = Schema.Struct({ data: Schema.Array(ApiKeyFigures) })
+export const ApiKeyFiguresList = Schema.Struct({ data: Schema.Array(ApiKeyFigures).annotate({ description: "The account's keys of this mode." }) }).annotate({ identifier: "ApiKeyList" })

@@ -13,9 +13,19 @@ import { Schema } from "effect"
  */
 export const BalancesResponse = Schema.Struct({
   balances: Schema.Array(Schema.Union([
-    Schema.Struct({ asset: Schema.String, non_zero: Schema.Boolean }),
-    Schema.Struct({ asset: Schema.String, amount: Schema.String })
+    Schema.Struct({
+      asset: Schema.String.annotate({ description: "USDG or ETH." }),
+      non_zero: Schema.Boolean.annotate({ description: "Whether the balance is above zero (the guardian's answer, D19)." })
+    }).annotate({ identifier: "BalanceNonZero" }),
+    Schema.Struct({
+      asset: Schema.String.annotate({ description: "USDG or ETH." }),
+      amount: Schema.String.annotate({ description: "The amount the caller proved with its decryption proof (D20), as a decimal string." })
+    }).annotate({ identifier: "BalanceProven" })
   ]))
+}).annotate({
+  identifier: "Balances",
+  description: "Per asset: without a decryption proof whether it is non-zero (D19); with one, the proven amount (D20).",
+  examples: [{ balances: [{ asset: "USDG", non_zero: true }, { asset: "ETH", non_zero: false }] }]
 })
 
 /**
@@ -24,14 +34,17 @@ export const BalancesResponse = Schema.Struct({
  */
 export const SealedBalances = Schema.Struct({
   balances: Schema.Array(Schema.Struct({
-    asset: Schema.String,
-    chain_id: Schema.Number,
-    contract: Schema.String,
-    account: Schema.String,
-    sealed_statement: Schema.String,
-    statement_version: Schema.String,
-    commitment: Schema.String,
-    handle: Schema.String,
-    ciphertext_version: Schema.String
+    asset: Schema.String.annotate({ description: "USDG or ETH." }),
+    chain_id: Schema.Int.annotate({ description: "The chain of the key's mode." }),
+    contract: Schema.String.annotate({ description: "The asset's ConfidentialToken." }),
+    account: Schema.String.annotate({ description: "The account's wallet address." }),
+    sealed_statement: Schema.String.annotate({ description: "Hex: the guardian's balance statement, sealed to the account's key." }),
+    statement_version: Schema.String.annotate({ description: "The statement's version." }),
+    commitment: Schema.String.annotate({ description: "The on-chain balance commitment ΣC." }),
+    handle: Schema.String.annotate({ description: "The account's on-chain decryption handle ΣD." }),
+    ciphertext_version: Schema.String.annotate({ description: "The on-chain ciphertext's version, bound into a decryption proof." })
+  }).annotate({
+    identifier: "SealedBalance",
+    description: "The guardian's statement of one balance, sealed to the account's key, with the on-chain ciphertext (commitment and handle) to check it against and to prove."
   }))
-})
+}).annotate({ identifier: "SealedBalances" })

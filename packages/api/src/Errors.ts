@@ -45,12 +45,12 @@ export const ErrorBody = Schema.Struct({
 const envelope = <const Code extends string>(code: Code) =>
   Schema.Struct({
     error: Schema.Struct({
-      code: Schema.Literal(code),
-      message: Schema.String,
-      param: Schema.optionalKey(Schema.String),
-      reason: Schema.optionalKey(Schema.String),
-      request_id: Schema.optionalKey(Schema.String)
-    })
+      code: Schema.Literal(code).annotate({ description: "The error's code (SPEC's table): what a client branches on." }),
+      message: Schema.String.annotate({ description: "For people; never holds an amount, memo, key or proof." }),
+      param: Schema.optionalKey(Schema.String.annotate({ description: "The field, parameter or header at fault (dotted path)." })),
+      reason: Schema.optionalKey(Schema.String.annotate({ description: "A finer, stable reason (e.g. which policy rule)." })),
+      request_id: Schema.optionalKey(Schema.String.annotate({ description: "The request's id (`req_…`); quote it when reporting." }))
+    }).annotate({ description: "D1's error object." })
   })
 
 /** Optional details of an error besides its message. */

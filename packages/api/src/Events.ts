@@ -34,7 +34,7 @@ export const eventTypes = [
  * @since 0.1.0
  * @category models
  */
-export const EventType = Schema.Literals(eventTypes)
+export const EventType = Schema.Literals(eventTypes).annotate({ identifier: "EventType", description: "What happened (D30)." })
 export type EventType = typeof EventType.Type
 
 /**

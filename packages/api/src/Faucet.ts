@@ -10,9 +10,9 @@ import { Schema } from "effect"
  * @category models
  */
 export const FaucetRequest = Schema.Struct({
-  asset: Schema.optionalKey(Schema.String),
-  amount: Schema.String
-})
+  asset: Schema.optionalKey(Schema.String.annotate({ description: "`USDG` (default)." })),
+  amount: Schema.String.annotate({ description: "Whole or decimal USDG, up to the faucet's cap." })
+}).annotate({ identifier: "FaucetRequest", examples: [{ amount: "100" }] })
 
 /**
  * The grant is public (a shield's amount is visible on chain), so the answer repeats it.
@@ -20,7 +20,14 @@ export const FaucetRequest = Schema.Struct({
  * @since 0.1.0
  * @category models
  */
-export const FaucetGrant = Schema.Struct({ asset: Schema.String, amount: Schema.String, tx_hash: Schema.String })
+export const FaucetGrant = Schema.Struct({
+  asset: Schema.String.annotate({ description: "USDG." }),
+  amount: Schema.String.annotate({ description: "The amount granted, as a decimal string." }),
+  tx_hash: Schema.String.annotate({ description: "The shielding chain transaction." })
+}).annotate({
+  identifier: "FaucetGrant",
+  description: "The grant, shielded into the caller's confidential balance (public on chain, so repeated here)."
+})
 
 /**
  * Largest grant, in whole USDG: a faucet is for testing, not for minting fortunes.

@@ -58,8 +58,8 @@ export const PageOffsetQuery = Schema.FiniteFromString.check(Schema.isInt(), Sch
  */
 export const Page = <S extends Schema.Top>(entry: S) =>
   Schema.Struct({
-    data: Schema.Array(entry),
-    limit: Schema.Number,
-    offset: Schema.Number,
-    has_more: Schema.Boolean
+    data: Schema.Array(entry).annotate({ description: "This page's entries." }),
+    limit: Schema.Int.annotate({ description: "The page size asked for (or the default)." }),
+    offset: Schema.Int.annotate({ description: "Entries skipped before this page." }),
+    has_more: Schema.Boolean.annotate({ description: "Whether entries follow this page (ask again with offset + limit)." })
   })

@@ -22,7 +22,7 @@ export type Asset = keyof typeof assets
  * @since 0.1.0
  * @category models
  */
-export const AssetName = Schema.Literals(["USDG", "ETH"])
+export const AssetName = Schema.Literals(["USDG", "ETH"]).annotate({ identifier: "Asset", description: "The asset (D4: USDG has 6 decimals, ETH 18)." })
 
 /**
  * D4: at most 1,000,000,000,000 whole units.
@@ -123,7 +123,10 @@ export const parseRecipient = (text: string): RecipientRef | undefined => {
  * @since 0.1.0
  * @category models
  */
-export const TransferStatus = Schema.Literals(["pending", "confirmed", "failed"])
+export const TransferStatus = Schema.Literals(["pending", "confirmed", "failed"]).annotate({
+  identifier: "TransferStatus",
+  description: "pending: recorded, not yet final on chain; confirmed: settled; failed: refused on chain, nothing moved (D14)."
+})
 export type TransferStatus = typeof TransferStatus.Type
 
 /**
@@ -133,16 +136,31 @@ export type TransferStatus = typeof TransferStatus.Type
  * @category models
  */
 export const TransferRecord = Schema.Struct({
-  transfer_id: Schema.String,
+  transfer_id: Schema.String.annotate({ description: "The transfer's id (`tr_` + ULID, D3)." }),
   status: TransferStatus,
-  from: Schema.String,
-  to: Schema.String,
-  confidential: Schema.Boolean,
+  from: Schema.String.annotate({ description: "The sender's handle (`@alice`, an agent's `@alice/bot`)." }),
+  to: Schema.String.annotate({ description: "The recipient: a handle, or the 0x address it was sent to." }),
+  confidential: Schema.Boolean.annotate({ description: "Whether the amount is encrypted on chain (false: a standard, public transfer)." }),
   asset: AssetName,
-  direction: Schema.Literals(["sent", "received"]),
-  tx_hash: Schema.NullOr(Schema.String),
-  created_at: Schema.String,
-  confirmed_at: Schema.NullOr(Schema.String)
+  direction: Schema.Literals(["sent", "received"]).annotate({ description: "The transfer as the caller sees it." }),
+  tx_hash: Schema.NullOr(Schema.String).annotate({ description: "The settling chain transaction, once submitted." }),
+  created_at: Schema.String.annotate({ description: "When it was recorded (ISO 8601 UTC, D5)." }),
+  confirmed_at: Schema.NullOr(Schema.String).annotate({ description: "When it was confirmed on chain." })
+}).annotate({
+  identifier: "Transfer",
+  description: "D13: a transfer as the sender or the recipient sees it. Never an amount or a memo: those are sealed to each party's key (GET /v1/transfers/{transfer_id}/sealed).",
+  examples: [{
+    transfer_id: "tr_01JAZ3Y8X6Q4M2N7P5R9S0T1V2",
+    status: "confirmed",
+    from: "@alice",
+    to: "@bob",
+    confidential: true,
+    asset: "USDG",
+    direction: "sent",
+    tx_hash: "0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060",
+    created_at: "2026-11-25T01:30:00.000Z",
+    confirmed_at: "2026-11-25T01:30:01.200Z"
+  }]
 })
 export type TransferRecord = typeof TransferRecord.Type
 
@@ -153,14 +171,21 @@ export type TransferRecord = typeof TransferRecord.Type
  * @category models
  */
 export const CreateTransferRequest = Schema.Struct({
-  to: Schema.String,
+  to: Schema.String.annotate({ description: "A handle (`@bob`, `@alice/bot`) or a 0x address (D15)." }),
   /** The plain form (SPEC): the server sees the amount for the length of this request. */
-  amount: Schema.optionalKey(Schema.String),
-  asset: Schema.optionalKey(Schema.String),
-  confidential: Schema.optionalKey(Schema.Boolean),
-  memo: Schema.optionalKey(Schema.String),
+  amount: Schema.optionalKey(Schema.String.annotate({
+    description: "A decimal string of the asset (D4: > 0, at most its decimals, at most 1e12 units). The plain form: omit it with `sealed`.",
+    examples: ["12.5"]
+  })),
+  asset: Schema.optionalKey(Schema.String.annotate({ description: "`USDG` (default) or `ETH`." })),
+  confidential: Schema.optionalKey(Schema.Boolean.annotate({ description: "Default true; false sends a standard transfer whose amount is public on chain." })),
+  memo: Schema.optionalKey(Schema.String.annotate({ description: "At most 512 bytes of UTF-8, sealed to both parties; never stored in clear." })),
   /** The sealed form (ext): the client sealed amount and memo itself; see `SealedTransferInput`. */
   sealed: Schema.optionalKey(Schema.suspend(() => SealedTransferInput))
+}).annotate({
+  identifier: "CreateTransferRequest",
+  description: "Either `amount` (and `memo`): the server seals them at once and keeps neither; or `sealed`: boxes the client sealed to a prepared transfer, so the server never sees the amount.",
+  examples: [{ to: "@bob", amount: "12.5", memo: "lunch" }]
 })
 export type CreateTransferRequest = typeof CreateTransferRequest.Type
 
@@ -175,12 +200,12 @@ export type CreateTransferRequest = typeof CreateTransferRequest.Type
  * @category models
  */
 export const SealedTransferInput = Schema.Struct({
-  transfer_id: Schema.String,
-  token: Schema.String,
-  guardian: Schema.String,
-  sender: Schema.String,
-  recipient: Schema.String
-})
+  transfer_id: Schema.String.annotate({ description: "The prepared transfer's id." }),
+  token: Schema.String.annotate({ description: "The prepared transfer's token, as received." }),
+  guardian: Schema.String.annotate({ description: "Hex: {amount, r} sealed to the guardian's key." }),
+  sender: Schema.String.annotate({ description: "Hex: {amount, memo} sealed to the sender's key." }),
+  recipient: Schema.String.annotate({ description: "Hex: {amount, memo} sealed to the recipient's key." })
+}).annotate({ identifier: "SealedTransferInput", description: "(ext) The boxes of a client-sealed transfer." })
 export type SealedTransferInput = typeof SealedTransferInput.Type
 
 /**
@@ -190,9 +215,9 @@ export type SealedTransferInput = typeof SealedTransferInput.Type
  * @category models
  */
 export const PrepareTransferRequest = Schema.Struct({
-  to: Schema.String,
-  asset: Schema.optionalKey(Schema.String)
-})
+  to: Schema.String.annotate({ description: "A handle or a 0x address, as for create." }),
+  asset: Schema.optionalKey(Schema.String.annotate({ description: "`USDG` (default) or `ETH`." }))
+}).annotate({ identifier: "PrepareTransferRequest", examples: [{ to: "@bob" }] })
 export type PrepareTransferRequest = typeof PrepareTransferRequest.Type
 
 /**
@@ -204,20 +229,20 @@ export type PrepareTransferRequest = typeof PrepareTransferRequest.Type
  * @category models
  */
 export const PreparedTransfer = Schema.Struct({
-  transfer_id: Schema.String,
-  binding_id: Schema.String,
-  chain_id: Schema.Number,
-  contract: Schema.String,
+  transfer_id: Schema.String.annotate({ description: "The id the transfer will have." }),
+  binding_id: Schema.String.annotate({ description: "Its 32-byte on-chain form (0x hex), the boxes' associated data." }),
+  chain_id: Schema.Int.annotate({ description: "The chain of the key's mode." }),
+  contract: Schema.String.annotate({ description: "The asset's ConfidentialToken." }),
   asset: AssetName,
-  to: Schema.String,
+  to: Schema.String.annotate({ description: "The recipient's handle (or address)." }),
   /** The recipient's wallet: a client checks `recipient_key` against the chain's key registry there. */
-  recipient_address: Schema.String,
-  sender_key: Schema.String,
-  recipient_key: Schema.String,
-  guardian_key: Schema.String,
-  token: Schema.String,
-  expires_at: Schema.String
-})
+  recipient_address: Schema.String.annotate({ description: "The recipient's wallet, where a client checks `recipient_key` in the chain's key registry." }),
+  sender_key: Schema.String.annotate({ description: "The sender's registered encryption key (an agent's: its owner's)." }),
+  recipient_key: Schema.String.annotate({ description: "The recipient's registered encryption key." }),
+  guardian_key: Schema.String.annotate({ description: "The guardian's encryption key." }),
+  token: Schema.String.annotate({ description: "Proof that the server prepared this; send it back with the boxes." }),
+  expires_at: Schema.String.annotate({ description: "Until when the preparation can be used." })
+}).annotate({ identifier: "PreparedTransfer", description: "(ext) What a client needs to seal a transfer itself." })
 export type PreparedTransfer = typeof PreparedTransfer.Type
 
 /**
@@ -226,7 +251,7 @@ export type PreparedTransfer = typeof PreparedTransfer.Type
  * @since 0.1.0
  * @category models
  */
-export const TransferPage = Page(TransferRecord)
+export const TransferPage = Page(TransferRecord).annotate({ identifier: "TransferPage", description: "D16: a page of transfers, newest first." })
 
 /**
  * D18: the boxes sealed to the caller's own key, for client-side decryption.
@@ -235,19 +260,19 @@ export const TransferPage = Page(TransferRecord)
  * @category models
  */
 export const SealedTransfer = Schema.Struct({
-  transfer_id: Schema.String,
-  role: Schema.Literals(["sender", "recipient"]),
+  transfer_id: Schema.String.annotate({ description: "The transfer." }),
+  role: Schema.Literals(["sender", "recipient"]).annotate({ description: "Which party's copy this is." }),
   asset: AssetName,
-  chain_id: Schema.Number,
-  contract: Schema.String,
+  chain_id: Schema.Int.annotate({ description: "The chain of the key's mode." }),
+  contract: Schema.String.annotate({ description: "The asset's ConfidentialToken." }),
   /** The 32-byte transfer id the boxes are bound to. */
-  binding_id: Schema.String,
-  sealed_note: Schema.String,
+  binding_id: Schema.String.annotate({ description: "The 32-byte transfer id the box is bound to." }),
+  sealed_note: Schema.String.annotate({ description: "Hex: {amount, memo} sealed to the caller's key (open it client-side)." }),
   /**
    * The on-chain ciphertext: C and this party's handle, to check the note against
    * with one scalar multiplication. A standard transfer's recipient has no handle
    * (null): its amount is public in the transaction.
    */
-  commitment: Schema.String,
-  handle: Schema.NullOr(Schema.String)
-})
+  commitment: Schema.String.annotate({ description: "The on-chain amount commitment C, to check the note against." }),
+  handle: Schema.NullOr(Schema.String).annotate({ description: "This party's decryption handle; null for a standard transfer's recipient." })
+}).annotate({ identifier: "SealedTransfer", description: "(ext, D18) The caller's own copy of a transfer's amount and memo, sealed to its key." })

@@ -8,7 +8,7 @@
  */
 import { Schema } from "effect"
 import type { Mode } from "./ApiKeys.ts"
-import { type EventType, eventTypes } from "./Events.ts"
+import { EventType, eventTypes } from "./Events.ts"
 import { Page } from "./Page.ts"
 
 /**
@@ -19,8 +19,13 @@ import { Page } from "./Page.ts"
  * @category models
  */
 export const CreateWebhookRequest = Schema.Struct({
-  url: Schema.String,
-  events: Schema.Array(Schema.String)
+  url: Schema.String.annotate({ description: "An https URL on a public address (D33); the SSRF policy refuses private and loopback hosts." }),
+  // Text, not `EventType`: `parseEventTypes` names the offending entry (`events.1`) and lists the known types.
+  events: Schema.Array(Schema.String.annotate({ description: `An event type: ${eventTypes.join(", ")}.` }))
+    .annotate({ description: "At least one event type; duplicates are ignored." })
+}).annotate({
+  identifier: "CreateWebhookRequest",
+  examples: [{ url: "https://example.com/hooks/pps", events: ["transfer.confirmed", "transfer.failed"] }]
 })
 
 /**
@@ -30,10 +35,19 @@ export const CreateWebhookRequest = Schema.Struct({
  * @category models
  */
 export const WebhookRecord = Schema.Struct({
-  webhook_id: Schema.String,
-  url: Schema.String,
-  events: Schema.Array(Schema.String),
-  created_at: Schema.String
+  webhook_id: Schema.String.annotate({ description: "`wh_` + ULID." }),
+  url: Schema.String.annotate({ description: "Where deliveries are POSTed." }),
+  events: Schema.Array(EventType).annotate({ description: "The event types delivered." }),
+  created_at: Schema.String.annotate({ description: "ISO 8601 UTC." })
+}).annotate({
+  identifier: "Webhook",
+  description: "D33: a webhook subscription (never its secret).",
+  examples: [{
+    webhook_id: "wh_01JAZ3Y8X6Q4M2N7P5R9S0T1V2",
+    url: "https://example.com/hooks/pps",
+    events: ["transfer.confirmed"],
+    created_at: "2026-11-25T01:00:00.000Z"
+  }]
 })
 export type WebhookRecord = typeof WebhookRecord.Type
 
@@ -44,12 +58,12 @@ export type WebhookRecord = typeof WebhookRecord.Type
  * @category models
  */
 export const CreatedWebhook = Schema.Struct({
-  webhook_id: Schema.String,
-  url: Schema.String,
-  events: Schema.Array(Schema.String),
-  secret: Schema.String,
-  created_at: Schema.String
-})
+  webhook_id: Schema.String.annotate({ description: "`wh_` + ULID." }),
+  url: Schema.String.annotate({ description: "Where deliveries are POSTed." }),
+  events: Schema.Array(EventType).annotate({ description: "The event types delivered." }),
+  secret: Schema.String.annotate({ description: "`whsec_…`: signs every delivery (D31); shown in this answer only." }),
+  created_at: Schema.String.annotate({ description: "ISO 8601 UTC." })
+}).annotate({ identifier: "CreatedWebhook", description: "The new subscription and, this once, its signing secret." })
 export type CreatedWebhook = typeof CreatedWebhook.Type
 
 /**
@@ -60,17 +74,17 @@ export type CreatedWebhook = typeof CreatedWebhook.Type
  * @category models
  */
 export const RotatedSecret = Schema.Struct({
-  webhook_id: Schema.String,
-  secret: Schema.String,
-  previous_secret_expires_at: Schema.String
-})
+  webhook_id: Schema.String.annotate({ description: "The subscription." }),
+  secret: Schema.String.annotate({ description: "The new signing secret, shown once." }),
+  previous_secret_expires_at: Schema.String.annotate({ description: "Until then the previous secret signs too (both signatures are sent)." })
+}).annotate({ identifier: "RotatedSecret" })
 export type RotatedSecret = typeof RotatedSecret.Type
 
 /**
  * @since 0.1.0
  * @category models
  */
-export const WebhookList = Schema.Struct({ data: Schema.Array(WebhookRecord) })
+export const WebhookList = Schema.Struct({ data: Schema.Array(WebhookRecord).annotate({ description: "Newest first." }) }).annotate({ identifier: "WebhookList" })
 
 /**
  * D34's delivery status (`cancelled` deliveries belong to deleted
@@ -79,7 +93,7 @@ export const WebhookList = Schema.Struct({ data: Schema.Array(WebhookRecord) })
  * @since 0.1.0
  * @category models
  */
-export const DeliveryStatus = Schema.Literals(["pending", "succeeded", "failed"])
+export const DeliveryStatus = Schema.Literals(["pending", "succeeded", "failed"]).annotate({ identifier: "DeliveryStatus" })
 export type DeliveryStatus = typeof DeliveryStatus.Type
 
 /**
@@ -89,23 +103,23 @@ export type DeliveryStatus = typeof DeliveryStatus.Type
  * @category models
  */
 export const DeliveryRecord = Schema.Struct({
-  delivery_id: Schema.String,
-  event_id: Schema.String,
-  event: Schema.String,
+  delivery_id: Schema.String.annotate({ description: "`dlv_` + ULID." }),
+  event_id: Schema.String.annotate({ description: "The event delivered (`evt_` + ULID); its `Webhook-Id` header." }),
+  event: Schema.String.annotate({ description: "The event's type." }),
   status: DeliveryStatus,
-  response_status_code: Schema.NullOr(Schema.Number),
-  retry_count: Schema.Number,
-  created_at: Schema.String,
-  last_attempt_at: Schema.NullOr(Schema.String),
-  next_attempt_at: Schema.NullOr(Schema.String)
-})
+  response_status_code: Schema.NullOr(Schema.Int).annotate({ description: "The receiver's last HTTP status; null before an answer." }),
+  retry_count: Schema.Int.annotate({ description: "Attempts after the first." }),
+  created_at: Schema.String.annotate({ description: "When the delivery was queued (ISO 8601 UTC)." }),
+  last_attempt_at: Schema.NullOr(Schema.String).annotate({ description: "When it was last tried." }),
+  next_attempt_at: Schema.NullOr(Schema.String).annotate({ description: "The scheduled retry, if any (D34's schedule)." })
+}).annotate({ identifier: "Delivery", description: "D34: one delivery of an event to a subscription." })
 export type DeliveryRecord = typeof DeliveryRecord.Type
 
 /**
  * @since 0.1.0
  * @category models
  */
-export const DeliveryPage = Page(DeliveryRecord)
+export const DeliveryPage = Page(DeliveryRecord).annotate({ identifier: "DeliveryPage", description: "D34: deliveries, newest first." })
 export type DeliveryPage = typeof DeliveryPage.Type
 
 /**
@@ -115,10 +129,10 @@ export type DeliveryPage = typeof DeliveryPage.Type
  * @category models
  */
 export const ReplayAccepted = Schema.Struct({
-  delivery_id: Schema.String,
-  event_id: Schema.String,
-  status: Schema.Literal("pending")
-})
+  delivery_id: Schema.String.annotate({ description: "The new delivery." }),
+  event_id: Schema.String.annotate({ description: "The event replayed." }),
+  status: Schema.Literal("pending").annotate({ description: "Queued; follow it in the deliveries." })
+}).annotate({ identifier: "ReplayAccepted", description: "D35: the new delivery of the event, queued." })
 
 /**
  * Subscriptions one account may have per mode: bounds the fan-out of one event.
