@@ -3,13 +3,18 @@
  * PGlite: the account's events arrive as server-sent events with the webhook payloads,
  * in id order; a client that reconnects with `Last-Event-ID` gets exactly the events after
  * it; the stream is mode-scoped; agent keys and malformed cursors are refused in D1's
- * envelope; and no amount travels in it.
+ * envelope; and no amount travels in it. Its limits (M2): a revoked key's open stream ends
+ * within seconds, a key holds at most `streamsPerKeyMax` streams (the next is 429 in D1's
+ * envelope with Retry-After) and gets a slot back when a client leaves, and a stream ends at
+ * its maximum lifetime, after which its client resumes from the cursor it was given at the
+ * start and misses nothing.
  */
-import { assert, describe, expect, layer } from "@effect/vitest"
+import { assert, describe, expect, it as plainIt, layer } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
+import { makeStreamSlots, streamRefusedRetryAfterSeconds, streamsPerKeyMax } from "../src/events/http.ts"
 import { registerKey } from "./support/confidentialClient.ts"
 import { bearer, createAccount, expectEnvelope, postJson, send } from "./support/http.ts"
-import { makeTestServer, TestServer } from "./support/TestServer.ts"
+import { makeTestServer, TestServer, type TestServerShape } from "./support/TestServer.ts"
 
 interface StreamedEvent {
   readonly id: string
@@ -43,7 +48,8 @@ const readEvents = (url: string, apiKey: string, count: number, lastEventId?: st
             const colon = line.indexOf(": ")
             return [line.slice(0, colon), line.slice(colon + 2)]
           }))
-          if (fields["id"] !== undefined) events.push({ id: fields["id"], event: fields["event"] ?? "", data: fields["data"] ?? "" })
+          // A block with an `id` alone is the stream's starting cursor, not an event.
+          if (fields["id"] !== undefined && fields["event"] !== undefined) events.push({ id: fields["id"], event: fields["event"], data: fields["data"] ?? "" })
         }
       }
     } catch {
@@ -54,6 +60,92 @@ const readEvents = (url: string, apiKey: string, count: number, lastEventId?: st
     }
     return { status: response.status, contentType: response.headers.get("content-type"), events }
   })
+
+
+/** An open stream read in the background: its text so far, whether the server ended it. */
+interface OpenStream {
+  readonly status: number
+  readonly text: () => string
+  /** Resolves when the server ends the response (not when we abort it). */
+  readonly ended: Promise<void>
+  readonly hasEnded: () => boolean
+  readonly close: () => void
+}
+
+/** Opens a stream and reads it until the scope closes (aborting it) or the server ends it. */
+const openStream = (url: string, apiKey: string, lastEventId?: string) =>
+  Effect.acquireRelease(
+    Effect.promise(async (): Promise<OpenStream> => {
+      const controller = new AbortController()
+      const response = await fetch(url, {
+        headers: { ...bearer(apiKey), ...(lastEventId === undefined ? {} : { "last-event-id": lastEventId }) },
+        signal: controller.signal
+      })
+      let text = ""
+      let ended = false
+      const decoder = new TextDecoder()
+      const reader = response.body!.getReader()
+      const reading = (async () => {
+        try {
+          for (;;) {
+            const { done, value } = await reader.read()
+            if (done) {
+              ended = true
+              return
+            }
+            text += decoder.decode(value, { stream: true })
+          }
+        } catch {
+          // Aborted by the test: not an end by the server.
+        }
+      })()
+      return {
+        status: response.status,
+        text: () => text,
+        ended: reading.then(() => ended ? undefined : new Promise<void>(() => {})),
+        hasEnded: () => ended,
+        close: () => controller.abort()
+      }
+    }),
+    (stream) => Effect.sync(() => stream.close())
+  )
+
+/** Whether `check` holds within `ms`, looking every 50 ms. */
+const within = (ms: number, check: () => boolean) =>
+  Effect.promise(async () => {
+    const deadline = Date.now() + ms
+    while (!check()) {
+      if (Date.now() > deadline) return false
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    return true
+  })
+
+/** Issues another test key of an account through the admin API. */
+const issueKey = (server: TestServerShape, accountId: string, name: string) =>
+  send(`${server.adminUrl}/admin/keys`, postJson(bearer(server.adminToken), { account_id: accountId, name })).pipe(
+    Effect.map((response) => {
+      assert.strictEqual(response.status, 200, response.text)
+      return response.json as { key_id: string; api_key: string }
+    })
+  )
+
+/** Two accounts with registered encryption keys, the payer funded by the faucet. */
+const payerAndPayee = (server: TestServerShape, payerHandle: string, payeeHandle: string) =>
+  Effect.gen(function*() {
+    const payer = yield* createAccount(server, payerHandle)
+    const payee = yield* createAccount(server, payeeHandle)
+    yield* registerKey(server.baseUrl, payer.api_key)
+    yield* registerKey(server.baseUrl, payee.api_key)
+    yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(payer.api_key), { amount: "10" }))
+    return { payer, payee }
+  })
+
+/** `payer` (registered, funded) pays `payee` (registered) once. */
+const pay = (server: TestServerShape, payerKey: string, payeeHandle: string, amount: string) =>
+  send(`${server.baseUrl}/v1/transfers`, postJson(bearer(payerKey), { to: `@${payeeHandle}`, amount })).pipe(
+    Effect.tap((paid) => Effect.sync(() => assert.strictEqual(paid.status, 201, paid.text)))
+  )
 
 describe("the live event stream (ext)", () => {
   layer(makeTestServer(), { timeout: "120 seconds", excludeTestServices: true })("pglite", (it) => {
@@ -129,5 +221,113 @@ describe("the live event stream (ext)", () => {
           "not_agent_owner"
         )
       }))
+
+    it.effect("a revoked key's open stream ends within seconds; the account's other keys' streams go on", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const carol = yield* createAccount(server, "carol")
+        const spare = yield* issueKey(server, carol.account_id, "laptop")
+        const streamUrl = `${server.baseUrl}/v1/events/stream`
+        const doomed = yield* openStream(streamUrl, spare.api_key)
+        const kept = yield* openStream(streamUrl, carol.api_key)
+        assert.strictEqual(doomed.status, 200)
+        assert.strictEqual(kept.status, 200)
+        // Open for longer than a re-check period: a valid key's stream is not ended.
+        yield* Effect.sleep("3 seconds")
+        assert.isFalse(doomed.hasEnded())
+        const revoked = yield* send(`${server.adminUrl}/admin/keys/${spare.key_id}/revoke`, postJson(bearer(server.adminToken), {}))
+        assert.strictEqual(revoked.status, 200, revoked.text)
+        const revokedAt = Date.now()
+        assert.isTrue(yield* within(5_000, doomed.hasEnded), "the revoked key's stream is still open 5 s after the revocation")
+        assert.isBelow(Date.now() - revokedAt, 5_000)
+        assert.include(doomed.text(), ": closed: the credentials are no longer valid")
+        assert.isFalse(kept.hasEnded(), "the account's other key lost its stream")
+        expectEnvelope(yield* send(streamUrl, { headers: bearer(spare.api_key) }), 401, "unauthorized")
+      }).pipe(Effect.scoped))
+
+    it.effect(`a key holds ${streamsPerKeyMax} streams: the next is 429 with Retry-After while those work, and a closed one frees its slot`, () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const { payee: dave, payer: erin } = yield* payerAndPayee(server, "erin", "dave")
+        const streamUrl = `${server.baseUrl}/v1/events/stream`
+        const streams: Array<OpenStream> = []
+        for (let i = 0; i < streamsPerKeyMax; i++) streams.push(yield* openStream(streamUrl, dave.api_key))
+        for (const stream of streams) assert.strictEqual(stream.status, 200)
+
+        const refused = yield* send(streamUrl, { headers: bearer(dave.api_key) })
+        expectEnvelope(refused, 429, "rate_limited")
+        assert.strictEqual(refused.headers.get("retry-after"), String(streamRefusedRetryAfterSeconds))
+        // The cap is the key's: another key of the same account still opens one.
+        const other = yield* issueKey(server, dave.account_id, "second")
+        const otherStream = yield* openStream(streamUrl, other.api_key)
+        assert.strictEqual(otherStream.status, 200)
+
+        // The streams that were let in deliver.
+        yield* pay(server, erin.api_key, "dave", "1.25")
+        const delivered = yield* within(20_000, () => streams.every((stream) => stream.text().includes("event: transfer.initiated")))
+        assert.isTrue(delivered, "an open stream did not deliver the transfer")
+        assert.isFalse(streams.some((stream) => stream.hasEnded()))
+
+        // A client that leaves gives its slot back (the server notices the closed socket).
+        streams[0]!.close()
+        const reopened = yield* Effect.promise(async () => {
+          const deadline = Date.now() + 5_000
+          for (;;) {
+            const controller = new AbortController()
+            const response = await fetch(streamUrl, { headers: bearer(dave.api_key), signal: controller.signal })
+            controller.abort()
+            if (response.status === 200 || Date.now() > deadline) return response.status
+            await new Promise((resolve) => setTimeout(resolve, 200))
+          }
+        })
+        assert.strictEqual(reopened, 200)
+      }).pipe(Effect.scoped))
+  })
+
+  layer(makeTestServer({ config: { eventStreamMaxLifetimeMs: 3_000 } }), { timeout: "120 seconds", excludeTestServices: true })(
+    "pglite, 3 s stream lifetime",
+    (it) => {
+      it.effect("the server ends a stream at its lifetime; resuming from the starting cursor it sent misses nothing", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const { payee: frank, payer: grace } = yield* payerAndPayee(server, "grace", "frank")
+          const streamUrl = `${server.baseUrl}/v1/events/stream`
+
+          // Opened without a cursor: the first block is its starting cursor.
+          const opened = Date.now()
+          const first = yield* openStream(streamUrl, frank.api_key)
+          assert.strictEqual(first.status, 200)
+          assert.isTrue(yield* within(2_000, () => /^id: evt_/m.test(first.text())))
+          const cursor = /^id: (evt_[0-9A-Z]{26})$/m.exec(first.text())![1]!
+          assert.isTrue(yield* within(6_000, first.hasEnded), "the stream outlived its lifetime")
+          assert.isAtLeast(Date.now() - opened, 2_900)
+          assert.include(first.text(), ": closed: the stream reached its maximum lifetime")
+
+          // Paid while no stream was open: a client resuming from the cursor, and again from its
+          // last event whenever the lifetime ends a stream, gets both events once.
+          yield* pay(server, grace.api_key, "frank", "2.5")
+          const received: Array<StreamedEvent> = []
+          const deadline = Date.now() + 30_000
+          while (received.length < 2 && Date.now() < deadline) {
+            const resumed = yield* readEvents(streamUrl, frank.api_key, 2 - received.length, received.at(-1)?.id ?? cursor, 10_000)
+            assert.strictEqual(resumed.status, 200)
+            received.push(...resumed.events)
+          }
+          expect(received.map((event) => event.event)).toEqual(["transfer.initiated", "transfer.confirmed"])
+        }).pipe(Effect.scoped))
+    }
+  )
+
+  plainIt("the per-node cap refuses the stream over it whatever the key, and a release frees a slot", () => {
+    const slots = makeStreamSlots({ perKey: 2, perNode: 3 })
+    assert.strictEqual(slots.take("key_a"), "taken")
+    assert.strictEqual(slots.take("key_a"), "taken")
+    assert.strictEqual(slots.take("key_a"), "key_full")
+    assert.strictEqual(slots.take("key_b"), "taken")
+    assert.strictEqual(slots.take("key_c"), "node_full")
+    slots.release("key_a")
+    assert.strictEqual(slots.open(), 2)
+    assert.strictEqual(slots.take("key_c"), "taken")
+    assert.strictEqual(slots.take("key_a"), "node_full")
   })
 })

@@ -71,7 +71,11 @@ interface Usage {
  */
 export class ApiKeys extends Context.Service<ApiKeys, {
   readonly issue: (accountId: string, name: string, mode: Mode) => Effect.Effect<IssuedApiKey, SqlError.SqlError>
-  readonly verify: (presented: string) => Effect.Effect<Principal, InvalidApiKey | SqlError.SqlError>
+  /**
+   * `countUse: false` for a re-check of a key already counted for its request (a long-lived
+   * response asking whether its key was revoked meanwhile): usage counts requests, not checks.
+   */
+  readonly verify: (presented: string, options?: { readonly countUse?: boolean }) => Effect.Effect<Principal, InvalidApiKey | SqlError.SqlError>
   readonly list: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, SqlError.SqlError>
   /** Some(account id) when an active key was revoked; None when unknown or already revoked. */
   readonly revoke: (keyId: string) => Effect.Effect<Option.Option<string>, SqlError.SqlError>
@@ -131,14 +135,15 @@ export class ApiKeys extends Context.Service<ApiKeys, {
       )
       yield* Effect.addFinalizer(() => flushUsage)
 
-      const verify = Effect.fn("ApiKeys.verify")(function*(presented: string) {
+      const verify = Effect.fn("ApiKeys.verify")(function*(presented: string, options?: { readonly countUse?: boolean }) {
+        const counted = options?.countUse ?? true
         if (modeOfApiKey(presented) === undefined) return yield* Effect.fail(new InvalidApiKey("malformed"))
         const keyHash = hashOf(presented)
         const cacheKey = hex(keyHash)
         const nowMs = yield* Clock.currentTimeMillis
         const cached = cache.get(cacheKey)
         if (cached !== undefined && cached.expiresAtMs > nowMs && timingSafeEqual(cached.keyHash, keyHash)) {
-          countUse(cached.principal.keyId, nowMs)
+          if (counted) countUse(cached.principal.keyId, nowMs)
           return cached.principal
         }
         const epochBeforeRead = revocationEpoch
@@ -156,7 +161,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
           mode: row.mode
         }
         if (cacheTtlMs > 0 && epochBeforeRead === revocationEpoch) cache.set(cacheKey, { principal, keyHash, expiresAtMs: nowMs + cacheTtlMs })
-        countUse(principal.keyId, nowMs)
+        if (counted) countUse(principal.keyId, nowMs)
         return principal
       })
 

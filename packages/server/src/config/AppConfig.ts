@@ -107,6 +107,8 @@ export interface AppConfigShape {
   readonly eventRelayPollMs: number
   /** Events (and their delivery logs) are deleted after this many days (D35: at least 30). */
   readonly eventRetentionDays: number
+  /** The longest a live event stream stays open; its client then resumes with `Last-Event-ID`. */
+  readonly eventStreamMaxLifetimeMs: number
   /** Lets subscriptions target http(s)://127.0.0.1, ::1 and localhost (development only). */
   readonly webhookAllowInsecureLoopback: boolean
   /** Private ranges (CIDR, comma-separated) deliveries may reach; metadata addresses stay refused. */
@@ -167,6 +169,9 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   natsSubjectPrefix: Config.String("NATS_SUBJECT_PREFIX").pipe(Config.withDefault("events")),
   eventRelayPollMs: Config.Int("EVENT_RELAY_POLL_MS").pipe(Config.withDefault(200)),
   eventRetentionDays: Config.Int("EVENT_RETENTION_DAYS").pipe(Config.withDefault(30)),
+  // One hour: a stream's resources (its SQL polling, a dead peer's socket) are never held
+  // longer, and reconnecting once an hour with Last-Event-ID costs a client nothing.
+  eventStreamMaxLifetimeMs: Config.Int("EVENT_STREAM_MAX_LIFETIME_MS").pipe(Config.withDefault(60 * 60 * 1000)),
   webhookAllowInsecureLoopback: Config.Boolean("WEBHOOK_ALLOW_INSECURE_LOOPBACK").pipe(Config.withDefault(false)),
   webhookAllowedPrivateCidrs: Config.String("WEBHOOK_ALLOWED_PRIVATE_CIDRS").pipe(
     Config.withDefault(""),
@@ -222,6 +227,7 @@ export const environmentVariables = [
   "NATS_SUBJECT_PREFIX",
   "EVENT_RELAY_POLL_MS",
   "EVENT_RETENTION_DAYS",
+  "EVENT_STREAM_MAX_LIFETIME_MS",
   "WEBHOOK_ALLOW_INSECURE_LOOPBACK",
   "WEBHOOK_ALLOWED_PRIVATE_CIDRS",
   "WEBHOOK_CA_FILE",
@@ -252,6 +258,9 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("ser
       }
       if (config.eventRetentionDays < 30) {
         return yield* Effect.die(new Error("EVENT_RETENTION_DAYS must be at least 30 (D35)"))
+      }
+      if (config.eventStreamMaxLifetimeMs < 1_000) {
+        return yield* Effect.die(new Error("EVENT_STREAM_MAX_LIFETIME_MS must be at least 1000"))
       }
       if (config.webhookConcurrency < 1 || config.eventRelayPollMs < 1 || config.webhookDispatchPollMs < 1) {
         return yield* Effect.die(

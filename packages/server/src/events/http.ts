@@ -10,6 +10,13 @@
  * one already streamed would otherwise be skipped. The window bounds that reordering
  * (commit delay and clock skew between nodes); docs/api.md says so.
  *
+ * A stream holds resources a request does not (a socket, SQL polls twice a second), so it
+ * is bounded: a few per key and a thousand per node (the one over is 429 `rate_limited`
+ * with `Retry-After`), an hour at most (then it ends and the client resumes), a heartbeat
+ * comment every 15 s (a dead peer's socket errors on a write instead of lingering idle),
+ * and its credentials are checked again every 2 s, so a revoked key's stream ends as
+ * its next request would be refused (SPEC Authentication 5).
+ *
  * @since 0.3.0
  */
 import { Duration, Effect, Option, Stream } from "effect"
@@ -17,6 +24,8 @@ import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { CurrentPrincipal, PublicApi } from "@pps/api/Api"
 import { InvalidRequest, NotAgentOwner } from "@pps/api/Errors"
+import { AppConfig } from "../config/AppConfig.ts"
+import { rateLimitedResponse, RequestAuthentication } from "../http/Authorization.ts"
 import { makeId } from "../platform/Ids.ts"
 import { EventStore } from "./EventStore.ts"
 
@@ -24,7 +33,80 @@ import { EventStore } from "./EventStore.ts"
 export const streamSettleMs = 2_000
 const pollEveryMs = 500
 const pageSize = 100
+/**
+ * Heartbeat comments: an idle stream still writes, so a peer that vanished without a FIN
+ * is found by the failing write (and proxies do not close a quiet connection).
+ */
 const keepAliveEvery = Duration.seconds(15)
+
+/**
+ * Streams one API key may hold open on a node: `pps listen` needs one, the rest covers a
+ * reconnection overlapping its old connection and a second terminal. Each stream polls SQL
+ * twice a second, so without a cap one key could open hundreds within D7's rate limit and
+ * take the database pool from every tenant.
+ *
+ * @since 0.5.0
+ * @category constants
+ */
+export const streamsPerKeyMax = 5
+
+/**
+ * Streams one node serves at once: bounds the polling (two SQL reads a second each) and the
+ * sockets a node holds whatever the number of keys; past it, clients go to another node.
+ *
+ * @since 0.5.0
+ * @category constants
+ */
+export const streamsPerNodeMax = 1_000
+
+/**
+ * How often an open stream checks its credentials again: a revoked key (or an ended
+ * dashboard session) stops its stream within this, not at its next reconnection. Cheap: the
+ * same verification as a request's, from the key cache in the embedded mode.
+ *
+ * @since 0.5.0
+ * @category constants
+ */
+export const streamReauthorizeEveryMs = 2_000
+
+/**
+ * `Retry-After` of a refused stream: streams end when their clients leave, at no time the
+ * server can predict; a few seconds lets a reconnection's old connection close first.
+ *
+ * @since 0.5.0
+ * @category constants
+ */
+export const streamRefusedRetryAfterSeconds = 5
+
+/**
+ * Counts open streams per key and per node. Plain in-memory counts: a stream lives on one
+ * node, and the caps protect that node's database pool.
+ *
+ * @since 0.5.0
+ * @category constructors
+ */
+export const makeStreamSlots = (limits: { readonly perKey: number; readonly perNode: number }) => {
+  const perKey = new Map<string, number>()
+  let total = 0
+  return {
+    /** Takes a slot for the key, or says which cap is reached. */
+    take: (keyId: string): "taken" | "key_full" | "node_full" => {
+      const held = perKey.get(keyId) ?? 0
+      if (held >= limits.perKey) return "key_full"
+      if (total >= limits.perNode) return "node_full"
+      perKey.set(keyId, held + 1)
+      total += 1
+      return "taken"
+    },
+    release: (keyId: string): void => {
+      const held = perKey.get(keyId) ?? 0
+      if (held <= 1) perKey.delete(keyId)
+      else perKey.set(keyId, held - 1)
+      total = Math.max(0, total - 1)
+    },
+    open: (): number => total
+  }
+}
 
 const eventIdPattern = /^evt_[0-9A-HJKMNP-TV-Z]{26}$/
 
@@ -40,6 +122,9 @@ const iso = (ms: number) => new Date(ms).toISOString()
 export const EventsHttpLive = HttpApiBuilder.group(PublicApi, "events", (handlers) =>
   Effect.gen(function*() {
     const store = yield* EventStore
+    const authentication = yield* RequestAuthentication
+    const { eventStreamMaxLifetimeMs } = yield* AppConfig
+    const slots = makeStreamSlots({ perKey: streamsPerKeyMax, perNode: streamsPerNodeMax })
     return handlers.handle("stream", ({ query }) =>
       Effect.gen(function*() {
         const principal = yield* CurrentPrincipal
@@ -54,6 +139,22 @@ export const EventsHttpLive = HttpApiBuilder.group(PublicApi, "events", (handler
             { param: request.headers["last-event-id"] === undefined ? "after" : "Last-Event-ID" }
           ))
         }
+        // Held for the request's scope, which closes when the response stream ends or the
+        // client goes away (the server interrupts the request on a closed socket).
+        const slot = yield* Effect.acquireRelease(
+          Effect.sync(() => slots.take(principal.keyId)),
+          (taken) => taken === "taken" ? Effect.sync(() => slots.release(principal.keyId)) : Effect.void
+        )
+        if (slot !== "taken") {
+          yield* Effect.logInfo("event stream refused").pipe(Effect.annotateLogs({ reason: slot }))
+          return rateLimitedResponse(
+            streamRefusedRetryAfterSeconds,
+            slot === "key_full"
+              ? `This API key already has ${streamsPerKeyMax} event streams open on this node; close one, or retry after the number of seconds in Retry-After.`
+              : "This node serves as many event streams as it can; retry after the number of seconds in Retry-After."
+          )
+        }
+        const stillAuthorized = yield* authentication.recheck(principal)
         // Without a cursor, from now: an event recorded before the request is not this stream's.
         const start = resumeFrom ?? cursorAt(Date.now())
         const events = Stream.paginate(start, (cursor: string) =>
@@ -74,9 +175,33 @@ export const EventsHttpLive = HttpApiBuilder.group(PublicApi, "events", (handler
             return [rows.map((event) => `id: ${event.eventId}\nevent: ${event.type}\ndata: ${event.payload}\n\n`), Option.some(last.eventId)] as const
           }))
         const keepAlive = Stream.tick(keepAliveEvery).pipe(Stream.map(() => ": keep-alive\n\n"))
-        const opening = Stream.make(`: streaming ${principal.mode} events${resumeFrom === undefined ? " from now" : ` after ${resumeFrom}`}\n\n`)
+        // What ends a stream: its lifetime, or its credentials no longer valid (a failed
+        // check ends it too: a client resumes, and its next request is checked afresh).
+        const revoked = Effect.gen(function*() {
+          for (;;) {
+            yield* Effect.sleep(Duration.millis(streamReauthorizeEveryMs))
+            const valid = yield* stillAuthorized.pipe(
+              Effect.catch((error) => Effect.logWarning("event stream credential check failed", error).pipe(Effect.as(false)))
+            )
+            if (!valid) return "the credentials are no longer valid" as const
+          }
+        })
+        const end = Effect.raceFirst(
+          Effect.sleep(Duration.millis(eventStreamMaxLifetimeMs)).pipe(
+            Effect.as("the stream reached its maximum lifetime; resume with Last-Event-ID" as const)
+          ),
+          revoked
+        ).pipe(Effect.tap((reason) => Effect.logInfo("event stream ended by the server").pipe(Effect.annotateLogs({ reason }))))
+        const ending = Stream.fromEffect(end).pipe(Stream.map((reason) => `: closed: ${reason}\n\n`))
+        // Without a cursor the stream's first block is its starting cursor (`id:` alone
+        // dispatches no event but sets the client's last event id), so a client whose first
+        // connection drops before any event resumes from when it opened, not from its retry.
+        const opening = Stream.make(
+          `: streaming ${principal.mode} events${resumeFrom === undefined ? " from now" : ` after ${resumeFrom}`}\n` +
+            (resumeFrom === undefined ? `id: ${start}\n\n` : "\n")
+        )
         return HttpServerResponse.stream(
-          Stream.concat(opening, Stream.merge(events, keepAlive)).pipe(Stream.encodeText),
+          Stream.concat(opening, Stream.merge(Stream.merge(events, keepAlive), ending, { haltStrategy: "right" })).pipe(Stream.encodeText),
           {
             contentType: "text/event-stream",
             headers: { "cache-control": "no-store", "x-accel-buffering": "no" }

@@ -10,17 +10,129 @@
  * session's mode; a state-changing request must then come from the dashboard's
  * origin with the session's CSRF token, else 403 `forbidden` (ext).
  *
+ * Who a request's credentials name is `RequestAuthentication`'s one answer: the
+ * middleware asks it once per request, and a response that outlives its request
+ * (the live event stream) asks it again while it runs, so a revoked key or an ended
+ * session stops that response too (SPEC Authentication 5).
+ *
  * @since 0.1.0
  */
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpApiBuilder, HttpApiSecurity } from "effect/http-api"
+import type { SqlError } from "effect/sql"
 import { ApiKeys } from "../apikeys/ApiKeys.ts"
 import { Authorization, CurrentPrincipal } from "@pps/api/Api"
+import type { Principal } from "@pps/api/ApiKeys"
 import { RateLimited, Unauthorized } from "@pps/api/Errors"
 import { DashboardAuth } from "../dashboard/DashboardAuth.ts"
 import { DashboardConfig } from "../dashboard/DashboardConfig.ts"
 import { sessionOfRequest } from "../dashboard/http.ts"
 import { RateLimiter } from "./RateLimiter.ts"
+
+/**
+ * What a request's credentials name now.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export type Authentication =
+  | { readonly _tag: "Principal"; readonly principal: Principal }
+  /** 401 `unauthorized` whatever the reason (D8); the reason went to the log. */
+  | { readonly _tag: "Unauthorized" }
+  /** 403 `forbidden`: a session's state-changing request without its origin or CSRF token. */
+  | { readonly _tag: "Forbidden"; readonly message: string }
+
+/**
+ * 429 `rate_limited` in D1's envelope with `Retry-After`. Answered as a response rather
+ * than failed with RateLimited, because the response must carry the header; the body is
+ * RateLimited's envelope (the envelope middleware adds the request id).
+ *
+ * @since 0.5.0
+ * @category constructors
+ */
+export const rateLimitedResponse = (retryAfterSeconds: number, message?: string) =>
+  HttpServerResponse.jsonUnsafe({ error: RateLimited.of(message).error }, {
+    status: 429,
+    headers: { "retry-after": String(retryAfterSeconds) }
+  })
+
+/**
+ * @since 0.5.0
+ * @category services
+ */
+export class RequestAuthentication extends Context.Service<RequestAuthentication, {
+  /**
+   * Who the request's credentials name now: `presented` is its bearer value ("" without an
+   * `Authorization` header, when the dashboard's session cookie may stand in).
+   * `countUse: false` for a re-check, which is not a request of the key's.
+   */
+  readonly authenticate: (
+    request: HttpServerRequest.HttpServerRequest,
+    presented: string,
+    options?: { readonly countUse?: boolean }
+  ) => Effect.Effect<Authentication, SqlError.SqlError>
+  /**
+   * For a response that outlives its request: an effect that answers, each time it runs,
+   * whether the current request's credentials still name `principal` (the key not revoked,
+   * the session not ended). Cheap in the embedded mode (the verified-key cache, which a
+   * revocation evicts before it answers); one indexed read with several nodes.
+   */
+  readonly recheck: (principal: Principal) => Effect.Effect<
+    Effect.Effect<boolean, SqlError.SqlError>,
+    never,
+    HttpServerRequest.HttpServerRequest | HttpServerRequest.ParsedSearchParams
+  >
+}>()("server/http/RequestAuthentication") {
+  static readonly layer = Layer.effect(
+    RequestAuthentication,
+    Effect.gen(function*() {
+      const apiKeys = yield* ApiKeys
+      const dashboardAuth = yield* DashboardAuth
+      const dashboardConfig = yield* DashboardConfig
+      const authenticate = (
+        request: HttpServerRequest.HttpServerRequest,
+        presented: string,
+        options?: { readonly countUse?: boolean }
+      ): Effect.Effect<Authentication, SqlError.SqlError> =>
+        Effect.gen(function*() {
+          // No Authorization header: the dashboard's session cookie may stand in for a
+          // key (D41), with its origin and CSRF token checked on state changes.
+          if (presented === "") {
+            const fromSession = yield* sessionOfRequest(request).pipe(
+              Effect.provideService(DashboardAuth, dashboardAuth),
+              Effect.provideService(DashboardConfig, dashboardConfig)
+            )
+            if (Option.isSome(fromSession)) {
+              return "refusal" in fromSession.value
+                ? { _tag: "Forbidden", message: fromSession.value.refusal } as const
+                : { _tag: "Principal", principal: fromSession.value.session.principal } as const
+            }
+          }
+          return yield* apiKeys.verify(presented, options).pipe(
+            Effect.map((principal) => ({ _tag: "Principal", principal }) as const),
+            Effect.catchTag("InvalidApiKey", (error) =>
+              Effect.logInfo("api key refused").pipe(
+                Effect.annotateLogs("reason", error.reason),
+                Effect.as({ _tag: "Unauthorized" } as const)
+              ))
+          )
+        })
+      return RequestAuthentication.of({
+        authenticate,
+        recheck: (principal) =>
+          Effect.gen(function*() {
+            const request = yield* HttpServerRequest.HttpServerRequest
+            // The same decoding of the same header as the middleware's.
+            const presented = Redacted.value(yield* HttpApiBuilder.securityDecode(HttpApiSecurity.bearer))
+            return authenticate(request, presented, { countUse: false }).pipe(
+              Effect.map((found) => found._tag === "Principal" && found.principal.keyId === principal.keyId)
+            )
+          })
+      })
+    })
+  )
+}
 
 /**
  * @since 0.1.0
@@ -29,47 +141,27 @@ import { RateLimiter } from "./RateLimiter.ts"
 export const AuthorizationLive = Layer.effect(
   Authorization,
   Effect.gen(function*() {
-    const apiKeys = yield* ApiKeys
+    const authentication = yield* RequestAuthentication
     const limiter = yield* RateLimiter
-    const dashboardAuth = yield* DashboardAuth
-    const dashboardConfig = yield* DashboardConfig
     return Authorization.of({
       bearer: (httpEffect, { credential }) =>
         Effect.gen(function*() {
-          const presented = Redacted.value(credential)
-          // No Authorization header: the dashboard's session cookie may stand in for a
-          // key (D41), with its origin and CSRF token checked on state changes.
-          const fromSession = presented === "" ? yield* sessionOfRequest(yield* HttpServerRequest.HttpServerRequest).pipe(
-                Effect.provideService(DashboardAuth, dashboardAuth),
-                Effect.provideService(DashboardConfig, dashboardConfig),
-                Effect.orDie
-              )
-            : Option.none()
-          if (Option.isSome(fromSession) && "refusal" in fromSession.value) {
-            return HttpServerResponse.jsonUnsafe({ error: { code: "forbidden", message: fromSession.value.refusal } }, { status: 403 })
-          }
-          const principal = Option.isSome(fromSession) && "session" in fromSession.value ? fromSession.value.session.principal : yield* apiKeys.verify(presented).pipe(
-            Effect.catchTag("InvalidApiKey", (error) =>
-              Effect.logInfo("api key refused").pipe(
-                Effect.annotateLogs("reason", error.reason),
-                Effect.andThen(Effect.fail(Unauthorized.of()))
-              )),
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const found = yield* authentication.authenticate(request, Redacted.value(credential)).pipe(
             // A database fault is not the caller's fault: 500, not 401.
             Effect.catchTag("SqlError", Effect.die)
           )
-          const decision = yield* limiter.take(principal.keyId)
-          if (!decision.allowed) {
-            // Answered here rather than failed with RateLimited, because the
-            // response must carry Retry-After; the body is RateLimited's envelope.
-            return HttpServerResponse.jsonUnsafe({ error: RateLimited.of().error }, {
-              status: 429,
-              headers: { "retry-after": String(decision.retryAfterSeconds) }
-            })
+          if (found._tag === "Forbidden") {
+            return HttpServerResponse.jsonUnsafe({ error: { code: "forbidden", message: found.message } }, { status: 403 })
           }
+          if (found._tag === "Unauthorized") return yield* Effect.fail(Unauthorized.of())
+          const principal = found.principal
+          const decision = yield* limiter.take(principal.keyId)
+          if (!decision.allowed) return rateLimitedResponse(decision.retryAfterSeconds)
           return yield* Effect.provideService(httpEffect, CurrentPrincipal, principal).pipe(
             Effect.annotateLogs({ key_id: principal.keyId, account_id: principal.accountId })
           )
         })
     })
   })
-)
+).pipe(Layer.provideMerge(RequestAuthentication.layer))

@@ -122,6 +122,7 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   natsSubjectPrefix: "events",
   eventRelayPollMs: 100,
   eventRetentionDays: 30,
+  eventStreamMaxLifetimeMs: 60 * 60 * 1000,
   webhookAllowInsecureLoopback: true,
   webhookAllowedPrivateCidrs: [],
   webhookCaFile: Option.none(),
