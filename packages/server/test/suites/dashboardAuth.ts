@@ -1,0 +1,183 @@
+/**
+ * Goal: the dashboard's sign-in and session rules hold on the server, without a
+ * browser (a software authenticator answers the WebAuthn ceremonies): invites
+ * are one-time and never for agents; a ceremony's answer counts once; the
+ * cookie is HttpOnly, SameSite=Strict and Secure under https; every state
+ * change needs the dashboard's Origin and the session's CSRF token, on
+ * `/dashboard/api` and on `/v1` alike; idle and absolute expiry, sign-out
+ * everywhere and revocation take effect at once; sign-in is rate-limited; the
+ * last passkey cannot be removed; answers carry the security headers.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import { Context, Effect } from "effect"
+import { SqlClient } from "effect/sql"
+import { bearer, createAccount, expectEnvelope, postJson, send } from "../support/http.ts"
+import { makeSoftAuthenticator } from "../support/softAuthenticator.ts"
+import { type DatabaseTarget, makeTestServer, TestServer } from "../support/TestServer.ts"
+
+// Read by DashboardConfig when the server's layers are built: an https origin, so the cookie is Secure.
+const origin = "https://dash.example"
+process.env["DASHBOARD_ORIGIN"] = origin
+
+interface Options {
+  readonly challenge: string
+  readonly rp: { readonly id?: string }
+  readonly rpId?: string
+}
+
+const sessionCookieOf = (setCookie: string | null): string => {
+  const match = /pps_session=([^;]*)/.exec(setCookie ?? "")
+  if (match === null) throw new Error(`no session cookie in ${setCookie}`)
+  return match[1]!
+}
+
+/**
+ * The dashboard's sign-in suite, run against one database target.
+ */
+export const dashboardAuthSuite = (database: DatabaseTarget) => {
+describe("dashboard sign-in and sessions", () => {
+  layer(makeTestServer({ database }), { timeout: "60 seconds", excludeTestServices: true })(database.name, (it) => {
+    const authenticator = makeSoftAuthenticator("dash.example")
+    /** Enrolls an account's first passkey (with `device`) through an invite; the session cookie and CSRF token. */
+    const enroll = (handle: string, device = makeSoftAuthenticator("dash.example")) => Effect.gen(function*() {
+      const server = yield* TestServer
+      const alice = yield* createAccount(server, handle)
+      const invite = yield* send(`${server.adminUrl}/admin/accounts/${alice.account_id}/invites`, { method: "POST", headers: bearer(server.adminToken) })
+      assert.strictEqual(invite.status, 201)
+      const url = (invite.json as { url: string }).url
+      assert.match(url, /^https:\/\/dash\.example\/dashboard\/enroll#invite=[A-Za-z0-9_-]{43}$/)
+      const token = url.split("#invite=")[1]!
+      const options = yield* send(`${server.baseUrl}/dashboard/api/enroll/options`, postJson({ origin }, { invite: token }))
+      assert.strictEqual(options.status, 200)
+      const answer = device.register(options.json as Options, origin)
+      const verified = yield* send(`${server.baseUrl}/dashboard/api/enroll/verify`, postJson({ origin }, { response: answer, name: "laptop" }))
+      assert.strictEqual(verified.status, 200, verified.text)
+      return { server, alice, token, answer, cookie: sessionCookieOf(verified.headers.get("set-cookie")), setCookie: verified.headers.get("set-cookie") ?? "", csrf: (verified.json as { csrf_token: string }).csrf_token }
+    })
+
+    it.effect("enrolls once per invite, sets a strict cookie, and the session reads /v1 and its own endpoints", () =>
+      Effect.gen(function*() {
+        const { server, alice, token, answer, cookie, setCookie } = yield* enroll("alice", authenticator)
+        assert.match(setCookie, /HttpOnly/)
+        assert.match(setCookie, /SameSite=Strict/)
+        assert.match(setCookie, /Secure/)
+        assert.match(setCookie, /Path=\//)
+        // The invite is spent, and the same signed answer does not count twice.
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/enroll/options`, postJson({ origin }, { invite: token })), 404, "invite_invalid")
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/enroll/verify`, postJson({ origin }, { response: answer })), 401, "unauthorized")
+        // No Origin, or another one: refused before anything else.
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/sign-in/options`, postJson({}, {})), 403, "forbidden")
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/sign-in/options`, postJson({ origin: "https://evil.example" }, {})), 403, "forbidden")
+
+        const session = yield* send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `pps_session=${cookie}` } })
+        assert.strictEqual(session.status, 200)
+        assert.deepInclude(session.json, { account_id: alice.account_id, handle: "@alice", mode: "test" })
+        assert.strictEqual(session.headers.get("cache-control"), "no-store")
+        assert.match(session.headers.get("content-security-policy") ?? "", /script-src 'self' 'wasm-unsafe-eval';/)
+        assert.strictEqual(session.headers.get("x-frame-options"), "DENY")
+        assert.strictEqual(session.headers.get("strict-transport-security"), "max-age=31536000")
+        const me = yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: { cookie: `pps_session=${cookie}` } })
+        assert.strictEqual(me.status, 200)
+        assert.strictEqual((me.json as { account_id: string }).account_id, alice.account_id)
+        // A cookie that is no session is no credential.
+        expectEnvelope(yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: { cookie: "pps_session=forged" } }), 401, "unauthorized")
+        // Agents get no invite.
+        expectEnvelope(yield* send(`${server.adminUrl}/admin/accounts/acct_01JZZZZZZZZZZZZZZZZZZZZZZZ/invites`, { method: "POST", headers: bearer(server.adminToken) }), 404, "account_not_found")
+      }))
+
+    it.effect("every state change needs the Origin and the CSRF token; keys created here are shown once and revoked at once", () =>
+      Effect.gen(function*() {
+        const { server, cookie, csrf } = yield* enroll("carol")
+        const withCookie = { cookie: `pps_session=${cookie}` }
+        const agent = { name: "csrf-bot", spend_policy: { daily_limit_usdg: 10, per_transaction_limit_usdg: 5 } }
+        // On /v1 and on /dashboard/api alike.
+        expectEnvelope(yield* send(`${server.baseUrl}/v1/accounts/me/agents`, postJson({ ...withCookie, origin }, agent)), 403, "forbidden")
+        expectEnvelope(yield* send(`${server.baseUrl}/v1/accounts/me/agents`, postJson({ ...withCookie, "x-csrf-token": csrf }, agent)), 403, "forbidden")
+        expectEnvelope(yield* send(`${server.baseUrl}/v1/accounts/me/agents`, postJson({ ...withCookie, origin, "x-csrf-token": `${csrf}x` }, agent)), 403, "forbidden")
+        assert.strictEqual((yield* send(`${server.baseUrl}/v1/accounts/me/agents`, postJson({ ...withCookie, origin, "x-csrf-token": csrf }, agent))).status, 201)
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/api-keys`, postJson({ ...withCookie, origin }, { name: "ci" })), 403, "forbidden")
+
+        const created = yield* send(`${server.baseUrl}/dashboard/api/api-keys`, postJson({ ...withCookie, origin, "x-csrf-token": csrf }, { name: "ci" }))
+        assert.strictEqual(created.status, 201)
+        const key = created.json as { key_id: string; api_key: string; mode: string }
+        assert.match(key.api_key, /^hc_test_[A-Za-z0-9_-]{43}$/)
+        assert.strictEqual((yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(key.api_key) })).status, 200)
+        // The holder's list shows the key without its value.
+        const listed = yield* send(`${server.baseUrl}/v1/accounts/me/api-keys`, { headers: withCookie })
+        assert.strictEqual(listed.status, 200)
+        assert.isFalse(listed.text.includes(key.api_key))
+        assert.isTrue(listed.text.includes(key.key_id))
+
+        const revoked = yield* send(`${server.baseUrl}/dashboard/api/api-keys/${key.key_id}/revoke`, postJson({ ...withCookie, origin, "x-csrf-token": csrf }, {}))
+        assert.strictEqual(revoked.status, 200)
+        expectEnvelope(yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(key.api_key) }), 401, "unauthorized")
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/api-keys/${key.key_id}/revoke`, postJson({ ...withCookie, origin, "x-csrf-token": csrf }, {})), 404, "api_key_not_found")
+        // Another account's key is not this session's to revoke.
+        const bob = yield* createAccount(server, "bob")
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/api-keys/${bob.key_id}/revoke`, postJson({ ...withCookie, origin, "x-csrf-token": csrf }, {})), 404, "api_key_not_found")
+        assert.strictEqual((yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(bob.api_key) })).status, 200)
+      }))
+
+    it.effect("signs in with the passkey; idle, absolute expiry and sign-out everywhere end sessions; the last passkey stays", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const signIn = Effect.gen(function*() {
+          const options = yield* send(`${server.baseUrl}/dashboard/api/sign-in/options`, postJson({ origin }, {}))
+          assert.strictEqual(options.status, 200)
+          const verified = yield* send(`${server.baseUrl}/dashboard/api/sign-in/verify`, postJson({ origin }, { response: authenticator.authenticate(options.json as Options, origin) }))
+          assert.strictEqual(verified.status, 200, verified.text)
+          return { cookie: sessionCookieOf(verified.headers.get("set-cookie")), csrf: (verified.json as { csrf_token: string }).csrf_token }
+        })
+        const first = yield* signIn
+        const second = yield* signIn
+        const third = yield* signIn
+        const live = (cookie: string) => send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `pps_session=${cookie}` } }).pipe(Effect.map((r) => r.status))
+        assert.strictEqual(yield* live(first.cookie), 200)
+
+        const sql = Context.get(server.services, SqlClient.SqlClient)
+        const sessionId = (cookie: string) =>
+          send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `pps_session=${cookie}` } }).pipe(Effect.map((r) => (r.json as { session_id: string }).session_id))
+        // Idle: unused for 31 minutes.
+        const idleId = yield* sessionId(second.cookie)
+        yield* sql`UPDATE dashboard_sessions SET last_seen_at = now() - interval '31 minutes' WHERE session_id = ${idleId}`
+        assert.strictEqual(yield* live(second.cookie), 401)
+        // Absolute: past its end however active.
+        const oldId = yield* sessionId(third.cookie)
+        yield* sql`UPDATE dashboard_sessions SET expires_at = now() - interval '1 second' WHERE session_id = ${oldId}`
+        assert.strictEqual(yield* live(third.cookie), 401)
+
+        const passkeys = yield* send(`${server.baseUrl}/dashboard/api/passkeys`, { headers: { cookie: `pps_session=${first.cookie}` } })
+        const only = (passkeys.json as { data: Array<{ credential_id: string }> }).data
+        assert.strictEqual(only.length, 1)
+        const removal = yield* send(`${server.baseUrl}/dashboard/api/passkeys/${only[0]!.credential_id}`, {
+          method: "DELETE",
+          headers: { cookie: `pps_session=${first.cookie}`, origin, "x-csrf-token": first.csrf }
+        })
+        expectEnvelope(removal, 409, "last_passkey")
+
+        const fourth = yield* signIn
+        const out = yield* send(`${server.baseUrl}/dashboard/api/sign-out-everywhere`, postJson({ cookie: `pps_session=${first.cookie}`, origin, "x-csrf-token": first.csrf }, {}))
+        assert.strictEqual(out.status, 200)
+        assert.match(out.headers.get("set-cookie") ?? "", /pps_session=;/)
+        assert.strictEqual(yield* live(first.cookie), 401)
+        assert.strictEqual(yield* live(fourth.cookie), 401)
+        assert.strictEqual((yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: { cookie: `pps_session=${fourth.cookie}` } })).status, 401)
+      }))
+
+    it.effect("sign-in steps are rate-limited per client address, with Retry-After", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        let limited: { status: number; retryAfter: string | null } | undefined
+        for (let i = 0; i < 40 && limited === undefined; i++) {
+          const response = yield* send(`${server.baseUrl}/dashboard/api/sign-in/options`, postJson({ origin }, {}))
+          if (response.status === 429) {
+            expectEnvelope(response, 429, "rate_limited")
+            limited = { status: response.status, retryAfter: response.headers.get("retry-after") }
+          }
+        }
+        assert.isDefined(limited)
+        assert.match(limited?.retryAfter ?? "", /^\d+$/)
+      }))
+  })
+})
+}
