@@ -459,6 +459,9 @@ export type ReconcileResult = typeof ReconcileResult.Type
  * - `unknown_transfer`: a `ConfidentialTransfer` with no reservation (its amount is unknown);
  * - `late_confirmation_overdraw`: a transfer confirmed after its reservation expired, for more
  *   than the sender has left (the only freeze);
+ * - `decision_conflict`: a transfer id already decided was asked about with a different request
+ *   (another policy, amount box or party): refused, since only a caller testing amounts against
+ *   the guardian's answers does that (`account` is the sender);
  * - `guardian_rotation_vetoed`: the owner proposed to replace this guardian by a signer the
  *   operator did not approve (`account` is that signer); the guardian signed the cancellation,
  *   which the alert carries for anyone to relay before the proposal becomes executable.
@@ -471,7 +474,8 @@ export const AlertKind = Schema.Literals([
   "credit_out_of_range",
   "unknown_transfer",
   "late_confirmation_overdraw",
-  "guardian_rotation_vetoed"
+  "guardian_rotation_vetoed",
+  "decision_conflict"
 ])
 
 /**

@@ -308,6 +308,31 @@ const requestDigest = (key: Uint8Array, request: AuthorizeRequest): string =>
     )
   )
 
+/**
+ * What a decision is recorded under: the request (its digest) and the agent context it was
+ * decided in, which `requestDigest` leaves out (an approval replays its reservation whatever
+ * the policy is by then). Keyed like it, so the store shows no policy either.
+ */
+const decisionDigest = (key: Uint8Array, request: AuthorizeRequest, digest: string): string =>
+  nobleBytesToHex(
+    hmac(
+      sha256,
+      key,
+      utf8ToBytes(
+        [
+          "decision/v1",
+          digest,
+          request.agent === undefined ? "account" : "agent",
+          request.agent?.policy.perTransactionLimit ?? "",
+          request.agent?.policy.dailyLimit ?? "",
+          request.agent?.policy.hitlThreshold ?? "",
+          request.agent?.policy.timeZone ?? "",
+          request.agent?.approved ?? ""
+        ].map((part) => String(part)).join("|")
+      )
+    )
+  )
+
 const prepare = (
   request: AuthorizeRequest,
   keys: GuardianKeys,
@@ -392,6 +417,15 @@ const prepare = (
     })
   }
 }
+
+/**
+ * How many different requests may re-decide a held transfer: each is an owner's approval
+ * (D27), which re-checks under the policy in force and a fresh deadline, and may fail (402, a
+ * limit) and be tried again. Enough for an owner's real attempts over a 24 h window; few enough
+ * that a caller replaying a held box with invented policies learns a handful of bits, not its
+ * amount (docs/security.md).
+ */
+const approvalDecisionsMax = 8
 
 /** A concurrent twin inserted the same transfer id first: roll back and answer from its row. */
 class TransferIdRace extends Data.TaggedError("TransferIdRace")<{}> {}
@@ -516,9 +550,58 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
       }
       if (typeof prepared === "string") return new Refused({ transferId, reason: prepared })
       if (typeof keyCheck === "string") return new Refused({ transferId, reason: keyCheck })
-      const { amount, sender } = prepared
+      const { sender } = prepared
       const balance = yield* store.lockBalance(sender)
       if (balance.frozenReason !== null) return new Refused({ transferId, reason: "account_frozen" })
+      // One decision per transfer id (a box is bound to it): the same request is decided again
+      // (a retry; the balance may have changed since), another request is refused unless it is
+      // an owner's approval of a held transfer, a few times at most. Otherwise a caller holding
+      // a box could ask about it under policy after policy and binary-search its amount.
+      const decidedUnder = decisionDigest(keys.atRestKey, request, digest)
+      const decided = yield* store.findDecision(transferId)
+      const redecision = decided !== undefined && decided.requestDigest !== decidedUnder
+      if (redecision) {
+        const approval = request.agent?.approved === true && decided.held
+        if (!approval || decided.redecisions >= approvalDecisionsMax) {
+          yield* alert(
+            sender,
+            "decision_conflict",
+            approval
+              ? `transfer ${transferId} was approved under ${approvalDecisionsMax} different requests already; refused`
+              : `transfer ${transferId} was asked about with a request other than the one decided; refused`,
+            nowMs
+          )
+          return new Refused({ transferId, reason: "transfer_id_reused" })
+        }
+      }
+      const record = (outcome: AuthorizeResult) =>
+        Effect.gen(function*() {
+          const row = {
+            requestDigest: decidedUnder,
+            held: outcome._tag === "HoldForApproval" || decided?.held === true,
+            redecisions: (decided?.redecisions ?? 0) + (redecision ? 1 : 0)
+          }
+          if (decided !== undefined) return yield* store.updateDecision(transferId, row, nowMs)
+          if (!(yield* store.insertDecision(transferId, row, nowMs))) return yield* new TransferIdRace()
+        }).pipe(Effect.as(outcome))
+      return yield* evaluate(request, prepared, keyCheck, digest, nowMs, balance).pipe(Effect.flatMap((outcome) =>
+        // Refusals of the request itself say nothing about the amount: only decisions are recorded.
+        outcome._tag === "Refused" ? Effect.succeed(outcome) : record(outcome)
+      ))
+    })
+
+  /** The amount-dependent part of `decide`, in D25's order, on the sender's locked balance. */
+  const evaluate = (
+    request: AuthorizeRequest,
+    prepared: Prepared,
+    keyCheck: KeyCheck,
+    digest: string,
+    nowMs: number,
+    balance: Effect.Success<ReturnType<typeof store.lockBalance>>
+  ): Effect.Effect<AuthorizeResult, SqlError.SqlError | TransferIdRace> =>
+    Effect.gen(function*() {
+      const transferId = request.transferId.toLowerCase()
+      const { amount, sender } = prepared
       if (yield* store.nonceTaken(sender, request.nonce)) return new Refused({ transferId, reason: "nonce_reused" })
       // First use of an address with no registered key: its key is pinned now (a concurrent
       // first use may have pinned another one, which then stands).

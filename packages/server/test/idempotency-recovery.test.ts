@@ -13,12 +13,15 @@ import { createHmac } from "node:crypto"
 import { assert, describe, layer } from "@effect/vitest"
 import { Context, Effect, Exit, Option, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { getAbiItem } from "viem"
+import { GuardianClient } from "@pps/guardian"
+import { ElGamal, EncryptionKey, Note } from "@pps/crypto"
+import { bytesToHex, getAbiItem, type Hex, hexToBytes } from "viem"
 import { ConfidentialTokenArtifact } from "@pps/contracts"
 import { requestFingerprint } from "../src/http/Idempotency.ts"
 import { CurrentIdempotencyScope, OperationReplay } from "../src/platform/IdempotentOperations.ts"
 import { Secrets } from "../src/platform/Secrets.ts"
 import { Settlement } from "../src/settlement/Settlement.ts"
+import { TransferStore } from "../src/transfers/TransferStore.ts"
 import { TransferRecord } from "@pps/api/Transfers"
 import { registerKey } from "./support/confidentialClient.ts"
 import { bearer, createAccount, send } from "./support/http.ts"
@@ -195,6 +198,94 @@ describe("idempotency after a fault (D36)", () => {
         const bound = yield* sql<{ operation_id: string }>`SELECT operation_id FROM idempotency_keys WHERE account_id = ${kim.account_id}`
         assert.strictEqual(bound[0]!.operation_id, "tr_the-retry")
         yield* sql`DELETE FROM node_heartbeats WHERE node_id LIKE 'node_marker_%'`
+      }))
+
+    it.effect("a client-sealed create whose guardian answer was lost is answered, on retry, by that decision: paid once", () =>
+      Effect.gen(function*() {
+        // The crash at its exact line: the create had fixed its nonce and deadline
+        // (sealed_attempts), asked the guardian, which reserved and signed, and died before
+        // recording anything else. Its retry must reach the guardian as the same request, so
+        // the guardian replays its decision; a new nonce made the guardian refuse a reused
+        // transfer id, and the key then answered 409 for ever with nothing paid.
+        const server = yield* TestServer
+        const gina = yield* createAccount(server, "crash.gina")
+        const hank = yield* createAccount(server, "crash.hank")
+        const ginaKey = yield* registerKey(server.baseUrl, gina.api_key)
+        const hankKey = yield* registerKey(server.baseUrl, hank.api_key)
+        const funded = yield* post(`${server.baseUrl}/v1/test/faucet`, gina.api_key, "fund-1", { amount: "10" })
+        assert.strictEqual(funded.status, 200, funded.text)
+        const prepared = Schema.decodeUnknownSync(Schema.Struct({
+          transfer_id: Schema.String,
+          binding_id: Schema.String,
+          chain_id: Schema.Number,
+          contract: Schema.String,
+          recipient_address: Schema.String,
+          sender_key: Schema.String,
+          recipient_key: Schema.String,
+          guardian_key: Schema.String,
+          token: Schema.String
+        }))((yield* post(`${server.baseUrl}/v1/transfers/prepare`, gina.api_key, "prepare-1", { to: "@crash.hank" })).json)
+        const guardianKey = EncryptionKey.parsePublicKey(hexToBytes(prepared.guardian_key as Hex))
+        assert.isTrue(guardianKey.ok)
+        if (!guardianKey.ok) return
+        const amount = 4_000_000n
+        const boxes = Note.sealTransfer({
+          context: { chainId: BigInt(prepared.chain_id), contract: prepared.contract as Hex, transferId: hexToBytes(prepared.binding_id as Hex) },
+          note: { amount, memo: "" },
+          opening: ElGamal.newOpening(amount),
+          senderKey: ginaKey.publicKey,
+          recipientKey: hankKey.publicKey,
+          guardianKey: guardianKey.value
+        })
+        const body = {
+          to: "@crash.hank",
+          sealed: {
+            transfer_id: prepared.transfer_id,
+            token: prepared.token,
+            guardian: bytesToHex(boxes.guardian),
+            sender: bytesToHex(boxes.sender),
+            recipient: bytesToHex(boxes.recipient)
+          }
+        }
+
+        const store = Context.get(server.services, TransferStore)
+        const attempt = yield* store.sealedAttempt(
+          { transferId: prepared.transfer_id, senderAccountId: gina.account_id },
+          store.nextNonce(gina.account_id, "test").pipe(
+            Effect.map((nonce) => ({ nonce, deadlineSeconds: BigInt(Math.floor(Date.now() / 1000) + 600) }))
+          )
+        )
+        const me = Schema.decodeUnknownSync(Schema.Struct({ public_key: Schema.String }))(
+          (yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(gina.api_key) })).json
+        )
+        const guardian = Context.get(server.services, GuardianClient.GuardianClient)
+        const lost = yield* guardian.authorize({
+          transferId: prepared.binding_id,
+          chainId: BigInt(prepared.chain_id),
+          contract: prepared.contract,
+          kind: "confidential",
+          from: me.public_key,
+          to: prepared.recipient_address,
+          fromKey: prepared.sender_key,
+          toKey: prepared.recipient_key,
+          sealedDigest: Note.sealedDigest(boxes),
+          nonce: attempt.nonce,
+          deadline: attempt.deadlineSeconds,
+          guardianNote: bytesToHex(boxes.guardian),
+          apiKey: gina.key_id
+        })
+        assert.strictEqual(lost._tag, "Authorized")
+        yield* insertDeadClaim(gina.account_id, "sealed-lost-1", "/v1/transfers", body, null)
+
+        const retried = yield* post(`${server.baseUrl}/v1/transfers`, gina.api_key, "sealed-lost-1", body)
+        assert.strictEqual(retried.status, 201, retried.text)
+        const answered = Schema.decodeUnknownSync(TransferRecord)(retried.json)
+        assert.strictEqual(answered.transfer_id, prepared.transfer_id)
+        assert.strictEqual(answered.status, "confirmed")
+        assert.lengthOf(yield* transfersOf(gina.account_id), 1)
+        // Reserved once: the rest of the balance (6 of 10) can still move, and no more.
+        const rest = yield* post(`${server.baseUrl}/v1/transfers`, gina.api_key, "rest-1", { to: "@crash.hank", amount: "6.000001" })
+        assert.strictEqual(rest.status, 402, rest.text)
       }))
 
     it.effect("a client that goes away mid-request leaves one transfer, answered on retry", () =>

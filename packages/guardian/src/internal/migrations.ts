@@ -196,10 +196,29 @@ const keyTotals = Effect.gen(function*() {
     )`
 })
 
+/**
+ * One decision per transfer id. A refusal (policy, balance) or a hold reserves nothing, so
+ * without a record the same guardian box could be asked about again and again with other
+ * policies: a caller holding the box (an api tier) would binary-search its amount. The row
+ * keeps the keyed digest of the request that was decided (never an amount), whether it was
+ * held, and how many other requests (an owner's approvals) were decided since.
+ */
+const decisions = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`
+    CREATE TABLE guardian_decisions (
+      transfer_id text PRIMARY KEY,
+      request_digest text NOT NULL,
+      held boolean NOT NULL,
+      redecisions integer NOT NULL DEFAULT 0,
+      decided_at_ms bigint NOT NULL
+    )`
+})
+
 /** Runs the migrations that have not run yet (locked, so concurrent starts run each once). */
 export const migrate = Migrator.make({})({
   loader: Migrator.fromRecord({ "0001_ledger": ledger, "0002_chain_credits": chainCredits, "0003_rotation_vetoes": rotationVetoes,
-    "0004_key_totals": keyTotals
+    "0004_key_totals": keyTotals, "0005_decisions": decisions
   }),
   table: "guardian_migrations"
 })

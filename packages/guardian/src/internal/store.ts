@@ -28,6 +28,13 @@ export interface BalanceRow {
 
 export type ReservationStatus = "reserved" | "confirmed" | "failed" | "expired"
 
+/** What is recorded of a transfer id's decision: which request, whether held, how many re-decisions. */
+export interface DecisionRow {
+  readonly requestDigest: string
+  readonly held: boolean
+  readonly redecisions: number
+}
+
 export interface ReservationRow {
   readonly transferId: string
   readonly chainId: string
@@ -225,6 +232,36 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       const row = rows[0]
       return row === undefined ? undefined : yield* toReservation(row)
     })
+
+  /** The decision recorded for a transfer id (guardian_decisions), locked for the caller's transaction. */
+  const findDecision = (transferId: string) =>
+    sql<{ readonly request_digest: string; readonly held: boolean; readonly redecisions: number }>`
+      SELECT request_digest, held, redecisions FROM guardian_decisions WHERE transfer_id = ${transferId} FOR UPDATE`.pipe(
+      Effect.map((rows) => {
+        const row = rows[0]
+        return row === undefined
+          ? undefined
+          : { requestDigest: row.request_digest, held: row.held, redecisions: Number(row.redecisions) } satisfies DecisionRow
+      })
+    )
+
+  /**
+   * Records the first decision of a transfer id; false when a concurrent twin recorded one
+   * first (the caller then decides again and finds it).
+   */
+  const insertDecision = (transferId: string, decision: DecisionRow, nowMs: number) =>
+    sql<{ readonly transfer_id: string }>`
+      INSERT INTO guardian_decisions (transfer_id, request_digest, held, redecisions, decided_at_ms)
+      VALUES (${transferId}, ${decision.requestDigest}, ${decision.held}, ${decision.redecisions}, ${String(nowMs)}::bigint)
+      ON CONFLICT (transfer_id) DO NOTHING
+      RETURNING transfer_id`.pipe(Effect.map((rows) => rows.length === 1))
+
+  const updateDecision = (transferId: string, decision: DecisionRow, nowMs: number) =>
+    sql`
+      UPDATE guardian_decisions
+      SET request_digest = ${decision.requestDigest}, held = ${decision.held}, redecisions = ${decision.redecisions},
+          decided_at_ms = ${String(nowMs)}::bigint
+      WHERE transfer_id = ${transferId}`.pipe(Effect.asVoid)
 
   const nonceTaken = (sender: AccountRef, nonce: bigint) =>
     sql<{ readonly transfer_id: string }>`
@@ -565,6 +602,9 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     writeBalance,
     setFrozen,
     findReservation,
+    findDecision,
+    insertDecision,
+    updateDecision,
     nonceTaken,
     insertReservation,
     setReservationStatus,

@@ -278,6 +278,75 @@ export const guardianSuite = (target: TargetName) =>
           assert.strictEqual(name(yield* attempt(25n)), "Authorized")
         }))
 
+      it.effect("one decision per transfer id: a decided box asked about under another policy is refused, approvals re-decide a few times", () =>
+        Effect.gen(function*() {
+          // The attack this closes: whoever holds a box (an api tier) replays it with invented
+          // policies; before, every answer (per-transaction limit exceeded or not) was a bit of
+          // the amount, and none of them reserved anything, so ~64 questions gave the amount.
+          const guardian = yield* TestGuardian
+          const owner = newParty()
+          const agent = newParty()
+          const bob = newParty()
+          yield* fund(agent, 1_000n)
+          const snapshot = policy({ perTransactionLimit: 800n, dailyLimit: 5_000n, hitlThreshold: 50n })
+          const name = (result: Domain.AuthorizeResult) =>
+            result._tag === "PolicyViolation" || result._tag === "Refused" ? result.reason : result._tag
+          const held = confidentialRequest({
+            guardianKey: guardian.encryptionKey, from: agent, fromKeyOwner: owner, to: bob, amount: 75n, agent: { policy: snapshot, approved: false }
+          })
+          assert.strictEqual(name(yield* guardian.client.authorize(held)), "HoldForApproval")
+          // The same box under a probing policy, not an approval: refused, whatever the amount.
+          for (const limit of [70n, 80n]) {
+            const probe = { ...held, agent: { policy: policy({ ...snapshot, perTransactionLimit: limit }), approved: false } }
+            assert.strictEqual(name(yield* guardian.client.authorize(probe)), "transfer_id_reused")
+          }
+          // The same request again is decided again (a retry), with the same answer.
+          assert.strictEqual(name(yield* guardian.client.authorize(held)), "HoldForApproval")
+
+          // A refusal is a decision too: a box refused for its balance cannot be asked about again.
+          const tooMuch = confidentialRequest({
+            guardianKey: guardian.encryptionKey, from: agent, fromKeyOwner: owner, to: bob, amount: 2_000n, agent: { policy: policy({ ...snapshot, perTransactionLimit: 5_000n }), approved: false }
+          })
+          assert.strictEqual(name(yield* guardian.client.authorize(tooMuch)), "InsufficientBalance")
+          const limitProbe = { ...tooMuch, agent: { policy: policy({ ...snapshot, perTransactionLimit: 1_500n }), approved: false } }
+          assert.strictEqual(name(yield* guardian.client.authorize(limitProbe)), "transfer_id_reused")
+          assert.strictEqual(name(yield* guardian.client.authorize(tooMuch)), "InsufficientBalance")
+
+          // An owner's approvals of the held box re-decide it, each under the policy in force:
+          // eight different ones in all, then it is refused and the operator is alerted.
+          const approvals = [10n, 20n, 30n, 40n, 50n, 60n, 70n, 74n].map((limit) =>
+            ({ ...held, agent: { policy: policy({ ...snapshot, perTransactionLimit: limit }), approved: true } }))
+          for (const approval of approvals) {
+            assert.strictEqual(name(yield* guardian.client.authorize(approval)), "per_transaction_limit_exceeded")
+          }
+          const ninth = { ...held, agent: { policy: snapshot, approved: true } }
+          assert.strictEqual(name(yield* guardian.client.authorize(ninth)), "transfer_id_reused")
+          const health = yield* guardian.client.health
+          assert.isTrue(health.alerts.some((entry) => entry.kind === "decision_conflict" && entry.account.toLowerCase() === agent.address.toLowerCase()))
+          // Nothing was reserved by any of it: the whole balance is still there to spend.
+          assert.strictEqual(yield* balanceOf(agent), 1_000n)
+        }))
+
+      it.effect("an owner's approval of a held box is authorized once, and replayed to a retry", () =>
+        Effect.gen(function*() {
+          const guardian = yield* TestGuardian
+          const owner = newParty()
+          const agent = newParty()
+          const bob = newParty()
+          yield* fund(agent, 500n)
+          const snapshot = policy({ perTransactionLimit: 400n, dailyLimit: 1_000n, hitlThreshold: 50n })
+          const held = confidentialRequest({
+            guardianKey: guardian.encryptionKey, from: agent, fromKeyOwner: owner, to: bob, amount: 120n, agent: { policy: snapshot, approved: false }
+          })
+          assert.strictEqual((yield* guardian.client.authorize(held))._tag, "HoldForApproval")
+          const approval = { ...held, agent: { policy: snapshot, approved: true } }
+          const first = yield* guardian.client.authorize(approval)
+          assert.strictEqual(first._tag, "Authorized")
+          assert.deepStrictEqual(yield* guardian.client.authorize(approval), first)
+          yield* guardian.client.settle({ transferId: held.transferId, outcome: "confirmed" })
+          assert.strictEqual(yield* balanceOf(agent), 380n)
+        }))
+
       it.effect("100 concurrent authorizations on one account never overdraw it", () =>
         Effect.gen(function*() {
           const guardian = yield* TestGuardian

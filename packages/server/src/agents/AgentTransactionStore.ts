@@ -189,10 +189,15 @@ export class AgentTransactionStore extends Context.Service<AgentTransactionStore
             UPDATE agent_transactions SET approval_deadline_seconds = ${deadlineSeconds.toString()}
             WHERE transaction_id = ${transactionId} AND status = 'pending_approval'`.pipe(Effect.asVoid),
         decide: (transactionId, status, decidedAt) =>
-          // The public amount of a standard transfer is needed no longer: erased with the decision.
+          // Erased with the decision, needed no longer: the public amount of a standard transfer,
+          // and the guardian's note (amount and r, sealed to the guardian). Kept, a database
+          // reader could replay the note to the guardian under invented policies; the guardian
+          // answers a decided transfer id only as decided (a few approvals aside), and a note
+          // that is gone cannot be replayed at all. An approval commits its transfer row in this
+          // same SQL transaction, and nothing reads the note after that.
           sql`
             UPDATE agent_transactions SET status = ${status}, decided_at = ${decidedAt}::timestamptz,
-              public_amount_sealed = NULL
+              public_amount_sealed = NULL, guardian_note = ''::bytea
             WHERE transaction_id = ${transactionId} AND status = 'pending_approval'
             RETURNING 1 AS decided`.pipe(Effect.map((rows) => rows.length > 0)),
         due: (nowIso, limit) =>

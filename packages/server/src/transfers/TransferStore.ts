@@ -92,6 +92,12 @@ const columns = `t.transfer_id, t.mode, t.sender_account_id, s.handle AS sender_
  */
 const viewedParties = (n: number) => `(SELECT account_id FROM accounts WHERE account_id = $${n} OR owner_account_id = $${n})`
 
+/** A client-sealed transfer's replay nonce and attestation deadline, fixed by its first attempt. */
+export interface SealedAttempt {
+  readonly nonce: bigint
+  readonly deadlineSeconds: bigint
+}
+
 /**
  * @since 0.1.0
  * @category services
@@ -99,6 +105,15 @@ const viewedParties = (n: number) => `(SELECT account_id FROM accounts WHERE acc
 export class TransferStore extends Context.Service<TransferStore, {
   /** A fresh replay nonce for the sender (never handed out twice). */
   readonly nextNonce: (accountId: string, mode: Mode) => Effect.Effect<bigint, SqlError.SqlError>
+  /**
+   * The nonce and deadline a client-sealed transfer goes to the guardian with: those of its
+   * first attempt when there was one (sealed_attempts, committed before the guardian is
+   * asked), else `fresh`'s, recorded now. A concurrent twin's record wins.
+   */
+  readonly sealedAttempt: (
+    attempt: { readonly transferId: string; readonly senderAccountId: string },
+    fresh: Effect.Effect<SealedAttempt, SqlError.SqlError>
+  ) => Effect.Effect<SealedAttempt, SqlError.SqlError>
   readonly insert: (transfer: NewTransfer) => Effect.Effect<void, SqlError.SqlError>
   /** A transfer the account, or one of its agents, is party to, in its mode. */
   readonly findForAccount: (
@@ -137,6 +152,25 @@ export class TransferStore extends Context.Service<TransferStore, {
             INSERT INTO transfer_nonces (account_id, mode, next_nonce) VALUES (${accountId}, ${mode}, 1)
             ON CONFLICT (account_id, mode) DO UPDATE SET next_nonce = transfer_nonces.next_nonce + 1
             RETURNING (next_nonce - 1)::text AS nonce`.pipe(Effect.map((rows) => BigInt(rows[0]!.nonce))),
+        sealedAttempt: (attempt, fresh) =>
+          Effect.gen(function*() {
+            const recorded = () =>
+              sql<{ replay_nonce: string; deadline_seconds: string }>`
+                SELECT replay_nonce, deadline_seconds FROM sealed_attempts
+                WHERE transfer_id = ${attempt.transferId} AND sender_account_id = ${attempt.senderAccountId}`.pipe(
+                Effect.map((rows) => rows[0])
+              )
+            const first = yield* recorded()
+            if (first !== undefined) return { nonce: BigInt(first.replay_nonce), deadlineSeconds: BigInt(first.deadline_seconds) }
+            const made = yield* fresh
+            yield* sql`
+              INSERT INTO sealed_attempts (transfer_id, sender_account_id, replay_nonce, deadline_seconds)
+              VALUES (${attempt.transferId}, ${attempt.senderAccountId}, ${made.nonce.toString()}, ${made.deadlineSeconds.toString()})
+              ON CONFLICT (transfer_id) DO NOTHING`
+            const stands = yield* recorded()
+            // The prepare token binds the transfer id to its sender, so the row is this sender's.
+            return stands === undefined ? made : { nonce: BigInt(stands.replay_nonce), deadlineSeconds: BigInt(stands.deadline_seconds) }
+          }),
         insert: (t) =>
           sql`
             INSERT INTO transfers (transfer_id, mode, sender_account_id, recipient_account_id, recipient_address,

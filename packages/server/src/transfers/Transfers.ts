@@ -803,7 +803,15 @@ export class Transfers extends Context.Service<Transfers, {
               guardianKey: guardianKey.value
             })
           }
-          const nonce = yield* store.nextNonce(sender.accountId, principal.mode).pipe(Effect.orDie)
+          const fresh = store.nextNonce(sender.accountId, principal.mode).pipe(Effect.map((nonce) => ({
+            nonce,
+            deadlineSeconds: BigInt(Math.floor(nowMs / 1000) + config.attestationLifetimeSeconds)
+          })))
+          // A sealed transfer's id is the client's (prepared): its retry must reach the guardian as
+          // the same request, so the guardian replays its decision (see TransferStore.sealedAttempt).
+          const { nonce, deadlineSeconds } = yield* (money._tag === "Sealed"
+            ? store.sealedAttempt({ transferId, senderAccountId: sender.accountId }, fresh)
+            : fresh).pipe(Effect.orDie)
           const prepared: PreparedTransfer = {
             transferId,
             bindingId: transferIdBytes32(transferId),
@@ -824,7 +832,6 @@ export class Transfers extends Context.Service<Transfers, {
             publicAmount: confidential || money._tag === "Sealed" ? null : money.amount,
             clientSealed: money._tag === "Sealed"
           }
-          const deadlineSeconds = BigInt(Math.floor(nowMs / 1000) + config.attestationLifetimeSeconds)
           const agent = policy === undefined ? undefined : { policy, approved: false }
           const result = yield* authorizeAndRecord(prepared, deadlineSeconds, agent, operations.bind("transfer", transferId))
           if (result._tag === "Recorded") return { _tag: "Recorded", prepared, recorded: result } as const

@@ -21,6 +21,7 @@ import { eventStream } from "./0011_event_stream.ts"
 import { dashboard } from "./0012_dashboard.ts"
 import { submissionOwner } from "./0013_submission_owner.ts"
 import { rateLimitBuckets } from "./0014_rate_limit_buckets.ts"
+import { sealedAttempts } from "./0015_sealed_attempts.ts"
 
 /**
  * @since 0.1.0
@@ -40,5 +41,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0011_event_stream": eventStream,
   "0012_dashboard": dashboard,
   "0013_submission_owner": submissionOwner,
-  "0014_rate_limit_buckets": rateLimitBuckets
+  "0014_rate_limit_buckets": rateLimitBuckets,
+  "0015_sealed_attempts": sealedAttempts
 }
