@@ -251,12 +251,15 @@ describe("dashboard in Chromium", () => {
     const bot = new Pps({ apiKey: agentKey.api_key, baseUrl: server.baseUrl, senderKey: aliceKey.publicKey })
     expect(await bot.transfers.create({ to: "@bob", amount: heldAmount, memo: heldMemo })).toMatchObject({ status: "pending_approval" })
 
-    await visit("Agents", "Agents", "agents")
     await visit("Approvals", "Approvals", "approvals")
     await expect.poll(() => page.getByTestId("held-amount").textContent(), { timeout: 60_000 }).toBe(`${heldAmount} USDG`)
     await page.getByRole("button", { name: "Approve" }).click()
     await expect.poll(() => page.locator(".success").textContent(), { timeout: 90_000 }).toBe(`@alice/shop-bot → @bob: approved.`)
     await expect.poll(() => page.getByText("Nothing waits for your approval.").count()).toBe(1)
+    // The agent's spending, opened with the owner's key in the page.
+    await visit("Agents", "Agents", "agents")
+    await expect.poll(() => page.getByTestId("spent-@alice/shop-bot").textContent(), { timeout: 60_000 })
+      .toMatch(new RegExp(`^Sent: ${heldAmount.replace(".", "\\.")} USDG in 1 transfer `))
   })
 
   it("shows the API's validation error next to the policy field it names", async () => {

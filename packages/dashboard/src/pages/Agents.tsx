@@ -2,10 +2,21 @@
  * Agents (D21-D24): create one with its spend policy, and edit a policy; the
  * API's validation error is shown next to the field it names (`param`).
  */
+import { Amount } from "@pps/sdk"
 import { type FormEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
-import { call, describe, paramOf } from "../api.ts"
-import { Empty, ErrorNote, Loading, Page, useLoad } from "../ui.tsx"
+import { call, describe, paramOf, ppsFor } from "../api.ts"
+import { Empty, Encrypted, ErrorNote, Loading, Page, useLoad } from "../ui.tsx"
+import type { TransferPage } from "./Transfers.tsx"
+
+/** How many of the latest transfers (the account's and its agents') the spending figures read. */
+const spendingWindow = 100
+
+interface Spending {
+  readonly total: bigint
+  readonly today: bigint
+  readonly count: number
+}
 
 interface Agent {
   readonly account_id: string
@@ -142,8 +153,28 @@ const AgentPolicy = ({ agent }: { readonly agent: Agent }) => {
   )
 }
 
-export const Agents = (_props: PageProps) => {
+export const Agents = ({ keyPair }: PageProps) => {
   const agents = useLoad(() => call<{ readonly agents: ReadonlyArray<Agent> }>("GET", "/v1/accounts/me/agents"), [])
+  // Each agent's USDG sent, opened here with the owner's key (agents' amounts are sealed to it).
+  const spending = useLoad(async () => {
+    const byAgent = new Map<string, Spending>()
+    if (keyPair === undefined) return byAgent
+    const pps = ppsFor(keyPair)
+    const page = await call<TransferPage>("GET", `/v1/transfers?include_agents=true&limit=${spendingWindow}`)
+    const startOfDay = new Date()
+    startOfDay.setUTCHours(0, 0, 0, 0)
+    for (const transfer of page.data) {
+      if (transfer.direction !== "sent" || transfer.status === "failed" || !transfer.from.includes("/") || transfer.asset !== "USDG") continue
+      const opened = await pps.transfers.decrypt(transfer.transfer_id)
+      const previous = byAgent.get(transfer.from) ?? { total: 0n, today: 0n, count: 0 }
+      byAgent.set(transfer.from, {
+        total: previous.total + opened.amount,
+        today: previous.today + (Date.parse(transfer.created_at) >= startOfDay.getTime() ? opened.amount : 0n),
+        count: previous.count + 1
+      })
+    }
+    return byAgent
+  }, [keyPair])
   const [open, setOpen] = useState<string | undefined>(undefined)
   return (
     <Page title="Agents">
@@ -157,11 +188,20 @@ export const Agents = (_props: PageProps) => {
       </section>
       {agents.loading && <Loading what="agents" />}
       <ErrorNote error={agents.error} />
+      <ErrorNote error={spending.error} />
+      {keyPair !== undefined && <p className="muted">Spending figures read the latest {spendingWindow} transfers.</p>}
       {agents.value !== undefined && (agents.value.agents.length === 0 ? <Empty>No agents yet.</Empty> : (
         <ul className="stack">
           {agents.value.agents.map((agent) => (
             <li key={agent.account_id} className="panel">
               <p><strong>{agent.handle}</strong> · {agent.status}</p>
+              <p data-testid={`spent-${agent.handle}`}>
+                {"Sent: "}
+                {keyPair === undefined ? <Encrypted /> : spending.loading ? "opening…" : spending.value === undefined ? "unavailable" : (() => {
+                  const figures = spending.value.get(agent.handle) ?? { total: 0n, today: 0n, count: 0 }
+                  return `${Amount.format("USDG", figures.total)} USDG in ${figures.count} transfer${figures.count === 1 ? "" : "s"} (today, UTC: ${Amount.format("USDG", figures.today)} USDG)`
+                })()}
+              </p>
               <button type="button" className="secondary" aria-expanded={open === agent.account_id}
                 onClick={() => setOpen(open === agent.account_id ? undefined : agent.account_id)}>Spend policy</button>
               {open === agent.account_id && <AgentPolicy agent={agent} />}
