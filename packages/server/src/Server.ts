@@ -37,7 +37,7 @@ import { EventsHttpLive } from "./events/http.ts"
 import { AdminApi } from "./admin/api.ts"
 import { AdminAuthorizationLive, AdminHttpLive } from "./admin/http.ts"
 import { ApiKeys } from "./apikeys/ApiKeys.ts"
-import { AppConfig } from "./config/AppConfig.ts"
+import { AppConfig, servesApi } from "./config/AppConfig.ts"
 import { HealthRoutes, healthRoutePaths } from "./health/http.ts"
 import { DashboardAuth } from "./dashboard/DashboardAuth.ts"
 import { DashboardConfig } from "./dashboard/DashboardConfig.ts"
@@ -100,6 +100,18 @@ export const PublicApp = Layer.mergeAll(
   HealthRoutes,
   DashboardRoutes,
   HttpRouter.middleware(envelopeMiddleware(publicRoutes), { global: true })
+)
+
+/**
+ * What a worker-only node (`NODE_ROLE=worker`) serves on the public port: its health, so an
+ * orchestrator can watch it; every other path is 404, since it is in no balancer.
+ *
+ * @since 0.4.0
+ * @category layers
+ */
+export const WorkerApp = Layer.mergeAll(
+  HealthRoutes,
+  HttpRouter.middleware(envelopeMiddleware(makeRouteTable(healthRoutePaths)), { global: true })
 )
 
 /**
@@ -167,7 +179,7 @@ export const ListenersLive = Layer.unwrap(
   Effect.gen(function*() {
     const config = yield* AppConfig
     return Layer.mergeAll(
-      HttpRouter.serve(PublicApp, { disableLogger: true, disableListenLog: true }).pipe(
+      HttpRouter.serve(servesApi(config) ? PublicApp : WorkerApp, { disableLogger: true, disableListenLog: true }).pipe(
         Layer.provide(listener(config.host, config.port, config.shutdownTimeoutMs))
       ),
       HttpRouter.serve(AdminApp, { disableLogger: true, disableListenLog: true }).pipe(

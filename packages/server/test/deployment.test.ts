@@ -22,6 +22,8 @@ const repositoryFile = (name: string) => fileURLToPath(new URL(`../../../${name}
 
 const services = nodeServices(composeAddresses)
 const byRole = (role: NodeService["role"]) => services.filter((service) => service.role === role)
+/** The server nodes: api-only behind the balancer, workers beside them. */
+const serverNodes = () => [...byRole("api"), ...byRole("worker")]
 const template = repositoryFile("deploy/cluster.env.example")
 
 /** The env file `--init-env` makes from the template, with the template's references resolved into each service. */
@@ -44,7 +46,10 @@ describe("the distributed deployment", () => {
 
   it("every service gets only variables its program reads, and the ones it needs", () => {
     const guardianVariables: ReadonlyArray<string> = GuardianConfig.environmentVariables
-    for (const service of byRole("api")) {
+    assert.isAtLeast(byRole("api").length, 2)
+    assert.isAtLeast(byRole("worker").length, 1)
+    for (const service of serverNodes()) {
+      assert.strictEqual(service.environment["NODE_ROLE"], service.role)
       const names = Object.keys(service.environment)
       assert.deepStrictEqual(names.filter((name) => !(serverVariables as ReadonlyArray<string>).includes(name)), [], service.name)
       for (const needed of ["DATABASE_URL", "API_KEY_PEPPER", "WALLET_KEK", "ADMIN_TOKEN", "NATS_URL", "RPC_URL_TESTNET", "RELAYER_KEYS_TESTNET", "GUARDIAN_URL", "GUARDIAN_SHARED_SECRET"]) {
@@ -70,8 +75,13 @@ describe("the distributed deployment", () => {
       if (service.role !== "guardian") assert.notInclude(Object.keys(service.environment), "GUARDIAN_SECRET", service.name)
     }
     // Each api node its own relayer keys: a shared relayer would mean two nonce sequences for one account.
-    const relayerReferences = byRole("api").map((service) => service.environment["RELAYER_KEYS_TESTNET"])
+    const relayerReferences = serverNodes().map((service) => service.environment["RELAYER_KEYS_TESTNET"])
     assert.strictEqual(new Set(relayerReferences).size, relayerReferences.length)
+  })
+
+  it("the balancer sends traffic to the api nodes only, never to a worker", () => {
+    const upstreams = byRole("balancer")[0]!.environment["BALANCER_UPSTREAMS"]!.split(",").map((entry) => entry.split("=")[0])
+    assert.deepStrictEqual(upstreams, byRole("api").map((service) => service.name))
   })
 
   it("the template sets every variable compose interpolates, and none it does not", () => {
@@ -95,7 +105,7 @@ describe("the distributed deployment", () => {
       assert.strictEqual(service["restart"], "unless-stopped", name)
       assert.isDefined(service["healthcheck"], name)
     }
-    for (const service of byRole("api")) {
+    for (const service of serverNodes()) {
       for (const guardian of byRole("guardian")) assert.strictEqual(service.dependsOn[guardian.name], "service_healthy")
       assert.strictEqual(service.dependsOn["deploy"], "service_completed_successfully")
       assert.strictEqual(service.dependsOn["postgres"], "service_healthy")
@@ -113,8 +123,9 @@ describe("the distributed deployment", () => {
       const read = <A>(config: Config.Config<A>) => Effect.gen(function*() {
         return yield* config
       })
-      for (const service of byRole("api")) {
+      for (const service of serverNodes()) {
         const config = yield* read(appConfig).pipe(provide(resolvedEnvironment(service)))
+        assert.strictEqual(config.nodeRole, service.role)
         assert.isTrue(Option.isSome(config.databaseUrl))
         assert.isTrue(Option.isSome(config.natsUrl))
         assert.isTrue(Option.isSome(config.guardianUrl))

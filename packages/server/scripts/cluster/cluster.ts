@@ -7,7 +7,7 @@
  * deployment step, the api nodes and the TLS balancer, each its own process.
  *
  *   npm run -s cluster -- --init-env deploy/cluster.env     # once: the env file, secrets generated
- *   npm run -s cluster -- --env-file deploy/cluster.env [--dir .data/cluster] [--api-nodes 2] [--guardians 2]
+ *   npm run -s cluster -- --env-file deploy/cluster.env [--dir .data/cluster] [--api-nodes 2] [--workers 1] [--guardians 2]
  *
  * It creates the two databases when missing, a self-signed certificate for the balancer
  * when `DIR/tls` has none, starts everything in dependency order (each waits for the
@@ -194,6 +194,8 @@ export interface ClusterOptions {
   /** Working directory: logs, the chain's state, the nodes' data directories, the certificate. */
   readonly dir: string
   readonly apiNodes: number
+  /** Worker nodes (NODE_ROLE=worker); the api nodes run NODE_ROLE=api. */
+  readonly workers: number
   /** Guardian processes on the one guardian database (2: one serving, one standby). */
   readonly guardians: number
   /** The machine's PostgreSQL server (no database in the path). */
@@ -208,6 +210,8 @@ export interface Cluster {
   readonly certFile: string
   readonly env: ReadonlyMap<string, string>
   readonly apiNodes: ReadonlyArray<ClusterProcess & { readonly baseUrl: string; readonly adminUrl: string }>
+  /** Worker nodes (NODE_ROLE=worker): their public port serves health only. */
+  readonly workers: ReadonlyArray<ClusterProcess & { readonly baseUrl: string; readonly adminUrl: string }>
   /** In start order: the first serves, the others stand by. */
   readonly guardians: ReadonlyArray<ClusterProcess & { readonly baseUrl: string }>
   readonly databases: ReadonlyArray<string>
@@ -229,6 +233,8 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
   for (let index = 0; index < options.guardians; index++) guardians.push({ host: "127.0.0.1", port: await freePort() })
   const api: Array<{ host: string; port: number; adminPort: number }> = []
   for (let index = 0; index < options.apiNodes; index++) api.push({ host: "127.0.0.1", port: await freePort(), adminPort: await freePort() })
+  const workers: Array<{ host: string; port: number; adminPort: number }> = []
+  for (let index = 0; index < options.workers; index++) workers.push({ host: "127.0.0.1", port: await freePort(), adminPort: await freePort() })
   const addresses: Addresses = {
     bindHost: "127.0.0.1",
     apiDatabaseUrl: `${serverUrl}/\${PPS_DATABASE}`,
@@ -237,12 +243,12 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
     chainRpcUrl: `http://127.0.0.1:${chainPort}`,
     guardians,
     api,
+    workers,
     balancerPort,
     tlsCertFile: tls.cert,
     tlsKeyFile: tls.key,
-    apiDataDir: (index) => path.join(options.dir, apiNodeName(index))
+    nodeDataDir: (name) => path.join(options.dir, name)
   }
-  for (let index = 0; index < options.apiNodes; index++) fs.mkdirSync(addresses.apiDataDir(index), { recursive: true })
 
   const started: Array<ClusterProcess> = []
   const stop = async () => {
@@ -300,6 +306,7 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
     const guardianProcesses = byRole("guardian")
     const [deploy] = byRole("deploy")
     const apiProcesses = byRole("api")
+    const workerProcesses = byRole("worker")
     const [balancer] = byRole("balancer")
     // One after the other, so the first takes the lease and serves.
     for (const [index, guardian] of guardianProcesses.entries()) {
@@ -310,11 +317,11 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
     await deploy!.start()
     options.log("contracts deployed and recorded")
     // Api nodes start together, as they would behind a balancer (migrations lock their table).
-    const apiStarts = apiProcesses.map((member) => member.start().then(() => started.push(member)))
+    const apiStarts = [...apiProcesses, ...workerProcesses].map((member) => member.start().then(() => started.push(member)))
     const outcomes = await Promise.allSettled(apiStarts)
     const failed = outcomes.find((outcome): outcome is PromiseRejectedResult => outcome.status === "rejected")
     if (failed !== undefined) throw failed.reason
-    options.log(`api nodes ready: ${api.map((self, index) => `${apiNodeName(index)} http://127.0.0.1:${self.port}`).join(", ")}`)
+    options.log(`api nodes ready: ${api.map((self, index) => `${apiNodeName(index)} http://127.0.0.1:${self.port}`).join(", ")}; workers: ${workers.length}`)
     await balancer!.start()
     started.push(balancer!)
     const baseUrl = `https://127.0.0.1:${balancerPort}`
@@ -323,6 +330,10 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
       baseUrl,
       certFile: tls.cert,
       env,
+      workers: workerProcesses.map((member, index) => Object.assign(member, {
+        baseUrl: `http://127.0.0.1:${workers[index]!.port}`,
+        adminUrl: `http://127.0.0.1:${workers[index]!.adminPort}`
+      })),
       apiNodes: apiProcesses.map((member, index) => Object.assign(member, {
         baseUrl: `http://127.0.0.1:${api[index]!.port}`,
         adminUrl: `http://127.0.0.1:${api[index]!.adminPort}`
@@ -357,6 +368,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       "init-env": { type: "string" },
       dir: { type: "string", default: ".data/cluster" },
       "api-nodes": { type: "string", default: "2" },
+      workers: { type: "string", default: "1" },
       guardians: { type: "string", default: "2" }
     }
   })
@@ -370,6 +382,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   }
   const apiNodes = Number(values["api-nodes"])
   const guardianCount = Number(values.guardians)
+  const workerCount = Number(values.workers)
+  if (!Number.isInteger(workerCount) || workerCount < 1) throw new Error("--workers must be a positive integer: api nodes run no background work")
   if (!Number.isInteger(apiNodes) || apiNodes < 1) throw new Error("--api-nodes must be a positive integer")
   if (!Number.isInteger(guardianCount) || guardianCount < 1) throw new Error("--guardians must be a positive integer")
   const log = (line: string) => process.stderr.write(`cluster: ${line}\n`)
@@ -378,6 +392,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     dir: fromCaller(values.dir),
     apiNodes,
     guardians: guardianCount,
+    workers: workerCount,
     postgresUrl: process.env["CLUSTER_POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432",
     natsUrl: process.env["CLUSTER_NATS_URL"] ?? "nats://127.0.0.1:4222",
     log
@@ -386,6 +401,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     base_url: cluster.baseUrl,
     ca_file: cluster.certFile,
     api_nodes: cluster.apiNodes.map((node) => ({ name: node.name, base_url: node.baseUrl, admin_url: node.adminUrl })),
+    workers: cluster.workers.map((node) => ({ name: node.name, admin_url: node.adminUrl })),
     logs: path.join(fromCaller(values.dir), "logs")
   })}\n`)
   const shutdown = () => {

@@ -9,10 +9,13 @@
  */
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
-import { type Addresses, apiNodeName, guardianName, chainBlockTimeSeconds, nodeServices, testnetChainId } from "./topology.ts"
+import { type Addresses, apiNodeName, guardianName, workerNodeName, chainBlockTimeSeconds, nodeServices, testnetChainId } from "./topology.ts"
 
 /** The api nodes compose starts; more are more entries here (and relayer keys in the env file). */
 export const composeApiNodes = 2
+
+/** Worker nodes (NODE_ROLE=worker): the relay, webhook delivery, sweeps and adoption run there only. */
+export const composeWorkerNodes = 1
 
 /** Guardian processes: one serves, the others stand by for its lease. */
 export const composeGuardians = 2
@@ -32,10 +35,11 @@ export const composeAddresses: Addresses = {
   chainRpcUrl: "http://chain:8545",
   guardians: Array.from({ length: composeGuardians }, (_, index) => ({ host: guardianName(index), port: 8090 })),
   api: Array.from({ length: composeApiNodes }, (_, index) => ({ host: apiNodeName(index), port: apiPort, adminPort })),
+  workers: Array.from({ length: composeWorkerNodes }, (_, index) => ({ host: workerNodeName(index), port: apiPort, adminPort })),
   balancerPort: 8443,
   tlsCertFile: "/tls/cert.pem",
   tlsKeyFile: "/tls/key.pem",
-  apiDataDir: () => "/data"
+  nodeDataDir: () => "/data"
 }
 
 /** Compose refuses to start when a variable is unset, naming the file to fix. */
@@ -120,7 +124,7 @@ export const composeDocument = (): { readonly services: Record<string, Yaml>; re
       depends_on: Object.fromEntries(Object.entries(service.dependsOn).map(([name, condition]) => [name, { condition }]))
     }
     if (service.health._tag === "http") entry["healthcheck"] = nodeHealthcheck(service.health.url)
-    if (service.role === "api") {
+    if (service.role === "api" || service.role === "worker") {
       entry["volumes"] = [`${service.name}-data:/data`]
       volumes[`${service.name}-data`] = {}
     }
@@ -142,8 +146,8 @@ export const renderCompose = (): string => {
     "#",
     "# The distributed deployment (docs/operations.md \"Distributed deployment\"): PostgreSQL, NATS",
     "# with JetStream, the chain node (anvil as the testnet's external node), two guardians (one",
-    "# serves, one stands by for its lease), the contracts' deployment step, two api nodes and a",
-    "# TLS load balancer on port 8443.",
+    "# serves, one stands by for its lease), the contracts' deployment step, two api nodes",
+    "# (NODE_ROLE=api), a worker node (NODE_ROLE=worker) and a TLS load balancer on port 8443.",
     "# `npm run cluster` starts the same processes without Docker, from the same env file.",
     "#",
     "#   npm run -s cluster -- --init-env deploy/cluster.env     # secrets generated, mode 0600",

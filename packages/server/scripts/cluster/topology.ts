@@ -27,14 +27,16 @@ export interface Addresses {
   readonly chainRpcUrl: string
   /** The guardian processes (one serves, the others stand by: Lease.ts in the guardian package). */
   readonly guardians: ReadonlyArray<{ readonly host: string; readonly port: number }>
-  /** Per api node: the host others reach it at and its two ports. */
+  /** Per api node (NODE_ROLE=api, behind the balancer): the host others reach it at and its two ports. */
   readonly api: ReadonlyArray<{ readonly host: string; readonly port: number; readonly adminPort: number }>
+  /** Per worker node (NODE_ROLE=worker: relay, webhooks, sweeps, adoption; in no balancer). */
+  readonly workers: ReadonlyArray<{ readonly host: string; readonly port: number; readonly adminPort: number }>
   readonly balancerPort: number
   /** The balancer's certificate and key files. */
   readonly tlsCertFile: string
   readonly tlsKeyFile: string
-  /** Per api node: its own data directory (the server.lock and admin.json live there). */
-  readonly apiDataDir: (index: number) => string
+  /** Per server node, by name: its own data directory (the server.lock and admin.json live there). */
+  readonly nodeDataDir: (name: string) => string
 }
 
 /** How compose learns a service is ready; the cluster script polls the same URL. */
@@ -44,7 +46,7 @@ export type Health =
 
 export interface NodeService {
   readonly name: string
-  readonly role: "guardian" | "deploy" | "api" | "balancer"
+  readonly role: "guardian" | "deploy" | "api" | "worker" | "balancer"
   /** The arguments after `node` (the image's working directory is the repository root). */
   readonly args: ReadonlyArray<string>
   readonly environment: Readonly<Record<string, string>>
@@ -63,8 +65,11 @@ export const guardianName = (index: number) => `guardian-${index + 1}`
 /** Names of the api nodes: api-1, api-2, ... */
 export const apiNodeName = (index: number) => `api-${index + 1}`
 
-/** The env-file variable holding an api node's own relayer keys (nodes must not share a nonce sequence). */
-export const relayerKeysVariable = (index: number) => `RELAYER_KEYS_TESTNET_API_${index + 1}`
+/** Names of the worker nodes: worker-1, ... */
+export const workerNodeName = (index: number) => `worker-${index + 1}`
+
+/** The env-file variable holding a node's own relayer keys (nodes must not share a nonce sequence). */
+export const relayerKeysVariable = (nodeName: string) => `RELAYER_KEYS_TESTNET_${nodeName.toUpperCase().replace("-", "_")}`
 
 /**
  * The services this repository's image runs, in start order. PostgreSQL, NATS and the
@@ -113,16 +118,17 @@ export const nodeServices = (at: Addresses): ReadonlyArray<NodeService> => {
     health: { _tag: "none" },
     oneShot: true
   }
-  const apiNodes = at.api.map((self, index): NodeService => ({
-    name: apiNodeName(index),
-    role: "api",
+  const serverNode = (name: string, role: "api" | "worker", self: Addresses["api"][number]): NodeService => ({
+    name,
+    role,
     args: node("packages/server/src/main.ts"),
     environment: {
+      NODE_ROLE: role,
       HOST: at.bindHost,
       PORT: String(self.port),
       ADMIN_HOST: at.bindHost,
       ADMIN_PORT: String(self.adminPort),
-      DATA_DIR: at.apiDataDir(index),
+      DATA_DIR: at.nodeDataDir(name),
       DATABASE_URL: at.apiDatabaseUrl,
       API_KEY_PEPPER: "${API_KEY_PEPPER}",
       WALLET_KEK: "${WALLET_KEK}",
@@ -132,7 +138,7 @@ export const nodeServices = (at: Addresses): ReadonlyArray<NodeService> => {
       NATS_SUBJECT_PREFIX: "${NATS_SUBJECT_PREFIX}",
       RPC_URL_TESTNET: at.chainRpcUrl,
       CHAIN_BLOCK_TIME_MS: String(chainBlockTimeSeconds * 1000),
-      RELAYER_KEYS_TESTNET: `\${${relayerKeysVariable(index)}}`,
+      RELAYER_KEYS_TESTNET: `\${${relayerKeysVariable(name)}}`,
       FAUCET_KEY_TESTNET: "${FAUCET_KEY_TESTNET}",
       GUARDIAN_URL: guardianUrl,
       GUARDIAN_SHARED_SECRET: "${GUARDIAN_SHARED_SECRET}",
@@ -146,9 +152,12 @@ export const nodeServices = (at: Addresses): ReadonlyArray<NodeService> => {
       ...guardiansHealthy,
       deploy: "service_completed_successfully"
     },
+    // A worker serves /readyz on its public port too (and nothing else there).
     health: { _tag: "http", url: `http://127.0.0.1:${self.port}/readyz` },
     oneShot: false
-  }))
+  })
+  const apiNodes = at.api.map((self, index) => serverNode(apiNodeName(index), "api", self))
+  const workerNodes = at.workers.map((self, index) => serverNode(workerNodeName(index), "worker", self))
   const balancer: NodeService = {
     name: "balancer",
     role: "balancer",
@@ -164,7 +173,7 @@ export const nodeServices = (at: Addresses): ReadonlyArray<NodeService> => {
     health: { _tag: "http", url: `https://127.0.0.1:${at.balancerPort}/healthz` },
     oneShot: false
   }
-  return [...guardians, deploy, ...apiNodes, balancer]
+  return [...guardians, deploy, ...apiNodes, ...workerNodes, balancer]
 }
 
 /** The `${NAME}` references of a value. */

@@ -19,7 +19,7 @@ import { Clock, Context, DateTime, Duration, Effect, Layer, Option, Schedule } f
 import { SqlClient } from "effect/sql"
 import { bytesToHex } from "viem"
 import type { Principal } from "@pps/api/ApiKeys"
-import { AppConfig } from "../config/AppConfig.ts"
+import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
 import { Outbox } from "../events/Outbox.ts"
 import {
   type InsufficientBalance,
@@ -167,12 +167,15 @@ export class Approvals extends Context.Service<Approvals, {
         return expired
       })
 
-      yield* Effect.forkScoped(
-        expireDue.pipe(
-          Effect.catchCause((cause) => Effect.logError("approval expiry sweep failed", cause)),
-          Effect.repeat(Schedule.spaced(Duration.millis(config.approvalSweepIntervalMs)))
+      // The sweep is a worker's job; an api-only node leaves it to them.
+      if (runsWorkers(config)) {
+        yield* Effect.forkScoped(
+          expireDue.pipe(
+            Effect.catchCause((cause) => Effect.logError("approval expiry sweep failed", cause)),
+            Effect.repeat(Schedule.spaced(Duration.millis(config.approvalSweepIntervalMs)))
+          )
         )
-      )
+      }
 
       // D36: a retried approve or reject whose first request was cut off answers with the
       // decision it recorded (an approval with its transfer as it stands now).

@@ -67,6 +67,14 @@ export interface AppConfigShape {
   readonly chainBlockTimeMs: number
   /** Blocks a transaction must be buried under before it counts (1 = included). */
   readonly chainConfirmations: number
+  /**
+   * Which work this node does (distributed mode): `all` (default), `api` (the listeners and
+   * settlement of its own transfers; none of the background workers) or `worker` (the
+   * outbox relay, webhook fan-out and delivery, sweeps and the adoption of dead nodes'
+   * submissions; no public listener). Optional in the shape so hand-made test configs
+   * mean `all`.
+   */
+  readonly nodeRole?: NodeRole
   /** Embedded mode: how many relayer accounts submit in parallel (one nonce sequence each). */
   readonly relayerCount: number
   /** External chains: funded relayer private keys (comma-separated 0x hex) per mode. */
@@ -126,6 +134,34 @@ export interface AppConfigShape {
 const logLevels = ["Trace", "Debug", "Info", "Warn", "Error"] as const
 
 /**
+ * @since 0.4.0
+ * @category models
+ */
+export const nodeRoles = ["all", "api", "worker"] as const
+
+/**
+ * @since 0.4.0
+ * @category models
+ */
+export type NodeRole = typeof nodeRoles[number]
+
+/**
+ * Whether this node runs the background workers (relay, fan-out, delivery, sweeps, adoption).
+ *
+ * @since 0.4.0
+ * @category predicates
+ */
+export const runsWorkers = (config: AppConfigShape): boolean => config.nodeRole !== "api"
+
+/**
+ * Whether this node serves the public API.
+ *
+ * @since 0.4.0
+ * @category predicates
+ */
+export const servesApi = (config: AppConfigShape): boolean => config.nodeRole !== "worker"
+
+/**
  * The Config description of every variable (names are the environment variables).
  *
  * @since 0.1.0
@@ -152,6 +188,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   rpcUrlMainnet: Config.option(Config.String("RPC_URL_MAINNET")),
   chainBlockTimeMs: Config.Int("CHAIN_BLOCK_TIME_MS").pipe(Config.withDefault(200)),
   chainConfirmations: Config.Int("CHAIN_CONFIRMATIONS").pipe(Config.withDefault(1)),
+  nodeRole: Config.Literals(nodeRoles, "NODE_ROLE").pipe(Config.withDefault("all" as const)),
   relayerCount: Config.Int("RELAYER_COUNT").pipe(Config.withDefault(8)),
   relayerKeysTestnet: Config.option(Config.Redacted("RELAYER_KEYS_TESTNET")),
   relayerKeysMainnet: Config.option(Config.Redacted("RELAYER_KEYS_MAINNET")),
@@ -211,6 +248,7 @@ export const environmentVariables = [
   "RPC_URL_MAINNET",
   "CHAIN_BLOCK_TIME_MS",
   "CHAIN_CONFIRMATIONS",
+  "NODE_ROLE",
   "RELAYER_COUNT",
   "RELAYER_KEYS_TESTNET",
   "RELAYER_KEYS_MAINNET",
@@ -255,6 +293,10 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("ser
         return yield* Effect.die(
           new Error("CHAIN_CONFIRMATIONS and RELAYER_COUNT must be >= 1, CHAIN_BLOCK_TIME_MS >= 10")
         )
+      }
+      // A role splits work between nodes that share a database; alone, a node must do all of it.
+      if (config.nodeRole !== "all" && Option.isNone(config.databaseUrl)) {
+        return yield* Effect.die(new Error("NODE_ROLE api or worker needs DATABASE_URL (the distributed mode)"))
       }
       if (config.eventRetentionDays < 30) {
         return yield* Effect.die(new Error("EVENT_RETENTION_DAYS must be at least 30 (D35)"))

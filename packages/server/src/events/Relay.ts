@@ -12,7 +12,7 @@
  * @since 0.1.0
  */
 import { Clock, Context, DateTime, Effect, Layer } from "effect"
-import { AppConfig } from "../config/AppConfig.ts"
+import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
 import { EventBus } from "./EventBus.ts"
 import { EventStore } from "./EventStore.ts"
 import { Outbox } from "./Outbox.ts"
@@ -62,7 +62,8 @@ export class Relay extends Context.Service<Relay, {
         )
         if (published < publishBatchMax) yield* outbox.committed.wait(config.eventRelayPollMs)
       }).pipe(Effect.forever)
-      yield* Effect.forkScoped(loop)
+      // An api-only node leaves publishing to the workers (they poll the shared outbox).
+      if (runsWorkers(config)) yield* Effect.forkScoped(loop)
       return Relay.of({ runOnce })
     })
   )

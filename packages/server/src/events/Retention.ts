@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { Clock, DateTime, Effect, Layer } from "effect"
-import { AppConfig } from "../config/AppConfig.ts"
+import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
 import { EventStore } from "./EventStore.ts"
 
 /** How often the sweep runs. */
@@ -33,6 +33,7 @@ export const sweepEvents = Effect.gen(function*() {
 export const RetentionLive = Layer.effectDiscard(
   Effect.gen(function*() {
     const context = yield* Effect.context<AppConfig | EventStore>()
+    if (!runsWorkers(yield* AppConfig)) return
     yield* sweepEvents.pipe(
       Effect.provideContext(context),
       Effect.catchCause((cause) => Effect.logWarning("event retention sweep failed", cause)),

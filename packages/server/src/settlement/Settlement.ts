@@ -29,7 +29,7 @@ import { Context, Deferred, Duration, Effect, Layer, Option, PubSub, Schedule, S
 import type { SqlError } from "effect/sql"
 import type { Hex, PublicClient, TransactionReceipt } from "viem"
 import type { Mode } from "@pps/api/ApiKeys"
-import { AppConfig } from "../config/AppConfig.ts"
+import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
 import { type ChainContext, ChainError, Chains } from "./Chains.ts"
 import { type Resolution, type SubmissionRequest, SettlementLimits } from "./domain.ts"
 import { makeRelayer, type Relayer } from "./Relayer.ts"
@@ -122,7 +122,7 @@ export class Settlement extends Context.Service<Settlement, {
       for (const mode of ["test", "live"] as const) {
         const chain = chains.get(mode)
         if (Option.isNone(chain)) continue
-        const engine = yield* makeEngine(chain.value, config.chainConfirmations, config.chainBlockTimeMs, store, finish)
+        const engine = yield* makeEngine(chain.value, config.chainConfirmations, config.chainBlockTimeMs, store, finish, runsWorkers(config))
         engines.set(mode, engine)
       }
 
@@ -165,7 +165,9 @@ const makeEngine = (
   confirmations: number,
   blockTimeMs: number,
   store: SubmissionStore["Service"],
-  finish: (resolution: Resolution) => Effect.Effect<void, SqlError.SqlError>
+  finish: (resolution: Resolution) => Effect.Effect<void, SqlError.SqlError>,
+  /** Whether this node adopts dead nodes' submissions (workers do; an api-only node does not). */
+  adoptsOrphans: boolean
 ) =>
   Effect.gen(function*() {
     const client: PublicClient = chain.client
@@ -467,7 +469,7 @@ const makeEngine = (
     // A node that died leaves its submissions open: survivors adopt them once its heartbeat
     // is stale and finish them (the contract's replay nonce keeps a transaction the dead
     // node had broadcast and this one signs anew from being applied twice).
-    yield* Effect.forkScoped(
+    if (adoptsOrphans) yield* Effect.forkScoped(
       Effect.gen(function*() {
         const adopted = yield* store.adoptOrphans(chain.mode)
         for (const submission of adopted) {

@@ -33,7 +33,7 @@
  * @since 0.1.0
  */
 import { Cause, Clock, Context, DateTime, Deferred, Effect, Exit, Fiber, Layer, Option, Queue, Random } from "effect"
-import { AppConfig } from "../config/AppConfig.ts"
+import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
 import { makeWakeup } from "../events/Wakeup.ts"
 import { ulid } from "../platform/Ids.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
@@ -241,14 +241,17 @@ export class Dispatcher extends Context.Service<Dispatcher, {
         yield* wakeup.wait(Math.min(config.webhookDispatchPollMs, untilNextMs))
       })
 
-      yield* runOnce.pipe(
-        Effect.catchCause((cause) =>
-          Effect.logWarning("webhook dispatch round failed", cause).pipe(Effect.andThen(Effect.sleep(failureBackoffMs)))
-        ),
-        Effect.andThen(waitForWork),
-        Effect.forever,
-        Effect.forkScoped
-      )
+      // Deliveries leave from worker nodes only (an api-only node never claims a subscription).
+      if (runsWorkers(config)) {
+        yield* runOnce.pipe(
+          Effect.catchCause((cause) =>
+            Effect.logWarning("webhook dispatch round failed", cause).pipe(Effect.andThen(Effect.sleep(failureBackoffMs)))
+          ),
+          Effect.andThen(waitForWork),
+          Effect.forever,
+          Effect.forkScoped
+        )
+      }
 
       return Dispatcher.of({
         nodeId,

@@ -10,6 +10,7 @@
  */
 import { Clock, DateTime, Effect, Layer } from "effect"
 import type { EventMessage } from "@pps/api/Events"
+import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
 import { EventBus } from "../events/EventBus.ts"
 import { makeId } from "../platform/Ids.ts"
 import { Dispatcher } from "./Dispatcher.ts"
@@ -65,6 +66,8 @@ export const FanoutLive = Layer.effectDiscard(
     const bus = yield* EventBus
     const store = yield* WebhookStore
     const dispatcher = yield* Dispatcher
+    // An api-only node does not consume: the workers fan out (the durable consumer is shared).
+    if (!runsWorkers(yield* AppConfig)) return
     yield* bus.consume((messages) =>
       fanOut(messages).pipe(
         Effect.provideService(WebhookStore, store),
