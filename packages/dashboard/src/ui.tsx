@@ -54,7 +54,7 @@ export const useLoad = <A,>(load: () => Promise<A>, deps: ReadonlyArray<unknown>
       (value) => setState({ loading: false, value, error: undefined }),
       (error: unknown) => setState({ loading: false, value: undefined, error })
     )
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // `deps` is the caller's list of what `load` reads, as with useEffect.
   }, deps)
   useEffect(reload, [reload])
   return { ...state, reload }
