@@ -6,12 +6,19 @@
  *   and every retry of that call reuses it, so a retried payment is never paid twice (D6,
  *   D36).
  * - **Retries**: a network failure, a timeout, 429 and 503 are retried with exponential
- *   backoff and jitter, honouring `Retry-After` (default 3 retries).
+ *   backoff and jitter, honouring `Retry-After` (default 3 retries); 409
+ *   `idempotency_key_in_progress` (the first attempt still runs on the server) is retried
+ *   with the same key until it answers.
  * - **Errors**: one class per API code (`Errors`), with `status`, `code`, `param`,
  *   `reason` and `requestId`.
  * - **Confidentiality**: with the account's key pair, `transfers.create` seals the amount
- *   and memo here (`SealedTransfers`): the API never sees them. Decryption (transfers,
- *   balances, held transactions, per-key totals) happens here too.
+ *   and memo here (`SealedTransfers`): nothing sent carries them in clear. Who can open the
+ *   boxes depends on the keys they are sealed to, which the API answers: they are checked
+ *   against the chain only with `rpcUrl` and a pinned `deployment` (`trust: "chain"`
+ *   insists on it). Without them (the default, `trust: "api"`) the api tier is trusted to
+ *   answer the real guardian's and recipient's keys, and one that lied could read the
+ *   amount (docs/security.md). Decryption (transfers, balances, held transactions, per-key
+ *   totals) happens here too.
  *
  * @example
  * ```ts
@@ -49,11 +56,18 @@ export interface Options {
    * idempotency key seals identically (with a key pair, its secret key serves).
    */
   readonly sealingSecret?: Uint8Array
-  /** A chain RPC URL: the guardian's and recipients' keys are then checked against the chain before sealing. */
+  /**
+   * A chain RPC URL: before sealing, the chain id is compared with the RPC's and the
+   * guardian's and recipients' keys are read from the pinned contract. Needs `deployment`.
+   */
   readonly rpcUrl?: string
+  /** The chain id and token contracts this client trusts, from the operator, not the API (`SealedTransfers.Deployment`). */
+  readonly deployment?: SealedTransfers.Deployment
+  /** `"api"` (default) or `"chain"`: refuse to seal unless `rpcUrl` and `deployment` let every key be checked. */
+  readonly trust?: SealedTransfers.Trust
   /** Retries after a network failure, a timeout, 429 or 503. Default 3. */
   readonly maxRetries?: number
-  /** Per attempt. Default 30 s. */
+  /** Per attempt. Default 90 s (`defaultTimeoutMs`). */
   readonly timeoutMs?: number
   /** A fetch of your own (tests, proxies). */
   readonly fetch?: Client.Fetch
@@ -122,8 +136,40 @@ export interface Page<A> {
   readonly has_more: boolean
 }
 
+/**
+ * The per-attempt timeout. A create may run on the server for the guardian's authorization
+ * (its client gives up after 30 s), D14's wait for settlement (TRANSFER_CREATE_TIMEOUT_MS,
+ * 5 s by default) and the guardian's settle (30 s again): about 65 s before database time.
+ * An attempt abandoned earlier tells the caller "failed" about a payment still in flight.
+ *
+ * @since 0.4.0
+ * @category constants
+ */
+export const defaultTimeoutMs = 90_000
+
+/**
+ * How long 409 `idempotency_key_in_progress` is retried: the first attempt's run ends
+ * within the server's longest create (above), whatever this client's own timeout is.
+ */
+const inProgressWindowMs = defaultTimeoutMs
+
 const retryable = new Set([429, 503])
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Whether an answer is D6's "the first request with this key still runs". */
+const inProgress = async (response: Response): Promise<boolean> => {
+  if (response.status !== 409) return false
+  const body: unknown = await response.clone().json().catch(() => undefined)
+  return typeof body === "object" && body !== null && "error" in body && typeof body.error === "object" && body.error !== null &&
+    "code" in body.error && body.error.code === "idempotency_key_in_progress"
+}
+
+const backoffMs = (attempt: number) => Math.min(500 * 2 ** attempt, 8_000) * (0.5 + Math.random() / 2)
+
+const retryAfterMs = (response: Response): number | undefined => {
+  const seconds = Number(response.headers.get("retry-after"))
+  return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : undefined
+}
 
 /** A random idempotency key: 128 bits from the platform's CSPRNG. */
 const newIdempotencyKey = () => `pps_${globalThis.crypto.randomUUID()}`
@@ -131,6 +177,9 @@ const newIdempotencyKey = () => `pps_${globalThis.crypto.randomUUID()}`
 /**
  * The transport the facade gives every request: an Idempotency-Key on each POST that
  * lacks one (the same on every attempt), retries with backoff, and a per-attempt timeout.
+ * A 409 `idempotency_key_in_progress` is waited out with the same key (for up to
+ * `inProgressWindowMs`, apart from `maxRetries`): giving up would leave the caller with an
+ * error for a payment in flight, and a new call without a key would pay twice.
  */
 const retryingFetch = (base: Client.Fetch, maxRetries: number, timeoutMs: number): Client.Fetch =>
 async (url, init) => {
@@ -138,20 +187,27 @@ async (url, init) => {
   if ((init.method ?? "GET").toUpperCase() === "POST" && !headers.has("idempotency-key")) {
     headers.set("idempotency-key", newIdempotencyKey())
   }
-  for (let attempt = 0;; attempt++) {
-    const backoffMs = Math.min(500 * 2 ** attempt, 8_000) * (0.5 + Math.random() / 2)
+  let inProgressSince: number | undefined
+  for (let attempt = 0, waits = 0;;) {
     let response: Response
     try {
       response = await base(url, { ...init, headers, signal: AbortSignal.timeout(timeoutMs) })
     } catch (cause) {
       if (attempt >= maxRetries) throw cause
-      await sleep(backoffMs)
+      await sleep(backoffMs(attempt++))
+      continue
+    }
+    if (await inProgress(response)) {
+      inProgressSince ??= Date.now()
+      if (Date.now() - inProgressSince >= inProgressWindowMs) return response
+      await response.body?.cancel()
+      await sleep(retryAfterMs(response) ?? backoffMs(waits++))
       continue
     }
     if (!retryable.has(response.status) || attempt >= maxRetries) return response
-    const retryAfter = Number(response.headers.get("retry-after"))
     await response.body?.cancel()
-    await sleep(Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : backoffMs)
+    await sleep(retryAfterMs(response) ?? backoffMs(attempt))
+    attempt++
   }
 }
 
@@ -180,7 +236,7 @@ export class Pps {
       fetch: retryingFetch(
         options.fetch ?? ((url, init) => globalThis.fetch(url, init)),
         options.maxRetries ?? 3,
-        options.timeoutMs ?? 30_000
+        options.timeoutMs ?? defaultTimeoutMs
       )
     })
   }
@@ -216,7 +272,8 @@ export class Pps {
   readonly transfers = {
     create: async (
       transfer: { readonly to: string; readonly amount: string; readonly memo?: string; readonly asset?: string; readonly confidential?: boolean },
-      options: { readonly idempotencyKey?: string } = {}
+      /** `recipientAddress`: the address a handle `to` must resolve to (else the API's resolution is trusted). */
+      options: { readonly idempotencyKey?: string; readonly recipientAddress?: string } = {}
     ): Promise<Transfer | HeldTransaction> => {
       const idempotencyKey = options.idempotencyKey ?? newIdempotencyKey()
       if (transfer.confidential === false) {
@@ -233,7 +290,10 @@ export class Pps {
         senderKey,
         idempotencyKey,
         ...(sealingSecret === undefined ? {} : { sealingSecret }),
-        ...(this.#options.rpcUrl === undefined ? {} : { rpcUrl: this.#options.rpcUrl })
+        ...(this.#options.rpcUrl === undefined ? {} : { rpcUrl: this.#options.rpcUrl }),
+        ...(this.#options.deployment === undefined ? {} : { deployment: this.#options.deployment }),
+        ...(this.#options.trust === undefined ? {} : { trust: this.#options.trust }),
+        ...(options.recipientAddress === undefined ? {} : { recipientAddress: options.recipientAddress })
       })
       return answer.body as Transfer | HeldTransaction
     },

@@ -3,12 +3,21 @@
  * are encrypted in this process and never reach the API in clear.
  *
  * 1. `POST /v1/transfers/prepare` applies every amount-free rule and answers the transfer
- *    id the boxes are bound to, the chain, the contract, the three public keys and a token.
- * 2. The keys are checked before anything is sealed to them: the sender's key must be the
- *    one the caller expects (the holder's own public key; for an agent, its owner's), and,
- *    given a chain RPC URL, the guardian's and the recipient's keys must be the ones the
- *    confidential token contract holds. Without that check a
- *    compromised api tier could answer its own key and read the amount (docs/security.md).
+ *    id the boxes are bound to, the chain, the contract, the recipient's address, the three
+ *    public keys and a token.
+ * 2. The answer is checked before anything is sealed to it. Always: the sender's key must
+ *    be the one the caller expects (the holder's own public key; for an agent, its
+ *    owner's), and a `to` that is a 0x address (or a pinned `recipientAddress`) must be the
+ *    recipient address answered. With a pinned `deployment`: the chain id and the asset's
+ *    contract must be the pinned ones. With an `rpcUrl` (which needs the pin): the chain id
+ *    must be the RPC's, and the guardian's and the recipient's keys must be the ones the
+ *    **pinned** contract holds. The api tier answers all of these, so whatever is not
+ *    checked is trusted to it: an api tier that answered its own contract, chain, key or
+ *    recipient address would be sent boxes it can open (docs/security.md). `trust: "chain"`
+ *    refuses to send unless every check can be made; the default, `trust: "api"`, sends
+ *    with the checks the options allow.
+ *    A handle's address is resolved by the api tier: pin it (`recipientAddress`, or send
+ *    to the 0x address) to take that trust away too.
  * 3. {amount, r} is sealed to the guardian and {amount, memo} to the sender and the
  *    recipient (`Note.sealTransfer`), bound to chain, contract and transfer id.
  * 4. `POST /v1/transfers` with `sealed`: answered as any create (D13/D14, or D26's 202).
@@ -21,14 +30,17 @@
  * const { keyPair } = KeyFile.read(KeyFile.defaultPath("acct_..."))
  * const transfer = await SealedTransfers.send(client, { to: "@bob", amount: "12.5", memo: "lunch" }, {
  *   senderKey: keyPair.publicKey,
- *   rpcUrl: "http://127.0.0.1:8545"
+ *   // The operator's published deployment, known to this client, not learnt from the API.
+ *   deployment: { chainId: 46630, contracts: { USDG: "0x..." } },
+ *   rpcUrl: "http://127.0.0.1:8545",
+ *   trust: "chain"
  * })
  * ```
  *
  * @since 0.1.0
  */
 import { ElGamal, EncryptionKey, Note, Random } from "@pps/crypto"
-import { type Address, createPublicClient, http } from "viem"
+import { type Address, createPublicClient, getAddress, http, isAddress, sha256, stringToBytes } from "viem"
 import * as Amount from "./Amount.ts"
 import type { Client } from "./Client.ts"
 import { request } from "./internal/http.ts"
@@ -44,10 +56,16 @@ export type SealedTransferFailure =
   | "sender_key_mismatch"
   | "guardian_key_mismatch"
   | "recipient_key_mismatch"
+  | "chain_mismatch"
+  | "contract_mismatch"
+  | "recipient_address_mismatch"
+  | "deployment_unpinned"
 
 /**
- * The transfer was not sent: its amount or memo is invalid, or a key the API answered is
- * not the one it must be. The message never contains the amount or the memo.
+ * The transfer was not sent: its amount or memo is invalid, a key, chain, contract or
+ * recipient address the API answered is not the one it must be (the message names both),
+ * or a check the options ask for cannot be made (`deployment_unpinned`). The message never
+ * contains the amount or the memo.
  *
  * @since 0.1.0
  * @category errors
@@ -97,11 +115,49 @@ export interface SendOptions {
    */
   readonly sealingSecret?: Uint8Array
   /**
-   * An RPC URL of the transfer's chain: the guardian's and the recipient's keys are then
-   * checked against the contract's registry before anything is sealed to them.
+   * An RPC URL of the transfer's chain: its chain id must be the one answered, and the
+   * guardian's and the recipient's keys are read from the pinned contract's registry and
+   * must be the ones answered. Needs `deployment` with the asset's contract (a contract
+   * named by the API would be checked against itself).
    */
   readonly rpcUrl?: string
+  /**
+   * The deployment this client trusts, from the operator and not from the API: the
+   * answered chain id and the asset's contract must be these.
+   */
+  readonly deployment?: Deployment
+  /**
+   * The address `to` must resolve to, for a handle (a 0x `to` is pinned by itself).
+   * Without it, the api tier resolves the handle and is trusted to.
+   */
+  readonly recipientAddress?: string
+  /**
+   * `"api"` (default): send with the checks the options allow, trusting the api tier for
+   * the rest. `"chain"`: refuse (`deployment_unpinned`, before any request) unless
+   * `rpcUrl` and the asset's pinned contract are given, so every key is checked.
+   */
+  readonly trust?: Trust
 }
+
+/**
+ * A deployment pinned by the caller: the chain id and each asset's confidential token
+ * contract (docs/operations.md lists where an operator publishes them).
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export interface Deployment {
+  readonly chainId: number | bigint
+  readonly contracts: { readonly USDG?: string; readonly ETH?: string }
+}
+
+/**
+ * Who vouches for the keys a transfer is sealed to (`SendOptions.trust`).
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export type Trust = "api" | "chain"
 
 const registryAbi = [
   {
@@ -124,6 +180,54 @@ const pointHex = (point: { readonly x: bigint; readonly y: bigint }): string =>
   `0x${point.x.toString(16).padStart(64, "0")}${point.y.toString(16).padStart(64, "0")}`
 
 const sameKey = (a: Uint8Array, b: string): boolean => Wire.hex(a).toLowerCase() === b.toLowerCase()
+
+const prepareSuffix = "/prepare"
+
+/**
+ * The prepare step's Idempotency-Key, derived from the caller's. D6 caps a key at 255
+ * characters, so a caller's key too long for the suffix is hashed instead (a shorter key
+ * keeps the suffixed form, so replays of keys used before stay the same request).
+ */
+const prepareKeyOf = (key: string): string =>
+  key.length + prepareSuffix.length <= 255 ? `${key}${prepareSuffix}` : `prepare-sha256-${sha256(stringToBytes(key)).slice(2)}`
+
+const unpinned = (message: string) => new SealedTransferError("deployment_unpinned", message)
+
+/** An address the caller gave, checksummed; a malformed one is the caller's mistake, refused before any request. */
+const callerAddress = (name: string, value: string): Address => {
+  if (!isAddress(value, { strict: false })) throw unpinned(`${name} is not a 20-byte 0x address`)
+  return getAddress(value)
+}
+
+/**
+ * What the caller pinned and what can be checked, worked out before any request: a check
+ * that was asked for but cannot be made is refused here, never skipped.
+ */
+const pinsOf = (transfer: SealedTransferRequest, asset: string, options: SendOptions) => {
+  const deployment = options.deployment
+  const pinnedContract = deployment?.contracts[asset as keyof Deployment["contracts"]]
+  const contract = pinnedContract === undefined ? undefined : callerAddress(`deployment.contracts.${asset}`, pinnedContract)
+  if (options.rpcUrl !== undefined && contract === undefined) {
+    throw unpinned(`rpcUrl checks the keys against the pinned ${asset} contract: give deployment.contracts.${asset} (not the contract the API names)`)
+  }
+  if (options.trust === "chain" && (options.rpcUrl === undefined || contract === undefined)) {
+    throw unpinned(`trust "chain" needs rpcUrl and deployment.contracts.${asset}: without them the keys cannot be checked`)
+  }
+  const toAddress = isAddress(transfer.to, { strict: false }) ? getAddress(transfer.to) : undefined
+  const pinnedRecipient = options.recipientAddress === undefined ? undefined : callerAddress("recipientAddress", options.recipientAddress)
+  if (toAddress !== undefined && pinnedRecipient !== undefined && toAddress !== pinnedRecipient) {
+    throw new SealedTransferError("recipient_address_mismatch", `to is ${toAddress} but recipientAddress is ${pinnedRecipient}`)
+  }
+  const chainId = deployment?.chainId
+  if (chainId !== undefined && !(typeof chainId === "bigint" ? chainId > 0n : Number.isSafeInteger(chainId) && chainId > 0)) {
+    throw unpinned("deployment.chainId is not a positive integer")
+  }
+  return {
+    chainId: chainId === undefined ? undefined : BigInt(chainId),
+    contract,
+    recipient: toAddress ?? pinnedRecipient
+  }
+}
 
 const parseAmount = (asset: string, text: string): bigint => {
   const decimals = Amount.decimalsOf(asset)
@@ -158,17 +262,20 @@ export const send = async (
   if (new TextEncoder().encode(memo).length > Note.memoBytesMax) {
     throw new SealedTransferError("memo_too_long", `the memo is at most ${Note.memoBytesMax} bytes of UTF-8`)
   }
+  const pins = pinsOf(transfer, asset, options)
   const path = "/v1/transfers/prepare"
   const replayable = options.idempotencyKey !== undefined && options.sealingSecret !== undefined
   const prepared = Wire.fieldsOf(
     (await request(client, "POST", path, {
       body: { to: transfer.to, asset },
       // The same preparation on a retry: the same transfer id, keys and token.
-      ...(replayable ? { headers: { "idempotency-key": `${options.idempotencyKey}/prepare` } } : {})
+      ...(replayable ? { headers: { "idempotency-key": prepareKeyOf(options.idempotencyKey!) } } : {})
     })).json,
     `POST ${path}`
   )
+  const chainId = Wire.integer(prepared, "chain_id")
   const contract = Wire.address(prepared, "contract")
+  const recipientAddress = Wire.address(prepared, "recipient_address")
   const senderKey = Wire.string(prepared, "sender_key")
   const guardianKey = Wire.string(prepared, "guardian_key")
   const recipientKey = Wire.string(prepared, "recipient_key")
@@ -178,20 +285,38 @@ export const send = async (
       "the API answered a sender key that is not the expected one: is it the key registered for this account (an agent's owner's, for an agent)?"
     )
   }
-  if (options.rpcUrl !== undefined) {
+  // The boxes are bound to chain and contract, and the keys are read from the contract:
+  // both must be the caller's, not whatever the API names.
+  if (pins.chainId !== undefined && chainId !== pins.chainId) {
+    throw new SealedTransferError("chain_mismatch", `the API answered chain id ${chainId}; the pinned deployment is on chain ${pins.chainId}`)
+  }
+  if (pins.contract !== undefined && contract !== pins.contract) {
+    throw new SealedTransferError("contract_mismatch", `the API answered ${asset} contract ${contract}; the pinned one is ${pins.contract}`)
+  }
+  if (pins.recipient !== undefined && recipientAddress !== pins.recipient) {
+    throw new SealedTransferError(
+      "recipient_address_mismatch",
+      `the API answered recipient address ${recipientAddress} for ${transfer.to}; the expected one is ${pins.recipient}`
+    )
+  }
+  if (options.rpcUrl !== undefined && pins.contract !== undefined) {
     const chain = createPublicClient({ transport: http(options.rpcUrl) })
-    const onChainGuardian = pointHex(await chain.readContract({ address: contract, abi: registryAbi, functionName: "guardianEncryptionKey" }))
-    if (onChainGuardian !== guardianKey.toLowerCase()) {
-      throw new SealedTransferError("guardian_key_mismatch", `the guardian key the API answered is not the one contract ${contract} holds`)
+    // The RPC URL is not named in messages: a provider's URL often carries its API key.
+    const rpcChainId = BigInt(await chain.getChainId())
+    if (rpcChainId !== chainId) {
+      throw new SealedTransferError("chain_mismatch", `the API answered chain id ${chainId}; the RPC's chain is ${rpcChainId}`)
     }
-    const recipientAddress = Wire.address(prepared, "recipient_address") as Address
+    const onChainGuardian = pointHex(await chain.readContract({ address: pins.contract, abi: registryAbi, functionName: "guardianEncryptionKey" }))
+    if (onChainGuardian !== guardianKey.toLowerCase()) {
+      throw new SealedTransferError("guardian_key_mismatch", `the guardian key the API answered is not the one contract ${pins.contract} holds`)
+    }
     const onChainRecipient = pointHex(
-      await chain.readContract({ address: contract, abi: registryAbi, functionName: "encryptionKeyOf", args: [recipientAddress] })
+      await chain.readContract({ address: pins.contract, abi: registryAbi, functionName: "encryptionKeyOf", args: [recipientAddress] })
     )
     if (onChainRecipient !== recipientKey.toLowerCase()) {
       throw new SealedTransferError(
         "recipient_key_mismatch",
-        `the recipient key the API answered is not the one contract ${contract} holds for ${recipientAddress}`
+        `the recipient key the API answered is not the one contract ${pins.contract} holds for ${recipientAddress}`
       )
     }
   }
@@ -214,7 +339,7 @@ export const send = async (
     : Random.secure
   const boxes = Note.sealTransfer({
     context: {
-      chainId: Wire.integer(prepared, "chain_id"),
+      chainId,
       contract,
       transferId: Wire.hexBytes(prepared, "binding_id", 32)
     },

@@ -5,8 +5,10 @@
  * balances through a decryption proof, and decrypt a transfer's amount and memo.
  *
  * It reads `PPS_API_KEY` (required) and `PPS_BASE_URL` (default
- * `http://127.0.0.1:8080`). A command prints its result on stdout and exits 0,
- * and so does `--help`. A mistake in the command line (no or unknown command,
+ * `http://127.0.0.1:8080`); `send` also reads the deployment it checks against
+ * (`PPS_RPC_URL`, `PPS_CHAIN_ID`, `PPS_CONTRACT_USDG`, `PPS_CONTRACT_ETH`,
+ * `PPS_TRUST`). A command prints its result on stdout and exits 0, and so does
+ * `--help`. A mistake in the command line (no or unknown command,
  * unknown flag, wrong arguments) prints a `pps:` line and the usage on stderr
  * and exits 2, before any request; any other failure prints the API's error
  * body (DECISIONS.md D1) unchanged, or a line starting `pps:`, on stderr and
@@ -20,6 +22,7 @@ import * as path from "node:path"
 import { parseArgs } from "node:util"
 import * as Client from "./Client.ts"
 import * as Commands from "./internal/commands.ts"
+import type * as SealedTransfers from "./SealedTransfers.ts"
 import * as Webhook from "./Webhook.ts"
 
 const options = {
@@ -72,7 +75,7 @@ const commands: Record<string, {
   send: {
     synopsis: `send --to @HANDLE|0xADDRESS --amount DECIMAL [--memo TEXT] [--asset USDG|ETH] [--public]
         [--idempotency-key KEY] [--key-file FILE] [--json]
-                                                      a transfer, sealed here: the server never sees amount or memo
+                                                      a transfer, sealed here: no request carries amount or memo
                                                       (--public: a standard transfer, its amount public on chain)`,
     options: ["to", "amount", "memo", "asset", "public", "idempotency-key", "key-file", "json"],
     arguments: 0
@@ -132,7 +135,10 @@ const usageOf = (names: ReadonlyArray<string>): string =>
 ${names.map((name) => `  ${commands[name]?.synopsis ?? name}`).join("\n")}
   help [COMMAND]                                      this text, or one command's (also --help, -h)
 environment: PPS_API_KEY (required), PPS_BASE_URL (default ${Client.defaultBaseUrl}),
-  PPS_RPC_URL (optional: send checks the guardian's and recipient's keys against the chain)
+  send's checks: PPS_CHAIN_ID and PPS_CONTRACT_USDG / PPS_CONTRACT_ETH (the operator's deployment,
+  pinned here), PPS_RPC_URL (needs them: the guardian's and recipient's keys read from the pinned
+  contract), PPS_TRUST=chain (refuse to send unless all are set; default api: the API is trusted
+  for what is not set)
 key file: --key-file, default ~/.pps/<account_id>.key
 exit status: 0 done, 1 failed, 2 command-line mistake (nothing was sent)`
 
@@ -200,6 +206,31 @@ const parse = (argv: ReadonlyArray<string>) => {
 }
 
 const isHttpUrl = (value: string): boolean => URL.canParse(value) && ["http:", "https:"].includes(new URL(value).protocol)
+
+/** The deployment `send` checks the prepare answer against, pinned by PPS_CHAIN_ID and PPS_CONTRACT_<ASSET>. */
+const deploymentOf = (env: NodeJS.ProcessEnv): SealedTransfers.Deployment | undefined => {
+  const chainId = env["PPS_CHAIN_ID"] || undefined
+  const contracts = { USDG: env["PPS_CONTRACT_USDG"] || undefined, ETH: env["PPS_CONTRACT_ETH"] || undefined }
+  for (const [asset, address] of Object.entries(contracts)) {
+    if (address !== undefined && !/^0x[0-9a-fA-F]{40}$/.test(address)) {
+      throw new Commands.CommandError(`PPS_CONTRACT_${asset} is not a 0x address: ${JSON.stringify(address)}`)
+    }
+  }
+  if (chainId === undefined) {
+    if (contracts.USDG !== undefined || contracts.ETH !== undefined) {
+      throw new Commands.CommandError("PPS_CONTRACT_USDG and PPS_CONTRACT_ETH need PPS_CHAIN_ID (the chain they are on)")
+    }
+    return undefined
+  }
+  if (!/^[1-9][0-9]{0,18}$/.test(chainId)) throw new Commands.CommandError(`PPS_CHAIN_ID is not a chain id: ${JSON.stringify(chainId)}`)
+  return {
+    chainId: BigInt(chainId),
+    contracts: {
+      ...(contracts.USDG === undefined ? {} : { USDG: contracts.USDG }),
+      ...(contracts.ETH === undefined ? {} : { ETH: contracts.ETH })
+    }
+  }
+}
 
 const run = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Promise<string> => {
   const help = helpRequest(argv)
@@ -269,6 +300,11 @@ const run = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Promise
         if (rpcUrl !== undefined && !isHttpUrl(rpcUrl)) {
           throw new Commands.CommandError(`PPS_RPC_URL is not a URL: ${JSON.stringify(rpcUrl)} (expected http://HOST:PORT)`)
         }
+        const deployment = deploymentOf(env)
+        const trust = env["PPS_TRUST"] || undefined
+        if (trust !== undefined && trust !== "api" && trust !== "chain") {
+          throw new Commands.CommandError(`PPS_TRUST must be api or chain, not ${JSON.stringify(trust)}`)
+        }
         return await Commands.send({
           ...settings,
           json,
@@ -279,7 +315,9 @@ const run = async (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Promise
           public: parsed.values.public === true,
           // Printed with the result: the same key retried after a lost answer never pays twice (D36).
           idempotencyKey,
-          rpcUrl
+          rpcUrl,
+          deployment,
+          trust
         })
       }
       case "transfers":

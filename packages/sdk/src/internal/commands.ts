@@ -111,10 +111,11 @@ export const decryptTransfer = async (
 }
 
 /**
- * `send`: a transfer. Confidential by default and sealed here (`SealedTransfers.send`): the
- * amount and memo never reach the server. `public` sends a standard transfer in the plain
- * form (its amount is public on chain anyway). With `rpcUrl` the guardian's and the
- * recipient's keys are checked against the chain's registry before anything is sealed.
+ * `send`: a transfer. Confidential by default and sealed here (`SealedTransfers.send`): no
+ * request carries the amount or memo in clear. `public` sends a standard transfer in the
+ * plain form (its amount is public on chain anyway). With `rpcUrl` and a pinned
+ * `deployment` the chain, the contract and the guardian's and recipient's keys are checked
+ * before anything is sealed; without them the api tier is trusted for the keys.
  */
 export const send = async (
   settings: Settings & {
@@ -126,6 +127,8 @@ export const send = async (
     readonly public: boolean
     readonly idempotencyKey: string
     readonly rpcUrl: string | undefined
+    readonly deployment: SealedTransfers.Deployment | undefined
+    readonly trust: SealedTransfers.Trust | undefined
   }
 ): Promise<string> => {
   const headers = { "idempotency-key": settings.idempotencyKey }
@@ -154,7 +157,9 @@ export const send = async (
       idempotencyKey: settings.idempotencyKey,
       // The same send retried with its idempotency key seals the very same request.
       sealingSecret: keyFile.keyPair.secretKey,
-      ...(settings.rpcUrl === undefined ? {} : { rpcUrl: settings.rpcUrl })
+      ...(settings.rpcUrl === undefined ? {} : { rpcUrl: settings.rpcUrl }),
+      ...(settings.deployment === undefined ? {} : { deployment: settings.deployment }),
+      ...(settings.trust === undefined ? {} : { trust: settings.trust })
     })
   }
   if (settings.json) return json(answer.body)

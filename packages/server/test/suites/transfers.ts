@@ -116,7 +116,8 @@ export const transfersSuite = (database: DatabaseTarget) =>
           const carolKey = yield* registerKey(server.baseUrl, carol.api_key)
           const danKey = yield* registerKey(server.baseUrl, dan.api_key)
           yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(carol.api_key), { amount: "50" }))
-          const rpcUrl = Option.getOrThrow(Context.get(server.services, Settlement).chain("test")).rpcUrl
+          const chain = Option.getOrThrow(Context.get(server.services, Settlement).chain("test"))
+          const rpcUrl = chain.rpcUrl
 
           // Every byte the SDK sends goes through a recording proxy.
           const proxy = yield* recordingProxy(server.baseUrl)
@@ -126,6 +127,9 @@ export const transfersSuite = (database: DatabaseTarget) =>
             SealedTransfers.send(carolClient, { to: "@dan", amount: "31.415926", memo }, {
               senderKey: carolKey.publicKey,
               rpcUrl,
+              // The keys are read from the deployment the client pins, never from the contract the API names.
+              deployment: { chainId: chain.chainId, contracts: { USDG: chain.contracts.confidentialUsdg, ETH: chain.contracts.confidentialEth } },
+              trust: "chain",
               idempotencyKey: "sealed-1"
             })
           )

@@ -1,0 +1,322 @@
+/**
+ * The client-sealed transfer against a malicious api tier: the real server (child process,
+ * embedded PGlite, anvil, guardian) behind a proxy that rewrites the prepare answer, as an
+ * api tier that wants to read amounts would. A substituted contract (one whose getters
+ * answer the attacker's key), chain id, recipient address or key is refused before
+ * anything is sealed or sent; the honest path still pays. Also: the prepare step's
+ * Idempotency-Key fits D6 for any caller key, and the facade waits out 409
+ * `idempotency_key_in_progress` with the same key instead of failing a payment in flight.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { EncryptionKey } from "@pps/crypto"
+import { createPublicClient, getAddress, http } from "viem"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { canaryForms } from "../../server/test/support/recordingProxy.ts"
+import { defaultTimeoutMs } from "../src/Pps.ts"
+import { Client, Confidential, KeyFile, Pps, type PpsTypes, SealedTransfers } from "../src/index.ts"
+import { type Rewrite, type RewritingProxy, startRewritingProxy } from "./support/rewritingProxy.ts"
+import { runNode, type ServerProcess, startServer } from "./support/server.ts"
+
+let server: ServerProcess
+let proxy: RewritingProxy
+let rpcUrl: string
+type Account = { readonly account_id: string; readonly api_key: string; readonly address: string }
+let alice: Account
+let bob: Account
+let mallory: Account
+let deployment: { readonly chainId: number; readonly contracts: { readonly USDG: string; readonly ETH: string } }
+const aliceKey = EncryptionKey.generate()
+const bobKey = EncryptionKey.generate()
+const malloryKey = EncryptionKey.generate()
+/** The malicious api tier's own key pair: what it would like amounts sealed to. */
+const attackerKey = EncryptionKey.generate()
+/** A contract the attacker controls on the real chain: every call answers its key. */
+const impostor = getAddress("0x00000000000000000000000000000000000bad01")
+
+const hex = (bytes: Uint8Array) => `0x${Buffer.from(bytes).toString("hex")}`
+
+const rpc = async (method: string, params: ReadonlyArray<unknown>): Promise<unknown> => {
+  const response = await fetch(rpcUrl, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params })
+  })
+  const body = await response.json() as { readonly result?: unknown; readonly error?: unknown }
+  if (body.error !== undefined) throw new Error(`${method}: ${JSON.stringify(body.error)}`)
+  return body.result
+}
+
+/**
+ * The embedded anvil's RPC URL. The server does not print it; its pid file names the
+ * process, whose command line names the port (Linux /proc, as the server's own checks use).
+ */
+const anvilRpcUrl = (dataDir: string): string => {
+  const pid = fs.readFileSync(path.join(dataDir, "chain", "anvil.pid"), "utf8").trim()
+  const args = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
+  const port = args[args.indexOf("--port") + 1]
+  if (port === undefined || !/^\d+$/.test(port)) throw new Error(`no --port in anvil's command line: ${args.join(" ")}`)
+  return `http://127.0.0.1:${port}`
+}
+
+/** Runtime code that returns the 64-byte point (x, y) whatever is called: `guardianEncryptionKey()` and `encryptionKeyOf(a)` alike. */
+const constantKeyContract = (publicKey: Uint8Array): string => {
+  const word = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex")
+  // PUSH32 x, PUSH1 0, MSTORE, PUSH32 y, PUSH1 32, MSTORE, PUSH1 64, PUSH1 0, RETURN
+  return `0x7f${word(publicKey.slice(0, 32))}600052` + `7f${word(publicKey.slice(32, 64))}602052` + `60406000f3`
+}
+
+const account = async (handle: string, keyPair: EncryptionKey.KeyPair): Promise<Account> => {
+  const created = await server.createAccount(handle)
+  const client = Client.make({ baseUrl: server.baseUrl, apiKey: created.api_key })
+  await Confidential.registerKey(client, keyPair)
+  const status = await Confidential.encryptionKeyStatus(client)
+  return { ...created, address: status.account_address }
+}
+
+beforeAll(async () => {
+  server = await startServer()
+  rpcUrl = anvilRpcUrl(server.dataDir)
+  alice = await account("alice", aliceKey)
+  bob = await account("bob", bobKey)
+  mallory = await account("mallory", malloryKey)
+  // The deployment the operator publishes, pinned by the client: read here from the honest server.
+  const status = await Confidential.encryptionKeyStatus(Client.make({ baseUrl: server.baseUrl, apiKey: alice.api_key }))
+  deployment = { chainId: status.chain_id, contracts: { USDG: status.contracts["USDG"]!, ETH: status.contracts["ETH"]! } }
+  const granted = await fetch(`${server.baseUrl}/v1/test/faucet`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${alice.api_key}`, "content-type": "application/json" },
+    body: JSON.stringify({ amount: "100" })
+  })
+  expect(granted.status).toBe(200)
+  await rpc("anvil_setCode", [impostor, constantKeyContract(attackerKey.publicKey)])
+  proxy = await startRewritingProxy(server.baseUrl)
+}, 180_000)
+
+afterAll(async () => {
+  await proxy?.close()
+  await server?.stop()
+}, 30_000)
+
+const amount = "7.654321"
+const memo = "canary-h2-memo"
+const secrets = canaryForms({ decimal: amount, baseUnits: 7_654_321n }, memo)
+
+/** Every check that can be made: the RPC, the pinned deployment, and nothing sent otherwise. */
+const checked = (): SealedTransfers.SendOptions => ({ senderKey: aliceKey.publicKey, rpcUrl, deployment, trust: "chain" })
+
+/**
+ * One send through the malicious proxy with its prepare answer rewritten: the error it
+ * ends with, and the requests the api tier saw.
+ */
+const attempt = async (rewrite: Rewrite | undefined, to: string, options: SealedTransfers.SendOptions) => {
+  const before = proxy.exchanges.length
+  proxy.rewritePrepare(rewrite)
+  try {
+    const client = Client.make({ baseUrl: proxy.baseUrl, apiKey: alice.api_key })
+    const error = await SealedTransfers.send(client, { to, amount, memo }, options).then(() => undefined, (error: unknown) => error)
+    return { error, seen: proxy.exchanges.slice(before).map((exchange) => `${exchange.method} ${exchange.path}`) }
+  } finally {
+    proxy.rewritePrepare(undefined)
+  }
+}
+
+/** Refused with `reason` and a message matching `names`, no amount or memo in it, and only the prepare sent. */
+const expectRefused = (
+  outcome: { readonly error: unknown; readonly seen: ReadonlyArray<string> },
+  reason: SealedTransfers.SealedTransferFailure,
+  names: RegExp,
+  seen: ReadonlyArray<string> = ["POST /v1/transfers/prepare"]
+) => {
+  expect(outcome.error).toBeInstanceOf(SealedTransfers.SealedTransferError)
+  const error = outcome.error as SealedTransfers.SealedTransferError
+  expect(error.reason).toBe(reason)
+  expect(error.message).toMatch(names)
+  for (const form of secrets) expect(error.message).not.toContain(form)
+  // Nothing was sealed to the substituted answer, so no create went out.
+  expect(outcome.seen).toEqual(seen)
+}
+
+describe("SealedTransfers against a malicious api tier", { timeout: 60_000 }, () => {
+  it("the honest path pays, checked against the pinned deployment and the chain, to a handle and to a 0x address", async () => {
+    const before = proxy.exchanges.length
+    const client = Client.make({ baseUrl: proxy.baseUrl, apiKey: alice.api_key })
+    const toHandle = await SealedTransfers.send(client, { to: "@bob", amount, memo }, checked())
+    expect(toHandle.status).toBe(201)
+    expect(toHandle.body).toMatchObject({ status: "confirmed", to: "@bob", confidential: true })
+    const toAddress = await SealedTransfers.send(client, { to: bob.address.toLowerCase(), amount: "0.25" }, checked())
+    expect(toAddress.body).toMatchObject({ status: "confirmed", confidential: true })
+    const wire = proxy.exchanges.slice(before).map((exchange) => exchange.body).join("\n")
+    expect(wire).toContain("sealed")
+    for (const form of secrets) expect(wire).not.toContain(form)
+    const opened = await Confidential.decryptTransfer(
+      Client.make({ baseUrl: server.baseUrl, apiKey: bob.api_key }),
+      bobKey,
+      (toHandle.body as PpsTypes.Transfer).transfer_id
+    )
+    expect(opened).toMatchObject({ amount: 7_654_321n, memo })
+  })
+
+  it("refuses a substituted contract whose getters answer the attacker's key", async () => {
+    // The attack the old check let through: the impostor holds the attacker's key for the guardian and for everyone.
+    const chain = createPublicClient({ transport: http(rpcUrl) })
+    const abi = [{ type: "function", name: "guardianEncryptionKey", stateMutability: "view", inputs: [], outputs: [{ type: "tuple", components: [{ name: "x", type: "uint256" }, { name: "y", type: "uint256" }] }] }] as const
+    const held = await chain.readContract({ address: impostor, abi, functionName: "guardianEncryptionKey" })
+    expect(`0x${held.x.toString(16).padStart(64, "0")}${held.y.toString(16).padStart(64, "0")}`).toBe(hex(attackerKey.publicKey))
+
+    const substitute: Rewrite = (answer) => ({ ...answer, contract: impostor, guardian_key: hex(attackerKey.publicKey), recipient_key: hex(attackerKey.publicKey) })
+    expectRefused(await attempt(substitute, "@bob", checked()), "contract_mismatch", new RegExp(`${impostor}.*${deployment.contracts.USDG}`, "i"))
+    // Without a pin an RPC URL could only ask the contract the API names: refused before any request.
+    expectRefused(
+      await attempt(substitute, "@bob", { senderKey: aliceKey.publicKey, rpcUrl }),
+      "deployment_unpinned",
+      /deployment\.contracts\.USDG/,
+      []
+    )
+    expectRefused(await attempt(substitute, "@bob", { senderKey: aliceKey.publicKey, deployment, trust: "chain" }), "deployment_unpinned", /rpcUrl/, [])
+    // The pin alone (no RPC) still catches the contract.
+    expectRefused(await attempt(substitute, "@bob", { senderKey: aliceKey.publicKey, deployment }), "contract_mismatch", /pinned/)
+  })
+
+  it("refuses a substituted chain id: against the pin, and against the RPC's chain", async () => {
+    const otherChain: Rewrite = (answer) => ({ ...answer, chain_id: 1 })
+    expectRefused(await attempt(otherChain, "@bob", checked()), "chain_mismatch", new RegExp(`chain id 1;.*chain ${deployment.chainId}`))
+    // A pin that agrees with the answer but not with the chain the RPC serves.
+    expectRefused(
+      await attempt(otherChain, "@bob", { ...checked(), deployment: { ...deployment, chainId: 1 } }),
+      "chain_mismatch",
+      new RegExp(`RPC's chain is ${deployment.chainId}`)
+    )
+  })
+
+  it("refuses a substituted recipient address for a 0x `to`, even one whose key is registered on the real contract", async () => {
+    // Mallory's key is what the real contract holds for Mallory's address: the key check alone would pass.
+    const toMallory: Rewrite = (answer) => ({ ...answer, recipient_address: mallory.address, recipient_key: hex(malloryKey.publicKey) })
+    const names = new RegExp(`${mallory.address}.*${bob.address}`)
+    expectRefused(await attempt(toMallory, bob.address, checked()), "recipient_address_mismatch", names)
+    // A 0x `to` pins itself: refused with no RPC and no deployment too.
+    expectRefused(await attempt(toMallory, bob.address, { senderKey: aliceKey.publicKey }), "recipient_address_mismatch", names)
+    // A handle is resolved by the api tier unless the caller pins its address.
+    expectRefused(await attempt(toMallory, "@bob", { ...checked(), recipientAddress: bob.address }), "recipient_address_mismatch", names)
+  })
+
+  it("refuses a substituted guardian or recipient key that the pinned contract does not hold", async () => {
+    expectRefused(
+      await attempt((answer) => ({ ...answer, guardian_key: hex(attackerKey.publicKey) }), "@bob", checked()),
+      "guardian_key_mismatch",
+      new RegExp(deployment.contracts.USDG)
+    )
+    expectRefused(
+      await attempt((answer) => ({ ...answer, recipient_key: hex(attackerKey.publicKey) }), "@bob", checked()),
+      "recipient_key_mismatch",
+      new RegExp(`${deployment.contracts.USDG}.*${bob.address}`)
+    )
+  })
+
+  it("the command line pins the deployment from PPS_CHAIN_ID and PPS_CONTRACT_USDG", async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), "pps-sealed-"))
+    const keyFile = path.join(home, "alice.key")
+    KeyFile.write(keyFile, { accountId: alice.account_id, keyPair: aliceKey }, { overwrite: false })
+    const pps = (env: Readonly<Record<string, string>>) =>
+      runNode("packages/sdk/src/cli.ts", ["send", "--to", "@bob", "--amount", amount, "--memo", memo, "--key-file", keyFile], {
+        HOME: home,
+        PPS_API_KEY: alice.api_key,
+        PPS_BASE_URL: proxy.baseUrl,
+        ...env
+      })
+    const pinned = { PPS_RPC_URL: rpcUrl, PPS_CHAIN_ID: String(deployment.chainId), PPS_CONTRACT_USDG: deployment.contracts.USDG, PPS_TRUST: "chain" }
+    try {
+      const honest = await pps(pinned)
+      expect(honest.stderr).toBe("")
+      expect(honest.stdout).toMatch(/^status\s+confirmed$/m)
+
+      proxy.rewritePrepare((answer) => ({ ...answer, contract: impostor, guardian_key: hex(attackerKey.publicKey) }))
+      const before = proxy.exchanges.length
+      const refused = await pps(pinned)
+      proxy.rewritePrepare(undefined)
+      expect(refused.exitCode).toBe(1)
+      expect(refused.stderr).toMatch(new RegExp(`^pps: the API answered USDG contract ${impostor}`, "i"))
+      expect(proxy.exchanges.slice(before).map((exchange) => exchange.path)).not.toContain("/v1/transfers")
+
+      const unpinned = await pps({ PPS_RPC_URL: rpcUrl })
+      expect(unpinned.exitCode).toBe(1)
+      expect(unpinned.stderr).toMatch(/^pps: rpcUrl checks the keys against the pinned USDG contract/)
+      const badChain = await pps({ PPS_CHAIN_ID: "main", PPS_CONTRACT_USDG: deployment.contracts.USDG })
+      expect(badChain.exitCode).toBe(1)
+      expect(badChain.stderr).toMatch(/^pps: PPS_CHAIN_ID is not a chain id/)
+      const noChain = await pps({ PPS_CONTRACT_USDG: deployment.contracts.USDG })
+      expect(noChain.stderr).toMatch(/^pps: PPS_CONTRACT_USDG and PPS_CONTRACT_ETH need PPS_CHAIN_ID/)
+      const badTrust = await pps({ PPS_TRUST: "everyone" })
+      expect(badTrust.stderr).toMatch(/^pps: PPS_TRUST must be api or chain/)
+    } finally {
+      proxy.rewritePrepare(undefined)
+      fs.rmSync(home, { recursive: true, force: true })
+    }
+  })
+})
+
+describe("Idempotency-Keys of a sealed create", { timeout: 60_000 }, () => {
+  it("derives a prepare key within D6's 255 characters from any caller key, the same on a replay", async () => {
+    const pps = new Pps({ apiKey: alice.api_key, baseUrl: proxy.baseUrl, keyPair: aliceKey })
+    const prepareKeys = async (key: string) => {
+      const before = proxy.exchanges.length
+      const transfer = await pps.transfers.create({ to: "@bob", amount: "0.01" }, { idempotencyKey: key }) as PpsTypes.Transfer
+      const keys = proxy.exchanges.slice(before).filter((exchange) => exchange.path === "/v1/transfers/prepare").map((exchange) => exchange.key)
+      return { transfer, keys }
+    }
+    // 255 characters: the longest key D6 allows; with "/prepare" appended it would be refused.
+    const longest = `long-${"k".repeat(250)}`
+    const first = await prepareKeys(longest)
+    expect(first.transfer.status).toBe("confirmed")
+    expect(first.keys).toHaveLength(1)
+    expect(first.keys[0]!.length).toBeLessThanOrEqual(255)
+    const replay = await prepareKeys(longest)
+    expect(replay.transfer.transfer_id).toBe(first.transfer.transfer_id)
+    expect(replay.keys).toEqual(first.keys)
+    // A key that leaves room keeps the suffixed form.
+    const roomy = `roomy-${"k".repeat(241)}`
+    expect((await prepareKeys(roomy)).keys).toEqual([`${roomy}/prepare`])
+  })
+})
+
+describe("the facade and a payment still in flight", { timeout: 120_000 }, () => {
+  it("its per-attempt timeout outlives the server's longest create", () => {
+    // Guardian authorize (30 s, GuardianClient.requestTimeoutMs) + D14's wait (5 s) + guardian settle (30 s).
+    expect(defaultTimeoutMs).toBeGreaterThan(30_000 + 5_000 + 30_000)
+  })
+
+  it("waits out 409 idempotency_key_in_progress with the same key and answers the one transfer", async () => {
+    const counted = new Pps({ apiKey: alice.api_key, baseUrl: server.baseUrl, keyPair: aliceKey })
+    const count = async () => {
+      let n = 0
+      for await (const _ of counted.transfers.list()) n++
+      return n
+    }
+    const transfersBefore = await count()
+    // No blocks: the create waits D14's full 5 s on the server, long after this client's attempt gave up.
+    await rpc("evm_setIntervalMining", [0])
+    const before = proxy.exchanges.length
+    let transfer: PpsTypes.Transfer
+    try {
+      const pps = new Pps({ apiKey: alice.api_key, baseUrl: proxy.baseUrl, keyPair: aliceKey, timeoutMs: 1_500 })
+      transfer = await pps.transfers.create({ to: "@bob", amount: "0.5" }) as PpsTypes.Transfer
+    } finally {
+      await rpc("evm_setIntervalMining", [1])
+    }
+    const creates = proxy.exchanges.slice(before).filter((exchange) => exchange.method === "POST" && exchange.path === "/v1/transfers")
+    expect(creates.length).toBeGreaterThanOrEqual(3)
+    expect(new Set(creates.map((exchange) => exchange.key)).size).toBe(1)
+    expect(creates.some((exchange) => exchange.code === "idempotency_key_in_progress")).toBe(true)
+    // The first attempt ran to its end on the server; the last retry was answered with its outcome.
+    expect(creates[0]!.status).toBe(201)
+    expect(creates.at(-1)!.status).toBe(201)
+    expect(["pending", "confirmed"]).toContain(transfer.status)
+    expect(await count()).toBe(transfersBefore + 1)
+    // Settles once blocks come again.
+    for (let i = 0; i < 40 && (await counted.transfers.get(transfer.transfer_id)).status === "pending"; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 250))
+    }
+    expect((await counted.transfers.get(transfer.transfer_id)).status).toBe("confirmed")
+  })
+})
