@@ -262,7 +262,9 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
       command: Anvil.resolveBinaryPath(),
       args: [
         "--host", "127.0.0.1", "--port", String(chainPort), "--chain-id", String(testnetChainId),
-        "--block-time", String(chainBlockTimeSeconds), "--state", path.join(chainDir, "state.json"), "--state-interval", "1"
+        "--block-time", String(chainBlockTimeSeconds), "--state", path.join(chainDir, "state.json"), "--state-interval", "1",
+        // Four blocks a second would otherwise be four log lines a second.
+        "--silent"
       ],
       environment: {},
       logDir,

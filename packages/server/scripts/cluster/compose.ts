@@ -107,7 +107,8 @@ export const composeDocument = (): { readonly services: Record<string, Yaml>; re
         "--state",
         "/data/state.json",
         "--state-interval",
-        "1"
+        "1",
+        "--silent"
       ],
       volumes: ["chain-data:/data"],
       healthcheck: { test: ["CMD", "cast", "chain-id", "--rpc-url", "http://127.0.0.1:8545"], interval: "2s", timeout: "3s", retries: 30 }
