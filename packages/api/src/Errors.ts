@@ -88,6 +88,11 @@ export const apiError = <const Tag extends string, const Code extends string, Ar
     readonly _tag: Tag = tag
     static readonly code: Code = entry.code
     static readonly status: number = entry.status
+    // The body's message, so a failure printed by a client (or a log) says what it is.
+    // It is the message sent on the wire: ids and field names, never an amount or memo.
+    override get message(): string {
+      return this.error.message
+    }
     static of(...args: Args): ApiError {
       return new ApiError(bodyOf(entry.code, answer(...args)))
     }

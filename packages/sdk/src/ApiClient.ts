@@ -8,8 +8,9 @@
  * Nothing here is written by hand per endpoint, so an operation added to the
  * contract is in this client at once.
  *
- * Like the Promise facade (`Pps`), every POST carries an `Idempotency-Key` (128 random
- * bits, drawn once per call) and retries of that call reuse it; network failures,
+ * Like the Promise facade (`Pps`), every POST carries an `Idempotency-Key` (yours, with
+ * `withIdempotencyKey`, or 128 random bits drawn once per call) and retries of that call
+ * reuse it; network failures,
  * timeouts, 429 and 5xx answers are retried with exponential backoff, honouring
  * `Retry-After`. The transport is `fetch`, so it runs in Node and in browsers.
  *
@@ -67,21 +68,54 @@ const retryBaseDelayMsDefault = 250
 const newIdempotencyKey = () => `pps_${globalThis.crypto.randomUUID()}`
 
 /**
- * Gives each POST an Idempotency-Key drawn once per call, around a client that retries.
+ * The Idempotency-Key the POSTs of an effect send, when the caller chose it (see
+ * `withIdempotencyKey`); otherwise each POST draws its own.
+ *
+ * @since 0.4.0
+ * @category references
+ */
+export const IdempotencyKey = Context.Reference<string | undefined>("@pps/sdk/ApiClient/IdempotencyKey", {
+  defaultValue: () => undefined
+})
+
+/**
+ * Sends the POST of `effect` with this Idempotency-Key. Keep the key with the intent it
+ * names (an order id, a row): after a crash or a lost answer, running the same call again
+ * with the same key answers the first outcome instead of acting twice (D6, D36).
+ *
+ * @example
+ * ```ts
+ * client.transfers.create({ payload: { to: "@bob", amount: "12.5", confidential: false } }).pipe(
+ *   ApiClient.withIdempotencyKey("order-42")
+ * )
+ * ```
+ *
+ * @since 0.4.0
+ * @category combinators
+ */
+export const withIdempotencyKey = (key: string) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.provideService(effect, IdempotencyKey, key)
+
+/**
+ * Gives each POST its Idempotency-Key, around a client that retries: the caller's
+ * (`withIdempotencyKey`), or one drawn once per call.
  * Not `HttpClient.mapRequest`: its transformations are re-run by every retry (they are
  * part of the request effect the retry repeats), which would draw a new key per attempt
  * and let a retried POST take effect twice. Here the key is set on the request value
  * the retrying client is given, so every attempt sends the same one (D6).
  */
-const withIdempotencyKey = (retrying: HttpClient.HttpClient): HttpClient.HttpClient =>
+const keepIdempotencyKey = (retrying: HttpClient.HttpClient): HttpClient.HttpClient =>
   HttpClient.makeWith(
     (request) =>
-      Effect.flatMap(request, (built) =>
-        retrying.execute(
+      Effect.gen(function*() {
+        const built = yield* request
+        const chosen = yield* IdempotencyKey
+        return yield* retrying.execute(
           built.method === "POST" && built.headers["idempotency-key"] === undefined
-            ? HttpClientRequest.setHeader(built, "idempotency-key", newIdempotencyKey())
+            ? HttpClientRequest.setHeader(built, "idempotency-key", chosen ?? newIdempotencyKey())
             : built
-        )),
+        )
+      }),
     (request: HttpClientRequest.HttpClientRequest) => Effect.succeed<HttpClientRequest.HttpClientRequest>(request)
   )
 
@@ -93,7 +127,7 @@ const transport = (options: Options) => (client: HttpClient.HttpClient): HttpCli
       schedule: Schedule.exponential(Duration.millis(options.retryBaseDelayMs ?? retryBaseDelayMsDefault)).pipe(Schedule.jittered),
       times: options.retriesMax ?? retriesMaxDefault
     }),
-    withIdempotencyKey
+    keepIdempotencyKey
   )
 
 /**

@@ -92,9 +92,22 @@ describe("ApiClient", { timeout: 60_000 }, () => {
     if (refused._tag !== "InsufficientBalance") return
     expect(refused.error.code).toBe("insufficient_balance")
     expect(refused.error.request_id).toMatch(/^req_/)
+    expect(refused.message).toBe(refused.error.message)
 
     const unauthorized = await run(server.baseUrl, "hc_test_nope", (client) => Effect.flip(client.accounts.me()))
     expect(unauthorized._tag).toBe("Unauthorized")
+  })
+
+  it("with the caller's Idempotency-Key, the same POST again answers the first outcome", async () => {
+    const create = (client: ApiClient.Client) =>
+      client.webhooks.create({ payload: { url: "https://example.com/keyed", events: ["transfer.confirmed"] } }).pipe(
+        ApiClient.withIdempotencyKey("derived-webhook-1")
+      )
+    const first = await run(server.baseUrl, alice.api_key, create)
+    const again = await run(server.baseUrl, alice.api_key, create)
+    expect(again.webhook_id).toBe(first.webhook_id)
+    const listed = await run(server.baseUrl, alice.api_key, (client) => client.webhooks.list())
+    expect(listed.data.filter((entry) => entry.url === "https://example.com/keyed")).toHaveLength(1)
   })
 
   it("retries a 503 after its Retry-After with the same Idempotency-Key; the POST takes effect once", async () => {
