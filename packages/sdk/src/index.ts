@@ -47,7 +47,7 @@ export * as KeyFile from "./KeyFile.ts"
 export * as Webhook from "./Webhook.ts"
 
 /**
- * Transfers sealed in this process: the API never sees the amount or the memo.
+ * Transfers sealed in this process: the amount and memo leave it only sealed, to keys checked against the pinned deployment or trusted to the API (`trust`).
  *
  * @since 0.1.0
  */
