@@ -8,7 +8,8 @@
  * - **Retries**: a network failure, a timeout, 429 and 503 are retried with exponential
  *   backoff and jitter, honouring `Retry-After` (default 3 retries); 409
  *   `idempotency_key_in_progress` (the first attempt still runs on the server) is retried
- *   with the same key until it answers.
+ *   with the same key, for up to 90 s, until the first outcome is replayed. Each attempt
+ *   may take 90 s (`defaultTimeoutMs`), longer than the server's longest create.
  * - **Errors**: one class per API code (`Errors`), with `status`, `code`, `param`,
  *   `reason` and `requestId`.
  * - **Confidentiality**: with the account's key pair, `transfers.create` seals the amount
