@@ -11,8 +11,14 @@
  * While waiting, a standby answers `GET /healthz` with `{"status":"standby"}` (so an
  * orchestrator sees it alive) and everything else with 503, which clients read as
  * "unavailable, try another guardian" (GuardianClient's failover). A holder that can no
- * longer prove it holds the lease (its connection failed) exits at once: a second
- * serving guardian is the one thing this module exists to prevent.
+ * longer prove it holds the lease (its connection failed, or a check went unanswered for
+ * 5 s) exits at once: a second serving guardian is the one thing this module exists to
+ * prevent.
+ *
+ * A holder killed on a live host releases the lease at once (the kernel closes its
+ * socket). A holder whose host vanishes holds it until PostgreSQL notices the dead
+ * connection: set the server's `tcp_keepalives_idle`/`_interval`/`_count` low (e.g. 5, 5,
+ * 3) where that matters; the holder itself has stopped serving by then if it still runs.
  *
  * @since 0.4.0
  */
@@ -31,6 +37,8 @@ export const leaseLockKey = 46_630_090
 
 /** How often the holder checks that its lease connection still answers. */
 const leaseCheckEveryMs = 1_000
+/** A check unanswered this long counts as a lost lease (a partition hangs rather than fails). */
+const leaseCheckTimeoutMs = 5_000
 
 /** Serves the standby's answers on the guardian's address until the lease is ours. */
 const standbyListener = (host: string, port: number) =>
@@ -77,6 +85,10 @@ export const layer = (options: { readonly url: Redacted.Redacted<string>; readon
       yield* Effect.logInfo("guardian lease taken: serving")
       yield* Effect.forkScoped(
         connection.executeRaw("SELECT 1", []).pipe(
+          Effect.timeoutOrElse({
+            duration: leaseCheckTimeoutMs,
+            orElse: () => Effect.fail(new Error(`the lease connection did not answer in ${leaseCheckTimeoutMs} ms`))
+          }),
           Effect.repeat(Schedule.spaced(leaseCheckEveryMs)),
           Effect.catchCause((cause) =>
             Effect.logError("guardian lease lost: exiting so that no two guardians serve", cause).pipe(
