@@ -386,8 +386,9 @@ export const listen = async (
       })
       if (response.status !== 200 || response.body === null) {
         const text = await response.text()
-        // A refusal (401, 403, 400) will not change by retrying: it ends the command.
-        if (response.status >= 400 && response.status < 500) throw new CommandError(`the event stream was refused: ${text.trim()}`)
+        // A refusal (401, 403, 400) will not change by retrying: it ends the command. A 429
+        // (the key's other streams fill its cap) may: retried with the backoff below.
+        if (response.status >= 400 && response.status < 500 && response.status !== 429) throw new CommandError(`the event stream was refused: ${text.trim()}`)
         throw new Error(`the event stream answered ${response.status}`)
       }
       failures = 0
@@ -400,6 +401,12 @@ export const listen = async (
         const parsed = parseEvents(buffer + decoder.decode(value, { stream: true }))
         buffer = parsed.rest
         for (const event of parsed.events) {
+          // A block without data (the stream's starting cursor) dispatches nothing (SSE) but is
+          // where to resume, so events recorded before a first event arrives are not lost.
+          if (event.data === "") {
+            lastEventId = event.id
+            continue
+          }
           const deliveryId = `dlv_local_${globalThis.crypto.randomUUID()}`
           const headers = Webhook.signedHeaders({
             payload: event.data,
