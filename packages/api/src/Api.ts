@@ -260,7 +260,7 @@ export class TransfersGroup extends HttpApiGroup.make("transfers")
       ]
     }).middleware(Idempotency).annotate(
       OpenApi.Description,
-      "Creates a transfer; waits up to the create timeout for settlement (confirmed) or answers pending (D14). An agent's transfer above its approval threshold is held: 202 with the held transaction (D26). Either `amount` and `memo` (the server sees them for this request), or `sealed`: boxes the client sealed to a prepared transfer (ext; the server never sees the amount)."
+      "Creates a transfer; waits up to the create timeout for settlement (confirmed) or answers pending (D14). An agent's transfer above its approval threshold is held: 202 with the held transaction (D26). Either `amount` and `memo` (the server sees them for this request), or `sealed`: boxes the client sealed to a prepared transfer (ext; no request carries the amount in clear, and the server cannot open the boxes as long as the client sealed them to the real guardian's and recipient's keys: docs/security.md)."
     ),
     HttpApiEndpoint.post("prepare", "/transfers/prepare", {
       payload: PrepareTransferRequest,

@@ -184,7 +184,7 @@ export const CreateTransferRequest = Schema.Struct({
   sealed: Schema.optionalKey(Schema.suspend(() => SealedTransferInput))
 }).annotate({
   identifier: "CreateTransferRequest",
-  description: "Either `amount` (and `memo`): the server seals them at once and keeps neither; or `sealed`: boxes the client sealed to a prepared transfer, so the server never sees the amount.",
+  description: "Either `amount` (and `memo`): the server seals them at once and keeps neither; or `sealed`: boxes the client sealed to a prepared transfer, so no request carries the amount in clear (the client should check the keys the prepare step answers: docs/security.md).",
   examples: [{ to: "@bob", amount: "12.5", memo: "lunch" }]
 })
 export type CreateTransferRequest = typeof CreateTransferRequest.Type
