@@ -10,8 +10,8 @@
  *
  * Like the Promise facade (`Pps`), every POST carries an `Idempotency-Key` (yours, with
  * `withIdempotencyKey`, or 128 random bits drawn once per call) and retries of that call
- * reuse it; network failures,
- * timeouts, 429 and 5xx answers are retried with exponential backoff, honouring
+ * reuse it; network failures, attempts without an answer (`attemptTimeoutMs`), 408, 429 and
+ * 500/502/503/504 answers are retried with jittered exponential backoff, honouring
  * `Retry-After`. The transport is `fetch`, so it runs in Node and in browsers.
  *
  * @example
@@ -34,7 +34,7 @@
  */
 import { PublicApi } from "@pps/api/Api"
 import { Context, Duration, Effect, Layer, Schedule } from "effect"
-import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
+import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
 
 /**
@@ -58,11 +58,16 @@ export interface Options {
   readonly retriesMax?: number
   /** The first retry's delay; each next one doubles it, jittered (default 250 ms). */
   readonly retryBaseDelayMs?: number
+  /** How long one attempt may wait for the answer's headers before it is retried (default 30 000 ms). */
+  readonly attemptTimeoutMs?: number
 }
 
 const baseUrlDefault = "http://127.0.0.1:8080"
 const retriesMaxDefault = 3
 const retryBaseDelayMsDefault = 250
+// A transfer waits for settlement up to the server's create timeout (D14) before answering,
+// so an attempt must be allowed longer than that.
+const attemptTimeoutMsDefault = 30_000
 
 /** A random idempotency key: 128 bits from the platform's CSPRNG. */
 const newIdempotencyKey = () => `pps_${globalThis.crypto.randomUUID()}`
@@ -119,10 +124,28 @@ const keepIdempotencyKey = (retrying: HttpClient.HttpClient): HttpClient.HttpCli
     (request: HttpClientRequest.HttpClientRequest) => Effect.succeed<HttpClientRequest.HttpClientRequest>(request)
   )
 
-/** The transport under the derived client: the bearer key, retries, the Idempotency-Key. */
+/**
+ * Bounds one attempt: a server that took the connection but does not answer is a
+ * transport failure (retried like one), not a call that waits forever.
+ */
+const withAttemptTimeout = (timeoutMs: number) =>
+  HttpClient.transform((response: Effect.Effect<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError>, request) =>
+    Effect.timeoutOrElse(response, {
+      duration: Duration.millis(timeoutMs),
+      orElse: () =>
+        Effect.fail(
+          new HttpClientError.HttpClientError({
+            reason: new HttpClientError.TransportError({ request, description: `no answer within ${timeoutMs} ms` })
+          })
+        )
+    })
+  )
+
+/** The transport under the derived client: the bearer key, a bounded attempt, retries, the Idempotency-Key. */
 const transport = (options: Options) => (client: HttpClient.HttpClient): HttpClient.HttpClient =>
   client.pipe(
     HttpClient.mapRequest(HttpClientRequest.bearerToken(options.apiKey)),
+    withAttemptTimeout(options.attemptTimeoutMs ?? attemptTimeoutMsDefault),
     HttpClient.retryTransient({
       schedule: Schedule.exponential(Duration.millis(options.retryBaseDelayMs ?? retryBaseDelayMsDefault)).pipe(Schedule.jittered),
       times: options.retriesMax ?? retriesMaxDefault

@@ -32,11 +32,16 @@ afterAll(async () => {
   await server?.stop()
 }, 30_000)
 
-const run = <A, E>(baseUrl: string, apiKey: string, program: (client: ApiClient.Client) => Effect.Effect<A, E>) =>
+const run = <A, E>(
+  baseUrl: string,
+  apiKey: string,
+  program: (client: ApiClient.Client) => Effect.Effect<A, E>,
+  options: Partial<ApiClient.Options> = {}
+) =>
   Effect.runPromise(
     Effect.gen(function*() {
       return yield* program(yield* ApiClient.ApiClient)
-    }).pipe(Effect.provide(ApiClient.layer({ apiKey, baseUrl })))
+    }).pipe(Effect.provide(ApiClient.layer({ ...options, apiKey, baseUrl })))
   )
 
 describe("ApiClient", { timeout: 60_000 }, () => {
@@ -123,6 +128,22 @@ describe("ApiClient", { timeout: 60_000 }, () => {
       expect(creates[1]?.key).toBe(creates[0]?.key)
       const listed = await run(server.baseUrl, alice.api_key, (client) => client.webhooks.list())
       expect(listed.data.filter((entry) => entry.url === "https://example.com/retried").map((entry) => entry.webhook_id)).toEqual([webhook.webhook_id])
+    } finally {
+      await hop.close()
+    }
+  })
+
+  it("gives up on an attempt that gets no answer and retries it with the same Idempotency-Key", async () => {
+    const hop = await startHop(server.baseUrl, (request) => request.method === "POST" && request.path === "/v1/webhooks", { stall: true })
+    try {
+      const started = Date.now()
+      const webhook = await run(hop.baseUrl, alice.api_key, (client) =>
+        client.webhooks.create({ payload: { url: "https://example.com/stalled", events: ["transfer.confirmed"] } }), { attemptTimeoutMs: 500 })
+      expect(Date.now() - started).toBeGreaterThanOrEqual(500)
+      expect(webhook.webhook_id).toMatch(/^wh_/)
+      const creates = hop.seen.filter((request) => request.method === "POST" && request.path === "/v1/webhooks")
+      expect(creates).toHaveLength(2)
+      expect(creates[1]?.key).toBe(creates[0]?.key)
     } finally {
       await hop.close()
     }

@@ -1,8 +1,8 @@
 /**
  * A faulty hop in front of the real server: it records every request's method, path and
  * Idempotency-Key, answers 503 (with `Retry-After`) to the first request `failFirst`
- * picks, and forwards everything else unchanged. For the retry tests of the facade and
- * of the derived client.
+ * picks (or, with `stall`, never answers it), and forwards everything else unchanged.
+ * For the retry tests of the facade and of the derived client.
  */
 import * as http from "node:http"
 import type * as net from "node:net"
@@ -22,7 +22,7 @@ export interface Hop {
 export const startHop = async (
   upstreamBaseUrl: string,
   failFirst: (request: SeenRequest) => boolean,
-  retryAfterSeconds = 1
+  options: { readonly retryAfterSeconds?: number; readonly stall?: boolean } = {}
 ): Promise<Hop> => {
   const upstream = new URL(upstreamBaseUrl)
   const seen: Array<SeenRequest> = []
@@ -36,7 +36,9 @@ export const startHop = async (
       seen.push(entry)
       if (!failed && failFirst(entry)) {
         failed = true
-        response.writeHead(503, { "retry-after": String(retryAfterSeconds), "content-type": "application/json" })
+        // A stalled request is left open, unanswered, until the client gives up on it.
+        if (options.stall === true) return
+        response.writeHead(503, { "retry-after": String(options.retryAfterSeconds ?? 1), "content-type": "application/json" })
         response.end(JSON.stringify({ error: { code: "service_unavailable", message: "try again" } }))
         return
       }
@@ -51,6 +53,9 @@ export const startHop = async (
   return {
     baseUrl: `http://127.0.0.1:${port}`,
     seen,
-    close: () => new Promise((resolve) => hop.close(() => resolve()))
+    close: () => {
+      hop.closeAllConnections()
+      return new Promise((resolve) => hop.close(() => resolve()))
+    }
   }
 }
