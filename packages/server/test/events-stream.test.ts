@@ -243,6 +243,11 @@ describe("the live event stream (ext)", () => {
         assert.include(doomed.text(), ": closed: the credentials are no longer valid")
         assert.isFalse(kept.hasEnded(), "the account's other key lost its stream")
         expectEnvelope(yield* send(streamUrl, { headers: bearer(spare.api_key) }), 401, "unauthorized")
+        // The re-checks (several by now) are not requests: the kept key made one, its stream.
+        yield* Effect.sleep("500 millis") // usage is written every API_KEY_USAGE_FLUSH_MS (200 ms here)
+        const keys = yield* send(`${server.adminUrl}/admin/accounts/${carol.account_id}/keys`, { headers: bearer(server.adminToken) })
+        const keptKey = (keys.json as { data: Array<{ key_id: string; request_count: number }> }).data.find((key) => key.key_id === carol.key_id)
+        assert.strictEqual(keptKey?.request_count, 1)
       }).pipe(Effect.scoped))
 
     it.effect(`a key holds ${streamsPerKeyMax} streams: the next is 429 with Retry-After while those work, and a closed one frees its slot`, () =>
