@@ -128,7 +128,7 @@ beforeAll(async () => {
   const cdp = await context.newCDPSession(page)
   await cdp.send("WebAuthn.enable")
   await cdp.send("WebAuthn.addVirtualAuthenticator", {
-    options: { protocol: "ctap2", transport: "internal", hasResidentKey: true, hasUserVerification: true, isUserVerified: true }
+    options: { protocol: "ctap2", transport: "internal", hasResidentKey: true, hasUserVerification: true, isUserVerified: true, hasPrf: true }
   })
 }, 240_000)
 
@@ -270,6 +270,27 @@ describe("dashboard in Chromium", () => {
     await page.getByRole("button", { name: "Create agent" }).click()
     await expect.poll(() => page.getByTestId("error-per_transaction_limit_usdg").count(), { timeout: 30_000 }).toBe(1)
     expect(await page.locator("#new-agent-perTransaction").getAttribute("aria-invalid")).toBe("true")
+  })
+
+  it("protects the key with the passkey's PRF instead of a passphrase, and unlocks it with the passkey after a reload", async () => {
+    await visit("Settings", "Settings", "settings")
+    page.once("dialog", (dialog) => void dialog.accept())
+    await page.getByRole("button", { name: "Remove key from this browser" }).click()
+    await expect.poll(() => page.getByTestId("key-status").textContent()).toBe("Not in this browser.")
+    await page.getByLabel(/^Protect the key with my passkey/).check()
+    await page.locator("#key-file").setInputFiles(keyFilePath)
+    await page.getByRole("button", { name: "Import key file" }).click()
+    await expect.poll(async () => (await alerts()).join(" ") || await page.getByTestId("key-status").textContent(), { timeout: 60_000 }).toBe("Unlocked in this tab.")
+
+    // A reload forgets the key in memory; the session cookie stays.
+    await page.reload()
+    await visit("Settings", "Settings", "settings-key-locked")
+    await expect.poll(() => page.getByTestId("key-status").textContent()).toBe("Stored in this browser under a passkey, locked.")
+    await page.getByRole("button", { name: "Unlock with passkey" }).click()
+    await expect.poll(() => page.getByTestId("key-status").textContent(), { timeout: 60_000 }).toBe("Unlocked in this tab.")
+    await visit("Overview", "Overview", "overview-later")
+    // 100 granted, less 7.654321 sent from the page, 1 sent by API, 10 to the agent.
+    await expect.poll(() => page.getByTestId("balance-USDG").textContent(), { timeout: 60_000 }).toBe("81.345679")
   })
 
   it("sent no amount, memo, secret key or API key in any request, broke no CSP rule, and has no serious accessibility violation", () => {

@@ -10,15 +10,19 @@ import type { PublicKeyCredentialCreationOptionsJSON } from "@simplewebauthn/bro
 import { type FormEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
 import { type AccountRecord, call, ppsFor } from "../api.ts"
-import { forgetKey, keyFileText, parseKeyFile, publicKeyHex, storedPublicKey, storeKey, unlockKey } from "../keyStore.ts"
+import { forgetKey, keyFileText, parseKeyFile, publicKeyHex, storedKeyInfo, storeKey, storeKeyUnderPasskey, unlockKey, unlockKeyWithPasskey } from "../keyStore.ts"
 import { Empty, ErrorNote, Loading, Page, useLoad } from "../ui.tsx"
 
 type KeyPair = EncryptionKey.KeyPair
 
 const EncryptionKeySection = ({ session, keyPair, onKey }: PageProps & { readonly onKey: (keyPair: KeyPair | undefined) => void }) => {
   const registered = useLoad(() => Confidential.encryptionKeyStatus(ppsFor(undefined).client), [])
-  const stored = useLoad(() => storedPublicKey(session.account_id), [keyPair])
+  const stored = useLoad(() => storedKeyInfo(session.account_id), [keyPair])
   const [passphrase, setPassphrase] = useState("")
+  const [underPasskey, setUnderPasskey] = useState(false)
+  /** Stores the key in this browser under the protection chosen. */
+  const keep = (keyPair: KeyPair) => underPasskey ? storeKeyUnderPasskey(session.account_id, keyPair) : storeKey(session.account_id, keyPair, passphrase)
+  const protectedBy = underPasskey ? "your passkey" : "your passphrase"
   const [file, setFile] = useState<File | undefined>(undefined)
   const [error, setError] = useState<unknown>(undefined)
   const [note, setNote] = useState<string | undefined>(undefined)
@@ -45,19 +49,19 @@ const EncryptionKeySection = ({ session, keyPair, onKey }: PageProps & { readonl
     if (status?.public_key != null && status.public_key.toLowerCase() !== publicKeyHex(keyPair).toLowerCase()) {
       throw new Error("This key is not the one registered for the account.")
     }
-    await storeKey(session.account_id, keyPair, passphrase)
+    await keep(keyPair)
     setPassphrase("")
     onKey(keyPair)
-    setNote("Key imported and unlocked. It is stored in this browser, encrypted under your passphrase.")
+    setNote(`Key imported and unlocked. It is stored in this browser, encrypted under ${protectedBy}.`)
   })
   const unlock = run(async () => {
-    onKey(await unlockKey(session.account_id, passphrase))
+    onKey(stored.value?.protection === "passkey" ? await unlockKeyWithPasskey(session.account_id) : await unlockKey(session.account_id, passphrase))
     setPassphrase("")
     setNote("Key unlocked for this tab.")
   })
   const generate = run(async () => {
     const keyPair = EncryptionKey.generate()
-    await storeKey(session.account_id, keyPair, passphrase)
+    await keep(keyPair)
     await Confidential.registerKey(ppsFor(undefined).client, keyPair)
     setDownload(URL.createObjectURL(new Blob([keyFileText(session.account_id, keyPair)], { type: "application/json" })))
     setPassphrase("")
@@ -81,12 +85,32 @@ const EncryptionKeySection = ({ session, keyPair, onKey }: PageProps & { readonl
         <p>Registered key: {registered.value.public_key === null ? "none yet" : <code className="wrap">{registered.value.public_key.slice(0, 18)}…</code>}
           {" · "}{registered.value.confidential_ready ? "confidential-ready" : "not confidential-ready"}</p>
       )}
-      <p data-testid="key-status">{keyPair !== undefined ? "Unlocked in this tab." : stored.value !== undefined ? "Stored in this browser, locked." : "Not in this browser."}</p>
-      <label htmlFor="key-passphrase">Passphrase (at least 8 characters; protects the key in this browser)</label>
-      <input id="key-passphrase" type="password" autoComplete="off" value={passphrase} onChange={(event) => setPassphrase(event.target.value)} />
-      {stored.value !== undefined && keyPair === undefined && (
-        <button type="button" disabled={busy} onClick={() => void unlock()}>Unlock</button>
-      )}
+      <p data-testid="key-status">
+        {keyPair !== undefined
+          ? "Unlocked in this tab."
+          : stored.value !== undefined
+          ? `Stored in this browser under ${stored.value.protection === "passkey" ? "a passkey" : "a passphrase"}, locked.`
+          : "Not in this browser."}
+      </p>
+      {stored.value?.protection === "passkey" && keyPair === undefined
+        ? <button type="button" disabled={busy} onClick={() => void unlock()}>Unlock with passkey</button>
+        : (
+          <>
+            <label className="check">
+              <input type="checkbox" checked={underPasskey} onChange={(event) => setUnderPasskey(event.target.checked)} />
+              Protect the key with my passkey instead of a passphrase (where this browser offers the passkey PRF extension)
+            </label>
+            {!underPasskey && (
+              <>
+                <label htmlFor="key-passphrase">Passphrase (at least 8 characters; protects the key in this browser)</label>
+                <input id="key-passphrase" type="password" autoComplete="off" value={passphrase} onChange={(event) => setPassphrase(event.target.value)} />
+              </>
+            )}
+            {stored.value !== undefined && keyPair === undefined && (
+              <button type="button" disabled={busy} onClick={() => void unlock()}>Unlock</button>
+            )}
+          </>
+        )}
       <form onSubmit={(event) => void importFile(event)}>
         <label htmlFor="key-file">Key file (from <code>pps keygen</code>)</label>
         <input id="key-file" type="file" accept=".key,application/json" onChange={(event) => setFile(event.target.files?.[0])} />

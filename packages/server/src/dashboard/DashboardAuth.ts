@@ -242,7 +242,11 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
               attestationType: "none",
               excludeCredentials: existing.map((row) => ({ id: row.credential_id, transports: transportsOf(row.transports) })),
               // Discoverable, so sign-in needs no user name: the passkey names the account.
-              authenticatorSelection: { residentKey: "required", userVerification: "preferred" }
+              authenticatorSelection: { residentKey: "required", userVerification: "preferred" },
+              // Asks for the PRF extension where the authenticator has it, so the page can
+              // protect the holder's decryption key with the passkey (it is evaluated in the
+              // browser only; the server never sees its output).
+              extensions: { prf: {} }
             })
           )
         })
