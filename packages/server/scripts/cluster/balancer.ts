@@ -29,6 +29,11 @@ const healthCheckTimeoutMs = 2_000
 const upstreamIdleTimeoutMs = 60_000
 /** What a client is told to wait before retrying when no node could answer. */
 const retryAfterSeconds = 1
+/**
+ * Bodies are buffered (a request is resent to the next node only whole), so they are
+ * bounded: the api's own limit is 64 KiB (D2), and anything over it is refused the same way.
+ */
+const bodyBytesMax = 64 * 1024
 
 export interface Upstream {
   readonly name: string
@@ -43,22 +48,23 @@ export const parseUpstreams = (text: string): Array<Upstream> =>
     return { name: entry.slice(0, separator), url: new URL(entry.slice(separator + 1)), healthy: false }
   })
 
-/** D1's envelope, for the one error the balancer itself gives. */
-const unavailable = (response: http.ServerResponse) => {
+/** D1's envelope, for the errors the balancer itself gives. */
+const refuse = (response: http.ServerResponse, status: 413 | 503, code: string, message: string) => {
   if (response.headersSent) {
     response.destroy()
     return
   }
-  const body = JSON.stringify({
-    error: {
-      code: "service_unavailable",
-      message: "no api node could answer; retry with the same Idempotency-Key",
-      request_id: `req_${randomUUID().replaceAll("-", "")}`
-    }
+  const body = JSON.stringify({ error: { code, message, request_id: `req_${randomUUID().replaceAll("-", "")}` } })
+  response.writeHead(status, {
+    "content-type": "application/json",
+    ...(status === 503 ? { "retry-after": String(retryAfterSeconds) } : {}),
+    connection: "close"
   })
-  response.writeHead(503, { "content-type": "application/json", "retry-after": String(retryAfterSeconds) })
   response.end(body)
 }
+
+const unavailable = (response: http.ServerResponse) =>
+  refuse(response, 503, "service_unavailable", "no api node could answer; retry with the same Idempotency-Key")
 
 const hopByHop = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer"])
 
@@ -153,8 +159,19 @@ export const startBalancer = async (options: {
       return
     }
     const chunks: Array<Buffer> = []
-    request.on("data", (chunk: Buffer) => chunks.push(chunk))
-    request.on("end", () => forward(request, Buffer.concat(chunks), response, candidates()))
+    let received = 0
+    request.on("data", (chunk: Buffer) => {
+      received += chunk.length
+      if (received > bodyBytesMax) {
+        refuse(response, 413, "payload_too_large", "the request body is over 64 KiB")
+        request.destroy()
+        return
+      }
+      chunks.push(chunk)
+    })
+    request.on("end", () => {
+      if (received <= bodyBytesMax) forward(request, Buffer.concat(chunks), response, candidates())
+    })
     request.on("error", () => response.destroy())
   })
   await new Promise<void>((resolve, reject) => {

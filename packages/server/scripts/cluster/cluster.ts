@@ -174,7 +174,7 @@ export const dropDatabases = (serverUrl: string, names: ReadonlyArray<string>) =
       databaseName.test(name) ? sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) : Effect.void, { discard: true }))
 
 /** A self-signed P-256 certificate for localhost, made with the machine's openssl when none is there. */
-const ensureCertificate = (tlsDir: string) => {
+export const ensureCertificate = (tlsDir: string) => {
   const cert = path.join(tlsDir, "cert.pem")
   const key = path.join(tlsDir, "key.pem")
   if (fs.existsSync(cert) && fs.existsSync(key)) return { cert, key }
