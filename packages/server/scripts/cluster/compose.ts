@@ -68,7 +68,7 @@ const nodeHealthcheck = (url: string): Yaml => {
 export const composeDocument = (): { readonly services: Record<string, Yaml>; readonly volumes: Record<string, Yaml> } => {
   const services: Record<string, Yaml> = {
     postgres: {
-      image: "postgres:15.10-bookworm",
+      image: "postgres:15.20-bookworm",
       restart: "unless-stopped",
       environment: {
         POSTGRES_USER: "pps",
@@ -81,12 +81,12 @@ export const composeDocument = (): { readonly services: Record<string, Yaml>; re
       healthcheck: { test: ["CMD", "pg_isready", "-U", "pps"], interval: "2s", timeout: "3s", retries: 30 }
     },
     nats: {
-      image: "nats:2.10.29-alpine",
+      image: "nats:2.9.10-alpine",
       restart: "unless-stopped",
       command: ["-js", "-sd", "/data", "-m", "8222"],
       volumes: ["nats-data:/data"],
       healthcheck: {
-        test: ["CMD", "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8222/healthz?js-enabled-only=true"],
+        test: ["CMD", "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8222/healthz"],
         interval: "2s",
         timeout: "3s",
         retries: 30
@@ -155,6 +155,9 @@ export const renderCompose = (): string => {
     "#   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 365 \\",
     "#     -subj /CN=localhost -keyout deploy/tls/key.pem -out deploy/tls/cert.pem",
     "#   docker compose --env-file deploy/cluster.env up -d",
+    "#",
+    "# Image tags: PostgreSQL 15.20 and NATS 2.9.10 are the versions the tests run against on the",
+    "# development machines; anvil is the version npm installs (1.7.1). None was pulled here.",
     "#",
     "# The admin API of each node is on the compose network only (port 8081); reach it with",
     "# `docker compose exec api-1 node packages/server/src/admin/cli.ts ...` and ADMIN_URL.",
