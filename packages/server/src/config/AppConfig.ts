@@ -75,6 +75,12 @@ export interface AppConfigShape {
    * mean `all`.
    */
   readonly nodeRole?: NodeRole
+  /**
+   * The dashboard's origin as browsers reach it (D41): WebAuthn's relying party, the
+   * Origin state changes must carry, `Secure` cookies when https. Unset: `http://localhost:<PORT>`.
+   * Optional in the shape so hand-made test configs mean the default.
+   */
+  readonly dashboardOrigin?: string | undefined
   /** Embedded mode: how many relayer accounts submit in parallel (one nonce sequence each). */
   readonly relayerCount: number
   /** External chains: funded relayer private keys (comma-separated 0x hex) per mode. */
@@ -189,6 +195,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   chainBlockTimeMs: Config.Int("CHAIN_BLOCK_TIME_MS").pipe(Config.withDefault(200)),
   chainConfirmations: Config.Int("CHAIN_CONFIRMATIONS").pipe(Config.withDefault(1)),
   nodeRole: Config.Literals(nodeRoles, "NODE_ROLE").pipe(Config.withDefault("all" as const)),
+  dashboardOrigin: Config.option(Config.String("DASHBOARD_ORIGIN")).pipe(Config.map(Option.getOrUndefined)),
   relayerCount: Config.Int("RELAYER_COUNT").pipe(Config.withDefault(8)),
   relayerKeysTestnet: Config.option(Config.Redacted("RELAYER_KEYS_TESTNET")),
   relayerKeysMainnet: Config.option(Config.Redacted("RELAYER_KEYS_MAINNET")),
@@ -249,6 +256,7 @@ export const environmentVariables = [
   "CHAIN_BLOCK_TIME_MS",
   "CHAIN_CONFIRMATIONS",
   "NODE_ROLE",
+  "DASHBOARD_ORIGIN",
   "RELAYER_COUNT",
   "RELAYER_KEYS_TESTNET",
   "RELAYER_KEYS_MAINNET",

@@ -14,7 +14,7 @@
  *
  * @since 0.4.0
  */
-import { Config, Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import type { Mode } from "@pps/api/ApiKeys"
 import { AppConfig } from "../config/AppConfig.ts"
 
@@ -32,8 +32,7 @@ export class DashboardConfig extends Context.Service<DashboardConfig, {
     DashboardConfig,
     Effect.gen(function*() {
       const app = yield* AppConfig
-      const configured = yield* Config.option(Config.String("DASHBOARD_ORIGIN"))
-      const url = new URL(Option.getOrElse(configured, () => `http://localhost:${app.port}`))
+      const url = new URL(app.dashboardOrigin ?? `http://localhost:${app.port}`)
       return DashboardConfig.of({
         origin: url.origin,
         rpId: url.hostname,

@@ -15,9 +15,8 @@ import { bearer, createAccount, expectEnvelope, postJson, send } from "../suppor
 import { makeSoftAuthenticator } from "../support/softAuthenticator.ts"
 import { type DatabaseTarget, makeTestServer, TestServer } from "../support/TestServer.ts"
 
-// Read by DashboardConfig when the server's layers are built: an https origin, so the cookie is Secure.
+// An https origin, so the cookie is Secure.
 const origin = "https://dash.example"
-process.env["DASHBOARD_ORIGIN"] = origin
 
 interface Options {
   readonly challenge: string
@@ -36,7 +35,7 @@ const sessionCookieOf = (setCookie: string | null): string => {
  */
 export const dashboardAuthSuite = (database: DatabaseTarget) => {
 describe("dashboard sign-in and sessions", () => {
-  layer(makeTestServer({ database }), { timeout: "60 seconds", excludeTestServices: true })(database.name, (it) => {
+  layer(makeTestServer({ database, config: { dashboardOrigin: origin } }), { timeout: "60 seconds", excludeTestServices: true })(database.name, (it) => {
     const authenticator = makeSoftAuthenticator("dash.example")
     /** Enrolls an account's first passkey (with `device`) through an invite; the session cookie and CSRF token. */
     const enroll = (handle: string, device = makeSoftAuthenticator("dash.example")) => Effect.gen(function*() {
