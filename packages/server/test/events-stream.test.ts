@@ -7,14 +7,15 @@
  * within seconds, a key holds at most `streamsPerKeyMax` streams (the next is 429 in D1's
  * envelope with Retry-After) and gets a slot back when a client leaves, and a stream ends at
  * its maximum lifetime, after which its client resumes from the cursor it was given at the
- * start and misses nothing.
+ * start and misses nothing. The revocation runs on PostgreSQL too, where no key cache exists.
  */
 import { assert, describe, expect, it as plainIt, layer } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import { makeStreamSlots, streamRefusedRetryAfterSeconds, streamsPerKeyMax } from "../src/events/http.ts"
 import { registerKey } from "./support/confidentialClient.ts"
 import { bearer, createAccount, expectEnvelope, postJson, send } from "./support/http.ts"
-import { makeTestServer, TestServer, type TestServerShape } from "./support/TestServer.ts"
+import { postgresAvailable } from "./support/requirePostgres.ts"
+import { makeTestServer, postgres, TestServer, type TestServerShape } from "./support/TestServer.ts"
 
 interface StreamedEvent {
   readonly id: string
@@ -147,6 +148,37 @@ const pay = (server: TestServerShape, payerKey: string, payeeHandle: string, amo
     Effect.tap((paid) => Effect.sync(() => assert.strictEqual(paid.status, 201, paid.text)))
   )
 
+/**
+ * A stream opened with a key that is then revoked ends within seconds (the re-check), while the
+ * account's other key keeps its stream; the re-checks are not counted as the key's requests.
+ */
+const revokedKeyStreamEnds = Effect.gen(function*() {
+  const server = yield* TestServer
+  const carol = yield* createAccount(server, "carol")
+  const spare = yield* issueKey(server, carol.account_id, "laptop")
+  const streamUrl = `${server.baseUrl}/v1/events/stream`
+  const doomed = yield* openStream(streamUrl, spare.api_key)
+  const kept = yield* openStream(streamUrl, carol.api_key)
+  assert.strictEqual(doomed.status, 200)
+  assert.strictEqual(kept.status, 200)
+  // Open for longer than a re-check period: a valid key's stream is not ended.
+  yield* Effect.sleep("3 seconds")
+  assert.isFalse(doomed.hasEnded())
+  const revoked = yield* send(`${server.adminUrl}/admin/keys/${spare.key_id}/revoke`, postJson(bearer(server.adminToken), {}))
+  assert.strictEqual(revoked.status, 200, revoked.text)
+  const revokedAt = Date.now()
+  assert.isTrue(yield* within(5_000, doomed.hasEnded), "the revoked key's stream is still open 5 s after the revocation")
+  assert.isBelow(Date.now() - revokedAt, 5_000)
+  assert.include(doomed.text(), ": closed: the credentials are no longer valid")
+  assert.isFalse(kept.hasEnded(), "the account's other key lost its stream")
+  expectEnvelope(yield* send(streamUrl, { headers: bearer(spare.api_key) }), 401, "unauthorized")
+  // The re-checks (several by now) are not requests: the kept key made one, its stream.
+  yield* Effect.sleep("500 millis") // usage is written every API_KEY_USAGE_FLUSH_MS (200 ms here)
+  const keys = yield* send(`${server.adminUrl}/admin/accounts/${carol.account_id}/keys`, { headers: bearer(server.adminToken) })
+  const keptKey = (keys.json as { data: Array<{ key_id: string; request_count: number }> }).data.find((key) => key.key_id === carol.key_id)
+  assert.strictEqual(keptKey?.request_count, 1)
+}).pipe(Effect.scoped)
+
 describe("the live event stream (ext)", () => {
   layer(makeTestServer(), { timeout: "120 seconds", excludeTestServices: true })("pglite", (it) => {
     it.effect("streams the account's events with the webhook payloads, resumes after Last-Event-ID, and is mode-scoped", () =>
@@ -222,33 +254,7 @@ describe("the live event stream (ext)", () => {
         )
       }))
 
-    it.effect("a revoked key's open stream ends within seconds; the account's other keys' streams go on", () =>
-      Effect.gen(function*() {
-        const server = yield* TestServer
-        const carol = yield* createAccount(server, "carol")
-        const spare = yield* issueKey(server, carol.account_id, "laptop")
-        const streamUrl = `${server.baseUrl}/v1/events/stream`
-        const doomed = yield* openStream(streamUrl, spare.api_key)
-        const kept = yield* openStream(streamUrl, carol.api_key)
-        assert.strictEqual(doomed.status, 200)
-        assert.strictEqual(kept.status, 200)
-        // Open for longer than a re-check period: a valid key's stream is not ended.
-        yield* Effect.sleep("3 seconds")
-        assert.isFalse(doomed.hasEnded())
-        const revoked = yield* send(`${server.adminUrl}/admin/keys/${spare.key_id}/revoke`, postJson(bearer(server.adminToken), {}))
-        assert.strictEqual(revoked.status, 200, revoked.text)
-        const revokedAt = Date.now()
-        assert.isTrue(yield* within(5_000, doomed.hasEnded), "the revoked key's stream is still open 5 s after the revocation")
-        assert.isBelow(Date.now() - revokedAt, 5_000)
-        assert.include(doomed.text(), ": closed: the credentials are no longer valid")
-        assert.isFalse(kept.hasEnded(), "the account's other key lost its stream")
-        expectEnvelope(yield* send(streamUrl, { headers: bearer(spare.api_key) }), 401, "unauthorized")
-        // The re-checks (several by now) are not requests: the kept key made one, its stream.
-        yield* Effect.sleep("500 millis") // usage is written every API_KEY_USAGE_FLUSH_MS (200 ms here)
-        const keys = yield* send(`${server.adminUrl}/admin/accounts/${carol.account_id}/keys`, { headers: bearer(server.adminToken) })
-        const keptKey = (keys.json as { data: Array<{ key_id: string; request_count: number }> }).data.find((key) => key.key_id === carol.key_id)
-        assert.strictEqual(keptKey?.request_count, 1)
-      }).pipe(Effect.scoped))
+    it.effect("a revoked key's open stream ends within seconds; the account's other keys' streams go on", () => revokedKeyStreamEnds)
 
     it.effect(`a key holds ${streamsPerKeyMax} streams: the next is 429 with Retry-After while those work, and a closed one frees its slot`, () =>
       Effect.gen(function*() {
@@ -322,6 +328,13 @@ describe("the live event stream (ext)", () => {
         }).pipe(Effect.scoped))
     }
   )
+
+  // The distributed mode has no key cache: every re-check asks the database, as every node's would.
+  describe.skipIf(!postgresAvailable)("postgres", () => {
+    layer(makeTestServer({ database: postgres }), { timeout: "120 seconds", excludeTestServices: true })("postgres", (it) => {
+      it.effect("a revoked key's open stream ends within seconds (no cache: the database is asked)", () => revokedKeyStreamEnds)
+    })
+  })
 
   plainIt("the per-node cap refuses the stream over it whatever the key, and a release frees a slot", () => {
     const slots = makeStreamSlots({ perKey: 2, perNode: 3 })
