@@ -19,6 +19,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import { ChainId, TokenContract } from "./Chain.ts"
 import { canonicalAccountHandle } from "./Accounts.ts"
 import type { Mode } from "./ApiKeys.ts"
 import type { EventInput } from "./Events.ts"
@@ -682,8 +683,8 @@ export const SealedAgentTransaction = Schema.Struct({
   transaction_id: Schema.String.annotate({ description: "The held transaction." }),
   transfer_id: Schema.String.annotate({ description: "The transfer id the boxes are bound to." }),
   asset: AssetName,
-  chain_id: Schema.Int.annotate({ description: "The chain of the key's mode." }),
-  contract: Schema.String.annotate({ description: "The asset's ConfidentialToken." }),
+  chain_id: ChainId,
+  contract: TokenContract,
   binding_id: Schema.String.annotate({ description: "The 32-byte transfer id (0x hex), the boxes' associated data." }),
   /** The agent's note {amount, memo}, sealed to the owner's key by whoever sealed the transfer. */
   sealed_note: Schema.String.annotate({ description: "Hex: the agent's {amount, memo}, sealed to the owner's key." }),

@@ -7,6 +7,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import { ChainId, TokenContract, WalletAddress } from "./Chain.ts"
 import type { AccountType } from "./Accounts.ts"
 
 /**
@@ -90,9 +91,9 @@ export const ApiKeyFigures = Schema.Struct({
   ...ApiKeyRecord.fields,
   totals: Schema.Array(Schema.Struct({
     asset: Schema.String.annotate({ description: "USDG or ETH." }),
-    chain_id: Schema.Int.annotate({ description: "The chain of the key's mode." }),
-    contract: Schema.String.annotate({ description: "The asset's ConfidentialToken." }),
-    account: Schema.String.annotate({ description: "The account's wallet address." }),
+    chain_id: ChainId,
+    contract: TokenContract,
+    account: WalletAddress,
     sealed_total: Schema.String.annotate({ description: "The total sent through the key, sealed to the account's key (open it client-side)." })
   }))
 }).annotate({ identifier: "ApiKey", description: "(ext, D40) One of the account's API keys (never its value) with its figures." })

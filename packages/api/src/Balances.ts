@@ -4,6 +4,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import { ChainId, TokenContract, WalletAddress } from "./Chain.ts"
 
 /**
  * D19 (`non_zero`, without a proof) or D20 (`amount`, with one).
@@ -35,9 +36,9 @@ export const BalancesResponse = Schema.Struct({
 export const SealedBalances = Schema.Struct({
   balances: Schema.Array(Schema.Struct({
     asset: Schema.String.annotate({ description: "USDG or ETH." }),
-    chain_id: Schema.Int.annotate({ description: "The chain of the key's mode." }),
-    contract: Schema.String.annotate({ description: "The asset's ConfidentialToken." }),
-    account: Schema.String.annotate({ description: "The account's wallet address." }),
+    chain_id: ChainId,
+    contract: TokenContract,
+    account: WalletAddress,
     sealed_statement: Schema.String.annotate({ description: "Hex: the guardian's balance statement, sealed to the account's key." }),
     statement_version: Schema.String.annotate({ description: "The statement's version." }),
     commitment: Schema.String.annotate({ description: "The on-chain balance commitment ΣC." }),

@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import { ChainId, TokenContract } from "./Chain.ts"
 import { canonicalAccountHandle } from "./Accounts.ts"
 import { Page } from "./Page.ts"
 
@@ -231,8 +232,8 @@ export type PrepareTransferRequest = typeof PrepareTransferRequest.Type
 export const PreparedTransfer = Schema.Struct({
   transfer_id: Schema.String.annotate({ description: "The id the transfer will have." }),
   binding_id: Schema.String.annotate({ description: "Its 32-byte on-chain form (0x hex), the boxes' associated data." }),
-  chain_id: Schema.Int.annotate({ description: "The chain of the key's mode." }),
-  contract: Schema.String.annotate({ description: "The asset's ConfidentialToken." }),
+  chain_id: ChainId,
+  contract: TokenContract,
   asset: AssetName,
   to: Schema.String.annotate({ description: "The recipient's handle (or address)." }),
   /** The recipient's wallet: a client checks `recipient_key` against the chain's key registry there. */
@@ -263,8 +264,8 @@ export const SealedTransfer = Schema.Struct({
   transfer_id: Schema.String.annotate({ description: "The transfer." }),
   role: Schema.Literals(["sender", "recipient"]).annotate({ description: "Which party's copy this is." }),
   asset: AssetName,
-  chain_id: Schema.Int.annotate({ description: "The chain of the key's mode." }),
-  contract: Schema.String.annotate({ description: "The asset's ConfidentialToken." }),
+  chain_id: ChainId,
+  contract: TokenContract,
   /** The 32-byte transfer id the boxes are bound to. */
   binding_id: Schema.String.annotate({ description: "The 32-byte transfer id the box is bound to." }),
   sealed_note: Schema.String.annotate({ description: "Hex: {amount, memo} sealed to the caller's key (open it client-side)." }),

@@ -29,6 +29,8 @@ export * as Events from "./Events.ts"
 /** @since 0.4.0 */
 export * as Faucet from "./Faucet.ts"
 /** @since 0.4.0 */
+export * as Chain from "./Chain.ts"
+/** @since 0.4.0 */
 export * as Page from "./Page.ts"
 /** @since 0.4.0 */
 export * as PathIds from "./PathIds.ts"
