@@ -7,13 +7,13 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import * as net from "node:net"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer, Redacted } from "effect"
 import { GuardianClient } from "../src/index.ts"
 import { freshPostgresDatabase, postgresAvailable } from "./support/postgres.ts"
+import { freePort } from "./support/freePort.ts"
 
 const main = fileURLToPath(new URL("../src/main.ts", import.meta.url))
 const sharedSecret = "lease-test-shared-secret-0123456789abcdef"
@@ -22,15 +22,6 @@ const children: Array<ChildProcess> = []
 afterAll(() => {
   for (const child of children) child.kill("SIGKILL")
 })
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = net.createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
-    })
-  })
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 

@@ -6,7 +6,6 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -16,6 +15,7 @@ import { Context, Effect, Layer, Redacted } from "effect"
 import { getAddress, type Hex, hexToBytes } from "viem"
 import { GuardianClient } from "../src/index.ts"
 import { chainId, confidentialRequest, contract, newParty, nowSeconds, type Party } from "./support/transfers.ts"
+import { freePort } from "./support/freePort.ts"
 
 const main = fileURLToPath(new URL("../src/main.ts", import.meta.url))
 const sharedSecret = "process-test-shared-secret-0123456789abcdef"
@@ -23,15 +23,6 @@ const children: Array<ChildProcess> = []
 afterAll(() => {
   for (const child of children) child.kill("SIGKILL")
 })
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = net.createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
-    })
-  })
 
 const start = async (dataDir: string, port: number) => {
   const child = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", main], {
