@@ -181,6 +181,11 @@ describe("dashboard in Chromium", () => {
 
   it("sends a transfer sealed in the page and reads its amount and memo back", async () => {
     await visit("Transfers", "Transfers", "transfers")
+    // The API's refusal reaches the person in its own words.
+    await page.locator("#send-to").fill("@nobody-here")
+    await page.locator("#send-amount").fill("1")
+    await page.getByRole("button", { name: "Send" }).click()
+    await expect.poll(() => alerts(), { timeout: 60_000 }).toEqual(["No account has that handle."])
     await page.locator("#send-to").fill("@bob")
     await page.locator("#send-amount").fill(sentAmount)
     await page.locator("#send-memo").fill(sentMemo)
@@ -290,6 +295,16 @@ describe("dashboard in Chromium", () => {
     await expect.poll(() => page.getByTestId("key-status").textContent(), { timeout: 60_000 }).toBe("Unlocked in this tab.")
     await visit("Overview", "Overview", "overview-later")
     // 100 granted, less 7.654321 sent from the page, 1 sent by API, 10 to the agent.
+    await expect.poll(() => page.getByTestId("balance-USDG").textContent(), { timeout: 60_000 }).toBe("81.345679")
+
+    // On a phone's width the navigation folds above the page, and stays accessible.
+    await page.setViewportSize({ width: 390, height: 844 })
+    await visit("Transfers", "Transfers", "transfers-phone")
+    // With the key unlocked the list shows amounts, opened in the page.
+    await expect.poll(() => page.getByRole("cell", { name: `${sentAmount} USDG` }).count(), { timeout: 60_000 }).toBe(1)
+    // Nothing wider than the screen: wide tables scroll inside the page.
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
+    await visit("Overview", "Overview", "overview-phone")
     await expect.poll(() => page.getByTestId("balance-USDG").textContent(), { timeout: 60_000 }).toBe("81.345679")
   })
 

@@ -1,9 +1,8 @@
 /** Balances (opened here with the holder's key) and the latest transfers. */
-import { Amount } from "@pps/sdk"
 import type { PageProps } from "../App.tsx"
 import { call, ppsFor } from "../api.ts"
 import { Empty, Encrypted, ErrorNote, Loading, Page, useLoad } from "../ui.tsx"
-import { type TransferPage, TransferTable } from "./Transfers.tsx"
+import { openAmounts, type TransferPage, TransferTable } from "./Transfers.tsx"
 
 interface Flags {
   readonly balances: ReadonlyArray<{ readonly asset: string; readonly non_zero: boolean }>
@@ -20,15 +19,7 @@ export const Overview = ({ keyPair, navigate }: PageProps) => {
   }, [keyPair])
   const recent = useLoad(async () => {
     const page = await call<TransferPage>("GET", "/v1/transfers?limit=5")
-    if (keyPair === undefined) return { page, amounts: new Map<string, string>() }
-    const pps = ppsFor(keyPair)
-    const amounts = new Map<string, string>()
-    for (const transfer of page.data) {
-      if (!transfer.confidential) continue
-      const opened = await pps.transfers.decrypt(transfer.transfer_id).catch(() => undefined)
-      if (opened !== undefined) amounts.set(transfer.transfer_id, `${Amount.format(opened.asset, opened.amount)} ${opened.asset}`)
-    }
-    return { page, amounts }
+    return { page, amounts: await openAmounts(keyPair, page.data) }
   }, [keyPair])
   return (
     <Page title="Overview">

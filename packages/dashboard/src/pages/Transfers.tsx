@@ -3,6 +3,7 @@
  * opened here, and the send form, which seals amount and memo here before
  * anything leaves the page.
  */
+import type { EncryptionKey } from "@pps/crypto"
 import { Amount } from "@pps/sdk"
 import { type FormEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
@@ -55,16 +56,32 @@ export const TransferTable = ({ transfers, amounts, navigate }: {
   </table>
 )
 
+/**
+ * The amounts of confidential transfers, opened here with the holder's key (none without it).
+ * One that does not open (a standard transfer's, or a failure) is left out and shows as encrypted.
+ */
+export const openAmounts = async (keyPair: EncryptionKey.KeyPair | undefined, transfers: ReadonlyArray<Transfer>): Promise<ReadonlyMap<string, string>> => {
+  const amounts = new Map<string, string>()
+  if (keyPair === undefined) return amounts
+  const pps = ppsFor(keyPair)
+  for (const transfer of transfers) {
+    if (!transfer.confidential) continue
+    const opened = await pps.transfers.decrypt(transfer.transfer_id).catch(() => undefined)
+    if (opened !== undefined) amounts.set(transfer.transfer_id, `${Amount.format(opened.asset, opened.amount)} ${opened.asset}`)
+  }
+  return amounts
+}
+
 const statuses = ["", "pending", "confirmed", "failed"] as const
 
-const TransferList = ({ navigate, refreshKey }: PageProps & { readonly refreshKey: number }) => {
+const TransferList = ({ navigate, keyPair, refreshKey }: PageProps & { readonly refreshKey: number }) => {
   const [status, setStatus] = useState<(typeof statuses)[number]>("")
   const [offset, setOffset] = useState(0)
   const pageSize = 20
-  const list = useLoad(
-    () => call<TransferPage>("GET", `/v1/transfers?limit=${pageSize}&offset=${offset}${status === "" ? "" : `&status=${status}`}`),
-    [status, offset, refreshKey]
-  )
+  const list = useLoad(async () => {
+    const page = await call<TransferPage>("GET", `/v1/transfers?limit=${pageSize}&offset=${offset}${status === "" ? "" : `&status=${status}`}`)
+    return { page, amounts: await openAmounts(keyPair, page.data) }
+  }, [status, offset, refreshKey, keyPair])
   return (
     <>
       <div className="row">
@@ -75,14 +92,14 @@ const TransferList = ({ navigate, refreshKey }: PageProps & { readonly refreshKe
       </div>
       {list.loading && <Loading what="transfers" />}
       <ErrorNote error={list.error} />
-      {list.value !== undefined && (list.value.data.length === 0
+      {list.value !== undefined && (list.value.page.data.length === 0
         ? <Empty>No transfers match.</Empty>
-        : <TransferTable transfers={list.value.data} amounts={new Map()} navigate={navigate} />)}
+        : <TransferTable transfers={list.value.page.data} amounts={list.value.amounts} navigate={navigate} />)}
       <div className="row">
         <button type="button" className="secondary" disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - pageSize))}>Newer</button>
-        <button type="button" className="secondary" disabled={list.value?.has_more !== true} onClick={() => setOffset(offset + pageSize)}>Older</button>
+        <button type="button" className="secondary" disabled={list.value?.page.has_more !== true} onClick={() => setOffset(offset + pageSize)}>Older</button>
       </div>
-      <p className="muted">Open a transfer to read its amount and memo with your key.</p>
+      <p className="muted">{keyPair === undefined ? "Unlock your key in Settings to read amounts; open a transfer for its memo." : "Open a transfer for its memo."}</p>
     </>
   )
 }
