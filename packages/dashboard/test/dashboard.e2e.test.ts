@@ -146,6 +146,7 @@ describe("dashboard in Chromium", () => {
     await page.goto(invite["url"]!.replace(/^http:\/\/localhost:\d+/, `http://localhost:${port}`))
     await page.getByRole("heading", { name: "Enroll a passkey" }).waitFor()
     await checkAccessibility("enroll")
+    if (screenshotDir !== undefined) await page.screenshot({ path: path.join(screenshotDir, "enroll.png"), fullPage: true })
     await page.getByRole("button", { name: "Create passkey and sign in" }).click()
     await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor()
     await expect.poll(() => page.getByText("@alice").count()).toBeGreaterThan(0)
