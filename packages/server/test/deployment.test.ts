@@ -5,6 +5,7 @@
  * sets every variable compose interpolates; and the environment the template yields
  * passes the server's, the guardian's and the deploy step's real configuration decoders.
  */
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -19,6 +20,19 @@ import { deployConfig, deployEnvironmentVariables } from "../src/admin/deploy.ts
 import { appConfig, environmentVariables as serverVariables } from "../src/config/AppConfig.ts"
 
 const repositoryFile = (name: string) => fileURLToPath(new URL(`../../../${name}`, import.meta.url))
+
+/**
+ * A compose implementation on this machine, if any: the `docker compose` plugin, or the
+ * standalone `docker-compose` (Debian's 1.29). Neither needs a Docker engine for `config`.
+ */
+const composeCommand = ((): ReadonlyArray<string> | undefined => {
+  for (const command of [["docker", "compose"], ["docker-compose"]]) {
+    const probe = spawnSync(command[0]!, [...command.slice(1), "version"], { stdio: "ignore" })
+    if (probe.status === 0) return command
+  }
+  return undefined
+})()
+if (composeCommand === undefined) console.warn("\n*** no docker compose on this machine: SKIPPING the compose config check ***\n")
 
 const services = nodeServices(composeAddresses)
 const byRole = (role: NodeService["role"]) => services.filter((service) => service.role === role)
@@ -42,6 +56,28 @@ const resolvedEnvironment = (service: NodeService) => {
 describe("the distributed deployment", () => {
   it("docker-compose.yml is the rendering of the topology npm run cluster starts", () => {
     assert.strictEqual(fs.readFileSync(repositoryFile("docker-compose.yml"), "utf8"), renderCompose())
+  })
+
+  it.skipIf(composeCommand === undefined)("docker compose config accepts the file with an env file made from the template, and refuses it without one", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-compose-"))
+    try {
+      const envFile = path.join(dir, "cluster.env")
+      initEnvFile(template, envFile)
+      const run = (extra: ReadonlyArray<string>) =>
+        spawnSync(composeCommand![0]!, [...composeCommand!.slice(1), "--project-directory", repositoryFile("."), "-f", repositoryFile("docker-compose.yml"), ...extra, "config"], {
+          encoding: "utf8",
+          cwd: dir
+        })
+      const accepted = run(["--env-file", envFile])
+      assert.strictEqual(accepted.status, 0, accepted.stderr)
+      assert.include(accepted.stdout, "NODE_ROLE: worker")
+      // Without the env file a required secret is missing, and compose says which and where to set it.
+      const refused = run([])
+      assert.notStrictEqual(refused.status, 0)
+      assert.include(refused.stderr, "in deploy/cluster.env")
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it("every service gets only variables its program reads, and the ones it needs", () => {
