@@ -92,6 +92,7 @@ describe("the distributed deployment", () => {
         assert.include(names, needed, service.name)
       }
       assert.strictEqual(service.environment["HOST"], "0.0.0.0")
+      assert.strictEqual(service.environment["DASHBOARD_ORIGIN"], "${PPS_PUBLIC_ORIGIN}")
       assert.strictEqual(service.environment["ADMIN_HOST"], "0.0.0.0")
     }
     for (const service of byRole("guardian")) {
@@ -162,6 +163,7 @@ describe("the distributed deployment", () => {
       for (const service of serverNodes()) {
         const config = yield* read(appConfig).pipe(provide(resolvedEnvironment(service)))
         assert.strictEqual(config.nodeRole, service.role)
+        assert.strictEqual(config.dashboardOrigin, "https://localhost:8443")
         assert.isTrue(Option.isSome(config.databaseUrl))
         assert.isTrue(Option.isSome(config.natsUrl))
         assert.isTrue(Option.isSome(config.guardianUrl))

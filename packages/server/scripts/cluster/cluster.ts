@@ -245,6 +245,8 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
     api,
     workers,
     balancerPort,
+    // The certificate names localhost (WebAuthn refuses an IP address as its relying party).
+    publicOrigin: `https://localhost:${balancerPort}`,
     tlsCertFile: tls.cert,
     tlsKeyFile: tls.key,
     nodeDataDir: (name) => path.join(options.dir, name)

@@ -37,6 +37,7 @@ export const composeAddresses: Addresses = {
   api: Array.from({ length: composeApiNodes }, (_, index) => ({ host: apiNodeName(index), port: apiPort, adminPort })),
   workers: Array.from({ length: composeWorkerNodes }, (_, index) => ({ host: workerNodeName(index), port: apiPort, adminPort })),
   balancerPort: 8443,
+  publicOrigin: "${PPS_PUBLIC_ORIGIN}",
   tlsCertFile: "/tls/cert.pem",
   tlsKeyFile: "/tls/key.pem",
   nodeDataDir: () => "/data"

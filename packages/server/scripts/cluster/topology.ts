@@ -32,6 +32,8 @@ export interface Addresses {
   /** Per worker node (NODE_ROLE=worker: relay, webhooks, sweeps, adoption; in no balancer). */
   readonly workers: ReadonlyArray<{ readonly host: string; readonly port: number; readonly adminPort: number }>
   readonly balancerPort: number
+  /** The origin browsers reach the balancer at (the dashboard's WebAuthn relying party: a host name). */
+  readonly publicOrigin: string
   /** The balancer's certificate and key files. */
   readonly tlsCertFile: string
   readonly tlsKeyFile: string
@@ -143,6 +145,7 @@ export const nodeServices = (at: Addresses): ReadonlyArray<NodeService> => {
       GUARDIAN_URL: guardianUrl,
       GUARDIAN_SHARED_SECRET: "${GUARDIAN_SHARED_SECRET}",
       WEBHOOK_ALLOW_INSECURE_LOOPBACK: "${WEBHOOK_ALLOW_INSECURE_LOOPBACK}",
+      DASHBOARD_ORIGIN: at.publicOrigin,
       LOG_LEVEL: "${LOG_LEVEL}"
     },
     dependsOn: {
