@@ -208,11 +208,11 @@ describe("idempotency after a fault (D36)", () => {
         // the guardian replays its decision; a new nonce made the guardian refuse a reused
         // transfer id, and the key then answered 409 for ever with nothing paid.
         const server = yield* TestServer
-        const gina = yield* createAccount(server, "crash.gina")
-        const hank = yield* createAccount(server, "crash.hank")
-        const ginaKey = yield* registerKey(server.baseUrl, gina.api_key)
-        const hankKey = yield* registerKey(server.baseUrl, hank.api_key)
-        const funded = yield* post(`${server.baseUrl}/v1/test/faucet`, gina.api_key, "fund-1", { amount: "10" })
+        const lena = yield* createAccount(server, "sealed.lena")
+        const max = yield* createAccount(server, "sealed.max")
+        const lenaKey = yield* registerKey(server.baseUrl, lena.api_key)
+        const maxKey = yield* registerKey(server.baseUrl, max.api_key)
+        const funded = yield* post(`${server.baseUrl}/v1/test/faucet`, lena.api_key, "fund-1", { amount: "10" })
         assert.strictEqual(funded.status, 200, funded.text)
         const prepared = Schema.decodeUnknownSync(Schema.Struct({
           transfer_id: Schema.String,
@@ -224,7 +224,7 @@ describe("idempotency after a fault (D36)", () => {
           recipient_key: Schema.String,
           guardian_key: Schema.String,
           token: Schema.String
-        }))((yield* post(`${server.baseUrl}/v1/transfers/prepare`, gina.api_key, "prepare-1", { to: "@crash.hank" })).json)
+        }))((yield* post(`${server.baseUrl}/v1/transfers/prepare`, lena.api_key, "prepare-1", { to: "@sealed.max" })).json)
         const guardianKey = EncryptionKey.parsePublicKey(hexToBytes(prepared.guardian_key as Hex))
         assert.isTrue(guardianKey.ok)
         if (!guardianKey.ok) return
@@ -233,12 +233,12 @@ describe("idempotency after a fault (D36)", () => {
           context: { chainId: BigInt(prepared.chain_id), contract: prepared.contract as Hex, transferId: hexToBytes(prepared.binding_id as Hex) },
           note: { amount, memo: "" },
           opening: ElGamal.newOpening(amount),
-          senderKey: ginaKey.publicKey,
-          recipientKey: hankKey.publicKey,
+          senderKey: lenaKey.publicKey,
+          recipientKey: maxKey.publicKey,
           guardianKey: guardianKey.value
         })
         const body = {
-          to: "@crash.hank",
+          to: "@sealed.max",
           sealed: {
             transfer_id: prepared.transfer_id,
             token: prepared.token,
@@ -250,13 +250,13 @@ describe("idempotency after a fault (D36)", () => {
 
         const store = Context.get(server.services, TransferStore)
         const attempt = yield* store.sealedAttempt(
-          { transferId: prepared.transfer_id, senderAccountId: gina.account_id },
-          store.nextNonce(gina.account_id, "test").pipe(
+          { transferId: prepared.transfer_id, senderAccountId: lena.account_id },
+          store.nextNonce(lena.account_id, "test").pipe(
             Effect.map((nonce) => ({ nonce, deadlineSeconds: BigInt(Math.floor(Date.now() / 1000) + 600) }))
           )
         )
         const me = Schema.decodeUnknownSync(Schema.Struct({ public_key: Schema.String }))(
-          (yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(gina.api_key) })).json
+          (yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(lena.api_key) })).json
         )
         const guardian = Context.get(server.services, GuardianClient.GuardianClient)
         const lost = yield* guardian.authorize({
@@ -272,19 +272,19 @@ describe("idempotency after a fault (D36)", () => {
           nonce: attempt.nonce,
           deadline: attempt.deadlineSeconds,
           guardianNote: bytesToHex(boxes.guardian),
-          apiKey: gina.key_id
+          apiKey: lena.key_id
         })
         assert.strictEqual(lost._tag, "Authorized")
-        yield* insertDeadClaim(gina.account_id, "sealed-lost-1", "/v1/transfers", body, null)
+        yield* insertDeadClaim(lena.account_id, "sealed-lost-1", "/v1/transfers", body, null)
 
-        const retried = yield* post(`${server.baseUrl}/v1/transfers`, gina.api_key, "sealed-lost-1", body)
+        const retried = yield* post(`${server.baseUrl}/v1/transfers`, lena.api_key, "sealed-lost-1", body)
         assert.strictEqual(retried.status, 201, retried.text)
         const answered = Schema.decodeUnknownSync(TransferRecord)(retried.json)
         assert.strictEqual(answered.transfer_id, prepared.transfer_id)
         assert.strictEqual(answered.status, "confirmed")
-        assert.lengthOf(yield* transfersOf(gina.account_id), 1)
+        assert.lengthOf(yield* transfersOf(lena.account_id), 1)
         // Reserved once: the rest of the balance (6 of 10) can still move, and no more.
-        const rest = yield* post(`${server.baseUrl}/v1/transfers`, gina.api_key, "rest-1", { to: "@crash.hank", amount: "6.000001" })
+        const rest = yield* post(`${server.baseUrl}/v1/transfers`, lena.api_key, "rest-1", { to: "@sealed.max", amount: "6.000001" })
         assert.strictEqual(rest.status, 402, rest.text)
       }))
 
