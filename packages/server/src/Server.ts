@@ -44,7 +44,7 @@ import { DashboardConfig } from "./dashboard/DashboardConfig.ts"
 import { DashboardRoutes, dashboardRoutePaths } from "./dashboard/http.ts"
 import { PublicApi } from "@pps/api/Api"
 import { AuthorizationLive } from "./http/Authorization.ts"
-import { answerClientErrors, envelopeMiddleware, makeRouteTable } from "./http/Envelope.ts"
+import { answerClientErrors, apiReferencePath, envelopeMiddleware, makeRouteTable } from "./http/Envelope.ts"
 import { IdempotencyLive } from "./http/Idempotency.ts"
 import { RateLimiter } from "./http/RateLimiter.ts"
 import { RequestValidationLive } from "./http/RequestValidation.ts"
@@ -77,10 +77,8 @@ export const routesOf = <Id extends string, Groups extends HttpApiGroup.Constrai
 }
 
 const openApiPath = "/v1/openapi.json"
-/** The API reference page (Scalar, served from the npm package, no CDN: it works offline). */
-const docsPath = "/v1/docs"
 
-const publicRoutes = makeRouteTable([...routesOf(PublicApi), ["GET", openApiPath], ["GET", docsPath], ...healthRoutePaths, ...dashboardRoutePaths])
+const publicRoutes = makeRouteTable([...routesOf(PublicApi), ["GET", openApiPath], ["GET", apiReferencePath], ...healthRoutePaths, ...dashboardRoutePaths])
 const adminRoutes = makeRouteTable(routesOf(AdminApi))
 
 /**
@@ -96,7 +94,7 @@ export const PublicApp = Layer.mergeAll(
     // Groups need their middleware too, so it is provided after them.
     Layer.provide([AuthorizationLive, RequestValidationLive, IdempotencyLive])
   ),
-  HttpApiScalar.layer(PublicApi, { path: docsPath }),
+  HttpApiScalar.layer(PublicApi, { path: apiReferencePath }),
   HealthRoutes,
   DashboardRoutes,
   HttpRouter.middleware(envelopeMiddleware(publicRoutes), { global: true })

@@ -262,6 +262,52 @@ const withEnvelope = (response: HttpServerResponse.HttpServerResponse, requestId
 }
 
 /**
+ * The API reference page (Scalar, served from the npm package, no CDN: it works offline): a
+ * large third-party script, so it is fenced in by a CSP of its own (`withApiHeaders`).
+ *
+ * @since 0.4.0
+ * @category constants
+ */
+export const apiReferencePath = "/v1/docs"
+
+/**
+ * Headers every `/v1` answer carries besides its own. `no-store`: the page (docs/dashboard.md)
+ * reads transfers, counterparties and keys through `/v1`; none of it may stay in a shared
+ * computer's disk cache after sign-out. `nosniff`: JSON is never taken for script or HTML.
+ * The reference page shares its origin with the dashboard, whose session cookie rides on every
+ * same-origin request: its CSP lets its own inline script run and nothing else, no request
+ * (`connect-src 'none'`: script there, say a flaw in the bundled Scalar, cannot read the
+ * dashboard's CSRF token or call the API), no form, no frame. The spec it shows is inline, so it
+ * needs no request. (A `sandbox` CSP would be stronger, but Scalar renders nothing in an opaque
+ * origin: checked in Chromium.)
+ */
+const apiReferencePolicy = [
+  "default-src 'none'",
+  "script-src 'unsafe-inline'",
+  "style-src 'unsafe-inline'",
+  "img-src data:",
+  "font-src data:",
+  "connect-src 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'"
+].join("; ")
+
+const withApiHeaders = (path: string, response: HttpServerResponse.HttpServerResponse) => {
+  if (!path.startsWith("/v1/") && path !== "/v1") return response
+  const cached = response.headers["cache-control"] === undefined
+    ? HttpServerResponse.setHeader(response, "cache-control", "no-store")
+    : response
+  const typed = HttpServerResponse.setHeader(cached, "x-content-type-options", "nosniff")
+  return path === apiReferencePath
+    ? HttpServerResponse.setHeaders(typed, {
+      "content-security-policy": apiReferencePolicy,
+      "x-frame-options": "DENY"
+    })
+    : typed
+}
+
+/**
  * The middleware, for `HttpRouter.middleware(..., { global: true })`.
  *
  * @since 0.1.0
@@ -290,7 +336,7 @@ export const envelopeMiddleware = (routes: RouteTable) =>
         Effect.catchCause((cause) => responseForCause(cause, request, routes))
       )
     }).pipe(Effect.annotateLogs({ request_id: requestId }))
-    const final = HttpServerResponse.setHeader(withEnvelope(response, requestId), "x-request-id", requestId)
+    const final = withApiHeaders(path, HttpServerResponse.setHeader(withEnvelope(response, requestId), "x-request-id", requestId))
     yield* Effect.logInfo("http request").pipe(
       Effect.annotateLogs({
         request_id: requestId,

@@ -202,6 +202,18 @@ describe("public API", () => {
         assert.match(page.headers.get("content-type") ?? "", /^text\/html/)
         assert.include(page.text, "Private Payments Service")
         assert.notMatch(page.text, /<script[^>]*\ssrc=/, "no script from elsewhere")
+        // Its script may make no request (a dashboard session rides on this origin), nor frame it.
+        const policy = page.headers.get("content-security-policy") ?? ""
+        for (const directive of ["default-src 'none'", "connect-src 'none'", "form-action 'none'", "frame-ancestors 'none'"]) {
+          assert.include(policy, directive)
+        }
+        assert.strictEqual(page.headers.get("x-frame-options"), "DENY")
+        // /v1 answers are never cached and never sniffed; health checks outside /v1 are untouched.
+        for (const answer of [response, yield* send(`${server.baseUrl}/v1/accounts/me`)]) {
+          assert.strictEqual(answer.headers.get("cache-control"), "no-store")
+          assert.strictEqual(answer.headers.get("x-content-type-options"), "nosniff")
+        }
+        assert.isNull((yield* send(`${server.baseUrl}/healthz`)).headers.get("x-content-type-options"))
       }))
 
     it.effect("healthz and readyz answer outside /v1 with a request id", () =>
