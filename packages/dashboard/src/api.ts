@@ -7,6 +7,8 @@
  * the session's credentials. Amounts and memos are sealed and opened by the SDK
  * in this page; the server only ever receives ciphertexts and proofs.
  */
+import { startAuthentication } from "@simplewebauthn/browser"
+import type { PublicKeyCredentialRequestOptionsJSON } from "@simplewebauthn/browser"
 import type { EncryptionKey } from "@pps/crypto"
 import { Pps } from "@pps/sdk"
 
@@ -63,13 +65,40 @@ const problemOf = async (response: Response): Promise<ApiProblem> => {
   )
 }
 
-/** A JSON call to the dashboard's own endpoints or to `/v1`. */
-export const call = async <A>(method: "GET" | "POST" | "PATCH" | "DELETE", path: string, body?: unknown): Promise<A> => {
-  const response = await sessionFetch(path, {
-    method,
-    headers: body === undefined ? {} : { "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+/**
+ * Step-up: the holder confirms presence with a passkey (user verification
+ * required), which the server asks for before adding or removing a passkey or
+ * creating an API key when the session's last passkey check is over five
+ * minutes old.
+ */
+const stepUp = async (): Promise<void> => {
+  const options = await sessionFetch("/dashboard/api/step-up/options", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
+  if (!options.ok) throw await problemOf(options)
+  const optionsJSON = (await options.json()) as PublicKeyCredentialRequestOptionsJSON
+  const response = await startAuthentication({ optionsJSON })
+  const verified = await sessionFetch("/dashboard/api/step-up/verify", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ response })
   })
+  if (!verified.ok) throw await problemOf(verified)
+}
+
+/** A JSON call to the dashboard's own endpoints or to `/v1`; on `reauthentication_required`, steps up once and retries. */
+export const call = async <A>(method: "GET" | "POST" | "PATCH" | "DELETE", path: string, body?: unknown): Promise<A> => {
+  const send = () =>
+    sessionFetch(path, {
+      method,
+      headers: body === undefined ? {} : { "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    })
+  let response = await send()
+  if (response.status === 403) {
+    const problem = await problemOf(response.clone())
+    if (problem.code !== "reauthentication_required") throw problem
+    await stepUp()
+    response = await send()
+  }
   if (!response.ok) throw await problemOf(response)
   if (response.status === 204) return undefined as A
   return (await response.json()) as A

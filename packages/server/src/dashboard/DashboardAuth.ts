@@ -13,6 +13,11 @@
  *   expiries: idle (`sessionIdleMs` since last use) and absolute
  *   (`sessionAbsoluteMs` since sign-in). Sign-out revokes one row, sign-out
  *   everywhere every row of the account.
+ * - A session records when a user-verified passkey assertion last proved the
+ *   holder present (`verified_at`: sign-in, enrollment, or a "step_up"
+ *   ceremony). Adding or removing a passkey and creating an API key need that
+ *   to be at most `stepUpMaxAgeMs` old, so a cookie alone (a stolen one, an
+ *   unattended laptop) cannot plant a passkey or a key that outlives the session.
  *
  * Everything is in SQL, so any api node answers any step of a ceremony and any
  * request of a session (distributed mode).
@@ -50,6 +55,13 @@ export const sessionIdleMs = 30 * 60 * 1000
 export const sessionAbsoluteMs = 12 * 60 * 60 * 1000
 /** `last_seen_at` is written at most this often, not on every request. */
 const touchEveryMs = 60 * 1000
+/**
+ * How recent the last user-verified passkey assertion of a session must be for
+ * the actions that give lasting access (add or remove a passkey, create an API
+ * key): long enough that sign-in followed by creating a key needs no second
+ * touch, short enough that a laptop left signed in does not serve a passer-by.
+ */
+export const stepUpMaxAgeMs = 5 * 60 * 1000
 /** Random bytes of invite and session tokens (as API keys, D8). */
 const tokenBytes = 32
 /** A passkey's name, as the holder types it. */
@@ -78,6 +90,8 @@ export interface DashboardSession {
   readonly accountId: string
   readonly handle: string
   readonly csrfToken: string
+  /** When a user-verified passkey assertion last proved the holder present; null for sessions older than step-up. */
+  readonly verifiedAtMs: number | null
   readonly principal: Principal
 }
 
@@ -139,6 +153,7 @@ const SessionRow = Schema.Struct({
   owner_account_id: Schema.NullOr(Schema.String),
   last_seen_ms: Schema.NumberFromString,
   expires_ms: Schema.NumberFromString,
+  verified_ms: Schema.NullOr(Schema.NumberFromString),
   revoked: Schema.Boolean
 })
 
@@ -149,6 +164,8 @@ const PasskeyRow = Schema.Struct({
   sign_count: Schema.NumberFromString,
   transports: Schema.String
 })
+
+type Purpose = "enroll" | "add_passkey" | "sign_in" | "step_up"
 
 const ceremonyInvalid = new DashboardAuthError({
   reason: "ceremony_invalid",
@@ -168,8 +185,12 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
   readonly signInVerify: (response: AuthenticationResponseJSON, userAgent: string) => Effect.Effect<OpenedSession, DashboardAuthError | SqlError.SqlError>
   readonly addPasskeyOptions: (session: DashboardSession) => Effect.Effect<PublicKeyCredentialCreationOptionsJSON, SqlError.SqlError>
   readonly addPasskeyVerify: (session: DashboardSession, response: RegistrationResponseJSON, name: string) => Effect.Effect<PasskeyView, DashboardAuthError | SqlError.SqlError>
+  /** Options of a step-up: an assertion by one of the session's account's passkeys, user verification required. */
+  readonly stepUpOptions: (session: DashboardSession) => Effect.Effect<PublicKeyCredentialRequestOptionsJSON, SqlError.SqlError>
+  /** Verifies a step-up answer and marks the session verified now. */
+  readonly stepUpVerify: (session: DashboardSession, response: AuthenticationResponseJSON) => Effect.Effect<void, DashboardAuthError | SqlError.SqlError>
   readonly passkeys: (accountId: string) => Effect.Effect<ReadonlyArray<PasskeyView>, SqlError.SqlError>
-  readonly removePasskey: (accountId: string, credentialId: string) => Effect.Effect<void, DashboardAuthError | SqlError.SqlError>
+  readonly removePasskey: (session: DashboardSession, credentialId: string) => Effect.Effect<void, DashboardAuthError | SqlError.SqlError>
   /** The session a cookie stands for, if it is live; touches its idle clock. */
   readonly authenticate: (token: string) => Effect.Effect<Option.Option<DashboardSession>, SqlError.SqlError>
   readonly sessions: (session: DashboardSession) => Effect.Effect<ReadonlyArray<SessionView>, SqlError.SqlError>
@@ -186,7 +207,7 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
 
       const storeChallenge = (
         challenge: string,
-        purpose: "enroll" | "add_passkey" | "sign_in",
+        purpose: Purpose,
         accountId: string | null,
         inviteHash: Uint8Array | null
       ) =>
@@ -200,7 +221,7 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
         })
 
       /** Takes the challenge a response answers, if it is live and of this purpose. */
-      const takeChallenge = (clientDataJSON: string, purpose: "enroll" | "add_passkey" | "sign_in") =>
+      const takeChallenge = (clientDataJSON: string, purpose: Purpose) =>
         Effect.gen(function*() {
           const challenge = challengeOf(clientDataJSON)
           if (Option.isNone(challenge)) return yield* ceremonyInvalid
@@ -214,7 +235,8 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
           return { challenge: challenge.value, accountId: row.account_id, inviteHash: row.invite_hash }
         })
 
-      const openSession = (accountId: string, userAgent: string) =>
+      /** A session opened by a user-verified ceremony of `credentialId`: verified now. */
+      const openSession = (accountId: string, userAgent: string, credentialId: string) =>
         Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
           const sessionId = `ses_${ulid(now)}`
@@ -222,9 +244,11 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
           const csrfToken = newToken()
           const expiresAtMs = now + sessionAbsoluteMs
           yield* sql`
-            INSERT INTO dashboard_sessions (session_id, token_hash, account_id, csrf_token, user_agent, created_at, last_seen_at, expires_at)
+            INSERT INTO dashboard_sessions (session_id, token_hash, account_id, csrf_token, user_agent, created_at, last_seen_at, expires_at,
+                                            verified_at, credential_id)
             VALUES (${sessionId}, ${sha256(token)}, ${accountId}, ${csrfToken}, ${userAgent.slice(0, 256)},
-                    ${isoOf(now)}::timestamptz, ${isoOf(now)}::timestamptz, ${isoOf(expiresAtMs)}::timestamptz)`
+                    ${isoOf(now)}::timestamptz, ${isoOf(now)}::timestamptz, ${isoOf(expiresAtMs)}::timestamptz,
+                    ${isoOf(now)}::timestamptz, ${credentialId})`
           yield* Effect.logInfo("dashboard session opened").pipe(Effect.annotateLogs({ session_id: sessionId, account_id: accountId }))
           return { sessionId, token, csrfToken, expiresAtMs } satisfies OpenedSession
         })
@@ -266,6 +290,39 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
             VALUES (${credential.id}, ${accountId}, ${credential.publicKey}, ${credential.counter}, ${(credential.transports ?? []).join(",")},
                     ${cleanName}, ${isoOf(now)}::timestamptz)`
           return { credential_id: credential.id, name: cleanName, created_at: isoOf(now), last_used_at: null } satisfies PasskeyView
+        })
+
+      /**
+       * Verifies an assertion (user verification required: the library's default)
+       * against the stored passkey it names, and advances its counter.
+       */
+      const verifyAssertion = (response: AuthenticationResponseJSON, challenge: string) =>
+        Effect.gen(function*() {
+          const rows = yield* sql`
+            SELECT credential_id, account_id, public_key, sign_count::text AS sign_count, transports
+            FROM dashboard_passkeys WHERE credential_id = ${response.id}`.pipe(Effect.flatMap(decodePasskeys), Effect.orDie)
+          const passkey = rows[0]
+          if (passkey === undefined) {
+            return yield* new DashboardAuthError({ reason: "passkey_unknown", message: "This passkey is not registered here." })
+          }
+          const verified = yield* Effect.tryPromise({
+            try: () =>
+              verifyAuthenticationResponse({
+                response,
+                expectedChallenge: challenge,
+                expectedOrigin: origin,
+                expectedRPID: rpId,
+                requireUserVerification: true,
+                credential: { id: passkey.credential_id, publicKey: new Uint8Array(passkey.public_key), counter: passkey.sign_count, transports: transportsOf(passkey.transports) }
+              }),
+            catch: () => ceremonyInvalid
+          })
+          if (!verified.verified) return yield* ceremonyInvalid
+          const now = yield* Clock.currentTimeMillis
+          yield* sql`
+            UPDATE dashboard_passkeys SET sign_count = ${verified.authenticationInfo.newCounter}, last_used_at = ${isoOf(now)}::timestamptz
+            WHERE credential_id = ${passkey.credential_id}`
+          return passkey
         })
 
       const handleOf = (accountId: string) =>
@@ -319,7 +376,7 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
               return yield* new DashboardAuthError({ reason: "invite_invalid", message: "This invite link is unknown, used or expired; ask the operator for a new one." })
             }
             yield* storePasskey(accountId, credential, name)
-            return yield* openSession(accountId, userAgent)
+            return yield* openSession(accountId, userAgent, credential.id)
           }))
         }),
 
@@ -331,30 +388,8 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
 
         signInVerify: Effect.fn("DashboardAuth.signInVerify")(function*(response, userAgent) {
           const taken = yield* takeChallenge(response.response.clientDataJSON, "sign_in")
-          const rows = yield* sql`
-            SELECT credential_id, account_id, public_key, sign_count::text AS sign_count, transports
-            FROM dashboard_passkeys WHERE credential_id = ${response.id}`.pipe(Effect.flatMap(decodePasskeys), Effect.orDie)
-          const passkey = rows[0]
-          if (passkey === undefined) {
-            return yield* new DashboardAuthError({ reason: "passkey_unknown", message: "This passkey is not registered here." })
-          }
-          const verified = yield* Effect.tryPromise({
-            try: () =>
-              verifyAuthenticationResponse({
-                response,
-                expectedChallenge: taken.challenge,
-                expectedOrigin: origin,
-                expectedRPID: rpId,
-                credential: { id: passkey.credential_id, publicKey: new Uint8Array(passkey.public_key), counter: passkey.sign_count, transports: transportsOf(passkey.transports) }
-              }),
-            catch: () => ceremonyInvalid
-          })
-          if (!verified.verified) return yield* ceremonyInvalid
-          const now = yield* Clock.currentTimeMillis
-          yield* sql`
-            UPDATE dashboard_passkeys SET sign_count = ${verified.authenticationInfo.newCounter}, last_used_at = ${isoOf(now)}::timestamptz
-            WHERE credential_id = ${passkey.credential_id}`
-          return yield* openSession(passkey.account_id, userAgent)
+          const passkey = yield* verifyAssertion(response, taken.challenge)
+          return yield* openSession(passkey.account_id, userAgent, passkey.credential_id)
         }),
 
         addPasskeyOptions: Effect.fn("DashboardAuth.addPasskeyOptions")(function*(session) {
@@ -367,7 +402,34 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
           const taken = yield* takeChallenge(response.response.clientDataJSON, "add_passkey")
           if (taken.accountId !== session.accountId) return yield* ceremonyInvalid
           const credential = yield* verifyRegistration(response, taken.challenge)
-          return yield* storePasskey(session.accountId, credential, name)
+          const added = yield* storePasskey(session.accountId, credential, name)
+          yield* Effect.logInfo("dashboard passkey added").pipe(Effect.annotateLogs({ session_id: session.sessionId, credential_id: added.credential_id }))
+          return added
+        }),
+
+        stepUpOptions: Effect.fn("DashboardAuth.stepUpOptions")(function*(session) {
+          const owned = yield* sql<{ credential_id: string; transports: string }>`
+            SELECT credential_id, transports FROM dashboard_passkeys WHERE account_id = ${session.accountId}`
+          const options = yield* Effect.promise(() =>
+            generateAuthenticationOptions({
+              rpID: rpId,
+              userVerification: "required",
+              allowCredentials: owned.map((row) => ({ id: row.credential_id, transports: transportsOf(row.transports) }))
+            })
+          )
+          // Bound to the account: another account's passkey cannot answer it.
+          yield* storeChallenge(options.challenge, "step_up", session.accountId, null)
+          return options
+        }),
+
+        stepUpVerify: Effect.fn("DashboardAuth.stepUpVerify")(function*(session, response) {
+          const taken = yield* takeChallenge(response.response.clientDataJSON, "step_up")
+          if (taken.accountId !== session.accountId) return yield* ceremonyInvalid
+          const passkey = yield* verifyAssertion(response, taken.challenge)
+          if (passkey.account_id !== session.accountId) return yield* ceremonyInvalid
+          const now = yield* Clock.currentTimeMillis
+          yield* sql`UPDATE dashboard_sessions SET verified_at = ${isoOf(now)}::timestamptz WHERE session_id = ${session.sessionId}`
+          yield* Effect.logInfo("dashboard session stepped up").pipe(Effect.annotateLogs({ session_id: session.sessionId, credential_id: passkey.credential_id }))
         }),
 
         passkeys: (accountId) =>
@@ -375,8 +437,9 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
             SELECT credential_id, name, iso_utc(created_at) AS created_at, iso_utc(last_used_at) AS last_used_at
             FROM dashboard_passkeys WHERE account_id = ${accountId} ORDER BY created_at, credential_id`,
 
-        removePasskey: Effect.fn("DashboardAuth.removePasskey")(function*(accountId, credentialId) {
-          return yield* sql.withTransaction(Effect.gen(function*() {
+        removePasskey: Effect.fn("DashboardAuth.removePasskey")(function*(session, credentialId) {
+          const accountId = session.accountId
+          yield* sql.withTransaction(Effect.gen(function*() {
             const rows = yield* sql<{ credential_id: string }>`
               SELECT credential_id FROM dashboard_passkeys WHERE account_id = ${accountId} FOR UPDATE`
             if (!rows.some((row) => row.credential_id === credentialId)) {
@@ -388,6 +451,7 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
             }
             yield* sql`DELETE FROM dashboard_passkeys WHERE credential_id = ${credentialId} AND account_id = ${accountId}`
           }))
+          yield* Effect.logInfo("dashboard passkey removed").pipe(Effect.annotateLogs({ session_id: session.sessionId, credential_id: credentialId }))
         }),
 
         authenticate: Effect.fn("DashboardAuth.authenticate")(function*(token) {
@@ -395,6 +459,7 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
             SELECT s.session_id, s.account_id, a.handle, s.csrf_token, a.type AS account_type, a.owner_account_id,
                    (extract(epoch FROM s.last_seen_at) * 1000)::bigint::text AS last_seen_ms,
                    (extract(epoch FROM s.expires_at) * 1000)::bigint::text AS expires_ms,
+                   (extract(epoch FROM s.verified_at) * 1000)::bigint::text AS verified_ms,
                    (s.revoked_at IS NOT NULL) AS revoked
             FROM dashboard_sessions s JOIN accounts a ON a.account_id = s.account_id
             WHERE s.token_hash = ${sha256(token)}`.pipe(Effect.flatMap(decodeSessions), Effect.orDie)
@@ -409,6 +474,7 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
             accountId: row.account_id,
             handle: row.handle,
             csrfToken: row.csrf_token,
+            verifiedAtMs: row.verified_ms,
             // The session stands in for a key (D41): its id is the "key" its requests are
             // counted, rate-limited and idempotency-scoped under.
             principal: { keyId: row.session_id, accountId: row.account_id, accountType: row.account_type, ownerAccountId: row.owner_account_id, mode }

@@ -9,7 +9,9 @@
  * sniffing; `Cache-Control: no-store` on the endpoints. Every state-changing
  * request must come from the dashboard's own origin (`Origin` header); with a
  * session it must also carry the session's CSRF token in `X-CSRF-Token`. Sign-in
- * steps are rate-limited per client address. API keys never go to the page
+ * steps are rate-limited per client address. Adding or removing a passkey and
+ * creating an API key need a recent passkey assertion (step-up, 403
+ * `reauthentication_required` otherwise). API keys never go to the page
  * except the one just created, once.
  *
  * The same session cookie authenticates the page's `/v1` calls (see
@@ -24,7 +26,7 @@ import { Clock, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import type { AuthenticationResponseJSON, RegistrationResponseJSON } from "@simplewebauthn/server"
 import { ApiKeys } from "../apikeys/ApiKeys.ts"
-import { csrfTokenMatches, DashboardAuth, type DashboardAuthError, type DashboardSession, sessionAbsoluteMs } from "./DashboardAuth.ts"
+import { csrfTokenMatches, DashboardAuth, type DashboardAuthError, type DashboardSession, sessionAbsoluteMs, stepUpMaxAgeMs } from "./DashboardAuth.ts"
 import { DashboardConfig } from "./DashboardConfig.ts"
 
 /**
@@ -135,6 +137,7 @@ const PasskeyName = Schema.String.check(Schema.isMaxLength(64))
 const EnrollOptionsRequest = Schema.Struct({ invite: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128)) })
 const EnrollVerifyRequest = Schema.Struct({ response: RegistrationResponse, name: Schema.optionalKey(PasskeyName) })
 const SignInVerifyRequest = Schema.Struct({ response: AuthenticationResponse })
+const StepUpVerifyRequest = SignInVerifyRequest
 const CreateKeyRequest = Schema.Struct({ name: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(100)) })
 
 const invalidBody = (message: string) => failure(400, "invalid_request", message)
@@ -229,6 +232,8 @@ export const dashboardRoutePaths = [
   ["POST", "/dashboard/api/sign-out-everywhere"],
   ["GET", "/dashboard/api/sessions"],
   ["GET", "/dashboard/api/passkeys"],
+  ["POST", "/dashboard/api/step-up/options"],
+  ["POST", "/dashboard/api/step-up/verify"],
   ["POST", "/dashboard/api/passkeys/options"],
   ["POST", "/dashboard/api/passkeys/verify"],
   ["DELETE", "/dashboard/api/passkeys/:credential_id"],
@@ -280,6 +285,18 @@ export const DashboardRoutes = Layer.unwrap(Effect.gen(function*() {
         if ("refusal" in resolved.value) return failure(403, "forbidden", resolved.value.refusal)
         return yield* handler(resolved.value.session, request)
       }).pipe(Effect.map(headers))
+
+  /**
+   * A step that gives lasting access (a passkey, an API key): the session must
+   * have been verified by a passkey assertion within `stepUpMaxAgeMs`, else 403
+   * `reauthentication_required`, on which the page runs the step-up ceremony.
+   */
+  const steppedUp = <E, R>(handler: (session: DashboardSession, request: HttpServerRequest.HttpServerRequest) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+    signedIn((session, request) =>
+      Effect.flatMap(Clock.currentTimeMillis, (nowMs) =>
+        session.verifiedAtMs !== null && nowMs - session.verifiedAtMs <= stepUpMaxAgeMs
+          ? handler(session, request)
+          : Effect.succeed(failure(403, "reauthentication_required", "Confirm with your passkey to continue."))))
 
   const opened = (session: { readonly token: string; readonly csrfToken: string; readonly expiresAtMs: number }) =>
     cookie(session.token, sessionAbsoluteMs)(json({ csrf_token: session.csrfToken, expires_at: new Date(session.expiresAtMs).toISOString() }))
@@ -344,19 +361,30 @@ export const DashboardRoutes = Layer.unwrap(Effect.gen(function*() {
 
     HttpRouter.add("GET", "/dashboard/api/passkeys", signedIn((session) =>
       Effect.map(Effect.orDie(auth.passkeys(session.accountId)), (data) => json({ data })))),
-    HttpRouter.add("POST", "/dashboard/api/passkeys/options", signedIn((session) =>
+    HttpRouter.add("POST", "/dashboard/api/step-up/options", signedIn((session) =>
+      Effect.map(Effect.orDie(auth.stepUpOptions(session)), (options) => json(options)))),
+    HttpRouter.add("POST", "/dashboard/api/step-up/verify", signedIn((session) =>
+      body(StepUpVerifyRequest, ({ response }) =>
+        auth.stepUpVerify(session, response as AuthenticationResponseJSON).pipe(
+          Effect.map(() => json({ verified: true })),
+          // 403, not 401: the session itself is still good, only this confirmation failed.
+          Effect.catchTag("DashboardAuthError", (error) => Effect.succeed(failure(403, "reauthentication_failed", error.message))),
+          Effect.orDie
+        )))),
+
+    HttpRouter.add("POST", "/dashboard/api/passkeys/options", steppedUp((session) =>
       Effect.map(Effect.orDie(auth.addPasskeyOptions(session)), (options) => json(options)))),
-    HttpRouter.add("POST", "/dashboard/api/passkeys/verify", signedIn((session) =>
+    HttpRouter.add("POST", "/dashboard/api/passkeys/verify", steppedUp((session) =>
       body(EnrollVerifyRequest, ({ response, name }) =>
         auth.addPasskeyVerify(session, response as RegistrationResponseJSON, name ?? "Passkey").pipe(
           Effect.map((passkey) => json(passkey, 201)),
           Effect.catchTag("DashboardAuthError", (error) => Effect.succeed(authFailure(error))),
           Effect.orDie
         )))),
-    HttpRouter.add("DELETE", "/dashboard/api/passkeys/:credential_id", signedIn((session) =>
+    HttpRouter.add("DELETE", "/dashboard/api/passkeys/:credential_id", steppedUp((session) =>
       Effect.gen(function*() {
         const params = yield* HttpRouter.params
-        return yield* auth.removePasskey(session.accountId, params["credential_id"] ?? "").pipe(
+        return yield* auth.removePasskey(session, params["credential_id"] ?? "").pipe(
           Effect.map(() => HttpServerResponse.empty({ status: 204 })),
           Effect.catchTag("DashboardAuthError", (error) => Effect.succeed(authFailure(error))),
           Effect.orDie
@@ -364,7 +392,7 @@ export const DashboardRoutes = Layer.unwrap(Effect.gen(function*() {
       }))),
 
     // SPEC Authentication 2: the holder creates a key, names it, sees its value once.
-    HttpRouter.add("POST", "/dashboard/api/api-keys", signedIn((session) =>
+    HttpRouter.add("POST", "/dashboard/api/api-keys", steppedUp((session) =>
       body(CreateKeyRequest, ({ name }) =>
         apiKeys.issue(session.accountId, name, session.principal.mode).pipe(
           Effect.orDie,

@@ -163,6 +163,46 @@ describe("dashboard sign-in and sessions", () => {
         assert.strictEqual((yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: { cookie: `pps_session=${fourth.cookie}` } })).status, 401)
       }))
 
+    it.effect("a passkey or an API key needs a passkey assertion of the last five minutes; the step-up is the account's and counts once", () =>
+      Effect.gen(function*() {
+        const device = makeSoftAuthenticator("dash.example")
+        const { server, cookie, csrf } = yield* enroll("dave", device)
+        const signedIn = { cookie: `pps_session=${cookie}`, origin, "x-csrf-token": csrf }
+        // Just enrolled: verified now, so a key needs no second touch.
+        assert.strictEqual((yield* send(`${server.baseUrl}/dashboard/api/api-keys`, postJson(signedIn, { name: "fresh" }))).status, 201)
+
+        const sql = Context.get(server.services, SqlClient.SqlClient)
+        const sessionId = ((yield* send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `pps_session=${cookie}` } })).json as { session_id: string }).session_id
+        yield* sql`UPDATE dashboard_sessions SET verified_at = now() - interval '6 minutes' WHERE session_id = ${sessionId}`
+        // The cookie alone no longer adds a passkey, removes one, or creates a key.
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/api-keys`, postJson(signedIn, { name: "stale" })), 403, "reauthentication_required")
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/passkeys/options`, postJson(signedIn, {})), 403, "reauthentication_required")
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/passkeys/verify`, postJson(signedIn, { response: device.register({ challenge: "x", rp: { id: "dash.example" } }, origin) })), 403, "reauthentication_required")
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/passkeys/${device.credentialId}`, { method: "DELETE", headers: signedIn }), 403, "reauthentication_required")
+        // Reading is not gated.
+        assert.strictEqual((yield* send(`${server.baseUrl}/dashboard/api/passkeys`, { headers: { cookie: `pps_session=${cookie}` } })).status, 200)
+
+        // Another account's passkey cannot answer this account's step-up.
+        const stranger = makeSoftAuthenticator("dash.example")
+        yield* enroll("erin", stranger)
+        const foreignOptions = yield* send(`${server.baseUrl}/dashboard/api/step-up/options`, postJson(signedIn, {}))
+        assert.strictEqual(foreignOptions.status, 200)
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/step-up/verify`, postJson(signedIn, { response: stranger.authenticate(foreignOptions.json as Options, origin) })), 403, "reauthentication_failed")
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/api-keys`, postJson(signedIn, { name: "stale" })), 403, "reauthentication_required")
+
+        const options = yield* send(`${server.baseUrl}/dashboard/api/step-up/options`, postJson(signedIn, {}))
+        assert.strictEqual(options.status, 200)
+        assert.strictEqual((options.json as { userVerification?: string }).userVerification, "required")
+        const answer = device.authenticate(options.json as Options, origin)
+        const stepped = yield* send(`${server.baseUrl}/dashboard/api/step-up/verify`, postJson(signedIn, { response: answer }))
+        assert.strictEqual(stepped.status, 200, stepped.text)
+        // The same answer does not count twice.
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/step-up/verify`, postJson(signedIn, { response: answer })), 403, "reauthentication_failed")
+        assert.strictEqual((yield* send(`${server.baseUrl}/dashboard/api/api-keys`, postJson(signedIn, { name: "stepped-up" }))).status, 201)
+        // Step-up needs the session's CSRF token like every state change.
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/step-up/options`, postJson({ cookie: `pps_session=${cookie}`, origin }, {})), 403, "forbidden")
+      }))
+
     it.effect("sign-in steps are rate-limited per client address, with Retry-After", () =>
       Effect.gen(function*() {
         const server = yield* TestServer

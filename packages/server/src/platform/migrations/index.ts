@@ -22,6 +22,7 @@ import { dashboard } from "./0012_dashboard.ts"
 import { submissionOwner } from "./0013_submission_owner.ts"
 import { rateLimitBuckets } from "./0014_rate_limit_buckets.ts"
 import { sealedAttempts } from "./0015_sealed_attempts.ts"
+import { dashboardStepUp } from "./0016_dashboard_step_up.ts"
 
 /**
  * @since 0.1.0
@@ -42,5 +43,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0012_dashboard": dashboard,
   "0013_submission_owner": submissionOwner,
   "0014_rate_limit_buckets": rateLimitBuckets,
-  "0015_sealed_attempts": sealedAttempts
+  "0015_sealed_attempts": sealedAttempts,
+  "0016_dashboard_step_up": dashboardStepUp
 }
