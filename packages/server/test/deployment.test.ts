@@ -93,6 +93,8 @@ describe("the distributed deployment", () => {
       }
       assert.strictEqual(service.environment["HOST"], "0.0.0.0")
       assert.strictEqual(service.environment["DASHBOARD_ORIGIN"], "${PPS_PUBLIC_ORIGIN}")
+      // Behind the balancer the sign-in limit must see clients, not the balancer.
+      assert.strictEqual(service.environment["TRUSTED_PROXIES"], service.role === "api" ? "${PPS_TRUSTED_PROXIES}" : undefined, service.name)
       assert.strictEqual(service.environment["ADMIN_HOST"], "0.0.0.0")
     }
     for (const service of byRole("guardian")) {

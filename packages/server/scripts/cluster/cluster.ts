@@ -247,6 +247,8 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
     balancerPort,
     // The certificate names localhost (WebAuthn refuses an IP address as its relying party).
     publicOrigin: `https://localhost:${balancerPort}`,
+    // The balancer runs on this machine and reaches the api nodes over loopback.
+    trustedProxies: "127.0.0.1,::1",
     tlsCertFile: tls.cert,
     tlsKeyFile: tls.key,
     nodeDataDir: (name) => path.join(options.dir, name)

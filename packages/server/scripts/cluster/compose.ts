@@ -38,6 +38,9 @@ export const composeAddresses: Addresses = {
   workers: Array.from({ length: composeWorkerNodes }, (_, index) => ({ host: workerNodeName(index), port: apiPort, adminPort })),
   balancerPort: 8443,
   publicOrigin: "${PPS_PUBLIC_ORIGIN}",
+  // The balancer's container address is assigned by Docker; the env file names the compose
+  // network's range (the api nodes publish no port, so only this project's containers reach them).
+  trustedProxies: "${PPS_TRUSTED_PROXIES}",
   tlsCertFile: "/tls/cert.pem",
   tlsKeyFile: "/tls/key.pem",
   nodeDataDir: () => "/data"

@@ -34,6 +34,12 @@ export interface Addresses {
   readonly balancerPort: number
   /** The origin browsers reach the balancer at (the dashboard's WebAuthn relying party: a host name). */
   readonly publicOrigin: string
+  /**
+   * The balancer's address as the api nodes see it (`TRUSTED_PROXIES`): its
+   * `X-Forwarded-For` then names the client of a dashboard sign-in step, which is
+   * rate-limited per client address.
+   */
+  readonly trustedProxies: string
   /** The balancer's certificate and key files. */
   readonly tlsCertFile: string
   readonly tlsKeyFile: string
@@ -120,6 +126,8 @@ export const nodeServices = (at: Addresses): ReadonlyArray<NodeService> => {
     health: { _tag: "none" },
     oneShot: true
   }
+  // Only api nodes are behind the balancer; workers serve no dashboard.
+  const behindBalancer = (role: "api" | "worker"): Record<string, string> => role === "api" ? { TRUSTED_PROXIES: at.trustedProxies } : {}
   const serverNode = (name: string, role: "api" | "worker", self: Addresses["api"][number]): NodeService => ({
     name,
     role,
@@ -146,6 +154,7 @@ export const nodeServices = (at: Addresses): ReadonlyArray<NodeService> => {
       GUARDIAN_SHARED_SECRET: "${GUARDIAN_SHARED_SECRET}",
       WEBHOOK_ALLOW_INSECURE_LOOPBACK: "${WEBHOOK_ALLOW_INSECURE_LOOPBACK}",
       DASHBOARD_ORIGIN: at.publicOrigin,
+      ...behindBalancer(role),
       LOG_LEVEL: "${LOG_LEVEL}"
     },
     dependsOn: {

@@ -81,6 +81,12 @@ export interface AppConfigShape {
    * Optional in the shape so hand-made test configs mean the default.
    */
   readonly dashboardOrigin?: string | undefined
+  /**
+   * Proxies (addresses or CIDRs) whose `X-Forwarded-For` names the client, for
+   * per-client-address limits (the dashboard's sign-in). Empty: the socket address.
+   * Optional in the shape so hand-made test configs mean none.
+   */
+  readonly trustedProxies?: ReadonlyArray<string> | undefined
   /** Embedded mode: how many relayer accounts submit in parallel (one nonce sequence each). */
   readonly relayerCount: number
   /** External chains: funded relayer private keys (comma-separated 0x hex) per mode. */
@@ -196,6 +202,10 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   chainConfirmations: Config.Int("CHAIN_CONFIRMATIONS").pipe(Config.withDefault(1)),
   nodeRole: Config.Literals(nodeRoles, "NODE_ROLE").pipe(Config.withDefault("all" as const)),
   dashboardOrigin: Config.option(Config.String("DASHBOARD_ORIGIN")).pipe(Config.map(Option.getOrUndefined)),
+  trustedProxies: Config.String("TRUSTED_PROXIES").pipe(
+    Config.withDefault(""),
+    Config.map((value) => value.split(",").map((entry) => entry.trim()).filter((entry) => entry !== ""))
+  ),
   relayerCount: Config.Int("RELAYER_COUNT").pipe(Config.withDefault(8)),
   relayerKeysTestnet: Config.option(Config.Redacted("RELAYER_KEYS_TESTNET")),
   relayerKeysMainnet: Config.option(Config.Redacted("RELAYER_KEYS_MAINNET")),
@@ -257,6 +267,7 @@ export const environmentVariables = [
   "CHAIN_CONFIRMATIONS",
   "NODE_ROLE",
   "DASHBOARD_ORIGIN",
+  "TRUSTED_PROXIES",
   "RELAYER_COUNT",
   "RELAYER_KEYS_TESTNET",
   "RELAYER_KEYS_MAINNET",

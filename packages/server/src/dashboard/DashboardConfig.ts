@@ -17,6 +17,7 @@
 import { Context, Effect, Layer, Option } from "effect"
 import type { Mode } from "@pps/api/ApiKeys"
 import { AppConfig } from "../config/AppConfig.ts"
+import { makeTrustedProxies, type TrustedProxies } from "../http/ClientAddress.ts"
 
 /**
  * @since 0.4.0
@@ -27,17 +28,22 @@ export class DashboardConfig extends Context.Service<DashboardConfig, {
   readonly rpId: string
   readonly secureCookie: boolean
   readonly mode: Mode
+  /** `TRUSTED_PROXIES`: whose `X-Forwarded-For` names the client of a sign-in step. */
+  readonly trustedProxies: TrustedProxies
 }>()("server/dashboard/DashboardConfig") {
   static readonly layer = Layer.effect(
     DashboardConfig,
     Effect.gen(function*() {
       const app = yield* AppConfig
       const url = new URL(app.dashboardOrigin ?? `http://localhost:${app.port}`)
+      // An entry that is no address or CIDR stops the start, naming it.
+      const trustedProxies = yield* Effect.try({ try: () => makeTrustedProxies(app.trustedProxies ?? []), catch: (error) => error }).pipe(Effect.orDie)
       return DashboardConfig.of({
         origin: url.origin,
         rpId: url.hostname,
         secureCookie: url.protocol === "https:",
-        mode: Option.isSome(app.rpcUrlMainnet) ? "live" : "test"
+        mode: Option.isSome(app.rpcUrlMainnet) ? "live" : "test",
+        trustedProxies
       })
     })
   )

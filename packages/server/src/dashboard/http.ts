@@ -9,7 +9,8 @@
  * sniffing; `Cache-Control: no-store` on the endpoints. Every state-changing
  * request must come from the dashboard's own origin (`Origin` header); with a
  * session it must also carry the session's CSRF token in `X-CSRF-Token`. Sign-in
- * steps are rate-limited per client address. Adding or removing a passkey and
+ * steps are rate-limited per client address (behind `TRUSTED_PROXIES`, the
+ * address `X-Forwarded-For` names; IPv6 by /64). Adding or removing a passkey and
  * creating an API key need a recent passkey assertion (step-up, 403
  * `reauthentication_required` otherwise). API keys never go to the page
  * except the one just created, once.
@@ -28,6 +29,7 @@ import type { AuthenticationResponseJSON, RegistrationResponseJSON } from "@simp
 import { ApiKeys } from "../apikeys/ApiKeys.ts"
 import { csrfTokenMatches, DashboardAuth, type DashboardAuthError, type DashboardSession, sessionAbsoluteMs, stepUpMaxAgeMs } from "./DashboardAuth.ts"
 import { DashboardConfig } from "./DashboardConfig.ts"
+import { addressBucket, clientAddress } from "../http/ClientAddress.ts"
 
 /**
  * The cookie that carries a session.
@@ -48,6 +50,14 @@ export const csrfHeaderName = "x-csrf-token"
 /** Sign-in attempts (options and verify, enrollment included) per client address and window. */
 const signInAttemptsMax = 30
 const signInWindowMs = 5 * 60 * 1000
+/**
+ * Client addresses the sign-in limiter tracks at once. Beyond it, new addresses
+ * share one overflow bucket until the next sweep: a flood of source addresses
+ * (cheap with IPv6, even bucketed by /64) cannot grow the map without bound, at
+ * the price that during such a flood newcomers are limited together.
+ */
+const signInTrackedAddressesMax = 10_000
+const overflowBucket = "overflow"
 
 const contentSecurityPolicy = [
   "default-src 'self'",
@@ -151,15 +161,30 @@ const body = <A, I, R>(schema: Schema.Codec<A, I>, onValid: (value: A) => Effect
     })
   )
 
-/** Per-node fixed-window counter of sign-in attempts by client address. */
-const makeSignInLimiter = () => {
+/**
+ * Per-node fixed-window counter of sign-in attempts by client address bucket
+ * (`addressBucket`). Expired windows are swept at most once per window length,
+ * not on every attempt (a walk of the whole map per attempt is quadratic under
+ * many addresses); an expired window met before the sweep starts afresh.
+ *
+ * @since 0.4.0
+ * @category constructors
+ */
+export const makeSignInLimiter = () => {
   const windows = new Map<string, { startedMs: number; count: number }>()
+  let sweptMs = 0
   return (address: string) =>
     Effect.map(Clock.currentTimeMillis, (nowMs) => {
-      for (const [key, window] of windows) if (nowMs - window.startedMs >= signInWindowMs) windows.delete(key)
-      const window = windows.get(address) ?? { startedMs: nowMs, count: 0 }
+      if (nowMs - sweptMs >= signInWindowMs) {
+        for (const [key, window] of windows) if (nowMs - window.startedMs >= signInWindowMs) windows.delete(key)
+        sweptMs = nowMs
+      }
+      const bucket = addressBucket(address)
+      const key = windows.has(bucket) || windows.size < signInTrackedAddressesMax ? bucket : overflowBucket
+      const known = windows.get(key)
+      const window = known === undefined || nowMs - known.startedMs >= signInWindowMs ? { startedMs: nowMs, count: 0 } : known
       window.count += 1
-      windows.set(address, window)
+      windows.set(key, window)
       return window.count <= signInAttemptsMax
         ? Option.none<number>()
         : Option.some(Math.max(1, Math.ceil((window.startedMs + signInWindowMs - nowMs) / 1000)))
@@ -268,7 +293,7 @@ export const DashboardRoutes = Layer.unwrap(Effect.gen(function*() {
     (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function*() {
         if (request.headers["origin"] !== config.origin) return failure(403, "forbidden", "The request did not come from the dashboard's origin.")
-        const address = Option.getOrElse(request.remoteAddress ?? Option.none(), () => "unknown")
+        const address = clientAddress(Option.getOrUndefined(request.remoteAddress ?? Option.none()), request.headers["x-forwarded-for"], config.trustedProxies)
         const retryAfter = yield* limitSignIn(address)
         if (Option.isSome(retryAfter)) {
           return HttpServerResponse.setHeader(failure(429, "rate_limited", "Too many sign-in attempts; wait a few minutes."), "retry-after", String(retryAfter.value))

@@ -203,12 +203,13 @@ describe("dashboard sign-in and sessions", () => {
         expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/step-up/options`, postJson({ cookie: `pps_session=${cookie}`, origin }, {})), 403, "forbidden")
       }))
 
-    it.effect("sign-in steps are rate-limited per client address, with Retry-After", () =>
+    it.effect("sign-in steps are rate-limited per client address, with Retry-After; X-Forwarded-For counts for nothing without TRUSTED_PROXIES", () =>
       Effect.gen(function*() {
         const server = yield* TestServer
         let limited: { status: number; retryAfter: string | null } | undefined
         for (let i = 0; i < 40 && limited === undefined; i++) {
-          const response = yield* send(`${server.baseUrl}/dashboard/api/sign-in/options`, postJson({ origin }, {}))
+          // Every attempt names another client: without trusted proxies they share the socket's bucket.
+          const response = yield* send(`${server.baseUrl}/dashboard/api/sign-in/options`, postJson({ origin, "x-forwarded-for": `203.0.113.${i}` }, {}))
           if (response.status === 429) {
             expectEnvelope(response, 429, "rate_limited")
             limited = { status: response.status, retryAfter: response.headers.get("retry-after") }
@@ -216,6 +217,28 @@ describe("dashboard sign-in and sessions", () => {
         }
         assert.isDefined(limited)
         assert.match(limited?.retryAfter ?? "", /^\d+$/)
+      }))
+  })
+
+  // The test client reaches the server from loopback: trusted here, as the balancer is in the cluster.
+  layer(makeTestServer({ database, config: { dashboardOrigin: origin, trustedProxies: ["127.0.0.1", "::1"] } }), { timeout: "60 seconds", excludeTestServices: true })(`${database.name}, behind a trusted proxy`, (it) => {
+    it.effect("with TRUSTED_PROXIES, two clients behind one proxy have separate sign-in buckets, and a client cannot choose its bucket", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const attempt = (forwardedFor: string) =>
+          send(`${server.baseUrl}/dashboard/api/sign-in/options`, postJson({ origin, "x-forwarded-for": forwardedFor }, {})).pipe(Effect.map((r) => r.status))
+        const statuses: Array<number> = []
+        for (let i = 0; i < 31; i++) statuses.push(yield* attempt("198.51.100.7"))
+        assert.deepStrictEqual(statuses.slice(0, 30).every((status) => status === 200), true)
+        assert.strictEqual(statuses[30], 429)
+        // Another client behind the same proxy is not locked out.
+        assert.strictEqual(yield* attempt("198.51.100.8"), 200)
+        // Entries left of the proxy's own are the client's to write: they do not move it to another bucket.
+        assert.strictEqual(yield* attempt("192.0.2.99, 198.51.100.7"), 429)
+        // IPv6 clients count by /64: another address in the same /64 shares the bucket.
+        for (let i = 0; i < 30; i++) assert.strictEqual(yield* attempt(`2001:db8:1:2::${(i + 1).toString(16)}`), 200)
+        assert.strictEqual(yield* attempt("2001:db8:1:2:ffff::1"), 429)
+        assert.strictEqual(yield* attempt("2001:db8:1:3::1"), 200)
       }))
   })
 })
