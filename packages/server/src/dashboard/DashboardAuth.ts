@@ -191,8 +191,11 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
   readonly stepUpVerify: (session: DashboardSession, response: AuthenticationResponseJSON) => Effect.Effect<void, DashboardAuthError | SqlError.SqlError>
   readonly passkeys: (accountId: string) => Effect.Effect<ReadonlyArray<PasskeyView>, SqlError.SqlError>
   readonly removePasskey: (session: DashboardSession, credentialId: string) => Effect.Effect<void, DashboardAuthError | SqlError.SqlError>
-  /** The session a cookie stands for, if it is live; touches its idle clock. */
-  readonly authenticate: (token: string) => Effect.Effect<Option.Option<DashboardSession>, SqlError.SqlError>
+  /**
+   * The session a cookie stands for, if it is live; touches its idle clock unless
+   * `touch: false` (a re-check of an open stream, which is no use by the holder).
+   */
+  readonly authenticate: (token: string, options?: { readonly touch?: boolean }) => Effect.Effect<Option.Option<DashboardSession>, SqlError.SqlError>
   readonly sessions: (session: DashboardSession) => Effect.Effect<ReadonlyArray<SessionView>, SqlError.SqlError>
   readonly signOut: (sessionId: string) => Effect.Effect<void, SqlError.SqlError>
   readonly signOutEverywhere: (accountId: string) => Effect.Effect<void, SqlError.SqlError>
@@ -454,7 +457,7 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
           yield* Effect.logInfo("dashboard passkey removed").pipe(Effect.annotateLogs({ session_id: session.sessionId, credential_id: credentialId }))
         }),
 
-        authenticate: Effect.fn("DashboardAuth.authenticate")(function*(token) {
+        authenticate: Effect.fn("DashboardAuth.authenticate")(function*(token, options) {
           const rows = yield* sql`
             SELECT s.session_id, s.account_id, a.handle, s.csrf_token, a.type AS account_type, a.owner_account_id,
                    (extract(epoch FROM s.last_seen_at) * 1000)::bigint::text AS last_seen_ms,
@@ -466,7 +469,7 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
           const row = rows[0]
           const now = yield* Clock.currentTimeMillis
           if (row === undefined || row.revoked || now >= row.expires_ms || now - row.last_seen_ms >= sessionIdleMs) return Option.none()
-          if (now - row.last_seen_ms >= touchEveryMs) {
+          if (options?.touch !== false && now - row.last_seen_ms >= touchEveryMs) {
             yield* sql`UPDATE dashboard_sessions SET last_seen_at = ${isoOf(now)}::timestamptz WHERE session_id = ${row.session_id}`
           }
           return Option.some({

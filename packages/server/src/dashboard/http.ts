@@ -194,18 +194,19 @@ export const makeSignInLimiter = () => {
 /**
  * Resolves the session a request's cookie stands for and, on a state-changing
  * request, checks its origin and CSRF token. `None` when the request carries no
- * live session; `Some(Left)` with the refusal when the checks fail.
+ * live session; `Some(Left)` with the refusal when the checks fail. `touch: false`
+ * leaves the session's idle clock alone (a re-check, not a use).
  *
  * @since 0.4.0
  * @category constructors
  */
-export const sessionOfRequest = (request: HttpServerRequest.HttpServerRequest) =>
+export const sessionOfRequest = (request: HttpServerRequest.HttpServerRequest, options?: { readonly touch?: boolean }) =>
   Effect.gen(function*() {
     const token = request.cookies[sessionCookieName]
     if (token === undefined || token === "") return Option.none<{ readonly session: DashboardSession } | { readonly refusal: string }>()
     const auth = yield* DashboardAuth
     const { origin } = yield* DashboardConfig
-    const session = yield* auth.authenticate(token)
+    const session = yield* auth.authenticate(token, options)
     if (Option.isNone(session)) return Option.none()
     if (isStateChanging(request.method)) {
       if (request.headers["origin"] !== origin) return Option.some({ refusal: "The request did not come from the dashboard's origin." })

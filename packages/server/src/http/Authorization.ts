@@ -65,7 +65,8 @@ export class RequestAuthentication extends Context.Service<RequestAuthentication
   /**
    * Who the request's credentials name now: `presented` is its bearer value ("" without an
    * `Authorization` header, when the dashboard's session cookie may stand in).
-   * `countUse: false` for a re-check, which is not a request of the key's.
+   * `countUse: false` for a re-check, which is not a request of the key's; nor is it use of
+   * a session (its idle clock is not touched).
    */
   readonly authenticate: (
     request: HttpServerRequest.HttpServerRequest,
@@ -99,7 +100,9 @@ export class RequestAuthentication extends Context.Service<RequestAuthentication
           // No Authorization header: the dashboard's session cookie may stand in for a
           // key (D41), with its origin and CSRF token checked on state changes.
           if (presented === "") {
-            const fromSession = yield* sessionOfRequest(request).pipe(
+            // A re-check (an open event stream) is not the holder using the session: it must
+            // not keep the session from idling out.
+            const fromSession = yield* sessionOfRequest(request, { touch: options?.countUse !== false }).pipe(
               Effect.provideService(DashboardAuth, dashboardAuth),
               Effect.provideService(DashboardConfig, dashboardConfig)
             )

@@ -203,6 +203,26 @@ describe("dashboard sign-in and sessions", () => {
         expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/step-up/options`, postJson({ cookie: `pps_session=${cookie}`, origin }, {})), 403, "forbidden")
       }))
 
+    it.effect("an open event stream's credential re-checks do not keep its session from idling out", () =>
+      Effect.gen(function*() {
+        const { server, cookie } = yield* enroll("frank")
+        const sql = Context.get(server.services, SqlClient.SqlClient)
+        const sessionId = ((yield* send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `pps_session=${cookie}` } })).json as { session_id: string }).session_id
+        const lastSeen = sql<{ idle_s: string }>`
+          SELECT floor(extract(epoch FROM now() - last_seen_at))::text AS idle_s FROM dashboard_sessions WHERE session_id = ${sessionId}`.pipe(
+          Effect.map((rows) => Number(rows[0]!.idle_s))
+        )
+        const abort = new AbortController()
+        yield* Effect.addFinalizer(() => Effect.sync(() => abort.abort()))
+        const stream = yield* Effect.promise(() => fetch(`${server.baseUrl}/v1/events/stream`, { headers: { cookie: `pps_session=${cookie}` }, signal: abort.signal }))
+        assert.strictEqual(stream.status, 200)
+        // Unused for 10 minutes while the stream stays open; the stream re-checks every 2 s.
+        yield* sql`UPDATE dashboard_sessions SET last_seen_at = now() - interval '10 minutes' WHERE session_id = ${sessionId}`
+        yield* Effect.sleep("5 seconds")
+        assert.isAtLeast(yield* lastSeen, 10 * 60)
+        abort.abort()
+      }).pipe(Effect.scoped), { timeout: 30_000 })
+
     it.effect("sign-in steps are rate-limited per client address, with Retry-After; X-Forwarded-For counts for nothing without TRUSTED_PROXIES", () =>
       Effect.gen(function*() {
         const server = yield* TestServer
