@@ -433,8 +433,9 @@ export const DashboardRoutes = Layer.unwrap(Effect.gen(function*() {
         const params = yield* HttpRouter.params
         const keyId = params["key_id"] ?? ""
         const owned = yield* Effect.orDie(apiKeys.list(session.accountId))
-        const key = owned.find((k) => k.key_id === keyId && k.revoked_at === null)
-        if (key === undefined) return failure(404, "api_key_not_found", "No active API key with this id on this account.")
+        // A session acts in one mode (D9): a test-mode session does not touch live keys.
+        const key = owned.find((k) => k.key_id === keyId && k.revoked_at === null && k.mode === session.principal.mode)
+        if (key === undefined) return failure(404, "api_key_not_found", "No active API key with this id on this account in this session's mode.")
         yield* Effect.orDie(apiKeys.revoke(keyId))
         yield* Effect.logInfo("api key revoked in the dashboard").pipe(Effect.annotateLogs({ key_id: keyId, session_id: session.sessionId }))
         return json({ key_id: keyId, revoked: true })

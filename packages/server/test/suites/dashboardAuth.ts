@@ -11,6 +11,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Context, Effect } from "effect"
 import { SqlClient } from "effect/sql"
+import { ApiKeys } from "../../src/apikeys/ApiKeys.ts"
 import { bearer, createAccount, expectEnvelope, postJson, send } from "../support/http.ts"
 import { makeSoftAuthenticator } from "../support/softAuthenticator.ts"
 import { type DatabaseTarget, makeTestServer, TestServer } from "../support/TestServer.ts"
@@ -86,7 +87,7 @@ describe("dashboard sign-in and sessions", () => {
 
     it.effect("every state change needs the Origin and the CSRF token; keys created here are shown once and revoked at once", () =>
       Effect.gen(function*() {
-        const { server, cookie, csrf } = yield* enroll("carol")
+        const { server, alice: carol, cookie, csrf } = yield* enroll("carol")
         const withCookie = { cookie: `pps_session=${cookie}` }
         const agent = { name: "csrf-bot", spend_policy: { daily_limit_usdg: 10, per_transaction_limit_usdg: 5 } }
         // On /v1 and on /dashboard/api alike.
@@ -111,6 +112,11 @@ describe("dashboard sign-in and sessions", () => {
         assert.strictEqual(revoked.status, 200)
         expectEnvelope(yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(key.api_key) }), 401, "unauthorized")
         expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/api-keys/${key.key_id}/revoke`, postJson({ ...withCookie, origin, "x-csrf-token": csrf }, {})), 404, "api_key_not_found")
+        // A key of the other mode (D9) is not this test-mode session's to revoke.
+        const alive = yield* Context.get(server.services, ApiKeys).issue(carol.account_id, "live-key", "live")
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/api-keys/${alive.keyId}/revoke`, postJson({ ...withCookie, origin, "x-csrf-token": csrf }, {})), 404, "api_key_not_found")
+        const carolKeys = yield* Context.get(server.services, ApiKeys).list(carol.account_id)
+        assert.isNull(carolKeys.find((k) => k.key_id === alive.keyId)?.revoked_at)
         // Another account's key is not this session's to revoke.
         const bob = yield* createAccount(server, "bob")
         expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/api-keys/${bob.key_id}/revoke`, postJson({ ...withCookie, origin, "x-csrf-token": csrf }, {})), 404, "api_key_not_found")
