@@ -190,7 +190,8 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
   /** Verifies a step-up answer and marks the session verified now. */
   readonly stepUpVerify: (session: DashboardSession, response: AuthenticationResponseJSON) => Effect.Effect<void, DashboardAuthError | SqlError.SqlError>
   readonly passkeys: (accountId: string) => Effect.Effect<ReadonlyArray<PasskeyView>, SqlError.SqlError>
-  readonly removePasskey: (session: DashboardSession, credentialId: string) => Effect.Effect<void, DashboardAuthError | SqlError.SqlError>
+  /** Removes a passkey and ends the sessions it opened; whether the calling session was one of them. */
+  readonly removePasskey: (session: DashboardSession, credentialId: string) => Effect.Effect<{ readonly endedCurrent: boolean }, DashboardAuthError | SqlError.SqlError>
   /**
    * The session a cookie stands for, if it is live; touches its idle clock unless
    * `touch: false` (a re-check of an open stream, which is no use by the holder).
@@ -442,7 +443,7 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
 
         removePasskey: Effect.fn("DashboardAuth.removePasskey")(function*(session, credentialId) {
           const accountId = session.accountId
-          yield* sql.withTransaction(Effect.gen(function*() {
+          const ended = yield* sql.withTransaction(Effect.gen(function*() {
             const rows = yield* sql<{ credential_id: string }>`
               SELECT credential_id FROM dashboard_passkeys WHERE account_id = ${accountId} FOR UPDATE`
             if (!rows.some((row) => row.credential_id === credentialId)) {
@@ -453,8 +454,17 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
               return yield* new DashboardAuthError({ reason: "last_passkey", message: "This is the account's only passkey; add another before removing it." })
             }
             yield* sql`DELETE FROM dashboard_passkeys WHERE credential_id = ${credentialId} AND account_id = ${accountId}`
+            // A passkey removed (lost, or someone else's) must not leave the sessions it opened alive.
+            const now = yield* Clock.currentTimeMillis
+            return yield* sql<{ session_id: string }>`
+              UPDATE dashboard_sessions SET revoked_at = ${isoOf(now)}::timestamptz
+              WHERE account_id = ${accountId} AND credential_id = ${credentialId} AND revoked_at IS NULL
+              RETURNING session_id`
           }))
-          yield* Effect.logInfo("dashboard passkey removed").pipe(Effect.annotateLogs({ session_id: session.sessionId, credential_id: credentialId }))
+          yield* Effect.logInfo("dashboard passkey removed").pipe(
+            Effect.annotateLogs({ session_id: session.sessionId, credential_id: credentialId, sessions_ended: ended.length })
+          )
+          return { endedCurrent: ended.some((row) => row.session_id === session.sessionId) }
         }),
 
         authenticate: Effect.fn("DashboardAuth.authenticate")(function*(token, options) {

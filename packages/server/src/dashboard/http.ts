@@ -411,7 +411,8 @@ export const DashboardRoutes = Layer.unwrap(Effect.gen(function*() {
       Effect.gen(function*() {
         const params = yield* HttpRouter.params
         return yield* auth.removePasskey(session, params["credential_id"] ?? "").pipe(
-          Effect.map(() => HttpServerResponse.empty({ status: 204 })),
+          // The passkey that opened this very session: it ended too, so its cookie goes.
+          Effect.map(({ endedCurrent }) => endedCurrent ? cookie("", 0)(HttpServerResponse.empty({ status: 204 })) : HttpServerResponse.empty({ status: 204 })),
           Effect.catchTag("DashboardAuthError", (error) => Effect.succeed(authFailure(error))),
           Effect.orDie
         )

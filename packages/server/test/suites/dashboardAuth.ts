@@ -209,6 +209,49 @@ describe("dashboard sign-in and sessions", () => {
         expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/step-up/options`, postJson({ cookie: `pps_session=${cookie}`, origin }, {})), 403, "forbidden")
       }))
 
+    it.effect("removing a passkey ends the sessions it opened, and only those", () =>
+      Effect.gen(function*() {
+        const first = makeSoftAuthenticator("dash.example")
+        const { server, cookie: enrolled, csrf } = yield* enroll("gina", first)
+        // A second passkey, added from the enrollment's session (verified just now).
+        const second = makeSoftAuthenticator("dash.example")
+        const addOptions = yield* send(`${server.baseUrl}/dashboard/api/passkeys/options`, postJson({ cookie: `pps_session=${enrolled}`, origin, "x-csrf-token": csrf }, {}))
+        assert.strictEqual(addOptions.status, 200)
+        const added = yield* send(`${server.baseUrl}/dashboard/api/passkeys/verify`, postJson({ cookie: `pps_session=${enrolled}`, origin, "x-csrf-token": csrf }, { response: second.register(addOptions.json as Options, origin), name: "phone" }))
+        assert.strictEqual(added.status, 201, added.text)
+        const signInWith = (device: typeof first) => Effect.gen(function*() {
+          const options = yield* send(`${server.baseUrl}/dashboard/api/sign-in/options`, postJson({ origin }, {}))
+          const verified = yield* send(`${server.baseUrl}/dashboard/api/sign-in/verify`, postJson({ origin }, { response: device.authenticate(options.json as Options, origin) }))
+          assert.strictEqual(verified.status, 200, verified.text)
+          return { cookie: sessionCookieOf(verified.headers.get("set-cookie")), csrf: (verified.json as { csrf_token: string }).csrf_token }
+        })
+        const byFirst = yield* signInWith(first)
+        const bySecond = yield* signInWith(second)
+        const live = (cookie: string) => send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `pps_session=${cookie}` } }).pipe(Effect.map((r) => r.status))
+
+        const removal = yield* send(`${server.baseUrl}/dashboard/api/passkeys/${first.credentialId}`, {
+          method: "DELETE",
+          headers: { cookie: `pps_session=${bySecond.cookie}`, origin, "x-csrf-token": bySecond.csrf }
+        })
+        assert.strictEqual(removal.status, 204, removal.text)
+        // Both sessions the removed passkey opened (enrollment and sign-in) are over; the other passkey's is not.
+        assert.strictEqual(yield* live(enrolled), 401)
+        assert.strictEqual(yield* live(byFirst.cookie), 401)
+        assert.strictEqual(yield* live(bySecond.cookie), 200)
+
+        // Removing the passkey of the calling session ends it and clears its cookie.
+        const third = makeSoftAuthenticator("dash.example")
+        const moreOptions = yield* send(`${server.baseUrl}/dashboard/api/passkeys/options`, postJson({ cookie: `pps_session=${bySecond.cookie}`, origin, "x-csrf-token": bySecond.csrf }, {}))
+        assert.strictEqual((yield* send(`${server.baseUrl}/dashboard/api/passkeys/verify`, postJson({ cookie: `pps_session=${bySecond.cookie}`, origin, "x-csrf-token": bySecond.csrf }, { response: third.register(moreOptions.json as Options, origin) }))).status, 201)
+        const own = yield* send(`${server.baseUrl}/dashboard/api/passkeys/${second.credentialId}`, {
+          method: "DELETE",
+          headers: { cookie: `pps_session=${bySecond.cookie}`, origin, "x-csrf-token": bySecond.csrf }
+        })
+        assert.strictEqual(own.status, 204)
+        assert.match(own.headers.get("set-cookie") ?? "", /pps_session=;/)
+        assert.strictEqual(yield* live(bySecond.cookie), 401)
+      }))
+
     it.effect("an open event stream's credential re-checks do not keep its session from idling out", () =>
       Effect.gen(function*() {
         const { server, cookie } = yield* enroll("frank")
