@@ -32,12 +32,15 @@ import { DashboardConfig } from "./DashboardConfig.ts"
 import { addressBucket, clientAddress } from "../http/ClientAddress.ts"
 
 /**
- * The cookie that carries a session.
+ * The cookie that carries a session: `__Host-pps_session` when it is `Secure`
+ * (an https origin), so the browser takes it only with `Secure`, `Path=/` and no
+ * `Domain` (a sibling subdomain cannot plant or shadow it); `pps_session` on
+ * http://localhost, where a `__Host-` cookie could not be set.
  *
  * @since 0.4.0
- * @category constants
+ * @category constructors
  */
-export const sessionCookieName = "pps_session"
+export const sessionCookieName = (secure: boolean) => secure ? "__Host-pps_session" : "pps_session"
 
 /**
  * The header that carries a session's CSRF token.
@@ -202,10 +205,10 @@ export const makeSignInLimiter = () => {
  */
 export const sessionOfRequest = (request: HttpServerRequest.HttpServerRequest, options?: { readonly touch?: boolean }) =>
   Effect.gen(function*() {
-    const token = request.cookies[sessionCookieName]
+    const { origin, secureCookie } = yield* DashboardConfig
+    const token = request.cookies[sessionCookieName(secureCookie)]
     if (token === undefined || token === "") return Option.none<{ readonly session: DashboardSession } | { readonly refusal: string }>()
     const auth = yield* DashboardAuth
-    const { origin } = yield* DashboardConfig
     const session = yield* auth.authenticate(token, options)
     if (Option.isNone(session)) return Option.none()
     if (isStateChanging(request.method)) {
@@ -279,7 +282,7 @@ export const DashboardRoutes = Layer.unwrap(Effect.gen(function*() {
   const limitSignIn = makeSignInLimiter()
 
   const cookie = (value: string, maxAgeMs: number) =>
-    HttpServerResponse.setCookieUnsafe(sessionCookieName, value, {
+    HttpServerResponse.setCookieUnsafe(sessionCookieName(config.secureCookie), value, {
       httpOnly: true,
       sameSite: "strict",
       secure: config.secureCookie,

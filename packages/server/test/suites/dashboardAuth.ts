@@ -16,8 +16,9 @@ import { bearer, createAccount, expectEnvelope, postJson, send } from "../suppor
 import { makeSoftAuthenticator } from "../support/softAuthenticator.ts"
 import { type DatabaseTarget, makeTestServer, TestServer } from "../support/TestServer.ts"
 
-// An https origin, so the cookie is Secure.
+// An https origin, so the cookie is Secure, and named with the __Host- prefix.
 const origin = "https://dash.example"
+const cookieName = "__Host-pps_session"
 
 interface Options {
   readonly challenge: string
@@ -26,7 +27,7 @@ interface Options {
 }
 
 const sessionCookieOf = (setCookie: string | null): string => {
-  const match = /pps_session=([^;]*)/.exec(setCookie ?? "")
+  const match = new RegExp(`^${cookieName}=([^;]*)`).exec(setCookie ?? "")
   if (match === null) throw new Error(`no session cookie in ${setCookie}`)
   return match[1]!
 }
@@ -58,6 +59,7 @@ describe("dashboard sign-in and sessions", () => {
     it.effect("enrolls once per invite, sets a strict cookie, and the session reads /v1 and its own endpoints", () =>
       Effect.gen(function*() {
         const { server, alice, token, answer, cookie, setCookie } = yield* enroll("alice", authenticator)
+        assert.match(setCookie, /^__Host-pps_session=/)
         assert.match(setCookie, /HttpOnly/)
         assert.match(setCookie, /SameSite=Strict/)
         assert.match(setCookie, /Secure/)
@@ -69,18 +71,18 @@ describe("dashboard sign-in and sessions", () => {
         expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/sign-in/options`, postJson({}, {})), 403, "forbidden")
         expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/sign-in/options`, postJson({ origin: "https://evil.example" }, {})), 403, "forbidden")
 
-        const session = yield* send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `pps_session=${cookie}` } })
+        const session = yield* send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `${cookieName}=${cookie}` } })
         assert.strictEqual(session.status, 200)
         assert.deepInclude(session.json, { account_id: alice.account_id, handle: "@alice", mode: "test" })
         assert.strictEqual(session.headers.get("cache-control"), "no-store")
         assert.match(session.headers.get("content-security-policy") ?? "", /script-src 'self' 'wasm-unsafe-eval';/)
         assert.strictEqual(session.headers.get("x-frame-options"), "DENY")
         assert.strictEqual(session.headers.get("strict-transport-security"), "max-age=31536000")
-        const me = yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: { cookie: `pps_session=${cookie}` } })
+        const me = yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: { cookie: `${cookieName}=${cookie}` } })
         assert.strictEqual(me.status, 200)
         assert.strictEqual((me.json as { account_id: string }).account_id, alice.account_id)
         // A cookie that is no session is no credential.
-        expectEnvelope(yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: { cookie: "pps_session=forged" } }), 401, "unauthorized")
+        expectEnvelope(yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: { cookie: `${cookieName}=forged` } }), 401, "unauthorized")
         // Agents get no invite.
         expectEnvelope(yield* send(`${server.adminUrl}/admin/accounts/acct_01JZZZZZZZZZZZZZZZZZZZZZZZ/invites`, { method: "POST", headers: bearer(server.adminToken) }), 404, "account_not_found")
       }))
@@ -88,7 +90,7 @@ describe("dashboard sign-in and sessions", () => {
     it.effect("every state change needs the Origin and the CSRF token; keys created here are shown once and revoked at once", () =>
       Effect.gen(function*() {
         const { server, alice: carol, cookie, csrf } = yield* enroll("carol")
-        const withCookie = { cookie: `pps_session=${cookie}` }
+        const withCookie = { cookie: `${cookieName}=${cookie}` }
         const agent = { name: "csrf-bot", spend_policy: { daily_limit_usdg: 10, per_transaction_limit_usdg: 5 } }
         // On /v1 and on /dashboard/api alike.
         expectEnvelope(yield* send(`${server.baseUrl}/v1/accounts/me/agents`, postJson({ ...withCookie, origin }, agent)), 403, "forbidden")
@@ -136,12 +138,12 @@ describe("dashboard sign-in and sessions", () => {
         const first = yield* signIn
         const second = yield* signIn
         const third = yield* signIn
-        const live = (cookie: string) => send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `pps_session=${cookie}` } }).pipe(Effect.map((r) => r.status))
+        const live = (cookie: string) => send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `${cookieName}=${cookie}` } }).pipe(Effect.map((r) => r.status))
         assert.strictEqual(yield* live(first.cookie), 200)
 
         const sql = Context.get(server.services, SqlClient.SqlClient)
         const sessionId = (cookie: string) =>
-          send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `pps_session=${cookie}` } }).pipe(Effect.map((r) => (r.json as { session_id: string }).session_id))
+          send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `${cookieName}=${cookie}` } }).pipe(Effect.map((r) => (r.json as { session_id: string }).session_id))
         // Idle: unused for 31 minutes.
         const idleId = yield* sessionId(second.cookie)
         yield* sql`UPDATE dashboard_sessions SET last_seen_at = now() - interval '31 minutes' WHERE session_id = ${idleId}`
@@ -151,34 +153,34 @@ describe("dashboard sign-in and sessions", () => {
         yield* sql`UPDATE dashboard_sessions SET expires_at = now() - interval '1 second' WHERE session_id = ${oldId}`
         assert.strictEqual(yield* live(third.cookie), 401)
 
-        const passkeys = yield* send(`${server.baseUrl}/dashboard/api/passkeys`, { headers: { cookie: `pps_session=${first.cookie}` } })
+        const passkeys = yield* send(`${server.baseUrl}/dashboard/api/passkeys`, { headers: { cookie: `${cookieName}=${first.cookie}` } })
         const only = (passkeys.json as { data: Array<{ credential_id: string }> }).data
         assert.strictEqual(only.length, 1)
         const removal = yield* send(`${server.baseUrl}/dashboard/api/passkeys/${only[0]!.credential_id}`, {
           method: "DELETE",
-          headers: { cookie: `pps_session=${first.cookie}`, origin, "x-csrf-token": first.csrf }
+          headers: { cookie: `${cookieName}=${first.cookie}`, origin, "x-csrf-token": first.csrf }
         })
         expectEnvelope(removal, 409, "last_passkey")
 
         const fourth = yield* signIn
-        const out = yield* send(`${server.baseUrl}/dashboard/api/sign-out-everywhere`, postJson({ cookie: `pps_session=${first.cookie}`, origin, "x-csrf-token": first.csrf }, {}))
+        const out = yield* send(`${server.baseUrl}/dashboard/api/sign-out-everywhere`, postJson({ cookie: `${cookieName}=${first.cookie}`, origin, "x-csrf-token": first.csrf }, {}))
         assert.strictEqual(out.status, 200)
-        assert.match(out.headers.get("set-cookie") ?? "", /pps_session=;/)
+        assert.match(out.headers.get("set-cookie") ?? "", /^__Host-pps_session=;/)
         assert.strictEqual(yield* live(first.cookie), 401)
         assert.strictEqual(yield* live(fourth.cookie), 401)
-        assert.strictEqual((yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: { cookie: `pps_session=${fourth.cookie}` } })).status, 401)
+        assert.strictEqual((yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: { cookie: `${cookieName}=${fourth.cookie}` } })).status, 401)
       }))
 
     it.effect("a passkey or an API key needs a passkey assertion of the last five minutes; the step-up is the account's and counts once", () =>
       Effect.gen(function*() {
         const device = makeSoftAuthenticator("dash.example")
         const { server, cookie, csrf } = yield* enroll("dave", device)
-        const signedIn = { cookie: `pps_session=${cookie}`, origin, "x-csrf-token": csrf }
+        const signedIn = { cookie: `${cookieName}=${cookie}`, origin, "x-csrf-token": csrf }
         // Just enrolled: verified now, so a key needs no second touch.
         assert.strictEqual((yield* send(`${server.baseUrl}/dashboard/api/api-keys`, postJson(signedIn, { name: "fresh" }))).status, 201)
 
         const sql = Context.get(server.services, SqlClient.SqlClient)
-        const sessionId = ((yield* send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `pps_session=${cookie}` } })).json as { session_id: string }).session_id
+        const sessionId = ((yield* send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `${cookieName}=${cookie}` } })).json as { session_id: string }).session_id
         yield* sql`UPDATE dashboard_sessions SET verified_at = now() - interval '6 minutes' WHERE session_id = ${sessionId}`
         // The cookie alone no longer adds a passkey, removes one, or creates a key.
         expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/api-keys`, postJson(signedIn, { name: "stale" })), 403, "reauthentication_required")
@@ -186,7 +188,7 @@ describe("dashboard sign-in and sessions", () => {
         expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/passkeys/verify`, postJson(signedIn, { response: device.register({ challenge: "x", rp: { id: "dash.example" } }, origin) })), 403, "reauthentication_required")
         expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/passkeys/${device.credentialId}`, { method: "DELETE", headers: signedIn }), 403, "reauthentication_required")
         // Reading is not gated.
-        assert.strictEqual((yield* send(`${server.baseUrl}/dashboard/api/passkeys`, { headers: { cookie: `pps_session=${cookie}` } })).status, 200)
+        assert.strictEqual((yield* send(`${server.baseUrl}/dashboard/api/passkeys`, { headers: { cookie: `${cookieName}=${cookie}` } })).status, 200)
 
         // Another account's passkey cannot answer this account's step-up.
         const stranger = makeSoftAuthenticator("dash.example")
@@ -206,7 +208,7 @@ describe("dashboard sign-in and sessions", () => {
         expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/step-up/verify`, postJson(signedIn, { response: answer })), 403, "reauthentication_failed")
         assert.strictEqual((yield* send(`${server.baseUrl}/dashboard/api/api-keys`, postJson(signedIn, { name: "stepped-up" }))).status, 201)
         // Step-up needs the session's CSRF token like every state change.
-        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/step-up/options`, postJson({ cookie: `pps_session=${cookie}`, origin }, {})), 403, "forbidden")
+        expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/step-up/options`, postJson({ cookie: `${cookieName}=${cookie}`, origin }, {})), 403, "forbidden")
       }))
 
     it.effect("removing a passkey ends the sessions it opened, and only those", () =>
@@ -215,9 +217,9 @@ describe("dashboard sign-in and sessions", () => {
         const { server, cookie: enrolled, csrf } = yield* enroll("gina", first)
         // A second passkey, added from the enrollment's session (verified just now).
         const second = makeSoftAuthenticator("dash.example")
-        const addOptions = yield* send(`${server.baseUrl}/dashboard/api/passkeys/options`, postJson({ cookie: `pps_session=${enrolled}`, origin, "x-csrf-token": csrf }, {}))
+        const addOptions = yield* send(`${server.baseUrl}/dashboard/api/passkeys/options`, postJson({ cookie: `${cookieName}=${enrolled}`, origin, "x-csrf-token": csrf }, {}))
         assert.strictEqual(addOptions.status, 200)
-        const added = yield* send(`${server.baseUrl}/dashboard/api/passkeys/verify`, postJson({ cookie: `pps_session=${enrolled}`, origin, "x-csrf-token": csrf }, { response: second.register(addOptions.json as Options, origin), name: "phone" }))
+        const added = yield* send(`${server.baseUrl}/dashboard/api/passkeys/verify`, postJson({ cookie: `${cookieName}=${enrolled}`, origin, "x-csrf-token": csrf }, { response: second.register(addOptions.json as Options, origin), name: "phone" }))
         assert.strictEqual(added.status, 201, added.text)
         const signInWith = (device: typeof first) => Effect.gen(function*() {
           const options = yield* send(`${server.baseUrl}/dashboard/api/sign-in/options`, postJson({ origin }, {}))
@@ -227,11 +229,11 @@ describe("dashboard sign-in and sessions", () => {
         })
         const byFirst = yield* signInWith(first)
         const bySecond = yield* signInWith(second)
-        const live = (cookie: string) => send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `pps_session=${cookie}` } }).pipe(Effect.map((r) => r.status))
+        const live = (cookie: string) => send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `${cookieName}=${cookie}` } }).pipe(Effect.map((r) => r.status))
 
         const removal = yield* send(`${server.baseUrl}/dashboard/api/passkeys/${first.credentialId}`, {
           method: "DELETE",
-          headers: { cookie: `pps_session=${bySecond.cookie}`, origin, "x-csrf-token": bySecond.csrf }
+          headers: { cookie: `${cookieName}=${bySecond.cookie}`, origin, "x-csrf-token": bySecond.csrf }
         })
         assert.strictEqual(removal.status, 204, removal.text)
         // Both sessions the removed passkey opened (enrollment and sign-in) are over; the other passkey's is not.
@@ -241,14 +243,14 @@ describe("dashboard sign-in and sessions", () => {
 
         // Removing the passkey of the calling session ends it and clears its cookie.
         const third = makeSoftAuthenticator("dash.example")
-        const moreOptions = yield* send(`${server.baseUrl}/dashboard/api/passkeys/options`, postJson({ cookie: `pps_session=${bySecond.cookie}`, origin, "x-csrf-token": bySecond.csrf }, {}))
-        assert.strictEqual((yield* send(`${server.baseUrl}/dashboard/api/passkeys/verify`, postJson({ cookie: `pps_session=${bySecond.cookie}`, origin, "x-csrf-token": bySecond.csrf }, { response: third.register(moreOptions.json as Options, origin) }))).status, 201)
+        const moreOptions = yield* send(`${server.baseUrl}/dashboard/api/passkeys/options`, postJson({ cookie: `${cookieName}=${bySecond.cookie}`, origin, "x-csrf-token": bySecond.csrf }, {}))
+        assert.strictEqual((yield* send(`${server.baseUrl}/dashboard/api/passkeys/verify`, postJson({ cookie: `${cookieName}=${bySecond.cookie}`, origin, "x-csrf-token": bySecond.csrf }, { response: third.register(moreOptions.json as Options, origin) }))).status, 201)
         const own = yield* send(`${server.baseUrl}/dashboard/api/passkeys/${second.credentialId}`, {
           method: "DELETE",
-          headers: { cookie: `pps_session=${bySecond.cookie}`, origin, "x-csrf-token": bySecond.csrf }
+          headers: { cookie: `${cookieName}=${bySecond.cookie}`, origin, "x-csrf-token": bySecond.csrf }
         })
         assert.strictEqual(own.status, 204)
-        assert.match(own.headers.get("set-cookie") ?? "", /pps_session=;/)
+        assert.match(own.headers.get("set-cookie") ?? "", /^__Host-pps_session=;/)
         assert.strictEqual(yield* live(bySecond.cookie), 401)
       }))
 
@@ -256,14 +258,14 @@ describe("dashboard sign-in and sessions", () => {
       Effect.gen(function*() {
         const { server, cookie } = yield* enroll("frank")
         const sql = Context.get(server.services, SqlClient.SqlClient)
-        const sessionId = ((yield* send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `pps_session=${cookie}` } })).json as { session_id: string }).session_id
+        const sessionId = ((yield* send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `${cookieName}=${cookie}` } })).json as { session_id: string }).session_id
         const lastSeen = sql<{ idle_s: string }>`
           SELECT floor(extract(epoch FROM now() - last_seen_at))::text AS idle_s FROM dashboard_sessions WHERE session_id = ${sessionId}`.pipe(
           Effect.map((rows) => Number(rows[0]!.idle_s))
         )
         const abort = new AbortController()
         yield* Effect.addFinalizer(() => Effect.sync(() => abort.abort()))
-        const stream = yield* Effect.promise(() => fetch(`${server.baseUrl}/v1/events/stream`, { headers: { cookie: `pps_session=${cookie}` }, signal: abort.signal }))
+        const stream = yield* Effect.promise(() => fetch(`${server.baseUrl}/v1/events/stream`, { headers: { cookie: `${cookieName}=${cookie}` }, signal: abort.signal }))
         assert.strictEqual(stream.status, 200)
         // Unused for 10 minutes while the stream stays open; the stream re-checks every 2 s.
         yield* sql`UPDATE dashboard_sessions SET last_seen_at = now() - interval '10 minutes' WHERE session_id = ${sessionId}`
@@ -290,12 +292,33 @@ describe("dashboard sign-in and sessions", () => {
   })
 
   // The test client reaches the server from loopback: trusted here, as the balancer is in the cluster.
-  layer(makeTestServer({ database, config: { dashboardOrigin: origin, trustedProxies: ["127.0.0.1", "::1"] } }), { timeout: "60 seconds", excludeTestServices: true })(`${database.name}, behind a trusted proxy`, (it) => {
+  // And a plain http://localhost origin, as in development.
+  const local = "http://localhost"
+  layer(makeTestServer({ database, config: { dashboardOrigin: local, trustedProxies: ["127.0.0.1", "::1"] } }), { timeout: "60 seconds", excludeTestServices: true })(`${database.name}, http://localhost behind a trusted proxy`, (it) => {
+    it.effect("on http://localhost the session cookie keeps the plain name (a __Host- cookie needs Secure) and is not Secure", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const holder = yield* createAccount(server, "hank")
+        const invite = yield* send(`${server.adminUrl}/admin/accounts/${holder.account_id}/invites`, { method: "POST", headers: bearer(server.adminToken) })
+        const token = (invite.json as { url: string }).url.split("#invite=")[1]!
+        const options = yield* send(`${server.baseUrl}/dashboard/api/enroll/options`, postJson({ origin: local }, { invite: token }))
+        const answer = makeSoftAuthenticator("localhost").register(options.json as Options, local)
+        const verified = yield* send(`${server.baseUrl}/dashboard/api/enroll/verify`, postJson({ origin: local }, { response: answer }))
+        assert.strictEqual(verified.status, 200, verified.text)
+        const setCookie = verified.headers.get("set-cookie") ?? ""
+        assert.match(setCookie, /^pps_session=[A-Za-z0-9_-]{43};/)
+        assert.notMatch(setCookie, /Secure/)
+        const cookie = /^pps_session=([^;]*)/.exec(setCookie)![1]!
+        assert.strictEqual((yield* send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `pps_session=${cookie}` } })).status, 200)
+        // The other name is not read here.
+        assert.strictEqual((yield* send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `__Host-pps_session=${cookie}` } })).status, 401)
+      }))
+
     it.effect("with TRUSTED_PROXIES, two clients behind one proxy have separate sign-in buckets, and a client cannot choose its bucket", () =>
       Effect.gen(function*() {
         const server = yield* TestServer
         const attempt = (forwardedFor: string) =>
-          send(`${server.baseUrl}/dashboard/api/sign-in/options`, postJson({ origin, "x-forwarded-for": forwardedFor }, {})).pipe(Effect.map((r) => r.status))
+          send(`${server.baseUrl}/dashboard/api/sign-in/options`, postJson({ origin: local, "x-forwarded-for": forwardedFor }, {})).pipe(Effect.map((r) => r.status))
         const statuses: Array<number> = []
         for (let i = 0; i < 31; i++) statuses.push(yield* attempt("198.51.100.7"))
         assert.deepStrictEqual(statuses.slice(0, 30).every((status) => status === 200), true)
