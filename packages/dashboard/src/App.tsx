@@ -4,7 +4,7 @@
  */
 import type { EncryptionKey } from "@pps/crypto"
 import { type MouseEvent, useCallback, useEffect, useState } from "react"
-import { call, type Session, setCsrfToken } from "./api.ts"
+import { call, type Session, setCsrfToken, setSessionEndedHandler } from "./api.ts"
 import { Agents } from "./pages/Agents.tsx"
 import { ApiKeysPage } from "./pages/ApiKeys.tsx"
 import { Approvals } from "./pages/Approvals.tsx"
@@ -16,6 +16,14 @@ import { Webhooks } from "./pages/Webhooks.tsx"
 import { Loading } from "./ui.tsx"
 
 const base = "/dashboard"
+
+/**
+ * The unlocked key is dropped after this long without the holder touching the
+ * page (keyboard, pointer): the server's idle limit for sessions, so a screen
+ * left open does not keep the key in memory after the session would have ended.
+ */
+const keyIdleMs = 30 * 60 * 1000
+const activityEvents = ["pointerdown", "keydown"] as const
 
 const sections = [
   { path: "/", label: "Overview" },
@@ -69,6 +77,29 @@ export const App = () => {
     )
   }, [])
   useEffect(loadSession, [loadSession])
+
+  // A 401 on any session request: the session is over; nothing of it stays on screen.
+  useEffect(() => {
+    setSessionEndedHandler(() => {
+      setKeyPair(undefined)
+      setSession(null)
+    })
+    return () => setSessionEndedHandler(() => {})
+  }, [])
+
+  useEffect(() => {
+    if (keyPair === undefined) return
+    let timer = globalThis.setTimeout(() => setKeyPair(undefined), keyIdleMs)
+    const restart = () => {
+      globalThis.clearTimeout(timer)
+      timer = globalThis.setTimeout(() => setKeyPair(undefined), keyIdleMs)
+    }
+    for (const name of activityEvents) globalThis.addEventListener(name, restart, { passive: true })
+    return () => {
+      globalThis.clearTimeout(timer)
+      for (const name of activityEvents) globalThis.removeEventListener(name, restart)
+    }
+  }, [keyPair])
 
   useEffect(() => {
     const title = sections.find((s) => s.path === route)?.label

@@ -35,13 +35,33 @@ export class ApiProblem extends Error {
   }
 }
 
+let onSessionEnded: () => void = () => {}
+
+/**
+ * What the page does when the server says its session is over (a 401 while
+ * signed in: expired, signed out elsewhere, passkey removed): the shell drops
+ * the key, the CSRF token and the session, and shows sign-in, so decrypted data
+ * and an unlocked key do not stay on an unattended screen.
+ */
+export const setSessionEndedHandler = (handler: () => void) => {
+  onSessionEnded = handler
+}
+
 /** The fetch every request of the page goes through: session cookie and CSRF token, no API key. */
-export const sessionFetch = (url: string, init: RequestInit): Promise<Response> => {
+export const sessionFetch = async (url: string, init: RequestInit): Promise<Response> => {
   const headers = new Headers(init.headers)
   // The SDK always writes a bearer header; the page has no key to put there.
   headers.delete("authorization")
-  if (csrfToken !== undefined) headers.set("x-csrf-token", csrfToken)
-  return globalThis.fetch(url, { ...init, headers, credentials: "same-origin" })
+  const token = csrfToken
+  const signedIn = token !== undefined
+  if (token !== undefined) headers.set("x-csrf-token", token)
+  const response = await globalThis.fetch(url, { ...init, headers, credentials: "same-origin" })
+  // Before sign-in a 401 is a refused ceremony, not an ended session.
+  if (response.status === 401 && signedIn) {
+    csrfToken = undefined
+    onSessionEnded()
+  }
+  return response
 }
 
 interface ErrorBody {

@@ -309,6 +309,23 @@ describe("dashboard in Chromium", () => {
     await expect.poll(() => page.getByTestId("balance-USDG").textContent(), { timeout: 60_000 }).toBe("81.345679")
   })
 
+  it("when the session ends elsewhere, the next request's 401 drops the unlocked key and shows sign-in", async () => {
+    await page.setViewportSize({ width: 1280, height: 900 })
+    await expect.poll(() => page.getByTestId("key-state").textContent()).toBe("Key unlocked")
+    // "Sign out everywhere" from another tab of the same browser (its cookie, its CSRF token).
+    const current = await page.request.get(`${origin}/dashboard/api/session`)
+    const { csrf_token } = (await current.json()) as { csrf_token: string }
+    const out = await page.request.post(`${origin}/dashboard/api/sign-out-everywhere`, { headers: { origin, "x-csrf-token": csrf_token }, data: {} })
+    expect(out.status()).toBe(200)
+    // The page does not know yet; its next request is refused, and it lets go of everything.
+    await page.getByRole("link", { name: "Transfers" }).click()
+    await page.getByRole("button", { name: "Sign in with a passkey" }).waitFor({ timeout: 30_000 })
+    expect(await page.getByTestId("key-state").count()).toBe(0)
+    // Signing in again finds the key locked: it was dropped, not kept in memory.
+    await page.getByRole("button", { name: "Sign in with a passkey" }).click()
+    await expect.poll(() => page.getByTestId("key-state").textContent(), { timeout: 30_000 }).toBe("Key locked")
+  })
+
   it("sent no amount, memo, secret key or API key in any request, broke no CSP rule, and has no serious accessibility violation", () => {
     expect(recorded.length).toBeGreaterThan(20)
     const secretKey = hex(aliceKey.secretKey).slice(2)
