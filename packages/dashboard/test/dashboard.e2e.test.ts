@@ -145,6 +145,10 @@ describe("dashboard in Chromium", () => {
     const port = new URL(server.baseUrl).port
     await page.goto(invite["url"]!.replace(/^http:\/\/localhost:\d+/, `http://localhost:${port}`))
     await page.getByRole("heading", { name: "Enroll a passkey" }).waitFor()
+    // The page names the invite's account, and asks the person to confirm it is theirs first.
+    await expect.poll(() => page.getByTestId("invite-handle").textContent()).toContain("@alice")
+    expect(await page.getByRole("button", { name: "Create passkey and sign in" }).isDisabled()).toBe(true)
+    await page.getByLabel(/This is my account \(@alice\)/).check()
     await checkAccessibility("enroll")
     if (screenshotDir !== undefined) await page.screenshot({ path: path.join(screenshotDir, "enroll.png"), fullPage: true })
     await page.getByRole("button", { name: "Create passkey and sign in" }).click()

@@ -5,7 +5,7 @@
  */
 import { startAuthentication, startRegistration } from "@simplewebauthn/browser"
 import type { PublicKeyCredentialCreationOptionsJSON, PublicKeyCredentialRequestOptionsJSON } from "@simplewebauthn/browser"
-import { type FormEvent, useState } from "react"
+import { type FormEvent, useEffect, useState } from "react"
 import { call, setCsrfToken } from "../api.ts"
 import { ErrorNote } from "../ui.tsx"
 
@@ -47,11 +47,25 @@ export const Enroll = ({ onSignedIn }: { readonly onSignedIn: () => void }) => {
   const [name, setName] = useState("My passkey")
   const [busy, setBusy] = useState(false)
   const [error, setError] = useState<unknown>(undefined)
+  const [confirmed, setConfirmed] = useState(false)
+  // Whose account the invite is for (the registration options name it): the person
+  // confirms it is theirs before a passkey is made, so a link sent to the wrong person,
+  // or planted by someone, does not silently enroll them into another account.
+  const [handle, setHandle] = useState<string | undefined>(undefined)
+  useEffect(() => {
+    if (invite === "") return
+    call<PublicKeyCredentialCreationOptionsJSON>("POST", "/dashboard/api/enroll/options", { invite }).then(
+      (options) => setHandle(options.user.name),
+      setError
+    )
+  }, [invite])
   const enroll = async (event: FormEvent) => {
     event.preventDefault()
+    if (!confirmed) return
     setBusy(true)
     setError(undefined)
     try {
+      // Fresh options: the first ones' challenge may have expired while the person read the page.
       const optionsJSON = await call<PublicKeyCredentialCreationOptionsJSON>("POST", "/dashboard/api/enroll/options", { invite })
       const response = await startRegistration({ optionsJSON })
       const opened = await call<Opened>("POST", "/dashboard/api/enroll/verify", { response, name })
@@ -71,12 +85,19 @@ export const Enroll = ({ onSignedIn }: { readonly onSignedIn: () => void }) => {
       {invite === ""
         ? <p className="error" role="alert">This link has no invite in it. Ask your operator for a new enrollment link.</p>
         : (
+          handle === undefined ? (error === undefined && <p className="muted">Reading the invite…</p>) : (
           <form onSubmit={(event) => void enroll(event)}>
+            <p data-testid="invite-handle">This invite is for the account <strong>{handle}</strong>. Create a passkey only if this
+              account is yours; if it is not, close this page and tell your operator.</p>
+            <label className="check">
+              <input type="checkbox" required checked={confirmed} onChange={(event) => setConfirmed(event.target.checked)} />
+              {` This is my account (${handle})`}
+            </label>
             <label htmlFor="passkey-name">Name of this passkey</label>
             <input id="passkey-name" value={name} maxLength={64} onChange={(event) => setName(event.target.value)} />
-            <button type="submit" disabled={busy}>{busy ? "Waiting for your authenticator…" : "Create passkey and sign in"}</button>
+            <button type="submit" disabled={busy || !confirmed}>{busy ? "Waiting for your authenticator…" : "Create passkey and sign in"}</button>
           </form>
-        )}
+        ))}
       <ErrorNote error={error} />
     </main>
   )
