@@ -4,24 +4,14 @@
  * anything leaves the page.
  */
 import type { EncryptionKey } from "@pps/crypto"
-import { Amount } from "@pps/sdk"
+import { Amount, type PpsTypes } from "@pps/sdk"
 import { type FormEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
 import { call, ppsFor } from "../api.ts"
 import { Empty, Encrypted, ErrorNote, Loading, Page, useLoad } from "../ui.tsx"
 
-export interface Transfer {
-  readonly transfer_id: string
-  readonly status: "pending" | "confirmed" | "failed"
-  readonly from: string
-  readonly to: string
-  readonly confidential: boolean
-  readonly asset: string
-  readonly direction: "sent" | "received"
-  readonly tx_hash: string | null
-  readonly created_at: string
-  readonly confirmed_at: string | null
-}
+/** D13's transfer, as the SDK reads it. */
+export type Transfer = PpsTypes.Transfer
 
 export interface TransferPage {
   readonly data: ReadonlyArray<Transfer>
