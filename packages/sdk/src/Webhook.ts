@@ -43,6 +43,15 @@
 import { equalConstantTime, hmacBase64, hmacHex } from "./internal/hmac.ts"
 
 /**
+ * Every event type a subscription may ask for (D30, ext `agent.transaction.expired`), as the
+ * contract declares them.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export { eventTypes } from "@pps/api/Events"
+
+/**
  * Why a delivery was refused.
  *
  * @since 0.1.0

@@ -3,20 +3,14 @@
  * shown once), rotate the secret, delete, read the delivery log with each
  * attempt's status code, retry count and next attempt, and replay an event.
  */
+import { Webhook } from "@pps/sdk"
 import { type FormEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
 import { call } from "../api.ts"
 import { Empty, ErrorNote, Loading, Page, ShownOnce, useLoad } from "../ui.tsx"
 
-const eventTypes = [
-  "transfer.initiated",
-  "transfer.confirmed",
-  "transfer.failed",
-  "agent.transaction.pending_approval",
-  "agent.transaction.approved",
-  "agent.transaction.rejected",
-  "agent.policy.updated"
-] as const
+/** The picker offers every type the API accepts (the contract's list, through the SDK). */
+const eventTypes = Webhook.eventTypes
 
 interface Subscription {
   readonly webhook_id: string
