@@ -6,7 +6,7 @@
  *
  * Usage: pnpm --filter @pps/contracts gas
  */
-import { createPublicClient, createTestClient, encodeDeployData, encodeFunctionData, type Hex, http, type LocalAccount, maxUint256, parseEther, size } from "viem"
+import { createPublicClient, createTestClient, encodeDeployData, encodeFunctionData, type Hex, http, type LocalAccount, maxUint256, parseEther, parseEventLogs, size } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import * as Anvil from "../src/anvil.ts"
 import * as ConfidentialToken from "../src/artifacts/ConfidentialToken.ts"
@@ -30,10 +30,10 @@ try {
   const client = createPublicClient({ transport, pollingInterval: 20 })
   const testClient = createTestClient({ mode: "anvil", transport })
   const senders = new Map<string, Sender>()
-  const send = (account: LocalAccount, to: `0x${string}` | null, data: Hex) => {
+  const send = (account: LocalAccount, to: `0x${string}` | null, data: Hex, gas = 3_000_000n) => {
     const sender = senders.get(account.address) ?? makeSender(client, account, 20)
     senders.set(account.address, sender)
-    return sender.send({ to, data, gas: 3_000_000n })
+    return sender.send({ to, data, gas })
   }
   const newAccount = async () => {
     const account = privateKeyToAccount(generatePrivateKey())
@@ -108,6 +108,38 @@ try {
   record("confidentialTransfer, first nonce of a new bitmap word", (await transfer(alice, bob, 256n)).receipt.gasUsed, "one in 256 transfers per sender")
   const carol = await registered()
   record("confidentialTransfer, first credit to a never-funded recipient", (await transfer(alice, carol)).receipt.gasUsed, "six zero→non-zero slots")
+
+  // Batches (confidentialTransferBatch): every party funded and already debited and credited
+  // once, so each figure is the steady state. "Distinct" gives each item its own sender and
+  // recipient (no slot shared within the batch: the worst case); "16 accounts" cycles items
+  // over 16 parties as the throughput benchmark does, so later items find the parties' balance
+  // slots and nonce words warm.
+  const crowd = await Promise.all(Array.from({ length: 64 }, registered))
+  await Promise.all(crowd.map((party) => shield(party.account.address, 10n ** 9n)))
+  const batch = async (pairs: ReadonlyArray<readonly [Party, Party]>) => {
+    const items = await Promise.all(pairs.map(async ([from, to]) => {
+      const request = confidentialRequest({ from: from.account.address, to: to.account.address, amount: 1_000n, fromKey: from.key, toKey: to.key, guardianKey, nonce: from.nonce++, deadline: 2n ** 40n })
+      return { request, signature: await signConfidential(guardian, domain, request) }
+    }))
+    const data = encodeFunctionData({ abi, functionName: "confidentialTransferBatch", args: [items.map((item) => item.request), items.map((item) => item.signature)] })
+    const receipt = await send(owner, token, data, 14_000_000n)
+    if (parseEventLogs({ abi, logs: receipt.logs, eventName: "ConfidentialTransfer" }).length !== pairs.length) throw new Error("a batch item was skipped")
+    return { receipt, calldataBytes: size(data) }
+  }
+  const distinct = (count: number) => Array.from({ length: count }, (_, i) => [crowd[i]!, crowd[32 + i]!] as const)
+  const cycling = (count: number) => Array.from({ length: count }, (_, i) => [crowd[i % 16]!, crowd[(i + 1) % 16]!] as const)
+  await batch(distinct(32))
+  await batch(distinct(32).map(([from, to]) => [to, from] as const))
+  for (const [label, pairs] of [["distinct senders and recipients", distinct], ["16 accounts, sender i pays i+1", cycling]] as const) {
+    for (const count of [1, 8, 32]) {
+      const { receipt, calldataBytes: bytes } = await batch(pairs(count))
+      record(
+        `confidentialTransferBatch of ${count}, ${label}: per transfer`,
+        receipt.gasUsed / BigInt(count),
+        `${receipt.gasUsed.toLocaleString("en-US")} in all; calldata ${Math.round(bytes / count)} B per transfer`
+      )
+    }
+  }
 
   const pay = async (to: `0x${string}`) => {
     const request = publicRequest({ from: alice.account.address, to, amount: 1_000n, fromKey: alice.key, guardianKey, nonce: alice.nonce++, deadline: 2n ** 40n })

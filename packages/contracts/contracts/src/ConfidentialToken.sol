@@ -101,6 +101,19 @@ contract ConfidentialToken {
         uint64 deadline;
     }
 
+    /// Why `confidentialTransferBatch` skipped an item instead of applying it. Each item of a
+    /// batch stands alone: a stale or bad item must not block the others, and a batch sent
+    /// again must apply nothing twice, so an item that cannot apply is skipped with an event
+    /// naming the reason instead of reverting the whole transaction.
+    enum SkipReason {
+        /// The sender's replay nonce is used: this transfer (or another with the same nonce) was applied before.
+        NonceUsed,
+        /// The attestation's deadline has passed.
+        DeadlineExpired,
+        /// The signature is malformed, high-s, or not the current guardian's over these fields.
+        GuardianSignatureInvalid
+    }
+
     /// A proposed guardian rotation. `newSigner` is zero when none is pending.
     struct GuardianRotation {
         uint256 proposalId;
@@ -179,6 +192,12 @@ contract ConfidentialToken {
         Point guardianHandle,
         bytes32 sealedDigest
     );
+    /// A batch item that was not applied. The transfer id is the second indexed topic (the
+    /// applied event's is the third), so a search for a transfer's applied event by its third
+    /// topic never finds this one.
+    event ConfidentialTransferSkipped(
+        address indexed from, bytes32 indexed transferId, uint256 nonce, SkipReason reason
+    );
     event PublicTransfer(
         address indexed from,
         address indexed to,
@@ -202,6 +221,7 @@ contract ConfidentialToken {
     error DeadlineExpired(uint64 deadline);
     error NonceUsed(address sender, uint256 nonce);
     error SignatureMalformed();
+    error BatchLengthMismatch(uint256 requests, uint256 signatures);
     error SignatureHighS();
     error GuardianSignatureInvalid();
     error AssetTransferFailed();
@@ -421,7 +441,64 @@ contract ConfidentialToken {
         // transfer): the guardian attests D_to = r·PK_to against the registered key, which it
         // cannot do for an unregistered recipient, and a registered key never changes.
         if (block.timestamp > request.deadline) revert DeadlineExpired(request.deadline);
-        bytes32 structHash = keccak256(
+        _requireGuardianSignature(_confidentialStructHash(request), guardianSignature);
+        _useNonce(request.from, request.nonce);
+        _applyConfidential(request);
+    }
+
+    /// Applies many confidential transfers in one transaction: one relayer signature and one
+    /// 21k base cost for all of them, and storage slots shared by items (a party's balance, a
+    /// sender's nonce word) written warm after the first. Each item keeps its own guardian
+    /// attestation, exactly as `confidentialTransfer` checks it: the guardian decides and signs
+    /// each transfer when its request arrives, and the relayer forms batches later from whatever
+    /// is queued, so no single attestation over a batch can exist without a second guardian
+    /// round trip per batch, which would put the guardian back on the settlement path.
+    ///
+    /// An item whose replay nonce is used, whose deadline has passed or whose signature is not
+    /// the guardian's is skipped with `ConfidentialTransferSkipped` and changes nothing; the
+    /// others still apply. Points the guardian attested are valid, so a precompile failure on a
+    /// point (which only a forged item could carry, and a forged item fails its signature check
+    /// before any point is added) reverts the whole batch. Returns how many items applied.
+    function confidentialTransferBatch(
+        ConfidentialTransferRequest[] calldata requests,
+        bytes[] calldata guardianSignatures
+    ) external returns (uint256 applied) {
+        uint256 count = requests.length;
+        if (guardianSignatures.length != count) revert BatchLengthMismatch(count, guardianSignatures.length);
+        // Read once for the whole batch: neither changes within a transaction.
+        bytes32 separator = domainSeparator();
+        address signer = guardianSigner;
+        for (uint256 i; i < count; ++i) {
+            ConfidentialTransferRequest calldata request = requests[i];
+            // The nonce first: an item sent again is skipped before paying for ecrecover, and is
+            // reported as applied-before even once its deadline has passed.
+            uint256 bit = 1 << (request.nonce & 0xff);
+            mapping(uint256 => uint256) storage bitmap = nonceBitmap[request.from];
+            uint256 word = bitmap[request.nonce >> 8];
+            SkipReason reason;
+            if (word & bit != 0) {
+                reason = SkipReason.NonceUsed;
+            } else if (block.timestamp > request.deadline) {
+                reason = SkipReason.DeadlineExpired;
+            } else if (
+                _recoverOrZero(
+                    keccak256(abi.encodePacked("\x19\x01", separator, _confidentialStructHash(request))),
+                    guardianSignatures[i]
+                ) != signer
+            ) {
+                reason = SkipReason.GuardianSignatureInvalid;
+            } else {
+                bitmap[request.nonce >> 8] = word | bit;
+                _applyConfidential(request);
+                ++applied;
+                continue;
+            }
+            emit ConfidentialTransferSkipped(request.from, request.transferId, request.nonce, reason);
+        }
+    }
+
+    function _confidentialStructHash(ConfidentialTransferRequest calldata request) private pure returns (bytes32) {
+        return keccak256(
             abi.encode(
                 CONFIDENTIAL_TRANSFER_TYPEHASH,
                 request.from,
@@ -433,8 +510,10 @@ contract ConfidentialToken {
                 request.deadline
             )
         );
-        _requireGuardianSignature(structHash, guardianSignature);
-        _useNonce(request.from, request.nonce);
+    }
+
+    /// The effects of an attested confidential transfer whose nonce has just been used.
+    function _applyConfidential(ConfidentialTransferRequest calldata request) private {
         _debit(balances[request.from], request.commitment, request.fromHandle, request.guardianHandle);
         _credit(balances[request.to], request.commitment, request.toHandle, request.guardianHandle);
         emit ConfidentialTransfer(
@@ -548,6 +627,16 @@ contract ConfidentialToken {
         if (uint256(s) > SECP256K1_N_HALF) revert SignatureHighS();
         if (v != 27 && v != 28) revert SignatureMalformed();
         return ecrecover(digest, v, r, s);
+    }
+
+    /// `_recover` for batch items: a malformed or high-s signature gives zero instead of a
+    /// revert, so it skips its item rather than the whole batch.
+    function _recoverOrZero(bytes32 digest, bytes calldata signature) private pure returns (address) {
+        if (signature.length != SIGNATURE_LENGTH) return address(0);
+        bytes32 s = bytes32(signature[32:64]);
+        uint8 v = uint8(signature[64]);
+        if (uint256(s) > SECP256K1_N_HALF || (v != 27 && v != 28)) return address(0);
+        return ecrecover(digest, v, bytes32(signature[0:32]), s);
     }
 
     function _hashTypedData(bytes32 structHash) private view returns (bytes32) {

@@ -1,0 +1,218 @@
+/**
+ * confidentialTransferBatch against a real anvil: batches of 1, 8 and 32 apply each item once;
+ * an item already applied, expired or wrongly signed is skipped with its reason while the others
+ * apply; the same batch sent again applies nothing; and the on-chain balances equal the
+ * off-chain sums and decrypt to balances that still add up to everything shielded.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Address, encodeFunctionData, type Hex, type LocalAccount, parseEventLogs, type TransactionReceipt } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import * as ConfidentialToken from "../src/artifacts/ConfidentialToken.ts"
+import * as TestUSDG from "../src/artifacts/TestUSDG.ts"
+import * as Faucet from "../src/faucet.ts"
+import { type Chain, startChain } from "./helpers/chain.ts"
+import { decryptToPoint, fromEvm, G, type KeyPair, makeKeyPair, mul, proveKeyPossession, toEvm } from "./helpers/elgamal.ts"
+import { type ConfidentialTransferRequest, confidentialRequest, Ledger, signConfidential } from "./helpers/transfers.ts"
+
+const abi = ConfidentialToken.abi
+const initialBalance = 1_000_000n
+const partyCount = 10
+
+let chain: Chain
+let token: Address
+let relayer: LocalAccount
+const ledger = new Ledger()
+
+interface Party {
+  readonly account: LocalAccount
+  readonly key: KeyPair
+  nextNonce: bigint
+  /** The plaintext balance this test expects, to check decryption and conservation. */
+  balance: bigint
+}
+const parties: Array<Party> = []
+
+interface Item {
+  readonly request: ConfidentialTransferRequest
+  readonly signature: Hex
+  readonly amount: bigint
+}
+
+beforeAll(async () => {
+  chain = await startChain()
+  token = chain.addresses.confidentialUsdg
+  relayer = await chain.newAccount()
+  const minter = await chain.newAccount()
+  await chain.send(chain.owner, chain.addresses.usdg, encodeFunctionData({ abi: TestUSDG.abi, functionName: "setMinter", args: [minter.address, true] }))
+  const faucet = Faucet.make({ client: chain.client, minter, usdg: chain.addresses.usdg, confidentialUsdg: token, receiptPollingMs: 20 })
+  for (let i = 0; i < partyCount; i++) {
+    const account = await chain.newAccount()
+    const key = makeKeyPair()
+    const proof = proveKeyPossession(key, { chainId: chain.chainId, contract: token, account: account.address })
+    await chain.send(account, token, encodeFunctionData({ abi, functionName: "register", args: [key.evm, proof] }))
+    await faucet.shieldUsdg(account.address, initialBalance)
+    ledger.shield(account.address, initialBalance)
+    parties.push({ account, key, nextNonce: 0n, balance: initialBalance })
+  }
+}, 120_000)
+
+afterAll(async () => {
+  await chain?.stop()
+})
+
+const domain = () => ({ chainId: chain.chainId, contract: token })
+
+const newItem = async (from: Party, to: Party, amount: bigint, deadline?: bigint): Promise<Item> => {
+  const request = confidentialRequest({
+    from: from.account.address,
+    to: to.account.address,
+    amount,
+    fromKey: from.key,
+    toKey: to.key,
+    guardianKey: chain.guardianKey,
+    nonce: from.nextNonce++,
+    deadline: deadline ?? (await chain.latestTimestamp()) + 3600n
+  })
+  return { request, signature: await signConfidential(chain.guardian, domain(), request), amount }
+}
+
+/** `count` items over the parties, sender i → recipient i+1 (parties repeat past ten). */
+const newItems = async (count: number, offset = 0): Promise<Array<Item>> => {
+  const items: Array<Item> = []
+  for (let i = 0; i < count; i++) {
+    items.push(await newItem(parties[(i + offset) % partyCount]!, parties[(i + offset + 1) % partyCount]!, BigInt(100 + i)))
+  }
+  return items
+}
+
+const batchData = (items: ReadonlyArray<Item>) =>
+  encodeFunctionData({ abi, functionName: "confidentialTransferBatch", args: [items.map((item) => item.request), items.map((item) => item.signature)] })
+
+const sendBatch = (items: ReadonlyArray<Item>) => chain.send(relayer, token, batchData(items), 14_000_000n)
+
+/** What the contract did to each item, by transfer id. */
+const outcomes = (receipt: TransactionReceipt) => {
+  const applied = parseEventLogs({ abi, logs: receipt.logs, eventName: "ConfidentialTransfer" }).map((log) => log.args.transferId)
+  const skipped = new Map(
+    parseEventLogs({ abi, logs: receipt.logs, eventName: "ConfidentialTransferSkipped" }).map((log) => [log.args.transferId, log.args.reason])
+  )
+  return { applied, skipped }
+}
+
+/** Mirrors applied items in the off-chain ledger and the expected plaintext balances. */
+const mirror = (items: ReadonlyArray<Item>) => {
+  for (const item of items) {
+    ledger.confidential(item.request)
+    const from = parties.find((party) => party.account.address === item.request.from)!
+    const to = parties.find((party) => party.account.address === item.request.to)!
+    from.balance -= item.amount
+    to.balance += item.amount
+  }
+}
+
+/** Every party's on-chain triple equals the off-chain sum and decrypts (both keys) to its balance; the balances sum to all shielded. */
+const expectBalancesConserved = async () => {
+  let total = 0n
+  for (const party of parties) {
+    const onChain = await chain.client.readContract({ address: token, abi, functionName: "encryptedBalanceOf", args: [party.account.address] })
+    expect(onChain).toEqual(ledger.evm(party.account.address))
+    const expected = party.balance === 0n ? toEvm(mul(G, 0n)) : toEvm(G.multiply(party.balance))
+    expect(toEvm(decryptToPoint(fromEvm(onChain.commitment), fromEvm(onChain.ownerHandle), party.key.secret))).toEqual(expected)
+    expect(toEvm(decryptToPoint(fromEvm(onChain.commitment), fromEvm(onChain.guardianHandle), chain.guardianKey.secret))).toEqual(expected)
+    total += party.balance
+  }
+  expect(total).toBe(initialBalance * BigInt(partyCount))
+}
+
+const nonceUsed = (item: Item) =>
+  chain.client.readContract({ address: token, abi, functionName: "isNonceUsed", args: [item.request.from, item.request.nonce] })
+
+describe("confidentialTransferBatch", () => {
+  it.each([1, 8, 32])("applies each item of a batch of %i exactly once, with its own event", async (size) => {
+    const items = await newItems(size, size)
+    const receipt = await sendBatch(items)
+    expect(receipt.status).toBe("success")
+    const { applied, skipped } = outcomes(receipt)
+    expect(applied).toEqual(items.map((item) => item.request.transferId))
+    expect(skipped.size).toBe(0)
+    for (const item of items) expect(await nonceUsed(item)).toBe(true)
+    mirror(items)
+    await expectBalancesConserved()
+  })
+
+  it("skips an item applied before (by a single transfer) and applies the others", async () => {
+    const items = await newItems(8, 3)
+    const early = items[4]!
+    await chain.send(relayer, token, encodeFunctionData({ abi, functionName: "confidentialTransfer", args: [early.request, early.signature] }))
+    mirror([early])
+    const receipt = await sendBatch(items)
+    const { applied, skipped } = outcomes(receipt)
+    expect(applied).toEqual(items.filter((item) => item !== early).map((item) => item.request.transferId))
+    expect([...skipped]).toEqual([[early.request.transferId, 0]])
+    mirror(items.filter((item) => item !== early))
+    await expectBalancesConserved()
+  })
+
+  it("applies nothing when the whole batch is sent again", async () => {
+    const items = await newItems(8, 5)
+    const first = await sendBatch(items)
+    expect(outcomes(first).applied).toHaveLength(8)
+    mirror(items)
+    const again = await sendBatch(items)
+    expect(again.status).toBe("success")
+    const { applied, skipped } = outcomes(again)
+    expect(applied).toEqual([])
+    expect([...skipped.values()]).toEqual(Array(8).fill(0))
+    await expectBalancesConserved()
+  })
+
+  it("skips an expired item and items not signed by the guardian (another signer, altered fields, truncated signature), and applies the rest", async () => {
+    const [good1, expired, forged, altered, truncated, good2] = [
+      await newItem(parties[0]!, parties[1]!, 7n),
+      await newItem(parties[1]!, parties[2]!, 8n, (await chain.latestTimestamp()) - 10n),
+      await newItem(parties[2]!, parties[3]!, 9n),
+      await newItem(parties[3]!, parties[4]!, 10n),
+      await newItem(parties[4]!, parties[5]!, 11n),
+      await newItem(parties[5]!, parties[6]!, 12n)
+    ]
+    const stranger = privateKeyToAccount(generatePrivateKey())
+    const items: Array<Item> = [
+      good1!,
+      expired!,
+      { ...forged!, signature: await signConfidential(stranger, domain(), forged!.request) },
+      { ...altered!, request: { ...altered!.request, to: parties[7]!.account.address } },
+      { ...truncated!, signature: truncated!.signature.slice(0, 130) as Hex },
+      good2!
+    ]
+    const receipt = await sendBatch(items)
+    const { applied, skipped } = outcomes(receipt)
+    expect(applied).toEqual([good1!.request.transferId, good2!.request.transferId])
+    expect(skipped).toEqual(new Map([
+      [expired!.request.transferId, 1],
+      [forged!.request.transferId, 2],
+      [altered!.request.transferId, 2],
+      [truncated!.request.transferId, 2]
+    ]))
+    // Skipped items keep their nonces unused: a valid attestation may still apply them.
+    for (const item of [expired!, forged!, altered!, truncated!]) expect(await nonceUsed(item)).toBe(false)
+    mirror([good1!, good2!])
+    await expectBalancesConserved()
+    const retried = await sendBatch([forged!])
+    expect(outcomes(retried).applied).toEqual([forged!.request.transferId])
+    mirror([forged!])
+    await expectBalancesConserved()
+  })
+
+  it("refuses arrays of different lengths", async () => {
+    const [item] = await newItems(1)
+    await chain.expectRevert(
+      {
+        account: relayer.address,
+        to: token,
+        data: encodeFunctionData({ abi, functionName: "confidentialTransferBatch", args: [[item!.request], [item!.signature, item!.signature]] })
+      },
+      "BatchLengthMismatch",
+      [1n, 2n]
+    )
+  })
+})
