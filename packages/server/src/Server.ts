@@ -46,8 +46,10 @@ import { PublicApi } from "@pps/api/Api"
 import { AuthorizationLive } from "./http/Authorization.ts"
 import { answerClientErrors, apiReferencePath, envelopeMiddleware, makeRouteTable } from "./http/Envelope.ts"
 import { IdempotencyLive } from "./http/Idempotency.ts"
+import { shedTransferLoad } from "./http/LoadShedding.ts"
 import { RateLimiter } from "./http/RateLimiter.ts"
 import { RequestValidationLive } from "./http/RequestValidation.ts"
+import { Admission } from "./platform/Admission.ts"
 import { MigrationsLive, SqlLive } from "./platform/Database.ts"
 import { DataDir } from "./platform/DataDir.ts"
 import { FaucetGrants } from "./faucet/FaucetGrants.ts"
@@ -97,7 +99,14 @@ export const PublicApp = Layer.mergeAll(
   HttpApiScalar.layer(PublicApi, { path: apiReferencePath }),
   HealthRoutes,
   DashboardRoutes,
-  HttpRouter.middleware(envelopeMiddleware(publicRoutes), { global: true })
+  // One middleware, so their order is stated: the envelope outside, the transfer gate inside it.
+  HttpRouter.middleware(
+    Effect.gen(function*() {
+      const admission = yield* Admission
+      return (httpEffect) => envelopeMiddleware(publicRoutes)(shedTransferLoad(admission)(httpEffect))
+    }),
+    { global: true }
+  )
 )
 
 /**
@@ -138,6 +147,7 @@ export const ServicesLive = Layer.mergeAll(
   Balances.layer,
   ApiKeys.layer,
   RateLimiter.layer,
+  Admission.layer,
   FaucetGrants.layer,
   VetoRelayLive,
   DashboardAuth.layer.pipe(Layer.provideMerge(DashboardConfig.layer))

@@ -113,6 +113,12 @@ export interface AppConfigShape {
   /** How often held transactions past their window are marked expired (at most 60 s late, so at most 50 s). */
   readonly approvalSweepIntervalMs: number
   /**
+   * Load shedding (platform/Admission.ts): the average time a transfer's decision may take
+   * before this node admits fewer at once (0: never shed), and the most it admits at once.
+   */
+  readonly transferAdmissionTargetMs: number
+  readonly transferAdmissionMaxInFlight: number
+  /**
    * An external test chain's faucet key: a test USDG minter (made one by the operator's
    * deploy step), which can touch no confidential balance. Without it the faucet answers 503.
    * The contracts' owner key is never configured on an api node: see admin/deploy.ts.
@@ -221,6 +227,8 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   natsUrl: Config.option(Config.String("NATS_URL")),
   natsStream: Config.String("NATS_STREAM").pipe(Config.withDefault("PPS_EVENTS")),
   natsSubjectPrefix: Config.String("NATS_SUBJECT_PREFIX").pipe(Config.withDefault("events")),
+  transferAdmissionTargetMs: Config.Int("TRANSFER_ADMISSION_TARGET_MS").pipe(Config.withDefault(250)),
+  transferAdmissionMaxInFlight: Config.Int("TRANSFER_ADMISSION_MAX_IN_FLIGHT").pipe(Config.withDefault(1_024)),
   eventRelayPollMs: Config.Int("EVENT_RELAY_POLL_MS").pipe(Config.withDefault(200)),
   eventRetentionDays: Config.Int("EVENT_RETENTION_DAYS").pipe(Config.withDefault(30)),
   // One hour: a stream's resources (its SQL polling, a dead peer's socket) are never held
@@ -283,6 +291,8 @@ export const environmentVariables = [
   "NATS_STREAM",
   "NATS_SUBJECT_PREFIX",
   "EVENT_RELAY_POLL_MS",
+  "TRANSFER_ADMISSION_TARGET_MS",
+  "TRANSFER_ADMISSION_MAX_IN_FLIGHT",
   "EVENT_RETENTION_DAYS",
   "EVENT_STREAM_MAX_LIFETIME_MS",
   "WEBHOOK_ALLOW_INSECURE_LOOPBACK",
@@ -337,3 +347,6 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("ser
     })
   )
 }
+      if (config.transferAdmissionTargetMs < 0 || config.transferAdmissionMaxInFlight < 1) {
+        return yield* Effect.die(new Error("TRANSFER_ADMISSION_TARGET_MS must be >= 0 and TRANSFER_ADMISSION_MAX_IN_FLIGHT >= 1"))
+      }

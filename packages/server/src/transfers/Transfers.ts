@@ -79,6 +79,7 @@ import { type ChainContext, confidentialTokenOf } from "../settlement/Chains.ts"
 import { gasLimits, type Resolution } from "../settlement/domain.ts"
 import { GuardianIdentity } from "../settlement/GuardianIdentity.ts"
 import { Settlement } from "../settlement/Settlement.ts"
+import { releaseAdmission } from "../platform/Admission.ts"
 import {
   type Asset,
   assets,
@@ -839,7 +840,9 @@ export class Transfers extends Context.Service<Transfers, {
         }))
         if (decided._tag === "Held") return { _tag: "Held", transaction: decided.transaction } satisfies CreateOutcome
 
-        // 5. Submit and wait (D14); the outcome is also completed in the background.
+        // 5. Submit and wait (D14); the outcome is also completed in the background. The wait for
+        // the chain holds no place at the gate (platform/Admission.ts).
+        yield* releaseAdmission
         const stored = yield* submitAndAwait(decided.prepared, decided.recorded)
         return { _tag: "Transfer", transfer: record(stored, principal.accountId) } satisfies CreateOutcome
       })
@@ -1012,6 +1015,8 @@ export class Transfers extends Context.Service<Transfers, {
           if (result._tag === "Hold") return yield* Effect.die(new Error("the guardian held an approved transfer"))
           return { prepared, recorded: result, view }
         }))
+        // Decided: the wait for the chain holds no place at the gate (platform/Admission.ts).
+        yield* releaseAdmission
         const transfer = yield* submitAndAwait(decided.prepared, decided.recorded)
         return { transaction: decided.view, transfer }
       })

@@ -114,6 +114,8 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   guardianInProcess: true,
   transferCreateTimeoutMs: 5_000,
   attestationLifetimeSeconds: 600,
+  transferAdmissionTargetMs: 250,
+  transferAdmissionMaxInFlight: 1_024,
   approvalWindowMs: 24 * 60 * 60 * 1000,
   approvalSweepIntervalMs: 1_000,
   faucetKeyTestnet: Option.none(),

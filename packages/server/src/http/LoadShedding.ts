@@ -1,0 +1,45 @@
+/**
+ * The gate in front of the transfer decision (platform/Admission.ts): a
+ * `POST /v1/transfers` or an approval of a held agent transaction is admitted, or
+ * answered at once, before its key, body or idempotency claim cost anything, with
+ * 503 `service_unavailable` and `Retry-After` (D1's envelope; the envelope
+ * middleware adds the request id). Every other request passes untouched.
+ *
+ * @since 0.6.0
+ */
+import { Effect } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { ServiceUnavailable } from "@pps/api/Errors"
+import { Admission, admissionRetryAfterSeconds } from "../platform/Admission.ts"
+
+const approvalPath = /^\/v1\/agents\/transactions\/[^/]+\/approve$/
+
+/** The requests that start a transfer decision. */
+const startsTransferDecision = (request: HttpServerRequest.HttpServerRequest): boolean => {
+  if (request.method !== "POST") return false
+  const path = request.url.split("?")[0] ?? request.url
+  return path === "/v1/transfers" || approvalPath.test(path)
+}
+
+const atCapacity = Effect.sync(() =>
+  HttpServerResponse.jsonUnsafe({
+    error: ServiceUnavailable.of(
+      "This node is at capacity for new transfers; retry after the number of seconds in Retry-After (with the same Idempotency-Key)."
+    ).error
+  }, { status: 503, headers: { "retry-after": String(admissionRetryAfterSeconds) } })
+)
+
+/**
+ * The middleware (inside the envelope middleware).
+ *
+ * @since 0.6.0
+ * @category middleware
+ */
+export const shedTransferLoad = (admission: Admission["Service"]) =>
+<E, R>(
+  httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    return yield* (startsTransferDecision(request) ? admission.gate(httpEffect, atCapacity) : httpEffect)
+  })

@@ -1,0 +1,124 @@
+/**
+ * Load shedding (issue 16, platform/Admission.ts): the controller's rule step by
+ * step, and a real server (embedded anvil, PGlite, over a socket) whose limit is
+ * two decisions at once: a burst is partly answered at once with 503 and
+ * `Retry-After` in D1's envelope, nothing refused is paid or stored under its
+ * idempotency key, and the same key retried later pays once.
+ */
+import { assert, describe, it, layer } from "@effect/vitest"
+import { Context, Effect, Schema } from "effect"
+import { TransferRecord } from "@pps/api/Transfers"
+import { Admission, makeAdmissionController } from "../src/platform/Admission.ts"
+import { registerKey } from "./support/confidentialClient.ts"
+import { bearer, createAccount, expectEnvelope, send } from "./support/http.ts"
+import { makeTestServer, TestServer } from "./support/TestServer.ts"
+
+describe("admission controller", () => {
+  const settings = { targetMs: 100, minInFlight: 4, maxInFlight: 16, windowMs: 100 }
+
+  it("admits up to its limit, refuses past it, and frees a place on release", () => {
+    const controller = makeAdmissionController(settings)
+    const releases = Array.from({ length: 4 }, () => controller.admit(0))
+    assert.isTrue(releases.every((release) => release !== undefined))
+    assert.isUndefined(controller.admit(1), "the fifth at once is refused")
+    releases[0]!(10)
+    releases[0]!(11) // a second release of the same ticket frees nothing more
+    assert.deepStrictEqual(controller.state(), { inFlight: 3, limit: 4 })
+    assert.isDefined(controller.admit(12))
+    assert.isUndefined(controller.admit(13))
+  })
+
+  it("grows while the limit is used and decisions stay under the target; shrinks, never below the floor, when they do not", () => {
+    const controller = makeAdmissionController(settings)
+    let nowMs = 0
+    // Full use, fast decisions: one window at a time, the limit grows to the maximum.
+    for (let window = 0; window < 40; window++) {
+      nowMs += 100
+      const limit = controller.state().limit
+      const releases = Array.from({ length: limit }, () => controller.admit(nowMs)!)
+      for (const release of releases) release(nowMs + 10)
+    }
+    assert.strictEqual(controller.state().limit, 16)
+    // Slow decisions: it shrinks by a tenth a window, to the floor and no lower.
+    for (let window = 0; window < 40; window++) {
+      nowMs += 100
+      const release = controller.admit(nowMs)!
+      release(nowMs + 500)
+    }
+    assert.strictEqual(controller.state().limit, 4)
+  })
+
+  it("does not grow a limit that is not used", () => {
+    const controller = makeAdmissionController(settings)
+    for (let nowMs = 100; nowMs < 5_000; nowMs += 100) controller.admit(nowMs)!(nowMs + 1)
+    assert.strictEqual(controller.state().limit, 4)
+  })
+
+  it("never refuses with a target of 0 (shedding off)", () => {
+    const controller = makeAdmissionController({ ...settings, targetMs: 0 })
+    for (let i = 0; i < 100; i++) assert.isDefined(controller.admit(i))
+  })
+})
+
+describe("load shedding on a real server", () => {
+  layer(
+    makeTestServer({ config: { transferAdmissionTargetMs: 1, transferAdmissionMaxInFlight: 2 } }),
+    { timeout: "120 seconds", excludeTestServices: true }
+  )("embedded", (it) => {
+    it.effect("a burst past the limit is shed at once with 503 and Retry-After; the same key retried later pays once", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const sender = yield* createAccount(server, "shed.sender")
+        const recipient = yield* createAccount(server, "shed.recipient")
+        yield* registerKey(server.baseUrl, sender.api_key)
+        yield* registerKey(server.baseUrl, recipient.api_key)
+        const grant = yield* send(`${server.baseUrl}/v1/test/faucet`, {
+          method: "POST",
+          headers: { ...bearer(sender.api_key), "content-type": "application/json" },
+          body: JSON.stringify({ amount: "100" })
+        })
+        assert.strictEqual(grant.status, 200, grant.text)
+
+        const pay = (key: string) =>
+          send(`${server.baseUrl}/v1/transfers`, {
+            method: "POST",
+            headers: { ...bearer(sender.api_key), "content-type": "application/json", "idempotency-key": key },
+            body: JSON.stringify({ to: "@shed.recipient", amount: "1" })
+          })
+        const burst = yield* Effect.forEach(Array.from({ length: 12 }, (_, i) => `shed-${i}`), (key) =>
+          pay(key).pipe(Effect.map((response) => ({ key, response }))), { concurrency: "unbounded" })
+        const shed = burst.filter(({ response }) => response.status === 503)
+        const paid = burst.filter(({ response }) => response.status === 201)
+        assert.strictEqual(shed.length + paid.length, burst.length, burst.map(({ response }) => response.status).join(","))
+        assert.isAbove(shed.length, 0, "twelve at once past a limit of two: some are shed")
+        assert.isAbove(paid.length, 0, "the admitted ones are paid")
+        for (const { response } of shed) {
+          expectEnvelope(response, 503, "service_unavailable")
+          assert.strictEqual(response.headers.get("retry-after"), "1")
+          assert.isNull(response.headers.get("idempotent-replayed"))
+        }
+        // Reads are never shed, and nothing shed was paid: the sender's list holds the admitted ones.
+        const listed = yield* send(`${server.baseUrl}/v1/transfers?limit=100`, { headers: bearer(sender.api_key) })
+        assert.strictEqual(listed.status, 200)
+        assert.strictEqual((listed.json as { data: Array<unknown> }).data.length, paid.length)
+        const admission = Context.get(server.services, Admission)
+        assert.strictEqual((yield* admission.state).inFlight, 0, "every place was given back")
+
+        // A shed request's key was not claimed: retried one at a time, each pays once; the
+        // admitted ones' keys replay their first answer.
+        for (const { key } of shed) {
+          const retried = yield* pay(key)
+          assert.strictEqual(retried.status, 201, retried.text)
+          assert.isNull(retried.headers.get("idempotent-replayed"))
+        }
+        const replayed = yield* pay(paid[0]!.key)
+        assert.strictEqual(replayed.headers.get("idempotent-replayed"), "true")
+        assert.strictEqual(
+          Schema.decodeUnknownSync(TransferRecord)(replayed.json).transfer_id,
+          Schema.decodeUnknownSync(TransferRecord)(paid[0]!.response.json).transfer_id
+        )
+        const after = yield* send(`${server.baseUrl}/v1/transfers?limit=100`, { headers: bearer(sender.api_key) })
+        assert.strictEqual((after.json as { data: Array<unknown> }).data.length, burst.length, "each key paid once")
+      }))
+  })
+})
