@@ -7,8 +7,8 @@
  * every request answered, one key one transfer (retries by Idempotency-Key reach the
  * survivor), nothing stuck pending (the survivor adopts the dead node's submissions),
  * balances exact, one terminal webhook per transfer and side (delivered over NATS), no
- * process left after the stop. First, with both nodes up, a key revoked through one node
- * is refused by the other at once.
+ * process left after the stop. First, with both nodes up and their API-key caches on, a key
+ * revoked through one node is refused by the other at once (the revocation pushed over NATS).
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -100,7 +100,11 @@ describe.skipIf(!postgresAvailable || !natsAvailable)("the cluster of npm run cl
     const { api_key: apiKey, key_id: keyId } = (await created.json()) as { api_key: string; key_id: string }
     const me = (node: { readonly baseUrl: string }) =>
       fetch(`${node.baseUrl}/v1/accounts/me`, { headers: { authorization: `Bearer ${apiKey}` } }).then((response) => response.status)
-    // Both nodes have served the key (a node that caches would now hold it).
+    for (const node of [first!, second!]) {
+      assert.include(fs.readFileSync(node.logFile, "utf8"), "api key cache on", `${node.name} caches API keys`)
+    }
+    // Both nodes have served the key and hold it in their caches (on by default with NATS:
+    // API_KEY_CACHE_TTL_MS is 30 s), so the refusal below is the pushed eviction's.
     assert.deepStrictEqual([await me(first!), await me(second!), await me(first!), await me(second!)], [200, 200, 200, 200])
     const revoked = await fetch(`${first!.adminUrl}/admin/keys/${keyId}/revoke`, {
       method: "POST",

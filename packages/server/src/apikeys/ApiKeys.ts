@@ -4,11 +4,25 @@
  * Verification hashes the presented key with HMAC-SHA256 under the server
  * pepper and looks the hash up; the stored and computed hashes are compared
  * again in constant time. Verified keys may be served from an in-process cache
- * for `API_KEY_CACHE_TTL_MS`, but only in the embedded mode, where every
- * revocation passes through this process and evicts the entry before it
- * returns: a revoked key is refused on the very next request. With several
- * nodes (PostgreSQL) a revocation on one node could not evict the others'
- * caches, so there the database is asked on every request.
+ * for at most `API_KEY_CACHE_TTL_MS` (0 turns the cache off).
+ *
+ * - Embedded mode: every revocation passes through this process and evicts the
+ *   entry before it returns: a revoked key is refused on the very next request.
+ * - Several nodes (PostgreSQL with `NATS_URL`): a revocation evicts locally,
+ *   then publishes the key id on the event bus's control channel and waits for
+ *   the NATS server to take it before answering; every node evicts on receipt.
+ *   A node caches only while its subscription is known to be live: on a NATS
+ *   disconnect, stale connection, dropped message or subscription error it
+ *   clears the cache and stops caching until it has reconnected and its
+ *   subscription is registered again (a revocation it missed meanwhile is then
+ *   read from the database). The TTL stays as the backstop for a failure no
+ *   status reports (a revoking node cut from NATS whose message is sent late).
+ * - PostgreSQL without NATS: no cache; the database is asked on every request.
+ *
+ * In both cached modes a revocation epoch, bumped by every revocation seen
+ * (local or received) and every loss of the channel, closes the read-then-revoke
+ * race: a verification whose database read overlapped one does not cache its
+ * result.
  *
  * Usage (`request_count`, `last_used_at`) is counted in memory and written every
  * `API_KEY_USAGE_FLUSH_MS`, and once more at shutdown: a crash loses at most
@@ -22,6 +36,7 @@ import type { SqlError } from "effect/sql"
 import { AppConfig } from "../config/AppConfig.ts"
 import { makeId } from "../platform/Ids.ts"
 import { Secrets } from "../platform/Secrets.ts"
+import { EventBus } from "../events/EventBus.ts"
 import { ApiKeyStore } from "./ApiKeyStore.ts"
 import { type ApiKeyRecord, apiKeyRandomBytes, type Mode, modeOfApiKey, type Principal } from "@pps/api/ApiKeys"
 
@@ -60,6 +75,11 @@ interface CacheEntry {
   readonly expiresAtMs: number
 }
 
+/** Control-channel topic carrying a revoked key id. */
+const revocationTopic = "apikey_revoked"
+/** How long a revocation waits for NATS to take the message before answering anyway. */
+const revocationPublishWaitMs = 2_000
+
 interface Usage {
   requests: number
   lastUsedAtMs: number
@@ -90,12 +110,42 @@ export class ApiKeys extends Context.Service<ApiKeys, {
       const secrets = yield* Secrets
       const store = yield* ApiKeyStore
       const pepper = Redacted.value(secrets.apiKeyPepper)
-      const cacheTtlMs = Option.isNone(config.databaseUrl) ? config.apiKeyCacheTtlMs : 0
+      const control = (yield* EventBus).control
+      const distributed = Option.isSome(config.databaseUrl)
+      const cacheTtlMs = !distributed || Option.isSome(control) ? config.apiKeyCacheTtlMs : 0
       const cache = new Map<string, CacheEntry>()
       let usage = new Map<string, Usage>()
-      // Bumped by every revocation: a verification that read the database before
-      // a revocation finished must not put its (now stale) result in the cache.
+      // Bumped by every revocation (made here or received) and every loss of the
+      // revocation channel: a verification that read the database before one of
+      // those must not put its (possibly stale) result in the cache.
       let revocationEpoch = 0
+      // Distributed: off until the revocation subscription is registered, and again
+      // whenever it may have missed a message.
+      let cacheLive = !distributed
+
+      const evict = (keyId: string) => {
+        revocationEpoch += 1
+        for (const [cacheKey, entry] of cache) if (entry.principal.keyId === keyId) cache.delete(cacheKey)
+      }
+
+      if (cacheTtlMs > 0 && Option.isSome(control)) {
+        // The channel calls back outside Effect; log with this layer's logger.
+        const runFork = Effect.runForkWith(yield* Effect.context<never>())
+        yield* control.value.subscribe(revocationTopic, {
+          onMessage: evict,
+          onUnreliable: (why) => {
+            revocationEpoch += 1
+            cacheLive = false
+            cache.clear()
+            runFork(Effect.logWarning(`api key cache off until NATS is back (${why})`))
+          },
+          onReliable: () => {
+            revocationEpoch += 1
+            if (!cacheLive) runFork(Effect.logInfo("api key cache on: revocations arrive over NATS"))
+            cacheLive = true
+          }
+        })
+      }
 
       const hashOf = (key: string) => new Uint8Array(createHmac("sha256", pepper).update(key, "utf8").digest())
       const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex")
@@ -142,7 +192,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
         const cacheKey = hex(keyHash)
         const nowMs = yield* Clock.currentTimeMillis
         const cached = cache.get(cacheKey)
-        if (cached !== undefined && cached.expiresAtMs > nowMs && timingSafeEqual(cached.keyHash, keyHash)) {
+        if (cacheLive && cached !== undefined && cached.expiresAtMs > nowMs && timingSafeEqual(cached.keyHash, keyHash)) {
           if (counted) countUse(cached.principal.keyId, nowMs)
           return cached.principal
         }
@@ -160,7 +210,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
           ownerAccountId: row.owner_account_id,
           mode: row.mode
         }
-        if (cacheTtlMs > 0 && epochBeforeRead === revocationEpoch) cache.set(cacheKey, { principal, keyHash, expiresAtMs: nowMs + cacheTtlMs })
+        if (cacheTtlMs > 0 && cacheLive && epochBeforeRead === revocationEpoch) cache.set(cacheKey, { principal, keyHash, expiresAtMs: nowMs + cacheTtlMs })
         if (counted) countUse(principal.keyId, nowMs)
         return principal
       })
@@ -189,8 +239,16 @@ export class ApiKeys extends Context.Service<ApiKeys, {
           // Evict before answering, so the very next request with the key is refused;
           // the epoch stops verifications that read the row before the update from
           // caching it afterwards.
-          revocationEpoch += 1
-          for (const [cacheKey, entry] of cache) if (entry.principal.keyId === keyId) cache.delete(cacheKey)
+          evict(keyId)
+          // Then the other nodes, before answering: once NATS has taken the message it
+          // is on its way to every subscribed node. If NATS does not confirm in time the
+          // revocation still stands (it is committed); the client sends the message on
+          // reconnect and the others' TTL bounds the wait.
+          if (Option.isSome(revoked) && Option.isSome(control)) {
+            yield* control.value.publish(revocationTopic, keyId, revocationPublishWaitMs).pipe(
+              Effect.catch((error) => Effect.logWarning("api key revocation not confirmed by NATS", error))
+            )
+          }
           return revoked
         }),
         exists: store.exists,

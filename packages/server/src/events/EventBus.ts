@@ -24,6 +24,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType } from "@nats-io/jetstream"
 import { Context, Data, Effect, Layer, Option, Schema, type Scope, Stream } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
+import { type ControlChannel, makeControlChannel } from "./ControlChannel.ts"
 import { EventMessage } from "@pps/api/Events"
 
 /**
@@ -54,6 +55,8 @@ const streamMaxAgeMs = 7 * 24 * 60 * 60_000
 /** JetStream: messages gathered into one fan-out batch, and how long a batch may wait to fill. */
 const consumeBatchMax = 256
 const consumeBatchWaitMs = 10
+/** NATS: client pings the server this often; two unanswered make the connection stale. */
+const natsPingIntervalMs = 10_000
 const nanos = (ms: number) => ms * 1_000_000
 
 /**
@@ -65,6 +68,8 @@ export class EventBus extends Context.Service<EventBus, {
   readonly publish: (messages: ReadonlyArray<EventMessage>) => Effect.Effect<void, EventBusError>
   /** Starts handing events to `handler` for the life of the scope. */
   readonly consume: (handler: EventHandler) => Effect.Effect<void, EventBusError, Scope.Scope>
+  /** Node-to-node control messages on the same NATS connection; None in the embedded mode (one process). */
+  readonly control: Option.Option<ControlChannel>
 }>()("server/events/EventBus") {
   /**
    * @since 0.1.0
@@ -74,6 +79,7 @@ export class EventBus extends Context.Service<EventBus, {
     let consumer: EventHandler | undefined
     return EventBus.of({
       kind: "in-process",
+      control: Option.none(),
       publish: (messages) =>
         Effect.suspend(() =>
           consumer === undefined
@@ -103,7 +109,14 @@ export class EventBus extends Context.Service<EventBus, {
       Effect.gen(function*() {
         const connection: NatsConnection = yield* Effect.acquireRelease(
           Effect.tryPromise({
-            try: () => connect({ servers: options.url, name: "pps-server", maxReconnectAttempts: -1 }),
+            try: () => connect({
+              servers: options.url,
+              name: "pps-server",
+              maxReconnectAttempts: -1,
+              // A silently dead link is noticed within ~3 pings (stale, then reconnect), well inside
+              // API_KEY_CACHE_TTL_MS's default: the control channel's listeners drop their state then.
+              pingInterval: natsPingIntervalMs
+            }),
             catch: (cause) => new EventBusError({ message: `cannot connect to NATS at ${options.url}`, cause })
           }),
           (nc) => Effect.promise(() => nc.drain()).pipe(Effect.timeoutOption(5_000), Effect.ignore)
@@ -144,6 +157,7 @@ export class EventBus extends Context.Service<EventBus, {
         const decodeMessage = Schema.decodeUnknownOption(Schema.fromJsonString(EventMessage))
         return EventBus.of({
           kind: "jetstream",
+          control: Option.some(makeControlChannel(connection, options.subjectPrefix)),
           publish: (messages) =>
             Effect.tryPromise({
               try: () =>

@@ -1,0 +1,178 @@
+/**
+ * Issue 17: the API-key cache in the distributed mode. Two server instances on one
+ * PostgreSQL database and the real NATS (127.0.0.1:4222), cache on. Node B reaches NATS
+ * through a loopback proxy the test can cut, so "B missed the revocation message" is
+ * real, not simulated.
+ *
+ * Whether a key is served from a node's cache is observed by revoking it behind the
+ * servers' back (an UPDATE on the row, which publishes nothing): a node that still
+ * accepts it answered from its cache; one that refuses it asked the database.
+ */
+import * as net from "node:net"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { jetstreamManager } from "@nats-io/jetstream"
+import { connect } from "@nats-io/transport-node"
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import { dropDatabases, ensureDatabases } from "../scripts/cluster/cluster.ts"
+import { ulid } from "../src/platform/Ids.ts"
+import { bearer, createAccount, postJson, send } from "./support/http.ts"
+import { natsAvailable, natsUrl } from "./support/requireNats.ts"
+import { postgresAvailable } from "./support/requirePostgres.ts"
+import { makeTestServer, postgres, postgresAdminUrl, TestServer } from "./support/TestServer.ts"
+import { eventually } from "./support/webhooks-receiver.ts"
+
+const serverUrl = postgresAdminUrl.replace(/\/[^/]*$/, "")
+const database = `pps_test_revocation_${ulid().toLowerCase()}`
+const databaseUrl = `${serverUrl}/${database}`
+const stream = `PPS_TEST_${ulid()}`
+const subjectPrefix = `test.${stream.toLowerCase()}`
+
+/** A TCP proxy to NATS whose connections the test can cut (and refuse) and then allow again. */
+const startCuttableProxy = (target: URL) =>
+  new Promise<{ readonly url: string; readonly cut: () => void; readonly resume: () => void; readonly close: () => Promise<void> }>(
+    (resolve) => {
+      const sockets = new Set<net.Socket>()
+      let open = true
+      const server = net.createServer((client) => {
+        if (!open) return client.destroy()
+        const upstream = net.connect(Number(target.port || 4222), target.hostname)
+        sockets.add(client).add(upstream)
+        client.pipe(upstream)
+        upstream.pipe(client)
+        const drop = () => {
+          client.destroy()
+          upstream.destroy()
+          sockets.delete(client)
+          sockets.delete(upstream)
+        }
+        client.on("close", drop).on("error", drop)
+        upstream.on("close", drop).on("error", drop)
+      })
+      server.listen(0, "127.0.0.1", () => {
+        const port = (server.address() as net.AddressInfo).port
+        resolve({
+          url: `nats://127.0.0.1:${port}`,
+          cut: () => {
+            open = false
+            for (const socket of sockets) socket.destroy()
+          },
+          resume: () => {
+            open = true
+          },
+          close: () =>
+            new Promise<void>((done) => {
+              for (const socket of sockets) socket.destroy()
+              server.close(() => done())
+            })
+        })
+      })
+    }
+  )
+
+const revokeBehindTheServersBack = (keyId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`UPDATE api_keys SET revoked_at = now() WHERE key_id = ${keyId}`
+  }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl) })), Effect.orDie)
+
+const CreatedKey = Schema.Struct({ key_id: Schema.String, api_key: Schema.String })
+
+const node = (nats: string) =>
+  Layer.build(makeTestServer({
+    database: postgres,
+    config: {
+      databaseUrl: Option.some(Redacted.make(databaseUrl)),
+      natsUrl: Option.some(nats),
+      natsStream: stream,
+      natsSubjectPrefix: subjectPrefix,
+      // Long enough that only an eviction (or the channel's loss) can explain a refusal.
+      apiKeyCacheTtlMs: 10 * 60_000
+    }
+  })).pipe(Effect.map((context) => Context.get(context, TestServer)))
+
+const cacheOnLines = (server: { readonly logs: ReadonlyArray<string> }) =>
+  server.logs.filter((line) => line.includes("api key cache on")).length
+
+describe.skipIf(!natsAvailable || !postgresAvailable)("API-key revocation pushed over NATS (two nodes, cache on)", () => {
+  beforeAll(() => ensureDatabases(serverUrl, [database]), 60_000)
+  afterAll(async () => {
+    await dropDatabases(serverUrl, [database])
+    if (!natsAvailable) return
+    const nc = await connect({ servers: natsUrl })
+    await (await jetstreamManager(nc)).streams.delete(stream).catch(() => false)
+    await nc.close()
+  }, 60_000)
+
+  it.live("revoked on one node, refused at once by the other; a node cut from NATS stops caching until it is back", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const proxy = yield* Effect.acquireRelease(
+        Effect.promise(() => startCuttableProxy(new URL(natsUrl))),
+        (p) => Effect.promise(() => p.close())
+      )
+      const a = yield* node(natsUrl)
+      const b = yield* node(proxy.url)
+      yield* eventually(Effect.sync(() => cacheOnLines(a) > 0 && cacheOnLines(b) > 0 ? true : undefined), "both caches on")
+
+      const admin = bearer(a.adminToken)
+      const account = yield* createAccount(a, `revoke-${ulid().toLowerCase().slice(-8)}`)
+      const newKey = Effect.gen(function*() {
+        const created = yield* send(`${a.adminUrl}/admin/keys`, postJson(admin, { account_id: account.account_id, name: "k" }))
+        assert.strictEqual(created.status, 200, created.text)
+        return Schema.decodeUnknownSync(CreatedKey)(created.json)
+      })
+      const statusOn = (server: { readonly baseUrl: string }, key: string) =>
+        send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(key) }).pipe(Effect.map((response) => response.status))
+
+      // The cache is on in this mode: a key revoked behind both nodes' backs is still
+      // served by each from its cache.
+      const proof = yield* newKey
+      assert.strictEqual(yield* statusOn(a, proof.api_key), 200)
+      assert.strictEqual(yield* statusOn(b, proof.api_key), 200)
+      yield* revokeBehindTheServersBack(proof.key_id)
+      assert.strictEqual(yield* statusOn(a, proof.api_key), 200, "node A serves the key from its cache")
+      assert.strictEqual(yield* statusOn(b, proof.api_key), 200, "node B serves the key from its cache")
+
+      // Verified (cached) on both, revoked through A: B refuses it on the very next request.
+      const revoked = yield* newKey
+      assert.strictEqual(yield* statusOn(a, revoked.api_key), 200)
+      assert.strictEqual(yield* statusOn(b, revoked.api_key), 200)
+      const answer = yield* send(`${a.adminUrl}/admin/keys/${revoked.key_id}/revoke`, postJson(admin, {}))
+      assert.strictEqual(answer.status, 200, answer.text)
+      assert.strictEqual(yield* statusOn(b, revoked.api_key), 401, "node B refuses at once")
+      assert.strictEqual(yield* statusOn(a, revoked.api_key), 401)
+      // And the other way round, through B.
+      const other = yield* newKey
+      assert.strictEqual(yield* statusOn(a, other.api_key), 200)
+      assert.strictEqual(yield* statusOn(b, other.api_key), 200)
+      assert.strictEqual((yield* send(`${b.adminUrl}/admin/keys/${other.key_id}/revoke`, postJson(admin, {}))).status, 200)
+      assert.strictEqual(yield* statusOn(a, other.api_key), 401, "node A refuses at once")
+
+      // B loses NATS: it drops its cache at once and stops caching, so a revocation whose
+      // message it cannot receive is still refused.
+      const missed = yield* newKey
+      assert.strictEqual(yield* statusOn(b, missed.api_key), 200)
+      proxy.cut()
+      yield* eventually(Effect.sync(() => b.logs.some((line) => line.includes("api key cache off")) ? true : undefined), "B's cache off")
+      assert.strictEqual((yield* send(`${a.adminUrl}/admin/keys/${missed.key_id}/revoke`, postJson(admin, {}))).status, 200)
+      assert.strictEqual(yield* statusOn(b, missed.api_key), 401, "B, cut from NATS, asks the database")
+      const uncached = yield* newKey
+      assert.strictEqual(yield* statusOn(b, uncached.api_key), 200)
+      yield* revokeBehindTheServersBack(uncached.key_id)
+      assert.strictEqual(yield* statusOn(b, uncached.api_key), 401, "B did not cache while cut from NATS")
+
+      // Back on NATS (subscription registered again): B caches again and hears revocations.
+      const onBefore = cacheOnLines(b)
+      proxy.resume()
+      yield* eventually(Effect.sync(() => cacheOnLines(b) > onBefore ? true : undefined), "B's cache on again", { timeoutMs: 30_000 })
+      const again = yield* newKey
+      assert.strictEqual(yield* statusOn(b, again.api_key), 200)
+      yield* revokeBehindTheServersBack(again.key_id)
+      assert.strictEqual(yield* statusOn(b, again.api_key), 200, "B caches again")
+      const after = yield* newKey
+      assert.strictEqual(yield* statusOn(b, after.api_key), 200)
+      assert.strictEqual((yield* send(`${a.adminUrl}/admin/keys/${after.key_id}/revoke`, postJson(admin, {}))).status, 200)
+      assert.strictEqual(yield* statusOn(b, after.api_key), 401, "B hears revocations again")
+    })), { timeout: 120_000 })
+})
