@@ -22,7 +22,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import { type Cause, Schema } from "effect"
 
 /**
  * The body of every error response.
@@ -42,7 +42,7 @@ export const ErrorBody = Schema.Struct({
  * The D1 envelope schema for one error code (the code is a literal, so the
  * OpenAPI document lists each code under its status).
  */
-const envelope = <const Code extends string>(code: Code) =>
+const envelope = <const Code extends string>(code: Code): Envelope<Code> =>
   Schema.Struct({
     error: Schema.Struct({
       code: Schema.Literal(code).annotate({ description: "The error's code (SPEC's table): what a client branches on." }),
@@ -52,6 +52,55 @@ const envelope = <const Code extends string>(code: Code) =>
       request_id: Schema.optionalKey(Schema.String.annotate({ description: "The request's id (`req_…`); quote it when reporting." }))
     }).annotate({ description: "D1's error object." })
   })
+
+/**
+ * The type of {@link envelope}'s schema, written out so that declaration emit names it
+ * instead of expanding it into every endpoint that can answer the error (the expanded
+ * HttpApi groups exceeded what tsc will serialize: TS7056).
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export type Envelope<Code extends string> = Schema.Struct<{
+  readonly error: Schema.Struct<{
+    readonly code: Schema.Literal<Code>
+    readonly message: Schema.String
+    readonly param: Schema.optionalKey<Schema.String>
+    readonly reason: Schema.optionalKey<Schema.String>
+    readonly request_id: Schema.optionalKey<Schema.String>
+  }>
+}>
+
+/**
+ * An instance of a catalogue class: a yieldable error whose `error` is D1's error object.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export interface ApiErrorInstance<Tag extends string, Code extends string> extends Cause.YieldableError {
+  readonly _tag: Tag
+  readonly error: Envelope<Code>["Type"]["error"]
+}
+
+/**
+ * A catalogue class, as {@link apiError} returns it. Declared rather than inferred: the
+ * inferred type is an anonymous class that declaration emit expands wherever it is used,
+ * including Effect's internal `NodeInspectSymbol` member it cannot name (TS4020/TS4023).
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export interface ApiErrorClass<Tag extends string, Code extends string, Args extends ReadonlyArray<unknown>>
+  // Omit (of nothing) keeps the schema's members but drops `Schema.Class`'s construct
+  // signature, whose instance lacks `_tag`: the class's own, below, is the only one (as
+  // with a class declaration, whose constructor replaces its base's).
+  extends Omit<Schema.Class<ApiErrorInstance<Tag, Code>, Envelope<Code>, Cause.YieldableError>, never>
+{
+  new(props: Envelope<Code>["Type"], options?: Schema.MakeOptions): ApiErrorInstance<Tag, Code>
+  readonly code: Code
+  readonly status: number
+  of(...args: Args): ApiErrorInstance<Tag, Code>
+}
 
 /** Optional details of an error besides its message. */
 export interface ErrorDetails {
@@ -83,7 +132,7 @@ export const apiError = <const Tag extends string, const Code extends string, Ar
   tag: Tag,
   entry: { readonly code: Code; readonly status: number },
   answer: (...args: Args) => Answer
-) => {
+): ApiErrorClass<Tag, Code, Args> => {
   class ApiError extends Schema.Error<ApiError>(tag)(envelope(entry.code), { httpApiStatus: entry.status }) {
     readonly _tag: Tag = tag
     static readonly code: Code = entry.code

@@ -25,7 +25,21 @@
 import { catalogue, type routerErrors } from "@pps/api/Errors"
 import { ApiError, type ErrorObject } from "./Client.ts"
 
-const define = <const Code extends string>(code: Code, name: string) => {
+/**
+ * One error class of this SDK: an `ApiError` subclass for one code. Declared rather than
+ * inferred: the inferred anonymous class would be expanded into the published `.d.ts`
+ * with Node's `Error` statics, which a browser project's types do not have.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export interface ErrorClass<Code extends string> {
+  new(status: number, body: string, error: ErrorObject | undefined): ApiError
+  readonly prototype: ApiError
+  readonly code: Code
+}
+
+const define = <const Code extends string>(code: Code, name: string): ErrorClass<Code> => {
   const Class = class extends ApiError {
     static readonly code: Code = code
     override readonly name = name

@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 /**
  * `pnpm pps <command>` (or `npm run -s pps -- <command>`): the account
  * holder's command line. It keeps the account's encryption key in a key file
