@@ -1,9 +1,10 @@
 /**
  * The multi-node deployment end to end (issue 17): the topology of `npm run cluster`
- * (the machine's PostgreSQL and NATS, anvil, the guardian, the deploy step, two api
- * nodes, the TLS balancer), under transfer load through the balancer, with one api node
- * SIGKILLed mid-load and never restarted, after the serving guardian was (the standby
- * takes its lease over). The fault harness's checks must all hold:
+ * (the machine's PostgreSQL and NATS, anvil, two guardians, the deploy step, two api
+ * nodes, two workers, the TLS balancer), under transfer load through the balancer, with
+ * the serving guardian (the standby takes its lease over), then one api node, then one
+ * worker SIGKILLed mid-load, none restarted (the other worker carries the background work
+ * alone). The fault harness's checks must all hold:
  * every request answered, one key one transfer (retries by Idempotency-Key reach the
  * survivor), nothing stuck pending (the survivor adopts the dead node's submissions),
  * balances exact, one terminal webhook per transfer and side (delivered over NATS), no
@@ -19,7 +20,7 @@ import { jetstreamManager } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { type Cluster, dropDatabases, startCluster } from "../scripts/cluster/cluster.ts"
-import { initEnvFile } from "../scripts/cluster/envFile.ts"
+import { writeRunEnvFile } from "../scripts/cluster/envFile.ts"
 import { ulid } from "../src/platform/Ids.ts"
 import { formatReport, type HarnessTopology, runHarnessOn } from "./fault/harness.ts"
 import { natsAvailable, natsUrl } from "./support/requireNats.ts"
@@ -34,24 +35,18 @@ const postgresServerUrl = postgresAdminUrl.replace(/\/[^/]*$/, "")
 
 /** The template with fresh secrets, and names of this run's own (dropped afterwards). */
 const writeEnvFile = (dir: string) => {
-  const file = path.join(dir, "cluster.env")
-  initEnvFile(template, file)
-  const overrides: Record<string, string> = {
+  const stream = `PPS_CLUSTER_${runId.toUpperCase()}`
+  const file = writeRunEnvFile(template, dir, {
     PPS_DATABASE: `pps_cluster_${runId}`,
     PPS_GUARDIAN_DATABASE: `pps_cluster_${runId}_guardian`,
-    NATS_STREAM: `PPS_CLUSTER_${runId.toUpperCase()}`,
+    NATS_STREAM: stream,
     NATS_SUBJECT_PREFIX: `cluster${runId}`,
     // The harness's webhook receiver listens on loopback.
     WEBHOOK_ALLOW_INSECURE_LOOPBACK: "1",
     // Info: the survivor's takeover lines are the evidence printed with the run.
     LOG_LEVEL: "Info"
-  }
-  const text = fs.readFileSync(file, "utf8").split("\n").map((line) => {
-    const name = line.split("=", 1)[0]!
-    return name in overrides ? `${name}=${overrides[name]}` : line
   })
-  fs.writeFileSync(file, text.join("\n"))
-  return { file, stream: overrides["NATS_STREAM"]! }
+  return { file, stream }
 }
 
 describe.skipIf(!postgresAvailable || !natsAvailable)("the cluster of npm run cluster", () => {
@@ -69,7 +64,7 @@ describe.skipIf(!postgresAvailable || !natsAvailable)("the cluster of npm run cl
       envFile: env.file,
       dir,
       apiNodes: 2,
-      workers: 1,
+      workers: 2,
       guardians: 2,
       postgresUrl: postgresServerUrl,
       natsUrl,
@@ -115,14 +110,14 @@ describe.skipIf(!postgresAvailable || !natsAvailable)("the cluster of npm run cl
     assert.strictEqual(await me(second!), 401)
     assert.strictEqual(await me(first!), 401)
   })
-  it(`the serving guardian, then one api node, SIGKILLed under load: the survivors finish the work (seed ${seed})`, { timeout: 420_000 }, async () => {
+  it(`the serving guardian, then one api node, then one worker, SIGKILLed under load: the survivors finish the work (seed ${seed})`, { timeout: 420_000 }, async () => {
     const [first, second] = cluster!.apiNodes
     const [serving, standby] = cluster!.guardians
-    const [worker] = cluster!.workers
+    const workers = cluster!.workers
     // The guardian kill also measures the takeover: until the standby answers /readyz.
     const takeoverMs: Array<number> = []
-    /** Evidence of the api node takeover: the submissions the worker's log says it adopted. */
-    let adopted = 0
+    /** Evidence of the api node takeover: the submissions each worker's log says it adopted. */
+    let adopted: Array<string> = []
     const servingGuardian = {
       ...serving!,
       kill: async () => {
@@ -142,14 +137,17 @@ describe.skipIf(!postgresAvailable || !natsAvailable)("the cluster of npm run cl
       // The survivor's admin listener: the other node is the one the schedule kills.
       adminUrl: second!.adminUrl,
       adminToken: () => cluster!.env.get("ADMIN_TOKEN")!,
-      targets: [servingGuardian, first!],
+      // Then a worker: the other worker carries on alone (relay, fan-out, deliveries, adoption).
+      targets: [servingGuardian, first!, workers[0]!],
       killInOrder: true,
       survivesKills: true,
       start: async () => {},
       // Stopped by the harness, which then checks that no process of it is left (and removes
       // the logs of a run that kept every invariant: the takeover evidence is read first).
       stop: async () => {
-        adopted = fs.readFileSync(worker!.logFile, "utf8").split("\n").filter((line) => line.includes("adopting a dead node's submission")).length
+        adopted = workers.map((worker) =>
+          `${worker.name} ${fs.readFileSync(worker.logFile, "utf8").split("\n").filter((line) => line.includes("adopting a dead node's submission")).length}`
+        )
         await cluster!.stop()
       },
       workDir: dir
@@ -157,7 +155,7 @@ describe.skipIf(!postgresAvailable || !natsAvailable)("the cluster of npm run cl
     harnessRan = true
     const report = await runHarnessOn({
       seed,
-      kills: 2,
+      kills: 3,
       clients: 3,
       accounts: 4,
       durationMs: 18_000,
@@ -166,9 +164,9 @@ describe.skipIf(!postgresAvailable || !natsAvailable)("the cluster of npm run cl
       keep: false,
       log: (line) => lines.push(line)
     }, topology)
-    const summary = `${lines.join("\n")}\n${formatReport(report)}\nguardian takeover ${takeoverMs.join(", ")} ms\nsubmissions adopted by ${worker!.name}: ${adopted}`
+    const summary = `${lines.join("\n")}\n${formatReport(report)}\nguardian takeover ${takeoverMs.join(", ")} ms\nsubmissions adopted: ${adopted.join(", ")}`
     console.log(summary)
-    assert.strictEqual(report.kills, 2, summary)
+    assert.strictEqual(report.kills, 3, summary)
     assert.strictEqual(takeoverMs.length, 1, summary)
     assert.deepStrictEqual(report.violations, [], summary)
     // Transfers went through the balancer to both nodes.

@@ -7,7 +7,7 @@
  * deployment step, the api nodes and the TLS balancer, each its own process.
  *
  *   npm run -s cluster -- --init-env deploy/cluster.env     # once: the env file, secrets generated
- *   npm run -s cluster -- --env-file deploy/cluster.env [--dir .data/cluster] [--api-nodes 2] [--workers 1] [--guardians 2]
+ *   npm run -s cluster -- --env-file deploy/cluster.env [--dir .data/cluster] [--api-nodes 2] [--workers 2] [--guardians 2]
  *
  * It creates the two databases when missing, a self-signed certificate for the balancer
  * when `DIR/tls` has none, starts everything in dependency order (each waits for the
@@ -28,7 +28,7 @@ import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { initEnvFile, readEnvFile } from "./envFile.ts"
 import { freePort, registerGroup, unregisterGroup, waitGroupGone } from "./processGroups.ts"
-import { type Addresses, apiNodeName, chainBlockTimeSeconds, nodeServices, type NodeService, substitute, testnetChainId } from "./topology.ts"
+import { type Addresses, apiNodeName, chainBlockTimeSeconds, defaultWorkerNodes, nodeServices, type NodeService, substitute, testnetChainId } from "./topology.ts"
 
 const repositoryRoot = fileURLToPath(new URL("../../../../", import.meta.url))
 
@@ -202,6 +202,8 @@ export interface ClusterOptions {
   readonly postgresUrl: string
   readonly natsUrl: string
   readonly log: (line: string) => void
+  /** The chain's block time (the topology's `chainBlockTimeSeconds` unless set): anvil's and the nodes'. */
+  readonly chainBlockTimeMs?: number
 }
 
 export interface Cluster {
@@ -215,6 +217,8 @@ export interface Cluster {
   /** In start order: the first serves, the others stand by. */
   readonly guardians: ReadonlyArray<ClusterProcess & { readonly baseUrl: string }>
   readonly databases: ReadonlyArray<string>
+  /** The chain node (anvil). */
+  readonly chain: ClusterProcess
   /** Stops every process in reverse start order. */
   readonly stop: () => Promise<void>
 }
@@ -254,6 +258,7 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
     nodeDataDir: (name) => path.join(options.dir, name)
   }
 
+  const blockTimeMs = options.chainBlockTimeMs ?? chainBlockTimeSeconds * 1000
   const started: Array<ClusterProcess> = []
   const stop = async () => {
     for (const member of [...started].reverse()) await member.stop()
@@ -266,7 +271,7 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
       command: Anvil.resolveBinaryPath(),
       args: [
         "--host", "127.0.0.1", "--port", String(chainPort), "--chain-id", String(testnetChainId),
-        "--block-time", String(chainBlockTimeSeconds), "--state", path.join(chainDir, "state.json"), "--state-interval", "1",
+        "--block-time", String(blockTimeMs / 1000), "--state", path.join(chainDir, "state.json"), "--state-interval", "1",
         // Four blocks a second would otherwise be four log lines a second.
         "--silent"
       ],
@@ -293,6 +298,7 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
     const asProcess = (service: NodeService): ClusterProcess => {
       const environment: Record<string, string> = {}
       for (const [name, value] of Object.entries(service.environment)) environment[name] = substitute(value, env)
+      if ("CHAIN_BLOCK_TIME_MS" in environment) environment["CHAIN_BLOCK_TIME_MS"] = String(blockTimeMs)
       const health = service.health
       return managedProcess({
         name: service.name,
@@ -346,6 +352,7 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
       })),
       guardians: guardianProcesses.map((member, index) => Object.assign(member, { baseUrl: `http://127.0.0.1:${guardians[index]!.port}` })),
       databases,
+      chain,
       stop
     }
   } catch (error) {
@@ -374,7 +381,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       "init-env": { type: "string" },
       dir: { type: "string", default: ".data/cluster" },
       "api-nodes": { type: "string", default: "2" },
-      workers: { type: "string", default: "1" },
+      workers: { type: "string", default: String(defaultWorkerNodes) },
       guardians: { type: "string", default: "2" }
     }
   })

@@ -9,13 +9,13 @@
  */
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
-import { type Addresses, apiNodeName, guardianName, workerNodeName, chainBlockTimeSeconds, nodeServices, testnetChainId } from "./topology.ts"
+import { type Addresses, apiNodeName, chainBlockTimeSeconds, defaultWorkerNodes, guardianName, nodeServices, testnetChainId, workerNodeName } from "./topology.ts"
 
 /** The api nodes compose starts; more are more entries here (and relayer keys in the env file). */
 export const composeApiNodes = 2
 
 /** Worker nodes (NODE_ROLE=worker): the relay, webhook delivery, sweeps and adoption run there only. */
-export const composeWorkerNodes = 1
+export const composeWorkerNodes = defaultWorkerNodes
 
 /** Guardian processes: one serves, the others stand by for its lease. */
 export const composeGuardians = 2

@@ -62,3 +62,19 @@ export const initEnvFile = (template: string, target: string): "created" | "kept
   fs.writeFileSync(target, lines.join("\n"), { mode: 0o600, flag: "wx" })
   return "created"
 }
+
+/**
+ * A throw-away run's env file (the multi-node test, the distributed benchmark): the
+ * template with fresh secrets and `overrides` (its own database and stream names, so
+ * runs never share state and can drop it afterwards). Returns the file's path.
+ */
+export const writeRunEnvFile = (template: string, dir: string, overrides: Readonly<Record<string, string>>): string => {
+  const file = `${dir}/cluster.env`
+  initEnvFile(template, file)
+  const text = fs.readFileSync(file, "utf8").split("\n").map((line) => {
+    const name = line.split("=", 1)[0]!
+    return name in overrides ? `${name}=${overrides[name]}` : line
+  })
+  fs.writeFileSync(file, text.join("\n"))
+  return file
+}

@@ -73,6 +73,12 @@ export const guardianName = (index: number) => `guardian-${index + 1}`
 /** Names of the api nodes: api-1, api-2, ... */
 export const apiNodeName = (index: number) => `api-${index + 1}`
 
+/**
+ * The worker nodes compose and `npm run cluster` start by default: two, so no background
+ * loop has a single instance (each is safe with several at once: docs/operations.md, Scaling).
+ */
+export const defaultWorkerNodes = 2
+
 /** Names of the worker nodes: worker-1, ... */
 export const workerNodeName = (index: number) => `worker-${index + 1}`
 
