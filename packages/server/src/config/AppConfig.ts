@@ -89,6 +89,12 @@ export interface AppConfigShape {
   readonly trustedProxies?: ReadonlyArray<string> | undefined
   /** Embedded mode: how many relayer accounts submit in parallel (one nonce sequence each). */
   readonly relayerCount: number
+  /**
+   * Issue 16: the most confidential transfers one relayer transaction carries
+   * (`confidentialTransferBatch`); batches form only from what queued while every relayer was
+   * busy, never by waiting. 1 sends each transfer on its own.
+   */
+  readonly settlementBatchMax: number
   /** External chains: funded relayer private keys (comma-separated 0x hex) per mode. */
   readonly relayerKeysTestnet: Option.Option<Redacted.Redacted<string>>
   readonly relayerKeysMainnet: Option.Option<Redacted.Redacted<string>>
@@ -213,6 +219,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     Config.map((value) => value.split(",").map((entry) => entry.trim()).filter((entry) => entry !== ""))
   ),
   relayerCount: Config.Int("RELAYER_COUNT").pipe(Config.withDefault(8)),
+  settlementBatchMax: Config.Int("SETTLEMENT_BATCH_MAX").pipe(Config.withDefault(32)),
   relayerKeysTestnet: Config.option(Config.Redacted("RELAYER_KEYS_TESTNET")),
   relayerKeysMainnet: Config.option(Config.Redacted("RELAYER_KEYS_MAINNET")),
   guardianUrl: Config.option(Config.String("GUARDIAN_URL")),
@@ -277,6 +284,7 @@ export const environmentVariables = [
   "DASHBOARD_ORIGIN",
   "TRUSTED_PROXIES",
   "RELAYER_COUNT",
+  "SETTLEMENT_BATCH_MAX",
   "RELAYER_KEYS_TESTNET",
   "RELAYER_KEYS_MAINNET",
   "GUARDIAN_URL",
@@ -317,6 +325,10 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("ser
       const config = yield* appConfig
       if (config.rateLimitBurst < config.rateLimitPerSecond) {
         return yield* Effect.die(new Error("RATE_LIMIT_BURST must be at least RATE_LIMIT_PER_SECOND"))
+      }
+      // 64 items at 350k gas each stay under a 30M block gas limit.
+      if (config.settlementBatchMax < 1 || config.settlementBatchMax > 64) {
+        return yield* Effect.die(new Error("SETTLEMENT_BATCH_MAX must be within 1-64"))
       }
       if (config.chainConfirmations < 1 || config.relayerCount < 1 || config.chainBlockTimeMs < 10) {
         return yield* Effect.die(

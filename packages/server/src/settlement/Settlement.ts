@@ -6,6 +6,16 @@
  * sequence, so throughput is not capped by one — signs it with explicit gas,
  * fees and chain id, the signed bytes are recorded, and only then broadcast.
  *
+ * Batching (issue 16): recorded calls wait in a queue only while every relayer
+ * is busy signing, recording or broadcasting; a relayer that becomes free takes
+ * everything queued, up to `SETTLEMENT_BATCH_MAX`, and confidential transfers to
+ * the same contract go out as one `confidentialTransferBatch` transaction (one
+ * relayer signature, one row update recording the bytes for all of them). No
+ * timer: under light load every call still leaves at once, alone. Each transfer
+ * of a batch is resolved from its own item event in the receipt: applied, or
+ * skipped because its replay nonce was used (then the earlier transaction that
+ * applied it resolves it, as for a reverted single transfer) or its deadline passed.
+ *
  * Watching: one fiber per mode reads every new block's receipts (one
  * `eth_getBlockReceipts` per block, not one poll per transaction) and matches
  * them to the transactions in flight. A transaction counts once it is buried
@@ -27,11 +37,12 @@
 import { ConfidentialTokenArtifact } from "@pps/contracts"
 import { Context, Deferred, Duration, Effect, Layer, Option, PubSub, Schedule, Stream } from "effect"
 import type { SqlError } from "effect/sql"
-import type { Hex, PublicClient, TransactionReceipt } from "viem"
+import { getAbiItem, type Hex, hexToBigInt, type PublicClient, slice as sliceHex, toEventSelector, type TransactionReceipt } from "viem"
 import type { Mode } from "@pps/api/ApiKeys"
 import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
+import { confidentialTransferBatchCall } from "./calls.ts"
 import { type ChainContext, ChainError, Chains } from "./Chains.ts"
-import { type Resolution, type SubmissionRequest, SettlementLimits } from "./domain.ts"
+import { type FailureReason, type Resolution, type SubmissionRequest, SettlementLimits } from "./domain.ts"
 import { makeRelayer, type Relayer } from "./Relayer.ts"
 import { type Submission, SubmissionStore } from "./SubmissionStore.ts"
 
@@ -56,13 +67,54 @@ interface Tracked {
   rawTx: Hex
   txHash: Hex
   sentAtMs: number
-  mined: { readonly blockNumber: bigint; readonly timestampSeconds: bigint; readonly success: boolean } | undefined
+  mined: { readonly blockNumber: bigint; readonly timestampSeconds: bigint; readonly outcome: ItemOutcome } | undefined
   /**
    * Reverted while its attestation is still valid: anyone holding the calldata may still get
    * it mined, so it is not `failed` (D14: failed moves no funds) until the chain's time passes
    * the deadline with the replay nonce unused. Nothing is rebroadcast meanwhile.
    */
   revertedBeforeDeadline?: boolean
+}
+
+/**
+ * What the mined transaction did to one submission: `applied`; `expired` (a batch item skipped
+ * past its deadline: it can never apply); `reverted` (the transaction reverted, or a batch item
+ * was skipped for a used nonce or a bad signature: whether another transaction applied it is
+ * looked up, exactly as for a reverted single call).
+ */
+type ItemOutcome = "applied" | "expired" | "reverted"
+
+const appliedTopics = [
+  toEventSelector(getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "ConfidentialTransfer" })),
+  toEventSelector(getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "PublicTransfer" }))
+]
+const skippedTopic = toEventSelector(getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "ConfidentialTransferSkipped" }))
+/** `SkipReason.DeadlineExpired` in ConfidentialToken.sol. */
+const skippedDeadlineExpired = 1n
+
+/**
+ * The outcome of `request` in a mined receipt. A confidential transfer is `applied` only when
+ * its own ConfidentialTransfer event is in the receipt: a batch transaction succeeds whether or
+ * not each of its items applied.
+ */
+const outcomeIn = (
+  request: SubmissionRequest,
+  receipt: { readonly success: boolean; readonly logs: ReadonlyArray<{ readonly address: string; readonly topics: ReadonlyArray<Hex | null>; readonly data: Hex }> }
+): ItemOutcome => {
+  if (!receipt.success) return "reverted"
+  if (request.kind !== "confidential_transfer" || request.replayKey === null) return "applied"
+  const transferId = request.replayKey.transferId.toLowerCase()
+  const target = request.target.toLowerCase()
+  for (const log of receipt.logs) {
+    if (log.address.toLowerCase() !== target) continue
+    const [topic0, , topic2, topic3] = log.topics
+    if (topic0 === appliedTopics[0] && topic3?.toLowerCase() === transferId) return "applied"
+    // ConfidentialTransferSkipped(from, transferId, nonce, reason): the reason is the second data word.
+    if (topic0 === skippedTopic && topic2?.toLowerCase() === transferId) {
+      return hexToBigInt(sliceHex(log.data, 32, 64)) === skippedDeadlineExpired ? "expired" : "reverted"
+    }
+  }
+  return "reverted"
 }
 
 /**
@@ -122,7 +174,7 @@ export class Settlement extends Context.Service<Settlement, {
       for (const mode of ["test", "live"] as const) {
         const chain = chains.get(mode)
         if (Option.isNone(chain)) continue
-        const engine = yield* makeEngine(chain.value, config.chainConfirmations, config.chainBlockTimeMs, store, finish, runsWorkers(config))
+        const engine = yield* makeEngine(chain.value, config.chainConfirmations, config.chainBlockTimeMs, config.settlementBatchMax, store, finish, runsWorkers(config))
         engines.set(mode, engine)
       }
 
@@ -164,6 +216,8 @@ const makeEngine = (
   chain: ChainContext,
   confirmations: number,
   blockTimeMs: number,
+  /** Most calls in one transaction (SETTLEMENT_BATCH_MAX); 1 sends every call on its own. */
+  batchMax: number,
   store: SubmissionStore["Service"],
   finish: (resolution: Resolution) => Effect.Effect<void, SqlError.SqlError>,
   /** Whether this node adopts dead nodes' submissions (workers do; an api-only node does not). */
@@ -178,70 +232,106 @@ const makeEngine = (
     const relayers = yield* Effect.forEach(chain.relayers, (account) =>
       makeRelayer(client, chain.chainId, account, () => baseFeeWei))
     const relayerByAddress = new Map(relayers.map((r) => [r.address.toLowerCase(), r]))
-    const inFlight = new Map<Hex, Tracked>()
+    /** By transaction hash: one entry per submission the transaction carries (several for a batch). */
+    const inFlight = new Map<Hex, Array<Tracked>>()
     const bySubmission = new Map<string, Tracked>()
     let latestTimestampSeconds = 0n
 
     const pickRelayer = () => relayers.reduce((best, r) => (r.inFlight < best.inFlight ? r : best))
 
     const track = (tracked: Tracked) => {
-      inFlight.set(tracked.txHash, tracked)
+      const group = inFlight.get(tracked.txHash)
+      if (group === undefined) inFlight.set(tracked.txHash, [tracked])
+      else group.push(tracked)
       bySubmission.set(tracked.request.submissionId, tracked)
     }
     const untrack = (tracked: Tracked) => {
-      inFlight.delete(tracked.txHash)
-      bySubmission.delete(tracked.request.submissionId)
+      const group = inFlight.get(tracked.txHash)
+      const index = group?.indexOf(tracked) ?? -1
+      // Only once per tracked entry: the relayer's count is what picks the least loaded one.
+      if (group === undefined || index < 0) return
+      group.splice(index, 1)
+      if (group.length === 0) inFlight.delete(tracked.txHash)
+      if (bySubmission.get(tracked.request.submissionId) === tracked) bySubmission.delete(tracked.request.submissionId)
       tracked.relayer.inFlight = Math.max(0, tracked.relayer.inFlight - 1)
     }
 
-    /** Signs with a fresh relayer nonce, records the bytes, then broadcasts. */
-    const signAndSend = (request: SubmissionRequest, previous: Tracked | undefined): Effect.Effect<void, ChainError | SqlError.SqlError> =>
+    /**
+     * The transaction for `requests`: a single call alone, several confidential transfers as one
+     * `confidentialTransferBatch` (gas: the sum of the items' limits, each sized for its worst case).
+     */
+    const callFor = (requests: ReadonlyArray<SubmissionRequest>) => {
+      const first = requests[0]!
+      if (requests.length === 1) return { to: first.target, data: first.data, gas: first.gasLimit }
+      const data = confidentialTransferBatchCall(requests.map((request) => request.data))
+      return data === undefined
+        ? undefined
+        : { to: first.target, data, gas: requests.reduce((sum, request) => sum + request.gasLimit, 0n) }
+    }
+
+    /**
+     * Signs one transaction for `requests` with a fresh relayer nonce, records its bytes for all
+     * of them, then broadcasts. `previous` are the entries these requests replace (a spent nonce).
+     */
+    const signAndSend = (
+      requests: ReadonlyArray<SubmissionRequest>,
+      previous: ReadonlyArray<Tracked>,
+      chosen?: Relayer
+    ): Effect.Effect<void, ChainError | SqlError.SqlError> =>
       Effect.gen(function*() {
-        if (previous !== undefined) untrack(previous)
+        for (const tracked of previous) untrack(tracked)
+        const call = callFor(requests)
+        // Not batchable after all (calldata that is not a confidential transfer): one by one.
+        if (call === undefined) return yield* Effect.forEach(requests, (request) => signAndSend([request], [], chosen), { discard: true })
         // Counted before signing, so concurrent submissions spread over the pool
         // instead of all picking the relayer that looked idle.
-        const relayer = pickRelayer()
-        relayer.inFlight += 1
-        const signed = yield* relayer.sign({ to: request.target, data: request.data, gas: request.gasLimit }).pipe(
-          Effect.tapError(() => Effect.sync(() => (relayer.inFlight -= 1)))
+        const relayer = chosen ?? pickRelayer()
+        relayer.inFlight += requests.length
+        const signed = yield* relayer.sign(call).pipe(
+          Effect.tapError(() => Effect.sync(() => (relayer.inFlight -= requests.length)))
         )
         // Signed but not recorded: the nonce it took is never broadcast, so forget the local
         // nonce (the next signature asks the node) rather than leave a gap that stalls the relayer.
-        yield* store.markSent(request.submissionId, signed).pipe(
-          Effect.tapError(() => relayer.resync.pipe(Effect.andThen(Effect.sync(() => (relayer.inFlight -= 1)))))
+        yield* store.markSent(requests.map((request) => request.submissionId), signed).pipe(
+          Effect.tapError(() => relayer.resync.pipe(Effect.andThen(Effect.sync(() => (relayer.inFlight -= requests.length)))))
         )
-        const tracked: Tracked = {
+        const sentAtMs = Date.now()
+        const group = requests.map((request): Tracked => ({
           request,
           relayer,
           rawTx: signed.rawTx,
           txHash: signed.txHash,
-          sentAtMs: Date.now(),
+          sentAtMs,
           mined: undefined
-        }
-        track(tracked)
-        yield* broadcast(tracked, 0)
+        }))
+        for (const tracked of group) track(tracked)
+        yield* broadcast(group, 0)
       })
 
     /**
-     * Sends the recorded bytes. A transport failure leaves the transaction in
-     * flight for the rebroadcast round; a spent relayer nonce leads to a fresh
-     * signature, unless the transfer was applied meanwhile.
+     * Sends the recorded bytes of `group` (the entries of one transaction). A transport failure
+     * leaves the transaction in flight for the rebroadcast round; a spent relayer nonce leads to a
+     * fresh signature for the entries whose transfer was not applied meanwhile.
      */
-    const broadcast = (tracked: Tracked, resignings: number): Effect.Effect<void, ChainError | SqlError.SqlError> =>
-      rpc("broadcasting", () => client.sendRawTransaction({ serializedTransaction: tracked.rawTx })).pipe(
+    const broadcast = (group: ReadonlyArray<Tracked>, resignings: number): Effect.Effect<void, ChainError | SqlError.SqlError> =>
+      rpc("broadcasting", () => client.sendRawTransaction({ serializedTransaction: group[0]!.rawTx })).pipe(
         Effect.asVoid,
         Effect.catch((error) => {
           if (isAlreadyKnown(error.cause)) return Effect.void
           if (isNonceTooLow(error.cause) && resignings < SettlementLimits.sendAttemptsMax) {
             return Effect.gen(function*() {
-              yield* tracked.relayer.resync
-              const applied = yield* appliedElsewhere(tracked.request)
-              if (Option.isSome(applied)) return yield* settleFromReceipt(tracked, applied.value)
-              yield* signAndSend(tracked.request, tracked)
+              yield* group[0]!.relayer.resync
+              const unapplied: Array<Tracked> = []
+              for (const tracked of group) {
+                const applied = yield* appliedElsewhere(tracked.request)
+                if (Option.isSome(applied)) yield* settleFromReceipt(tracked, applied.value)
+                else unapplied.push(tracked)
+              }
+              if (unapplied.length > 0) yield* signAndSend(unapplied.map((tracked) => tracked.request), unapplied)
             })
           }
           return Effect.logWarning("broadcast failed; will retry").pipe(
-            Effect.annotateLogs({ submission_id: tracked.request.submissionId, error: String(error.cause) })
+            Effect.annotateLogs({ submission_ids: group.map((tracked) => tracked.request.submissionId).join(","), error: String(error.cause) })
           )
         })
       )
@@ -264,11 +354,12 @@ const makeEngine = (
         if (request.replayKey === null) return Option.none<TransactionReceipt>()
         const { transferId } = request.replayKey
         if (!(yield* replayNonceUsed(request))) return Option.none<TransactionReceipt>()
-        // Both ConfidentialTransfer and PublicTransfer index the transfer id third.
+        // Both ConfidentialTransfer and PublicTransfer index the transfer id third; only those two
+        // mean applied (a batch's ConfidentialTransferSkipped carries the id too, second).
         const logs = yield* rpc("finding a transfer's event", () =>
           client.request({
             method: "eth_getLogs",
-            params: [{ address: request.target, fromBlock: "0x0", toBlock: "latest", topics: [null, null, null, transferId] }]
+            params: [{ address: request.target, fromBlock: "0x0", toBlock: "latest", topics: [appliedTopics, null, null, transferId] }]
           }))
         const hash = logs[0]?.transactionHash
         if (hash === undefined || hash === null) return Option.none<TransactionReceipt>()
@@ -307,7 +398,7 @@ const makeEngine = (
     const conclude = (tracked: Tracked) =>
       Effect.gen(function*() {
         const mined = tracked.mined!
-        if (mined.success) {
+        if (mined.outcome === "applied") {
           untrack(tracked)
           return yield* finish({
             _tag: "Confirmed",
@@ -318,6 +409,8 @@ const makeEngine = (
             blockTimestampSeconds: mined.timestampSeconds
           })
         }
+        // A batch item skipped past its deadline with its nonce unused: nothing can apply it now.
+        if (mined.outcome === "expired") return yield* failExpired(tracked)
         const applied = yield* appliedElsewhere(tracked.request)
         if (Option.isSome(applied) && applied.value.transactionHash !== tracked.txHash) {
           return yield* settleFromReceipt(tracked, applied.value)
@@ -332,16 +425,18 @@ const makeEngine = (
         yield* failReverted(tracked)
       })
 
-    const failReverted = (tracked: Tracked) => {
+    const failWith = (reason: FailureReason) => (tracked: Tracked) => {
       untrack(tracked)
       return finish({
         _tag: "Failed",
         submissionId: tracked.request.submissionId,
         mode: chain.mode,
         txHash: tracked.txHash,
-        reason: "reverted"
+        reason
       })
     }
+    const failReverted = failWith("reverted")
+    const failExpired = failWith("expired")
 
     /** A reverted attestation past its deadline: applied by another transaction after all, or failed for good. */
     const concludeReverted = (tracked: Tracked) =>
@@ -358,18 +453,11 @@ const makeEngine = (
         if (deadline !== null && latestTimestampSeconds > deadline) {
           const applied = yield* appliedElsewhere(tracked.request)
           if (Option.isSome(applied)) return yield* settleFromReceipt(tracked, applied.value)
-          untrack(tracked)
-          return yield* finish({
-            _tag: "Failed",
-            submissionId: tracked.request.submissionId,
-            mode: chain.mode,
-            txHash: tracked.txHash,
-            reason: "expired"
-          })
+          return yield* failExpired(tracked)
         }
         tracked.sentAtMs = Date.now()
         yield* store.countBroadcast(tracked.request.submissionId)
-        yield* broadcast(tracked, 0)
+        yield* broadcast([tracked], 0)
       })
 
     // Recovery: everything not final that no live node drives, as the last run left it
@@ -391,7 +479,7 @@ const makeEngine = (
             track(placeholder)
             return yield* settleFromReceipt(placeholder, applied.value)
           }
-          return yield* signAndSend(submission.request, undefined)
+          return yield* signAndSend([submission.request], [])
         }
         relayer.inFlight += 1
         const tracked: Tracked = {
@@ -412,7 +500,7 @@ const makeEngine = (
           tracked.mined = {
             blockNumber: receipt.value.blockNumber,
             timestampSeconds: yield* blockTimestamp(receipt.value.blockNumber),
-            success: receipt.value.status === "success"
+            outcome: outcomeIn(submission.request, { success: receipt.value.status === "success", logs: receipt.value.logs })
           }
           return
         }
@@ -434,16 +522,19 @@ const makeEngine = (
           const receipts = yield* rpc("reading block receipts", () =>
             client.request({ method: "eth_getBlockReceipts", params: [`0x${n.toString(16)}`] }))
           for (const receipt of receipts ?? []) {
-            const tracked = inFlight.get(receipt.transactionHash)
-            if (tracked !== undefined) {
-              tracked.mined = { blockNumber: n, timestampSeconds: block.timestamp, success: receipt.status === "0x1" }
+            for (const tracked of inFlight.get(receipt.transactionHash) ?? []) {
+              tracked.mined = {
+                blockNumber: n,
+                timestampSeconds: block.timestamp,
+                outcome: outcomeIn(tracked.request, { success: receipt.status === "0x1", logs: receipt.logs })
+              }
             }
           }
         }
         lastScanned = n
       }
       const now = Date.now()
-      for (const tracked of [...inFlight.values()]) {
+      for (const tracked of [...inFlight.values()].flat()) {
         if (tracked.revertedBeforeDeadline === true) {
           const deadline = tracked.request.deadlineSeconds
           if (deadline === null || latestTimestampSeconds > deadline) yield* concludeReverted(tracked)
@@ -485,6 +576,57 @@ const makeEngine = (
       )
     )
 
+    // Natural batching: recorded calls wait here only while every relayer is busy signing,
+    // recording or broadcasting; a relayer that becomes free takes what has queued meanwhile.
+    interface Queued {
+      readonly request: SubmissionRequest
+      readonly sent: Deferred.Deferred<void, ChainError | SqlError.SqlError>
+    }
+    const queue: Array<Queued> = []
+    const idle = new Set(relayers)
+    const scope = yield* Effect.scope
+
+    /** The oldest queued call and, if it is a confidential transfer, those queued for the same contract, up to `batchMax`. */
+    const takeBatch = (): Array<Queued> => {
+      const first = queue.shift()!
+      const taken = [first]
+      if (first.request.kind !== "confidential_transfer") return taken
+      for (let i = 0; i < queue.length && taken.length < batchMax;) {
+        const next = queue[i]!
+        if (next.request.kind === "confidential_transfer" && next.request.target === first.request.target) {
+          taken.push(next)
+          queue.splice(i, 1)
+        } else {
+          i++
+        }
+      }
+      return taken
+    }
+
+    const dispatch: Effect.Effect<void> = Effect.gen(function*() {
+      while (queue.length > 0 && idle.size > 0) {
+        const relayer = [...idle].reduce((best, r) => (r.inFlight < best.inFlight ? r : best))
+        idle.delete(relayer)
+        const taken = takeBatch()
+        yield* signAndSend(taken.map((item) => item.request), [], relayer).pipe(
+          Effect.exit,
+          Effect.flatMap((exit) => Effect.forEach(taken, (item) => Deferred.done(item.sent, exit), { discard: true })),
+          Effect.ensuring(Effect.sync(() => idle.add(relayer))),
+          Effect.andThen(Effect.suspend(() => dispatch)),
+          Effect.forkIn(scope)
+        )
+      }
+    })
+
+    /** Queues a recorded call and waits until its transaction is signed, recorded and broadcast. */
+    const enqueue = (request: SubmissionRequest) =>
+      Effect.gen(function*() {
+        const sent = yield* Deferred.make<void, ChainError | SqlError.SqlError>()
+        queue.push({ request, sent })
+        yield* dispatch
+        yield* Deferred.await(sent)
+      })
+
     const engine: Engine = {
       submit: (request) =>
         Effect.suspend(() => {
@@ -493,11 +635,11 @@ const makeEngine = (
           if (signing.has(id) || bySubmission.has(id)) return Effect.void
           signing.add(id)
           return Effect.gen(function*() {
-            if (yield* store.record(request)) return yield* signAndSend(request, undefined)
+            if (yield* store.record(request)) return yield* enqueue(request)
             // Submitted before: nothing to do, unless it is still only recorded (its first signing
             // failed): then this call signs it. Callers' recovery rounds re-drive it this way.
             const stored = yield* store.get(id)
-            if (Option.isSome(stored) && stored.value.status === "recorded") yield* signAndSend(stored.value.request, undefined)
+            if (Option.isSome(stored) && stored.value.status === "recorded") yield* enqueue(stored.value.request)
           }).pipe(Effect.ensuring(Effect.sync(() => signing.delete(id))))
         }).pipe(Effect.withSpan("Settlement.submit"))
     }

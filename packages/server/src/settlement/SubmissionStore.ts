@@ -107,8 +107,12 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
    * them: this node drives them from now on. One UPDATE, so two survivors never both adopt one.
    */
   readonly adoptOrphans: (mode: Mode) => Effect.Effect<ReadonlyArray<Submission>, SqlError.SqlError>
+  /**
+   * Records the signed transaction that carries these submissions (one, or a batch), in one
+   * statement: every member's bytes are durable before any is broadcast.
+   */
   readonly markSent: (
-    submissionId: string,
+    submissionIds: ReadonlyArray<string>,
     signed: { readonly relayer: Address; readonly nonce: number; readonly rawTx: Hex; readonly txHash: Hex }
   ) => Effect.Effect<void, SqlError.SqlError>
   readonly countBroadcast: (submissionId: string) => Effect.Effect<void, SqlError.SqlError>
@@ -154,11 +158,11 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
              RETURNING ${columns}`,
             [mode, nodeId, deadAfterMs]
           ).pipe(Effect.flatMap(decode)),
-        markSent: (submissionId, signed) =>
+        markSent: (submissionIds, signed) =>
           sql`
             UPDATE chain_submissions SET relayer = ${signed.relayer}, relayer_nonce = ${signed.nonce}, raw_tx = ${hexToBytes(signed.rawTx)},
               tx_hash = ${signed.txHash}, status = 'sent', broadcasts = broadcasts + 1, updated_at = now()
-            WHERE submission_id = ${submissionId} AND status IN ('recorded', 'sent')`.pipe(Effect.asVoid),
+            WHERE ${sql.in("submission_id", submissionIds)} AND status IN ('recorded', 'sent')`.pipe(Effect.asVoid),
         countBroadcast: (submissionId) =>
           sql`UPDATE chain_submissions SET broadcasts = broadcasts + 1, updated_at = now() WHERE submission_id = ${submissionId}`
             .pipe(Effect.asVoid),

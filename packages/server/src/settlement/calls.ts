@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import { ConfidentialTokenArtifact } from "@pps/contracts"
-import { type Address, bytesToBigInt, concatBytes, encodeFunctionData, type Hex, numberToBytes } from "viem"
+import { type Address, bytesToBigInt, concatBytes, decodeFunctionData, encodeFunctionData, type Hex, numberToBytes } from "viem"
 
 /**
  * A BN254 point in the contract's form.
@@ -86,6 +86,27 @@ export const confidentialTransferCall = (
       guardianSignature
     ]
   })
+
+/**
+ * `confidentialTransferBatch(requests, guardianSignatures)` from the recorded calldata of single
+ * `confidentialTransfer` calls: the batch carries each item's request and attestation unchanged,
+ * so what the guardian signed is what the contract checks. Undefined when a call is not a
+ * confidential transfer (it must then be sent on its own).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const confidentialTransferBatchCall = (singleCalls: ReadonlyArray<Hex>): Hex | undefined => {
+  const requests = []
+  const signatures: Array<Hex> = []
+  for (const data of singleCalls) {
+    const decoded = decodeFunctionData({ abi: ConfidentialTokenArtifact.abi, data })
+    if (decoded.functionName !== "confidentialTransfer") return undefined
+    requests.push(decoded.args[0])
+    signatures.push(decoded.args[1])
+  }
+  return encodeFunctionData({ abi: ConfidentialTokenArtifact.abi, functionName: "confidentialTransferBatch", args: [requests, signatures] })
+}
 
 /**
  * `publicTransfer(request, guardianSignature)` (confidential: false, or unshield when `to` is `from`).

@@ -104,6 +104,7 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   chainBlockTimeMs: 100,
   chainConfirmations: 1,
   relayerCount: 4,
+  settlementBatchMax: 32,
   relayerKeysTestnet: Option.none(),
   relayerKeysMainnet: Option.none(),
   guardianUrl: Option.none(),

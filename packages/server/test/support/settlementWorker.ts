@@ -58,7 +58,9 @@ const program = Effect.gen(function*() {
         submitted += 1
         if (submitted % 25 === 0) process.stdout.write(`submitted ${submitted}\n`)
       })
-    )), { concurrency: 8, discard: true })
+    // 64 at once over 8 relayers: submissions queue behind busy relayers and leave in batches
+    // (issue 16), so the kill lands among batch transactions as well as single ones.
+    )), { concurrency: 64, discard: true })
   const outcomes = yield* Effect.forEach(requests, (request) => settlement.awaitResolution(request.submissionId, 120_000), {
     concurrency: "unbounded"
   })
