@@ -112,18 +112,18 @@ export interface AppConfigShape {
   readonly guardianInProcess: boolean
   /** D14: how long `POST /v1/transfers` waits for settlement before answering `pending`. */
   readonly transferCreateTimeoutMs: number
-  /** How long a guardian attestation stays valid for mining (its EIP-712 deadline). */
-  readonly attestationLifetimeSeconds: number
-  /** D26: how long a held agent transaction waits for its owner's decision. */
-  readonly approvalWindowMs: number
-  /** How often held transactions past their window are marked expired (at most 60 s late, so at most 50 s). */
-  readonly approvalSweepIntervalMs: number
   /**
    * Load shedding (platform/Admission.ts): the average time a transfer's decision may take
    * before this node admits fewer at once (0: never shed), and the most it admits at once.
    */
   readonly transferAdmissionTargetMs: number
   readonly transferAdmissionMaxInFlight: number
+  /** How long a guardian attestation stays valid for mining (its EIP-712 deadline). */
+  readonly attestationLifetimeSeconds: number
+  /** D26: how long a held agent transaction waits for its owner's decision. */
+  readonly approvalWindowMs: number
+  /** How often held transactions past their window are marked expired (at most 60 s late, so at most 50 s). */
+  readonly approvalSweepIntervalMs: number
   /**
    * An external test chain's faucet key: a test USDG minter (made one by the operator's
    * deploy step), which can touch no confidential balance. Without it the faucet answers 503.
@@ -227,6 +227,8 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   guardianStartTimeoutMs: Config.Int("GUARDIAN_START_TIMEOUT_MS").pipe(Config.withDefault(60_000)),
   guardianInProcess: Config.succeed(false),
   transferCreateTimeoutMs: Config.Int("TRANSFER_CREATE_TIMEOUT_MS").pipe(Config.withDefault(5_000)),
+  transferAdmissionTargetMs: Config.Int("TRANSFER_ADMISSION_TARGET_MS").pipe(Config.withDefault(250)),
+  transferAdmissionMaxInFlight: Config.Int("TRANSFER_ADMISSION_MAX_IN_FLIGHT").pipe(Config.withDefault(1_024)),
   attestationLifetimeSeconds: Config.Int("ATTESTATION_LIFETIME_SECONDS").pipe(Config.withDefault(600)),
   approvalWindowMs: Config.Int("APPROVAL_WINDOW_MS").pipe(Config.withDefault(24 * 60 * 60 * 1000)),
   approvalSweepIntervalMs: Config.Int("APPROVAL_SWEEP_INTERVAL_MS").pipe(Config.withDefault(10_000)),
@@ -234,8 +236,6 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   natsUrl: Config.option(Config.String("NATS_URL")),
   natsStream: Config.String("NATS_STREAM").pipe(Config.withDefault("PPS_EVENTS")),
   natsSubjectPrefix: Config.String("NATS_SUBJECT_PREFIX").pipe(Config.withDefault("events")),
-  transferAdmissionTargetMs: Config.Int("TRANSFER_ADMISSION_TARGET_MS").pipe(Config.withDefault(250)),
-  transferAdmissionMaxInFlight: Config.Int("TRANSFER_ADMISSION_MAX_IN_FLIGHT").pipe(Config.withDefault(1_024)),
   eventRelayPollMs: Config.Int("EVENT_RELAY_POLL_MS").pipe(Config.withDefault(200)),
   eventRetentionDays: Config.Int("EVENT_RETENTION_DAYS").pipe(Config.withDefault(30)),
   // One hour: a stream's resources (its SQL polling, a dead peer's socket) are never held
@@ -291,6 +291,8 @@ export const environmentVariables = [
   "GUARDIAN_SHARED_SECRET",
   "GUARDIAN_START_TIMEOUT_MS",
   "TRANSFER_CREATE_TIMEOUT_MS",
+  "TRANSFER_ADMISSION_TARGET_MS",
+  "TRANSFER_ADMISSION_MAX_IN_FLIGHT",
   "ATTESTATION_LIFETIME_SECONDS",
   "APPROVAL_WINDOW_MS",
   "APPROVAL_SWEEP_INTERVAL_MS",
@@ -299,8 +301,6 @@ export const environmentVariables = [
   "NATS_STREAM",
   "NATS_SUBJECT_PREFIX",
   "EVENT_RELAY_POLL_MS",
-  "TRANSFER_ADMISSION_TARGET_MS",
-  "TRANSFER_ADMISSION_MAX_IN_FLIGHT",
   "EVENT_RETENTION_DAYS",
   "EVENT_STREAM_MAX_LIFETIME_MS",
   "WEBHOOK_ALLOW_INSECURE_LOOPBACK",
@@ -355,10 +355,10 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("ser
       if (config.approvalWindowMs < 1 || config.approvalSweepIntervalMs < 1 || config.approvalSweepIntervalMs > 50_000) {
         return yield* Effect.die(new Error("APPROVAL_WINDOW_MS must be >= 1 and APPROVAL_SWEEP_INTERVAL_MS within 1-50000"))
       }
+      if (config.transferAdmissionTargetMs < 0 || config.transferAdmissionMaxInFlight < 1) {
+        return yield* Effect.die(new Error("TRANSFER_ADMISSION_TARGET_MS must be >= 0 and TRANSFER_ADMISSION_MAX_IN_FLIGHT >= 1"))
+      }
       return config
     })
   )
 }
-      if (config.transferAdmissionTargetMs < 0 || config.transferAdmissionMaxInFlight < 1) {
-        return yield* Effect.die(new Error("TRANSFER_ADMISSION_TARGET_MS must be >= 0 and TRANSFER_ADMISSION_MAX_IN_FLIGHT >= 1"))
-      }

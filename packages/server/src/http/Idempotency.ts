@@ -92,15 +92,24 @@ export const IdempotencyLive = Layer.effect(
      */
     const running = new Set<string>()
 
+    const insertClaim = (scope: IdempotencyScope, requestHash: Uint8Array) =>
+      sql`
+        INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, claim_token, created_at, expires_at)
+        VALUES (${scope.accountId}, ${scope.mode}, ${scope.keyDigest}, ${requestHash}, ${nodeId}, ${scope.claimToken}, now(),
+                now() + ${`${Limits.idempotencyTtlMs} milliseconds`}::interval)
+        ON CONFLICT DO NOTHING RETURNING 1 AS claimed`.pipe(Effect.map((inserted) => inserted.length > 0))
+
+    // A new key (almost every request) is claimed by one statement, outside a transaction:
+    // the row it inserts is the whole claim. Only a key seen before takes the transaction.
     const claim = (scope: IdempotencyScope, requestHash: Uint8Array) =>
+      Effect.flatMap(insertClaim(scope, requestHash), (claimed) =>
+        claimed ? Effect.succeed<Claim>({ _tag: "Run" }) : claimSeen(scope, requestHash))
+
+    const claimSeen = (scope: IdempotencyScope, requestHash: Uint8Array) =>
       sql.withTransaction(Effect.gen(function*() {
+        // An expired row is absent (D6: 24 hours): removed, and the key claimed anew.
         yield* sql`DELETE FROM idempotency_keys WHERE ${where(scope)} AND expires_at < now()`
-        const inserted = yield* sql`
-          INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, claim_token, created_at, expires_at)
-          VALUES (${scope.accountId}, ${scope.mode}, ${scope.keyDigest}, ${requestHash}, ${nodeId}, ${scope.claimToken}, now(),
-                  now() + ${`${Limits.idempotencyTtlMs} milliseconds`}::interval)
-          ON CONFLICT DO NOTHING RETURNING 1 AS claimed`
-        if (inserted.length > 0) return { _tag: "Run" } as Claim
+        if (yield* insertClaim(scope, requestHash)) return { _tag: "Run" } as Claim
         const rows = yield* sql<{
           request_hash: Uint8Array
           response_status: number | null

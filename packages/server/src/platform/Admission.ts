@@ -146,7 +146,7 @@ export class Admission extends Context.Service<Admission, {
       const config = yield* AppConfig
       const controller = makeAdmissionController({
         targetMs: config.transferAdmissionTargetMs,
-        minInFlight: Math.min(32, config.transferAdmissionMaxInFlight),
+        minInFlight: Math.min(64, config.transferAdmissionMaxInFlight),
         maxInFlight: config.transferAdmissionMaxInFlight,
         windowMs: 100
       })

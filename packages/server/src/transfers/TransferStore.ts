@@ -28,6 +28,9 @@ const TransferRow = Schema.Struct({
   guardian_settled: Schema.Boolean,
   /** The sender's owner when the sender is an agent: an owner sees its agents' transfers. */
   sender_owner_account_id: Schema.NullOr(Schema.String),
+  /** The recipient's account, when it has one: its handle and its owner (an agent's). */
+  recipient_handle: Schema.NullOr(Schema.String),
+  recipient_owner_account_id: Schema.NullOr(Schema.String),
   created_at: Schema.String,
   confirmed_at: Schema.NullOr(Schema.String)
 })
@@ -84,7 +87,12 @@ export interface ListQuery {
 const columns = `t.transfer_id, t.mode, t.sender_account_id, s.handle AS sender_handle, t.recipient_account_id,
   t.recipient_address, t.recipient_display, t.asset, t.confidential, t.status, t.tx_hash, t.replay_nonce,
   t.deadline_seconds, t.sealed_digest, t.ciphertext, t.guardian_settled, s.owner_account_id AS sender_owner_account_id,
+  r.handle AS recipient_handle, r.owner_account_id AS recipient_owner_account_id,
   iso_utc(t.created_at) AS created_at, iso_utc(t.confirmed_at) AS confirmed_at`
+
+/** Both parties' accounts beside the transfer: its events name them without reading them again. */
+const parties = `FROM transfers t JOIN accounts s ON s.account_id = t.sender_account_id
+  LEFT JOIN accounts r ON r.account_id = t.recipient_account_id`
 
 /**
  * The parties a viewer sees transfers of: itself, and, for an owner, its agents (SPEC Events:
@@ -182,14 +190,14 @@ export class TransferStore extends Context.Service<TransferStore, {
               ${t.callData}, ${t.createdAt}::timestamptz)`.pipe(Effect.asVoid),
         findForAccount: (transferId, accountId, mode) =>
           sql.unsafe(
-            `SELECT ${columns} FROM transfers t JOIN accounts s ON s.account_id = t.sender_account_id
+            `SELECT ${columns} ${parties}
              WHERE t.transfer_id = $1 AND t.mode = $2
                AND (t.sender_account_id IN ${viewedParties(3)} OR t.recipient_account_id IN ${viewedParties(3)})`,
             [transferId, mode, accountId]
           ).pipe(Effect.flatMap(decode), Effect.map((rows) => Option.fromNullishOr(rows[0]))),
         findById: (transferId) =>
           sql.unsafe(
-            `SELECT ${columns} FROM transfers t JOIN accounts s ON s.account_id = t.sender_account_id WHERE t.transfer_id = $1`,
+            `SELECT ${columns} ${parties} WHERE t.transfer_id = $1`,
             [transferId]
           ).pipe(Effect.flatMap(decode), Effect.map((rows) => Option.fromNullishOr(rows[0]))),
         idTaken: (transferId) =>
@@ -230,7 +238,7 @@ export class TransferStore extends Context.Service<TransferStore, {
           }
           params.push(q.limit + 1, q.offset)
           return sql.unsafe(
-            `SELECT ${columns} FROM transfers t JOIN accounts s ON s.account_id = t.sender_account_id
+            `SELECT ${columns} ${parties}
              WHERE ${where.join(" AND ")}
              ORDER BY t.created_at DESC, t.transfer_id DESC
              LIMIT $${params.length - 1} OFFSET $${params.length}`,
@@ -247,7 +255,7 @@ export class TransferStore extends Context.Service<TransferStore, {
           sql`UPDATE transfers SET guardian_settled = true WHERE transfer_id = ${transferId}`.pipe(Effect.asVoid),
         unfinished: (mode, createdBefore) =>
           sql.unsafe(
-            `SELECT ${columns} FROM transfers t JOIN accounts s ON s.account_id = t.sender_account_id
+            `SELECT ${columns} ${parties}
              WHERE t.mode = $1 AND (t.status = 'pending' OR t.guardian_settled = false)
                AND t.created_at < $2::timestamptz
              ORDER BY t.created_at`,

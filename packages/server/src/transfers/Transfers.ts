@@ -35,7 +35,7 @@
  */
 import { type Domain as GuardianDomain, GuardianClient } from "@pps/guardian"
 import { ElGamal, EncryptionKey, Note } from "@pps/crypto"
-import { Clock, Context, DateTime, Duration, Effect, Layer, Option, Redacted, Schedule, Stream } from "effect"
+import { Clock, Context, DateTime, Deferred, Duration, Effect, Layer, Option, Redacted, Schedule, Stream } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { type Address, bytesToBigInt, bytesToHex, getAddress, type Hex, hexToBytes, numberToBytes } from "viem"
 import { Accounts } from "../accounts/Accounts.ts"
@@ -328,11 +328,43 @@ export class Transfers extends Context.Service<Transfers, {
           return { account: null, address, display: address, key } satisfies Recipient
         })
 
-      /** Writes the outcome once (status + events), then settles with the guardian. */
+      /**
+       * Completions under way or just done, by transfer id. The request that waits for its
+       * transfer and the background stream of outcomes both see each resolution: the first runs
+       * the completion, the other waits for it, so a transfer's outcome costs one read, one
+       * status change and one guardian settlement, not two of each. Kept a minute (far longer
+       * than the two lie apart); a failed completion is forgotten at once, for a retry.
+       */
+      const completions = new Map<string, { readonly done: Deferred.Deferred<Option.Option<StoredTransfer>, SqlError.SqlError>; readonly atMs: number }>()
+      const completionMemoryMs = 60_000
+
+      /** Writes the outcome once (status + events), then settles with the guardian; the transfer as it ends. */
       const complete = (resolution: Resolution) =>
+        Effect.suspend(() => {
+          const nowMs = Date.now()
+          const known = completions.get(resolution.submissionId)
+          if (known !== undefined) return Deferred.await(known.done)
+          if (completions.size > 4_096) {
+            for (const [id, entry] of completions) if (nowMs - entry.atMs > completionMemoryMs) completions.delete(id)
+          }
+          const done = Deferred.makeUnsafe<Option.Option<StoredTransfer>, SqlError.SqlError>()
+          completions.set(resolution.submissionId, { done, atMs: nowMs })
+          return completeOnce(resolution).pipe(
+            Effect.onExit((exit) =>
+              Effect.andThen(
+                Effect.sync(() => {
+                  if (exit._tag === "Failure") completions.delete(resolution.submissionId)
+                }),
+                Deferred.done(done, exit)
+              )
+            )
+          )
+        })
+
+      const completeOnce = (resolution: Resolution) =>
         Effect.gen(function*() {
           const stored = yield* store.findById(resolution.submissionId)
-          if (Option.isNone(stored)) return
+          if (Option.isNone(stored)) return stored
           const t = stored.value
           const status = resolution._tag === "Confirmed" ? "confirmed" as const : "failed" as const
           // The block's time, which has whole-second resolution: never shown before the transfer's
@@ -343,24 +375,29 @@ export class Transfers extends Context.Service<Transfers, {
             ))
             : null
           const txHash = resolution.txHash
-          yield* sql.withTransaction(Effect.gen(function*() {
+          const changed = yield* sql.withTransaction(Effect.gen(function*() {
             const changed = yield* store.finish(t.transfer_id, { status, txHash, confirmedAt })
-            if (!changed) return
-            const sender = Option.getOrThrow(yield* accounts.get(t.sender_account_id))
-            const recipient = t.recipient_account_id === null ? Option.none() : yield* accounts.get(t.recipient_account_id)
+            if (!changed) return false
             yield* outbox.append(transferEvents({
               event: status === "confirmed" ? "transfer.confirmed" : "transfer.failed",
               mode: t.mode,
               transferId: t.transfer_id,
-              sender: party(sender),
-              recipient: Option.match(recipient, { onNone: () => null, onSome: party }),
+              sender: { accountId: t.sender_account_id, handle: t.sender_handle, ownerAccountId: t.sender_owner_account_id },
+              recipient: t.recipient_account_id === null || t.recipient_handle === null
+                ? null
+                : { accountId: t.recipient_account_id, handle: t.recipient_handle, ownerAccountId: t.recipient_owner_account_id },
               recipientDisplay: t.recipient_display,
               asset: t.asset,
               confidential: t.confidential,
               txHash
             }))
+            return true
           }))
+          // Whoever ended the transfer settles it with the guardian; had it ended before (another
+          // node, or this one before a restart), the recovery round settles what is left unsettled.
+          if (!changed) return yield* store.findById(t.transfer_id)
           yield* settleWithGuardian(t.transfer_id, status)
+          return Option.some({ ...t, status, tx_hash: txHash ?? t.tx_hash, confirmed_at: confirmedAt ?? t.confirmed_at })
         })
 
       const settleWithGuardian = (transferId: string, outcome: "confirmed" | "failed") =>
@@ -588,8 +625,8 @@ export class Transfers extends Context.Service<Transfers, {
           const outcome = yield* settlement.awaitResolution(prepared.transferId, config.transferCreateTimeoutMs).pipe(
             Effect.orDie
           )
-          if (Option.isSome(outcome)) yield* complete(outcome.value).pipe(Effect.orDie)
-          return Option.getOrThrow(yield* store.findById(prepared.transferId).pipe(Effect.orDie))
+          const ended = Option.isSome(outcome) ? yield* complete(outcome.value).pipe(Effect.orDie) : Option.none()
+          return Option.getOrThrow(Option.isSome(ended) ? ended : yield* store.findById(prepared.transferId).pipe(Effect.orDie))
         })
 
       /** D25's amount-free rules with the policy in force now; the snapshot for the guardian. */

@@ -1,0 +1,97 @@
+/**
+ * SQL statements per transfer (issue 16): a machine-independent measure of the work
+ * the transfer path does in its databases, which is where the throughput benchmark's
+ * profile puts most of the server's and guardian's CPU (each PGlite statement, a
+ * BEGIN or COMMIT included, costs about half a millisecond of CPU on the 2-vCPU VM).
+ *
+ * Runs the server's services in this process (embedded: PGlite, the guardian in
+ * process on its own PGlite, anvil), sends `--transfers` plain-form transfers one
+ * after another over loopback HTTP with an `Idempotency-Key` each, lets background
+ * work settle, and counts every statement both PGlite instances ran, by text, split
+ * into the api tier's and the guardian's (the guardian's tables are `guardian_*`).
+ * Sequential on purpose: under load, pollers and relays batch several transfers per
+ * statement, so this is the per-transfer upper bound.
+ *
+ * Run: `npm run -s bench:statements -- [--transfers 20]`
+ */
+import { parseArgs } from "node:util"
+import { PGlite } from "@electric-sql/pglite"
+import { Effect, Logger } from "effect"
+import { registerKey } from "../test/support/confidentialClient.ts"
+import { bearer, createAccount, send } from "../test/support/http.ts"
+import { makeTestServer, TestServer } from "../test/support/TestServer.ts"
+
+const { values } = parseArgs({ options: { transfers: { type: "string", default: "20" } } })
+const transfers = Number(values.transfers)
+if (!Number.isSafeInteger(transfers) || transfers < 1) {
+  process.stderr.write(`statements: --transfers must be a whole number >= 1, got ${values.transfers}\n`)
+  process.exit(2)
+}
+
+/** Statement texts, whitespace folded, counted while `counting`. */
+const counts = new Map<string, number>()
+let counting = false
+const pglite = PGlite.prototype as unknown as Record<"query" | "exec", (this: PGlite, ...args: Array<unknown>) => unknown>
+for (const name of ["query", "exec"] as const) {
+  const original = pglite[name]
+  pglite[name] = function(...args) {
+    if (counting) {
+      const text = String(args[0]).replace(/\s+/g, " ").trim()
+      counts.set(text, (counts.get(text) ?? 0) + 1)
+    }
+    return original.apply(this, args)
+  }
+}
+
+const program = Effect.gen(function*() {
+  const server = yield* TestServer
+  const sender = yield* createAccount(server, "statements.sender")
+  yield* createAccount(server, "statements.recipient")
+  yield* registerKey(server.baseUrl, sender.api_key)
+  const json = (extra: Record<string, string> = {}) => ({ ...bearer(sender.api_key), "content-type": "application/json", ...extra })
+  yield* send(`${server.baseUrl}/v1/test/faucet`, { method: "POST", headers: json(), body: JSON.stringify({ amount: "100" }) })
+  const pay = (i: number) =>
+    send(`${server.baseUrl}/v1/transfers`, {
+      method: "POST",
+      headers: json({ "idempotency-key": `statements-${i}` }),
+      body: JSON.stringify({ to: "@statements.recipient", amount: "0.01" })
+    })
+  // One transfer first, so what runs once (first reads, cursors) is not counted.
+  yield* pay(-1)
+  yield* Effect.sleep("2 seconds")
+  counting = true
+  for (let i = 0; i < transfers; i++) {
+    const answer = yield* pay(i)
+    if (answer.status !== 201) return yield* Effect.die(new Error(`transfer ${i} answered ${answer.status}: ${answer.text}`))
+  }
+  // Background work of the last transfers: completion, guardian settlement, relay, credits.
+  yield* Effect.sleep("3 seconds")
+  counting = false
+
+  const rows = [...counts.entries()].sort((a, b) => b[1] - a[1])
+  const isGuardian = (text: string) => /\bguardian_/.test(text)
+  const perTransfer = (filter: (text: string) => boolean) =>
+    rows.filter(([text]) => filter(text)).reduce((sum, [, n]) => sum + n, 0) / transfers
+  const transactionControl = (text: string) => text === "BEGIN" || text === "COMMIT" || text === "ROLLBACK"
+  process.stdout.write([
+    `statements per transfer (${transfers} sequential plain-form transfers, embedded, Idempotency-Key on each):`,
+    `  all: ${perTransfer(() => true).toFixed(1)}  (BEGIN/COMMIT of both: ${perTransfer(transactionControl).toFixed(1)})`,
+    `  guardian tables: ${perTransfer(isGuardian).toFixed(1)}`,
+    `  api tier tables: ${perTransfer((text) => !isGuardian(text) && !transactionControl(text)).toFixed(1)}`,
+    "by statement (per transfer):",
+    ...rows.map(([text, n]) => `  ${(n / transfers).toFixed(2).padStart(6)}  ${text.slice(0, 140)}`)
+  ].join("\n") + "\n")
+})
+
+program.pipe(
+  Effect.provide(makeTestServer({ config: { chainBlockTimeMs: 100, logLevel: "Warn" } })),
+  Effect.provide(Logger.layer([])),
+  Effect.scoped,
+  Effect.runPromise
+).then(
+  () => process.exit(0),
+  (error: unknown) => {
+    process.stderr.write(`${String(error)}\n`)
+    process.exit(1)
+  }
+)
