@@ -46,8 +46,9 @@ for (const name of ["query", "exec"] as const) {
 const program = Effect.gen(function*() {
   const server = yield* TestServer
   const sender = yield* createAccount(server, "statements.sender")
-  yield* createAccount(server, "statements.recipient")
+  const recipient = yield* createAccount(server, "statements.recipient")
   yield* registerKey(server.baseUrl, sender.api_key)
+  yield* registerKey(server.baseUrl, recipient.api_key)
   const json = (extra: Record<string, string> = {}) => ({ ...bearer(sender.api_key), "content-type": "application/json", ...extra })
   yield* send(`${server.baseUrl}/v1/test/faucet`, { method: "POST", headers: json(), body: JSON.stringify({ amount: "100" }) })
   const pay = (i: number) =>
@@ -55,15 +56,14 @@ const program = Effect.gen(function*() {
       method: "POST",
       headers: json({ "idempotency-key": `statements-${i}` }),
       body: JSON.stringify({ to: "@statements.recipient", amount: "0.01" })
-    })
+    }).pipe(Effect.flatMap((answer) =>
+      answer.status === 201 ? Effect.void : Effect.die(new Error(`transfer ${i} answered ${answer.status}: ${answer.text}`))
+    ))
   // One transfer first, so what runs once (first reads, cursors) is not counted.
   yield* pay(-1)
   yield* Effect.sleep("2 seconds")
   counting = true
-  for (let i = 0; i < transfers; i++) {
-    const answer = yield* pay(i)
-    if (answer.status !== 201) return yield* Effect.die(new Error(`transfer ${i} answered ${answer.status}: ${answer.text}`))
-  }
+  for (let i = 0; i < transfers; i++) yield* pay(i)
   // Background work of the last transfers: completion, guardian settlement, relay, credits.
   yield* Effect.sleep("3 seconds")
   counting = false
