@@ -10,6 +10,8 @@
  *   `idempotency_key_in_progress` (the first attempt still runs on the server) is retried
  *   with the same key, for up to 90 s, until the first outcome is replayed. Each attempt
  *   may take 90 s (`defaultTimeoutMs`), longer than the server's longest create.
+ * - **The contract**: every call goes through the typed client derived from `@pps/api`
+ *   (`pps.api`): paths and types are the contract's and answers are decoded against it.
  * - **Errors**: one class per API code (`Errors`), with `status`, `code`, `param`,
  *   `reason` and `requestId`.
  * - **Confidentiality**: with the account's key pair, `transfers.create` seals the amount
@@ -33,11 +35,21 @@
  *
  * @since 0.3.0
  */
+import { PublicApi } from "@pps/api/Api"
+import { type AgentRecord, AgentTransactionRecord, type PendingAgentTransaction, type SpendPolicyRecord } from "@pps/api/Agents"
+import { catalogue } from "@pps/api/Errors"
+import { TransferRecord } from "@pps/api/Transfers"
+import type { CreatedWebhook, DeliveryPage, ReplayAccepted, RotatedSecret, WebhookRecord } from "@pps/api/Webhooks"
 import type { EncryptionKey } from "@pps/crypto"
+import { Cause, Effect, Exit, Schema } from "effect"
+import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
+import { HttpApi, HttpApiClient } from "effect/http-api"
+import * as ApiClient from "./ApiClient.ts"
 import * as ApiKeys from "./ApiKeys.ts"
 import * as Client from "./Client.ts"
 import * as Confidential from "./Confidential.ts"
-import { request } from "./internal/http.ts"
+import * as Errors from "./Errors.ts"
+import { errorObjectOf } from "./internal/http.ts"
 import * as SealedTransfers from "./SealedTransfers.ts"
 
 /**
@@ -74,68 +86,70 @@ export interface Options {
   readonly fetch?: Client.Fetch
 }
 
+// The models are the contract's wire types (`@pps/api`): what the typed client decodes.
+
 /** D13. @since 0.3.0 @category models */
-export interface Transfer {
-  readonly transfer_id: string
-  readonly status: "pending" | "confirmed" | "failed"
-  readonly from: string
-  readonly to: string
-  readonly confidential: boolean
-  readonly asset: string
-  readonly direction: "sent" | "received"
-  readonly tx_hash: string | null
-  readonly created_at: string
-  readonly confirmed_at: string | null
-}
+export type Transfer = TransferRecord
 
 /** D26: an agent's transfer held for its owner. @since 0.3.0 @category models */
-export interface HeldTransaction {
-  readonly transaction_id: string
-  readonly status: string
-  readonly agent: string
-  readonly to: string
-  readonly asset: string
-  readonly confidential: boolean
-  readonly requested_at: string
-  readonly expires_at: string
-  readonly transfer_id?: string | null
-  readonly transfer_status?: string | null
-}
+export type HeldTransaction = AgentTransactionRecord
 
-/** @since 0.3.0 @category models */
-export interface SpendPolicy {
-  readonly daily_limit_usdg: number
-  readonly per_transaction_limit_usdg: number
+/** D28: a held transaction awaiting its owner, as listed (no amounts). @since 0.4.0 @category models */
+export type PendingTransaction = typeof PendingAgentTransaction.Type
+
+/** D22: a spend policy as the API answers it. @since 0.3.0 @category models */
+export type SpendPolicy = SpendPolicyRecord
+
+/**
+ * A spend policy as written on create, or the fields of a change (D24; null clears an
+ * optional one). The contract leaves it open on purpose (the server validates the whole
+ * policy and names the field in 400 `invalid_policy`), so its shape is written here.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export interface SpendPolicyInput {
+  readonly daily_limit_usdg?: number
+  readonly per_transaction_limit_usdg?: number
   readonly hitl_threshold_usdg?: number | null
-  readonly allowed_recipients?: ReadonlyArray<string>
-  readonly active_hours?: unknown
-  readonly [field: string]: unknown
+  readonly allowed_recipients?: ReadonlyArray<string> | null
+  readonly assets?: ReadonlyArray<string>
+  readonly active_hours?: string
+  readonly time_zone?: string
 }
 
-/** @since 0.3.0 @category models */
-export interface Agent {
-  readonly account_id: string
-  readonly handle: string
-  readonly [field: string]: unknown
-}
+/** D21. @since 0.3.0 @category models */
+export type Agent = AgentRecord
 
-/** @since 0.3.0 @category models */
-export interface Webhook {
-  readonly webhook_id: string
-  readonly url: string
-  readonly events: ReadonlyArray<string>
-  readonly created_at: string
-  /** Only in the answers that create or rotate it. */
-  readonly secret?: string
-}
+/** D33: a subscription; `secret` only in the answers that create or rotate it. @since 0.3.0 @category models */
+export type Webhook = WebhookRecord | CreatedWebhook
 
-/** @since 0.3.0 @category models */
+/** D34: a page of deliveries. @since 0.4.0 @category models */
+export type Deliveries = DeliveryPage
+
+/** D16: one page of a list. @since 0.3.0 @category models */
 export interface Page<A> {
   readonly data: ReadonlyArray<A>
   readonly limit: number
   readonly offset: number
   readonly has_more: boolean
 }
+
+/** What `transfers.list` lists (D16). @since 0.4.0 @category models */
+export interface ListFilter {
+  readonly status?: Transfer["status"]
+  /** ISO 8601, exclusive. */
+  readonly from?: string
+  /** ISO 8601, exclusive. */
+  readonly to?: string
+  /** Also the transfers of the caller's agents (ext). */
+  readonly includeAgents?: boolean
+  /** Transfers fetched per request (default 100, the most the API allows). */
+  readonly pageSize?: number
+}
+
+/** `POST /v1/transfers` answers: 201 the transfer, or 202 the held agent transaction (D26). */
+const CreatedTransfer = Schema.Union([TransferRecord, AgentTransactionRecord])
 
 /**
  * The per-attempt timeout. A create may run on the server for the guardian's authorization
@@ -212,22 +226,80 @@ async (url, init) => {
   }
 }
 
-const query = (values: Readonly<Record<string, string | number | boolean | undefined>>): string => {
-  const entries = Object.entries(values).filter((entry): entry is [string, string | number | boolean] => entry[1] !== undefined)
-  return entries.length === 0 ? "" : `?${new URLSearchParams(entries.map(([name, value]) => [name, String(value)])).toString()}`
-}
+/**
+ * The contract as this facade sends it: the same endpoints and schemas, but path ids,
+ * queries and bodies are not checked here before sending. The server checks them and
+ * answers its own D1 error (its code, the `param` at fault, a request id, and its order:
+ * a bad key is 401 before a malformed id is 404), which is what this facade's error
+ * classes stand for. Answers are decoded against the contract as usual.
+ */
+const SentApi = PublicApi.annotate(HttpApi.ParamsParseOptions, { disableChecks: true })
+  .annotate(HttpApi.QueryParseOptions, { disableChecks: true })
+  .annotate(HttpApi.PayloadParseOptions, { disableChecks: true })
 
-const id = (value: string) => encodeURIComponent(value)
+/** The status of each contract error, by the tag its class decodes to. */
+const statusByTag: ReadonlyMap<string, number> = new Map(Object.entries(catalogue).map(([tag, Class]) => [tag, Class.status]))
+
+/** A declared error as the typed client fails with it: an instance of the catalogue's class. */
+const isContractError = (error: unknown): error is { readonly _tag: string; readonly error: Client.ErrorObject } =>
+  typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string" &&
+  statusByTag.has(error._tag) && "error" in error && typeof error.error === "object" && error.error !== null
+
+/**
+ * What a failed call rejects with, as before the facade moved onto the typed client: the
+ * SDK's class for the API's code (`Errors`), `TransportError` when no usable answer came,
+ * or what the platform's fetch threw when that is not a network failure.
+ */
+const rejectionOf = async (cause: Cause.Cause<unknown>, baseUrl: string): Promise<unknown> => {
+  const error = Cause.squash(cause)
+  if (isContractError(error)) {
+    return Errors.fromAnswer(statusByTag.get(error._tag) ?? 500, JSON.stringify({ error: error.error }), error.error)
+  }
+  if (Schema.isSchemaError(error)) {
+    // The answer did not decode against the contract (the request's own types are the
+    // contract's, and the checks on what is sent are the server's: see SentApi).
+    return new Client.TransportError("malformed_response", `an answer that is not the contract's: ${error.message}`, { cause: error })
+  }
+  if (!HttpClientError.isHttpClientError(error)) return error
+  const reason = error.reason
+  switch (reason._tag) {
+    case "StatusCodeError": {
+      // A status the endpoint does not declare (the router's 404/405, a proxy's 502, ...):
+      // the body is read again (the client caches it) for its D1 error, when it is one.
+      const text = await Effect.runPromise(Effect.orElseSucceed(reason.response.text, () => ""))
+      return Errors.fromAnswer(reason.response.status, text, errorObjectOf(text))
+    }
+    case "TransportError":
+      // The URL is safe to show (no key in it); the cause names the network failure.
+      return new Client.TransportError("unreachable", `cannot reach the API at ${baseUrl}: ${String(reason.cause)}`, {
+        cause: reason.cause
+      })
+    default:
+      return new Client.TransportError(
+        "malformed_response",
+        `${reason.request.method} ${reason.request.url} got an answer that is not the contract's (${reason._tag})`,
+        { cause: error }
+      )
+  }
+}
 
 /**
  * The client. One per API key; safe to share.
+ *
+ * Its calls go through `ApiClient` (Effect's `HttpApiClient` derived from the contract,
+ * `@pps/api`): paths, request and answer types are the contract's, and answers are decoded
+ * against it. Below it, the facade's own fetch carries the conventions above (idempotency
+ * keys, retries, timeouts); the confidential steps (sealing, decrypting) use `Client`.
  *
  * @since 0.3.0
  * @category constructors
  */
 export class Pps {
   readonly client: Client.Client
+  /** The typed client of the contract that every call of this facade goes through. */
+  readonly api: ApiClient.Client
   readonly #options: Options
+  readonly #fetch: typeof globalThis.fetch
 
   constructor(options: Options) {
     this.#options = options
@@ -240,6 +312,23 @@ export class Pps {
         options.timeoutMs ?? defaultTimeoutMs
       )
     })
+    const fetch = this.client.fetch
+    // Effect's fetch client reads its fetch from the calling fiber (`#run` provides it).
+    this.#fetch = (input, init) => fetch(input instanceof Request ? input.url : String(input), init ?? {})
+    this.api = Effect.runSync(
+      HttpApiClient.make(SentApi, {
+        baseUrl: this.client.baseUrl,
+        transformClient: HttpClient.mapRequestEffect((request) =>
+          Effect.gen(function*() {
+            // The caller's Idempotency-Key; without one the fetch below draws one per call,
+            // and its retries reuse it.
+            const key = yield* ApiClient.IdempotencyKey
+            const authorized = HttpClientRequest.bearerToken(request, options.apiKey)
+            return key === undefined ? authorized : HttpClientRequest.setHeader(authorized, "idempotency-key", key)
+          })
+        )
+      }).pipe(Effect.provide(FetchHttpClient.layer))
+    )
   }
 
   #keyPair(): EncryptionKey.KeyPair {
@@ -248,19 +337,32 @@ export class Pps {
     return keyPair
   }
 
-  async #json<A>(method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE", path: string, body?: unknown, idempotencyKey?: string): Promise<A> {
-    const answer = await request(this.client, method, path, {
-      ...(body === undefined ? {} : { body }),
-      ...(idempotencyKey === undefined ? {} : { headers: { "idempotency-key": idempotencyKey } })
-    })
-    return answer.json as A
+  /** Runs one call of the typed client as a Promise, rejecting as `rejectionOf` says. */
+  async #run<A, E>(call: (api: ApiClient.Client) => Effect.Effect<A, E>, idempotencyKey?: string): Promise<A> {
+    const effect = call(this.api).pipe(Effect.provideService(FetchHttpClient.Fetch, this.#fetch))
+    const exit = await Effect.runPromiseExit(
+      idempotencyKey === undefined ? effect : effect.pipe(Effect.provideService(ApiClient.IdempotencyKey, idempotencyKey))
+    )
+    if (Exit.isSuccess(exit)) return exit.value
+    throw await rejectionOf(exit.cause, this.client.baseUrl)
   }
 
-  /** Every page of a list, as one async iteration. */
-  async *#pages<A>(path: string, values: Readonly<Record<string, string | number | boolean | undefined>>): AsyncGenerator<A> {
-    const limit = Number(values["limit"] ?? 100)
-    for (let offset = Number(values["offset"] ?? 0);; offset += limit) {
-      const page = await this.#json<Page<A>>("GET", `${path}${query({ ...values, limit, offset })}`)
+  /** Every page of `transfers.list`, as one async iteration. */
+  async *#transferPages(filter: ListFilter): AsyncGenerator<Transfer> {
+    const limit = filter.pageSize ?? 100
+    for (let offset = 0;; offset += limit) {
+      const page = await this.#run((api) =>
+        api.transfers.list({
+          query: {
+            limit,
+            offset,
+            ...(filter.status === undefined ? {} : { status: filter.status }),
+            ...(filter.from === undefined ? {} : { from: filter.from }),
+            ...(filter.to === undefined ? {} : { to: filter.to }),
+            ...(filter.includeAgents === undefined ? {} : { include_agents: filter.includeAgents })
+          }
+        })
+      )
       yield* page.data
       if (!page.has_more) return
     }
@@ -278,7 +380,7 @@ export class Pps {
     ): Promise<Transfer | HeldTransaction> => {
       const idempotencyKey = options.idempotencyKey ?? newIdempotencyKey()
       if (transfer.confidential === false) {
-        return this.#json("POST", "/v1/transfers", { ...transfer, confidential: false }, idempotencyKey)
+        return this.#run((api) => api.transfers.create({ payload: { ...transfer, confidential: false } }), idempotencyKey)
       }
       const senderKey = this.#options.senderKey ?? this.#keyPair().publicKey
       const sealingSecret = this.#options.sealingSecret ?? this.#options.keyPair?.secretKey
@@ -296,24 +398,14 @@ export class Pps {
         ...(this.#options.trust === undefined ? {} : { trust: this.#options.trust }),
         ...(options.recipientAddress === undefined ? {} : { recipientAddress: options.recipientAddress })
       })
-      return answer.body as Transfer | HeldTransaction
+      // The sealed create's answer, decoded against the contract like every other.
+      return Schema.decodeUnknownPromise(CreatedTransfer)(answer.body).catch((cause: unknown) => {
+        throw new Client.TransportError("malformed_response", "POST /v1/transfers answered a body that is not the contract's", { cause })
+      })
     },
-    get: (transferId: string): Promise<Transfer> => this.#json("GET", `/v1/transfers/${id(transferId)}`),
+    get: (transferId: string): Promise<Transfer> => this.#run((api) => api.transfers.get({ params: { transfer_id: transferId } })),
     /** Every transfer matching, newest first, across pages (D16). */
-    list: (filter: {
-      readonly status?: "pending" | "confirmed" | "failed"
-      readonly from?: string
-      readonly to?: string
-      readonly includeAgents?: boolean
-      readonly pageSize?: number
-    } = {}): AsyncGenerator<Transfer> =>
-      this.#pages("/v1/transfers", {
-        status: filter.status,
-        from: filter.from,
-        to: filter.to,
-        include_agents: filter.includeAgents,
-        limit: filter.pageSize ?? 100
-      }),
+    list: (filter: ListFilter = {}): AsyncGenerator<Transfer> => this.#transferPages(filter),
     /** Amount and memo, opened here and checked against the chain's ciphertext. */
     decrypt: (transferId: string) => Confidential.decryptTransfer(this.client, this.#keyPair(), transferId)
   }
@@ -325,41 +417,39 @@ export class Pps {
 
   /** Agent accounts and their spend policies (D21-D24). */
   readonly agents = {
-    create: (agent: { readonly name: string; readonly spend_policy: SpendPolicy }, options: { readonly idempotencyKey?: string } = {}): Promise<Agent> =>
-      this.#json("POST", "/v1/accounts/me/agents", agent, options.idempotencyKey),
-    list: (): Promise<{ readonly agents: ReadonlyArray<Agent> }> => this.#json("GET", "/v1/accounts/me/agents"),
+    create: (agent: { readonly name: string; readonly spend_policy: SpendPolicyInput }, options: { readonly idempotencyKey?: string } = {}): Promise<Agent> =>
+      this.#run((api) => api.agents.create({ payload: agent }), options.idempotencyKey),
+    list: (): Promise<{ readonly agents: ReadonlyArray<Agent> }> => this.#run((api) => api.agents.list()),
     policy: {
-      get: (agentId: string): Promise<SpendPolicy> => this.#json("GET", `/v1/agents/${id(agentId)}/spend-policy`),
-      update: (agentId: string, patch: Partial<SpendPolicy>): Promise<SpendPolicy> =>
-        this.#json("PATCH", `/v1/agents/${id(agentId)}/spend-policy`, patch)
+      get: (agentId: string): Promise<SpendPolicy> => this.#run((api) => api.agents.getPolicy({ params: { account_id: agentId } })),
+      update: (agentId: string, patch: SpendPolicyInput): Promise<SpendPolicy> =>
+        this.#run((api) => api.agents.patchPolicy({ params: { account_id: agentId }, payload: { ...patch } }))
     }
   }
 
   /** Held agent transactions (D26-D28): open the amount here before deciding. */
   readonly approvals = {
-    list: (): Promise<{ readonly pending: ReadonlyArray<HeldTransaction> }> => this.#json("GET", "/v1/agents/transactions/pending"),
+    list: (): Promise<{ readonly pending: ReadonlyArray<PendingTransaction> }> => this.#run((api) => api.agents.pending()),
     /** The amount the guardian would pay, and whether the agent's own note agrees. */
     open: (transactionId: string) => Confidential.openHeld(this.client, this.#keyPair(), transactionId),
     approve: (transactionId: string): Promise<HeldTransaction> =>
-      this.#json("POST", `/v1/agents/transactions/${id(transactionId)}/approve`, {}),
+      this.#run((api) => api.agents.approve({ params: { transaction_id: transactionId } })),
     reject: (transactionId: string): Promise<HeldTransaction> =>
-      this.#json("POST", `/v1/agents/transactions/${id(transactionId)}/reject`, {})
+      this.#run((api) => api.agents.reject({ params: { transaction_id: transactionId } }))
   }
 
   /** Webhook subscriptions (D33-D35). The secret is in the create and rotate answers only. */
   readonly webhooks = {
-    create: (webhook: { readonly url: string; readonly events: ReadonlyArray<string> }): Promise<Webhook> =>
-      this.#json("POST", "/v1/webhooks", webhook),
-    list: (): Promise<{ readonly data: ReadonlyArray<Webhook> }> => this.#json("GET", "/v1/webhooks"),
-    delete: async (webhookId: string): Promise<void> => {
-      await this.#json("DELETE", `/v1/webhooks/${id(webhookId)}`)
-    },
-    rotateSecret: (webhookId: string): Promise<{ readonly webhook_id: string; readonly secret: string; readonly previous_secret_expires_at: string }> =>
-      this.#json("POST", `/v1/webhooks/${id(webhookId)}/rotate-secret`, {}),
-    deliveries: (webhookId: string, page: { readonly limit?: number; readonly offset?: number } = {}): Promise<Page<Record<string, unknown>>> =>
-      this.#json("GET", `/v1/webhooks/${id(webhookId)}/deliveries${query({ limit: page.limit, offset: page.offset })}`),
-    replay: (webhookId: string, eventId: string): Promise<{ readonly delivery_id: string; readonly event_id: string; readonly status: string }> =>
-      this.#json("POST", `/v1/webhooks/${id(webhookId)}/replay/${id(eventId)}`, {})
+    create: (webhook: { readonly url: string; readonly events: ReadonlyArray<string> }): Promise<CreatedWebhook> =>
+      this.#run((api) => api.webhooks.create({ payload: webhook })),
+    list: (): Promise<{ readonly data: ReadonlyArray<WebhookRecord> }> => this.#run((api) => api.webhooks.list()),
+    delete: (webhookId: string): Promise<void> => this.#run((api) => api.webhooks.remove({ params: { webhook_id: webhookId } })),
+    rotateSecret: (webhookId: string): Promise<RotatedSecret> =>
+      this.#run((api) => api.webhooks.rotateSecret({ params: { webhook_id: webhookId } })),
+    deliveries: (webhookId: string, page: { readonly limit?: number; readonly offset?: number } = {}): Promise<Deliveries> =>
+      this.#run((api) => api.webhooks.deliveries({ params: { webhook_id: webhookId }, query: page })),
+    replay: (webhookId: string, eventId: string): Promise<typeof ReplayAccepted.Type> =>
+      this.#run((api) => api.webhooks.replay({ params: { webhook_id: webhookId, event_id: eventId } }))
   }
 
   /** The account's API keys with last use, request count and decrypted totals (D40). */

@@ -120,6 +120,52 @@ describe("Pps", { timeout: 60_000 }, () => {
     expect(keys[0]?.totals.find((total) => total.asset === "USDG")?.transfers).toBeGreaterThanOrEqual(1n)
   })
 
+  it("goes through the contract: the caller's Idempotency-Key, ids checked by the server, answers decoded, transport failures named", async () => {
+    const hop = await startHop(server.baseUrl, () => false)
+    try {
+      const pps = new Pps({ apiKey: alice.api_key, baseUrl: hop.baseUrl, keyPair: aliceKey })
+      const policy = { daily_limit_usdg: 5, per_transaction_limit_usdg: 1 }
+      const agent = await pps.agents.create({ name: "contract-bot", spend_policy: policy }, { idempotencyKey: "facade-agent-1" })
+      const again = await pps.agents.create({ name: "contract-bot", spend_policy: policy }, { idempotencyKey: "facade-agent-1" })
+      expect(again.account_id).toBe(agent.account_id)
+      const creates = hop.seen.filter((request) => request.method === "POST" && request.path === "/v1/accounts/me/agents")
+      expect(creates.map((request) => request.key)).toEqual(["facade-agent-1", "facade-agent-1"])
+    } finally {
+      await hop.close()
+    }
+
+    const pps = new Pps({ apiKey: alice.api_key, baseUrl: server.baseUrl })
+    // Not checked here: the server answers its own 404 for an id that cannot exist, with a request id.
+    const malformedId = await pps.transfers.get("tr_x").catch((error: unknown) => error)
+    expect(malformedId).toBeInstanceOf(Errors.TransferNotFound)
+    expect((malformedId as Client.ApiError).requestId).toMatch(/^req_/)
+    // A limit out of range is the server's 400 naming the parameter.
+    const badLimit = await pps.webhooks.deliveries("wh_01JZZZZZZZZZZZZZZZZZZZZZZZ", { limit: 0 }).catch((error: unknown) => error)
+    expect(badLimit).toBeInstanceOf(Errors.InvalidRequest)
+    expect((badLimit as Client.ApiError).param).toBe("limit")
+
+    // An answer that is not the contract's is refused, not passed on.
+    const garbled = new Pps({
+      apiKey: alice.api_key,
+      baseUrl: server.baseUrl,
+      fetch: async (url, init) => {
+        const answer = await fetch(url, init)
+        return url.endsWith("/v1/accounts/me/agents")
+          ? new Response(JSON.stringify({ agents: [{ account_id: 42 }] }), { status: 200, headers: { "content-type": "application/json" } })
+          : answer
+      }
+    })
+    const refused = await garbled.agents.list().catch((error: unknown) => error)
+    expect(refused).toBeInstanceOf(Client.TransportError)
+    expect((refused as Client.TransportError).reason).toBe("malformed_response")
+
+    const unreachable = await new Pps({ apiKey: alice.api_key, baseUrl: "http://127.0.0.1:9", maxRetries: 0 }).agents.list()
+      .catch((error: unknown) => error)
+    expect(unreachable).toBeInstanceOf(Client.TransportError)
+    expect((unreachable as Client.TransportError).reason).toBe("unreachable")
+    expect((unreachable as Error).message).toContain("http://127.0.0.1:9")
+  })
+
   it("retries a 503 after its Retry-After with the same Idempotency-Key, and pays once", async () => {
     // A faulty hop in front of the real server: the first POST /v1/transfers answers 503.
     const hop = await startHop(server.baseUrl, (request) => request.method === "POST" && request.path === "/v1/transfers")

@@ -145,7 +145,8 @@ const SendForm = ({ keyPair, onSent }: PageProps & { readonly onSent: () => void
     setResult(undefined)
     try {
       const sent = await ppsFor(keyPair).transfers.create({ to, amount, ...(memo === "" ? {} : { memo }) })
-      setResult("transfer_id" in sent ? `Transfer ${sent.transfer_id} is ${sent.status}.` : `Held for approval (${sent.transaction_id}).`)
+      // A held transaction (D26) carries its transfer_id too (null until approved): tell them apart by transaction_id.
+      setResult("transaction_id" in sent ? `Held for approval (${sent.transaction_id}).` : `Transfer ${sent.transfer_id} is ${sent.status}.`)
       setAmount("")
       setMemo("")
       onSent()

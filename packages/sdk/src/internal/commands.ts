@@ -527,10 +527,14 @@ export const webhooks = async (
       return settings.json
         ? json(page)
         : table([
-          ["delivery_id", "event_id", "status", "attempts", "response_status"],
-          ...page.data.map((delivery) =>
-            ["delivery_id", "event_id", "status", "attempts", "response_status"].map((field) => String(delivery[field] ?? ""))
-          )
+          ["delivery_id", "event_id", "status", "retries", "response_status"],
+          ...page.data.map((delivery) => [
+            delivery.delivery_id,
+            delivery.event_id,
+            delivery.status,
+            String(delivery.retry_count),
+            String(delivery.response_status_code ?? "")
+          ])
         ])
     }
     case "replay": {

@@ -17,7 +17,7 @@ const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
 /** The D1 error object of a body, when the body is one. */
-const errorObjectOf = (text: string): ErrorObject | undefined => {
+export const errorObjectOf = (text: string): ErrorObject | undefined => {
   let parsed: unknown
   try {
     parsed = JSON.parse(text)
