@@ -16,19 +16,35 @@
  * whole cryptographic work is on its side, as in the floor. Load generation costs this process
  * CPU on the same two cores: the figures are a floor for the service.
  *
+ * `--mode distributed` (issue 17) runs the cluster topology instead (`npm run cluster`'s
+ * processes, scripts/cluster/): the machine's PostgreSQL (127.0.0.1:5432, a fresh database
+ * dropped afterwards) and NATS, anvil, the guardians as their own processes, `--api-nodes`
+ * api nodes and `--workers` workers. Clients go round-robin straight to the api nodes (no
+ * balancer: its TLS would cost these two cores too), and CPU per confirmed transfer is
+ * printed per process: each api node, worker, guardian, anvil, and the PostgreSQL backends
+ * serving the run's database (`/proc`, matched by the database name in their title; the
+ * server's shared background processes are not counted).
+ *
  * Run (Linux: it reads /proc):
  *   npm run -s bench:throughput -- [--clients 64,256,1024] [--seconds 20] [--accounts 16]
  *                                  [--rate 100] [--rate-seconds 20] [--block-time-ms 100] [--seed N]
+ *                                  [--mode embedded|distributed] [--api-nodes 1] [--workers 2] [--guardians 2]
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
+import { jetstreamManager } from "@nats-io/jetstream"
+import { connect } from "@nats-io/transport-node"
 import { Backend, EncryptionKey } from "@pps/crypto"
 import { Client, Confidential } from "@pps/sdk"
 import { medianMs, transferCrypto } from "../../crypto/bench/transferFloor.ts"
 import { mulberry32 } from "../test/fault/prng.ts"
 import { freePort, serverTarget } from "../test/fault/processes.ts"
+import { type Cluster, dropDatabases, startCluster } from "../scripts/cluster/cluster.ts"
+import { readEnvFile, writeRunEnvFile } from "../scripts/cluster/envFile.ts"
+import { defaultWorkerNodes } from "../scripts/cluster/topology.ts"
 
 const { values } = parseArgs({
   options: {
@@ -38,7 +54,11 @@ const { values } = parseArgs({
     rate: { type: "string", default: "100" },
     "rate-seconds": { type: "string", default: "20" },
     "block-time-ms": { type: "string", default: "100" },
-    seed: { type: "string", default: "16" }
+    seed: { type: "string", default: "16" },
+    mode: { type: "string", default: "embedded" },
+    "api-nodes": { type: "string", default: "1" },
+    workers: { type: "string", default: String(defaultWorkerNodes) },
+    guardians: { type: "string", default: "2" }
   }
 })
 
@@ -57,6 +77,14 @@ const fixedRatePerSecond = positive("rate", values.rate)
 const fixedRateMs = positive("rate-seconds", values["rate-seconds"]) * 1000
 const blockTimeMs = positive("block-time-ms", values["block-time-ms"])
 const prng = mulberry32(positive("seed", values.seed))
+if (values.mode !== "embedded" && values.mode !== "distributed") {
+  process.stderr.write(`throughput: --mode must be embedded or distributed, got ${values.mode}\n`)
+  process.exit(2)
+}
+const distributed = values.mode === "distributed"
+const apiNodesCount = positive("api-nodes", values["api-nodes"])
+const workersCount = positive("workers", values.workers)
+const guardiansCount = positive("guardians", values.guardians)
 
 // ---- limits (each with its reason) ----
 
@@ -129,7 +157,20 @@ const findProcesses = (dataDir: string): Processes => {
   return { server, guardian, anvil }
 }
 
-type CpuSample = Record<keyof Processes, number>
+/**
+ * CPU so far per process name. A name `group:pid` is one of several processes counted as
+ * `group` (PostgreSQL backends): it is diffed per pid, so a backend born in the window counts
+ * from zero and one that ended in it is lost (the pools keep theirs for the run).
+ */
+type CpuSample = Record<string, number>
+const diffCpu = (before: CpuSample, after: CpuSample): CpuSample => {
+  const spent: Record<string, number> = {}
+  for (const [name, ms] of Object.entries(after)) {
+    const group = name.split(":", 1)[0]!
+    spent[group] = (spent[group] ?? 0) + ms - (before[name] ?? 0)
+  }
+  return spent
+}
 const sampleCpu = (processes: Processes): CpuSample => ({
   server: cpuMs(processes.server) ?? Number.NaN,
   guardian: processes.guardian === undefined ? 0 : cpuMs(processes.guardian) ?? Number.NaN,
@@ -278,37 +319,39 @@ const summarize = (result: LevelResult) => {
     byStatus,
     p50: percentile(latencies, 0.5),
     p99: percentile(latencies, 0.99),
-    cpuServerMs: perTransfer(result.cpu.server),
-    cpuGuardianMs: perTransfer(result.cpu.guardian),
-    cpuAnvilMs: perTransfer(result.cpu.anvil)
+    cpuServerMs: perTransfer(result.cpu["server"] ?? Number.NaN),
+    cpuGuardianMs: perTransfer(result.cpu["guardian"] ?? Number.NaN),
+    cpuAnvilMs: perTransfer(result.cpu["anvil"] ?? Number.NaN),
+    cpuMsPerTransfer: Object.fromEntries(Object.entries(result.cpu).map(([name, ms]) => [name, perTransfer(ms)]))
   }
 }
 
 /** Runs `drive` between two CPU samples; the window ends once every followed transfer is final. */
-const measured = async (label: string, processes: Processes, drive: (followPending: Array<Promise<Outcome>>) => Promise<ReadonlyArray<Outcome>>): Promise<LevelResult> => {
-  const before = sampleCpu(processes)
+const measured = async (label: string, sample: () => CpuSample, drive: (followPending: Array<Promise<Outcome>>) => Promise<ReadonlyArray<Outcome>>): Promise<LevelResult> => {
+  const before = sample()
   const started = performance.now()
   const followPending: Array<Promise<Outcome>> = []
   const answered = await drive(followPending)
   const followed = await Promise.all(followPending)
   const elapsedMs = performance.now() - started
-  const after = sampleCpu(processes)
+  const after = sample()
   // A followed outcome replaces the `pending` answer it started from.
   const outcomes = [...answered.filter((outcome) => outcome.final !== "pending"), ...followed]
   return {
     label,
     elapsedMs,
     outcomes,
-    cpu: { server: after.server - before.server, guardian: after.guardian - before.guardian, anvil: after.anvil - before.anvil }
+    cpu: diffCpu(before, after)
   }
 }
 
-const closedLoop = (baseUrl: string, accounts: ReadonlyArray<Account>, clients: number) => async (followPending: Array<Promise<Outcome>>) => {
+/** Client `index` talks to node `index mod nodes` (round-robin over the api nodes; one in the embedded mode). */
+const closedLoop = (baseUrls: ReadonlyArray<string>, accounts: ReadonlyArray<Account>, clients: number) => async (followPending: Array<Promise<Outcome>>) => {
   const outcomes: Array<Outcome> = []
   const endAt = performance.now() + windowMs
-  await Promise.all(Array.from({ length: clients }, async () => {
+  await Promise.all(Array.from({ length: clients }, async (_, index) => {
     while (performance.now() < endAt) {
-      const outcome = await transferOnce(baseUrl, accounts, followPending)
+      const outcome = await transferOnce(baseUrls[index % baseUrls.length]!, accounts, followPending)
       outcomes.push(outcome)
       if (outcome.retryAfterMs !== undefined) await sleep(Math.min(outcome.retryAfterMs, retryAfterCapMs))
     }
@@ -316,12 +359,12 @@ const closedLoop = (baseUrl: string, accounts: ReadonlyArray<Account>, clients: 
   return outcomes
 }
 
-const openLoop = (baseUrl: string, accounts: ReadonlyArray<Account>) => async (followPending: Array<Promise<Outcome>>) => {
+const openLoop = (baseUrls: ReadonlyArray<string>, accounts: ReadonlyArray<Account>) => async (followPending: Array<Promise<Outcome>>) => {
   const count = Math.round((fixedRatePerSecond * fixedRateMs) / 1000)
   const started = performance.now()
   return Promise.all(Array.from({ length: count }, async (_, index) => {
     await sleep(started + (index * 1000) / fixedRatePerSecond - performance.now())
-    return transferOnce(baseUrl, accounts, followPending)
+    return transferOnce(baseUrls[index % baseUrls.length]!, accounts, followPending)
   }))
 }
 
@@ -357,12 +400,12 @@ const main = async () => {
     log(`${accounts.length} accounts funded; pids: server ${processes.server}, guardian ${processes.guardian ?? "in process"}, anvil ${processes.anvil ?? "not found"}`)
     for (const clients of clientLevels) {
       log(`${clients} clients for ${windowMs / 1000} s ...`)
-      const result = await measured(`${clients} clients`, processes, closedLoop(baseUrl, accounts, clients))
+      const result = await measured(`${clients} clients`, () => sampleCpu(processes), closedLoop([baseUrl], accounts, clients))
       results.push({ label: result.label, ...summarize(result) })
       log(`  ${JSON.stringify(results.at(-1))}`)
     }
     log(`${fixedRatePerSecond} transfers/s for ${fixedRateMs / 1000} s ...`)
-    const fixed = await measured(`${fixedRatePerSecond}/s fixed`, processes, openLoop(baseUrl, accounts))
+    const fixed = await measured(`${fixedRatePerSecond}/s fixed`, () => sampleCpu(processes), openLoop([baseUrl], accounts))
     results.push({ label: fixed.label, ...summarize(fixed) })
     log(`  ${JSON.stringify(results.at(-1))}`)
   } finally {
@@ -386,4 +429,114 @@ const main = async () => {
   fs.rmSync(workDir, { recursive: true, force: true })
 }
 
-await main()
+// ---- the distributed mode ----
+
+const postgresServerUrl = (process.env["PPS_BENCH_POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432").replace(/\/+$/, "")
+const benchNatsUrl = process.env["PPS_BENCH_NATS_URL"] ?? "nats://127.0.0.1:4222"
+const clusterTemplate = fileURLToPath(new URL("../../../deploy/cluster.env.example", import.meta.url))
+
+/** PostgreSQL backends serving `database`, found by their process title (`/proc/<pid>/cmdline`). */
+const postgresBackends = (database: string): ReadonlyArray<number> =>
+  fs.readdirSync("/proc").filter((entry) => /^\d+$/.test(entry)).map(Number).filter((pid) => {
+    try {
+      const title = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ")
+      // `postgres: [cluster name: ]user database host(port) state`: the name as a whole word.
+      return title.startsWith("postgres: ") && title.split(/\s+/).includes(database)
+    } catch {
+      return false
+    }
+  })
+
+const sampleCluster = (cluster: Cluster, databases: { readonly api: string; readonly guardian: string }) => (): CpuSample => {
+  const sample: Record<string, number> = {}
+  for (const member of [...cluster.apiNodes, ...cluster.workers, ...cluster.guardians]) {
+    const pid = member.pid()
+    sample[member.name] = pid === undefined ? Number.NaN : cpuMs(pid) ?? Number.NaN
+  }
+  const chainPid = cluster.chain.pid()
+  sample["anvil"] = chainPid === undefined ? Number.NaN : cpuMs(chainPid) ?? Number.NaN
+  for (const [group, database] of [["postgres-api", databases.api], ["postgres-guardian", databases.guardian]] as const) {
+    sample[group] = 0
+    for (const pid of postgresBackends(database)) sample[`${group}:${pid}`] = cpuMs(pid) ?? 0
+  }
+  return sample
+}
+
+const mainDistributed = async () => {
+  await Backend.init({ backend: "mcl" })
+  const floorMs = medianMs(transferCrypto().oneTransfer)
+  log(`cryptographic floor of one transfer (mcl-wasm, this process): ${format(floorMs, 2)} ms`)
+  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-throughput-cluster-"))
+  const runId = `${Date.now().toString(36)}${process.pid.toString(36)}`
+  const databases = { api: `pps_bench_${runId}`, guardian: `pps_bench_${runId}_guardian` }
+  const stream = `PPS_BENCH_${runId.toUpperCase()}`
+  const envFile = writeRunEnvFile(clusterTemplate, workDir, {
+    PPS_DATABASE: databases.api,
+    PPS_GUARDIAN_DATABASE: databases.guardian,
+    NATS_STREAM: stream,
+    NATS_SUBJECT_PREFIX: `bench${runId}`
+  })
+  const results: Array<ReturnType<typeof summarize> & { label: string }> = []
+  let cluster: Cluster | undefined
+  try {
+    log(`starting the cluster (${apiNodesCount} api node(s), ${workersCount} worker(s), ${guardiansCount} guardian(s), ${blockTimeMs} ms blocks) in ${workDir}`)
+    cluster = await startCluster({
+      envFile,
+      dir: workDir,
+      apiNodes: apiNodesCount,
+      workers: workersCount,
+      guardians: guardiansCount,
+      postgresUrl: postgresServerUrl,
+      natsUrl: benchNatsUrl,
+      chainBlockTimeMs: blockTimeMs,
+      log: (line) => log(`  cluster: ${line}`)
+    })
+    const nodes = cluster.apiNodes
+    const adminToken = readEnvFile(envFile).get("ADMIN_TOKEN")!
+    const accounts = await setUp(nodes[0]!.baseUrl, nodes[0]!.adminUrl, adminToken)
+    const sample = sampleCluster(cluster, databases)
+    log(`${accounts.length} accounts funded; processes: ${Object.keys(sample()).filter((name) => !name.includes(":")).join(", ")}`)
+    const baseUrls = nodes.map((node) => node.baseUrl)
+    for (const clients of clientLevels) {
+      log(`${clients} clients for ${windowMs / 1000} s ...`)
+      const result = await measured(`${clients} clients`, sample, closedLoop(baseUrls, accounts, clients))
+      results.push({ label: result.label, ...summarize(result) })
+      log(`  ${JSON.stringify(results.at(-1))}`)
+    }
+    log(`${fixedRatePerSecond} transfers/s for ${fixedRateMs / 1000} s ...`)
+    const fixed = await measured(`${fixedRatePerSecond}/s fixed`, sample, openLoop(baseUrls, accounts))
+    results.push({ label: fixed.label, ...summarize(fixed) })
+    log(`  ${JSON.stringify(results.at(-1))}`)
+  } finally {
+    await cluster?.stop()
+    await dropDatabases(postgresServerUrl, [databases.api, databases.guardian]).catch((error: unknown) => log(`dropping the databases failed: ${String(error)}`))
+    const nc = await connect({ servers: benchNatsUrl }).catch(() => undefined)
+    if (nc !== undefined) {
+      await (await jetstreamManager(nc)).streams.delete(stream).catch(() => false)
+      await nc.close()
+    }
+  }
+
+  const names = Object.keys(results[0]?.cpuMsPerTransfer ?? {})
+  const services = names.filter((name) => /^(api|worker|guardian)-/.test(name))
+  const cpu = os.cpus()
+  process.stdout.write([
+    "",
+    `machine: ${cpu[0]?.model ?? "unknown"} (${cpu.length} vCPU), load average at the end ${os.loadavg().map((load) => load.toFixed(1)).join(" ")}, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}`,
+    `command: npm run -s bench:throughput -- --mode distributed --api-nodes ${apiNodesCount} --workers ${workersCount} --guardians ${guardiansCount} --clients ${clientLevels.join(",")} --seconds ${windowMs / 1000} --accounts ${accountsCount} --rate ${fixedRatePerSecond} --rate-seconds ${fixedRateMs / 1000} --block-time-ms ${blockTimeMs}`,
+    `cryptographic floor per transfer (mcl-wasm, measured in this run): ${format(floorMs, 2)} ms`,
+    "",
+    `| load | confirmed/s | answers | create → confirmed p50 / p99 ms | CPU ms per confirmed transfer: ${names.join(" / ")} | all | nodes + guardians ÷ floor |`,
+    "|---|---:|---|---:|---:|---:|---:|",
+    ...results.map((row) => {
+      const perProcess = names.map((name) => row.cpuMsPerTransfer[name] ?? Number.NaN)
+      const all = perProcess.reduce((sum, ms) => sum + ms, 0)
+      const ours = services.reduce((sum, name) => sum + (row.cpuMsPerTransfer[name] ?? Number.NaN), 0)
+      return `| ${row.label} | ${format(row.perSecond)} | ${Object.entries(row.byStatus).map(([status, count]) => `${status}: ${count}`).join(", ")} | ${format(row.p50, 0)} / ${format(row.p99, 0)} | ${perProcess.map((ms) => format(ms)).join(" / ")} | ${format(all)} | ${format(ours / floorMs)}× |`
+    }),
+    ""
+  ].join("\n"))
+  fs.rmSync(workDir, { recursive: true, force: true })
+}
+
+await (distributed ? mainDistributed() : main())
