@@ -10,10 +10,13 @@
  * C = a·G + r·H and the three handles itself (`ElGamal.encryptWith`), so every handle
  * encodes the amount in its note by construction, and signs exactly those points.
  *
- * Concurrency: one decision at a time per sending account in this process (a keyed
- * semaphore), and one SQL transaction per decision that locks the account's balance
- * row (SELECT … FOR UPDATE), so several guardian processes on one PostgreSQL database
- * are safe too. No SQL transaction spans a chain read.
+ * Concurrency: decisions and settlements run in sequence through the group committer
+ * (internal/groupCommit.ts): the calls that arrive while one transaction runs share the
+ * next one, each caller answered after the commit that holds its effect. Every decision
+ * locks the account's balance row (SELECT … FOR UPDATE), so several guardian processes
+ * on one PostgreSQL database are safe too; the other writers (credits, the chain
+ * follower, the expiry sweeper) take a keyed semaphore per account in this process and
+ * their own transaction. No SQL transaction spans a chain read.
  *
  * Credits come from the chain (D39): the guardian follows the events of every
  * ConfidentialToken that names it as its guardian, in block order, past a confirmation
@@ -71,6 +74,7 @@ import {
 import type { GuardianKeys } from "./GuardianKeys.ts"
 import { makeAtRestBox } from "./internal/atRest.ts"
 import { bucketOf, bucketRange, dayWindow, isValidTimeZone } from "./internal/dayWindow.ts"
+import * as GroupCommit from "./internal/groupCommit.ts"
 import {
   type AccountRef,
   type AlertRow,
@@ -96,7 +100,7 @@ export interface Timing {
   readonly reservationMarginSeconds: number
   /** Latest deadline accepted, from now: bounds how long funds can stay reserved. */
   readonly deadlineHorizonSeconds: number
-  /** How often due reservations are resolved. */
+  /** How often due reservations are resolved; 0 disables the sweep (tests whose clocks are not the sweeper's). */
   readonly sweepIntervalMs: number
   /** How often every owned account is reconciled with the chain; 0 disables the sweep. */
   readonly reconcileIntervalMs: number
@@ -219,11 +223,13 @@ export class Guardian extends Context.Service<Guardian, GuardianShape>()("guardi
       Effect.gen(function*() {
         const guardian = yield* make(options.keys, { ...defaultTiming, ...options.timing }, options.approvedRotations ?? [])
         const timing = { ...defaultTiming, ...options.timing }
-        yield* guardian.resolveDueReservations.pipe(
-          Effect.catch((error) => Effect.logWarning("reservation sweep failed").pipe(Effect.annotateLogs("reason", error.message))),
-          Effect.repeat(Schedule.spaced(timing.sweepIntervalMs)),
-          Effect.forkScoped
-        )
+        if (timing.sweepIntervalMs > 0) {
+          yield* guardian.resolveDueReservations.pipe(
+            Effect.catch((error) => Effect.logWarning("reservation sweep failed").pipe(Effect.annotateLogs("reason", error.message))),
+            Effect.repeat(Schedule.spaced(timing.sweepIntervalMs)),
+            Effect.forkScoped
+          )
+        }
         if (timing.chainPollIntervalMs > 0) {
           const chain = yield* ChainReader
           for (const chainId of chain.chainIds) {
@@ -437,6 +443,7 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
   const sql = yield* SqlClient.SqlClient
   const chain = yield* ChainReader
   const store: Store = makeStore(sql, makeAtRestBox(keys.atRestKey))
+  const group = yield* GroupCommit.make(store.withHeldBalances)
   const locks = yield* RcMap.make({ lookup: (_key: string) => Semaphore.make(1), idleTimeToLive: "1 minute" })
   const withAccountLock = <A, E, R>(account: AccountRef, effect: Effect.Effect<A, E, R>) =>
     Effect.scoped(
@@ -666,10 +673,10 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
     // Stateless refusals come first; the key check may read the chain (once per party, then cached).
     const keyCheck = typeof prepared === "string" ? { pins: [] } : yield* checkKeys(request)
     const digest = requestDigest(keys.atRestKey, request)
-    const sender = refFor(request.chainId, request.contract, request.from)
-    const result = yield* withAccountLock(sender, sql.withTransaction(decide(request, prepared, keyCheck, digest, nowMs))).pipe(
-      // The twin committed first (another sender's lock): its row now answers.
-      Effect.catchTag("TransferIdRace", () => sql.withTransaction(decide(request, prepared, keyCheck, digest, nowMs))),
+    // In the next group's transaction (group commit): answered once that transaction committed.
+    const result = yield* group.run(decide(request, prepared, keyCheck, digest, nowMs)).pipe(
+      // The twin committed first: its row now answers.
+      Effect.catchTag("TransferIdRace", () => group.run(decide(request, prepared, keyCheck, digest, nowMs))),
       Effect.catchTag("TransferIdRace", () =>
         Effect.succeed(new Refused({ transferId: request.transferId.toLowerCase(), reason: "transfer_id_reused" }))),
       Effect.mapError(storageFailure)
@@ -759,13 +766,13 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
       const recipientBalance = locked.get(recipient.account)
       if (credited && recipientBalance !== undefined) {
         yield* addCredit(recipient, recipientBalance, reservation.amount, `confidential transfer ${reservation.transferId}`, nowMs)
-        yield* store.markRecipientCredited(reservation.transferId)
       }
       // An expired reservation gave its daily spend back; the mined transfer takes it again.
       if (!held && reservation.spendBucket !== null) yield* store.addSpend(sender, reservation.spendBucket, reservation.amount)
       // D40: once per transfer, as the reservation leaves `reserved`/`expired` for `confirmed` below.
       if (reservation.apiKeyId !== null) yield* store.addKeyTotal(sender, reservation.apiKeyId, reservation.amount)
-      yield* store.setReservationStatus(reservation.transferId, "confirmed", nowMs)
+      // The recipient's credit is marked in the same statement as the status (one UPDATE, issue 16).
+      yield* store.setReservationStatus(reservation.transferId, "confirmed", nowMs, { recipientCredited: credited && recipientBalance !== undefined })
       return "applied" as const
     })
 
@@ -849,17 +856,19 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
   const settle = Effect.fn("Guardian.settle")(function*(request: typeof SettleRequest.Type) {
     const transferId = request.transferId.toLowerCase()
     const nowMs = yield* Clock.currentTimeMillis
-    const found = yield* store.findReservation(transferId, { forUpdate: false }).pipe(Effect.mapError(storageFailure))
-    if (found === undefined) return yield* new ReservationNotFound({ transferId })
-    // "failed" is the caller's word, and a reverted or unseen attestation stays valid until its
-    // deadline: anyone holding its calldata can still get it mined. Releasing the reservation on
-    // that word alone would let the sender spend the amount twice. With the chain at hand, a
-    // failure counts only once the chain says the attestation can never be mined; before that
-    // the reservation stays, and the expiry sweeper decides it from the chain.
     let outcome: "confirmed" | "failed" | "keep" = request.outcome
-    if (request.outcome === "failed" && found.status === "reserved") {
-      const verdict = yield* chainVerdict(found)
-      outcome = verdict === "mined" ? "confirmed" : verdict === "undecided" ? "keep" : "failed"
+    if (request.outcome === "failed") {
+      const found = yield* store.findReservation(transferId, { forUpdate: false }).pipe(Effect.mapError(storageFailure))
+      if (found === undefined) return yield* new ReservationNotFound({ transferId })
+      // "failed" is the caller's word, and a reverted or unseen attestation stays valid until its
+      // deadline: anyone holding its calldata can still get it mined. Releasing the reservation on
+      // that word alone would let the sender spend the amount twice. With the chain at hand, a
+      // failure counts only once the chain says the attestation can never be mined; before that
+      // the reservation stays, and the expiry sweeper decides it from the chain.
+      if (found.status === "reserved") {
+        const verdict = yield* chainVerdict(found)
+        outcome = verdict === "mined" ? "confirmed" : verdict === "undecided" ? "keep" : "failed"
+      }
     }
     if (outcome === "keep") {
       yield* Effect.logInfo("failure reported before the attestation's deadline: the reservation stays until the chain decides").pipe(
@@ -868,7 +877,9 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
       return { transferId, status: "reserved" } satisfies SettleResult
     }
     const settled = outcome
-    const status = yield* withAccountLock(senderOf(found), sql.withTransaction(settleLocked(transferId, settled, nowMs))).pipe(
+    // A confirmation needs no read first (no chain verdict): `settleLocked` reads the
+    // reservation under its row lock, in the next group's transaction.
+    const status = yield* group.run(settleLocked(transferId, settled, nowMs)).pipe(
       Effect.catchTag("SqlError", (error) => Effect.fail(storageFailure(error)))
     )
     yield* Effect.logDebug("settled").pipe(Effect.annotateLogs({ transfer_id: transferId, status }))

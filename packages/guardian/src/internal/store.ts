@@ -7,7 +7,7 @@
  * holds the balance row (`lockBalance`, SELECT … FOR UPDATE), so two guardian
  * processes on one PostgreSQL database serialize on the row.
  */
-import { Effect } from "effect"
+import { Context, Effect, Option } from "effect"
 import { type SqlError, SqlClient } from "effect/sql"
 import type { AtRestBox } from "./atRest.ts"
 
@@ -88,6 +88,22 @@ export interface ChainCreditRow {
   readonly blockNumber: bigint
   readonly outcome: "booked" | "already_booked" | "out_of_range" | "unknown_transfer"
 }
+
+/** A balance row this transaction holds locked, with the value its units have written to it so far. */
+interface HeldBalance {
+  readonly account: AccountRef
+  balance: BalanceRow
+  written: boolean
+}
+
+/**
+ * The balances a group transaction (internal/groupCommit.ts) has locked, by account.
+ * Once a unit of the group has locked a row, the row is this transaction's until its
+ * commit, so the units after it read the held value instead of selecting it again, and
+ * write to it in memory; `withHeldBalances` writes each changed row once, before the
+ * commit. Outside a group the service is absent and every read and write is SQL.
+ */
+class HeldBalances extends Context.Service<HeldBalances, Map<string, HeldBalance>>()("guardian/HeldBalances") {}
 
 /** The scope of the chain-wide cursor that finds the contracts naming this guardian. */
 export const discoveryScope = "discovery"
@@ -175,22 +191,45 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       }))
     )
 
+  /**
+   * Locks a row (`select` is a SELECT … FOR UPDATE), creating it first when missing. The
+   * row exists on every call but an account's first, so the SELECT comes first: one
+   * statement instead of an INSERT … ON CONFLICT DO NOTHING before every lock (issue 16).
+   */
+  const lockOrCreate = <Row>(
+    select: Effect.Effect<ReadonlyArray<Row>, SqlError.SqlError>,
+    /** Lazy: it seals a zero, wasted work when the row exists. */
+    insert: () => Effect.Effect<unknown, SqlError.SqlError>
+  ) =>
+    Effect.gen(function*() {
+      const found = (yield* select)[0]
+      if (found !== undefined) return found
+      yield* insert()
+      return (yield* select)[0]
+    })
+
   /** Creates the balance row when missing, then locks it for the transaction. */
   const lockBalance = (account: AccountRef): Effect.Effect<BalanceRow, SqlError.SqlError> =>
     Effect.gen(function*() {
-      yield* sql`
-        INSERT INTO guardian_balances (chain_id, contract, account, confirmed_sealed, reserved_sealed)
-        VALUES (${account.chainId}, ${account.contract}, ${account.account},
-          ${box.seal(0n, confirmedBinding(account))}, ${box.seal(0n, reservedBinding(account))})
-        ON CONFLICT DO NOTHING`
-      const rows = yield* sql<BalanceSqlRow>`
-        SELECT confirmed_sealed, reserved_sealed, version::text AS version, owned, frozen_reason
-        FROM guardian_balances
-        WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}
-        FOR UPDATE`
-      const row = rows[0]
+      const held = Option.getOrUndefined(yield* Effect.serviceOption(HeldBalances))
+      const known = held?.get(ref(account))
+      if (known !== undefined) return known.balance
+      const row = yield* lockOrCreate(
+        sql<BalanceSqlRow>`
+          SELECT confirmed_sealed, reserved_sealed, version::text AS version, owned, frozen_reason
+          FROM guardian_balances
+          WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}
+          FOR UPDATE`,
+        () => sql`
+          INSERT INTO guardian_balances (chain_id, contract, account, confirmed_sealed, reserved_sealed)
+          VALUES (${account.chainId}, ${account.contract}, ${account.account},
+            ${box.seal(0n, confirmedBinding(account))}, ${box.seal(0n, reservedBinding(account))})
+          ON CONFLICT DO NOTHING`
+      )
       if (row === undefined) return yield* Effect.die(new Error("invariant violated: the balance row vanished after its upsert"))
-      return yield* toBalance(row, account)
+      const balance = yield* toBalance(row, account)
+      held?.set(ref(account), { account, balance, written: false })
+      return balance
     })
 
   /** The balance without locking (zero when the guardian never booked the account). */
@@ -206,10 +245,9 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
         : yield* toBalance(row, account)
     })
 
-  const writeBalance = (
-    account: AccountRef,
-    balance: { readonly confirmed: bigint; readonly reserved: bigint; readonly version: bigint; readonly owned: boolean }
-  ) =>
+  type BalanceWrite = Pick<BalanceRow, "confirmed" | "reserved" | "version" | "owned">
+
+  const updateBalance = (account: AccountRef, balance: BalanceWrite) =>
     sql`
       UPDATE guardian_balances
       SET confirmed_sealed = ${box.seal(balance.confirmed, confirmedBinding(account))},
@@ -218,7 +256,41 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
           owned = ${balance.owned}
       WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}`.pipe(Effect.asVoid)
 
+  /** Writes a balance locked by `lockBalance` (in memory until the commit when its group holds it). */
+  const writeBalance = (account: AccountRef, balance: BalanceWrite) =>
+    Effect.gen(function*() {
+      const held = Option.getOrUndefined(yield* Effect.serviceOption(HeldBalances))?.get(ref(account))
+      if (held === undefined) return yield* updateBalance(account, balance)
+      held.balance = { ...held.balance, ...balance }
+      held.written = true
+    })
+
+  /**
+   * Runs `body` (a group's units, inside its transaction) holding the balances it locks,
+   * then writes each changed one once. A failure writes nothing: the transaction rolls back.
+   */
+  const withHeldBalances = <A, E, R>(body: Effect.Effect<A, E, R>) =>
+    Effect.suspend(() => {
+      const held = new Map<string, HeldBalance>()
+      return body.pipe(
+        Effect.tap(() =>
+          Effect.forEach(held.values(), (entry) => (entry.written ? updateBalance(entry.account, entry.balance) : Effect.void), {
+            discard: true
+          })
+        ),
+        Effect.provideService(HeldBalances, held)
+      )
+    })
+
   const setFrozen = (account: AccountRef, reason: string | null, nowMs: number) =>
+    Effect.gen(function*() {
+      // frozen_reason is not among the columns a held balance writes back: the row now, the held copy too.
+      const held = Option.getOrUndefined(yield* Effect.serviceOption(HeldBalances))?.get(ref(account))
+      if (held !== undefined) held.balance = { ...held.balance, frozenReason: reason }
+      yield* setFrozenRow(account, reason, nowMs)
+    })
+
+  const setFrozenRow = (account: AccountRef, reason: string | null, nowMs: number) =>
     sql`
       UPDATE guardian_balances
       SET frozen_reason = ${reason}, frozen_at_ms = ${reason === null ? null : String(nowMs)}::bigint
@@ -282,9 +354,16 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       ON CONFLICT (transfer_id) DO NOTHING
       RETURNING transfer_id`.pipe(Effect.map((rows) => rows.length === 1))
 
-  const setReservationStatus = (transferId: string, status: ReservationStatus, nowMs: number) =>
+  /** Sets a reservation's status; `recipientCredited` also marks its recipient credited, in the same UPDATE. */
+  const setReservationStatus = (
+    transferId: string,
+    status: ReservationStatus,
+    nowMs: number,
+    options: { readonly recipientCredited?: boolean } = {}
+  ) =>
     sql`
-      UPDATE guardian_reservations SET status = ${status}, settled_at_ms = ${String(nowMs)}::bigint
+      UPDATE guardian_reservations SET status = ${status}, settled_at_ms = ${String(nowMs)}::bigint,
+        recipient_credited = recipient_credited OR ${options.recipientCredited === true}
       WHERE transfer_id = ${transferId}`.pipe(Effect.asVoid)
 
   /** Reservations still open past their expiry, oldest first. */
@@ -321,16 +400,18 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
   const addSpend = (agent: AccountRef, bucket: number, delta: bigint) =>
     Effect.gen(function*() {
       const binding = spendBinding(agent, bucket)
-      yield* sql`
-        INSERT INTO guardian_agent_spend (chain_id, contract, agent, bucket, spent_sealed)
-        VALUES (${agent.chainId}, ${agent.contract}, ${agent.account}, ${String(bucket)}::bigint, ${box.seal(0n, binding)})
-        ON CONFLICT DO NOTHING`
-      const rows = yield* sql<{ readonly spent_sealed: Uint8Array }>`
-        SELECT spent_sealed FROM guardian_agent_spend
-        WHERE chain_id = ${agent.chainId} AND contract = ${agent.contract} AND agent = ${agent.account}
-          AND bucket = ${String(bucket)}::bigint
-        FOR UPDATE`
-      const current = yield* open(rows[0]?.spent_sealed ?? new Uint8Array(), binding)
+      const row = yield* lockOrCreate(
+        sql<{ readonly spent_sealed: Uint8Array }>`
+          SELECT spent_sealed FROM guardian_agent_spend
+          WHERE chain_id = ${agent.chainId} AND contract = ${agent.contract} AND agent = ${agent.account}
+            AND bucket = ${String(bucket)}::bigint
+          FOR UPDATE`,
+        () => sql`
+          INSERT INTO guardian_agent_spend (chain_id, contract, agent, bucket, spent_sealed)
+          VALUES (${agent.chainId}, ${agent.contract}, ${agent.account}, ${String(bucket)}::bigint, ${box.seal(0n, binding)})
+          ON CONFLICT DO NOTHING`
+      )
+      const current = yield* open(row?.spent_sealed ?? new Uint8Array(), binding)
       const next = current + delta
       if (next < 0n) return yield* Effect.die(new Error("invariant violated: an agent's spend would go negative"))
       yield* sql`
@@ -343,16 +424,18 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
   const addKeyTotal = (account: AccountRef, apiKeyId: string, amount: bigint) =>
     Effect.gen(function*() {
       const binding = keyTotalBinding(account, apiKeyId)
-      yield* sql`
-        INSERT INTO guardian_key_totals (chain_id, contract, account, api_key_id, total_sealed, transfers)
-        VALUES (${account.chainId}, ${account.contract}, ${account.account}, ${apiKeyId}, ${box.seal(0n, binding)}, 0)
-        ON CONFLICT DO NOTHING`
-      const rows = yield* sql<{ readonly total_sealed: Uint8Array }>`
-        SELECT total_sealed FROM guardian_key_totals
-        WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}
-          AND api_key_id = ${apiKeyId}
-        FOR UPDATE`
-      const current = yield* open(rows[0]?.total_sealed ?? new Uint8Array(), binding)
+      const row = yield* lockOrCreate(
+        sql<{ readonly total_sealed: Uint8Array }>`
+          SELECT total_sealed FROM guardian_key_totals
+          WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}
+            AND api_key_id = ${apiKeyId}
+          FOR UPDATE`,
+        () => sql`
+          INSERT INTO guardian_key_totals (chain_id, contract, account, api_key_id, total_sealed, transfers)
+          VALUES (${account.chainId}, ${account.contract}, ${account.account}, ${apiKeyId}, ${box.seal(0n, binding)}, 0)
+          ON CONFLICT DO NOTHING`
+      )
+      const current = yield* open(row?.total_sealed ?? new Uint8Array(), binding)
       // Sealed at rest as u64 base units: 18.4 trillion USDG through one key before it saturates.
       const next = current + amount >= 1n << 64n ? (1n << 64n) - 1n : current + amount
       yield* sql`
@@ -600,6 +683,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     lockBalance,
     readBalance,
     writeBalance,
+    withHeldBalances,
     setFrozen,
     findReservation,
     findDecision,
