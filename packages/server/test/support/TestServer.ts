@@ -114,9 +114,9 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   // in-process guardian saves each test its start-up.
   guardianInProcess: true,
   transferCreateTimeoutMs: 5_000,
-  attestationLifetimeSeconds: 600,
   transferAdmissionTargetMs: 250,
   transferAdmissionMaxInFlight: 1_024,
+  attestationLifetimeSeconds: 600,
   approvalWindowMs: 24 * 60 * 60 * 1000,
   approvalSweepIntervalMs: 1_000,
   faucetKeyTestnet: Option.none(),
