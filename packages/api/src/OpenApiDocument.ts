@@ -13,6 +13,7 @@
  *
  * @since 0.3.0
  */
+import { eventTypes } from "./Events.ts"
 import { pageLimitMax } from "./Page.ts"
 
 /**
@@ -121,6 +122,59 @@ const completeOperation = (method: string, operation: Json): Json => {
  * @since 0.3.0
  * @category transforms
  */
+/**
+ * The spend policy's fields as JSON Schema. The request schemas leave `spend_policy` and the
+ * PATCH body open (`Unknown`) on purpose: `validatePolicy` checks the whole object and answers
+ * 400 `invalid_policy` naming the field (SPEC's table), where a typed request schema would
+ * answer `invalid_request`. So the types are written into the document only: clients
+ * generated from it get typed policies, and what the server decodes and answers is unchanged.
+ */
+const limit = (description: string) => ({ type: "number", minimum: 0, maximum: 1_000_000_000_000, description })
+const policyProperties: Json = {
+  daily_limit_usdg: limit("Most the agent may send per day in its time zone, in USDG (at most 6 decimals)."),
+  per_transaction_limit_usdg: limit("Most one transfer may send, in USDG (at most 6 decimals)."),
+  hitl_threshold_usdg: { ...limit("Transfers above it wait for the owner's approval (D26); null: never held."), type: ["number", "null"] },
+  allowed_recipients: {
+    type: ["array", "null"],
+    items: { type: "string" },
+    description: "Handles, 0x addresses and `*.domain` wildcards (D23); null: anyone."
+  },
+  assets: { type: "array", items: { type: "string", enum: ["USDG", "ETH"] }, description: "Assets the agent may send (default USDG)." },
+  active_hours: { type: "string", pattern: "^\\d{2}:\\d{2}-\\d{2}:\\d{2}$", description: "`HH:MM-HH:MM` in `time_zone`; may wrap midnight." },
+  time_zone: { type: "string", description: "IANA zone of the day and the hours (default UTC)." }
+}
+
+/** Types the request fields the schemas leave open for the server's own checks (see above). */
+const typeOpenInputs = (schemas: Json): Json => {
+  const object = (name: string): Json => (isObject(schemas[name]) ? schemas[name] : {})
+  const properties = (schema: Json): Json => (isObject(schema["properties"]) ? schema["properties"] : {})
+  const webhook = object("CreateWebhookRequest")
+  const webhookProperties = properties(webhook)
+  const events = isObject(webhookProperties["events"]) ? webhookProperties["events"] : {}
+  const agent = object("CreateAgentRequest")
+  const patch = object("SpendPolicyPatch")
+  const policy = (description: string) => ({ type: "object", description, properties: policyProperties, additionalProperties: false })
+  return {
+    ...schemas,
+    // `parseEventTypes` checks the entries to name the one at fault; the document lists them.
+    CreateWebhookRequest: {
+      ...webhook,
+      properties: { ...webhookProperties, events: { ...events, items: { type: "string", enum: [...eventTypes] } } }
+    },
+    CreateAgentRequest: {
+      ...agent,
+      properties: {
+        ...properties(agent),
+        spend_policy: {
+          ...policy("D22: the agent's spend policy, validated whole (400 invalid_policy naming the field)."),
+          required: ["daily_limit_usdg", "per_transaction_limit_usdg"]
+        }
+      }
+    },
+    SpendPolicyPatch: { ...patch, ...policy(typeof patch["description"] === "string" ? patch["description"] : "D24: fields to change.") }
+  }
+}
+
 export const completeDocument = (spec: Record<string, unknown>): Record<string, unknown> => {
   const paths = isObject(spec["paths"]) ? spec["paths"] : {}
   const completedPaths = Object.fromEntries(Object.entries(paths).map(([path, item]) => [
@@ -134,6 +188,7 @@ export const completeDocument = (spec: Record<string, unknown>): Record<string, 
   ]))
   const tags = Array.isArray(spec["tags"]) ? spec["tags"].filter(isObject) : []
   const info = isObject(spec["info"]) ? spec["info"] : {}
+  const components = isObject(spec["components"]) ? spec["components"] : {}
   return {
     ...spec,
     info: { ...info, license: { name: "Proprietary", identifier: "LicenseRef-Proprietary" } },
@@ -141,6 +196,7 @@ export const completeDocument = (spec: Record<string, unknown>): Record<string, 
       { url: "http://127.0.0.1:8080", description: "The embedded default (`npm start`)." }
     ],
     tags: tags.map((tag) => ({ ...tag, description: tagDescriptions[String(tag["name"])] ?? tag["description"] })),
-    paths: completedPaths
+    paths: completedPaths,
+    components: { ...components, schemas: typeOpenInputs(isObject(components["schemas"]) ? components["schemas"] : {}) }
   }
 }
