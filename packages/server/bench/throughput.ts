@@ -433,6 +433,8 @@ const main = async () => {
 
 const postgresServerUrl = (process.env["PPS_BENCH_POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432").replace(/\/+$/, "")
 const benchNatsUrl = process.env["PPS_BENCH_NATS_URL"] ?? "nats://127.0.0.1:4222"
+/** The no-load window measured before the levels. */
+const idleWindowMs = 10_000
 const clusterTemplate = fileURLToPath(new URL("../../../deploy/cluster.env.example", import.meta.url))
 
 /** PostgreSQL backends serving `database`, found by their process title (`/proc/<pid>/cmdline`). */
@@ -478,6 +480,7 @@ const mainDistributed = async () => {
   })
   const results: Array<ReturnType<typeof summarize> & { label: string }> = []
   let cluster: Cluster | undefined
+  let idle: CpuSample = {}
   try {
     log(`starting the cluster (${apiNodesCount} api node(s), ${workersCount} worker(s), ${guardiansCount} guardian(s), ${blockTimeMs} ms blocks) in ${workDir}`)
     cluster = await startCluster({
@@ -497,6 +500,12 @@ const mainDistributed = async () => {
     const sample = sampleCluster(cluster, databases)
     log(`${accounts.length} accounts funded; processes: ${Object.keys(sample()).filter((name) => !name.includes(":")).join(", ")}`)
     const baseUrls = nodes.map((node) => node.baseUrl)
+    // Before any load: what each process spends with nothing to do (pollers, heartbeats,
+    // leases), which a per-transfer figure at a low rate also carries.
+    const idleBefore = sample()
+    await sleep(idleWindowMs)
+    idle = diffCpu(idleBefore, sample())
+    log(`idle CPU ms per second: ${JSON.stringify(Object.fromEntries(Object.entries(idle).map(([name, ms]) => [name, Number((ms / (idleWindowMs / 1000)).toFixed(1))])))}`)
     for (const clients of clientLevels) {
       log(`${clients} clients for ${windowMs / 1000} s ...`)
       const result = await measured(`${clients} clients`, sample, closedLoop(baseUrls, accounts, clients))
@@ -528,6 +537,7 @@ const mainDistributed = async () => {
     "",
     `| load | confirmed/s | answers | create → confirmed p50 / p99 ms | CPU ms per confirmed transfer: ${names.join(" / ")} | all | nodes + guardians ÷ floor |`,
     "|---|---:|---|---:|---:|---:|---:|",
+    `| idle, CPU ms per second | | | | ${names.map((name) => format((idle[name] ?? Number.NaN) / (idleWindowMs / 1000))).join(" / ")} | | |`,
     ...results.map((row) => {
       const perProcess = names.map((name) => row.cpuMsPerTransfer[name] ?? Number.NaN)
       const all = perProcess.reduce((sum, ms) => sum + ms, 0)
