@@ -443,7 +443,7 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
   const sql = yield* SqlClient.SqlClient
   const chain = yield* ChainReader
   const store: Store = makeStore(sql, makeAtRestBox(keys.atRestKey))
-  const group = yield* GroupCommit.make(store.withHeldBalances)
+  const group = yield* GroupCommit.make(store.withHeldRows)
   const locks = yield* RcMap.make({ lookup: (_key: string) => Semaphore.make(1), idleTimeToLive: "1 minute" })
   const withAccountLock = <A, E, R>(account: AccountRef, effect: Effect.Effect<A, E, R>) =>
     Effect.scoped(

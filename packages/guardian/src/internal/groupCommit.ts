@@ -47,8 +47,8 @@ export interface GroupCommit {
 
 /**
  * Starts the group committer for the scope's life. At the scope's end, callers still
- * waiting are interrupted (their units may or may not have committed, as with a call
- * cut by a shutdown).
+ * waiting (queued, or in the group that was running) are interrupted: their units may or
+ * may not have committed, as with a call cut by a shutdown.
  */
 export const make = (
   /** Wraps the units of one transaction, inside it (the store's held balances). */
@@ -57,8 +57,12 @@ export const make = (
   const sql = yield* SqlClient.SqlClient
   const queue = yield* Queue.unbounded<Pending>()
 
+  /** The group being run: answered with an interruption too if the committer stops mid-group. */
+  let running: ReadonlyArray<Pending> = []
+
   const runGroup = (group: ReadonlyArray<Pending>) =>
     Effect.gen(function*() {
+      running = group
       if (group.length === 1) return yield* group[0]!.alone
       const together = yield* Effect.exit(sql.withTransaction(session(Effect.forEach(group, (pending) => pending.step, { discard: true }))))
       if (Exit.isSuccess(together)) {
@@ -74,7 +78,7 @@ export const make = (
     Effect.forever,
     Effect.onExit(() =>
       Queue.clear(queue).pipe(
-        Effect.flatMap((left) => Effect.sync(() => left.forEach((pending) => pending.abandon())))
+        Effect.flatMap((left) => Effect.sync(() => [...running, ...left].forEach((pending) => pending.abandon())))
       )
     ),
     Effect.forkScoped
@@ -94,6 +98,7 @@ export const make = (
         alone: Effect.exit(sql.withTransaction(session(unit))).pipe(Effect.map((exit) => {
           Deferred.doneUnsafe(done, exit)
         })),
+        // A no-op for a caller already answered (its Deferred is done).
         abandon: () => {
           Deferred.doneUnsafe(done, Exit.failCause(Cause.interrupt()))
         }

@@ -96,14 +96,27 @@ interface HeldBalance {
   written: boolean
 }
 
+/** An API key's total row this transaction holds locked (D40), with the transfers added to it so far. */
+interface HeldKeyTotal {
+  readonly account: AccountRef
+  readonly apiKeyId: string
+  total: bigint
+  added: number
+}
+
 /**
- * The balances a group transaction (internal/groupCommit.ts) has locked, by account.
- * Once a unit of the group has locked a row, the row is this transaction's until its
- * commit, so the units after it read the held value instead of selecting it again, and
- * write to it in memory; `withHeldBalances` writes each changed row once, before the
+ * The rows a group transaction (internal/groupCommit.ts) has locked: balances and API-key
+ * totals, by key. Once a unit of the group has locked a row, the row is this transaction's
+ * until its commit, so the units after it read the held value instead of selecting it
+ * again, and write to it in memory; `withHeldRows` writes each changed row once, before the
  * commit. Outside a group the service is absent and every read and write is SQL.
  */
-class HeldBalances extends Context.Service<HeldBalances, Map<string, HeldBalance>>()("guardian/HeldBalances") {}
+class HeldRows extends Context.Service<HeldRows, {
+  readonly balances: Map<string, HeldBalance>
+  readonly keyTotals: Map<string, HeldKeyTotal>
+}>()("guardian/HeldRows") {}
+
+const heldRows = Effect.map(Effect.serviceOption(HeldRows), Option.getOrUndefined)
 
 /** The scope of the chain-wide cursor that finds the contracts naming this guardian. */
 export const discoveryScope = "discovery"
@@ -211,7 +224,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
   /** Creates the balance row when missing, then locks it for the transaction. */
   const lockBalance = (account: AccountRef): Effect.Effect<BalanceRow, SqlError.SqlError> =>
     Effect.gen(function*() {
-      const held = Option.getOrUndefined(yield* Effect.serviceOption(HeldBalances))
+      const held = (yield* heldRows)?.balances
       const known = held?.get(ref(account))
       if (known !== undefined) return known.balance
       const row = yield* lockOrCreate(
@@ -259,33 +272,32 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
   /** Writes a balance locked by `lockBalance` (in memory until the commit when its group holds it). */
   const writeBalance = (account: AccountRef, balance: BalanceWrite) =>
     Effect.gen(function*() {
-      const held = Option.getOrUndefined(yield* Effect.serviceOption(HeldBalances))?.get(ref(account))
+      const held = (yield* heldRows)?.balances.get(ref(account))
       if (held === undefined) return yield* updateBalance(account, balance)
       held.balance = { ...held.balance, ...balance }
       held.written = true
     })
 
   /**
-   * Runs `body` (a group's units, inside its transaction) holding the balances it locks,
-   * then writes each changed one once. A failure writes nothing: the transaction rolls back.
+   * Runs `body` (a group's units, inside its transaction) holding the rows it locks, then
+   * writes each changed one once. A failure writes nothing: the transaction rolls back.
    */
-  const withHeldBalances = <A, E, R>(body: Effect.Effect<A, E, R>) =>
+  const withHeldRows = <A, E, R>(body: Effect.Effect<A, E, R>) =>
     Effect.suspend(() => {
-      const held = new Map<string, HeldBalance>()
-      return body.pipe(
-        Effect.tap(() =>
-          Effect.forEach(held.values(), (entry) => (entry.written ? updateBalance(entry.account, entry.balance) : Effect.void), {
-            discard: true
-          })
-        ),
-        Effect.provideService(HeldBalances, held)
-      )
+      const held = { balances: new Map<string, HeldBalance>(), keyTotals: new Map<string, HeldKeyTotal>() }
+      const flush = Effect.all([
+        Effect.forEach(held.balances.values(), (entry) => (entry.written ? updateBalance(entry.account, entry.balance) : Effect.void), {
+          discard: true
+        }),
+        Effect.forEach(held.keyTotals.values(), (entry) => (entry.added > 0 ? updateKeyTotal(entry) : Effect.void), { discard: true })
+      ], { discard: true })
+      return body.pipe(Effect.tap(() => flush), Effect.provideService(HeldRows, held))
     })
 
   const setFrozen = (account: AccountRef, reason: string | null, nowMs: number) =>
     Effect.gen(function*() {
       // frozen_reason is not among the columns a held balance writes back: the row now, the held copy too.
-      const held = Option.getOrUndefined(yield* Effect.serviceOption(HeldBalances))?.get(ref(account))
+      const held = (yield* heldRows)?.balances.get(ref(account))
       if (held !== undefined) held.balance = { ...held.balance, frozenReason: reason }
       yield* setFrozenRow(account, reason, nowMs)
     })
@@ -424,25 +436,36 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
   const addKeyTotal = (account: AccountRef, apiKeyId: string, amount: bigint) =>
     Effect.gen(function*() {
       const binding = keyTotalBinding(account, apiKeyId)
-      const row = yield* lockOrCreate(
-        sql<{ readonly total_sealed: Uint8Array }>`
-          SELECT total_sealed FROM guardian_key_totals
-          WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}
-            AND api_key_id = ${apiKeyId}
-          FOR UPDATE`,
-        () => sql`
-          INSERT INTO guardian_key_totals (chain_id, contract, account, api_key_id, total_sealed, transfers)
-          VALUES (${account.chainId}, ${account.contract}, ${account.account}, ${apiKeyId}, ${box.seal(0n, binding)}, 0)
-          ON CONFLICT DO NOTHING`
-      )
-      const current = yield* open(row?.total_sealed ?? new Uint8Array(), binding)
+      const held = (yield* heldRows)?.keyTotals
+      const id = `${ref(account)}/${apiKeyId}`
+      let entry = held?.get(id)
+      if (entry === undefined) {
+        const row = yield* lockOrCreate(
+          sql<{ readonly total_sealed: Uint8Array }>`
+            SELECT total_sealed FROM guardian_key_totals
+            WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}
+              AND api_key_id = ${apiKeyId}
+            FOR UPDATE`,
+          () => sql`
+            INSERT INTO guardian_key_totals (chain_id, contract, account, api_key_id, total_sealed, transfers)
+            VALUES (${account.chainId}, ${account.contract}, ${account.account}, ${apiKeyId}, ${box.seal(0n, binding)}, 0)
+            ON CONFLICT DO NOTHING`
+        )
+        entry = { account, apiKeyId, total: yield* open(row?.total_sealed ?? new Uint8Array(), binding), added: 0 }
+        held?.set(id, entry)
+      }
       // Sealed at rest as u64 base units: 18.4 trillion USDG through one key before it saturates.
-      const next = current + amount >= 1n << 64n ? (1n << 64n) - 1n : current + amount
-      yield* sql`
-        UPDATE guardian_key_totals SET total_sealed = ${box.seal(next, binding)}, transfers = transfers + 1
-        WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}
-          AND api_key_id = ${apiKeyId}`
+      entry.total = entry.total + amount >= 1n << 64n ? (1n << 64n) - 1n : entry.total + amount
+      entry.added++
+      if (held === undefined) yield* updateKeyTotal(entry)
     })
+
+  const updateKeyTotal = (entry: HeldKeyTotal) =>
+    sql`
+      UPDATE guardian_key_totals
+      SET total_sealed = ${box.seal(entry.total, keyTotalBinding(entry.account, entry.apiKeyId))}, transfers = transfers + ${entry.added}
+      WHERE chain_id = ${entry.account.chainId} AND contract = ${entry.account.contract} AND account = ${entry.account.account}
+        AND api_key_id = ${entry.apiKeyId}`.pipe(Effect.asVoid)
 
   /** Every API key's total for the account, in key id order. */
   const keyTotals = (account: AccountRef) =>
@@ -683,7 +706,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     lockBalance,
     readBalance,
     writeBalance,
-    withHeldBalances,
+    withHeldRows,
     setFrozen,
     findReservation,
     findDecision,
