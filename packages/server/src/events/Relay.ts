@@ -5,13 +5,20 @@
  * It runs when a commit wakes it and every `EVENT_RELAY_POLL_MS` besides (a
  * wake may be lost: another node's commit, a crash). A crash between publish
  * and mark republishes on restart; the bus drops or the consumer ignores the
- * repeat (JetStream dedup by event id, idempotent fan-out). On several nodes
- * the relays may race for the same rows with the same effect, so they take no
- * lock and no transaction spans a publish.
+ * repeat (JetStream dedup by event id, idempotent fan-out).
+ *
+ * On several nodes (PostgreSQL) one relay publishes at a time: a round runs in
+ * a transaction that first takes a transaction-level advisory lock without
+ * waiting; a relay that does not get it skips the round (the holder publishes
+ * those rows), so two workers do not publish every row twice and the stream
+ * keeps the outbox's order. The lock goes with the transaction, so a relay that
+ * dies mid-publish frees it at once and the next round republishes what it had
+ * not marked (the stream drops what it had already taken).
  *
  * @since 0.1.0
  */
-import { Clock, Context, DateTime, Effect, Layer } from "effect"
+import { Clock, Context, DateTime, Effect, Layer, Option } from "effect"
+import { SqlClient } from "effect/sql"
 import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
 import { EventBus } from "./EventBus.ts"
 import { EventStore } from "./EventStore.ts"
@@ -21,6 +28,8 @@ import { Outbox } from "./Outbox.ts"
 const publishBatchMax = 500
 /** After a failed round (bus or database down), wait this long before the next. */
 const failureBackoffMs = 1_000
+/** The PostgreSQL advisory lock one relay holds while it publishes (deploy.ts uses 46_630_001). */
+const relayLockKey = 46_630_002
 
 /**
  * @since 0.1.0
@@ -37,7 +46,8 @@ export class Relay extends Context.Service<Relay, {
       const store = yield* EventStore
       const outbox = yield* Outbox
       const bus = yield* EventBus
-      const runOnce = Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const round = Effect.gen(function*() {
         const events = yield* store.unpublished(publishBatchMax)
         if (events.length === 0) return 0
         yield* bus.publish(events.map((event) => ({
@@ -49,7 +59,13 @@ export class Relay extends Context.Service<Relay, {
         const nowMs = yield* Clock.currentTimeMillis
         yield* store.markPublished(events.map((event) => event.eventId), DateTime.formatIso(DateTime.makeUnsafe(nowMs)))
         return events.length
-      }).pipe(Effect.withSpan("Relay.runOnce"))
+      })
+      const runOnce = (Option.isNone(config.databaseUrl)
+        ? round
+        : sql.withTransaction(Effect.gen(function*() {
+          const [lock] = yield* sql<{ readonly held: boolean }>`SELECT pg_try_advisory_xact_lock(${relayLockKey}) AS held`
+          return lock?.held === true ? yield* round : 0
+        }))).pipe(Effect.withSpan("Relay.runOnce"))
 
       const loop: Effect.Effect<never> = Effect.gen(function*() {
         const published = yield* runOnce.pipe(
