@@ -11,7 +11,7 @@
  *   with the same key, for up to 90 s, until the first outcome is replayed. Each attempt
  *   may take 90 s (`defaultTimeoutMs`), longer than the server's longest create.
  * - **The contract**: every call goes through the typed client derived from `@pps/api`
- *   (`pps.api`): paths and types are the contract's and answers are decoded against it.
+ *   (as `ApiClient` is): paths and types are the contract's and answers are decoded against it.
  * - **Errors**: one class per API code (`Errors`), with `status`, `code`, `param`,
  *   `reason` and `requestId`.
  * - **Confidentiality**: with the account's key pair, `transfers.create` seals the amount
@@ -296,8 +296,11 @@ const rejectionOf = async (cause: Cause.Cause<unknown>, baseUrl: string): Promis
  */
 export class Pps {
   readonly client: Client.Client
-  /** The typed client of the contract that every call of this facade goes through. */
-  readonly api: ApiClient.Client
+  /**
+   * The typed client of the contract that every call of this facade goes through. Private:
+   * it needs the fetch `#run` provides (without it, it would send without this facade's retries).
+   */
+  readonly #api: ApiClient.Client
   readonly #options: Options
   readonly #fetch: typeof globalThis.fetch
 
@@ -315,7 +318,7 @@ export class Pps {
     const fetch = this.client.fetch
     // Effect's fetch client reads its fetch from the calling fiber (`#run` provides it).
     this.#fetch = (input, init) => fetch(input instanceof Request ? input.url : String(input), init ?? {})
-    this.api = Effect.runSync(
+    this.#api = Effect.runSync(
       HttpApiClient.make(SentApi, {
         baseUrl: this.client.baseUrl,
         transformClient: HttpClient.mapRequestEffect((request) =>
@@ -339,7 +342,7 @@ export class Pps {
 
   /** Runs one call of the typed client as a Promise, rejecting as `rejectionOf` says. */
   async #run<A, E>(call: (api: ApiClient.Client) => Effect.Effect<A, E>, idempotencyKey?: string): Promise<A> {
-    const effect = call(this.api).pipe(Effect.provideService(FetchHttpClient.Fetch, this.#fetch))
+    const effect = call(this.#api).pipe(Effect.provideService(FetchHttpClient.Fetch, this.#fetch))
     const exit = await Effect.runPromiseExit(
       idempotencyKey === undefined ? effect : effect.pipe(Effect.provideService(ApiClient.IdempotencyKey, idempotencyKey))
     )

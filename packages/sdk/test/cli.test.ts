@@ -70,7 +70,10 @@ afterAll(async () => {
 }, 30_000)
 
 // Each step runs a few CLI processes (about a second each on this machine).
-describe("pps", { timeout: 30_000 }, () => {
+// Each test runs up to a dozen `pps` processes one after another; each starts Node on the
+// TypeScript sources (the contract, Effect's HttpApiClient, crypto), 1-1.5 s on a quiet machine
+// and 2-5 s on the shared 2-core one under load, where 30 s did not always cover a test.
+describe("pps", { timeout: 90_000 }, () => {
   it("keygen writes a 0600 key file in a 0700 directory, prints no secret, and refuses to overwrite it", async () => {
     const first = JSON.parse(expectSuccess(await asAlice("keygen")).stdout) as Record<string, string>
     const defaultFile = path.join(aliceHome, ".pps", `${alice.account_id}.key`)
