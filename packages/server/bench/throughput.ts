@@ -58,9 +58,29 @@ const { values } = parseArgs({
     mode: { type: "string", default: "embedded" },
     "api-nodes": { type: "string", default: "1" },
     workers: { type: "string", default: String(defaultWorkerNodes) },
-    guardians: { type: "string", default: "2" }
+    guardians: { type: "string", default: "2" },
+    help: { type: "boolean", default: false }
   }
 })
+
+if (values.help) {
+  process.stdout.write(`npm run -s bench:throughput -- [options]
+  --clients 64,256,1024   closed-loop client levels
+  --seconds 20            window per level
+  --accounts 16           accounts created and funded
+  --rate 100              fixed arrival rate (transfers/s) of the open-loop run
+  --rate-seconds 20       its duration
+  --block-time-ms 100     the chain's block time
+  --seed 16               the clients' pseudo-random choices
+  --mode embedded         embedded (npm start's default) or distributed (the cluster topology:
+                          PostgreSQL at PPS_BENCH_POSTGRES_URL, default postgres://postgres@127.0.0.1:5432,
+                          NATS at PPS_BENCH_NATS_URL, default nats://127.0.0.1:4222)
+  --api-nodes 1           distributed: api nodes, loaded round-robin
+  --workers ${defaultWorkerNodes}             distributed: worker nodes
+  --guardians 2           distributed: guardian processes (one serves)
+`)
+  process.exit(0)
+}
 
 const positive = (name: string, text: string | undefined): number => {
   const value = Number(text)
