@@ -152,7 +152,7 @@ export const renderCompose = (): string => {
     "# The distributed deployment (docs/operations.md \"Distributed deployment\"): PostgreSQL, NATS",
     "# with JetStream, the chain node (anvil as the testnet's external node), two guardians (one",
     "# serves, one stands by for its lease), the contracts' deployment step, two api nodes",
-    "# (NODE_ROLE=api), a worker node (NODE_ROLE=worker) and a TLS load balancer on port 8443.",
+    "# (NODE_ROLE=api), two worker nodes (NODE_ROLE=worker) and a TLS load balancer on port 8443.",
     "# `npm run cluster` starts the same processes without Docker, from the same env file.",
     "#",
     "#   npm run -s cluster -- --init-env deploy/cluster.env     # secrets generated, mode 0600",
