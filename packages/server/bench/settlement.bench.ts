@@ -7,13 +7,15 @@
  * starts: this measures the chain path, not the crypto.
  *
  * Run: `pnpm --filter @pps/server bench:settlement` (BENCH_TRANSFERS, default 2000;
- * BENCH_BLOCK_TIME_MS, default 1000; BENCH_CONCURRENCY, default 64).
+ * BENCH_BLOCK_TIME_MS, default 1000; BENCH_CONCURRENCY, default 64; BENCH_BATCH_MAX, the
+ * adapter's SETTLEMENT_BATCH_MAX, default 32: 1 sends every transfer on its own).
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Backend } from "@pps/crypto"
 import { Effect, Logger, Option } from "effect"
+import { SqlClient } from "effect/sql"
 import { privateKeyToAddress } from "viem/accounts"
 import { Settlement } from "../src/settlement/Settlement.ts"
 import { rawAnvilRate } from "./rawAnvilRate.ts"
@@ -22,6 +24,7 @@ import { keyPairFrom, makeTestGuardian, scalarFrom, settlementLayer, signedConfi
 const transfers = Number(process.env["BENCH_TRANSFERS"] ?? "2000")
 const blockTimeMs = Number(process.env["BENCH_BLOCK_TIME_MS"] ?? "1000")
 const concurrency = Number(process.env["BENCH_CONCURRENCY"] ?? "64")
+const batchMax = Number(process.env["BENCH_BATCH_MAX"] ?? "32")
 const sendersCount = 32
 
 const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0
@@ -68,25 +71,30 @@ const program = Effect.gen(function*() {
       latencies.push(Date.now() - started)
     }), { concurrency, discard: true })
   const adapterSeconds = (Date.now() - adapterStart) / 1000
+  const sql = yield* SqlClient.SqlClient
+  const [sent] = yield* sql<{ transactions: string; broadcasts: string }>`
+    SELECT count(DISTINCT tx_hash)::text AS transactions, sum(broadcasts)::text AS broadcasts
+    FROM chain_submissions WHERE submission_id LIKE 'tr_bench-adapter-%'`
   latencies.sort((a, b) => a - b)
 
   const cpu = os.cpus()[0]?.model ?? "unknown CPU"
   process.stdout.write(
     [
       `machine: ${os.cpus().length} vCPU ${cpu}, node ${process.version}, ${new Date().toISOString().slice(0, 10)}`,
-      `settings: ${transfers} transfers, block time ${blockTimeMs} ms, gas limit 1e9, ${chain.relayers.length} relayers, concurrency ${concurrency}`,
+      `settings: ${transfers} transfers, block time ${blockTimeMs} ms, gas limit 1e9, ${chain.relayers.length} relayers, concurrency ${concurrency}, batch max ${batchMax}`,
       `| path | transfers/s | submit→confirmed p50 ms | p99 ms |`,
       `|---|---:|---:|---:|`,
       `| anvil raw (pre-signed, 8 senders) | ${rawRate.toFixed(0)} | | |`,
       `| Settlement adapter | ${(transfers / adapterSeconds).toFixed(0)} | ${percentile(latencies, 0.5)} | ${percentile(latencies, 0.99)} |`,
-      `adapter / raw: ${((transfers / adapterSeconds) / rawRate).toFixed(2)}`
+      `adapter / raw: ${((transfers / adapterSeconds) / rawRate).toFixed(2)}`,
+      `adapter transactions: ${sent?.transactions} for ${transfers} transfers (${(transfers / Number(sent?.transactions)).toFixed(1)} per transaction), row broadcasts ${sent?.broadcasts}`
     ].join("\n") + "\n"
   )
 })
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-bench-"))
 program.pipe(
-  Effect.provide(settlementLayer(dataDir, makeTestGuardian("bench"), { chainBlockTimeMs: blockTimeMs, relayerCount: 8 })),
+  Effect.provide(settlementLayer(dataDir, makeTestGuardian("bench"), { chainBlockTimeMs: blockTimeMs, relayerCount: 8, settlementBatchMax: batchMax })),
   Effect.provide(Logger.layer([])),
   Effect.scoped,
   Effect.runPromise

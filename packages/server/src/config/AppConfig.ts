@@ -92,7 +92,8 @@ export interface AppConfigShape {
   /**
    * Issue 16: the most confidential transfers one relayer transaction carries
    * (`confidentialTransferBatch`); batches form only from what queued while every relayer was
-   * busy, never by waiting. 1 sends each transfer on its own.
+   * busy, never by waiting. 1 (the default: batching measured no faster on the benchmark
+   * machine, docs/benchmarks.md) sends each transfer on its own.
    */
   readonly settlementBatchMax: number
   /** External chains: funded relayer private keys (comma-separated 0x hex) per mode. */
@@ -219,7 +220,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     Config.map((value) => value.split(",").map((entry) => entry.trim()).filter((entry) => entry !== ""))
   ),
   relayerCount: Config.Int("RELAYER_COUNT").pipe(Config.withDefault(8)),
-  settlementBatchMax: Config.Int("SETTLEMENT_BATCH_MAX").pipe(Config.withDefault(32)),
+  settlementBatchMax: Config.Int("SETTLEMENT_BATCH_MAX").pipe(Config.withDefault(1)),
   relayerKeysTestnet: Config.option(Config.Redacted("RELAYER_KEYS_TESTNET")),
   relayerKeysMainnet: Config.option(Config.Redacted("RELAYER_KEYS_MAINNET")),
   guardianUrl: Config.option(Config.String("GUARDIAN_URL")),

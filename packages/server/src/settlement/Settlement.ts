@@ -6,12 +6,13 @@
  * sequence, so throughput is not capped by one — signs it with explicit gas,
  * fees and chain id, the signed bytes are recorded, and only then broadcast.
  *
- * Batching (issue 16): recorded calls wait in a queue only while every relayer
- * is busy signing, recording or broadcasting; a relayer that becomes free takes
- * everything queued, up to `SETTLEMENT_BATCH_MAX`, and confidential transfers to
- * the same contract go out as one `confidentialTransferBatch` transaction (one
- * relayer signature, one row update recording the bytes for all of them). No
- * timer: under light load every call still leaves at once, alone. Each transfer
+ * Batching (issue 16, when `SETTLEMENT_BATCH_MAX` > 1): recorded calls wait in a
+ * queue only while every relayer has `SettlementLimits.sendsPerRelayer` sends
+ * (sign, record, broadcast) in progress; a relayer that becomes free takes what
+ * queued, up to the maximum, and confidential transfers to the same contract go
+ * out as one `confidentialTransferBatch` transaction (one relayer signature, one
+ * row update recording the bytes for all of them). No timer: under light load
+ * every call still leaves at once, alone. Each transfer
  * of a batch is resolved from its own item event in the receipt: applied, or
  * skipped because its replay nonce was used (then the earlier transaction that
  * applied it resolves it, as for a reverted single transfer) or its deadline passed.
@@ -576,14 +577,18 @@ const makeEngine = (
       )
     )
 
-    // Natural batching: recorded calls wait here only while every relayer is busy signing,
-    // recording or broadcasting; a relayer that becomes free takes what has queued meanwhile.
+    // Natural batching: recorded calls wait here only while every relayer has its most sends
+    // (sign, record, broadcast) in progress; a relayer that becomes free takes what queued meanwhile.
     interface Queued {
       readonly request: SubmissionRequest
       readonly sent: Deferred.Deferred<void, ChainError | SqlError.SqlError>
     }
     const queue: Array<Queued> = []
-    const idle = new Set(relayers)
+    /** Sends (sign, record, broadcast) in progress per relayer; a relayer is free below `SettlementLimits.sendsPerRelayer`. */
+    const sending = new Map(relayers.map((relayer) => [relayer, 0]))
+    const freeRelayer = () =>
+      relayers.reduce<Relayer | undefined>((best, r) =>
+        sending.get(r)! < SettlementLimits.sendsPerRelayer && (best === undefined || sending.get(r)! < sending.get(best)!) ? r : best, undefined)
     const scope = yield* Effect.scope
 
     /** The oldest queued call and, if it is a confidential transfer, those queued for the same contract, up to `batchMax`. */
@@ -604,23 +609,26 @@ const makeEngine = (
     }
 
     const dispatch: Effect.Effect<void> = Effect.gen(function*() {
-      while (queue.length > 0 && idle.size > 0) {
-        const relayer = [...idle].reduce((best, r) => (r.inFlight < best.inFlight ? r : best))
-        idle.delete(relayer)
+      for (let relayer = freeRelayer(); queue.length > 0 && relayer !== undefined; relayer = freeRelayer()) {
+        sending.set(relayer, sending.get(relayer)! + 1)
         const taken = takeBatch()
         yield* signAndSend(taken.map((item) => item.request), [], relayer).pipe(
           Effect.exit,
           Effect.flatMap((exit) => Effect.forEach(taken, (item) => Deferred.done(item.sent, exit), { discard: true })),
-          Effect.ensuring(Effect.sync(() => idle.add(relayer))),
+          Effect.ensuring(Effect.sync(() => sending.set(relayer, sending.get(relayer)! - 1))),
           Effect.andThen(Effect.suspend(() => dispatch)),
           Effect.forkIn(scope)
         )
       }
     })
 
-    /** Queues a recorded call and waits until its transaction is signed, recorded and broadcast. */
+    /**
+     * Queues a recorded call and waits until its transaction is signed, recorded and broadcast.
+     * Without batching every call is signed at once, as many at a time as callers submit: a
+     * queue would only cap how many sends overlap.
+     */
     const enqueue = (request: SubmissionRequest) =>
-      Effect.gen(function*() {
+      batchMax === 1 ? signAndSend([request], []) : Effect.gen(function*() {
         const sent = yield* Deferred.make<void, ChainError | SqlError.SqlError>()
         queue.push({ request, sent })
         yield* dispatch
