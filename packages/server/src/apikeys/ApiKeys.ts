@@ -31,7 +31,7 @@
  * @since 0.1.0
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
-import { Clock, Context, DateTime, Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
+import { Clock, Context, DateTime, Duration, Effect, Layer, Option, Redacted, Schedule, Semaphore } from "effect"
 import type { SqlError } from "effect/sql"
 import { AppConfig } from "../config/AppConfig.ts"
 import { makeId } from "../platform/Ids.ts"
@@ -159,6 +159,9 @@ export class ApiKeys extends Context.Service<ApiKeys, {
         }
       }
 
+      // One flush at a time: a flush asked for while another is writing waits for it, so
+      // "flushed" means every count taken so far is in the table (a listing reads them next).
+      const flushing = yield* Semaphore.make(1)
       const flushUsage = Effect.gen(function*() {
         if (usage.size === 0) return
         const batch = usage
@@ -178,7 +181,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
             )
           )
         }
-      }).pipe(Effect.withSpan("ApiKeys.flushUsage"))
+      }).pipe((flush) => flushing.withPermit(flush), Effect.withSpan("ApiKeys.flushUsage"))
 
       yield* Effect.forkScoped(
         flushUsage.pipe(Effect.repeat(Schedule.spaced(Duration.millis(config.apiKeyUsageFlushMs))))
