@@ -68,7 +68,7 @@ export const makeControlChannel = (connection: NatsConnection, subjectPrefix: st
     }).pipe(
       Effect.timeoutOrElse({
         duration: waitMs,
-        onTimeout: () => Effect.fail(new ControlChannelError({ message: `NATS did not confirm within ${waitMs} ms` }))
+        orElse: () => Effect.fail(new ControlChannelError({ message: `NATS did not confirm within ${waitMs} ms` }))
       })
     )
   return {

@@ -642,13 +642,17 @@ const makeEngine = (
           // Checked and claimed in one step, so two callers in this process never both sign it.
           if (signing.has(id) || bySubmission.has(id)) return Effect.void
           signing.add(id)
-          return Effect.gen(function*() {
+          // Not interruptible: a caller that goes away (a client that hung up) must not cut a
+          // submission between its signature and its record, which would leave the relayer's
+          // nonce taken and never broadcast, and every later transaction of that relayer stuck
+          // behind the gap. Every step is bounded (SQL, and RPC calls with the transport's timeout).
+          return Effect.uninterruptible(Effect.gen(function*() {
             if (yield* store.record(request)) return yield* enqueue(request)
             // Submitted before: nothing to do, unless it is still only recorded (its first signing
             // failed): then this call signs it. Callers' recovery rounds re-drive it this way.
             const stored = yield* store.get(id)
             if (Option.isSome(stored) && stored.value.status === "recorded") yield* enqueue(stored.value.request)
-          }).pipe(Effect.ensuring(Effect.sync(() => signing.delete(id))))
+          })).pipe(Effect.ensuring(Effect.sync(() => signing.delete(id))))
         }).pipe(Effect.withSpan("Settlement.submit"))
     }
     return engine

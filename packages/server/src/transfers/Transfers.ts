@@ -340,10 +340,12 @@ export class Transfers extends Context.Service<Transfers, {
 
       /** Writes the outcome once (status + events), then settles with the guardian; the transfer as it ends. */
       const complete = (resolution: Resolution) =>
-        Effect.suspend(() => {
+        // Not interruptible but for the wait on another's completion: the request that runs it may
+        // be cut off by its client, and the outcome stream may be waiting on this very completion.
+        Effect.uninterruptibleMask((restore) => Effect.suspend(() => {
           const nowMs = Date.now()
           const known = completions.get(resolution.submissionId)
-          if (known !== undefined) return Deferred.await(known.done)
+          if (known !== undefined) return restore(Deferred.await(known.done))
           if (completions.size > 4_096) {
             for (const [id, entry] of completions) if (nowMs - entry.atMs > completionMemoryMs) completions.delete(id)
           }
@@ -359,7 +361,7 @@ export class Transfers extends Context.Service<Transfers, {
               )
             )
           )
-        })
+        }))
 
       const completeOnce = (resolution: Resolution) =>
         Effect.gen(function*() {
