@@ -415,6 +415,22 @@ describe("every owner path", () => {
           "GuardianSignatureInvalid"
         )
       },
+      confidentialTransferBatch: async () => {
+        // The owner's signature on a batch item is not the guardian's: the item is skipped, the
+        // transaction succeeds and moves nothing (the snapshot below checks it).
+        const request = confidentialRequest({
+          from: victim.account.address,
+          to: owner.address,
+          amount: 5_000_000n,
+          fromKey: victim.key,
+          toKey: ownerKey,
+          guardianKey: chain.guardianKey,
+          nonce: 1n,
+          deadline
+        })
+        const signature = await signConfidential(owner, domain, request)
+        await succeeds(token, encodeFunctionData({ abi, functionName: "confidentialTransferBatch", args: [[request], [signature]] }))
+      },
       publicTransfer: async () => {
         const request = publicRequest({
           from: victim.account.address,
