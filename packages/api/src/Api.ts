@@ -147,6 +147,13 @@ export class AccountsGroup extends HttpApiGroup.make("accounts")
     ),
     HttpApiEndpoint.get("balances", "/accounts/me/balances", {
       query: { decryption_proof: Schema.optionalKey(Schema.String) },
+      // Declared so clients that cannot send a body on GET (fetch) send the proof here rather
+      // than in the URL, where access logs would keep it (the server reads it itself).
+      headers: {
+        "x-decryption-proof": Schema.optionalKey(
+          Schema.String.annotate({ description: "(ext, D20) The decryption proof, for clients that cannot send a body on GET." })
+        )
+      },
       success: BalancesResponse,
       error: [KycRequired, DecryptionProofInvalid, EncryptionKeyRequired, LivemodeUnavailable, ServiceUnavailable]
     }).annotate(

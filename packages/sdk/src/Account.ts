@@ -5,25 +5,17 @@
  *
  * @since 0.1.0
  */
+import type { AccountRecord } from "@pps/api/Accounts"
 import type { Client } from "./Client.ts"
-import { request } from "./internal/http.ts"
-import * as Wire from "./internal/wire.ts"
+import { run } from "./internal/typedClient.ts"
 
 /**
- * The account record, in the API's wire form.
+ * The account record, in the API's wire form (the contract's `Account`).
  *
  * @since 0.1.0
  * @category models
  */
-export interface Account {
-  readonly account_id: string
-  readonly handle: string
-  readonly type: string
-  /** The account's on-chain address, 0x-prefixed. */
-  readonly public_key: string
-  readonly kyc_status: string
-  readonly created_at: string
-}
+export type Account = AccountRecord
 
 /**
  * The account of the client's API key.
@@ -31,14 +23,4 @@ export interface Account {
  * @since 0.1.0
  * @category requests
  */
-export const me = async (client: Client): Promise<Account> => {
-  const fields = Wire.fieldsOf((await request(client, "GET", "/v1/accounts/me")).json, "GET /v1/accounts/me")
-  return {
-    account_id: Wire.string(fields, "account_id"),
-    handle: Wire.string(fields, "handle"),
-    type: Wire.string(fields, "type"),
-    public_key: Wire.string(fields, "public_key"),
-    kyc_status: Wire.string(fields, "kyc_status"),
-    created_at: Wire.string(fields, "created_at")
-  }
-}
+export const me = (client: Client): Promise<Account> => run(client, (api) => api.accounts.me())

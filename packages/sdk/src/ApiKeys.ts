@@ -18,7 +18,7 @@ import { type EncryptionKey, Note } from "@pps/crypto"
 import * as Amount from "./Amount.ts"
 import type { Client } from "./Client.ts"
 import { ConfidentialError } from "./Confidential.ts"
-import { request } from "./internal/http.ts"
+import { run } from "./internal/typedClient.ts"
 import * as Wire from "./internal/wire.ts"
 
 /**
@@ -50,7 +50,7 @@ export interface ApiKeyFigures {
   readonly totals: ReadonlyArray<KeyTotal>
 }
 
-const path = "/v1/accounts/me/api-keys"
+const what = "GET /v1/accounts/me/api-keys"
 
 /**
  * Lists the account's keys of the API key's mode with their figures, opening each sealed
@@ -60,41 +60,37 @@ const path = "/v1/accounts/me/api-keys"
  * @category requests
  */
 export const list = async (client: Client, keyPair: EncryptionKey.KeyPair): Promise<ReadonlyArray<ApiKeyFigures>> => {
-  const body = Wire.fieldsOf((await request(client, "GET", path)).json, `GET ${path}`)
-  return Wire.array(body, "data").map((item, i) => {
-    const key = Wire.fieldsOf(item, `GET ${path} data[${i}]`)
-    const keyId = Wire.string(key, "key_id")
-    const totals = Wire.array(key, "totals").map((entry, j) => {
-      const total = Wire.fieldsOf(entry, `GET ${path} data[${i}].totals[${j}]`)
-      const asset = Wire.string(total, "asset")
-      const opened = Note.openKeyTotal(keyPair, Wire.hexBytes(total, "sealed_total"), {
-        chainId: Wire.integer(total, "chain_id"),
-        contract: Wire.address(total, "contract"),
-        account: Wire.address(total, "account"),
-        apiKeyId: keyId
+  const answer = await run(client, (api) => api.accounts.apiKeys())
+  return answer.data.map((key) => {
+    const totals = key.totals.map((total) => {
+      const opened = Note.openKeyTotal(keyPair, Wire.hexBytes(what, "sealed_total", total.sealed_total), {
+        chainId: BigInt(total.chain_id),
+        contract: Wire.address(what, "contract", total.contract),
+        account: Wire.address(what, "account", total.account),
+        apiKeyId: key.key_id
       })
       if (!opened.ok) {
         throw new ConfidentialError(
           "statement_unopenable",
-          `the ${asset} total of key ${keyId} does not open with this key (${opened.reason}); is it the key registered for this account?`
+          `the ${total.asset} total of key ${key.key_id} does not open with this key (${opened.reason}); is it the key registered for this account?`
         )
       }
       return {
-        asset,
-        amount: Amount.format(asset, opened.value.amount),
+        asset: total.asset,
+        amount: Amount.format(total.asset, opened.value.amount),
         amountBaseUnits: opened.value.amount,
         transfers: opened.value.transfers
       }
     })
     return {
-      keyId,
-      name: Wire.string(key, "name"),
-      mode: Wire.string(key, "mode"),
-      keyHint: Wire.string(key, "key_hint"),
-      createdAt: Wire.string(key, "created_at"),
-      lastUsedAt: Wire.nullableString(key, "last_used_at"),
-      requestCount: Number(Wire.integer(key, "request_count")),
-      revokedAt: Wire.nullableString(key, "revoked_at"),
+      keyId: key.key_id,
+      name: key.name,
+      mode: key.mode,
+      keyHint: key.key_hint,
+      createdAt: key.created_at,
+      lastUsedAt: key.last_used_at,
+      requestCount: key.request_count,
+      revokedAt: key.revoked_at,
       totals
     }
   })

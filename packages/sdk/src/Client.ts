@@ -2,7 +2,9 @@
  * A connection to the Private Payments Service: where it is, which API key to
  * send, and the two ways a call can fail. Every function of the SDK that talks
  * to the API takes a `Client` as its first argument; it holds no state beyond
- * these settings, so one may be shared freely.
+ * these settings, so one may be shared freely. The requests themselves are
+ * those of the typed client derived from the contract (`@pps/api`), sent with
+ * this client's `fetch`.
  *
  * A call fails with `ApiError` when the API answered with an error status: it
  * carries the status and the API's error body (DECISIONS.md D1) both parsed

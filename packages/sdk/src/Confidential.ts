@@ -31,10 +31,11 @@
  * @since 0.1.0
  */
 import { DecryptionProof, ElGamal, EncryptionKey, Note } from "@pps/crypto"
+import { Effect } from "effect"
 import type { Address } from "viem"
 import * as Amount from "./Amount.ts"
 import { ApiError, type Client, TransportError } from "./Client.ts"
-import { request } from "./internal/http.ts"
+import { run } from "./internal/typedClient.ts"
 import * as Wire from "./internal/wire.ts"
 
 /**
@@ -91,7 +92,7 @@ export interface EncryptionKeyStatus {
   readonly account_address: Address
   readonly chain_id: number
   /** Each asset's ConfidentialToken contract, which verifies the proof. */
-  readonly contracts: Readonly<Record<string, Address>>
+  readonly contracts: { readonly USDG: Address; readonly ETH: Address }
   readonly public_key: string | null
   readonly confidential_ready: boolean
 }
@@ -168,8 +169,6 @@ export interface Balances {
  */
 export const proofLifetimeSeconds = 120
 
-const encryptionKeyPath = "/v1/accounts/me/encryption-key"
-
 /**
  * The key registration status, and what a proof of possession binds.
  *
@@ -177,16 +176,17 @@ const encryptionKeyPath = "/v1/accounts/me/encryption-key"
  * @category requests
  */
 export const encryptionKeyStatus = async (client: Client): Promise<EncryptionKeyStatus> => {
-  const fields = Wire.fieldsOf((await request(client, "GET", encryptionKeyPath)).json, `GET ${encryptionKeyPath}`)
-  const contractFields = Wire.object(fields, "contracts")
-  const contracts: Record<string, Address> = {}
-  for (const asset of Object.keys(contractFields.record)) contracts[asset] = Wire.address(contractFields, asset)
+  const answer = await run(client, (api) => api.accounts.encryptionKey())
+  const what = "GET /v1/accounts/me/encryption-key"
   return {
-    account_address: Wire.address(fields, "account_address"),
-    chain_id: Number(Wire.integer(fields, "chain_id")),
-    contracts,
-    public_key: Wire.nullableString(fields, "public_key"),
-    confidential_ready: Wire.boolean(fields, "confidential_ready")
+    account_address: Wire.address(what, "account_address", answer.account_address),
+    chain_id: answer.chain_id,
+    contracts: {
+      USDG: Wire.address(what, "contracts.USDG", answer.contracts.USDG),
+      ETH: Wire.address(what, "contracts.ETH", answer.contracts.ETH)
+    },
+    public_key: answer.public_key,
+    confidential_ready: answer.confidential_ready
   }
 }
 
@@ -202,19 +202,15 @@ export const encryptionKeyStatus = async (client: Client): Promise<EncryptionKey
  */
 export const registerKey = async (client: Client, keyPair: EncryptionKey.KeyPair): Promise<Registration> => {
   const status = await encryptionKeyStatus(client)
-  const proofs: Record<string, string> = {}
-  for (const [asset, contract] of Object.entries(status.contracts)) {
-    proofs[asset] = Wire.hex(EncryptionKey.proveOwnership(keyPair, {
-      chainId: BigInt(status.chain_id),
-      contract,
-      account: status.account_address
+  const proofOf = (contract: Address) =>
+    Wire.hex(EncryptionKey.proveOwnership(keyPair, { chainId: BigInt(status.chain_id), contract, account: status.account_address }))
+  return run(client, (api) =>
+    api.accounts.registerEncryptionKey({
+      payload: {
+        public_key: Wire.hex(keyPair.publicKey),
+        proofs: { USDG: proofOf(status.contracts.USDG), ETH: proofOf(status.contracts.ETH) }
+      }
     }))
-  }
-  const answer = await request(client, "PUT", encryptionKeyPath, {
-    body: { public_key: Wire.hex(keyPair.publicKey), proofs }
-  })
-  const fields = Wire.fieldsOf(answer.json, `PUT ${encryptionKeyPath}`)
-  return { public_key: Wire.string(fields, "public_key"), confidential_ready: Wire.boolean(fields, "confidential_ready") }
 }
 
 /**
@@ -231,17 +227,13 @@ export const decryptTransfer = async (
   keyPair: EncryptionKey.KeyPair,
   transferId: string
 ): Promise<DecryptedTransfer> => {
-  const path = `/v1/transfers/${encodeURIComponent(transferId)}/sealed`
-  const fields = Wire.fieldsOf((await request(client, "GET", path)).json, `GET ${path}`)
-  const role = Wire.string(fields, "role")
-  if (role !== "sender" && role !== "recipient") {
-    throw new TransportError("malformed_response", `GET ${path}: \`role\` is neither sender nor recipient`)
-  }
-  const note = Note.openTransferNote(keyPair, Wire.hexBytes(fields, "sealed_note"), {
-    chainId: Wire.integer(fields, "chain_id"),
-    contract: Wire.address(fields, "contract"),
-    transferId: Wire.hexBytes(fields, "binding_id", 32)
-  }, role)
+  const sealed = await run(client, (api) => api.transfers.sealed({ params: { transfer_id: transferId } }))
+  const what = `GET /v1/transfers/${transferId}/sealed`
+  const note = Note.openTransferNote(keyPair, Wire.hexBytes(what, "sealed_note", sealed.sealed_note), {
+    chainId: BigInt(sealed.chain_id),
+    contract: Wire.address(what, "contract", sealed.contract),
+    transferId: Wire.hexBytes(what, "binding_id", sealed.binding_id, 32)
+  }, sealed.role)
   if (!note.ok) {
     throw new ConfidentialError(
       "sealed_copy_unopenable",
@@ -250,22 +242,23 @@ export const decryptTransfer = async (
   }
   // A standard transfer's recipient gets no handle: its ciphertext encrypts the debit to the
   // sender and the guardian only (the amount is public in the transaction).
-  if (Wire.nullableString(fields, "handle") === null) {
+  if (sealed.handle === null) {
     throw new ConfidentialError(
       "sealed_copy_unverifiable",
       `transfer ${transferId} is a standard transfer: the API gives its recipient no ciphertext to check the sealed copy against`
     )
   }
-  if (!ElGamal.matches(keyPair.secretKey, Wire.point(fields, "commitment"), Wire.point(fields, "handle"), note.value.amount)) {
+  const commitment = Wire.point(what, "commitment", sealed.commitment)
+  if (!ElGamal.matches(keyPair.secretKey, commitment, Wire.point(what, "handle", sealed.handle), note.value.amount)) {
     throw new ConfidentialError(
       "sealed_copy_mismatch",
       `the sealed copy of transfer ${transferId} does not match the transfer's ciphertext: do not trust it`
     )
   }
   return {
-    transferId: Wire.string(fields, "transfer_id"),
-    role,
-    asset: Wire.string(fields, "asset"),
+    transferId: sealed.transfer_id,
+    role: sealed.role,
+    asset: sealed.asset,
     amount: note.value.amount,
     memo: note.value.memo
   }
@@ -280,35 +273,38 @@ export const decryptTransfer = async (
  * @category requests
  */
 export const proveBalances = async (client: Client, keyPair: EncryptionKey.KeyPair): Promise<BalanceProof> => {
-  const path = "/v1/accounts/me/balances/sealed"
-  const answer = Wire.fieldsOf((await request(client, "GET", path)).json, `GET ${path}`)
-  const entries = Wire.array(answer, "balances").map((entry, index) => Wire.fieldsOf(entry, `GET ${path} balances[${index}]`))
+  const what = "GET /v1/accounts/me/balances/sealed"
+  const { balances: entries } = await run(client, (api) => api.accounts.sealedBalances())
   const first = entries[0]
-  if (first === undefined) throw new TransportError("malformed_response", `GET ${path}: no balance listed`)
-  const chainId = Wire.integer(first, "chain_id")
-  const account = Wire.address(first, "account")
+  if (first === undefined) throw new TransportError("malformed_response", `${what}: no balance listed`)
+  const chainId = BigInt(first.chain_id)
+  const account = Wire.address(what, "account", first.account)
   const claims = entries.map((entry): DecryptionProof.Claim => {
-    const asset = Wire.string(entry, "asset")
-    const contract = Wire.address(entry, "contract")
-    if (Wire.integer(entry, "chain_id") !== chainId || Wire.address(entry, "account") !== account) {
-      throw new TransportError("malformed_response", `GET ${path}: the statement for ${asset} is for another chain or account`)
+    const asset = entry.asset
+    const contract = Wire.address(what, "contract", entry.contract)
+    if (BigInt(entry.chain_id) !== chainId || Wire.address(what, "account", entry.account) !== account) {
+      throw new TransportError("malformed_response", `${what}: the statement for ${asset} is for another chain or account`)
     }
-    const statement = Note.openBalanceStatement(keyPair, Wire.hexBytes(entry, "sealed_statement"), { chainId, contract, account })
+    const statement = Note.openBalanceStatement(keyPair, Wire.hexBytes(what, "sealed_statement", entry.sealed_statement), {
+      chainId,
+      contract,
+      account
+    })
     if (!statement.ok) {
       throw new ConfidentialError(
         "statement_unopenable",
         `the balance statement for ${asset} does not open with this key (${statement.reason}); is it the key registered for this account?`
       )
     }
-    const commitment = Wire.point(entry, "commitment")
-    const handle = Wire.point(entry, "handle")
+    const commitment = Wire.point(what, "commitment", entry.commitment)
+    const handle = Wire.point(what, "handle", entry.handle)
     if (!ElGamal.matches(keyPair.secretKey, commitment, handle, statement.value.amount)) {
       throw new ConfidentialError("statement_mismatch", `the guardian's statement for ${asset} does not match the account's ciphertext`)
     }
     return {
       asset,
       amount: statement.value.amount,
-      ciphertext: { contract, commitment, handle, ciphertextVersion: Wire.integer(entry, "ciphertext_version") }
+      ciphertext: { contract, commitment, handle, ciphertextVersion: Wire.decimal(what, "ciphertext_version", entry.ciphertext_version) }
     }
   })
   const proof = DecryptionProof.prove({
@@ -323,20 +319,25 @@ export const proveBalances = async (client: Client, keyPair: EncryptionKey.KeyPa
 
 const readBalancesOnce = async (client: Client, keyPair: EncryptionKey.KeyPair): Promise<Balances> => {
   const { balances: proven, proof } = await proveBalances(client, keyPair)
-  const path = "/v1/accounts/me/balances"
-  // The proof goes in a header: fetch cannot send a body on GET (D20 accepts either).
-  const answer = await request(client, "GET", path, { headers: { "x-decryption-proof": proof } })
-  const balances = Wire.array(Wire.fieldsOf(answer.json, `GET ${path}`), "balances").map((entry, index) => {
-    const fields = Wire.fieldsOf(entry, `GET ${path} balances[${index}]`)
-    return { asset: Wire.string(fields, "asset"), amount: Wire.string(fields, "amount") }
+  // The proof goes in a header: fetch cannot send a body on GET, and a URL would leave it in
+  // access logs (D20 accepts either).
+  const [answer, response] = await run(client, (api) =>
+    api.accounts.balances({ query: {}, headers: { "x-decryption-proof": proof }, responseMode: "decoded-and-response" }))
+  const balances = answer.balances.map((entry) => {
+    if (!("amount" in entry)) {
+      throw new TransportError("malformed_response", `GET /v1/accounts/me/balances answered no amount for ${entry.asset} to a proof`)
+    }
+    return { asset: entry.asset, amount: entry.amount }
   })
   // The endpoint answers the amounts the proof claims; anything else is a fault worth refusing.
   const expected = proven.map((balance) => `${balance.asset}=${Amount.format(balance.asset, balance.amount)}`).sort()
   const answered = balances.map((balance) => `${balance.asset}=${balance.amount}`).sort()
   if (expected.join(" ") !== answered.join(" ")) {
-    throw new ConfidentialError("balances_mismatch", `GET ${path} answered other balances than the proven ones`)
+    throw new ConfidentialError("balances_mismatch", "GET /v1/accounts/me/balances answered other balances than the proven ones")
   }
-  return { body: answer.text, balances }
+  // The body as received (the command line prints it unchanged); the client kept it.
+  const body = await Effect.runPromise(response.text)
+  return { body, balances }
 }
 
 /**
@@ -391,25 +392,24 @@ export const openHeld = async (
   keyPair: EncryptionKey.KeyPair,
   transactionId: string
 ): Promise<HeldTransaction> => {
-  const path = `/v1/agents/transactions/${encodeURIComponent(transactionId)}/sealed`
-  const fields = Wire.fieldsOf((await request(client, "GET", path)).json, `GET ${path}`)
+  const held = await run(client, (api) => api.agents.sealedTransaction({ params: { transaction_id: transactionId } }))
+  const what = `GET /v1/agents/transactions/${transactionId}/sealed`
   const context = {
-    chainId: Wire.integer(fields, "chain_id"),
-    contract: Wire.address(fields, "contract"),
-    transferId: Wire.hexBytes(fields, "binding_id", 32)
+    chainId: BigInt(held.chain_id),
+    contract: Wire.address(what, "contract", held.contract),
+    transferId: Wire.hexBytes(what, "binding_id", held.binding_id, 32)
   }
-  const note = Note.openTransferNote(keyPair, Wire.hexBytes(fields, "sealed_note"), context, "sender")
+  const note = Note.openTransferNote(keyPair, Wire.hexBytes(what, "sealed_note", held.sealed_note), context, "sender")
   if (!note.ok) {
     throw new ConfidentialError(
       "sealed_copy_unopenable",
       `the sealed note of held transaction ${transactionId} does not open with this key (${note.reason}); is it the owner's key?`
     )
   }
-  const statement = Wire.nullableString(fields, "guardian_amount")
   let amount = note.value.amount
   let noteMatches: boolean | null = null
-  if (statement !== null) {
-    const opened = Note.openHeldAmount(keyPair, Wire.hexBytes(fields, "guardian_amount"), context)
+  if (held.guardian_amount !== null) {
+    const opened = Note.openHeldAmount(keyPair, Wire.hexBytes(what, "guardian_amount", held.guardian_amount), context)
     if (!opened.ok) {
       throw new ConfidentialError(
         "statement_unopenable",
@@ -420,9 +420,9 @@ export const openHeld = async (
     noteMatches = opened.value === note.value.amount
   }
   return {
-    transactionId: Wire.string(fields, "transaction_id"),
-    transferId: Wire.string(fields, "transfer_id"),
-    asset: Wire.string(fields, "asset"),
+    transactionId: held.transaction_id,
+    transferId: held.transfer_id,
+    asset: held.asset,
     amount,
     memo: note.value.memo,
     noteMatches

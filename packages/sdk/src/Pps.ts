@@ -35,21 +35,16 @@
  *
  * @since 0.3.0
  */
-import { PublicApi } from "@pps/api/Api"
-import { type AgentRecord, AgentTransactionRecord, type PendingAgentTransaction, type SpendPolicyRecord } from "@pps/api/Agents"
-import { catalogue } from "@pps/api/Errors"
-import { TransferRecord } from "@pps/api/Transfers"
+import type { AgentRecord, AgentTransactionRecord, PendingAgentTransaction, SpendPolicyRecord } from "@pps/api/Agents"
+import type { TransferRecord } from "@pps/api/Transfers"
 import type { CreatedWebhook, DeliveryPage, ReplayAccepted, RotatedSecret, WebhookRecord } from "@pps/api/Webhooks"
 import type { EncryptionKey } from "@pps/crypto"
-import { Cause, Effect, Exit, Schema } from "effect"
-import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
-import { HttpApi, HttpApiClient } from "effect/http-api"
-import * as ApiClient from "./ApiClient.ts"
+import type { Effect } from "effect"
+import type * as ApiClient from "./ApiClient.ts"
 import * as ApiKeys from "./ApiKeys.ts"
 import * as Client from "./Client.ts"
 import * as Confidential from "./Confidential.ts"
-import * as Errors from "./Errors.ts"
-import { errorObjectOf } from "./internal/http.ts"
+import { run } from "./internal/typedClient.ts"
 import * as SealedTransfers from "./SealedTransfers.ts"
 
 /**
@@ -148,9 +143,6 @@ export interface ListFilter {
   readonly pageSize?: number
 }
 
-/** `POST /v1/transfers` answers: 201 the transfer, or 202 the held agent transaction (D26). */
-const CreatedTransfer = Schema.Union([TransferRecord, AgentTransactionRecord])
-
 /**
  * The per-attempt timeout. A create may run on the server for the guardian's authorization
  * (its client gives up after 30 s), D14's wait for settlement (TRANSFER_CREATE_TIMEOUT_MS,
@@ -227,82 +219,21 @@ async (url, init) => {
 }
 
 /**
- * The contract as this facade sends it: the same endpoints and schemas, but path ids,
- * queries and bodies are not checked here before sending. The server checks them and
- * answers its own D1 error (its code, the `param` at fault, a request id, and its order:
- * a bad key is 401 before a malformed id is 404), which is what this facade's error
- * classes stand for. Answers are decoded against the contract as usual.
- */
-const SentApi = PublicApi.annotate(HttpApi.ParamsParseOptions, { disableChecks: true })
-  .annotate(HttpApi.QueryParseOptions, { disableChecks: true })
-  .annotate(HttpApi.PayloadParseOptions, { disableChecks: true })
-
-/** The status of each contract error, by the tag its class decodes to. */
-const statusByTag: ReadonlyMap<string, number> = new Map(Object.entries(catalogue).map(([tag, Class]) => [tag, Class.status]))
-
-/** A declared error as the typed client fails with it: an instance of the catalogue's class. */
-const isContractError = (error: unknown): error is { readonly _tag: string; readonly error: Client.ErrorObject } =>
-  typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string" &&
-  statusByTag.has(error._tag) && "error" in error && typeof error.error === "object" && error.error !== null
-
-/**
- * What a failed call rejects with, as before the facade moved onto the typed client: the
- * SDK's class for the API's code (`Errors`), `TransportError` when no usable answer came,
- * or what the platform's fetch threw when that is not a network failure.
- */
-const rejectionOf = async (cause: Cause.Cause<unknown>, baseUrl: string): Promise<unknown> => {
-  const error = Cause.squash(cause)
-  if (isContractError(error)) {
-    return Errors.fromAnswer(statusByTag.get(error._tag) ?? 500, JSON.stringify({ error: error.error }), error.error)
-  }
-  if (Schema.isSchemaError(error)) {
-    // The answer did not decode against the contract (the request's own types are the
-    // contract's, and the checks on what is sent are the server's: see SentApi).
-    return new Client.TransportError("malformed_response", `an answer that is not the contract's: ${error.message}`, { cause: error })
-  }
-  if (!HttpClientError.isHttpClientError(error)) return error
-  const reason = error.reason
-  switch (reason._tag) {
-    case "StatusCodeError": {
-      // A status the endpoint does not declare (the router's 404/405, a proxy's 502, ...):
-      // the body is read again (the client caches it) for its D1 error, when it is one.
-      const text = await Effect.runPromise(Effect.orElseSucceed(reason.response.text, () => ""))
-      return Errors.fromAnswer(reason.response.status, text, errorObjectOf(text))
-    }
-    case "TransportError":
-      // The URL is safe to show (no key in it); the cause names the network failure.
-      return new Client.TransportError("unreachable", `cannot reach the API at ${baseUrl}: ${String(reason.cause)}`, {
-        cause: reason.cause
-      })
-    default:
-      return new Client.TransportError(
-        "malformed_response",
-        `${reason.request.method} ${reason.request.url} got an answer that is not the contract's (${reason._tag})`,
-        { cause: error }
-      )
-  }
-}
-
-/**
  * The client. One per API key; safe to share.
  *
- * Its calls go through `ApiClient` (Effect's `HttpApiClient` derived from the contract,
- * `@pps/api`): paths, request and answer types are the contract's, and answers are decoded
- * against it. Below it, the facade's own fetch carries the conventions above (idempotency
- * keys, retries, timeouts); the confidential steps (sealing, decrypting) use `Client`.
+ * Its calls, the confidential steps' included (`SealedTransfers`, `Confidential`,
+ * `ApiKeys`), go through the typed client derived from the contract (`@pps/api`) with
+ * Effect's `HttpApiClient`: paths, request and answer types are the contract's, and answers
+ * are decoded against it. Below it, the facade's own fetch carries the conventions above
+ * (idempotency keys, retries, timeouts).
  *
  * @since 0.3.0
  * @category constructors
  */
 export class Pps {
+  /** The connection (its fetch carries the conventions above); the confidential modules take it too. */
   readonly client: Client.Client
-  /**
-   * The typed client of the contract that every call of this facade goes through. Private:
-   * it needs the fetch `#run` provides (without it, it would send without this facade's retries).
-   */
-  readonly #api: ApiClient.Client
   readonly #options: Options
-  readonly #fetch: typeof globalThis.fetch
 
   constructor(options: Options) {
     this.#options = options
@@ -315,23 +246,6 @@ export class Pps {
         options.timeoutMs ?? defaultTimeoutMs
       )
     })
-    const fetch = this.client.fetch
-    // Effect's fetch client reads its fetch from the calling fiber (`#run` provides it).
-    this.#fetch = (input, init) => fetch(input instanceof Request ? input.url : String(input), init ?? {})
-    this.#api = Effect.runSync(
-      HttpApiClient.make(SentApi, {
-        baseUrl: this.client.baseUrl,
-        transformClient: HttpClient.mapRequestEffect((request) =>
-          Effect.gen(function*() {
-            // The caller's Idempotency-Key; without one the fetch below draws one per call,
-            // and its retries reuse it.
-            const key = yield* ApiClient.IdempotencyKey
-            const authorized = HttpClientRequest.bearerToken(request, options.apiKey)
-            return key === undefined ? authorized : HttpClientRequest.setHeader(authorized, "idempotency-key", key)
-          })
-        )
-      }).pipe(Effect.provide(FetchHttpClient.layer))
-    )
   }
 
   #keyPair(): EncryptionKey.KeyPair {
@@ -340,14 +254,9 @@ export class Pps {
     return keyPair
   }
 
-  /** Runs one call of the typed client as a Promise, rejecting as `rejectionOf` says. */
-  async #run<A, E>(call: (api: ApiClient.Client) => Effect.Effect<A, E>, idempotencyKey?: string): Promise<A> {
-    const effect = call(this.#api).pipe(Effect.provideService(FetchHttpClient.Fetch, this.#fetch))
-    const exit = await Effect.runPromiseExit(
-      idempotencyKey === undefined ? effect : effect.pipe(Effect.provideService(ApiClient.IdempotencyKey, idempotencyKey))
-    )
-    if (Exit.isSuccess(exit)) return exit.value
-    throw await rejectionOf(exit.cause, this.client.baseUrl)
+  /** Runs one call of the typed client over this facade's fetch (`internal/typedClient.ts`). */
+  #run<A, E>(call: (api: ApiClient.Client) => Effect.Effect<A, E>, idempotencyKey?: string): Promise<A> {
+    return run(this.client, call, idempotencyKey)
   }
 
   /** Every page of `transfers.list`, as one async iteration. */
@@ -401,10 +310,7 @@ export class Pps {
         ...(this.#options.trust === undefined ? {} : { trust: this.#options.trust }),
         ...(options.recipientAddress === undefined ? {} : { recipientAddress: options.recipientAddress })
       })
-      // The sealed create's answer, decoded against the contract like every other.
-      return Schema.decodeUnknownPromise(CreatedTransfer)(answer.body).catch((cause: unknown) => {
-        throw new Client.TransportError("malformed_response", "POST /v1/transfers answered a body that is not the contract's", { cause })
-      })
+      return answer.body
     },
     get: (transferId: string): Promise<Transfer> => this.#run((api) => api.transfers.get({ params: { transfer_id: transferId } })),
     /** Every transfer matching, newest first, across pages (D16). */

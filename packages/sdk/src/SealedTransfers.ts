@@ -39,11 +39,13 @@
  *
  * @since 0.1.0
  */
+import type { AgentTransactionRecord } from "@pps/api/Agents"
+import type { TransferRecord } from "@pps/api/Transfers"
 import { ElGamal, EncryptionKey, Note, Random } from "@pps/crypto"
 import { type Address, createPublicClient, getAddress, http, isAddress, sha256, stringToBytes } from "viem"
 import * as Amount from "./Amount.ts"
 import type { Client } from "./Client.ts"
-import { request } from "./internal/http.ts"
+import { run } from "./internal/typedClient.ts"
 import * as Wire from "./internal/wire.ts"
 
 /**
@@ -245,6 +247,18 @@ const parseAmount = (asset: string, text: string): bigint => {
 }
 
 /**
+ * The create's answer: 201 with the Transfer (D13), or 202 with an agent's transfer held
+ * for its owner (D26), as the contract decodes them.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export interface SentTransfer {
+  readonly status: number
+  readonly body: TransferRecord | AgentTransactionRecord
+}
+
+/**
  * Prepares, checks the keys, seals and creates a transfer; resolves with the API's answer
  * (the Transfer, or an agent's held transaction with status 202).
  *
@@ -255,7 +269,7 @@ export const send = async (
   client: Client,
   transfer: SealedTransferRequest,
   options: SendOptions
-): Promise<{ readonly status: number; readonly body: unknown }> => {
+): Promise<SentTransfer> => {
   const asset = transfer.asset ?? "USDG"
   const amount = parseAmount(asset, transfer.amount)
   const memo = transfer.memo ?? ""
@@ -263,22 +277,20 @@ export const send = async (
     throw new SealedTransferError("memo_too_long", `the memo is at most ${Note.memoBytesMax} bytes of UTF-8`)
   }
   const pins = pinsOf(transfer, asset, options)
-  const path = "/v1/transfers/prepare"
   const replayable = options.idempotencyKey !== undefined && options.sealingSecret !== undefined
-  const prepared = Wire.fieldsOf(
-    (await request(client, "POST", path, {
-      body: { to: transfer.to, asset },
-      // The same preparation on a retry: the same transfer id, keys and token.
-      ...(replayable ? { headers: { "idempotency-key": prepareKeyOf(options.idempotencyKey!) } } : {})
-    })).json,
-    `POST ${path}`
+  const prepared = await run(
+    client,
+    (api) => api.transfers.prepare({ payload: { to: transfer.to, asset } }),
+    // The same preparation on a retry: the same transfer id, keys and token.
+    replayable ? prepareKeyOf(options.idempotencyKey!) : undefined
   )
-  const chainId = Wire.integer(prepared, "chain_id")
-  const contract = Wire.address(prepared, "contract")
-  const recipientAddress = Wire.address(prepared, "recipient_address")
-  const senderKey = Wire.string(prepared, "sender_key")
-  const guardianKey = Wire.string(prepared, "guardian_key")
-  const recipientKey = Wire.string(prepared, "recipient_key")
+  const what = "POST /v1/transfers/prepare"
+  const chainId = BigInt(prepared.chain_id)
+  const contract = Wire.address(what, "contract", prepared.contract)
+  const recipientAddress = Wire.address(what, "recipient_address", prepared.recipient_address)
+  const senderKey = prepared.sender_key
+  const guardianKey = prepared.guardian_key
+  const recipientKey = prepared.recipient_key
   if (!sameKey(options.senderKey, senderKey)) {
     throw new SealedTransferError(
       "sender_key_mismatch",
@@ -321,11 +333,11 @@ export const send = async (
     }
   }
   const publicKey = (name: string, hex: string): EncryptionKey.PublicKey => {
-    const parsed = EncryptionKey.parsePublicKey(Wire.hexBytes(prepared, name, 64))
+    const parsed = EncryptionKey.parsePublicKey(Wire.hexBytes(what, name, hex, 64))
     if (!parsed.ok) throw new SealedTransferError(`${name === "guardian_key" ? "guardian" : "recipient"}_key_mismatch`, `${name} ${hex} is not a valid key`)
     return parsed.value
   }
-  const transferId = Wire.string(prepared, "transfer_id")
+  const transferId = prepared.transfer_id
   const random = replayable
     ? Random.deterministic(Random.sealingSeed(options.sealingSecret!, [
       "sealed-transfer",
@@ -341,7 +353,7 @@ export const send = async (
     context: {
       chainId,
       contract,
-      transferId: Wire.hexBytes(prepared, "binding_id", 32)
+      transferId: Wire.hexBytes(what, "binding_id", prepared.binding_id, 32)
     },
     note: { amount, memo },
     opening: ElGamal.newOpening(amount, random),
@@ -349,19 +361,24 @@ export const send = async (
     recipientKey: publicKey("recipient_key", recipientKey),
     guardianKey: publicKey("guardian_key", guardianKey)
   }, random)
-  const created = await request(client, "POST", "/v1/transfers", {
-    body: {
-      to: transfer.to,
-      asset,
-      sealed: {
-        transfer_id: transferId,
-        token: Wire.string(prepared, "token"),
-        guardian: Wire.hex(boxes.guardian),
-        sender: Wire.hex(boxes.sender),
-        recipient: Wire.hex(boxes.recipient)
-      }
-    },
-    ...(options.idempotencyKey === undefined ? {} : { headers: { "idempotency-key": options.idempotencyKey } })
-  })
-  return { status: created.status, body: created.json }
+  const [body, response] = await run(
+    client,
+    (api) =>
+      api.transfers.create({
+        payload: {
+          to: transfer.to,
+          asset,
+          sealed: {
+            transfer_id: transferId,
+            token: prepared.token,
+            guardian: Wire.hex(boxes.guardian),
+            sender: Wire.hex(boxes.sender),
+            recipient: Wire.hex(boxes.recipient)
+          }
+        },
+        responseMode: "decoded-and-response"
+      }),
+    options.idempotencyKey
+  )
+  return { status: response.status, body }
 }

@@ -17,8 +17,7 @@ import * as KeyFile from "../KeyFile.ts"
 import { Pps } from "../Pps.ts"
 import * as SealedTransfers from "../SealedTransfers.ts"
 import * as Webhook from "../Webhook.ts"
-import { request } from "./http.ts"
-import * as Wire from "./wire.ts"
+import { run } from "./typedClient.ts"
 
 /** A failure the user can act on, printed as `pps: <message>`. */
 export class CommandError extends Error {
@@ -131,20 +130,20 @@ export const send = async (
     readonly trust: SealedTransfers.Trust | undefined
   }
 ): Promise<string> => {
-  const headers = { "idempotency-key": settings.idempotencyKey }
-  let answer: { readonly status: number; readonly body: unknown }
+  let answer: SealedTransfers.SentTransfer
   if (settings.public) {
-    const created = await request(settings.client, "POST", "/v1/transfers", {
-      body: {
-        to: settings.to,
-        amount: settings.amount,
-        confidential: false,
-        ...(settings.memo === undefined ? {} : { memo: settings.memo }),
-        ...(settings.asset === undefined ? {} : { asset: settings.asset })
-      },
-      headers
-    })
-    answer = { status: created.status, body: created.json }
+    const [body, response] = await run(settings.client, (api) =>
+      api.transfers.create({
+        payload: {
+          to: settings.to,
+          amount: settings.amount,
+          confidential: false,
+          ...(settings.memo === undefined ? {} : { memo: settings.memo }),
+          ...(settings.asset === undefined ? {} : { asset: settings.asset })
+        },
+        responseMode: "decoded-and-response"
+      }), settings.idempotencyKey)
+    answer = { status: response.status, body }
   } else {
     const { keyFile } = await accountKey(settings)
     answer = await SealedTransfers.send(settings.client, {
@@ -163,21 +162,21 @@ export const send = async (
     })
   }
   if (settings.json) return json(answer.body)
-  const fields = Wire.fieldsOf(answer.body, "the create answer")
+  const body = answer.body
   // 202: an agent's transfer above its approval threshold waits for its owner (D26).
-  if (answer.status === 202) {
+  if ("transaction_id" in body) {
     return table([
-      ["transaction_id", Wire.string(fields, "transaction_id")],
-      ["status", Wire.string(fields, "status")],
-      ["expires_at", Wire.string(fields, "expires_at")]
+      ["transaction_id", body.transaction_id],
+      ["status", body.status],
+      ["expires_at", body.expires_at]
     ])
   }
   return table([
-    ["transfer_id", Wire.string(fields, "transfer_id")],
-    ["status", Wire.string(fields, "status")],
-    ["to", Wire.string(fields, "to")],
-    ["asset", Wire.string(fields, "asset")],
-    ["confidential", String(Wire.boolean(fields, "confidential"))],
+    ["transfer_id", body.transfer_id],
+    ["status", body.status],
+    ["to", body.to],
+    ["asset", body.asset],
+    ["confidential", String(body.confidential)],
     ["idempotency_key", settings.idempotencyKey]
   ])
 }
@@ -187,30 +186,27 @@ export const listTransfers = async (
   settings: Settings & { readonly json: boolean; readonly limit: number; readonly includeAgents: boolean }
 ): Promise<string> => {
   const { keyFile } = await accountKey(settings)
-  const query = `?limit=${settings.limit}${settings.includeAgents ? "&include_agents=true" : ""}`
-  const page = Wire.fieldsOf((await request(settings.client, "GET", `/v1/transfers${query}`)).json, "GET /v1/transfers")
-  const rows = await Promise.all(Wire.array(page, "data").map(async (item, i) => {
-    const transfer = Wire.fieldsOf(item, `GET /v1/transfers data[${i}]`)
-    const transferId = Wire.string(transfer, "transfer_id")
-    const asset = Wire.string(transfer, "asset")
+  const page = await run(settings.client, (api) =>
+    api.transfers.list({ query: { limit: settings.limit, ...(settings.includeAgents ? { include_agents: true } : {}) } }))
+  const rows = await Promise.all(page.data.map(async (transfer) => {
     // A copy that cannot be checked (a standard transfer's recipient) or opened is shown as such, never guessed.
-    const opened = await Confidential.decryptTransfer(settings.client, keyFile.keyPair, transferId).then(
-      (decrypted) => ({ amount: Amount.format(asset, decrypted.amount), memo: decrypted.memo }),
+    const opened = await Confidential.decryptTransfer(settings.client, keyFile.keyPair, transfer.transfer_id).then(
+      (decrypted) => ({ amount: Amount.format(transfer.asset, decrypted.amount), memo: decrypted.memo }),
       (error: unknown) => ({ amount: error instanceof Confidential.ConfidentialError ? `(${error.reason})` : "(unavailable)", memo: "" })
     )
     return {
-      transfer_id: transferId,
-      status: Wire.string(transfer, "status"),
-      direction: Wire.string(transfer, "direction"),
-      from: Wire.string(transfer, "from"),
-      to: Wire.string(transfer, "to"),
-      asset,
+      transfer_id: transfer.transfer_id,
+      status: transfer.status,
+      direction: transfer.direction,
+      from: transfer.from,
+      to: transfer.to,
+      asset: transfer.asset,
       amount: opened.amount,
       memo: opened.memo,
-      created_at: Wire.string(transfer, "created_at")
+      created_at: transfer.created_at
     }
   }))
-  if (settings.json) return json({ data: rows, has_more: Wire.boolean(page, "has_more") })
+  if (settings.json) return json({ data: rows, has_more: page.has_more })
   return table([
     ["transfer_id", "status", "direction", "from", "to", "asset", "amount", "memo"],
     ...rows.map((row) => [row.transfer_id, row.status, row.direction, row.from, row.to, row.asset, row.amount, row.memo])
@@ -220,24 +216,19 @@ export const listTransfers = async (
 /** `approvals list`: the held transactions waiting for this owner, with the amount the guardian would pay. */
 export const listApprovals = async (settings: Settings & { readonly json: boolean }): Promise<string> => {
   const { keyFile } = await accountKey(settings)
-  const pending = Wire.fieldsOf(
-    (await request(settings.client, "GET", "/v1/agents/transactions/pending")).json,
-    "GET /v1/agents/transactions/pending"
-  )
-  const rows = await Promise.all(Wire.array(pending, "pending").map(async (item, i) => {
-    const held = Wire.fieldsOf(item, `pending[${i}]`)
-    const transactionId = Wire.string(held, "transaction_id")
-    const opened = await Confidential.openHeld(settings.client, keyFile.keyPair, transactionId)
+  const { pending } = await run(settings.client, (api) => api.agents.pending())
+  const rows = await Promise.all(pending.map(async (held) => {
+    const opened = await Confidential.openHeld(settings.client, keyFile.keyPair, held.transaction_id)
     return {
-      transaction_id: transactionId,
-      agent: Wire.string(held, "agent"),
-      to: Wire.string(held, "to"),
+      transaction_id: held.transaction_id,
+      agent: held.agent,
+      to: held.to,
       asset: opened.asset,
       amount: Amount.format(opened.asset, opened.amount),
       memo: opened.memo,
       // The agent's own note stating another amount than the guardian would pay: never approve that.
       note_matches: opened.noteMatches,
-      expires_at: Wire.string(held, "expires_at")
+      expires_at: held.expires_at
     }
   }))
   if (settings.json) return json({ pending: rows })
@@ -272,15 +263,15 @@ export const decide = async (
       )
     }
   }
-  const path = `/v1/agents/transactions/${encodeURIComponent(settings.transactionId)}/${settings.action}`
-  const answer = await request(settings.client, "POST", path, { body: {} })
-  if (settings.json) return json(answer.json)
-  const fields = Wire.fieldsOf(answer.json, `POST ${path}`)
+  const params = { transaction_id: settings.transactionId }
+  const decided = await run(settings.client, (api) =>
+    settings.action === "approve" ? api.agents.approve({ params }) : api.agents.reject({ params }))
+  if (settings.json) return json(decided)
   return table([
-    ["transaction_id", Wire.string(fields, "transaction_id")],
-    ["status", Wire.string(fields, "status")],
+    ["transaction_id", decided.transaction_id],
+    ["status", decided.status],
     ...(settings.action === "approve"
-      ? [["transfer_id", Wire.nullableString(fields, "transfer_id") ?? ""], ["transfer_status", Wire.nullableString(fields, "transfer_status") ?? ""]]
+      ? [["transfer_id", decided.transfer_id ?? ""], ["transfer_status", decided.transfer_status ?? ""]]
       : [])
   ])
 }
