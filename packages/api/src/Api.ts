@@ -21,6 +21,7 @@ import {
 } from "./Agents.ts"
 import { EncryptionKeyStatus, RegisterEncryptionKeyRequest, RegisteredEncryptionKey } from "./EncryptionKeys.ts"
 import { BalancesResponse, SealedBalances } from "./Balances.ts"
+import { EventPayload } from "./Events.ts"
 import { FaucetGrant, FaucetRequest } from "./Faucet.ts"
 import {
   CreateTransferRequest,
@@ -418,10 +419,15 @@ export class TestGroup extends HttpApiGroup.make("test")
 export class EventsGroup extends HttpApiGroup.make("events")
   .add(
     HttpApiEndpoint.get("stream", "/events/stream", {
-      query: { after: Schema.optionalKey(Schema.String) },
-      success: Schema.String.annotate({
-        description: "text/event-stream: `id: <event_id>`, `event: <type>`, `data: <the webhook payload>`, blank line; `: keep-alive` comments."
-      }),
+      query: { after: Schema.optionalKey(Schema.String.annotate({ description: "Continue after this event id (as `Last-Event-ID`)." })) },
+      headers: {
+        "last-event-id": Schema.optionalKey(Schema.String.annotate({ description: "Continue after this event id (SSE's reconnection header)." }))
+      },
+      // Server-sent events: `id: <event_id>`, `event: <type>`, `data: <the webhook payload>`,
+      // blank line; `: keep-alive` comments. The server writes them itself (it returns the
+      // response, so this schema does not encode them); clients decode each `data` as the
+      // event's payload, so the typed client reads a `Stream` of payloads.
+      success: HttpApiSchema.StreamSse({ data: EventPayload }),
       error: [InvalidRequest, NotAgentOwner]
     }).annotate(
       OpenApi.Description,

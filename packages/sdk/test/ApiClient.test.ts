@@ -4,12 +4,14 @@
  * decoded by the wire schemas (numbers where the contract has numbers); declared errors
  * arrive as the contract's error classes with D1's body and a request id; a 503 is
  * retried after its Retry-After with the same Idempotency-Key, and the POST takes
- * effect once.
+ * effect once. The live event stream (server-sent events) is read as a typed `Stream` of
+ * payloads and resumes after an event id.
  */
 import { PublicApi } from "@pps/api/Api"
+import type { EventPayload } from "@pps/api/Events"
 import { summaries } from "@pps/api/OpenApiDocument"
 import { EncryptionKey } from "@pps/crypto"
-import { Effect } from "effect"
+import { Effect, Stream } from "effect"
 import { HttpApi } from "effect/http-api"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiClient, Client, Confidential } from "../src/index.ts"
@@ -147,5 +149,34 @@ describe("ApiClient", { timeout: 60_000 }, () => {
     } finally {
       await hop.close()
     }
+  })
+
+  it("reads the live event stream as a typed Stream of payloads, and resumes after an event id", async () => {
+    /** The first event of a transfer on a stream; events are streamed a settle window (2 s) after they are recorded. */
+    const firstEventOf = <E>(events: Stream.Stream<EventPayload, E>, transferId: string | null) =>
+      events.pipe(
+        Stream.filter((event) => "transfer_id" in event && event.transfer_id === transferId),
+        Stream.runHead,
+        Effect.flatMap((head) => head._tag === "Some" ? Effect.succeed(head.value) : Effect.die(new Error("the stream ended"))),
+        Effect.timeout("20 seconds")
+      )
+    const [first, resumed] = await run(server.baseUrl, alice.api_key, (client) =>
+      Effect.gen(function*() {
+        yield* client.test.faucet({ payload: { amount: "2" } })
+        // Open (its answer's headers are in) before the transfer exists: without a cursor a
+        // stream starts now.
+        const live = yield* client.events.stream({ query: {}, headers: {} })
+        const transfer = yield* client.transfers.create({ payload: { to: "@dave", amount: "0.5", confidential: false } })
+        const first = yield* firstEventOf(live, transfer.transfer_id)
+        // A transfer made while no stream is open arrives on a stream resumed after the first
+        // event (a stream opened without the header would start after it and never see it).
+        const later = yield* client.transfers.create({ payload: { to: "@dave", amount: "0.25", confidential: false } })
+        const again = yield* client.events.stream({ query: {}, headers: { "last-event-id": first.id } })
+        return [first, yield* firstEventOf(again, later.transfer_id)] as const
+      }))
+    expect(first).toMatchObject({ event: expect.stringMatching(/^transfer\./), direction: "sent", account: "@carol" })
+    expect(first.id).toMatch(/^evt_/)
+    expect(resumed).toMatchObject({ event: expect.stringMatching(/^transfer\./), direction: "sent" })
+    expect(resumed.id > first.id).toBe(true)
   })
 })
