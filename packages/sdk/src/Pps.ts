@@ -36,6 +36,7 @@
  * @since 0.3.0
  */
 import type { AgentRecord, AgentTransactionRecord, PendingAgentTransaction, SpendPolicyRecord } from "@pps/api/Agents"
+import type { FaucetGrant } from "@pps/api/Faucet"
 import type { TransferRecord } from "@pps/api/Transfers"
 import type { CreatedWebhook, DeliveryPage, ReplayAccepted, RotatedSecret, WebhookRecord } from "@pps/api/Webhooks"
 import type { EncryptionKey } from "@pps/crypto"
@@ -121,6 +122,9 @@ export type Webhook = WebhookRecord | CreatedWebhook
 
 /** D34: a page of deliveries. @since 0.4.0 @category models */
 export type Deliveries = DeliveryPage
+
+/** A faucet grant (ext). @since 0.4.0 @category models */
+export type Grant = typeof FaucetGrant.Type
 
 /** D16: one page of a list. @since 0.3.0 @category models */
 export interface Page<A> {
@@ -365,4 +369,14 @@ export class Pps {
   readonly keys = {
     list: () => ApiKeys.list(this.client, this.#keyPair())
   }
+
+  /**
+   * Test USDG (ext, `hc_test_` keys only: a live key is refused 403 `test_mode_only`):
+   * minted and shielded into the caller's confidential balance. The grant is public on chain,
+   * so the answer repeats it.
+   */
+  readonly faucet = (
+    grant: { readonly amount: string; readonly asset?: string },
+    options: { readonly idempotencyKey?: string } = {}
+  ): Promise<Grant> => this.#run((api) => api.test.faucet({ payload: grant }), options.idempotencyKey)
 }

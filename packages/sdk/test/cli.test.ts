@@ -124,8 +124,17 @@ describe("pps", { timeout: 90_000 }, () => {
     expect(KeyFile.read(path.join(aliceHome, ".pps", `${alice.account_id}.key`)).keyPair.publicKey).toEqual(keyPair.publicKey)
   })
 
-  it("balance prints the decrypted, proven balances as a table, and with --json the endpoint's body", async () => {
-    expect((await post(alice.api_key, "/v1/test/faucet", { amount: "100" })).status).toBe(200)
+  it("faucet grants test USDG, printed as the API answers it; balance prints the decrypted, proven balances, with --json the endpoint's body", async () => {
+    // 60 + 40: the quickstart's 100, once as JSON and once as a table.
+    const granted = JSON.parse(expectSuccess(await asAlice("faucet", "--amount", "60", "--json")).stdout) as Record<string, string>
+    expect(Object.keys(granted)).toEqual(["asset", "amount", "tx_hash"])
+    expect(granted).toMatchObject({ asset: "USDG", amount: "60", tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/) })
+    expect(expectSuccess(await asAlice("faucet", "--amount", "40")).stdout).toMatch(/^asset\s+USDG\namount\s+40\ntx_hash\s+0x[0-9a-f]{64}\n$/)
+    // The API's refusal of an amount over the faucet's cap, as its D1 body; another asset is refused by name before any request.
+    expectD1(await asAlice("faucet", "--amount", "1000001"), "invalid_request")
+    const otherAsset = await asAlice("faucet", "--asset", "ETH")
+    expect(otherAsset).toMatchObject({ exitCode: 2, stdout: "" })
+    expect(otherAsset.stderr).toMatch(/^pps: --asset must be USDG for the faucet, not "ETH"\nusage: pps <command>[^\n]*\n  faucet /)
     const created = await post(alice.api_key, "/v1/transfers", { to: "@bob", amount: "12.5", memo: "lunch money" })
     expect(created.status).toBe(201)
     expect(created.json).toMatchObject({ status: "confirmed", confidential: true })
@@ -414,6 +423,7 @@ describe("pps command-line conventions", { timeout: 30_000 }, () => {
     }
     expect(command).toMatchObject({ exitCode: 0, stderr: "" })
     expect(command.stdout).toContain("  balance [--key-file FILE] [--json]")
+    expect(long.stdout).toContain("  faucet [--amount DECIMAL] [--asset USDG]")
     expect(command.stdout).not.toContain("keygen")
     expect(commandWord.stdout).toContain("  decrypt-transfer ID")
     expect(commandWord.stdout).not.toContain("balance [")

@@ -8,10 +8,12 @@
  */
 import * as fs from "node:fs"
 import { EncryptionKey } from "@pps/crypto"
+import { Effect, Option } from "effect"
+import { HttpClientResponse } from "effect/http"
 import * as Account from "../Account.ts"
 import * as Amount from "../Amount.ts"
 import * as ApiKeys from "../ApiKeys.ts"
-import type { Client } from "../Client.ts"
+import * as Client from "../Client.ts"
 import * as Confidential from "../Confidential.ts"
 import * as KeyFile from "../KeyFile.ts"
 import { Pps } from "../Pps.ts"
@@ -26,7 +28,7 @@ export class CommandError extends Error {
 
 /** What every command needs: the client, and the key file named by --key-file, if any. */
 export interface Settings {
-  readonly client: Client
+  readonly client: Client.Client
   readonly keyFilePath: string | undefined
 }
 
@@ -363,27 +365,37 @@ export const listen = async (
   settings.out(settings.json
     ? json({ ready: true, forward_to: settings.forwardTo, secret: settings.secret })
     : `Ready: forwarding events to ${settings.forwardTo}\nSigning secret: ${settings.secret} (verify deliveries with Webhook.verify)\n`)
+  // The request is the contract's (`events.stream`); its fetch also ends on Ctrl-C, both while
+  // waiting for the answer and while reading the stream.
+  const client = Client.make({
+    apiKey: settings.client.apiKey,
+    baseUrl: settings.client.baseUrl,
+    fetch: (url, init) =>
+      settings.client.fetch(url, { ...init, signal: init.signal ? AbortSignal.any([init.signal, abort.signal]) : abort.signal })
+  })
   let failures = 0
   while (!stopped) {
     try {
-      const response = await settings.client.fetch(`${settings.client.baseUrl}/v1/events/stream`, {
-        method: "GET",
-        headers: {
-          authorization: `Bearer ${settings.client.apiKey}`,
-          accept: "text/event-stream",
-          ...(lastEventId === undefined ? {} : { "last-event-id": lastEventId })
-        },
-        signal: abort.signal
-      })
-      if (response.status !== 200 || response.body === null) {
-        const text = await response.text()
+      // The answer as received (`response-only`): the SSE text is read here rather than as the
+      // typed stream, which per SSE dispatches no event for the stream's starting cursor (an
+      // `id:` without data), and that cursor is where a first connection resumes.
+      const response = await run(client, (api) =>
+        api.events.stream({
+          query: {},
+          headers: lastEventId === undefined ? {} : { "last-event-id": lastEventId },
+          responseMode: "response-only"
+        }).pipe(Effect.map(HttpClientResponse.toWeb)))
+      if (Option.isNone(response)) throw new Error("the event stream's answer is not a fetch Response")
+      const answer = response.value
+      if (answer.status !== 200 || answer.body === null) {
+        const text = await answer.text()
         // A refusal (401, 403, 400) will not change by retrying: it ends the command. A 429
         // (the key's other streams fill its cap) may: retried with the backoff below.
-        if (response.status >= 400 && response.status < 500 && response.status !== 429) throw new CommandError(`the event stream was refused: ${text.trim()}`)
-        throw new Error(`the event stream answered ${response.status}`)
+        if (answer.status >= 400 && answer.status < 500 && answer.status !== 429) throw new CommandError(`the event stream was refused: ${text.trim()}`)
+        throw new Error(`the event stream answered ${answer.status}`)
       }
       failures = 0
-      const reader = response.body.getReader()
+      const reader = answer.body.getReader()
       const decoder = new TextDecoder()
       let buffer = ""
       for (;;) {
@@ -537,4 +549,19 @@ export const webhooks = async (
       return settings.json ? json(rotated) : lines(Object.entries(rotated))
     }
   }
+}
+
+/**
+ * `faucet`: test USDG for the account (ext, test keys only), shielded into its confidential
+ * balance. The grant is public on chain, so it is printed as the API answers it.
+ */
+export const faucet = async (
+  settings: Settings & { readonly json: boolean; readonly amount: string; readonly asset: string | undefined; readonly idempotencyKey: string }
+): Promise<string> => {
+  const pps = new Pps({ apiKey: settings.client.apiKey, baseUrl: settings.client.baseUrl })
+  const granted = await pps.faucet({
+    amount: settings.amount,
+    ...(settings.asset === undefined ? {} : { asset: settings.asset })
+  }, { idempotencyKey: settings.idempotencyKey })
+  return settings.json ? json(granted) : lines(Object.entries(granted))
 }
