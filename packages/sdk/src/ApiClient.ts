@@ -36,6 +36,7 @@ import { PublicApi } from "@pps/api/Api"
 import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
+import { newIdempotencyKey } from "./internal/idempotency.ts"
 
 /**
  * The client's type: every group of the contract with its operations.
@@ -69,8 +70,6 @@ const retryBaseDelayMsDefault = 250
 // so an attempt must be allowed longer than that.
 const attemptTimeoutMsDefault = 30_000
 
-/** A random idempotency key: 128 bits from the platform's CSPRNG. */
-const newIdempotencyKey = () => `pps_${globalThis.crypto.randomUUID()}`
 
 /**
  * The Idempotency-Key the POSTs of an effect send, when the caller chose it (see

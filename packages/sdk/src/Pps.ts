@@ -45,6 +45,7 @@ import type * as ApiClient from "./ApiClient.ts"
 import * as ApiKeys from "./ApiKeys.ts"
 import * as Client from "./Client.ts"
 import * as Confidential from "./Confidential.ts"
+import { newIdempotencyKey } from "./internal/idempotency.ts"
 import { run } from "./internal/typedClient.ts"
 import * as SealedTransfers from "./SealedTransfers.ts"
 
@@ -182,8 +183,6 @@ const retryAfterMs = (response: Response): number | undefined => {
   return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : undefined
 }
 
-/** A random idempotency key: 128 bits from the platform's CSPRNG. */
-const newIdempotencyKey = () => `pps_${globalThis.crypto.randomUUID()}`
 
 /**
  * The transport the facade gives every request: an Idempotency-Key on each POST that
