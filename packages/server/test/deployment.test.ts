@@ -32,6 +32,10 @@ const composeCommand = ((): ReadonlyArray<string> | undefined => {
   }
   return undefined
 })()
+// .ci/run installs one and sets PPS_REQUIRE_COMPOSE=1, so CI never skips the check silently.
+if (composeCommand === undefined && process.env.PPS_REQUIRE_COMPOSE === "1") {
+  throw new Error("PPS_REQUIRE_COMPOSE=1 but neither `docker compose` nor `docker-compose` is on this machine")
+}
 if (composeCommand === undefined) console.warn("\n*** no docker compose on this machine: SKIPPING the compose config check ***\n")
 
 const services = nodeServices(composeAddresses)
