@@ -36,6 +36,7 @@
  * @since 0.3.0
  */
 import type { AgentRecord, AgentTransactionRecord, PendingAgentTransaction, SpendPolicyRecord } from "@pps/api/Agents"
+import type { EventPayload } from "@pps/api/Events"
 import type { FaucetGrant } from "@pps/api/Faucet"
 import type { TransferRecord } from "@pps/api/Transfers"
 import type { CreatedWebhook, DeliveryPage, ReplayAccepted, RotatedSecret, WebhookRecord } from "@pps/api/Webhooks"
@@ -46,7 +47,7 @@ import * as ApiKeys from "./ApiKeys.ts"
 import * as Client from "./Client.ts"
 import * as Confidential from "./Confidential.ts"
 import { newIdempotencyKey } from "./internal/idempotency.ts"
-import { run } from "./internal/typedClient.ts"
+import { iterate, run } from "./internal/typedClient.ts"
 import * as SealedTransfers from "./SealedTransfers.ts"
 
 /**
@@ -123,6 +124,9 @@ export type Webhook = WebhookRecord | CreatedWebhook
 
 /** D34: a page of deliveries. @since 0.4.0 @category models */
 export type Deliveries = DeliveryPage
+
+/** An event as a webhook receives it (D30), from the live stream. @since 0.4.0 @category models */
+export type Event = EventPayload
 
 /** A faucet grant (ext). @since 0.4.0 @category models */
 export type Grant = typeof FaucetGrant.Type
@@ -236,6 +240,11 @@ async (url, init) => {
 export class Pps {
   /** The connection (its fetch carries the conventions above); the confidential modules take it too. */
   readonly client: Client.Client
+  /**
+   * The connection of the live event stream: the caller's fetch without the facade's
+   * retries and per-attempt timeout, which would cut a stream that stays open for an hour.
+   */
+  readonly #streamClient: Client.Client
   readonly #options: Options
 
   constructor(options: Options) {
@@ -248,6 +257,11 @@ export class Pps {
         options.maxRetries ?? 3,
         options.timeoutMs ?? defaultTimeoutMs
       )
+    })
+    this.#streamClient = Client.make({
+      apiKey: options.apiKey,
+      baseUrl: this.client.baseUrl,
+      ...(options.fetch === undefined ? {} : { fetch: options.fetch })
     })
   }
 
@@ -367,6 +381,21 @@ export class Pps {
   /** The account's API keys with last use, request count and decrypted totals (D40). */
   readonly keys = {
     list: () => ApiKeys.list(this.client, this.#keyPair())
+  }
+
+  /**
+   * The live event stream (ext, `GET /v1/events/stream`): every event a webhook of this account
+   * would receive, as it happens, decoded against the contract. `stream` resolves once the
+   * server answered (a stream without `lastEventId` starts then); the iteration ends when the
+   * server ends the stream (its lifetime, an hour): open it again with the last event's `id`
+   * as `lastEventId` to miss nothing. Neither retried nor timed out (it is open for long).
+   */
+  readonly events = {
+    stream: async (options: { readonly lastEventId?: string } = {}): Promise<AsyncIterable<Event>> => {
+      const headers = options.lastEventId === undefined ? {} : { "last-event-id": options.lastEventId }
+      const stream = await run(this.#streamClient, (api) => api.events.stream({ query: {}, headers }))
+      return iterate(this.#streamClient, stream)
+    }
   }
 
   /**

@@ -2,7 +2,8 @@
  * The Promise facade against the real server (child process, embedded PGlite, anvil and
  * guardian): each resource's methods; transfers sealed here, listed across pages and
  * decrypted; an error class per code; an idempotent retry answering the first transfer;
- * a 503 from a faulty hop retried after its Retry-After with the same Idempotency-Key.
+ * a 503 from a faulty hop retried after its Retry-After with the same Idempotency-Key; the
+ * faucet; the live event stream as an async iteration, resumed after the last event's id.
  */
 import { PublicApi } from "@pps/api/Api"
 import { routerErrors } from "@pps/api/Errors"
@@ -47,12 +48,8 @@ beforeAll(async () => {
   ;[alice, bob] = [await server.createAccount("alice"), await server.createAccount("bob")]
   await Confidential.registerKey(Client.make({ baseUrl: server.baseUrl, apiKey: alice.api_key }), aliceKey)
   await Confidential.registerKey(Client.make({ baseUrl: server.baseUrl, apiKey: bob.api_key }), bobKey)
-  const granted = await fetch(`${server.baseUrl}/v1/test/faucet`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${alice.api_key}`, "content-type": "application/json" },
-    body: JSON.stringify({ amount: "100" })
-  })
-  expect(granted.status).toBe(200)
+  const granted = await new Pps({ apiKey: alice.api_key, baseUrl: server.baseUrl }).faucet({ amount: "100" })
+  expect(granted).toMatchObject({ asset: "USDG", amount: "100", tx_hash: expect.stringMatching(/^0x/) })
 }, 120_000)
 
 afterAll(async () => {
@@ -182,5 +179,26 @@ describe("Pps", { timeout: 60_000 }, () => {
     } finally {
       await hop.close()
     }
+  })
+
+  it("events: the live stream's payloads, typed by the contract, and resumed after the last event's id", async () => {
+    const pps = new Pps({ apiKey: bob.api_key, baseUrl: server.baseUrl })
+    const alicePps = new Pps({ apiKey: alice.api_key, baseUrl: server.baseUrl, keyPair: aliceKey })
+    /** The first event about a transfer; events come a settle window (2 s) after they are recorded. */
+    const firstAbout = async (events: AsyncIterable<PpsTypes.Event>, transferId: string) => {
+      for await (const event of events) if ("transfer_id" in event && event.transfer_id === transferId) return event
+      throw new Error("the stream ended")
+    }
+    // Resolved once the server answered: a stream without a last event id starts then.
+    const live = await pps.events.stream()
+    const sent = await alicePps.transfers.create({ to: "@bob", amount: "0.1", confidential: false }) as PpsTypes.Transfer
+    const first = await firstAbout(live, sent.transfer_id)
+    expect(first).toMatchObject({ event: expect.stringMatching(/^transfer\./), direction: "received", account: "@bob", counterparty: "@alice" })
+    expect(first.id).toMatch(/^evt_/)
+    // Paid while no stream is open: a stream resumed after the first event still gets it.
+    const later = await alicePps.transfers.create({ to: "@bob", amount: "0.2", confidential: false }) as PpsTypes.Transfer
+    const resumed = await firstAbout(await pps.events.stream({ lastEventId: first.id }), later.transfer_id)
+    expect(resumed).toMatchObject({ direction: "received", transfer_id: later.transfer_id })
+    expect(resumed.id > first.id).toBe(true)
   })
 })

@@ -9,7 +9,7 @@
  */
 import { PublicApi } from "@pps/api/Api"
 import { catalogue } from "@pps/api/Errors"
-import { Cause, Effect, Exit, Schema } from "effect"
+import { Cause, Effect, Exit, Schema, Stream } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
 import { HttpApi, HttpApiClient } from "effect/http-api"
 import * as ApiClient from "../ApiClient.ts"
@@ -143,4 +143,19 @@ export const run = async <A, E>(
   )
   if (Exit.isSuccess(exit)) return exit.value
   throw await rejectionOf(exit.cause, client.baseUrl)
+}
+
+/**
+ * The elements of a stream the typed client answered (the live event stream), as an async
+ * iteration that fails as `run` rejects. Ending the iteration early (a `break`) closes the
+ * stream and its connection.
+ *
+ * @since 0.4.0
+ */
+export async function* iterate<A, E>(client: Client, stream: Stream.Stream<A, E>): AsyncGenerator<A> {
+  try {
+    yield* Stream.toAsyncIterable(stream)
+  } catch (error) {
+    throw await rejectionOf(Cause.fail(error), client.baseUrl)
+  }
 }
