@@ -59,6 +59,8 @@ export const make = (
 
   /** The group being run: answered with an interruption too if the committer stops mid-group. */
   let running: ReadonlyArray<Pending> = []
+  /** Set when the committer has stopped: nothing would take a unit queued after that. */
+  let stopped = false
 
   const runGroup = (group: ReadonlyArray<Pending>) =>
     Effect.gen(function*() {
@@ -77,7 +79,10 @@ export const make = (
     Effect.flatMap(runGroup),
     Effect.forever,
     Effect.onExit(() =>
-      Queue.clear(queue).pipe(
+      Effect.sync(() => {
+        stopped = true
+      }).pipe(
+        Effect.andThen(Queue.clear(queue)),
         Effect.flatMap((left) => Effect.sync(() => [...running, ...left].forEach((pending) => pending.abandon())))
       )
     ),
@@ -86,6 +91,8 @@ export const make = (
 
   const run = <A, E>(unit: Effect.Effect<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
     Effect.suspend(() => {
+      // A call after shutdown is answered as one cut by it, instead of waiting for ever.
+      if (stopped) return Effect.interrupt
       const done = Deferred.makeUnsafe<A, E | SqlError.SqlError>()
       let kept: Exit.Exit<A> | undefined
       const pending: Pending = {

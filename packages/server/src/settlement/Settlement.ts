@@ -272,18 +272,22 @@ const makeEngine = (
 
     /**
      * Signs one transaction for `requests` with a fresh relayer nonce, records its bytes for all
-     * of them, then broadcasts. `previous` are the entries these requests replace (a spent nonce).
+     * of them, then broadcasts. `previous` are the entries these requests replace (a spent nonce);
+     * `resignings` counts how many times in a row they were signed again for that reason.
      */
     const signAndSend = (
       requests: ReadonlyArray<SubmissionRequest>,
       previous: ReadonlyArray<Tracked>,
-      chosen?: Relayer
+      chosen?: Relayer,
+      resignings = 0
     ): Effect.Effect<void, ChainError | SqlError.SqlError> =>
       Effect.gen(function*() {
         for (const tracked of previous) untrack(tracked)
         const call = callFor(requests)
         // Not batchable after all (calldata that is not a confidential transfer): one by one.
-        if (call === undefined) return yield* Effect.forEach(requests, (request) => signAndSend([request], [], chosen), { discard: true })
+        if (call === undefined) {
+          return yield* Effect.forEach(requests, (request) => signAndSend([request], [], chosen, resignings), { discard: true })
+        }
         // Counted before signing, so concurrent submissions spread over the pool
         // instead of all picking the relayer that looked idle.
         const relayer = chosen ?? pickRelayer()
@@ -306,7 +310,7 @@ const makeEngine = (
           mined: undefined
         }))
         for (const tracked of group) track(tracked)
-        yield* broadcast(group, 0)
+        yield* broadcast(group, resignings)
       })
 
     /**
@@ -328,7 +332,9 @@ const makeEngine = (
                 if (Option.isSome(applied)) yield* settleFromReceipt(tracked, applied.value)
                 else unapplied.push(tracked)
               }
-              if (unapplied.length > 0) yield* signAndSend(unapplied.map((tracked) => tracked.request), unapplied)
+              // Counted across the chain of re-signings, so a nonce the node keeps calling spent
+              // (another signer on the relayer's key) ends in the rebroadcast round, not a loop.
+              if (unapplied.length > 0) yield* signAndSend(unapplied.map((tracked) => tracked.request), unapplied, undefined, resignings + 1)
             })
           }
           return Effect.logWarning("broadcast failed; will retry").pipe(

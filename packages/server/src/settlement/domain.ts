@@ -117,7 +117,11 @@ export const SettlementLimits = {
    * 10 s without a heartbeat), so a dead node's transfers finish within about 12 s.
    */
   adoptOrphansEveryMs: 2_000,
-  /** A send that keeps failing for transport reasons is retried this many times before the submission waits for recovery. */
+  /**
+   * A send whose relayer nonce the node keeps reporting as spent ("nonce too low") is signed
+   * again with a fresh nonce at most this many times in a row; then it waits for the
+   * rebroadcast round and recovery instead of looping.
+   */
   sendAttemptsMax: 5,
   /**
    * Sends (sign, record the bytes, broadcast) one relayer runs at once when batching. Recording

@@ -481,6 +481,13 @@ export class Transfers extends Context.Service<Transfers, {
        * `alongside` (an approval's own state change and event). Shared by a new
        * transfer and an approved held one: this is the one place a transfer is attested
        * and recorded.
+       *
+       * Not interruptible: once the guardian is asked, its decision commits there whether or
+       * not this request is still wanted (a reservation under the transfer's id), so a client
+       * that hangs up must not cut the step between that decision and the row that records
+       * it, or the reservation would hold the sender's funds until its deadline with no
+       * transfer to settle it, and the client's retry would find them gone (402). The wait is
+       * bounded by the guardian client's timeout.
        */
       const authorizeAndRecord = <E>(
         prepared: PreparedTransfer,
@@ -604,7 +611,7 @@ export class Transfers extends Context.Service<Transfers, {
             }))
           })).pipe(Effect.catchTag("SqlError", Effect.die))
           return { _tag: "Recorded", callData, deadlineSeconds: authorization.deadline } as const
-        })
+        }).pipe(Effect.uninterruptible)
 
       /** Step 5 of both paths: submit the attested call, wait up to the create timeout (D14). */
       const submitAndAwait = (prepared: PreparedTransfer, recorded: { readonly callData: Hex; readonly deadlineSeconds: bigint }) =>
