@@ -223,10 +223,10 @@ describe("pps", { timeout: 90_000 }, () => {
   })
 
   it("a standard transfer: the sender's copy checks out, the recipient's cannot be checked and is not shown", async () => {
-    const standard = await post(alice.api_key, "/v1/transfers", { to: "@bob", amount: "2", memo: "public", confidential: false })
-    expect(standard.status).toBe(201)
-    expect(standard.json).toMatchObject({ confidential: false, status: "confirmed" })
-    const id = String(standard.json["transfer_id"])
+    // `send --public`: the plain form, the API's answer printed as received.
+    const standard = JSON.parse(expectSuccess(await asAlice("send", "--to", "@bob", "--amount", "2", "--memo", "public", "--public", "--json")).stdout) as Record<string, unknown>
+    expect(standard).toMatchObject({ confidential: false, status: "confirmed", to: "@bob", direction: "sent" })
+    const id = String(standard["transfer_id"])
     const [sender, recipient] = await Promise.all([asAlice("decrypt-transfer", id, "--json"), asBob("decrypt-transfer", id, "--json")])
     expect(expectSuccess(sender).stdout).toBe(`${JSON.stringify({ transfer_id: id, amount: "2", memo: "public" })}\n`)
     expect(recipient).toMatchObject({ exitCode: 1, stdout: "" })
