@@ -8,17 +8,15 @@
  * servers' back (an UPDATE on the row, which publishes nothing): a node that still
  * accepts it answered from its cache; one that refuses it asked the database.
  */
-import * as net from "node:net"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { jetstreamManager } from "@nats-io/jetstream"
-import { connect } from "@nats-io/transport-node"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { dropDatabases, ensureDatabases } from "../scripts/cluster/cluster.ts"
 import { ulid } from "../src/platform/Ids.ts"
+import { cuttableProxy, throughProxy } from "./support/cuttableProxy.ts"
 import { bearer, createAccount, postJson, send } from "./support/http.ts"
-import { natsAvailable, natsUrl } from "./support/requireNats.ts"
+import { deleteStream, natsAvailable, natsUrl } from "./support/requireNats.ts"
 import { postgresAvailable } from "./support/requirePostgres.ts"
 import { makeTestServer, postgres, postgresAdminUrl, TestServer } from "./support/TestServer.ts"
 import { eventually } from "./support/webhooks-receiver.ts"
@@ -28,48 +26,6 @@ const database = `pps_test_revocation_${ulid().toLowerCase()}`
 const databaseUrl = `${serverUrl}/${database}`
 const stream = `PPS_TEST_${ulid()}`
 const subjectPrefix = `test.${stream.toLowerCase()}`
-
-/** A TCP proxy to NATS whose connections the test can cut (and refuse) and then allow again. */
-const startCuttableProxy = (target: URL) =>
-  new Promise<{ readonly url: string; readonly cut: () => void; readonly resume: () => void; readonly close: () => Promise<void> }>(
-    (resolve) => {
-      const sockets = new Set<net.Socket>()
-      let open = true
-      const server = net.createServer((client) => {
-        if (!open) return client.destroy()
-        const upstream = net.connect(Number(target.port || 4222), target.hostname)
-        sockets.add(client).add(upstream)
-        client.pipe(upstream)
-        upstream.pipe(client)
-        const drop = () => {
-          client.destroy()
-          upstream.destroy()
-          sockets.delete(client)
-          sockets.delete(upstream)
-        }
-        client.on("close", drop).on("error", drop)
-        upstream.on("close", drop).on("error", drop)
-      })
-      server.listen(0, "127.0.0.1", () => {
-        const port = (server.address() as net.AddressInfo).port
-        resolve({
-          url: `nats://127.0.0.1:${port}`,
-          cut: () => {
-            open = false
-            for (const socket of sockets) socket.destroy()
-          },
-          resume: () => {
-            open = true
-          },
-          close: () =>
-            new Promise<void>((done) => {
-              for (const socket of sockets) socket.destroy()
-              server.close(() => done())
-            })
-        })
-      })
-    }
-  )
 
 const revokeBehindTheServersBack = (keyId: string) =>
   Effect.gen(function*() {
@@ -99,20 +55,14 @@ describe.skipIf(!natsAvailable || !postgresAvailable)("API-key revocation pushed
   beforeAll(() => ensureDatabases(serverUrl, [database]), 60_000)
   afterAll(async () => {
     await dropDatabases(serverUrl, [database])
-    if (!natsAvailable) return
-    const nc = await connect({ servers: natsUrl })
-    await (await jetstreamManager(nc)).streams.delete(stream).catch(() => false)
-    await nc.close()
+    await deleteStream(stream)
   }, 60_000)
 
   it.live("revoked on one node, refused at once by the other; a node cut from NATS stops caching until it is back", () =>
     Effect.scoped(Effect.gen(function*() {
-      const proxy = yield* Effect.acquireRelease(
-        Effect.promise(() => startCuttableProxy(new URL(natsUrl))),
-        (p) => Effect.promise(() => p.close())
-      )
+      const proxy = yield* cuttableProxy(natsUrl, 4222)
       const a = yield* node(natsUrl)
-      const b = yield* node(proxy.url)
+      const b = yield* node(throughProxy(natsUrl, proxy))
       yield* eventually(Effect.sync(() => cacheOnLines(a) > 0 && cacheOnLines(b) > 0 ? true : undefined), "both caches on")
 
       const admin = bearer(a.adminToken)

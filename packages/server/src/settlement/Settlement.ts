@@ -657,7 +657,17 @@ const makeEngine = (
             // Submitted before: nothing to do, unless it is still only recorded (its first signing
             // failed): then this call signs it. Callers' recovery rounds re-drive it this way.
             const stored = yield* store.get(id)
-            if (Option.isSome(stored) && stored.value.status === "recorded") yield* enqueue(stored.value.request)
+            if (Option.isNone(stored)) return
+            if (stored.value.status === "recorded") return yield* enqueue(stored.value.request)
+            // Sent by this node yet not tracked here: a write whose answer the database link lost
+            // (its bytes recorded, then the error; or untracked to conclude, then the outcome's
+            // write failed). No one else drives it while this node lives: recover it as at start.
+            if (stored.value.status === "sent" && stored.value.ownedHere) {
+              yield* Effect.logWarning("driving again a sent submission this node had lost track of").pipe(
+                Effect.annotateLogs({ submission_id: id })
+              )
+              yield* recover(stored.value)
+            }
           })).pipe(Effect.ensuring(Effect.sync(() => signing.delete(id))))
         }).pipe(Effect.withSpan("Settlement.submit"))
     }

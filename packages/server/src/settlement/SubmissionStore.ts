@@ -28,7 +28,8 @@ const SubmissionRow = Schema.Struct({
   status: Schema.Literals(["recorded", "sent", "confirmed", "failed"]),
   failure_reason: Schema.NullOr(Schema.Literals(["reverted", "expired"])),
   block_number: Schema.NullOr(Schema.String),
-  block_timestamp: Schema.NullOr(Schema.String)
+  block_timestamp: Schema.NullOr(Schema.String),
+  owner_node: Schema.NullOr(Schema.String)
 })
 
 /**
@@ -44,10 +45,12 @@ export interface Submission {
   readonly rawTx: Hex | null
   readonly txHash: Hex | null
   readonly resolution: Resolution | null
+  /** Whether this node is the submission's owner (the one that drives it). */
+  readonly ownedHere: boolean
 }
 
 
-const toSubmission = (row: typeof SubmissionRow.Type): Submission => {
+const toSubmission = (row: typeof SubmissionRow.Type, nodeId: string): Submission => {
   const request: SubmissionRequest = {
     submissionId: row.submission_id,
     mode: row.mode,
@@ -84,12 +87,13 @@ const toSubmission = (row: typeof SubmissionRow.Type): Submission => {
     relayer: row.relayer as Address | null,
     rawTx: row.raw_tx === null ? null : bytesToHex(row.raw_tx),
     txHash: row.tx_hash as Hex | null,
-    resolution
+    resolution,
+    ownedHere: row.owner_node === nodeId
   }
 }
 
 const columns = `submission_id, mode, kind, target, call_data, gas_limit, deadline_seconds, replay_sender, replay_nonce,
-  replay_transfer_id, relayer, raw_tx, tx_hash, status, failure_reason, block_number, block_timestamp`
+  replay_transfer_id, relayer, raw_tx, tx_hash, status, failure_reason, block_number, block_timestamp, owner_node`
 
 /**
  * @since 0.1.0
@@ -125,7 +129,7 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
       const sql = yield* SqlClient.SqlClient
       const { nodeId } = yield* NodeLiveness
       const decode = (rows: ReadonlyArray<unknown>) =>
-        Schema.decodeUnknownEffect(Schema.Array(SubmissionRow))(rows).pipe(Effect.orDie, Effect.map((r) => r.map(toSubmission)))
+        Schema.decodeUnknownEffect(Schema.Array(SubmissionRow))(rows).pipe(Effect.orDie, Effect.map((r) => r.map((row) => toSubmission(row, nodeId))))
       return SubmissionStore.of({
         record: (request) =>
           sql`

@@ -58,8 +58,8 @@ export const isPostgresReachable = (): Promise<boolean> =>
     socket.once("error", () => done(false))
   })
 
-/** Creates a fresh database for one test server and drops it when the scope closes. */
-const freshPostgresDatabase = Effect.gen(function*() {
+/** Creates a fresh database (for one test server, or a test's nodes) and drops it when the scope closes. */
+export const freshPostgresDatabase = Effect.gen(function*() {
   const name = `pps_test_${ulid().toLowerCase()}`
   const admin = PgClient.layer({ url: Redacted.make(postgresAdminUrl) })
   const run = (statement: string) =>

@@ -7,6 +7,8 @@
 import { EncryptionKey } from "@pps/crypto"
 import { Client, Confidential } from "@pps/sdk"
 import { Effect } from "effect"
+import { ulid } from "../../src/platform/Ids.ts"
+import { bearer, createAccount, postJson, send } from "./http.ts"
 
 const clientOf = (baseUrl: string, apiKey: string) => Client.make({ baseUrl, apiKey })
 
@@ -29,3 +31,22 @@ export const balanceProof = (baseUrl: string, apiKey: string, keyPair: Encryptio
   Effect.promise(() => Confidential.proveBalances(clientOf(baseUrl, apiKey), keyPair)).pipe(
     Effect.map((proven) => proven.proof)
   )
+
+/**
+ * Two fresh accounts with registered keys (handles unique to this call), the first funded
+ * with `amountUsdg` from the test faucet: a sender and a recipient for transfer tests.
+ */
+export const fundedPair = (
+  server: { readonly baseUrl: string; readonly adminUrl: string; readonly adminToken: string },
+  amountUsdg: string
+) =>
+  Effect.gen(function*() {
+    const suffix = ulid().toLowerCase().slice(-8)
+    const sender = yield* createAccount(server, `alice-${suffix}`)
+    const recipient = yield* createAccount(server, `bob-${suffix}`)
+    const senderKey = yield* registerKey(server.baseUrl, sender.api_key)
+    const recipientKey = yield* registerKey(server.baseUrl, recipient.api_key)
+    const grant = yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(sender.api_key), { amount: amountUsdg }))
+    if (grant.status !== 200) return yield* Effect.die(new Error(`faucet grant failed: ${grant.status} ${grant.text}`))
+    return { sender, senderKey, recipient, recipientKey, recipientHandle: `bob-${suffix}` }
+  })
