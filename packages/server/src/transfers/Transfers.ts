@@ -35,7 +35,7 @@
  */
 import { type Domain as GuardianDomain, GuardianClient } from "@pps/guardian"
 import { ElGamal, EncryptionKey, Note } from "@pps/crypto"
-import { Clock, Context, DateTime, Deferred, Duration, Effect, Layer, Option, Redacted, Schedule, Stream } from "effect"
+import { Cause, Clock, Context, DateTime, Deferred, Duration, Effect, Layer, Option, Redacted, Schedule, Stream } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { type Address, bytesToBigInt, bytesToHex, getAddress, type Hex, hexToBytes, numberToBytes } from "viem"
 import { Accounts } from "../accounts/Accounts.ts"
@@ -405,10 +405,13 @@ export class Transfers extends Context.Service<Transfers, {
       const settleWithGuardian = (transferId: string, outcome: "confirmed" | "failed") =>
         guardian.settle({ transferId: transferIdBytes32(transferId), outcome }).pipe(
           Effect.andThen(store.markGuardianSettled(transferId)),
-          Effect.catch((error) =>
-            // Retried by the recovery round; the reservation also expires on its own.
+          // Any cause, not only a typed failure: a guardian child killed mid-call ends the call
+          // with an interruption (its client's scope closes), which is not this fiber's own and
+          // must not end the completion or the loop that runs it. Retried by the recovery round;
+          // the reservation also expires on its own.
+          Effect.catchCause((cause) =>
             Effect.logWarning("guardian settle failed; will retry").pipe(
-              Effect.annotateLogs({ transfer_id: transferId, error: String(error) })
+              Effect.annotateLogs({ transfer_id: transferId, error: Cause.pretty(cause) })
             )
           )
         )
@@ -462,15 +465,18 @@ export class Transfers extends Context.Service<Transfers, {
       yield* Effect.forkScoped(
         settlement.resolutions.pipe(
           Stream.filter((resolution) => resolution.submissionId.startsWith("tr_")),
+          // One completion's fault (a defect, an interruption from a callee) is logged and the
+          // stream goes on: ending it would leave every later outcome to the recovery round.
           Stream.runForEach((resolution) =>
-            complete(resolution).pipe(Effect.catch((error) => Effect.logError("completing a transfer failed", error)))
+            complete(resolution).pipe(Effect.catchCause((cause) => Effect.logError("completing a transfer failed", Cause.pretty(cause))))
           )
         )
       )
       const modes = (["test", "live"] as const).filter((mode) => Option.isSome(settlement.chain(mode)))
       yield* Effect.forkScoped(
         Effect.forEach(modes, recover, { discard: true }).pipe(
-          Effect.catch((error) => Effect.logError("transfer recovery round failed", error)),
+          // Any cause ends this round only, never the loop (see the outcome stream above).
+          Effect.catchCause((cause) => Effect.logError("transfer recovery round failed", Cause.pretty(cause))),
           Effect.repeat(Schedule.spaced(Duration.millis(recoveryEveryMs)))
         )
       )
