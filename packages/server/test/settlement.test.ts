@@ -208,6 +208,6 @@ suite("settlement on embedded anvil", () => {
         const rows = yield* sql<{ n: string }>`
           SELECT count(DISTINCT tx_hash)::text AS n FROM chain_submissions WHERE submission_id LIKE 'tr_fresh-%'`
         assert.isTrue(Number(rows[0]?.n) < fresh.length, `${rows[0]?.n} transactions for ${fresh.length} transfers`)
-      }).pipe(Effect.provide(settlementLayer(dataDir, guardian, { relayerCount: 1 })))
+      }).pipe(Effect.provide(settlementLayer(dataDir, guardian, { relayerCount: 1, settlementBatchMax: 32 })))
     }).pipe(Effect.scoped), { timeout: 120_000 })
 })
