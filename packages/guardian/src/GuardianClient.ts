@@ -12,7 +12,7 @@
  *
  * @since 0.1.0
  */
-import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { Cause, Config, Context, Effect, Layer, Option, Redacted } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
 import { RpcClient, RpcClientError, RpcSerialization } from "effect/rpc"
 import { GuardianError } from "./Domain.ts"
@@ -170,7 +170,17 @@ export class GuardianClient extends Context.Service<GuardianClient, GuardianClie
             Effect.timeoutOrElse({
               duration: requestTimeoutMs,
               orElse: () => Effect.fail(new GuardianError({ reason: "unavailable", message: "guardian request timed out" }))
-            })
+            }),
+            // A call still waiting when this client's scope closes (the embedded server's supervisor
+            // closes it when the guardian child dies) ends with that scope's interruption, not the
+            // caller's: passed on, it would end whatever made the call as if it had been interrupted,
+            // unseen by `Effect.catch` (the fault harness saw it stop the server's outcome stream and
+            // recovery loop). It is a guardian that became unavailable mid-call. The caller's own
+            // interruption still takes effect after it.
+            Effect.catchCauseIf(
+              Cause.hasInterruptsOnly,
+              () => Effect.fail(new GuardianError({ reason: "unavailable", message: "the guardian client closed during the call" }))
+            )
           )
         return GuardianClient.of({
           info: call(client.Info()),

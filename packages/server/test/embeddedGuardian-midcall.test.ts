@@ -7,14 +7,14 @@
  * leaving confirmed transfers unsettled with the guardian and one `pending` for good.
  *
  * Whether the dead child's socket error or its exit reaches the server first is a race, so
- * the seam is tested directly: the real HTTP client to a peer that accepts and never answers,
- * its scope closed while a call waits, as the supervisor closes it.
+ * the seam is tested directly: the real HTTP client (GuardianClient.layerHttp, which the
+ * supervisor builds per child) to a peer that accepts and never answers, its scope closed
+ * while a call waits, as the supervisor closes it.
  */
 import * as net from "node:net"
 import { assert, describe, it } from "@effect/vitest"
 import { GuardianClient } from "@pps/guardian"
 import { Cause, Context, Effect, Exit, Fiber, Layer, Option, Redacted, Scope } from "effect"
-import { delegating } from "../src/guardian/EmbeddedGuardian.ts"
 
 /** A loopback peer that accepts connections and never answers (a frozen guardian). */
 const silentPeer = Effect.acquireRelease(
@@ -44,7 +44,7 @@ describe("embedded guardian client", () => {
         GuardianClient.GuardianClient.layerHttp(`http://127.0.0.1:${port}`, Redacted.make("token")),
         childScope
       )
-      const client = delegating(Effect.succeed(Context.get(context, GuardianClient.GuardianClient)))
+      const client = Context.get(context, GuardianClient.GuardianClient)
       const call = yield* Effect.forkChild(Effect.exit(client.settle({ transferId: `0x${"00".repeat(32)}`, outcome: "confirmed" })))
       yield* Effect.sleep("300 millis")
       yield* Scope.close(childScope, Exit.void)

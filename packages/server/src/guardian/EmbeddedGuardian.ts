@@ -35,8 +35,8 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { Domain as GuardianDomain, GuardianClient } from "@pps/guardian"
-import { Cause, Context, Effect, Exit, Layer, Option, Redacted, Ref, Scope } from "effect"
+import { GuardianClient } from "@pps/guardian"
+import { Context, Effect, Exit, Layer, Option, Redacted, Ref, Scope } from "effect"
 import { GuardianUnavailable } from "./errors.ts"
 
 /**
@@ -430,39 +430,21 @@ const supervise = (
     }
   })
 
-/**
- * The client the server uses: every call goes to whichever child is current.
- *
- * When a child dies, the supervisor closes its client's scope, and a call still in flight on
- * that client ends with an interruption that is not the caller's (measured: a SIGKILLed
- * guardian under the fault harness). Passed on as it is, it would end whatever made the call,
- * a request or a background loop, as if that had been interrupted, and `Effect.catch` does not
- * see it; so it is answered as what it is, a guardian that became unavailable mid-call (a
- * typed, retryable failure). The caller's own interruption still takes effect after it.
- *
- * @since 0.7.0
- * @category constructors
- */
-export const delegating = (client: Effect.Effect<GuardianClient.GuardianClientShape>): GuardianClient.GuardianClientShape => {
-  const via = <A, E>(call: (c: GuardianClient.GuardianClientShape) => Effect.Effect<A, E>) =>
-    Effect.flatMap(client, call).pipe(
-      Effect.catchCauseIf(
-        Cause.hasInterruptsOnly,
-        () => Effect.fail(new GuardianDomain.GuardianError({ reason: "unavailable", message: "the guardian process stopped during the call" }))
-      )
-    )
+/** The client the server uses: every call goes to whichever child is current. */
+const delegating = (current: Ref.Ref<Running>): GuardianClient.GuardianClientShape => {
+  const client = Ref.get(current).pipe(Effect.map((running) => running.client))
   return {
-    info: via((c) => c.info),
-    authorize: (request) => via((c) => c.authorize(request)),
-    settle: (request) => via((c) => c.settle(request)),
-    credit: (request) => via((c) => c.credit(request)),
-    sync: (request) => via((c) => c.sync(request)),
-    nonZero: (request) => via((c) => c.nonZero(request)),
-    sealedBalance: (request) => via((c) => c.sealedBalance(request)),
-    sealedKeyTotals: (request) => via((c) => c.sealedKeyTotals(request)),
-    rotationVeto: (request) => via((c) => c.rotationVeto(request)),
-    reconcile: (request) => via((c) => c.reconcile(request)),
-    health: via((c) => c.health)
+    info: Effect.flatMap(client, (c) => c.info),
+    authorize: (request) => Effect.flatMap(client, (c) => c.authorize(request)),
+    settle: (request) => Effect.flatMap(client, (c) => c.settle(request)),
+    credit: (request) => Effect.flatMap(client, (c) => c.credit(request)),
+    sync: (request) => Effect.flatMap(client, (c) => c.sync(request)),
+    nonZero: (request) => Effect.flatMap(client, (c) => c.nonZero(request)),
+    sealedBalance: (request) => Effect.flatMap(client, (c) => c.sealedBalance(request)),
+    sealedKeyTotals: (request) => Effect.flatMap(client, (c) => c.sealedKeyTotals(request)),
+    rotationVeto: (request) => Effect.flatMap(client, (c) => c.rotationVeto(request)),
+    reconcile: (request) => Effect.flatMap(client, (c) => c.reconcile(request)),
+    health: Effect.flatMap(client, (c) => c.health)
   }
 }
 
@@ -492,6 +474,6 @@ export const layer = (options: EmbeddedGuardianOptions): Layer.Layer<GuardianCli
       const first = yield* Ref.get(current)
       yield* Effect.logInfo("embedded guardian started").pipe(Effect.annotateLogs({ pid: first.child.pid }))
       yield* Effect.forkScoped(supervise(current, options, token, pidFile))
-      return GuardianClient.GuardianClient.of(delegating(Ref.get(current).pipe(Effect.map((running) => running.client))))
+      return GuardianClient.GuardianClient.of(delegating(current))
     })
   )
