@@ -8,8 +8,8 @@
  * @since 0.4.0
  */
 import { PublicApi } from "@pps/api/Api"
-import { catalogue } from "@pps/api/Errors"
-import { Cause, Effect, Exit, Schema, Stream } from "effect"
+import { catalogue, ErrorBody } from "@pps/api/Errors"
+import { Cause, Effect, Exit, Option, Schema, Stream } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
 import { HttpApi, HttpApiClient } from "effect/http-api"
 import * as ApiClient from "../ApiClient.ts"
@@ -27,26 +27,12 @@ const SentApi = PublicApi.annotate(HttpApi.ParamsParseOptions, { disableChecks: 
   .annotate(HttpApi.QueryParseOptions, { disableChecks: true })
   .annotate(HttpApi.PayloadParseOptions, { disableChecks: true })
 
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
+/** D1's envelope as the contract declares it (`ErrorBody`), read from a body's text. */
+const decodeErrorEnvelope = Schema.decodeUnknownOption(Schema.fromJsonString(Schema.Struct({ error: ErrorBody })))
 
 /** The D1 error object of a body, when the body is one (an undeclared status's answer). */
-const errorObjectOf = (text: string): ErrorObject | undefined => {
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(text)
-  } catch {
-    return undefined
-  }
-  if (!isRecord(parsed) || !isRecord(parsed["error"])) return undefined
-  const error = parsed["error"]
-  const code = error["code"]
-  const message = error["message"]
-  if (typeof code !== "string" || typeof message !== "string") return undefined
-  const optional = (name: "param" | "reason" | "request_id") =>
-    typeof error[name] === "string" ? { [name]: error[name] } : {}
-  return { code, message, ...optional("param"), ...optional("reason"), ...optional("request_id") }
-}
+const errorObjectOf = (text: string): ErrorObject | undefined =>
+  Option.getOrUndefined(decodeErrorEnvelope(text))?.error
 
 /** The status of each contract error, by the tag its class decodes to. */
 const statusByTag: ReadonlyMap<string, number> = new Map(Object.entries(catalogue).map(([tag, Class]) => [tag, Class.status]))
