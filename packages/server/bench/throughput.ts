@@ -59,6 +59,7 @@ const { values } = parseArgs({
     "api-nodes": { type: "string", default: "1" },
     workers: { type: "string", default: String(defaultWorkerNodes) },
     guardians: { type: "string", default: "2" },
+    keep: { type: "boolean", default: false },
     help: { type: "boolean", default: false }
   }
 })
@@ -78,6 +79,7 @@ if (values.help) {
   --api-nodes 1           distributed: api nodes, loaded round-robin
   --workers ${defaultWorkerNodes}             distributed: worker nodes
   --guardians 2           distributed: guardian processes (one serves)
+  --keep                  embedded: keep the work folder (data, server.log) for a post-mortem
 `)
   process.exit(0)
 }
@@ -112,8 +114,13 @@ const guardiansCount = positive("guardians", values.guardians)
 const requestTimeoutMs = 30_000
 /** After a window, transfers answered `pending` get this long to reach a final state. */
 const drainTimeoutMs = 120_000
-/** How often a `pending` transfer is read again while draining (the latency's resolution). */
+/**
+ * How often a `pending` transfer is read again: first after this, then each wait half as long
+ * again, up to `drainPollMaxMs` (a client polling a payment backs off; hundreds of pending
+ * transfers each read ten times a second would be a load of their own, larger than the creates).
+ */
 const drainPollMs = 100
+const drainPollMaxMs = 1_000
 /** A shed request (429/503) waits its Retry-After, capped so a client never sleeps through a window. */
 const retryAfterCapMs = 2_000
 /** Test USDG per account: enough for every level's transfers of 0.01 each. */
@@ -302,8 +309,8 @@ const transferOnce = async (baseUrl: string, accounts: ReadonlyArray<Account>, f
   const transferId = stringField(answer.json, "transfer_id") ?? ""
   const followed = (async (): Promise<Outcome> => {
     const deadline = Date.now() + drainTimeoutMs
-    while (Date.now() < deadline) {
-      await sleep(drainPollMs)
+    for (let waitMs = drainPollMs; Date.now() < deadline; waitMs = Math.min(drainPollMaxMs, waitMs * 1.5)) {
+      await sleep(waitMs)
       const read = await exchange(`${baseUrl}/v1/transfers/${transferId}`, { method: "GET", headers: json(sender.apiKey) }).catch(() => undefined)
       const now = stringField(read?.json, "status")
       if (now === "confirmed") return { status: 201, final: "confirmed", latencyMs: performance.now() - started }
@@ -446,7 +453,8 @@ const main = async () => {
     ),
     ""
   ].join("\n"))
-  fs.rmSync(workDir, { recursive: true, force: true })
+  if (values.keep) log(`kept ${workDir}`)
+  else fs.rmSync(workDir, { recursive: true, force: true })
 }
 
 // ---- the distributed mode ----

@@ -153,11 +153,9 @@ export class Settlement extends Context.Service<Settlement, {
           return created
         })
 
-      /** Writes the outcome once, then tells the waiters and subscribers. */
-      const finish = (resolution: Resolution) =>
+      /** Tells the waiters and subscribers of an outcome just written. */
+      const announce = (resolution: Resolution) =>
         Effect.gen(function*() {
-          const changed = yield* store.resolve(resolution)
-          if (!changed) return
           yield* Effect.logInfo("submission resolved").pipe(Effect.annotateLogs({
             submission_id: resolution.submissionId,
             outcome: resolution._tag,
@@ -171,11 +169,26 @@ export class Settlement extends Context.Service<Settlement, {
           yield* PubSub.publish(hub, resolution)
         })
 
+      /** Writes the outcome once, then tells the waiters and subscribers. */
+      const finish: Finish = (resolution) =>
+        Effect.gen(function*() {
+          if (yield* store.resolve(resolution)) yield* announce(resolution)
+        })
+
+      /** `finish` for a watcher round's confirmations: one write for all of them. */
+      const finishConfirmed: FinishConfirmed = (confirmations) =>
+        Effect.gen(function*() {
+          const changed = new Set(yield* store.confirmMany(confirmations))
+          for (const confirmation of confirmations) {
+            if (changed.has(confirmation.submissionId)) yield* announce(confirmation)
+          }
+        })
+
       const engines = new Map<Mode, Engine>()
       for (const mode of ["test", "live"] as const) {
         const chain = chains.get(mode)
         if (Option.isNone(chain)) continue
-        const engine = yield* makeEngine(chain.value, config.chainConfirmations, config.chainBlockTimeMs, config.settlementBatchMax, store, finish, runsWorkers(config))
+        const engine = yield* makeEngine(chain.value, config.chainConfirmations, config.chainBlockTimeMs, config.settlementBatchMax, store, finish, finishConfirmed, runsWorkers(config))
         engines.set(mode, engine)
       }
 
@@ -205,6 +218,10 @@ export class Settlement extends Context.Service<Settlement, {
   ).pipe(Layer.provide(SubmissionStore.layer))
 }
 
+type Confirmation = Extract<Resolution, { readonly _tag: "Confirmed" }>
+type Finish = (resolution: Resolution) => Effect.Effect<void, SqlError.SqlError>
+type FinishConfirmed = (confirmations: ReadonlyArray<Confirmation>) => Effect.Effect<void, SqlError.SqlError>
+
 interface Engine {
   readonly submit: (request: SubmissionRequest) => Effect.Effect<void, ChainError | SqlError.SqlError>
 }
@@ -220,7 +237,8 @@ const makeEngine = (
   /** Most calls in one transaction (SETTLEMENT_BATCH_MAX); 1 sends every call on its own. */
   batchMax: number,
   store: SubmissionStore["Service"],
-  finish: (resolution: Resolution) => Effect.Effect<void, SqlError.SqlError>,
+  finish: Finish,
+  finishConfirmed: FinishConfirmed,
   /** Whether this node adopts dead nodes' submissions (workers do; an api-only node does not). */
   adoptsOrphans: boolean
 ) =>
@@ -515,42 +533,87 @@ const makeEngine = (
       })
     }
 
-    /** One watcher round: new blocks' receipts, confirmations, and revisits of stale sends. */
+    /** A block and, when it carries transactions and some of ours are in flight, its receipts. */
+    const readBlock = (n: bigint) =>
+      Effect.gen(function*() {
+        const block = yield* rpc("reading a block", () => client.getBlock({ blockNumber: n }))
+        const receipts = block.transactions.length > 0 && inFlight.size > 0
+          ? (yield* rpc("reading block receipts", () => client.request({ method: "eth_getBlockReceipts", params: [`0x${n.toString(16)}`] }))) ?? []
+          : []
+        return { n, block, receipts }
+      })
+
+    let lagWarnedAtMs = 0
+
+    /**
+     * One watcher round: new blocks' receipts, confirmations, and revisits of stale sends.
+     *
+     * A round costs a few round trips however much it covers: the blocks are read in parallel,
+     * the confirmations are written in one statement, the rest is concluded in parallel. A node
+     * whose watcher fell behind (a busy process, a burst of blocks) so catches up instead of
+     * falling further behind, every round doing more per trip (issue 16: at 1,024 clients a
+     * block-by-block, transfer-by-transfer round lagged minutes behind the chain, and every
+     * transfer mined meanwhile stayed `pending`).
+     */
     const round = Effect.gen(function*() {
       const head = yield* rpc("reading the head", () => client.getBlockNumber())
       const last = head < lastScanned + BigInt(SettlementLimits.blocksPerRoundMax)
         ? head
         : lastScanned + BigInt(SettlementLimits.blocksPerRoundMax)
-      for (let n = lastScanned + 1n; n <= last; n++) {
-        const block = yield* rpc("reading a block", () => client.getBlock({ blockNumber: n }))
+      const numbers: Array<bigint> = []
+      for (let n = lastScanned + 1n; n <= last; n++) numbers.push(n)
+      const blocks = yield* Effect.forEach(numbers, readBlock, { concurrency: SettlementLimits.blockReadsInParallel })
+      for (const { block, n, receipts } of blocks) {
         baseFeeWei = block.baseFeePerGas ?? baseFeeWei
         latestTimestampSeconds = block.timestamp
-        if (block.transactions.length > 0 && inFlight.size > 0) {
-          const receipts = yield* rpc("reading block receipts", () =>
-            client.request({ method: "eth_getBlockReceipts", params: [`0x${n.toString(16)}`] }))
-          for (const receipt of receipts ?? []) {
-            for (const tracked of inFlight.get(receipt.transactionHash) ?? []) {
-              tracked.mined = {
-                blockNumber: n,
-                timestampSeconds: block.timestamp,
-                outcome: outcomeIn(tracked.request, { success: receipt.status === "0x1", logs: receipt.logs })
-              }
+        for (const receipt of receipts) {
+          for (const tracked of inFlight.get(receipt.transactionHash) ?? []) {
+            tracked.mined = {
+              blockNumber: n,
+              timestampSeconds: block.timestamp,
+              outcome: outcomeIn(tracked.request, { success: receipt.status === "0x1", logs: receipt.logs })
             }
           }
         }
         lastScanned = n
       }
       const now = Date.now()
+      const behind = head - lastScanned
+      if (behind > BigInt(SettlementLimits.blocksPerRoundMax) && now - lagWarnedAtMs > SettlementLimits.lagWarningEveryMs) {
+        lagWarnedAtMs = now
+        yield* Effect.logWarning("settlement watcher behind the chain").pipe(
+          Effect.annotateLogs({ mode: chain.mode, blocks_behind: behind.toString() })
+        )
+      }
+      const applied: Array<Tracked> = []
+      const other: Array<Effect.Effect<void, ChainError | SqlError.SqlError>> = []
+      const stale: Array<Tracked> = []
       for (const tracked of [...inFlight.values()].flat()) {
         if (tracked.revertedBeforeDeadline === true) {
           const deadline = tracked.request.deadlineSeconds
-          if (deadline === null || latestTimestampSeconds > deadline) yield* concludeReverted(tracked)
+          if (deadline === null || latestTimestampSeconds > deadline) other.push(concludeReverted(tracked))
         } else if (tracked.mined !== undefined) {
-          if (tracked.mined.blockNumber + BigInt(confirmations) - 1n <= lastScanned) yield* conclude(tracked)
-        } else if (now - tracked.sentAtMs > SettlementLimits.rebroadcastAfterMs) {
-          yield* revisit(tracked)
+          if (tracked.mined.blockNumber + BigInt(confirmations) - 1n <= lastScanned) {
+            if (tracked.mined.outcome === "applied") applied.push(tracked)
+            else other.push(conclude(tracked))
+          }
+        } else if (behind === 0n && now - tracked.sentAtMs > SettlementLimits.rebroadcastAfterMs) {
+          // Only once every block is read: a transaction not seen while blocks remain unread may
+          // well be in one of them.
+          stale.push(tracked)
         }
       }
+      for (const tracked of applied) untrack(tracked)
+      yield* finishConfirmed(applied.map((tracked): Confirmation => ({
+        _tag: "Confirmed",
+        submissionId: tracked.request.submissionId,
+        mode: chain.mode,
+        txHash: tracked.txHash,
+        blockNumber: tracked.mined!.blockNumber,
+        blockTimestampSeconds: tracked.mined!.timestampSeconds
+      })))
+      yield* Effect.all(other, { concurrency: SettlementLimits.concludesInParallel, discard: true })
+      yield* Effect.forEach(stale, revisit, { concurrency: SettlementLimits.concludesInParallel, discard: true })
     })
 
     const pollMs = Math.max(25, Math.floor(blockTimeMs / 4))

@@ -122,6 +122,13 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
   readonly countBroadcast: (submissionId: string) => Effect.Effect<void, SqlError.SqlError>
   /** Writes the final outcome; false when the submission was already final (nothing changes). */
   readonly resolve: (resolution: Resolution) => Effect.Effect<boolean, SqlError.SqlError>
+  /**
+   * Writes many confirmations in one statement (a watcher round's worth); the ids that
+   * changed (those already final are left as they are, as by `resolve`).
+   */
+  readonly confirmMany: (
+    confirmations: ReadonlyArray<Extract<Resolution, { readonly _tag: "Confirmed" }>>
+  ) => Effect.Effect<ReadonlyArray<string>, SqlError.SqlError>
 }>()("server/settlement/SubmissionStore") {
   static readonly layer = Layer.effect(
     SubmissionStore,
@@ -181,7 +188,19 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
             : sql`
               UPDATE chain_submissions SET status = 'failed', failure_reason = ${resolution.reason}, updated_at = now()
               WHERE submission_id = ${resolution.submissionId} AND status IN ('recorded', 'sent')
-              RETURNING 1 AS resolved`).pipe(Effect.map((rows) => rows.length > 0))
+              RETURNING 1 AS resolved`).pipe(Effect.map((rows) => rows.length > 0)),
+        confirmMany: (confirmations) => {
+          if (confirmations.length === 0) return Effect.succeed([])
+          const values = confirmations.map((_, i) => `($${4 * i + 1}, $${4 * i + 2}, $${4 * i + 3}, $${4 * i + 4})`).join(", ")
+          return sql.unsafe<{ readonly submission_id: string }>(
+            `UPDATE chain_submissions s SET status = 'confirmed', tx_hash = v.tx_hash, block_number = v.block_number,
+               block_timestamp = v.block_timestamp, updated_at = now()
+             FROM (VALUES ${values}) AS v (submission_id, tx_hash, block_number, block_timestamp)
+             WHERE s.submission_id = v.submission_id AND s.status IN ('recorded', 'sent')
+             RETURNING s.submission_id`,
+            confirmations.flatMap((c) => [c.submissionId, c.txHash, c.blockNumber.toString(), c.blockTimestampSeconds.toString()])
+          ).pipe(Effect.map((rows) => rows.map((row) => row.submission_id)))
+        }
       })
     })
   )

@@ -133,6 +133,12 @@ export const SettlementLimits = {
   sendsPerRelayer: 4,
   /** Blocks scanned per watcher round at most, so a long outage catches up in bounded steps. */
   blocksPerRoundMax: 50,
+  /** Blocks (with their receipts) a watcher round reads at once. */
+  blockReadsInParallel: 8,
+  /** Reverted, expired or stale transactions a watcher round looks into at once. */
+  concludesInParallel: 8,
+  /** A watcher further behind the chain than a round's blocks says so at most this often. */
+  lagWarningEveryMs: 10_000,
   /** Tip per gas offered: enough for any dev chain or quiet testnet to include us at once. */
   priorityFeeWei: 1_000_000_000n,
   /** Base fee may rise between signing and inclusion; paying up to this multiple absorbs it. */

@@ -121,6 +121,9 @@ const recoveryEveryMs = 5_000
  */
 const recoveryGraceMs = 5_000
 
+/** Outcomes from settlement's stream completed at once (each a few statements and a guardian call). */
+const completionsInParallel = 16
+
 /**
  * A retried approval reuses the deadline it pinned while at least this much of it is
  * left (so the guardian replays its recorded answer); otherwise it takes a fresh one.
@@ -467,9 +470,12 @@ export class Transfers extends Context.Service<Transfers, {
           Stream.filter((resolution) => resolution.submissionId.startsWith("tr_")),
           // One completion's fault (a defect, an interruption from a callee) is logged and the
           // stream goes on: ending it would leave every later outcome to the recovery round.
-          Stream.runForEach((resolution) =>
-            complete(resolution).pipe(Effect.catchCause((cause) => Effect.logError("completing a transfer failed", Cause.pretty(cause))))
-          )
+          // Several at once: a completion waits on SQL and on the guardian, and a watcher round
+          // can confirm hundreds of transfers whose requests stopped waiting (answered `pending`).
+          // `complete` runs each transfer's completion once, however many ask.
+          Stream.mapEffect((resolution) =>
+            complete(resolution).pipe(Effect.catchCause((cause) => Effect.logError("completing a transfer failed", Cause.pretty(cause)))), { concurrency: completionsInParallel, unordered: true }),
+          Stream.runDrain
         )
       )
       const modes = (["test", "live"] as const).filter((mode) => Option.isSome(settlement.chain(mode)))
