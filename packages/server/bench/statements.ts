@@ -30,16 +30,25 @@ if (!Number.isSafeInteger(transfers) || transfers < 1) {
 
 /** Statement texts, whitespace folded, counted while `counting`. */
 const counts = new Map<string, number>()
+/**
+ * Wall milliseconds from each call to its answer, by text: the statement's own cost in this
+ * sequential run, plus any wait behind another statement of the same PGlite instance.
+ */
+const elapsedMs = new Map<string, number>()
 let counting = false
 const pglite = PGlite.prototype as unknown as Record<"query" | "exec", (this: PGlite, ...args: Array<unknown>) => unknown>
 for (const name of ["query", "exec"] as const) {
   const original = pglite[name]
   pglite[name] = function(...args) {
-    if (counting) {
-      const text = String(args[0]).replace(/\s+/g, " ").trim()
-      counts.set(text, (counts.get(text) ?? 0) + 1)
-    }
-    return original.apply(this, args)
+    if (!counting) return original.apply(this, args)
+    const text = String(args[0]).replace(/\s+/g, " ").trim()
+    counts.set(text, (counts.get(text) ?? 0) + 1)
+    const startedMs = performance.now()
+    const answer = original.apply(this, args)
+    const record = () => elapsedMs.set(text, (elapsedMs.get(text) ?? 0) + performance.now() - startedMs)
+    if (answer instanceof Promise) answer.then(record, record)
+    else record()
+    return answer
   }
 }
 
@@ -78,8 +87,11 @@ const program = Effect.gen(function*() {
     `  all: ${perTransfer(() => true).toFixed(1)}  (BEGIN/COMMIT of both: ${perTransfer(transactionControl).toFixed(1)})`,
     `  guardian tables: ${perTransfer(isGuardian).toFixed(1)}`,
     `  api tier tables: ${perTransfer((text) => !isGuardian(text) && !transactionControl(text)).toFixed(1)}`,
-    "by statement (per transfer):",
-    ...rows.map(([text, n]) => `  ${(n / transfers).toFixed(2).padStart(6)}  ${text.slice(0, 140)}`)
+    `  wall ms in statements: ${([...elapsedMs.values()].reduce((sum, ms) => sum + ms, 0) / transfers).toFixed(1)}`,
+    "by statement (per transfer: count, wall ms):",
+    ...rows.map(([text, n]) =>
+      `  ${(n / transfers).toFixed(2).padStart(6)} ${((elapsedMs.get(text) ?? 0) / transfers).toFixed(2).padStart(6)}  ${text.slice(0, 130)}`
+    )
   ].join("\n") + "\n")
 })
 
