@@ -10,7 +10,7 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Mode } from "@pps/api/ApiKeys"
-import { EventType, type StoredEvent } from "@pps/api/Events"
+import { EventMessage, EventType, type StoredEvent } from "@pps/api/Events"
 
 const EventRow = Schema.Struct({
   event_id: Schema.String,
@@ -37,8 +37,11 @@ const toEvent = (row: typeof EventRow.Type): StoredEvent => ({
 export class EventStore extends Context.Service<EventStore, {
   /** One statement for the whole batch (a transfer's two sides, a burst). */
   readonly insert: (events: ReadonlyArray<StoredEvent>) => Effect.Effect<void, SqlError.SqlError>
-  /** The oldest unpublished events, at most `limit`. */
-  readonly unpublished: (limit: number) => Effect.Effect<ReadonlyArray<StoredEvent>, SqlError.SqlError>
+  /**
+   * The oldest unpublished events, at most `limit`, as the bus carries them (ids, account, mode,
+   * type): the relay re-reads this on every commit, so it reads no payload it would not publish.
+   */
+  readonly unpublished: (limit: number) => Effect.Effect<ReadonlyArray<EventMessage>, SqlError.SqlError>
   readonly markPublished: (eventIds: ReadonlyArray<string>, publishedAt: string) => Effect.Effect<void, SqlError.SqlError>
   /** An event of this account and mode (D35: another account's event is not found). */
   readonly findForAccount: (
@@ -66,6 +69,7 @@ export class EventStore extends Context.Service<EventStore, {
       const sql = yield* SqlClient.SqlClient
       const columns = sql`event_id, account_id, mode, type, payload, iso_utc(created_at) AS created_at`
       const decodeRows = Schema.decodeUnknownEffect(Schema.Array(EventRow))
+      const decodeMessages = Schema.decodeUnknownEffect(Schema.Array(EventMessage))
       // A row that does not decode breaks our own schema: a defect.
       const rows = (statement: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>) =>
         Effect.flatMap(statement, decodeRows).pipe(
@@ -88,7 +92,9 @@ export class EventStore extends Context.Service<EventStore, {
           }`
         }),
         unpublished: (limit) =>
-          rows(sql`SELECT ${columns} FROM events WHERE published_at IS NULL ORDER BY event_id LIMIT ${limit}`).pipe(
+          sql`SELECT event_id, account_id, mode, type FROM events WHERE published_at IS NULL ORDER BY event_id LIMIT ${limit}`.pipe(
+            Effect.flatMap(decodeMessages),
+            Effect.catchTag("SchemaError", Effect.die),
             Effect.withSpan("EventStore.unpublished")
           ),
         markPublished: (eventIds, publishedAt) =>

@@ -50,14 +50,9 @@ export class Relay extends Context.Service<Relay, {
       const round = Effect.gen(function*() {
         const events = yield* store.unpublished(publishBatchMax)
         if (events.length === 0) return 0
-        yield* bus.publish(events.map((event) => ({
-          event_id: event.eventId,
-          account_id: event.accountId,
-          mode: event.mode,
-          type: event.type
-        })))
+        yield* bus.publish(events)
         const nowMs = yield* Clock.currentTimeMillis
-        yield* store.markPublished(events.map((event) => event.eventId), DateTime.formatIso(DateTime.makeUnsafe(nowMs)))
+        yield* store.markPublished(events.map((event) => event.event_id), DateTime.formatIso(DateTime.makeUnsafe(nowMs)))
         return events.length
       })
       const runOnce = (Option.isNone(config.databaseUrl)

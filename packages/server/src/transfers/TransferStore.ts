@@ -90,9 +90,10 @@ const columns = `t.transfer_id, t.mode, t.sender_account_id, s.handle AS sender_
   r.handle AS recipient_handle, r.owner_account_id AS recipient_owner_account_id,
   iso_utc(t.created_at) AS created_at, iso_utc(t.confirmed_at) AS confirmed_at`
 
-/** Both parties' accounts beside the transfer: its events name them without reading them again. */
-const parties = `FROM transfers t JOIN accounts s ON s.account_id = t.sender_account_id
+/** Both parties' accounts beside the transfer `t`: its events name them without reading them again. */
+const partiesJoin = `JOIN accounts s ON s.account_id = t.sender_account_id
   LEFT JOIN accounts r ON r.account_id = t.recipient_account_id`
+const parties = `FROM transfers t ${partiesJoin}`
 
 /**
  * The parties a viewer sees transfers of: itself, and, for an owner, its agents (SPEC Events:
@@ -138,11 +139,15 @@ export class TransferStore extends Context.Service<TransferStore, {
   >
   /** newest first (created_at, then id), one more than `limit` to tell `has_more` (D16). */
   readonly list: (query: ListQuery) => Effect.Effect<ReadonlyArray<StoredTransfer>, SqlError.SqlError>
-  /** pending → confirmed | failed, once; false when it was not pending. */
+  /**
+   * pending → confirmed | failed, once: the transfer as it ends, read in the same statement; None
+   * when it was not pending. A confirmation is dated by its block's time, whole seconds, never
+   * before the transfer's own creation in the same second.
+   */
   readonly finish: (
     transferId: string,
-    outcome: { readonly status: "confirmed" | "failed"; readonly txHash: string | null; readonly confirmedAt: string | null }
-  ) => Effect.Effect<boolean, SqlError.SqlError>
+    outcome: { readonly status: "confirmed" | "failed"; readonly txHash: string | null; readonly blockTimestampSeconds: bigint | null }
+  ) => Effect.Effect<Option.Option<StoredTransfer>, SqlError.SqlError>
   readonly markGuardianSettled: (transferId: string) => Effect.Effect<void, SqlError.SqlError>
   /** Transfers created before `createdBefore` still pending, or final but not yet settled with the guardian. */
   readonly unfinished: (mode: Mode, createdBefore: string) => Effect.Effect<ReadonlyArray<StoredTransfer>, SqlError.SqlError>
@@ -246,11 +251,15 @@ export class TransferStore extends Context.Service<TransferStore, {
           ).pipe(Effect.flatMap(decode))
         },
         finish: (transferId, outcome) =>
-          sql`
-            UPDATE transfers SET status = ${outcome.status}, tx_hash = COALESCE(${outcome.txHash}, tx_hash),
-              confirmed_at = ${outcome.confirmedAt}::timestamptz
-            WHERE transfer_id = ${transferId} AND status = 'pending'
-            RETURNING 1 AS finished`.pipe(Effect.map((rows) => rows.length > 0)),
+          sql.unsafe(
+            `WITH t AS (
+               UPDATE transfers SET status = $1, tx_hash = COALESCE($2, tx_hash),
+                 confirmed_at = CASE WHEN $3::bigint IS NULL THEN NULL ELSE GREATEST(to_timestamp($3::bigint), created_at) END
+               WHERE transfer_id = $4 AND status = 'pending'
+               RETURNING *)
+             SELECT ${columns} FROM t ${partiesJoin}`,
+            [outcome.status, outcome.txHash, outcome.blockTimestampSeconds?.toString() ?? null, transferId]
+          ).pipe(Effect.flatMap(decode), Effect.map((rows) => Option.fromNullishOr(rows[0]))),
         markGuardianSettled: (transferId) =>
           sql`UPDATE transfers SET guardian_settled = true WHERE transfer_id = ${transferId}`.pipe(Effect.asVoid),
         unfinished: (mode, createdBefore) =>

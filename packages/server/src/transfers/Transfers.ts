@@ -368,21 +368,18 @@ export class Transfers extends Context.Service<Transfers, {
 
       const completeOnce = (resolution: Resolution) =>
         Effect.gen(function*() {
-          const stored = yield* store.findById(resolution.submissionId)
-          if (Option.isNone(stored)) return stored
-          const t = stored.value
           const status = resolution._tag === "Confirmed" ? "confirmed" as const : "failed" as const
-          // The block's time, which has whole-second resolution: never shown before the transfer's
-          // own creation time in the same second.
-          const confirmedAt = resolution._tag === "Confirmed"
-            ? DateTime.formatIso(DateTime.makeUnsafe(
-              Math.max(Number(resolution.blockTimestampSeconds) * 1000, Date.parse(t.created_at))
-            ))
-            : null
           const txHash = resolution.txHash
-          const changed = yield* sql.withTransaction(Effect.gen(function*() {
-            const changed = yield* store.finish(t.transfer_id, { status, txHash, confirmedAt })
-            if (!changed) return false
+          // The status change reads the transfer as it ends (one statement), and its events
+          // commit with it.
+          const ended = yield* sql.withTransaction(Effect.gen(function*() {
+            const ended = yield* store.finish(resolution.submissionId, {
+              status,
+              txHash,
+              blockTimestampSeconds: resolution._tag === "Confirmed" ? resolution.blockTimestampSeconds : null
+            })
+            if (Option.isNone(ended)) return ended
+            const t = ended.value
             yield* outbox.append(transferEvents({
               event: status === "confirmed" ? "transfer.confirmed" : "transfer.failed",
               mode: t.mode,
@@ -396,13 +393,13 @@ export class Transfers extends Context.Service<Transfers, {
               confidential: t.confidential,
               txHash
             }))
-            return true
+            return ended
           }))
           // Whoever ended the transfer settles it with the guardian; had it ended before (another
           // node, or this one before a restart), the recovery round settles what is left unsettled.
-          if (!changed) return yield* store.findById(t.transfer_id)
-          yield* settleWithGuardian(t.transfer_id, status)
-          return Option.some({ ...t, status, tx_hash: txHash ?? t.tx_hash, confirmed_at: confirmedAt ?? t.confirmed_at })
+          if (Option.isNone(ended)) return yield* store.findById(resolution.submissionId)
+          yield* settleWithGuardian(ended.value.transfer_id, status)
+          return ended
         })
 
       const settleWithGuardian = (transferId: string, outcome: "confirmed" | "failed") =>

@@ -57,6 +57,8 @@ export const transfersSuite = (database: DatabaseTarget) =>
           assert.isTrue(transfer.confidential)
           assert.match(transfer.tx_hash ?? "", /^0x[0-9a-f]{64}$/)
           assert.isTrue(transfer.confirmed_at !== null && transfer.confirmed_at >= transfer.created_at, "confirmed after created")
+          // The block's time (whole seconds), not a default or another clock: within the create's wait.
+          assert.isBelow(Date.parse(transfer.confirmed_at ?? "") - Date.parse(transfer.created_at), 60_000)
           assert.notInclude(created.text, "12.5")
           assert.notInclude(created.text, "lunch")
 
