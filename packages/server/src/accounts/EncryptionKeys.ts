@@ -82,12 +82,34 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
           return Point.isIdentity(encoded as Point.Point) ? Option.none<Uint8Array>() : Option.some(encoded)
         }))
 
+      /**
+       * Registered keys read so far, by account and mode. A registered key never changes: a row's
+       * key is written once (a second registration of another key is refused), `registered_at`
+       * once, and no row is deleted; so a key read registered on any node is that account's key
+       * for good, and every transfer need not read its parties' keys again (issue 16: two
+       * statements per transfer). Only registered keys are kept; bounded, emptied when full.
+       */
+      const registered = new Map<string, Uint8Array>()
+      const registeredMax = 50_000
+
       const keyOfAccount = (accountId: string, mode: Mode) =>
-        sql<{ public_key: Uint8Array }>`
-          SELECT public_key FROM encryption_keys
-          WHERE account_id = ${accountId} AND mode = ${mode} AND registered_at IS NOT NULL`.pipe(
-          Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), (row) => new Uint8Array(row.public_key)))
-        )
+        Effect.suspend(() => {
+          const cacheKey = `${mode}:${accountId}`
+          const known = registered.get(cacheKey)
+          if (known !== undefined) return Effect.succeed(Option.some(known))
+          return sql<{ public_key: Uint8Array }>`
+            SELECT public_key FROM encryption_keys
+            WHERE account_id = ${accountId} AND mode = ${mode} AND registered_at IS NOT NULL`.pipe(
+            Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), (row) => new Uint8Array(row.public_key))),
+            Effect.tap((key) =>
+              Effect.sync(() => {
+                if (Option.isNone(key)) return
+                if (registered.size >= registeredMax) registered.clear()
+                registered.set(cacheKey, key.value)
+              })
+            )
+          )
+        })
 
       const isRegisteredOn = (chain: ChainContext, contract: Address, account: Address) =>
         Effect.tryPromise({

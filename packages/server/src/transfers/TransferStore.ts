@@ -101,6 +101,17 @@ const parties = `FROM transfers t ${partiesJoin}`
  */
 const viewedParties = (n: number) => `(SELECT account_id FROM accounts WHERE account_id = $${n} OR owner_account_id = $${n})`
 
+/**
+ * Replay nonces are taken from `transfer_nonces` this many at a time per account and handed out
+ * from memory, as a database sequence caches values: one statement per this many transfers
+ * instead of one per transfer (issue 16). The nonces of a block not used up (a restart, another
+ * node's block, a race) are skipped, which costs nothing: the contract keeps a bitmap of used
+ * nonces per sender, not a counter, so any unused nonce is valid and none is ever used twice.
+ */
+const nonceBlockSize = 32
+/** Accounts whose current block is kept; emptied when full (the next transfer reserves anew). */
+const nonceBlocksMax = 50_000
+
 /** A client-sealed transfer's replay nonce and attestation deadline, fixed by its first attempt. */
 export interface SealedAttempt {
   readonly nonce: bigint
@@ -156,15 +167,29 @@ export class TransferStore extends Context.Service<TransferStore, {
     TransferStore,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
+      /** This node's reserved replay nonces per account and mode: the next to hand out, and the end. */
+      const nonceBlocks = new Map<string, { next: bigint; end: bigint }>()
       const decode = (rows: ReadonlyArray<unknown>) =>
         // A row that does not decode breaks our own schema: a defect.
         Schema.decodeUnknownEffect(Schema.Array(TransferRow))(rows).pipe(Effect.orDie)
       return TransferStore.of({
         nextNonce: (accountId, mode) =>
-          sql<{ nonce: string }>`
-            INSERT INTO transfer_nonces (account_id, mode, next_nonce) VALUES (${accountId}, ${mode}, 1)
-            ON CONFLICT (account_id, mode) DO UPDATE SET next_nonce = transfer_nonces.next_nonce + 1
-            RETURNING (next_nonce - 1)::text AS nonce`.pipe(Effect.map((rows) => BigInt(rows[0]!.nonce))),
+          Effect.suspend(() => {
+            const key = `${mode}:${accountId}`
+            const block = nonceBlocks.get(key)
+            if (block !== undefined && block.next < block.end) return Effect.succeed(block.next++)
+            return sql<{ first: string }>`
+              INSERT INTO transfer_nonces (account_id, mode, next_nonce) VALUES (${accountId}, ${mode}, ${nonceBlockSize})
+              ON CONFLICT (account_id, mode) DO UPDATE SET next_nonce = transfer_nonces.next_nonce + ${nonceBlockSize}
+              RETURNING (next_nonce - ${nonceBlockSize})::text AS first`.pipe(Effect.map((rows) => {
+              const first = BigInt(rows[0]!.first)
+              // A concurrent reservation for the same account may replace this block: the rest of
+              // the replaced one is skipped, never handed out twice.
+              if (nonceBlocks.size >= nonceBlocksMax) nonceBlocks.clear()
+              nonceBlocks.set(key, { next: first + 1n, end: first + BigInt(nonceBlockSize) })
+              return first
+            }))
+          }),
         sealedAttempt: (attempt, fresh) =>
           Effect.gen(function*() {
             const recorded = () =>
