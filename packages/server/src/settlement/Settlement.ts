@@ -36,7 +36,7 @@
  * @since 0.1.0
  */
 import { ConfidentialTokenArtifact } from "@pps/contracts"
-import { Context, Deferred, Duration, Effect, Layer, Option, PubSub, Schedule, Stream } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Layer, Option, PubSub, Schedule, Stream } from "effect"
 import type { SqlError } from "effect/sql"
 import { getAbiItem, type Hex, hexToBigInt, type PublicClient, slice as sliceHex, toEventSelector, type TransactionReceipt } from "viem"
 import type { Mode } from "@pps/api/ApiKeys"
@@ -310,24 +310,30 @@ const makeEngine = (
         // instead of all picking the relayer that looked idle.
         const relayer = chosen ?? pickRelayer()
         relayer.inFlight += requests.length
-        const signed = yield* relayer.sign(call).pipe(
-          Effect.tapError(() => Effect.sync(() => (relayer.inFlight -= requests.length)))
-        )
-        // Signed but not recorded: the nonce it took is never broadcast, so forget the local
-        // nonce (the next signature asks the node) rather than leave a gap that stalls the relayer.
-        yield* store.markSent(requests.map((request) => request.submissionId), signed).pipe(
-          Effect.tapError(() => relayer.resync.pipe(Effect.andThen(Effect.sync(() => (relayer.inFlight -= requests.length)))))
-        )
-        const sentAtMs = Date.now()
-        const group = requests.map((request): Tracked => ({
-          request,
-          relayer,
-          rawTx: signed.rawTx,
-          txHash: signed.txHash,
-          sentAtMs,
-          mined: undefined
+        // From the signature to the record, not interruptible (whoever runs it: a request, a
+        // watcher round): a nonce signed and never recorded nor broadcast would stall every later
+        // transaction of the relayer behind the gap. Both steps are bounded (RPC timeout, SQL).
+        const group = yield* Effect.uninterruptible(Effect.gen(function*() {
+          const signed = yield* relayer.sign(call).pipe(
+            Effect.tapError(() => Effect.sync(() => (relayer.inFlight -= requests.length)))
+          )
+          // Signed but not recorded: the nonce it took is never broadcast, so forget the local
+          // nonce (the next signature asks the node) rather than leave a gap that stalls the relayer.
+          yield* store.markSent(requests.map((request) => request.submissionId), signed).pipe(
+            Effect.tapError(() => relayer.resync.pipe(Effect.andThen(Effect.sync(() => (relayer.inFlight -= requests.length)))))
+          )
+          const sentAtMs = Date.now()
+          const group = requests.map((request): Tracked => ({
+            request,
+            relayer,
+            rawTx: signed.rawTx,
+            txHash: signed.txHash,
+            sentAtMs,
+            mined: undefined
+          }))
+          for (const tracked of group) track(tracked)
+          return group
         }))
-        for (const tracked of group) track(tracked)
         yield* broadcast(group, resignings)
       })
 
@@ -562,8 +568,15 @@ const makeEngine = (
         : lastScanned + BigInt(SettlementLimits.blocksPerRoundMax)
       const numbers: Array<bigint> = []
       for (let n = lastScanned + 1n; n <= last; n++) numbers.push(n)
-      const blocks = yield* Effect.forEach(numbers, readBlock, { concurrency: SettlementLimits.blockReadsInParallel })
-      for (const { block, n, receipts } of blocks) {
+      const reads = yield* Effect.forEach(numbers, (n) => Effect.exit(readBlock(n)), { concurrency: SettlementLimits.blockReadsInParallel })
+      for (const read of reads) {
+        // Applied in order up to the first block that could not be read: what was read counts, the
+        // rest is read again next round (one failed call must not cost the round's progress).
+        if (Exit.isFailure(read)) {
+          yield* Effect.logWarning("settlement watcher could not read a block", read.cause)
+          break
+        }
+        const { block, n, receipts } = read.value
         baseFeeWei = block.baseFeePerGas ?? baseFeeWei
         latestTimestampSeconds = block.timestamp
         for (const receipt of receipts) {
@@ -597,23 +610,33 @@ const makeEngine = (
             if (tracked.mined.outcome === "applied") applied.push(tracked)
             else other.push(conclude(tracked))
           }
-        } else if (behind === 0n && now - tracked.sentAtMs > SettlementLimits.rebroadcastAfterMs) {
-          // Only once every block is read: a transaction not seen while blocks remain unread may
-          // well be in one of them.
-          stale.push(tracked)
+        } else if (now - tracked.sentAtMs > SettlementLimits.rebroadcastAfterMs) {
+          // Rebroadcast only once every block is read: a transaction not seen while blocks remain
+          // unread may well be in one of them. Past its deadline by a block already read it has
+          // expired (or was applied: revisit looks at the chain's state) whatever is left to read.
+          const deadline = tracked.request.deadlineSeconds
+          if (behind <= 0n || (deadline !== null && latestTimestampSeconds > deadline)) stale.push(tracked)
         }
       }
-      for (const tracked of applied) untrack(tracked)
-      yield* finishConfirmed(applied.map((tracked): Confirmation => ({
-        _tag: "Confirmed",
-        submissionId: tracked.request.submissionId,
-        mode: chain.mode,
-        txHash: tracked.txHash,
-        blockNumber: tracked.mined!.blockNumber,
-        blockTimestampSeconds: tracked.mined!.timestampSeconds
-      })))
-      yield* Effect.all(other, { concurrency: SettlementLimits.concludesInParallel, discard: true })
-      yield* Effect.forEach(stale, revisit, { concurrency: SettlementLimits.concludesInParallel, discard: true })
+      // Written first, forgotten after: a failed write leaves them tracked for the next round.
+      for (let from = 0; from < applied.length; from += SettlementLimits.confirmationsPerStatementMax) {
+        const chunk = applied.slice(from, from + SettlementLimits.confirmationsPerStatementMax)
+        yield* finishConfirmed(chunk.map((tracked): Confirmation => ({
+          _tag: "Confirmed",
+          submissionId: tracked.request.submissionId,
+          mode: chain.mode,
+          txHash: tracked.txHash,
+          blockNumber: tracked.mined!.blockNumber,
+          blockTimestampSeconds: tracked.mined!.timestampSeconds
+        })))
+        for (const tracked of chunk) untrack(tracked)
+      }
+      // Each on its own: one failing (an RPC error, the database) must not interrupt another in
+      // the middle of its step; it is logged and looked at again next round.
+      const alone = (effect: Effect.Effect<void, ChainError | SqlError.SqlError>) =>
+        effect.pipe(Effect.catch((error) => Effect.logWarning("settlement watcher could not conclude a transaction", error)))
+      yield* Effect.forEach(other, alone, { concurrency: SettlementLimits.concludesInParallel, discard: true })
+      yield* Effect.forEach(stale, (tracked) => alone(revisit(tracked)), { concurrency: SettlementLimits.concludesInParallel, discard: true })
     })
 
     const pollMs = Math.max(25, Math.floor(blockTimeMs / 4))

@@ -137,6 +137,8 @@ export const SettlementLimits = {
   blockReadsInParallel: 8,
   /** Reverted, expired or stale transactions a watcher round looks into at once. */
   concludesInParallel: 8,
+  /** Confirmations written per statement (4 parameters each, far below PostgreSQL's 65,535). */
+  confirmationsPerStatementMax: 1_000,
   /** A watcher further behind the chain than a round's blocks says so at most this often. */
   lagWarningEveryMs: 10_000,
   /** Tip per gas offered: enough for any dev chain or quiet testnet to include us at once. */

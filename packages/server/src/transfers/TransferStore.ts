@@ -123,7 +123,11 @@ export interface SealedAttempt {
  * @category services
  */
 export class TransferStore extends Context.Service<TransferStore, {
-  /** A fresh replay nonce for the sender (never handed out twice). */
+  /**
+   * A fresh replay nonce for the sender (never handed out twice). Call it outside any SQL
+   * transaction: its block reservation must commit on its own (were it rolled back, the block
+   * kept in memory could be reserved again).
+   */
   readonly nextNonce: (accountId: string, mode: Mode) => Effect.Effect<bigint, SqlError.SqlError>
   /**
    * The nonce and deadline a client-sealed transfer goes to the guardian with: those of its
