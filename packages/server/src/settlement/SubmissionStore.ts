@@ -137,6 +137,21 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
       const { nodeId } = yield* NodeLiveness
       const decode = (rows: ReadonlyArray<unknown>) =>
         Schema.decodeUnknownEffect(Schema.Array(SubmissionRow))(rows).pipe(Effect.orDie, Effect.map((r) => r.map((row) => toSubmission(row, nodeId))))
+      /** One statement for any number of confirmations; the ids it changed. */
+      const confirmMany = (
+        confirmations: ReadonlyArray<Extract<Resolution, { readonly _tag: "Confirmed" }>>
+      ): Effect.Effect<ReadonlyArray<string>, SqlError.SqlError> => {
+        if (confirmations.length === 0) return Effect.succeed([])
+        const values = confirmations.map((_, i) => `($${4 * i + 1}, $${4 * i + 2}, $${4 * i + 3}, $${4 * i + 4})`).join(", ")
+        return sql.unsafe<{ readonly submission_id: string }>(
+          `UPDATE chain_submissions s SET status = 'confirmed', tx_hash = v.tx_hash, block_number = v.block_number,
+             block_timestamp = v.block_timestamp, updated_at = now()
+           FROM (VALUES ${values}) AS v (submission_id, tx_hash, block_number, block_timestamp)
+           WHERE s.submission_id = v.submission_id AND s.status IN ('recorded', 'sent')
+           RETURNING s.submission_id`,
+          confirmations.flatMap((c) => [c.submissionId, c.txHash, c.blockNumber.toString(), c.blockTimestampSeconds.toString()])
+        ).pipe(Effect.map((rows) => rows.map((row) => row.submission_id)))
+      }
       return SubmissionStore.of({
         record: (request) =>
           sql`
@@ -178,29 +193,13 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
           sql`UPDATE chain_submissions SET broadcasts = broadcasts + 1, updated_at = now() WHERE submission_id = ${submissionId}`
             .pipe(Effect.asVoid),
         resolve: (resolution) =>
-          (resolution._tag === "Confirmed"
-            ? sql`
-              UPDATE chain_submissions SET status = 'confirmed', tx_hash = ${resolution.txHash},
-                block_number = ${resolution.blockNumber.toString()}, block_timestamp = ${resolution.blockTimestampSeconds.toString()},
-                updated_at = now()
-              WHERE submission_id = ${resolution.submissionId} AND status IN ('recorded', 'sent')
-              RETURNING 1 AS resolved`
+          resolution._tag === "Confirmed"
+            ? confirmMany([resolution]).pipe(Effect.map((changed) => changed.length > 0))
             : sql`
               UPDATE chain_submissions SET status = 'failed', failure_reason = ${resolution.reason}, updated_at = now()
               WHERE submission_id = ${resolution.submissionId} AND status IN ('recorded', 'sent')
-              RETURNING 1 AS resolved`).pipe(Effect.map((rows) => rows.length > 0)),
-        confirmMany: (confirmations) => {
-          if (confirmations.length === 0) return Effect.succeed([])
-          const values = confirmations.map((_, i) => `($${4 * i + 1}, $${4 * i + 2}, $${4 * i + 3}, $${4 * i + 4})`).join(", ")
-          return sql.unsafe<{ readonly submission_id: string }>(
-            `UPDATE chain_submissions s SET status = 'confirmed', tx_hash = v.tx_hash, block_number = v.block_number,
-               block_timestamp = v.block_timestamp, updated_at = now()
-             FROM (VALUES ${values}) AS v (submission_id, tx_hash, block_number, block_timestamp)
-             WHERE s.submission_id = v.submission_id AND s.status IN ('recorded', 'sent')
-             RETURNING s.submission_id`,
-            confirmations.flatMap((c) => [c.submissionId, c.txHash, c.blockNumber.toString(), c.blockTimestampSeconds.toString()])
-          ).pipe(Effect.map((rows) => rows.map((row) => row.submission_id)))
-        }
+              RETURNING 1 AS resolved`.pipe(Effect.map((rows) => rows.length > 0)),
+        confirmMany
       })
     })
   )

@@ -470,8 +470,13 @@ export class Transfers extends Context.Service<Transfers, {
           // Several at once: a completion waits on SQL and on the guardian, and a watcher round
           // can confirm hundreds of transfers whose requests stopped waiting (answered `pending`).
           // `complete` runs each transfer's completion once, however many ask.
-          Stream.mapEffect((resolution) =>
-            complete(resolution).pipe(Effect.catchCause((cause) => Effect.logError("completing a transfer failed", Cause.pretty(cause)))), { concurrency: completionsInParallel, unordered: true }),
+          Stream.mapEffect(
+            (resolution) =>
+              complete(resolution).pipe(
+                Effect.catchCause((cause) => Effect.logError("completing a transfer failed", Cause.pretty(cause)))
+              ),
+            { concurrency: completionsInParallel, unordered: true }
+          ),
           Stream.runDrain
         )
       )
