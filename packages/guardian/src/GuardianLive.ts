@@ -11,7 +11,6 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { PGlite } from "@electric-sql/pglite"
 import { PgClient } from "@effect/sql-pg"
 import { PgliteClient } from "@effect/sql-pglite"
 import { Backend } from "@pps/crypto"
@@ -20,6 +19,7 @@ import type { SqlClient } from "effect/sql"
 import { randomBytes } from "@noble/hashes/utils.js"
 import type { Address } from "viem"
 import { ChainReader, type ChainEndpoint } from "./ChainReader.ts"
+import { makeEmbeddedClient } from "./EmbeddedDatabase.ts"
 import { Guardian, type Timing } from "./Guardian.ts"
 import * as GuardianKeys from "./GuardianKeys.ts"
 import { lockDataDir } from "./internal/dataDirLock.ts"
@@ -99,18 +99,7 @@ export const decodeSecret = (text: string): Uint8Array => {
 
 const pgliteLayer = (dataDir: string) =>
   PgliteClient.layerFrom(
-    Effect.gen(function*() {
-      yield* lockDataDir(dataDir)
-      const pglite = yield* Effect.acquireRelease(
-        Effect.promise(async () => {
-          const db = new PGlite(path.join(dataDir, "pglite"))
-          await db.waitReady
-          return db
-        }),
-        (db) => Effect.promise(() => db.close()).pipe(Effect.timeoutOption(pgliteCloseTimeoutMs), Effect.ignore)
-      )
-      return yield* PgliteClient.fromClient({ liveClient: pglite })
-    })
+    lockDataDir(dataDir).pipe(Effect.andThen(makeEmbeddedClient(path.join(dataDir, "pglite"), pgliteCloseTimeoutMs)))
   )
 
 const sqlLayer = (database: DatabaseOptions) =>

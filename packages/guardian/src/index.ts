@@ -14,6 +14,9 @@ export * as ChainReader from "./ChainReader.ts"
 export * as Domain from "./Domain.ts"
 
 /** @since 0.1.0 */
+export * as EmbeddedDatabase from "./EmbeddedDatabase.ts"
+
+/** @since 0.1.0 */
 export * as Guardian from "./Guardian.ts"
 
 /** @since 0.1.0 */

@@ -10,6 +10,10 @@
  * operations after a warm-up of a tenth as many. One process, one run, so the rows
  * compare with each other; absolute figures move with the machine's load.
  *
+ * The shapes that go through `query` run twice: on PGlite's own `query` (six calls into PGlite
+ * per statement, parsed and planned every time) and on the embedded database the service runs
+ * (`PreparedStatementPGlite`: prepared once per text, then one call per execution).
+ *
  * Run: `npm run -s bench:pglite -- [--operations 3000]`
  */
 import * as fs from "node:fs"
@@ -17,6 +21,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { parseArgs } from "node:util"
 import { PGlite } from "@electric-sql/pglite"
+import { EmbeddedDatabase } from "@pps/guardian"
 
 const { values } = parseArgs({ options: { operations: { type: "string", default: "3000" } } })
 const operationsCount = Number(values.operations)
@@ -26,14 +31,18 @@ if (!Number.isSafeInteger(operationsCount) || operationsCount < 100) {
 }
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "pps-pglite-bench-"))
-const db = new PGlite(path.join(directory, "pglite"))
-await db.waitReady
-await db.exec(`
+const plain = new PGlite(path.join(directory, "pglite"))
+const prepared = new EmbeddedDatabase.PreparedStatementPGlite(path.join(directory, "pglite-prepared"))
+const schema = `
   CREATE TABLE rows_a (id bigint PRIMARY KEY, payload text NOT NULL);
   CREATE TABLE rows_b (id bigint PRIMARY KEY, payload text NOT NULL);
   CREATE TABLE counters (id int PRIMARY KEY, value bigint NOT NULL);
   INSERT INTO counters VALUES (1, 0);
-`)
+`
+for (const db of [plain, prepared]) {
+  await db.waitReady
+  await db.exec(schema)
+}
 
 /** A fresh key for every insert, across all rows and their warm-ups. */
 let nextId = 0
@@ -49,15 +58,18 @@ const cpuMsPer = async (operation: () => Promise<unknown>): Promise<number> => {
 }
 
 const rows: Array<{ readonly shape: string; readonly roundTrips: number; readonly statements: number; readonly cpuMs: number }> = []
-const measure = async (shape: string, roundTrips: number, statements: number, operation: () => Promise<unknown>) => {
-  rows.push({ shape, roundTrips, statements, cpuMs: await cpuMsPer(operation) })
-}
 
-/** Every shape, in order: run twice, and the first pass (the JIT's and PGlite's warm-up) is dropped. */
-const measureAll = async () => {
+/** Every shape, in order, on one database; `via` names how `query` runs. Exec shapes only on PGlite's own. */
+const measureAll = async (db: PGlite, via: string) => {
+  const measure = async (shape: string, roundTrips: number, statements: number, operation: () => Promise<unknown>) => {
+    rows.push({ shape: `${shape}${via}`, roundTrips, statements, cpuMs: await cpuMsPer(operation) })
+  }
+  const execShape = async (shape: string, operation: () => Promise<unknown>) => {
+    if (db === plain) await measure(shape, 1, shape.startsWith("5") ? 5 : 1, operation)
+  }
   await measure("1 parameterized SELECT by primary key (query)", 1, 1, () => db.query("SELECT payload FROM rows_a WHERE id = $1", [1]))
-  await measure("1 SELECT without parameters (exec: simple protocol)", 1, 1, () => db.exec("SELECT 1"))
-  await measure("5 SELECTs in one exec (one round trip)", 1, 5, () => db.exec("SELECT 1; SELECT 2; SELECT 3; SELECT 4; SELECT 5"))
+  await execShape("1 SELECT without parameters (exec: simple protocol)", () => db.exec("SELECT 1"))
+  await execShape("5 SELECTs in one exec (one round trip)", () => db.exec("SELECT 1; SELECT 2; SELECT 3; SELECT 4; SELECT 5"))
   await measure("1 INSERT, autocommit", 1, 1, () => db.query("INSERT INTO rows_a VALUES ($1, $2)", [nextId++, payload]))
   await measure("BEGIN, 1 INSERT, COMMIT (3 queries)", 3, 3, async () => {
     await db.query("BEGIN")
@@ -78,18 +90,24 @@ const measureAll = async () => {
       [nextId++, nextId++, payload]
     ))
 }
-await measureAll()
+/** Both databases, twice: the first pass (the JIT's and PGlite's warm-up) is dropped. */
+const measureBoth = async () => {
+  await measureAll(plain, "")
+  await measureAll(prepared, ", prepared")
+}
+await measureBoth()
 rows.length = 0
-await measureAll()
+await measureBoth()
 
-await db.close()
+await plain.close()
+await prepared.close()
 fs.rmSync(directory, { recursive: true, force: true })
 
 const baseline = rows[0]!.cpuMs
 process.stdout.write(`machine: ${os.cpus()[0]?.model ?? "?"} (${os.cpus().length} vCPU), load average at the end ${os.loadavg().map((l) => l.toFixed(1)).join(" ")}, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}
 command: npm run -s bench:pglite -- --operations ${operationsCount}
 
-| shape | round trips | statements | CPU ms per operation | ÷ first row |
+| shape | queries | statements | CPU ms per operation | ÷ first row |
 |---|---:|---:|---:|---:|
 ${rows.map((row) => `| ${row.shape} | ${row.roundTrips} | ${row.statements} | ${row.cpuMs.toFixed(3)} | ${(row.cpuMs / baseline).toFixed(2)} |`).join("\n")}
 `)

@@ -6,9 +6,10 @@
  * PGlite runs through `@effect/sql-pglite`, patched with pnpm's patch mechanism
  * (patches/@effect__sql-pglite@4.0.0-beta.93.patch): the published build imports
  * `effect/unstable/...` paths that effect 4.1 no longer has, and does not set
- * `driver`. The PGlite instance is owned here, not by the adapter, so closing it
- * is bounded: the adapter's own close sits in an uninterruptible finalizer that
- * can hang after heavy use.
+ * `driver`. The PGlite instance is the guardian package's `EmbeddedDatabase` (one
+ * prepared statement per statement text, executed in one call into PGlite), owned
+ * there rather than by the adapter, so closing it is bounded: the adapter's own close
+ * sits in an uninterruptible finalizer that can hang after heavy use.
  *
  * Values PGlite and pg return differently (bigint as number vs bigint) are read
  * as text (`::text`) and decoded with Schema, so both behave alike.
@@ -16,9 +17,9 @@
  * @since 0.1.0
  */
 import * as path from "node:path"
-import { PGlite } from "@electric-sql/pglite"
 import { PgClient } from "@effect/sql-pg"
 import { PgliteClient } from "@effect/sql-pglite"
+import { EmbeddedDatabase } from "@pps/guardian"
 import { Effect, Layer, Option } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import { AppConfig } from "../config/AppConfig.ts"
@@ -35,19 +36,7 @@ const pgliteCloseTimeoutMs = 5_000
  * @category layers
  */
 export const pgliteLayer = (dataDir: string | undefined) =>
-  PgliteClient.layerFrom(
-    Effect.gen(function*() {
-      const pglite = yield* Effect.acquireRelease(
-        Effect.promise(async () => {
-          const db = dataDir === undefined ? new PGlite() : new PGlite(dataDir)
-          await db.waitReady
-          return db
-        }),
-        (db) => Effect.promise(() => db.close()).pipe(Effect.timeoutOption(pgliteCloseTimeoutMs), Effect.ignore)
-      )
-      return yield* PgliteClient.fromClient({ liveClient: pglite })
-    })
-  )
+  PgliteClient.layerFrom(EmbeddedDatabase.makeEmbeddedClient(dataDir, pgliteCloseTimeoutMs))
 
 /**
  * The SqlClient chosen by configuration.

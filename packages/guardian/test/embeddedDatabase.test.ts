@@ -1,0 +1,139 @@
+/**
+ * The embedded database's prepared-statement path (src/EmbeddedDatabase.ts) answers exactly
+ * as PGlite's own `query` does: same rows, types, counts and errors, on a real PGlite. And it
+ * does prepare once: a repeated statement text is executed without being prepared again.
+ */
+import { PGlite } from "@electric-sql/pglite"
+import { assert, describe, it } from "@effect/vitest"
+import { PgliteClient } from "@effect/sql-pglite"
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+import { makeEmbeddedClient, PreparedStatementPGlite } from "../src/EmbeddedDatabase.ts"
+
+const schema = `CREATE TABLE t (
+  id text PRIMARY KEY, b bytea, j jsonb, n bigint, i integer, ts timestamptz, f boolean, tags text[]
+)`
+
+/** Statements with parameters of every type the service binds, NULLs, RETURNING and none. */
+const statements: ReadonlyArray<readonly [string, ReadonlyArray<unknown>]> = [
+  [
+    "INSERT INTO t VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    ["a", new Uint8Array([0, 1, 254, 255]), JSON.stringify({ x: 1, y: ["z"] }), 9007199254740993n, 42, new Date(0), true, ["p", "q"]]
+  ],
+  ["INSERT INTO t VALUES ($1, $2, $3, $4, $5, $6, $7, $8)", ["b", null, null, null, null, null, false, null]],
+  ["INSERT INTO t (id, i) VALUES ($1, $2), ($3, $4) RETURNING id, i", ["c", 1, "d", 2]],
+  ["UPDATE t SET i = i + $1 WHERE id = ANY($2::text[]) RETURNING id, i", [10, ["c", "d"]]],
+  ["SELECT * FROM t ORDER BY id", []],
+  ["SELECT id, n::text AS n, j, b FROM t WHERE id = $1", ["a"]],
+  ["SELECT count(*)::int AS c FROM t WHERE f = $1", [false]],
+  ["DELETE FROM t WHERE id = $1", ["d"]],
+  ["SELECT 1 AS one, 'x' AS two", []]
+]
+
+const runBoth = async (run: (db: PGlite) => Promise<unknown>) => {
+  const plain = new PGlite()
+  const prepared = new PreparedStatementPGlite(undefined)
+  try {
+    return { plain: await run(plain), prepared: await run(prepared), statistics: prepared.preparedStatistics }
+  } finally {
+    await plain.close()
+    await prepared.close()
+  }
+}
+
+const failure = (promise: Promise<unknown>) =>
+  promise.then(
+    () => ({ failed: false as const }),
+    (error: { code?: string; message?: string; query?: string }) => ({
+      failed: true as const,
+      code: error.code,
+      message: error.message,
+      query: error.query
+    })
+  )
+
+describe("EmbeddedDatabase: prepared statements on PGlite", () => {
+  it("returns what PGlite's own query returns, twice over (prepared, then reused)", async () => {
+    const { plain, prepared, statistics } = await runBoth(async (db) => {
+      await db.exec(schema)
+      const results: Array<unknown> = []
+      for (const [text, params] of statements) results.push(await db.query(text, [...params]))
+      for (const [text, params] of statements.slice(4)) {
+        results.push(await db.query(text, [...params]))
+        results.push(await db.query(text, [...params], { rowMode: "array" }))
+      }
+      return results
+    })
+    assert.deepStrictEqual(prepared, plain)
+    // Nine texts prepared once each (and PGlite's own start-up statements); every later run reused.
+    assert.isAtMost(statistics.prepares, 9 + 5)
+    assert.isAtLeast(statistics.executions - statistics.prepares, 10)
+  }, 60_000)
+
+  it("fails as PGlite fails (same code, message and query) and the connection goes on", async () => {
+    const { plain, prepared } = await runBoth(async (db) => {
+      await db.exec(schema)
+      const insert = "INSERT INTO t (id) VALUES ($1)"
+      await db.query(insert, ["a"])
+      const duplicate = await failure(db.query(insert, ["a"]))
+      const syntax = await failure(db.query("SELEKT $1", [1]))
+      const badType = await failure(db.query("SELECT * FROM t WHERE i = $1", ["not a number"]))
+      // Inside a transaction: the failure aborts it, ROLLBACK recovers, nothing stays.
+      await db.query("BEGIN")
+      await db.query(insert, ["b"])
+      const inTransaction = await failure(db.query(insert, ["a"]))
+      const aborted = await failure(db.query("SELECT 1"))
+      await db.query("ROLLBACK")
+      const after = await db.query("SELECT id FROM t ORDER BY id")
+      await db.query(insert, ["c"])
+      return { duplicate, syntax, badType, inTransaction, aborted, after: after.rows, count: (await db.query("SELECT count(*)::int AS c FROM t")).rows }
+    })
+    assert.deepStrictEqual(prepared, plain)
+    assert.strictEqual((prepared as { duplicate: { code: string } }).duplicate.code, "23505")
+    assert.strictEqual((prepared as { aborted: { code: string } }).aborted.code, "25P02")
+  }, 60_000)
+
+  it("prepares a statement again when a migration changes what it returns", async () => {
+    const db = new PreparedStatementPGlite(undefined)
+    try {
+      await db.exec(schema)
+      await db.query("INSERT INTO t (id, i) VALUES ($1, $2)", ["a", 1])
+      const select = "SELECT * FROM t WHERE id = $1"
+      assert.deepStrictEqual(Object.keys((await db.query<object>(select, ["a"])).rows[0]!), ["id", "b", "j", "n", "i", "ts", "f", "tags"])
+      await db.exec("ALTER TABLE t ADD COLUMN extra integer DEFAULT 7")
+      const row = (await db.query<{ extra: number }>(select, ["a"])).rows[0]!
+      assert.strictEqual(row.extra, 7)
+    } finally {
+      await db.close()
+    }
+  }, 60_000)
+
+  it("keeps working past the bound on prepared statements (the oldest are closed)", async () => {
+    const db = new PreparedStatementPGlite(undefined)
+    try {
+      for (let round = 0; round < 2; round++) {
+        for (let k = 0; k < 700; k++) {
+          const { rows } = await db.query<{ v: number }>(`SELECT $1::int + ${k} AS v`, [round])
+          assert.strictEqual(rows[0]!.v, round + k)
+        }
+      }
+      const [{ n }] = (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_prepared_statements")).rows as [{ n: number }]
+      assert.isAtMost(n, 512)
+    } finally {
+      await db.close()
+    }
+  }, 120_000)
+
+  it.effect("serves the SQL client: statements, transactions and rollback", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(schema)
+      yield* sql.withTransaction(sql`INSERT INTO t ${sql.insert({ id: "a", n: "5" })}`)
+      const rolledBack = yield* sql.withTransaction(
+        sql`INSERT INTO t ${sql.insert({ id: "b" })}`.pipe(Effect.andThen(Effect.fail("stop" as const)))
+      ).pipe(Effect.flip)
+      assert.strictEqual(rolledBack, "stop")
+      const rows = yield* sql<{ id: string; n: string }>`SELECT id, n::text AS n FROM t ORDER BY id`
+      assert.deepStrictEqual(rows.map((r) => [r.id, r.n]), [["a", "5"]])
+    }).pipe(Effect.provide(PgliteClient.layerFrom(makeEmbeddedClient(undefined)))), { timeout: 60_000 })
+})
