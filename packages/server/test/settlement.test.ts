@@ -210,4 +210,56 @@ suite("settlement on embedded anvil", () => {
         assert.isTrue(Number(rows[0]?.n) < fresh.length, `${rows[0]?.n} transactions for ${fresh.length} transfers`)
       }).pipe(Effect.provide(settlementLayer(dataDir, guardian, { relayerCount: 1, settlementBatchMax: 32 })))
     }).pipe(Effect.scoped), { timeout: 120_000 })
+
+  it.live("a relayer nonce whose transaction expired unsent is filled, so the relayer's later transfers are mined", () =>
+    Effect.gen(function*() {
+      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-settle-gap-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+      yield* Effect.gen(function*() {
+        const settlement = yield* Settlement
+        const chain = Option.getOrThrow(settlement.chain("test"))
+        const relayer = chain.relayers[0]!.address
+        const setBalance = (wei: bigint) =>
+          Effect.promise(() => chain.client.request({ method: "anvil_setBalance" as never, params: [relayer, `0x${wei.toString(16)}`] as never }))
+        const latest = () => Effect.promise(() => chain.client.getBlock()).pipe(Effect.map((block) => block.timestamp))
+        const recipientKey = keyPairFrom("gap-recipient")
+        const transfer = (label: string, nonce: bigint, deadlineSeconds: bigint) =>
+          signedConfidentialTransfer({
+            label,
+            guardian,
+            chainId: chain.chainId,
+            contract: chain.contracts.confidentialUsdg,
+            from: address("gap-sender"),
+            to: address("gap-recipient"),
+            fromKey: keyPairFrom("gap-sender"),
+            toKey: recipientKey,
+            amount: 3n,
+            nonce,
+            deadlineSeconds
+          })
+        const first = transfer("gap-first", 0n, (yield* latest()) + 600n)
+        yield* settlement.submit(first)
+        const firstOutcome = yield* settlement.awaitResolution(first.submissionId, 30_000)
+        assert.isTrue(Option.isSome(firstOutcome) && firstOutcome.value._tag === "Confirmed", describe(firstOutcome))
+
+        // The relayer has no gas funds: the node refuses the next transaction (relayer nonce N)
+        // on every broadcast until its deadline passes, and it fails `expired`, never mined.
+        yield* setBalance(0n)
+        const refused = transfer("gap-refused", 1n, (yield* latest()) + 3n)
+        yield* settlement.submit(refused)
+        const refusedOutcome = yield* settlement.awaitResolution(refused.submissionId, 45_000)
+        assert.isTrue(
+          Option.isSome(refusedOutcome) && refusedOutcome.value._tag === "Failed" && refusedOutcome.value.reason === "expired",
+          describe(refusedOutcome)
+        )
+        // The next transfer takes nonce N + 1; funds come back. Without nonce N filled, the chain
+        // would hold N + 1 (and everything after it) until its deadline, ten minutes away.
+        const after = transfer("gap-after", 2n, (yield* latest()) + 600n)
+        yield* settlement.submit(after)
+        yield* setBalance(10n ** 19n)
+        const afterOutcome = yield* settlement.awaitResolution(after.submissionId, 45_000)
+        assert.isTrue(Option.isSome(afterOutcome) && afterOutcome.value._tag === "Confirmed", describe(afterOutcome))
+        yield* expectAppliedOnce(chain, [first, after].map((request) => request.replayKey!.transferId))
+      }).pipe(Effect.provide(settlementLayer(dataDir, guardian, { relayerCount: 1 })))
+    }).pipe(Effect.scoped), { timeout: 150_000 })
 })

@@ -34,6 +34,12 @@ export interface Relayer {
   readonly address: Address
   /** Signs the call with this relayer's next nonce. */
   readonly sign: (call: { readonly to: Address; readonly data: Hex; readonly gas: bigint }) => Effect.Effect<SignedCall, ChainError>
+  /**
+   * Signs a transaction that does nothing (no value, no data, to this relayer itself) with a
+   * nonce handed out before: it fills a nonce whose transaction will never be mined, so the
+   * relayer's later transactions can be. Fees are bumped so it also replaces a stuck one.
+   */
+  readonly signFiller: (nonce: number) => Effect.Effect<SignedCall, ChainError>
   /** Forgets the local nonce, so the next signature asks the node. */
   readonly resync: Effect.Effect<void>
   /** Transactions signed and not yet resolved, for choosing the least loaded relayer. */
@@ -82,9 +88,28 @@ export const makeRelayer = (
         return { relayer: account.address, nonce, rawTx, txHash: keccak256(rawTx) }
       }))
 
+    // Not under the lock: it hands out no nonce.
+    const signFiller = (nonce: number) =>
+      Effect.tryPromise({
+        try: () =>
+          account.signTransaction({
+            type: "eip1559",
+            chainId,
+            nonce,
+            to: account.address,
+            value: 0n,
+            gas: SettlementLimits.fillerGas,
+            maxPriorityFeePerGas: SettlementLimits.priorityFeeWei * SettlementLimits.fillerFeeBump,
+            maxFeePerGas: (baseFeeWei() * SettlementLimits.baseFeeMultiplier + SettlementLimits.priorityFeeWei) *
+              SettlementLimits.fillerFeeBump
+          }),
+        catch: (cause) => new ChainError({ message: "signing failed", cause })
+      }).pipe(Effect.map((rawTx): SignedCall => ({ relayer: account.address, nonce, rawTx, txHash: keccak256(rawTx) })))
+
     const relayer: Relayer = {
       address: account.address,
       sign,
+      signFiller,
       resync: lock.withPermit(Effect.sync(() => {
         nextNonce = undefined
       })),

@@ -31,14 +31,25 @@
  * the contract refuses a reused transfer nonce, so nothing is applied twice.
  * A transaction not seen in a block for a while is broadcast again the same way,
  * and one whose attestation deadline has passed on chain without being mined
- * has failed (`expired`): it can never be mined.
+ * has failed (`expired`): it can never be mined. Its relayer nonce, when the chain
+ * never used it, is filled with a no-op, or the relayer's later transactions would
+ * wait on it forever.
  *
  * @since 0.1.0
  */
 import { ConfidentialTokenArtifact } from "@pps/contracts"
 import { Context, Deferred, Duration, Effect, Exit, Layer, Option, PubSub, Schedule, Stream } from "effect"
 import type { SqlError } from "effect/sql"
-import { getAbiItem, type Hex, hexToBigInt, type PublicClient, slice as sliceHex, toEventSelector, type TransactionReceipt } from "viem"
+import {
+  getAbiItem,
+  type Hex,
+  hexToBigInt,
+  parseTransaction,
+  type PublicClient,
+  slice as sliceHex,
+  toEventSelector,
+  type TransactionReceipt
+} from "viem"
 import type { Mode } from "@pps/api/ApiKeys"
 import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
 import { confidentialTransferBatchCall } from "./calls.ts"
@@ -477,6 +488,51 @@ const makeEngine = (
         yield* failReverted(tracked)
       })
 
+    /**
+     * Relayer nonces whose transaction expired without being mined, by relayer. The
+     * chain would wait on each forever, and with it every later transaction of that relayer, so
+     * each is filled with a no-op until the relayer's mined nonce passes it.
+     */
+    const nonceGaps = new Map<Relayer, Set<number>>()
+    let nonceGapsTriedAtMs = 0
+
+    const noteNonceGap = (tracked: Tracked) => {
+      const nonce = parseTransaction(tracked.rawTx).nonce
+      if (nonce === undefined) return
+      const gaps = nonceGaps.get(tracked.relayer) ?? new Set<number>()
+      gaps.add(nonce)
+      nonceGaps.set(tracked.relayer, gaps)
+    }
+
+    /** Fills the nonces still unmined; a nonce one of this node's transactions holds now is left to it. */
+    const fillNonceGaps = Effect.gen(function*() {
+      nonceGapsTriedAtMs = Date.now()
+      for (const [relayer, gaps] of nonceGaps) {
+        const mined = yield* rpc("reading a relayer nonce", () =>
+          client.getTransactionCount({ address: relayer.address, blockTag: "latest" }))
+        const held = new Set<number>()
+        for (const tracked of [...inFlight.values()].flat()) {
+          if (tracked.relayer === relayer) held.add(parseTransaction(tracked.rawTx).nonce ?? -1)
+        }
+        for (const nonce of [...gaps].sort((a, b) => a - b)) {
+          if (nonce < mined || held.has(nonce)) {
+            gaps.delete(nonce)
+            continue
+          }
+          const filler = yield* relayer.signFiller(nonce)
+          yield* rpc("filling a relayer nonce", () => client.sendRawTransaction({ serializedTransaction: filler.rawTx })).pipe(
+            Effect.catch((error) =>
+              isAlreadyKnown(error.cause) || isNonceTooLow(error.cause)
+                ? Effect.void
+                : Effect.logWarning("filling a relayer nonce failed; will retry").pipe(
+                  Effect.annotateLogs({ relayer: relayer.address, nonce, error: String(error.cause) })
+                ))
+          )
+        }
+        if (gaps.size === 0) nonceGaps.delete(relayer)
+      }
+    })
+
     /** Not seen in a block for a while: expired, applied by another, or broadcast again. */
     const revisit = (tracked: Tracked) =>
       Effect.gen(function*() {
@@ -484,7 +540,9 @@ const makeEngine = (
         if (deadline !== null && latestTimestampSeconds > deadline) {
           const applied = yield* appliedElsewhere(tracked.request)
           if (Option.isSome(applied)) return yield* settleFromReceipt(tracked, applied.value)
-          return yield* failExpired(tracked)
+          yield* failExpired(tracked)
+          // Never mined: its relayer nonce may be one the chain now waits on (the watcher fills it).
+          return noteNonceGap(tracked)
         }
         tracked.sentAtMs = Date.now()
         yield* store.countBroadcast(tracked.request.submissionId)
@@ -637,6 +695,7 @@ const makeEngine = (
         effect.pipe(Effect.catch((error) => Effect.logWarning("settlement watcher could not conclude a transaction", error)))
       yield* Effect.forEach(other, alone, { concurrency: SettlementLimits.concludesInParallel, discard: true })
       yield* Effect.forEach(stale, (tracked) => alone(revisit(tracked)), { concurrency: SettlementLimits.concludesInParallel, discard: true })
+      if (nonceGaps.size > 0 && now - nonceGapsTriedAtMs > SettlementLimits.nonceFillRetryMs) yield* alone(fillNonceGaps)
     })
 
     const pollMs = Math.max(25, Math.floor(blockTimeMs / 4))

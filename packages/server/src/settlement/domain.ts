@@ -113,6 +113,16 @@ export const SettlementLimits = {
   /** A sent transaction not seen in a block for this long is broadcast again (dropped by a node, lost by a restart). */
   rebroadcastAfterMs: 15_000,
   /**
+   * A relayer nonce whose transaction expired unmined (its broadcast refused until its deadline,
+   * e.g. a relayer without gas funds) is filled with a no-op so the relayer's later transactions
+   * can be mined; a fill the node refuses is tried again this often.
+   */
+  nonceFillRetryMs: 3_000,
+  /** Gas of the no-op that fills a nonce (a plain transfer of nothing). */
+  fillerGas: 21_000n,
+  /** The no-op's fees over a call's: enough to replace a stuck transaction (nodes ask for +10 %). */
+  fillerFeeBump: 2n,
+  /**
    * How often a node looks for open submissions whose node died (NodeLiveness: dead after
    * 10 s without a heartbeat), so a dead node's transfers finish within about 12 s.
    */
