@@ -11,9 +11,13 @@
  * first append to the last delivery received. Latency: a steady stream of
  * events at RATE per second for a few seconds; each latency is the receiver's
  * arrival time minus the event's `created_at`.
+ *
+ * BENCH_CPU_PROFILE=<file> writes a CPU profile (Chrome DevTools format) of this process over
+ * the throughput phase only, without the set-up.
  */
 import { fork } from "node:child_process"
 import * as fs from "node:fs"
+import { Session } from "node:inspector/promises"
 import * as os from "node:os"
 import * as path from "node:path"
 import { PgClient } from "@effect/sql-pg"
@@ -36,6 +40,21 @@ const latencyRatePerSecond = 400
 const latencySeconds = 5
 const postgresUrl = process.env["PPS_TEST_POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const natsUrl = process.env["PPS_TEST_NATS_URL"] ?? "nats://127.0.0.1:4222"
+const profilePath = process.env["BENCH_CPU_PROFILE"]
+
+/** Starts the inspector's sampling profiler when BENCH_CPU_PROFILE is set; the returned stop writes the profile. */
+const startProfile = async (): Promise<() => Promise<void>> => {
+  if (profilePath === undefined) return async () => {}
+  const session = new Session()
+  session.connect()
+  await session.post("Profiler.enable")
+  await session.post("Profiler.start")
+  return async () => {
+    const { profile } = await session.post("Profiler.stop")
+    fs.writeFileSync(profilePath, JSON.stringify(profile))
+    session.disconnect()
+  }
+}
 
 /** The receiver in a child process, driven over IPC. */
 const startRemoteReceiver = (caDir: string) =>
@@ -135,6 +154,7 @@ const runMode = (mode: "embedded" | "nats") =>
 
     // Throughput: everything at once.
     const total = subscriptions * eventsPerAccount
+    const stopProfile = yield* Effect.promise(startProfile)
     const startedMs = Date.now()
     for (let i = 0; i < eventsPerAccount; i++) {
       yield* outbox.append(accounts.map((account) => confirmedEvent(account.accountId, account.handle))).pipe(Effect.orDie)
@@ -143,6 +163,7 @@ const runMode = (mode: "embedded" | "nats") =>
     while ((yield* Effect.promise(() => receiver.count())) < total) {
       yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
     }
+    yield* Effect.promise(stopProfile)
     const lastMs = Math.max(...(yield* Effect.promise(() => receiver.report())).map(([, ms]) => ms))
     const throughput = total / ((lastMs - startedMs) / 1000)
 
