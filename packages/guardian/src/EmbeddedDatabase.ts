@@ -19,8 +19,9 @@
  * `DatabaseError`, with the query attached), the same mutual exclusion. Statements that fail
  * are forgotten (prepared again on next use), so a statement made stale by a schema change is
  * prepared afresh; one whose result type a migration changed ("cached plan must not change
- * result type") is prepared again and run once more at once. Texts are bounded: past
- * `maxPreparedStatements` the oldest half is closed.
+ * result type") is prepared again and run once more at once, outside a transaction. Texts are
+ * bounded: past `maxPreparedStatements` the oldest half is closed. Query options this path does
+ * not implement (`blob`, `paramTypes`, `onNotice`; the service sets none) go PGlite's own way.
  *
  * @since 0.1.0
  */
@@ -75,6 +76,10 @@ export class PreparedStatementPGlite extends PGlite {
   readonly preparedStatistics = { executions: 0, prepares: 0 }
 
   override async query<T>(query: string, params: Array<unknown> = [], options?: QueryOptions): Promise<Results<T>> {
+    // Options this path does not implement (the service sets none): PGlite's own way.
+    if (options?.blob !== undefined || options?.paramTypes !== undefined || options?.onNotice !== undefined) {
+      return super.query<T>(query, params, options)
+    }
     // As PGlite's own `query`: ready (not `waitReady`: PGlite queries itself while it starts),
     // outside any `transaction()` callback and alone on the backend.
     await this._checkReady()
@@ -82,7 +87,10 @@ export class PreparedStatementPGlite extends PGlite {
       try {
         return await this.#run<T>(query, params, options)
       } catch (error) {
-        if ((error as { code?: unknown }).code !== featureNotSupported) throw attachQuery(error, query, params, options)
+        const stalePlan = (error as { code?: unknown }).code === featureNotSupported &&
+          /cached plan must not change result type/.test(String((error as { message?: unknown }).message))
+        // Inside a transaction the failure has aborted it: a second try could only fail too.
+        if (!stalePlan || this.isInTransaction()) throw attachQuery(error, query, params, options)
         // A migration changed what the statement returns: prepare it again and run it once more.
         return await this.#run<T>(query, params, options).catch((again) => {
           throw attachQuery(again, query, params, options)

@@ -35,11 +35,24 @@ export interface Relayer {
   /** Signs the call with this relayer's next nonce. */
   readonly sign: (call: { readonly to: Address; readonly data: Hex; readonly gas: bigint }) => Effect.Effect<SignedCall, ChainError>
   /**
-   * Signs a transaction that does nothing (no value, no data, to this relayer itself) with a
-   * nonce handed out before: it fills a nonce whose transaction will never be mined, so the
-   * relayer's later transactions can be. Fees are bumped so it also replaces a stuck one.
+   * Notes that the transaction `txHash` (nonce `nonce`) expired without being mined: the chain
+   * may wait on that nonce forever, and every later transaction of this relayer with it.
    */
-  readonly signFiller: (nonce: number) => Effect.Effect<SignedCall, ChainError>
+  readonly noteGap: (nonce: number, txHash: Hex) => Effect.Effect<void>
+  /** Whether gaps are noted and not yet known filled. */
+  readonly hasGaps: () => boolean
+  /**
+   * Fills the lowest noted gaps at or above `minedNonce` (at most `max`) with a transaction that
+   * does nothing (no value, no data, to this relayer itself; fees bumped so it also replaces a
+   * stuck one), each signed and handed to `send` under the nonce lock, and only while no newer
+   * transaction of this relayer took that nonce (after a resync the node may hand it out again):
+   * a filler never replaces a live transfer. Gaps below `minedNonce` are forgotten.
+   */
+  readonly fillGaps: (
+    minedNonce: number,
+    max: number,
+    send: (filler: SignedCall) => Effect.Effect<void, ChainError>
+  ) => Effect.Effect<void, ChainError>
   /** Forgets the local nonce, so the next signature asks the node. */
   readonly resync: Effect.Effect<void>
   /** Transactions signed and not yet resolved, for choosing the least loaded relayer. */
@@ -59,6 +72,14 @@ export const makeRelayer = (
   Effect.gen(function*() {
     const lock = yield* Semaphore.make(1)
     let nextNonce: number | undefined
+    /** The last transaction signed for each recent nonce (fillers included), to tell a gap from a nonce taken again. */
+    const lastSigned = new Map<number, { readonly txHash: Hex; readonly filler: boolean }>()
+    /** Gaps: nonce → the expired transaction that left it. */
+    const gaps = new Map<number, Hex>()
+    const remember = (nonce: number, txHash: Hex, filler: boolean) => {
+      lastSigned.set(nonce, { txHash, filler })
+      lastSigned.delete(nonce - SettlementLimits.signedNoncesKept)
+    }
 
     const sign = (call: { readonly to: Address; readonly data: Hex; readonly gas: bigint }) =>
       lock.withPermit(Effect.gen(function*() {
@@ -85,10 +106,13 @@ export const makeRelayer = (
           catch: (cause) => new ChainError({ message: "signing failed", cause })
         })
         nextNonce = nonce + 1
-        return { relayer: account.address, nonce, rawTx, txHash: keccak256(rawTx) }
+        const txHash = keccak256(rawTx)
+        remember(nonce, txHash, false)
+        // Taken again (after a resync): this transaction fills it.
+        gaps.delete(nonce)
+        return { relayer: account.address, nonce, rawTx, txHash }
       }))
 
-    // Not under the lock: it hands out no nonce.
     const signFiller = (nonce: number) =>
       Effect.tryPromise({
         try: () =>
@@ -106,10 +130,33 @@ export const makeRelayer = (
         catch: (cause) => new ChainError({ message: "signing failed", cause })
       }).pipe(Effect.map((rawTx): SignedCall => ({ relayer: account.address, nonce, rawTx, txHash: keccak256(rawTx) })))
 
+    const fillGaps = (minedNonce: number, max: number, send: (filler: SignedCall) => Effect.Effect<void, ChainError>) =>
+      lock.withPermit(Effect.gen(function*() {
+        for (const nonce of [...gaps.keys()]) if (nonce < minedNonce) gaps.delete(nonce)
+        const lowest = [...gaps.entries()].sort(([a], [b]) => a - b).slice(0, max)
+        for (const [nonce, expired] of lowest) {
+          // Still the expired transaction's, or a filler's of ours; otherwise a newer transaction took it.
+          const last = lastSigned.get(nonce)
+          if (last === undefined || (last.txHash !== expired && !last.filler)) {
+            gaps.delete(nonce)
+            continue
+          }
+          const filler = yield* signFiller(nonce)
+          remember(nonce, filler.txHash, true)
+          yield* send(filler)
+        }
+      }))
+
     const relayer: Relayer = {
       address: account.address,
       sign,
-      signFiller,
+      noteGap: (nonce, txHash) =>
+        lock.withPermit(Effect.sync(() => {
+          // Only if no newer transaction took the nonce meanwhile.
+          if (lastSigned.get(nonce)?.txHash === txHash) gaps.set(nonce, txHash)
+        })),
+      hasGaps: () => gaps.size > 0,
+      fillGaps,
       resync: lock.withPermit(Effect.sync(() => {
         nextNonce = undefined
       })),

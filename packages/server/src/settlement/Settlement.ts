@@ -488,61 +488,53 @@ const makeEngine = (
         yield* failReverted(tracked)
       })
 
-    /**
-     * Relayer nonces whose transaction expired without being mined, by relayer. The
-     * chain would wait on each forever, and with it every later transaction of that relayer, so
-     * each is filled with a no-op until the relayer's mined nonce passes it.
-     */
-    const nonceGaps = new Map<Relayer, Set<number>>()
     let nonceGapsTriedAtMs = 0
 
-    const noteNonceGap = (tracked: Tracked) => {
-      const nonce = parseTransaction(tracked.rawTx).nonce
-      if (nonce === undefined) return
-      const gaps = nonceGaps.get(tracked.relayer) ?? new Set<number>()
-      gaps.add(nonce)
-      nonceGaps.set(tracked.relayer, gaps)
+    /** Its relayer nonce, from the signed bytes (undefined if they do not parse). */
+    const nonceOf = (rawTx: Hex) => {
+      try {
+        return parseTransaction(rawTx).nonce
+      } catch {
+        return undefined
+      }
     }
 
-    /** Fills the nonces still unmined; a nonce one of this node's transactions holds now is left to it. */
-    const fillNonceGaps = Effect.gen(function*() {
-      nonceGapsTriedAtMs = Date.now()
-      for (const [relayer, gaps] of nonceGaps) {
-        const mined = yield* rpc("reading a relayer nonce", () =>
-          client.getTransactionCount({ address: relayer.address, blockTag: "latest" }))
-        const held = new Set<number>()
-        for (const tracked of [...inFlight.values()].flat()) {
-          if (tracked.relayer === relayer) held.add(parseTransaction(tracked.rawTx).nonce ?? -1)
-        }
-        for (const nonce of [...gaps].sort((a, b) => a - b)) {
-          if (nonce < mined || held.has(nonce)) {
-            gaps.delete(nonce)
-            continue
-          }
-          const filler = yield* relayer.signFiller(nonce)
-          yield* rpc("filling a relayer nonce", () => client.sendRawTransaction({ serializedTransaction: filler.rawTx })).pipe(
-            Effect.catch((error) =>
-              isAlreadyKnown(error.cause) || isNonceTooLow(error.cause)
-                ? Effect.void
-                : Effect.logWarning("filling a relayer nonce failed; will retry").pipe(
-                  Effect.annotateLogs({ relayer: relayer.address, nonce, error: String(error.cause) })
-                ))
-          )
-        }
-        if (gaps.size === 0) nonceGaps.delete(relayer)
-      }
-    })
+    /**
+     * Fills the gaps the relayers noted (their relayer's transactions wait on them), each relayer
+     * on its own so one failing RPC leaves the others to go on, a few per try.
+     */
+    const fillNonceGaps = Effect.suspend(() => Effect.forEach(
+      relayers.filter((relayer) => relayer.hasGaps()),
+      (relayer) =>
+        Effect.gen(function*() {
+          const mined = yield* rpc("reading a relayer nonce", () =>
+            client.getTransactionCount({ address: relayer.address, blockTag: "latest" }))
+          yield* relayer.fillGaps(mined, SettlementLimits.fillsPerTry, (filler) =>
+            rpc("filling a relayer nonce", () => client.sendRawTransaction({ serializedTransaction: filler.rawTx })).pipe(
+              Effect.asVoid,
+              Effect.catch((error) =>
+                isAlreadyKnown(error.cause) || isNonceTooLow(error.cause)
+                  ? Effect.void
+                  : Effect.logWarning("filling a relayer nonce failed; will retry").pipe(
+                    Effect.annotateLogs({ relayer: relayer.address, nonce: filler.nonce, error: String(error.cause) })
+                  ))
+            ))
+        }).pipe(Effect.catch((error) => Effect.logWarning("filling relayer nonces failed; will retry", error))),
+      { discard: true }
+    )).pipe(Effect.ensuring(Effect.sync(() => (nonceGapsTriedAtMs = Date.now()))))
 
     /** Not seen in a block for a while: expired, applied by another, or broadcast again. */
     const revisit = (tracked: Tracked) =>
       Effect.gen(function*() {
         const deadline = tracked.request.deadlineSeconds
         if (deadline !== null && latestTimestampSeconds > deadline) {
+          // Not seen and past its deadline: its relayer nonce may be one the chain now waits on
+          // (the watcher fills it, once it knows the nonce was not used after all).
+          const nonce = nonceOf(tracked.rawTx)
+          if (nonce !== undefined) yield* tracked.relayer.noteGap(nonce, tracked.txHash)
           const applied = yield* appliedElsewhere(tracked.request)
           if (Option.isSome(applied)) return yield* settleFromReceipt(tracked, applied.value)
-          yield* failExpired(tracked)
-          // Never mined: its relayer nonce may be one the chain now waits on (the watcher fills it).
-          return noteNonceGap(tracked)
+          return yield* failExpired(tracked)
         }
         tracked.sentAtMs = Date.now()
         yield* store.countBroadcast(tracked.request.submissionId)
@@ -695,7 +687,9 @@ const makeEngine = (
         effect.pipe(Effect.catch((error) => Effect.logWarning("settlement watcher could not conclude a transaction", error)))
       yield* Effect.forEach(other, alone, { concurrency: SettlementLimits.concludesInParallel, discard: true })
       yield* Effect.forEach(stale, (tracked) => alone(revisit(tracked)), { concurrency: SettlementLimits.concludesInParallel, discard: true })
-      if (nonceGaps.size > 0 && now - nonceGapsTriedAtMs > SettlementLimits.nonceFillRetryMs) yield* alone(fillNonceGaps)
+      if (now - nonceGapsTriedAtMs > SettlementLimits.nonceFillRetryMs && relayers.some((relayer) => relayer.hasGaps())) {
+        yield* fillNonceGaps
+      }
     })
 
     const pollMs = Math.max(25, Math.floor(blockTimeMs / 4))

@@ -122,6 +122,10 @@ export const SettlementLimits = {
   fillerGas: 21_000n,
   /** The no-op's fees over a call's: enough to replace a stuck transaction (nodes ask for +10 %). */
   fillerFeeBump: 2n,
+  /** Gaps one relayer fills per try at most (the lowest first: the chain needs them in order). */
+  fillsPerTry: 4,
+  /** Recent nonces whose last signed transaction a relayer remembers (to tell a gap from a nonce taken again). */
+  signedNoncesKept: 4_096,
   /**
    * How often a node looks for open submissions whose node died (NodeLiveness: dead after
    * 10 s without a heartbeat), so a dead node's transfers finish within about 12 s.
