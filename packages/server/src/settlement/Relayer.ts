@@ -35,10 +35,11 @@ export interface Relayer {
   /** Signs the call with this relayer's next nonce. */
   readonly sign: (call: { readonly to: Address; readonly data: Hex; readonly gas: bigint }) => Effect.Effect<SignedCall, ChainError>
   /**
-   * Notes that the transaction `txHash` (nonce `nonce`) expired without being mined: the chain
-   * may wait on that nonce forever, and every later transaction of this relayer with it.
+   * Notes that the transaction `txHash`, signed here, expired without being mined: the chain may
+   * wait on its nonce forever, and every later transaction of this relayer with it. Nothing is
+   * noted if a newer transaction took that nonce, or if this process did not sign it.
    */
-  readonly noteGap: (nonce: number, txHash: Hex) => Effect.Effect<void>
+  readonly noteGap: (txHash: Hex) => Effect.Effect<void>
   /** Whether gaps are noted and not yet known filled. */
   readonly hasGaps: () => boolean
   /**
@@ -150,10 +151,11 @@ export const makeRelayer = (
     const relayer: Relayer = {
       address: account.address,
       sign,
-      noteGap: (nonce, txHash) =>
+      noteGap: (txHash) =>
         lock.withPermit(Effect.sync(() => {
-          // Only if no newer transaction took the nonce meanwhile.
-          if (lastSigned.get(nonce)?.txHash === txHash) gaps.set(nonce, txHash)
+          for (const [nonce, last] of lastSigned) {
+            if (last.txHash === txHash) gaps.set(nonce, txHash)
+          }
         })),
       hasGaps: () => gaps.size > 0,
       fillGaps,

@@ -40,16 +40,7 @@
 import { ConfidentialTokenArtifact } from "@pps/contracts"
 import { Context, Deferred, Duration, Effect, Exit, Layer, Option, PubSub, Schedule, Stream } from "effect"
 import type { SqlError } from "effect/sql"
-import {
-  getAbiItem,
-  type Hex,
-  hexToBigInt,
-  parseTransaction,
-  type PublicClient,
-  slice as sliceHex,
-  toEventSelector,
-  type TransactionReceipt
-} from "viem"
+import { getAbiItem, type Hex, hexToBigInt, type PublicClient, slice as sliceHex, toEventSelector, type TransactionReceipt } from "viem"
 import type { Mode } from "@pps/api/ApiKeys"
 import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
 import { confidentialTransferBatchCall } from "./calls.ts"
@@ -490,15 +481,6 @@ const makeEngine = (
 
     let nonceGapsTriedAtMs = 0
 
-    /** Its relayer nonce, from the signed bytes (undefined if they do not parse). */
-    const nonceOf = (rawTx: Hex) => {
-      try {
-        return parseTransaction(rawTx).nonce
-      } catch {
-        return undefined
-      }
-    }
-
     /**
      * Fills the gaps the relayers noted (their relayer's transactions wait on them), each relayer
      * on its own so one failing RPC leaves the others to go on, a few per try.
@@ -530,8 +512,7 @@ const makeEngine = (
         if (deadline !== null && latestTimestampSeconds > deadline) {
           // Not seen and past its deadline: its relayer nonce may be one the chain now waits on
           // (the watcher fills it, once it knows the nonce was not used after all).
-          const nonce = nonceOf(tracked.rawTx)
-          if (nonce !== undefined) yield* tracked.relayer.noteGap(nonce, tracked.txHash)
+          yield* tracked.relayer.noteGap(tracked.txHash)
           const applied = yield* appliedElsewhere(tracked.request)
           if (Option.isSome(applied)) return yield* settleFromReceipt(tracked, applied.value)
           return yield* failExpired(tracked)
