@@ -13,6 +13,7 @@ import * as http from "node:http"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
+import { freePort } from "../../../scripts/freePort.ts"
 import { EncryptionKey } from "@pps/crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Client, Confidential, KeyFile, Webhook } from "../src/index.ts"
@@ -391,17 +392,8 @@ describe("pps", { timeout: 90_000 }, () => {
   }, 180_000)
 })
 
-/** A loopback port nobody listens on: bound, then closed. */
-const closedPort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const listener = net.createServer()
-    listener.once("error", reject)
-    listener.listen(0, "127.0.0.1", () => {
-      const address = listener.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      listener.close(() => resolve(port))
-    })
-  })
+/** A loopback port nobody listens on (checked free, outside the ephemeral range: see scripts/freePort.ts). */
+const closedPort = freePort
 
 describe("pps command-line conventions", { timeout: 30_000 }, () => {
   // No server is needed: a wrong command line fails before any request.

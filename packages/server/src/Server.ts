@@ -12,8 +12,8 @@
  */
 import { createServer } from "node:http"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Duration, Effect, Layer } from "effect"
-import { HttpRouter } from "effect/http"
+import { Data, Duration, Effect, Layer } from "effect"
+import { HttpRouter, HttpServer } from "effect/http"
 import { HttpApi, HttpApiBuilder, type HttpApiGroup, HttpApiScalar } from "effect/http-api"
 import { Accounts } from "./accounts/Accounts.ts"
 import { Agents } from "./agents/Agents.ts"
@@ -169,13 +169,36 @@ export const ServicesLive = Layer.mergeAll(
   Layer.provideMerge(DataDir.layer)
 )
 
+/**
+ * A listener could not take its address (e.g. the port is in use). The platform's own
+ * error carries no message of its own, so start-up would say nothing about why.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ListenError extends Data.TaggedError("ListenError")<{
+  readonly host: string
+  readonly port: number
+  readonly cause: unknown
+}> {
+  override get message() {
+    const reason = this.cause instanceof Error ? this.cause.message : String(this.cause)
+    return `Cannot listen on ${this.host}:${this.port}: ${reason}`
+  }
+}
+
 const listener = (host: string, port: number, shutdownTimeoutMs: number) =>
   // answerClientErrors: what Node's parser refuses also gets D1's envelope and a request id.
-  NodeHttpServer.layer(() => answerClientErrors(createServer()), {
-    host,
-    port,
-    gracefulShutdownTimeout: Duration.millis(shutdownTimeoutMs)
-  })
+  Layer.mergeAll(
+    Layer.effect(HttpServer.HttpServer)(
+      NodeHttpServer.make(() => answerClientErrors(createServer()), {
+        host,
+        port,
+        gracefulShutdownTimeout: Duration.millis(shutdownTimeoutMs)
+      }).pipe(Effect.mapError((error) => new ListenError({ host, port, cause: error.cause })))
+    ),
+    NodeHttpServer.layerHttpServices
+  )
 
 /**
  * Both listeners on the configured addresses.

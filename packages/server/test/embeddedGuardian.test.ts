@@ -13,21 +13,14 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
+import { freePort as freeLoopbackPort } from "../../../scripts/freePort.ts"
 import { guardianMainPath, listenerIsChilds, pidFileName } from "../src/guardian/EmbeddedGuardian.ts"
 import { registerKey } from "./support/confidentialClient.ts"
 import { bearer, createAccount, postJson, send } from "./support/http.ts"
 
 const main = fileURLToPath(new URL("../src/main.ts", import.meta.url))
 
-const freePort = Effect.promise(() =>
-  new Promise<number>((resolve, reject) => {
-    const server = net.createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
-    })
-  })
-)
+const freePort = Effect.promise(freeLoopbackPort)
 
 interface ProcessInfo {
   readonly pid: number

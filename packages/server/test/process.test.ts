@@ -6,10 +6,10 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { freePort } from "../../../scripts/freePort.ts"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 
 const main = fileURLToPath(new URL("../src/main.ts", import.meta.url))
@@ -17,15 +17,6 @@ const children: Array<ChildProcess> = []
 afterAll(() => {
   for (const child of children) child.kill("SIGKILL")
 })
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = net.createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
-    })
-  })
 
 const start = (dataDir: string, port: number, adminPort: number) => {
   const child = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", main], {
@@ -70,6 +61,16 @@ describe("server process", () => {
       const second = start(dataDir, port2, adminPort2)
       assert.strictEqual(await second.exited, 1)
       assert.match(second.output(), /already running on data directory/)
+
+      // A port in use (here: the first server's) is named in the refusal, not left blank.
+      const otherDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-proc-port-"))
+      try {
+        const clash = start(otherDir, port, adminPort2)
+        assert.strictEqual(await clash.exited, 1)
+        assert.include(clash.output(), `pps: cannot start: Cannot listen on 127.0.0.1:${port}: listen EADDRINUSE`)
+      } finally {
+        fs.rmSync(otherDir, { recursive: true, force: true })
+      }
 
       first.child.kill("SIGTERM")
       const code = await first.exited

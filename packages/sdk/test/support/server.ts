@@ -6,9 +6,9 @@
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
+import { freePort } from "../../../../scripts/freePort.ts"
 
 export const repositoryRoot = path.resolve(import.meta.dirname, "../../../..")
 const nodeFlags = ["--disable-warning=ExperimentalWarning"]
@@ -33,17 +33,6 @@ export const runNode = (entry: string, args: ReadonlyArray<string>, env: Readonl
         resolve({ exitCode, stdout, stderr })
       }
     )
-  })
-
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
   })
 
 export interface ServerProcess {

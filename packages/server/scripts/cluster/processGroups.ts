@@ -6,7 +6,6 @@
  * itself dies. Shared by the fault harness (test/fault/processes.ts) and the cluster
  * script (cluster.ts).
  */
-import * as net from "node:net"
 
 const liveGroups = new Set<number>()
 let exitHookInstalled = false
@@ -58,13 +57,5 @@ export const waitGroupGone = async (group: number, timeoutMs: number): Promise<b
   return true
 }
 
-/** A TCP port free on loopback right now (another process may still take it first). */
-export const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
-    })
-  })
+/** A loopback port for a child about to start (see scripts/freePort.ts for why not port 0). */
+export { freePort } from "../../../../scripts/freePort.ts"

@@ -4,8 +4,8 @@
  * stderr and exit status.
  */
 import { execFile } from "node:child_process"
-import * as net from "node:net"
 import * as path from "node:path"
+import { freePort } from "../../../../scripts/freePort.ts"
 
 const entry = path.resolve(import.meta.dirname, "../../src/admin/cli.ts")
 
@@ -30,14 +30,5 @@ export const runAdmin = (args: ReadonlyArray<string>, env: Readonly<Record<strin
     )
   })
 
-/** A loopback port nobody listens on: bound, then closed. */
-export const closedPort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const listener = net.createServer()
-    listener.once("error", reject)
-    listener.listen(0, "127.0.0.1", () => {
-      const address = listener.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      listener.close(() => resolve(port))
-    })
-  })
+/** A loopback port nobody listens on (checked free, outside the ephemeral range: see scripts/freePort.ts). */
+export const closedPort = freePort
