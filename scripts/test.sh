@@ -9,6 +9,10 @@ if [ -f "$results" ]; then
   node -e '
     const r = JSON.parse(require("node:fs").readFileSync(process.argv[1], "utf8"));
     const skipped = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
+    // The slowest files first: where CI time goes (its aim is 20 minutes).
+    const files = r.testResults.map((f) => [f.endTime - f.startTime, f.name]).sort((a, b) => b[0] - a[0]);
+    console.log("Slowest test files:");
+    for (const [ms, name] of files.slice(0, 15)) console.log(`  ${(ms / 1000).toFixed(1).padStart(6)} s  ${require("node:path").relative(process.cwd(), name)}`);
     console.log(`Tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${skipped} skipped`);
   ' "$results"
   rm -f "$results"

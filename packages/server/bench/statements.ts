@@ -16,6 +16,7 @@
  */
 import { parseArgs } from "node:util"
 import { PGlite } from "@electric-sql/pglite"
+import { EmbeddedDatabase } from "@pps/guardian"
 import { Effect, Logger } from "effect"
 import { registerKey } from "../test/support/confidentialClient.ts"
 import { bearer, createAccount, send } from "../test/support/http.ts"
@@ -36,11 +37,21 @@ const counts = new Map<string, number>()
  */
 const elapsedMs = new Map<string, number>()
 let counting = false
-const pglite = PGlite.prototype as unknown as Record<"query" | "exec", (this: PGlite, ...args: Array<unknown>) => unknown>
-for (const name of ["query", "exec"] as const) {
-  const original = pglite[name]
-  pglite[name] = function(...args) {
-    if (!counting) return original.apply(this, args)
+type Counted = Record<"query" | "exec", (this: PGlite, ...args: Array<unknown>) => unknown>
+/**
+ * Both databases are `EmbeddedDatabase.PreparedStatementPGlite`, whose `query` overrides
+ * PGlite's (and falls back to it for options it does not implement): its own `query` is
+ * counted, and PGlite's only when called on another instance, so nothing counts twice.
+ */
+const targets: ReadonlyArray<readonly [Counted, "query" | "exec", boolean]> = [
+  [EmbeddedDatabase.PreparedStatementPGlite.prototype as unknown as Counted, "query", false],
+  [PGlite.prototype as unknown as Counted, "query", true],
+  [PGlite.prototype as unknown as Counted, "exec", false]
+]
+for (const [prototype, name, onlyPlainPGlite] of targets) {
+  const original = prototype[name]
+  prototype[name] = function(...args) {
+    if (!counting || (onlyPlainPGlite && this instanceof EmbeddedDatabase.PreparedStatementPGlite)) return original.apply(this, args)
     const text = String(args[0]).replace(/\s+/g, " ").trim()
     counts.set(text, (counts.get(text) ?? 0) + 1)
     const startedMs = performance.now()
