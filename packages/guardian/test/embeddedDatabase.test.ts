@@ -136,4 +136,35 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
       const rows = yield* sql<{ id: string; n: string }>`SELECT id, n::text AS n FROM t ORDER BY id`
       assert.deepStrictEqual(rows.map((r) => [r.id, r.n]), [["a", "5"]])
     }).pipe(Effect.provide(PgliteClient.layerFrom(makeEmbeddedClient(undefined)))), { timeout: 60_000 })
+
+  // PGlite has no autovacuum: without the client's own ANALYZE the planner never learns a
+  // table's size (reltuples stays -1, "never analyzed") nor a column's spread.
+  it.live("gathers planner statistics on its own, on the schedule, outside callers' transactions", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(schema)
+      const reltuples = sql<{ reltuples: number }>`SELECT reltuples FROM pg_class WHERE relname = 't'`.pipe(
+        Effect.map((rows) => Number(rows[0]!.reltuples))
+      )
+      yield* sql`INSERT INTO t (id, n) SELECT 'r' || g, g FROM generate_series(1, 500) AS g`
+      // A transaction open across several rounds' worth of time sees no ANALYZE inside it
+      // (queued behind it, never run in it: a failure there would abort the caller's work).
+      yield* sql.withTransaction(Effect.gen(function*() {
+        const before = yield* reltuples
+        yield* Effect.sleep("400 millis")
+        assert.strictEqual(yield* reltuples, before)
+      }))
+      // Then it runs: the table's statistics appear (within a few rounds of 100 ms).
+      const deadline = Date.now() + 10_000
+      let seen = yield* reltuples
+      while (seen !== 500 && Date.now() < deadline) {
+        yield* Effect.sleep("50 millis")
+        seen = yield* reltuples
+      }
+      assert.strictEqual(seen, 500)
+      const columns = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stats WHERE tablename = 't'`
+      assert.isAbove(columns[0]!.n, 0, "column statistics too")
+    }).pipe(
+      Effect.provide(PgliteClient.layerFrom(makeEmbeddedClient(undefined, 5_000, { firstAfterMs: 100, minIntervalMs: 100, maxShare: 0.5 })))
+    ), { timeout: 60_000 })
 })
