@@ -22,7 +22,7 @@
  *
  * @since 0.1.0
  */
-import { createHmac, randomBytes } from "node:crypto"
+import { createHmac, createSecretKey, type KeyObject, randomBytes } from "node:crypto"
 
 /**
  * @since 0.1.0
@@ -53,7 +53,25 @@ export const generateSecret = (): string => `${secretPrefix}${randomBytes(secret
  * @category signatures
  */
 export const serviceSignature = (secret: string, body: Uint8Array): string =>
-  createHmac("sha256", Buffer.from(secret, "utf8")).update(body).digest("hex")
+  createHmac("sha256", hmacKey("service", secret, () => Buffer.from(secret, "utf8"))).update(body).digest("hex")
+
+/**
+ * HMAC keys as KeyObjects, by secret: Node checks and copies raw key bytes on every
+ * `createHmac` (11 µs per HMAC against 2 µs with a KeyObject, measured on this VM), and each
+ * delivery attempt signs twice with the same secret. Bounded; secrets change rarely. The
+ * process opens these secrets for every attempt anyway, so keeping them adds no exposure.
+ */
+const hmacKeys = new Map<string, KeyObject>()
+const hmacKeysMax = 1_024
+const hmacKey = (kind: "service" | "standard", secret: string, bytes: () => Buffer): KeyObject => {
+  const id = `${kind}:${secret}`
+  const known = hmacKeys.get(id)
+  if (known !== undefined) return known
+  if (hmacKeys.size >= hmacKeysMax) hmacKeys.clear()
+  const key = createSecretKey(bytes())
+  hmacKeys.set(id, key)
+  return key
+}
 
 /**
  * One Standard Webhooks signature, `v1,<base64>`.
@@ -62,7 +80,7 @@ export const serviceSignature = (secret: string, body: Uint8Array): string =>
  * @category signatures
  */
 export const standardSignature = (secret: string, webhookId: string, timestampSeconds: number, body: Uint8Array): string => {
-  const key = Buffer.from(secret.slice(secretPrefix.length), "base64")
+  const key = hmacKey("standard", secret, () => Buffer.from(secret.slice(secretPrefix.length), "base64"))
   const mac = createHmac("sha256", key).update(`${webhookId}.${timestampSeconds}.`, "utf8").update(body).digest("base64")
   return `v1,${mac}`
 }
