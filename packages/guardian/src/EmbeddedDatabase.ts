@@ -245,8 +245,9 @@ const keepStatistics = (client: PgliteClient.PgliteClient, schedule: StatisticsS
         SELECT c.oid::regclass::text AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE c.relkind = 'r' AND n.nspname = 'public' ORDER BY 1`.pipe(
         Effect.flatMap((tables) => Effect.forEach(tables, ({ name }) => client.unsafe(`ANALYZE ${name}`), { discard: true })),
+        // Any failure but this fiber's own interruption (the database closing) is only logged.
         Effect.catchCause((cause) =>
-          Effect.logWarning("embedded database: ANALYZE failed; trying again later").pipe(
+          Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause) : Effect.logWarning("embedded database: ANALYZE failed; trying again later").pipe(
             Effect.annotateLogs({ error: Cause.pretty(cause) })
           )
         )

@@ -394,9 +394,9 @@ export class WebhookStore extends Context.Service<WebhookStore, {
                 last_error = i.error, last_attempt_at = i.started_at, next_attempt_at = i.next_attempt_at
               FROM input i
               -- The ids as an array too, so the planner finds the rows by primary key. Joined to
-              -- the input alone it hashes every pending delivery (it guesses 100 input rows and few
-              -- pending ones; PGlite never gathers statistics): a scan of the whole backlog per
-              -- batch, 38 ms against 6 ms for 27 rows with 10,000 pending (EXPLAIN ANALYZE, PGlite).
+              -- the input alone it hashes every pending delivery when it has no statistics (it guesses
+              -- 100 input rows and few pending ones; PGlite before its first ANALYZE): a scan of the
+              -- whole backlog per batch, 38 ms against 6 ms for 27 rows with 10,000 pending.
               WHERE d.delivery_id = ANY (ARRAY(SELECT delivery_id FROM input))
                 AND d.delivery_id = i.delivery_id AND d.status = 'pending' AND d.attempt_count = i.attempt_number - 1
               RETURNING d.delivery_id
