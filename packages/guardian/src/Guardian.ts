@@ -1155,26 +1155,14 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
         blockNumber: log.blockNumber,
         outcome
       })
-      const found = yield* store.findReservation(transferId, { forUpdate: false })
-      const matches = found !== undefined && found.chainId === recipient.chainId && found.contract === recipient.contract &&
-        found.fromAccount === log.from.toLowerCase() && found.toAccount === recipient.account && found.kind === "confidential"
-      if (!matches) {
-        // Every debit needs the guardian's signature, so this means a second guardian with its
-        // own books, a restored backup, or a leaked signing key: an operator must look.
-        return yield* withAccountLock(recipient, sql.withTransaction(Effect.gen(function*() {
-          if (!(yield* store.insertChainCredit(creditRow("unknown_transfer"), nowMs))) return "duplicate" as const
-          yield* alert(
-            recipient,
-            "unknown_transfer",
-            `ConfidentialTransfer ${transferId} (${log.txHash}:${log.logIndex}) has no matching reservation; its amount is unknown and not booked`,
-            nowMs
-          )
-          return "unknown_transfer" as const
-        })))
-      }
-      return yield* withAccountLock(senderOf(found), sql.withTransaction(Effect.gen(function*() {
+      // A matching reservation is the log's sender's (its parties and kind never change), so
+      // the log names the lock to take, and the reservation is read once, under its row lock.
+      const sender = refFor(chainId, log.contract, log.from)
+      const booked = yield* withAccountLock(sender, sql.withTransaction(Effect.gen(function*() {
         const current = yield* store.findReservation(transferId, { forUpdate: true })
-        if (current === undefined) return yield* Effect.die(new Error("invariant violated: a reservation vanished"))
+        const matches = current !== undefined && current.chainId === sender.chainId && current.contract === sender.contract &&
+          current.fromAccount === sender.account && current.toAccount === recipient.account && current.kind === "confidential"
+        if (!matches) return "unmatched" as const
         if (!(yield* store.insertChainCredit(creditRow(current.recipientCredited ? "already_booked" : "booked"), nowMs))) {
           return "duplicate" as const
         }
@@ -1190,6 +1178,19 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
         yield* addCredit(recipient, balance, current.amount, `confidential transfer ${transferId}`, nowMs)
         yield* store.markRecipientCredited(transferId)
         return "booked" as const
+      })))
+      if (booked !== "unmatched") return booked
+      // Every debit needs the guardian's signature, so this means a second guardian with its
+      // own books, a restored backup, or a leaked signing key: an operator must look.
+      return yield* withAccountLock(recipient, sql.withTransaction(Effect.gen(function*() {
+        if (!(yield* store.insertChainCredit(creditRow("unknown_transfer"), nowMs))) return "duplicate" as const
+        yield* alert(
+          recipient,
+          "unknown_transfer",
+          `ConfidentialTransfer ${transferId} (${log.txHash}:${log.logIndex}) has no matching reservation; its amount is unknown and not booked`,
+          nowMs
+        )
+        return "unknown_transfer" as const
       })))
     })
 

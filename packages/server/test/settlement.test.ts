@@ -80,6 +80,9 @@ suite("settlement on embedded anvil", () => {
         for (const outcome of outcomes) {
           assert.isTrue(Option.isSome(outcome) && outcome.value._tag === "Confirmed", describe(outcome))
         }
+        // An outcome already written is read back from the store at once, not waited for.
+        const again = yield* Effect.forEach(requests.slice(0, 4), (request) => settlement.awaitResolution(request.submissionId, 0))
+        assert.deepStrictEqual(again, outcomes.slice(0, 4))
         // The recipient's on-chain balance decrypts to the sum of the amounts.
         const balance = yield* Effect.promise(() =>
           chain.client.readContract({

@@ -203,13 +203,13 @@ export class Settlement extends Context.Service<Settlement, {
           Effect.gen(function*() {
             const waiter = yield* waiterFor(submissionId)
             // Read after registering the waiter, so an outcome written in between is not missed.
-            const stored = yield* store.get(submissionId)
-            if (Option.isSome(stored) && stored.value.resolution !== null) {
+            const stored = yield* store.resolution(submissionId)
+            if (Option.isSome(stored)) {
               // Complete the shared waiter before dropping it: another caller may be waiting on it
               // and `finish` may already have looked for it.
-              yield* Deferred.succeed(waiter, stored.value.resolution)
+              yield* Deferred.succeed(waiter, stored.value)
               waiters.delete(submissionId)
-              return Option.some(stored.value.resolution)
+              return stored
             }
             return yield* Deferred.await(waiter).pipe(Effect.timeoutOption(Duration.millis(timeoutMs)))
           }),

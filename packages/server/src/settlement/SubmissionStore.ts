@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import { Context, Effect, Layer, Option, Schema, Struct } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { type Address, bytesToHex, type Hex, hexToBytes } from "viem"
 import { Mode } from "@pps/api/ApiKeys"
@@ -50,20 +50,20 @@ export interface Submission {
 }
 
 
-const toSubmission = (row: typeof SubmissionRow.Type, nodeId: string): Submission => {
-  const request: SubmissionRequest = {
-    submissionId: row.submission_id,
-    mode: row.mode,
-    kind: row.kind satisfies SubmissionKind,
-    target: row.target as Address,
-    data: bytesToHex(row.call_data),
-    gasLimit: BigInt(row.gas_limit),
-    deadlineSeconds: row.deadline_seconds === null ? null : BigInt(row.deadline_seconds),
-    replayKey: row.replay_sender === null || row.replay_nonce === null || row.replay_transfer_id === null
-      ? null
-      : { sender: row.replay_sender as Address, nonce: BigInt(row.replay_nonce), transferId: row.replay_transfer_id as Hex }
-  }
-  const resolution: Resolution | null = row.status === "confirmed" && row.tx_hash !== null && row.block_number !== null
+/** The columns that say how a submission ended (no call data, no signed bytes). */
+const OutcomeRow = SubmissionRow.mapFields(Struct.pick([
+  "submission_id",
+  "mode",
+  "tx_hash",
+  "status",
+  "failure_reason",
+  "block_number",
+  "block_timestamp"
+]))
+
+/** A submission's final outcome from its row; null while it is not final. */
+const toResolution = (row: typeof OutcomeRow.Type): Resolution | null =>
+  row.status === "confirmed" && row.tx_hash !== null && row.block_number !== null
     ? {
       _tag: "Confirmed",
       submissionId: row.submission_id,
@@ -81,6 +81,21 @@ const toSubmission = (row: typeof SubmissionRow.Type, nodeId: string): Submissio
       reason: row.failure_reason ?? "reverted"
     }
     : null
+
+const toSubmission = (row: typeof SubmissionRow.Type, nodeId: string): Submission => {
+  const request: SubmissionRequest = {
+    submissionId: row.submission_id,
+    mode: row.mode,
+    kind: row.kind satisfies SubmissionKind,
+    target: row.target as Address,
+    data: bytesToHex(row.call_data),
+    gasLimit: BigInt(row.gas_limit),
+    deadlineSeconds: row.deadline_seconds === null ? null : BigInt(row.deadline_seconds),
+    replayKey: row.replay_sender === null || row.replay_nonce === null || row.replay_transfer_id === null
+      ? null
+      : { sender: row.replay_sender as Address, nonce: BigInt(row.replay_nonce), transferId: row.replay_transfer_id as Hex }
+  }
+  const resolution = toResolution(row)
   return {
     request,
     status: row.status,
@@ -103,6 +118,8 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
   /** Records a new submission; false when one with that id exists already. */
   readonly record: (request: SubmissionRequest) => Effect.Effect<boolean, SqlError.SqlError>
   readonly get: (submissionId: string) => Effect.Effect<Option.Option<Submission>, SqlError.SqlError>
+  /** How the submission ended: none while it is open (or unknown); reads only the outcome's columns. */
+  readonly resolution: (submissionId: string) => Effect.Effect<Option.Option<Resolution>, SqlError.SqlError>
   /** Every submission of a mode that is not final. */
   readonly open: (mode: Mode) => Effect.Effect<ReadonlyArray<Submission>, SqlError.SqlError>
   /**
@@ -167,6 +184,14 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
           sql.unsafe(`SELECT ${columns} FROM chain_submissions WHERE submission_id = $1`, [submissionId]).pipe(
             Effect.flatMap(decode),
             Effect.map((rows) => Option.fromNullishOr(rows[0]))
+          ),
+        resolution: (submissionId) =>
+          sql`
+            SELECT submission_id, mode, tx_hash, status, failure_reason, block_number, block_timestamp
+            FROM chain_submissions WHERE submission_id = ${submissionId}`.pipe(
+            Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(OutcomeRow))),
+            Effect.catchTag("SchemaError", Effect.die),
+            Effect.map((rows) => Option.fromNullishOr(rows[0] === undefined ? null : toResolution(rows[0])))
           ),
         open: (mode) =>
           sql.unsafe(

@@ -4,8 +4,8 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, Option, Schema } from "effect"
-import { SqlClient, type SqlError } from "effect/sql"
+import { Context, Effect, Layer, Option, RequestResolver, Schema } from "effect"
+import { SqlClient, type SqlError, SqlResolver } from "effect/sql"
 import { Mode } from "@pps/api/ApiKeys"
 import { AssetName, TransferStatus } from "@pps/api/Transfers"
 
@@ -176,6 +176,17 @@ export class TransferStore extends Context.Service<TransferStore, {
       const decode = (rows: ReadonlyArray<unknown>) =>
         // A row that does not decode breaks our own schema: a defect.
         Schema.decodeUnknownEffect(Schema.Array(TransferRow))(rows).pipe(Effect.orDie)
+      // Settlements the guardian confirmed are marked together: the completions of one block
+      // (up to 16 at a time) and of concurrent creates each ask at once, and the requests
+      // issued in the same turn become one UPDATE (Effect's request batching) instead of one
+      // statement each. Each caller is answered once the statement that holds its row ran.
+      const guardianSettled = RequestResolver.batchN(
+        SqlResolver.void({
+          Request: Schema.String,
+          execute: (transferIds) => sql`UPDATE transfers SET guardian_settled = true WHERE ${sql.in("transfer_id", transferIds)}`
+        }),
+        1_000
+      )
       return TransferStore.of({
         nextNonce: (accountId, mode) =>
           Effect.suspend(() => {
@@ -290,7 +301,7 @@ export class TransferStore extends Context.Service<TransferStore, {
             [outcome.status, outcome.txHash, outcome.blockTimestampSeconds?.toString() ?? null, transferId]
           ).pipe(Effect.flatMap(decode), Effect.map((rows) => Option.fromNullishOr(rows[0]))),
         markGuardianSettled: (transferId) =>
-          sql`UPDATE transfers SET guardian_settled = true WHERE transfer_id = ${transferId}`.pipe(Effect.asVoid),
+          SqlResolver.request(transferId, guardianSettled).pipe(Effect.catchTag("SchemaError", Effect.die)),
         unfinished: (mode, createdBefore) =>
           sql.unsafe(
             `SELECT ${columns} ${parties}

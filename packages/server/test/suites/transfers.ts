@@ -7,6 +7,7 @@
  */
 import { assert, describe, expect, layer } from "@effect/vitest"
 import { Context, Effect, Option, Schema } from "effect"
+import { SqlClient } from "effect/sql"
 import { TransferRecord } from "@pps/api/Transfers"
 import { ApiKeys, Client, SealedTransfers } from "@pps/sdk"
 import { ElGamal, Note } from "@pps/crypto"
@@ -261,6 +262,19 @@ export const transfersSuite = (database: DatabaseTarget) =>
           })).sort((a, b) => a.keyId.localeCompare(b.keyId))).toEqual(
             Object.entries(expected).map(([keyId, [usdg, transfers]]) => ({ keyId, usdg, transfers })).sort((a, b) => a.keyId.localeCompare(b.keyId))
           )
+          // Every confirmed transfer is marked settled with the guardian once the guardian
+          // answered (concurrent completions share one UPDATE); an unmarked one would be settled
+          // again by every recovery round.
+          const sql = Context.get(server.services, SqlClient.SqlClient)
+          let unsettled = -1
+          for (let attempt = 0; attempt < 40 && unsettled !== 0; attempt++) {
+            if (attempt > 0) yield* Effect.sleep("250 millis")
+            const rows = yield* sql<{ count: string }>`
+              SELECT count(*)::text AS count FROM transfers
+              WHERE sender_account_id = ${kim.account_id} AND status = 'confirmed' AND NOT guardian_settled`.pipe(Effect.orDie)
+            unsettled = Number(rows[0]?.count)
+          }
+          assert.strictEqual(unsettled, 0, "confirmed transfers not marked settled with the guardian")
           const ciFigures = figures.find((key) => key.keyId === ci.key_id)
           assert.isAtLeast(ciFigures?.requestCount ?? 0, 5, "request counts include this node's unflushed usage")
           assert.isNotNull(ciFigures?.lastUsedAt)
