@@ -119,6 +119,19 @@ export interface SealedAttempt {
 }
 
 /**
+ * How a transfer ends, as its settlement said.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TransferOutcome {
+  readonly transferId: string
+  readonly status: "confirmed" | "failed"
+  readonly txHash: string | null
+  readonly blockTimestampSeconds: bigint | null
+}
+
+/**
  * @since 0.1.0
  * @category services
  */
@@ -155,14 +168,12 @@ export class TransferStore extends Context.Service<TransferStore, {
   /** newest first (created_at, then id), one more than `limit` to tell `has_more` (D16). */
   readonly list: (query: ListQuery) => Effect.Effect<ReadonlyArray<StoredTransfer>, SqlError.SqlError>
   /**
-   * pending → confirmed | failed, once: the transfer as it ends, read in the same statement; None
-   * when it was not pending. A confirmation is dated by its block's time, whole seconds, never
-   * before the transfer's own creation in the same second.
+   * pending → confirmed | failed, once, for any number of transfers in one statement: the
+   * transfers as they end, read in the same statement (those not pending are left as they are
+   * and not returned). A confirmation is dated by its block's time, whole seconds, never before
+   * the transfer's own creation in the same second.
    */
-  readonly finish: (
-    transferId: string,
-    outcome: { readonly status: "confirmed" | "failed"; readonly txHash: string | null; readonly blockTimestampSeconds: bigint | null }
-  ) => Effect.Effect<Option.Option<StoredTransfer>, SqlError.SqlError>
+  readonly finish: (outcomes: ReadonlyArray<TransferOutcome>) => Effect.Effect<ReadonlyArray<StoredTransfer>, SqlError.SqlError>
   readonly markGuardianSettled: (transferId: string) => Effect.Effect<void, SqlError.SqlError>
   /** Transfers created before `createdBefore` still pending, or final but not yet settled with the guardian. */
   readonly unfinished: (mode: Mode, createdBefore: string) => Effect.Effect<ReadonlyArray<StoredTransfer>, SqlError.SqlError>
@@ -290,16 +301,28 @@ export class TransferStore extends Context.Service<TransferStore, {
             params
           ).pipe(Effect.flatMap(decode))
         },
-        finish: (transferId, outcome) =>
-          sql.unsafe(
+        finish: (outcomes) => {
+          if (outcomes.length === 0) return Effect.succeed([])
+          // The outcomes as a VALUES list: the planner knows their number and finds each
+          // transfer by its primary key.
+          const values = outcomes.map((_, i) => `($${4 * i + 1}::text, $${4 * i + 2}::text, $${4 * i + 3}::text, $${4 * i + 4}::bigint)`)
+          return sql.unsafe(
             `WITH t AS (
-               UPDATE transfers SET status = $1, tx_hash = COALESCE($2, tx_hash),
-                 confirmed_at = CASE WHEN $3::bigint IS NULL THEN NULL ELSE GREATEST(to_timestamp($3::bigint), created_at) END
-               WHERE transfer_id = $4 AND status = 'pending'
-               RETURNING *)
+               UPDATE transfers SET status = v.status, tx_hash = COALESCE(v.tx_hash, transfers.tx_hash),
+                 confirmed_at = CASE WHEN v.block_timestamp IS NULL THEN NULL
+                   ELSE GREATEST(to_timestamp(v.block_timestamp), transfers.created_at) END
+               FROM (VALUES ${values.join(", ")}) AS v (transfer_id, status, tx_hash, block_timestamp)
+               WHERE transfers.transfer_id = v.transfer_id AND transfers.status = 'pending'
+               RETURNING transfers.*)
              SELECT ${columns} FROM t ${partiesJoin}`,
-            [outcome.status, outcome.txHash, outcome.blockTimestampSeconds?.toString() ?? null, transferId]
-          ).pipe(Effect.flatMap(decode), Effect.map((rows) => Option.fromNullishOr(rows[0]))),
+            outcomes.flatMap((outcome) => [
+              outcome.transferId,
+              outcome.status,
+              outcome.txHash,
+              outcome.blockTimestampSeconds?.toString() ?? null
+            ])
+          ).pipe(Effect.flatMap(decode))
+        },
         markGuardianSettled: (transferId) =>
           SqlResolver.request(transferId, guardianSettled).pipe(Effect.catchTag("SchemaError", Effect.die)),
         unfinished: (mode, createdBefore) =>

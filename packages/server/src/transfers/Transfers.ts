@@ -35,7 +35,23 @@
  */
 import { type Domain as GuardianDomain, GuardianClient } from "@pps/guardian"
 import { ElGamal, EncryptionKey, Note } from "@pps/crypto"
-import { Cause, Clock, Context, DateTime, Deferred, Duration, Effect, Layer, Option, Redacted, Schedule, Stream } from "effect"
+import {
+  Cause,
+  Clock,
+  Context,
+  DateTime,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  Layer,
+  Option,
+  Redacted,
+  Request,
+  RequestResolver,
+  Schedule,
+  Stream
+} from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { type Address, bytesToBigInt, bytesToHex, getAddress, type Hex, hexToBytes, numberToBytes } from "viem"
 import { Accounts } from "../accounts/Accounts.ts"
@@ -123,6 +139,13 @@ const recoveryGraceMs = 5_000
 
 /** Outcomes from settlement's stream completed at once (each a few statements and a guardian call). */
 const completionsInParallel = 16
+
+/** A settlement outcome to write into its transfer; `endTransfers` writes those asked together. */
+class EndTransfer extends Request.Class<
+  { readonly resolution: Resolution },
+  Option.Option<StoredTransfer>,
+  SqlError.SqlError
+> {}
 
 /**
  * A retried approval reuses the deadline it pinned while at least this much of it is
@@ -366,22 +389,26 @@ export class Transfers extends Context.Service<Transfers, {
           )
         }))
 
-      const completeOnce = (resolution: Resolution) =>
-        Effect.gen(function*() {
-          const status = resolution._tag === "Confirmed" ? "confirmed" as const : "failed" as const
-          const txHash = resolution.txHash
-          // The status change reads the transfer as it ends (one statement), and its events
-          // commit with it.
-          const ended = yield* sql.withTransaction(Effect.gen(function*() {
-            const ended = yield* store.finish(resolution.submissionId, {
-              status,
-              txHash,
-              blockTimestampSeconds: resolution._tag === "Confirmed" ? resolution.blockTimestampSeconds : null
-            })
-            if (Option.isNone(ended)) return ended
-            const t = ended.value
-            yield* outbox.append(transferEvents({
-              event: status === "confirmed" ? "transfer.confirmed" : "transfer.failed",
+      /**
+       * Ends transfers in SQL: the status changes and their events, in one transaction for all
+       * the completions asked for in the same turn (a block's confirmations wake their waiting
+       * requests and the outcome stream together), so a block costs one UPDATE, one INSERT of
+       * events and one commit instead of those per transfer. Each asker gets its transfer as it
+       * ended, or None when it had ended before; a failure fails the whole batch, as a failed
+       * transaction did each completion before.
+       */
+      const endTransfers = RequestResolver.make<EndTransfer>((entries) =>
+        sql.withTransaction(Effect.gen(function*() {
+          const asked = new Map(entries.map(({ request: { resolution } }) => [resolution.submissionId, resolution]))
+          const ended = yield* store.finish(entries.map(({ request: { resolution } }) => ({
+            transferId: resolution.submissionId,
+            status: resolution._tag === "Confirmed" ? "confirmed" as const : "failed" as const,
+            txHash: resolution.txHash,
+            blockTimestampSeconds: resolution._tag === "Confirmed" ? resolution.blockTimestampSeconds : null
+          })))
+          yield* outbox.append(ended.flatMap((t) =>
+            transferEvents({
+              event: t.status === "confirmed" ? "transfer.confirmed" : "transfer.failed",
               mode: t.mode,
               transferId: t.transfer_id,
               sender: { accountId: t.sender_account_id, handle: t.sender_handle, ownerAccountId: t.sender_owner_account_id },
@@ -391,10 +418,21 @@ export class Transfers extends Context.Service<Transfers, {
               recipientDisplay: t.recipient_display,
               asset: t.asset,
               confidential: t.confidential,
-              txHash
-            }))
-            return ended
-          }))
+              txHash: asked.get(t.transfer_id)?.txHash ?? null
+            })
+          ))
+          return new Map(ended.map((t) => [t.transfer_id, t]))
+        })).pipe(Effect.exit, Effect.map((exit) => {
+          for (const entry of entries) {
+            entry.completeUnsafe(Exit.map(exit, (ended) => Option.fromNullishOr(ended.get(entry.request.resolution.submissionId))))
+          }
+        }))
+      )
+
+      const completeOnce = (resolution: Resolution) =>
+        Effect.gen(function*() {
+          const status = resolution._tag === "Confirmed" ? "confirmed" as const : "failed" as const
+          const ended = yield* Effect.request(new EndTransfer({ resolution }), endTransfers)
           // Whoever ended the transfer settles it with the guardian; had it ended before (another
           // node, or this one before a restart), the recovery round settles what is left unsettled.
           if (Option.isNone(ended)) return yield* store.findById(resolution.submissionId)
