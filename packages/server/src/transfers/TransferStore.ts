@@ -188,15 +188,17 @@ export class TransferStore extends Context.Service<TransferStore, {
         // A row that does not decode breaks our own schema: a defect.
         Schema.decodeUnknownEffect(Schema.Array(TransferRow))(rows).pipe(Effect.orDie)
       // Settlements the guardian confirmed are marked together: the completions of one block
-      // (up to 16 at a time) and of concurrent creates each ask at once, and the requests
-      // issued in the same turn become one UPDATE (Effect's request batching) instead of one
-      // statement each. Each caller is answered once the statement that holds its row ran.
+      // (the outcome stream's, concurrent creates', the recovery round's) each ask at once, and
+      // the requests issued in the same turn become one UPDATE (Effect's request batching)
+      // instead of one statement each. Each caller is answered once the statement that holds
+      // its row ran.
       const guardianSettled = RequestResolver.batchN(
         SqlResolver.void({
           Request: Schema.String,
           execute: (transferIds) => sql`UPDATE transfers SET guardian_settled = true WHERE ${sql.in("transfer_id", transferIds)}`
         }),
-        1_000
+        // Bounds the statement shapes it prepares (one per list length).
+        64
       )
       return TransferStore.of({
         nextNonce: (accountId, mode) =>
@@ -305,7 +307,9 @@ export class TransferStore extends Context.Service<TransferStore, {
           if (outcomes.length === 0) return Effect.succeed([])
           // The outcomes as a VALUES list: the planner knows their number and finds each
           // transfer by its primary key.
-          const values = outcomes.map((_, i) => `($${4 * i + 1}::text, $${4 * i + 2}::text, $${4 * i + 3}::text, $${4 * i + 4}::bigint)`)
+          // In id order: two nodes ending overlapping sets lock the rows in the same order.
+          const sorted = [...outcomes].sort((a, b) => (a.transferId < b.transferId ? -1 : a.transferId > b.transferId ? 1 : 0))
+          const values = sorted.map((_, i) => `($${4 * i + 1}::text, $${4 * i + 2}::text, $${4 * i + 3}::text, $${4 * i + 4}::bigint)`)
           return sql.unsafe(
             `WITH t AS (
                UPDATE transfers SET status = v.status, tx_hash = COALESCE(v.tx_hash, transfers.tx_hash),
@@ -315,7 +319,7 @@ export class TransferStore extends Context.Service<TransferStore, {
                WHERE transfers.transfer_id = v.transfer_id AND transfers.status = 'pending'
                RETURNING transfers.*)
              SELECT ${columns} FROM t ${partiesJoin}`,
-            outcomes.flatMap((outcome) => [
+            sorted.flatMap((outcome) => [
               outcome.transferId,
               outcome.status,
               outcome.txHash,

@@ -139,6 +139,8 @@ const recoveryGraceMs = 5_000
 
 /** Outcomes from settlement's stream completed at once (each a few statements and a guardian call). */
 const completionsInParallel = 16
+/** Completions written in one transaction at most (see `endTransfers`). */
+const completionBatchMax = 64
 
 /** A settlement outcome to write into its transfer; `endTransfers` writes those asked together. */
 class EndTransfer extends Request.Class<
@@ -394,10 +396,11 @@ export class Transfers extends Context.Service<Transfers, {
        * the completions asked for in the same turn (a block's confirmations wake their waiting
        * requests and the outcome stream together), so a block costs one UPDATE, one INSERT of
        * events and one commit instead of those per transfer. Each asker gets its transfer as it
-       * ended, or None when it had ended before; a failure fails the whole batch, as a failed
-       * transaction did each completion before.
+       * ended, or None when it had ended before. When the shared transaction fails, each
+       * completion is tried again alone, so one transfer's fault never becomes another's (as in
+       * the guardian's group commit).
        */
-      const endTransfers = RequestResolver.make<EndTransfer>((entries) =>
+      const endInOneTransaction = (entries: ReadonlyArray<Request.Entry<EndTransfer>>) =>
         sql.withTransaction(Effect.gen(function*() {
           const asked = new Map(entries.map(({ request: { resolution } }) => [resolution.submissionId, resolution]))
           const ended = yield* store.finish(entries.map(({ request: { resolution } }) => ({
@@ -422,11 +425,31 @@ export class Transfers extends Context.Service<Transfers, {
             })
           ))
           return new Map(ended.map((t) => [t.transfer_id, t]))
-        })).pipe(Effect.exit, Effect.map((exit) => {
-          for (const entry of entries) {
-            entry.completeUnsafe(Exit.map(exit, (ended) => Option.fromNullishOr(ended.get(entry.request.resolution.submissionId))))
-          }
-        }))
+        })).pipe(Effect.exit)
+      const answer = (
+        entries: ReadonlyArray<Request.Entry<EndTransfer>>,
+        exit: Exit.Exit<ReadonlyMap<string, StoredTransfer>, SqlError.SqlError>
+      ) => {
+        for (const entry of entries) {
+          entry.completeUnsafe(Exit.map(exit, (ended) => Option.fromNullishOr(ended.get(entry.request.resolution.submissionId))))
+        }
+      }
+      const endTransfers = RequestResolver.batchN(
+        RequestResolver.makeGrouped<EndTransfer, unknown>({
+          // A batch runs in its first asker's context: askers inside an SQL transaction (none
+          // today) share only with askers in the same one, which they join as a direct call would.
+          key: (entry) => Context.getOrUndefined(entry.context, sql.transactionService),
+          resolver: (entries) =>
+            endInOneTransaction(entries).pipe(Effect.flatMap((exit) =>
+              Exit.isSuccess(exit) || entries.length === 1
+                ? Effect.sync(() => answer(entries, exit))
+                : Effect.forEach(entries, (entry) => endInOneTransaction([entry]).pipe(Effect.map((alone) => answer([entry], alone))), {
+                  discard: true
+                })
+            ))
+        }),
+        // Bounds a transaction's length, its row locks and the statement shapes it prepares.
+        completionBatchMax
       )
 
       const completeOnce = (resolution: Resolution) =>
