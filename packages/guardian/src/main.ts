@@ -125,6 +125,8 @@ if (process.argv[2] === "cancel-rotation") {
   Layer.launch(Layer.merge(MainLive, ExitWithParentLive)).pipe(
     Effect.catchCause(reportFailure("cannot start")),
     Effect.provide(LoggingLive),
+    // No tracer exporter ships: spans would be built and dropped (packages/server/src/main.ts).
+    Effect.provideService(References.TracerEnabled, false),
     NodeRuntime.runMain
   )
 }
