@@ -14,6 +14,7 @@ import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { freePort } from "../../../scripts/freePort.ts"
+import { childEnvironment } from "../../../scripts/childEnvironment.ts"
 import { EncryptionKey } from "@pps/crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Client, Confidential, KeyFile, Webhook } from "../src/index.ts"
@@ -341,7 +342,7 @@ describe("pps", { timeout: 90_000 }, () => {
     const port = await new Promise<number>((resolve) => receiver.listen(0, "127.0.0.1", () => resolve((receiver.address() as net.AddressInfo).port)))
     const listener = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", path.join(repositoryRoot, "packages/sdk/src/cli.ts"), "listen", "--forward-to", `http://127.0.0.1:${port}/hook`, "--json"], {
       cwd: repositoryRoot,
-      env: { PATH: process.env["PATH"] ?? "", PPS_API_KEY: bob.api_key, PPS_BASE_URL: server.baseUrl },
+      env: { ...childEnvironment(), PPS_API_KEY: bob.api_key, PPS_BASE_URL: server.baseUrl },
       stdio: ["ignore", "pipe", "pipe"]
     })
     const lines: Array<Record<string, unknown>> = []

@@ -9,6 +9,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { freePort } from "../../../../scripts/freePort.ts"
+import { childEnvironment } from "../../../../scripts/childEnvironment.ts"
 
 export const repositoryRoot = path.resolve(import.meta.dirname, "../../../..")
 const nodeFlags = ["--disable-warning=ExperimentalWarning"]
@@ -26,8 +27,8 @@ export const runNode = (entry: string, args: ReadonlyArray<string>, env: Readonl
     execFile(
       process.execPath,
       [...nodeFlags, path.join(repositoryRoot, entry), ...args],
-      // Only PATH is inherited, so no PPS_* variable of the machine leaks into a test.
-      { cwd: repositoryRoot, env: { PATH: process.env["PATH"] ?? "", ...env }, timeout: 30_000 },
+      // Only PATH (and the compile cache) is inherited, so no PPS_* variable of the machine leaks into a test.
+      { cwd: repositoryRoot, env: { ...childEnvironment(), ...env }, timeout: 30_000 },
       (error, stdout, stderr) => {
         const exitCode = error === null ? 0 : typeof error.code === "number" ? error.code : -1
         resolve({ exitCode, stdout, stderr })
@@ -61,7 +62,7 @@ export const startServer = async (options: { readonly env?: Readonly<Record<stri
     const child: ChildProcess = spawn(process.execPath, [...nodeFlags, path.join(repositoryRoot, "packages/server/src/main.ts")], {
       cwd: repositoryRoot,
       env: {
-        PATH: process.env["PATH"] ?? "",
+        ...childEnvironment(),
         DATA_DIR: dataDir,
         PORT: String(port),
         ADMIN_PORT: String(adminPort),

@@ -6,6 +6,7 @@
 import { execFile } from "node:child_process"
 import * as path from "node:path"
 import { freePort } from "../../../../scripts/freePort.ts"
+import { childEnvironment } from "../../../../scripts/childEnvironment.ts"
 
 const entry = path.resolve(import.meta.dirname, "../../src/admin/cli.ts")
 
@@ -16,13 +17,13 @@ export interface AdminRun {
   readonly stderr: string
 }
 
-/** Runs the admin command; only PATH is inherited, so no ADMIN_* variable of the machine leaks in. */
+/** Runs the admin command; only PATH (and the compile cache) is inherited, so no ADMIN_* variable of the machine leaks in. */
 export const runAdmin = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>>): Promise<AdminRun> =>
   new Promise((resolve) => {
     execFile(
       process.execPath,
       ["--disable-warning=ExperimentalWarning", entry, ...args],
-      { env: { PATH: process.env["PATH"] ?? "", ...env }, timeout: 30_000 },
+      { env: { ...childEnvironment(), ...env }, timeout: 30_000 },
       (error, stdout, stderr) => {
         const exitCode = error === null ? 0 : typeof error.code === "number" ? error.code : -1
         resolve({ exitCode, stdout, stderr })
