@@ -104,6 +104,36 @@ describe("idempotency after a fault (D36)", () => {
         assert.strictEqual((reused.json as { error: { code: string } }).error.code, "idempotency_key_reused")
       }))
 
+    it.effect("creates recorded together bind each idempotency key to its own transfer", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const sql = Context.get(server.services, SqlClient.SqlClient)
+        const recipient = yield* createAccount(server, "batch.zed")
+        yield* registerKey(server.baseUrl, recipient.api_key)
+        const senders = yield* Effect.forEach(["batch.ann", "batch.ben", "batch.cat", "batch.dan"], (handle) =>
+          Effect.gen(function*() {
+            const sender = yield* createAccount(server, handle)
+            yield* registerKey(server.baseUrl, sender.api_key)
+            const funded = yield* post(`${server.baseUrl}/v1/test/faucet`, sender.api_key, `fund-${handle}`, { amount: "10" })
+            assert.strictEqual(funded.status, 200, funded.text)
+            return sender
+          }), { concurrency: "unbounded" })
+        // Concurrent creates of different senders reach the record step together (the guardian
+        // answers its group at once) and share its transaction; each key must name its own transfer.
+        const answers = yield* Effect.forEach(senders, (sender, index) =>
+          post(`${server.baseUrl}/v1/transfers`, sender.api_key, `pay-zed-${index}`, { to: "@batch.zed", amount: "1" }).pipe(
+            Effect.map((answer) => ({ sender, answer }))
+          ), { concurrency: "unbounded" })
+        for (const { answer, sender } of answers) {
+          assert.strictEqual(answer.status, 201, answer.text)
+          const created = Schema.decodeUnknownSync(TransferRecord)(answer.json)
+          const bound = yield* sql<{ operation_id: string }>`
+            SELECT operation_id FROM idempotency_keys WHERE account_id = ${sender.account_id} AND operation_kind = 'transfer'`
+          assert.deepStrictEqual(bound.map((row) => row.operation_id), [created.transfer_id])
+          assert.deepStrictEqual((yield* transfersOf(sender.account_id)).map((row) => row.transfer_id), [created.transfer_id])
+        }
+      }))
+
     it.effect("a webhook replay cut off after it was recorded is answered with its delivery, never delivered twice", () =>
       Effect.gen(function*() {
         const server = yield* TestServer

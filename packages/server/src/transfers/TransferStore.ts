@@ -151,7 +151,8 @@ export class TransferStore extends Context.Service<TransferStore, {
     attempt: { readonly transferId: string; readonly senderAccountId: string },
     fresh: Effect.Effect<SealedAttempt, SqlError.SqlError>
   ) => Effect.Effect<SealedAttempt, SqlError.SqlError>
-  readonly insert: (transfer: NewTransfer) => Effect.Effect<void, SqlError.SqlError>
+  /** New transfers, `pending`, in one statement (the record step of concurrent creates shares it). */
+  readonly insert: (transfers: ReadonlyArray<NewTransfer>) => Effect.Effect<void, SqlError.SqlError>
   /** A transfer the account, or one of its agents, is party to, in its mode. */
   readonly findForAccount: (
     transferId: string,
@@ -237,15 +238,30 @@ export class TransferStore extends Context.Service<TransferStore, {
             // The prepare token binds the transfer id to its sender, so the row is this sender's.
             return stands === undefined ? made : { nonce: BigInt(stands.replay_nonce), deadlineSeconds: BigInt(stands.deadline_seconds) }
           }),
-        insert: (t) =>
-          sql`
-            INSERT INTO transfers (transfer_id, mode, sender_account_id, recipient_account_id, recipient_address,
-              recipient_display, asset, confidential, status, api_key_id, replay_nonce, deadline_seconds, sender_box,
-              recipient_box, sealed_digest, ciphertext, call_data, created_at)
-            VALUES (${t.transferId}, ${t.mode}, ${t.senderAccountId}, ${t.recipientAccountId}, ${t.recipientAddress},
-              ${t.recipientDisplay}, ${t.asset}, ${t.confidential}, 'pending', ${t.apiKeyId}, ${t.replayNonce.toString()},
-              ${t.deadlineSeconds.toString()}, ${t.senderBox}, ${t.recipientBox}, ${t.sealedDigest}, ${t.ciphertext},
-              ${t.callData}, ${t.createdAt}::timestamptz)`.pipe(Effect.asVoid),
+        insert: (transfers) =>
+          transfers.length === 0 ? Effect.void : sql`
+            INSERT INTO transfers ${
+            sql.insert(transfers.map((t): Record<string, unknown> => ({
+              transfer_id: t.transferId,
+              mode: t.mode,
+              sender_account_id: t.senderAccountId,
+              recipient_account_id: t.recipientAccountId,
+              recipient_address: t.recipientAddress,
+              recipient_display: t.recipientDisplay,
+              asset: t.asset,
+              confidential: t.confidential,
+              status: "pending",
+              api_key_id: t.apiKeyId,
+              replay_nonce: t.replayNonce.toString(),
+              deadline_seconds: t.deadlineSeconds.toString(),
+              sender_box: t.senderBox,
+              recipient_box: t.recipientBox,
+              sealed_digest: t.sealedDigest,
+              ciphertext: t.ciphertext,
+              call_data: t.callData,
+              created_at: t.createdAt
+            })) as [Record<string, unknown>, ...Array<Record<string, unknown>>])
+          }`.pipe(Effect.asVoid),
         findForAccount: (transferId, accountId, mode) =>
           sql.unsafe(
             `SELECT ${columns} ${parties}

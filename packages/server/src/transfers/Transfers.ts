@@ -68,7 +68,7 @@ import { type Account, displayHandle, isKycSufficient } from "@pps/api/Accounts"
 import { EncryptionKeys } from "../accounts/EncryptionKeys.ts"
 import type { Mode, Principal } from "@pps/api/ApiKeys"
 import { AppConfig } from "../config/AppConfig.ts"
-import { transferEvents, type TransferParty } from "@pps/api/Events"
+import { type EventInput, transferEvents, type TransferParty } from "@pps/api/Events"
 import { Outbox } from "../events/Outbox.ts"
 import {
   EncryptionKeyRequired,
@@ -85,7 +85,7 @@ import {
   TransactionNotFound,
   TransferNotFound
 } from "@pps/api/Errors"
-import { OperationReplay } from "../platform/IdempotentOperations.ts"
+import { CurrentIdempotencyScope, OperationReplay } from "../platform/IdempotentOperations.ts"
 import { makeId } from "../platform/Ids.ts"
 import { KeyedSerializer } from "../platform/KeyedSerializer.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
@@ -108,7 +108,7 @@ import {
   type TransferRecord
 } from "@pps/api/Transfers"
 import { checkToken, makeToken, preparationKey, preparedTransferLifetimeMs } from "./preparation.ts"
-import { type StoredTransfer, TransferStore } from "./TransferStore.ts"
+import { type NewTransfer, type StoredTransfer, TransferStore } from "./TransferStore.ts"
 
 
 const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -141,6 +141,19 @@ const recoveryGraceMs = 5_000
 const completionsInParallel = 16
 /** Completions written in one transaction at most (see `endTransfers`). */
 const completionBatchMax = 64
+
+/** Creates recorded in one transaction at most (see `recordTransfers`). */
+const recordBatchMax = 64
+
+/**
+ * A created transfer's row and its `transfer.initiated` events; `recordTransfers` writes those
+ * asked together. The asker's idempotency key is bound to the transfer in the same transaction.
+ */
+class RecordTransfer extends Request.Class<
+  { readonly transfer: NewTransfer; readonly events: ReadonlyArray<EventInput> },
+  void,
+  SqlError.SqlError
+> {}
 
 /** A settlement outcome to write into its transfer; `endTransfers` writes those asked together. */
 class EndTransfer extends Request.Class<
@@ -392,6 +405,34 @@ export class Transfers extends Context.Service<Transfers, {
         }))
 
       /**
+       * A resolver that writes the requests asked for in the same turn (at most `max`) in one SQL
+       * transaction, `write`, and answers them from its exit; when that shared transaction fails,
+       * it writes and answers each request alone, so one request's fault never becomes another's
+       * (as the guardian's group commit does). A batch runs in its first asker's context: askers
+       * inside an SQL transaction (none today) share only with askers in the same one, which they
+       * join as a direct call would.
+       */
+      const inSharedTransactions = <R extends Request.Any, A>(
+        write: (entries: ReadonlyArray<Request.Entry<R>>) => Effect.Effect<A, Request.Error<R>>,
+        answer: (entries: ReadonlyArray<Request.Entry<R>>, exit: Exit.Exit<A, Request.Error<R>>) => void,
+        max: number
+      ) =>
+        RequestResolver.batchN(
+          RequestResolver.makeGrouped<R, unknown>({
+            key: (entry) => Context.getOrUndefined(entry.context, sql.transactionService),
+            resolver: (entries) =>
+              Effect.exit(write(entries)).pipe(Effect.flatMap((exit) =>
+                Exit.isSuccess(exit) || entries.length === 1
+                  ? Effect.sync(() => answer(entries, exit))
+                  : Effect.forEach(entries, (entry) => Effect.exit(write([entry])).pipe(Effect.map((alone) => answer([entry], alone))), {
+                    discard: true
+                  })
+              ))
+          }),
+          max
+        )
+
+      /**
        * Ends transfers in SQL: the status changes and their events, in one transaction for all
        * the completions asked for in the same turn (a block's confirmations wake their waiting
        * requests and the outcome stream together), so a block costs one UPDATE, one INSERT of
@@ -425,7 +466,7 @@ export class Transfers extends Context.Service<Transfers, {
             })
           ))
           return new Map(ended.map((t) => [t.transfer_id, t]))
-        })).pipe(Effect.exit)
+        }))
       const answer = (
         entries: ReadonlyArray<Request.Entry<EndTransfer>>,
         exit: Exit.Exit<ReadonlyMap<string, StoredTransfer>, SqlError.SqlError>
@@ -434,23 +475,8 @@ export class Transfers extends Context.Service<Transfers, {
           entry.completeUnsafe(Exit.map(exit, (ended) => Option.fromNullishOr(ended.get(entry.request.resolution.submissionId))))
         }
       }
-      const endTransfers = RequestResolver.batchN(
-        RequestResolver.makeGrouped<EndTransfer, unknown>({
-          // A batch runs in its first asker's context: askers inside an SQL transaction (none
-          // today) share only with askers in the same one, which they join as a direct call would.
-          key: (entry) => Context.getOrUndefined(entry.context, sql.transactionService),
-          resolver: (entries) =>
-            endInOneTransaction(entries).pipe(Effect.flatMap((exit) =>
-              Exit.isSuccess(exit) || entries.length === 1
-                ? Effect.sync(() => answer(entries, exit))
-                : Effect.forEach(entries, (entry) => endInOneTransaction([entry]).pipe(Effect.map((alone) => answer([entry], alone))), {
-                  discard: true
-                })
-            ))
-        }),
-        // Bounds a transaction's length, its row locks and the statement shapes it prepares.
-        completionBatchMax
-      )
+      // The batch bounds a transaction's length, its row locks and the statement shapes it prepares.
+      const endTransfers = inSharedTransactions(endInOneTransaction, answer, completionBatchMax)
 
       const completeOnce = (resolution: Resolution) =>
         Effect.gen(function*() {
@@ -551,11 +577,42 @@ export class Transfers extends Context.Service<Transfers, {
       )
 
       /**
-       * The guardian's decision on a sealed transfer and, when it attests, the transfer
-       * row and its `transfer.initiated` events in one SQL transaction, together with
-       * `alongside` (an approval's own state change and event). Shared by a new
-       * transfer and an approved held one: this is the one place a transfer is attested
-       * and recorded.
+       * Records transfers as they are created: each row, its events and its asker's idempotency
+       * binding, in one transaction for all the creates asked for in the same turn (the guardian
+       * answers a group of decisions at once, so their creates reach this step together): one
+       * INSERT of rows, one of events and one commit instead of those per create. When the
+       * shared transaction fails, each create is recorded again alone, so one create's fault
+       * (a claim another run took over, a row that cannot be written) never becomes another's.
+       */
+      const recordInOneTransaction = (entries: ReadonlyArray<Request.Entry<RecordTransfer>>) =>
+        sql.withTransaction(Effect.gen(function*() {
+          for (const entry of entries) {
+            // Each under its own request's key: the batch runs in its first asker's context.
+            yield* operations.bind("transfer", entry.request.transfer.transferId).pipe(
+              Effect.provideService(CurrentIdempotencyScope, Context.get(entry.context, CurrentIdempotencyScope))
+            )
+          }
+          yield* store.insert(entries.map((entry) => entry.request.transfer))
+          yield* outbox.append(entries.flatMap((entry) => entry.request.events))
+        }))
+      const recordTransfers = inSharedTransactions(
+        recordInOneTransaction,
+        (entries, exit: Exit.Exit<void, SqlError.SqlError>) => entries.forEach((entry) => entry.completeUnsafe(exit)),
+        recordBatchMax
+      )
+      /** The record step of a new transfer (`authorizeAndRecord`'s `write`). */
+      const recordCreated = (transfer: NewTransfer, events: ReadonlyArray<EventInput>) =>
+        Effect.request(new RecordTransfer({ transfer, events }), recordTransfers)
+      /** The record step in a transaction of its own, with what must commit with it (an approval's decision). */
+      const recordAlongside = <E>(alongside: Effect.Effect<void, E | SqlError.SqlError>) =>
+      (transfer: NewTransfer, events: ReadonlyArray<EventInput>) =>
+        sql.withTransaction(alongside.pipe(Effect.andThen(store.insert([transfer])), Effect.andThen(outbox.append(events))))
+
+      /**
+       * The guardian's decision on a sealed transfer and, when it attests, `write`: the
+       * transfer row and its `transfer.initiated` events in SQL (`recordCreated` for a new
+       * transfer, batched; `recordAlongside` for an approved held one, with the approval's own
+       * state change and event). This is the one place a transfer is attested and recorded.
        *
        * Not interruptible: once the guardian is asked, its decision commits there whether or
        * not this request is still wanted (a reservation under the transfer's id), so a client
@@ -568,7 +625,7 @@ export class Transfers extends Context.Service<Transfers, {
         prepared: PreparedTransfer,
         deadlineSeconds: bigint,
         agent: GuardianDomain.AuthorizeRequest["agent"],
-        alongside: Effect.Effect<void, E | SqlError.SqlError>
+        write: (transfer: NewTransfer, events: ReadonlyArray<EventInput>) => Effect.Effect<void, E | SqlError.SqlError>
       ) =>
         Effect.gen(function*() {
           const authorization = yield* guardian.authorize({
@@ -652,38 +709,34 @@ export class Transfers extends Context.Service<Transfers, {
               deadlineSeconds: authorization.deadline
             }, authorization.signature as Hex)
           const nowMs = yield* Clock.currentTimeMillis
-          yield* sql.withTransaction(Effect.gen(function*() {
-            yield* alongside
-            yield* store.insert({
-              transferId: prepared.transferId,
-              mode: prepared.mode,
-              senderAccountId: prepared.sender.accountId,
-              recipientAccountId: prepared.recipient.account?.accountId ?? null,
-              recipientAddress: prepared.recipient.address,
-              recipientDisplay: prepared.recipient.display,
-              asset: prepared.asset,
-              confidential: prepared.confidential,
-              apiKeyId: prepared.apiKeyId,
-              replayNonce: prepared.nonce,
-              deadlineSeconds: authorization.deadline,
-              senderBox: prepared.boxes.sender,
-              recipientBox: prepared.boxes.recipient,
-              sealedDigest: prepared.sealedDigest,
-              ciphertext: JSON.stringify(ciphertext),
-              callData: hexToBytes(callData),
-              createdAt: DateTime.formatIso(DateTime.makeUnsafe(nowMs))
-            })
-            yield* outbox.append(transferEvents({
-              event: "transfer.initiated",
-              mode: prepared.mode,
-              transferId: prepared.transferId,
-              sender: party(prepared.sender),
-              recipient: prepared.recipient.account === null ? null : party(prepared.recipient.account),
-              recipientDisplay: prepared.recipient.display,
-              asset: prepared.asset,
-              confidential: prepared.confidential,
-              txHash: null
-            }))
+          yield* write({
+            transferId: prepared.transferId,
+            mode: prepared.mode,
+            senderAccountId: prepared.sender.accountId,
+            recipientAccountId: prepared.recipient.account?.accountId ?? null,
+            recipientAddress: prepared.recipient.address,
+            recipientDisplay: prepared.recipient.display,
+            asset: prepared.asset,
+            confidential: prepared.confidential,
+            apiKeyId: prepared.apiKeyId,
+            replayNonce: prepared.nonce,
+            deadlineSeconds: authorization.deadline,
+            senderBox: prepared.boxes.sender,
+            recipientBox: prepared.boxes.recipient,
+            sealedDigest: prepared.sealedDigest,
+            ciphertext: JSON.stringify(ciphertext),
+            callData: hexToBytes(callData),
+            createdAt: DateTime.formatIso(DateTime.makeUnsafe(nowMs))
+          }, transferEvents({
+            event: "transfer.initiated",
+            mode: prepared.mode,
+            transferId: prepared.transferId,
+            sender: party(prepared.sender),
+            recipient: prepared.recipient.account === null ? null : party(prepared.recipient.account),
+            recipientDisplay: prepared.recipient.display,
+            asset: prepared.asset,
+            confidential: prepared.confidential,
+            txHash: null
           })).pipe(Effect.catchTag("SqlError", Effect.die))
           return { _tag: "Recorded", callData, deadlineSeconds: authorization.deadline } as const
         }).pipe(Effect.uninterruptible)
@@ -955,7 +1008,7 @@ export class Transfers extends Context.Service<Transfers, {
             clientSealed: money._tag === "Sealed"
           }
           const agent = policy === undefined ? undefined : { policy, approved: false }
-          const result = yield* authorizeAndRecord(prepared, deadlineSeconds, agent, operations.bind("transfer", transferId))
+          const result = yield* authorizeAndRecord(prepared, deadlineSeconds, agent, recordCreated)
           if (result._tag === "Recorded") return { _tag: "Recorded", prepared, recorded: result } as const
           return { _tag: "Held", transaction: yield* hold(prepared, nowMs, result.sealedAmount) } as const
         }))
@@ -1114,7 +1167,7 @@ export class Transfers extends Context.Service<Transfers, {
               tx_hash: null
             })])
           })
-          const result = yield* authorizeAndRecord(prepared, deadlineSeconds, { policy, approved: true }, markApproved).pipe(
+          const result = yield* authorizeAndRecord(prepared, deadlineSeconds, { policy, approved: true }, recordAlongside(markApproved)).pipe(
             // Decided elsewhere between our read and our commit (another node). The guardian answered
             // both approvals with the same reservation (same transfer id), so it is released only when
             // no approval recorded the transfer: a rejection or expiry won. Releasing it under an
