@@ -214,6 +214,42 @@ suite("settlement on embedded anvil", () => {
       }).pipe(Effect.provide(settlementLayer(dataDir, guardian, { relayerCount: 1, settlementBatchMax: 32 })))
     }).pipe(Effect.scoped), { timeout: 120_000 })
 
+  it.live("calls submitted in the same turn leave in one transaction even with every relayer free", () =>
+    Effect.gen(function*() {
+      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-settle-turn-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+      yield* Effect.gen(function*() {
+        const settlement = yield* Settlement
+        const chain = Option.getOrThrow(settlement.chain("test"))
+        const now = (yield* Effect.promise(() => chain.client.getBlock())).timestamp
+        const recipientKey = keyPairFrom("turn-recipient")
+        const together = Array.from({ length: 6 }, (_, i) =>
+          signedConfidentialTransfer({
+            label: `turn-${i}`,
+            guardian,
+            chainId: chain.chainId,
+            contract: chain.contracts.confidentialUsdg,
+            from: address(`turn-sender-${i}`),
+            to: address("turn-recipient"),
+            fromKey: keyPairFrom(`turn-sender-${i}`),
+            toKey: recipientKey,
+            amount: 3n,
+            nonce: 0n,
+            deadlineSeconds: now + 600n
+          }))
+        // As the transfers recorded in one transaction submit: all in the same turn.
+        yield* Effect.forEach(together, (request) => settlement.submit(request), { concurrency: "unbounded", discard: true })
+        const outcomes = yield* Effect.forEach(together, (request) => settlement.awaitResolution(request.submissionId, 30_000), {
+          concurrency: "unbounded"
+        })
+        for (const outcome of outcomes) assert.isTrue(Option.isSome(outcome) && outcome.value._tag === "Confirmed", describe(outcome))
+        yield* expectAppliedOnce(chain, together.map((request) => request.replayKey!.transferId))
+        // Eight relayers with nothing in flight: without gathering the turn, each call would leave alone.
+        const hashes = new Set(outcomes.flatMap((outcome) => Option.isSome(outcome) && outcome.value.txHash !== null ? [outcome.value.txHash] : []))
+        assert.strictEqual(hashes.size, 1, `${hashes.size} transactions for ${together.length} transfers submitted together`)
+      }).pipe(Effect.provide(settlementLayer(dataDir, guardian, { relayerCount: 8, settlementBatchMax: 32 })))
+    }).pipe(Effect.scoped), { timeout: 120_000 })
+
   it.live("a relayer nonce whose transaction expired unsent is filled, so the relayer's later transfers are mined", () =>
     Effect.gen(function*() {
       const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-settle-gap-"))

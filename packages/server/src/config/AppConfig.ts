@@ -220,7 +220,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     Config.map((value) => value.split(",").map((entry) => entry.trim()).filter((entry) => entry !== ""))
   ),
   relayerCount: Config.Int("RELAYER_COUNT").pipe(Config.withDefault(8)),
-  settlementBatchMax: Config.Int("SETTLEMENT_BATCH_MAX").pipe(Config.withDefault(1)),
+  settlementBatchMax: Config.Int("SETTLEMENT_BATCH_MAX").pipe(Config.withDefault(32)),
   relayerKeysTestnet: Config.option(Config.Redacted("RELAYER_KEYS_TESTNET")),
   relayerKeysMainnet: Config.option(Config.Redacted("RELAYER_KEYS_MAINNET")),
   guardianUrl: Config.option(Config.String("GUARDIAN_URL")),

@@ -6,13 +6,15 @@
  * sequence, so throughput is not capped by one — signs it with explicit gas,
  * fees and chain id, the signed bytes are recorded, and only then broadcast.
  *
- * Batching (issue 16, when `SETTLEMENT_BATCH_MAX` > 1): recorded calls wait in a
- * queue only while every relayer has `SettlementLimits.sendsPerRelayer` sends
- * (sign, record, broadcast) in progress; a relayer that becomes free takes what
- * queued, up to the maximum, and confidential transfers to the same contract go
- * out as one `confidentialTransferBatch` transaction (one relayer signature, one
- * row update recording the bytes for all of them). No timer: under light load
- * every call still leaves at once, alone. Each transfer
+ * Batching (issue 16, when `SETTLEMENT_BATCH_MAX` > 1, the default 32): the calls
+ * submitted in the same turn (the transfers recorded in one transaction) are
+ * recorded in one statement and queued together, and calls also wait in the queue
+ * while every relayer has `SettlementLimits.sendsPerRelayer` sends (sign, record,
+ * broadcast) in progress; a relayer takes what queued, up to the maximum, and
+ * confidential transfers to the same contract go out as one
+ * `confidentialTransferBatch` transaction (one relayer signature, one row update
+ * recording the bytes for all of them). No timer: a lone call leaves at once,
+ * alone (after one turn of the event loop). Each transfer
  * of a batch is resolved from its own item event in the receipt: applied, or
  * skipped because its replay nonce was used (then the earlier transaction that
  * applied it resolves it, as for a reverted single transfer) or its deadline passed.
@@ -757,6 +759,9 @@ const makeEngine = (
       batchMax === 1 ? signAndSend([request], []) : Effect.gen(function*() {
         const sent = yield* Deferred.make<void, ChainError | SqlError.SqlError>()
         queue.push({ request, sent })
+        // One turn before taking from the queue: the calls submitted in the same turn (the
+        // transfers recorded in one transaction submit together) then leave in one transaction.
+        yield* Effect.yieldNow
         yield* dispatch
         yield* Deferred.await(sent)
       })

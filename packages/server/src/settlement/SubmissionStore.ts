@@ -4,11 +4,12 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, Option, Schema, Struct } from "effect"
+import { Context, Effect, Exit, Layer, Option, Request, Schema, Struct } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { type Address, bytesToHex, type Hex, hexToBytes } from "viem"
 import { Mode } from "@pps/api/ApiKeys"
 import { deadAfterMs, NodeLiveness } from "../platform/NodeLiveness.ts"
+import { sharedWrites } from "../platform/SharedWrites.ts"
 import type { Resolution, SubmissionKind, SubmissionRequest, SubmissionStatus } from "./domain.ts"
 
 const SubmissionRow = Schema.Struct({
@@ -107,6 +108,12 @@ const toSubmission = (row: typeof SubmissionRow.Type, nodeId: string): Submissio
   }
 }
 
+/** A new submission to record; `record` writes those asked in the same turn in one statement. */
+class RecordSubmission extends Request.Class<{ readonly request: SubmissionRequest }, boolean, SqlError.SqlError> {}
+
+/** Bounds one INSERT's rows (and the statement shapes it prepares). */
+const recordBatchMax = 64
+
 const columns = `submission_id, mode, kind, target, call_data, gas_limit, deadline_seconds, replay_sender, replay_nonce,
   replay_transfer_id, relayer, raw_tx, tx_hash, status, failure_reason, block_number, block_timestamp, owner_node`
 
@@ -115,7 +122,11 @@ const columns = `submission_id, mode, kind, target, call_data, gas_limit, deadli
  * @category services
  */
 export class SubmissionStore extends Context.Service<SubmissionStore, {
-  /** Records a new submission; false when one with that id exists already. */
+  /**
+   * Records a new submission; false when one with that id exists already. The submissions
+   * recorded in the same turn (a batch of transfers recorded together submits together) share
+   * one INSERT; when it fails, each is recorded alone.
+   */
   readonly record: (request: SubmissionRequest) => Effect.Effect<boolean, SqlError.SqlError>
   readonly get: (submissionId: string) => Effect.Effect<Option.Option<Submission>, SqlError.SqlError>
   /** How the submission ended: none while it is open (or unknown); reads only the outcome's columns. */
@@ -169,17 +180,48 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
           confirmations.flatMap((c) => [c.submissionId, c.txHash, c.blockNumber.toString(), c.blockTimestampSeconds.toString()])
         ).pipe(Effect.map((rows) => rows.map((row) => row.submission_id)))
       }
+      /** One statement for any number of new submissions; the ids it recorded. */
+      const recordMany = (requests: ReadonlyArray<SubmissionRequest>): Effect.Effect<ReadonlyArray<string>, SqlError.SqlError> => {
+        if (requests.length === 0) return Effect.succeed([])
+        const perRow = 11
+        const values = requests.map((_, i) =>
+          `(${Array.from({ length: perRow }, (_, k) => `$${perRow * i + k + 1}`).join(", ")}, 'recorded', now(), now())`
+        ).join(", ")
+        return sql.unsafe<{ readonly submission_id: string }>(
+          `INSERT INTO chain_submissions (submission_id, mode, kind, target, call_data, gas_limit, deadline_seconds,
+             replay_sender, replay_nonce, replay_transfer_id, owner_node, status, created_at, updated_at)
+           VALUES ${values}
+           ON CONFLICT (submission_id) DO NOTHING
+           RETURNING submission_id`,
+          requests.flatMap((request) => [
+            request.submissionId,
+            request.mode,
+            request.kind,
+            request.target,
+            hexToBytes(request.data),
+            request.gasLimit.toString(),
+            request.deadlineSeconds?.toString() ?? null,
+            request.replayKey?.sender ?? null,
+            request.replayKey?.nonce.toString() ?? null,
+            request.replayKey?.transferId ?? null,
+            nodeId
+          ])
+        ).pipe(Effect.map((rows) => rows.map((row) => row.submission_id)))
+      }
+      const recordTogether = sharedWrites(
+        sql,
+        (entries: ReadonlyArray<Request.Entry<RecordSubmission>>) => recordMany(entries.map((entry) => entry.request.request)),
+        (entries, exit) => {
+          const recorded = Exit.map(exit, (ids) => new Set(ids))
+          for (const entry of entries) {
+            // An id asked twice in one batch is recorded once: only its first asker is told so.
+            entry.completeUnsafe(Exit.map(recorded, (ids) => ids.delete(entry.request.request.submissionId)))
+          }
+        },
+        recordBatchMax
+      )
       return SubmissionStore.of({
-        record: (request) =>
-          sql`
-            INSERT INTO chain_submissions (submission_id, mode, kind, target, call_data, gas_limit, deadline_seconds,
-              replay_sender, replay_nonce, replay_transfer_id, status, owner_node, created_at, updated_at)
-            VALUES (${request.submissionId}, ${request.mode}, ${request.kind}, ${request.target}, ${hexToBytes(request.data)},
-              ${request.gasLimit.toString()}, ${request.deadlineSeconds?.toString() ?? null},
-              ${request.replayKey?.sender ?? null}, ${request.replayKey?.nonce.toString() ?? null},
-              ${request.replayKey?.transferId ?? null}, 'recorded', ${nodeId}, now(), now())
-            ON CONFLICT (submission_id) DO NOTHING
-            RETURNING 1 AS recorded`.pipe(Effect.map((rows) => rows.length > 0)),
+        record: (request) => Effect.request(new RecordSubmission({ request }), recordTogether),
         get: (submissionId) =>
           sql.unsafe(`SELECT ${columns} FROM chain_submissions WHERE submission_id = $1`, [submissionId]).pipe(
             Effect.flatMap(decode),

@@ -48,7 +48,6 @@ import {
   Option,
   Redacted,
   Request,
-  RequestResolver,
   Schedule,
   Stream
 } from "effect"
@@ -89,6 +88,7 @@ import { CurrentIdempotencyScope, OperationReplay } from "../platform/Idempotent
 import { makeId } from "../platform/Ids.ts"
 import { KeyedSerializer } from "../platform/KeyedSerializer.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
+import { sharedWrites } from "../platform/SharedWrites.ts"
 import { Secrets } from "../platform/Secrets.ts"
 import { confidentialTransferCall, publicTransferCall } from "../settlement/calls.ts"
 import { type ChainContext, confidentialTokenOf } from "../settlement/Chains.ts"
@@ -405,34 +405,6 @@ export class Transfers extends Context.Service<Transfers, {
         }))
 
       /**
-       * A resolver that writes the requests asked for in the same turn (at most `max`) in one SQL
-       * transaction, `write`, and answers them from its exit; when that shared transaction fails,
-       * it writes and answers each request alone, so one request's fault never becomes another's
-       * (as the guardian's group commit does). A batch runs in its first asker's context: askers
-       * inside an SQL transaction (none today) share only with askers in the same one, which they
-       * join as a direct call would.
-       */
-      const inSharedTransactions = <R extends Request.Any, A>(
-        write: (entries: ReadonlyArray<Request.Entry<R>>) => Effect.Effect<A, Request.Error<R>>,
-        answer: (entries: ReadonlyArray<Request.Entry<R>>, exit: Exit.Exit<A, Request.Error<R>>) => void,
-        max: number
-      ) =>
-        RequestResolver.batchN(
-          RequestResolver.makeGrouped<R, unknown>({
-            key: (entry) => Context.getOrUndefined(entry.context, sql.transactionService),
-            resolver: (entries) =>
-              Effect.exit(write(entries)).pipe(Effect.flatMap((exit) =>
-                Exit.isSuccess(exit) || entries.length === 1
-                  ? Effect.sync(() => answer(entries, exit))
-                  : Effect.forEach(entries, (entry) => Effect.exit(write([entry])).pipe(Effect.map((alone) => answer([entry], alone))), {
-                    discard: true
-                  })
-              ))
-          }),
-          max
-        )
-
-      /**
        * Ends transfers in SQL: the status changes and their events, in one transaction for all
        * the completions asked for in the same turn (a block's confirmations wake their waiting
        * requests and the outcome stream together), so a block costs one UPDATE, one INSERT of
@@ -476,7 +448,7 @@ export class Transfers extends Context.Service<Transfers, {
         }
       }
       // The batch bounds a transaction's length, its row locks and the statement shapes it prepares.
-      const endTransfers = inSharedTransactions(endInOneTransaction, answer, completionBatchMax)
+      const endTransfers = sharedWrites(sql, endInOneTransaction, answer, completionBatchMax)
 
       const completeOnce = (resolution: Resolution) =>
         Effect.gen(function*() {
@@ -595,7 +567,8 @@ export class Transfers extends Context.Service<Transfers, {
           yield* store.insert(entries.map((entry) => entry.request.transfer))
           yield* outbox.append(entries.flatMap((entry) => entry.request.events))
         }))
-      const recordTransfers = inSharedTransactions(
+      const recordTransfers = sharedWrites(
+        sql,
         recordInOneTransaction,
         (entries, exit: Exit.Exit<void, SqlError.SqlError>) => entries.forEach((entry) => entry.completeUnsafe(exit)),
         recordBatchMax
