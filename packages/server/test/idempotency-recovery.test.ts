@@ -104,7 +104,7 @@ describe("idempotency after a fault (D36)", () => {
         assert.strictEqual((reused.json as { error: { code: string } }).error.code, "idempotency_key_reused")
       }))
 
-    it.effect("creates recorded together bind each idempotency key to its own transfer", () =>
+    it.effect("creates recorded together bind each idempotency key to its own transfer and store its own response", () =>
       Effect.gen(function*() {
         const server = yield* TestServer
         const sql = Context.get(server.services, SqlClient.SqlClient)
@@ -131,6 +131,17 @@ describe("idempotency after a fault (D36)", () => {
             SELECT operation_id FROM idempotency_keys WHERE account_id = ${sender.account_id} AND operation_kind = 'transfer'`
           assert.deepStrictEqual(bound.map((row) => row.operation_id), [created.transfer_id])
           assert.deepStrictEqual((yield* transfersOf(sender.account_id)).map((row) => row.transfer_id), [created.transfer_id])
+        }
+        // Their responses are stored together too (one statement for a turn's responses), each under its own key.
+        for (const [index, { answer, sender }] of answers.entries()) {
+          const created = Schema.decodeUnknownSync(TransferRecord)(answer.json)
+          const stored = yield* sql<{ response_status: number; response_body: string }>`
+            SELECT response_status, response_body FROM idempotency_keys WHERE account_id = ${sender.account_id} AND operation_kind = 'transfer'`
+          assert.strictEqual(stored[0]?.response_status, 201)
+          assert.strictEqual(Schema.decodeUnknownSync(TransferRecord)(JSON.parse(stored[0]?.response_body ?? "null")).transfer_id, created.transfer_id)
+          const replayed = yield* post(`${server.baseUrl}/v1/transfers`, sender.api_key, `pay-zed-${index}`, { to: "@batch.zed", amount: "1" })
+          assert.strictEqual(replayed.headers.get("idempotent-replayed"), "true")
+          assert.strictEqual(Schema.decodeUnknownSync(TransferRecord)(replayed.json).transfer_id, created.transfer_id)
         }
       }))
 

@@ -28,13 +28,14 @@
  * @since 0.1.0
  */
 import { createHmac, randomBytes } from "node:crypto"
-import { Cause, Duration, Effect, Exit, Layer, Option, Redacted, Schedule, SchemaAST } from "effect"
+import { Cause, Duration, Effect, Exit, Layer, Option, Redacted, Request, Schedule, SchemaAST } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type SqlError } from "effect/sql"
 import { Limits } from "../config/AppConfig.ts"
 import { CurrentIdempotencyScope, type IdempotencyScope, type OperationKind, OperationReplay } from "../platform/IdempotentOperations.ts"
 import { deadAfterMs, NodeLiveness } from "../platform/NodeLiveness.ts"
 import { Secrets } from "../platform/Secrets.ts"
+import { sharedWrites } from "../platform/SharedWrites.ts"
 import { CurrentPrincipal, Idempotency } from "@pps/api/Api"
 import { IdempotencyKeyInProgress, IdempotencyKeyReused, InvalidRequest } from "@pps/api/Errors"
 
@@ -49,6 +50,16 @@ type Claim =
   | { readonly _tag: "InProgress" }
 
 const decoder = new TextDecoder()
+
+/** A run's response to store under its claim; `complete` writes those asked in the same turn together. */
+class StoreResponse extends Request.Class<
+  { readonly scope: IdempotencyScope; readonly status: number; readonly body: string },
+  void,
+  SqlError.SqlError
+> {}
+
+/** Bounds one UPDATE's rows (and the statement shapes it prepares). */
+const responsesPerStatementMax = 64
 
 /**
  * The fingerprint of a request under its own idempotency key.
@@ -147,10 +158,31 @@ export const IdempotencyLive = Layer.effect(
         return { _tag: "Run" } as Claim
       }))
 
+    /**
+     * Stores responses under their claims in one statement, each only while its run still holds
+     * the claim (its token): the responses of transfers that end together (one completion batch
+     * answers their requests in the same turn) cost one UPDATE, not one each.
+     */
+    const storeResponses = (entries: ReadonlyArray<Request.Entry<StoreResponse>>) => {
+      const columns = 6
+      const values = entries.map((_, i) =>
+        `($${columns * i + 1}, $${columns * i + 2}, $${columns * i + 3}::bytea, $${columns * i + 4}, $${columns * i + 5}::integer, $${columns * i + 6})`
+      ).join(", ")
+      return sql.unsafe(
+        `UPDATE idempotency_keys k SET response_status = v.status, response_body = v.body, owner_node = NULL
+         FROM (VALUES ${values}) AS v (account_id, mode, key_digest, claim_token, status, body)
+         WHERE k.account_id = v.account_id AND k.mode = v.mode AND k.key_digest = v.key_digest AND k.claim_token = v.claim_token`,
+        entries.flatMap(({ request: { body, scope, status } }) => [scope.accountId, scope.mode, scope.keyDigest, scope.claimToken, status, body])
+      ).pipe(Effect.asVoid)
+    }
+    const responsesTogether = sharedWrites(
+      sql,
+      storeResponses,
+      (entries, exit) => entries.forEach((entry) => entry.completeUnsafe(exit)),
+      responsesPerStatementMax
+    )
     const complete = (scope: IdempotencyScope, status: number, body: string) =>
-      sql`
-        UPDATE idempotency_keys SET response_status = ${status}, response_body = ${body}, owner_node = NULL
-        WHERE ${held(scope)}`
+      Effect.request(new StoreResponse({ scope, status, body }), responsesTogether)
 
     /**
      * A refusal is stored as the key's answer only when no operation took effect under the
