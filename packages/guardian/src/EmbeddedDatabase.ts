@@ -184,7 +184,7 @@ export class PreparedStatementPGlite extends PGlite {
 export const makeEmbeddedClient = (
   dataDir: string | undefined,
   closeTimeoutMs = 5_000,
-  statistics: StatisticsSchedule = defaultStatisticsSchedule
+  maintenance: MaintenanceSchedule = defaultMaintenanceSchedule
 ) =>
   Effect.gen(function*() {
     const pglite = yield* Effect.acquireRelease(
@@ -196,22 +196,23 @@ export const makeEmbeddedClient = (
       (db) => Effect.promise(() => db.close()).pipe(Effect.timeoutOption(closeTimeoutMs), Effect.ignore)
     )
     const client = yield* PgliteClient.fromClient({ liveClient: pglite })
-    yield* Effect.forkScoped(keepStatistics(client, statistics))
+    yield* Effect.forkScoped(keepTablesMaintained(client, maintenance))
     return client
   })
 
 /**
- * When the embedded database gathers planner statistics (see `keepStatistics`).
+ * When the embedded database vacuums its tables and gathers planner statistics (see
+ * `keepTablesMaintained`).
  *
  * @since 0.1.0
  * @category models
  */
-export interface StatisticsSchedule {
-  /** The first ANALYZE, this long after the database opens (after the migrations, as a rule). */
+export interface MaintenanceSchedule {
+  /** The first round, this long after the database opens (after the migrations, as a rule). */
   readonly firstAfterMs: number
   /** The least time between two. */
   readonly minIntervalMs: number
-  /** The most of the connection's time ANALYZE may take: the wait after one is its duration over this share. */
+  /** The most of the connection's time the rounds may take: the wait after one is its duration over this share. */
   readonly maxShare: number
 }
 
@@ -219,41 +220,47 @@ export interface StatisticsSchedule {
  * @since 0.1.0
  * @category constants
  */
-export const defaultStatisticsSchedule: StatisticsSchedule = { firstAfterMs: 10_000, minIntervalMs: 30_000, maxShare: 0.01 }
+export const defaultMaintenanceSchedule: MaintenanceSchedule = { firstAfterMs: 10_000, minIntervalMs: 30_000, maxShare: 0.01 }
 
 /**
- * PostgreSQL's autovacuum gathers planner statistics (ANALYZE) as tables change; PGlite has
- * no autovacuum, so without this the planner never has any: it guesses every table's size
- * and every column's spread, and picks plans by those guesses (issue 16: the webhook
- * recorder's update scanned a whole partial index, whose predicate matched, instead of
- * looking rows up by primary key; 4.9 against 1.8 ms per batch, EXPLAIN ANALYZE). So the
- * whole database is analyzed periodically, through the client (queued like any statement,
- * never inside another caller's transaction), spaced so that it takes at most `maxShare`
- * of the single connection's time however large the tables grow (ANALYZE samples at most
- * 30,000 rows a table). One table at a time: each ANALYZE blocks other statements while it
- * runs (~0.2 s for the whole database with the webhook benchmark's tables). A table dropped
- * meanwhile, or any other failure, is logged and the next round tries again.
+ * PostgreSQL's autovacuum removes the dead row versions that updates and deletes leave, and
+ * gathers planner statistics (ANALYZE), as tables change; PGlite has no autovacuum. Without
+ * statistics the planner guesses every table's size and every column's spread, and picks
+ * plans by those guesses (issue 16: the webhook recorder's update scanned a whole partial
+ * index, whose predicate matched, instead of looking rows up by primary key; 4.9 against 1.8
+ * ms per batch, EXPLAIN ANALYZE). Without VACUUM every updated row leaves its old version and
+ * its index entries behind for good: the outbox relay's read of unpublished events (a partial
+ * index whose rows all leave it when published) visited every event ever published (764
+ * buffers, ~1 ms a read after 8,000 events; 1 buffer and 0.01 ms once vacuumed), a cost that
+ * grows with the service's age, and the files grow with every update. So every table is
+ * vacuumed and analyzed periodically (`VACUUM (ANALYZE)`), through the client (queued like
+ * any statement, never inside another caller's transaction), spaced so that the rounds take at
+ * most `maxShare` of the single connection's time however large the tables grow (VACUUM skips
+ * the pages its visibility map says are unchanged; ANALYZE samples at most 30,000 rows a
+ * table). One table at a time: each blocks other statements while it runs (~0.5 s for the
+ * whole database after 4,000 transfers). A table dropped meanwhile, or any other failure, is
+ * logged and the next round tries again.
  */
-const keepStatistics = (client: PgliteClient.PgliteClient, schedule: StatisticsSchedule) =>
+const keepTablesMaintained = (client: PgliteClient.PgliteClient, schedule: MaintenanceSchedule) =>
   Effect.gen(function*() {
     yield* Effect.sleep(Duration.millis(schedule.firstAfterMs))
     for (;;) {
       const startedMs = yield* Clock.currentTimeMillis
-      // One table per statement: other statements queue behind one table's ANALYZE at a
+      // One table per statement: other statements queue behind one table's VACUUM at a
       // time (a few ms to tens of ms), not behind the whole database's.
       yield* client<{ readonly name: string }>`
         SELECT c.oid::regclass::text AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE c.relkind = 'r' AND n.nspname = 'public' ORDER BY 1`.pipe(
-        Effect.flatMap((tables) => Effect.forEach(tables, ({ name }) => client.unsafe(`ANALYZE ${name}`), { discard: true })),
+        Effect.flatMap((tables) => Effect.forEach(tables, ({ name }) => client.unsafe(`VACUUM (ANALYZE) ${name}`), { discard: true })),
         // Any failure but this fiber's own interruption (the database closing) is only logged.
         Effect.catchCause((cause) =>
-          Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause) : Effect.logWarning("embedded database: ANALYZE failed; trying again later").pipe(
+          Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause) : Effect.logWarning("embedded database: VACUUM failed; trying again later").pipe(
             Effect.annotateLogs({ error: Cause.pretty(cause) })
           )
         )
       )
       const tookMs = (yield* Clock.currentTimeMillis) - startedMs
-      yield* Effect.logDebug("embedded database: planner statistics gathered").pipe(Effect.annotateLogs({ took_ms: tookMs }))
+      yield* Effect.logDebug("embedded database: tables vacuumed and analyzed").pipe(Effect.annotateLogs({ took_ms: tookMs }))
       yield* Effect.sleep(Duration.millis(Math.max(schedule.minIntervalMs, tookMs / schedule.maxShare)))
     }
   })

@@ -137,9 +137,10 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
       assert.deepStrictEqual(rows.map((r) => [r.id, r.n]), [["a", "5"]])
     }).pipe(Effect.provide(PgliteClient.layerFrom(makeEmbeddedClient(undefined)))), { timeout: 60_000 })
 
-  // PGlite has no autovacuum: without the client's own ANALYZE the planner never learns a
-  // table's size (reltuples stays -1, "never analyzed") nor a column's spread.
-  it.live("gathers planner statistics on its own, on the schedule, outside callers' transactions", () =>
+  // PGlite has no autovacuum: without the client's own VACUUM (ANALYZE) the planner never learns
+  // a table's size (reltuples stays -1, "never analyzed") nor a column's spread, and the old
+  // versions of updated rows are never removed.
+  it.live("vacuums and gathers planner statistics on its own, on the schedule, outside callers' transactions", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       yield* sql.unsafe(schema)
@@ -147,6 +148,8 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
         Effect.map((rows) => Number(rows[0]!.reltuples))
       )
       yield* sql`INSERT INTO t (id, n) SELECT 'r' || g, g FROM generate_series(1, 500) AS g`
+      // Every row updated once: 500 dead versions for VACUUM to remove.
+      yield* sql`UPDATE t SET n = n + 1`
       // A transaction open across several rounds' worth of time sees no ANALYZE inside it
       // (queued behind it, never run in it: a failure there would abort the caller's work).
       yield* sql.withTransaction(Effect.gen(function*() {
@@ -164,6 +167,10 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
       assert.strictEqual(seen, 500)
       const columns = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stats WHERE tablename = 't'`
       assert.isAbove(columns[0]!.n, 0, "column statistics too")
+      // Vacuumed, not only analyzed: only VACUUM marks pages all-visible (ANALYZE alone leaves 0).
+      const pages = yield* sql<{ relpages: number; relallvisible: number }>`
+        SELECT relpages, relallvisible FROM pg_class WHERE relname = 't'`
+      assert.isAbove(pages[0]!.relallvisible, 0, `all-visible pages: ${JSON.stringify(pages[0])}`)
     }).pipe(
       Effect.provide(PgliteClient.layerFrom(makeEmbeddedClient(undefined, 5_000, { firstAfterMs: 100, minIntervalMs: 100, maxShare: 0.5 })))
     ), { timeout: 60_000 })
