@@ -60,8 +60,6 @@ const throughNextAttempt = (services: Services, webhookId: string, dueMs: number
     return yield* afterAttempts(services, webhookId, attemptsSoFar + 1)
   })
 
-// Each test's real time is database round trips per virtual tick (the 8-attempt series took 51 s
-// with two other test files beside it on two cores): two minutes each.
 describe("webhook retry schedule (TestClock)", () => {
   it.effect("a receiver failing 3 times then answering 2xx gets 4 attempts on D32's schedule and exactly one success", () =>
     Effect.gen(function*() {
@@ -102,7 +100,7 @@ describe("webhook retry schedule (TestClock)", () => {
         yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
       }
       assert.strictEqual(receiver.requests.length, 4)
-    }), { timeout: 120_000 })
+    }), { timeout: 60_000 })
 
   it.effect("a receiver that never succeeds gets 8 attempts within 24 hours, then the delivery is failed", () =>
     Effect.gen(function*() {
@@ -137,7 +135,7 @@ describe("webhook retry schedule (TestClock)", () => {
         yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
       }
       assert.strictEqual(receiver.requests.length, 8)
-    }), { timeout: 120_000 })
+    }), { timeout: 60_000 })
 
   it.effect("deleting the subscription during a retry series cancels it: no attempt after the delete", () =>
     Effect.gen(function*() {
@@ -178,5 +176,5 @@ describe("webhook retry schedule (TestClock)", () => {
       assert.strictEqual(receiver.requests.length, seen)
       const after = yield* deliveriesOf(services, webhook.webhook_id)
       assert.deepStrictEqual(after.map((r) => r.status), ["cancelled", "cancelled"])
-    }), { timeout: 120_000 })
+    }), { timeout: 60_000 })
 })
