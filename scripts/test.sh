@@ -6,8 +6,8 @@ results="${TMPDIR:-/tmp}/pps-vitest-$$.json"
 # Two test files at a time, across every project (the flag applies to all of them; a root config's
 # `maxWorkers` does not reach projects loaded from their own files). Most files spend their time
 # waiting on anvil's blocks, child processes and timers rather than on the CPU: on the 2-core
-# machine the suite took 17.7 min one file at a time and 8.9 min three at a time (2026-11-26);
-# two keeps the slowest tests further from their timeouts than three.
+# machine the suite took 17.7 min one file at a time, 10.0 min two at a time and 8.9 min three at
+# a time (2026-11-26); two keeps the slowest tests further from their timeouts than three.
 pnpm exec vitest run --maxWorkers=2 --reporter=default --reporter=json --outputFile.json="$results" "$@"
 status=$?
 if [ -f "$results" ]; then
