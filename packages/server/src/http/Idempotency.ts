@@ -36,6 +36,7 @@ import { CurrentIdempotencyScope, type IdempotencyScope, type OperationKind, Ope
 import { deadAfterMs, NodeLiveness } from "../platform/NodeLiveness.ts"
 import { Secrets } from "../platform/Secrets.ts"
 import { sharedWrites } from "../platform/SharedWrites.ts"
+import { valuesPlaceholders } from "../platform/SqlValues.ts"
 import { CurrentPrincipal, Idempotency } from "@pps/api/Api"
 import { IdempotencyKeyInProgress, IdempotencyKeyReused, InvalidRequest } from "@pps/api/Errors"
 
@@ -164,10 +165,7 @@ export const IdempotencyLive = Layer.effect(
      * answers their requests in the same turn) cost one UPDATE, not one each.
      */
     const storeResponses = (entries: ReadonlyArray<Request.Entry<StoreResponse>>) => {
-      const columns = 6
-      const values = entries.map((_, i) =>
-        `($${columns * i + 1}, $${columns * i + 2}, $${columns * i + 3}::bytea, $${columns * i + 4}, $${columns * i + 5}::integer, $${columns * i + 6})`
-      ).join(", ")
+      const values = valuesPlaceholders(entries.length, ["", "", "::bytea", "", "::integer", ""])
       return sql.unsafe(
         `UPDATE idempotency_keys k SET response_status = v.status, response_body = v.body, owner_node = NULL
          FROM (VALUES ${values}) AS v (account_id, mode, key_digest, claim_token, status, body)

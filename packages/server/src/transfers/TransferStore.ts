@@ -8,6 +8,7 @@ import { Context, Effect, Layer, Option, RequestResolver, Schema } from "effect"
 import { SqlClient, type SqlError, SqlResolver } from "effect/sql"
 import { Mode } from "@pps/api/ApiKeys"
 import { AssetName, TransferStatus } from "@pps/api/Transfers"
+import { valuesPlaceholders } from "../platform/SqlValues.ts"
 
 const TransferRow = Schema.Struct({
   transfer_id: Schema.String,
@@ -325,13 +326,13 @@ export class TransferStore extends Context.Service<TransferStore, {
           // transfer by its primary key.
           // In id order: two nodes ending overlapping sets lock the rows in the same order.
           const sorted = [...outcomes].sort((a, b) => (a.transferId < b.transferId ? -1 : a.transferId > b.transferId ? 1 : 0))
-          const values = sorted.map((_, i) => `($${4 * i + 1}::text, $${4 * i + 2}::text, $${4 * i + 3}::text, $${4 * i + 4}::bigint)`)
+          const values = valuesPlaceholders(sorted.length, ["::text", "::text", "::text", "::bigint"])
           return sql.unsafe(
             `WITH t AS (
                UPDATE transfers SET status = v.status, tx_hash = COALESCE(v.tx_hash, transfers.tx_hash),
                  confirmed_at = CASE WHEN v.block_timestamp IS NULL THEN NULL
                    ELSE GREATEST(to_timestamp(v.block_timestamp), transfers.created_at) END
-               FROM (VALUES ${values.join(", ")}) AS v (transfer_id, status, tx_hash, block_timestamp)
+               FROM (VALUES ${values}) AS v (transfer_id, status, tx_hash, block_timestamp)
                WHERE transfers.transfer_id = v.transfer_id AND transfers.status = 'pending'
                RETURNING transfers.*)
              SELECT ${columns} FROM t ${partiesJoin}`,
