@@ -238,7 +238,9 @@ export const webhooksApiSuite = (database: DatabaseTarget) =>
           const live = (liveKey.json as { api_key: string }).api_key
           assert.deepStrictEqual((yield* send(`${server.baseUrl}/v1/webhooks`, { headers: bearer(live) })).json, { data: [] })
           expectEnvelope(yield* send(base, { method: "DELETE", headers: bearer(live) }), 404, "webhook_not_found")
-          // ...and a live event never reaches a test subscription.
+          // ...and a live event never reaches a test subscription (which has the test event's delivery:
+          // waited for first, or a late arrival of it would pass for the live event's absence or fail the count).
+          yield* waitForRequests("/erin", 1)
           const liveHook = yield* createWebhook(server, live, "/erin-live")
           yield* appendEvents(server, [confirmed(erin.account_id, "@erin", "live")])
           yield* waitForRequests("/erin-live", 1)

@@ -46,7 +46,10 @@ export const recordingProxy = (targetBaseUrl: string) =>
 
 /**
  * The encodings an amount or memo could travel in: decimal text, base units in decimal,
- * hex and 8-byte big-endian hex, the memo as text, hex, base64 and base64url.
+ * `0x` hex and 8-byte big-endian hex, the memo as text, hex, base64 and base64url. The short hex
+ * form carries its `0x`: bare, six hex digits (3.217 USDG is `311668`) turn up by chance inside the
+ * kilobytes of random hex a transfer's sealed boxes and signatures put on the wire (seen once in
+ * CI); a value written as hex in JSON carries the prefix, and a padded one is the 8-byte form.
  */
 export const canaryForms = (amount: { readonly decimal: string; readonly baseUnits: bigint }, memo: string): ReadonlyArray<string> => {
   const be8 = Buffer.alloc(8)
@@ -55,7 +58,7 @@ export const canaryForms = (amount: { readonly decimal: string; readonly baseUni
   return [
     amount.decimal,
     amount.baseUnits.toString(),
-    amount.baseUnits.toString(16),
+    `0x${amount.baseUnits.toString(16)}`,
     be8.toString("hex"),
     be8.toString("base64"),
     memo,
