@@ -99,11 +99,12 @@ export const PublicApp = Layer.mergeAll(
   HttpApiScalar.layer(PublicApi, { path: apiReferencePath }),
   HealthRoutes,
   DashboardRoutes,
-  // One middleware, so their order is stated: the envelope outside, the transfer gate inside it.
+  // One middleware, so their order is stated: the envelope outside, the transfer gate inside
+  // it, before the body is read (a refusal reads nothing).
   HttpRouter.middleware(
     Effect.gen(function*() {
       const admission = yield* Admission
-      return (httpEffect) => envelopeMiddleware(publicRoutes)(shedTransferLoad(admission)(httpEffect))
+      return envelopeMiddleware(publicRoutes, shedTransferLoad(admission))
     }),
     { global: true }
   )

@@ -23,7 +23,7 @@ describe("admission controller", () => {
     assert.isUndefined(controller.admit(1), "the fifth at once is refused")
     releases[0]!(10)
     releases[0]!(11) // a second release of the same ticket frees nothing more
-    assert.deepStrictEqual(controller.state(), { inFlight: 3, limit: 4 })
+    assert.deepStrictEqual(controller.state(), { inFlight: 3, limit: 4, retryAfterSeconds: 1 })
     assert.isDefined(controller.admit(12))
     assert.isUndefined(controller.admit(13))
   })
@@ -52,6 +52,80 @@ describe("admission controller", () => {
     const controller = makeAdmissionController(settings)
     for (let nowMs = 100; nowMs < 5_000; nowMs += 100) controller.admit(nowMs)!(nowMs + 1)
     assert.strictEqual(controller.state().limit, 4)
+  })
+
+  /**
+   * Closed-loop clients (each sends again as soon as it is answered, and a refused one after
+   * its Retry-After), decisions of 50 ms, on the controller alone: returns, per simulated
+   * second, the requests admitted and refused and the Retry-After told at its end.
+   */
+  const simulate = (phases: ReadonlyArray<{ readonly clients: number; readonly seconds: number }>) => {
+    const tickMs = 10
+    const decisionTicks = 5
+    const controller = makeAdmissionController(settings)
+    const due = new Map<number, number>()
+    const releases = new Map<number, Array<(endMs: number) => void>>()
+    const seconds: Array<{ admitted: number; refused: number; retryAfterSeconds: number }> = []
+    let tick = 0
+    let clients = 0
+    for (const phase of phases) {
+      // Clients that join are due at once; clients that leave are dropped from the latest due.
+      if (phase.clients > clients) due.set(tick, (due.get(tick) ?? 0) + phase.clients - clients)
+      let leaving = Math.max(0, clients - phase.clients)
+      for (const at of [...due.keys()].sort((a, b) => b - a)) {
+        const dropped = Math.min(leaving, due.get(at)!)
+        due.set(at, due.get(at)! - dropped)
+        leaving -= dropped
+      }
+      clients = phase.clients
+      for (const end = tick + (phase.seconds * 1_000) / tickMs; tick < end; tick++) {
+        const nowMs = tick * tickMs
+        for (const release of releases.get(tick) ?? []) release(nowMs)
+        releases.delete(tick)
+        if (tick % 100 === 0) seconds.push({ admitted: 0, refused: 0, retryAfterSeconds: 0 })
+        const second = seconds.at(-1)!
+        for (let n = due.get(tick) ?? 0; n > 0; n--) {
+          const release = controller.admit(nowMs)
+          const back = release === undefined
+            ? tick + (controller.retryAfterSeconds() * 1_000) / tickMs
+            : tick + decisionTicks
+          if (release === undefined) second.refused += 1
+          else {
+            second.admitted += 1
+            releases.set(tick + decisionTicks, [...(releases.get(tick + decisionTicks) ?? []), release])
+          }
+          due.set(back, (due.get(back) ?? 0) + 1)
+        }
+        due.delete(tick)
+        second.retryAfterSeconds = controller.state().retryAfterSeconds
+      }
+    }
+    return seconds
+  }
+
+  it("asks refused clients to wait longer the further past capacity the node is, and 1 s again once the overload ends", () => {
+    // 16 places × 20 decisions a second each: ~320 admissions a second. 3,000 clients are
+    // nearly ten times that; told 1 s each time, they would be refused ~3,000 times a second.
+    const seconds = simulate([{ clients: 3_000, seconds: 30 }, { clients: 10, seconds: 15 }])
+    const overloaded = seconds.slice(15, 30) // after ten seconds of settling
+    const admitted = overloaded.reduce((sum, s) => sum + s.admitted, 0)
+    const refused = overloaded.reduce((sum, s) => sum + s.refused, 0)
+    assert.isAbove(admitted / overloaded.length, 250, "the node stays busy")
+    assert.isBelow(refused / admitted, 1.5, `refused ${refused} against ${admitted} admitted`)
+    assert.isTrue(overloaded.every((s) => s.retryAfterSeconds >= 5 && s.retryAfterSeconds <= 10), JSON.stringify(overloaded))
+    // Ten clients fit: once no refusal is left in the last wait, it halves back to the floor.
+    assert.deepStrictEqual(seconds.slice(-3).map((s) => s.retryAfterSeconds), [1, 1, 1])
+    assert.strictEqual(seconds.slice(-3).reduce((sum, s) => sum + s.refused, 0), 0)
+  })
+
+  it("forgets an overload after a quiet gap", () => {
+    const controller = makeAdmissionController(settings)
+    // Full at 4 places, then a second of refusals: the wait grows.
+    for (let nowMs = 0; nowMs <= 3_000; nowMs += 10) controller.admit(nowMs)
+    assert.isAbove(controller.state().retryAfterSeconds, 1)
+    // Nothing for five seconds, then one request: the old period's refusals no longer count.
+    controller.admit(8_000)
+    assert.strictEqual(controller.state().retryAfterSeconds, 1)
   })
 
   it("never refuses with a target of 0 (shedding off)", () => {
@@ -94,7 +168,8 @@ describe("load shedding on a real server", () => {
         assert.isAbove(paid.length, 0, "the admitted ones are paid")
         for (const { response } of shed) {
           expectEnvelope(response, 503, "service_unavailable")
-          assert.strictEqual(response.headers.get("retry-after"), "1")
+          // The first refusals of a node not refusing before: the shortest waits (1 s, spread to 2).
+          assert.include(["1", "2"], response.headers.get("retry-after"))
           assert.isNull(response.headers.get("idempotent-replayed"))
         }
         // Reads are never shed, and nothing shed was paid: the sender's list holds the admitted ones.

@@ -308,12 +308,24 @@ const withApiHeaders = (path: string, response: HttpServerResponse.HttpServerRes
 }
 
 /**
- * The middleware, for `HttpRouter.middleware(..., { global: true })`.
+ * A stage the envelope runs around everything that reads the body: the transfer gate
+ * (http/LoadShedding.ts), so a request it refuses costs no body read and no JSON parse.
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export type InnerStage = <E, R>(
+  inner: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest>
+
+/**
+ * The middleware, for `HttpRouter.middleware(..., { global: true })`. `stage` runs after the
+ * header checks (size, content type) and before the body is read.
  *
  * @since 0.1.0
  * @category middleware
  */
-export const envelopeMiddleware = (routes: RouteTable) =>
+export const envelopeMiddleware = (routes: RouteTable, stage: InnerStage = (inner) => inner) =>
 <E, R>(
   httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
@@ -331,7 +343,7 @@ export const envelopeMiddleware = (routes: RouteTable) =>
       const checked = hasBody(request)
         ? Effect.flatMap(refuseUnstorableText(request), (refusal) => refusal === undefined ? httpEffect : Effect.succeed(refusal))
         : httpEffect
-      return checked.pipe(
+      return stage(checked).pipe(
         Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(Limits.bodyBytesMax)),
         Effect.catchCause((cause) => responseForCause(cause, request, routes))
       )

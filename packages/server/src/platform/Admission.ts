@@ -19,6 +19,16 @@
  * request line and nothing else. Never below `minInFlight`, so a burst a client
  * could reasonably send is never shed.
  *
+ * A refused client is told when to come back (`Retry-After`), and that wait follows the
+ * overload: the clients refused over the last wait return over the next one, so each second the
+ * wait is set to how long this node took to admit as many (wait × refused ÷ admitted over the
+ * last wait, at most doubled or halved a second, 1 to 10 s), and each refusal is told a wait
+ * spread from half to one and a half times it, in turn, so clients refused together do not
+ * return together. A node twenty times over capacity thus answers about as many refusals as
+ * admissions instead of twenty times as many: the refusals stop eating the capacity they
+ * protect (each costs a parsed request and a socket write). Once a whole wait passes without a
+ * refusal, the wait halves each second back to 1 s.
+ *
  * A refusal is not stored under an idempotency key (it happens before the claim): a
  * retry with the same key runs.
  *
@@ -67,7 +77,21 @@ export interface AdmissionSettings {
 export interface AdmissionState {
   readonly inFlight: number
   readonly limit: number
+  /** The wait refused clients are told now, in seconds (each is told a wait around it). */
+  readonly retryAfterSeconds: number
 }
+
+/**
+ * The wait refused clients are told, in seconds: at least `min` (the queue ahead of them needs
+ * that long to move), at most `max` (a node that recovered must not idle its clients long),
+ * before the spread.
+ *
+ * @since 0.6.0
+ */
+export const admissionRetryAfterSeconds = { min: 1, max: 10 } as const
+
+/** How often the wait told to refused clients is re-estimated. */
+const retryAfterPeriodMs = 1_000
 
 /**
  * The controller, free of Effect and clocks so its rule can be tested step by step.
@@ -82,6 +106,12 @@ export const makeAdmissionController = (settings: AdmissionSettings) => {
   let windowLatencySumMs = 0
   let windowEnded = 0
   let windowPeakInFlight = 0
+  // The wait's estimate: per-second counts of the last `max` seconds (newest last), and how many
+  // refusals were told a wait, to spread those waits (see `retryAfterFor`).
+  let retryAfterSeconds: number = admissionRetryAfterSeconds.min
+  let periodStartMs = 0
+  const periods: Array<{ admitted: number; refused: number }> = [{ admitted: 0, refused: 0 }]
+  let refusalsTold = 0
 
   const adjust = (nowMs: number) => {
     if (nowMs - windowStartMs < settings.windowMs) return
@@ -99,11 +129,51 @@ export const makeAdmissionController = (settings: AdmissionSettings) => {
     windowPeakInFlight = inFlight
   }
 
+  // The clients refused over the last wait come back over the next one: ask them to wait as
+  // long as this node took to admit as many (the admissions include the returning clients, so
+  // the rule settles where about as many are refused as admitted). Counted over the whole last
+  // wait, not its last second: refused clients told the same wait come back together, and the
+  // quiet seconds between their returns are not the end of the overload.
+  const pace = (nowMs: number) => {
+    const elapsedMs = nowMs - periodStartMs
+    if (elapsedMs < retryAfterPeriodMs) return
+    if (elapsedMs >= 2 * retryAfterPeriodMs) {
+      // A quiet gap (no request at all for a period): whatever overload was measured is over.
+      retryAfterSeconds = admissionRetryAfterSeconds.min
+      periods.length = 0
+    } else {
+      const recent = periods.slice(-Math.ceil(retryAfterSeconds))
+      const admitted = recent.reduce((sum, period) => sum + period.admitted, 0)
+      const refused = recent.reduce((sum, period) => sum + period.refused, 0)
+      const wanted = retryAfterSeconds * refused / Math.max(1, admitted)
+      retryAfterSeconds = Math.min(
+        admissionRetryAfterSeconds.max,
+        Math.max(admissionRetryAfterSeconds.min, retryAfterSeconds / 2, Math.min(wanted, retryAfterSeconds * 2))
+      )
+    }
+    periodStartMs = nowMs
+    periods.push({ admitted: 0, refused: 0 })
+    if (periods.length > admissionRetryAfterSeconds.max) periods.shift()
+  }
+
+  // Refusals are told waits spread evenly around the estimate (from half of it to one and a half
+  // times it, in turn), so clients refused together do not all come back in the same second.
+  const retryAfterFor = () => {
+    const low = Math.max(admissionRetryAfterSeconds.min, Math.round(retryAfterSeconds / 2))
+    const high = Math.max(low, Math.round(retryAfterSeconds * 1.5))
+    return low + (refusalsTold++ % (high - low + 1))
+  }
+
   return {
     /** A release function when admitted, undefined when refused. */
     admit: (nowMs: number): ((endMs: number) => void) | undefined => {
       adjust(nowMs)
-      if (settings.targetMs > 0 && inFlight >= Math.floor(limit)) return undefined
+      pace(nowMs)
+      if (settings.targetMs > 0 && inFlight >= Math.floor(limit)) {
+        periods.at(-1)!.refused += 1
+        return undefined
+      }
+      periods.at(-1)!.admitted += 1
       inFlight += 1
       windowPeakInFlight = Math.max(windowPeakInFlight, inFlight)
       let released = false
@@ -116,27 +186,24 @@ export const makeAdmissionController = (settings: AdmissionSettings) => {
         adjust(endMs)
       }
     },
-    state: (): AdmissionState => ({ inFlight, limit: Math.floor(limit) })
+    /** The wait to tell the client just refused, in seconds. */
+    retryAfterSeconds: retryAfterFor,
+    state: (): AdmissionState => ({ inFlight, limit: Math.floor(limit), retryAfterSeconds: Math.ceil(retryAfterSeconds) })
   }
 }
-
-/**
- * Seconds a refused client is asked to wait: long enough for the queue ahead of it
- * to drain, short enough not to idle a node that recovered.
- *
- * @since 0.6.0
- */
-export const admissionRetryAfterSeconds = 1
 
 /**
  * @since 0.6.0
  * @category services
  */
 export class Admission extends Context.Service<Admission, {
-  /** Runs `effect` admitted, with its `AdmissionTicket`; `onRefused` when the node is at its limit. */
+  /**
+   * Runs `effect` admitted, with its `AdmissionTicket`; when the node is at its limit,
+   * `onRefused` with the seconds the client is to wait.
+   */
   readonly gate: <A, E, R, A2, E2, R2>(
     effect: Effect.Effect<A, E, R>,
-    onRefused: Effect.Effect<A2, E2, R2>
+    onRefused: (retryAfterSeconds: number) => Effect.Effect<A2, E2, R2>
   ) => Effect.Effect<A | A2, E | E2, Exclude<R, AdmissionTicket> | R2>
   readonly state: Effect.Effect<AdmissionState>
 }>()("server/platform/Admission") {
@@ -151,10 +218,13 @@ export class Admission extends Context.Service<Admission, {
         windowMs: 100
       })
       return Admission.of({
-        gate: <A, E, R, A2, E2, R2>(effect: Effect.Effect<A, E, R>, onRefused: Effect.Effect<A2, E2, R2>) =>
+        gate: <A, E, R, A2, E2, R2>(
+          effect: Effect.Effect<A, E, R>,
+          onRefused: (retryAfterSeconds: number) => Effect.Effect<A2, E2, R2>
+        ) =>
           Effect.suspend((): Effect.Effect<A | A2, E | E2, Exclude<R, AdmissionTicket> | R2> => {
             const release = controller.admit(Date.now())
-            if (release === undefined) return onRefused
+            if (release === undefined) return onRefused(controller.retryAfterSeconds())
             const ticket = AdmissionTicket.of({ release: Effect.sync(() => release(Date.now())) })
             return effect.pipe(Effect.provideService(AdmissionTicket, ticket), Effect.ensuring(ticket.release))
           }),
