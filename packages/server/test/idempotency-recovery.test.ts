@@ -238,6 +238,36 @@ describe("idempotency after a fault (D36)", () => {
         yield* write("the-retry")
         const bound = yield* sql<{ operation_id: string }>`SELECT operation_id FROM idempotency_keys WHERE account_id = ${kim.account_id}`
         assert.strictEqual(bound[0]!.operation_id, "tr_the-retry")
+
+        // Records bound together (one statement for a batch of creates): one superseded claim
+        // among them fails the whole transaction, and nobody's binding is committed.
+        yield* insertDeadClaim(kim.account_id, "fenced-2", "/v1/transfers", {}, null)
+        const secondDigest = new Uint8Array(createHmac("sha256", pepper).update("pps/idempotency-key/v2\n").update("fenced-2").digest())
+        yield* sql`UPDATE idempotency_keys SET claim_token = 'second-run' WHERE account_id = ${kim.account_id} AND key_digest = ${secondDigest}`
+        yield* sql`UPDATE idempotency_keys SET claim_token = 'the-retry', operation_id = NULL WHERE account_id = ${kim.account_id} AND key_digest = ${keyDigest}`
+        const scopeOf = (digest: Uint8Array, claimToken: string) =>
+          Option.some({ accountId: kim.account_id, mode: "test", keyDigest: digest, claimToken })
+        const together = yield* Effect.exit(sql.withTransaction(operations.bindEach("transfer", [
+          { scope: scopeOf(keyDigest, "the-retry"), operationId: "tr_together-1" },
+          { scope: Option.none(), operationId: "tr_without-key" },
+          { scope: scopeOf(secondDigest, "superseded-run"), operationId: "tr_together-2" }
+        ])))
+        assert.isTrue(Exit.hasDies(together))
+        const afterFailure = yield* sql<{ operation_id: string | null }>`
+          SELECT operation_id FROM idempotency_keys WHERE account_id = ${kim.account_id} ORDER BY operation_id NULLS LAST`
+        assert.deepStrictEqual(afterFailure.map((row) => row.operation_id), [null, null])
+        // Every claim current: each key names its own record.
+        yield* sql.withTransaction(operations.bindEach("transfer", [
+          { scope: scopeOf(keyDigest, "the-retry"), operationId: "tr_together-1" },
+          { scope: Option.none(), operationId: "tr_without-key" },
+          { scope: scopeOf(secondDigest, "second-run"), operationId: "tr_together-2" }
+        ]))
+        const named = yield* sql<{ key_digest: Uint8Array; operation_id: string }>`
+          SELECT key_digest, operation_id FROM idempotency_keys WHERE account_id = ${kim.account_id}`
+        assert.deepStrictEqual(
+          new Map(named.map((row) => [Buffer.from(row.key_digest).toString("hex"), row.operation_id])),
+          new Map([[Buffer.from(keyDigest).toString("hex"), "tr_together-1"], [Buffer.from(secondDigest).toString("hex"), "tr_together-2"]])
+        )
         yield* sql`DELETE FROM node_heartbeats WHERE node_id LIKE 'node_marker_%'`
       }))
 

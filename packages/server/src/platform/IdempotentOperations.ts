@@ -21,6 +21,7 @@
 import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import type { Principal } from "@pps/api/ApiKeys"
+import { valuesPlaceholders } from "./SqlValues.ts"
 
 /**
  * The request's idempotency key, as stored (account, mode, keyed digest of the key).
@@ -92,6 +93,14 @@ export class OperationReplay extends Context.Service<OperationReplay, {
    * the SQL transaction that writes the record; without a key it does nothing.
    */
   readonly bind: (kind: OperationKind, operationId: string) => Effect.Effect<void, SqlError.SqlError>
+  /**
+   * `bind` for records written together in one SQL transaction, each under its own request's
+   * key (a record whose request had none binds nothing): one statement for all of them.
+   */
+  readonly bindEach: (
+    kind: OperationKind,
+    bindings: ReadonlyArray<{ readonly scope: Option.Option<IdempotencyScope>; readonly operationId: string }>
+  ) => Effect.Effect<void, SqlError.SqlError>
   readonly register: (kind: OperationKind, resolver: OperationResolver) => Effect.Effect<void>
   /** None when no concern answers for the kind (a defect the caller reports). */
   readonly resolve: (
@@ -103,23 +112,37 @@ export class OperationReplay extends Context.Service<OperationReplay, {
   static readonly layer = Layer.effect(OperationReplay, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const resolvers = new Map<OperationKind, OperationResolver>()
+    const bindEach = (
+      kind: OperationKind,
+      bindings: ReadonlyArray<{ readonly scope: Option.Option<IdempotencyScope>; readonly operationId: string }>
+    ) =>
+      Effect.gen(function*() {
+        const keyed = bindings.flatMap(({ operationId, scope }) => Option.isSome(scope) ? [{ operationId, scope: scope.value }] : [])
+        if (keyed.length === 0) return
+        // Each row matched on its own claim's token (the fence); one row per claim.
+        const bound = yield* sql.unsafe<{ readonly operation_id: string }>(
+          `UPDATE idempotency_keys k SET operation_kind = v.operation_kind, operation_id = v.operation_id
+           FROM (VALUES ${valuesPlaceholders(keyed.length, ["", "", "::bytea", "", "", ""])})
+             AS v (account_id, mode, key_digest, claim_token, operation_kind, operation_id)
+           WHERE k.account_id = v.account_id AND k.mode = v.mode AND k.key_digest = v.key_digest
+             AND k.claim_token = v.claim_token
+           RETURNING k.operation_id`,
+          keyed.flatMap(({ operationId, scope }) => [scope.accountId, scope.mode, scope.keyDigest, scope.claimToken, kind, operationId])
+        )
+        // Another run took a claim over (this node looked dead to it): this run's record must
+        // not be committed beside the other's. Dying here rolls the transaction back (and a
+        // shared one is written again one record at a time, so only that record fails).
+        if (bound.length !== keyed.length) {
+          return yield* Effect.die(new Error("the idempotency claim was taken over by another run"))
+        }
+      })
     return OperationReplay.of({
       bind: (kind, operationId) =>
         Effect.gen(function*() {
           const scope = yield* CurrentIdempotencyScope
-          if (Option.isNone(scope)) return
-          const { accountId, claimToken, keyDigest, mode } = scope.value
-          const bound = yield* sql`
-            UPDATE idempotency_keys SET operation_kind = ${kind}, operation_id = ${operationId}
-            WHERE account_id = ${accountId} AND mode = ${mode} AND key_digest = ${keyDigest}
-              AND claim_token = ${claimToken}
-            RETURNING 1 AS bound`
-          // Another run took the claim over (this node looked dead to it): this run's record
-          // must not be committed beside the other's. Dying here rolls the transaction back.
-          if (bound.length === 0) {
-            return yield* Effect.die(new Error("the idempotency claim was taken over by another run"))
-          }
+          yield* bindEach(kind, [{ scope, operationId }])
         }),
+      bindEach,
       register: (kind, resolver) => Effect.sync(() => void resolvers.set(kind, resolver)),
       resolve: (kind, operationId, principal) => {
         const resolver = resolvers.get(kind)

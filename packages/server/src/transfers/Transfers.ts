@@ -558,12 +558,11 @@ export class Transfers extends Context.Service<Transfers, {
        */
       const recordInOneTransaction = (entries: ReadonlyArray<Request.Entry<RecordTransfer>>) =>
         sql.withTransaction(Effect.gen(function*() {
-          for (const entry of entries) {
-            // Each under its own request's key: the batch runs in its first asker's context.
-            yield* operations.bind("transfer", entry.request.transfer.transferId).pipe(
-              Effect.provideService(CurrentIdempotencyScope, Context.get(entry.context, CurrentIdempotencyScope))
-            )
-          }
+          // Each under its own request's key: the batch runs in its first asker's context.
+          yield* operations.bindEach("transfer", entries.map((entry) => ({
+            scope: Context.get(entry.context, CurrentIdempotencyScope),
+            operationId: entry.request.transfer.transferId
+          })))
           yield* store.insert(entries.map((entry) => entry.request.transfer))
           yield* outbox.append(entries.flatMap((entry) => entry.request.events))
         }))
