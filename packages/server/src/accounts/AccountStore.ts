@@ -3,9 +3,10 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import { Context, Effect, Exit, Layer, Option, Request, Schema } from "effect"
 import { SqlClient, SqlError, SqlSchema } from "effect/sql"
 import { type Account, AccountType, KycStatus } from "@pps/api/Accounts"
+import { sharedStatements } from "../platform/SharedStatements.ts"
 
 const AccountRow = Schema.Struct({
   account_id: Schema.String,
@@ -52,6 +53,16 @@ export interface NewAccount {
   readonly createdAt: string
 }
 
+/** A point read by primary key or by handle; those asked in the same turn share one SELECT. */
+class FindAccount extends Request.Class<
+  { readonly column: "account_id" | "handle"; readonly value: string },
+  Option.Option<Account>,
+  SqlError.SqlError
+> {}
+
+/** Bounds one SELECT's parameters (and the statement shapes it prepares). */
+const readBatchMax = 64
+
 const isUniqueViolation = (error: SqlError.SqlError): boolean =>
   error.reason._tag === "UniqueViolation" || /duplicate key|unique constraint/i.test(String(error.cause ?? error.message))
 
@@ -80,6 +91,26 @@ export class AccountStore extends Context.Service<AccountStore, {
           Effect.map(Option.map(toAccount)),
           Effect.catchTag("SchemaError", Effect.die)
         )
+      // Every create reads its sender by id and its recipient by handle: with many creates in
+      // flight, one SELECT answers all the reads of a kind asked in the same turn.
+      const findTogether = (column: "account_id" | "handle") =>
+        sharedStatements(
+          sql,
+          (entries: ReadonlyArray<Request.Entry<FindAccount>>) =>
+            sql`SELECT ${columns} FROM accounts WHERE ${sql.in(column, [...new Set(entries.map((entry) => entry.request.value))])}`.pipe(
+              Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(AccountRow))),
+              Effect.catchTag("SchemaError", Effect.die)
+            ),
+          (entries, exit) => {
+            const found = Exit.map(exit, (rows) => new Map(rows.map((row) => [row[column], toAccount(row)])))
+            for (const entry of entries) {
+              entry.completeUnsafe(Exit.map(found, (byKey) => Option.fromNullishOr(byKey.get(entry.request.value))))
+            }
+          },
+          readBatchMax
+        )
+      const byId = findTogether("account_id")
+      const byHandle = findTogether("handle")
       return AccountStore.of({
         insert: Effect.fn("AccountStore.insert")(function*(account) {
           yield* sql`
@@ -92,8 +123,8 @@ export class AccountStore extends Context.Service<AccountStore, {
           const { walletKeySealed: _sealed, ...stored } = account
           return stored
         }),
-        findById: (accountId) => findOne((id: string) => sql`SELECT ${columns} FROM accounts WHERE account_id = ${id}`, accountId),
-        findByHandle: (handle) => findOne((h: string) => sql`SELECT ${columns} FROM accounts WHERE handle = ${h}`, handle),
+        findById: (accountId) => Effect.request(new FindAccount({ column: "account_id", value: accountId }), byId),
+        findByHandle: (handle) => Effect.request(new FindAccount({ column: "handle", value: handle }), byHandle),
         findByWalletAddress: (address) =>
           findOne((a: string) => sql`SELECT ${columns} FROM accounts WHERE lower(wallet_address) = ${a}`, address.toLowerCase()),
         setKycStatus: (accountId, status) =>

@@ -35,7 +35,7 @@ import { Limits } from "../config/AppConfig.ts"
 import { CurrentIdempotencyScope, type IdempotencyScope, type OperationKind, OperationReplay } from "../platform/IdempotentOperations.ts"
 import { deadAfterMs, NodeLiveness } from "../platform/NodeLiveness.ts"
 import { Secrets } from "../platform/Secrets.ts"
-import { sharedWrites } from "../platform/SharedWrites.ts"
+import { sharedStatements } from "../platform/SharedStatements.ts"
 import { valuesPlaceholders } from "../platform/SqlValues.ts"
 import { CurrentPrincipal, Idempotency } from "@pps/api/Api"
 import { IdempotencyKeyInProgress, IdempotencyKeyReused, InvalidRequest } from "@pps/api/Errors"
@@ -173,7 +173,7 @@ export const IdempotencyLive = Layer.effect(
         entries.flatMap(({ request: { body, scope, status } }) => [scope.accountId, scope.mode, scope.keyDigest, scope.claimToken, status, body])
       ).pipe(Effect.asVoid)
     }
-    const responsesTogether = sharedWrites(
+    const responsesTogether = sharedStatements(
       sql,
       storeResponses,
       (entries, exit) => entries.forEach((entry) => entry.completeUnsafe(exit)),

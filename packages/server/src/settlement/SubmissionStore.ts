@@ -9,7 +9,7 @@ import { SqlClient, type SqlError } from "effect/sql"
 import { type Address, bytesToHex, type Hex, hexToBytes } from "viem"
 import { Mode } from "@pps/api/ApiKeys"
 import { deadAfterMs, NodeLiveness } from "../platform/NodeLiveness.ts"
-import { sharedWrites } from "../platform/SharedWrites.ts"
+import { sharedStatements } from "../platform/SharedStatements.ts"
 import { valuesPlaceholders } from "../platform/SqlValues.ts"
 import type { Resolution, SubmissionKind, SubmissionRequest, SubmissionStatus } from "./domain.ts"
 
@@ -207,7 +207,7 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
           ])
         ).pipe(Effect.map((rows) => rows.map((row) => row.submission_id)))
       }
-      const recordTogether = sharedWrites(
+      const recordTogether = sharedStatements(
         sql,
         (entries: ReadonlyArray<Request.Entry<RecordSubmission>>) => recordMany(entries.map((entry) => entry.request.request)),
         (entries, exit) => {

@@ -88,7 +88,7 @@ import { CurrentIdempotencyScope, OperationReplay } from "../platform/Idempotent
 import { makeId } from "../platform/Ids.ts"
 import { KeyedSerializer } from "../platform/KeyedSerializer.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
-import { sharedWrites } from "../platform/SharedWrites.ts"
+import { sharedStatements } from "../platform/SharedStatements.ts"
 import { Secrets } from "../platform/Secrets.ts"
 import { confidentialTransferCall, publicTransferCall } from "../settlement/calls.ts"
 import { type ChainContext, confidentialTokenOf } from "../settlement/Chains.ts"
@@ -448,7 +448,7 @@ export class Transfers extends Context.Service<Transfers, {
         }
       }
       // The batch bounds a transaction's length, its row locks and the statement shapes it prepares.
-      const endTransfers = sharedWrites(sql, endInOneTransaction, answer, completionBatchMax)
+      const endTransfers = sharedStatements(sql, endInOneTransaction, answer, completionBatchMax)
 
       const completeOnce = (resolution: Resolution) =>
         Effect.gen(function*() {
@@ -566,7 +566,7 @@ export class Transfers extends Context.Service<Transfers, {
           yield* store.insert(entries.map((entry) => entry.request.transfer))
           yield* outbox.append(entries.flatMap((entry) => entry.request.events))
         }))
-      const recordTransfers = sharedWrites(
+      const recordTransfers = sharedStatements(
         sql,
         recordInOneTransaction,
         (entries, exit: Exit.Exit<void, SqlError.SqlError>) => entries.forEach((entry) => entry.completeUnsafe(exit)),

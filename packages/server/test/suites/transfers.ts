@@ -6,17 +6,22 @@
  * idempotent replay, and every error SPEC and DECISIONS name for these endpoints.
  */
 import { assert, describe, expect, layer } from "@effect/vitest"
-import { Context, Effect, Option, Schema } from "effect"
+import { Context, Data, Effect, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import type { Account } from "@pps/api/Accounts"
 import { TransferRecord } from "@pps/api/Transfers"
 import { ApiKeys, Client, SealedTransfers } from "@pps/sdk"
 import { ElGamal, Note } from "@pps/crypto"
 import { hexToBytes, type Hex } from "viem"
+import { Accounts } from "../../src/accounts/Accounts.ts"
 import { Settlement } from "../../src/settlement/Settlement.ts"
 import { balanceProof, decryptTransfer, registerKey } from "../support/confidentialClient.ts"
 import { bearer, createAccount, expectEnvelope, postJson, send } from "../support/http.ts"
 import { canaryForms, recordingProxy } from "../support/recordingProxy.ts"
 import { type DatabaseTarget, makeTestServer, TestServer } from "../support/TestServer.ts"
+
+/** Ends a test's transaction with a rollback, carrying out what it read inside. */
+class RolledBack extends Data.TaggedError("RolledBack")<{ readonly read: Option.Option<Account> }> {}
 
 const TransferPage = Schema.Struct({
   data: Schema.Array(TransferRecord),
@@ -390,6 +395,43 @@ export const transfersSuite = (database: DatabaseTarget) =>
           assert.strictEqual(replayedRefusal.headers.get("idempotent-replayed"), "true")
           // A new key is a new request: it is paid.
           assert.strictEqual((yield* post(dave.api_key, tooMuch, { "idempotency-key": "too-much-2" })).status, 201)
+        }))
+
+      it.effect("account reads asked together (each create reads its sender and recipient) each get their own row", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const accounts = Context.get(server.services, Accounts)
+          const sql = Context.get(server.services, SqlClient.SqlClient)
+          const gil = yield* createAccount(server, "reads.gil")
+          const hana = yield* createAccount(server, "reads.hana")
+          // Asked in the same turn, so they share a SELECT per kind: twice the same id, a missing
+          // id and a missing handle among them.
+          const [byGil, byHana, byGilAgain, byNobody, gilByHandle, hanaByHandle, nobodyByHandle] = yield* Effect.all([
+            accounts.get(gil.account_id),
+            accounts.get(hana.account_id),
+            accounts.get(gil.account_id),
+            accounts.get("acct_nobody"),
+            accounts.findByHandle("reads.gil"),
+            accounts.findByHandle("reads.hana"),
+            accounts.findByHandle("reads.nobody")
+          ], { concurrency: "unbounded" })
+          const handleOf = (found: Option.Option<{ readonly handle: string }>) => Option.getOrUndefined(Option.map(found, (a) => a.handle))
+          assert.deepStrictEqual(
+            [byGil, byHana, byGilAgain, byNobody, gilByHandle, hanaByHandle, nobodyByHandle].map(handleOf),
+            ["reads.gil", "reads.hana", "reads.gil", undefined, "reads.gil", "reads.hana", undefined]
+          )
+          assert.strictEqual(Option.getOrThrow(hanaByHandle).accountId, hana.account_id)
+          // A read inside a transaction runs in it (reads are shared only within one transaction):
+          // it sees the transaction's own uncommitted change, which is gone once it rolls back.
+          const inside = yield* sql.withTransaction(Effect.gen(function*() {
+            yield* sql`UPDATE accounts SET kyc_status = 'pending' WHERE account_id = ${gil.account_id}`
+            const [read] = yield* Effect.all([accounts.get(gil.account_id), accounts.get(hana.account_id)], {
+              concurrency: "unbounded"
+            })
+            return yield* Effect.fail(new RolledBack({ read }))
+          })).pipe(Effect.catchTag("RolledBack", ({ read }) => Effect.succeed(read)))
+          assert.strictEqual(Option.getOrThrow(inside).kycStatus, "pending")
+          assert.strictEqual(Option.getOrThrow(yield* accounts.get(gil.account_id)).kycStatus, "verified")
         }))
     })
   })
