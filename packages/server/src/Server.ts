@@ -46,7 +46,7 @@ import { PublicApi } from "@pps/api/Api"
 import { AuthorizationLive } from "./http/Authorization.ts"
 import { answerClientErrors, apiReferencePath, envelopeMiddleware, makeRouteTable } from "./http/Envelope.ts"
 import { IdempotencyLive } from "./http/Idempotency.ts"
-import { shedTransferLoad } from "./http/LoadShedding.ts"
+import { refuseAtLimit, shedTransferLoad } from "./http/LoadShedding.ts"
 import { RateLimiter } from "./http/RateLimiter.ts"
 import { RequestValidationLive } from "./http/RequestValidation.ts"
 import { Admission } from "./platform/Admission.ts"
@@ -99,12 +99,13 @@ export const PublicApp = Layer.mergeAll(
   HttpApiScalar.layer(PublicApi, { path: apiReferencePath }),
   HealthRoutes,
   DashboardRoutes,
-  // One middleware, so their order is stated: the envelope outside, the transfer gate inside
-  // it, before the body is read (a refusal reads nothing).
+  // One middleware, so their order is stated: the envelope outside; inside it, before the body
+  // is read, the early refusal of a transfer decision while the node is full (a refusal reads
+  // nothing); around the endpoint, after the body, the transfer gate (a slow upload holds no place).
   HttpRouter.middleware(
     Effect.gen(function*() {
       const admission = yield* Admission
-      return envelopeMiddleware(publicRoutes, shedTransferLoad(admission))
+      return (httpEffect) => envelopeMiddleware(publicRoutes, refuseAtLimit(admission))(shedTransferLoad(admission)(httpEffect))
     }),
     { global: true }
   )

@@ -5,6 +5,7 @@
  * `Retry-After` in D1's envelope, nothing refused is paid or stored under its
  * idempotency key, and the same key retried later pays once.
  */
+import * as net from "node:net"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Context, Effect, Schema } from "effect"
 import { TransferRecord } from "@pps/api/Transfers"
@@ -128,6 +129,18 @@ describe("admission controller", () => {
     assert.strictEqual(controller.state().retryAfterSeconds, 1)
   })
 
+  it("answers early (before a body is read) only while full, and counts those refusals", () => {
+    const controller = makeAdmissionController(settings)
+    assert.isFalse(controller.refuseEarly(0), "not full: the request goes on to read its body")
+    const releases = Array.from({ length: 4 }, () => controller.admit(1)!)
+    for (let nowMs = 2; nowMs < 1_000; nowMs += 1) assert.isTrue(controller.refuseEarly(nowMs))
+    // A second of early refusals against four admissions: the next wait is longer.
+    controller.refuseEarly(1_000)
+    assert.isAbove(controller.state().retryAfterSeconds, 1)
+    for (const release of releases) release(1_001)
+    assert.isFalse(controller.refuseEarly(1_002))
+  })
+
   it("never refuses with a target of 0 (shedding off)", () => {
     const controller = makeAdmissionController({ ...settings, targetMs: 0 })
     for (let i = 0; i < 100; i++) assert.isDefined(controller.admit(i))
@@ -194,6 +207,33 @@ describe("load shedding on a real server", () => {
         )
         const after = yield* send(`${server.baseUrl}/v1/transfers?limit=100`, { headers: bearer(sender.api_key) })
         assert.strictEqual((after.json as { data: Array<unknown> }).data.length, burst.length, "each key paid once")
-      }))
+
+        // Uploads that never finish hold no place: the body is read before the gate. Two of
+        // them (the limit) stay open while a transfer is paid.
+        const { hostname, port } = new URL(server.baseUrl)
+        const slow = yield* Effect.acquireRelease(
+          Effect.promise(() =>
+            Promise.all([1, 2].map((n) =>
+              new Promise<net.Socket>((resolve, reject) => {
+                const socket = net.connect(Number(port), hostname, () => {
+                  socket.write(
+                    "POST /v1/transfers HTTP/1.1\r\n" + `Host: ${hostname}\r\n` +
+                      `Authorization: Bearer ${sender.api_key}\r\n` + `Idempotency-Key: slow-${n}\r\n` +
+                      "Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"to\": \"@shed.recipient\","
+                  )
+                  resolve(socket)
+                })
+                socket.once("error", reject)
+              })
+            ))
+          ),
+          (sockets) => Effect.sync(() => sockets.forEach((socket) => socket.destroy()))
+        )
+        assert.lengthOf(slow, 2)
+        yield* Effect.sleep("300 millis")
+        assert.strictEqual((yield* admission.state).inFlight, 0, "the unfinished uploads hold no place")
+        const paidBeside = yield* pay("beside-slow-uploads")
+        assert.strictEqual(paidBeside.status, 201, paidBeside.text)
+      }).pipe(Effect.scoped))
   })
 })

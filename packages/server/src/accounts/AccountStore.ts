@@ -107,7 +107,8 @@ export class AccountStore extends Context.Service<AccountStore, {
               entry.completeUnsafe(Exit.map(found, (byKey) => Option.fromNullishOr(byKey.get(entry.request.value))))
             }
           },
-          readBatchMax
+          readBatchMax,
+          false
         )
       const byId = findTogether("account_id")
       const byHandle = findTogether("handle")

@@ -308,8 +308,8 @@ const withApiHeaders = (path: string, response: HttpServerResponse.HttpServerRes
 }
 
 /**
- * A stage the envelope runs around everything that reads the body: the transfer gate
- * (http/LoadShedding.ts), so a request it refuses costs no body read and no JSON parse.
+ * A stage the envelope runs around everything that reads the body: the transfer decisions'
+ * early refusal (http/LoadShedding.ts), so a request it refuses costs no body read and no JSON parse.
  *
  * @since 0.7.0
  * @category models

@@ -7,7 +7,7 @@
  *
  * @since 0.6.0
  */
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { errorBody } from "@pps/api/Errors"
 import { Admission } from "../platform/Admission.ts"
@@ -36,7 +36,27 @@ const atCapacity = (retryAfterSeconds: number) =>
   Effect.succeed(HttpServerResponse.setHeader(atCapacityResponse, "retry-after", String(retryAfterSeconds)))
 
 /**
- * The middleware (inside the envelope middleware).
+ * The early answer, the envelope's inner stage (before the body is read): a transfer decision
+ * arriving while the node is at its limit is refused without reading anything. One that passes
+ * reads its body outside the gate, so a slow upload holds no place, and is admitted (or, if the
+ * node filled up meanwhile, refused) by `shedTransferLoad`.
+ *
+ * @since 0.7.0
+ * @category middleware
+ */
+export const refuseAtLimit = (admission: Admission["Service"]) =>
+<E, R>(
+  inner: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    if (!startsTransferDecision(request)) return yield* inner
+    const refused = yield* admission.refuseEarly
+    return yield* (Option.isSome(refused) ? atCapacity(refused.value) : inner)
+  })
+
+/**
+ * The middleware (inside the envelope middleware, around the endpoint: the body is read).
  *
  * @since 0.6.0
  * @category middleware

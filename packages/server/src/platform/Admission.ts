@@ -27,7 +27,7 @@
  * return together. A node twenty times over capacity thus answers about as many refusals as
  * admissions instead of twenty times as many: the refusals stop eating the capacity they
  * protect (each costs a parsed request and a socket write). Once a whole wait passes without a
- * refusal, the wait halves each second back to 1 s.
+ * refusal, the wait halves each second back to 1 s; two seconds without any request reset it.
  *
  * A refusal is not stored under an idempotency key (it happens before the claim): a
  * retry with the same key runs.
@@ -110,6 +110,7 @@ export const makeAdmissionController = (settings: AdmissionSettings) => {
   // refusals were told a wait, to spread those waits (see `retryAfterFor`).
   let retryAfterSeconds: number = admissionRetryAfterSeconds.min
   let periodStartMs = 0
+  let lastArrivalMs = Number.NEGATIVE_INFINITY
   const periods: Array<{ admitted: number; refused: number }> = [{ admitted: 0, refused: 0 }]
   let refusalsTold = 0
 
@@ -135,10 +136,11 @@ export const makeAdmissionController = (settings: AdmissionSettings) => {
   // wait, not its last second: refused clients told the same wait come back together, and the
   // quiet seconds between their returns are not the end of the overload.
   const pace = (nowMs: number) => {
-    const elapsedMs = nowMs - periodStartMs
-    if (elapsedMs < retryAfterPeriodMs) return
-    if (elapsedMs >= 2 * retryAfterPeriodMs) {
-      // A quiet gap (no request at all for a period): whatever overload was measured is over.
+    // A quiet gap (no request at all for two periods): whatever overload was measured is over.
+    const quiet = nowMs - lastArrivalMs >= 2 * retryAfterPeriodMs
+    lastArrivalMs = nowMs
+    if (!quiet && nowMs - periodStartMs < retryAfterPeriodMs) return
+    if (quiet) {
       retryAfterSeconds = admissionRetryAfterSeconds.min
       periods.length = 0
     } else {
@@ -164,12 +166,25 @@ export const makeAdmissionController = (settings: AdmissionSettings) => {
     return low + (refusalsTold++ % (high - low + 1))
   }
 
+  const full = () => settings.targetMs > 0 && inFlight >= Math.floor(limit)
+
   return {
+    /**
+     * True, counted as a refusal, when a request arriving now would be refused: the early
+     * answer before its body is read. One that passes is admitted (or refused) by `admit`.
+     */
+    refuseEarly: (nowMs: number): boolean => {
+      adjust(nowMs)
+      pace(nowMs)
+      if (!full()) return false
+      periods.at(-1)!.refused += 1
+      return true
+    },
     /** A release function when admitted, undefined when refused. */
     admit: (nowMs: number): ((endMs: number) => void) | undefined => {
       adjust(nowMs)
       pace(nowMs)
-      if (settings.targetMs > 0 && inFlight >= Math.floor(limit)) {
+      if (full()) {
         periods.at(-1)!.refused += 1
         return undefined
       }
@@ -205,6 +220,11 @@ export class Admission extends Context.Service<Admission, {
     effect: Effect.Effect<A, E, R>,
     onRefused: (retryAfterSeconds: number) => Effect.Effect<A2, E2, R2>
   ) => Effect.Effect<A | A2, E | E2, Exclude<R, AdmissionTicket> | R2>
+  /**
+   * Some(seconds to wait) when a request arriving now would be refused: answered before its
+   * body is read, which must not hold a place (a slow upload would hold it as long as it lasts).
+   */
+  readonly refuseEarly: Effect.Effect<Option.Option<number>>
   readonly state: Effect.Effect<AdmissionState>
 }>()("server/platform/Admission") {
   static readonly layer = Layer.effect(
@@ -223,11 +243,15 @@ export class Admission extends Context.Service<Admission, {
           onRefused: (retryAfterSeconds: number) => Effect.Effect<A2, E2, R2>
         ) =>
           Effect.suspend((): Effect.Effect<A | A2, E | E2, Exclude<R, AdmissionTicket> | R2> => {
-            const release = controller.admit(Date.now())
+            // A monotonic clock: the wall clock may step back, and the windows would stall.
+            const release = controller.admit(performance.now())
             if (release === undefined) return onRefused(controller.retryAfterSeconds())
-            const ticket = AdmissionTicket.of({ release: Effect.sync(() => release(Date.now())) })
+            const ticket = AdmissionTicket.of({ release: Effect.sync(() => release(performance.now())) })
             return effect.pipe(Effect.provideService(AdmissionTicket, ticket), Effect.ensuring(ticket.release))
           }),
+        refuseEarly: Effect.sync(() =>
+          controller.refuseEarly(performance.now()) ? Option.some(controller.retryAfterSeconds()) : Option.none()
+        ),
         state: Effect.sync(controller.state)
       })
     })

@@ -131,8 +131,12 @@ export class OperationReplay extends Context.Service<OperationReplay, {
         )
         // Another run took a claim over (this node looked dead to it): this run's record must
         // not be committed beside the other's. Dying here rolls the transaction back (and a
-        // shared one is written again one record at a time, so only that record fails).
-        if (bound.length !== keyed.length) {
+        // shared one is written again one record at a time, so only that record fails). A claim
+        // named twice is one row.
+        const claims = new Set(keyed.map(({ scope }) =>
+          `${scope.accountId}\n${scope.mode}\n${Buffer.from(scope.keyDigest).toString("hex")}\n${scope.claimToken}`
+        ))
+        if (bound.length !== claims.size) {
           return yield* Effect.die(new Error("the idempotency claim was taken over by another run"))
         }
       })

@@ -42,14 +42,19 @@ export const sharedStatements = <R extends Request.Any, A>(
   sql: SqlClient.SqlClient,
   run: (entries: ReadonlyArray<Request.Entry<R>>) => Effect.Effect<A, Request.Error<R>>,
   answer: (entries: ReadonlyArray<Request.Entry<R>>, exit: Exit.Exit<A, Request.Error<R>>) => void,
-  max: number
+  max: number,
+  /**
+   * Reads pass false: a shared SELECT does not fail for one asker's sake, so running each alone
+   * would only repeat the failure (a database down: one timeout per asker, in turn).
+   */
+  retryAlone = true
 ): RequestResolver.RequestResolver<R> =>
   RequestResolver.batchN(
     RequestResolver.makeGrouped<R, number>({
       key: (entry) => transactionNumber(Context.getOrUndefined(entry.context, sql.transactionService)),
       resolver: (entries) =>
         Effect.exit(run(entries)).pipe(Effect.flatMap((exit) =>
-          Exit.isSuccess(exit) || entries.length === 1
+          Exit.isSuccess(exit) || entries.length === 1 || !retryAlone
             ? Effect.sync(() => answer(entries, exit))
             : Effect.forEach(entries, (entry) => Effect.exit(run([entry])).pipe(Effect.map((alone) => answer([entry], alone))), {
               discard: true
