@@ -166,28 +166,24 @@ export const makeAdmissionController = (settings: AdmissionSettings) => {
     return low + (refusalsTold++ % (high - low + 1))
   }
 
-  const full = () => settings.targetMs > 0 && inFlight >= Math.floor(limit)
+  /** True, counted as a refusal, when a request arriving now would be refused. */
+  const refuseEarly = (nowMs: number): boolean => {
+    adjust(nowMs)
+    pace(nowMs)
+    if (settings.targetMs <= 0 || inFlight < Math.floor(limit)) return false
+    periods.at(-1)!.refused += 1
+    return true
+  }
 
   return {
     /**
-     * True, counted as a refusal, when a request arriving now would be refused: the early
-     * answer before its body is read. One that passes is admitted (or refused) by `admit`.
+     * The early answer, before a request's body is read: true (a refusal) while the node is
+     * full. One that passes is admitted, or refused if the node filled up meanwhile, by `admit`.
      */
-    refuseEarly: (nowMs: number): boolean => {
-      adjust(nowMs)
-      pace(nowMs)
-      if (!full()) return false
-      periods.at(-1)!.refused += 1
-      return true
-    },
+    refuseEarly,
     /** A release function when admitted, undefined when refused. */
     admit: (nowMs: number): ((endMs: number) => void) | undefined => {
-      adjust(nowMs)
-      pace(nowMs)
-      if (full()) {
-        periods.at(-1)!.refused += 1
-        return undefined
-      }
+      if (refuseEarly(nowMs)) return undefined
       periods.at(-1)!.admitted += 1
       inFlight += 1
       windowPeakInFlight = Math.max(windowPeakInFlight, inFlight)

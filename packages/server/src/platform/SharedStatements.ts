@@ -6,9 +6,9 @@
  *
  * Callers ask with an Effect `Request`; the resolver built here gathers the requests
  * made in the same turn (up to `max`), runs them with one `run` (one SQL transaction, or
- * one statement) and answers each from its exit. When that shared run fails, it runs and
+ * one statement) and answers each from its exit. When a shared write fails, it runs and
  * answers each request alone, so one request's fault never becomes another's (as the
- * guardian's group commit does).
+ * guardian's group commit does); a shared read's failure is everyone's.
  *
  * @since 0.7.0
  */
