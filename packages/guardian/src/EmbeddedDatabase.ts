@@ -216,13 +216,20 @@ export interface MaintenanceSchedule {
   readonly minIntervalMs: number
   /** The most of the connection's time the rounds may take: the wait after one is its duration over this share. */
   readonly maxShare: number
+  /** How often, between rounds, the tables' sizes are compared with the sizes their statistics were gathered at. */
+  readonly growthCheckMs: number
 }
 
 /**
  * @since 0.1.0
  * @category constants
  */
-export const defaultMaintenanceSchedule: MaintenanceSchedule = { firstAfterMs: 10_000, minIntervalMs: 30_000, maxShare: 0.01 }
+export const defaultMaintenanceSchedule: MaintenanceSchedule = {
+  firstAfterMs: 10_000,
+  minIntervalMs: 30_000,
+  maxShare: 0.01,
+  growthCheckMs: 2_000
+}
 
 /**
  * PostgreSQL's autovacuum removes the dead row versions that updates and deletes leave, and
@@ -242,27 +249,67 @@ export const defaultMaintenanceSchedule: MaintenanceSchedule = { firstAfterMs: 1
  * table). One table at a time: each blocks other statements while it runs (~0.5 s for the
  * whole database after 4,000 transfers). A table dropped meanwhile, or any other failure, is
  * logged and the next round tries again.
+ *
+ * Between rounds, every `growthCheckMs`, a table grown past twice the pages it had when its
+ * statistics were gathered (`pg_class.relpages`, which VACUUM and ANALYZE set) is analyzed at
+ * once, as autovacuum analyzes a table once enough of it has changed. Why: every statement here
+ * is prepared once, and PostgreSQL keeps a prepared statement's generic plan until the
+ * statistics of a table it reads change. A plan made while a table held a page or two scans it
+ * whole (cheaper than an index for a page), and kept while the table grows it costs more on
+ * every execution: in the throughput benchmark's first minute (tables fresh, growing by
+ * thousands of rows between rounds) the relay's read of unpublished events took 2.15 ms a call
+ * instead of 0.29, and the transfer path's read of its chain submission by primary key 0.66
+ * instead of 0.17 (docs/benchmarks.md, "Plans that follow growing tables"). The check is one
+ * read of the catalogue (a few ms); ANALYZE alone samples the table and sends the invalidation
+ * that makes every prepared statement on it plan again.
  */
 const keepTablesMaintained = (client: PgliteClient.PgliteClient, schedule: MaintenanceSchedule) =>
   Effect.gen(function*() {
     yield* Effect.sleep(Duration.millis(schedule.firstAfterMs))
+    let nextRoundMs = 0
     for (;;) {
       const startedMs = yield* Clock.currentTimeMillis
-      // One table per statement: other statements queue behind one table's VACUUM at a
-      // time (a few ms to tens of ms), not behind the whole database's.
-      yield* client<{ readonly name: string }>`
-        SELECT c.oid::regclass::text AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-        WHERE c.relkind = 'r' AND n.nspname = 'public' ORDER BY 1`.pipe(
-        Effect.flatMap((tables) => Effect.forEach(tables, ({ name }) => client.unsafe(`VACUUM (ANALYZE) ${name}`), { discard: true })),
-        // Any failure but this fiber's own interruption (the database closing) is only logged.
-        Effect.catchCause((cause) =>
-          Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause) : Effect.logWarning("embedded database: VACUUM failed; trying again later").pipe(
-            Effect.annotateLogs({ error: Cause.pretty(cause) })
-          )
+      if (startedMs >= nextRoundMs) {
+        // One table per statement: other statements queue behind one table's VACUUM at a
+        // time (a few ms to tens of ms), not behind the whole database's.
+        yield* client<{ readonly name: string }>`
+          SELECT c.oid::regclass::text AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE c.relkind = 'r' AND n.nspname = 'public' ORDER BY 1`.pipe(
+          Effect.flatMap((tables) => Effect.forEach(tables, ({ name }) => client.unsafe(`VACUUM (ANALYZE) ${name}`), { discard: true })),
+          logFailure("VACUUM")
         )
-      )
-      const tookMs = (yield* Clock.currentTimeMillis) - startedMs
-      yield* Effect.logDebug("embedded database: tables vacuumed and analyzed").pipe(Effect.annotateLogs({ took_ms: tookMs }))
-      yield* Effect.sleep(Duration.millis(Math.max(schedule.minIntervalMs, tookMs / schedule.maxShare)))
+        const tookMs = (yield* Clock.currentTimeMillis) - startedMs
+        yield* Effect.logDebug("embedded database: tables vacuumed and analyzed").pipe(Effect.annotateLogs({ took_ms: tookMs }))
+        nextRoundMs = startedMs + tookMs + Math.max(schedule.minIntervalMs, tookMs / schedule.maxShare)
+      } else {
+        yield* client<{ readonly name: string }>`
+          SELECT c.oid::regclass::text AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE c.relkind = 'r' AND n.nspname = 'public'
+            AND pg_relation_size(c.oid) / current_setting('block_size')::int > 2 * greatest(c.relpages, 1)
+          ORDER BY 1`.pipe(
+          Effect.tap((grown) => Effect.forEach(grown, ({ name }) => client.unsafe(`ANALYZE ${name}`), { discard: true })),
+          Effect.tap((grown) =>
+            grown.length === 0 ? Effect.void : Clock.currentTimeMillis.pipe(Effect.flatMap((nowMs) =>
+              Effect.logDebug("embedded database: grown tables analyzed").pipe(
+                Effect.annotateLogs({ tables: grown.map(({ name }) => name).join(","), took_ms: nowMs - startedMs })
+              )
+            ))
+          ),
+          logFailure("ANALYZE")
+        )
+      }
+      const untilRoundMs = nextRoundMs - (yield* Clock.currentTimeMillis)
+      yield* Effect.sleep(Duration.millis(Math.max(0, Math.min(schedule.growthCheckMs, untilRoundMs))))
     }
   })
+
+/** Any failure but this fiber's own interruption (the database closing) is only logged: the next turn tries again. */
+const logFailure = (what: string) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  self.pipe(
+    Effect.asVoid,
+    Effect.catchCause((cause) =>
+      Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause) : Effect.logWarning(`embedded database: ${what} failed; trying again later`).pipe(
+        Effect.annotateLogs({ error: Cause.pretty(cause) })
+      )
+    )
+  )

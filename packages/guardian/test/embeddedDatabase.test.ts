@@ -172,6 +172,63 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
         SELECT relpages, relallvisible FROM pg_class WHERE relname = 't'`
       assert.isAbove(pages[0]!.relallvisible, 0, `all-visible pages: ${JSON.stringify(pages[0])}`)
     }).pipe(
-      Effect.provide(PgliteClient.layerFrom(makeEmbeddedClient(undefined, 5_000, { firstAfterMs: 100, minIntervalMs: 100, maxShare: 0.5 })))
+      Effect.provide(PgliteClient.layerFrom(makeEmbeddedClient(undefined, 5_000, { firstAfterMs: 100, minIntervalMs: 100, maxShare: 0.5, growthCheckMs: 50 })))
+    ), { timeout: 60_000 })
+})
+
+describe("EmbeddedDatabase: plans that follow growing tables", () => {
+  // A statement is prepared once and PostgreSQL keeps its generic plan until the statistics of a
+  // table it reads change: made while the table held a page, the plan scans it whole (cheaper than
+  // the index, for one page) and would go on scanning it whole as it grows, until the next round.
+  it.live("analyzes a table grown past twice its pages between rounds, so a prepared statement plans again (index scan)", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`CREATE TABLE g (id text PRIMARY KEY, n integer NOT NULL, pad text NOT NULL)`
+      yield* sql`CREATE TABLE steady (id text PRIMARY KEY, pad text NOT NULL)`
+      yield* sql`INSERT INTO g VALUES ('r1', 1, '')`
+      yield* sql`INSERT INTO steady SELECT 's' || k, repeat('x', 200) FROM generate_series(1, 1000) AS k`
+      const statistics = (table: string) =>
+        sql<{ reltuples: number; relpages: number }>`SELECT reltuples, relpages FROM pg_class WHERE relname = ${table}`.pipe(
+          Effect.map((rows) => ({ reltuples: Number(rows[0]!.reltuples), relpages: Number(rows[0]!.relpages) }))
+        )
+      const waitFor = (table: string, done: (reltuples: number) => boolean) =>
+        Effect.gen(function*() {
+          const deadline = Date.now() + 10_000
+          let seen = yield* statistics(table)
+          while (!done(seen.reltuples) && Date.now() < deadline) {
+            yield* Effect.sleep("25 millis")
+            seen = yield* statistics(table)
+          }
+          return seen
+        })
+      // The first round (after 100 ms) gathers both tables' statistics; the next is ten minutes away.
+      assert.strictEqual((yield* waitFor("g", (n) => n === 1)).reltuples, 1)
+      const steadyBefore = yield* waitFor("steady", (n) => n === 1000)
+      assert.strictEqual(steadyBefore.reltuples, 1000)
+
+      const lookup = (id: string) => sql<{ n: number }>`SELECT n FROM g WHERE id = ${id}`
+      for (let k = 0; k < 8; k++) assert.deepStrictEqual(yield* lookup("r1"), [{ n: 1 }])
+      const planOfLookup = Effect.gen(function*() {
+        const [prepared] = yield* sql<{ name: string }>`
+          SELECT name FROM pg_prepared_statements WHERE statement = 'SELECT n FROM g WHERE id = $1'`
+        assert.isDefined(prepared, "the lookup is a prepared statement")
+        const plan = yield* sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN EXECUTE ${prepared!.name}('r1')`)
+        return plan.map((row) => row["QUERY PLAN"]).join("\n")
+      })
+      assert.match(yield* planOfLookup, /Seq Scan on g/, "one page: the whole table is cheaper than the index")
+
+      // Grown to ~100 pages, and the steady table by less than half: only the first is analyzed.
+      yield* sql`INSERT INTO g SELECT 'r' || k, k, repeat('x', 40) FROM generate_series(2, 8000) AS k`
+      yield* sql`INSERT INTO steady SELECT 't' || k, repeat('x', 200) FROM generate_series(1, 300) AS k`
+      assert.strictEqual((yield* waitFor("g", (n) => n === 8000)).reltuples, 8000)
+      assert.match(yield* planOfLookup, /Index Scan using g_pkey on g/)
+      assert.deepStrictEqual(yield* statistics("steady"), steadyBefore, "not grown past twice its pages: left to the rounds")
+    }).pipe(
+      Effect.provide(PgliteClient.layerFrom(makeEmbeddedClient(undefined, 5_000, {
+        firstAfterMs: 100,
+        minIntervalMs: 600_000,
+        maxShare: 0.5,
+        growthCheckMs: 50
+      })))
     ), { timeout: 60_000 })
 })
