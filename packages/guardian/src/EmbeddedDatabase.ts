@@ -250,7 +250,7 @@ export const defaultMaintenanceSchedule: MaintenanceSchedule = {
  * whole database after 4,000 transfers). A table dropped meanwhile, or any other failure, is
  * logged and the next round tries again.
  *
- * Between rounds, every `growthCheckMs`, a table grown past twice the pages it had when its
+ * Between rounds (and before the first), every `growthCheckMs`, a table grown past twice the pages it had when its
  * statistics were gathered (`pg_class.relpages`, which VACUUM and ANALYZE set) is analyzed at
  * once, as autovacuum analyzes a table once enough of it has changed. Why: every statement here
  * is prepared once, and PostgreSQL keeps a prepared statement's generic plan until the
@@ -265,9 +265,10 @@ export const defaultMaintenanceSchedule: MaintenanceSchedule = {
  */
 const keepTablesMaintained = (client: PgliteClient.PgliteClient, schedule: MaintenanceSchedule) =>
   Effect.gen(function*() {
-    yield* Effect.sleep(Duration.millis(schedule.firstAfterMs))
-    let nextRoundMs = 0
+    let nextRoundMs = (yield* Clock.currentTimeMillis) + schedule.firstAfterMs
     for (;;) {
+      const untilRoundMs = nextRoundMs - (yield* Clock.currentTimeMillis)
+      yield* Effect.sleep(Duration.millis(Math.max(0, Math.min(schedule.growthCheckMs, untilRoundMs))))
       const startedMs = yield* Clock.currentTimeMillis
       if (startedMs >= nextRoundMs) {
         // One table per statement: other statements queue behind one table's VACUUM at a
@@ -298,8 +299,6 @@ const keepTablesMaintained = (client: PgliteClient.PgliteClient, schedule: Maint
           logFailure("ANALYZE")
         )
       }
-      const untilRoundMs = nextRoundMs - (yield* Clock.currentTimeMillis)
-      yield* Effect.sleep(Duration.millis(Math.max(0, Math.min(schedule.growthCheckMs, untilRoundMs))))
     }
   })
 
