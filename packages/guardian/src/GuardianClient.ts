@@ -12,8 +12,9 @@
  *
  * @since 0.1.0
  */
+import { NodeHttpClient } from "@effect/platform-node"
 import { Cause, Config, Context, Effect, Layer, Option, Redacted } from "effect"
-import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
+import { HttpClient, HttpClientRequest } from "effect/http"
 import { RpcClient, RpcClientError, RpcSerialization } from "effect/rpc"
 import { GuardianError } from "./Domain.ts"
 import { Guardian, type GuardianShape } from "./Guardian.ts"
@@ -204,7 +205,9 @@ export class GuardianClient extends Context.Service<GuardianClient, GuardianClie
         })
       ),
       Layer.provide(RpcSerialization.layerJson),
-      Layer.provide(FetchHttpClient.layer)
+      // undici's own request API, not fetch: fetch's Request/Response/Headers machinery was
+      // ~3.4 % of the server's CPU under the throughput benchmark, for one small POST a call.
+      Layer.provide(NodeHttpClient.layerUndici)
     )
 
   /**
