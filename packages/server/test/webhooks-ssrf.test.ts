@@ -6,10 +6,12 @@
  * resolver says, at connect time); `localhost` goes through the system
  * resolver. Also: the connection is pinned to the checked address while TLS
  * still verifies the host name, redirects are not followed, and
- * certificates are verified.
+ * certificates are verified. And what an attempt records when it gets no answer
+ * (refused, timed out, reset) or an answer with Retry-After.
  */
 import * as dns from "node:dns"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { checkUrl, makeAddressPolicy } from "../src/webhooks/AddressPolicy.ts"
@@ -22,6 +24,8 @@ beforeAll(async () => {
   receiver = await startReceiver(ca, ({ path }) =>
     path === "/redirect"
       ? { status: 302, headers: { location: "https://169.254.169.254/latest/meta-data/" } }
+      : path === "/busy"
+      ? { status: 503, headers: { "retry-after": "7" } }
       : { status: 200 })
 })
 afterAll(() => receiver.close())
@@ -156,4 +160,52 @@ describe("SSRF defences", () => {
       assert.strictEqual(checkUrl(policy, "https://[::ffff:10.1.2.3]/")._tag, "Refused")
       assert.throws(() => makeAddressPolicy({ allowLoopback: false, allowedPrivateCidrs: ["10.0.0.0/33"] }))
     }))
+})
+
+/** A TCP peer on loopback that does `onConnection` with every connection; closed after the test. */
+const rawPeer = (onConnection: (socket: net.Socket) => void) =>
+  Effect.acquireRelease(
+    Effect.promise(() =>
+      new Promise<net.Server>((resolve) => {
+        const server = net.createServer(onConnection)
+        server.listen(0, "127.0.0.1", () => resolve(server))
+      })
+    ),
+    (server) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  ).pipe(Effect.map((server) => (server.address() as net.AddressInfo).port))
+
+describe("attempt outcomes", () => {
+  const loopback = WebhookClient.make({
+    policy: makeAddressPolicy({ allowLoopback: true, allowedPrivateCidrs: [] }),
+    extraCaPem: caPem,
+    resolver,
+    timeoutMs: 500
+  })
+
+  it.effect("a status and its Retry-After pass through; a pooled connection serves the next attempt", () =>
+    Effect.gen(function*() {
+      const busy = yield* send(loopback, `https://127.0.0.1:${receiver.port}/busy`)
+      assert.deepStrictEqual([busy.statusCode, busy.error, busy.retryAfter], [503, undefined, "7"])
+      const again = yield* send(loopback, `https://127.0.0.1:${receiver.port}/ok`)
+      assert.deepStrictEqual([again.statusCode, again.error], [200, undefined])
+    }))
+
+  it.effect("a closed port is connection_refused, a silent peer times out, a dropped connection is connection_reset", () =>
+    Effect.gen(function*() {
+      const closedPort = yield* Effect.scoped(rawPeer(() => {}))
+      const refused = yield* send(loopback, `https://127.0.0.1:${closedPort}/`)
+      assert.deepStrictEqual([refused.statusCode, refused.error], [undefined, "connection_refused"])
+
+      const held: Array<net.Socket> = []
+      const silentPort = yield* rawPeer((socket) => held.push(socket))
+      const silent = yield* send(loopback, `https://127.0.0.1:${silentPort}/`)
+      held.forEach((socket) => socket.destroy())
+      assert.deepStrictEqual([silent.statusCode, silent.error], [undefined, "timeout"])
+      assert.isAtLeast(silent.durationMs, 450)
+      assert.isBelow(silent.durationMs, 2_000, "the attempt's deadline holds during the TLS handshake too")
+
+      const resetPort = yield* rawPeer((socket) => socket.resetAndDestroy())
+      const reset = yield* send(loopback, `https://127.0.0.1:${resetPort}/`)
+      assert.deepStrictEqual([reset.statusCode, reset.error], [undefined, "connection_reset"])
+    }).pipe(Effect.scoped))
 })
