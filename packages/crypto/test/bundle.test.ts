@@ -1,6 +1,6 @@
 // Goal: the package bundles for browsers with no Node-only import, so the dashboard and
 // the SDK can use the same code; the bundle includes mcl-wasm's embedded WebAssembly.
-import { mkdtempSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { pathToFileURL } from "node:url"
@@ -30,9 +30,11 @@ it("bundles src/index.ts for the browser without node: or Node built-in imports"
 
   // The bundled code itself works, including the CommonJS interop of mcl-wasm: load it as
   // a plain ES module (globals only: WebAssembly, crypto.getRandomValues) and use it.
-  const file = join(mkdtempSync(join(tmpdir(), "pps-crypto-bundle-")), "bundle.mjs")
+  const dir = mkdtempSync(join(tmpdir(), "pps-crypto-bundle-"))
+  const file = join(dir, "bundle.mjs")
   writeFileSync(file, code)
   const bundled = (await import(pathToFileURL(file).href)) as typeof Crypto
+  rmSync(dir, { recursive: true, force: true })
   expect(await bundled.Backend.init()).toBe("mcl")
   const keyPair = bundled.EncryptionKey.generate()
   const { ciphertext } = bundled.ElGamal.encrypt(42n, [keyPair.publicKey])

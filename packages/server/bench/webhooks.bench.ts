@@ -30,7 +30,7 @@ import type { StoredEvent } from "@pps/api/Events"
 import { Outbox } from "../src/events/Outbox.ts"
 import { ulid } from "../src/platform/Ids.ts"
 import { testConfig } from "../test/support/TestServer.ts"
-import { makeTestCa } from "../test/support/webhooks-receiver.ts"
+import { makeTestCa, removeTestCa } from "../test/support/webhooks-receiver.ts"
 import { confirmedEvent, EventsServicesLive, newAccount, newWebhook } from "../test/support/webhooks-services.ts"
 
 const subscriptions = Number(process.env["BENCH_SUBSCRIPTIONS"] ?? "50")
@@ -108,6 +108,7 @@ const freshDatabase = Effect.gen(function*() {
 const runMode = (mode: "embedded" | "nats") =>
   Effect.gen(function*() {
     const ca = makeTestCa()
+    yield* Effect.addFinalizer(() => Effect.sync(() => removeTestCa(ca)))
     const receiver = yield* Effect.acquireRelease(
       Effect.promise(() => startRemoteReceiver(ca.dir)),
       (r) => Effect.sync(() => r.stop())

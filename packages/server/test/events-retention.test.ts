@@ -3,16 +3,17 @@
  * (never under 30) with their delivery logs, keeps younger ones, and keeps an
  * old event while a delivery of it is still pending.
  */
-import { assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Context, Effect, Exit, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { AppConfig } from "../src/config/AppConfig.ts"
 import { EventStore } from "../src/events/EventStore.ts"
 import { sweepEvents } from "../src/events/Retention.ts"
-import { eventually, makeTestCa, receiverResource } from "./support/webhooks-receiver.ts"
+import { eventually, makeTestCa, receiverResource, removeTestCa } from "./support/webhooks-receiver.ts"
 import { append, buildServices, confirmedEvent, deliveriesOf, newAccount, newWebhook } from "./support/webhooks-services.ts"
 
 const ca = makeTestCa()
+afterAll(() => removeTestCa(ca))
 
 describe("event retention", () => {
   it.live("deletes events past 30 days with their deliveries, keeps younger ones and those still being delivered", () =>

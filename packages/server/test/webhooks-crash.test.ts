@@ -10,7 +10,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { makeTestCa, startReceiver } from "./support/webhooks-receiver.ts"
+import { makeTestCa, removeTestCa, startReceiver } from "./support/webhooks-receiver.ts"
 
 const node = fileURLToPath(new URL("./support/webhooks-node.ts", import.meta.url))
 const children: Array<ChildProcess> = []
@@ -94,6 +94,7 @@ describe("webhook delivery across a crash", () => {
       await second.exited
     } finally {
       await receiver.close()
+      removeTestCa(ca)
       fs.rmSync(dataDir, { recursive: true, force: true })
       fs.rmSync(ca.dir, { recursive: true, force: true })
     }

@@ -17,7 +17,7 @@ import { Dispatcher } from "../src/webhooks/Dispatcher.ts"
 import { natsAvailable, natsUrl } from "./support/requireNats.ts"
 import { postgresAvailable } from "./support/requirePostgres.ts"
 import { postgresAdminUrl } from "./support/TestServer.ts"
-import { eventually, makeTestCa, startReceiver } from "./support/webhooks-receiver.ts"
+import { eventually, makeTestCa, removeTestCa, startReceiver } from "./support/webhooks-receiver.ts"
 import { append, buildServices, confirmedEvent, newAccount, newWebhook } from "./support/webhooks-services.ts"
 
 const ca = makeTestCa()
@@ -25,6 +25,7 @@ const stream = `PPS_TEST_${ulid()}`
 const subjectPrefix = `test.${stream.toLowerCase()}`
 
 afterAll(async () => {
+  removeTestCa(ca)
   if (!natsAvailable) return
   const nc = await connect({ servers: natsUrl })
   const jsm = await jetstreamManager(nc)

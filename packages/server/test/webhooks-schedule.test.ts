@@ -4,13 +4,13 @@
  * on loopback whose certificate comes from a throwaway CA the server trusts
  * through WEBHOOK_CA_FILE.
  */
-import { assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Clock, Context, Effect, Option } from "effect"
 import { TestClock } from "effect/testing"
 import { retryDelaysMs, retryWindowMs } from "../src/webhooks/RetrySchedule.ts"
 import { serviceSignature } from "../src/webhooks/Signature.ts"
 import { Webhooks } from "../src/webhooks/Webhooks.ts"
-import { eventually, makeTestCa, receiverResource } from "./support/webhooks-receiver.ts"
+import { eventually, makeTestCa, receiverResource, removeTestCa } from "./support/webhooks-receiver.ts"
 import {
   append,
   attemptsOf,
@@ -23,6 +23,7 @@ import {
 } from "./support/webhooks-services.ts"
 
 const ca = makeTestCa()
+afterAll(() => removeTestCa(ca))
 // Long polls: on virtual time every poll is a real database round trip, and the
 // worker sleeps until the next due delivery anyway (commits and fan-out wake it).
 const config = {

@@ -16,7 +16,7 @@ import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { checkUrl, makeAddressPolicy } from "../src/webhooks/AddressPolicy.ts"
 import { type Resolver, WebhookClient } from "../src/webhooks/WebhookClient.ts"
-import { makeTestCa, type Receiver, startReceiver } from "./support/webhooks-receiver.ts"
+import { makeTestCa, type Receiver, removeTestCa, startReceiver } from "./support/webhooks-receiver.ts"
 
 const ca = makeTestCa()
 let receiver: Receiver
@@ -28,7 +28,10 @@ beforeAll(async () => {
       ? { status: 503, headers: { "retry-after": "7" } }
       : { status: 200 })
 })
-afterAll(() => receiver.close())
+afterAll(async () => {
+  await receiver.close()
+  removeTestCa(ca)
+})
 
 /** A hostile DNS server: names that resolve to internal addresses. */
 const hostileDns: Record<string, ReadonlyArray<{ address: string; family: number }>> = {

@@ -14,12 +14,15 @@ import { Outbox } from "../../src/events/Outbox.ts"
 import { WebhookStore } from "../../src/webhooks/WebhookStore.ts"
 import { bearer, createAccount, expectEnvelope, postJson, send } from "../support/http.ts"
 import { type DatabaseTarget, makeTestServer, TestServer, type TestServerShape } from "../support/TestServer.ts"
-import { eventually, makeTestCa, type ReceivedRequest, startReceiver } from "../support/webhooks-receiver.ts"
+import { eventually, makeTestCa, type ReceivedRequest, removeTestCa, startReceiver } from "../support/webhooks-receiver.ts"
 
 const ca = makeTestCa()
 const receiver = await startReceiver(ca, ({ path }) =>
   path.startsWith("/fail") ? { status: 500 } : path.startsWith("/slow") ? { status: 200, delayMs: 2_000 } : { status: 200 })
-afterAll(() => receiver.close())
+afterAll(async () => {
+  await receiver.close()
+  removeTestCa(ca)
+})
 
 const CANARY = "987654.321"
 const MEMO_CANARY = "canary-memo-7f3a"

@@ -44,6 +44,9 @@ export const makeTestCa = (): TestCa => {
   }
 }
 
+/** Removes a CA's directory (its files are read by path while the tests run: call it after them). */
+export const removeTestCa = (ca: TestCa): void => fs.rmSync(ca.dir, { recursive: true, force: true })
+
 export interface ReceivedRequest {
   readonly path: string
   readonly headers: http.IncomingHttpHeaders
