@@ -187,6 +187,13 @@ suite("settlement on embedded anvil", () => {
         yield* settlement.submit(early)
         const first = yield* settlement.awaitResolution(early.submissionId, 30_000)
         assert.isTrue(Option.isSome(first) && first.value._tag === "Confirmed", describe(first))
+        // Empty blocks (same timestamp) so that the first transaction's event lies more than two
+        // search windows back (SettlementLimits.eventSearchWindowBlocks, 1,000): resolving the
+        // skipped copy walks back window by window to find it.
+        const blocksBetween = 2_100
+        yield* Effect.promise(() =>
+          chain.client.request({ method: "anvil_mine" as never, params: [`0x${blocksBetween.toString(16)}`, "0x0"] as never })
+        )
         const again = { ...early, submissionId: "tr_early-again" }
         const stale = transfer("stale", 1, 0n, now - 1n)
         const fresh = Array.from({ length: 22 }, (_, i) => transfer(`fresh-${i}`, 2 + (i % 4), BigInt(Math.floor(i / 4))))
@@ -202,7 +209,11 @@ suite("settlement on embedded anvil", () => {
         }
         const resolvedAgain = byId.get(again.submissionId)!
         assert.isTrue(Option.isSome(resolvedAgain) && resolvedAgain.value._tag === "Confirmed", describe(resolvedAgain))
-        if (Option.isSome(resolvedAgain) && Option.isSome(first)) assert.strictEqual(resolvedAgain.value.txHash, first.value.txHash)
+        if (Option.isSome(resolvedAgain) && Option.isSome(first) && first.value._tag === "Confirmed") {
+          assert.strictEqual(resolvedAgain.value.txHash, first.value.txHash)
+          const newest = yield* Effect.promise(() => chain.client.getBlockNumber({ cacheTime: 0 }))
+          assert.isAbove(Number(newest - first.value.blockNumber), blocksBetween, "the event was more than two windows back")
+        }
         const resolvedStale = byId.get(stale.submissionId)!
         assert.isTrue(Option.isSome(resolvedStale) && resolvedStale.value._tag === "Failed", describe(resolvedStale))
         yield* expectAppliedOnce(chain, [early, ...fresh].map((request) => request.replayKey!.transferId))

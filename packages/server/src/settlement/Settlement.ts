@@ -42,7 +42,16 @@
 import { ConfidentialTokenArtifact } from "@pps/contracts"
 import { Context, Deferred, Duration, Effect, Exit, Layer, Option, PubSub, Schedule, Stream } from "effect"
 import type { SqlError } from "effect/sql"
-import { getAbiItem, type Hex, hexToBigInt, type PublicClient, slice as sliceHex, toEventSelector, type TransactionReceipt } from "viem"
+import {
+  getAbiItem,
+  type Hex,
+  hexToBigInt,
+  numberToHex,
+  type PublicClient,
+  slice as sliceHex,
+  toEventSelector,
+  type TransactionReceipt
+} from "viem"
 import type { Mode } from "@pps/api/ApiKeys"
 import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
 import { confidentialTransferBatchCall } from "./calls.ts"
@@ -390,16 +399,35 @@ const makeEngine = (
         const { transferId } = request.replayKey
         if (!(yield* replayNonceUsed(request))) return Option.none<TransactionReceipt>()
         // Both ConfidentialTransfer and PublicTransfer index the transfer id third; only those two
-        // mean applied (a batch's ConfidentialTransferSkipped carries the id too, second).
-        const logs = yield* rpc("finding a transfer's event", () =>
-          client.request({
-            method: "eth_getLogs",
-            params: [{ address: request.target, fromBlock: "0x0", toBlock: "latest", topics: [appliedTopics, null, null, transferId] }]
-          }))
-        const hash = logs[0]?.transactionHash
-        if (hash === undefined || hash === null) return Option.none<TransactionReceipt>()
-        const receipt = yield* rpc("reading a receipt", () => client.getTransactionReceipt({ hash }))
-        return Option.some(receipt)
+        // mean applied (a batch's ConfidentialTransferSkipped carries the id too, second). Searched
+        // from the newest block back, a window at a time (providers refuse a range from block 0 on
+        // a long chain, which left such a transfer unresolved for ever): the event is recent but
+        // when the nonce went to another transfer, and then the walk ends at block 0 with none.
+        const window = SettlementLimits.eventSearchWindowBlocks
+        // Not viem's cached block number: a block mined since would fall outside every window.
+        const newest = yield* rpc("reading the block number", () => client.getBlockNumber({ cacheTime: 0 }))
+        let to = newest
+        for (;;) {
+          const from = to >= window ? to - window + 1n : 0n
+          const logs = yield* rpc("finding a transfer's event", () =>
+            client.request({
+              method: "eth_getLogs",
+              params: [{
+                address: request.target,
+                fromBlock: numberToHex(from),
+                // The first window reaches "latest": a block mined since `newest` holds it too.
+                toBlock: to === newest ? "latest" : numberToHex(to),
+                topics: [appliedTopics, null, null, transferId]
+              }]
+            }))
+          const hash = logs[0]?.transactionHash
+          if (hash !== undefined && hash !== null) {
+            const receipt = yield* rpc("reading a receipt", () => client.getTransactionReceipt({ hash }))
+            return Option.some(receipt)
+          }
+          if (from === 0n) return Option.none<TransactionReceipt>()
+          to = from - 1n
+        }
       })
 
     const blockTimestamp = (blockNumber: bigint) =>

@@ -153,6 +153,12 @@ export const SettlementLimits = {
   concludesInParallel: 8,
   /** Confirmations written per statement (4 parameters each, far below PostgreSQL's 65,535). */
   confirmationsPerStatementMax: 1_000,
+  /**
+   * Blocks one `eth_getLogs` covers when looking for the event of a transfer applied by another
+   * transaction: RPC providers cap a query's block range (often at a few thousand blocks), so the
+   * search walks back from the newest block in windows of this size instead of asking from block 0.
+   */
+  eventSearchWindowBlocks: 1_000n,
   /** A watcher further behind the chain than a round's blocks says so at most this often. */
   lagWarningEveryMs: 10_000,
   /** Tip per gas offered: enough for any dev chain or quiet testnet to include us at once. */
