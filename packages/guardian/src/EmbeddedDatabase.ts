@@ -250,9 +250,9 @@ export const defaultMaintenanceSchedule: MaintenanceSchedule = {
  * whole database after 4,000 transfers). A table dropped meanwhile, or any other failure, is
  * logged and the next round tries again.
  *
- * Between rounds (and before the first), every `growthCheckMs`, a table grown past twice the pages it had when its
- * statistics were gathered (`pg_class.relpages`, which VACUUM and ANALYZE set) is analyzed at
- * once, as autovacuum analyzes a table once enough of it has changed. Why: every statement here
+ * Between rounds (and before the first), every `growthCheckMs`, a table grown past twice the
+ * pages it had when its statistics were gathered (`pg_class.relpages`, which VACUUM and ANALYZE
+ * set) is analyzed at once, as autovacuum analyzes a table once enough of it has changed. Why: every statement here
  * is prepared once, and PostgreSQL keeps a prepared statement's generic plan until the
  * statistics of a table it reads change. A plan made while a table held a page or two scans it
  * whole (cheaper than an index for a page), and kept while the table grows it costs more on
