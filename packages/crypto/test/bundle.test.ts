@@ -33,8 +33,9 @@ it("bundles src/index.ts for the browser without node: or Node built-in imports"
   const dir = mkdtempSync(join(tmpdir(), "pps-crypto-bundle-"))
   const file = join(dir, "bundle.mjs")
   writeFileSync(file, code)
-  const bundled = (await import(pathToFileURL(file).href)) as typeof Crypto
-  rmSync(dir, { recursive: true, force: true })
+  const bundled = await (import(pathToFileURL(file).href) as Promise<typeof Crypto>).finally(() =>
+    rmSync(dir, { recursive: true, force: true })
+  )
   expect(await bundled.Backend.init()).toBe("mcl")
   const keyPair = bundled.EncryptionKey.generate()
   const { ciphertext } = bundled.ElGamal.encrypt(42n, [keyPair.publicKey])

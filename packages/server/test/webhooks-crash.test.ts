@@ -96,7 +96,6 @@ describe("webhook delivery across a crash", () => {
       await receiver.close()
       removeTestCa(ca)
       fs.rmSync(dataDir, { recursive: true, force: true })
-      fs.rmSync(ca.dir, { recursive: true, force: true })
     }
   })
 })

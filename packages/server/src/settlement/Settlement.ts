@@ -401,12 +401,15 @@ const makeEngine = (
         // Both ConfidentialTransfer and PublicTransfer index the transfer id third; only those two
         // mean applied (a batch's ConfidentialTransferSkipped carries the id too, second). Searched
         // from the newest block back, a window at a time (providers refuse a range from block 0 on
-        // a long chain, which left such a transfer unresolved for ever): the event is recent but
-        // when the nonce went to another transfer, and then the walk ends at block 0 with none.
+        // a long chain, which left such a transfer unresolved for ever). The walk has no earlier
+        // stop on purpose: "none" makes the caller sign the call anew or fail it, so it must mean
+        // that no block holds the event. It is short in practice (the event is as old as the
+        // outage that made us look); only a nonce taken by another transfer, which the server's
+        // nonce allocation should never produce, would walk to block 0.
         const window = SettlementLimits.eventSearchWindowBlocks
-        // Not viem's cached block number: a block mined since would fall outside every window.
-        const newest = yield* rpc("reading the block number", () => client.getBlockNumber({ cacheTime: 0 }))
-        let to = newest
+        // Read after the nonce was seen used, so the block that used it is at or below this one.
+        // Not viem's cached block number, which may predate it.
+        let to = yield* rpc("reading the block number", () => client.getBlockNumber({ cacheTime: 0 }))
         for (;;) {
           const from = to >= window ? to - window + 1n : 0n
           const logs = yield* rpc("finding a transfer's event", () =>
@@ -415,12 +418,11 @@ const makeEngine = (
               params: [{
                 address: request.target,
                 fromBlock: numberToHex(from),
-                // The first window reaches "latest": a block mined since `newest` holds it too.
-                toBlock: to === newest ? "latest" : numberToHex(to),
+                toBlock: numberToHex(to),
                 topics: [appliedTopics, null, null, transferId]
               }]
             }))
-          const hash = logs[0]?.transactionHash
+          const hash = logs.find((log) => log.transactionHash !== null && log.removed !== true)?.transactionHash
           if (hash !== undefined && hash !== null) {
             const receipt = yield* rpc("reading a receipt", () => client.getTransactionReceipt({ hash }))
             return Option.some(receipt)
