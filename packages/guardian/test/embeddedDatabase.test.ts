@@ -41,6 +41,24 @@ const runBoth = async (run: (db: PGlite) => Promise<unknown>) => {
   }
 }
 
+/** A table's planner statistics as `pg_class` holds them (reltuples -1: never analyzed). */
+const statisticsOf = (sql: SqlClient.SqlClient, table: string) =>
+  sql<{ reltuples: number; relpages: number }>`SELECT reltuples, relpages FROM pg_class WHERE relname = ${table}`.pipe(
+    Effect.map((rows) => ({ reltuples: Number(rows[0]!.reltuples), relpages: Number(rows[0]!.relpages) }))
+  )
+
+/** The table's statistics once its row estimate is `rows`, or as they are after 10 s. */
+const statisticsOnceRows = (sql: SqlClient.SqlClient, table: string, rows: number) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + 10_000
+    let seen = yield* statisticsOf(sql, table)
+    while (seen.reltuples !== rows && Date.now() < deadline) {
+      yield* Effect.sleep("25 millis")
+      seen = yield* statisticsOf(sql, table)
+    }
+    return seen
+  })
+
 const failure = (promise: Promise<unknown>) =>
   promise.then(
     () => ({ failed: false as const }),
@@ -144,9 +162,7 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       yield* sql.unsafe(schema)
-      const reltuples = sql<{ reltuples: number }>`SELECT reltuples FROM pg_class WHERE relname = 't'`.pipe(
-        Effect.map((rows) => Number(rows[0]!.reltuples))
-      )
+      const reltuples = statisticsOf(sql, "t").pipe(Effect.map((statistics) => statistics.reltuples))
       yield* sql`INSERT INTO t (id, n) SELECT 'r' || g, g FROM generate_series(1, 500) AS g`
       // Every row updated once: 500 dead versions for VACUUM to remove.
       yield* sql`UPDATE t SET n = n + 1`
@@ -158,13 +174,7 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
         assert.strictEqual(yield* reltuples, before)
       }))
       // Then it runs: the table's statistics appear (within a few rounds of 100 ms).
-      const deadline = Date.now() + 10_000
-      let seen = yield* reltuples
-      while (seen !== 500 && Date.now() < deadline) {
-        yield* Effect.sleep("50 millis")
-        seen = yield* reltuples
-      }
-      assert.strictEqual(seen, 500)
+      assert.strictEqual((yield* statisticsOnceRows(sql, "t", 500)).reltuples, 500)
       const columns = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stats WHERE tablename = 't'`
       assert.isAbove(columns[0]!.n, 0, "column statistics too")
       // Vacuumed, not only analyzed: only VACUUM marks pages all-visible (ANALYZE alone leaves 0).
@@ -194,20 +204,7 @@ describe("EmbeddedDatabase: plans that follow growing tables", () => {
       yield* sql`CREATE TABLE steady (id text PRIMARY KEY, pad text NOT NULL)`
       yield* sql`INSERT INTO g VALUES ('r1', 1, '')`
       yield* sql`INSERT INTO steady SELECT 's' || k, repeat('x', 200) FROM generate_series(1, 1000) AS k`
-      const statistics = (table: string) =>
-        sql<{ reltuples: number; relpages: number }>`SELECT reltuples, relpages FROM pg_class WHERE relname = ${table}`.pipe(
-          Effect.map((rows) => ({ reltuples: Number(rows[0]!.reltuples), relpages: Number(rows[0]!.relpages) }))
-        )
-      const waitFor = (table: string, done: (reltuples: number) => boolean) =>
-        Effect.gen(function*() {
-          const deadline = Date.now() + 10_000
-          let seen = yield* statistics(table)
-          while (!done(seen.reltuples) && Date.now() < deadline) {
-            yield* Effect.sleep("25 millis")
-            seen = yield* statistics(table)
-          }
-          return seen
-        })
+      const statistics = (table: string) => statisticsOf(sql, table)
       // Statistics gathered now (no round comes: the first is ten minutes away).
       yield* sql`ANALYZE g`
       yield* sql`ANALYZE steady`
@@ -229,7 +226,7 @@ describe("EmbeddedDatabase: plans that follow growing tables", () => {
       // Grown to ~100 pages, and the steady table by less than half: only the first is analyzed.
       yield* sql`INSERT INTO g SELECT 'r' || k, k, repeat('x', 40) FROM generate_series(2, 8000) AS k`
       yield* sql`INSERT INTO steady SELECT 't' || k, repeat('x', 200) FROM generate_series(1, 300) AS k`
-      assert.strictEqual((yield* waitFor("g", (n) => n === 8000)).reltuples, 8000)
+      assert.strictEqual((yield* statisticsOnceRows(sql, "g", 8000)).reltuples, 8000)
       assert.match(yield* planOfLookup, /Index Scan using g_pkey on g/)
       assert.deepStrictEqual(yield* statistics("steady"), steadyBefore, "not grown past twice its pages: left to the rounds")
     }).pipe(
