@@ -1,14 +1,19 @@
 /**
- * The embedded database's prepared-statement path (src/EmbeddedDatabase.ts) answers exactly
- * as PGlite's own `query` does: same rows, types, counts and errors, on a real PGlite. And it
- * does prepare once: a repeated statement text is executed without being prepared again.
+ * The embedded database's prepared-statement path (src/PreparedStatementPGlite.ts) answers
+ * exactly as PGlite's own `query` does: same rows, types, counts and errors, on a real PGlite,
+ * and so does the same database on its own thread (src/DatabaseThread.ts). And it does prepare
+ * once: a repeated statement text is executed without being prepared again.
  */
-import { PGlite } from "@electric-sql/pglite"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { PGlite, type PGliteInterface } from "@electric-sql/pglite"
 import { assert, describe, it } from "@effect/vitest"
 import { PgliteClient } from "@effect/sql-pglite"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import { makeEmbeddedClient, PreparedStatementPGlite } from "../src/EmbeddedDatabase.ts"
+import { ThreadedPGlite } from "../src/DatabaseThread.ts"
+import { type DatabaseThreading, makeEmbeddedClient, PreparedStatementPGlite } from "../src/EmbeddedDatabase.ts"
 
 const schema = `CREATE TABLE t (
   id text PRIMARY KEY, b bytea, j jsonb, n bigint, i integer, ts timestamptz, f boolean, tags text[]
@@ -30,14 +35,25 @@ const statements: ReadonlyArray<readonly [string, ReadonlyArray<unknown>]> = [
   ["SELECT 1 AS one, 'x' AS two", []]
 ]
 
-const runBoth = async (run: (db: PGlite) => Promise<unknown>) => {
+/** What the tests below ask of a database: what the SQL client asks of it. */
+type Queried = Pick<PGliteInterface, "query" | "exec">
+
+/** `run` on PGlite, on the prepared-statement PGlite and on the latter on its own thread. */
+const runEach = async (run: (db: Queried) => Promise<unknown>) => {
   const plain = new PGlite()
   const prepared = new PreparedStatementPGlite(undefined)
+  const threaded = await ThreadedPGlite.open(undefined)
   try {
-    return { plain: await run(plain), prepared: await run(prepared), statistics: prepared.preparedStatistics }
+    return {
+      plain: await run(plain),
+      prepared: await run(prepared),
+      threaded: await run(threaded.asClient()),
+      statistics: prepared.preparedStatistics
+    }
   } finally {
     await plain.close()
     await prepared.close()
+    await threaded.close()
   }
 }
 
@@ -72,7 +88,7 @@ const failure = (promise: Promise<unknown>) =>
 
 describe("EmbeddedDatabase: prepared statements on PGlite", () => {
   it("returns what PGlite's own query returns, twice over (prepared, then reused)", async () => {
-    const { plain, prepared, statistics } = await runBoth(async (db) => {
+    const { plain, prepared, statistics, threaded } = await runEach(async (db) => {
       await db.exec(schema)
       const results: Array<unknown> = []
       for (const [text, params] of statements) results.push(await db.query(text, [...params]))
@@ -83,13 +99,14 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
       return results
     })
     assert.deepStrictEqual(prepared, plain)
+    assert.deepStrictEqual(threaded, plain)
     // Nine texts prepared once each (and PGlite's own start-up statements); every later run reused.
     assert.isAtMost(statistics.prepares, 9 + 5)
     assert.isAtLeast(statistics.executions - statistics.prepares, 10)
   }, 60_000)
 
   it("fails as PGlite fails (same code, message and query) and the connection goes on", async () => {
-    const { plain, prepared } = await runBoth(async (db) => {
+    const { plain, prepared, threaded } = await runEach(async (db) => {
       await db.exec(schema)
       const insert = "INSERT INTO t (id) VALUES ($1)"
       await db.query(insert, ["a"])
@@ -107,6 +124,7 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
       return { duplicate, syntax, badType, inTransaction, aborted, after: after.rows, count: (await db.query("SELECT count(*)::int AS c FROM t")).rows }
     })
     assert.deepStrictEqual(prepared, plain)
+    assert.deepStrictEqual(threaded, plain)
     assert.strictEqual((prepared as { duplicate: { code: string } }).duplicate.code, "23505")
     assert.strictEqual((prepared as { aborted: { code: string } }).aborted.code, "25P02")
   }, 60_000)
@@ -142,18 +160,25 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
     }
   }, 120_000)
 
-  it.effect("serves the SQL client: statements, transactions and rollback", () =>
-    Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* sql.unsafe(schema)
-      yield* sql.withTransaction(sql`INSERT INTO t ${sql.insert({ id: "a", n: "5" })}`)
-      const rolledBack = yield* sql.withTransaction(
-        sql`INSERT INTO t ${sql.insert({ id: "b" })}`.pipe(Effect.andThen(Effect.fail("stop" as const)))
-      ).pipe(Effect.flip)
-      assert.strictEqual(rolledBack, "stop")
-      const rows = yield* sql<{ id: string; n: string }>`SELECT id, n::text AS n FROM t ORDER BY id`
-      assert.deepStrictEqual(rows.map((r) => [r.id, r.n]), [["a", "5"]])
-    }).pipe(Effect.provide(PgliteClient.layerFrom(makeEmbeddedClient(undefined)))), { timeout: 60_000 })
+  for (const threading of ["caller", "own"] satisfies ReadonlyArray<DatabaseThreading>) {
+    it.effect(`serves the SQL client on the ${threading} thread: statements, transactions, rollback, error classes`, () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql.unsafe(schema)
+        yield* sql.withTransaction(sql`INSERT INTO t ${sql.insert({ id: "a", n: "5" })}`)
+        const rolledBack = yield* sql.withTransaction(
+          sql`INSERT INTO t ${sql.insert({ id: "b" })}`.pipe(Effect.andThen(Effect.fail("stop" as const)))
+        ).pipe(Effect.flip)
+        assert.strictEqual(rolledBack, "stop")
+        const rows = yield* sql<{ id: string; n: string }>`SELECT id, n::text AS n FROM t ORDER BY id`
+        assert.deepStrictEqual(rows.map((r) => [r.id, r.n]), [["a", "5"]])
+        // What the service's stores tell apart (a replayed insert from any other failure) is
+        // the error's class, which the client reads from PostgreSQL's SQLSTATE and constraint.
+        const duplicate = yield* sql`INSERT INTO t ${sql.insert({ id: "a" })}`.pipe(Effect.flip)
+        assert.strictEqual(duplicate.reason._tag, "UniqueViolation")
+        assert.strictEqual((duplicate.reason as { constraint?: string }).constraint, "t_pkey")
+      }).pipe(Effect.provide(PgliteClient.layerFrom(makeEmbeddedClient(undefined, 5_000, undefined, threading)))), { timeout: 60_000 })
+  }
 
   // PGlite has no autovacuum: without the client's own VACUUM (ANALYZE) the planner never learns
   // a table's size (reltuples stays -1, "never analyzed") nor a column's spread, and the old
@@ -237,4 +262,44 @@ describe("EmbeddedDatabase: plans that follow growing tables", () => {
         growthCheckMs: 50
       })))
     ), { timeout: 60_000 })
+})
+
+describe("EmbeddedDatabase: on a thread of its own", () => {
+  it("writes the same files: what the thread committed, a database opened on the caller's thread reads", async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-db-thread-"))
+    try {
+      const threaded = await ThreadedPGlite.open(dataDir)
+      const client = threaded.asClient()
+      await client.exec(schema)
+      await client.query("INSERT INTO t (id, b, ts) VALUES ($1, $2, $3)", ["a", new Uint8Array([7, 8]), new Date(1_000)])
+      await threaded.close()
+      const inline = new PreparedStatementPGlite(dataDir)
+      try {
+        const { rows } = await inline.query<{ id: string; b: Uint8Array; ts: Date }>("SELECT id, b, ts FROM t")
+        assert.deepStrictEqual(rows, [{ id: "a", b: new Uint8Array([7, 8]), ts: new Date(1_000) }])
+      } finally {
+        await inline.close()
+      }
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true })
+    }
+  }, 60_000)
+
+  it("fails every call once closed, and fails (not hangs) to open where no database can be", async () => {
+    const threaded = await ThreadedPGlite.open(undefined)
+    const client = threaded.asClient()
+    assert.deepStrictEqual((await client.query<{ one: number }>("SELECT 1 AS one")).rows, [{ one: 1 }])
+    await threaded.close()
+    const afterClose = await failure(client.query("SELECT 1"))
+    assert.deepStrictEqual(afterClose, { failed: true, code: undefined, message: "the embedded database is closed", query: undefined })
+    // A regular file where the data directory should be.
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "pps-db-thread-")), "not-a-directory")
+    fs.writeFileSync(file, "x")
+    try {
+      const opened = await failure(ThreadedPGlite.open(file))
+      assert.isTrue(opened.failed)
+    } finally {
+      fs.rmSync(path.dirname(file), { recursive: true, force: true })
+    }
+  }, 60_000)
 })

@@ -107,7 +107,9 @@ const program = Effect.gen(function*() {
 })
 
 program.pipe(
-  Effect.provide(makeTestServer({ config: { chainBlockTimeMs: 100, logLevel: "Warn" } })),
+  // The server's PGlite on this thread, where the statements above are counted (on its own
+  // thread they would run out of this hook's sight).
+  Effect.provide(makeTestServer({ config: { chainBlockTimeMs: 100, logLevel: "Warn", embeddedDatabaseThread: "caller" } })),
   Effect.provide(Logger.layer([])),
   Effect.scoped,
   Effect.runPromise

@@ -8,6 +8,7 @@
  *
  * @since 0.1.0
  */
+import { EmbeddedDatabase } from "@pps/guardian"
 import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
 
 /**
@@ -45,6 +46,11 @@ export interface AppConfigShape {
   /** PostgreSQL connection string; absent means embedded PGlite in `dataDir`. */
   readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
   readonly databasePoolMax: number
+  /**
+   * Embedded mode: whether PGlite runs on a worker thread of its own (`own`) or on the event
+   * loop's thread (`caller`); see the guardian package's `DatabaseThread`.
+   */
+  readonly embeddedDatabaseThread: EmbeddedDatabase.DatabaseThreading
   /** Secrets; absent values are generated once into `dataDir` in embedded mode. */
   readonly adminToken: Option.Option<Redacted.Redacted<string>>
   readonly apiKeyPepper: Option.Option<Redacted.Redacted<string>>
@@ -200,6 +206,9 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   dataDir: Config.String("DATA_DIR").pipe(Config.withDefault("./.data")),
   databaseUrl: Config.option(Config.Redacted("DATABASE_URL")),
   databasePoolMax: Config.Int("DATABASE_POOL_MAX").pipe(Config.withDefault(10)),
+  embeddedDatabaseThread: Config.Literals(EmbeddedDatabase.databaseThreadings, "EMBEDDED_DATABASE_THREAD").pipe(
+    Config.withDefault("own" as const)
+  ),
   adminToken: Config.option(Config.Redacted("ADMIN_TOKEN")),
   apiKeyPepper: Config.option(Config.Redacted("API_KEY_PEPPER")),
   walletKek: Config.option(Config.Redacted("WALLET_KEK")),
@@ -268,6 +277,7 @@ export const environmentVariables = [
   "DATA_DIR",
   "DATABASE_URL",
   "DATABASE_POOL_MAX",
+  "EMBEDDED_DATABASE_THREAD",
   "ADMIN_TOKEN",
   "API_KEY_PEPPER",
   "WALLET_KEK",

@@ -3,6 +3,10 @@
  * set, otherwise embedded PGlite in `DATA_DIR/pglite`. One dialect (PostgreSQL)
  * and one set of migrations serve both.
  *
+ * PGlite runs on a worker thread of its own unless `EMBEDDED_DATABASE_THREAD=caller`: its
+ * statements' work then runs beside the event loop's (HTTP, webhook signing, fibers) on the
+ * machine's other cores (the guardian package's `DatabaseThread`).
+ *
  * PGlite runs through `@effect/sql-pglite`, patched with pnpm's patch mechanism
  * (patches/@effect__sql-pglite@4.0.0-beta.93.patch): the published build imports
  * `effect/unstable/...` paths that effect 4.1 no longer has, and does not set
@@ -35,8 +39,10 @@ const pgliteCloseTimeoutMs = 5_000
  * @since 0.1.0
  * @category layers
  */
-export const pgliteLayer = (dataDir: string | undefined) =>
-  PgliteClient.layerFrom(EmbeddedDatabase.makeEmbeddedClient(dataDir, pgliteCloseTimeoutMs))
+export const pgliteLayer = (dataDir: string | undefined, threading: EmbeddedDatabase.DatabaseThreading = "own") =>
+  PgliteClient.layerFrom(
+    EmbeddedDatabase.makeEmbeddedClient(dataDir, pgliteCloseTimeoutMs, EmbeddedDatabase.defaultMaintenanceSchedule, threading)
+  )
 
 /**
  * The SqlClient chosen by configuration.
@@ -55,7 +61,7 @@ export const SqlLive = Layer.unwrap(
       })
     }
     const dataDir = yield* DataDir
-    return pgliteLayer(path.join(dataDir.path, "pglite"))
+    return pgliteLayer(path.join(dataDir.path, "pglite"), config.embeddedDatabaseThread)
   })
 )
 

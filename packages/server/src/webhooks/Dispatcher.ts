@@ -231,9 +231,14 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       // nodes, leases that expire), woken early by fan-out, replays and by a
       // served subscription coming free. Deliveries due now are not waited for:
       // they belong to subscriptions being served, whose server goes on.
+      // The wait is measured from the clock read after the query, not before it: time spent
+      // in the query (a loaded database) would otherwise be waited a second time, and the
+      // retry would go out that much late.
       const waitForWork = Effect.gen(function*() {
+        const next = yield* store.nextDueAfter(iso(yield* Clock.currentTimeMillis)).pipe(
+          Effect.orElseSucceed(() => Option.none<number>())
+        )
         const nowMs = yield* Clock.currentTimeMillis
-        const next = yield* store.nextDueAfter(iso(nowMs)).pipe(Effect.orElseSucceed(() => Option.none<number>()))
         const untilNextMs = Option.match(next, {
           onNone: () => config.webhookDispatchPollMs,
           onSome: (atMs) => Math.max(idleWaitMinMs, atMs - nowMs)

@@ -1,0 +1,208 @@
+/**
+ * The embedded database on a thread of its own: a `PreparedStatementPGlite` in a worker
+ * thread, and on the caller's thread an object that answers `query` and `exec` by message.
+ *
+ * Why: PGlite runs PostgreSQL in WebAssembly on the thread that calls it, so every statement's
+ * work (parse, plan, execute, write the files) and its result parsing take the event loop
+ * that also serves HTTP, signs webhooks and runs Effect's fibers. In the webhooks benchmark the
+ * server's one thread was saturated while the machine's second core was mostly idle, and half of
+ * that thread was PGlite (docs/benchmarks.md, "The server's database on its own thread"). On
+ * its own thread the database's work runs beside the rest. What it costs: a structured clone of
+ * each statement's parameters and of its rows, two thread wake-ups per statement, and a second
+ * JavaScript heap; so it pays where statements are few and large (the webhook path's batched
+ * statements) and costs more than it gives where they are many and small and every core is
+ * already busy. Which one a process uses is its caller's choice (`makeEmbeddedClient`).
+ *
+ * The statements are the same statements, in the same order: the SQL client above holds its
+ * one connection's permit while a statement is on the other thread, as it does for an inline
+ * PGlite, so transactions are unchanged. Errors come back with the properties PostgreSQL gave
+ * them (`code`, `constraint`, `detail`, ...), which is what the SQL client classifies by. A
+ * process killed takes the thread with it (the same durability as inline: the data directory
+ * is written by the thread's PGlite as it would be by the caller's). Should the thread die
+ * alone, every statement in flight and every later one fails, as on a lost connection.
+ *
+ * @since 0.1.0
+ */
+import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads"
+import type { PGliteInterface, Results } from "@electric-sql/pglite"
+import { PreparedStatementPGlite } from "./PreparedStatementPGlite.ts"
+
+/** The options a statement may carry across: the row shape only (the SQL client sets no other). */
+interface StatementOptions {
+  readonly rowMode?: "array" | "object"
+}
+
+type Call =
+  | { readonly kind: "query"; readonly query: string; readonly params: ReadonlyArray<unknown>; readonly options: StatementOptions }
+  | { readonly kind: "exec"; readonly query: string }
+  | { readonly kind: "close" }
+
+type Request = Call & { readonly id: number }
+
+/** An error as plain data: its message, name and own properties (PostgreSQL's fields among them). */
+interface ErrorData {
+  readonly name: string
+  readonly message: string
+  readonly properties: Record<string, unknown>
+}
+
+type Reply =
+  | { readonly id: number; readonly ok: true; readonly value: unknown }
+  | { readonly id: number; readonly ok: false; readonly error: ErrorData }
+
+type Started = { readonly kind: "ready" } | { readonly kind: "failed"; readonly error: ErrorData }
+
+/** Marks the worker this module starts, so that importing it on another worker thread runs nothing. */
+const threadMarker = "pps-embedded-database-thread"
+
+const toErrorData = (error: unknown): ErrorData => {
+  if (!(error instanceof Error)) return { name: "Error", message: String(error), properties: {} }
+  const properties: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(error)) {
+    // What cannot cross (the statement's options hold functions) stays behind.
+    if (typeof value !== "function" && key !== "queryOptions") properties[key] = value
+  }
+  return { name: error.name, message: error.message, properties }
+}
+
+const fromErrorData = (data: ErrorData): Error => {
+  const error = new Error(data.message)
+  error.name = data.name
+  return Object.assign(error, data.properties)
+}
+
+/**
+ * A PGlite on a worker thread, as the SQL client sees it: `query`, `exec` and `close`. The
+ * other members of PGlite's interface (listen, dump, transactions by callback) are not offered;
+ * the service uses none of them.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class ThreadedPGlite {
+  readonly #worker: Worker
+  readonly #pending = new Map<number, { readonly resolve: (value: unknown) => void; readonly reject: (error: Error) => void }>()
+  #nextId = 0
+  /** Set once the thread is gone (closed, or died): every call from then on fails with it. */
+  #gone: Error | undefined
+
+  private constructor(worker: Worker) {
+    this.#worker = worker
+    worker.on("message", (reply: Reply) => {
+      const pending = this.#pending.get(reply.id)
+      if (pending === undefined) return
+      this.#pending.delete(reply.id)
+      if (reply.ok) pending.resolve(reply.value)
+      else pending.reject(fromErrorData(reply.error))
+    })
+    const lost = (error: Error) => {
+      this.#gone ??= error
+      for (const pending of this.#pending.values()) pending.reject(this.#gone)
+      this.#pending.clear()
+    }
+    worker.on("error", lost)
+    worker.on("exit", (code) => lost(new Error(`the embedded database's thread exited (code ${code})`)))
+  }
+
+  /**
+   * Starts the thread and opens the database in `dataDir` (in memory with `undefined`) there.
+   * Resolves once it is ready; rejects with the opening's error.
+   */
+  static open(dataDir: string | undefined): Promise<ThreadedPGlite> {
+    const worker = new Worker(new URL(import.meta.url), { workerData: { [threadMarker]: true, dataDir } })
+    return new Promise((resolve, reject) => {
+      const early = (error: Error) => reject(error)
+      worker.once("error", early)
+      worker.once("exit", (code) => reject(new Error(`the embedded database's thread exited while opening (code ${code})`)))
+      worker.once("message", (started: Started) => {
+        worker.off("error", early)
+        worker.removeAllListeners("exit")
+        if (started.kind === "ready") resolve(new ThreadedPGlite(worker))
+        else {
+          reject(fromErrorData(started.error))
+          void worker.terminate()
+        }
+      })
+    })
+  }
+
+  #call<A>(call: Call): Promise<A> {
+    if (this.#gone !== undefined) return Promise.reject(this.#gone)
+    const id = this.#nextId++
+    return new Promise<A>((resolve, reject) => {
+      this.#pending.set(id, { resolve: resolve as (value: unknown) => void, reject })
+      this.#worker.postMessage({ ...call, id } satisfies Request)
+    })
+  }
+
+  query<T>(query: string, params: ReadonlyArray<unknown> = [], options?: StatementOptions): Promise<Results<T>> {
+    return this.#call({ kind: "query", query, params, options: options?.rowMode === undefined ? {} : { rowMode: options.rowMode } })
+  }
+
+  exec(query: string): Promise<Array<Results>> {
+    return this.#call({ kind: "exec", query })
+  }
+
+  /**
+   * Closes the database on its thread, then ends the thread. A close that takes longer than
+   * `timeoutMs` is not waited for: the thread is ended all the same (what it had not written
+   * is lost as in a crash, which the database recovers from), so that a hung close cannot keep
+   * the process alive. Never fails.
+   */
+  async close(timeoutMs = 5_000): Promise<void> {
+    if (this.#gone !== undefined) return
+    let timer: ReturnType<typeof setTimeout> | undefined
+    try {
+      await Promise.race([
+        this.#call({ kind: "close" }),
+        new Promise((resolve) => {
+          timer = setTimeout(resolve, timeoutMs)
+        })
+      ])
+    } catch {
+      // The thread failed to close the database: it is ended below all the same.
+    } finally {
+      clearTimeout(timer)
+      this.#gone = new Error("the embedded database is closed")
+      await this.#worker.terminate()
+    }
+  }
+
+  /**
+   * This object as the PGlite the SQL client (`@effect/sql-pglite`) is given: the client calls
+   * `query` (its statements, transactions included, as BEGIN / COMMIT statements) and nothing
+   * else unless asked for LISTEN, NOTIFY or a dump, which the service never asks for.
+   */
+  asClient(): PGliteInterface {
+    return this as unknown as PGliteInterface
+  }
+}
+
+/** The thread's side: one PGlite, one statement at a time, in the order they arrive. */
+const serve = async (dataDir: string | undefined) => {
+  const port = parentPort!
+  let db: PreparedStatementPGlite
+  try {
+    db = new PreparedStatementPGlite(dataDir)
+    await db.waitReady
+  } catch (error) {
+    port.postMessage({ kind: "failed", error: toErrorData(error) } satisfies Started)
+    return
+  }
+  port.on("message", (request: Request) => {
+    const answer = request.kind === "query"
+      ? db.query(request.query, [...request.params], request.options)
+      : request.kind === "exec"
+      ? db.exec(request.query)
+      : db.close()
+    answer.then(
+      (value) => port.postMessage({ id: request.id, ok: true, value: value ?? null } satisfies Reply),
+      (error: unknown) => port.postMessage({ id: request.id, ok: false, error: toErrorData(error) } satisfies Reply)
+    )
+  })
+  port.postMessage({ kind: "ready" } satisfies Started)
+}
+
+if (!isMainThread && (workerData as Record<string, unknown> | null)?.[threadMarker] === true) {
+  void serve((workerData as { readonly dataDir: string | undefined }).dataDir)
+}

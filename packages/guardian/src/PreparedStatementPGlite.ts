@@ -1,0 +1,174 @@
+/**
+ * Embedded PostgreSQL (PGlite) as the guardian and the server run it, with every parameterized
+ * statement prepared once and then executed in one call into PGlite.
+ *
+ * Why: PGlite's `query(sql, params)` drives the extended protocol one message per call into its
+ * WebAssembly (Parse, Describe statement, Bind, Describe portal, Execute, Sync: six calls, each
+ * with its JavaScript framing and result parsing), and an unnamed statement is parsed, analysed
+ * and planned again on every execution. The throughput profiles of issue 16 put PGlite at about
+ * half of both processes' CPU per transfer, dominated by that per-call cost rather than by the
+ * work of the statements (docs/benchmarks.md, "PGlite: what a statement costs"). Here a statement
+ * text is prepared once under a name (Parse + Describe + Sync, one call; its parameter types and
+ * row description kept), and each execution is Bind + Execute + Sync in one call. PostgreSQL then
+ * plans a named statement as it would over a driver's prepared statements (custom plans first, a
+ * generic plan once it is no dearer), so a repeated statement is neither parsed nor, usually,
+ * planned again.
+ *
+ * Behaviour is PGlite's own `query`: the same serializers (by the parameter types PostgreSQL
+ * reports), the same parsers and result shape (`parse.parseResults`), the same error (the
+ * `DatabaseError`, with the query attached), the same mutual exclusion. Statements that fail
+ * are forgotten (prepared again on next use), so a statement made stale by a schema change is
+ * prepared afresh; one whose result type a migration changed ("cached plan must not change
+ * result type") is prepared again and run once more at once, outside a transaction. Texts are
+ * bounded: past `maxPreparedStatements` the oldest half is closed. Query options this path does
+ * not implement (`blob`, `paramTypes`, `onNotice`; the service sets none) go PGlite's own way.
+ *
+ * @since 0.1.0
+ */
+import { PGlite, parse, protocol, type QueryOptions, type Results } from "@electric-sql/pglite"
+
+type BackendMessage = Awaited<ReturnType<PGlite["execProtocolStream"]>>[number]
+
+interface Prepared {
+  readonly name: string
+  readonly parameterTypes: ReadonlyArray<number>
+  /** The statement's RowDescription, or undefined for one that returns no rows (NoData). */
+  readonly rowDescription: BackendMessage | undefined
+}
+
+/** Bounds the named statements held by the backend (and their plans in its memory). */
+const maxPreparedStatements = 512
+
+/** SQLSTATE of "cached plan must not change result type" (feature_not_supported). */
+const featureNotSupported = "0A000"
+
+const concat = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
+  let length = 0
+  for (const part of parts) length += part.length
+  const out = new Uint8Array(length)
+  let offset = 0
+  for (const part of parts) {
+    out.set(part, offset)
+    offset += part.length
+  }
+  return out
+}
+
+const attachQuery = (error: unknown, query: string, params: ReadonlyArray<unknown>, options: QueryOptions | undefined) => {
+  if (error instanceof Error) Object.assign(error, { query, params, queryOptions: options })
+  return error
+}
+
+/**
+ * PGlite whose `query` runs each statement text as a named prepared statement (see the module
+ * comment). Everything else is PGlite's.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class PreparedStatementPGlite extends PGlite {
+  readonly #prepared = new Map<string, Prepared>()
+  #nextName = 0
+
+  /** Executions that reused a prepared statement, and statements prepared: for tests and benchmarks. */
+  readonly preparedStatistics = { executions: 0, prepares: 0 }
+
+  override async query<T>(query: string, params: Array<unknown> = [], options?: QueryOptions): Promise<Results<T>> {
+    // Options this path does not implement (the service sets none): PGlite's own way.
+    if (options?.blob !== undefined || options?.paramTypes !== undefined || options?.onNotice !== undefined) {
+      return super.query<T>(query, params, options)
+    }
+    // As PGlite's own `query`: ready (not `waitReady`: PGlite queries itself while it starts),
+    // outside any `transaction()` callback and alone on the backend.
+    await this._checkReady()
+    return this._runExclusiveTransaction(() => this._runExclusiveQuery(async () => {
+      try {
+        return await this.#run<T>(query, params, options)
+      } catch (error) {
+        const stalePlan = (error as { code?: unknown }).code === featureNotSupported &&
+          /cached plan must not change result type/.test(String((error as { message?: unknown }).message))
+        // Inside a transaction the failure has aborted it: a second try could only fail too.
+        if (!stalePlan || this.isInTransaction()) throw attachQuery(error, query, params, options)
+        // A migration changed what the statement returns: prepare it again and run it once more.
+        return await this.#run<T>(query, params, options).catch((again) => {
+          throw attachQuery(again, query, params, options)
+        })
+      }
+    }))
+  }
+
+  async #run<T>(query: string, params: ReadonlyArray<unknown>, options: QueryOptions | undefined): Promise<Results<T>> {
+    const prepared = this.#prepared.get(query) ?? await this.#prepare(query)
+    const values = params.map((value, index) => {
+      if (value === null || value === undefined) return null
+      const type = prepared.parameterTypes[index]!
+      const serializer = options?.serializers?.[type] ?? this.serializers[type]
+      return serializer ? serializer(value) : String(value)
+    })
+    let messages: Array<BackendMessage>
+    try {
+      messages = await this.execProtocolStream(
+        concat([
+          protocol.serialize.bind({ statement: prepared.name, values }),
+          protocol.serialize.execute({}),
+          protocol.serialize.sync()
+        ]),
+        { syncToFs: false }
+      )
+    } catch (error) {
+      await this.#forget(query)
+      throw error
+    }
+    this.preparedStatistics.executions += 1
+    await this.syncToFs()
+    const described = prepared.rowDescription === undefined ? messages : [prepared.rowDescription, ...messages]
+    return parse.parseResults(described, this.parsers, options)[0] as Results<T>
+  }
+
+  async #prepare(query: string): Promise<Prepared> {
+    if (this.#prepared.size >= maxPreparedStatements) await this.#closeOldest()
+    const name = `pps_${(this.#nextName++).toString(36)}`
+    const messages = await this.execProtocolStream(
+      concat([
+        protocol.serialize.parse({ name, text: query, types: [] }),
+        protocol.serialize.describe({ type: "S", name }),
+        protocol.serialize.sync()
+      ]),
+      { syncToFs: false }
+    )
+    const prepared: Prepared = {
+      name,
+      parameterTypes: parse.parseDescribeStatementResults(messages),
+      rowDescription: messages.find((message) => message.name === "rowDescription")
+    }
+    this.#prepared.set(query, prepared)
+    this.preparedStatistics.prepares += 1
+    return prepared
+  }
+
+  async #forget(query: string): Promise<void> {
+    const prepared = this.#prepared.get(query)
+    if (prepared === undefined) return
+    this.#prepared.delete(query)
+    await this.#close([prepared.name])
+  }
+
+  /** Closes the older half of the statements (a Map iterates in insertion order). */
+  async #closeOldest(): Promise<void> {
+    const names: Array<string> = []
+    for (const [query, prepared] of this.#prepared) {
+      if (names.length >= maxPreparedStatements / 2) break
+      names.push(prepared.name)
+      this.#prepared.delete(query)
+    }
+    await this.#close(names)
+  }
+
+  async #close(names: ReadonlyArray<string>): Promise<void> {
+    await this.execProtocolStream(
+      concat([...names.map((name) => protocol.serialize.close({ type: "S", name })), protocol.serialize.sync()]),
+      { syncToFs: false, throwOnError: false }
+    )
+  }
+}
+
