@@ -3,23 +3,27 @@
  * thread, and on the caller's thread an object that answers `query` and `exec` by message.
  *
  * Why: PGlite runs PostgreSQL in WebAssembly on the thread that calls it, so every statement's
- * work (parse, plan, execute, write the files) and its result parsing take the event loop
- * that also serves HTTP, signs webhooks and runs Effect's fibers. In the webhooks benchmark the
- * server's one thread was saturated while the machine's second core was mostly idle, and half of
- * that thread was PGlite (docs/benchmarks.md, "The server's database on its own thread"). On
- * its own thread the database's work runs beside the rest. What it costs: a structured clone of
- * each statement's parameters and of its rows, two thread wake-ups per statement, and a second
- * JavaScript heap; so it pays where statements are few and large (the webhook path's batched
- * statements) and costs more than it gives where they are many and small and every core is
- * already busy. Which one a process uses is its caller's choice (`makeEmbeddedClient`).
+ * work (parse, plan, execute, write the files) and its result parsing take the event loop that
+ * also serves HTTP, signs webhooks and runs Effect's fibers. In the webhooks benchmark the
+ * server's one thread was saturated while the machine's second core was mostly idle, and half
+ * of that thread was PGlite. On its own thread the database's work runs beside the rest: +20 %
+ * deliveries a second there (docs/benchmarks.md, "The server's database on a thread of its
+ * own"). What it costs: a structured clone of each statement's parameters and rows and two
+ * thread wake-ups per statement (~22 µs a round trip on an idle machine, more when every core
+ * is busy), and a second JavaScript heap. The transfer path runs many small statements while
+ * the server, the guardian and anvil keep both cores busy, and there it cost ~1.2 ms of server
+ * CPU per transfer and ~5 % of the rate: so it is a choice (`makeEmbeddedClient`'s `threading`),
+ * not the default.
  *
- * The statements are the same statements, in the same order: the SQL client above holds its
- * one connection's permit while a statement is on the other thread, as it does for an inline
- * PGlite, so transactions are unchanged. Errors come back with the properties PostgreSQL gave
- * them (`code`, `constraint`, `detail`, ...), which is what the SQL client classifies by. A
- * process killed takes the thread with it (the same durability as inline: the data directory
- * is written by the thread's PGlite as it would be by the caller's). Should the thread die
- * alone, every statement in flight and every later one fails, as on a lost connection.
+ * The statements are the same statements, in the same order: each call is one message, the
+ * thread hands them to PGlite as they arrive, and PGlite runs one at a time in that order (its
+ * own lock), as it does for calls on the caller's thread. The SQL client's transactions are
+ * unchanged (it keeps other statements out while one is open, as it does inline). Errors come
+ * back with the properties PostgreSQL gave them (`code`, `constraint`, `detail`, ...), which is
+ * what the SQL client classifies by. A process killed takes the thread with it, and the data
+ * directory is written by the thread's PGlite as it would be by the caller's, so durability is
+ * the same. Should the thread die alone, every statement in flight and every later one fails, as
+ * on a lost connection.
  *
  * @since 0.1.0
  */

@@ -12,8 +12,10 @@
  * events at RATE per second for a few seconds; each latency is the receiver's
  * arrival time minus the event's `created_at`.
  *
- * BENCH_CPU_PROFILE=<file> writes a CPU profile (Chrome DevTools format) of this process over
- * the throughput phase only, without the set-up.
+ * BENCH_CPU_PROFILE=<file> writes a CPU profile (Chrome DevTools format) of this process's main
+ * thread over the throughput phase only, without the set-up. BENCH_DATABASE_THREAD=own|caller
+ * (default: the server's default) says where the embedded mode's PGlite runs
+ * (`EMBEDDED_DATABASE_THREAD`).
  */
 import { fork } from "node:child_process"
 import * as fs from "node:fs"
@@ -23,7 +25,8 @@ import * as path from "node:path"
 import { PgClient } from "@effect/sql-pg"
 import { jetstreamManager } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
-import { Context, Effect, Layer, Logger, Option, Redacted, References } from "effect"
+import { EmbeddedDatabase } from "@pps/guardian"
+import { Context, Effect, Layer, Logger, Option, Redacted, References, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { type AppConfigShape, AppConfig } from "../src/config/AppConfig.ts"
 import type { StoredEvent } from "@pps/api/Events"
@@ -41,6 +44,9 @@ const latencySeconds = 5
 const postgresUrl = process.env["PPS_TEST_POSTGRES_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const natsUrl = process.env["PPS_TEST_NATS_URL"] ?? "nats://127.0.0.1:4222"
 const profilePath = process.env["BENCH_CPU_PROFILE"]
+const databaseThread = Schema.decodeUnknownSync(Schema.Literals(EmbeddedDatabase.databaseThreadings))(
+  process.env["BENCH_DATABASE_THREAD"] ?? "caller"
+)
 
 /** Starts the inspector's sampling profiler when BENCH_CPU_PROFILE is set; the returned stop writes the profile. */
 const startProfile = async (): Promise<() => Promise<void>> => {
@@ -117,7 +123,7 @@ const runMode = (mode: "embedded" | "nats") =>
     yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
     const stream = `PPS_BENCH_${ulid()}`
     const overrides: Partial<AppConfigShape> = mode === "embedded"
-      ? { webhookCaFile: Option.some(ca.caFile), webhookConcurrency: concurrency }
+      ? { webhookCaFile: Option.some(ca.caFile), webhookConcurrency: concurrency, embeddedDatabaseThread: databaseThread }
       : {
         webhookCaFile: Option.some(ca.caFile),
         webhookConcurrency: concurrency,
@@ -190,6 +196,7 @@ const runMode = (mode: "embedded" | "nats") =>
       .sort((a, b) => a - b)
     return {
       mode,
+      ...(mode === "embedded" ? { databaseThread } : {}),
       subscriptions,
       concurrency,
       deliveries: total,

@@ -47,8 +47,9 @@ export interface AppConfigShape {
   readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
   readonly databasePoolMax: number
   /**
-   * Embedded mode: whether PGlite runs on a worker thread of its own (`own`) or on the event
-   * loop's thread (`caller`); see the guardian package's `DatabaseThread`.
+   * Embedded mode: whether PGlite runs on the event loop's thread (`caller`, the default) or on
+   * a worker thread of its own (`own`: +20 % webhook deliveries a second, -5 % transfers a
+   * second on the 2-core VM; docs/benchmarks.md); see the guardian package's `DatabaseThread`.
    */
   readonly embeddedDatabaseThread: EmbeddedDatabase.DatabaseThreading
   /** Secrets; absent values are generated once into `dataDir` in embedded mode. */
@@ -207,7 +208,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   databaseUrl: Config.option(Config.Redacted("DATABASE_URL")),
   databasePoolMax: Config.Int("DATABASE_POOL_MAX").pipe(Config.withDefault(10)),
   embeddedDatabaseThread: Config.Literals(EmbeddedDatabase.databaseThreadings, "EMBEDDED_DATABASE_THREAD").pipe(
-    Config.withDefault("own" as const)
+    Config.withDefault("caller" as const)
   ),
   adminToken: Config.option(Config.Redacted("ADMIN_TOKEN")),
   apiKeyPepper: Config.option(Config.Redacted("API_KEY_PEPPER")),

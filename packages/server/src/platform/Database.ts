@@ -3,9 +3,10 @@
  * set, otherwise embedded PGlite in `DATA_DIR/pglite`. One dialect (PostgreSQL)
  * and one set of migrations serve both.
  *
- * PGlite runs on a worker thread of its own unless `EMBEDDED_DATABASE_THREAD=caller`: its
- * statements' work then runs beside the event loop's (HTTP, webhook signing, fibers) on the
- * machine's other cores (the guardian package's `DatabaseThread`).
+ * PGlite runs on the event loop's thread, or with `EMBEDDED_DATABASE_THREAD=own` on a worker
+ * thread of its own, where its statements' work runs beside the event loop's (HTTP, webhook
+ * signing, fibers) on another core (the guardian package's `DatabaseThread`, which says what
+ * each costs).
  *
  * PGlite runs through `@effect/sql-pglite`, patched with pnpm's patch mechanism
  * (patches/@effect__sql-pglite@4.0.0-beta.93.patch): the published build imports
@@ -39,7 +40,7 @@ const pgliteCloseTimeoutMs = 5_000
  * @since 0.1.0
  * @category layers
  */
-export const pgliteLayer = (dataDir: string | undefined, threading: EmbeddedDatabase.DatabaseThreading = "own") =>
+export const pgliteLayer = (dataDir: string | undefined, threading: EmbeddedDatabase.DatabaseThreading = "caller") =>
   PgliteClient.layerFrom(
     EmbeddedDatabase.makeEmbeddedClient(dataDir, pgliteCloseTimeoutMs, EmbeddedDatabase.defaultMaintenanceSchedule, threading)
   )

@@ -90,7 +90,7 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   dataDir,
   databaseUrl: Option.none(),
   databasePoolMax: 5,
-  embeddedDatabaseThread: "own",
+  embeddedDatabaseThread: "caller",
   adminToken: Option.none(),
   apiKeyPepper: Option.none(),
   walletKek: Option.none(),
