@@ -7,7 +7,7 @@
  */
 import * as net from "node:net"
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Context, Effect, Schema } from "effect"
+import { Context, Deferred, Effect, Fiber, Schema } from "effect"
 import { TransferRecord } from "@pps/api/Transfers"
 import { Admission, makeAdmissionController } from "../src/platform/Admission.ts"
 import { registerKey } from "./support/confidentialClient.ts"
@@ -234,6 +234,48 @@ describe("load shedding on a real server", () => {
         assert.strictEqual((yield* admission.state).inFlight, 0, "the unfinished uploads hold no place")
         const paidBeside = yield* pay("beside-slow-uploads")
         assert.strictEqual(paidBeside.status, 201, paidBeside.text)
+      }).pipe(Effect.scoped))
+
+    it.effect("while the node is full, a transfer is refused before its body is read: 503 to headers alone", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const sender = yield* createAccount(server, "early.sender")
+        const admission = Context.get(server.services, Admission)
+        // Both places (the limit is two) held by work that waits until the test lets it go.
+        const hold = yield* Deferred.make<void>()
+        const holders = yield* Effect.forEach([1, 2], () =>
+          admission.gate(Deferred.await(hold), () => Effect.die(new Error("a holder was refused"))).pipe(Effect.forkScoped))
+        yield* Effect.addFinalizer(() => Deferred.succeed(hold, undefined).pipe(Effect.andThen(Fiber.joinAll(holders)), Effect.ignore))
+        while ((yield* admission.state).inFlight < 2) yield* Effect.sleep("5 millis")
+        // The request line and headers, and 14 of the 200 bytes the body announces; the rest never
+        // comes. A server that read the body first would wait for it (until its request timeout).
+        const { hostname, port } = new URL(server.baseUrl)
+        const answer = yield* Effect.promise(() =>
+          new Promise<string>((resolve, reject) => {
+            const socket = net.connect(Number(port), hostname, () => {
+              socket.write(
+                "POST /v1/transfers HTTP/1.1\r\n" + `Host: ${hostname}\r\n` +
+                  `Authorization: Bearer ${sender.api_key}\r\n` + "Idempotency-Key: early-refusal\r\n" +
+                  "Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"to\": \"@x\","
+              )
+            })
+            let received = ""
+            socket.on("data", (chunk) => {
+              received += chunk.toString("utf8")
+              if (received.includes("\r\n\r\n")) {
+                socket.destroy()
+                resolve(received)
+              }
+            })
+            socket.once("error", reject)
+          })
+        ).pipe(Effect.timeoutOption("3 seconds"))
+        assert.isTrue(answer._tag === "Some", "answered without the rest of the body")
+        if (answer._tag === "Some") {
+          assert.match(answer.value, /^HTTP\/1\.1 503 /)
+          assert.match(answer.value, /\r\nretry-after: \d+\r\n/i)
+        }
+        assert.strictEqual((yield* admission.state).inFlight, 2, "the refusal took no place")
       }).pipe(Effect.scoped))
   })
 })
