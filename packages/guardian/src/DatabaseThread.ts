@@ -11,7 +11,7 @@
  * own"). What it costs: a structured clone of each statement's parameters and rows and two
  * thread wake-ups per statement (~22 µs a round trip on an idle machine, more when every core
  * is busy), and a second JavaScript heap. The transfer path runs many small statements while
- * the server, the guardian and anvil keep both cores busy, and there it cost ~1.2 ms of server
+ * the server, the guardian and anvil keep both cores busy, and there it cost ~0.9 ms of server
  * CPU per transfer and ~5 % of the rate: so it is a choice (`makeEmbeddedClient`'s `threading`),
  * not the default.
  *
@@ -22,8 +22,8 @@
  * back with the properties PostgreSQL gave them (`code`, `constraint`, `detail`, ...), which is
  * what the SQL client classifies by. A process killed takes the thread with it, and the data
  * directory is written by the thread's PGlite as it would be by the caller's, so durability is
- * the same. Should the thread die alone, every statement in flight and every later one fails, as
- * on a lost connection.
+ * the same. Should the thread die alone, every statement in flight and every later one fails
+ * with a lost connection's SQLSTATE (the SQL client's `ConnectionError`); nothing restarts it.
  *
  * @since 0.1.0
  */
@@ -43,10 +43,11 @@ type Call =
 
 type Request = Call & { readonly id: number }
 
-/** An error as plain data: its message, name and own properties (PostgreSQL's fields among them). */
+/** An error as plain data: its message, name, stack and own properties (PostgreSQL's fields among them). */
 interface ErrorData {
   readonly name: string
   readonly message: string
+  readonly stack: string | undefined
   readonly properties: Record<string, unknown>
 }
 
@@ -60,20 +61,28 @@ type Started = { readonly kind: "ready" } | { readonly kind: "failed"; readonly 
 const threadMarker = "pps-embedded-database-thread"
 
 const toErrorData = (error: unknown): ErrorData => {
-  if (!(error instanceof Error)) return { name: "Error", message: String(error), properties: {} }
+  if (!(error instanceof Error)) return { name: "Error", message: String(error), stack: undefined, properties: {} }
   const properties: Record<string, unknown> = {}
   for (const [key, value] of Object.entries(error)) {
     // What cannot cross (the statement's options hold functions) stays behind.
     if (typeof value !== "function" && key !== "queryOptions") properties[key] = value
   }
-  return { name: error.name, message: error.message, properties }
+  return { name: error.name, message: error.message, stack: error.stack, properties }
 }
 
 const fromErrorData = (data: ErrorData): Error => {
   const error = new Error(data.message)
   error.name = data.name
+  if (data.stack !== undefined) error.stack = data.stack
   return Object.assign(error, data.properties)
 }
+
+/**
+ * The error of every call once the thread is gone, with the SQLSTATE of a lost connection, so
+ * that the SQL client reports what happened (a `ConnectionError`), as it would for a server.
+ */
+const connectionError = (message: string, code: "08003" | "08006"): Error =>
+  Object.assign(new Error(message), { code })
 
 /**
  * A PGlite on a worker thread, as the SQL client sees it: `query`, `exec` and `close`. The
@@ -89,13 +98,19 @@ export class ThreadedPGlite {
   #nextId = 0
   /** Set once the thread is gone (closed, or died): every call from then on fails with it. */
   #gone: Error | undefined
+  /** The one close, however many times `close` is called. */
+  #closing: Promise<void> | undefined
 
   private constructor(worker: Worker) {
     this.#worker = worker
+    // The thread holds the process open only while a call waits on it (as a pending socket
+    // read would): idle, it leaves the process free to exit, as an inline PGlite does.
+    worker.unref()
     worker.on("message", (reply: Reply) => {
       const pending = this.#pending.get(reply.id)
       if (pending === undefined) return
       this.#pending.delete(reply.id)
+      if (this.#pending.size === 0) worker.unref()
       if (reply.ok) pending.resolve(reply.value)
       else pending.reject(fromErrorData(reply.error))
     })
@@ -104,8 +119,8 @@ export class ThreadedPGlite {
       for (const pending of this.#pending.values()) pending.reject(this.#gone)
       this.#pending.clear()
     }
-    worker.on("error", lost)
-    worker.on("exit", (code) => lost(new Error(`the embedded database's thread exited (code ${code})`)))
+    worker.on("error", (error) => lost(connectionError(`the embedded database's thread failed: ${error.message}`, "08006")))
+    worker.on("exit", (code) => lost(connectionError(`the embedded database's thread exited (code ${code})`, "08006")))
   }
 
   /**
@@ -122,10 +137,8 @@ export class ThreadedPGlite {
         worker.off("error", early)
         worker.removeAllListeners("exit")
         if (started.kind === "ready") resolve(new ThreadedPGlite(worker))
-        else {
-          reject(fromErrorData(started.error))
-          void worker.terminate()
-        }
+        // The thread ended before the failure is told: nothing of it outlives the call.
+        else worker.terminate().finally(() => reject(fromErrorData(started.error)))
       })
     })
   }
@@ -134,11 +147,23 @@ export class ThreadedPGlite {
     if (this.#gone !== undefined) return Promise.reject(this.#gone)
     const id = this.#nextId++
     return new Promise<A>((resolve, reject) => {
+      if (this.#pending.size === 0) this.#worker.ref()
       this.#pending.set(id, { resolve: resolve as (value: unknown) => void, reject })
-      this.#worker.postMessage({ ...call, id } satisfies Request)
+      try {
+        this.#worker.postMessage({ ...call, id } satisfies Request)
+      } catch (error) {
+        // A parameter that cannot be cloned: this call fails, the thread goes on.
+        this.#pending.delete(id)
+        if (this.#pending.size === 0) this.#worker.unref()
+        throw error
+      }
     })
   }
 
+  /**
+   * Options other than `rowMode` (`blob`, `paramTypes`, `onNotice`, which PGlite's own `query`
+   * takes and the SQL client never sets) are not carried to the thread.
+   */
   query<T>(query: string, params: ReadonlyArray<unknown> = [], options?: StatementOptions): Promise<Results<T>> {
     return this.#call({ kind: "query", query, params, options: options?.rowMode === undefined ? {} : { rowMode: options.rowMode } })
   }
@@ -153,12 +178,22 @@ export class ThreadedPGlite {
    * is lost as in a crash, which the database recovers from), so that a hung close cannot keep
    * the process alive. Never fails.
    */
-  async close(timeoutMs = 5_000): Promise<void> {
+  close(timeoutMs = 5_000): Promise<void> {
+    this.#closing ??= this.#close(timeoutMs)
+    return this.#closing
+  }
+
+  async #close(timeoutMs: number): Promise<void> {
     if (this.#gone !== undefined) return
+    // Sent before the calls are refused: it queues behind the statements already sent. Past
+    // the timeout it is rejected when the thread ends: handled here, not left unhandled.
+    const closed = this.#call({ kind: "close" })
+    closed.catch(() => undefined)
+    this.#gone = connectionError("the embedded database is closed", "08003")
     let timer: ReturnType<typeof setTimeout> | undefined
     try {
       await Promise.race([
-        this.#call({ kind: "close" }),
+        closed,
         new Promise((resolve) => {
           timer = setTimeout(resolve, timeoutMs)
         })
@@ -167,7 +202,6 @@ export class ThreadedPGlite {
       // The thread failed to close the database: it is ended below all the same.
     } finally {
       clearTimeout(timer)
-      this.#gone = new Error("the embedded database is closed")
       await this.#worker.terminate()
     }
   }
@@ -199,9 +233,18 @@ const serve = async (dataDir: string | undefined) => {
       : request.kind === "exec"
       ? db.exec(request.query)
       : db.close()
+    const reply = (message: Reply) => {
+      try {
+        port.postMessage(message)
+      } catch (error) {
+        // A result that cannot be cloned fails its call, not the thread (an exception here would
+        // be an unhandled rejection, which ends the thread and every call after it).
+        port.postMessage({ id: request.id, ok: false, error: toErrorData(error) } satisfies Reply)
+      }
+    }
     answer.then(
-      (value) => port.postMessage({ id: request.id, ok: true, value: value ?? null } satisfies Reply),
-      (error: unknown) => port.postMessage({ id: request.id, ok: false, error: toErrorData(error) } satisfies Reply)
+      (value) => reply({ id: request.id, ok: true, value: value ?? null }),
+      (error: unknown) => reply({ id: request.id, ok: false, error: toErrorData(error) })
     )
   })
   port.postMessage({ kind: "ready" } satisfies Started)

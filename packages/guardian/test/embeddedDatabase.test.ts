@@ -291,7 +291,8 @@ describe("EmbeddedDatabase: on a thread of its own", () => {
     assert.deepStrictEqual((await client.query<{ one: number }>("SELECT 1 AS one")).rows, [{ one: 1 }])
     await threaded.close()
     const afterClose = await failure(client.query("SELECT 1"))
-    assert.deepStrictEqual(afterClose, { failed: true, code: undefined, message: "the embedded database is closed", query: undefined })
+    // A lost connection's SQLSTATE: the SQL client reports a ConnectionError.
+    assert.deepStrictEqual(afterClose, { failed: true, code: "08003", message: "the embedded database is closed", query: undefined })
     // A regular file where the data directory should be.
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "pps-db-thread-")), "not-a-directory")
     fs.writeFileSync(file, "x")
@@ -301,5 +302,17 @@ describe("EmbeddedDatabase: on a thread of its own", () => {
     } finally {
       fs.rmSync(path.dirname(file), { recursive: true, force: true })
     }
+  }, 60_000)
+
+  it("ends the thread when a close outlasts its timeout: the statement in flight fails, the close returns", async () => {
+    const threaded = await ThreadedPGlite.open(undefined)
+    const client = threaded.asClient()
+    await client.query("SELECT 1")
+    const inFlight = failure(client.query("SELECT pg_sleep(5)"))
+    const startedMs = Date.now()
+    await threaded.close(50)
+    const outcome = await inFlight
+    assert.isBelow(Date.now() - startedMs, 4_000, "the close did not wait for the statement")
+    assert.deepStrictEqual(outcome, { failed: true, code: "08003", message: "the embedded database is closed", query: undefined })
   }, 60_000)
 })

@@ -14,8 +14,8 @@
  *
  * BENCH_CPU_PROFILE=<file> writes a CPU profile (Chrome DevTools format) of this process's main
  * thread over the throughput phase only, without the set-up. BENCH_DATABASE_THREAD=own|caller
- * (default: the server's default) says where the embedded mode's PGlite runs
- * (`EMBEDDED_DATABASE_THREAD`).
+ * (default `caller`, as the server's `EMBEDDED_DATABASE_THREAD`) says where the embedded mode's
+ * PGlite runs.
  */
 import { fork } from "node:child_process"
 import * as fs from "node:fs"

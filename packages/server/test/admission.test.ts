@@ -250,9 +250,13 @@ describe("load shedding on a real server", () => {
         // The request line and headers, and 14 of the 200 bytes the body announces; the rest never
         // comes. A server that read the body first would wait for it (until its request timeout).
         const { hostname, port } = new URL(server.baseUrl)
+        const socket = yield* Effect.acquireRelease(
+          Effect.sync(() => net.connect(Number(port), hostname)),
+          (socket) => Effect.sync(() => socket.destroy())
+        )
         const answer = yield* Effect.promise(() =>
           new Promise<string>((resolve, reject) => {
-            const socket = net.connect(Number(port), hostname, () => {
+            socket.once("connect", () => {
               socket.write(
                 "POST /v1/transfers HTTP/1.1\r\n" + `Host: ${hostname}\r\n` +
                   `Authorization: Bearer ${sender.api_key}\r\n` + "Idempotency-Key: early-refusal\r\n" +
@@ -262,10 +266,7 @@ describe("load shedding on a real server", () => {
             let received = ""
             socket.on("data", (chunk) => {
               received += chunk.toString("utf8")
-              if (received.includes("\r\n\r\n")) {
-                socket.destroy()
-                resolve(received)
-              }
+              if (received.includes("\r\n\r\n")) resolve(received)
             })
             socket.once("error", reject)
           })
