@@ -6,7 +6,7 @@
  * work (parse, plan, execute, write the files) and its result parsing take the event loop that
  * also serves HTTP, signs webhooks and runs Effect's fibers. In the webhooks benchmark the
  * server's one thread was saturated while the machine's second core was mostly idle, and half
- * of that thread was PGlite. On its own thread the database's work runs beside the rest: +20 %
+ * of that thread was PGlite. On its own thread the database's work runs beside the rest: +16 %
  * deliveries a second there (docs/benchmarks.md, "The server's database on a thread of its
  * own"). What it costs: a structured clone of each statement's parameters and rows and two
  * thread wake-ups per statement (~22 µs a round trip on an idle machine, more when every core

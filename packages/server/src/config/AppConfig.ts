@@ -48,7 +48,7 @@ export interface AppConfigShape {
   readonly databasePoolMax: number
   /**
    * Embedded mode: whether PGlite runs on the event loop's thread (`caller`, the default) or on
-   * a worker thread of its own (`own`: +20 % webhook deliveries a second, -5 % transfers a
+   * a worker thread of its own (`own`: +16 % webhook deliveries a second, -5 % transfers a
    * second on the 2-core VM; docs/benchmarks.md); see the guardian package's `DatabaseThread`.
    */
   readonly embeddedDatabaseThread: EmbeddedDatabase.DatabaseThreading
