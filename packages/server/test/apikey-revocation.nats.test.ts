@@ -4,6 +4,9 @@
  * through a loopback proxy the test can cut, so "B missed the revocation message" is
  * real, not simulated.
  *
+ * A revocation answers once every other live node has answered that it evicted the key, so
+ * "refused at once by the other node" is a guarantee, not a race the message usually wins.
+ *
  * Whether a key is served from a node's cache is observed by revoking it behind the
  * servers' back (an UPDATE on the row, which publishes nothing): a node that still
  * accepts it answered from its cache; one that refuses it asked the database.
@@ -105,7 +108,15 @@ describe.skipIf(!natsAvailable || !postgresAvailable)("API-key revocation pushed
       assert.strictEqual(yield* statusOn(b, missed.api_key), 200)
       proxy.cut()
       yield* eventually(Effect.sync(() => b.logs.some((line) => line.includes("api key cache off")) ? true : undefined), "B's cache off")
+      // A waits for B's answer (B is alive: its heartbeat is fresh), names it when none comes,
+      // and answers anyway: the revocation is committed.
+      const unacknowledged = (server: { readonly logs: ReadonlyArray<string> }) =>
+        server.logs.filter((line) => line.includes("api key revocation not acknowledged")).length
+      assert.strictEqual(unacknowledged(a), 0, "every earlier revocation was acknowledged by B")
+      const startedMs = Date.now()
       assert.strictEqual((yield* send(`${a.adminUrl}/admin/keys/${missed.key_id}/revoke`, postJson(admin, {}))).status, 200)
+      assert.isAtLeast(Date.now() - startedMs, 1_900, "A waited for B's answer before answering")
+      assert.strictEqual(unacknowledged(a), 1, "A names the node that did not answer")
       assert.strictEqual(yield* statusOn(b, missed.api_key), 401, "B, cut from NATS, asks the database")
       const uncached = yield* newKey
       assert.strictEqual(yield* statusOn(b, uncached.api_key), 200)

@@ -9,14 +9,17 @@
  * - Embedded mode: every revocation passes through this process and evicts the
  *   entry before it returns: a revoked key is refused on the very next request.
  * - Several nodes (PostgreSQL with `NATS_URL`): a revocation evicts locally,
- *   then publishes the key id on the event bus's control channel and waits for
- *   the NATS server to take it before answering; every node evicts on receipt.
+ *   then broadcasts the key id on the event bus's control channel and, before
+ *   answering, waits (up to 2 s) until every other live node (a fresh heartbeat,
+ *   NodeLiveness) has answered that it evicted it: when the revocation answers,
+ *   every node that answered refuses the key. A node that does not answer in
+ *   time is named in a warning; the revocation stands (it is committed).
  *   A node caches only while its subscription is known to be live: on a NATS
  *   disconnect, stale connection, dropped message or subscription error it
  *   clears the cache and stops caching until it has reconnected and its
  *   subscription is registered again (a revocation it missed meanwhile is then
- *   read from the database). The TTL stays as the backstop for a failure no
- *   status reports (a revoking node cut from NATS whose message is sent late).
+ *   read from the database). The TTL stays as the backstop for a node that did
+ *   not answer in time and whose loss of NATS no status has reported yet.
  * - PostgreSQL without NATS: no cache; the database is asked on every request.
  *
  * In both cached modes a revocation epoch, bumped by every revocation seen
@@ -37,6 +40,7 @@ import { AppConfig } from "../config/AppConfig.ts"
 import { makeId } from "../platform/Ids.ts"
 import { Secrets } from "../platform/Secrets.ts"
 import { EventBus } from "../events/EventBus.ts"
+import { NodeLiveness } from "../platform/NodeLiveness.ts"
 import { ApiKeyStore } from "./ApiKeyStore.ts"
 import { type ApiKeyRecord, apiKeyRandomBytes, type Mode, modeOfApiKey, type Principal } from "@pps/api/ApiKeys"
 
@@ -77,8 +81,8 @@ interface CacheEntry {
 
 /** Control-channel topic carrying a revoked key id. */
 const revocationTopic = "apikey_revoked"
-/** How long a revocation waits for NATS to take the message before answering anyway. */
-const revocationPublishWaitMs = 2_000
+/** How long a revocation waits for NATS and the other live nodes before answering anyway. */
+const revocationBroadcastWaitMs = 2_000
 
 interface Usage {
   requests: number
@@ -111,6 +115,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
       const store = yield* ApiKeyStore
       const pepper = Redacted.value(secrets.apiKeyPepper)
       const control = (yield* EventBus).control
+      const liveness = yield* NodeLiveness
       const distributed = Option.isSome(config.databaseUrl)
       const cacheTtlMs = !distributed || Option.isSome(control) ? config.apiKeyCacheTtlMs : 0
       const cache = new Map<string, CacheEntry>()
@@ -128,10 +133,12 @@ export class ApiKeys extends Context.Service<ApiKeys, {
         for (const [cacheKey, entry] of cache) if (entry.principal.keyId === keyId) cache.delete(cacheKey)
       }
 
-      if (cacheTtlMs > 0 && Option.isSome(control)) {
+      // Every node on the control channel subscribes, its cache on or not (API_KEY_CACHE_TTL_MS
+      // 0), because a revoking node waits for every live node's answer.
+      if (Option.isSome(control)) {
         // The channel calls back outside Effect; log with this layer's logger.
         const runFork = Effect.runForkWith(yield* Effect.context<never>())
-        yield* control.value.subscribe(revocationTopic, {
+        yield* control.value.subscribe(revocationTopic, liveness.nodeId, {
           onMessage: evict,
           onUnreliable: (why) => {
             revocationEpoch += 1
@@ -141,7 +148,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
           },
           onReliable: () => {
             revocationEpoch += 1
-            if (!cacheLive) runFork(Effect.logInfo("api key cache on: revocations arrive over NATS"))
+            if (!cacheLive && cacheTtlMs > 0) runFork(Effect.logInfo("api key cache on: revocations arrive over NATS"))
             cacheLive = true
           }
         })
@@ -243,12 +250,25 @@ export class ApiKeys extends Context.Service<ApiKeys, {
           // the epoch stops verifications that read the row before the update from
           // caching it afterwards.
           evict(keyId)
-          // Then the other nodes, before answering: once NATS has taken the message it
-          // is on its way to every subscribed node. If NATS does not confirm in time the
-          // revocation still stands (it is committed); the client sends the message on
-          // reconnect and the others' TTL bounds the wait.
+          // Then the other nodes, before answering: each live node answers once it has
+          // evicted the key, so when this answers, every node that answered refuses it. One
+          // that does not answer in time (cut from NATS, busy, just dead) is named; the
+          // revocation still stands (it is committed), and that node's own loss of NATS, or
+          // at worst its cache TTL, bounds how long it may still accept the key.
           if (Option.isSome(revoked) && Option.isSome(control)) {
-            yield* control.value.publish(revocationTopic, keyId, revocationPublishWaitMs).pipe(
+            yield* liveness.otherLiveNodes.pipe(
+              // Without the list, still tell every node; just wait for none by name.
+              Effect.catch((error) =>
+                Effect.logWarning("api key revocation: cannot read the live nodes", error).pipe(Effect.as([]))
+              ),
+              Effect.flatMap((awaiting) =>
+                control.value.broadcast(revocationTopic, keyId, { awaiting, waitMs: revocationBroadcastWaitMs })
+              ),
+              Effect.flatMap(({ unanswered }) =>
+                unanswered.length === 0 ? Effect.void : Effect.logWarning(
+                  `api key revocation not acknowledged within ${revocationBroadcastWaitMs} ms by ${unanswered.join(", ")}`
+                )
+              ),
               Effect.catch((error) => Effect.logWarning("api key revocation not confirmed by NATS", error))
             )
           }

@@ -13,9 +13,15 @@
  * the server, checked by a round trip after each (re)connect). Whoever keeps
  * state derived from the messages must drop it on `onUnreliable`.
  *
+ * A broadcast can also wait for named nodes to have handled it: every
+ * subscriber answers a message on its reply subject with its node id once its
+ * `onMessage` has returned, and the sender waits (bounded) for the ids it
+ * expects. "The server took it" says the message is on its way; "node X
+ * answered" says node X has acted on it.
+ *
  * @since 0.5.0
  */
-import type { NatsConnection, Status, Subscription } from "@nats-io/transport-node"
+import { createInbox, type NatsConnection, type Status, type Subscription } from "@nats-io/transport-node"
 import { Data, Effect, type Scope } from "effect"
 
 /**
@@ -45,13 +51,23 @@ export interface ControlSubscriber {
  */
 export interface ControlChannel {
   /**
-   * Publishes and waits (up to `waitMs`) for the server to have taken the
-   * message: the server has then handed it to every subscriber's connection.
-   * On a timeout the client still holds the message and sends it on reconnect.
+   * Publishes and waits (up to `waitMs`) until the server has taken the
+   * message and every node named in `awaiting` has handled it (its
+   * subscriber's `onMessage` returned). Succeeds with the named nodes that had
+   * not answered when the wait ended; fails when the server did not take the
+   * message in time (the client still holds it and sends it on reconnect).
    */
-  readonly publish: (topic: string, payload: string, waitMs: number) => Effect.Effect<void, ControlChannelError>
-  /** Subscribes for the life of the scope; `onReliable` is first called once the subscription is registered. */
-  readonly subscribe: (topic: string, subscriber: ControlSubscriber) => Effect.Effect<void, never, Scope.Scope>
+  readonly broadcast: (
+    topic: string,
+    payload: string,
+    options: { readonly awaiting: ReadonlyArray<string>; readonly waitMs: number }
+  ) => Effect.Effect<{ readonly unanswered: ReadonlyArray<string> }, ControlChannelError>
+  /**
+   * Subscribes for the life of the scope, answering each message with
+   * `answerAs` once the subscriber has handled it; `onReliable` is first called
+   * once the subscription is registered.
+   */
+  readonly subscribe: (topic: string, answerAs: string, subscriber: ControlSubscriber) => Effect.Effect<void, never, Scope.Scope>
 }
 
 /**
@@ -61,23 +77,56 @@ export interface ControlChannel {
 export const makeControlChannel = (connection: NatsConnection, subjectPrefix: string): ControlChannel => {
   const subjectOf = (topic: string) => `${subjectPrefix}_control.${topic}`
   const encoder = new TextEncoder()
-  const confirmed = (waitMs: number) =>
-    Effect.tryPromise({
-      try: () => connection.flush(),
-      catch: (cause) => new ControlChannelError({ message: "NATS did not confirm the control message", cause })
-    }).pipe(
-      Effect.timeoutOrElse({
-        duration: waitMs,
-        orElse: () => Effect.fail(new ControlChannelError({ message: `NATS did not confirm within ${waitMs} ms` }))
-      })
-    )
+  const decoder = new TextDecoder()
   return {
-    publish: (topic, payload, waitMs) =>
-      Effect.try({
-        try: () => connection.publish(subjectOf(topic), encoder.encode(payload)),
-        catch: (cause) => new ControlChannelError({ message: "cannot publish the control message", cause })
-      }).pipe(Effect.andThen(confirmed(waitMs)), Effect.withSpan("ControlChannel.publish")),
-    subscribe: (topic, subscriber) =>
+    broadcast: (topic, payload, { awaiting, waitMs }) =>
+      Effect.callback<{ readonly unanswered: ReadonlyArray<string> }, ControlChannelError>((resume) => {
+        const waitingFor = new Set(awaiting)
+        let taken = false
+        let done = false
+        let answers: Subscription | undefined
+        const finish = (outcome: Effect.Effect<{ readonly unanswered: ReadonlyArray<string> }, ControlChannelError>) => {
+          if (done) return
+          done = true
+          clearTimeout(timer)
+          answers?.unsubscribe()
+          resume(outcome)
+        }
+        const settleIfComplete = () => {
+          if (taken && waitingFor.size === 0) finish(Effect.succeed({ unanswered: [] }))
+        }
+        const timer = setTimeout(() =>
+          finish(
+            taken
+              ? Effect.succeed({ unanswered: [...waitingFor] })
+              : Effect.fail(new ControlChannelError({ message: `NATS did not confirm within ${waitMs} ms` }))
+          ), waitMs)
+        try {
+          // The answers' subscription goes out before the message, on the same connection, so
+          // the server has registered it before any subscriber can answer.
+          const inbox = createInbox()
+          answers = connection.subscribe(inbox, {
+            callback: (error, message) => {
+              if (error !== null) return
+              waitingFor.delete(decoder.decode(message.data))
+              settleIfComplete()
+            }
+          })
+          connection.publish(subjectOf(topic), encoder.encode(payload), { reply: inbox })
+        } catch (cause) {
+          finish(Effect.fail(new ControlChannelError({ message: "cannot publish the control message", cause })))
+          return
+        }
+        connection.flush().then(
+          () => {
+            taken = true
+            settleIfComplete()
+          },
+          (cause: unknown) => finish(Effect.fail(new ControlChannelError({ message: "NATS did not confirm the control message", cause })))
+        )
+        return Effect.sync(() => finish(Effect.succeed({ unanswered: [...waitingFor] })))
+      }).pipe(Effect.withSpan("ControlChannel.broadcast")),
+    subscribe: (topic, answerAs, subscriber) =>
       Effect.gen(function*() {
         // Listen to the status before subscribing, so no disconnect can pass unseen in between.
         const statuses = connection.status()
@@ -89,7 +138,11 @@ export const makeControlChannel = (connection: NatsConnection, subjectPrefix: st
                 if (error !== null) {
                   failed = true
                   subscriber.onUnreliable(`subscription failed: ${error.message}`)
-                } else subscriber.onMessage(message.string())
+                } else {
+                  subscriber.onMessage(message.string())
+                  // Handled: tell the sender, if it waits for this node.
+                  if (message.reply !== undefined && message.reply !== "") message.respond(encoder.encode(answerAs))
+                }
               }
             })
           ),

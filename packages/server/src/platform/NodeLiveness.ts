@@ -12,7 +12,7 @@
  * @since 0.2.0
  */
 import { Context, Duration, Effect, Layer, Option, Schedule } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type SqlError } from "effect/sql"
 import { AppConfig } from "../config/AppConfig.ts"
 import { ulid } from "./Ids.ts"
 
@@ -28,6 +28,8 @@ export const deadAfterMs = 10_000
 export class NodeLiveness extends Context.Service<NodeLiveness, {
   /** This process's node id. */
   readonly nodeId: string
+  /** The other nodes alive now (their heartbeat younger than `deadAfterMs`). */
+  readonly otherLiveNodes: Effect.Effect<ReadonlyArray<string>, SqlError.SqlError>
 }>()("server/platform/NodeLiveness") {
   static readonly layer = Layer.effect(
     NodeLiveness,
@@ -50,7 +52,12 @@ export class NodeLiveness extends Context.Service<NodeLiveness, {
         )
       )
       yield* Effect.addFinalizer(() => sql`DELETE FROM node_heartbeats WHERE node_id = ${nodeId}`.pipe(Effect.ignore))
-      return NodeLiveness.of({ nodeId })
+      const otherLiveNodes = sql<{ readonly node_id: string }>`
+        SELECT node_id FROM node_heartbeats
+        WHERE node_id <> ${nodeId} AND beat_at > now() - ${`${deadAfterMs} milliseconds`}::interval`.pipe(
+        Effect.map((rows) => rows.map((row) => row.node_id))
+      )
+      return NodeLiveness.of({ nodeId, otherLiveNodes })
     })
   )
 }
