@@ -4,8 +4,12 @@
  * Every transaction is signed locally with gas, fees, nonce and chain id all
  * given, then sent raw: viem would otherwise add an `eth_fillTransaction` round
  * trip and estimate gas against state that may be stale by inclusion. Nonces are
- * handed out under a lock; the node's view of the nonce is re-read whenever a
- * send shows ours is off.
+ * handed out under a lock and never handed out twice while a transaction holding
+ * one may still be broadcast: signatures run ahead of their broadcasts (a record
+ * is written in between), so the node's count of pending transactions may lag
+ * ours and can only ever move the local nonce forward. A nonce signed and never
+ * sent (its record failed) is released: the next signature takes it, or, if none
+ * comes, a filler does, so the relayer's later transactions do not wait behind it.
  *
  * @since 0.1.0
  */
@@ -46,7 +50,7 @@ export interface Relayer {
    * Fills the lowest noted gaps at or above `minedNonce` (at most `max`) with a transaction that
    * does nothing (no value, no data, to this relayer itself; fees bumped so it also replaces a
    * stuck one), each signed and handed to `send` under the nonce lock, and only while no newer
-   * transaction of this relayer took that nonce (after a resync the node may hand it out again):
+   * transaction of this relayer took that nonce (a released nonce is handed out again):
    * a filler never replaces a live transfer. Gaps below `minedNonce` are forgotten.
    */
   readonly fillGaps: (
@@ -54,8 +58,16 @@ export interface Relayer {
     max: number,
     send: (filler: SignedCall) => Effect.Effect<void, ChainError>
   ) => Effect.Effect<void, ChainError>
-  /** Forgets the local nonce, so the next signature asks the node. */
-  readonly resync: Effect.Effect<void>
+  /**
+   * The node says a nonce of ours is taken (nonce too low, or another transaction holds it):
+   * the next signature reads the node's count and goes on from it if it is ahead, never back.
+   */
+  readonly catchUp: Effect.Effect<void>
+  /**
+   * `signed` will never be broadcast (its record failed): its nonce is handed out again, to the
+   * next signature or, if none comes first, to a filler, so no later transaction waits behind it.
+   */
+  readonly release: (signed: SignedCall) => Effect.Effect<void>
   /** Transactions signed and not yet resolved, for choosing the least loaded relayer. */
   inFlight: number
 }
@@ -73,6 +85,10 @@ export const makeRelayer = (
   Effect.gen(function*() {
     const lock = yield* Semaphore.make(1)
     let nextNonce: number | undefined
+    /** Set by `catchUp`: the node may be ahead of `nextNonce`. */
+    let behindTheNode = false
+    /** Nonces signed here and never sent: handed out again first, lowest first. */
+    const released = new Set<number>()
     /** The last transaction signed for each recent nonce (fillers included), to tell a gap from a nonce taken again. */
     const lastSigned = new Map<number, { readonly txHash: Hex; readonly filler: boolean }>()
     /** Gaps: nonce → the expired transaction that left it. */
@@ -84,13 +100,20 @@ export const makeRelayer = (
 
     const sign = (call: { readonly to: Address; readonly data: Hex; readonly gas: bigint }) =>
       lock.withPermit(Effect.gen(function*() {
-        if (nextNonce === undefined) {
-          nextNonce = yield* Effect.tryPromise({
+        if (nextNonce === undefined || behindTheNode) {
+          const counted = yield* Effect.tryPromise({
             try: () => client.getTransactionCount({ address: account.address, blockTag: "pending" }),
             catch: (cause) => new ChainError({ message: "reading a relayer nonce failed", cause })
           })
+          // Forward only: nonces between the node's count and ours are held by transactions
+          // signed here and not yet broadcast, and handing them out again would make two
+          // transactions of one nonce (one of them refused, and its transfer held up).
+          nextNonce = Math.max(nextNonce ?? 0, counted)
+          behindTheNode = false
+          for (const nonce of released) if (nonce < counted) released.delete(nonce)
         }
-        const nonce = nextNonce
+        const reused = released.size > 0 ? Math.min(...released) : undefined
+        const nonce = reused ?? nextNonce
         const rawTx = yield* Effect.tryPromise({
           try: () =>
             account.signTransaction({
@@ -106,10 +129,11 @@ export const makeRelayer = (
             }),
           catch: (cause) => new ChainError({ message: "signing failed", cause })
         })
-        nextNonce = nonce + 1
+        if (reused === undefined) nextNonce = nonce + 1
+        else released.delete(reused)
         const txHash = keccak256(rawTx)
         remember(nonce, txHash, false)
-        // Taken again (after a resync): this transaction fills it.
+        // A released nonce taken again: this transaction fills its gap.
         gaps.delete(nonce)
         return { relayer: account.address, nonce, rawTx, txHash }
       }))
@@ -144,6 +168,7 @@ export const makeRelayer = (
           }
           const filler = yield* signFiller(nonce)
           remember(nonce, filler.txHash, true)
+          released.delete(nonce)
           yield* send(filler)
         }
       }))
@@ -159,9 +184,16 @@ export const makeRelayer = (
         })),
       hasGaps: () => gaps.size > 0,
       fillGaps,
-      resync: lock.withPermit(Effect.sync(() => {
-        nextNonce = undefined
+      catchUp: lock.withPermit(Effect.sync(() => {
+        behindTheNode = true
       })),
+      release: (signed) =>
+        lock.withPermit(Effect.sync(() => {
+          // Only if nothing newer took the nonce meanwhile (see fillGaps).
+          if (lastSigned.get(signed.nonce)?.txHash !== signed.txHash) return
+          released.add(signed.nonce)
+          gaps.set(signed.nonce, signed.txHash)
+        })),
       inFlight: 0
     }
     return relayer

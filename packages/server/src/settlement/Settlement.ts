@@ -330,10 +330,10 @@ const makeEngine = (
           const signed = yield* relayer.sign(call).pipe(
             Effect.tapError(() => Effect.sync(() => (relayer.inFlight -= requests.length)))
           )
-          // Signed but not recorded: the nonce it took is never broadcast, so forget the local
-          // nonce (the next signature asks the node) rather than leave a gap that stalls the relayer.
+          // Signed but not recorded: the nonce it took is never broadcast, so release it (the
+          // next signature or a filler takes it) rather than leave a gap that stalls the relayer.
           yield* store.markSent(requests.map((request) => request.submissionId), signed).pipe(
-            Effect.tapError(() => relayer.resync.pipe(Effect.andThen(Effect.sync(() => (relayer.inFlight -= requests.length)))))
+            Effect.tapError(() => relayer.release(signed).pipe(Effect.andThen(Effect.sync(() => (relayer.inFlight -= requests.length)))))
           )
           const sentAtMs = Date.now()
           const group = requests.map((request): Tracked => ({
@@ -362,7 +362,7 @@ const makeEngine = (
           if (isAlreadyKnown(error.cause)) return Effect.void
           if (isNonceTooLow(error.cause) && resignings < SettlementLimits.sendAttemptsMax) {
             return Effect.gen(function*() {
-              yield* group[0]!.relayer.resync
+              yield* group[0]!.relayer.catchUp
               const unapplied: Array<Tracked> = []
               for (const tracked of group) {
                 const applied = yield* appliedElsewhere(tracked.request)

@@ -1,0 +1,83 @@
+/**
+ * A relayer's nonces against real embedded anvil. Signatures run ahead of their
+ * broadcasts (the submission's record is written in between), so the node's count of
+ * pending transactions lags the relayer's: a nonce must never be handed out twice on
+ * the node's word, or two transactions share it, the node refuses one ("replacement
+ * transaction underpriced") and its transfer is held up. A nonce signed and never sent
+ * is handed out again, or filled, so the relayer's later transactions do not wait on it.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Option } from "effect"
+import type { Hex } from "viem"
+import { privateKeyToAccount } from "viem/accounts"
+import { type Relayer, makeRelayer, type SignedCall } from "../src/settlement/Relayer.ts"
+import { Settlement } from "../src/settlement/Settlement.ts"
+import { makeTestGuardian, scalarFrom, settlementLayer } from "./support/chainFixtures.ts"
+
+const guardian = makeTestGuardian("relayer-test")
+
+describe("relayer nonces on embedded anvil", () => {
+  it.live("never twice while a transaction may still be broadcast; a released nonce is taken again or filled", () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-relayer-"))
+    return Effect.gen(function*() {
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+      const settlement = yield* Settlement
+      const chain = Option.getOrThrow(settlement.chain("test"))
+      const client = chain.client
+      // An account of its own: the settlement's relayers never sign for it.
+      const account = privateKeyToAccount(`0x${Buffer.from(scalarFrom("relayer-test-account")).toString("hex")}`)
+      yield* Effect.promise(() =>
+        client.request({ method: "anvil_setBalance" as never, params: [account.address, `0x${(10n ** 20n).toString(16)}`] as never })
+      )
+      const baseFee = (yield* Effect.promise(() => client.getBlock())).baseFeePerGas ?? 1n
+      const relayer: Relayer = yield* makeRelayer(client, chain.chainId, account, () => baseFee)
+      const call = { to: account.address, data: "0x" as Hex, gas: 21_000n }
+      const send = (signed: SignedCall) => Effect.promise(() => client.sendRawTransaction({ serializedTransaction: signed.rawTx }))
+      const mined = (signed: SignedCall) =>
+        Effect.promise(() => client.waitForTransactionReceipt({ hash: signed.txHash, timeout: 20_000 })).pipe(
+          Effect.map((receipt) => receipt.status)
+        )
+
+      // Signed, not yet broadcast; then the node says a nonce of ours is taken (another
+      // transaction's "nonce too low"). The node counts 0 pending: the next signature must
+      // still not reuse the first one's nonce.
+      const first = yield* relayer.sign(call)
+      yield* relayer.catchUp
+      const second = yield* relayer.sign(call)
+      assert.strictEqual(second.nonce, first.nonce + 1, "a nonce held by a transaction not yet broadcast is not handed out again")
+      // Broadcast out of order, as concurrent sends may be: both are taken and mined.
+      yield* send(second)
+      yield* send(first)
+      assert.deepStrictEqual([yield* mined(first), yield* mined(second)], ["success", "success"])
+
+      // Signed and never sent (its record failed): released, the next signature takes it.
+      const unsent = yield* relayer.sign(call)
+      const after = yield* relayer.sign(call)
+      yield* relayer.release(unsent)
+      const reused = yield* relayer.sign(call)
+      assert.strictEqual(reused.nonce, unsent.nonce, "the released nonce is handed out again")
+      const next = yield* relayer.sign(call)
+      assert.strictEqual(next.nonce, after.nonce + 1, "and then the relayer goes on where it was")
+      yield* send(after)
+      yield* send(next)
+      yield* send(reused)
+      assert.deepStrictEqual([yield* mined(reused), yield* mined(after), yield* mined(next)], ["success", "success", "success"])
+
+      // Released with no signature coming: the later transaction waits on it until a filler takes it.
+      const lost = yield* relayer.sign(call)
+      const waiting = yield* relayer.sign(call)
+      yield* relayer.release(lost)
+      yield* send(waiting)
+      assert.isTrue(relayer.hasGaps(), "the released nonce is a gap to fill")
+      const minedNonce = yield* Effect.promise(() => client.getTransactionCount({ address: account.address, blockTag: "latest" }))
+      assert.strictEqual(minedNonce, lost.nonce, "the chain waits on the released nonce")
+      yield* relayer.fillGaps(minedNonce, 4, (filler) => send(filler).pipe(Effect.asVoid))
+      assert.strictEqual(yield* mined(waiting), "success")
+      const afterFill = yield* relayer.sign(call)
+      assert.strictEqual(afterFill.nonce, waiting.nonce + 1, "a filled nonce is not handed out again")
+    }).pipe(Effect.provide(settlementLayer(dataDir, guardian)))
+  }, 120_000)
+})
