@@ -5,6 +5,8 @@
  * the node's word, or two transactions share it, the node refuses one ("replacement
  * transaction underpriced") and its transfer is held up. A nonce signed and never sent
  * is handed out again, or filled, so the relayer's later transactions do not wait on it.
+ * And a relayer's next transaction that anvil's pool holds "queued" although its nonce is
+ * the one the chain expects (a race in the pool under load) is sent again in nonce order.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -12,10 +14,10 @@ import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import type { Hex } from "viem"
-import { privateKeyToAccount } from "viem/accounts"
+import { privateKeyToAccount, privateKeyToAddress } from "viem/accounts"
 import { type Relayer, makeRelayer, type SignedCall } from "../src/settlement/Relayer.ts"
 import { Settlement } from "../src/settlement/Settlement.ts"
-import { makeTestGuardian, scalarFrom, settlementLayer } from "./support/chainFixtures.ts"
+import { keyPairFrom, makeTestGuardian, scalarFrom, settlementLayer, signedConfidentialTransfer } from "./support/chainFixtures.ts"
 
 const guardian = makeTestGuardian("relayer-test")
 
@@ -80,4 +82,69 @@ describe("relayer nonces on embedded anvil", () => {
       assert.strictEqual(afterFill.nonce, waiting.nonce + 1, "a filled nonce is not handed out again")
     }).pipe(Effect.provide(settlementLayer(dataDir, guardian)))
   }, 120_000)
+
+  it.live("a relayer's next transaction the node's pool holds is sent again in nonce order, and both transfers confirm", () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-relayer-held-"))
+    return Effect.gen(function*() {
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+      const settlement = yield* Settlement
+      const chain = Option.getOrThrow(settlement.chain("test"))
+      const client = chain.client
+      const anvil = (method: string, params: ReadonlyArray<unknown>) =>
+        Effect.promise(() => client.request({ method: method as never, params: params as never }))
+      const poolHolds = (kind: "pending" | "queued", count: number) =>
+        Effect.gen(function*() {
+          for (let tries = 0; tries < 100; tries++) {
+            const status = (yield* anvil("txpool_status", [])) as { readonly pending: Hex; readonly queued: Hex }
+            if (Number(status[kind]) === count) return
+            yield* Effect.sleep(50)
+          }
+          assert.fail(`the pool never held ${count} ${kind}`)
+        })
+      const relayer = chain.relayers[0]!.address
+      const address = (label: string) => privateKeyToAddress(`0x${Buffer.from(scalarFrom(label)).toString("hex")}`)
+      const now = (yield* Effect.promise(() => client.getBlock())).timestamp
+      const request = (i: number) =>
+        signedConfidentialTransfer({
+          label: `held-${i}`,
+          guardian,
+          chainId: chain.chainId,
+          contract: chain.contracts.confidentialUsdg,
+          from: address("held-sender"),
+          to: address("held-recipient"),
+          fromKey: keyPairFrom("held-sender"),
+          toKey: keyPairFrom("held-recipient"),
+          amount: BigInt(100 + i),
+          nonce: BigInt(i),
+          deadlineSeconds: now + 600n
+        })
+
+      // Mining paused. The first transaction reaches the pool, and the node loses it.
+      yield* anvil("evm_setIntervalMining", [0])
+      const first = request(0)
+      yield* settlement.submit(first)
+      yield* poolHolds("pending", 1)
+      const lostNonce = yield* Effect.promise(() => client.getTransactionCount({ address: relayer, blockTag: "latest" }))
+      yield* anvil("anvil_removePoolTransactions", [relayer])
+      // The second, one nonce on, waits for the lost one: queued.
+      const second = request(1)
+      yield* settlement.submit(second)
+      yield* poolHolds("queued", 1)
+      // The chain passes the lost nonce without it: the second now carries the very nonce the chain
+      // expects, and the pool still holds it queued, as anvil's race leaves a transaction.
+      yield* anvil("anvil_setNonce", [relayer, `0x${(lostNonce + 1).toString(16)}`])
+      yield* anvil("evm_setIntervalMining", [1])
+      yield* anvil("anvil_mine", ["0x2"])
+      yield* poolHolds("queued", 1)
+
+      // The second is sent again in nonce order; the first, its nonce spent, is signed anew.
+      const outcomes = yield* Effect.forEach([first, second], (r) => settlement.awaitResolution(r.submissionId, 45_000), {
+        concurrency: 2
+      })
+      for (const outcome of outcomes) {
+        assert.isTrue(Option.isSome(outcome) && outcome.value._tag === "Confirmed", Option.isSome(outcome) ? outcome.value._tag : "still pending")
+      }
+    }).pipe(Effect.provide(settlementLayer(dataDir, guardian, { relayerCount: 1 })))
+  }, 120_000)
 })
+

@@ -47,6 +47,7 @@ import {
   type Hex,
   hexToBigInt,
   numberToHex,
+  parseTransaction,
   type PublicClient,
   slice as sliceHex,
   toEventSelector,
@@ -554,6 +555,50 @@ const makeEngine = (
         yield* broadcast([tracked], 0)
       })
 
+    /**
+     * A relayer whose next transaction the node holds without mining it: anvil's pool can keep a
+     * transaction "queued" for good when it arrived while its predecessor was being mined, even
+     * once its nonce is the one the chain expects, and every later transaction of the relayer
+     * waits behind it (seen under load with 100-ms blocks: 109 transactions of one relayer held
+     * for minutes, their transfers `pending` until their deadline). Sending the same bytes again
+     * is refused as already imported; taking the relayer's transactions out of the pool and
+     * sending them again in nonce order has the node take them afresh. Only when the relayer's
+     * next nonce belongs to one of `stale` (in flight here, unseen for a while); a node without
+     * anvil's pool method refuses it and the plain rebroadcast goes on. Answers the entries sent.
+     */
+    const resendInNonceOrder = (relayer: Relayer, stale: ReadonlyArray<Tracked>) =>
+      Effect.gen(function*() {
+        const next = yield* rpc("reading a relayer nonce", () => client.getTransactionCount({ address: relayer.address, blockTag: "latest" }))
+        const byHash = new Map<Hex, { readonly nonce: number; readonly rawTx: Hex; readonly entries: Array<Tracked> }>()
+        for (const tracked of [...inFlight.values()].flat()) {
+          if (tracked.relayer !== relayer || tracked.mined !== undefined) continue
+          const known = byHash.get(tracked.txHash)
+          if (known !== undefined) known.entries.push(tracked)
+          else byHash.set(tracked.txHash, { nonce: parseTransaction(tracked.rawTx).nonce ?? -1, rawTx: tracked.rawTx, entries: [tracked] })
+        }
+        const held = [...byHash.values()].find((sent) => sent.nonce === next)
+        if (held === undefined || !held.entries.some((tracked) => stale.includes(tracked))) return []
+        const cleared = yield* rpc("clearing a relayer's transactions from the node's pool", () =>
+          client.request({ method: "anvil_removePoolTransactions" as never, params: [relayer.address] as never })).pipe(
+            Effect.as(true),
+            Effect.catch(() => Effect.succeed(false))
+          )
+        if (!cleared) return []
+        const resent = [...byHash.values()].filter((sent) => sent.nonce >= next).sort((a, b) => a.nonce - b.nonce)
+        yield* Effect.logWarning("the node held a relayer's next transaction: its transactions sent again in nonce order").pipe(
+          Effect.annotateLogs({ relayer: relayer.address, nonce: next, transactions: resent.length })
+        )
+        const now = Date.now()
+        for (const sent of resent) {
+          for (const tracked of sent.entries) yield* store.countBroadcast(tracked.request.submissionId)
+          yield* rpc("broadcasting", () => client.sendRawTransaction({ serializedTransaction: sent.rawTx })).pipe(
+            Effect.catch((error) => isAlreadyKnown(error.cause) || isNonceTooLow(error.cause) ? Effect.void : Effect.fail(error))
+          )
+          for (const tracked of sent.entries) tracked.sentAtMs = now
+        }
+        return resent.flatMap((sent) => sent.entries)
+      })
+
     // Recovery: everything not final that no live node drives, as the last run left it
     // (embedded: every earlier process is gone, so all of it; distributed: what dead nodes
     // left, including this node's previous life once its heartbeat is stale).
@@ -699,7 +744,16 @@ const makeEngine = (
       const alone = (effect: Effect.Effect<void, ChainError | SqlError.SqlError>) =>
         effect.pipe(Effect.catch((error) => Effect.logWarning("settlement watcher could not conclude a transaction", error)))
       yield* Effect.forEach(other, alone, { concurrency: SettlementLimits.concludesInParallel, discard: true })
-      yield* Effect.forEach(stale, (tracked) => alone(revisit(tracked)), { concurrency: SettlementLimits.concludesInParallel, discard: true })
+      // A relayer whose next transaction the node holds is sent again in nonce order first; what
+      // that sent is not revisited now.
+      const staleRelayers = new Set(stale.map((tracked) => tracked.relayer))
+      const resent = new Set<Tracked>()
+      yield* Effect.forEach(staleRelayers, (relayer) =>
+        alone(resendInNonceOrder(relayer, stale).pipe(Effect.map((sent) => sent.forEach((tracked) => resent.add(tracked))))), { discard: true })
+      yield* Effect.forEach(stale.filter((tracked) => !resent.has(tracked)), (tracked) => alone(revisit(tracked)), {
+        concurrency: SettlementLimits.concludesInParallel,
+        discard: true
+      })
       if (now - nonceGapsTriedAtMs > SettlementLimits.nonceFillRetryMs && relayers.some((relayer) => relayer.hasGaps())) {
         yield* fillNonceGaps
       }
@@ -709,6 +763,13 @@ const makeEngine = (
     yield* Effect.forkScoped(
       round.pipe(
         Effect.catch((error) => Effect.logWarning("settlement watcher round failed", error)),
+        // A defect (a bug) must not end the watcher, or every transfer in flight would stay
+        // `pending` until a restart: logged, and the next round runs after a pause.
+        Effect.catchDefect((defect) =>
+          Effect.logError("settlement watcher round failed unexpectedly", defect).pipe(
+            Effect.andThen(Effect.sleep(SettlementLimits.defectPauseMs))
+          )
+        ),
         Effect.repeat(Schedule.spaced(Duration.millis(pollMs)))
       )
     )
@@ -730,6 +791,7 @@ const makeEngine = (
         }
       }).pipe(
         Effect.catch((error) => Effect.logWarning("adopting orphaned submissions failed", error)),
+        Effect.catchDefect((defect) => Effect.logError("adopting orphaned submissions failed unexpectedly", defect)),
         Effect.repeat(Schedule.spaced(Duration.millis(SettlementLimits.adoptOrphansEveryMs))),
         Effect.delay(Duration.millis(SettlementLimits.adoptOrphansEveryMs))
       )

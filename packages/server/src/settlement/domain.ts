@@ -151,6 +151,8 @@ export const SettlementLimits = {
   blockReadsInParallel: 8,
   /** Reverted, expired or stale transactions a watcher round looks into at once. */
   concludesInParallel: 8,
+  /** After a watcher round ended by a defect, the pause before the next (a bug that repeats must not flood the log). */
+  defectPauseMs: 1_000,
   /** Confirmations written per statement (4 parameters each, far below PostgreSQL's 65,535). */
   confirmationsPerStatementMax: 1_000,
   /**
