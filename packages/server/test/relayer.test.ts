@@ -83,7 +83,7 @@ describe("relayer nonces on embedded anvil", () => {
     }).pipe(Effect.provide(settlementLayer(dataDir, guardian)))
   }, 120_000)
 
-  it.live("a relayer's next transaction the node's pool holds is sent again in nonce order, and both transfers confirm", () => {
+  it.live("a relayer's next transaction the node's pool holds is sent again in nonce order, and every transfer confirms", () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-relayer-held-"))
     return Effect.gen(function*() {
       yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
@@ -126,20 +126,23 @@ describe("relayer nonces on embedded anvil", () => {
       yield* poolHolds("pending", 1)
       const lostNonce = yield* Effect.promise(() => client.getTransactionCount({ address: relayer, blockTag: "latest" }))
       yield* anvil("anvil_removePoolTransactions", [relayer])
-      // The second, one nonce on, waits for the lost one: queued.
+      // The next two wait for the lost one: queued.
       const second = request(1)
+      const third = request(2)
       yield* settlement.submit(second)
       yield* poolHolds("queued", 1)
+      yield* settlement.submit(third)
+      yield* poolHolds("queued", 2)
       // The chain passes the lost nonce without it: the second now carries the very nonce the chain
       // expects, and the pool still holds it queued, as anvil's race leaves a transaction.
       yield* anvil("anvil_setNonce", [relayer, `0x${(lostNonce + 1).toString(16)}`])
       yield* anvil("evm_setIntervalMining", [1])
       yield* anvil("anvil_mine", ["0x2"])
-      yield* poolHolds("queued", 1)
+      yield* poolHolds("queued", 2)
 
-      // The second is sent again in nonce order; the first, its nonce spent, is signed anew.
-      const outcomes = yield* Effect.forEach([first, second], (r) => settlement.awaitResolution(r.submissionId, 45_000), {
-        concurrency: 2
+      // The second and third are sent again in nonce order; the first, its nonce spent, is signed anew.
+      const outcomes = yield* Effect.forEach([first, second, third], (r) => settlement.awaitResolution(r.submissionId, 45_000), {
+        concurrency: 3
       })
       for (const outcome of outcomes) {
         assert.isTrue(Option.isSome(outcome) && outcome.value._tag === "Confirmed", Option.isSome(outcome) ? outcome.value._tag : "still pending")

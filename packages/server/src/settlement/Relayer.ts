@@ -157,7 +157,12 @@ export const makeRelayer = (
 
     const fillGaps = (minedNonce: number, max: number, send: (filler: SignedCall) => Effect.Effect<void, ChainError>) =>
       lock.withPermit(Effect.gen(function*() {
-        for (const nonce of [...gaps.keys()]) if (nonce < minedNonce) gaps.delete(nonce)
+        for (const nonce of [...gaps.keys()]) {
+          if (nonce < minedNonce) {
+            gaps.delete(nonce)
+            released.delete(nonce)
+          }
+        }
         const lowest = [...gaps.entries()].sort(([a], [b]) => a - b).slice(0, max)
         for (const [nonce, expired] of lowest) {
           // Still the expired transaction's, or a filler's of ours; otherwise a newer transaction took it.

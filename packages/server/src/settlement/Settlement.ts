@@ -40,7 +40,7 @@
  * @since 0.1.0
  */
 import { ConfidentialTokenArtifact } from "@pps/contracts"
-import { Context, Deferred, Duration, Effect, Exit, Layer, Option, PubSub, Schedule, Stream } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Layer, Option, PubSub, Schedule, Schema, Stream } from "effect"
 import type { SqlError } from "effect/sql"
 import {
   getAbiItem,
@@ -130,6 +130,20 @@ const outcomeIn = (
     }
   }
   return "reverted"
+}
+
+/** `txpool_content`'s queued part (by sender, then by nonce), as geth and anvil answer it. */
+const decodePoolContent = Schema.decodeUnknownOption(
+  Schema.Struct({ queued: Schema.Record(Schema.String, Schema.Record(Schema.String, Schema.Unknown)) })
+)
+
+/** The nonce a signed transaction carries (undefined for bytes that do not parse: never ours). */
+const nonceOf = (rawTx: Hex): number | undefined => {
+  try {
+    return parseTransaction(rawTx).nonce
+  } catch {
+    return undefined
+  }
 }
 
 /**
@@ -551,7 +565,7 @@ const makeEngine = (
           return yield* failExpired(tracked)
         }
         tracked.sentAtMs = Date.now()
-        yield* store.countBroadcast(tracked.request.submissionId)
+        yield* store.countBroadcast([tracked.request.submissionId])
         yield* broadcast([tracked], 0)
       })
 
@@ -562,41 +576,69 @@ const makeEngine = (
      * waits behind it (seen under load with 100-ms blocks: 109 transactions of one relayer held
      * for minutes, their transfers `pending` until their deadline). Sending the same bytes again
      * is refused as already imported; taking the relayer's transactions out of the pool and
-     * sending them again in nonce order has the node take them afresh. Only when the relayer's
-     * next nonce belongs to one of `stale` (in flight here, unseen for a while); a node without
-     * anvil's pool method refuses it and the plain rebroadcast goes on. Answers the entries sent.
+     * sending them again in nonce order has the node take them afresh.
+     *
+     * Only when the pool shows the relayer's next nonce `queued` (not merely a backed-up pool),
+     * and only for a relayer with a transaction in flight here unseen for a while (`stale`). A
+     * node without anvil's pool methods refuses the reading and the plain rebroadcast goes on.
+     * What is sent again: this node's transactions of the relayer not yet seen in a block, from
+     * the next nonce up, in order, read after the pool was cleared (so one tracked meanwhile is
+     * not left out), leaving out calls past their deadline (revisited: `expired`, their nonce
+     * filled). A send that fails is logged and the rest still go; what was not sent is revisited.
+     * Answers the entries sent.
      */
-    const resendInNonceOrder = (relayer: Relayer, stale: ReadonlyArray<Tracked>) =>
+    const resendInNonceOrder = (relayer: Relayer) =>
       Effect.gen(function*() {
         const next = yield* rpc("reading a relayer nonce", () => client.getTransactionCount({ address: relayer.address, blockTag: "latest" }))
-        const byHash = new Map<Hex, { readonly nonce: number; readonly rawTx: Hex; readonly entries: Array<Tracked> }>()
+        const pool = yield* rpc("reading the node's pool", () =>
+          client.request({ method: "txpool_content" as never, params: [] as never })).pipe(
+            Effect.map(decodePoolContent),
+            Effect.catch(() => Effect.succeed(Option.none()))
+          )
+        if (Option.isNone(pool)) return []
+        const queued = Object.entries(pool.value.queued).find(([address]) => address.toLowerCase() === relayer.address.toLowerCase())?.[1]
+        if (queued === undefined || queued[String(next)] === undefined) return []
+        yield* rpc("clearing a relayer's transactions from the node's pool", () =>
+          client.request({ method: "anvil_removePoolTransactions" as never, params: [relayer.address] as never }))
+        const byHash = new Map<Hex, { readonly nonce: number; readonly txHash: Hex; readonly rawTx: Hex; readonly entries: Array<Tracked> }>()
         for (const tracked of [...inFlight.values()].flat()) {
-          if (tracked.relayer !== relayer || tracked.mined !== undefined) continue
+          if (tracked.relayer !== relayer || tracked.mined !== undefined || tracked.revertedBeforeDeadline === true) continue
+          const deadline = tracked.request.deadlineSeconds
+          if (deadline !== null && latestTimestampSeconds > deadline) continue
           const known = byHash.get(tracked.txHash)
           if (known !== undefined) known.entries.push(tracked)
-          else byHash.set(tracked.txHash, { nonce: parseTransaction(tracked.rawTx).nonce ?? -1, rawTx: tracked.rawTx, entries: [tracked] })
+          else {
+            const nonce = nonceOf(tracked.rawTx)
+            if (nonce !== undefined && nonce >= next) {
+              byHash.set(tracked.txHash, { nonce, txHash: tracked.txHash, rawTx: tracked.rawTx, entries: [tracked] })
+            }
+          }
         }
-        const held = [...byHash.values()].find((sent) => sent.nonce === next)
-        if (held === undefined || !held.entries.some((tracked) => stale.includes(tracked))) return []
-        const cleared = yield* rpc("clearing a relayer's transactions from the node's pool", () =>
-          client.request({ method: "anvil_removePoolTransactions" as never, params: [relayer.address] as never })).pipe(
-            Effect.as(true),
-            Effect.catch(() => Effect.succeed(false))
-          )
-        if (!cleared) return []
-        const resent = [...byHash.values()].filter((sent) => sent.nonce >= next).sort((a, b) => a.nonce - b.nonce)
+        const resend = [...byHash.values()].sort((a, b) => a.nonce - b.nonce)
         yield* Effect.logWarning("the node held a relayer's next transaction: its transactions sent again in nonce order").pipe(
-          Effect.annotateLogs({ relayer: relayer.address, nonce: next, transactions: resent.length })
+          Effect.annotateLogs({ relayer: relayer.address, nonce: next, transactions: resend.length })
         )
-        const now = Date.now()
-        for (const sent of resent) {
-          for (const tracked of sent.entries) yield* store.countBroadcast(tracked.request.submissionId)
-          yield* rpc("broadcasting", () => client.sendRawTransaction({ serializedTransaction: sent.rawTx })).pipe(
-            Effect.catch((error) => isAlreadyKnown(error.cause) || isNonceTooLow(error.cause) ? Effect.void : Effect.fail(error))
+        yield* store.countBroadcast(resend.flatMap((sent) => sent.entries.map((tracked) => tracked.request.submissionId)))
+        const sent: Array<Tracked> = []
+        for (const transaction of resend) {
+          const ok = yield* rpc("broadcasting", () => client.sendRawTransaction({ serializedTransaction: transaction.rawTx })).pipe(
+            Effect.as(true),
+            Effect.catch((error) =>
+              isAlreadyKnown(error.cause) || isNonceTooLow(error.cause)
+                ? Effect.succeed(true)
+                : Effect.logWarning("broadcast failed; will retry").pipe(
+                  Effect.annotateLogs({ tx_hash: transaction.txHash, error: String(error.cause) }),
+                  Effect.as(false)
+                ))
           )
-          for (const tracked of sent.entries) tracked.sentAtMs = now
+          if (!ok) continue
+          const now = Date.now()
+          for (const tracked of transaction.entries) {
+            tracked.sentAtMs = now
+            sent.push(tracked)
+          }
         }
-        return resent.flatMap((sent) => sent.entries)
+        return sent
       })
 
     // Recovery: everything not final that no live node drives, as the last run left it
@@ -749,7 +791,7 @@ const makeEngine = (
       const staleRelayers = new Set(stale.map((tracked) => tracked.relayer))
       const resent = new Set<Tracked>()
       yield* Effect.forEach(staleRelayers, (relayer) =>
-        alone(resendInNonceOrder(relayer, stale).pipe(Effect.map((sent) => sent.forEach((tracked) => resent.add(tracked))))), { discard: true })
+        alone(resendInNonceOrder(relayer).pipe(Effect.map((sent) => sent.forEach((tracked) => resent.add(tracked))))), { discard: true })
       yield* Effect.forEach(stale.filter((tracked) => !resent.has(tracked)), (tracked) => alone(revisit(tracked)), {
         concurrency: SettlementLimits.concludesInParallel,
         discard: true

@@ -148,7 +148,7 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
     submissionIds: ReadonlyArray<string>,
     signed: { readonly relayer: Address; readonly nonce: number; readonly rawTx: Hex; readonly txHash: Hex }
   ) => Effect.Effect<void, SqlError.SqlError>
-  readonly countBroadcast: (submissionId: string) => Effect.Effect<void, SqlError.SqlError>
+  readonly countBroadcast: (submissionIds: ReadonlyArray<string>) => Effect.Effect<void, SqlError.SqlError>
   /** Writes the final outcome; false when the submission was already final (nothing changes). */
   readonly resolve: (resolution: Resolution) => Effect.Effect<boolean, SqlError.SqlError>
   /**
@@ -255,9 +255,10 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
             UPDATE chain_submissions SET relayer = ${signed.relayer}, relayer_nonce = ${signed.nonce}, raw_tx = ${hexToBytes(signed.rawTx)},
               tx_hash = ${signed.txHash}, status = 'sent', broadcasts = broadcasts + 1, updated_at = now()
             WHERE ${sql.in("submission_id", submissionIds)} AND status IN ('recorded', 'sent')`.pipe(Effect.asVoid),
-        countBroadcast: (submissionId) =>
-          sql`UPDATE chain_submissions SET broadcasts = broadcasts + 1, updated_at = now() WHERE submission_id = ${submissionId}`
-            .pipe(Effect.asVoid),
+        countBroadcast: (submissionIds) =>
+          submissionIds.length === 0 ? Effect.void : sql`
+            UPDATE chain_submissions SET broadcasts = broadcasts + 1, updated_at = now()
+            WHERE ${sql.in("submission_id", submissionIds)}`.pipe(Effect.asVoid),
         resolve: (resolution) =>
           resolution._tag === "Confirmed"
             ? confirmMany([resolution]).pipe(Effect.map((changed) => changed.length > 0))
