@@ -12,22 +12,32 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Effect, Option, type Scope } from "effect"
 import type { Hex } from "viem"
 import { privateKeyToAccount, privateKeyToAddress } from "viem/accounts"
+import type { AppConfigShape } from "../src/config/AppConfig.ts"
+import type { ChainContext } from "../src/settlement/Chains.ts"
 import { type Relayer, makeRelayer, type SignedCall } from "../src/settlement/Relayer.ts"
 import { Settlement } from "../src/settlement/Settlement.ts"
 import { keyPairFrom, makeTestGuardian, scalarFrom, settlementLayer, signedConfidentialTransfer } from "./support/chainFixtures.ts"
 
 const guardian = makeTestGuardian("relayer-test")
 
+/** `body` with the settlement engine on embedded anvil and PGlite in a fresh directory, removed afterwards. */
+const onEmbeddedChain = <A, E>(
+  overrides: Partial<AppConfigShape>,
+  body: (chain: ChainContext) => Effect.Effect<A, E, Settlement | Scope.Scope>
+) => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-relayer-"))
+  return Effect.gen(function*() {
+    yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+    return yield* body(Option.getOrThrow((yield* Settlement).chain("test")))
+  }).pipe(Effect.provide(settlementLayer(dataDir, guardian, overrides)))
+}
+
 describe("relayer nonces on embedded anvil", () => {
-  it.live("never twice while a transaction may still be broadcast; a released nonce is taken again or filled", () => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-relayer-"))
-    return Effect.gen(function*() {
-      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
-      const settlement = yield* Settlement
-      const chain = Option.getOrThrow(settlement.chain("test"))
+  it.live("never twice while a transaction may still be broadcast; a released nonce is taken again or filled", () =>
+    onEmbeddedChain({}, (chain) => Effect.gen(function*() {
       const client = chain.client
       // An account of its own: the settlement's relayers never sign for it.
       const account = privateKeyToAccount(`0x${Buffer.from(scalarFrom("relayer-test-account")).toString("hex")}`)
@@ -80,15 +90,11 @@ describe("relayer nonces on embedded anvil", () => {
       assert.strictEqual(yield* mined(waiting), "success")
       const afterFill = yield* relayer.sign(call)
       assert.strictEqual(afterFill.nonce, waiting.nonce + 1, "a filled nonce is not handed out again")
-    }).pipe(Effect.provide(settlementLayer(dataDir, guardian)))
-  }, 120_000)
+    })), 120_000)
 
-  it.live("a relayer's next transaction the node's pool holds is sent again in nonce order, and every transfer confirms", () => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-relayer-held-"))
-    return Effect.gen(function*() {
-      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+  it.live("a relayer's next transaction the node's pool holds is sent again in nonce order, and every transfer confirms", () =>
+    onEmbeddedChain({ relayerCount: 1 }, (chain) => Effect.gen(function*() {
       const settlement = yield* Settlement
-      const chain = Option.getOrThrow(settlement.chain("test"))
       const client = chain.client
       const anvil = (method: string, params: ReadonlyArray<unknown>) =>
         Effect.promise(() => client.request({ method: method as never, params: params as never }))
@@ -147,7 +153,6 @@ describe("relayer nonces on embedded anvil", () => {
       for (const outcome of outcomes) {
         assert.isTrue(Option.isSome(outcome) && outcome.value._tag === "Confirmed", Option.isSome(outcome) ? outcome.value._tag : "still pending")
       }
-    }).pipe(Effect.provide(settlementLayer(dataDir, guardian, { relayerCount: 1 })))
-  }, 120_000)
+    })), 120_000)
 })
 

@@ -585,10 +585,16 @@ const makeEngine = (
      * the next nonce up, in order, read after the pool was cleared (so one tracked meanwhile is
      * not left out), leaving out calls past their deadline (revisited: `expired`, their nonce
      * filled). A send that fails is logged and the rest still go; what was not sent is revisited.
-     * Answers the entries sent.
+     * Looked at once per rebroadcast period per relayer at most: the pool's content is the whole
+     * pool (anvil has no per-sender reading), and a backed-up pool has stale transactions in
+     * every round. Answers the entries sent.
      */
+    const heldCheckedAtMs = new Map<Relayer, number>()
     const resendInNonceOrder = (relayer: Relayer) =>
       Effect.gen(function*() {
+        const checkedAtMs = Date.now()
+        if (checkedAtMs - (heldCheckedAtMs.get(relayer) ?? 0) < SettlementLimits.rebroadcastAfterMs) return []
+        heldCheckedAtMs.set(relayer, checkedAtMs)
         const next = yield* rpc("reading a relayer nonce", () => client.getTransactionCount({ address: relayer.address, blockTag: "latest" }))
         const pool = yield* rpc("reading the node's pool", () =>
           client.request({ method: "txpool_content" as never, params: [] as never })).pipe(
