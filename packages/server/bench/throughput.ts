@@ -54,6 +54,7 @@ const { values } = parseArgs({
     rate: { type: "string", default: "100" },
     "rate-seconds": { type: "string", default: "20" },
     "block-time-ms": { type: "string", default: "100" },
+    "idle-seconds": { type: "string", default: "10" },
     seed: { type: "string", default: "16" },
     mode: { type: "string", default: "embedded" },
     "api-nodes": { type: "string", default: "1" },
@@ -72,6 +73,7 @@ if (values.help) {
   --rate 100              fixed arrival rate (transfers/s) of the open-loop run
   --rate-seconds 20       its duration
   --block-time-ms 100     the chain's block time
+  --idle-seconds 10       embedded: a window without traffic first, for each process's fixed CPU cost
   --seed 16               the clients' pseudo-random choices
   --mode embedded         embedded (npm start's default) or distributed (the cluster topology:
                           PostgreSQL at PPS_BENCH_POSTGRES_URL, default postgres://postgres@127.0.0.1:5432,
@@ -99,6 +101,7 @@ const accountsCount = Math.max(2, positive("accounts", values.accounts))
 const fixedRatePerSecond = positive("rate", values.rate)
 const fixedRateMs = positive("rate-seconds", values["rate-seconds"]) * 1000
 const blockTimeMs = positive("block-time-ms", values["block-time-ms"])
+const idleMs = positive("idle-seconds", values["idle-seconds"]) * 1000
 const prng = mulberry32(positive("seed", values.seed))
 if (values.mode !== "embedded" && values.mode !== "distributed") {
   process.stderr.write(`throughput: --mode must be embedded or distributed, got ${values.mode}\n`)
@@ -421,6 +424,7 @@ const main = async () => {
   })
   const baseUrl = `http://127.0.0.1:${port}`
   const results: Array<ReturnType<typeof summarize> & { label: string }> = []
+  let idleCpuPerSecond: Record<string, number> = {}
   try {
     log(`starting the server (embedded default, ${blockTimeMs} ms blocks) in ${workDir}`)
     await server.start()
@@ -428,6 +432,12 @@ const main = async () => {
     const accounts = await setUp(baseUrl, `http://127.0.0.1:${adminPort}`, adminToken)
     const processes = findProcesses(dataDir)
     log(`${accounts.length} accounts funded; pids: server ${processes.server}, guardian ${processes.guardian ?? "in process"}, anvil ${processes.anvil ?? "not found"}`)
+    // What each process spends with nothing to do (watchers, relays, sweeps): under load it is
+    // part of every transfer's CPU, and at a low rate most of it.
+    log(`no traffic for ${idleMs / 1000} s ...`)
+    const idle = await measured("idle", () => sampleCpu(processes), () => sleep(idleMs).then(() => []))
+    idleCpuPerSecond = Object.fromEntries(Object.entries(idle.cpu).map(([name, ms]) => [name, ms / (idle.elapsedMs / 1000)]))
+    log(`  idle CPU ms per second: ${JSON.stringify(idleCpuPerSecond)}`)
     for (const clients of clientLevels) {
       log(`${clients} clients for ${windowMs / 1000} s ...`)
       const result = await measured(`${clients} clients`, () => sampleCpu(processes), closedLoop([baseUrl], accounts, clients))
@@ -446,8 +456,9 @@ const main = async () => {
   process.stdout.write([
     "",
     `machine: ${cpu[0]?.model ?? "unknown"} (${cpu.length} vCPU), load average at the end ${os.loadavg().map((load) => load.toFixed(1)).join(" ")}, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}`,
-    `command: npm run -s bench:throughput -- --clients ${clientLevels.join(",")} --seconds ${windowMs / 1000} --accounts ${accountsCount} --rate ${fixedRatePerSecond} --rate-seconds ${fixedRateMs / 1000} --block-time-ms ${blockTimeMs}`,
+    `command: npm run -s bench:throughput -- --clients ${clientLevels.join(",")} --seconds ${windowMs / 1000} --accounts ${accountsCount} --rate ${fixedRatePerSecond} --rate-seconds ${fixedRateMs / 1000} --block-time-ms ${blockTimeMs} --idle-seconds ${idleMs / 1000}`,
     `cryptographic floor per transfer (mcl-wasm, measured in this run): ${format(floorMs, 2)} ms`,
+    `idle (no traffic, ${idleMs / 1000} s), CPU ms per second: server ${format(idleCpuPerSecond["server"] ?? Number.NaN)} / guardian ${format(idleCpuPerSecond["guardian"] ?? Number.NaN)} / anvil ${format(idleCpuPerSecond["anvil"] ?? Number.NaN)}`,
     "",
     "| load | confirmed/s | answers | create → confirmed p50 / p99 ms | CPU ms per confirmed transfer: server / guardian / anvil | server + guardian ÷ floor |",
     "|---|---:|---|---:|---:|---:|",

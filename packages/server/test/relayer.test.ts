@@ -146,13 +146,15 @@ describe("relayer nonces on embedded anvil", () => {
       yield* anvil("anvil_mine", ["0x2"])
       yield* poolHolds("queued", 2)
 
-      // The second and third are sent again in nonce order; the first, its nonce spent, is signed anew.
-      const outcomes = yield* Effect.forEach([first, second, third], (r) => settlement.awaitResolution(r.submissionId, 45_000), {
-        concurrency: 3
-      })
-      for (const outcome of outcomes) {
-        assert.isTrue(Option.isSome(outcome) && outcome.value._tag === "Confirmed", Option.isSome(outcome) ? outcome.value._tag : "still pending")
-      }
+      // The second and third are sent again in nonce order, a few seconds late (SettlementLimits.
+      // heldCheckAfterMs), well before the 15-s rebroadcast age; the first, its nonce spent, is
+      // signed anew once it reaches that age.
+      const confirmedWithin = (r: typeof first, ms: number) =>
+        settlement.awaitResolution(r.submissionId, ms).pipe(Effect.map((outcome) => {
+          assert.isTrue(Option.isSome(outcome) && outcome.value._tag === "Confirmed", Option.isSome(outcome) ? outcome.value._tag : `still pending after ${ms} ms`)
+        }))
+      yield* Effect.forEach([second, third], (r) => confirmedWithin(r, 12_000), { concurrency: 2 })
+      yield* confirmedWithin(first, 45_000)
     })), 120_000)
 })
 

@@ -133,7 +133,8 @@ const outcomeIn = (
 }
 
 /** `txpool_content`'s queued part (by sender, then by nonce), as geth and anvil answer it. */
-const decodePoolContent = Schema.decodeUnknownOption(
+/** `txpool_inspect`'s transactions the node holds back, by sender and nonce (the lines themselves unused). */
+const decodePoolInspection = Schema.decodeUnknownOption(
   Schema.Struct({ queued: Schema.Record(Schema.String, Schema.Record(Schema.String, Schema.Unknown)) })
 )
 
@@ -570,7 +571,7 @@ const makeEngine = (
       })
 
     /**
-     * A relayer whose next transaction the node holds without mining it: anvil's pool can keep a
+     * Relayers whose next transaction the node holds without mining it: anvil's pool can keep a
      * transaction "queued" for good when it arrived while its predecessor was being mined, even
      * once its nonce is the one the chain expects, and every later transaction of the relayer
      * waits behind it (seen under load with 100-ms blocks: 109 transactions of one relayer held
@@ -578,32 +579,49 @@ const makeEngine = (
      * is refused as already imported; taking the relayer's transactions out of the pool and
      * sending them again in nonce order has the node take them afresh.
      *
-     * Only when the pool shows the relayer's next nonce `queued` (not merely a backed-up pool),
-     * and only for a relayer with a transaction in flight here unseen for a while (`stale`). A
-     * node without anvil's pool methods refuses the reading and the plain rebroadcast goes on.
-     * What is sent again: this node's transactions of the relayer not yet seen in a block, from
-     * the next nonce up, in order, read after the pool was cleared (so one tracked meanwhile is
-     * not left out), leaving out calls past their deadline (revisited: `expired`, their nonce
-     * filled). A send that fails is logged and the rest still go; what was not sent is revisited.
-     * Looked at once per rebroadcast period per relayer at most: the pool's content is the whole
-     * pool (anvil has no per-sender reading), and a backed-up pool has stale transactions in
-     * every round. Answers the entries sent.
+     * Looked at for relayers with a transaction in flight here unseen for `heldAfterMs` (three
+     * blocks, at least `SettlementLimits.heldCheckAfterMs`), at most once per that period per
+     * relayer, with one reading of the pool for all of them (`txpool_inspect`: nonces and a line
+     * per transaction, not their calldata). Acted on only when the pool shows the relayer's next
+     * nonce `queued` (not merely a backed-up pool). A node without those methods refuses the
+     * reading and the plain rebroadcast goes on. What is sent again: this node's transactions of
+     * the relayer not yet seen in a block, from the next nonce up, in order, read after the pool
+     * was cleared (so one tracked meanwhile is not left out), leaving out calls past their
+     * deadline (revisited: `expired`, their nonce filled). A send that fails is logged and the
+     * rest still go; what was not sent is revisited. Answers the entries sent.
      */
+    const heldAfterMs = Math.max(SettlementLimits.heldCheckAfterMs, 3 * blockTimeMs)
     const heldCheckedAtMs = new Map<Relayer, number>()
-    const resendInNonceOrder = (relayer: Relayer) =>
+    const resendHeld = (late: ReadonlySet<Relayer>) =>
       Effect.gen(function*() {
         const checkedAtMs = Date.now()
-        if (checkedAtMs - (heldCheckedAtMs.get(relayer) ?? 0) < SettlementLimits.rebroadcastAfterMs) return []
-        heldCheckedAtMs.set(relayer, checkedAtMs)
-        const next = yield* rpc("reading a relayer nonce", () => client.getTransactionCount({ address: relayer.address, blockTag: "latest" }))
+        const due = [...late].filter((relayer) => checkedAtMs - (heldCheckedAtMs.get(relayer) ?? 0) >= heldAfterMs)
+        if (due.length === 0) return []
+        for (const relayer of due) heldCheckedAtMs.set(relayer, checkedAtMs)
         const pool = yield* rpc("reading the node's pool", () =>
-          client.request({ method: "txpool_content" as never, params: [] as never })).pipe(
-            Effect.map(decodePoolContent),
+          client.request({ method: "txpool_inspect" as never, params: [] as never })).pipe(
+            Effect.map(decodePoolInspection),
             Effect.catch(() => Effect.succeed(Option.none()))
           )
         if (Option.isNone(pool)) return []
-        const queued = Object.entries(pool.value.queued).find(([address]) => address.toLowerCase() === relayer.address.toLowerCase())?.[1]
-        if (queued === undefined || queued[String(next)] === undefined) return []
+        const queuedByAddress = new Map(Object.entries(pool.value.queued).map(([address, byNonce]) => [address.toLowerCase(), byNonce]))
+        const sent: Array<Tracked> = []
+        for (const relayer of due) {
+          const queued = queuedByAddress.get(relayer.address.toLowerCase())
+          if (queued === undefined) continue
+          yield* resendInNonceOrder(relayer, queued).pipe(
+            Effect.tap((resent) => Effect.sync(() => sent.push(...resent))),
+            Effect.catch((error) => Effect.logWarning("could not send a held relayer's transactions again", error))
+          )
+        }
+        return sent
+      })
+
+    /** One relayer of `resendHeld`, given the nonces the pool holds `queued` for it. */
+    const resendInNonceOrder = (relayer: Relayer, queued: Readonly<Record<string, unknown>>) =>
+      Effect.gen(function*() {
+        const next = yield* rpc("reading a relayer nonce", () => client.getTransactionCount({ address: relayer.address, blockTag: "latest" }))
+        if (queued[String(next)] === undefined) return []
         yield* rpc("clearing a relayer's transactions from the node's pool", () =>
           client.request({ method: "anvil_removePoolTransactions" as never, params: [relayer.address] as never }))
         const byHash = new Map<Hex, { readonly nonce: number; readonly txHash: Hex; readonly rawTx: Hex; readonly entries: Array<Tracked> }>()
@@ -757,6 +775,7 @@ const makeEngine = (
       const applied: Array<Tracked> = []
       const other: Array<Effect.Effect<void, ChainError | SqlError.SqlError>> = []
       const stale: Array<Tracked> = []
+      const late = new Set<Relayer>()
       for (const tracked of [...inFlight.values()].flat()) {
         if (tracked.revertedBeforeDeadline === true) {
           const deadline = tracked.request.deadlineSeconds
@@ -766,12 +785,16 @@ const makeEngine = (
             if (tracked.mined.outcome === "applied") applied.push(tracked)
             else other.push(conclude(tracked))
           }
-        } else if (now - tracked.sentAtMs > SettlementLimits.rebroadcastAfterMs) {
+        } else {
           // Rebroadcast only once every block is read: a transaction not seen while blocks remain
           // unread may well be in one of them. Past its deadline by a block already read it has
           // expired (or was applied: revisit looks at the chain's state) whatever is left to read.
+          const unseenMs = now - tracked.sentAtMs
+          if (unseenMs > heldAfterMs && behind <= 0n) late.add(tracked.relayer)
           const deadline = tracked.request.deadlineSeconds
-          if (behind <= 0n || (deadline !== null && latestTimestampSeconds > deadline)) stale.push(tracked)
+          if (unseenMs > SettlementLimits.rebroadcastAfterMs && (behind <= 0n || (deadline !== null && latestTimestampSeconds > deadline))) {
+            stale.push(tracked)
+          }
         }
       }
       // Written first, forgotten after: a failed write leaves them tracked for the next round.
@@ -794,10 +817,8 @@ const makeEngine = (
       yield* Effect.forEach(other, alone, { concurrency: SettlementLimits.concludesInParallel, discard: true })
       // A relayer whose next transaction the node holds is sent again in nonce order first; what
       // that sent is not revisited now.
-      const staleRelayers = new Set(stale.map((tracked) => tracked.relayer))
       const resent = new Set<Tracked>()
-      yield* Effect.forEach(staleRelayers, (relayer) =>
-        alone(resendInNonceOrder(relayer).pipe(Effect.map((sent) => sent.forEach((tracked) => resent.add(tracked))))), { discard: true })
+      if (late.size > 0) yield* alone(resendHeld(late).pipe(Effect.map((sent) => sent.forEach((tracked) => resent.add(tracked)))))
       yield* Effect.forEach(stale.filter((tracked) => !resent.has(tracked)), (tracked) => alone(revisit(tracked)), {
         concurrency: SettlementLimits.concludesInParallel,
         discard: true

@@ -113,6 +113,13 @@ export const SettlementLimits = {
   /** A sent transaction not seen in a block for this long is broadcast again (dropped by a node, lost by a restart). */
   rebroadcastAfterMs: 15_000,
   /**
+   * A relayer with a transaction not seen in a block for this long (or three blocks, if longer)
+   * has the node's pool looked at for its next transaction held `queued` (anvil: see
+   * Settlement's `resendHeld`), at most once per such period per relayer. Far below the
+   * rebroadcast age: a held transaction holds every later one of its relayer.
+   */
+  heldCheckAfterMs: 3_000,
+  /**
    * A relayer nonce whose transaction expired unmined (its broadcast refused until its deadline,
    * e.g. a relayer without gas funds) is filled with a no-op so the relayer's later transactions
    * can be mined; a fill the node refuses is tried again this often.
