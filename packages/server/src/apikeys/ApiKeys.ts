@@ -10,9 +10,12 @@
  *   entry before it returns: a revoked key is refused on the very next request.
  * - Several nodes (PostgreSQL with `NATS_URL`): a revocation evicts locally,
  *   then broadcasts the key id on the event bus's control channel and, before
- *   answering, waits (up to 2 s) until every other live node (a fresh heartbeat,
- *   NodeLiveness) has answered that it evicted it: when the revocation answers,
- *   every node that answered refuses the key. A node that does not answer in
+ *   answering, waits (up to 2 s) until every other live node that hears
+ *   revocations (a fresh heartbeat whose row says so, NodeLiveness) has answered
+ *   that it evicted it: when the revocation answers, every node that answered
+ *   refuses the key. A node records that it hears them before it caches, and
+ *   turns its cache off before it records that it stopped: one starting, cut
+ *   from NATS or stopping caches nothing and is not waited for. A node that does not answer in
  *   time is named in a warning; the revocation stands (it is committed).
  *   A node caches only while its subscription is known to be live: on a NATS
  *   disconnect, stale connection, dropped message or subscription error it
@@ -83,6 +86,8 @@ interface CacheEntry {
 const revocationTopic = "apikey_revoked"
 /** How long a revocation waits for NATS and the other live nodes before answering anyway. */
 const revocationBroadcastWaitMs = 2_000
+/** How often a node tries again to record that it hears revocations (its cache stays off meanwhile). */
+const hearsControlRetryMs = 1_000
 
 interface Usage {
   requests: number
@@ -135,21 +140,44 @@ export class ApiKeys extends Context.Service<ApiKeys, {
 
       // Every node on the control channel subscribes, its cache on or not (API_KEY_CACHE_TTL_MS
       // 0), because a revoking node waits for every live node's answer.
+      // The heartbeat row says whether this node hears revocations (NodeLiveness.hearsControl),
+      // and a revoking node waits only for nodes that do: so the row says so before this node
+      // caches, and the cache is off before the row says otherwise (a write that fails then
+      // leaves the row saying "hears": revocations wait for this node in vain, never skip it).
       if (Option.isSome(control)) {
         // The channel calls back outside Effect; log with this layer's logger.
         const runFork = Effect.runForkWith(yield* Effect.context<never>())
+        // Bumped by every change of the subscription's state: a write of "hears" that finishes
+        // after the subscription was lost again must not turn the cache on.
+        let channelState = 0
         yield* control.value.subscribe(revocationTopic, liveness.nodeId, {
           onMessage: evict,
           onUnreliable: (why) => {
+            channelState += 1
             revocationEpoch += 1
             cacheLive = false
             cache.clear()
-            runFork(Effect.logWarning(`api key cache off until NATS is back (${why})`))
+            runFork(Effect.logWarning(`api key cache off until NATS is back (${why})`).pipe(
+              Effect.andThen(liveness.hearsControl(false)),
+              Effect.catch((error) => Effect.logWarning("api key revocations: cannot record that this node stopped hearing them", error))
+            ))
           },
           onReliable: () => {
-            revocationEpoch += 1
-            if (!cacheLive && cacheTtlMs > 0) runFork(Effect.logInfo("api key cache on: revocations arrive over NATS"))
-            cacheLive = true
+            const state = ++channelState
+            const current = () => state === channelState
+            runFork(liveness.hearsControl(true).pipe(
+              Effect.tapError((error) => Effect.logWarning("api key revocations: cannot record that this node hears them; retrying", error)),
+              Effect.retry({ schedule: Schedule.spaced(hearsControlRetryMs), while: current }),
+              Effect.andThen(Effect.sync(() => {
+                if (!current()) return false
+                revocationEpoch += 1
+                const turnedOn = !cacheLive && cacheTtlMs > 0
+                cacheLive = true
+                return turnedOn
+              })),
+              Effect.flatMap((turnedOn) => turnedOn ? Effect.logInfo("api key cache on: revocations arrive over NATS") : Effect.void),
+              Effect.ignore
+            ))
           }
         })
       }
@@ -256,7 +284,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
           // revocation still stands (it is committed), and that node's own loss of NATS, or
           // at worst its cache TTL, bounds how long it may still accept the key.
           if (Option.isSome(revoked) && Option.isSome(control)) {
-            yield* liveness.otherLiveNodes.pipe(
+            yield* liveness.otherNodesHearingControl.pipe(
               // Without the list, still tell every node; just wait for none by name.
               Effect.catch((error) =>
                 Effect.logWarning("api key revocation: cannot read the live nodes", error).pipe(Effect.as([]))

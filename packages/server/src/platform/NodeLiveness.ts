@@ -9,9 +9,13 @@
  * their claims resolve on the first retry. A node that stops gracefully deletes its
  * own row.
  *
+ * The row also says whether the node acts on control messages now (`hears_control`:
+ * its control-channel subscription is registered and reliable), so a node that waits
+ * for every other node's answer to one waits only for those (ApiKeys' revocation).
+ *
  * @since 0.2.0
  */
-import { Context, Duration, Effect, Layer, Option, Schedule } from "effect"
+import { Context, Duration, Effect, Layer, Option, Schedule, Semaphore } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { AppConfig } from "../config/AppConfig.ts"
 import { ulid } from "./Ids.ts"
@@ -28,8 +32,17 @@ export const deadAfterMs = 10_000
 export class NodeLiveness extends Context.Service<NodeLiveness, {
   /** This process's node id. */
   readonly nodeId: string
-  /** The other nodes alive now (their heartbeat younger than `deadAfterMs`). */
-  readonly otherLiveNodes: Effect.Effect<ReadonlyArray<string>, SqlError.SqlError>
+  /**
+   * The other nodes alive now (their heartbeat younger than `deadAfterMs`) whose row says
+   * they act on control messages.
+   */
+  readonly otherNodesHearingControl: Effect.Effect<ReadonlyArray<string>, SqlError.SqlError>
+  /**
+   * Records whether this node acts on control messages now. Writes are serialized and each
+   * writes the latest value asked for, so the row ends as the last call said, whatever the
+   * order in which calls reach the database; succeeds once a write after this call committed.
+   */
+  readonly hearsControl: (hears: boolean) => Effect.Effect<void, SqlError.SqlError>
 }>()("server/platform/NodeLiveness") {
   static readonly layer = Layer.effect(
     NodeLiveness,
@@ -37,9 +50,19 @@ export class NodeLiveness extends Context.Service<NodeLiveness, {
       const config = yield* AppConfig
       const sql = yield* SqlClient.SqlClient
       const nodeId = `node_${ulid()}`
-      const beat = sql`
-        INSERT INTO node_heartbeats (node_id, started_at, beat_at) VALUES (${nodeId}, now(), now())
-        ON CONFLICT (node_id) DO UPDATE SET beat_at = now()`
+      let hears = false
+      const writes = yield* Semaphore.make(1)
+      // A row found missing is written again whole, with what this node hears now.
+      const beat = writes.withPermits(1)(Effect.suspend(() => sql`
+        INSERT INTO node_heartbeats (node_id, started_at, beat_at, hears_control) VALUES (${nodeId}, now(), now(), ${hears})
+        ON CONFLICT (node_id) DO UPDATE SET beat_at = now()`))
+      const hearsControl = (value: boolean) =>
+        Effect.suspend(() => {
+          hears = value
+          return writes.withPermits(1)(Effect.suspend(() =>
+            sql`UPDATE node_heartbeats SET hears_control = ${hears} WHERE node_id = ${nodeId}`
+          ))
+        }).pipe(Effect.asVoid)
       yield* beat
       if (Option.isNone(config.databaseUrl)) {
         // Embedded: we hold the data directory's lock, so no other process runs on this database.
@@ -52,12 +75,12 @@ export class NodeLiveness extends Context.Service<NodeLiveness, {
         )
       )
       yield* Effect.addFinalizer(() => sql`DELETE FROM node_heartbeats WHERE node_id = ${nodeId}`.pipe(Effect.ignore))
-      const otherLiveNodes = sql<{ readonly node_id: string }>`
+      const otherNodesHearingControl = sql<{ readonly node_id: string }>`
         SELECT node_id FROM node_heartbeats
-        WHERE node_id <> ${nodeId} AND beat_at > now() - ${`${deadAfterMs} milliseconds`}::interval`.pipe(
+        WHERE node_id <> ${nodeId} AND hears_control AND beat_at > now() - ${`${deadAfterMs} milliseconds`}::interval`.pipe(
         Effect.map((rows) => rows.map((row) => row.node_id))
       )
-      return NodeLiveness.of({ nodeId, otherLiveNodes })
+      return NodeLiveness.of({ nodeId, otherNodesHearingControl, hearsControl })
     })
   )
 }

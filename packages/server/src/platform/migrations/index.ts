@@ -23,6 +23,7 @@ import { submissionOwner } from "./0013_submission_owner.ts"
 import { rateLimitBuckets } from "./0014_rate_limit_buckets.ts"
 import { sealedAttempts } from "./0015_sealed_attempts.ts"
 import { dashboardStepUp } from "./0016_dashboard_step_up.ts"
+import { heartbeatHearsControl } from "./0017_heartbeat_hears_control.ts"
 
 /**
  * @since 0.1.0
@@ -44,5 +45,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0013_submission_owner": submissionOwner,
   "0014_rate_limit_buckets": rateLimitBuckets,
   "0015_sealed_attempts": sealedAttempts,
-  "0016_dashboard_step_up": dashboardStepUp
+  "0016_dashboard_step_up": dashboardStepUp,
+  "0017_heartbeat_hears_control": heartbeatHearsControl
 }
