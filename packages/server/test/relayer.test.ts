@@ -4,7 +4,8 @@
  * pending transactions lags the relayer's: a nonce must never be handed out twice on
  * the node's word, or two transactions share it, the node refuses one ("replacement
  * transaction underpriced") and its transfer is held up. A nonce signed and never sent
- * is handed out again, or filled, so the relayer's later transactions do not wait on it.
+ * is handed out again, or filled, so the relayer's later transactions do not wait on it; so
+ * is one an earlier process recorded and a restarted one adopts.
  * And a relayer's next transaction that anvil's pool holds "queued" although its nonce is
  * the one the chain expects (a race in the pool under load) is sent again in nonce order.
  */
@@ -90,6 +91,37 @@ describe("relayer nonces on embedded anvil", () => {
       assert.strictEqual(yield* mined(waiting), "success")
       const afterFill = yield* relayer.sign(call)
       assert.strictEqual(afterFill.nonce, waiting.nonce + 1, "a filled nonce is not handed out again")
+    })), 120_000)
+
+  it.live("after a restart, an earlier process's recorded transaction keeps its nonce, and its expiry is a gap filled", () =>
+    onEmbeddedChain({}, (chain) => Effect.gen(function*() {
+      const client = chain.client
+      const account = privateKeyToAccount(`0x${Buffer.from(scalarFrom("relayer-restart-account")).toString("hex")}`)
+      yield* Effect.promise(() =>
+        client.request({ method: "anvil_setBalance" as never, params: [account.address, `0x${(10n ** 20n).toString(16)}`] as never })
+      )
+      const baseFee = (yield* Effect.promise(() => client.getBlock())).baseFeePerGas ?? 1n
+      const call = { to: account.address, data: "0x" as Hex, gas: 21_000n }
+      const send = (signed: SignedCall) => Effect.promise(() => client.sendRawTransaction({ serializedTransaction: signed.rawTx }))
+
+      // The earlier process signed and recorded a transaction, and died before its broadcast.
+      const earlier = yield* makeRelayer(client, chain.chainId, account, () => baseFee)
+      const recorded = yield* earlier.sign(call)
+      // The new process adopts it (recovery) and signs: the node counts no pending transaction,
+      // yet the recorded one's nonce is not handed out again.
+      const later = yield* makeRelayer(client, chain.chainId, account, () => baseFee)
+      yield* later.adopt(recorded)
+      const next = yield* later.sign(call)
+      assert.strictEqual(next.nonce, recorded.nonce + 1, "the adopted transaction's nonce is not handed out again")
+      yield* send(next)
+      // The recorded one expires unsent: a gap this process knows, filled so the next is mined.
+      yield* later.noteGap(recorded.txHash)
+      assert.isTrue(later.hasGaps(), "an adopted transaction's expiry is a gap")
+      const minedNonce = yield* Effect.promise(() => client.getTransactionCount({ address: account.address, blockTag: "latest" }))
+      assert.strictEqual(minedNonce, recorded.nonce, "the chain waits on the adopted transaction's nonce")
+      yield* later.fillGaps(minedNonce, 4, (filler) => send(filler).pipe(Effect.asVoid))
+      const receipt = yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: next.txHash, timeout: 20_000 }))
+      assert.strictEqual(receipt.status, "success")
     })), 120_000)
 
   it.live("a relayer's next transaction the node's pool holds is sent again in nonce order, and every transfer confirms", () =>

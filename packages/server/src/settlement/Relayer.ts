@@ -7,7 +7,9 @@
  * handed out under a lock and never handed out twice while a transaction holding
  * one may still be broadcast: signatures run ahead of their broadcasts (a record
  * is written in between), so the node's count of pending transactions may lag
- * ours and can only ever move the local nonce forward. A nonce signed and never
+ * ours and can only ever move the local nonce forward; so may its count after a restart,
+ * when recorded transactions of the earlier process are adopted (their nonces are never
+ * handed out again, and an expiry of one is a gap to fill). A nonce signed and never
  * sent (its record failed) is released: the next signature takes it, or, if none
  * comes, a filler does, so the relayer's later transactions do not wait behind it.
  *
@@ -64,6 +66,12 @@ export interface Relayer {
    */
   readonly catchUp: Effect.Effect<void>
   /**
+   * A transaction of this relayer signed by an earlier process (or a dead node) and recorded,
+   * that this process now drives: its nonce is never handed out again (the node may not hold
+   * it yet: its broadcast may have failed), and an expiry of it is a gap `noteGap` knows.
+   */
+  readonly adopt: (signed: SignedCall) => Effect.Effect<void>
+  /**
    * `signed` will never be broadcast (its record failed): its nonce is handed out again, to the
    * next signature or, if none comes first, to a filler, so no later transaction waits behind it.
    */
@@ -84,7 +92,9 @@ export const makeRelayer = (
 ): Effect.Effect<Relayer> =>
   Effect.gen(function*() {
     const lock = yield* Semaphore.make(1)
-    let nextNonce: number | undefined
+    /** The next nonce to hand out, once the node's count was read (`counted`). */
+    let nextNonce = 0
+    let counted = false
     /** Set by `catchUp`: the node may be ahead of `nextNonce`. */
     let behindTheNode = false
     /** Nonces signed here and never sent: handed out again first, lowest first. */
@@ -100,17 +110,18 @@ export const makeRelayer = (
 
     const sign = (call: { readonly to: Address; readonly data: Hex; readonly gas: bigint }) =>
       lock.withPermit(Effect.gen(function*() {
-        if (nextNonce === undefined || behindTheNode) {
-          const counted = yield* Effect.tryPromise({
+        if (!counted || behindTheNode) {
+          const count = yield* Effect.tryPromise({
             try: () => client.getTransactionCount({ address: account.address, blockTag: "pending" }),
             catch: (cause) => new ChainError({ message: "reading a relayer nonce failed", cause })
           })
           // Forward only: nonces between the node's count and ours are held by transactions
-          // signed here and not yet broadcast, and handing them out again would make two
-          // transactions of one nonce (one of them refused, and its transfer held up).
-          nextNonce = Math.max(nextNonce ?? 0, counted)
+          // signed here (or adopted) and not yet broadcast, and handing them out again would make
+          // two transactions of one nonce (one of them refused, and its transfer held up).
+          nextNonce = Math.max(nextNonce, count)
+          counted = true
           behindTheNode = false
-          for (const nonce of released) if (nonce < counted) released.delete(nonce)
+          for (const nonce of released) if (nonce < count) released.delete(nonce)
         }
         const reused = released.size > 0 ? Math.min(...released) : undefined
         const nonce = reused ?? nextNonce
@@ -192,6 +203,11 @@ export const makeRelayer = (
       catchUp: lock.withPermit(Effect.sync(() => {
         behindTheNode = true
       })),
+      adopt: (signed) =>
+        lock.withPermit(Effect.sync(() => {
+          if (!lastSigned.has(signed.nonce)) remember(signed.nonce, signed.txHash, false)
+          nextNonce = Math.max(nextNonce, signed.nonce + 1)
+        })),
       release: (signed) =>
         lock.withPermit(Effect.sync(() => {
           // Only if nothing newer took the nonce meanwhile (see fillGaps).

@@ -696,6 +696,9 @@ const makeEngine = (
           mined: undefined
         }
         track(tracked)
+        // Its nonce is not handed out again, and its expiry is a gap the relayer knows to fill.
+        const nonce = nonceOf(submission.rawTx)
+        if (nonce !== undefined) yield* relayer.adopt({ relayer: relayer.address, nonce, rawTx: submission.rawTx, txHash: submission.txHash })
         const hash = submission.txHash
         const receipt = yield* rpc("reading a receipt", () => client.getTransactionReceipt({ hash })).pipe(
           Effect.map(Option.some),
