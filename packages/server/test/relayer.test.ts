@@ -9,36 +9,19 @@
  * And a relayer's next transaction that anvil's pool holds "queued" although its nonce is
  * the one the chain expects (a race in the pool under load) is sent again in nonce order.
  */
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option, type Scope } from "effect"
+import { Effect, Option } from "effect"
 import type { Hex } from "viem"
 import { privateKeyToAccount, privateKeyToAddress } from "viem/accounts"
-import type { AppConfigShape } from "../src/config/AppConfig.ts"
-import type { ChainContext } from "../src/settlement/Chains.ts"
 import { type Relayer, makeRelayer, type SignedCall } from "../src/settlement/Relayer.ts"
 import { Settlement } from "../src/settlement/Settlement.ts"
-import { keyPairFrom, makeTestGuardian, scalarFrom, settlementLayer, signedConfidentialTransfer } from "./support/chainFixtures.ts"
+import { keyPairFrom, makeTestGuardian, onEmbeddedChain, scalarFrom, signedConfidentialTransfer } from "./support/chainFixtures.ts"
 
 const guardian = makeTestGuardian("relayer-test")
 
-/** `body` with the settlement engine on embedded anvil and PGlite in a fresh directory, removed afterwards. */
-const onEmbeddedChain = <A, E>(
-  overrides: Partial<AppConfigShape>,
-  body: (chain: ChainContext) => Effect.Effect<A, E, Settlement | Scope.Scope>
-) => {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-relayer-"))
-  return Effect.gen(function*() {
-    yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
-    return yield* body(Option.getOrThrow((yield* Settlement).chain("test")))
-  }).pipe(Effect.provide(settlementLayer(dataDir, guardian, overrides)))
-}
-
 describe("relayer nonces on embedded anvil", () => {
   it.live("never twice while a transaction may still be broadcast; a released nonce is taken again or filled", () =>
-    onEmbeddedChain({}, (chain) => Effect.gen(function*() {
+    onEmbeddedChain(guardian, {}, (chain) => Effect.gen(function*() {
       const client = chain.client
       // An account of its own: the settlement's relayers never sign for it.
       const account = privateKeyToAccount(`0x${Buffer.from(scalarFrom("relayer-test-account")).toString("hex")}`)
@@ -94,7 +77,7 @@ describe("relayer nonces on embedded anvil", () => {
     })), 120_000)
 
   it.live("after a restart, an earlier process's recorded transaction keeps its nonce, and its expiry is a gap filled", () =>
-    onEmbeddedChain({}, (chain) => Effect.gen(function*() {
+    onEmbeddedChain(guardian, {}, (chain) => Effect.gen(function*() {
       const client = chain.client
       const account = privateKeyToAccount(`0x${Buffer.from(scalarFrom("relayer-restart-account")).toString("hex")}`)
       yield* Effect.promise(() =>
@@ -125,7 +108,7 @@ describe("relayer nonces on embedded anvil", () => {
     })), 120_000)
 
   it.live("a relayer's next transaction the node's pool holds is sent again in nonce order, and every transfer confirms", () =>
-    onEmbeddedChain({ relayerCount: 1 }, (chain) => Effect.gen(function*() {
+    onEmbeddedChain(guardian, { relayerCount: 1 }, (chain) => Effect.gen(function*() {
       const settlement = yield* Settlement
       const client = chain.client
       const anvil = (method: string, params: ReadonlyArray<unknown>) =>

@@ -729,6 +729,48 @@ const makeEngine = (
     let lagWarnedAtMs = 0
 
     /**
+     * The hashes of the blocks scanned lately, by number: a block whose parent is not the one
+     * scanned at its height means the chain reorganised under the watcher. The depth that
+     * `CHAIN_CONFIRMATIONS` asks for is the guard against exactly that, so what was seen mined
+     * in a block no longer on the chain must not count on: it is watched again (and sent again
+     * if no block of the new chain carries it). Kept far beyond the depth, to find the fork.
+     */
+    const scannedHashes = new Map<bigint, Hex>()
+    const hashesKept = BigInt(confirmations + SettlementLimits.reorgDepthMax)
+
+    /**
+     * The chain no longer has the block scanned at `from`: walks down to the highest block
+     * both agree on, forgets what was seen mined above it, and has the next round scan the
+     * new chain from there. Answers that block's number.
+     */
+    const rewind = (from: bigint) =>
+      Effect.gen(function*() {
+        let fork = from
+        while (scannedHashes.has(fork)) {
+          const canonical = yield* rpc("reading a block", () => client.getBlock({ blockNumber: fork }))
+          if (canonical.hash === scannedHashes.get(fork)) break
+          scannedHashes.delete(fork)
+          fork -= 1n
+        }
+        for (const n of scannedHashes.keys()) if (n > fork) scannedHashes.delete(n)
+        let unseen = 0
+        const now = Date.now()
+        for (const tracked of [...inFlight.values()].flat()) {
+          if (tracked.mined === undefined || tracked.mined.blockNumber <= fork) continue
+          tracked.mined = undefined
+          tracked.revertedBeforeDeadline = false
+          // Nodes put a replaced block's transactions back in their pool; one that does not
+          // gets the same bytes again after the rebroadcast age.
+          tracked.sentAtMs = now
+          unseen += 1
+        }
+        yield* Effect.logWarning("the chain reorganised under the settlement watcher: what the replaced blocks carried is watched again").pipe(
+          Effect.annotateLogs({ mode: chain.mode, replaced_from_block: (fork + 1n).toString(), transactions_unseen: unseen })
+        )
+        lastScanned = fork
+      })
+
+    /**
      * One watcher round: new blocks' receipts, confirmations, and revisits of stale sends.
      *
      * A round costs a few round trips however much it covers: the blocks are read in parallel,
@@ -754,6 +796,13 @@ const makeEngine = (
           break
         }
         const { block, n, receipts } = read.value
+        const parent = scannedHashes.get(n - 1n)
+        if (parent !== undefined && block.parentHash !== parent) {
+          yield* rewind(n - 1n)
+          break
+        }
+        scannedHashes.set(n, block.hash)
+        scannedHashes.delete(n - hashesKept)
         baseFeeWei = block.baseFeePerGas ?? baseFeeWei
         latestTimestampSeconds = block.timestamp
         for (const receipt of receipts) {

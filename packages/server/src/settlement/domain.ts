@@ -152,6 +152,12 @@ export const SettlementLimits = {
    * queued while all of them were busy.
    */
   sendsPerRelayer: 4,
+  /**
+   * How far below the confirmation depth the watcher keeps scanned blocks' hashes to find where
+   * a reorganised chain forked (a reorganisation deeper than `CHAIN_CONFIRMATIONS` is beyond
+   * what the depth guards against; this only bounds the walk down to the fork).
+   */
+  reorgDepthMax: 64,
   /** Blocks scanned per watcher round at most, so a long outage catches up in bounded steps. */
   blocksPerRoundMax: 50,
   /** Blocks (with their receipts) a watcher round reads at once. */

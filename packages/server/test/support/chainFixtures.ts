@@ -4,8 +4,11 @@
  * requests built with the crypto package, exactly as the real guardian signs them.
  */
 import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { Attestation, ElGamal, EncryptionKey, Point } from "@pps/crypto"
-import { Layer } from "effect"
+import { Effect, Layer, Option, type Scope } from "effect"
 import { type Address, type Hex, numberToHex } from "viem"
 import { type AppConfigShape, AppConfig } from "../../src/config/AppConfig.ts"
 import { MigrationsLive, SqlLive } from "../../src/platform/Database.ts"
@@ -14,6 +17,7 @@ import { NodeLiveness } from "../../src/platform/NodeLiveness.ts"
 import { SecretBox } from "../../src/platform/SecretBox.ts"
 import { Secrets } from "../../src/platform/Secrets.ts"
 import { Chains } from "../../src/settlement/Chains.ts"
+import type { ChainContext } from "../../src/settlement/Chains.ts"
 import { DevChain } from "../../src/settlement/DevChain.ts"
 import { confidentialTransferCall } from "../../src/settlement/calls.ts"
 import { gasLimits, type SubmissionRequest } from "../../src/settlement/domain.ts"
@@ -126,3 +130,16 @@ export const settlementLayer = (dataDir: string, guardian: TestGuardian, overrid
     Layer.provideMerge(DataDir.layer),
     Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, overrides)))
   )
+
+/** `body` with the settlement engine on embedded anvil and PGlite in a fresh directory, removed afterwards. */
+export const onEmbeddedChain = <A, E>(
+  guardian: TestGuardian,
+  overrides: Partial<AppConfigShape>,
+  body: (chain: ChainContext) => Effect.Effect<A, E, Settlement | Scope.Scope>
+) => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-settlement-"))
+  return Effect.gen(function*() {
+    yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+    return yield* body(Option.getOrThrow((yield* Settlement).chain("test")))
+  }).pipe(Effect.provide(settlementLayer(dataDir, guardian, overrides)))
+}

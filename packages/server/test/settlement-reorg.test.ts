@@ -1,0 +1,74 @@
+/**
+ * A chain reorganisation under the settlement watcher, on real embedded anvil
+ * (`anvil_reorg` replaces the latest blocks; the replaced block's transactions are not put
+ * back in the pool). `CHAIN_CONFIRMATIONS` is the depth that guards against a shallow
+ * reorganisation, so a transfer seen mined in a block the chain then replaced must not count
+ * as confirmed once blocks of the new chain pile up at that height: it is watched again, sent
+ * again (the same signed bytes: its relayer nonce is free again) and confirmed from a block
+ * the chain keeps.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Option } from "effect"
+import type { Hex } from "viem"
+import { privateKeyToAddress } from "viem/accounts"
+import { Settlement } from "../src/settlement/Settlement.ts"
+import { keyPairFrom, makeTestGuardian, onEmbeddedChain, scalarFrom, signedConfidentialTransfer } from "./support/chainFixtures.ts"
+
+const guardian = makeTestGuardian("reorg-test")
+
+describe("a chain reorganisation under the settlement watcher", () => {
+  it.live("a transfer seen mined in a replaced block is not confirmed from it: watched again, sent again, confirmed on the new chain", () =>
+    onEmbeddedChain(guardian, { chainConfirmations: 3, relayerCount: 1 }, (chain) => Effect.gen(function*() {
+      const settlement = yield* Settlement
+      const client = chain.client
+      const anvil = (method: string, params: ReadonlyArray<unknown>) =>
+        Effect.promise(() => client.request({ method: method as never, params: params as never }))
+      const address = (label: string) => privateKeyToAddress(`0x${Buffer.from(scalarFrom(label)).toString("hex")}`)
+      const now = (yield* Effect.promise(() => client.getBlock())).timestamp
+      const request = signedConfidentialTransfer({
+        label: "reorg-0",
+        guardian,
+        chainId: chain.chainId,
+        contract: chain.contracts.confidentialUsdg,
+        from: address("reorg-sender"),
+        to: address("reorg-recipient"),
+        fromKey: keyPairFrom("reorg-sender"),
+        toKey: keyPairFrom("reorg-recipient"),
+        amount: 100n,
+        nonce: 0n,
+        deadlineSeconds: now + 600n
+      })
+
+      // Mining paused: the transfer reaches the pool, one block carries it, the watcher sees it.
+      yield* anvil("evm_setIntervalMining", [0])
+      yield* settlement.submit(request)
+      for (let tries = 0; ; tries++) {
+        const status = (yield* anvil("txpool_status", [])) as { readonly pending: Hex }
+        if (Number(status.pending) === 1) break
+        if (tries > 100) assert.fail("the transfer never reached the pool")
+        yield* Effect.sleep(50)
+      }
+      yield* anvil("anvil_mine", ["0x1"])
+      const carrier = yield* Effect.promise(() => client.getBlock({ blockTag: "latest" }))
+      assert.strictEqual(carrier.transactions.length, 1, "one block carries the transfer")
+      yield* Effect.sleep(1_000)
+
+      // The chain replaces that block with an empty one, then grows: by number the old block
+      // would now be three deep.
+      yield* anvil("anvil_reorg", [1, []])
+      const replaced = yield* Effect.promise(() => client.getBlock({ blockNumber: carrier.number }))
+      assert.notStrictEqual(replaced.hash, carrier.hash)
+      assert.strictEqual(replaced.transactions.length, 0, "the new chain does not carry the transfer")
+      yield* anvil("anvil_mine", ["0x3"])
+      const early = yield* settlement.awaitResolution(request.submissionId, 3_000)
+      assert.isTrue(Option.isNone(early), `not resolved from a block the chain replaced (${Option.isSome(early) ? early.value._tag : "pending"})`)
+
+      // Blocks again: the transfer, unseen on the new chain, is sent again and confirmed there.
+      yield* anvil("evm_setIntervalMining", [1])
+      const outcome = yield* settlement.awaitResolution(request.submissionId, 60_000)
+      assert.isTrue(Option.isSome(outcome) && outcome.value._tag === "Confirmed", Option.isSome(outcome) ? outcome.value._tag : "still pending")
+      const txHash = Option.isSome(outcome) && outcome.value._tag === "Confirmed" ? outcome.value.txHash : undefined
+      const receipt = yield* Effect.promise(() => client.getTransactionReceipt({ hash: txHash! }))
+      assert.strictEqual(receipt.status, "success", "the confirming transaction is on the chain")
+    })), 120_000)
+})
