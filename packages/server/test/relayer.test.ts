@@ -76,18 +76,28 @@ describe("relayer nonces on embedded anvil", () => {
       assert.strictEqual(afterFill.nonce, waiting.nonce + 1, "a filled nonce is not handed out again")
     })), 120_000)
 
-  it.live("after a restart, an earlier process's recorded transaction keeps its nonce, and its expiry is a gap filled", () =>
+  it.live("after a restart: an adopted transaction keeps its nonce, its expiry is a gap filled, and a nonce never recorded below it is taken again or filled", () =>
     onEmbeddedChain(guardian, {}, (chain) => Effect.gen(function*() {
       const client = chain.client
-      const account = privateKeyToAccount(`0x${Buffer.from(scalarFrom("relayer-restart-account")).toString("hex")}`)
-      yield* Effect.promise(() =>
-        client.request({ method: "anvil_setBalance" as never, params: [account.address, `0x${(10n ** 20n).toString(16)}`] as never })
-      )
       const baseFee = (yield* Effect.promise(() => client.getBlock())).baseFeePerGas ?? 1n
-      const call = { to: account.address, data: "0x" as Hex, gas: 21_000n }
+      const funded = (label: string) =>
+        Effect.gen(function*() {
+          const account = privateKeyToAccount(`0x${Buffer.from(scalarFrom(label)).toString("hex")}`)
+          yield* Effect.promise(() =>
+            client.request({ method: "anvil_setBalance" as never, params: [account.address, `0x${(10n ** 20n).toString(16)}`] as never })
+          )
+          return account
+        })
       const send = (signed: SignedCall) => Effect.promise(() => client.sendRawTransaction({ serializedTransaction: signed.rawTx }))
+      const mined = (signed: SignedCall) =>
+        Effect.promise(() => client.waitForTransactionReceipt({ hash: signed.txHash, timeout: 20_000 })).pipe(
+          Effect.map((receipt) => receipt.status)
+        )
+      const minedNonce = (address: Hex) => Effect.promise(() => client.getTransactionCount({ address, blockTag: "latest" }))
 
       // The earlier process signed and recorded a transaction, and died before its broadcast.
+      const account = yield* funded("relayer-restart-account")
+      const call = { to: account.address, data: "0x" as Hex, gas: 21_000n }
       const earlier = yield* makeRelayer(client, chain.chainId, account, () => baseFee)
       const recorded = yield* earlier.sign(call)
       // The new process adopts it (recovery) and signs: the node counts no pending transaction,
@@ -100,11 +110,39 @@ describe("relayer nonces on embedded anvil", () => {
       // The recorded one expires unsent: a gap this process knows, filled so the next is mined.
       yield* later.noteGap(recorded.txHash)
       assert.isTrue(later.hasGaps(), "an adopted transaction's expiry is a gap")
-      const minedNonce = yield* Effect.promise(() => client.getTransactionCount({ address: account.address, blockTag: "latest" }))
-      assert.strictEqual(minedNonce, recorded.nonce, "the chain waits on the adopted transaction's nonce")
-      yield* later.fillGaps(minedNonce, 4, (filler) => send(filler).pipe(Effect.asVoid))
-      const receipt = yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: next.txHash, timeout: 20_000 }))
-      assert.strictEqual(receipt.status, "success")
+      assert.strictEqual(yield* minedNonce(account.address), recorded.nonce, "the chain waits on the adopted transaction's nonce")
+      yield* later.fillGaps(yield* minedNonce(account.address), 4, (filler) => send(filler).pipe(Effect.asVoid))
+      assert.strictEqual(yield* mined(next), "success")
+
+      // The earlier process signed a nonce it never recorded (its record failed) and the next
+      // one, recorded. After the restart the recorded one waits on the lost nonce: the next
+      // signature takes that nonce.
+      const earlierAgain = yield* makeRelayer(client, chain.chainId, account, () => baseFee)
+      const lost = yield* earlierAgain.sign(call)
+      const recordedAbove = yield* earlierAgain.sign(call)
+      const restarted = yield* makeRelayer(client, chain.chainId, account, () => baseFee)
+      yield* restarted.adopt(recordedAbove)
+      yield* send(recordedAbove)
+      const taken = yield* restarted.sign(call)
+      assert.strictEqual(taken.nonce, lost.nonce, "the nonce nothing known holds is handed out again first")
+      const after = yield* restarted.sign(call)
+      assert.strictEqual(after.nonce, recordedAbove.nonce + 1, "then the relayer goes on above the adopted one")
+      yield* send(taken)
+      yield* send(after)
+      assert.deepStrictEqual([yield* mined(taken), yield* mined(recordedAbove), yield* mined(after)], ["success", "success", "success"])
+
+      // The same with no signature coming: the filler takes the lost nonce.
+      const other = yield* funded("relayer-restart-other")
+      const otherCall = { to: other.address, data: "0x" as Hex, gas: 21_000n }
+      const otherEarlier = yield* makeRelayer(client, chain.chainId, other, () => baseFee)
+      const otherLost = yield* otherEarlier.sign(otherCall)
+      const otherRecorded = yield* otherEarlier.sign(otherCall)
+      const otherLater = yield* makeRelayer(client, chain.chainId, other, () => baseFee)
+      yield* otherLater.adopt(otherRecorded)
+      yield* send(otherRecorded)
+      assert.strictEqual(yield* minedNonce(other.address), otherLost.nonce, "the recorded transaction waits on the lost nonce")
+      yield* otherLater.fillGaps(yield* minedNonce(other.address), 4, (filler) => send(filler).pipe(Effect.asVoid))
+      assert.strictEqual(yield* mined(otherRecorded), "success", "filled, the recorded transaction is mined")
     })), 120_000)
 
   it.live("a relayer's next transaction the node's pool holds is sent again in nonce order, and every transfer confirms", () =>

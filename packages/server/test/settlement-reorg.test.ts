@@ -51,7 +51,10 @@ describe("a chain reorganisation under the settlement watcher", () => {
       yield* anvil("anvil_mine", ["0x1"])
       const carrier = yield* Effect.promise(() => client.getBlock({ blockTag: "latest" }))
       assert.strictEqual(carrier.transactions.length, 1, "one block carries the transfer")
-      yield* Effect.sleep(1_000)
+      // The watcher reads a new block within a round (25 ms here); nothing outside it shows the
+      // transfer seen mined, so the test gives it ample time (a shorter wait could only make the
+      // test pass without the fix, never fail with it).
+      yield* Effect.sleep(3_000)
 
       // The chain replaces that block with an empty one, then grows: by number the old block
       // would now be three deep.

@@ -150,6 +150,8 @@ export class ApiKeys extends Context.Service<ApiKeys, {
         // Bumped by every change of the subscription's state: a write of "hears" that finishes
         // after the subscription was lost again must not turn the cache on.
         let channelState = 0
+        // At the layer's end a write still being retried gives up (the database is closing).
+        yield* Effect.addFinalizer(() => Effect.sync(() => channelState += 1))
         yield* control.value.subscribe(revocationTopic, liveness.nodeId, {
           onMessage: evict,
           onUnreliable: (why) => {
@@ -157,15 +159,18 @@ export class ApiKeys extends Context.Service<ApiKeys, {
             revocationEpoch += 1
             cacheLive = false
             cache.clear()
-            runFork(Effect.logWarning(`api key cache off until NATS is back (${why})`).pipe(
-              Effect.andThen(liveness.hearsControl(false)),
-              Effect.catch((error) => Effect.logWarning("api key revocations: cannot record that this node stopped hearing them", error))
+            // hearsControl takes the value at once (the fiber starts synchronously), its write after.
+            runFork(liveness.hearsControl(false).pipe(
+              Effect.catch((error) => Effect.logWarning("api key revocations: cannot record that this node stopped hearing them", error)),
+              Effect.andThen(Effect.logWarning(`api key cache off until NATS is back (${why})`))
             ))
           },
           onReliable: () => {
             const state = ++channelState
             const current = () => state === channelState
-            runFork(liveness.hearsControl(true).pipe(
+            // Each try first checks that the subscription is still the one that asked: a retry
+            // due after the channel was lost again must not record "hears" over "stopped".
+            runFork(Effect.suspend(() => current() ? liveness.hearsControl(true) : Effect.interrupt).pipe(
               Effect.tapError((error) => Effect.logWarning("api key revocations: cannot record that this node hears them; retrying", error)),
               Effect.retry({ schedule: Schedule.spaced(hearsControlRetryMs), while: current }),
               Effect.andThen(Effect.sync(() => {

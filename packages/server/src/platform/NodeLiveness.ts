@@ -51,16 +51,20 @@ export class NodeLiveness extends Context.Service<NodeLiveness, {
       const sql = yield* SqlClient.SqlClient
       const nodeId = `node_${ulid()}`
       let hears = false
+      /** Set once the row is deleted at stop: a beat or a write in flight must not bring it back. */
+      let stopped = false
       const writes = yield* Semaphore.make(1)
       // A row found missing is written again whole, with what this node hears now.
-      const beat = writes.withPermits(1)(Effect.suspend(() => sql`
-        INSERT INTO node_heartbeats (node_id, started_at, beat_at, hears_control) VALUES (${nodeId}, now(), now(), ${hears})
-        ON CONFLICT (node_id) DO UPDATE SET beat_at = now()`))
+      const beat = writes.withPermits(1)(Effect.suspend(() =>
+        stopped ? Effect.void : sql`
+          INSERT INTO node_heartbeats (node_id, started_at, beat_at, hears_control) VALUES (${nodeId}, now(), now(), ${hears})
+          ON CONFLICT (node_id) DO UPDATE SET beat_at = now()`.pipe(Effect.asVoid)
+      ))
       const hearsControl = (value: boolean) =>
         Effect.suspend(() => {
           hears = value
           return writes.withPermits(1)(Effect.suspend(() =>
-            sql`UPDATE node_heartbeats SET hears_control = ${hears} WHERE node_id = ${nodeId}`
+            stopped ? Effect.void : sql`UPDATE node_heartbeats SET hears_control = ${hears} WHERE node_id = ${nodeId}`.pipe(Effect.asVoid)
           ))
         }).pipe(Effect.asVoid)
       yield* beat
@@ -74,7 +78,13 @@ export class NodeLiveness extends Context.Service<NodeLiveness, {
           Effect.repeat(Schedule.spaced(Duration.millis(beatEveryMs)))
         )
       )
-      yield* Effect.addFinalizer(() => sql`DELETE FROM node_heartbeats WHERE node_id = ${nodeId}`.pipe(Effect.ignore))
+      // After a beat in flight (the same lock), which would otherwise insert the row again.
+      yield* Effect.addFinalizer(() =>
+        writes.withPermits(1)(Effect.suspend(() => {
+          stopped = true
+          return sql`DELETE FROM node_heartbeats WHERE node_id = ${nodeId}`
+        })).pipe(Effect.ignore)
+      )
       const otherNodesHearingControl = sql<{ readonly node_id: string }>`
         SELECT node_id FROM node_heartbeats
         WHERE node_id <> ${nodeId} AND hears_control AND beat_at > now() - ${`${deadAfterMs} milliseconds`}::interval`.pipe(

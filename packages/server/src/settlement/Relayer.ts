@@ -68,7 +68,9 @@ export interface Relayer {
   /**
    * A transaction of this relayer signed by an earlier process (or a dead node) and recorded,
    * that this process now drives: its nonce is never handed out again (the node may not hold
-   * it yet: its broadcast may have failed), and an expiry of it is a gap `noteGap` knows.
+   * it yet: its broadcast may have failed), and an expiry of it is a gap `noteGap` knows. A
+   * nonce below it that no transaction known here holds (the earlier process signed it and
+   * never recorded it) is handed out again first, or filled, at the next count of the node's.
    */
   readonly adopt: (signed: SignedCall) => Effect.Effect<void>
   /**
@@ -79,6 +81,9 @@ export interface Relayer {
   /** Transactions signed and not yet resolved, for choosing the least loaded relayer. */
   inFlight: number
 }
+
+/** Stands for "no transaction known here" in a relayer's record of the nonces it handed out. */
+const unknownTransaction: Hex = `0x${"00".repeat(32)}`
 
 /**
  * @since 0.1.0
@@ -107,6 +112,28 @@ export const makeRelayer = (
       lastSigned.set(nonce, { txHash, filler })
       lastSigned.delete(nonce - SettlementLimits.signedNoncesKept)
     }
+    /** Whether `adopt` raised `nextNonce` past nonces this process has no transaction for. */
+    let adoptedAhead = false
+
+    /**
+     * Nonces from `from` (the node's count) up to `nextNonce` that no transaction known here
+     * holds: after a restart, those the earlier process signed and never recorded or sent (a
+     * record that failed, a release not yet taken). Adopted transactions above them wait on
+     * them, so each is handed out again first, or filled if no signature comes. Normally there
+     * are none: every nonce below `nextNonce` was signed here or adopted.
+     */
+    const releaseUnknown = (from: number) => {
+      if (!adoptedAhead) return
+      adoptedAhead = false
+      for (let nonce = Math.max(from, nextNonce - SettlementLimits.signedNoncesKept); nonce < nextNonce; nonce++) {
+        if (lastSigned.has(nonce)) continue
+        released.add(nonce)
+        gaps.set(nonce, unknownTransaction)
+        // A stand-in, so that `fillGaps` takes the nonce (as a filler's own) and no real
+        // transaction hash ever matches it.
+        remember(nonce, unknownTransaction, true)
+      }
+    }
 
     const sign = (call: { readonly to: Address; readonly data: Hex; readonly gas: bigint }) =>
       lock.withPermit(Effect.gen(function*() {
@@ -122,6 +149,7 @@ export const makeRelayer = (
           counted = true
           behindTheNode = false
           for (const nonce of released) if (nonce < count) released.delete(nonce)
+          releaseUnknown(count)
         }
         const reused = released.size > 0 ? Math.min(...released) : undefined
         const nonce = reused ?? nextNonce
@@ -168,6 +196,7 @@ export const makeRelayer = (
 
     const fillGaps = (minedNonce: number, max: number, send: (filler: SignedCall) => Effect.Effect<void, ChainError>) =>
       lock.withPermit(Effect.gen(function*() {
+        releaseUnknown(minedNonce)
         for (const nonce of [...gaps.keys()]) {
           if (nonce < minedNonce) {
             gaps.delete(nonce)
@@ -206,7 +235,12 @@ export const makeRelayer = (
       adopt: (signed) =>
         lock.withPermit(Effect.sync(() => {
           if (!lastSigned.has(signed.nonce)) remember(signed.nonce, signed.txHash, false)
-          nextNonce = Math.max(nextNonce, signed.nonce + 1)
+          if (signed.nonce >= nextNonce) {
+            nextNonce = signed.nonce + 1
+            adoptedAhead = true
+            // The next signature reads the node's count again, to find the nonces below.
+            counted = false
+          }
         })),
       release: (signed) =>
         lock.withPermit(Effect.sync(() => {

@@ -665,11 +665,70 @@ const makeEngine = (
         return sent
       })
 
+    /**
+     * The hashes of the blocks scanned lately, by number: a block whose parent is not the one
+     * scanned at its height means the chain reorganised under the watcher. The depth that
+     * `CHAIN_CONFIRMATIONS` asks for is the guard against exactly that, so what was seen mined
+     * in a block no longer on the chain must not count on: it is watched again (and sent again
+     * if no block of the new chain carries it). Kept far beyond the depth, to find the fork.
+     */
+    const scannedHashes = new Map<bigint, Hex>()
+    const hashesKept = BigInt(confirmations + SettlementLimits.reorgDepthMax)
+
+    /**
+     * The block scanned at `from` may no longer be the chain's: finds the highest block the
+     * chain and the scan agree on (reading only, so a failed read changes nothing and the next
+     * round finds the same mismatch), then forgets what was seen mined above it and has the next
+     * round scan the new chain from there. A height never scanned counts as agreed (below the
+     * kept window, or below where this process started: deeper than the depth guards anyway).
+     */
+    const rewind = (from: bigint) =>
+      Effect.gen(function*() {
+        let fork = from
+        let forkBlock: { readonly timestamp: bigint; readonly baseFeePerGas: bigint | null } | undefined
+        while (scannedHashes.has(fork)) {
+          const canonical = yield* rpc("reading a block", () => client.getBlock({ blockNumber: fork }))
+          if (canonical.hash === scannedHashes.get(fork)) {
+            forkBlock = canonical
+            break
+          }
+          fork -= 1n
+        }
+        forkBlock ??= yield* rpc("reading a block", () => client.getBlock({ blockNumber: fork }))
+        for (const n of scannedHashes.keys()) if (n > fork) scannedHashes.delete(n)
+        lastScanned = fork
+        // The replaced blocks' time and fees are not the chain's: a deadline is judged by the fork's.
+        latestTimestampSeconds = forkBlock.timestamp
+        baseFeeWei = forkBlock.baseFeePerGas ?? baseFeeWei
+        // Equal: a block of this round was read before the chain moved on; nothing was replaced.
+        if (fork === from) return
+        let unseen = 0
+        const now = Date.now()
+        for (const tracked of [...inFlight.values()].flat()) {
+          if (tracked.mined === undefined || tracked.mined.blockNumber <= fork) continue
+          tracked.mined = undefined
+          tracked.revertedBeforeDeadline = false
+          // Nodes put a replaced block's transactions back in their pool; one that does not
+          // gets the same bytes again after the rebroadcast age.
+          tracked.sentAtMs = now
+          unseen += 1
+        }
+        yield* Effect.logWarning("the chain reorganised under the settlement watcher: what the replaced blocks carried is watched again").pipe(
+          Effect.annotateLogs({ mode: chain.mode, replaced_from_block: (fork + 1n).toString(), transactions_unseen: unseen })
+        )
+      })
+
     // Recovery: everything not final that no live node drives, as the last run left it
     // (embedded: every earlier process is gone, so all of it; distributed: what dead nodes
     // left, including this node's previous life once its heartbeat is stale).
-    let lastScanned = yield* rpc("reading the head", () => client.getBlockNumber())
-    latestTimestampSeconds = yield* blockTimestamp(lastScanned)
+    // The watcher starts `CHAIN_CONFIRMATIONS` blocks below the head: a transaction in one of
+    // those is seen mined by the scan (its block's hash kept), so a reorganisation replacing it
+    // is followed as any other.
+    const startHead = yield* rpc("reading the head", () => client.getBlockNumber())
+    let lastScanned = startHead > BigInt(confirmations) ? startHead - BigInt(confirmations) : 0n
+    const startBlock = yield* rpc("reading a block", () => client.getBlock({ blockNumber: lastScanned }))
+    latestTimestampSeconds = startBlock.timestamp
+    scannedHashes.set(lastScanned, startBlock.hash)
     const open = yield* store.adoptOrphans(chain.mode)
     for (const submission of open) yield* recover(submission)
 
@@ -705,6 +764,13 @@ const makeEngine = (
           Effect.catch(() => Effect.succeed(Option.none<TransactionReceipt>()))
         )
         if (Option.isSome(receipt)) {
+          // In a block the watcher has yet to scan: the scan sees it there (and follows a
+          // reorganisation that replaces it). At start that is every block within the depth;
+          // one below is buried deeper than the depth asks already.
+          if (receipt.value.blockNumber > lastScanned) {
+            tracked.sentAtMs = Date.now()
+            return
+          }
           tracked.mined = {
             blockNumber: receipt.value.blockNumber,
             timestampSeconds: yield* blockTimestamp(receipt.value.blockNumber),
@@ -727,48 +793,6 @@ const makeEngine = (
       })
 
     let lagWarnedAtMs = 0
-
-    /**
-     * The hashes of the blocks scanned lately, by number: a block whose parent is not the one
-     * scanned at its height means the chain reorganised under the watcher. The depth that
-     * `CHAIN_CONFIRMATIONS` asks for is the guard against exactly that, so what was seen mined
-     * in a block no longer on the chain must not count on: it is watched again (and sent again
-     * if no block of the new chain carries it). Kept far beyond the depth, to find the fork.
-     */
-    const scannedHashes = new Map<bigint, Hex>()
-    const hashesKept = BigInt(confirmations + SettlementLimits.reorgDepthMax)
-
-    /**
-     * The chain no longer has the block scanned at `from`: walks down to the highest block
-     * both agree on, forgets what was seen mined above it, and has the next round scan the
-     * new chain from there. Answers that block's number.
-     */
-    const rewind = (from: bigint) =>
-      Effect.gen(function*() {
-        let fork = from
-        while (scannedHashes.has(fork)) {
-          const canonical = yield* rpc("reading a block", () => client.getBlock({ blockNumber: fork }))
-          if (canonical.hash === scannedHashes.get(fork)) break
-          scannedHashes.delete(fork)
-          fork -= 1n
-        }
-        for (const n of scannedHashes.keys()) if (n > fork) scannedHashes.delete(n)
-        let unseen = 0
-        const now = Date.now()
-        for (const tracked of [...inFlight.values()].flat()) {
-          if (tracked.mined === undefined || tracked.mined.blockNumber <= fork) continue
-          tracked.mined = undefined
-          tracked.revertedBeforeDeadline = false
-          // Nodes put a replaced block's transactions back in their pool; one that does not
-          // gets the same bytes again after the rebroadcast age.
-          tracked.sentAtMs = now
-          unseen += 1
-        }
-        yield* Effect.logWarning("the chain reorganised under the settlement watcher: what the replaced blocks carried is watched again").pipe(
-          Effect.annotateLogs({ mode: chain.mode, replaced_from_block: (fork + 1n).toString(), transactions_unseen: unseen })
-        )
-        lastScanned = fork
-      })
 
     /**
      * One watcher round: new blocks' receipts, confirmations, and revisits of stale sends.

@@ -11,5 +11,8 @@ import { SqlClient } from "effect/sql"
 
 export const heartbeatHearsControl = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  yield* sql`ALTER TABLE node_heartbeats ADD COLUMN hears_control boolean NOT NULL DEFAULT false`
+  // True unless written otherwise: a node of an earlier version, which caches keys and never
+  // writes the column, is still waited for during a rolling deploy (the safe side). This
+  // version writes it in every insert of its row.
+  yield* sql`ALTER TABLE node_heartbeats ADD COLUMN hears_control boolean NOT NULL DEFAULT true`
 })
