@@ -132,8 +132,7 @@ const outcomeIn = (
   return "reverted"
 }
 
-/** `txpool_content`'s queued part (by sender, then by nonce), as geth and anvil answer it. */
-/** `txpool_inspect`'s transactions the node holds back, by sender and nonce (the lines themselves unused). */
+/** `txpool_inspect`'s queued part (by sender, then by nonce; the lines themselves unused), as geth and anvil answer it. */
 const decodePoolInspection = Schema.decodeUnknownOption(
   Schema.Struct({ queued: Schema.Record(Schema.String, Schema.Record(Schema.String, Schema.Unknown)) })
 )
