@@ -10,7 +10,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import type { Hex } from "viem"
-import { privateKeyToAddress } from "viem/accounts"
+import { privateKeyToAccount, privateKeyToAddress } from "viem/accounts"
 import { Settlement } from "../src/settlement/Settlement.ts"
 import { keyPairFrom, makeTestGuardian, onEmbeddedChain, scalarFrom, signedConfidentialTransfer } from "./support/chainFixtures.ts"
 
@@ -42,12 +42,7 @@ describe("a chain reorganisation under the settlement watcher", () => {
       // Mining paused: the transfer reaches the pool, one block carries it, the watcher sees it.
       yield* anvil("evm_setIntervalMining", [0])
       yield* settlement.submit(request)
-      for (let tries = 0; ; tries++) {
-        const status = (yield* anvil("txpool_status", [])) as { readonly pending: Hex }
-        if (Number(status.pending) === 1) break
-        if (tries > 100) assert.fail("the transfer never reached the pool")
-        yield* Effect.sleep(50)
-      }
+      yield* poolHolds(anvil, 1)
       yield* anvil("anvil_mine", ["0x1"])
       const carrier = yield* Effect.promise(() => client.getBlock({ blockTag: "latest" }))
       assert.strictEqual(carrier.transactions.length, 1, "one block carries the transfer")
@@ -74,4 +69,79 @@ describe("a chain reorganisation under the settlement watcher", () => {
       const receipt = yield* Effect.promise(() => client.getTransactionReceipt({ hash: txHash! }))
       assert.strictEqual(receipt.status, "success", "the confirming transaction is on the chain")
     })), 120_000)
+
+  it.live("a transfer applied by another transaction counts only at the depth, and not once that transaction's block is replaced", () =>
+    onEmbeddedChain(guardian, { chainConfirmations: 3, relayerCount: 1 }, (chain) => Effect.gen(function*() {
+      const settlement = yield* Settlement
+      const client = chain.client
+      const anvil = (method: string, params: ReadonlyArray<unknown>) =>
+        Effect.promise(() => client.request({ method: method as never, params: params as never }))
+      const address = (label: string) => privateKeyToAddress(`0x${Buffer.from(scalarFrom(label)).toString("hex")}`)
+      const now = (yield* Effect.promise(() => client.getBlock())).timestamp
+      const deadline = now + 120n
+      const request = signedConfidentialTransfer({
+        label: "elsewhere-0",
+        guardian,
+        chainId: chain.chainId,
+        contract: chain.contracts.confidentialUsdg,
+        from: address("elsewhere-sender"),
+        to: address("elsewhere-recipient"),
+        fromKey: keyPairFrom("elsewhere-sender"),
+        toKey: keyPairFrom("elsewhere-recipient"),
+        amount: 100n,
+        nonce: 0n,
+        deadlineSeconds: deadline
+      })
+
+      // Mining paused. The relayer's transaction reaches the pool and the node loses it.
+      yield* anvil("evm_setIntervalMining", [0])
+      yield* settlement.submit(request)
+      yield* poolHolds(anvil, 1)
+      yield* anvil("anvil_removePoolTransactions", [chain.relayers[0]!.address])
+      // Anyone may send an attested call: another account sends the same one, and a block applies it.
+      const other = privateKeyToAccount(`0x${Buffer.from(scalarFrom("elsewhere-other")).toString("hex")}`)
+      yield* anvil("anvil_setBalance", [other.address, `0x${(10n ** 20n).toString(16)}`])
+      const raw = yield* Effect.promise(() =>
+        other.signTransaction({
+          type: "eip1559",
+          chainId: chain.chainId,
+          nonce: 0,
+          to: request.target,
+          data: request.data,
+          gas: request.gasLimit,
+          maxFeePerGas: 10n ** 11n,
+          maxPriorityFeePerGas: 10n ** 9n
+        })
+      )
+      yield* Effect.promise(() => client.sendRawTransaction({ serializedTransaction: raw }))
+      yield* anvil("anvil_mine", ["0x1"])
+      const applying = yield* Effect.promise(() => client.getBlock({ blockTag: "latest" }))
+      assert.strictEqual(applying.transactions.length, 1, "a block applies the transfer")
+      // The chain's time passes the deadline one block later: the other transaction is 2 deep of 3.
+      yield* anvil("evm_setNextBlockTimestamp", [Number(deadline) + 10])
+      yield* anvil("anvil_mine", ["0x1"])
+      // Unseen for the rebroadcast age (15 s) and past its deadline, the relayer's transaction is
+      // looked into: the transfer was applied by the other transaction, only 2 deep.
+      const early = yield* settlement.awaitResolution(request.submissionId, 20_000)
+      assert.isTrue(Option.isNone(early), `not resolved from a transaction short of the depth (${Option.isSome(early) ? early.value._tag : "pending"})`)
+
+      // The chain replaces both blocks, the other transaction's with them, and grows past the deadline.
+      yield* anvil("anvil_reorg", [2, []])
+      const latest = (yield* Effect.promise(() => client.getBlock({ blockTag: "latest" }))).timestamp
+      yield* anvil("evm_setNextBlockTimestamp", [Number(latest > deadline ? latest : deadline) + 20])
+      yield* anvil("anvil_mine", ["0x3"])
+      const outcome = yield* settlement.awaitResolution(request.submissionId, 30_000)
+      assert.isTrue(Option.isSome(outcome) && outcome.value._tag === "Failed", Option.isSome(outcome) ? outcome.value._tag : "still pending")
+    })), 120_000)
 })
+
+/** Waits until the node's pool holds `count` pending transactions. */
+const poolHolds = (anvil: (method: string, params: ReadonlyArray<unknown>) => Effect.Effect<unknown>, count: number) =>
+  Effect.gen(function*() {
+    for (let tries = 0; tries < 100; tries++) {
+      const status = (yield* anvil("txpool_status", [])) as { readonly pending: Hex }
+      if (Number(status.pending) === count) return
+      yield* Effect.sleep(50)
+    }
+    assert.fail(`the pool never held ${count} pending`)
+  })

@@ -82,7 +82,16 @@ interface Tracked {
   rawTx: Hex
   txHash: Hex
   sentAtMs: number
-  mined: { readonly blockNumber: bigint; readonly timestampSeconds: bigint; readonly outcome: ItemOutcome } | undefined
+  mined: {
+    readonly blockNumber: bigint
+    readonly timestampSeconds: bigint
+    readonly outcome: ItemOutcome
+    /**
+     * The transaction that applied the call when it is another than this entry's own (a
+     * resubmission that raced, found by its event): counted to the depth like this entry's own.
+     */
+    readonly appliedBy?: Hex
+  } | undefined
   /**
    * Reverted while its attestation is still valid: anyone holding the calldata may still get
    * it mined, so it is not `failed` (D14: failed moves no funds) until the chain's time passes
@@ -453,6 +462,18 @@ const makeEngine = (
     /** Final outcome from a receipt of the transaction that applied (or tried to apply) the call. */
     const settleFromReceipt = (tracked: Tracked, receipt: TransactionReceipt) =>
       Effect.gen(function*() {
+        if (receipt.status === "success" && receipt.blockNumber + BigInt(confirmations) - 1n > lastScanned) {
+          // Not yet as deep as CHAIN_CONFIRMATIONS asks: the watcher counts it to the depth (and
+          // a reorganisation replacing its block leaves it to be decided from the chain again).
+          tracked.mined = {
+            blockNumber: receipt.blockNumber,
+            timestampSeconds: yield* blockTimestamp(receipt.blockNumber),
+            outcome: "applied",
+            appliedBy: receipt.transactionHash
+          }
+          tracked.revertedBeforeDeadline = false
+          return
+        }
         untrack(tracked)
         if (receipt.status === "success") {
           yield* finish({
@@ -484,7 +505,7 @@ const makeEngine = (
             _tag: "Confirmed",
             submissionId: tracked.request.submissionId,
             mode: chain.mode,
-            txHash: tracked.txHash,
+            txHash: mined.appliedBy ?? tracked.txHash,
             blockNumber: mined.blockNumber,
             blockTimestampSeconds: mined.timestampSeconds
           })
@@ -705,8 +726,12 @@ const makeEngine = (
         const now = Date.now()
         for (const tracked of [...inFlight.values()].flat()) {
           if (tracked.mined === undefined || tracked.mined.blockNumber <= fork) continue
+          const appliedElsewhereReplaced = tracked.mined.appliedBy !== undefined
           tracked.mined = undefined
-          tracked.revertedBeforeDeadline = false
+          // Applied by another transaction whose block was replaced: whether the new chain
+          // applies it is decided from the chain once the deadline passes, as for a revert
+          // (its own bytes, if any, were refused or reverted: nothing to send again).
+          tracked.revertedBeforeDeadline = appliedElsewhereReplaced
           // Nodes put a replaced block's transactions back in their pool; one that does not
           // gets the same bytes again after the rebroadcast age.
           tracked.sentAtMs = now
@@ -879,7 +904,7 @@ const makeEngine = (
           _tag: "Confirmed",
           submissionId: tracked.request.submissionId,
           mode: chain.mode,
-          txHash: tracked.txHash,
+          txHash: tracked.mined!.appliedBy ?? tracked.txHash,
           blockNumber: tracked.mined!.blockNumber,
           blockTimestampSeconds: tracked.mined!.timestampSeconds
         })))
