@@ -11,6 +11,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import type { Hex } from "viem"
 import { privateKeyToAccount, privateKeyToAddress } from "viem/accounts"
+import type { ChainContext } from "../src/settlement/Chains.ts"
 import { Settlement } from "../src/settlement/Settlement.ts"
 import { keyPairFrom, makeTestGuardian, onEmbeddedChain, scalarFrom, signedConfidentialTransfer } from "./support/chainFixtures.ts"
 
@@ -21,23 +22,9 @@ describe("a chain reorganisation under the settlement watcher", () => {
     onEmbeddedChain(guardian, { chainConfirmations: 3, relayerCount: 1 }, (chain) => Effect.gen(function*() {
       const settlement = yield* Settlement
       const client = chain.client
-      const anvil = (method: string, params: ReadonlyArray<unknown>) =>
-        Effect.promise(() => client.request({ method: method as never, params: params as never }))
-      const address = (label: string) => privateKeyToAddress(`0x${Buffer.from(scalarFrom(label)).toString("hex")}`)
+      const anvil = anvilOf(chain)
       const now = (yield* Effect.promise(() => client.getBlock())).timestamp
-      const request = signedConfidentialTransfer({
-        label: "reorg-0",
-        guardian,
-        chainId: chain.chainId,
-        contract: chain.contracts.confidentialUsdg,
-        from: address("reorg-sender"),
-        to: address("reorg-recipient"),
-        fromKey: keyPairFrom("reorg-sender"),
-        toKey: keyPairFrom("reorg-recipient"),
-        amount: 100n,
-        nonce: 0n,
-        deadlineSeconds: now + 600n
-      })
+      const request = transfer(chain, "reorg", now + 600n)
 
       // Mining paused: the transfer reaches the pool, one block carries it, the watcher sees it.
       yield* anvil("evm_setIntervalMining", [0])
@@ -74,24 +61,9 @@ describe("a chain reorganisation under the settlement watcher", () => {
     onEmbeddedChain(guardian, { chainConfirmations: 3, relayerCount: 1 }, (chain) => Effect.gen(function*() {
       const settlement = yield* Settlement
       const client = chain.client
-      const anvil = (method: string, params: ReadonlyArray<unknown>) =>
-        Effect.promise(() => client.request({ method: method as never, params: params as never }))
-      const address = (label: string) => privateKeyToAddress(`0x${Buffer.from(scalarFrom(label)).toString("hex")}`)
-      const now = (yield* Effect.promise(() => client.getBlock())).timestamp
-      const deadline = now + 120n
-      const request = signedConfidentialTransfer({
-        label: "elsewhere-0",
-        guardian,
-        chainId: chain.chainId,
-        contract: chain.contracts.confidentialUsdg,
-        from: address("elsewhere-sender"),
-        to: address("elsewhere-recipient"),
-        fromKey: keyPairFrom("elsewhere-sender"),
-        toKey: keyPairFrom("elsewhere-recipient"),
-        amount: 100n,
-        nonce: 0n,
-        deadlineSeconds: deadline
-      })
+      const anvil = anvilOf(chain)
+      const deadline = (yield* Effect.promise(() => client.getBlock())).timestamp + 120n
+      const request = transfer(chain, "elsewhere", deadline)
 
       // Mining paused. The relayer's transaction reaches the pool and the node loses it.
       yield* anvil("evm_setIntervalMining", [0])
@@ -134,6 +106,28 @@ describe("a chain reorganisation under the settlement watcher", () => {
       assert.isTrue(Option.isSome(outcome) && outcome.value._tag === "Failed", Option.isSome(outcome) ? outcome.value._tag : "still pending")
     })), 120_000)
 })
+
+/** Anvil's own methods (and any other) on the chain's node. */
+const anvilOf = (chain: ChainContext) => (method: string, params: ReadonlyArray<unknown>) =>
+  Effect.promise(() => chain.client.request({ method: method as never, params: params as never }))
+
+/** A transfer of 100 between two parties named after `label`, attested by the test guardian. */
+const transfer = (chain: ChainContext, label: string, deadlineSeconds: bigint) => {
+  const address = (party: string) => privateKeyToAddress(`0x${Buffer.from(scalarFrom(party)).toString("hex")}`)
+  return signedConfidentialTransfer({
+    label: `${label}-0`,
+    guardian,
+    chainId: chain.chainId,
+    contract: chain.contracts.confidentialUsdg,
+    from: address(`${label}-sender`),
+    to: address(`${label}-recipient`),
+    fromKey: keyPairFrom(`${label}-sender`),
+    toKey: keyPairFrom(`${label}-recipient`),
+    amount: 100n,
+    nonce: 0n,
+    deadlineSeconds
+  })
+}
 
 /** Waits until the node's pool holds `count` pending transactions. */
 const poolHolds = (anvil: (method: string, params: ReadonlyArray<unknown>) => Effect.Effect<unknown>, count: number) =>
