@@ -86,6 +86,8 @@ interface Tracked {
     readonly blockNumber: bigint
     readonly timestampSeconds: bigint
     readonly outcome: ItemOutcome
+    /** The block's hash: the block scanned at that height later must be this one to count. */
+    readonly blockHash: Hex
     /**
      * The transaction that applied the call when it is another than this entry's own (a
      * resubmission that raced, found by its event): counted to the depth like this entry's own.
@@ -469,7 +471,8 @@ const makeEngine = (
             blockNumber: receipt.blockNumber,
             timestampSeconds: yield* blockTimestamp(receipt.blockNumber),
             outcome: "applied",
-            appliedBy: receipt.transactionHash
+            blockHash: receipt.blockHash,
+            ...(receipt.transactionHash === tracked.txHash ? {} : { appliedBy: receipt.transactionHash })
           }
           tracked.revertedBeforeDeadline = false
           return
@@ -695,6 +698,18 @@ const makeEngine = (
     const scannedHashes = new Map<bigint, Hex>()
     const hashesKept = BigInt(confirmations + SettlementLimits.reorgDepthMax)
 
+    /** Seen mined in a block the chain no longer has: watched again. */
+    const forgetMined = (tracked: Tracked, now: number) => {
+      // Applied by another transaction (or a placeholder with no bytes of its own): whether the
+      // new chain applies it is decided from the chain once the deadline passes, as for a revert
+      // (its own bytes, if any, were refused or reverted: nothing to send again).
+      tracked.revertedBeforeDeadline = tracked.mined?.appliedBy !== undefined || tracked.rawTx === "0x"
+      tracked.mined = undefined
+      // Nodes put a replaced block's transactions back in their pool; one that does not gets
+      // the same bytes again after the rebroadcast age.
+      tracked.sentAtMs = now
+    }
+
     /**
      * The block scanned at `from` may no longer be the chain's: finds the highest block the
      * chain and the scan agree on (reading only, so a failed read changes nothing and the next
@@ -726,15 +741,7 @@ const makeEngine = (
         const now = Date.now()
         for (const tracked of [...inFlight.values()].flat()) {
           if (tracked.mined === undefined || tracked.mined.blockNumber <= fork) continue
-          const appliedElsewhereReplaced = tracked.mined.appliedBy !== undefined
-          tracked.mined = undefined
-          // Applied by another transaction whose block was replaced: whether the new chain
-          // applies it is decided from the chain once the deadline passes, as for a revert
-          // (its own bytes, if any, were refused or reverted: nothing to send again).
-          tracked.revertedBeforeDeadline = appliedElsewhereReplaced
-          // Nodes put a replaced block's transactions back in their pool; one that does not
-          // gets the same bytes again after the rebroadcast age.
-          tracked.sentAtMs = now
+          forgetMined(tracked, now)
           unseen += 1
         }
         yield* Effect.logWarning("the chain reorganised under the settlement watcher: what the replaced blocks carried is watched again").pipe(
@@ -764,6 +771,8 @@ const makeEngine = (
           const applied = yield* appliedElsewhere(submission.request)
           if (Option.isSome(applied)) {
             const placeholder = orphan(submission, relayers[0]!)
+            // Counted as any entry is (untrack takes it off the relayer's count).
+            placeholder.relayer.inFlight += 1
             track(placeholder)
             return yield* settleFromReceipt(placeholder, applied.value)
           }
@@ -788,17 +797,13 @@ const makeEngine = (
           Effect.catch(() => Effect.succeed(Option.none<TransactionReceipt>()))
         )
         if (Option.isSome(receipt)) {
-          // In a block the watcher has yet to scan: the scan sees it there (and follows a
-          // reorganisation that replaces it). At start that is every block within the depth;
-          // one below is buried deeper than the depth asks already.
-          if (receipt.value.blockNumber > lastScanned) {
-            tracked.sentAtMs = Date.now()
-            return
-          }
+          // Its block's hash is checked against the one the scan keeps at that height (the
+          // watcher starts the depth below the head), so a reorganisation replacing it is followed.
           tracked.mined = {
             blockNumber: receipt.value.blockNumber,
             timestampSeconds: yield* blockTimestamp(receipt.value.blockNumber),
-            outcome: outcomeIn(submission.request, { success: receipt.value.status === "success", logs: receipt.value.logs })
+            outcome: outcomeIn(submission.request, { success: receipt.value.status === "success", logs: receipt.value.logs }),
+            blockHash: receipt.value.blockHash
           }
           return
         }
@@ -858,7 +863,8 @@ const makeEngine = (
             tracked.mined = {
               blockNumber: n,
               timestampSeconds: block.timestamp,
-              outcome: outcomeIn(tracked.request, { success: receipt.status === "0x1", logs: receipt.logs })
+              outcome: outcomeIn(tracked.request, { success: receipt.status === "0x1", logs: receipt.logs }),
+              blockHash: block.hash
             }
           }
         }
@@ -881,7 +887,15 @@ const makeEngine = (
           const deadline = tracked.request.deadlineSeconds
           if (deadline === null || latestTimestampSeconds > deadline) other.push(concludeReverted(tracked))
         } else if (tracked.mined !== undefined) {
-          if (tracked.mined.blockNumber + BigInt(confirmations) - 1n <= lastScanned) {
+          // Seen mined in a block other than the one the scan kept at that height (recorded from
+          // a receipt before the scan reached it, and replaced since): watched again.
+          const scanned = scannedHashes.get(tracked.mined.blockNumber)
+          if (scanned !== undefined && scanned !== tracked.mined.blockHash) {
+            forgetMined(tracked, now)
+            yield* Effect.logWarning("a transaction was seen mined in a block the chain replaced: watched again").pipe(
+              Effect.annotateLogs({ mode: chain.mode, submission_id: tracked.request.submissionId })
+            )
+          } else if (tracked.mined.blockNumber + BigInt(confirmations) - 1n <= lastScanned) {
             if (tracked.mined.outcome === "applied") applied.push(tracked)
             else other.push(conclude(tracked))
           }
