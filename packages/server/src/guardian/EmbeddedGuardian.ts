@@ -51,6 +51,12 @@ export interface EmbeddedGuardianOptions {
   /** The chains the guardian reads (reconciliation, expiry verdicts, registered keys). */
   readonly chains: ReadonlyArray<{ readonly chainId: bigint; readonly rpcUrl: string }>
   readonly logLevel: string
+  /**
+   * The server's CHAIN_CONFIRMATIONS (counting the block itself). The guardian books a chain
+   * event at the same depth, `GUARDIAN_CONFIRMATIONS = CHAIN_CONFIRMATIONS − 1` (it counts the
+   * blocks on top), unless GUARDIAN_CONFIRMATIONS is set.
+   */
+  readonly confirmations: number
   /** How long a start may take: PGlite (WASM) and the mcl backend load in a few seconds, slower under load. */
   readonly startTimeoutMs: number
 }
@@ -172,13 +178,27 @@ const freePort: Effect.Effect<number, GuardianUnavailable> = Effect.callback<num
   })
 })
 
-const childEnvironment = (options: EmbeddedGuardianOptions, port: number, token: Redacted.Redacted<string>) => {
+/**
+ * The child's whole environment: the variables it inherits, and what the server decides.
+ * Without GUARDIAN_CONFIRMATIONS the guardian would book credits as soon as their block is the
+ * latest while the server waits CHAIN_CONFIRMATIONS blocks: a reorganisation within the
+ * server's depth could then take away a credit the guardian had booked.
+ *
+ * @internal
+ */
+export const childEnvironment = (
+  options: EmbeddedGuardianOptions,
+  port: number,
+  token: Redacted.Redacted<string>,
+  parent: Readonly<Record<string, string | undefined>> = process.env
+) => {
   const environment: Record<string, string> = {}
   for (const name of inheritedVariables) {
-    const value = process.env[name]
+    const value = parent[name]
     if (value !== undefined) environment[name] = value
   }
   return {
+    GUARDIAN_CONFIRMATIONS: String(Math.max(0, options.confirmations - 1)),
     ...environment,
     DATA_DIR: options.dataDir,
     GUARDIAN_HOST: "127.0.0.1",

@@ -50,6 +50,7 @@ export const GuardianConnectionLive = Layer.unwrap(
         dataDir: dataDir.path,
         chains,
         logLevel: config.logLevel,
+        confirmations: config.chainConfirmations,
         startTimeoutMs: config.guardianStartTimeoutMs
       })
     }

@@ -1,0 +1,37 @@
+/**
+ * What the embedded guardian child is started with: the server's confirmation depth carried
+ * over (the guardian counts the blocks on top of an event's block, the server the block
+ * itself), an explicit GUARDIAN_CONFIRMATIONS kept, and nothing of the server's own secrets.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Redacted } from "effect"
+import { childEnvironment, type EmbeddedGuardianOptions } from "../src/guardian/EmbeddedGuardian.ts"
+
+const options: EmbeddedGuardianOptions = {
+  dataDir: "/data",
+  chains: [{ chainId: 46630n, rpcUrl: "http://127.0.0.1:8545" }],
+  logLevel: "info",
+  confirmations: 3,
+  startTimeoutMs: 60_000
+}
+const token = Redacted.make("shared")
+
+describe("the embedded guardian's environment", () => {
+  it("books chain events at the server's depth unless GUARDIAN_CONFIRMATIONS says otherwise", () => {
+    assert.strictEqual(childEnvironment(options, 9000, token, {}).GUARDIAN_CONFIRMATIONS, "2")
+    assert.strictEqual(childEnvironment({ ...options, confirmations: 1 }, 9000, token, {}).GUARDIAN_CONFIRMATIONS, "0")
+    assert.strictEqual(childEnvironment(options, 9000, token, { GUARDIAN_CONFIRMATIONS: "5" }).GUARDIAN_CONFIRMATIONS, "5")
+  })
+
+  it("passes none of the server's own settings or secrets", () => {
+    const environment: Record<string, string> = childEnvironment(options, 9000, token, {
+      DATABASE_URL: "postgres://server",
+      SERVER_SECRET: "server",
+      GUARDIAN_SECRET: "must come from the guardian's own directory",
+      PATH: "/usr/bin"
+    })
+    assert.strictEqual(environment["PATH"], "/usr/bin")
+    for (const name of ["DATABASE_URL", "SERVER_SECRET", "GUARDIAN_SECRET"]) assert.isUndefined(environment[name], name)
+    assert.strictEqual(environment["GUARDIAN_SHARED_SECRET"], "shared")
+  })
+})
