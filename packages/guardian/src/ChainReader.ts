@@ -121,6 +121,8 @@ export interface ChainReaderShape {
   /** Whether the guardian has an endpoint for this chain. */
   readonly knows: (chainId: bigint) => boolean
   readonly head: (chainId: bigint) => Effect.Effect<ChainHead, GuardianError>
+  /** The block `depth` blocks below the latest (the latest itself at depth 0; block 0 at most). */
+  readonly headAtDepth: (chainId: bigint, depth: number) => Effect.Effect<ChainHead, GuardianError>
   readonly encryptedBalance: (
     chainId: bigint,
     contract: Address,
@@ -241,16 +243,23 @@ export class ChainReader extends Context.Service<ChainReader, ChainReaderShape>(
           ? Effect.fail(new GuardianError({ reason: "chain", message: `no RPC endpoint for chain ${chainId}` }))
           : Effect.succeed(client)
       }
+      const headAt = (chainId: bigint, depth: number): Effect.Effect<ChainHead, GuardianError> =>
+        Effect.flatMap(clientOf(chainId), (client) =>
+          Effect.tryPromise({
+            try: async () => {
+              const latest = await client.getBlock({ blockTag: "latest" })
+              if (depth <= 0) return latest
+              const deep = latest.number - BigInt(depth)
+              return client.getBlock({ blockNumber: deep > 0n ? deep : 0n })
+            },
+            catch: chainFailure("reading the latest block")
+          })).pipe(Effect.map((block) => ({ blockNumber: block.number, timestampSeconds: block.timestamp })))
       const abi = ConfidentialTokenArtifact.abi
       return ChainReader.of({
         chainIds: [...clients.keys()],
         knows: (chainId) => clients.has(chainId),
-        head: (chainId) =>
-          Effect.flatMap(clientOf(chainId), (client) =>
-            Effect.tryPromise({
-              try: () => client.getBlock({ blockTag: "latest" }),
-              catch: chainFailure("reading the latest block")
-            })).pipe(Effect.map((block) => ({ blockNumber: block.number, timestampSeconds: block.timestamp }))),
+        head: (chainId) => headAt(chainId, 0),
+        headAtDepth: (chainId, depth) => headAt(chainId, depth),
         encryptedBalance: (chainId, contract, account, blockNumber) =>
           Effect.flatMap(clientOf(chainId), (client) =>
             Effect.tryPromise({

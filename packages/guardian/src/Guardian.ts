@@ -890,12 +890,15 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
    * What the chain says about a reservation: mined (its nonce is used), never minable
    * (unused, and the chain's time is past the deadline), or not yet known.
    * Without an endpoint for the chain, the guardian's clock alone decides.
+   * Judged at the block `GUARDIAN_CONFIRMATIONS` deep, as credits are booked: a shallower
+   * reorganisation must not undo a verdict (a debit the new chain does not carry, or a
+   * reservation released for a transfer a replacement block applies).
    */
   const chainVerdict = (reservation: ReservationRow) =>
     Effect.gen(function*() {
       const chainId = BigInt(reservation.chainId)
       if (!chain.knows(chainId)) return "expired_unverified" as const
-      const head = yield* chain.head(chainId)
+      const head = yield* chain.headAtDepth(chainId, timing.chainConfirmations)
       const used = yield* chain.isNonceUsed(
         chainId,
         getAddress(reservation.contract),

@@ -428,3 +428,46 @@ describe("the guardian against anvil", () => {
       }))
   })
 })
+
+// On a chain of its own: the guardian above books every event of its chain, and this test's
+// transfer, attested by a guardian with the same key and books of its own, would be an
+// unknown transfer there (an alert the alert test counts).
+describe("the guardian at a confirmation depth", () => {
+  layer(Layer.effect(ChainFixture, setup), { timeout: "120 seconds", excludeTestServices: true })("anvil", (it) => {
+    it.effect("with GUARDIAN_CONFIRMATIONS, a failure report is judged at that depth: a transfer mined moments ago stays reserved until it is that deep", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const chain = yield* ChainFixture
+        // 30 blocks of 0.1 s: about 3 s from a transaction's block to the depth.
+        const deep = Context.get(
+          yield* Layer.build(makeTarget("in-process/pglite", {
+            chains: [{ chainId, rpcUrl: chain.anvil.rpcUrl }],
+            timing: { chainPollIntervalMs: 0, chainConfirmations: 30 }
+          })),
+          TestGuardian
+        )
+        const syncedAtDepth = (hash: Hex) =>
+          Effect.gen(function*() {
+            for (let tries = 0; tries < 100; tries++) {
+              if ((yield* deep.client.sync({ chainId, txHash: hash })).status === "synced") return
+              yield* Effect.sleep("200 millis")
+            }
+            assert.fail("never synced at depth")
+          })
+        const contract: Address = chain.addresses.confidentialUsdg
+        const alice = yield* Effect.promise(() => chain.newChainParty())
+        const bob = yield* Effect.promise(() => chain.newChainParty())
+        yield* syncedAtDepth(yield* Effect.promise(() => chain.faucet.shieldUsdg(alice.address, 500n)))
+        const request = confidentialRequest({ guardianKey: deep.encryptionKey, from: alice, to: bob, amount: 200n, chainId, contract })
+        const attested = yield* deep.client.authorize(request)
+        if (attested._tag !== "Authorized") return assert.fail(attested._tag)
+        const receipt = yield* Effect.promise(() => submit(chain, request, attested))
+        // Its nonce is used at the head, not yet 30 blocks down: the chain has not decided.
+        assert.strictEqual((yield* deep.client.settle({ transferId: request.transferId, outcome: "failed" })).status, "reserved")
+        // Once that deep, it has.
+        yield* syncedAtDepth(receipt.transactionHash)
+        assert.strictEqual((yield* deep.client.settle({ transferId: request.transferId, outcome: "failed" })).status, "confirmed")
+        assert.strictEqual(yield* balanceOf(deep, contract, alice), 300n)
+      })))
+
+  })
+})
