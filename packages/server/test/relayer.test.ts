@@ -14,28 +14,43 @@ import { Effect, Option } from "effect"
 import type { Hex } from "viem"
 import { privateKeyToAccount, privateKeyToAddress } from "viem/accounts"
 import { type Relayer, makeRelayer, type SignedCall } from "../src/settlement/Relayer.ts"
+import type { ChainContext } from "../src/settlement/Chains.ts"
 import { Settlement } from "../src/settlement/Settlement.ts"
 import { keyPairFrom, makeTestGuardian, onEmbeddedChain, scalarFrom, signedConfidentialTransfer } from "./support/chainFixtures.ts"
 
 const guardian = makeTestGuardian("relayer-test")
 
+/** What the relayer tests do on the chain: fund an account of their own, send, wait for a receipt. */
+const onChain = (chain: ChainContext) =>
+  Effect.gen(function*() {
+    const client = chain.client
+    const baseFee = (yield* Effect.promise(() => client.getBlock())).baseFeePerGas ?? 1n
+    const funded = (label: string) =>
+      Effect.gen(function*() {
+        const account = privateKeyToAccount(`0x${Buffer.from(scalarFrom(label)).toString("hex")}`)
+        yield* Effect.promise(() =>
+          client.request({ method: "anvil_setBalance" as never, params: [account.address, `0x${(10n ** 20n).toString(16)}`] as never })
+        )
+        return account
+      })
+    const send = (signed: SignedCall) => Effect.promise(() => client.sendRawTransaction({ serializedTransaction: signed.rawTx }))
+    const mined = (signed: SignedCall) =>
+      Effect.promise(() => client.waitForTransactionReceipt({ hash: signed.txHash, timeout: 20_000 })).pipe(
+        Effect.map((receipt) => receipt.status)
+      )
+    const minedNonce = (address: Hex) => Effect.promise(() => client.getTransactionCount({ address, blockTag: "latest" }))
+    return { baseFee, funded, send, mined, minedNonce }
+  })
+
 describe("relayer nonces on embedded anvil", () => {
   it.live("never twice while a transaction may still be broadcast; a released nonce is taken again or filled", () =>
     onEmbeddedChain(guardian, {}, (chain) => Effect.gen(function*() {
       const client = chain.client
+      const { baseFee, funded, mined, send } = yield* onChain(chain)
       // An account of its own: the settlement's relayers never sign for it.
-      const account = privateKeyToAccount(`0x${Buffer.from(scalarFrom("relayer-test-account")).toString("hex")}`)
-      yield* Effect.promise(() =>
-        client.request({ method: "anvil_setBalance" as never, params: [account.address, `0x${(10n ** 20n).toString(16)}`] as never })
-      )
-      const baseFee = (yield* Effect.promise(() => client.getBlock())).baseFeePerGas ?? 1n
+      const account = yield* funded("relayer-test-account")
       const relayer: Relayer = yield* makeRelayer(client, chain.chainId, account, () => baseFee)
       const call = { to: account.address, data: "0x" as Hex, gas: 21_000n }
-      const send = (signed: SignedCall) => Effect.promise(() => client.sendRawTransaction({ serializedTransaction: signed.rawTx }))
-      const mined = (signed: SignedCall) =>
-        Effect.promise(() => client.waitForTransactionReceipt({ hash: signed.txHash, timeout: 20_000 })).pipe(
-          Effect.map((receipt) => receipt.status)
-        )
 
       // Signed, not yet broadcast; then the node says a nonce of ours is taken (another
       // transaction's "nonce too low"). The node counts 0 pending: the next signature must
@@ -79,21 +94,7 @@ describe("relayer nonces on embedded anvil", () => {
   it.live("after a restart: an adopted transaction keeps its nonce, its expiry is a gap filled, and a nonce never recorded below it is taken again or filled", () =>
     onEmbeddedChain(guardian, {}, (chain) => Effect.gen(function*() {
       const client = chain.client
-      const baseFee = (yield* Effect.promise(() => client.getBlock())).baseFeePerGas ?? 1n
-      const funded = (label: string) =>
-        Effect.gen(function*() {
-          const account = privateKeyToAccount(`0x${Buffer.from(scalarFrom(label)).toString("hex")}`)
-          yield* Effect.promise(() =>
-            client.request({ method: "anvil_setBalance" as never, params: [account.address, `0x${(10n ** 20n).toString(16)}`] as never })
-          )
-          return account
-        })
-      const send = (signed: SignedCall) => Effect.promise(() => client.sendRawTransaction({ serializedTransaction: signed.rawTx }))
-      const mined = (signed: SignedCall) =>
-        Effect.promise(() => client.waitForTransactionReceipt({ hash: signed.txHash, timeout: 20_000 })).pipe(
-          Effect.map((receipt) => receipt.status)
-        )
-      const minedNonce = (address: Hex) => Effect.promise(() => client.getTransactionCount({ address, blockTag: "latest" }))
+      const { baseFee, funded, mined, minedNonce, send } = yield* onChain(chain)
 
       // The earlier process signed and recorded a transaction, and died before its broadcast.
       const account = yield* funded("relayer-restart-account")

@@ -112,6 +112,14 @@ export const makeRelayer = (
       lastSigned.set(nonce, { txHash, filler })
       lastSigned.delete(nonce - SettlementLimits.signedNoncesKept)
     }
+    /**
+     * A nonce no transaction will carry (`txHash` last held it): the next signature takes it,
+     * or, if none comes first, a filler does (a gap).
+     */
+    const giveBack = (nonce: number, txHash: Hex) => {
+      released.add(nonce)
+      gaps.set(nonce, txHash)
+    }
     /** Whether `adopt` raised `nextNonce` past nonces this process has no transaction for. */
     let adoptedAhead = false
 
@@ -127,11 +135,10 @@ export const makeRelayer = (
       adoptedAhead = false
       for (let nonce = Math.max(from, nextNonce - SettlementLimits.signedNoncesKept); nonce < nextNonce; nonce++) {
         if (lastSigned.has(nonce)) continue
-        released.add(nonce)
-        gaps.set(nonce, unknownTransaction)
         // A stand-in, so that `fillGaps` takes the nonce (as a filler's own) and no real
         // transaction hash ever matches it.
         remember(nonce, unknownTransaction, true)
+        giveBack(nonce, unknownTransaction)
       }
     }
 
@@ -246,8 +253,7 @@ export const makeRelayer = (
         lock.withPermit(Effect.sync(() => {
           // Only if nothing newer took the nonce meanwhile (see fillGaps).
           if (lastSigned.get(signed.nonce)?.txHash !== signed.txHash) return
-          released.add(signed.nonce)
-          gaps.set(signed.nonce, signed.txHash)
+          giveBack(signed.nonce, signed.txHash)
         })),
       inFlight: 0
     }
