@@ -59,8 +59,18 @@ class StoreResponse extends Request.Class<
   SqlError.SqlError
 > {}
 
+/** A new key to claim; `claim` inserts the keys asked for in the same turn together. */
+class ClaimKey extends Request.Class<
+  { readonly scope: IdempotencyScope; readonly requestHash: Uint8Array },
+  boolean,
+  SqlError.SqlError
+> {}
+
 /** Bounds one UPDATE's rows (and the statement shapes it prepares). */
 const responsesPerStatementMax = 64
+
+/** Bounds one claiming INSERT's rows, as `responsesPerStatementMax` does an UPDATE's. */
+const claimsPerStatementMax = 64
 
 /**
  * The fingerprint of a request under its own idempotency key.
@@ -104,17 +114,49 @@ export const IdempotencyLive = Layer.effect(
      */
     const running = new Set<string>()
 
+    const ttl = `${Limits.idempotencyTtlMs} milliseconds`
     const insertClaim = (scope: IdempotencyScope, requestHash: Uint8Array) =>
       sql`
         INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, claim_token, created_at, expires_at)
         VALUES (${scope.accountId}, ${scope.mode}, ${scope.keyDigest}, ${requestHash}, ${nodeId}, ${scope.claimToken}, now(),
-                now() + ${`${Limits.idempotencyTtlMs} milliseconds`}::interval)
+                now() + ${ttl}::interval)
         ON CONFLICT DO NOTHING RETURNING 1 AS claimed`.pipe(Effect.map((inserted) => inserted.length > 0))
 
-    // A new key (almost every request) is claimed by one statement, outside a transaction:
-    // the row it inserts is the whole claim. Only a key seen before takes the transaction.
+    /**
+     * The claims asked for in one turn, inserted by one statement; each is answered by whether
+     * its row went in (its token returned). Two requests of one turn with the same key: the
+     * first row goes in, the second conflicts with it and is not claimed, as one after the other.
+     */
+    const claimColumns = ["", "", "", "", "", ""]
+    const insertClaims = (entries: ReadonlyArray<Request.Entry<ClaimKey>>) =>
+      sql.unsafe<{ readonly claim_token: string }>(
+        `INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, claim_token, created_at, expires_at)
+         VALUES ${valuesPlaceholders(entries.length, claimColumns, `, now(), now() + $${entries.length * claimColumns.length + 1}::interval`)}
+         ON CONFLICT DO NOTHING RETURNING claim_token`,
+        [
+          ...entries.flatMap(({ request: { requestHash, scope } }) =>
+            [scope.accountId, scope.mode, scope.keyDigest, requestHash, nodeId, scope.claimToken]
+          ),
+          ttl
+        ]
+      )
+    const claimsTogether = sharedStatements(
+      sql,
+      insertClaims,
+      (entries, exit) => {
+        const claimed = Exit.map(exit, (rows) => new Set(rows.map((row) => row.claim_token)))
+        for (const entry of entries) {
+          entry.completeUnsafe(Exit.map(claimed, (tokens) => tokens.has(entry.request.scope.claimToken)))
+        }
+      },
+      claimsPerStatementMax
+    )
+
+    // A new key (almost every request) is claimed by one statement, outside a transaction and
+    // shared with the other claims of its turn: the row it inserts is the whole claim. Only a
+    // key seen before takes the transaction.
     const claim = (scope: IdempotencyScope, requestHash: Uint8Array) =>
-      Effect.flatMap(insertClaim(scope, requestHash), (claimed) =>
+      Effect.flatMap(Effect.request(new ClaimKey({ scope, requestHash }), claimsTogether), (claimed) =>
         claimed ? Effect.succeed<Claim>({ _tag: "Run" }) : claimSeen(scope, requestHash))
 
     const claimSeen = (scope: IdempotencyScope, requestHash: Uint8Array) =>

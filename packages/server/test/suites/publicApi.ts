@@ -181,6 +181,24 @@ describe("public API", () => {
         const statuses = both.map((r) => r.status).sort()
         assert.deepStrictEqual(statuses, [200, 409])
         expectEnvelope(both.find((r) => r.status === 409)!, 409, "idempotency_key_in_progress")
+        // Many at once, claimed together (one INSERT for the claims of a turn): one of six with
+        // the same key runs, the others are in progress or (once it answered) its replay; each of
+        // six distinct keys runs once.
+        const burst = yield* Effect.all(
+          [
+            ...Array.from({ length: 6 }, () => post(created.api_key, "k-3", "e")),
+            ...Array.from({ length: 6 }, (_, index) => post(created.api_key, `k-4-${index}`, "f"))
+          ],
+          { concurrency: "unbounded" }
+        )
+        const sameKey = burst.slice(0, 6)
+        const ran = sameKey.filter((r) => r.status === 200 && r.headers.get("idempotent-replayed") === null)
+        assert.strictEqual(ran.length, 1)
+        for (const other of sameKey.filter((r) => r !== ran[0])) {
+          if (other.status === 409) expectEnvelope(other, 409, "idempotency_key_in_progress")
+          else assert.deepStrictEqual([other.status, other.headers.get("idempotent-replayed"), other.json], [200, "true", ran[0]!.json])
+        }
+        assert.deepStrictEqual(burst.slice(6).map((r) => r.status), [200, 200, 200, 200, 200, 200])
         expectEnvelope(yield* post(created.api_key, "x".repeat(256), "d"), 400, "invalid_request")
       }))
 
