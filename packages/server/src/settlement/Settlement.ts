@@ -192,9 +192,18 @@ export class Settlement extends Context.Service<Settlement, {
           return created
         })
 
+      /**
+       * Submissions this process recorded and has not seen end: their outcome reaches the waiters
+       * through `announce` or `deliverStored`, so a waiter registered while its id is here need
+       * not read the store first (one read per transfer saved, issue 16). An id leaves before its
+       * waiters are looked up, so a waiter that saw it here is registered before that lookup.
+       */
+      const submittedHere = new Set<string>()
+
       /** Tells the waiters and subscribers of an outcome just written. */
       const announce = (resolution: Resolution) =>
         Effect.gen(function*() {
+          submittedHere.delete(resolution.submissionId)
           yield* Effect.logInfo("submission resolved").pipe(Effect.annotateLogs({
             submission_id: resolution.submissionId,
             outcome: resolution._tag,
@@ -208,10 +217,26 @@ export class Settlement extends Context.Service<Settlement, {
           yield* PubSub.publish(hub, resolution)
         })
 
+      /**
+       * An outcome written before this process's own (another node's, after it adopted the
+       * submission): the waiters get the stored one, as a waiter registered now would read it.
+       */
+      const deliverStored = (submissionId: string) =>
+        Effect.gen(function*() {
+          submittedHere.delete(submissionId)
+          const waiter = waiters.get(submissionId)
+          if (waiter === undefined) return
+          const stored = yield* store.resolution(submissionId)
+          if (Option.isNone(stored)) return
+          yield* Deferred.succeed(waiter, stored.value)
+          waiters.delete(submissionId)
+        })
+
       /** Writes the outcome once, then tells the waiters and subscribers. */
       const finish: Finish = (resolution) =>
         Effect.gen(function*() {
           if (yield* store.resolve(resolution)) yield* announce(resolution)
+          else yield* deliverStored(resolution.submissionId)
         })
 
       /** `finish` for a watcher round's confirmations: one write for all of them. */
@@ -220,6 +245,7 @@ export class Settlement extends Context.Service<Settlement, {
           const changed = new Set(yield* store.confirmMany(confirmations))
           for (const confirmation of confirmations) {
             if (changed.has(confirmation.submissionId)) yield* announce(confirmation)
+            else yield* deliverStored(confirmation.submissionId)
           }
         })
 
@@ -227,7 +253,7 @@ export class Settlement extends Context.Service<Settlement, {
       for (const mode of ["test", "live"] as const) {
         const chain = chains.get(mode)
         if (Option.isNone(chain)) continue
-        const engine = yield* makeEngine(chain.value, config.chainConfirmations, config.chainBlockTimeMs, config.settlementBatchMax, store, finish, finishConfirmed, runsWorkers(config))
+        const engine = yield* makeEngine(chain.value, config.chainConfirmations, config.chainBlockTimeMs, config.settlementBatchMax, store, finish, finishConfirmed, (submissionId) => submittedHere.add(submissionId), runsWorkers(config))
         engines.set(mode, engine)
       }
 
@@ -239,6 +265,10 @@ export class Settlement extends Context.Service<Settlement, {
         awaitResolution: (submissionId, timeoutMs) =>
           Effect.gen(function*() {
             const waiter = yield* waiterFor(submissionId)
+            // Recorded here and not ended: its outcome will reach the waiter just registered.
+            if (submittedHere.has(submissionId)) {
+              return yield* Deferred.await(waiter).pipe(Effect.timeoutOption(Duration.millis(timeoutMs)))
+            }
             // Read after registering the waiter, so an outcome written in between is not missed.
             const stored = yield* store.resolution(submissionId)
             if (Option.isSome(stored)) {
@@ -278,6 +308,8 @@ const makeEngine = (
   store: SubmissionStore["Service"],
   finish: Finish,
   finishConfirmed: FinishConfirmed,
+  /** Told of each submission this process records, before it is signed (its outcome comes later). */
+  recorded: (submissionId: string) => void,
   /** Whether this node adopts dead nodes' submissions (workers do; an api-only node does not). */
   adoptsOrphans: boolean
 ) =>
@@ -1053,7 +1085,10 @@ const makeEngine = (
           // nonce taken and never broadcast, and every later transaction of that relayer stuck
           // behind the gap. Every step is bounded (SQL, and RPC calls with the transport's timeout).
           return Effect.uninterruptible(Effect.gen(function*() {
-            if (yield* store.record(request)) return yield* enqueue(request)
+            if (yield* store.record(request)) {
+              recorded(id)
+              return yield* enqueue(request)
+            }
             // Submitted before: nothing to do, unless it is still only recorded (its first signing
             // failed): then this call signs it. Callers' recovery rounds re-drive it this way.
             const stored = yield* store.get(id)
