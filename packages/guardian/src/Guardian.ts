@@ -548,24 +548,33 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
   ): Effect.Effect<AuthorizeResult, SqlError.SqlError | TransferIdRace> =>
     Effect.gen(function*() {
       const transferId = request.transferId.toLowerCase()
-      const existing = yield* store.findReservation(transferId, { forUpdate: false })
-      if (existing !== undefined) {
-        // Idempotent per transfer id: the same request replays the recorded decision.
-        return existing.requestDigest === digest
+      // Idempotent per transfer id: the same request replays the recorded decision.
+      const replay = (existing: ReservationRow) =>
+        existing.requestDigest === digest
           ? decodeAuthorized(JSON.parse(existing.result))
           : new Refused({ transferId, reason: "transfer_id_reused" })
-      }
-      if (typeof prepared === "string") return new Refused({ transferId, reason: prepared })
-      if (typeof keyCheck === "string") return new Refused({ transferId, reason: keyCheck })
+      // A request refused as such still replays a decision recorded under its transfer id.
+      const refuse = (reason: RefusedReason) =>
+        Effect.map(store.findReservation(transferId, { forUpdate: false }), (existing) =>
+          existing === undefined ? new Refused({ transferId, reason }) : replay(existing))
+      if (typeof prepared === "string") return yield* refuse(prepared)
+      if (typeof keyCheck === "string") return yield* refuse(keyCheck)
       const { sender } = prepared
       const balance = yield* store.lockBalance(sender)
+      // Read under the sender's lock, as the nonce's check always was; the rows themselves only
+      // when they exist (a retry, an approval): a new transfer id costs this one statement.
+      const before = yield* store.recordedBefore(transferId, sender, request.nonce)
+      if (before.reserved) {
+        const existing = yield* store.findReservation(transferId, { forUpdate: false })
+        if (existing !== undefined) return replay(existing)
+      }
       if (balance.frozenReason !== null) return new Refused({ transferId, reason: "account_frozen" })
       // One decision per transfer id (a box is bound to it): the same request is decided again
       // (a retry; the balance may have changed since), another request is refused unless it is
       // an owner's approval of a held transfer, a few times at most. Otherwise a caller holding
       // a box could ask about it under policy after policy and binary-search its amount.
       const decidedUnder = decisionDigest(keys.atRestKey, request, digest)
-      const decided = yield* store.findDecision(transferId)
+      const decided = before.decided ? yield* store.findDecision(transferId) : undefined
       const redecision = decided !== undefined && decided.requestDigest !== decidedUnder
       if (redecision) {
         const approval = request.agent?.approved === true && decided.held
@@ -591,7 +600,7 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
           if (decided !== undefined) return yield* store.updateDecision(transferId, row, nowMs)
           if (!(yield* store.insertDecision(transferId, row, nowMs))) return yield* new TransferIdRace()
         }).pipe(Effect.as(outcome))
-      return yield* evaluate(request, prepared, keyCheck, digest, nowMs, balance).pipe(Effect.flatMap((outcome) =>
+      return yield* evaluate(request, prepared, keyCheck, digest, before.nonceTaken, nowMs, balance).pipe(Effect.flatMap((outcome) =>
         // Refusals of the request itself say nothing about the amount: only decisions are recorded.
         outcome._tag === "Refused" ? Effect.succeed(outcome) : record(outcome)
       ))
@@ -603,13 +612,14 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
     prepared: Prepared,
     keyCheck: KeyCheck,
     digest: string,
+    nonceTaken: boolean,
     nowMs: number,
     balance: Effect.Success<ReturnType<typeof store.lockBalance>>
   ): Effect.Effect<AuthorizeResult, SqlError.SqlError | TransferIdRace> =>
     Effect.gen(function*() {
       const transferId = request.transferId.toLowerCase()
       const { amount, sender } = prepared
-      if (yield* store.nonceTaken(sender, request.nonce)) return new Refused({ transferId, reason: "nonce_reused" })
+      if (nonceTaken) return new Refused({ transferId, reason: "nonce_reused" })
       // First use of an address with no registered key: its key is pinned now (a concurrent
       // first use may have pinned another one, which then stands).
       for (const pin of keyCheck.pins) {

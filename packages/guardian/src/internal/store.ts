@@ -347,11 +347,26 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
           decided_at_ms = ${String(nowMs)}::bigint
       WHERE transfer_id = ${transferId}`.pipe(Effect.asVoid)
 
-  const nonceTaken = (sender: AccountRef, nonce: bigint) =>
-    sql<{ readonly transfer_id: string }>`
-      SELECT transfer_id FROM guardian_reservations
-      WHERE chain_id = ${sender.chainId} AND contract = ${sender.contract} AND from_account = ${sender.account}
-        AND nonce = ${nonce.toString()}`.pipe(Effect.map((rows) => rows.length > 0))
+  /**
+   * What a new decision must know was recorded before, in one statement instead of three (issue
+   * 16: almost every transfer id is new, and then none of the rows exists): a reservation under
+   * the transfer id, a decision under it, another reservation under the sender's nonce.
+   */
+  const recordedBefore = (transferId: string, sender: AccountRef, nonce: bigint) =>
+    sql<{ readonly reserved: boolean; readonly decided: boolean; readonly nonce_taken: boolean }>`
+      SELECT
+        EXISTS (SELECT 1 FROM guardian_reservations WHERE transfer_id = ${transferId}) AS reserved,
+        EXISTS (SELECT 1 FROM guardian_decisions WHERE transfer_id = ${transferId}) AS decided,
+        EXISTS (
+          SELECT 1 FROM guardian_reservations
+          WHERE chain_id = ${sender.chainId} AND contract = ${sender.contract} AND from_account = ${sender.account}
+            AND nonce = ${nonce.toString()}
+        ) AS nonce_taken`.pipe(Effect.flatMap((rows) => {
+      const row = rows[0]
+      return row === undefined
+        ? Effect.die(new Error("invariant violated: a SELECT without FROM returned no row"))
+        : Effect.succeed({ reserved: row.reserved, decided: row.decided, nonceTaken: row.nonce_taken })
+    }))
 
   /** Inserts a reservation; false when the transfer id exists already (a concurrent twin). */
   const insertReservation = (reservation: Omit<ReservationRow, "status" | "recipientCredited">, nowMs: number) =>
@@ -710,9 +725,9 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     setFrozen,
     findReservation,
     findDecision,
+    recordedBefore,
     insertDecision,
     updateDecision,
-    nonceTaken,
     insertReservation,
     setReservationStatus,
     dueReservations,
