@@ -193,10 +193,13 @@ export class Settlement extends Context.Service<Settlement, {
         })
 
       /**
-       * Submissions this process recorded and has not seen end: their outcome reaches the waiters
-       * through `announce` or `deliverStored`, so a waiter registered while its id is here need
-       * not read the store first (one read per transfer saved, issue 16). An id leaves before its
-       * waiters are looked up, so a waiter that saw it here is registered before that lookup.
+       * Submissions this process's engine tracks in flight and has not announced: their outcome
+       * reaches the waiters through `announce` or `deliverStored`, so a waiter registered while
+       * its id is here need not read the store first (one read per transfer saved, issue 16). An
+       * id leaves before its waiters are looked up, so a waiter that saw it here is registered
+       * before that lookup; it also leaves when the engine stops tracking it (concluded before
+       * its outcome is written, or handed to another node), so a waiter then reads the store, as
+       * the recovery round's does when a write's answer was lost.
        */
       const submittedHere = new Set<string>()
 
@@ -230,7 +233,14 @@ export class Settlement extends Context.Service<Settlement, {
           if (Option.isNone(stored)) return
           yield* Deferred.succeed(waiter, stored.value)
           waiters.delete(submissionId)
-        })
+        }).pipe(
+          // Never fails its caller (a round's other outcomes still go out): a waiter left waiting
+          // answers `pending` at its timeout and the recovery round completes the transfer.
+          Effect.catch((error) =>
+            Effect.logWarning("reading an outcome written elsewhere failed", error).pipe(
+              Effect.annotateLogs({ submission_id: submissionId })
+            ))
+        )
 
       /** Writes the outcome once, then tells the waiters and subscribers. */
       const finish: Finish = (resolution) =>
@@ -253,7 +263,7 @@ export class Settlement extends Context.Service<Settlement, {
       for (const mode of ["test", "live"] as const) {
         const chain = chains.get(mode)
         if (Option.isNone(chain)) continue
-        const engine = yield* makeEngine(chain.value, config.chainConfirmations, config.chainBlockTimeMs, config.settlementBatchMax, store, finish, finishConfirmed, (submissionId) => submittedHere.add(submissionId), runsWorkers(config))
+        const engine = yield* makeEngine(chain.value, config.chainConfirmations, config.chainBlockTimeMs, config.settlementBatchMax, store, finish, finishConfirmed, (submissionId, tracked) => tracked ? submittedHere.add(submissionId) : submittedHere.delete(submissionId), runsWorkers(config))
         engines.set(mode, engine)
       }
 
@@ -265,7 +275,7 @@ export class Settlement extends Context.Service<Settlement, {
         awaitResolution: (submissionId, timeoutMs) =>
           Effect.gen(function*() {
             const waiter = yield* waiterFor(submissionId)
-            // Recorded here and not ended: its outcome will reach the waiter just registered.
+            // Tracked here and not announced: its outcome will reach the waiter just registered.
             if (submittedHere.has(submissionId)) {
               return yield* Deferred.await(waiter).pipe(Effect.timeoutOption(Duration.millis(timeoutMs)))
             }
@@ -308,8 +318,8 @@ const makeEngine = (
   store: SubmissionStore["Service"],
   finish: Finish,
   finishConfirmed: FinishConfirmed,
-  /** Told of each submission this process records, before it is signed (its outcome comes later). */
-  recorded: (submissionId: string) => void,
+  /** Told when a submission starts and stops being tracked in flight (signed, until concluded or dropped). */
+  tracking: (submissionId: string, tracked: boolean) => void,
   /** Whether this node adopts dead nodes' submissions (workers do; an api-only node does not). */
   adoptsOrphans: boolean
 ) =>
@@ -334,6 +344,7 @@ const makeEngine = (
       if (group === undefined) inFlight.set(tracked.txHash, [tracked])
       else group.push(tracked)
       bySubmission.set(tracked.request.submissionId, tracked)
+      tracking(tracked.request.submissionId, true)
     }
     const untrack = (tracked: Tracked) => {
       const group = inFlight.get(tracked.txHash)
@@ -342,7 +353,10 @@ const makeEngine = (
       if (group === undefined || index < 0) return
       group.splice(index, 1)
       if (group.length === 0) inFlight.delete(tracked.txHash)
-      if (bySubmission.get(tracked.request.submissionId) === tracked) bySubmission.delete(tracked.request.submissionId)
+      if (bySubmission.get(tracked.request.submissionId) === tracked) {
+        bySubmission.delete(tracked.request.submissionId)
+        tracking(tracked.request.submissionId, false)
+      }
       tracked.relayer.inFlight = Math.max(0, tracked.relayer.inFlight - 1)
     }
 
@@ -1085,10 +1099,7 @@ const makeEngine = (
           // nonce taken and never broadcast, and every later transaction of that relayer stuck
           // behind the gap. Every step is bounded (SQL, and RPC calls with the transport's timeout).
           return Effect.uninterruptible(Effect.gen(function*() {
-            if (yield* store.record(request)) {
-              recorded(id)
-              return yield* enqueue(request)
-            }
+            if (yield* store.record(request)) return yield* enqueue(request)
             // Submitted before: nothing to do, unless it is still only recorded (its first signing
             // failed): then this call signs it. Callers' recovery rounds re-drive it this way.
             const stored = yield* store.get(id)
