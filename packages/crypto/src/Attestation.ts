@@ -220,22 +220,46 @@ const prepareSigningTable = (): void => {
 }
 
 /**
+ * What signs a 32-byte digest with one secp256k1 key: deterministic (RFC 6979), low-s; the
+ * 64 bytes r ‖ s and the recovery id. Every implementation gives the same bytes for the same
+ * key and digest, so the choice is speed only (the guardian's is WebAssembly libsecp256k1).
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export type DigestSigner = (digest: Uint8Array) => { readonly signature: Uint8Array; readonly recoveryId: number }
+
+/**
+ * The pure-TypeScript digest signer (noble), for any runtime.
+ *
+ * @since 0.4.0
+ * @category constructors
+ */
+export const nobleDigestSigner = (privateKey: Uint8Array): DigestSigner => (digestBytes) => {
+  prepareSigningTable()
+  const recovered = secp256k1.sign(digestBytes, privateKey, { prehash: false, lowS: true, format: "recovered" })
+  return { signature: recovered.subarray(1, 65), recoveryId: recovered[0] ?? 0 }
+}
+
+/**
+ * Signs typed data with a digest signer: 65 bytes r ‖ s ‖ v, v = 27 + recovery id, hex-encoded.
+ *
+ * @since 0.4.0
+ * @category constructors
+ */
+export const signWith = (signer: DigestSigner, typedData: TypedData): Hex => {
+  const { recoveryId, signature } = signer(hexToBytes(digest(typedData).slice(2)))
+  return `0x${bytesToHex(concatBytes(signature, Uint8Array.of(27 + recoveryId)))}`
+}
+
+/**
  * Signs typed data with a secp256k1 private key (32 bytes): deterministic (RFC 6979),
  * low-s, returned as 65 bytes r ‖ s ‖ v, v = 27 + recovery id, hex-encoded.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const sign = (privateKey: Uint8Array, typedData: TypedData): Hex => {
-  prepareSigningTable()
-  const recovered = secp256k1.sign(hexToBytes(digest(typedData).slice(2)), privateKey, {
-    prehash: false,
-    lowS: true,
-    format: "recovered"
-  })
-  const recoveryId = recovered[0] ?? 0
-  return `0x${bytesToHex(concatBytes(recovered.subarray(1, 65), Uint8Array.of(27 + recoveryId)))}`
-}
+export const sign = (privateKey: Uint8Array, typedData: TypedData): Hex => signWith(nobleDigestSigner(privateKey), typedData)
 
 /**
  * The address of a secp256k1 private key (what the contract is configured with).

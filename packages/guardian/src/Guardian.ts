@@ -406,7 +406,7 @@ const prepare = (
       ciphertextDigest,
       deadline: request.deadline
     })
-  const signature = Attestation.sign(keys.signerPrivateKey, typedData)
+  const signature = Attestation.signWith(keys.signer, typedData)
   const points = confidential && third !== undefined
     ? { commitment: hexOf(ciphertext.commitment), fromHandle: hexOf(fromHandle), toHandle: hexOf(second), guardianHandle: hexOf(third) }
     : { commitment: hexOf(ciphertext.commitment), fromHandle: hexOf(fromHandle), guardianHandle: hexOf(second) }
