@@ -13,7 +13,13 @@ import { PgliteClient } from "@effect/sql-pglite"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { ThreadedPGlite } from "../src/DatabaseThread.ts"
-import { type DatabaseThreading, makeEmbeddedClient, PreparedStatementPGlite } from "../src/EmbeddedDatabase.ts"
+import {
+  type DatabaseThreading,
+  defaultMaintenanceSchedule,
+  makeEmbeddedClient,
+  nextGrowthCheckMs,
+  PreparedStatementPGlite
+} from "../src/EmbeddedDatabase.ts"
 
 const schema = `CREATE TABLE t (
   id text PRIMARY KEY, b bytea, j jsonb, n bigint, i integer, ts timestamptz, f boolean, tags text[]
@@ -213,12 +219,24 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
         firstAfterMs: 100,
         minIntervalMs: 100,
         maxShare: 0.5,
-        growthCheckMs: 600_000
+        growthCheckMs: 600_000,
+        growthCheckMaxMs: 600_000
       })))
     ), { timeout: 60_000 })
 })
 
 describe("EmbeddedDatabase: plans that follow growing tables", () => {
+  it("checks for grown tables less often while none grows, and at once again after one did", () => {
+    const schedule = defaultMaintenanceSchedule
+    const waits: Array<number> = []
+    let waitMs = schedule.growthCheckMs
+    for (const analyzed of [false, false, false, false, false, true, false]) {
+      waitMs = nextGrowthCheckMs(schedule, waitMs, analyzed)
+      waits.push(waitMs)
+    }
+    assert.deepStrictEqual(waits, [4_000, 8_000, 16_000, 16_000, 16_000, 2_000, 4_000])
+  })
+
   // A statement is prepared once and PostgreSQL keeps its generic plan until the statistics of a
   // table it reads change: made while the table held a page, the plan scans it whole (cheaper than
   // the index, for one page) and would go on scanning it whole as it grows, until the next round.
@@ -259,7 +277,9 @@ describe("EmbeddedDatabase: plans that follow growing tables", () => {
         firstAfterMs: 600_000,
         minIntervalMs: 600_000,
         maxShare: 0.5,
-        growthCheckMs: 50
+        growthCheckMs: 50,
+        // Backed off while nothing grew (50, 100, 200, 400 ms): the growth is still seen in time.
+        growthCheckMaxMs: 400
       })))
     ), { timeout: 60_000 })
 })
