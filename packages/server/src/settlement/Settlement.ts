@@ -198,8 +198,10 @@ export class Settlement extends Context.Service<Settlement, {
        * its id is here need not read the store first (one read per transfer saved, issue 16). An
        * id leaves before its waiters are looked up, so a waiter that saw it here is registered
        * before that lookup; it also leaves when the engine stops tracking it (concluded before
-       * its outcome is written, or handed to another node), so a waiter then reads the store, as
-       * the recovery round's does when a write's answer was lost.
+       * its outcome is written, or signed again), so a waiter then reads the store, as the
+       * recovery round's does when a write's answer was lost. A submission another node adopted
+       * and finished (this one looked dead) stays until this node's own watcher concludes it
+       * (`deliverStored`): later, not lost.
        */
       const submittedHere = new Set<string>()
 
