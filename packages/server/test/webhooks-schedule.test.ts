@@ -40,12 +40,19 @@ const tick = TestClock.adjust(100)
  */
 const slackMs = 500
 
+/**
+ * How long (real time) a wait for attempts may take: on CI's two cores, two test files at a
+ * time, a series' real HTTP exchanges and the database thread's statements once took longer than
+ * the default 15 s (a run of 2026-11-26 timed out waiting for two second attempts).
+ */
+const waitRealMs = 40_000
+
 /** Waits until the only delivery of the subscription has made `count` attempts; returns its row. */
 const afterAttempts = (services: Services, webhookId: string, count: number) =>
   eventually(
     deliveriesOf(services, webhookId).pipe(Effect.map((rows) => rows[0]?.attempt_count === count ? rows[0] : undefined)),
     `attempt ${count}`,
-    { tick }
+    { tick, timeoutMs: waitRealMs }
   )
 
 /** Moves the clock to one second before `dueMs`, then lets it run on until the next attempt is recorded. */
@@ -159,7 +166,7 @@ for (const embeddedDatabaseThread of ["caller", "own"] as const) {
             Effect.map((rows) => rows.length === 2 && rows.every((r) => r.attempt_count === 1) ? rows : undefined)
           ),
           "both first attempts",
-          { tick }
+          { tick, timeoutMs: waitRealMs }
         )
         yield* TestClock.adjust(Math.max(...first.map((r) => r.next_attempt_ms!)) - (yield* Clock.currentTimeMillis))
         yield* eventually(
@@ -167,7 +174,7 @@ for (const embeddedDatabaseThread of ["caller", "own"] as const) {
             Effect.map((rows) => rows.every((r) => r.attempt_count === 2) ? rows : undefined)
           ),
           "both second attempts",
-          { tick }
+          { tick, timeoutMs: waitRealMs }
         )
         yield* Context.get(services, Webhooks).remove(owner, webhook.webhook_id).pipe(Effect.orDie)
         const rows = yield* deliveriesOf(services, webhook.webhook_id)
