@@ -51,6 +51,7 @@ import { SecretBox } from "../platform/SecretBox.ts"
 import { deployContracts } from "./deployContracts.ts"
 import { DevChain } from "./DevChain.ts"
 import { GuardianIdentity } from "./GuardianIdentity.ts"
+import { localAccount } from "./LocalAccounts.ts"
 
 /**
  * A node could not be reached, answered with the wrong chain id, or a start-up
@@ -121,14 +122,14 @@ const embeddedKeys = (mode: Mode, relayerCount: number) =>
           SELECT key_sealed FROM chain_keys WHERE mode = ${mode} AND role = ${role} AND position = ${position}`
         if (rows[0] === undefined) return Option.none<LocalAccount>()
         const key = yield* box.open(new Uint8Array(rows[0].key_sealed), keyBinding(mode, role, position)).pipe(Effect.orDie)
-        return Option.some(privateKeyToAccount(bytesToHex(key)))
+        return Option.some(localAccount(bytesToHex(key)))
       })
     const load = (role: "faucet" | "relayer", position: number) =>
       Effect.gen(function*() {
         const found = yield* find(role, position)
         if (Option.isSome(found)) return found.value
         const privateKey = generatePrivateKey()
-        const account = privateKeyToAccount(privateKey)
+        const account = localAccount(privateKey)
         const sealed = box.seal(hexToBytes(privateKey), keyBinding(mode, role, position))
         yield* sql`
           INSERT INTO chain_keys (mode, role, position, address, key_sealed)
@@ -147,7 +148,7 @@ const embeddedKeys = (mode: Mode, relayerCount: number) =>
 const parseKeys = (text: Redacted.Redacted<string>, name: string) =>
   Effect.try({
     try: () =>
-      Redacted.value(text).split(",").map((k) => k.trim()).filter((k) => k !== "").map((k) => privateKeyToAccount(k as Hex)),
+      Redacted.value(text).split(",").map((k) => k.trim()).filter((k) => k !== "").map((k) => localAccount(k as Hex)),
     catch: () => new ChainError({ message: `${name} must be comma-separated 0x-prefixed private keys` })
   })
 
