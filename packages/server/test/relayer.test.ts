@@ -116,14 +116,19 @@ describe("relayer nonces on embedded anvil", () => {
       assert.strictEqual(yield* mined(next), "success")
 
       // The earlier process signed a nonce it never recorded (its record failed) and the next
-      // one, recorded. After the restart the recorded one waits on the lost nonce: the next
-      // signature takes that nonce.
-      const earlierAgain = yield* makeRelayer(client, chain.chainId, account, () => baseFee)
-      const lost = yield* earlierAgain.sign(call)
-      const recordedAbove = yield* earlierAgain.sign(call)
-      const restarted = yield* makeRelayer(client, chain.chainId, account, () => baseFee)
-      yield* restarted.adopt(recordedAbove)
-      yield* send(recordedAbove)
+      // one, recorded; a restarted relayer adopts the recorded one, which is sent.
+      const afterLostRecord = (signer: typeof account, signed: typeof call) =>
+        Effect.gen(function*() {
+          const earlierProcess = yield* makeRelayer(client, chain.chainId, signer, () => baseFee)
+          const lostNonce = yield* earlierProcess.sign(signed)
+          const recordedOne = yield* earlierProcess.sign(signed)
+          const restartedOne = yield* makeRelayer(client, chain.chainId, signer, () => baseFee)
+          yield* restartedOne.adopt(recordedOne)
+          yield* send(recordedOne)
+          return { lost: lostNonce, recorded: recordedOne, restarted: restartedOne }
+        })
+      // The recorded one waits on the lost nonce: the next signature takes that nonce.
+      const { lost, recorded: recordedAbove, restarted } = yield* afterLostRecord(account, call)
       const taken = yield* restarted.sign(call)
       assert.strictEqual(taken.nonce, lost.nonce, "the nonce nothing known holds is handed out again first")
       const after = yield* restarted.sign(call)
@@ -135,12 +140,7 @@ describe("relayer nonces on embedded anvil", () => {
       // The same with no signature coming: the filler takes the lost nonce.
       const other = yield* funded("relayer-restart-other")
       const otherCall = { to: other.address, data: "0x" as Hex, gas: 21_000n }
-      const otherEarlier = yield* makeRelayer(client, chain.chainId, other, () => baseFee)
-      const otherLost = yield* otherEarlier.sign(otherCall)
-      const otherRecorded = yield* otherEarlier.sign(otherCall)
-      const otherLater = yield* makeRelayer(client, chain.chainId, other, () => baseFee)
-      yield* otherLater.adopt(otherRecorded)
-      yield* send(otherRecorded)
+      const { lost: otherLost, recorded: otherRecorded, restarted: otherLater } = yield* afterLostRecord(other, otherCall)
       assert.strictEqual(yield* minedNonce(other.address), otherLost.nonce, "the recorded transaction waits on the lost nonce")
       yield* otherLater.fillGaps(yield* minedNonce(other.address), 4, (filler) => send(filler).pipe(Effect.asVoid))
       assert.strictEqual(yield* mined(otherRecorded), "success", "filled, the recorded transaction is mined")

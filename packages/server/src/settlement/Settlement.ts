@@ -509,10 +509,13 @@ const makeEngine = (
     const blockTimestamp = (blockNumber: bigint) =>
       rpc("reading a block", () => client.getBlock({ blockNumber })).pipe(Effect.map((block) => block.timestamp))
 
+    /** Whether a block is as deep as CHAIN_CONFIRMATIONS asks, counted to the last block scanned. */
+    const deepEnough = (blockNumber: bigint) => blockNumber + BigInt(confirmations) - 1n <= lastScanned
+
     /** Final outcome from a receipt of the transaction that applied (or tried to apply) the call. */
     const settleFromReceipt = (tracked: Tracked, receipt: TransactionReceipt) =>
       Effect.gen(function*() {
-        if (receipt.status === "success" && receipt.blockNumber + BigInt(confirmations) - 1n > lastScanned) {
+        if (receipt.status === "success" && !deepEnough(receipt.blockNumber)) {
           // Not yet as deep as CHAIN_CONFIRMATIONS asks: the watcher counts it to the depth (and
           // a reorganisation replacing its block leaves it to be decided from the chain again).
           tracked.mined = {
@@ -943,7 +946,7 @@ const makeEngine = (
             yield* Effect.logWarning("a transaction was seen mined in a block the chain replaced: watched again").pipe(
               Effect.annotateLogs({ mode: chain.mode, submission_id: tracked.request.submissionId })
             )
-          } else if (tracked.mined.blockNumber + BigInt(confirmations) - 1n <= lastScanned) {
+          } else if (deepEnough(tracked.mined.blockNumber)) {
             if (tracked.mined.outcome === "applied") applied.push(tracked)
             else other.push(conclude(tracked))
           }
