@@ -19,8 +19,8 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
-import { Rpc, RpcGroup } from "effect/rpc"
+import { Duration, Schema } from "effect"
+import { Rpc, RpcGroup, RpcSerialization } from "effect/rpc"
 import {
   AccountKeyMismatch,
   AuthorizeRequest,
@@ -75,9 +75,31 @@ export class GuardianRpcs extends RpcGroup.make(
 ) {}
 
 /**
- * The path the guardian serves its RPCs on (HTTP POST, JSON).
+ * The path the guardian serves its RPCs on (HTTP POST, newline-delimited JSON).
  *
  * @since 0.1.0
  * @category constants
  */
 export const rpcPath = "/rpc"
+
+/**
+ * The wire format of both ends: newline-delimited JSON, so that a POST carrying several
+ * calls (see `rpcBatching`) answers each as soon as it is decided, in a streamed body,
+ * instead of holding every answer until the slowest (a `Reconcile` reads the chain)
+ * is done. Both ends must use the same: upgrade the guardian and its api servers together.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const rpcSerialization = RpcSerialization.layerNdjson
+
+/**
+ * How a client gathers calls into one POST: those made within a millisecond of the first
+ * go together, up to 64 (issue 16). One HTTP exchange and one check of the shared
+ * secret then serve the authorizations of many concurrent transfers, and the guardian
+ * decides them in one group commit.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const rpcBatching = { window: Duration.millis(1), maxSize: 64 } as const

@@ -15,9 +15,9 @@
 import { createHash, timingSafeEqual } from "node:crypto"
 import { Effect, Layer, Redacted } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { RpcSerialization, RpcServer } from "effect/rpc"
+import { RpcServer } from "effect/rpc"
 import { Guardian } from "./Guardian.ts"
-import { GuardianRpcs, rpcPath } from "./GuardianRpc.ts"
+import { GuardianRpcs, rpcPath, rpcSerialization } from "./GuardianRpc.ts"
 
 /**
  * The RPC handlers over the `Guardian` service.
@@ -93,4 +93,4 @@ export const routes = (sharedSecret: Redacted.Redacted<string>) =>
           )
       })
     )
-  ).pipe(Layer.provide(HandlersLive), Layer.provide(RpcSerialization.layerJson))
+  ).pipe(Layer.provide(HandlersLive), Layer.provide(rpcSerialization))

@@ -34,6 +34,8 @@ export interface TestGuardianShape {
   readonly storageFiles: () => Array<Buffer>
   readonly logs: ReadonlyArray<string>
   readonly sql: SqlClient.SqlClient
+  /** HTTP requests the guardian's server received so far (always 0 in process). */
+  readonly httpRequests: () => number
 }
 
 export class TestGuardian extends Context.Service<TestGuardian, TestGuardianShape>()("test/TestGuardian") {}
@@ -105,6 +107,7 @@ export const makeTarget = (
       )
       const sql = Context.get(services, SqlClient.SqlClient)
       let client: GuardianClient.GuardianClientShape
+      let httpRequests = 0
       if (name === "in-process/pglite") {
         const direct = Context.get(
           yield* Layer.build(GuardianClient.GuardianClient.fromGuardian.pipe(Layer.provide(Layer.succeedContext(services)))),
@@ -126,9 +129,14 @@ export const makeTarget = (
           health: logged(direct.health)
         }
       } else {
+        const countRequests = () => {
+          const server = createServer()
+          server.on("request", () => httpRequests++)
+          return server
+        }
         const server = yield* Layer.build(
           HttpRouter.serve(GuardianServer.routes(sharedSecret), { disableListenLog: true, disableLogger: true }).pipe(
-            Layer.provideMerge(NodeHttpServer.layer(createServer, { host: "127.0.0.1", port: 0 })),
+            Layer.provideMerge(NodeHttpServer.layer(countRequests, { host: "127.0.0.1", port: 0 })),
             Layer.provide(Layer.succeedContext(services)),
             Layer.provide(loggerLayer)
           ) as Layer.Layer<HttpServer.HttpServer>
@@ -147,7 +155,8 @@ export const makeTarget = (
         dumpStorage: dump(sql),
         storageFiles: () => (name === "in-process/pglite" ? readFilesUnder(dataDir) : []),
         logs,
-        sql
+        sql,
+        httpRequests: () => httpRequests
       }
     })
   )
