@@ -9,6 +9,7 @@
  */
 import { Context, Effect, Option } from "effect"
 import { type SqlError, SqlClient } from "effect/sql"
+import { valuesPlaceholders } from "../SqlValues.ts"
 import type { AtRestBox } from "./atRest.ts"
 
 /** A balance's identity: decimal chain id, lower-case contract and account addresses. */
@@ -279,18 +280,67 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     })
 
   /**
+   * The changed balances of a group in one statement (issue 16: a statement costs the
+   * embedded database about as much for one row as for several). Every row is locked by
+   * this transaction, so each must match: a shortfall is a broken invariant.
+   */
+  const updateBalances = (entries: ReadonlyArray<HeldBalance>): Effect.Effect<void, SqlError.SqlError> => {
+    if (entries.length === 0) return Effect.void
+    if (entries.length === 1) return updateBalance(entries[0]!.account, entries[0]!.balance)
+    const values = valuesPlaceholders(entries.length, ["::text", "::text", "::text", "::bytea", "::bytea", "::bigint", "::boolean"])
+    return sql.unsafe<{ readonly account: string }>(
+      `UPDATE guardian_balances b
+       SET confirmed_sealed = v.confirmed_sealed, reserved_sealed = v.reserved_sealed, version = v.version, owned = v.owned
+       FROM (VALUES ${values}) AS v (chain_id, contract, account, confirmed_sealed, reserved_sealed, version, owned)
+       WHERE b.chain_id = v.chain_id AND b.contract = v.contract AND b.account = v.account
+       RETURNING b.account`,
+      entries.flatMap(({ account, balance }) => [
+        account.chainId,
+        account.contract,
+        account.account,
+        box.seal(balance.confirmed, confirmedBinding(account)),
+        box.seal(balance.reserved, reservedBinding(account)),
+        balance.version.toString(),
+        balance.owned
+      ])
+    ).pipe(Effect.flatMap((rows) => rows.length === entries.length ? Effect.void : Effect.die(new Error(`invariant violated: ${entries.length - rows.length} held balance rows vanished before their write`))))
+  }
+
+  /** The changed API-key totals of a group in one statement, as `updateBalances`. */
+  const updateKeyTotals = (entries: ReadonlyArray<HeldKeyTotal>): Effect.Effect<void, SqlError.SqlError> => {
+    if (entries.length === 0) return Effect.void
+    if (entries.length === 1) return updateKeyTotal(entries[0]!)
+    const values = valuesPlaceholders(entries.length, ["::text", "::text", "::text", "::text", "::bytea", "::bigint"])
+    return sql.unsafe<{ readonly account: string }>(
+      `UPDATE guardian_key_totals t SET total_sealed = v.total_sealed, transfers = t.transfers + v.added
+       FROM (VALUES ${values}) AS v (chain_id, contract, account, api_key_id, total_sealed, added)
+       WHERE t.chain_id = v.chain_id AND t.contract = v.contract AND t.account = v.account AND t.api_key_id = v.api_key_id
+       RETURNING t.account`,
+      entries.flatMap((entry) => [
+        entry.account.chainId,
+        entry.account.contract,
+        entry.account.account,
+        entry.apiKeyId,
+        box.seal(entry.total, keyTotalBinding(entry.account, entry.apiKeyId)),
+        String(entry.added)
+      ])
+    ).pipe(Effect.flatMap((rows) => rows.length === entries.length ? Effect.void : Effect.die(new Error(`invariant violated: ${entries.length - rows.length} held key totals vanished before their write`))))
+  }
+
+  /**
    * Runs `body` (a group's units, inside its transaction) holding the rows it locks, then
-   * writes each changed one once. A failure writes nothing: the transaction rolls back.
+   * writes the changed ones: all balances in one statement, all key totals in another. A
+   * failure writes nothing: the transaction rolls back.
    */
   const withHeldRows = <A, E, R>(body: Effect.Effect<A, E, R>) =>
     Effect.suspend(() => {
       const held = { balances: new Map<string, HeldBalance>(), keyTotals: new Map<string, HeldKeyTotal>() }
-      const flush = Effect.all([
-        Effect.forEach(held.balances.values(), (entry) => (entry.written ? updateBalance(entry.account, entry.balance) : Effect.void), {
-          discard: true
-        }),
-        Effect.forEach(held.keyTotals.values(), (entry) => (entry.added > 0 ? updateKeyTotal(entry) : Effect.void), { discard: true })
-      ], { discard: true })
+      const flush = Effect.suspend(() =>
+        Effect.andThen(
+          updateBalances([...held.balances.values()].filter((entry) => entry.written)),
+          updateKeyTotals([...held.keyTotals.values()].filter((entry) => entry.added > 0))
+        )
+      )
       return body.pipe(Effect.tap(() => flush), Effect.provideService(HeldRows, held))
     })
 

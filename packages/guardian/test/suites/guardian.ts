@@ -8,7 +8,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Attestation, ElGamal, Note, Point } from "@pps/crypto"
 import { Effect } from "effect"
-import { getAddress, type Hex, hexToBytes } from "viem"
+import { bytesToHex, getAddress, type Hex, hexToBytes } from "viem"
 import { type Domain, GuardianKeys } from "../../src/index.ts"
 import { makeTarget, type TargetName, TestGuardian, testSecret } from "../support/targets.ts"
 import {
@@ -371,6 +371,43 @@ export const guardianSuite = (target: TargetName) =>
             guardian.client.settle({ transferId: request.transferId, outcome: "confirmed" }), { concurrency: 10 })
           assert.strictEqual(yield* balanceOf(alice), 1_000n - 27n * 37n)
           assert.strictEqual(yield* balanceOf(bob), 27n * 37n)
+        }))
+
+      it.effect("concurrent settlements of several accounts and API keys book each key's total and count exactly", () =>
+        Effect.gen(function*() {
+          const guardian = yield* TestGuardian
+          const alice = newParty()
+          const carol = newParty()
+          const bob = newParty()
+          yield* fund(alice, 1_000n)
+          yield* fund(carol, 1_000n)
+          const requests = Array.from({ length: 30 }, (_, index) => {
+            const from = index % 3 === 2 ? carol : alice
+            const apiKey = index % 3 === 0 ? "key_alice_1" : index % 3 === 1 ? "key_alice_2" : "key_carol"
+            return { ...confidentialRequest({ guardianKey: guardian.encryptionKey, from, to: bob, amount: BigInt(index + 1) }), apiKey }
+          })
+          const results = yield* Effect.forEach(requests, (request) => guardian.client.authorize(request), { concurrency: "unbounded" })
+          assert.isTrue(results.every((result) => result._tag === "Authorized"))
+          // Together: the settlements of one group change several balances and key totals at once.
+          yield* Effect.forEach(requests, (request) => guardian.client.settle({ transferId: request.transferId, outcome: "confirmed" }), {
+            concurrency: "unbounded"
+          })
+          const totalsOf = (party: Party) =>
+            Effect.gen(function*() {
+              const account = { chainId, contract: getAddress(contract), account: party.address }
+              const sealed = yield* guardian.client.sealedKeyTotals({ chainId, contract, account: party.address, publicKey: bytesToHex(party.keys.publicKey) })
+              return Object.fromEntries(sealed.map(({ apiKeyId, sealedTotal }) => {
+                const opened = Note.openKeyTotal(party.keys, hexToBytes(sealedTotal as Hex), { ...account, apiKeyId })
+                if (!opened.ok) throw new Error(opened.reason)
+                return [apiKeyId, [opened.value.amount, opened.value.transfers]]
+              }))
+            })
+          const sumOf = (first: number) => Array.from({ length: 10 }, (_, index) => BigInt(first + 3 * index)).reduce((a, b) => a + b)
+          assert.deepStrictEqual(yield* totalsOf(alice), { key_alice_1: [sumOf(1), 10n], key_alice_2: [sumOf(2), 10n] })
+          assert.deepStrictEqual(yield* totalsOf(carol), { key_carol: [sumOf(3), 10n] })
+          assert.strictEqual(yield* balanceOf(alice), 1_000n - sumOf(1) - sumOf(2))
+          assert.strictEqual(yield* balanceOf(carol), 1_000n - sumOf(3))
+          assert.strictEqual(yield* balanceOf(bob), sumOf(1) + sumOf(2) + sumOf(3))
         }))
 
       it.effect("100 concurrent agent authorizations at the daily cap overshoot it by exactly 0 base units", () =>

@@ -36,7 +36,7 @@ import { CurrentIdempotencyScope, type IdempotencyScope, type OperationKind, Ope
 import { deadAfterMs, NodeLiveness } from "../platform/NodeLiveness.ts"
 import { Secrets } from "../platform/Secrets.ts"
 import { sharedStatements } from "../platform/SharedStatements.ts"
-import { valuesPlaceholders } from "../platform/SqlValues.ts"
+import { SqlValues } from "@pps/guardian"
 import { CurrentPrincipal, Idempotency } from "@pps/api/Api"
 import { IdempotencyKeyInProgress, IdempotencyKeyReused, InvalidRequest } from "@pps/api/Errors"
 
@@ -131,7 +131,7 @@ export const IdempotencyLive = Layer.effect(
     const insertClaims = (entries: ReadonlyArray<Request.Entry<ClaimKey>>) =>
       sql.unsafe<{ readonly claim_token: string }>(
         `INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, claim_token, created_at, expires_at)
-         VALUES ${valuesPlaceholders(entries.length, claimColumns, `, now(), now() + $${entries.length * claimColumns.length + 1}::interval`)}
+         VALUES ${SqlValues.valuesPlaceholders(entries.length, claimColumns, `, now(), now() + $${entries.length * claimColumns.length + 1}::interval`)}
          ON CONFLICT DO NOTHING RETURNING claim_token`,
         [
           ...entries.flatMap(({ request: { requestHash, scope } }) =>
@@ -207,7 +207,7 @@ export const IdempotencyLive = Layer.effect(
      * answers their requests in the same turn) cost one UPDATE, not one each.
      */
     const storeResponses = (entries: ReadonlyArray<Request.Entry<StoreResponse>>) => {
-      const values = valuesPlaceholders(entries.length, ["", "", "::bytea", "", "::integer", ""])
+      const values = SqlValues.valuesPlaceholders(entries.length, ["", "", "::bytea", "", "::integer", ""])
       return sql.unsafe(
         `UPDATE idempotency_keys k SET response_status = v.status, response_body = v.body, owner_node = NULL
          FROM (VALUES ${values}) AS v (account_id, mode, key_digest, claim_token, status, body)

@@ -21,7 +21,7 @@
 import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import type { Principal } from "@pps/api/ApiKeys"
-import { valuesPlaceholders } from "./SqlValues.ts"
+import { SqlValues } from "@pps/guardian"
 
 /**
  * The request's idempotency key, as stored (account, mode, keyed digest of the key).
@@ -122,7 +122,7 @@ export class OperationReplay extends Context.Service<OperationReplay, {
         // Each row matched on its own claim's token (the fence); one row per claim.
         const bound = yield* sql.unsafe<{ readonly operation_id: string }>(
           `UPDATE idempotency_keys k SET operation_kind = v.operation_kind, operation_id = v.operation_id
-           FROM (VALUES ${valuesPlaceholders(keyed.length, ["", "", "::bytea", "", "", ""])})
+           FROM (VALUES ${SqlValues.valuesPlaceholders(keyed.length, ["", "", "::bytea", "", "", ""])})
              AS v (account_id, mode, key_digest, claim_token, operation_kind, operation_id)
            WHERE k.account_id = v.account_id AND k.mode = v.mode AND k.key_digest = v.key_digest
              AND k.claim_token = v.claim_token

@@ -10,7 +10,7 @@ import { type Address, bytesToHex, type Hex, hexToBytes } from "viem"
 import { Mode } from "@pps/api/ApiKeys"
 import { deadAfterMs, NodeLiveness } from "../platform/NodeLiveness.ts"
 import { sharedStatements } from "../platform/SharedStatements.ts"
-import { valuesPlaceholders } from "../platform/SqlValues.ts"
+import { SqlValues } from "@pps/guardian"
 import type { Resolution, SubmissionKind, SubmissionRequest, SubmissionStatus } from "./domain.ts"
 
 const SubmissionRow = Schema.Struct({
@@ -171,7 +171,7 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
         confirmations: ReadonlyArray<Extract<Resolution, { readonly _tag: "Confirmed" }>>
       ): Effect.Effect<ReadonlyArray<string>, SqlError.SqlError> => {
         if (confirmations.length === 0) return Effect.succeed([])
-        const values = valuesPlaceholders(confirmations.length, ["", "", "", ""])
+        const values = SqlValues.valuesPlaceholders(confirmations.length, ["", "", "", ""])
         return sql.unsafe<{ readonly submission_id: string }>(
           `UPDATE chain_submissions s SET status = 'confirmed', tx_hash = v.tx_hash, block_number = v.block_number,
              block_timestamp = v.block_timestamp, updated_at = now()
@@ -185,7 +185,7 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
       const recordMany = (requests: ReadonlyArray<SubmissionRequest>): Effect.Effect<ReadonlyArray<string>, SqlError.SqlError> => {
         if (requests.length === 0) return Effect.succeed([])
         // An INSERT's parameters take their types from the target columns: no casts.
-        const values = valuesPlaceholders(requests.length, Array(11).fill(""), ", 'recorded', now(), now()")
+        const values = SqlValues.valuesPlaceholders(requests.length, Array(11).fill(""), ", 'recorded', now(), now()")
         return sql.unsafe<{ readonly submission_id: string }>(
           `INSERT INTO chain_submissions (submission_id, mode, kind, target, call_data, gas_limit, deadline_seconds,
              replay_sender, replay_nonce, replay_transfer_id, owner_node, status, created_at, updated_at)

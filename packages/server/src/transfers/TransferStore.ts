@@ -8,7 +8,7 @@ import { Context, Effect, Layer, Option, RequestResolver, Schema } from "effect"
 import { SqlClient, type SqlError, SqlResolver } from "effect/sql"
 import { Mode } from "@pps/api/ApiKeys"
 import { AssetName, TransferStatus } from "@pps/api/Transfers"
-import { valuesPlaceholders } from "../platform/SqlValues.ts"
+import { SqlValues } from "@pps/guardian"
 
 const TransferRow = Schema.Struct({
   transfer_id: Schema.String,
@@ -326,7 +326,7 @@ export class TransferStore extends Context.Service<TransferStore, {
           // transfer by its primary key.
           // In id order: two nodes ending overlapping sets lock the rows in the same order.
           const sorted = [...outcomes].sort((a, b) => (a.transferId < b.transferId ? -1 : a.transferId > b.transferId ? 1 : 0))
-          const values = valuesPlaceholders(sorted.length, ["::text", "::text", "::text", "::bigint"])
+          const values = SqlValues.valuesPlaceholders(sorted.length, ["::text", "::text", "::text", "::bigint"])
           return sql.unsafe(
             `WITH t AS (
                UPDATE transfers SET status = v.status, tx_hash = COALESCE(v.tx_hash, transfers.tx_hash),

@@ -1,7 +1,8 @@
 /**
  * The text of a VALUES list of numbered parameters, for the statements that write or match
  * many rows at once (a batch's UPDATE … FROM (VALUES …), a multi-row INSERT with SQL-side
- * defaults): one place for the numbering, `$1` … `$rows × columns`, row after row.
+ * defaults): one place for the numbering, `$1` … `$rows × columns`, row after row. The api
+ * server's stores and the guardian's store share it.
  *
  * @since 0.7.0
  */
