@@ -9,7 +9,7 @@
  * and the parties' notes (plain form; in the sealed form the client does this part), the
  * guardian opens its box, computes the ciphertext from it (recomputing is the check) and
  * signs the EIP-712 attestation, and a relayer signs the chain transaction (one more
- * secp256k1 signature, measured as a second `Attestation.sign`, the same operation).
+ * secp256k1 signature, measured as a second attestation signature, the same operation).
  */
 import { Attestation, ElGamal, EncryptionKey, Note } from "../src/index.ts"
 
@@ -27,7 +27,14 @@ const signingKey = Uint8Array.from(Buffer.from("59c6995e998f97a5a0044966f0945389
  * @since 0.4.0
  * @category benchmarks
  */
-export const transferCrypto = () => {
+export const transferCrypto = (options: {
+  /**
+   * The secp256k1 signer the signatures are measured with: noble by default (this package's
+   * own); the throughput benchmark passes libsecp256k1, which the guardian and the relayers use.
+   */
+  readonly signer?: (privateKey: Uint8Array) => Attestation.DigestSigner
+} = {}) => {
+  const signer = (options.signer ?? Attestation.nobleDigestSigner)(signingKey)
   const sender = EncryptionKey.generate()
   const recipient = EncryptionKey.generate()
   const guardian = EncryptionKey.generate()
@@ -63,8 +70,8 @@ export const transferCrypto = () => {
     const opening = Note.openGuardianNote(guardian, boxes.guardian, context)
     if (!opening.ok) throw new Error("the guardian's box did not open")
     const typedData = attestation(ElGamal.encryptWith(opening.value, publicKeys), boxes)
-    Attestation.sign(signingKey, typedData)
-    return Attestation.sign(signingKey, typedData)
+    Attestation.signWith(signer, typedData)
+    return Attestation.signWith(signer, typedData)
   }
   return {
     seal,
