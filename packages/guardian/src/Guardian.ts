@@ -10,12 +10,12 @@
  * C = a·G + r·H and the three handles itself (`ElGamal.encryptWith`), so every handle
  * encodes the amount in its note by construction, and signs exactly those points.
  *
- * Concurrency: decisions and settlements run in sequence through the group committer
- * (internal/groupCommit.ts): the calls that arrive while one transaction runs share the
- * next one, each caller answered after the commit that holds its effect. Every decision
- * locks the account's balance row (SELECT … FOR UPDATE), so several guardian processes
- * on one PostgreSQL database are safe too; the other writers (credits, the chain
- * follower, the expiry sweeper) take a keyed semaphore per account in this process and
+ * Concurrency: decisions, settlements and the chain follower's bookings run in sequence
+ * through the group committer (internal/groupCommit.ts): the calls that arrive while one
+ * transaction runs share the next one, each caller answered after the commit that holds
+ * its effect. Every unit locks the rows it changes (SELECT … FOR UPDATE), so several
+ * guardian processes on one PostgreSQL database are safe too; the other writers (reported
+ * credits, the expiry sweeper) take a keyed semaphore per account in this process and
  * their own transaction. No SQL transaction spans a chain read.
  *
  * Credits come from the chain (D39): the guardian follows the events of every
@@ -142,6 +142,8 @@ const reconcileInFlightMax = 64
 const reconcilePageMax = 200
 /** Blocks per getLogs call: public endpoints cap the range of one request. */
 const chainBlockRangeMax = 2_000n
+/** Credit logs booked in one transaction by the chain follower (see `bookLogs`). */
+const logsPerUnit = 64
 /** Registered keys remembered in memory (a registered key never changes: the contract refuses a second registration). */
 const keyCacheMax = 100_000
 
@@ -1121,29 +1123,26 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
   const followLocks = new Map<bigint, Semaphore.Semaphore>()
   for (const chainId of chain.chainIds) followLocks.set(chainId, Semaphore.makeUnsafe(1))
 
-  /** Books a shield: its amount is public in the event. */
+  /** Books a shield (its amount is public in the event), in the caller's transaction. */
   const bookShield = (chainId: bigint, log: CreditLog & { readonly _tag: "Shielded" }, nowMs: number) => {
     const account = refFor(chainId, log.contract, log.to)
-    return withAccountLock(
-      account,
-      sql.withTransaction(Effect.gen(function*() {
-        const balance = yield* store.lockBalance(account)
-        const inRange = balance.confirmed + log.amount < ElGamal.amountLimit
-        const recorded = yield* store.insertChainCredit({
-          chainId: account.chainId,
-          txHash: log.txHash.toLowerCase(),
-          logIndex: log.logIndex,
-          contract: account.contract,
-          account: account.account,
-          kind: "shield",
-          transferId: null,
-          blockNumber: log.blockNumber,
-          outcome: inRange ? "booked" : "out_of_range"
-        }, nowMs)
-        if (!recorded) return "duplicate" as const
-        return yield* addCredit(account, balance, log.amount, `shield in ${log.txHash}:${log.logIndex}`, nowMs)
-      }))
-    )
+    return Effect.gen(function*() {
+      const balance = yield* store.lockBalance(account)
+      const inRange = balance.confirmed + log.amount < ElGamal.amountLimit
+      const recorded = yield* store.insertChainCredit({
+        chainId: account.chainId,
+        txHash: log.txHash.toLowerCase(),
+        logIndex: log.logIndex,
+        contract: account.contract,
+        account: account.account,
+        kind: "shield",
+        transferId: null,
+        blockNumber: log.blockNumber,
+        outcome: inRange ? "booked" : "out_of_range"
+      }, nowMs)
+      if (!recorded) return "duplicate" as const
+      return yield* addCredit(account, balance, log.amount, `shield in ${log.txHash}:${log.logIndex}`, nowMs)
+    })
   }
 
   /**
@@ -1168,10 +1167,10 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
         blockNumber: log.blockNumber,
         outcome
       })
-      // A matching reservation is the log's sender's (its parties and kind never change), so
-      // the log names the lock to take, and the reservation is read once, under its row lock.
+      // A matching reservation is the log's sender's (its parties and kind never change); it is
+      // read once, under its row lock.
       const sender = refFor(chainId, log.contract, log.from)
-      const booked = yield* withAccountLock(sender, sql.withTransaction(Effect.gen(function*() {
+      const booked = yield* Effect.gen(function*() {
         const current = yield* store.findReservation(transferId, { forUpdate: true })
         const matches = current !== undefined && current.chainId === sender.chainId && current.contract === sender.contract &&
           current.fromAccount === sender.account && current.toAccount === recipient.account && current.kind === "confidential"
@@ -1191,11 +1190,11 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
         yield* addCredit(recipient, balance, current.amount, `confidential transfer ${transferId}`, nowMs)
         yield* store.markRecipientCredited(transferId)
         return "booked" as const
-      })))
+      })
       if (booked !== "unmatched") return booked
       // Every debit needs the guardian's signature, so this means a second guardian with its
       // own books, a restored backup, or a leaked signing key: an operator must look.
-      return yield* withAccountLock(recipient, sql.withTransaction(Effect.gen(function*() {
+      return yield* Effect.gen(function*() {
         if (!(yield* store.insertChainCredit(creditRow("unknown_transfer"), nowMs))) return "duplicate" as const
         yield* alert(
           recipient,
@@ -1204,13 +1203,20 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
           nowMs
         )
         return "unknown_transfer" as const
-      })))
+      })
     })
 
-  const bookLog = (chainId: bigint, log: CreditLog, nowMs: number) =>
-    (log._tag === "Shielded" ? bookShield(chainId, log, nowMs) : bookTransferIn(chainId, log, nowMs)).pipe(
-      Effect.mapError(storageFailure)
-    )
+  /**
+   * Books consecutive credit logs of one contract, in block order, as one unit of the group
+   * committer (issue 16): one transaction, shared with the decisions and settlements queued
+   * beside it, instead of one per log. A failure anywhere rolls all of them back (the group
+   * runs again unit by unit), and the caller's cursor stays: the range is read again, its
+   * booked logs recognised by (tx hash, log index). Re-runnable, as a unit must be: only SQL.
+   */
+  const bookLogs = (chainId: bigint, logs: ReadonlyArray<CreditLog>, nowMs: number) =>
+    group.run(Effect.forEach(logs, (log) => log._tag === "Shielded" ? bookShield(chainId, log, nowMs) : bookTransferIn(chainId, log, nowMs), {
+      discard: true
+    })).pipe(Effect.mapError(storageFailure))
 
   /**
    * One follower step on a chain: find the contracts that name this guardian, then book
@@ -1256,7 +1262,11 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
             yield* vetoIfUnapproved(chainId, proposal, nowMs)
           }
           const logs = yield* chain.creditLogs(chainId, getAddress(followed.contract), next, to)
-          for (const log of logs) yield* bookLog(chainId, log, nowMs)
+          // A unit holds at most `logsPerUnit` logs: a catch-up after downtime must not hold every
+          // row it touches locked in one long transaction.
+          for (let start = 0; start < logs.length; start += logsPerUnit) {
+            yield* bookLogs(chainId, logs.slice(start, start + logsPerUnit), nowMs)
+          }
           yield* store.advanceCursor(id, followed.contract, to + 1n, nowMs).pipe(Effect.mapError(storageFailure))
           next = to + 1n
         }

@@ -208,6 +208,45 @@ describe("the guardian against anvil", () => {
         assert.strictEqual(refused._tag, "AccountKeyMismatch")
       }))
 
+    it.effect("the logs of one range, shields and a transfer in, are booked together in block order, each once", () =>
+      Effect.gen(function*() {
+        const guardian = yield* TestGuardian
+        const chain = yield* ChainFixture
+        const contract: Address = chain.addresses.confidentialUsdg
+        const alice = yield* Effect.promise(() => chain.newChainParty())
+        const bob = yield* Effect.promise(() => chain.newChainParty())
+        const carol = yield* Effect.promise(() => chain.newChainParty())
+        yield* synced(guardian, yield* Effect.promise(() => chain.faucet.shieldUsdg(alice.address, 1_000n)))
+        const request = confidentialRequest({ guardianKey: guardian.encryptionKey, from: alice, to: bob, amount: 250n, chainId, contract })
+        const result = yield* guardian.client.authorize(request)
+        if (result._tag !== "Authorized") return assert.fail(`expected Authorized, got ${result._tag}`)
+        // Four logs the follower has not read yet: one step books them as one unit (bookLogs).
+        const hashes = [
+          yield* Effect.promise(() => chain.outsiderShield(bob.address, 3n)),
+          (yield* Effect.promise(() => submit(chain, request, result))).transactionHash,
+          yield* Effect.promise(() => chain.outsiderShield(carol.address, 5n)),
+          yield* Effect.promise(() => chain.outsiderShield(alice.address, 7n))
+        ]
+        yield* synced(guardian, hashes[3]!)
+        yield* synced(guardian, hashes[3]!)
+        assert.deepStrictEqual(
+          yield* Effect.forEach(hashes, (hash) => chainCreditsOf(guardian, hash)),
+          [[{ kind: "shield", outcome: "booked" }], [{ kind: "transfer_in", outcome: "booked" }], [{ kind: "shield", outcome: "booked" }], [{
+            kind: "shield",
+            outcome: "booked"
+          }]]
+        )
+        assert.strictEqual(yield* balanceOf(guardian, contract, bob), 253n)
+        assert.strictEqual(yield* balanceOf(guardian, contract, carol), 5n)
+        // Alice's debit is her reservation's, taken at settle; bob's credit is not booked twice.
+        yield* guardian.client.settle({ transferId: request.transferId, outcome: "confirmed" })
+        assert.strictEqual(yield* balanceOf(guardian, contract, alice), 1_000n - 250n + 7n)
+        assert.strictEqual(yield* balanceOf(guardian, contract, bob), 253n)
+        for (const party of [alice, bob, carol]) {
+          assert.strictEqual((yield* guardian.client.reconcile({ chainId, contract, account: party.address })).status, "matched")
+        }
+      }))
+
     it.effect("settle(failed) before the deadline keeps the reservation: the amount cannot be spent twice", () =>
       Effect.gen(function*() {
         const guardian = yield* TestGuardian
