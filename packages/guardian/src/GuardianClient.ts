@@ -14,7 +14,7 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { Cause, Config, Context, Effect, Layer, Option, Redacted } from "effect"
-import { HttpClient, HttpClientRequest } from "effect/http"
+import { HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
 import { RpcClient, RpcClientError } from "effect/rpc"
 import { GuardianError } from "./Domain.ts"
 import { Guardian, type GuardianShape } from "./Guardian.ts"
@@ -85,11 +85,19 @@ const failover = (clients: ReadonlyArray<GuardianClientShape>): GuardianClientSh
   }
 }
 
-const unavailable = (error: RpcClientError.RpcClientError) =>
-  new GuardianError({
-    reason: /\b401\b|unauthori[sz]ed/i.test(error.message) ? "unauthorized" : "unavailable",
-    message: `guardian unreachable: ${error.message.split("\n")[0]}`
+/** The status a refusing guardian answered with (`filterStatusOk` turns a non-2xx answer into an error). */
+const refusedStatus = (error: RpcClientError.RpcClientError): number | undefined =>
+  error.reason._tag === "HttpError" && error.reason.cause instanceof HttpClientError.StatusCodeError
+    ? error.reason.cause.response.status
+    : undefined
+
+const unavailable = (error: RpcClientError.RpcClientError) => {
+  const status = refusedStatus(error)
+  return new GuardianError({
+    reason: status === 401 ? "unauthorized" : "unavailable",
+    message: `guardian unreachable: ${status === undefined ? error.message.split("\n")[0] : `it answered ${status}`}`
   })
+}
 
 /**
  * @since 0.1.0
@@ -206,9 +214,19 @@ export class GuardianClient extends Context.Service<GuardianClient, GuardianClie
         })
       ),
       Layer.provide(rpcSerialization),
+      // A refusal (401 for a wrong secret) fails with its status, which `unavailable` reads: its
+      // body is not an RPC answer, and would otherwise read as an empty one (an outage).
+      Layer.provide(Layer.effect(
+        HttpClient.HttpClient,
+        Effect.gen(function*() {
+          return HttpClient.filterStatusOk(yield* HttpClient.HttpClient)
+        })
+      )),
       // undici's own request API, not fetch: fetch's Request/Response/Headers machinery was
       // ~3.4 % of the server's CPU under the throughput benchmark, for one small POST a call.
-      Layer.provide(NodeHttpClient.layerUndici)
+      // Its timeouts bound a POST as `requestTimeoutMs` bounds a call: a batch runs in the
+      // client's scope, not its callers', so a caller's timeout does not abort the POST.
+      Layer.provide(NodeHttpClient.layerUndiciOptions({ headersTimeout: requestTimeoutMs, bodyTimeout: requestTimeoutMs }))
     )
 
   /**

@@ -52,10 +52,14 @@ const start = async (dataDir: string, port: number) => {
   return { child, exited }
 }
 
-const withClient = <A, E>(port: number, use: (client: GuardianClient.GuardianClientShape) => Effect.Effect<A, E>) =>
+const withClient = <A, E>(
+  port: number,
+  use: (client: GuardianClient.GuardianClientShape) => Effect.Effect<A, E>,
+  secret: string = sharedSecret
+) =>
   Effect.runPromise(
     Effect.scoped(Effect.gen(function*() {
-      const context = yield* Layer.build(GuardianClient.GuardianClient.layerHttp(`http://127.0.0.1:${port}`, Redacted.make(sharedSecret)))
+      const context = yield* Layer.build(GuardianClient.GuardianClient.layerHttp(`http://127.0.0.1:${port}`, Redacted.make(secret)))
       return yield* use(Context.get(context, GuardianClient.GuardianClient))
     }))
   )
@@ -81,6 +85,9 @@ describe("guardian process", () => {
       // Unauthenticated calls are refused before any RPC is decoded.
       const anonymous = await fetch(`http://127.0.0.1:${port}/rpc`, { method: "POST", body: "[]" })
       assert.strictEqual(anonymous.status, 401)
+      // A client with the wrong secret is told so: a misconfiguration, not an outage to retry.
+      const refused = await withClient(port, (client) => Effect.flip(client.info), "not-the-shared-secret-0123456789abcdef")
+      assert.strictEqual(refused.reason, "unauthorized")
 
       const settledLater = confidentialRequest({ guardianKey: info.encryptionKey as Hex, from: alice, to: bob, amount: 400n })
       // Its deadline must outlast the first restart even on a loaded machine (CI runs suites in

@@ -286,7 +286,6 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
    */
   const updateBalances = (entries: ReadonlyArray<HeldBalance>): Effect.Effect<void, SqlError.SqlError> => {
     if (entries.length === 0) return Effect.void
-    if (entries.length === 1) return updateBalance(entries[0]!.account, entries[0]!.balance)
     const values = valuesPlaceholders(entries.length, ["::text", "::text", "::text", "::bytea", "::bytea", "::bigint", "::boolean"])
     return sql.unsafe<{ readonly account: string }>(
       `UPDATE guardian_balances b
@@ -309,7 +308,6 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
   /** The changed API-key totals of a group in one statement, as `updateBalances`. */
   const updateKeyTotals = (entries: ReadonlyArray<HeldKeyTotal>): Effect.Effect<void, SqlError.SqlError> => {
     if (entries.length === 0) return Effect.void
-    if (entries.length === 1) return updateKeyTotal(entries[0]!)
     const values = valuesPlaceholders(entries.length, ["::text", "::text", "::text", "::text", "::bytea", "::bigint"])
     return sql.unsafe<{ readonly account: string }>(
       `UPDATE guardian_key_totals t SET total_sealed = v.total_sealed, transfers = t.transfers + v.added

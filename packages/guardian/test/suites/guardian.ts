@@ -358,9 +358,10 @@ export const guardianSuite = (target: TargetName) =>
           const postsBefore = guardian.httpRequests()
           const results = yield* Effect.forEach(requests, (request) => guardian.client.authorize(request), { concurrency: "unbounded" })
           if (guardian.name === "http/postgres") {
-            // Calls made together share POSTs (GuardianRpc.rpcBatching: up to 64 each), and each
-            // still gets its own answer (checked below).
-            assert.isAtMost(guardian.httpRequests() - postsBefore, 4)
+            // Calls made together share POSTs (GuardianRpc.rpcBatching: up to 64 each; 2 when the
+            // scheduler does not yield in between, a few more on a loaded machine, 100 unbatched),
+            // and each still gets its own answer (checked below).
+            assert.isAtMost(guardian.httpRequests() - postsBefore, 25)
           }
           const authorized = results.filter((result) => result._tag === "Authorized").length
           const refused = results.filter((result) => result._tag === "InsufficientBalance").length
