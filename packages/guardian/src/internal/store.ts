@@ -279,10 +279,15 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       held.written = true
     })
 
+  /** Every held row a group writes is locked by its transaction: a row the write missed is a broken invariant. */
+  const everyHeldRow = (expected: number, what: string) => (written: ReadonlyArray<unknown>): Effect.Effect<void> =>
+    written.length === expected
+      ? Effect.void
+      : Effect.die(new Error(`invariant violated: ${expected - written.length} held ${what} vanished before their write`))
+
   /**
    * The changed balances of a group in one statement (issue 16: a statement costs the
-   * embedded database about as much for one row as for several). Every row is locked by
-   * this transaction, so each must match: a shortfall is a broken invariant.
+   * embedded database about as much for one row as for several), each row checked written.
    */
   const updateBalances = (entries: ReadonlyArray<HeldBalance>): Effect.Effect<void, SqlError.SqlError> => {
     if (entries.length === 0) return Effect.void
@@ -302,7 +307,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
         balance.version.toString(),
         balance.owned
       ])
-    ).pipe(Effect.flatMap((rows) => rows.length === entries.length ? Effect.void : Effect.die(new Error(`invariant violated: ${entries.length - rows.length} held balance rows vanished before their write`))))
+    ).pipe(Effect.flatMap(everyHeldRow(entries.length, "balance rows")))
   }
 
   /** The changed API-key totals of a group in one statement, as `updateBalances`. */
@@ -322,7 +327,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
         box.seal(entry.total, keyTotalBinding(entry.account, entry.apiKeyId)),
         String(entry.added)
       ])
-    ).pipe(Effect.flatMap((rows) => rows.length === entries.length ? Effect.void : Effect.die(new Error(`invariant violated: ${entries.length - rows.length} held key totals vanished before their write`))))
+    ).pipe(Effect.flatMap(everyHeldRow(entries.length, "key totals")))
   }
 
   /**
