@@ -191,9 +191,13 @@ suite("settlement on embedded anvil", () => {
         // search windows back (SettlementLimits.eventSearchWindowBlocks, 1,000): resolving the
         // skipped copy walks back window by window to find it.
         const blocksBetween = 2_100
-        yield* Effect.promise(() =>
-          chain.client.request({ method: "anvil_mine" as never, params: [`0x${blocksBetween.toString(16)}`, "0x0"] as never })
-        )
+        // In requests of 300 blocks: one request of 2,100 took longer than viem's 10-s timeout
+        // on CI's loaded cores once.
+        for (let mined = 0; mined < blocksBetween; mined += 300) {
+          yield* Effect.promise(() =>
+            chain.client.request({ method: "anvil_mine" as never, params: [`0x${Math.min(300, blocksBetween - mined).toString(16)}`, "0x0"] as never })
+          )
+        }
         const again = { ...early, submissionId: "tr_early-again" }
         const stale = transfer("stale", 1, 0n, now - 1n)
         const fresh = Array.from({ length: 22 }, (_, i) => transfer(`fresh-${i}`, 2 + (i % 4), BigInt(Math.floor(i / 4))))
