@@ -163,12 +163,13 @@ export const receiverResource = (ca: TestCa | undefined, behaviour?: Behaviour) 
  * Polls (in real time, not the test clock) until `check` holds, or fails after
  * `timeoutMs`. `tick`, when given, runs between polls: under TestClock it
  * advances virtual time in small steps, the way time passes for a worker
- * whose own sleeps are registered while the test waits.
+ * whose own sleeps are registered while the test waits. `lastSeen`, when
+ * given, describes the state the last poll found, for the timeout's message.
  */
 export const eventually = <A>(
   check: Effect.Effect<A | undefined, unknown>,
   what: string,
-  options: { readonly timeoutMs?: number; readonly tick?: Effect.Effect<void> } = {}
+  options: { readonly timeoutMs?: number; readonly tick?: Effect.Effect<void>; readonly lastSeen?: () => string } = {}
 ): Effect.Effect<A, unknown> =>
   Effect.gen(function*() {
     const deadline = Date.now() + (options.timeoutMs ?? 15_000)
@@ -178,5 +179,6 @@ export const eventually = <A>(
       yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 15)))
       if (options.tick !== undefined) yield* options.tick
     }
-    return yield* Effect.die(new Error(`timed out waiting for ${what}`))
+    const seen = options.lastSeen === undefined ? "" : `; last seen: ${options.lastSeen()}`
+    return yield* Effect.die(new Error(`timed out waiting for ${what}${seen}`))
   })
