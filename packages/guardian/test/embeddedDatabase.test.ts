@@ -32,9 +32,15 @@ const statements: ReadonlyArray<readonly [string, ReadonlyArray<unknown>]> = [
     ["a", new Uint8Array([0, 1, 254, 255]), JSON.stringify({ x: 1, y: ["z"] }), 9007199254740993n, 42, new Date(0), true, ["p", "q"]]
   ],
   ["INSERT INTO t VALUES ($1, $2, $3, $4, $5, $6, $7, $8)", ["b", null, null, null, null, null, false, null]],
+  // bytea goes in the binary format and comes back through this module's own parser: every byte
+  // value, an empty array, a view into a larger buffer (offset and length must be kept) and a Buffer.
+  ["INSERT INTO t (id, b) VALUES ($1, $2)", ["e", Uint8Array.from({ length: 512 }, (_, index) => index % 256)]],
+  ["INSERT INTO t (id, b) VALUES ($1, $2), ($3, $4)", ["f", new Uint8Array(0), "g", new Uint8Array([9, 8, 7, 6, 5]).subarray(1, 4)]],
+  ["INSERT INTO t (id, b) VALUES ($1, $2) RETURNING b, length(b) AS n", ["h", Buffer.from("00ff10", "hex")]],
   ["INSERT INTO t (id, i) VALUES ($1, $2), ($3, $4) RETURNING id, i", ["c", 1, "d", 2]],
   ["UPDATE t SET i = i + $1 WHERE id = ANY($2::text[]) RETURNING id, i", [10, ["c", "d"]]],
   ["SELECT * FROM t ORDER BY id", []],
+  ["SELECT id, b, encode(b, 'hex') AS hex FROM t WHERE b = $1 OR id = ANY($2::text[]) ORDER BY id", [new Uint8Array([8, 7, 6]), ["e", "f"]]],
   ["SELECT id, n::text AS n, j, b FROM t WHERE id = $1", ["a"]],
   ["SELECT count(*)::int AS c FROM t WHERE f = $1", [false]],
   ["DELETE FROM t WHERE id = $1", ["d"]],
@@ -98,7 +104,7 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
       await db.exec(schema)
       const results: Array<unknown> = []
       for (const [text, params] of statements) results.push(await db.query(text, [...params]))
-      for (const [text, params] of statements.slice(4)) {
+      for (const [text, params] of statements.slice(7)) {
         results.push(await db.query(text, [...params]))
         results.push(await db.query(text, [...params], { rowMode: "array" }))
       }
@@ -106,8 +112,8 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
     })
     assert.deepStrictEqual(prepared, plain)
     assert.deepStrictEqual(threaded, plain)
-    // Nine texts prepared once each (and PGlite's own start-up statements); every later run reused.
-    assert.isAtMost(statistics.prepares, 9 + 5)
+    // Thirteen texts prepared once each (and PGlite's own start-up statements); every later run reused.
+    assert.isAtMost(statistics.prepares, 13 + 5)
     assert.isAtLeast(statistics.executions - statistics.prepares, 10)
   }, 60_000)
 

@@ -53,6 +53,7 @@ describe("ids (D3)", () => {
     assert.isTrue(earlier < later)
     // 1_700_000_000_000 ms in 10 Crockford base32 digits (computed independently).
     assert.strictEqual(earlier.slice(0, 10), "01HF7YAT00")
+    // Mostly in the same millisecond, and across some twenty refills of the ids' random pool.
     const many = new Set(Array.from({ length: 10_000 }, () => makeId("tr")))
     assert.strictEqual(many.size, 10_000)
   })
