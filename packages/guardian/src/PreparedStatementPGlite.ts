@@ -49,9 +49,11 @@ const byteaOid = 17
 /**
  * A `bytea` result as PostgreSQL writes it in text (`\x` and two hex digits a byte), decoded in
  * one call into an array of its own. PGlite's parser makes a substring and a `parseInt` per byte,
- * and sealed balances, call data and signed transactions are hundreds of bytes each.
+ * and sealed balances, call data and signed transactions are hundreds of bytes each. Any other
+ * form (`bytea_output = escape`, which the service never sets) goes to PGlite's parser.
  */
-const parseBytea = (text: string): Uint8Array => {
+const byteaParser = (pglites: (text: string, typeId?: number) => unknown) => (text: string, typeId?: number): unknown => {
+  if (!text.startsWith("\\x")) return pglites(text, typeId)
   const bytes = new Uint8Array((text.length - 2) >>> 1)
   Buffer.from(bytes.buffer).write(text.slice(2), "hex")
   return bytes
@@ -88,7 +90,8 @@ export class PreparedStatementPGlite extends PGlite {
   constructor(dataDir?: string, options?: PGliteOptions) {
     super(dataDir, options)
     // This instance's own table of parsers (PGlite copies the defaults into each instance).
-    this.parsers[byteaOid] = parseBytea
+    const pglites = this.parsers[byteaOid]
+    if (pglites !== undefined) this.parsers[byteaOid] = byteaParser(pglites)
   }
 
   /** Executions that reused a prepared statement, and statements prepared: for tests and benchmarks. */

@@ -68,6 +68,30 @@ const throughNextAttempt = (services: Services, webhookId: string, dueMs: number
     return yield* afterAttempts(services, webhookId, attemptsSoFar + 1)
   })
 
+/**
+ * Waits until both deliveries of the subscription have made at least `count` attempts, ticking
+ * virtual time only while it is below `tickUntilMs`; a timeout names the rows last seen.
+ */
+const bothAfterAttempts = (services: Services, webhookId: string, count: number, tickUntilMs: number) => {
+  let lastRows: ReadonlyArray<{ readonly attempt_count: number; readonly status: string }> = []
+  return eventually(
+    deliveriesOf(services, webhookId).pipe(
+      Effect.map((rows) => {
+        lastRows = rows
+        return rows.length === 2 && rows.every((r) => r.attempt_count >= count) ? rows : undefined
+      })
+    ),
+    `both deliveries' attempt ${count}`,
+    {
+      tick: Effect.gen(function*() {
+        if ((yield* Clock.currentTimeMillis) + 100 < tickUntilMs) yield* tick
+      }),
+      timeoutMs: waitRealMs,
+      lastSeen: () => JSON.stringify(lastRows.map((r) => [r.status, r.attempt_count]))
+    }
+  )
+}
+
 // On both threadings of the embedded database: on its own thread every statement takes real
 // time while the test moves the clock, which showed that the dispatcher measured its sleep from a
 // clock read before its query (hours late here; on a real clock, late by the query's duration).
@@ -161,38 +185,14 @@ for (const embeddedDatabaseThread of ["caller", "own"] as const) {
           confirmedEvent(account.accountId, account.handle, "test", "tr_1"),
           confirmedEvent(account.accountId, account.handle, "test", "tr_2")
         ])
-        const first = yield* eventually(
-          deliveriesOf(services, webhook.webhook_id).pipe(
-            Effect.map((rows) => rows.length === 2 && rows.every((r) => r.attempt_count === 1) ? rows : undefined)
-          ),
-          "both first attempts",
-          { tick, timeoutMs: waitRealMs }
-        )
+        // Each wait ticks virtual time only up to the earliest moment either delivery's next attempt
+        // can fall due (D32's delay less its 20 % jitter, after an attempt made at or after the
+        // wait's start): the waits are for real work (HTTP, the database thread), and slow polls
+        // must not carry one delivery into its next attempt while the other's is still to come. A
+        // run on CI's loaded cores once timed out in the second wait, ticking all the while.
+        const first = yield* bothAfterAttempts(services, webhook.webhook_id, 1, (yield* Clock.currentTimeMillis) + retryDelaysMs[0]! * 0.8 - slackMs)
         yield* TestClock.adjust(Math.max(...first.map((r) => r.next_attempt_ms!)) - (yield* Clock.currentTimeMillis))
-        // Virtual time ticks only up to the earliest possible third attempt (60 s less D32's 20 %
-        // jitter after a second attempt made at or after now): the wait is for real work (HTTP,
-        // the database thread), and slow polls must not carry one delivery into its third attempt
-        // while the other's second is still to come. A run on CI's loaded cores once timed out
-        // here, ticking all the while; should it time out again, the message names the rows.
-        const thirdAttemptsFromMs = (yield* Clock.currentTimeMillis) + retryDelaysMs[1]! * 0.8 - slackMs
-        const tickBeforeThirdAttempts = Effect.gen(function*() {
-          if ((yield* Clock.currentTimeMillis) + 100 < thirdAttemptsFromMs) yield* tick
-        })
-        let lastRows: ReadonlyArray<{ readonly attempt_count: number; readonly status: string }> = []
-        yield* eventually(
-          deliveriesOf(services, webhook.webhook_id).pipe(
-            Effect.map((rows) => {
-              lastRows = rows
-              return rows.every((r) => r.attempt_count >= 2) ? rows : undefined
-            })
-          ),
-          "both second attempts",
-          {
-            tick: tickBeforeThirdAttempts,
-            timeoutMs: waitRealMs,
-            lastSeen: () => JSON.stringify(lastRows.map((r) => [r.status, r.attempt_count]))
-          }
-        )
+        yield* bothAfterAttempts(services, webhook.webhook_id, 2, (yield* Clock.currentTimeMillis) + retryDelaysMs[1]! * 0.8 - slackMs)
         yield* Context.get(services, Webhooks).remove(owner, webhook.webhook_id).pipe(Effect.orDie)
         const rows = yield* deliveriesOf(services, webhook.webhook_id)
         assert.deepStrictEqual(rows.map((r) => [r.status, r.attempt_count]), [["cancelled", 2], ["cancelled", 2]])
