@@ -28,3 +28,6 @@ export * as TypedData from "./typedData.ts"
 
 /** @since 0.1.0 */
 export * as WrappedEtherArtifact from "./artifacts/WrappedEther.ts"
+
+/** @since 0.4.0 */
+export * as RpcTransport from "./rpcTransport.ts"

@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { ConfidentialTokenArtifact } from "@pps/contracts"
+import { ConfidentialTokenArtifact, RpcTransport } from "@pps/contracts"
 import { Context, Effect, Layer } from "effect"
 import {
   type Address,
@@ -23,7 +23,6 @@ import {
   getAddress,
   type Hash,
   type Hex,
-  http,
   numberToBytes,
   type PublicClient
 } from "viem"
@@ -234,7 +233,7 @@ export class ChainReader extends Context.Service<ChainReader, ChainReaderShape>(
       const clients = new Map<bigint, PublicClient>(
         endpoints.map((endpoint) => [
           endpoint.chainId,
-          createPublicClient({ transport: http(endpoint.rpcUrl, { timeout: readTimeoutMs, retryCount: 1 }) })
+          createPublicClient({ transport: RpcTransport.keepAliveHttp(endpoint.rpcUrl, { timeoutMs: readTimeoutMs, retryCount: 1 }) })
         ])
       )
       const clientOf = (chainId: bigint): Effect.Effect<PublicClient, GuardianError> => {

@@ -28,7 +28,7 @@
  *
  * @since 0.1.0
  */
-import { type Deploy, TestUsdgArtifact } from "@pps/contracts"
+import { type Deploy, RpcTransport, TestUsdgArtifact } from "@pps/contracts"
 import { Context, Data, DateTime, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import {
@@ -40,7 +40,6 @@ import {
   getAddress,
   type Hex,
   hexToBytes,
-  http,
   type LocalAccount,
   type PublicClient
 } from "viem"
@@ -152,6 +151,9 @@ const parseKeys = (text: Redacted.Redacted<string>, name: string) =>
     catch: () => new ChainError({ message: `${name} must be comma-separated 0x-prefixed private keys` })
   })
 
+/** viem's default retries of a failed call, for the one-off clients (deployment, dev-chain cheats). */
+const viemRetries = 3
+
 /** A node that has not answered after this many polls (~30 s) is reported as down. */
 const nodeAnswerAttemptsMax = 120
 const nodeAnswerPollMs = 250
@@ -162,8 +164,8 @@ export const connect = (mode: Mode, rpcUrl: string) =>
     // cacheTime 0: viem otherwise caches the block number for its polling interval
     // (4 s), which would hold every confirmation back by up to that long.
     const client = createPublicClient({
-      // JSON-RPC batching: concurrent calls (broadcasts above all) share one HTTP request.
-      transport: http(rpcUrl, { retryCount: 0, timeout: 10_000, batch: { batchSize: 200, wait: 2 } }),
+      // JSON-RPC batching: the calls of one turn (broadcasts above all) share one HTTP request.
+      transport: RpcTransport.keepAliveHttp(rpcUrl, { retryCount: 0, timeoutMs: 10_000, batchMax: 200 }),
       cacheTime: 0
     })
     const chainId = yield* Effect.tryPromise({
@@ -240,7 +242,7 @@ const grantMinters = async (
   usdg: Address,
   minters: ReadonlyArray<Address>
 ) => {
-  const wallet = createWalletClient({ account: owner, transport: http(rpcUrl) })
+  const wallet = createWalletClient({ account: owner, transport: RpcTransport.keepAliveHttp(rpcUrl, { retryCount: viemRetries }) })
   for (const minter of minters) {
     const already = await client.readContract({ address: usdg, abi: TestUsdgArtifact.abi, functionName: "isMinter", args: [minter] })
     if (already) continue
@@ -300,7 +302,7 @@ const embeddedTestnet = (rpcUrl: string) =>
     const { faucet, forgetLegacyOwner, legacyOwner, relayers } = yield* embeddedKeys("test", config.relayerCount)
     // The owner of what this start deploys: made here, used for the deployment only, never stored.
     const owner = Option.getOrElse(legacyOwner, () => privateKeyToAccount(generatePrivateKey()))
-    const cheats = createTestClient({ mode: "anvil", transport: http(rpcUrl) })
+    const cheats = createTestClient({ mode: "anvil", transport: RpcTransport.keepAliveHttp(rpcUrl, { retryCount: viemRetries }) })
     yield* Effect.forEach([owner, faucet, ...relayers], (account) =>
       Effect.tryPromise({
         try: () => cheats.setBalance({ address: account.address, value: embeddedBalanceWei }),
