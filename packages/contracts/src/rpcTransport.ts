@@ -192,6 +192,12 @@ export const keepAliveHttp = (url: string, options: KeepAliveHttpOptions = {}): 
     pending = []
     for (let start = 0; start < calls.length; start += batchMax) {
       const chunk = calls.slice(start, start + batchMax)
+      const lone = chunk.length === 1 ? chunk[0] : undefined
+      if (lone !== undefined) {
+        // Alone in its turn (the watcher's polls): a plain request, not a batch of one.
+        post(lone.call).then((data) => answerOf(lone.call, data)).then(lone.resolve, lone.reject)
+        continue
+      }
       post(chunk.map((entry) => entry.call)).then(
         (data) => {
           // A node refusing the whole batch answers one error for all of its calls.

@@ -126,19 +126,22 @@ describe("keepAliveHttp against anvil", () => {
 
 describe("keepAliveHttp against loopback nodes", () => {
   it("sends one turn's calls in one request, keeps one connection across turns, and matches answers by id", async () => {
-    const node = await startNode((body, response) => {
-      const calls = body as ReadonlyArray<{ readonly id: number; readonly params: ReadonlyArray<string> }>
-      // Answers in reverse order: the transport must match them by id.
-      json(response, 200, [...calls].reverse().map((call) => ({ jsonrpc: "2.0", id: call.id, result: call.params[0] })))
-    })
+    type Call = { readonly id: number; readonly params: ReadonlyArray<string> }
+    const echoed = (call: Call) => ({ jsonrpc: "2.0", id: call.id, result: call.params[0] })
+    const node = await startNode((body, response) =>
+      // A batch is answered in reverse order: the transport must match the answers by id.
+      json(response, 200, Array.isArray(body) ? [...(body as ReadonlyArray<Call>)].reverse().map(echoed) : echoed(body as Call))
+    )
     try {
       const request = looseRequest(keepAliveHttp(node.url, { batchMax: 3 }))
       const echo = (value: string) => request({ method: "echo", params: [value] })
       expect(await Promise.all(["a", "b", "c", "d", "e"].map(echo))).toEqual(["a", "b", "c", "d", "e"])
       // Five calls of one turn, at most three a request: two requests.
       expect(node.seen.bodies.map((body) => (body as ReadonlyArray<unknown>).length)).toEqual([3, 2])
+      // A call alone in its turn goes as a plain request, not as a batch of one.
       for (let index = 0; index < 10; index++) expect(await echo(`x${index}`)).toBe(`x${index}`)
       expect(node.seen.bodies).toHaveLength(12)
+      expect(node.seen.bodies.slice(2).every((body) => !Array.isArray(body))).toBe(true)
       // Every request after the first turn's two went over a kept connection.
       expect(node.seen.connections).toBeLessThanOrEqual(2)
     } finally {
