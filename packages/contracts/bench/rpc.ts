@@ -12,7 +12,11 @@ import { createPublicClient, http, type Transport } from "viem"
 import * as Anvil from "../src/anvil.ts"
 import { keepAliveHttp } from "../src/rpcTransport.ts"
 
-const { values } = parseArgs({ options: { calls: { type: "string", default: "2000" } } })
+const { values } = parseArgs({
+  // pnpm passes a separating `--` on.
+  args: process.argv.slice(2).filter((arg) => arg !== "--"),
+  options: { calls: { type: "string", default: "2000" } }
+})
 const calls = Number(values.calls)
 if (!Number.isSafeInteger(calls) || calls < 1) throw new Error("--calls must be a positive integer")
 

@@ -11,9 +11,11 @@
  *
  * It keeps what the service relies on from viem's `http`: the errors are viem's own classes
  * (`RpcRequestError` with the node's code and message, `HttpRequestError` with the status,
- * `TimeoutError`), so viem's error mapping and retry rules, and the service's checks of the
- * node's words ("nonce too low"), see what they saw; credentials in the URL become a Basic
- * `Authorization` header; a response body is bounded (10 MiB, as viem's default).
+ * `TimeoutError`, with the response's headers), so viem's error mapping and retry rules, and
+ * the service's checks of the node's words ("nonce too low"), see what they saw; credentials in
+ * the URL become a Basic `Authorization` header; a response body is bounded (10 MiB, as viem's
+ * default). As undici did under `fetch`, an idle socket is closed after 4 s, and a call whose
+ * kept socket turns out closed by the peer is sent once more on a fresh one.
  *
  * Batching, when asked: the calls made in one turn of the event loop go out as one JSON-RPC
  * batch (`setImmediate`, no timer: a lone call leaves at once), up to `batchMax` a request.
@@ -27,6 +29,7 @@ import {
   type EIP1193RequestFn,
   HttpRequestError,
   RpcRequestError,
+  stringify,
   TimeoutError,
   type Transport
 } from "viem"
@@ -36,7 +39,7 @@ import {
  * @category models
  */
 export interface KeepAliveHttpOptions {
-  /** Bounds one HTTP request, from its start to the end of its response's body. */
+  /** Bounds one HTTP request, from the call to the end of its response's body; 0: no bound. */
   readonly timeoutMs?: number | undefined
   /** viem's retries of a failed call (its own rules: which errors, how long between). */
   readonly retryCount?: number | undefined
@@ -50,6 +53,11 @@ export interface KeepAliveHttpOptions {
 const maxResponseBytes = 10 * 1024 * 1024
 const defaultTimeoutMs = 10_000
 const defaultMaxSockets = 16
+/**
+ * An idle kept-alive socket is closed after this long (undici's default, which `fetch` had):
+ * a node or a load balancer that drops idle connections must not find ours half-dead.
+ */
+const idleSocketMs = 4_000
 
 type RpcCall = {
   readonly jsonrpc: "2.0"
@@ -58,16 +66,9 @@ type RpcCall = {
   readonly params?: unknown
 }
 
-/** One answer of a JSON-RPC response (a batch's answers come in any order). */
-interface RpcAnswer {
-  readonly id?: unknown
-  readonly result?: unknown
-  readonly error?: { readonly code: number; readonly message: string; readonly data?: unknown }
-}
-
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null
 
-const isRpcError = (value: unknown): value is { readonly error: NonNullable<RpcAnswer["error"]> } =>
+const isRpcError = (value: unknown): value is { readonly error: { readonly code: number; readonly message: string } } =>
   isRecord(value) && isRecord(value["error"]) && typeof value["error"]["code"] === "number" &&
   typeof value["error"]["message"] === "string"
 
@@ -84,6 +85,23 @@ const parseUrl = (url: string) => {
   return { url: parsed.toString(), target: parsed, authorization }
 }
 
+/** A response's headers as viem's errors carry them (its retries read `Retry-After`). */
+const headersOf = (response: Http.IncomingMessage): Headers => {
+  const headers = new Headers()
+  for (const [name, value] of Object.entries(response.headers)) {
+    if (value === undefined) continue
+    for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item)
+  }
+  return headers
+}
+
+/**
+ * A reused socket the peer had already closed fails before any response: the request never
+ * reached the node, so it is sent once more on a fresh socket (node's documented remedy).
+ */
+const isStaleSocket = (request: Http.ClientRequest, cause: Error & { readonly code?: string }) =>
+  request.reusedSocket && (cause.code === "ECONNRESET" || cause.code === "EPIPE")
+
 /**
  * A viem transport for `url` (http: or https:) on kept-alive connections.
  *
@@ -95,8 +113,9 @@ export const keepAliveHttp = (url: string, options: KeepAliveHttpOptions = {}): 
   const timeoutMs = options.timeoutMs ?? defaultTimeoutMs
   const secure = target.protocol === "https:"
   if (!secure && target.protocol !== "http:") throw new Error(`keepAliveHttp: ${target.protocol} is not http: or https:`)
-  const agentOptions = { keepAlive: true, maxSockets: options.maxSockets ?? defaultMaxSockets }
-  // Idle kept-alive sockets are unreferenced by node's agent: they never hold a process open.
+  // `timeout` closes idle sockets only (node's agent destroys a free socket on it; a request in
+  // flight is bounded by its own timer). Idle sockets are also unreferenced: no process is held open.
+  const agentOptions = { keepAlive: true, maxSockets: options.maxSockets ?? defaultMaxSockets, timeout: idleSocketMs }
   const agent = secure ? new Https.Agent(agentOptions) : new Http.Agent(agentOptions)
   const send = secure ? Https.request : Http.request
   let nextId = 0
@@ -104,8 +123,8 @@ export const keepAliveHttp = (url: string, options: KeepAliveHttpOptions = {}): 
   /** One HTTP request carrying `body`; its parsed JSON, or one of viem's errors. */
   const post = (body: RpcCall | Array<RpcCall>): Promise<unknown> =>
     new Promise((resolve, reject) => {
-      const payload = JSON.stringify(body)
-      const errorBody = body
+      // viem's stringify: parameters may hold bigints.
+      const payload = stringify(body)
       let settled = false
       const fail = (error: Error) => {
         if (settled) return
@@ -113,65 +132,86 @@ export const keepAliveHttp = (url: string, options: KeepAliveHttpOptions = {}): 
         clearTimeout(timer)
         reject(error)
       }
-      const request = send(target, {
-        agent,
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          "content-length": Buffer.byteLength(payload),
-          ...(authorization === undefined ? {} : { authorization })
-        }
-      }, (response) => {
+      const succeed = (data: unknown) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        resolve(data)
+      }
+      const onResponse = (response: Http.IncomingMessage) => {
         const chunks: Array<Buffer> = []
         let size = 0
         response.on("data", (chunk: Buffer) => {
           size += chunk.length
           if (size > maxResponseBytes) {
-            request.destroy()
-            fail(new HttpRequestError({ body: errorBody, details: `response body over ${maxResponseBytes} bytes`, url: publicUrl }))
+            response.destroy()
+            fail(new HttpRequestError({ body, details: `response body over ${maxResponseBytes} bytes`, url: publicUrl }))
             return
           }
           chunks.push(chunk)
         })
-        response.on("error", (cause) => fail(new HttpRequestError({ body: errorBody, cause, url: publicUrl })))
+        response.on("error", (cause) => fail(new HttpRequestError({ body, cause, url: publicUrl })))
         response.on("end", () => {
-          if (settled) return
           const text = Buffer.concat(chunks).toString("utf8")
           const status = response.statusCode ?? 0
+          const ok = status >= 200 && status < 300
           let data: unknown
           try {
             data = JSON.parse(text === "" ? "{}" : text)
           } catch (cause) {
-            if (status >= 200 && status < 300) {
-              return fail(new HttpRequestError({ body: errorBody, cause: cause as Error, details: "the body is not JSON", status, url: publicUrl }))
-            }
+            // No status on this one: viem's retry rules then treat it as a transient fault.
+            if (ok) return fail(new HttpRequestError({ body, cause: cause instanceof Error ? cause : undefined, url: publicUrl }))
             data = { error: text }
           }
-          if (status < 200 || status >= 300) {
-            // A node refusing a whole batch answers one error, bare or in a one-element array.
-            const error = Array.isArray(data) && data.length === 1 ? data[0] : data
-            return fail(
-              isRpcError(error)
-                ? new RpcRequestError({ body: errorBody, error: error.error, status, url: publicUrl })
-                : new HttpRequestError({
-                  body: errorBody,
-                  details: isRecord(error) && error["error"] !== undefined ? JSON.stringify(error["error"]) : response.statusMessage,
-                  status,
-                  url: publicUrl
-                })
-            )
-          }
-          settled = true
-          clearTimeout(timer)
-          resolve(data)
+          if (ok) return succeed(data)
+          // A node refusing a whole batch answers one error, bare or in a one-element array.
+          const error = Array.isArray(data) && data.length === 1 ? data[0] : data
+          const headers = headersOf(response)
+          fail(
+            isRpcError(error)
+              ? new RpcRequestError({ body, error: error.error, headers, status, url: publicUrl })
+              : new HttpRequestError({
+                body,
+                details: isRecord(error) && error["error"] !== undefined ? JSON.stringify(error["error"]) : response.statusMessage,
+                headers,
+                status,
+                url: publicUrl
+              })
+          )
         })
-      })
-      const timer = setTimeout(() => {
-        request.destroy()
-        fail(new TimeoutError({ body: errorBody, url: publicUrl }))
-      }, timeoutMs)
-      request.on("error", (cause) => fail(new HttpRequestError({ body: errorBody, cause, url: publicUrl })))
-      request.end(payload)
+      }
+      const attempt = (retried: boolean) => {
+        let request: Http.ClientRequest
+        try {
+          request = send(target, {
+            agent,
+            method: "POST",
+            headers: {
+              "content-type": "application/json",
+              "content-length": Buffer.byteLength(payload),
+              ...(authorization === undefined ? {} : { authorization })
+            }
+          }, onResponse)
+        } catch (cause) {
+          return fail(new HttpRequestError({ body, cause: cause instanceof Error ? cause : undefined, url: publicUrl }))
+        }
+        current = request
+        request.on("error", (cause: Error & { readonly code?: string }) => {
+          if (!retried && !settled && isStaleSocket(request, cause)) return attempt(true)
+          fail(new HttpRequestError({ body, cause, url: publicUrl }))
+        })
+        request.end(payload)
+      }
+      let current: Http.ClientRequest | undefined
+      // Counts from the call, waiting for a free socket included (at most `maxSockets` are open):
+      // a call that times out may never have been sent, which callers treat as an unknown outcome.
+      const timer = timeoutMs > 0
+        ? setTimeout(() => {
+          current?.destroy()
+          fail(new TimeoutError({ body, url: publicUrl }))
+        }, timeoutMs)
+        : undefined
+      attempt(false)
     })
 
   /** The answer to one call, or viem's error for it. */
@@ -200,15 +240,15 @@ export const keepAliveHttp = (url: string, options: KeepAliveHttpOptions = {}): 
       }
       post(chunk.map((entry) => entry.call)).then(
         (data) => {
-          // A node refusing the whole batch answers one error for all of its calls.
-          const shared = !Array.isArray(data) || (data.length === 1 && chunk.length > 1 && isRpcError(data[0]))
-            ? (Array.isArray(data) ? data[0] : data)
-            : undefined
-          const byId = new Map<unknown, unknown>()
-          if (shared === undefined && Array.isArray(data)) for (const answer of data) if (isRecord(answer)) byId.set(answer["id"], answer)
+          // A node refusing the whole batch answers one error for all of its calls; any other
+          // answer that is not an array answers none of them.
+          const single = Array.isArray(data) ? (data.length === 1 ? data[0] : undefined) : data
+          const shared = isRpcError(single) ? single : undefined
+          const byId = new Map<string, unknown>()
+          if (Array.isArray(data)) for (const answer of data) if (isRecord(answer)) byId.set(String(answer["id"]), answer)
           for (const entry of chunk) {
             try {
-              entry.resolve(answerOf(entry.call, shared ?? byId.get(entry.call.id)))
+              entry.resolve(answerOf(entry.call, shared ?? byId.get(String(entry.call.id))))
             } catch (error) {
               entry.reject(error)
             }

@@ -121,6 +121,8 @@ describe("keepAliveHttp against anvil", () => {
     ])
     expect(chainId).toEqual({ status: "fulfilled", value: `0x${anvil.chainId.toString(16)}` })
     expect(bad.status).toBe("rejected")
+    const refusal = ((bad as PromiseRejectedResult).reason as BaseError).walk((error) => error instanceof RpcRequestError)
+    expect(refusal).toBeInstanceOf(RpcRequestError)
   })
 })
 
@@ -167,7 +169,10 @@ describe("keepAliveHttp against loopback nodes", () => {
       expect(http500.status).toBe(500)
       expect(String(text)).toContain("upstream down")
       const limited = await request({ method: "limited" }).catch((error: unknown) => error)
-      expect((limited as BaseError).walk((error) => error instanceof RpcRequestError)).toBeInstanceOf(RpcRequestError)
+      const rpcError = (limited as BaseError).walk((error) => error instanceof RpcRequestError) as RpcRequestError
+      expect(rpcError).toBeInstanceOf(RpcRequestError)
+      expect(rpcError.status).toBe(429)
+      expect(rpcError.code).toBe(-32005)
       expect(String(limited)).toContain("rate limited")
     } finally {
       await stopNode(node.server)
@@ -206,22 +211,86 @@ describe("keepAliveHttp against loopback nodes", () => {
     }
   })
 
-  it("times out a node that never answers, and bounds the response body", async () => {
-    const node = await startNode((body, response) => {
-      if ((body as { readonly method: string }).method === "eth_chainId") return // never answers
-      response.writeHead(200, { "content-type": "application/json" })
-      response.end(`{"jsonrpc":"2.0","id":1,"result":"${"a".repeat(11 * 1024 * 1024)}"}`)
-    })
+  it("times out a node that never answers", async () => {
+    const node = await startNode(() => undefined)
     try {
       const client = createPublicClient({ transport: keepAliveHttp(node.url, { timeoutMs: 300 }) })
       const started = performance.now()
       const silent = await client.getChainId().catch((error: unknown) => error)
       expect((silent as BaseError).walk((error) => error instanceof TimeoutError)).toBeInstanceOf(TimeoutError)
       expect(performance.now() - started).toBeLessThan(5_000)
-      const huge = await client.getGasPrice().catch((error: unknown) => error)
+    } finally {
+      await stopNode(node.server)
+    }
+  })
+
+  it("refuses a response body over 10 MiB", async () => {
+    const node = await startNode((_body, response) => {
+      response.writeHead(200, { "content-type": "application/json" })
+      response.end(`{"jsonrpc":"2.0","id":1,"result":"${"a".repeat(11 * 1024 * 1024)}"}`)
+    })
+    try {
+      const huge = await createPublicClient({ transport: keepAliveHttp(node.url) }).getGasPrice().catch((error: unknown) => error)
+      expect((huge as BaseError).walk((error) => error instanceof HttpRequestError)).toBeInstanceOf(HttpRequestError)
       expect(String(huge)).toContain("response body over")
     } finally {
       await stopNode(node.server)
+    }
+  })
+
+  it("gives no call of a batch an answer that is not an array, unless it is a refusal", async () => {
+    for (const reply of ["", JSON.stringify({ jsonrpc: "2.0", id: 1, result: "0x5" })]) {
+      const node = await startNode((_body, response) => {
+        response.writeHead(200, { "content-type": "application/json" })
+        response.end(reply)
+      })
+      try {
+        const client = createPublicClient({ transport: keepAliveHttp(node.url, { batchMax: 10 }), cacheTime: 0 })
+        const outcomes = await Promise.allSettled([client.getBlockNumber(), client.getGasPrice()])
+        for (const outcome of outcomes) {
+          expect(outcome.status).toBe("rejected")
+          const reason = (outcome as PromiseRejectedResult).reason as BaseError
+          expect(reason.walk((error) => error instanceof HttpRequestError)).toBeInstanceOf(HttpRequestError)
+        }
+      } finally {
+        await stopNode(node.server)
+      }
+    }
+  })
+
+  it("sends a call again on a fresh socket when the kept one was closed under it", async () => {
+    const requestsOnSocket = new WeakMap<object, number>()
+    const node = await startNode((body, response, request) => {
+      const count = (requestsOnSocket.get(request.socket) ?? 0) + 1
+      requestsOnSocket.set(request.socket, count)
+      // The second request on a socket finds it closed, as when a peer drops an idle connection.
+      if (count === 2) return request.socket.destroy()
+      json(response, 200, { jsonrpc: "2.0", id: (body as { readonly id: number }).id, result: "0x1" })
+    })
+    try {
+      const client = createPublicClient({ transport: keepAliveHttp(node.url), cacheTime: 0 })
+      expect(await client.getBlockNumber()).toBe(1n)
+      expect(await client.getBlockNumber()).toBe(1n)
+      expect(node.seen.bodies).toHaveLength(3)
+      expect(node.seen.connections).toBe(2)
+    } finally {
+      await stopNode(node.server)
+    }
+  })
+
+  it("leaves retries to viem's rules: a 503 or a body that is not JSON is retried, a 400 is not", async () => {
+    for (const [status, body, expected] of [[503, "busy", 2], [200, "not json", 2], [400, "bad request", 1]] as const) {
+      const node = await startNode((_body, response) => {
+        response.writeHead(status, { "content-type": "text/plain" })
+        response.end(body)
+      })
+      try {
+        const client = createPublicClient({ transport: keepAliveHttp(node.url, { retryCount: 1 }) })
+        await expect(client.getChainId()).rejects.toBeInstanceOf(BaseError)
+        expect(node.seen.bodies).toHaveLength(expected)
+      } finally {
+        await stopNode(node.server)
+      }
     }
   })
 
