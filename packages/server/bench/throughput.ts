@@ -14,7 +14,9 @@
  *
  * Transfers use SPEC's plain form (`amount` in the body): the server seals, so the service's
  * whole cryptographic work is on its side, as in the floor. Load generation costs this process
- * CPU on the same two cores: the figures are a floor for the service.
+ * CPU on the same two cores: the figures are a floor for the service. That cost is printed
+ * too (this process's `process.cpuUsage()` over the window, "load generator"): 300 transfers a
+ * second on two cores leaves every process together ~6.7 ms a transfer, it included.
  *
  * `--mode distributed` (issue 17) runs the cluster topology instead (`npm run cluster`'s
  * processes, scripts/cluster/): the machine's PostgreSQL (127.0.0.1:5432, a fresh database
@@ -336,6 +338,8 @@ interface LevelResult {
   readonly elapsedMs: number
   readonly outcomes: ReadonlyArray<Outcome>
   readonly cpu: CpuSample
+  /** This process's CPU over the window (the load it generates costs the same cores). */
+  readonly loadCpuMs: number
 }
 
 const summarize = (result: LevelResult) => {
@@ -356,6 +360,7 @@ const summarize = (result: LevelResult) => {
     cpuServerMs: perTransfer(result.cpu["server"] ?? Number.NaN),
     cpuGuardianMs: perTransfer(result.cpu["guardian"] ?? Number.NaN),
     cpuAnvilMs: perTransfer(result.cpu["anvil"] ?? Number.NaN),
+    cpuLoadMs: perTransfer(result.loadCpuMs),
     cpuMsPerTransfer: Object.fromEntries(Object.entries(result.cpu).map(([name, ms]) => [name, perTransfer(ms)]))
   }
 }
@@ -363,19 +368,22 @@ const summarize = (result: LevelResult) => {
 /** Runs `drive` between two CPU samples; the window ends once every followed transfer is final. */
 const measured = async (label: string, sample: () => CpuSample, drive: (followPending: Array<Promise<Outcome>>) => Promise<ReadonlyArray<Outcome>>): Promise<LevelResult> => {
   const before = sample()
+  const loadBefore = process.cpuUsage()
   const started = performance.now()
   const followPending: Array<Promise<Outcome>> = []
   const answered = await drive(followPending)
   const followed = await Promise.all(followPending)
   const elapsedMs = performance.now() - started
   const after = sample()
+  const load = process.cpuUsage(loadBefore)
   // A followed outcome replaces the `pending` answer it started from.
   const outcomes = [...answered.filter((outcome) => outcome.final !== "pending"), ...followed]
   return {
     label,
     elapsedMs,
     outcomes,
-    cpu: diffCpu(before, after)
+    cpu: diffCpu(before, after),
+    loadCpuMs: (load.user + load.system) / 1000
   }
 }
 
@@ -469,10 +477,10 @@ const main = async () => {
     `cryptographic floor per transfer (mcl-wasm, libsecp256k1; measured in this run): ${format(floorMs, 2)} ms`,
     `idle (no traffic, ${idleMs / 1000} s), CPU ms per second: server ${format(idleCpuPerSecond["server"] ?? Number.NaN)} / guardian ${format(idleCpuPerSecond["guardian"] ?? Number.NaN)} / anvil ${format(idleCpuPerSecond["anvil"] ?? Number.NaN)}`,
     "",
-    "| load | confirmed/s | answers | create → confirmed p50 / p99 ms | CPU ms per confirmed transfer: server / guardian / anvil | server + guardian ÷ floor |",
+    "| load | confirmed/s | answers | create → confirmed p50 / p99 ms | CPU ms per confirmed transfer: server / guardian / anvil / load generator | server + guardian ÷ floor |",
     "|---|---:|---|---:|---:|---:|",
     ...results.map((row) =>
-      `| ${row.label} | ${format(row.perSecond)} | ${Object.entries(row.byStatus).map(([status, count]) => `${status}: ${count}`).join(", ")} | ${format(row.p50, 0)} / ${format(row.p99, 0)} | ${format(row.cpuServerMs)} / ${format(row.cpuGuardianMs)} / ${format(row.cpuAnvilMs)} | ${format((row.cpuServerMs + row.cpuGuardianMs) / floorMs)}× |`
+      `| ${row.label} | ${format(row.perSecond)} | ${Object.entries(row.byStatus).map(([status, count]) => `${status}: ${count}`).join(", ")} | ${format(row.p50, 0)} / ${format(row.p99, 0)} | ${format(row.cpuServerMs)} / ${format(row.cpuGuardianMs)} / ${format(row.cpuAnvilMs)} / ${format(row.cpuLoadMs)} | ${format((row.cpuServerMs + row.cpuGuardianMs) / floorMs)}× |`
     ),
     ""
   ].join("\n"))
@@ -587,14 +595,14 @@ const mainDistributed = async () => {
     `command: npm run -s bench:throughput -- --mode distributed --api-nodes ${apiNodesCount} --workers ${workersCount} --guardians ${guardiansCount} --clients ${clientLevels.join(",")} --seconds ${windowMs / 1000} --accounts ${accountsCount} --rate ${fixedRatePerSecond} --rate-seconds ${fixedRateMs / 1000} --block-time-ms ${blockTimeMs}`,
     `cryptographic floor per transfer (mcl-wasm, libsecp256k1; measured in this run): ${format(floorMs, 2)} ms`,
     "",
-    `| load | confirmed/s | answers | create → confirmed p50 / p99 ms | CPU ms per confirmed transfer: ${names.join(" / ")} | all | nodes + guardians ÷ floor |`,
-    "|---|---:|---|---:|---:|---:|---:|",
-    `| idle, CPU ms per second | | | | ${names.map((name) => format((idle[name] ?? Number.NaN) / (idleWindowMs / 1000))).join(" / ")} | | |`,
+    `| load | confirmed/s | answers | create → confirmed p50 / p99 ms | CPU ms per confirmed transfer: ${names.join(" / ")} | all | load generator | nodes + guardians ÷ floor |`,
+    "|---|---:|---|---:|---:|---:|---:|---:|",
+    `| idle, CPU ms per second | | | | ${names.map((name) => format((idle[name] ?? Number.NaN) / (idleWindowMs / 1000))).join(" / ")} | | | |`,
     ...results.map((row) => {
       const perProcess = names.map((name) => row.cpuMsPerTransfer[name] ?? Number.NaN)
       const all = perProcess.reduce((sum, ms) => sum + ms, 0)
       const ours = services.reduce((sum, name) => sum + (row.cpuMsPerTransfer[name] ?? Number.NaN), 0)
-      return `| ${row.label} | ${format(row.perSecond)} | ${Object.entries(row.byStatus).map(([status, count]) => `${status}: ${count}`).join(", ")} | ${format(row.p50, 0)} / ${format(row.p99, 0)} | ${perProcess.map((ms) => format(ms)).join(" / ")} | ${format(all)} | ${format(ours / floorMs)}× |`
+      return `| ${row.label} | ${format(row.perSecond)} | ${Object.entries(row.byStatus).map(([status, count]) => `${status}: ${count}`).join(", ")} | ${format(row.p50, 0)} / ${format(row.p99, 0)} | ${perProcess.map((ms) => format(ms)).join(" / ")} | ${format(all)} | ${format(row.cpuLoadMs)} | ${format(ours / floorMs)}× |`
     }),
     ""
   ].join("\n"))
