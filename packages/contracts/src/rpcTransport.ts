@@ -223,6 +223,9 @@ export const keepAliveHttp = (url: string, options: KeepAliveHttpOptions = {}): 
     return answer["result"]
   }
 
+  /** One call in a request of its own (no batching, or alone in its turn). */
+  const callAlone = (call: RpcCall): Promise<unknown> => post(call).then((data) => answerOf(call, data))
+
   /** Calls of the current turn, sent together once it ends. */
   let pending: Array<{ readonly call: RpcCall; readonly resolve: (value: unknown) => void; readonly reject: (error: unknown) => void }> = []
   const batchMax = options.batchMax ?? 1
@@ -235,7 +238,7 @@ export const keepAliveHttp = (url: string, options: KeepAliveHttpOptions = {}): 
       const lone = chunk.length === 1 ? chunk[0] : undefined
       if (lone !== undefined) {
         // Alone in its turn (the watcher's polls): a plain request, not a batch of one.
-        post(lone.call).then((data) => answerOf(lone.call, data)).then(lone.resolve, lone.reject)
+        callAlone(lone.call).then(lone.resolve, lone.reject)
         continue
       }
       post(chunk.map((entry) => entry.call)).then(
@@ -263,7 +266,7 @@ export const keepAliveHttp = (url: string, options: KeepAliveHttpOptions = {}): 
 
   const request = async ({ method, params }: { readonly method: string; readonly params?: unknown }): Promise<unknown> => {
     const call: RpcCall = { jsonrpc: "2.0", id: ++nextId, method, ...(params === undefined ? {} : { params }) }
-    if (batchMax <= 1) return answerOf(call, await post(call))
+    if (batchMax <= 1) return callAlone(call)
     return new Promise((resolve, reject) => {
       if (pending.length === 0) setImmediate(flush)
       pending.push({ call, resolve, reject })
