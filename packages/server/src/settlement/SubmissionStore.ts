@@ -115,8 +115,15 @@ class RecordSubmission extends Request.Class<{ readonly request: SubmissionReque
 /** Bounds one INSERT's rows (and the statement shapes it prepares). */
 const recordBatchMax = 64
 
-const columns = `submission_id, mode, kind, target, call_data, gas_limit, deadline_seconds, replay_sender, replay_nonce,
-  replay_transfer_id, relayer, raw_tx, tx_hash, status, failure_reason, block_number, block_timestamp, owner_node`
+/**
+ * The row's columns, for `chain_submissions s`. The signed bytes are read from chain_transactions
+ * by the row's hash (stored once per transaction, migration 0018), else from the row itself (rows
+ * written before that migration, or by a node of an earlier version).
+ */
+const columns = `s.submission_id, s.mode, s.kind, s.target, s.call_data, s.gas_limit, s.deadline_seconds, s.replay_sender,
+  s.replay_nonce, s.replay_transfer_id, s.relayer,
+  COALESCE((SELECT t.raw_tx FROM chain_transactions t WHERE t.tx_hash = s.tx_hash), s.raw_tx) AS raw_tx,
+  s.tx_hash, s.status, s.failure_reason, s.block_number, s.block_timestamp, s.owner_node`
 
 /**
  * @since 0.1.0
@@ -142,7 +149,7 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
   readonly adoptOrphans: (mode: Mode) => Effect.Effect<ReadonlyArray<Submission>, SqlError.SqlError>
   /**
    * Records the signed transaction that carries these submissions (one, or a batch), in one
-   * statement: every member's bytes are durable before any is broadcast.
+   * statement: the bytes are durable, once for the whole batch, before any is broadcast.
    */
   readonly markSent: (
     submissionIds: ReadonlyArray<string>,
@@ -222,7 +229,7 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
       return SubmissionStore.of({
         record: (request) => Effect.request(new RecordSubmission({ request }), recordTogether),
         get: (submissionId) =>
-          sql.unsafe(`SELECT ${columns} FROM chain_submissions WHERE submission_id = $1`, [submissionId]).pipe(
+          sql.unsafe(`SELECT ${columns} FROM chain_submissions s WHERE s.submission_id = $1`, [submissionId]).pipe(
             Effect.flatMap(decode),
             Effect.map((rows) => Option.fromNullishOr(rows[0]))
           ),
@@ -236,7 +243,7 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
           ),
         open: (mode) =>
           sql.unsafe(
-            `SELECT ${columns} FROM chain_submissions WHERE mode = $1 AND status IN ('recorded', 'sent') ORDER BY created_at`,
+            `SELECT ${columns} FROM chain_submissions s WHERE s.mode = $1 AND s.status IN ('recorded', 'sent') ORDER BY s.created_at`,
             [mode]
           ).pipe(Effect.flatMap(decode)),
         adoptOrphans: (mode) =>
@@ -250,9 +257,15 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
              RETURNING ${columns}`,
             [mode, nodeId, deadAfterMs]
           ).pipe(Effect.flatMap(decode)),
+        // One statement: the bytes (once, under their hash) and every member's row are durable
+        // together. A row's own raw_tx is cleared: bytes of an earlier signature are never read.
         markSent: (submissionIds, signed) =>
           sql`
-            UPDATE chain_submissions SET relayer = ${signed.relayer}, relayer_nonce = ${signed.nonce}, raw_tx = ${hexToBytes(signed.rawTx)},
+            WITH stored AS (
+              INSERT INTO chain_transactions (tx_hash, raw_tx, created_at) VALUES (${signed.txHash}, ${hexToBytes(signed.rawTx)}, now())
+              ON CONFLICT (tx_hash) DO NOTHING
+            )
+            UPDATE chain_submissions SET relayer = ${signed.relayer}, relayer_nonce = ${signed.nonce}, raw_tx = NULL,
               tx_hash = ${signed.txHash}, status = 'sent', broadcasts = broadcasts + 1, updated_at = now()
             WHERE ${sql.in("submission_id", submissionIds)} AND status IN ('recorded', 'sent')`.pipe(Effect.asVoid),
         countBroadcast: (submissionIds) =>

@@ -24,6 +24,7 @@ import { rateLimitBuckets } from "./0014_rate_limit_buckets.ts"
 import { sealedAttempts } from "./0015_sealed_attempts.ts"
 import { dashboardStepUp } from "./0016_dashboard_step_up.ts"
 import { heartbeatHearsControl } from "./0017_heartbeat_hears_control.ts"
+import { chainTransactions } from "./0018_chain_transactions.ts"
 
 /**
  * @since 0.1.0
@@ -46,5 +47,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0014_rate_limit_buckets": rateLimitBuckets,
   "0015_sealed_attempts": sealedAttempts,
   "0016_dashboard_step_up": dashboardStepUp,
-  "0017_heartbeat_hears_control": heartbeatHearsControl
+  "0017_heartbeat_hears_control": heartbeatHearsControl,
+  "0018_chain_transactions": chainTransactions
 }

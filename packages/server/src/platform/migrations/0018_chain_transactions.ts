@@ -1,0 +1,26 @@
+/**
+ * A signed transaction's bytes are stored once, by hash (issue 16). They were written into
+ * every chain_submissions row the transaction carries: a batch of N transfers wrote its
+ * N-transfer transaction N times, so the bytes written per transfer grew with the batch
+ * (about 40 KB per transfer at 32, against ~1.2 KB of its own call data) and so did the
+ * cost of marking a batch sent.
+ *
+ * Rows written before this migration, or by a node of an earlier version during a rolling
+ * deploy, keep their bytes in `chain_submissions.raw_tx`; readers take the bytes stored
+ * under the row's `tx_hash` first and fall back to the row's own (SubmissionStore).
+ *
+ * @since 0.7.0
+ */
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+
+export const chainTransactions = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // Content-addressed: tx_hash is keccak256(raw_tx), so a row never changes once written.
+  yield* sql`
+    CREATE TABLE chain_transactions (
+      tx_hash text PRIMARY KEY,
+      raw_tx bytea NOT NULL,
+      created_at timestamptz NOT NULL
+    )`
+})

@@ -1,0 +1,130 @@
+/**
+ * The submission store keeps a signed transaction's bytes once per transaction (migration
+ * 0018), on PGlite and on PostgreSQL: every member of a batch reads the bytes back (the
+ * restart path, `open` and `adoptOrphans`, broadcasts them again), a re-signed subset reads
+ * its new bytes while the rest keep the old ones, and a row written the earlier way (bytes
+ * in the row itself) still reads its own.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { type Address, type Hex, keccak256, toHex } from "viem"
+import { dropDatabases, ensureDatabases } from "../scripts/cluster/cluster.ts"
+import { AppConfig } from "../src/config/AppConfig.ts"
+import { MigrationsLive, SqlLive } from "../src/platform/Database.ts"
+import { DataDir } from "../src/platform/DataDir.ts"
+import { ulid } from "../src/platform/Ids.ts"
+import { NodeLiveness } from "../src/platform/NodeLiveness.ts"
+import type { SubmissionRequest } from "../src/settlement/domain.ts"
+import { SubmissionStore } from "../src/settlement/SubmissionStore.ts"
+import { postgresAvailable } from "./support/requirePostgres.ts"
+import { postgresAdminUrl, testConfig } from "./support/TestServer.ts"
+
+const serverUrl = postgresAdminUrl.replace(/\/[^/]*$/, "")
+const database = `pps_test_submissions_${ulid().toLowerCase()}`
+const dataDirs: Array<string> = []
+afterAll(async () => {
+  for (const dir of dataDirs) fs.rmSync(dir, { recursive: true, force: true })
+  if (postgresAvailable) await dropDatabases(serverUrl, [database])
+})
+
+const storeLayer = (databaseUrl: Option.Option<Redacted.Redacted<string>>) => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-submissions-"))
+  dataDirs.push(dataDir)
+  return SubmissionStore.layer.pipe(
+    Layer.provideMerge(NodeLiveness.layer),
+    Layer.provideMerge(MigrationsLive),
+    Layer.provideMerge(SqlLive),
+    Layer.provideMerge(DataDir.layer),
+    Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, { databaseUrl })))
+  )
+}
+
+const target = "0x5FbDB2315678afecb367f032d93F642f64180aa3" as Address
+const relayer = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8" as Address
+
+const request = (id: string): SubmissionRequest => ({
+  submissionId: id,
+  mode: "test",
+  kind: "confidential_transfer",
+  target,
+  data: toHex(new Uint8Array(1_200).fill(id.length)),
+  gasLimit: 300_000n,
+  deadlineSeconds: 2_000_000_000n,
+  replayKey: null
+})
+
+/** Stand-in signed bytes: the store keeps them and their hash as given, it never parses them. */
+const signed = (label: string, nonce: number, bytes: number) => {
+  const rawTx = toHex(new Uint8Array(bytes).map((_, i) => (i * 31 + label.length) & 0xff))
+  return { relayer, nonce, rawTx, txHash: keccak256(rawTx) as Hex }
+}
+
+const behaviour = Effect.gen(function*() {
+  const store = yield* SubmissionStore
+  const sql = yield* SqlClient.SqlClient
+  const prefix = ulid().toLowerCase()
+  const ids = Array.from({ length: 8 }, (_, i) => `${prefix}-batch-${i}`)
+  for (const id of ids) assert.isTrue(yield* store.record(request(id)))
+
+  // One transaction for all eight: its bytes are stored once, under its hash.
+  const first = signed("first", 7, 8 * 1_300)
+  yield* store.markSent(ids, first)
+  const stored = yield* sql<{ n: string; bytes: string }>`
+    SELECT count(*)::text AS n, coalesce(sum(octet_length(raw_tx)), 0)::text AS bytes
+    FROM chain_transactions WHERE tx_hash = ${first.txHash}`
+  assert.deepStrictEqual(stored.map((row) => [row.n, row.bytes]), [["1", String(8 * 1_300)]])
+  const inRows = yield* sql<{ n: string }>`
+    SELECT count(*)::text AS n FROM chain_submissions WHERE ${sql.in("submission_id", ids)} AND raw_tx IS NOT NULL`
+  assert.strictEqual(inRows[0]?.n, "0", "no member row carries the bytes")
+  for (const id of ids) {
+    const submission = Option.getOrThrow(yield* store.get(id))
+    assert.strictEqual(submission.status, "sent")
+    assert.strictEqual(submission.rawTx, first.rawTx, id)
+    assert.strictEqual(submission.txHash, first.txHash, id)
+  }
+
+  // Three of them signed again (their nonce was spent): they read the new bytes, the rest the old.
+  const again = signed("again", 8, 3 * 1_300)
+  yield* store.markSent(ids.slice(0, 3), again)
+  // The same transaction marked twice (a retried record) stores its bytes once.
+  yield* store.markSent(ids.slice(0, 3), again)
+  const open = new Map((yield* store.open("test")).map((submission) => [submission.request.submissionId, submission]))
+  for (const [index, id] of ids.entries()) {
+    const expected = index < 3 ? again : first
+    assert.strictEqual(open.get(id)?.rawTx, expected.rawTx, id)
+    assert.strictEqual(open.get(id)?.txHash, expected.txHash, id)
+  }
+  const transactions = yield* sql<{ n: string }>`
+    SELECT count(*)::text AS n FROM chain_transactions WHERE ${sql.in("tx_hash", [first.txHash, again.txHash])}`
+  assert.strictEqual(transactions[0]?.n, "2")
+
+  // A row written the earlier way (a node of an earlier version): its own bytes are read.
+  const legacyId = `${prefix}-legacy`
+  assert.isTrue(yield* store.record(request(legacyId)))
+  const legacy = signed("legacy", 9, 1_300)
+  yield* sql`
+    UPDATE chain_submissions SET relayer = ${legacy.relayer}, relayer_nonce = ${legacy.nonce},
+      raw_tx = ${Buffer.from(legacy.rawTx.slice(2), "hex")}, tx_hash = ${legacy.txHash}, status = 'sent'
+    WHERE submission_id = ${legacyId}`
+  assert.strictEqual(Option.getOrThrow(yield* store.get(legacyId)).rawTx, legacy.rawTx)
+
+  // The restart path: a survivor adopting these rows gets every member's bytes.
+  yield* sql`UPDATE chain_submissions SET owner_node = 'a-node-long-gone' WHERE ${sql.in("submission_id", [...ids, legacyId])}`
+  const adopted = new Map((yield* store.adoptOrphans("test")).map((submission) => [submission.request.submissionId, submission]))
+  for (const [index, id] of ids.entries()) assert.strictEqual(adopted.get(id)?.rawTx, (index < 3 ? again : first).rawTx, id)
+  assert.strictEqual(adopted.get(legacyId)?.rawTx, legacy.rawTx)
+})
+
+describe("submission store: a signed transaction's bytes once per transaction", () => {
+  it.live("on PGlite", () => behaviour.pipe(Effect.provide(storeLayer(Option.none()))), { timeout: 60_000 })
+
+  it.live.skipIf(!postgresAvailable)("on PostgreSQL", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => ensureDatabases(serverUrl, [database]))
+      yield* behaviour.pipe(Effect.provide(storeLayer(Option.some(Redacted.make(`${serverUrl}/${database}`)))))
+    }), { timeout: 60_000 })
+})
