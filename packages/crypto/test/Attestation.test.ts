@@ -2,7 +2,7 @@
 // interface (recomputed here by hand), signatures are low-s r ‖ s ‖ v that viem and
 // ecrecover accept, and malleable or malformed signatures are refused.
 import { secp256k1 } from "@noble/curves/secp256k1.js"
-import { concat, encodeAbiParameters, type Hex, keccak256, recoverTypedDataAddress, toHex } from "viem"
+import { concat, encodeAbiParameters, getAddress, hashTypedData, type Hex, isAddress, keccak256, recoverTypedDataAddress, toHex } from "viem"
 import { assert, expect, it } from "vitest"
 import { Attestation } from "../src/index.ts"
 
@@ -132,4 +132,93 @@ it("refuses high-s, bad v and malformed signatures", () => {
 
 it("refuses deadlines beyond uint64", () => {
   expect(() => Attestation.confidentialTransfer(domain, { ...confidentialMessage, deadline: 1n << 64n })).toThrow(/uint64/)
+})
+
+// The digest is encoded directly (not through viem's generic `hashTypedData`): the same bytes
+// on random inputs of both types, and the same refusals.
+const randomHex = (bytes: number) => `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("hex")}` as Hex
+const randomAddress = (index: number) => {
+  const lower = randomHex(20)
+  // Lower case, checksummed mixed case and (rarely valid) upper case all occur.
+  return index % 3 === 0 ? lower : index % 3 === 1 ? getAddress(lower) : (`0x${lower.slice(2).toUpperCase()}` as Hex)
+}
+const randomUint = (bits: number) => {
+  const edge = [0n, 1n, (1n << BigInt(bits)) - 1n]
+  const pick = crypto.getRandomValues(new Uint8Array(1))[0]!
+  return pick < 48 ? edge[pick % 3]! : BigInt(randomHex(bits / 8)) >> BigInt(pick % bits)
+}
+const viemDigest = (typedData: Attestation.TypedData) => hashTypedData(typedData as unknown as Parameters<typeof hashTypedData>[0])
+
+it("gives viem's hashTypedData bytes for random typed data of both types", () => {
+  for (let index = 0; index < 300; index++) {
+    const contract = randomAddress(index + 1)
+    const valid = (address: string) => isAddress(address)
+    const typedDomain = Attestation.domain(randomUint(64) + 1n, valid(contract) ? contract as Hex : getAddress(contract))
+    const from = randomAddress(index)
+    const to = randomAddress(index + 2)
+    const typedData = index % 2 === 0
+      ? Attestation.confidentialTransfer(typedDomain, {
+        from: from as Hex,
+        to: to as Hex,
+        transferId: randomHex(32),
+        nonce: randomUint(256),
+        ciphertextDigest: randomHex(32),
+        sealedDigest: randomHex(32),
+        deadline: randomUint(64)
+      })
+      : Attestation.publicTransfer(typedDomain, {
+        from: from as Hex,
+        to: to as Hex,
+        transferId: randomHex(32),
+        nonce: randomUint(256),
+        amount: randomUint(256),
+        ciphertextDigest: randomHex(32),
+        deadline: randomUint(64)
+      })
+    const ours = (() => {
+      try {
+        return Attestation.digest(typedData)
+      } catch {
+        return "refused"
+      }
+    })()
+    const theirs = (() => {
+      try {
+        return viemDigest(typedData)
+      } catch {
+        return "refused"
+      }
+    })()
+    expect(ours, JSON.stringify(typedData, (_key, value) => typeof value === "bigint" ? value.toString() : value)).toBe(theirs)
+    // Upper-case addresses are refused by both unless they happen to be checksums; the rest sign.
+    if (valid(from) && valid(to)) expect(ours).not.toBe("refused")
+  }
+})
+
+it("refuses what viem refuses: a bad checksum, a short bytes32, integers out of range", () => {
+  const good = Attestation.confidentialTransfer(domain, confidentialMessage)
+  // A checksummed address with one letter's case flipped.
+  const flipped = (address: Hex) => {
+    const index = address.slice(2).search(/[a-fA-F]/) + 2
+    const letter = address[index]!
+    return `${address.slice(0, index)}${letter === letter.toLowerCase() ? letter.toUpperCase() : letter.toLowerCase()}${address.slice(index + 1)}` as Hex
+  }
+  const badChecksum = flipped(confidentialMessage.to)
+  const variants: ReadonlyArray<Attestation.TypedData> = [
+    { ...good, message: { ...confidentialMessage, from: flipped(confidentialMessage.from) } },
+    { ...good, message: { ...confidentialMessage, to: badChecksum } },
+    { ...good, message: { ...confidentialMessage, transferId: `0x${"11".repeat(31)}` } },
+    { ...good, message: { ...confidentialMessage, nonce: 1n << 256n } },
+    { ...good, message: { ...confidentialMessage, nonce: -1n } },
+    { ...good, message: { ...confidentialMessage, deadline: 1n << 64n } },
+    { ...good, domain: { ...domain, chainId: 1n << 256n } },
+    { ...good, domain: { ...domain, verifyingContract: `0x${"ab".repeat(19)}` as Hex } }
+  ]
+  for (const variant of variants) {
+    expect(() => viemDigest(variant), JSON.stringify(variant, (_key, value) => typeof value === "bigint" ? value.toString() : value)).toThrow()
+    expect(() => Attestation.digest(variant)).toThrow()
+  }
+  // The domain separator is kept per domain: a refused domain is refused again, not served from a cache.
+  expect(() => Attestation.digest({ ...good, domain: { ...domain, verifyingContract: badChecksum } })).toThrow()
+  expect(() => Attestation.digest({ ...good, domain: { ...domain, verifyingContract: badChecksum } })).toThrow()
 })
