@@ -1,0 +1,76 @@
+/**
+ * The batch calldata is assembled from the single calls' bytes (calls.ts): it must be exactly
+ * what viem's ABI encoder gives for the same requests and signatures, for any count, and a
+ * call that is not a well-formed single confidential transfer must leave the batch undefined
+ * (the call is then sent alone).
+ */
+import { randomBytes } from "node:crypto"
+import { ConfidentialTokenArtifact } from "@pps/contracts"
+import { assert, describe, it } from "@effect/vitest"
+import { decodeFunctionData, encodeFunctionData, getAddress, type Hex } from "viem"
+import { confidentialTransferBatchCall, confidentialTransferCall, publicTransferCall } from "../src/settlement/calls.ts"
+
+const hex = (bytes: number): Hex => `0x${randomBytes(bytes).toString("hex")}`
+const point = () => new Uint8Array(randomBytes(64))
+
+const singleCall = (signatureBytes = 65) =>
+  confidentialTransferCall({
+    from: getAddress(hex(20)),
+    to: getAddress(hex(20)),
+    transferId: hex(32),
+    nonce: BigInt(hex(32)),
+    ciphertext: { commitment: point(), fromHandle: point(), toHandle: point(), guardianHandle: point() },
+    sealedDigest: hex(32),
+    deadlineSeconds: BigInt(hex(8))
+  }, hex(signatureBytes))
+
+/** The batch as viem encodes it from the decoded single calls (the way it was built before). */
+const viemBatch = (calls: ReadonlyArray<Hex>): Hex => {
+  const decoded = calls.map((data) => decodeFunctionData({ abi: ConfidentialTokenArtifact.abi, data }))
+  return encodeFunctionData({
+    abi: ConfidentialTokenArtifact.abi,
+    functionName: "confidentialTransferBatch",
+    args: [decoded.map((call) => call.args[0]), decoded.map((call) => call.args[1])] as never
+  })
+}
+
+describe("confidentialTransferBatchCall", () => {
+  it("gives viem's bytes for batches of 1 to 64, signatures of any length included", () => {
+    for (const count of [1, 2, 3, 8, 31, 32, 64]) {
+      const calls = Array.from({ length: count }, (_, index) => singleCall(index % 7 === 3 ? 64 + index : 65))
+      assert.strictEqual(confidentialTransferBatchCall(calls), viemBatch(calls), `a batch of ${count}`)
+    }
+    // Upper-case hex in the recorded calldata reads the same.
+    const calls = [singleCall(), singleCall()]
+    assert.strictEqual(
+      confidentialTransferBatchCall(calls.map((data) => `0x${data.slice(2).toUpperCase()}` as Hex)),
+      viemBatch(calls)
+    )
+  })
+
+  it("is undefined when a call is not a well-formed single confidential transfer", () => {
+    const good = singleCall()
+    const publicCall = publicTransferCall({
+      from: getAddress(hex(20)),
+      to: getAddress(hex(20)),
+      transferId: hex(32),
+      nonce: 1n,
+      amount: 5n,
+      commitment: point(),
+      fromHandle: point(),
+      guardianHandle: point(),
+      deadlineSeconds: 9n
+    }, hex(65))
+    const malformed: ReadonlyArray<Hex> = [
+      publicCall,
+      good.slice(0, -64) as Hex, // its tail cut short
+      `${good}00` as Hex, // a byte too many
+      `${good.slice(0, 10 + 14 * 64)}${"00".repeat(31)}ff${good.slice(10 + 15 * 64)}` as Hex, // the signature's offset moved
+      `${good.slice(0, 10 + 15 * 64)}${"ff".repeat(32)}${good.slice(10 + 16 * 64)}` as Hex, // a signature length beyond the data
+      `${good.slice(0, 20)}zz${good.slice(22)}` as Hex // not hex
+    ]
+    for (const [index, data] of malformed.entries()) {
+      assert.isUndefined(confidentialTransferBatchCall([good, data]), `malformed call ${index}`)
+    }
+  })
+})
