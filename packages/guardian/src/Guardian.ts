@@ -81,6 +81,7 @@ import {
   discoveryScope,
   makeStore,
   type ReservationRow,
+  type RowHints,
   type RotationVetoRow,
   type Store
 } from "./internal/store.ts"
@@ -445,7 +446,7 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
   const sql = yield* SqlClient.SqlClient
   const chain = yield* ChainReader
   const store: Store = makeStore(sql, makeAtRestBox(keys.atRestKey))
-  const group = yield* GroupCommit.make(store.withHeldRows)
+  const group = yield* GroupCommit.make<RowHints>(store.withHeldRows, store.prefetch)
   const locks = yield* RcMap.make({ lookup: (_key: string) => Semaphore.make(1), idleTimeToLive: "1 minute" })
   const withAccountLock = <A, E, R>(account: AccountRef, effect: Effect.Effect<A, E, R>) =>
     Effect.scoped(
@@ -686,9 +687,10 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
     const keyCheck = typeof prepared === "string" ? { pins: [] } : yield* checkKeys(request)
     const digest = requestDigest(keys.atRestKey, request)
     // In the next group's transaction (group commit): answered once that transaction committed.
-    const result = yield* group.run(decide(request, prepared, keyCheck, digest, nowMs)).pipe(
+    const hint: RowHints | undefined = typeof prepared === "string" ? undefined : { balances: [prepared.sender] }
+    const result = yield* group.run(decide(request, prepared, keyCheck, digest, nowMs), hint).pipe(
       // The twin committed first: its row now answers.
-      Effect.catchTag("TransferIdRace", () => group.run(decide(request, prepared, keyCheck, digest, nowMs))),
+      Effect.catchTag("TransferIdRace", () => group.run(decide(request, prepared, keyCheck, digest, nowMs), hint)),
       Effect.catchTag("TransferIdRace", () =>
         Effect.succeed(new Refused({ transferId: request.transferId.toLowerCase(), reason: "transfer_id_reused" }))),
       Effect.mapError(storageFailure)
@@ -891,7 +893,7 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
     const settled = outcome
     // A confirmation needs no read first (no chain verdict): `settleLocked` reads the
     // reservation under its row lock, in the next group's transaction.
-    const status = yield* group.run(settleLocked(transferId, settled, nowMs)).pipe(
+    const status = yield* group.run(settleLocked(transferId, settled, nowMs), { reservations: [transferId] }).pipe(
       Effect.catchTag("SqlError", (error) => Effect.fail(storageFailure(error)))
     )
     yield* Effect.logDebug("settled").pipe(Effect.annotateLogs({ transfer_id: transferId, status }))
@@ -1214,9 +1216,15 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
    * booked logs recognised by (tx hash, log index). Re-runnable, as a unit must be: only SQL.
    */
   const bookLogs = (chainId: bigint, logs: ReadonlyArray<CreditLog>, nowMs: number) =>
-    group.run(Effect.forEach(logs, (log) => log._tag === "Shielded" ? bookShield(chainId, log, nowMs) : bookTransferIn(chainId, log, nowMs), {
-      discard: true
-    })).pipe(Effect.mapError(storageFailure))
+    group.run(
+      Effect.forEach(logs, (log) => log._tag === "Shielded" ? bookShield(chainId, log, nowMs) : bookTransferIn(chainId, log, nowMs), {
+        discard: true
+      }),
+      {
+        reservations: logs.flatMap((log) => (log._tag === "ConfidentialTransfer" ? [log.transferId.toLowerCase()] : [])),
+        balances: logs.flatMap((log) => (log._tag === "Shielded" ? [refFor(chainId, log.contract, log.to)] : []))
+      }
+    ).pipe(Effect.mapError(storageFailure))
 
   /**
    * One follower step on a chain: find the contracts that name this guardian, then book

@@ -29,7 +29,9 @@ import { type SqlError, SqlClient } from "effect/sql"
 const groupMax = 64
 
 /** One caller's unit, with its answer closed over (the queue holds units of every type). */
-interface Pending {
+interface Pending<H> {
+  /** What the unit will lock, for the group's prefetch (none: the unit reads its own rows). */
+  readonly hint: H | undefined
   /** Runs the unit inside the group's transaction and keeps its value for `answer`. */
   readonly step: Effect.Effect<void, unknown>
   /** Answers the caller with the kept value (after the group committed). */
@@ -40,9 +42,12 @@ interface Pending {
   readonly abandon: () => void
 }
 
-export interface GroupCommit {
-  /** Runs `unit` in the next group's transaction; answers once that transaction committed. */
-  readonly run: <A, E>(unit: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError.SqlError>
+export interface GroupCommit<H> {
+  /**
+   * Runs `unit` in the next group's transaction; answers once that transaction committed.
+   * `hint` says what it will lock: a group of several units reads those rows first, together.
+   */
+  readonly run: <A, E>(unit: Effect.Effect<A, E>, hint?: H) => Effect.Effect<A, E | SqlError.SqlError>
 }
 
 /**
@@ -50,23 +55,32 @@ export interface GroupCommit {
  * waiting (queued, or in the group that was running) are interrupted: their units may or
  * may not have committed, as with a call cut by a shutdown.
  */
-export const make = (
+export const make = <H = never>(
   /** Wraps the units of one transaction, inside it (the store's held balances). */
-  session: <A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError.SqlError>
-): Effect.Effect<GroupCommit, never, SqlClient.SqlClient | Scope.Scope> => Effect.gen(function*() {
+  session: <A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError.SqlError>,
+  /**
+   * Reads, inside the session and before a group of several units runs, the rows their hints
+   * name (one statement per kind instead of one per unit). A failure fails the group: its units
+   * then run alone, unhinted, as after any failure.
+   */
+  prefetch: (hints: ReadonlyArray<H>) => Effect.Effect<void, SqlError.SqlError> = () => Effect.void
+): Effect.Effect<GroupCommit<H>, never, SqlClient.SqlClient | Scope.Scope> => Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const queue = yield* Queue.unbounded<Pending>()
+  const queue = yield* Queue.unbounded<Pending<H>>()
 
   /** The group being run: answered with an interruption too if the committer stops mid-group. */
-  let running: ReadonlyArray<Pending> = []
+  let running: ReadonlyArray<Pending<H>> = []
   /** Set when the committer has stopped: nothing would take a unit queued after that. */
   let stopped = false
 
-  const runGroup = (group: ReadonlyArray<Pending>) =>
+  const runGroup = (group: ReadonlyArray<Pending<H>>) =>
     Effect.gen(function*() {
       running = group
       if (group.length === 1) return yield* group[0]!.alone
-      const together = yield* Effect.exit(sql.withTransaction(session(Effect.forEach(group, (pending) => pending.step, { discard: true }))))
+      const hints = group.flatMap((pending) => (pending.hint === undefined ? [] : [pending.hint]))
+      const together = yield* Effect.exit(sql.withTransaction(session(
+        Effect.andThen(prefetch(hints), Effect.forEach(group, (pending) => pending.step, { discard: true }))
+      )))
       if (Exit.isSuccess(together)) {
         for (const pending of group) pending.answer()
         return
@@ -89,13 +103,14 @@ export const make = (
     Effect.forkScoped
   )
 
-  const run = <A, E>(unit: Effect.Effect<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
+  const run = <A, E>(unit: Effect.Effect<A, E>, hint?: H): Effect.Effect<A, E | SqlError.SqlError> =>
     Effect.suspend(() => {
       // A call after shutdown is answered as one cut by it, instead of waiting for ever.
       if (stopped) return Effect.interrupt
       const done = Deferred.makeUnsafe<A, E | SqlError.SqlError>()
       let kept: Exit.Exit<A> | undefined
-      const pending: Pending = {
+      const pending: Pending<H> = {
+        hint,
         step: Effect.map(unit, (value) => {
           kept = Exit.succeed(value)
         }),

@@ -111,11 +111,28 @@ interface HeldKeyTotal {
  * until its commit, so the units after it read the held value instead of selecting it
  * again, and write to it in memory; `withHeldRows` writes each changed row once, before the
  * commit. Outside a group the service is absent and every read and write is SQL.
+ *
+ * `reservations` are rows `prefetch` locked for the group's units, read before any of them
+ * runs: a unit reads such a row from here. Reservations are written by SQL as before, and a
+ * write takes the row out of here, so a later read sees the write.
  */
 class HeldRows extends Context.Service<HeldRows, {
   readonly balances: Map<string, HeldBalance>
   readonly keyTotals: Map<string, HeldKeyTotal>
+  readonly reservations: Map<string, ReservationRow>
 }>()("guardian/HeldRows") {}
+
+/**
+ * What a group's units will lock (issue 16): the group reads these rows first, all of a kind in
+ * one statement, instead of one statement per unit and row. A hint only saves statements: a row
+ * it misses (or one that does not exist yet) is read by the unit as it would be without one.
+ */
+export interface RowHints {
+  /** Reservations the units read under their row lock (settlements, booked credits). */
+  readonly reservations?: ReadonlyArray<string>
+  /** Balances the units lock besides those of the hinted reservations' parties. */
+  readonly balances?: ReadonlyArray<AccountRef>
+}
 
 const heldRows = Effect.map(Effect.serviceOption(HeldRows), Option.getOrUndefined)
 
@@ -337,7 +354,11 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
    */
   const withHeldRows = <A, E, R>(body: Effect.Effect<A, E, R>) =>
     Effect.suspend(() => {
-      const held = { balances: new Map<string, HeldBalance>(), keyTotals: new Map<string, HeldKeyTotal>() }
+      const held = {
+        balances: new Map<string, HeldBalance>(),
+        keyTotals: new Map<string, HeldKeyTotal>(),
+        reservations: new Map<string, ReservationRow>()
+      }
       const flush = Effect.suspend(() =>
         Effect.andThen(
           updateBalances([...held.balances.values()].filter((entry) => entry.written)),
@@ -361,8 +382,77 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       SET frozen_reason = ${reason}, frozen_at_ms = ${reason === null ? null : String(nowMs)}::bigint
       WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}`.pipe(Effect.asVoid)
 
+  /**
+   * Locks, in one statement per kind, the rows the group's units will lock (see `RowHints`): the
+   * hinted reservations, then the balances of their parties and the hinted balances, then the
+   * API-key totals their confirmations add to; each held from then on as a unit's own lock
+   * would have held it. Rows are locked in key order, as a unit locks its pair.
+   */
+  const prefetch = (hints: ReadonlyArray<RowHints>): Effect.Effect<void, SqlError.SqlError> =>
+    Effect.gen(function*() {
+      const held = yield* heldRows
+      if (held === undefined) return
+      const transferIds = [...new Set(hints.flatMap((hint) => hint.reservations ?? []))].filter((id) => !held.reservations.has(id))
+      if (transferIds.length > 0) {
+        const rows = yield* sql<ReservationSqlRow>`
+          SELECT ${sql.literal(reservationColumns)} FROM guardian_reservations
+          WHERE ${sql.in("transfer_id", transferIds)} ORDER BY transfer_id FOR UPDATE`
+        for (const row of rows) held.reservations.set(row.transfer_id, yield* toReservation(row))
+      }
+      const accounts = new Map<string, AccountRef>()
+      const keyTotals = new Map<string, { readonly account: AccountRef; readonly apiKeyId: string }>()
+      for (const hint of hints) for (const account of hint.balances ?? []) accounts.set(ref(account), account)
+      for (const id of transferIds) {
+        const reservation = held.reservations.get(id)
+        if (reservation === undefined) continue
+        const sender = { chainId: reservation.chainId, contract: reservation.contract, account: reservation.fromAccount }
+        accounts.set(ref(sender), sender)
+        if (reservation.kind === "confidential") {
+          const recipient = { ...sender, account: reservation.toAccount }
+          accounts.set(ref(recipient), recipient)
+        }
+        if (reservation.apiKeyId !== null) keyTotals.set(`${ref(sender)}/${reservation.apiKeyId}`, { account: sender, apiKeyId: reservation.apiKeyId })
+      }
+      const balances = [...accounts.entries()].filter(([id]) => !held.balances.has(id)).map(([, account]) => account)
+      if (balances.length > 0) {
+        const rows = yield* sql.unsafe<BalanceSqlRow & { readonly chain_id: string; readonly contract: string; readonly account: string }>(
+          `SELECT chain_id, contract, account, confirmed_sealed, reserved_sealed, version::text AS version, owned, frozen_reason
+           FROM guardian_balances WHERE (chain_id, contract, account) IN (VALUES ${valuesPlaceholders(balances.length, ["::text", "::text", "::text"])})
+           ORDER BY chain_id, contract, account FOR UPDATE`,
+          balances.flatMap((account) => [account.chainId, account.contract, account.account])
+        )
+        for (const row of rows) {
+          const account = { chainId: row.chain_id, contract: row.contract, account: row.account }
+          held.balances.set(ref(account), { account, balance: yield* toBalance(row, account), written: false })
+        }
+      }
+      const totals = [...keyTotals.entries()].filter(([id]) => !held.keyTotals.has(id)).map(([, total]) => total)
+      if (totals.length > 0) {
+        const rows = yield* sql.unsafe<{ readonly chain_id: string; readonly contract: string; readonly account: string; readonly api_key_id: string; readonly total_sealed: Uint8Array }>(
+          `SELECT chain_id, contract, account, api_key_id, total_sealed FROM guardian_key_totals
+           WHERE (chain_id, contract, account, api_key_id) IN (VALUES ${valuesPlaceholders(totals.length, ["::text", "::text", "::text", "::text"])})
+           ORDER BY chain_id, contract, account, api_key_id FOR UPDATE`,
+          totals.flatMap((total) => [total.account.chainId, total.account.contract, total.account.account, total.apiKeyId])
+        )
+        for (const row of rows) {
+          const account = { chainId: row.chain_id, contract: row.contract, account: row.account }
+          const total = yield* open(row.total_sealed, keyTotalBinding(account, row.api_key_id))
+          held.keyTotals.set(`${ref(account)}/${row.api_key_id}`, { account, apiKeyId: row.api_key_id, total, added: 0 })
+        }
+      }
+    })
+
+  /** A reservation row changes: a read after this in the group reads the row again. */
+  const forgetReservation = (transferId: string) =>
+    Effect.map(heldRows, (held) => {
+      held?.reservations.delete(transferId)
+    })
+
   const findReservation = (transferId: string, options: { readonly forUpdate: boolean }) =>
     Effect.gen(function*() {
+      // Locked by the group's prefetch and not written since: the row as a read would give it.
+      const prefetched = (yield* heldRows)?.reservations.get(transferId)
+      if (prefetched !== undefined) return prefetched
       const rows = options.forUpdate
         ? yield* sql<ReservationSqlRow>`SELECT ${sql.literal(reservationColumns)} FROM guardian_reservations WHERE transfer_id = ${transferId} FOR UPDATE`
         : yield* sql<ReservationSqlRow>`SELECT ${sql.literal(reservationColumns)} FROM guardian_reservations WHERE transfer_id = ${transferId}`
@@ -423,7 +513,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
 
   /** Inserts a reservation; false when the transfer id exists already (a concurrent twin). */
   const insertReservation = (reservation: Omit<ReservationRow, "status" | "recipientCredited">, nowMs: number) =>
-    sql<{ readonly transfer_id: string }>`
+    forgetReservation(reservation.transferId).pipe(Effect.andThen(sql<{ readonly transfer_id: string }>`
       INSERT INTO guardian_reservations (transfer_id, chain_id, contract, from_account, to_account, kind, nonce, deadline,
         expires_at_ms, amount_sealed, spend_bucket, request_digest, result, status, created_at_ms, api_key_id)
       VALUES (${reservation.transferId}, ${reservation.chainId}, ${reservation.contract}, ${reservation.fromAccount},
@@ -432,7 +522,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
         ${reservation.spendBucket === null ? null : String(reservation.spendBucket)}::bigint, ${reservation.requestDigest},
         ${reservation.result}, 'reserved', ${String(nowMs)}::bigint, ${reservation.apiKeyId})
       ON CONFLICT (transfer_id) DO NOTHING
-      RETURNING transfer_id`.pipe(Effect.map((rows) => rows.length === 1))
+      RETURNING transfer_id`), Effect.map((rows) => rows.length === 1))
 
   /** Sets a reservation's status; `recipientCredited` also marks its recipient credited, in the same UPDATE. */
   const setReservationStatus = (
@@ -441,10 +531,10 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     nowMs: number,
     options: { readonly recipientCredited?: boolean } = {}
   ) =>
-    sql`
+    forgetReservation(transferId).pipe(Effect.andThen(sql`
       UPDATE guardian_reservations SET status = ${status}, settled_at_ms = ${String(nowMs)}::bigint,
         recipient_credited = recipient_credited OR ${options.recipientCredited === true}
-      WHERE transfer_id = ${transferId}`.pipe(Effect.asVoid)
+      WHERE transfer_id = ${transferId}`), Effect.asVoid)
 
   /** Reservations still open past their expiry, oldest first. */
   const dueReservations = (nowMs: number, limit: number) =>
@@ -565,7 +655,10 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       RETURNING credit_id`.pipe(Effect.map((rows) => rows.length === 1))
 
   const markRecipientCredited = (transferId: string) =>
-    sql`UPDATE guardian_reservations SET recipient_credited = true WHERE transfer_id = ${transferId}`.pipe(Effect.asVoid)
+    forgetReservation(transferId).pipe(
+      Effect.andThen(sql`UPDATE guardian_reservations SET recipient_credited = true WHERE transfer_id = ${transferId}`),
+      Effect.asVoid
+    )
 
   // ------------------------------------------------------------------ chain following
 
@@ -775,6 +868,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     readBalance,
     writeBalance,
     withHeldRows,
+    prefetch,
     setFrozen,
     findReservation,
     findDecision,
