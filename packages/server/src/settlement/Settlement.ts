@@ -55,6 +55,7 @@ import {
 } from "viem"
 import type { Mode } from "@pps/api/ApiKeys"
 import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
+import { makeWakeup } from "../events/Wakeup.ts"
 import { confidentialTransferBatchCall } from "./calls.ts"
 import { type ChainContext, ChainError, Chains } from "./Chains.ts"
 import { type FailureReason, type Resolution, type SubmissionRequest, SettlementLimits } from "./domain.ts"
@@ -341,12 +342,15 @@ const makeEngine = (
 
     const pickRelayer = () => relayers.reduce((best, r) => (r.inFlight < best.inFlight ? r : best))
 
+    /** Wakes the watcher from its idle wait (see the watcher's loop) when a transaction goes in flight. */
+    const watcherWakeup = yield* makeWakeup
     const track = (tracked: Tracked) => {
       const group = inFlight.get(tracked.txHash)
       if (group === undefined) inFlight.set(tracked.txHash, [tracked])
       else group.push(tracked)
       bySubmission.set(tracked.request.submissionId, tracked)
       tracking(tracked.request.submissionId, true)
+      watcherWakeup.wakeUnsafe()
     }
     const untrack = (tracked: Tracked) => {
       const group = inFlight.get(tracked.txHash)
@@ -994,6 +998,10 @@ const makeEngine = (
     })
 
     const pollMs = Math.max(25, Math.floor(blockTimeMs / 4))
+    // With nothing in flight a round can only see the next block (its time, its base fee, a
+    // reorganisation): once a block time is enough, and a send wakes the watcher at once (issue
+    // 16: an idle node read the head 40 times a second, most of its idle CPU).
+    const idlePollMs = Math.max(pollMs, blockTimeMs)
     yield* Effect.forkScoped(
       round.pipe(
         Effect.catch((error) => Effect.logWarning("settlement watcher round failed", error)),
@@ -1004,7 +1012,8 @@ const makeEngine = (
             Effect.andThen(Effect.sleep(SettlementLimits.defectPauseMs))
           )
         ),
-        Effect.repeat(Schedule.spaced(Duration.millis(pollMs)))
+        Effect.andThen(Effect.suspend(() => inFlight.size === 0 ? watcherWakeup.wait(idlePollMs) : Effect.sleep(pollMs))),
+        Effect.forever
       )
     )
 
