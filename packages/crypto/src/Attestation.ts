@@ -240,6 +240,8 @@ const domainSeparators = new Map<string, Uint8Array>()
 const domainSeparatorsMax = 64
 
 const domainSeparator = (value: Domain): Uint8Array => {
+  // Checked before the cache: a number equal to a cached bigint must be refused as on a miss.
+  if (typeof value.chainId !== "bigint") throw new TypeError("chainId must be a bigint")
   const key = `${value.chainId}:${value.verifyingContract}:${value.name}:${value.version}`
   const known = domainSeparators.get(key)
   if (known !== undefined) return known

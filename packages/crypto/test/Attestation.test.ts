@@ -218,7 +218,10 @@ it("refuses what viem refuses: a bad checksum, a short bytes32, integers out of 
     expect(() => viemDigest(variant), JSON.stringify(variant, (_key, value) => typeof value === "bigint" ? value.toString() : value)).toThrow()
     expect(() => Attestation.digest(variant)).toThrow()
   }
-  // The domain separator is kept per domain: a refused domain is refused again, not served from a cache.
+  // The domain separator is kept per domain: a refused domain is refused again, not served from a cache,
+  // and a chain id that is not a bigint is refused even when the same value's separator is kept.
+  Attestation.digest(good)
+  expect(() => Attestation.digest({ ...good, domain: { ...domain, chainId: 46630 as unknown as bigint } })).toThrow(/bigint/)
   expect(() => Attestation.digest({ ...good, domain: { ...domain, verifyingContract: badChecksum } })).toThrow()
   expect(() => Attestation.digest({ ...good, domain: { ...domain, verifyingContract: badChecksum } })).toThrow()
 })

@@ -67,7 +67,9 @@ describe("confidentialTransferBatchCall", () => {
       `${good}00` as Hex, // a byte too many
       `${good.slice(0, 10 + 14 * 64)}${"00".repeat(31)}ff${good.slice(10 + 15 * 64)}` as Hex, // the signature's offset moved
       `${good.slice(0, 10 + 15 * 64)}${"ff".repeat(32)}${good.slice(10 + 16 * 64)}` as Hex, // a signature length beyond the data
-      `${good.slice(0, 20)}zz${good.slice(22)}` as Hex // not hex
+      `${good.slice(0, 20)}zz${good.slice(22)}` as Hex, // not hex
+      `${good}0` as Hex, // an odd digit at the end
+      `${good}zz` as Hex // a non-hex tail
     ]
     for (const [index, data] of malformed.entries()) {
       assert.isUndefined(confidentialTransferBatchCall([good, data]), `malformed call ${index}`)

@@ -1,9 +1,9 @@
 /**
- * The submission store keeps a signed transaction's bytes once per transaction (migration
- * 0018), on PGlite and on PostgreSQL: every member of a batch reads the bytes back (the
- * restart path, `open` and `adoptOrphans`, broadcasts them again), a re-signed subset reads
- * its new bytes while the rest keep the old ones, and a row written the earlier way (bytes
- * in the row itself) still reads its own.
+ * The submission store keeps a batch's signed transaction once (migration 0018), on PGlite
+ * and on PostgreSQL: every member of a batch reads the bytes back (the restart path, `open`
+ * and `adoptOrphans`, broadcasts them again), a re-signed subset reads its new bytes while
+ * the rest keep the old ones, a transaction of one call keeps its bytes in its row (where a
+ * node of the earlier version looks), and a row written the earlier way still reads its own.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -102,6 +102,17 @@ const behaviour = Effect.gen(function*() {
     SELECT count(*)::text AS n FROM chain_transactions WHERE ${sql.in("tx_hash", [first.txHash, again.txHash])}`
   assert.strictEqual(transactions[0]?.n, "2")
 
+  // A transaction of one call keeps its bytes in its row (a node of the earlier version reads them there).
+  const singleId = `${prefix}-single`
+  assert.isTrue(yield* store.record(request(singleId)))
+  const single = signed("single", 10, 1_300)
+  yield* store.markSent([singleId], single)
+  const singleRow = yield* sql<{ raw_tx: Uint8Array | null }>`SELECT raw_tx FROM chain_submissions WHERE submission_id = ${singleId}`
+  assert.strictEqual(Buffer.from(singleRow[0]!.raw_tx!).toString("hex"), single.rawTx.slice(2))
+  const singleStored = yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM chain_transactions WHERE tx_hash = ${single.txHash}`
+  assert.strictEqual(singleStored[0]?.n, "0", "stored once, in its row")
+  assert.strictEqual(Option.getOrThrow(yield* store.get(singleId)).rawTx, single.rawTx)
+
   // A row written the earlier way (a node of an earlier version): its own bytes are read.
   const legacyId = `${prefix}-legacy`
   assert.isTrue(yield* store.record(request(legacyId)))
@@ -113,10 +124,11 @@ const behaviour = Effect.gen(function*() {
   assert.strictEqual(Option.getOrThrow(yield* store.get(legacyId)).rawTx, legacy.rawTx)
 
   // The restart path: a survivor adopting these rows gets every member's bytes.
-  yield* sql`UPDATE chain_submissions SET owner_node = 'a-node-long-gone' WHERE ${sql.in("submission_id", [...ids, legacyId])}`
+  yield* sql`UPDATE chain_submissions SET owner_node = 'a-node-long-gone' WHERE ${sql.in("submission_id", [...ids, singleId, legacyId])}`
   const adopted = new Map((yield* store.adoptOrphans("test")).map((submission) => [submission.request.submissionId, submission]))
   for (const [index, id] of ids.entries()) assert.strictEqual(adopted.get(id)?.rawTx, (index < 3 ? again : first).rawTx, id)
   assert.strictEqual(adopted.get(legacyId)?.rawTx, legacy.rawTx)
+  assert.strictEqual(adopted.get(singleId)?.rawTx, single.rawTx)
 })
 
 describe("submission store: a signed transaction's bytes once per transaction", () => {

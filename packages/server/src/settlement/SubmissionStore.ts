@@ -117,8 +117,8 @@ const recordBatchMax = 64
 
 /**
  * The row's columns, for `chain_submissions s`. The signed bytes are read from chain_transactions
- * by the row's hash (stored once per transaction, migration 0018), else from the row itself (rows
- * written before that migration, or by a node of an earlier version).
+ * by the row's hash (a batch's, stored once, migration 0018), else from the row itself (a single
+ * call's, and rows written before that migration or by a node of an earlier version).
  */
 const columns = `s.submission_id, s.mode, s.kind, s.target, s.call_data, s.gas_limit, s.deadline_seconds, s.replay_sender,
   s.replay_nonce, s.replay_transfer_id, s.relayer,
@@ -149,7 +149,7 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
   readonly adoptOrphans: (mode: Mode) => Effect.Effect<ReadonlyArray<Submission>, SqlError.SqlError>
   /**
    * Records the signed transaction that carries these submissions (one, or a batch), in one
-   * statement: the bytes are durable, once for the whole batch, before any is broadcast.
+   * statement: the bytes are durable, once for the whole transaction, before any is broadcast.
    */
   readonly markSent: (
     submissionIds: ReadonlyArray<string>,
@@ -257,17 +257,27 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
              RETURNING ${columns}`,
             [mode, nodeId, deadAfterMs]
           ).pipe(Effect.flatMap(decode)),
-        // One statement: the bytes (once, under their hash) and every member's row are durable
-        // together. A row's own raw_tx is cleared: bytes of an earlier signature are never read.
+        // A batch's bytes go once into chain_transactions, with every member's row in the same
+        // statement (the rows' own raw_tx cleared: bytes of an earlier signature are never read).
+        // A transaction of one call keeps its bytes in its row, as before: the same bytes written
+        // once either way, and a node of the earlier version (a rolling deploy, a rollback) that
+        // adopts the row still finds them. Only batch members lack them for such a node, and a
+        // batch holds confidential transfers only, whose replay nonce it checks before signing
+        // one again (`appliedElsewhere`) and the contract refuses to apply twice.
         markSent: (submissionIds, signed) =>
-          sql`
-            WITH stored AS (
-              INSERT INTO chain_transactions (tx_hash, raw_tx, created_at) VALUES (${signed.txHash}, ${hexToBytes(signed.rawTx)}, now())
-              ON CONFLICT (tx_hash) DO NOTHING
-            )
-            UPDATE chain_submissions SET relayer = ${signed.relayer}, relayer_nonce = ${signed.nonce}, raw_tx = NULL,
-              tx_hash = ${signed.txHash}, status = 'sent', broadcasts = broadcasts + 1, updated_at = now()
-            WHERE ${sql.in("submission_id", submissionIds)} AND status IN ('recorded', 'sent')`.pipe(Effect.asVoid),
+          submissionIds.length === 1
+            ? sql`
+              UPDATE chain_submissions SET relayer = ${signed.relayer}, relayer_nonce = ${signed.nonce}, raw_tx = ${hexToBytes(signed.rawTx)},
+                tx_hash = ${signed.txHash}, status = 'sent', broadcasts = broadcasts + 1, updated_at = now()
+              WHERE submission_id = ${submissionIds[0]!} AND status IN ('recorded', 'sent')`.pipe(Effect.asVoid)
+            : sql`
+              WITH stored AS (
+                INSERT INTO chain_transactions (tx_hash, raw_tx, created_at) VALUES (${signed.txHash}, ${hexToBytes(signed.rawTx)}, now())
+                ON CONFLICT (tx_hash) DO NOTHING
+              )
+              UPDATE chain_submissions SET relayer = ${signed.relayer}, relayer_nonce = ${signed.nonce}, raw_tx = NULL,
+                tx_hash = ${signed.txHash}, status = 'sent', broadcasts = broadcasts + 1, updated_at = now()
+              WHERE ${sql.in("submission_id", submissionIds)} AND status IN ('recorded', 'sent')`.pipe(Effect.asVoid),
         countBroadcast: (submissionIds) =>
           submissionIds.length === 0 ? Effect.void : sql`
             UPDATE chain_submissions SET broadcasts = broadcasts + 1, updated_at = now()

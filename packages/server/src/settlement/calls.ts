@@ -119,9 +119,12 @@ const hexOfBytes = (bytes: Uint8Array): Hex => `0x${Buffer.from(bytes.buffer, by
  * and padded data), read by position; undefined unless it is exactly the encoding
  * `confidentialTransferCall` writes.
  */
+const hexBytesPattern = /^0x(?:[0-9a-fA-F]{2})*$/
+
 const splitSingleCall = (data: Hex): { readonly request: Uint8Array; readonly signature: Uint8Array } | undefined => {
   if (data.slice(0, 10).toLowerCase() !== confidentialTransferSelector) return undefined
-  // Buffer's decoder stops at the first non-hex digit: such data then fails the length checks.
+  // Buffer's decoder would stop at a non-hex digit or drop an odd one at the end.
+  if (!hexBytesPattern.test(data)) return undefined
   const args = bytesOfHex(data).subarray(4)
   if (args.length < signatureOffset + word) return undefined
   const view = new DataView(args.buffer, args.byteOffset, args.byteLength)

@@ -1,13 +1,14 @@
 /**
- * A signed transaction's bytes are stored once, by hash (issue 16). They were written into
+ * A batch's signed transaction is stored once, by hash (issue 16). Its bytes were written into
  * every chain_submissions row the transaction carries: a batch of N transfers wrote its
  * N-transfer transaction N times, so the bytes written per transfer grew with the batch
  * (about 40 KB per transfer at 32, against ~1.2 KB of its own call data) and so did the
  * cost of marking a batch sent.
  *
- * Rows written before this migration, or by a node of an earlier version during a rolling
- * deploy, keep their bytes in `chain_submissions.raw_tx`; readers take the bytes stored
- * under the row's `tx_hash` first and fall back to the row's own (SubmissionStore).
+ * A transaction of one call keeps its bytes in `chain_submissions.raw_tx`, as do rows written
+ * before this migration or by a node of an earlier version during a rolling deploy; readers
+ * take the bytes stored under the row's `tx_hash` first and fall back to the row's own
+ * (SubmissionStore, which also says what a node of the earlier version does with a batch row).
  *
  * @since 0.7.0
  */
