@@ -687,7 +687,10 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
     const keyCheck = typeof prepared === "string" ? { pins: [] } : yield* checkKeys(request)
     const digest = requestDigest(keys.atRestKey, request)
     // In the next group's transaction (group commit): answered once that transaction committed.
-    const hint: RowHints | undefined = typeof prepared === "string" ? undefined : { balances: [prepared.sender] }
+    // A request refused before any lock names no row: its unit reads nothing under a lock.
+    const hint: RowHints | undefined = typeof prepared === "string" || typeof keyCheck === "string"
+      ? undefined
+      : { balances: [prepared.sender] }
     const result = yield* group.run(decide(request, prepared, keyCheck, digest, nowMs), hint).pipe(
       // The twin committed first: its row now answers.
       Effect.catchTag("TransferIdRace", () => group.run(decide(request, prepared, keyCheck, digest, nowMs), hint)),

@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import { ConfidentialTokenArtifact } from "@pps/contracts"
-import { type Address, bytesToBigInt, concatBytes, encodeFunctionData, type Hex, numberToBytes, toFunctionSelector } from "viem"
+import { type Address, bytesToBigInt, concatBytes, encodeFunctionData, getAbiItem, type Hex, numberToBytes, toFunctionSelector } from "viem"
 
 /**
  * A BN254 point in the contract's form.
@@ -87,11 +87,9 @@ export const confidentialTransferCall = (
     ]
   })
 
-const confidentialTransferSelector = toFunctionSelector(
-  "confidentialTransfer((address,address,bytes32,uint256,(uint256,uint256),(uint256,uint256),(uint256,uint256),(uint256,uint256),bytes32,uint64),bytes)"
-)
+const confidentialTransferSelector = toFunctionSelector(getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "confidentialTransfer" }))
 const confidentialTransferBatchSelector = toFunctionSelector(
-  "confidentialTransferBatch((address,address,bytes32,uint256,(uint256,uint256),(uint256,uint256),(uint256,uint256),(uint256,uint256),bytes32,uint64)[],bytes[])"
+  getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "confidentialTransferBatch" })
 )
 
 /** ABI words of one `ConfidentialTransferRequest`: a static tuple of 14 words (its four points are two words each). */
@@ -114,13 +112,13 @@ const paddedLength = (length: number) => Math.ceil(length / word) * word
 const bytesOfHex = (hex: Hex): Uint8Array => Buffer.from(hex.slice(2), "hex")
 const hexOfBytes = (bytes: Uint8Array): Hex => `0x${Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex")}`
 
+const hexBytesPattern = /^0x(?:[0-9a-fA-F]{2})*$/
+
 /**
  * A single call's request words and signature bytes (its ABI-encoded `bytes` tail: length word
  * and padded data), read by position; undefined unless it is exactly the encoding
  * `confidentialTransferCall` writes.
  */
-const hexBytesPattern = /^0x(?:[0-9a-fA-F]{2})*$/
-
 const splitSingleCall = (data: Hex): { readonly request: Uint8Array; readonly signature: Uint8Array } | undefined => {
   if (data.slice(0, 10).toLowerCase() !== confidentialTransferSelector) return undefined
   // Buffer's decoder would stop at a non-hex digit or drop an odd one at the end.
