@@ -147,6 +147,8 @@ const reservationBinding = (transferId: string) => `${prefix}/reservation/${tran
 const spendBinding = (agent: AccountRef, bucket: number) => `${prefix}/spend/${ref(agent)}/${bucket}`
 const creditBinding = (creditId: string) => `${prefix}/credit/${creditId}`
 const keyTotalBinding = (account: AccountRef, apiKeyId: string) => `${prefix}/key-total/${ref(account)}/${apiKeyId}`
+/** A held API-key total's key (HeldRows.keyTotals). */
+const keyTotalId = (account: AccountRef, apiKeyId: string) => `${ref(account)}/${apiKeyId}`
 
 interface BalanceSqlRow {
   readonly confirmed_sealed: Uint8Array
@@ -174,6 +176,9 @@ interface ReservationSqlRow {
   readonly recipient_credited: boolean
   readonly api_key_id: string | null
 }
+
+/** The columns of a `BalanceSqlRow`. */
+const balanceColumns = "confirmed_sealed, reserved_sealed, version::text AS version, owned, frozen_reason"
 
 const reservationColumns = `transfer_id, chain_id, contract, from_account, to_account, kind, nonce,
   deadline::text AS deadline, expires_at_ms::text AS expires_at_ms, amount_sealed, spend_bucket::text AS spend_bucket,
@@ -247,7 +252,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       if (known !== undefined) return known.balance
       const row = yield* lockOrCreate(
         sql<BalanceSqlRow>`
-          SELECT confirmed_sealed, reserved_sealed, version::text AS version, owned, frozen_reason
+          SELECT ${sql.literal(balanceColumns)}
           FROM guardian_balances
           WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}
           FOR UPDATE`,
@@ -267,7 +272,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
   const readBalance = (account: AccountRef): Effect.Effect<BalanceRow, SqlError.SqlError> =>
     Effect.gen(function*() {
       const rows = yield* sql<BalanceSqlRow>`
-        SELECT confirmed_sealed, reserved_sealed, version::text AS version, owned, frozen_reason
+        SELECT ${sql.literal(balanceColumns)}
         FROM guardian_balances
         WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}`
       const row = rows[0]
@@ -411,12 +416,12 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
           const recipient = { ...sender, account: reservation.toAccount }
           accounts.set(ref(recipient), recipient)
         }
-        if (reservation.apiKeyId !== null) keyTotals.set(`${ref(sender)}/${reservation.apiKeyId}`, { account: sender, apiKeyId: reservation.apiKeyId })
+        if (reservation.apiKeyId !== null) keyTotals.set(keyTotalId(sender, reservation.apiKeyId), { account: sender, apiKeyId: reservation.apiKeyId })
       }
       const balances = [...accounts.entries()].filter(([id]) => !held.balances.has(id)).map(([, account]) => account)
       if (balances.length > 0) {
         const rows = yield* sql.unsafe<BalanceSqlRow & { readonly chain_id: string; readonly contract: string; readonly account: string }>(
-          `SELECT chain_id, contract, account, confirmed_sealed, reserved_sealed, version::text AS version, owned, frozen_reason
+          `SELECT chain_id, contract, account, ${balanceColumns}
            FROM guardian_balances WHERE (chain_id, contract, account) IN (VALUES ${valuesPlaceholders(balances.length, ["::text", "::text", "::text"])})
            ORDER BY chain_id, contract, account FOR UPDATE`,
           balances.flatMap((account) => [account.chainId, account.contract, account.account])
@@ -437,7 +442,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
         for (const row of rows) {
           const account = { chainId: row.chain_id, contract: row.contract, account: row.account }
           const total = yield* open(row.total_sealed, keyTotalBinding(account, row.api_key_id))
-          held.keyTotals.set(`${ref(account)}/${row.api_key_id}`, { account, apiKeyId: row.api_key_id, total, added: 0 })
+          held.keyTotals.set(keyTotalId(account, row.api_key_id), { account, apiKeyId: row.api_key_id, total, added: 0 })
         }
       }
     })
@@ -595,7 +600,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     Effect.gen(function*() {
       const binding = keyTotalBinding(account, apiKeyId)
       const held = (yield* heldRows)?.keyTotals
-      const id = `${ref(account)}/${apiKeyId}`
+      const id = keyTotalId(account, apiKeyId)
       let entry = held?.get(id)
       if (entry === undefined) {
         const row = yield* lockOrCreate(
