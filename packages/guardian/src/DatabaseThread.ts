@@ -85,6 +85,26 @@ const connectionError = (message: string, code: "08003" | "08006"): Error =>
   Object.assign(new Error(message), { code })
 
 /**
+ * Waits up to `timeoutMs` for a thread that is ending by itself (its event loop left empty),
+ * and terminates it only past that. Why not always `terminate()`: on Node 24.21 a process was
+ * seen to abort (V8's `Check failed: jit_page_->allocations_.erase(addr) == 1`, SIGTRAP) while
+ * a thread that had run PGlite's WebAssembly was being terminated; others report trouble with
+ * terminating threads that run WebAssembly too (mmomtchev/sqlite-wasm-http#67). A thread that ends by itself is never
+ * interrupted, so termination is left for the one case that needs it: a close that hangs.
+ */
+const endThread = async (worker: Worker, exited: Promise<unknown>, timeoutMs: number): Promise<void> => {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const outcome = await Promise.race([
+    exited.then(() => "ended" as const),
+    new Promise<"late">((resolve) => {
+      timer = setTimeout(() => resolve("late"), timeoutMs)
+    })
+  ])
+  clearTimeout(timer)
+  if (outcome === "late") await worker.terminate()
+}
+
+/**
  * A PGlite on a worker thread, as the SQL client sees it: `query`, `exec` and `close`. The
  * other members of PGlite's interface (listen, dump, transactions by callback) are not offered;
  * the service uses none of them.
@@ -101,8 +121,12 @@ export class ThreadedPGlite {
   /** The one close, however many times `close` is called. */
   #closing: Promise<void> | undefined
 
-  private constructor(worker: Worker) {
+  /** Settles when the thread has ended, whichever way. */
+  readonly #exited: Promise<unknown>
+
+  private constructor(worker: Worker, exited: Promise<unknown>) {
     this.#worker = worker
+    this.#exited = exited
     // The thread holds the process open only while a call waits on it (as a pending socket
     // read would): idle, it leaves the process free to exit, as an inline PGlite does.
     worker.unref()
@@ -127,18 +151,22 @@ export class ThreadedPGlite {
    * Starts the thread and opens the database in `dataDir` (in memory with `undefined`) there.
    * Resolves once it is ready; rejects with the opening's error.
    */
-  static open(dataDir: string | undefined): Promise<ThreadedPGlite> {
+  static open(dataDir: string | undefined, timeoutMs = 5_000): Promise<ThreadedPGlite> {
     const worker = new Worker(new URL(import.meta.url), { workerData: { [threadMarker]: true, dataDir } })
+    const exited = new Promise<number>((resolve) => worker.once("exit", resolve))
     return new Promise((resolve, reject) => {
+      let answered = false
       const early = (error: Error) => reject(error)
       worker.once("error", early)
-      worker.once("exit", (code) => reject(new Error(`the embedded database's thread exited while opening (code ${code})`)))
+      void exited.then((code) => {
+        if (!answered) reject(new Error(`the embedded database's thread exited while opening (code ${code})`))
+      })
       worker.once("message", (started: Started) => {
+        answered = true
         worker.off("error", early)
-        worker.removeAllListeners("exit")
-        if (started.kind === "ready") resolve(new ThreadedPGlite(worker))
-        // The thread ended before the failure is told: nothing of it outlives the call.
-        else worker.terminate().finally(() => reject(fromErrorData(started.error)))
+        if (started.kind === "ready") resolve(new ThreadedPGlite(worker, exited))
+        // The thread ends by itself after telling the failure: nothing of it outlives the call.
+        else void endThread(worker, exited, timeoutMs).then(() => reject(fromErrorData(started.error)))
       })
     })
   }
@@ -173,10 +201,10 @@ export class ThreadedPGlite {
   }
 
   /**
-   * Closes the database on its thread, then ends the thread. A close that takes longer than
-   * `timeoutMs` is not waited for: the thread is ended all the same (what it had not written
-   * is lost as in a crash, which the database recovers from), so that a hung close cannot keep
-   * the process alive. Never fails.
+   * Closes the database on its thread, which then ends by itself. A close that takes longer than
+   * `timeoutMs` is not waited for: the thread is terminated (what it had not written is lost as in
+   * a crash, which the database recovers from), so that a hung close cannot keep the process
+   * alive. Never fails.
    */
   close(timeoutMs = 5_000): Promise<void> {
     this.#closing ??= this.#close(timeoutMs)
@@ -187,23 +215,9 @@ export class ThreadedPGlite {
     if (this.#gone !== undefined) return
     // Sent before the calls are refused: it queues behind the statements already sent. Past
     // the timeout it is rejected when the thread ends: handled here, not left unhandled.
-    const closed = this.#call({ kind: "close" })
-    closed.catch(() => undefined)
+    this.#call({ kind: "close" }).catch(() => undefined)
     this.#gone = connectionError("the embedded database is closed", "08003")
-    let timer: ReturnType<typeof setTimeout> | undefined
-    try {
-      await Promise.race([
-        closed,
-        new Promise((resolve) => {
-          timer = setTimeout(resolve, timeoutMs)
-        })
-      ])
-    } catch {
-      // The thread failed to close the database: it is ended below all the same.
-    } finally {
-      clearTimeout(timer)
-      await this.#worker.terminate()
-    }
+    await endThread(this.#worker, this.#exited, timeoutMs)
   }
 
   /**
@@ -227,7 +241,7 @@ const serve = async (dataDir: string | undefined) => {
     port.postMessage({ kind: "failed", error: toErrorData(error) } satisfies Started)
     return
   }
-  port.on("message", (request: Request) => {
+  const onMessage = (request: Request) => {
     const answer = request.kind === "query"
       ? db.query(request.query, [...request.params], request.options)
       : request.kind === "exec"
@@ -242,11 +256,19 @@ const serve = async (dataDir: string | undefined) => {
         port.postMessage({ id: request.id, ok: false, error: toErrorData(error) } satisfies Reply)
       }
     }
-    answer.then(
+    void answer.then(
       (value) => reply({ id: request.id, ok: true, value: value ?? null }),
       (error: unknown) => reply({ id: request.id, ok: false, error: toErrorData(error) })
-    )
-  })
+    ).then(() => {
+      // Closed (or failed to close): nothing else is served, and with nothing left to wait on
+      // the thread ends by itself once the reply is sent.
+      if (request.kind === "close") {
+        port.off("message", onMessage)
+        port.unref()
+      }
+    })
+  }
+  port.on("message", onMessage)
   port.postMessage({ kind: "ready" } satisfies Started)
 }
 

@@ -340,6 +340,16 @@ describe("EmbeddedDatabase: on a thread of its own", () => {
     }
   }, 60_000)
 
+  it("a closed database's thread ends by itself: the close does not wait out its timeout to end it", async () => {
+    // Terminating a thread that ran WebAssembly is what is avoided (DatabaseThread.ts, `endThread`):
+    // were the thread left running after its database closed, this close would take its 30 s.
+    const threaded = await ThreadedPGlite.open(undefined)
+    await threaded.asClient().query("SELECT 1")
+    const startedMs = Date.now()
+    await threaded.close(30_000)
+    assert.isBelow(Date.now() - startedMs, 10_000, "the thread was ended by the close's timeout")
+  }, 60_000)
+
   it("ends the thread when a close outlasts its timeout: the statement in flight fails, the close returns", async () => {
     const threaded = await ThreadedPGlite.open(undefined)
     const client = threaded.asClient()
