@@ -4,6 +4,8 @@
  * and `adoptOrphans`, broadcasts them again), a re-signed subset reads its new bytes while
  * the rest keep the old ones, a transaction of one call keeps its bytes in its row (where a
  * node of the earlier version looks), and a row written the earlier way still reads its own.
+ * Once no open submission carries a transaction, its bytes go: a final row keeps none, and the
+ * settlement's sweep deletes the stored transaction.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -129,6 +131,43 @@ const behaviour = Effect.gen(function*() {
   for (const [index, id] of ids.entries()) assert.strictEqual(adopted.get(id)?.rawTx, (index < 3 ? again : first).rawTx, id)
   assert.strictEqual(adopted.get(legacyId)?.rawTx, legacy.rawTx)
   assert.strictEqual(adopted.get(singleId)?.rawTx, single.rawTx)
+
+  // Bytes are kept while a submission they carry is open, and go once none is.
+  const later = new Date(Date.now() + 60_000).toISOString()
+  const storedHashes = () =>
+    sql<{ tx_hash: string }>`SELECT tx_hash FROM chain_transactions WHERE ${sql.in("tx_hash", [first.txHash, again.txHash])}
+      ORDER BY tx_hash`.pipe(Effect.map((rows) => rows.map((row) => row.tx_hash)))
+  const both = [first.txHash, again.txHash].sort()
+  assert.strictEqual(yield* store.forgetSettledTransactions(later), 0, "every stored transaction carries an open submission")
+  assert.deepStrictEqual(yield* storedHashes(), both)
+  const confirmed = (id: string, txHash: Hex) => ({
+    _tag: "Confirmed" as const,
+    submissionId: id,
+    mode: "test" as const,
+    txHash,
+    blockNumber: 42n,
+    blockTimestampSeconds: 1_800_000_000n
+  })
+  // The three re-signed ones confirm: `again` carries nothing open, `first` still does.
+  assert.deepStrictEqual(yield* store.confirmMany(ids.slice(0, 3).map((id) => confirmed(id, again.txHash))), ids.slice(0, 3))
+  assert.strictEqual(yield* store.forgetSettledTransactions(new Date(0).toISOString()), 0, "younger than the cutoff: kept")
+  assert.strictEqual(yield* store.forgetSettledTransactions(later), 1)
+  assert.deepStrictEqual(yield* storedHashes(), [first.txHash])
+  for (const id of ids.slice(3)) assert.strictEqual(Option.getOrThrow(yield* store.get(id)).rawTx, first.rawTx, id)
+  // The rest end, one of them failed: `first` goes too.
+  assert.isTrue(yield* store.resolve({ _tag: "Failed", submissionId: ids[3]!, mode: "test", txHash: first.txHash, reason: "expired" }))
+  assert.strictEqual(yield* store.forgetSettledTransactions(later), 0, "four members still open")
+  yield* store.confirmMany(ids.slice(4).map((id) => confirmed(id, first.txHash)))
+  assert.strictEqual(yield* store.forgetSettledTransactions(later), 1)
+  assert.deepStrictEqual(yield* storedHashes(), [])
+  // A final row keeps no bytes of its own either (a single call, a legacy row).
+  yield* store.confirmMany([confirmed(singleId, single.txHash)])
+  assert.isTrue(yield* store.resolve({ _tag: "Failed", submissionId: legacyId, mode: "test", txHash: legacy.txHash, reason: "expired" }))
+  const withBytes = yield* sql<{ n: string }>`
+    SELECT count(*)::text AS n FROM chain_submissions WHERE ${sql.in("submission_id", [...ids, singleId, legacyId])} AND raw_tx IS NOT NULL`
+  assert.strictEqual(withBytes[0]?.n, "0")
+  const final = Option.getOrThrow(yield* store.get(singleId))
+  assert.deepStrictEqual([final.status, final.rawTx, final.txHash], ["confirmed", null, single.txHash])
 })
 
 describe("submission store: a signed transaction's bytes once per transaction", () => {

@@ -40,7 +40,7 @@
  * @since 0.1.0
  */
 import { ConfidentialTokenArtifact } from "@pps/contracts"
-import { Context, Deferred, Duration, Effect, Exit, Layer, Option, PubSub, Schedule, Schema, Stream } from "effect"
+import { Clock, Context, DateTime, Deferred, Duration, Effect, Exit, Layer, Option, PubSub, Schedule, Schema, Stream } from "effect"
 import type { SqlError } from "effect/sql"
 import {
   getAbiItem,
@@ -61,6 +61,11 @@ import { type ChainContext, ChainError, Chains } from "./Chains.ts"
 import { type FailureReason, type Resolution, type SubmissionRequest, SettlementLimits } from "./domain.ts"
 import { makeRelayer, type Relayer } from "./Relayer.ts"
 import { type Submission, SubmissionStore } from "./SubmissionStore.ts"
+
+/** How often the stored transactions no open submission carries are deleted. */
+const settledTransactionSweepMs = 5 * 60_000
+/** A stored transaction younger than this stays (its submissions are in flight or just ended). */
+const settledTransactionGraceMs = 10 * 60_000
 
 /**
  * The mode has no chain configured (D9: live keys without a mainnet).
@@ -268,6 +273,22 @@ export class Settlement extends Context.Service<Settlement, {
         if (Option.isNone(chain)) continue
         const engine = yield* makeEngine(chain.value, config.chainConfirmations, config.chainBlockTimeMs, config.settlementBatchMax, store, finish, finishConfirmed, (submissionId, tracked) => tracked ? submittedHere.add(submissionId) : submittedHere.delete(submissionId), runsWorkers(config))
         engines.set(mode, engine)
+      }
+
+      // The stored transactions no open submission carries go every few minutes (a batch's
+      // bytes are stored once under its hash, and a re-signed batch leaves its earlier bytes
+      // behind): the table holds what is in flight, not every transaction ever sent. Safe on
+      // every node at once: a delete of rows nothing reads.
+      if (runsWorkers(config)) {
+        yield* Effect.gen(function*() {
+          const nowMs = yield* Clock.currentTimeMillis
+          yield* store.forgetSettledTransactions(DateTime.formatIso(DateTime.makeUnsafe(nowMs - settledTransactionGraceMs)))
+        }).pipe(
+          Effect.catchCause((cause) => Effect.logWarning("forgetting settled transactions failed", cause)),
+          Effect.andThen(Effect.sleep(settledTransactionSweepMs)),
+          Effect.forever,
+          Effect.forkScoped
+        )
       }
 
       return Settlement.of({

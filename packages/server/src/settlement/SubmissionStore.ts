@@ -156,7 +156,10 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
     signed: { readonly relayer: Address; readonly nonce: number; readonly rawTx: Hex; readonly txHash: Hex }
   ) => Effect.Effect<void, SqlError.SqlError>
   readonly countBroadcast: (submissionIds: ReadonlyArray<string>) => Effect.Effect<void, SqlError.SqlError>
-  /** Writes the final outcome; false when the submission was already final (nothing changes). */
+  /**
+   * Writes the final outcome; false when the submission was already final (nothing changes). A
+   * final row keeps no signed bytes of its own: they are read only while a submission is open.
+   */
   readonly resolve: (resolution: Resolution) => Effect.Effect<boolean, SqlError.SqlError>
   /**
    * Writes many confirmations in one statement (a watcher round's worth); the ids that
@@ -165,6 +168,12 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
   readonly confirmMany: (
     confirmations: ReadonlyArray<Extract<Resolution, { readonly _tag: "Confirmed" }>>
   ) => Effect.Effect<ReadonlyArray<string>, SqlError.SqlError>
+  /**
+   * Deletes the stored transactions (`chain_transactions`) written before `createdBefore` that
+   * no open submission carries: those whose submissions all ended, and superseded signatures of
+   * a re-signed batch. Returns how many went.
+   */
+  readonly forgetSettledTransactions: (createdBefore: string) => Effect.Effect<number, SqlError.SqlError>
 }>()("server/settlement/SubmissionStore") {
   static readonly layer = Layer.effect(
     SubmissionStore,
@@ -181,7 +190,7 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
         const values = SqlValues.valuesPlaceholders(confirmations.length, ["", "", "", ""])
         return sql.unsafe<{ readonly submission_id: string }>(
           `UPDATE chain_submissions s SET status = 'confirmed', tx_hash = v.tx_hash, block_number = v.block_number,
-             block_timestamp = v.block_timestamp, updated_at = now()
+             block_timestamp = v.block_timestamp, raw_tx = NULL, updated_at = now()
            FROM (VALUES ${values}) AS v (submission_id, tx_hash, block_number, block_timestamp)
            WHERE s.submission_id = v.submission_id AND s.status IN ('recorded', 'sent')
            RETURNING s.submission_id`,
@@ -286,10 +295,20 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
           resolution._tag === "Confirmed"
             ? confirmMany([resolution]).pipe(Effect.map((changed) => changed.length > 0))
             : sql`
-              UPDATE chain_submissions SET status = 'failed', failure_reason = ${resolution.reason}, updated_at = now()
+              UPDATE chain_submissions SET status = 'failed', failure_reason = ${resolution.reason}, raw_tx = NULL, updated_at = now()
               WHERE submission_id = ${resolution.submissionId} AND status IN ('recorded', 'sent')
               RETURNING 1 AS resolved`.pipe(Effect.map((rows) => rows.length > 0)),
-        confirmMany
+        confirmMany,
+        // A transaction's bytes are read only while a submission it carries is open (broadcast,
+        // adopted after a restart). The statement that writes a transaction's bytes marks its
+        // submissions in the same commit, so a row this sees unreferenced is not about to be.
+        forgetSettledTransactions: (createdBefore) =>
+          sql<{ readonly tx_hash: string }>`
+            DELETE FROM chain_transactions t
+            WHERE t.created_at < ${createdBefore}::timestamptz
+              AND NOT EXISTS (
+                SELECT 1 FROM chain_submissions s WHERE s.tx_hash = t.tx_hash AND s.status IN ('recorded', 'sent'))
+            RETURNING t.tx_hash`.pipe(Effect.map((deleted) => deleted.length))
       })
     })
   )
