@@ -238,21 +238,22 @@ describe("pps", { timeout: 90_000 }, () => {
   it("send seals amount and memo here (the wire carries neither); transfers list and keys open them here", async () => {
     const proxy = await startRecordingProxy(server.baseUrl)
     try {
-      const sent = await pps(alice.api_key, ["send", "--to", "@bob", "--amount", "3.217", "--memo", "wire canary 5150", "--json"], {
+      const sent = await pps(alice.api_key, ["send", "--to", "@bob", "--amount", "3.2179", "--memo", "wire canary 5150", "--json"], {
         PPS_BASE_URL: proxy.baseUrl
       })
       const transfer = JSON.parse(expectSuccess(sent).stdout) as Record<string, unknown>
       expect(transfer).toMatchObject({ status: "confirmed", to: "@bob", confidential: true })
       const wire = proxy.sent().toString("latin1")
       expect(wire).toContain("POST /v1/transfers/prepare")
-      for (const form of canaryForms({ decimal: "3.217", baseUnits: 3_217_000n }, "wire canary 5150")) expect(wire).not.toContain(form)
+      // Four decimals, so that no timestamp on the wire ("…:23.217Z") can hold the amount.
+      for (const form of canaryForms({ decimal: "3.2179", baseUnits: 3_217_900n }, "wire canary 5150")) expect(wire).not.toContain(form)
 
       const listed = JSON.parse(expectSuccess(await asAlice("transfers", "list", "--limit", "3", "--json")).stdout) as {
         data: Array<Record<string, string>>
       }
-      expect(listed.data[0]).toMatchObject({ transfer_id: transfer["transfer_id"], amount: "3.217", memo: "wire canary 5150", direction: "sent" })
+      expect(listed.data[0]).toMatchObject({ transfer_id: transfer["transfer_id"], amount: "3.2179", memo: "wire canary 5150", direction: "sent" })
       const bobSide = JSON.parse(expectSuccess(await asBob("transfers", "get", String(transfer["transfer_id"]), "--json")).stdout)
-      expect(bobSide).toEqual({ transfer_id: transfer["transfer_id"], amount: "3.217", memo: "wire canary 5150" })
+      expect(bobSide).toEqual({ transfer_id: transfer["transfer_id"], amount: "3.2179", memo: "wire canary 5150" })
       expect(expectSuccess(await asAlice("transfers", "list", "--limit", "3")).stdout).toMatch(/^transfer_id\s+status\s+direction/)
 
       // Per-key totals, opened here: Alice's only key carries every confirmed transfer she sent.
