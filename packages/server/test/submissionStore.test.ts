@@ -138,7 +138,7 @@ const behaviour = Effect.gen(function*() {
     sql<{ tx_hash: string }>`SELECT tx_hash FROM chain_transactions WHERE ${sql.in("tx_hash", [first.txHash, again.txHash])}
       ORDER BY tx_hash`.pipe(Effect.map((rows) => rows.map((row) => row.tx_hash)))
   const both = [first.txHash, again.txHash].sort()
-  assert.strictEqual(yield* store.forgetSettledTransactions(later), 0, "every stored transaction carries an open submission")
+  assert.strictEqual(yield* store.forgetSettledTransactions(later, 500), 0, "every stored transaction carries an open submission")
   assert.deepStrictEqual(yield* storedHashes(), both)
   const confirmed = (id: string, txHash: Hex) => ({
     _tag: "Confirmed" as const,
@@ -150,15 +150,15 @@ const behaviour = Effect.gen(function*() {
   })
   // The three re-signed ones confirm: `again` carries nothing open, `first` still does.
   assert.deepStrictEqual(yield* store.confirmMany(ids.slice(0, 3).map((id) => confirmed(id, again.txHash))), ids.slice(0, 3))
-  assert.strictEqual(yield* store.forgetSettledTransactions(new Date(0).toISOString()), 0, "younger than the cutoff: kept")
-  assert.strictEqual(yield* store.forgetSettledTransactions(later), 1)
+  assert.strictEqual(yield* store.forgetSettledTransactions(new Date(0).toISOString(), 500), 0, "younger than the cutoff: kept")
+  assert.strictEqual(yield* store.forgetSettledTransactions(later, 500), 1)
   assert.deepStrictEqual(yield* storedHashes(), [first.txHash])
   for (const id of ids.slice(3)) assert.strictEqual(Option.getOrThrow(yield* store.get(id)).rawTx, first.rawTx, id)
   // The rest end, one of them failed: `first` goes too.
   assert.isTrue(yield* store.resolve({ _tag: "Failed", submissionId: ids[3]!, mode: "test", txHash: first.txHash, reason: "expired" }))
-  assert.strictEqual(yield* store.forgetSettledTransactions(later), 0, "four members still open")
+  assert.strictEqual(yield* store.forgetSettledTransactions(later, 500), 0, "four members still open")
   yield* store.confirmMany(ids.slice(4).map((id) => confirmed(id, first.txHash)))
-  assert.strictEqual(yield* store.forgetSettledTransactions(later), 1)
+  assert.strictEqual(yield* store.forgetSettledTransactions(later, 500), 1)
   assert.deepStrictEqual(yield* storedHashes(), [])
   // A final row keeps no bytes of its own either (a single call, a legacy row).
   yield* store.confirmMany([confirmed(singleId, single.txHash)])
@@ -168,6 +168,13 @@ const behaviour = Effect.gen(function*() {
   assert.strictEqual(withBytes[0]?.n, "0")
   const final = Option.getOrThrow(yield* store.get(singleId))
   assert.deepStrictEqual([final.status, final.rawTx, final.txHash], ["confirmed", null, single.txHash])
+  // In slices: one a statement here, until a slice comes back short.
+  for (const label of ["left", "leftover", "left behind"]) {
+    const left = signed(label, 0, 100)
+    yield* sql`INSERT INTO chain_transactions (tx_hash, raw_tx, created_at) VALUES (${left.txHash}, ${Buffer.from(left.rawTx.slice(2), "hex")}, now())`
+  }
+  assert.strictEqual(yield* store.forgetSettledTransactions(later, 1), 3)
+  assert.strictEqual(yield* store.forgetSettledTransactions(later, 1), 0)
 })
 
 describe("submission store: a signed transaction's bytes once per transaction", () => {

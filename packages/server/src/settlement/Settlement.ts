@@ -66,6 +66,8 @@ import { type Submission, SubmissionStore } from "./SubmissionStore.ts"
 const settledTransactionSweepMs = 5 * 60_000
 /** A stored transaction younger than this stays (its submissions are in flight or just ended). */
 const settledTransactionGraceMs = 10 * 60_000
+/** Stored transactions deleted per statement. */
+const settledTransactionSlice = 500
 
 /**
  * The mode has no chain configured (D9: live keys without a mainnet).
@@ -282,7 +284,8 @@ export class Settlement extends Context.Service<Settlement, {
       if (runsWorkers(config)) {
         yield* Effect.gen(function*() {
           const nowMs = yield* Clock.currentTimeMillis
-          yield* store.forgetSettledTransactions(DateTime.formatIso(DateTime.makeUnsafe(nowMs - settledTransactionGraceMs)))
+          const cutoff = DateTime.formatIso(DateTime.makeUnsafe(nowMs - settledTransactionGraceMs))
+          yield* store.forgetSettledTransactions(cutoff, settledTransactionSlice)
         }).pipe(
           Effect.catchCause((cause) => Effect.logWarning("forgetting settled transactions failed", cause)),
           Effect.andThen(Effect.sleep(settledTransactionSweepMs)),

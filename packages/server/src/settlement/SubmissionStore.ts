@@ -171,9 +171,10 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
   /**
    * Deletes the stored transactions (`chain_transactions`) written before `createdBefore` that
    * no open submission carries: those whose submissions all ended, and superseded signatures of
-   * a re-signed batch. Returns how many went.
+   * a re-signed batch. At most `slice` a statement, so that none holds the embedded database's
+   * one connection for long. Returns how many went.
    */
-  readonly forgetSettledTransactions: (createdBefore: string) => Effect.Effect<number, SqlError.SqlError>
+  readonly forgetSettledTransactions: (createdBefore: string, slice: number) => Effect.Effect<number, SqlError.SqlError>
 }>()("server/settlement/SubmissionStore") {
   static readonly layer = Layer.effect(
     SubmissionStore,
@@ -302,13 +303,24 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
         // A transaction's bytes are read only while a submission it carries is open (broadcast,
         // adopted after a restart). The statement that writes a transaction's bytes marks its
         // submissions in the same commit, so a row this sees unreferenced is not about to be.
-        forgetSettledTransactions: (createdBefore) =>
-          sql<{ readonly tx_hash: string }>`
-            DELETE FROM chain_transactions t
-            WHERE t.created_at < ${createdBefore}::timestamptz
-              AND NOT EXISTS (
-                SELECT 1 FROM chain_submissions s WHERE s.tx_hash = t.tx_hash AND s.status IN ('recorded', 'sent'))
-            RETURNING t.tx_hash`.pipe(Effect.map((deleted) => deleted.length))
+        forgetSettledTransactions: (createdBefore, slice) =>
+          Effect.gen(function*() {
+            let total = 0
+            let deleted = slice
+            while (deleted === slice) {
+              const rows = yield* sql<{ readonly tx_hash: string }>`
+                DELETE FROM chain_transactions WHERE tx_hash IN (
+                  SELECT t.tx_hash FROM chain_transactions t
+                  WHERE t.created_at < ${createdBefore}::timestamptz
+                    AND NOT EXISTS (
+                      SELECT 1 FROM chain_submissions s WHERE s.tx_hash = t.tx_hash AND s.status IN ('recorded', 'sent'))
+                  LIMIT ${slice})
+                RETURNING tx_hash`
+              deleted = rows.length
+              total += deleted
+            }
+            return total
+          })
       })
     })
   )
