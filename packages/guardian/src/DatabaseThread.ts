@@ -121,12 +121,16 @@ export class ThreadedPGlite {
   /** The one close, however many times `close` is called. */
   #closing: Promise<void> | undefined
 
-  /** Settles when the thread has ended, whichever way. */
-  readonly #exited: Promise<unknown>
+  /** Settles when the thread has ended, whichever way, with its exit code. */
+  readonly #exited: Promise<number>
+  #exitCode: number | undefined
 
-  private constructor(worker: Worker, exited: Promise<unknown>) {
+  private constructor(worker: Worker, exited: Promise<number>) {
     this.#worker = worker
     this.#exited = exited
+    void exited.then((code) => {
+      this.#exitCode = code
+    })
     // The thread holds the process open only while a call waits on it (as a pending socket
     // read would): idle, it leaves the process free to exit, as an inline PGlite does.
     worker.unref()
@@ -164,9 +168,11 @@ export class ThreadedPGlite {
       worker.once("message", (started: Started) => {
         answered = true
         worker.off("error", early)
-        if (started.kind === "ready") resolve(new ThreadedPGlite(worker, exited))
+        if (started.kind === "ready") return resolve(new ThreadedPGlite(worker, exited))
         // The thread ends by itself after telling the failure: nothing of it outlives the call.
-        else void endThread(worker, exited, timeoutMs).then(() => reject(fromErrorData(started.error)))
+        // The failure told is the answer; an error the ending thread raises is not thrown here.
+        worker.on("error", () => undefined)
+        void endThread(worker, exited, timeoutMs).finally(() => reject(fromErrorData(started.error)))
       })
     })
   }
@@ -198,6 +204,14 @@ export class ThreadedPGlite {
 
   exec(query: string): Promise<Array<Results>> {
     return this.#call({ kind: "exec", query })
+  }
+
+  /**
+   * How the thread ended: its exit code (0 when it ended by itself, 1 when it was terminated),
+   * or undefined while it runs.
+   */
+  get exitCode(): number | undefined {
+    return this.#exitCode
   }
 
   /**

@@ -343,11 +343,20 @@ describe("EmbeddedDatabase: on a thread of its own", () => {
   it("a closed database's thread ends by itself: the close does not wait out its timeout to end it", async () => {
     // Terminating a thread that ran WebAssembly is what is avoided (DatabaseThread.ts, `endThread`):
     // were the thread left running after its database closed, this close would take its 30 s.
-    const threaded = await ThreadedPGlite.open(undefined)
-    await threaded.asClient().query("SELECT 1")
-    const startedMs = Date.now()
-    await threaded.close(30_000)
-    assert.isBelow(Date.now() - startedMs, 10_000, "the thread was ended by the close's timeout")
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-db-thread-"))
+    try {
+      for (const where of [undefined, dataDir]) {
+        const threaded = await ThreadedPGlite.open(where)
+        await threaded.asClient().query("SELECT 1")
+        const startedMs = Date.now()
+        await threaded.close(30_000)
+        assert.isBelow(Date.now() - startedMs, 10_000, "the thread was ended by the close's timeout")
+        // 0: it ended by itself; a terminated thread exits with 1.
+        assert.strictEqual(threaded.exitCode, 0, where ?? "in memory")
+      }
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true })
+    }
   }, 60_000)
 
   it("ends the thread when a close outlasts its timeout: the statement in flight fails, the close returns", async () => {
@@ -360,5 +369,6 @@ describe("EmbeddedDatabase: on a thread of its own", () => {
     const outcome = await inFlight
     assert.isBelow(Date.now() - startedMs, 4_000, "the close did not wait for the statement")
     assert.deepStrictEqual(outcome, { failed: true, code: "08003", message: "the embedded database is closed", query: undefined })
+    assert.strictEqual(threaded.exitCode, 1, "terminated")
   }, 60_000)
 })

@@ -40,7 +40,7 @@
  * @since 0.1.0
  */
 import { ConfidentialTokenArtifact } from "@pps/contracts"
-import { Clock, Context, DateTime, Deferred, Duration, Effect, Exit, Layer, Option, PubSub, Schedule, Schema, Stream } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Layer, Option, PubSub, Schedule, Schema, Stream } from "effect"
 import type { SqlError } from "effect/sql"
 import {
   getAbiItem,
@@ -282,11 +282,7 @@ export class Settlement extends Context.Service<Settlement, {
       // behind): the table holds what is in flight, not every transaction ever sent. Safe on
       // every node at once: a delete of rows nothing reads.
       if (runsWorkers(config)) {
-        yield* Effect.gen(function*() {
-          const nowMs = yield* Clock.currentTimeMillis
-          const cutoff = DateTime.formatIso(DateTime.makeUnsafe(nowMs - settledTransactionGraceMs))
-          yield* store.forgetSettledTransactions(cutoff, settledTransactionSlice)
-        }).pipe(
+        yield* store.forgetSettledTransactions(settledTransactionGraceMs, settledTransactionSlice).pipe(
           Effect.catchCause((cause) => Effect.logWarning("forgetting settled transactions failed", cause)),
           Effect.andThen(Effect.sleep(settledTransactionSweepMs)),
           Effect.forever,

@@ -169,12 +169,12 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
     confirmations: ReadonlyArray<Extract<Resolution, { readonly _tag: "Confirmed" }>>
   ) => Effect.Effect<ReadonlyArray<string>, SqlError.SqlError>
   /**
-   * Deletes the stored transactions (`chain_transactions`) written before `createdBefore` that
-   * no open submission carries: those whose submissions all ended, and superseded signatures of
-   * a re-signed batch. At most `slice` a statement, so that none holds the embedded database's
-   * one connection for long. Returns how many went.
+   * Deletes the stored transactions (`chain_transactions`) older than `graceMs` by the database's
+   * clock that no open submission carries: those whose submissions all ended, and superseded
+   * signatures of a re-signed batch. At most `slice` (at least 1) a statement, so that none
+   * holds the embedded database's one connection for long. Returns how many went.
    */
-  readonly forgetSettledTransactions: (createdBefore: string, slice: number) => Effect.Effect<number, SqlError.SqlError>
+  readonly forgetSettledTransactions: (graceMs: number, slice: number) => Effect.Effect<number, SqlError.SqlError>
 }>()("server/settlement/SubmissionStore") {
   static readonly layer = Layer.effect(
     SubmissionStore,
@@ -283,7 +283,7 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
             : sql`
               WITH stored AS (
                 INSERT INTO chain_transactions (tx_hash, raw_tx, created_at) VALUES (${signed.txHash}, ${hexToBytes(signed.rawTx)}, now())
-                ON CONFLICT (tx_hash) DO NOTHING
+                ON CONFLICT (tx_hash) DO UPDATE SET created_at = now()
               )
               UPDATE chain_submissions SET relayer = ${signed.relayer}, relayer_nonce = ${signed.nonce}, raw_tx = NULL,
                 tx_hash = ${signed.txHash}, status = 'sent', broadcasts = broadcasts + 1, updated_at = now()
@@ -301,21 +301,26 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
               RETURNING 1 AS resolved`.pipe(Effect.map((rows) => rows.length > 0)),
         confirmMany,
         // A transaction's bytes are read only while a submission it carries is open (broadcast,
-        // adopted after a restart). The statement that writes a transaction's bytes marks its
-        // submissions in the same commit, so a row this sees unreferenced is not about to be.
-        forgetSettledTransactions: (createdBefore, slice) =>
+        // adopted after a restart). The statement that stores a transaction's bytes marks its
+        // submissions in the same commit, and bytes stored again (the same signature marked a
+        // second time) are made young again by it under the row's lock: the outer condition is
+        // checked again on a row changed meanwhile, so the sweep leaves it.
+        forgetSettledTransactions: (graceMs, slice) =>
           Effect.gen(function*() {
+            const limit = Math.max(1, Math.floor(slice))
             let total = 0
-            let deleted = slice
-            while (deleted === slice) {
+            let deleted = limit
+            while (deleted === limit) {
               const rows = yield* sql<{ readonly tx_hash: string }>`
-                DELETE FROM chain_transactions WHERE tx_hash IN (
-                  SELECT t.tx_hash FROM chain_transactions t
-                  WHERE t.created_at < ${createdBefore}::timestamptz
-                    AND NOT EXISTS (
-                      SELECT 1 FROM chain_submissions s WHERE s.tx_hash = t.tx_hash AND s.status IN ('recorded', 'sent'))
-                  LIMIT ${slice})
-                RETURNING tx_hash`
+                DELETE FROM chain_transactions d
+                WHERE d.created_at < now() - make_interval(secs => ${graceMs}::double precision / 1000)
+                  AND d.tx_hash IN (
+                    SELECT t.tx_hash FROM chain_transactions t
+                    WHERE t.created_at < now() - make_interval(secs => ${graceMs}::double precision / 1000)
+                      AND NOT EXISTS (
+                        SELECT 1 FROM chain_submissions s WHERE s.tx_hash = t.tx_hash AND s.status IN ('recorded', 'sent'))
+                    LIMIT ${limit})
+                RETURNING d.tx_hash`
               deleted = rows.length
               total += deleted
             }
