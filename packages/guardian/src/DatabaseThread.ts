@@ -89,8 +89,9 @@ const connectionError = (message: string, code: "08003" | "08006"): Error =>
  * and terminates it only past that. Why not always `terminate()`: on Node 24.21 a process was
  * seen to abort (V8's `Check failed: jit_page_->allocations_.erase(addr) == 1`, SIGTRAP) while
  * a thread that had run PGlite's WebAssembly was being terminated; others report trouble with
- * terminating threads that run WebAssembly too (mmomtchev/sqlite-wasm-http#67). A thread that ends by itself is never
- * interrupted, so termination is left for the one case that needs it: a close that hangs.
+ * terminating threads that run WebAssembly too (mmomtchev/sqlite-wasm-http#67). A thread that
+ * ends by itself is never interrupted, so termination is left for the one case that needs it:
+ * a close that hangs.
  */
 const endThread = async (worker: Worker, exited: Promise<unknown>, timeoutMs: number): Promise<void> => {
   let timer: ReturnType<typeof setTimeout> | undefined

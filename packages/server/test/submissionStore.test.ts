@@ -134,12 +134,12 @@ const behaviour = Effect.gen(function*() {
 
   // Bytes are kept while a submission they carry is open, and go once none is.
   // A grace below zero: every stored transaction is old enough, by the database's clock.
-  const later = -60_000
+  const noGrace = -60_000
   const storedHashes = () =>
     sql<{ tx_hash: string }>`SELECT tx_hash FROM chain_transactions WHERE ${sql.in("tx_hash", [first.txHash, again.txHash])}
       ORDER BY tx_hash`.pipe(Effect.map((rows) => rows.map((row) => row.tx_hash)))
   const both = [first.txHash, again.txHash].sort()
-  assert.strictEqual(yield* store.forgetSettledTransactions(later, 500), 0, "every stored transaction carries an open submission")
+  assert.strictEqual(yield* store.forgetSettledTransactions(noGrace, 500), 0, "every stored transaction carries an open submission")
   assert.deepStrictEqual(yield* storedHashes(), both)
   const confirmed = (id: string, txHash: Hex) => ({
     _tag: "Confirmed" as const,
@@ -152,14 +152,14 @@ const behaviour = Effect.gen(function*() {
   // The three re-signed ones confirm: `again` carries nothing open, `first` still does.
   assert.deepStrictEqual(yield* store.confirmMany(ids.slice(0, 3).map((id) => confirmed(id, again.txHash))), ids.slice(0, 3))
   assert.strictEqual(yield* store.forgetSettledTransactions(3_600_000, 500), 0, "younger than the grace: kept")
-  assert.strictEqual(yield* store.forgetSettledTransactions(later, 500), 1)
+  assert.strictEqual(yield* store.forgetSettledTransactions(noGrace, 500), 1)
   assert.deepStrictEqual(yield* storedHashes(), [first.txHash])
   for (const id of ids.slice(3)) assert.strictEqual(Option.getOrThrow(yield* store.get(id)).rawTx, first.rawTx, id)
   // The rest end, one of them failed: `first` goes too.
   assert.isTrue(yield* store.resolve({ _tag: "Failed", submissionId: ids[3]!, mode: "test", txHash: first.txHash, reason: "expired" }))
-  assert.strictEqual(yield* store.forgetSettledTransactions(later, 500), 0, "four members still open")
+  assert.strictEqual(yield* store.forgetSettledTransactions(noGrace, 500), 0, "four members still open")
   yield* store.confirmMany(ids.slice(4).map((id) => confirmed(id, first.txHash)))
-  assert.strictEqual(yield* store.forgetSettledTransactions(later, 500), 1)
+  assert.strictEqual(yield* store.forgetSettledTransactions(noGrace, 500), 1)
   assert.deepStrictEqual(yield* storedHashes(), [])
   // A final row keeps no bytes of its own either (a single call, a legacy row).
   yield* store.confirmMany([confirmed(singleId, single.txHash)])
@@ -174,8 +174,8 @@ const behaviour = Effect.gen(function*() {
     const left = signed(label, 0, 100)
     yield* sql`INSERT INTO chain_transactions (tx_hash, raw_tx, created_at) VALUES (${left.txHash}, ${Buffer.from(left.rawTx.slice(2), "hex")}, now())`
   }
-  assert.strictEqual(yield* store.forgetSettledTransactions(later, 1), 3)
-  assert.strictEqual(yield* store.forgetSettledTransactions(later, 1), 0)
+  assert.strictEqual(yield* store.forgetSettledTransactions(noGrace, 1), 3)
+  assert.strictEqual(yield* store.forgetSettledTransactions(noGrace, 1), 0)
 
   // Bytes stored again (the same signature marked for open submissions) are young again: a sweep
   // that saw them unreferenced just before, and deletes after that commit, re-checks their age.
