@@ -17,7 +17,8 @@ import { SqlClient } from "effect/sql"
 
 export const chainTransactions = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  // Content-addressed: tx_hash is keccak256(raw_tx), so a row never changes once written.
+  // Content-addressed: tx_hash is keccak256(raw_tx), so the bytes never change once written (the same
+  // transaction marked again only refreshes created_at, which the settlement's sweep reads).
   yield* sql`
     CREATE TABLE chain_transactions (
       tx_hash text PRIMARY KEY,
