@@ -690,7 +690,10 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
     // A request refused before any lock names no row: its unit reads nothing under a lock.
     const hint: RowHints | undefined = typeof prepared === "string" || typeof keyCheck === "string"
       ? undefined
-      : { balances: [prepared.sender] }
+      : {
+        balances: [prepared.sender],
+        decisions: [{ transferId: request.transferId.toLowerCase(), sender: prepared.sender, nonce: request.nonce }]
+      }
     const result = yield* group.run(decide(request, prepared, keyCheck, digest, nowMs), hint).pipe(
       // The twin committed first: its row now answers.
       Effect.catchTag("TransferIdRace", () => group.run(decide(request, prepared, keyCheck, digest, nowMs), hint)),

@@ -105,6 +105,20 @@ interface HeldKeyTotal {
   added: number
 }
 
+/** A reservation a group's unit recorded, kept in memory until the group's flush. */
+interface NewReservation {
+  readonly reservation: Omit<ReservationRow, "status" | "recipientCredited">
+  readonly nowMs: number
+}
+
+/** A change to a reservation the group holds locked, kept in memory until the group's flush. */
+interface ReservationChange {
+  readonly status: ReservationStatus
+  /** Null: the change leaves `settled_at_ms` as it is (a recipient marked credited). */
+  readonly settledAtMs: number | null
+  readonly recipientCredited: boolean
+}
+
 /**
  * The rows a group transaction (internal/groupCommit.ts) has locked: balances and API-key
  * totals, by key. Once a unit of the group has locked a row, the row is this transaction's
@@ -113,13 +127,30 @@ interface HeldKeyTotal {
  * commit. Outside a group the service is absent and every read and write is SQL.
  *
  * `reservations` are rows `prefetch` locked for the group's units, read before any of them
- * runs: a unit reads such a row from here. Reservations are written by SQL as before, and a
- * write takes the row out of here, so a later read sees the write.
+ * runs: a unit reads such a row from here, and a status a unit sets is set here and kept in
+ * `reservationChanges` for the flush.
+ *
+ * The records of new decisions (issue 16): `prefetch` reads, for the hinted ones, whether a
+ * reservation or a decision exists under the transfer id and whether the sender's nonce is
+ * taken (`reservedIds`, `decidedIds`, `noncesTaken`: what this transaction would read now).
+ * A unit then checks and records a new reservation and decision in memory (`newReservations`,
+ * `newDecisions`, and the three maps updated), and the flush inserts each table's new rows in
+ * one statement. Rows are only ever added to these tables, so "exists" stays true; "absent"
+ * can only turn false by another guardian process's commit, which the flush's insert meets as
+ * a conflict: the group then fails as a whole and its units run alone, with plain SQL.
+ * Every SQL statement on reservations or decisions inside a group first writes what is held
+ * in memory (`writeRecords`), so SQL reads see it.
  */
 class HeldRows extends Context.Service<HeldRows, {
   readonly balances: Map<string, HeldBalance>
   readonly keyTotals: Map<string, HeldKeyTotal>
   readonly reservations: Map<string, ReservationRow>
+  readonly reservedIds: Map<string, boolean>
+  readonly decidedIds: Map<string, boolean>
+  readonly noncesTaken: Map<string, boolean>
+  readonly newReservations: Map<string, NewReservation>
+  readonly newDecisions: Map<string, { readonly decision: DecisionRow; readonly nowMs: number }>
+  readonly reservationChanges: Map<string, ReservationChange>
 }>()("guardian/HeldRows") {}
 
 /**
@@ -132,6 +163,15 @@ export interface RowHints {
   readonly reservations?: ReadonlyArray<string>
   /** Balances the units lock besides those of the hinted reservations' parties. */
   readonly balances?: ReadonlyArray<AccountRef>
+  /** New decisions the units will check for earlier records (`recordedBefore`), each under its sender's lock. */
+  readonly decisions?: ReadonlyArray<DecisionHint>
+}
+
+/** A decision to come: its transfer id, and the sender and nonce its reservation would take. */
+export interface DecisionHint {
+  readonly transferId: string
+  readonly sender: AccountRef
+  readonly nonce: bigint
 }
 
 const heldRows = Effect.map(Effect.serviceOption(HeldRows), Option.getOrUndefined)
@@ -149,6 +189,8 @@ const creditBinding = (creditId: string) => `${prefix}/credit/${creditId}`
 const keyTotalBinding = (account: AccountRef, apiKeyId: string) => `${prefix}/key-total/${ref(account)}/${apiKeyId}`
 /** A held API-key total's key (HeldRows.keyTotals). */
 const keyTotalId = (account: AccountRef, apiKeyId: string) => `${ref(account)}/${apiKeyId}`
+/** A sender's nonce's key (HeldRows.noncesTaken). */
+const nonceId = (sender: AccountRef, nonce: bigint) => `${ref(sender)}/${nonce}`
 
 interface BalanceSqlRow {
   readonly confirmed_sealed: Uint8Array
@@ -352,6 +394,108 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     ).pipe(Effect.flatMap(everyHeldRow(entries.length, "key totals")))
   }
 
+  /** A conflict the in-memory checks could not see: another guardian process committed first. */
+  const committedMeanwhile = (what: string) =>
+    Effect.die(new Error(`a group's ${what} met rows another transaction committed meanwhile; its units run again alone`))
+
+  /** Inserts reservations in one statement; answers the transfer ids inserted (an existing one is skipped). */
+  const insertReservationRows = (entries: ReadonlyArray<NewReservation>) => {
+    const casts = ["::text", "::text", "::text", "::text", "::text", "::text", "::text", "::bigint", "::bigint", "::bytea", "::bigint", "::text", "::text", "::bigint", "::text"]
+    return sql.unsafe<{ readonly transfer_id: string }>(
+      `INSERT INTO guardian_reservations (transfer_id, chain_id, contract, from_account, to_account, kind, nonce, deadline,
+         expires_at_ms, amount_sealed, spend_bucket, request_digest, result, created_at_ms, api_key_id, status)
+       VALUES ${valuesPlaceholders(entries.length, casts, ", 'reserved'")}
+       ON CONFLICT (transfer_id) DO NOTHING
+       RETURNING transfer_id`,
+      entries.flatMap(({ nowMs, reservation }) => [
+        reservation.transferId,
+        reservation.chainId,
+        reservation.contract,
+        reservation.fromAccount,
+        reservation.toAccount,
+        reservation.kind,
+        reservation.nonce.toString(),
+        reservation.deadline.toString(),
+        String(reservation.expiresAtMs),
+        box.seal(reservation.amount, reservationBinding(reservation.transferId)),
+        reservation.spendBucket === null ? null : String(reservation.spendBucket),
+        reservation.requestDigest,
+        reservation.result,
+        String(nowMs),
+        reservation.apiKeyId
+      ])
+    )
+  }
+
+  /** Inserts decisions in one statement; answers the transfer ids inserted (an existing one is skipped). */
+  const insertDecisionRows = (entries: ReadonlyArray<readonly [string, { readonly decision: DecisionRow; readonly nowMs: number }]>) =>
+    sql.unsafe<{ readonly transfer_id: string }>(
+      `INSERT INTO guardian_decisions (transfer_id, request_digest, held, redecisions, decided_at_ms)
+       VALUES ${valuesPlaceholders(entries.length, ["::text", "::text", "::boolean", "::integer", "::bigint"])}
+       ON CONFLICT (transfer_id) DO NOTHING
+       RETURNING transfer_id`,
+      entries.flatMap(([transferId, { decision, nowMs }]) => [
+        transferId,
+        decision.requestDigest,
+        decision.held,
+        String(decision.redecisions),
+        String(nowMs)
+      ])
+    )
+
+  /** A group's new rows of one table, each checked inserted (see `HeldRows`). */
+  const insertAll = <E>(
+    what: string,
+    entries: ReadonlyArray<E>,
+    insert: (entries: ReadonlyArray<E>) => Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>
+  ): Effect.Effect<void, SqlError.SqlError> =>
+    entries.length === 0
+      ? Effect.void
+      : Effect.flatMap(insert(entries), (rows) => rows.length === entries.length ? Effect.void : committedMeanwhile(what))
+
+  /** The status changes of a group's locked reservations in one statement, each row checked written. */
+  const updateReservations = (
+    entries: ReadonlyArray<readonly [string, ReservationChange]>
+  ): Effect.Effect<void, SqlError.SqlError> => {
+    if (entries.length === 0) return Effect.void
+    return sql.unsafe<{ readonly transfer_id: string }>(
+      `UPDATE guardian_reservations r
+       SET status = v.status, settled_at_ms = COALESCE(v.settled_at_ms, r.settled_at_ms),
+         recipient_credited = r.recipient_credited OR v.recipient_credited
+       FROM (VALUES ${valuesPlaceholders(entries.length, ["::text", "::text", "::bigint", "::boolean"])})
+         AS v (transfer_id, status, settled_at_ms, recipient_credited)
+       WHERE r.transfer_id = v.transfer_id
+       RETURNING r.transfer_id`,
+      entries.flatMap(([transferId, change]) => [
+        transferId,
+        change.status,
+        change.settledAtMs === null ? null : String(change.settledAtMs),
+        change.recipientCredited
+      ])
+    ).pipe(Effect.flatMap(everyHeldRow(entries.length, "reservations")))
+  }
+
+  /**
+   * Writes the reservations and decisions a group holds in memory (see `HeldRows`): before
+   * its commit, and before any SQL statement on those tables inside it. Nothing outside a group.
+   */
+  const writeRecords: Effect.Effect<void, SqlError.SqlError> = Effect.gen(function*() {
+    const held = yield* heldRows
+    if (held === undefined) return
+    const reservations = [...held.newReservations.values()]
+    const decisions = [...held.newDecisions.entries()]
+    const changes = [...held.reservationChanges.entries()]
+    held.newReservations.clear()
+    held.newDecisions.clear()
+    held.reservationChanges.clear()
+    yield* insertAll("reservations", reservations, insertReservationRows)
+    yield* insertAll("decisions", decisions, insertDecisionRows)
+    yield* updateReservations(changes)
+  })
+
+  /** A SQL statement on reservations or decisions: what the group holds in memory is written first. */
+  const afterRecords = <A, E>(statement: Effect.Effect<A, E>) => Effect.andThen(writeRecords, statement)
+
   /**
    * Runs `body` (a group's units, inside its transaction) holding the rows it locks, then
    * writes the changed ones: all balances in one statement, all key totals in another. A
@@ -359,16 +503,23 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
    */
   const withHeldRows = <A, E, R>(body: Effect.Effect<A, E, R>) =>
     Effect.suspend(() => {
-      const held = {
-        balances: new Map<string, HeldBalance>(),
-        keyTotals: new Map<string, HeldKeyTotal>(),
-        reservations: new Map<string, ReservationRow>()
+      const held: HeldRows["Service"] = {
+        balances: new Map(),
+        keyTotals: new Map(),
+        reservations: new Map(),
+        reservedIds: new Map(),
+        decidedIds: new Map(),
+        noncesTaken: new Map(),
+        newReservations: new Map(),
+        newDecisions: new Map(),
+        reservationChanges: new Map()
       }
       const flush = Effect.suspend(() =>
-        Effect.andThen(
+        Effect.all([
           updateBalances([...held.balances.values()].filter((entry) => entry.written)),
-          updateKeyTotals([...held.keyTotals.values()].filter((entry) => entry.added > 0))
-        )
+          updateKeyTotals([...held.keyTotals.values()].filter((entry) => entry.added > 0)),
+          writeRecords
+        ], { discard: true })
       )
       return body.pipe(Effect.tap(() => flush), Effect.provideService(HeldRows, held))
     })
@@ -445,6 +596,46 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
           held.keyTotals.set(keyTotalId(account, row.api_key_id), { account, apiKeyId: row.api_key_id, total, added: 0 })
         }
       }
+      // Read under the senders' locks, as `recordedBefore` is; a sender whose row does not exist
+      // yet is not locked here, and its unit reads its records itself, after creating the row.
+      // (The prefetch runs before any unit: nothing is held in memory to write first.)
+      const decisions = hints.flatMap((hint) => hint.decisions ?? []).filter((decision) => held.balances.has(ref(decision.sender)))
+      if (decisions.length > 0) {
+        const rows = yield* sql.unsafe<{
+          readonly position: number
+          readonly reserved: boolean
+          readonly decided: boolean
+          readonly nonce_taken: boolean
+        }>(
+          `SELECT v.position,
+             EXISTS (SELECT 1 FROM guardian_reservations r WHERE r.transfer_id = v.transfer_id) AS reserved,
+             EXISTS (SELECT 1 FROM guardian_decisions d WHERE d.transfer_id = v.transfer_id) AS decided,
+             EXISTS (
+               SELECT 1 FROM guardian_reservations r
+               WHERE r.chain_id = v.chain_id AND r.contract = v.contract AND r.from_account = v.from_account AND r.nonce = v.nonce
+             ) AS nonce_taken
+           FROM (VALUES ${valuesPlaceholders(decisions.length, ["::text", "::text", "::text", "::text", "::text", "::integer"])})
+             AS v (transfer_id, chain_id, contract, from_account, nonce, position)`,
+          decisions.flatMap((decision, position) => [
+            decision.transferId,
+            decision.sender.chainId,
+            decision.sender.contract,
+            decision.sender.account,
+            decision.nonce.toString(),
+            String(position)
+          ])
+        )
+        const byPosition = new Map(rows.map((row) => [Number(row.position), row]))
+        for (const [position, decision] of decisions.entries()) {
+          const row = byPosition.get(position)
+          if (row === undefined) return yield* Effect.die(new Error("invariant violated: a VALUES row came back without its answer"))
+          held.reservedIds.set(decision.transferId, row.reserved)
+          held.decidedIds.set(decision.transferId, row.decided)
+          // Another hint's decision may name the same nonce under another transfer id: taken by either.
+          const nonce = nonceId(decision.sender, decision.nonce)
+          held.noncesTaken.set(nonce, row.nonce_taken || held.noncesTaken.get(nonce) === true)
+        }
+      }
     })
 
   /** A reservation row changes: a read after this in the group reads the row again. */
@@ -458,17 +649,17 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       // Locked by the group's prefetch and not written since: the row as a read would give it.
       const prefetched = (yield* heldRows)?.reservations.get(transferId)
       if (prefetched !== undefined) return prefetched
-      const rows = options.forUpdate
-        ? yield* sql<ReservationSqlRow>`SELECT ${sql.literal(reservationColumns)} FROM guardian_reservations WHERE transfer_id = ${transferId} FOR UPDATE`
-        : yield* sql<ReservationSqlRow>`SELECT ${sql.literal(reservationColumns)} FROM guardian_reservations WHERE transfer_id = ${transferId}`
+      const rows = yield* afterRecords(options.forUpdate
+        ? sql<ReservationSqlRow>`SELECT ${sql.literal(reservationColumns)} FROM guardian_reservations WHERE transfer_id = ${transferId} FOR UPDATE`
+        : sql<ReservationSqlRow>`SELECT ${sql.literal(reservationColumns)} FROM guardian_reservations WHERE transfer_id = ${transferId}`)
       const row = rows[0]
       return row === undefined ? undefined : yield* toReservation(row)
     })
 
   /** The decision recorded for a transfer id (guardian_decisions), locked for the caller's transaction. */
   const findDecision = (transferId: string) =>
-    sql<{ readonly request_digest: string; readonly held: boolean; readonly redecisions: number }>`
-      SELECT request_digest, held, redecisions FROM guardian_decisions WHERE transfer_id = ${transferId} FOR UPDATE`.pipe(
+    afterRecords(sql<{ readonly request_digest: string; readonly held: boolean; readonly redecisions: number }>`
+      SELECT request_digest, held, redecisions FROM guardian_decisions WHERE transfer_id = ${transferId} FOR UPDATE`).pipe(
       Effect.map((rows) => {
         const row = rows[0]
         return row === undefined
@@ -482,18 +673,27 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
    * first (the caller then decides again and finds it).
    */
   const insertDecision = (transferId: string, decision: DecisionRow, nowMs: number) =>
-    sql<{ readonly transfer_id: string }>`
-      INSERT INTO guardian_decisions (transfer_id, request_digest, held, redecisions, decided_at_ms)
-      VALUES (${transferId}, ${decision.requestDigest}, ${decision.held}, ${decision.redecisions}, ${String(nowMs)}::bigint)
-      ON CONFLICT (transfer_id) DO NOTHING
-      RETURNING transfer_id`.pipe(Effect.map((rows) => rows.length === 1))
+    Effect.gen(function*() {
+      const held = yield* heldRows
+      const known = held?.decidedIds.get(transferId)
+      // Known to the group (see `HeldRows`): recorded in memory, or found taken, without a statement.
+      if (held !== undefined && known !== undefined) {
+        if (known) return false
+        held.decidedIds.set(transferId, true)
+        held.newDecisions.set(transferId, { decision, nowMs })
+        return true
+      }
+      const rows = yield* afterRecords(insertDecisionRows([[transferId, { decision, nowMs }]]))
+      held?.decidedIds.set(transferId, true)
+      return rows.length === 1
+    })
 
   const updateDecision = (transferId: string, decision: DecisionRow, nowMs: number) =>
-    sql`
+    afterRecords(sql`
       UPDATE guardian_decisions
       SET request_digest = ${decision.requestDigest}, held = ${decision.held}, redecisions = ${decision.redecisions},
           decided_at_ms = ${String(nowMs)}::bigint
-      WHERE transfer_id = ${transferId}`.pipe(Effect.asVoid)
+      WHERE transfer_id = ${transferId}`).pipe(Effect.asVoid)
 
   /**
    * What a new decision must know was recorded before, in one statement instead of three (issue
@@ -501,7 +701,18 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
    * the transfer id, a decision under it, another reservation under the sender's nonce.
    */
   const recordedBefore = (transferId: string, sender: AccountRef, nonce: bigint) =>
-    sql<{ readonly reserved: boolean; readonly decided: boolean; readonly nonce_taken: boolean }>`
+    Effect.flatMap(heldRows, (held) => {
+      // Read by the group's prefetch and kept up to date by its units (see `HeldRows`).
+      const reserved = held?.reservedIds.get(transferId)
+      const decided = held?.decidedIds.get(transferId)
+      const nonceTaken = held?.noncesTaken.get(nonceId(sender, nonce))
+      return reserved !== undefined && decided !== undefined && nonceTaken !== undefined
+        ? Effect.succeed({ reserved, decided, nonceTaken })
+        : recordedBeforeRead(transferId, sender, nonce)
+    })
+
+  const recordedBeforeRead = (transferId: string, sender: AccountRef, nonce: bigint) =>
+    afterRecords(sql<{ readonly reserved: boolean; readonly decided: boolean; readonly nonce_taken: boolean }>`
       SELECT
         EXISTS (SELECT 1 FROM guardian_reservations WHERE transfer_id = ${transferId}) AS reserved,
         EXISTS (SELECT 1 FROM guardian_decisions WHERE transfer_id = ${transferId}) AS decided,
@@ -509,7 +720,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
           SELECT 1 FROM guardian_reservations
           WHERE chain_id = ${sender.chainId} AND contract = ${sender.contract} AND from_account = ${sender.account}
             AND nonce = ${nonce.toString()}
-        ) AS nonce_taken`.pipe(Effect.flatMap((rows) => {
+        ) AS nonce_taken`).pipe(Effect.flatMap((rows) => {
       const row = rows[0]
       return row === undefined
         ? Effect.die(new Error("invariant violated: a SELECT without FROM returned no row"))
@@ -518,16 +729,29 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
 
   /** Inserts a reservation; false when the transfer id exists already (a concurrent twin). */
   const insertReservation = (reservation: Omit<ReservationRow, "status" | "recipientCredited">, nowMs: number) =>
-    forgetReservation(reservation.transferId).pipe(Effect.andThen(sql<{ readonly transfer_id: string }>`
-      INSERT INTO guardian_reservations (transfer_id, chain_id, contract, from_account, to_account, kind, nonce, deadline,
-        expires_at_ms, amount_sealed, spend_bucket, request_digest, result, status, created_at_ms, api_key_id)
-      VALUES (${reservation.transferId}, ${reservation.chainId}, ${reservation.contract}, ${reservation.fromAccount},
-        ${reservation.toAccount}, ${reservation.kind}, ${reservation.nonce.toString()}, ${reservation.deadline.toString()}::bigint,
-        ${String(reservation.expiresAtMs)}::bigint, ${box.seal(reservation.amount, reservationBinding(reservation.transferId))},
-        ${reservation.spendBucket === null ? null : String(reservation.spendBucket)}::bigint, ${reservation.requestDigest},
-        ${reservation.result}, 'reserved', ${String(nowMs)}::bigint, ${reservation.apiKeyId})
-      ON CONFLICT (transfer_id) DO NOTHING
-      RETURNING transfer_id`), Effect.map((rows) => rows.length === 1))
+    Effect.gen(function*() {
+      const held = yield* heldRows
+      const sender = { chainId: reservation.chainId, contract: reservation.contract, account: reservation.fromAccount }
+      const nonce = nonceId(sender, reservation.nonce)
+      const reserved = held?.reservedIds.get(reservation.transferId)
+      // Known to the group (see `HeldRows`): an existing transfer id is a conflict, as ON CONFLICT
+      // would answer; a new one with a free nonce is recorded in memory. A taken nonce goes to SQL,
+      // whose unique index refuses it as it always did.
+      if (held !== undefined && reserved !== undefined) {
+        if (reserved) return false
+        if (held.noncesTaken.get(nonce) === false) {
+          held.reservedIds.set(reservation.transferId, true)
+          held.noncesTaken.set(nonce, true)
+          held.newReservations.set(reservation.transferId, { reservation, nowMs })
+          return true
+        }
+      }
+      yield* forgetReservation(reservation.transferId)
+      const inserted = (yield* afterRecords(insertReservationRows([{ reservation, nowMs }]))).length === 1
+      held?.reservedIds.set(reservation.transferId, true)
+      if (inserted) held?.noncesTaken.set(nonce, true)
+      return inserted
+    })
 
   /** Sets a reservation's status; `recipientCredited` also marks its recipient credited, in the same UPDATE. */
   const setReservationStatus = (
@@ -536,26 +760,50 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     nowMs: number,
     options: { readonly recipientCredited?: boolean } = {}
   ) =>
-    forgetReservation(transferId).pipe(Effect.andThen(sql`
-      UPDATE guardian_reservations SET status = ${status}, settled_at_ms = ${String(nowMs)}::bigint,
-        recipient_credited = recipient_credited OR ${options.recipientCredited === true}
-      WHERE transfer_id = ${transferId}`), Effect.asVoid)
+    changeReservation(transferId, { status, settledAtMs: nowMs, recipientCredited: options.recipientCredited === true })
+
+  /**
+   * Changes a reservation: in memory when the group holds it locked (written by the flush, see
+   * `HeldRows`), by SQL otherwise. `settledAtMs` null leaves the row's as it is.
+   */
+  const changeReservation = (transferId: string, change: Omit<ReservationChange, "status"> & { readonly status?: ReservationStatus }) =>
+    Effect.gen(function*() {
+      const held = yield* heldRows
+      const row = held?.reservations.get(transferId)
+      if (held !== undefined && row !== undefined) {
+        const changed = {
+          status: change.status ?? row.status,
+          settledAtMs: change.settledAtMs ?? held.reservationChanges.get(transferId)?.settledAtMs ?? null,
+          recipientCredited: row.recipientCredited || change.recipientCredited
+        }
+        held.reservations.set(transferId, { ...row, status: changed.status, recipientCredited: changed.recipientCredited })
+        held.reservationChanges.set(transferId, changed)
+        return
+      }
+      yield* forgetReservation(transferId)
+      yield* afterRecords(sql`
+        UPDATE guardian_reservations
+        SET status = COALESCE(${change.status ?? null}::text, status),
+          settled_at_ms = COALESCE(${change.settledAtMs === null ? null : String(change.settledAtMs)}::bigint, settled_at_ms),
+          recipient_credited = recipient_credited OR ${change.recipientCredited}
+        WHERE transfer_id = ${transferId}`)
+    })
 
   /** Reservations still open past their expiry, oldest first. */
   const dueReservations = (nowMs: number, limit: number) =>
-    sql<{ readonly transfer_id: string }>`
+    afterRecords(sql<{ readonly transfer_id: string }>`
       SELECT transfer_id FROM guardian_reservations
       WHERE status = 'reserved' AND expires_at_ms <= ${String(nowMs)}::bigint
-      ORDER BY expires_at_ms LIMIT ${limit}`.pipe(Effect.map((rows) => rows.map((row) => row.transfer_id)))
+      ORDER BY expires_at_ms LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map((row) => row.transfer_id)))
 
   /** Open reservations that debit or credit the account. */
   const openReservationsOf = (account: AccountRef, limit: number) =>
     Effect.gen(function*() {
-      const rows = yield* sql<ReservationSqlRow>`
+      const rows = yield* afterRecords(sql<ReservationSqlRow>`
         SELECT ${sql.literal(reservationColumns)} FROM guardian_reservations
         WHERE status = 'reserved' AND chain_id = ${account.chainId} AND contract = ${account.contract}
           AND (from_account = ${account.account} OR to_account = ${account.account})
-        ORDER BY created_at_ms LIMIT ${limit}`
+        ORDER BY created_at_ms LIMIT ${limit}`)
       return yield* Effect.forEach(rows, toReservation)
     })
 
@@ -659,11 +907,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       ON CONFLICT (credit_id) DO NOTHING
       RETURNING credit_id`.pipe(Effect.map((rows) => rows.length === 1))
 
-  const markRecipientCredited = (transferId: string) =>
-    forgetReservation(transferId).pipe(
-      Effect.andThen(sql`UPDATE guardian_reservations SET recipient_credited = true WHERE transfer_id = ${transferId}`),
-      Effect.asVoid
-    )
+  const markRecipientCredited = (transferId: string) => changeReservation(transferId, { settledAtMs: null, recipientCredited: true })
 
   // ------------------------------------------------------------------ chain following
 

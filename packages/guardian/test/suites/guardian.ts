@@ -374,6 +374,45 @@ export const guardianSuite = (target: TargetName) =>
           assert.strictEqual(yield* balanceOf(bob), 27n * 37n)
         }))
 
+      it.effect("concurrent twins and reused nonces: each transfer id decided once, each nonce attested once", () =>
+        Effect.gen(function*() {
+          const guardian = yield* TestGuardian
+          const alice = newParty()
+          const bob = newParty()
+          yield* fund(alice, 1_000n)
+          const originals = Array.from({ length: 10 }, (_, index) =>
+            confidentialRequest({ guardianKey: guardian.encryptionKey, from: alice, to: bob, amount: BigInt(10 + index) }))
+          // Another transfer id under each original's nonce, for another amount.
+          const reusers = originals.map((original) =>
+            confidentialRequest({ guardianKey: guardian.encryptionKey, from: alice, to: bob, amount: 5n, nonce: original.nonce }))
+          // Sent together (one group when the guardian is free): each original, its twin, and its nonce's reuser.
+          const results = yield* Effect.forEach([...originals, ...originals, ...reusers], (request) => guardian.client.authorize(request), {
+            concurrency: "unbounded"
+          })
+          const reasonOf = (result: typeof results[number] | undefined) => result?._tag === "Refused" ? result.reason : result?._tag
+          let reserved = 0n
+          for (const index of originals.keys()) {
+            const [first, twin, reuser] = [results[index], results[index + 10], results[index + 20]]
+            assert.deepStrictEqual(twin, first, "a twin is answered as its original")
+            // Whichever came first took the nonce; the other is refused for it.
+            const reasons = [reasonOf(first), reasonOf(reuser)].sort()
+            assert.deepStrictEqual(reasons, ["Authorized", "nonce_reused"])
+            reserved += first?._tag === "Authorized" ? BigInt(10 + index) : 5n
+          }
+          const authorized = [...originals, ...reusers].filter((_, index) => results[index < 10 ? index : index + 10]?._tag === "Authorized")
+          assert.strictEqual(authorized.length, 10)
+          // A request after them sees exactly the reserved total: what is left fits, one more unit does not.
+          const tooMuch = yield* guardian.client.authorize(
+            confidentialRequest({ guardianKey: guardian.encryptionKey, from: alice, to: bob, amount: 1_000n - reserved + 1n })
+          )
+          assert.strictEqual(tooMuch._tag, "InsufficientBalance")
+          yield* Effect.forEach(authorized, (request) => guardian.client.settle({ transferId: request.transferId, outcome: "confirmed" }), {
+            concurrency: "unbounded"
+          })
+          assert.strictEqual(yield* balanceOf(alice), 1_000n - reserved)
+          assert.strictEqual(yield* balanceOf(bob), reserved)
+        }))
+
       it.effect("concurrent settlements of several accounts and API keys book each key's total and count exactly", () =>
         Effect.gen(function*() {
           const guardian = yield* TestGuardian
