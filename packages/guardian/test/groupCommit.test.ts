@@ -274,8 +274,9 @@ describe("group commit with the store's prefetch", () => {
         "insufficient"
       ])
       // BEGIN; the balances' and the records' reads; the twin's reservation read, which writes
-      // the records held so far first (2 inserts) and then reads (1), twice; the balances',
-      // reservations' and decisions' writes; COMMIT. Per unit, it would be three statements each.
+      // the records held so far first (2 inserts) and then reads (1); the second twin's read (1,
+      // nothing held to write); the balances', reservations' and decisions' writes; COMMIT. Per
+      // unit, it would be three statements each.
       assert.strictEqual(statements, 1 + 2 + 3 + 1 + 3 + 1, `${statements} statements`)
       const reservations = yield* sql<{ transfer_id: string; nonce: string; status: string; created_at_ms: string }>`
         SELECT transfer_id, nonce, status, created_at_ms::text AS created_at_ms FROM guardian_reservations
@@ -294,6 +295,57 @@ describe("group commit with the store's prefetch", () => {
       assert.deepStrictEqual((yield* store.readBalance(c)).reserved, 30n)
       // The amounts were sealed on their way in: the reservation opens as 10.
       assert.strictEqual((yield* store.findReservation(id(205), { forUpdate: false }))?.amount, 10n)
+    }).pipe(Effect.scoped, Effect.provide(CountedSql)), 30_000)
+
+  it.live("a sender with no balance row yet, beside a twin recorded in memory: its unit reads by SQL and finds the twin", () =>
+    Effect.gen(function*() {
+      yield* migrate
+      const sql = yield* SqlClient.SqlClient
+      const store = makeStore(sql, makeAtRestBox(new Uint8Array(32).fill(7)))
+      const funded = party(400)
+      const unknown = party(401)
+      yield* fund(store, sql, [funded])
+      const committer = yield* GroupCommit.make<RowHints>(store.withHeldRows, store.prefetch)
+      const call = (sender: AccountRef, digest: string) =>
+        committer.run(decide(store, id(401), sender, 1n, digest), {
+          balances: [sender],
+          decisions: [{ transferId: id(401), sender, nonce: 1n }]
+        })
+      // The first unit records transfer 401 in memory; the second's sender has no row to lock in
+      // the prefetch, so it checks by SQL, which first writes what the group holds.
+      const { outcomes } = yield* inOneGroup(committer, [call(funded, "first"), call(unknown, "second")])
+      assert.deepStrictEqual(outcomes, ["reserved", "transfer_id_reused"])
+      const rows = yield* sql<{ from_account: string }>`SELECT from_account FROM guardian_reservations WHERE transfer_id = ${id(401)}`
+      assert.deepStrictEqual(rows.map((row) => row.from_account), [funded.account])
+    }).pipe(Effect.scoped, Effect.provide(CountedSql)), 30_000)
+
+  it.live("a settlement and a credit mark of one held reservation, in either order, write its status, mark and time once", () =>
+    Effect.gen(function*() {
+      yield* migrate
+      const sql = yield* SqlClient.SqlClient
+      const store = makeStore(sql, makeAtRestBox(new Uint8Array(32).fill(7)))
+      const [a, b, c] = [party(500), party(501), party(502)]
+      yield* fund(store, sql, [a, b, c])
+      // Three reservations, outside any group; the third expired at 3 (its settled_at_ms).
+      const committer = yield* GroupCommit.make<RowHints>(store.withHeldRows, store.prefetch)
+      for (const [index, sender] of [a, b, c].entries()) {
+        assert.strictEqual(yield* committer.run(decide(store, id(501 + index), sender, 1n, "d")), "reserved")
+      }
+      yield* sql.withTransaction(store.withHeldRows(store.setReservationStatus(id(503), "expired", 3)))
+      const settle = (transferId: string) => committer.run(store.setReservationStatus(transferId, "confirmed", 7), { reservations: [transferId] })
+      const mark = (transferId: string) => committer.run(store.markRecipientCredited(transferId), { reservations: [transferId] })
+      const { statements } = yield* inOneGroup(committer, [settle(id(501)), mark(id(501)), mark(id(502)), settle(id(502)), mark(id(503))])
+      const rows = yield* sql<{ transfer_id: string; status: string; recipient_credited: boolean; settled_at_ms: string | null }>`
+        SELECT transfer_id, status, recipient_credited, settled_at_ms::text AS settled_at_ms FROM guardian_reservations
+        WHERE ${sql.in("transfer_id", [id(501), id(502), id(503)])} ORDER BY transfer_id`
+      assert.deepStrictEqual(rows.map((row) => [row.status, row.recipient_credited, row.settled_at_ms]), [
+        ["confirmed", true, "7"],
+        ["confirmed", true, "7"],
+        // A mark alone keeps the status and the time the expiry wrote.
+        ["expired", true, "3"]
+      ])
+      // BEGIN, the reservations' and their parties' balances' reads, one UPDATE of the three, COMMIT.
+      assert.strictEqual(statements, 5, `${statements} statements`)
     }).pipe(Effect.scoped, Effect.provide(CountedSql)), 30_000)
 
   it.live("a record another transaction committed after the group's prefetch fails the group; its units then run alone", () =>

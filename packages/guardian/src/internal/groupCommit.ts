@@ -22,8 +22,18 @@
  * One group runs at a time; callers arriving meanwhile form the next group. There is no
  * added wait: a lone call on an idle guardian is its own group at once.
  */
-import { Cause, Deferred, Effect, Exit, Queue, type Scope } from "effect"
+import { Cause, Deferred, Effect, Exit, Option, Predicate, Queue, type Scope } from "effect"
 import { type SqlError, SqlClient } from "effect/sql"
+
+/** What ended a group: a typed failure's tag, or "defect", or "interrupted". */
+const failureKind = (cause: Cause.Cause<unknown>): string => {
+  const error = Cause.findErrorOption(cause)
+  if (Option.isSome(error)) {
+    const tag = Predicate.hasProperty(error.value, "_tag") ? error.value._tag : undefined
+    return typeof tag === "string" ? tag : "failure"
+  }
+  return Cause.hasDies(cause) ? "defect" : "interrupted"
+}
 
 /** Units per group: bounds one transaction's length and its row locks. */
 const groupMax = 64
@@ -85,7 +95,13 @@ export const make = <H = never>(
         for (const pending of group) pending.answer()
         return
       }
-      // Rolled back as a whole: each unit again, alone, so only the failing one fails.
+      // Rolled back as a whole: each unit again, alone, so only the failing one fails. Said at
+      // debug level (the callers' answers come from the re-runs): a group that keeps failing is
+      // the one sign of a fault in what the group holds in memory. The reason names a kind, never
+      // values (a storage error's text could name rows).
+      yield* Effect.logDebug("group rolled back: its units run again alone").pipe(
+        Effect.annotateLogs({ units: group.length, reason: failureKind(together.cause) })
+      )
       for (const pending of group) yield* pending.alone
     })
 

@@ -111,6 +111,12 @@ interface NewReservation {
   readonly nowMs: number
 }
 
+/** A decision a group's unit recorded, kept in memory until the group's flush. */
+interface NewDecision {
+  readonly decision: DecisionRow
+  readonly nowMs: number
+}
+
 /** A change to a reservation the group holds locked, kept in memory until the group's flush. */
 interface ReservationChange {
   readonly status: ReservationStatus
@@ -124,7 +130,9 @@ interface ReservationChange {
  * totals, by key. Once a unit of the group has locked a row, the row is this transaction's
  * until its commit, so the units after it read the held value instead of selecting it
  * again, and write to it in memory; `withHeldRows` writes each changed row once, before the
- * commit. Outside a group the service is absent and every read and write is SQL.
+ * commit. Without `withHeldRows` the service is absent and every read and write is SQL. A unit
+ * run alone has it too, but nothing prefetched: it holds the balances and key totals it locks
+ * itself, and reads and writes its reservations and decisions by SQL.
  *
  * `reservations` are rows `prefetch` locked for the group's units, read before any of them
  * runs: a unit reads such a row from here, and a status a unit sets is set here and kept in
@@ -149,7 +157,7 @@ class HeldRows extends Context.Service<HeldRows, {
   readonly decidedIds: Map<string, boolean>
   readonly noncesTaken: Map<string, boolean>
   readonly newReservations: Map<string, NewReservation>
-  readonly newDecisions: Map<string, { readonly decision: DecisionRow; readonly nowMs: number }>
+  readonly newDecisions: Map<string, NewDecision>
   readonly reservationChanges: Map<string, ReservationChange>
 }>()("guardian/HeldRows") {}
 
@@ -394,9 +402,13 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     ).pipe(Effect.flatMap(everyHeldRow(entries.length, "key totals")))
   }
 
-  /** A conflict the in-memory checks could not see: another guardian process committed first. */
+  /**
+   * A conflict the in-memory checks could not see: another guardian process committed a row
+   * after the prefetch read it absent. It fails the group, whose units then run alone. Only a
+   * group reaches it: without a prefetch nothing is recorded in memory.
+   */
   const committedMeanwhile = (what: string) =>
-    Effect.die(new Error(`a group's ${what} met rows another transaction committed meanwhile; its units run again alone`))
+    Effect.die(new Error(`a group's ${what} met rows another transaction committed after its prefetch`))
 
   /** Inserts reservations in one statement; answers the transfer ids inserted (an existing one is skipped). */
   const insertReservationRows = (entries: ReadonlyArray<NewReservation>) => {
@@ -428,7 +440,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
   }
 
   /** Inserts decisions in one statement; answers the transfer ids inserted (an existing one is skipped). */
-  const insertDecisionRows = (entries: ReadonlyArray<readonly [string, { readonly decision: DecisionRow; readonly nowMs: number }]>) =>
+  const insertDecisionRows = (entries: ReadonlyArray<readonly [string, NewDecision]>) =>
     sql.unsafe<{ readonly transfer_id: string }>(
       `INSERT INTO guardian_decisions (transfer_id, request_digest, held, redecisions, decided_at_ms)
        VALUES ${valuesPlaceholders(entries.length, ["::text", "::text", "::boolean", "::integer", "::bigint"])}
@@ -477,7 +489,8 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
 
   /**
    * Writes the reservations and decisions a group holds in memory (see `HeldRows`): before
-   * its commit, and before any SQL statement on those tables inside it. Nothing outside a group.
+   * its commit, and before any SQL statement on those tables inside it. A unit run alone holds
+   * none (nothing prefetched): nothing to write.
    */
   const writeRecords: Effect.Effect<void, SqlError.SqlError> = Effect.gen(function*() {
     const held = yield* heldRows
@@ -753,7 +766,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       return inserted
     })
 
-  /** Sets a reservation's status; `recipientCredited` also marks its recipient credited, in the same UPDATE. */
+  /** Sets a reservation's status; `recipientCredited` also marks its recipient credited, in the same write. */
   const setReservationStatus = (
     transferId: string,
     status: ReservationStatus,
