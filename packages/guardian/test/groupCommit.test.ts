@@ -6,15 +6,17 @@
  * ever. Real PGlite, in memory.
  */
 import { PGlite } from "@electric-sql/pglite"
+import { PgClient } from "@effect/sql-pg"
 import { PgliteClient } from "@effect/sql-pglite"
 import { assert, describe, it } from "@effect/vitest"
-import { Data, Deferred, Effect, Exit, Fiber, Option, Scope } from "effect"
+import { Context, Data, Deferred, Effect, Exit, Fiber, Layer, Option, Redacted, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { PreparedStatementPGlite } from "../src/EmbeddedDatabase.ts"
 import { makeAtRestBox } from "../src/internal/atRest.ts"
 import * as GroupCommit from "../src/internal/groupCommit.ts"
 import { migrate } from "../src/internal/migrations.ts"
 import { type AccountRef, makeStore, type RowHints, type Store } from "../src/internal/store.ts"
+import { freshPostgresDatabase, postgresAvailable } from "./support/postgres.ts"
 
 class Refused extends Data.TaggedError("Refused")<{ readonly id: number }> {}
 
@@ -388,4 +390,41 @@ describe("group commit with the store's prefetch", () => {
       assert.deepStrictEqual(rows.map((row) => [row.transfer_id, row.request_digest]), [[id(301), "elsewhere"], [id(302), "d"]])
       assert.strictEqual((yield* store.readBalance(a)).reserved, 10n)
     }).pipe(Effect.scoped, Effect.provide(CountedSql)), 30_000)
+  it.live.skipIf(!postgresAvailable)("on PostgreSQL, a twin another connection commits after the prefetch fails the group at its flush; alone, the unit finds it", () =>
+    Effect.gen(function*() {
+      const url = Redacted.make(yield* freshPostgresDatabase)
+      // Two pools on one database: the group's, and another guardian process's.
+      const mine = Context.get(yield* Layer.build(PgClient.layer({ url })), SqlClient.SqlClient)
+      const theirs = Context.get(yield* Layer.build(PgClient.layer({ url })), SqlClient.SqlClient)
+      yield* migrate.pipe(Effect.provideService(SqlClient.SqlClient, mine))
+      const box = makeAtRestBox(new Uint8Array(32).fill(7))
+      const store = makeStore(mine, box)
+      const theirStore = makeStore(theirs, box)
+      const [a, b] = [party(600), party(601)]
+      yield* fund(store, mine, [a])
+      yield* fund(theirStore, theirs, [b])
+      const committer = yield* GroupCommit.make<RowHints>(store.withHeldRows, store.prefetch).pipe(
+        Effect.provideService(SqlClient.SqlClient, mine)
+      )
+      const inGroup = yield* Deferred.make<void>()
+      const committed = yield* Deferred.make<void>()
+      let decisions = 0
+      // Unit 0 holds the group (after its prefetch) until the other connection has committed.
+      const hold = Effect.andThen(Deferred.succeed(inGroup, undefined), Deferred.await(committed))
+      const mineDecides = decide(store, id(601), a, 1n, "mine").pipe(Effect.tap(() => Effect.sync(() => decisions++)))
+      const hint = { balances: [a], decisions: [{ transferId: id(601), sender: a, nonce: 1n }] }
+      const group = yield* Effect.forkChild(inOneGroup(committer, [committer.run(Effect.as(hold, "held")), committer.run(mineDecides, hint)]))
+      yield* Deferred.await(inGroup)
+      // The other process reserves transfer 601 for its own sender, and commits.
+      assert.strictEqual(yield* theirs.withTransaction(theirStore.withHeldRows(decide(theirStore, id(601), b, 9n, "theirs"))), "reserved")
+      yield* Deferred.succeed(committed, undefined)
+      const { outcomes } = yield* Fiber.join(group)
+      // In the group the unit recorded 601 in memory (the prefetch found it absent); the flush met
+      // the committed row, the group rolled back, and alone the unit found the other's reservation.
+      assert.deepStrictEqual(outcomes, ["held", "transfer_id_reused"])
+      assert.strictEqual(decisions, 2)
+      const rows = yield* mine<{ request_digest: string }>`SELECT request_digest FROM guardian_reservations WHERE transfer_id = ${id(601)}`
+      assert.deepStrictEqual(rows.map((row) => row.request_digest), ["theirs"])
+      assert.strictEqual((yield* store.readBalance(a)).reserved, 0n)
+    }).pipe(Effect.scoped, Effect.provide(CountedSql)), 60_000)
 })
