@@ -333,35 +333,29 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
 
   type BalanceWrite = Pick<BalanceRow, "confirmed" | "reserved" | "version" | "owned">
 
-  const updateBalance = (account: AccountRef, balance: BalanceWrite) =>
-    sql`
-      UPDATE guardian_balances
-      SET confirmed_sealed = ${box.seal(balance.confirmed, confirmedBinding(account))},
-          reserved_sealed = ${box.seal(balance.reserved, reservedBinding(account))},
-          version = ${balance.version.toString()}::bigint,
-          owned = ${balance.owned}
-      WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}`.pipe(Effect.asVoid)
-
   /** Writes a balance locked by `lockBalance` (in memory until the commit when its group holds it). */
   const writeBalance = (account: AccountRef, balance: BalanceWrite) =>
     Effect.gen(function*() {
       const held = (yield* heldRows)?.balances.get(ref(account))
-      if (held === undefined) return yield* updateBalance(account, balance)
+      if (held === undefined) return yield* updateBalances([{ account, balance }])
       held.balance = { ...held.balance, ...balance }
       held.written = true
     })
 
-  /** Every held row a group writes is locked by its transaction: a row the write missed is a broken invariant. */
+  /** Every row these writes change is locked by their transaction: a row a write missed is a broken invariant. */
   const everyHeldRow = (expected: number, what: string) => (written: ReadonlyArray<unknown>): Effect.Effect<void> =>
     written.length === expected
       ? Effect.void
       : Effect.die(new Error(`invariant violated: ${expected - written.length} held ${what} vanished before their write`))
 
   /**
-   * The changed balances of a group in one statement (issue 16: a statement costs the
-   * embedded database about as much for one row as for several), each row checked written.
+   * Writes locked balances in one statement, each row checked written: a group's changed ones
+   * together (issue 16: a statement costs the embedded database about as much for one row as
+   * for several), or one outside a group.
    */
-  const updateBalances = (entries: ReadonlyArray<HeldBalance>): Effect.Effect<void, SqlError.SqlError> => {
+  const updateBalances = (
+    entries: ReadonlyArray<{ readonly account: AccountRef; readonly balance: BalanceWrite }>
+  ): Effect.Effect<void, SqlError.SqlError> => {
     if (entries.length === 0) return Effect.void
     const values = valuesPlaceholders(entries.length, ["::text", "::text", "::text", "::bytea", "::bytea", "::bigint", "::boolean"])
     return sql.unsafe<{ readonly account: string }>(
@@ -382,7 +376,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     ).pipe(Effect.flatMap(everyHeldRow(entries.length, "balance rows")))
   }
 
-  /** The changed API-key totals of a group in one statement, as `updateBalances`. */
+  /** Writes locked API-key totals in one statement (a group's changed ones, or one outside a group), as `updateBalances`. */
   const updateKeyTotals = (entries: ReadonlyArray<HeldKeyTotal>): Effect.Effect<void, SqlError.SqlError> => {
     if (entries.length === 0) return Effect.void
     const values = valuesPlaceholders(entries.length, ["::text", "::text", "::text", "::text", "::bytea", "::bigint"])
@@ -881,15 +875,8 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       // Sealed at rest as u64 base units: 18.4 trillion USDG through one key before it saturates.
       entry.total = entry.total + amount >= 1n << 64n ? (1n << 64n) - 1n : entry.total + amount
       entry.added++
-      if (held === undefined) yield* updateKeyTotal(entry)
+      if (held === undefined) yield* updateKeyTotals([entry])
     })
-
-  const updateKeyTotal = (entry: HeldKeyTotal) =>
-    sql`
-      UPDATE guardian_key_totals
-      SET total_sealed = ${box.seal(entry.total, keyTotalBinding(entry.account, entry.apiKeyId))}, transfers = transfers + ${entry.added}
-      WHERE chain_id = ${entry.account.chainId} AND contract = ${entry.account.contract} AND account = ${entry.account.account}
-        AND api_key_id = ${entry.apiKeyId}`.pipe(Effect.asVoid)
 
   /** Every API key's total for the account, in key id order. */
   const keyTotals = (account: AccountRef) =>
