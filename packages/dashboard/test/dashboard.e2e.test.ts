@@ -136,6 +136,7 @@ afterAll(async () => {
   await closeBrowser?.()
   await receiver?.close()
   await server?.stop()
+  if (keyFilePath !== undefined) fs.rmSync(path.dirname(keyFilePath), { recursive: true, force: true })
 }, 60_000)
 
 describe("dashboard in Chromium", () => {

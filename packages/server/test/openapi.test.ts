@@ -11,6 +11,7 @@ import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
+import { afterAll } from "vitest"
 import { Effect } from "effect"
 import { OpenApi } from "effect/http-api"
 import { PublicApi } from "@pps/api/Api"
@@ -34,6 +35,7 @@ describe("the OpenAPI document", () => {
   const document = OpenApi.fromApi(PublicApi)
   const file = path.join(directory, "openapi.json")
   fs.writeFileSync(file, JSON.stringify(document))
+  afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
 
   it("every operation has a summary, POSTs take Idempotency-Key, answers carry X-Request-Id", () => {
     const operations = Object.values(document.paths).flatMap((item) => Object.entries(item as Record<string, { operationId: string; summary?: string; parameters?: Array<{ name: string; in: string }>; responses: Record<string, { headers?: Record<string, unknown> }> }>))
