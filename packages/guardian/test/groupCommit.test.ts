@@ -102,11 +102,19 @@ describe("group commit with the store's prefetch", () => {
   const contract = "0x5fbdb2315678afecb367f032d93f642f64180aa3"
   const party = (index: number): AccountRef => ({ chainId, contract, account: `0x${index.toString(16).padStart(40, "0")}` })
 
+  /** The guardian's schema on the counted PGlite, its store, and a group committer over that store. */
+  const ledger = Effect.gen(function*() {
+    yield* migrate
+    const sql = yield* SqlClient.SqlClient
+    const box = makeAtRestBox(new Uint8Array(32).fill(7))
+    const store = makeStore(sql, box)
+    const committer = yield* GroupCommit.make<RowHints>(store.withHeldRows, store.prefetch)
+    return { sql, box, store, committer }
+  })
+
   it.live("a group reads its hinted rows once, and each unit sees what the units before it wrote", () =>
     Effect.gen(function*() {
-      yield* migrate
-      const sql = yield* SqlClient.SqlClient
-      const store = makeStore(sql, makeAtRestBox(new Uint8Array(32).fill(7)))
+      const { committer, sql, store } = yield* ledger
       const transferIds = Array.from({ length: 8 }, (_, index) => `0x${(index + 1).toString(16).padStart(64, "0")}`)
       // Eight reservations from eight senders to eight recipients, each sender holding 100.
       yield* sql.withTransaction(store.withHeldRows(Effect.forEach(transferIds, (transferId, index) =>
@@ -133,7 +141,6 @@ describe("group commit with the store's prefetch", () => {
           }, 0)
         }), { discard: true })))
 
-      const committer = yield* GroupCommit.make<RowHints>(store.withHeldRows, store.prefetch)
       /** A settlement's shape: the reservation under its lock, both balances, the status written. */
       const settle = (transferId: string) =>
         Effect.gen(function*() {
@@ -238,12 +245,9 @@ describe("group commit with the store's prefetch", () => {
 
   it.live("a group checks and records its new decisions in memory, one statement per table, and sees its own records", () =>
     Effect.gen(function*() {
-      yield* migrate
-      const sql = yield* SqlClient.SqlClient
-      const store = makeStore(sql, makeAtRestBox(new Uint8Array(32).fill(7)))
+      const { committer, sql, store } = yield* ledger
       const senders = [party(200), party(201), party(202)]
       yield* fund(store, sql, senders)
-      const committer = yield* GroupCommit.make<RowHints>(store.withHeldRows, store.prefetch)
       const call = (transferId: string, sender: AccountRef, nonce: bigint, digest = "d") =>
         committer.run(decide(store, transferId, sender, nonce, digest), {
           balances: [sender],
@@ -301,13 +305,10 @@ describe("group commit with the store's prefetch", () => {
 
   it.live("a sender with no balance row yet, beside a twin recorded in memory: its unit reads by SQL and finds the twin", () =>
     Effect.gen(function*() {
-      yield* migrate
-      const sql = yield* SqlClient.SqlClient
-      const store = makeStore(sql, makeAtRestBox(new Uint8Array(32).fill(7)))
+      const { committer, sql, store } = yield* ledger
       const funded = party(400)
       const unknown = party(401)
       yield* fund(store, sql, [funded])
-      const committer = yield* GroupCommit.make<RowHints>(store.withHeldRows, store.prefetch)
       const call = (sender: AccountRef, digest: string) =>
         committer.run(decide(store, id(401), sender, 1n, digest), {
           balances: [sender],
@@ -323,13 +324,10 @@ describe("group commit with the store's prefetch", () => {
 
   it.live("a settlement and a credit mark of one held reservation, in either order, write its status, mark and time once", () =>
     Effect.gen(function*() {
-      yield* migrate
-      const sql = yield* SqlClient.SqlClient
-      const store = makeStore(sql, makeAtRestBox(new Uint8Array(32).fill(7)))
+      const { committer, sql, store } = yield* ledger
       const [a, b, c] = [party(500), party(501), party(502)]
       yield* fund(store, sql, [a, b, c])
       // Three reservations, outside any group; the third expired at 3 (its settled_at_ms).
-      const committer = yield* GroupCommit.make<RowHints>(store.withHeldRows, store.prefetch)
       for (const [index, sender] of [a, b, c].entries()) {
         assert.strictEqual(yield* committer.run(decide(store, id(501 + index), sender, 1n, "d")), "reserved")
       }
@@ -352,15 +350,11 @@ describe("group commit with the store's prefetch", () => {
 
   it.live("a record another transaction committed after the group's prefetch fails the group; its units then run alone", () =>
     Effect.gen(function*() {
-      yield* migrate
-      const sql = yield* SqlClient.SqlClient
-      const box = makeAtRestBox(new Uint8Array(32).fill(7))
-      const store = makeStore(sql, box)
+      const { box, committer, sql, store } = yield* ledger
       const [a, b] = [party(300), party(301)]
       // Sealed as the store seals a reservation's amount (bound to its transfer id), so that it opens.
       const sealed = box.seal(10n, `pps/guardian/v1/reservation/${id(301)}`)
       yield* fund(store, sql, [a, b])
-      const committer = yield* GroupCommit.make<RowHints>(store.withHeldRows, store.prefetch)
       runs.clear()
       // Unit 0 stands for another guardian process: it writes the reservation of transfer 301 by
       // plain SQL, after the group's prefetch read it as absent. Unit 1 decides transfer 301

@@ -645,12 +645,6 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       }
     })
 
-  /** A reservation row changes: a read after this in the group reads the row again. */
-  const forgetReservation = (transferId: string) =>
-    Effect.map(heldRows, (held) => {
-      held?.reservations.delete(transferId)
-    })
-
   const findReservation = (transferId: string, options: { readonly forUpdate: boolean }) =>
     Effect.gen(function*() {
       // Locked by the group's prefetch and not written since: the row as a read would give it.
@@ -753,7 +747,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
           return true
         }
       }
-      yield* forgetReservation(reservation.transferId)
+      // (An insert never changes an existing row: a reservation the group holds stays as it is.)
       const inserted = (yield* afterRecords(insertReservationRows([{ reservation, nowMs }]))).length === 1
       held?.reservedIds.set(reservation.transferId, true)
       if (inserted) held?.noncesTaken.set(nonce, true)
@@ -787,7 +781,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
         held.reservationChanges.set(transferId, changed)
         return
       }
-      yield* forgetReservation(transferId)
+      // Not held by the group (nothing to keep in step): the row itself, after what the group holds.
       yield* afterRecords(sql`
         UPDATE guardian_reservations
         SET status = COALESCE(${change.status ?? null}::text, status),
