@@ -1,7 +1,9 @@
 import { defineConfig } from "vitest/config"
+import { testProcess } from "../../vitest.shared.ts"
 
 export default defineConfig({
   test: {
+    ...testProcess,
     name: "dashboard",
     include: ["test/**/*.test.ts"],
     // The page is built from source before its tests, so they never run a stale or hand-made build.

@@ -1,7 +1,9 @@
 import { defineConfig } from "vitest/config"
+import { testProcess } from "../../vitest.shared.ts"
 
 export default defineConfig({
   test: {
+    ...testProcess,
     name: "guardian",
     include: ["test/**/*.test.ts"],
     // PGlite takes seconds to start (WASM); guardians are started once per file.

@@ -1,7 +1,9 @@
 import { defineConfig } from "vitest/config"
+import { testProcess } from "../../vitest.shared.ts"
 
 export default defineConfig({
   test: {
+    ...testProcess,
     name: "sdk",
     include: ["test/**/*.test.ts"]
   }

@@ -1,7 +1,9 @@
 import { defineConfig } from "vitest/config"
+import { testProcess } from "../../vitest.shared.ts"
 
 export default defineConfig({
   test: {
+    ...testProcess,
     name: "server",
     include: ["test/**/*.test.ts"],
     // PGlite takes seconds to start (WASM); servers are started once per file.
