@@ -91,7 +91,8 @@ const connectionError = (message: string, code: "08003" | "08006"): Error =>
  * a thread that had run PGlite's WebAssembly was being terminated; others report trouble with
  * terminating threads that run WebAssembly too (mmomtchev/sqlite-wasm-http#67). A thread that
  * ends by itself is never interrupted, so termination is left for the one case that needs it:
- * a close that hangs.
+ * a close that hangs. That abort was seen again with this in place: its cause is a race in V8's
+ * wasm code GC, which test processes now turn off (vitest.shared.ts).
  */
 const endThread = async (worker: Worker, exited: Promise<unknown>, timeoutMs: number): Promise<void> => {
   let timer: ReturnType<typeof setTimeout> | undefined
