@@ -21,9 +21,9 @@
  * 5. Settlement submits the attested call and waits up to
  *    `TRANSFER_CREATE_TIMEOUT_MS` (D14): `confirmed`, or `pending` and the rest
  *    happens in the background.
- * 6. The outcome: one SQL transaction for the status and its events, then the
- *    guardian's `settle` (commit or release the reservation). A restart picks
- *    up every transfer still pending or not yet settled with the guardian.
+ * 6. The outcome: one SQL transaction for the status and its events, and beside
+ *    it the guardian's `settle` (commit or release the reservation). A restart
+ *    picks up every transfer still pending or not yet settled with the guardian.
  *
  * An owner's approval of a held transaction (D27) runs steps 3-6 again through
  * the same functions (`authorizeAndRecord`, `submitAndAwait`), in the agent's
@@ -298,6 +298,8 @@ export class Transfers extends Context.Service<Transfers, {
       const agentStore = yield* AgentStore
       const heldStore = yield* AgentTransactionStore
       const secretBox = yield* SecretBox
+      // The layer's scope, for work nobody waits for (interrupted when the server stops).
+      const scope = yield* Effect.scope
       const operations = yield* OperationReplay
       const preparationSecret = preparationKey(Redacted.value((yield* Secrets).apiKeyPepper))
 
@@ -450,30 +452,57 @@ export class Transfers extends Context.Service<Transfers, {
       // The batch bounds a transaction's length, its row locks and the statement shapes it prepares.
       const endTransfers = sharedStatements(sql, endInOneTransaction, answer, completionBatchMax)
 
+      /**
+       * The SQL end and the guardian's settlement, side by side: the settlement's round trip was
+       * the longest step of a create's answer after the chain (docs/benchmarks.md, "A transfer's
+       * time, stage by stage"). Neither needs the other. The guardian settles on the chain's word
+       * (this resolution, final once for a submission), which is also the status the SQL end
+       * writes; a second settlement of one transfer (another node's completion, a retry) is
+       * answered from the guardian's record. The caller is answered once both are done, so a read
+       * of the guardian's books after a `confirmed` answer sees the transfer applied.
+       */
       const completeOnce = (resolution: Resolution) =>
         Effect.gen(function*() {
           const status = resolution._tag === "Confirmed" ? "confirmed" as const : "failed" as const
-          const ended = yield* Effect.request(new EndTransfer({ resolution }), endTransfers)
-          // Whoever ended the transfer settles it with the guardian; had it ended before (another
-          // node, or this one before a restart), the recovery round settles what is left unsettled.
-          if (Option.isNone(ended)) return yield* store.findById(resolution.submissionId)
-          yield* settleWithGuardian(ended.value.transfer_id, status)
-          return ended
+          const [ended, settled] = yield* Effect.zip(
+            Effect.request(new EndTransfer({ resolution }), endTransfers),
+            guardianSettle(resolution.submissionId, status),
+            { concurrent: true }
+          )
+          // The mark only spares the recovery round a second settlement: nobody waits for it.
+          // One this process does not write (a crash, a shutdown) leaves the transfer to that round.
+          if (settled) yield* Effect.forkIn(Effect.interruptible(markSettled(resolution.submissionId)), scope)
+          return Option.isSome(ended) ? ended : yield* store.findById(resolution.submissionId)
         })
 
-      const settleWithGuardian = (transferId: string, outcome: "confirmed" | "failed") =>
+      /** The guardian's settlement of a transfer; false when it failed (logged: the recovery round retries). */
+      const guardianSettle = (transferId: string, outcome: "confirmed" | "failed") =>
         guardian.settle({ transferId: transferIdBytes32(transferId), outcome }).pipe(
-          Effect.andThen(store.markGuardianSettled(transferId)),
+          Effect.as(true),
           // Any cause, not only a typed failure: a guardian child killed mid-call ends the call
           // with an interruption (its client's scope closes), which is not this fiber's own and
           // must not end the completion or the loop that runs it. Retried by the recovery round;
           // the reservation also expires on its own.
           Effect.catchCause((cause) =>
             Effect.logWarning("guardian settle failed; will retry").pipe(
+              Effect.annotateLogs({ transfer_id: transferId, error: Cause.pretty(cause) }),
+              Effect.as(false)
+            )
+          )
+        )
+
+      /** Records that the guardian settled the transfer, so the recovery round leaves it. */
+      const markSettled = (transferId: string) =>
+        store.markGuardianSettled(transferId).pipe(
+          Effect.catchCause((cause) =>
+            Effect.logWarning("marking a transfer settled with the guardian failed; the recovery round settles it again").pipe(
               Effect.annotateLogs({ transfer_id: transferId, error: Cause.pretty(cause) })
             )
           )
         )
+
+      const settleWithGuardian = (transferId: string, outcome: "confirmed" | "failed") =>
+        guardianSettle(transferId, outcome).pipe(Effect.flatMap((settled) => (settled ? markSettled(transferId) : Effect.void)))
 
       /** Transfers a crash or an outage left unfinished. */
       const recover = (mode: Mode) =>
