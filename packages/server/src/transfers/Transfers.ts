@@ -381,7 +381,7 @@ export class Transfers extends Context.Service<Transfers, {
       const completions = new Map<string, { readonly done: Deferred.Deferred<Option.Option<StoredTransfer>, SqlError.SqlError>; readonly atMs: number }>()
       const completionMemoryMs = 60_000
 
-      /** Writes the outcome once (status + events), then settles with the guardian; the transfer as it ends. */
+      /** Writes the outcome once (status + events) and settles it with the guardian; the transfer as it ends. */
       const complete = (resolution: Resolution) =>
         // Not interruptible but for the wait on another's completion: the request that runs it may
         // be cut off by its client, and the outcome stream may be waiting on this very completion.
@@ -455,11 +455,15 @@ export class Transfers extends Context.Service<Transfers, {
       /**
        * The SQL end and the guardian's settlement, side by side: the settlement's round trip was
        * the longest step of a create's answer after the chain (docs/benchmarks.md, "A transfer's
-       * time, stage by stage"). Neither needs the other. The guardian settles on the chain's word
-       * (this resolution, final once for a submission), which is also the status the SQL end
-       * writes; a second settlement of one transfer (another node's completion, a retry) is
-       * answered from the guardian's record. The caller is answered once both are done, so a read
-       * of the guardian's books after a `confirmed` answer sees the transfer applied.
+       * time, stage by stage"). Neither reads what the other writes: the SQL end writes this
+       * resolution (final once for a submission), and the guardian decides the reservation from
+       * its own record under the reservation's row lock (a failure only once the chain says the
+       * attestation can never be mined), so a settlement before, after or twice (another
+       * completion, a retry, the recovery round) changes the books at most once. A crash between
+       * the two commits leaves one of them for the recovery round. The caller is answered once
+       * both are done: when the guardian answered, a read of its books after a `confirmed` answer
+       * sees the transfer; when it did not (down, killed mid-call), the answer is still the
+       * chain's and the books catch up at the recovery round, as before.
        */
       const completeOnce = (resolution: Resolution) =>
         Effect.gen(function*() {
@@ -469,9 +473,9 @@ export class Transfers extends Context.Service<Transfers, {
             guardianSettle(resolution.submissionId, status),
             { concurrent: true }
           )
-          // The mark only spares the recovery round a second settlement: nobody waits for it.
-          // One this process does not write (a crash, a shutdown) leaves the transfer to that round.
-          if (settled) yield* Effect.forkIn(Effect.interruptible(markSettled(resolution.submissionId)), scope)
+          // The mark only spares the recovery round a second settlement: not awaited. One this
+          // process does not write (a crash, a shutdown) leaves the transfer to that round.
+          if (settled) yield* Effect.forkIn(markSettled(resolution.submissionId), scope)
           return Option.isSome(ended) ? ended : yield* store.findById(resolution.submissionId)
         })
 
