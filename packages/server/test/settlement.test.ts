@@ -2,8 +2,9 @@
  * Settlement against real embedded anvil and PGlite: the contracts are deployed
  * once per data directory, guardian-signed confidential transfers submitted
  * concurrently through the relayer pool are all mined and add up on chain, a
- * resubmission of the same id sends nothing, and a transfer the contract refuses
- * ends `failed`.
+ * resubmission of the same id sends nothing, a transfer the contract refuses
+ * ends `failed`, and calls recorded in a caller's transaction commit or roll back
+ * with it and are signed after a restart if they were never sent.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -147,15 +148,51 @@ suite("settlement on embedded anvil", () => {
         assert.isTrue(Option.isNone(early), describe(early))
         const late = yield* settlement.awaitResolution(forged.submissionId, 30_000)
         assert.isTrue(Option.isSome(late) && late.value._tag === "Failed", describe(late))
-        return chain.contracts
+
+        // Calls recorded in the caller's transaction (a transfer's record): they commit or roll
+        // back with it, and one recorded then submitted is signed once, however often it is submitted.
+        const later = (yield* Effect.promise(() => chain.client.getBlock())).timestamp
+        const [sent, unsent, rolledBack] = [10n, 11n, 12n].map((nonce) =>
+          signedConfidentialTransfer({
+            label: `recorded-${nonce}`,
+            guardian,
+            chainId: chain.chainId,
+            contract: chain.contracts.confidentialUsdg,
+            from: senders[2]!.address,
+            to: recipient,
+            fromKey: senders[2]!.key,
+            toKey: recipientKey,
+            amount: 7n,
+            nonce,
+            deadlineSeconds: later + 600n
+          })
+        ) as [typeof replay, typeof replay, typeof replay]
+        yield* sql.withTransaction(settlement.record([sent, unsent]))
+        const failed = yield* Effect.exit(sql.withTransaction(settlement.record([rolledBack]).pipe(Effect.andThen(Effect.fail("rolled back")))))
+        assert.isTrue(failed._tag === "Failure")
+        yield* settlement.submitRecorded(sent)
+        yield* settlement.submit(sent)
+        const sentOutcome = yield* settlement.awaitResolution(sent.submissionId, 30_000)
+        assert.isTrue(Option.isSome(sentOutcome) && sentOutcome.value._tag === "Confirmed", describe(sentOutcome))
+        yield* expectAppliedOnce(chain, [sent.replayKey!.transferId])
+        const gone = yield* sql<{ n: string }>`
+          SELECT count(*)::text AS n FROM chain_submissions WHERE submission_id = ${rolledBack.submissionId}`
+        assert.strictEqual(gone[0]?.n, "0")
+        // `unsent` is left as a crash between the record's commit and the signature leaves it.
+        return { contracts: chain.contracts, unsent }
       }).pipe(Effect.provide(settlementLayer(dataDir, guardian)))
 
-      // A restart on the same data dir reuses the deployed contracts.
+      // A restart on the same data dir reuses the deployed contracts, and signs what was
+      // recorded and never sent.
       const secondRun = yield* Effect.gen(function*() {
         const settlement = yield* Settlement
-        return Option.getOrThrow(settlement.chain("test")).contracts
+        const chain = Option.getOrThrow(settlement.chain("test"))
+        const adopted = yield* settlement.awaitResolution(firstRun.unsent.submissionId, 30_000)
+        assert.isTrue(Option.isSome(adopted) && adopted.value._tag === "Confirmed", describe(adopted))
+        yield* expectAppliedOnce(chain, [firstRun.unsent.replayKey!.transferId])
+        return chain.contracts
       }).pipe(Effect.provide(settlementLayer(dataDir, guardian)))
-      assert.deepStrictEqual(secondRun, firstRun)
+      assert.deepStrictEqual(secondRun, firstRun.contracts)
     }).pipe(Effect.scoped), { timeout: 120_000 })
 
   it.live("batches what queues while the relayer is busy; each item resolves from its own event", () =>

@@ -172,6 +172,15 @@ const nonceOf = (rawTx: Hex): number | undefined => {
 export class Settlement extends Context.Service<Settlement, {
   /** Records, signs and broadcasts the call; a second submit of the same id is a no-op. */
   readonly submit: (request: SubmissionRequest) => Effect.Effect<void, ChainUnavailable | ChainError | SqlError.SqlError>
+  /**
+   * Records calls in the caller's SQL transaction, so that they commit with what they settle
+   * (a transfer's row and its call: one commit fewer a create, issue 16); `submitRecorded`
+   * signs and broadcasts them once it committed. A crash between the two leaves them
+   * `recorded`: adopted at the next start, and signed by a later `submit` of the same id.
+   */
+  readonly record: (requests: ReadonlyArray<SubmissionRequest>) => Effect.Effect<void, SqlError.SqlError>
+  /** `submit` for a call `record` wrote in a transaction that committed: signs and broadcasts it without recording it again. */
+  readonly submitRecorded: (request: SubmissionRequest) => Effect.Effect<void, ChainUnavailable | ChainError | SqlError.SqlError>
   /** The outcome within `timeoutMs`, or None while still pending. */
   readonly awaitResolution: (
     submissionId: string,
@@ -295,6 +304,11 @@ export class Settlement extends Context.Service<Settlement, {
           const engine = engines.get(request.mode)
           return engine === undefined ? Effect.fail(new ChainUnavailable(request.mode)) : engine.submit(request)
         },
+        record: (requests) => store.recordAll(requests).pipe(Effect.asVoid),
+        submitRecorded: (request) => {
+          const engine = engines.get(request.mode)
+          return engine === undefined ? Effect.fail(new ChainUnavailable(request.mode)) : engine.submitRecorded(request)
+        },
         awaitResolution: (submissionId, timeoutMs) =>
           Effect.gen(function*() {
             const waiter = yield* waiterFor(submissionId)
@@ -326,6 +340,7 @@ type FinishConfirmed = (confirmations: ReadonlyArray<Confirmation>) => Effect.Ef
 
 interface Engine {
   readonly submit: (request: SubmissionRequest) => Effect.Effect<void, ChainError | SqlError.SqlError>
+  readonly submitRecorded: (request: SubmissionRequest) => Effect.Effect<void, ChainError | SqlError.SqlError>
 }
 
 const isNonceTooLow = (error: unknown) => /nonce too low|nonce has already been used|replacement transaction underpriced/i.test(String(error))
@@ -1121,35 +1136,47 @@ const makeEngine = (
         yield* Deferred.await(sent)
       })
 
+    /**
+     * Runs `send` for a submission this node neither signs nor tracks now, claimed for it: checked
+     * and claimed in one step, so two callers in this process never both sign it. Not
+     * interruptible: a caller that goes away (a client that hung up) must not cut a submission
+     * between its signature and its record, which would leave the relayer's nonce taken and never
+     * broadcast, and every later transaction of that relayer stuck behind the gap. Every step is
+     * bounded (SQL, and RPC calls with the transport's timeout).
+     */
+    const claimed = (id: string, send: Effect.Effect<void, ChainError | SqlError.SqlError>) =>
+      Effect.suspend(() => {
+        if (signing.has(id) || bySubmission.has(id)) return Effect.void
+        signing.add(id)
+        return Effect.uninterruptible(send).pipe(Effect.ensuring(Effect.sync(() => signing.delete(id))))
+      })
+
     const engine: Engine = {
+      // Recorded in the caller's committed transaction: no INSERT, no read. Another submit of the
+      // same id (a retry's `current`, the recovery round) meanwhile finds it claimed or tracked;
+      // should one have signed and concluded it in the microseconds before this claim, the second
+      // transaction is refused by the contract's replay nonce, and its failure is not written
+      // over the final row (`resolve` leaves a final row as it is).
+      submitRecorded: (request) => claimed(request.submissionId, enqueue(request)).pipe(Effect.withSpan("Settlement.submitRecorded")),
       submit: (request) =>
-        Effect.suspend(() => {
+        claimed(request.submissionId, Effect.gen(function*() {
           const id = request.submissionId
-          // Checked and claimed in one step, so two callers in this process never both sign it.
-          if (signing.has(id) || bySubmission.has(id)) return Effect.void
-          signing.add(id)
-          // Not interruptible: a caller that goes away (a client that hung up) must not cut a
-          // submission between its signature and its record, which would leave the relayer's
-          // nonce taken and never broadcast, and every later transaction of that relayer stuck
-          // behind the gap. Every step is bounded (SQL, and RPC calls with the transport's timeout).
-          return Effect.uninterruptible(Effect.gen(function*() {
-            if (yield* store.record(request)) return yield* enqueue(request)
-            // Submitted before: nothing to do, unless it is still only recorded (its first signing
-            // failed): then this call signs it. Callers' recovery rounds re-drive it this way.
-            const stored = yield* store.get(id)
-            if (Option.isNone(stored)) return
-            if (stored.value.status === "recorded") return yield* enqueue(stored.value.request)
-            // Sent by this node yet not tracked here: a write whose answer the database link lost
-            // (its bytes recorded, then the error; or untracked to conclude, then the outcome's
-            // write failed). No one else drives it while this node lives: recover it as at start.
-            if (stored.value.status === "sent" && stored.value.ownedHere) {
-              yield* Effect.logWarning("driving again a sent submission this node had lost track of").pipe(
-                Effect.annotateLogs({ submission_id: id })
-              )
-              yield* recover(stored.value)
-            }
-          })).pipe(Effect.ensuring(Effect.sync(() => signing.delete(id))))
-        }).pipe(Effect.withSpan("Settlement.submit"))
+          if (yield* store.record(request)) return yield* enqueue(request)
+          // Submitted before: nothing to do, unless it is still only recorded (its first signing
+          // failed): then this call signs it. Callers' recovery rounds re-drive it this way.
+          const stored = yield* store.get(id)
+          if (Option.isNone(stored)) return
+          if (stored.value.status === "recorded") return yield* enqueue(stored.value.request)
+          // Sent by this node yet not tracked here: a write whose answer the database link lost
+          // (its bytes recorded, then the error; or untracked to conclude, then the outcome's
+          // write failed). No one else drives it while this node lives: recover it as at start.
+          if (stored.value.status === "sent" && stored.value.ownedHere) {
+            yield* Effect.logWarning("driving again a sent submission this node had lost track of").pipe(
+              Effect.annotateLogs({ submission_id: id })
+            )
+            yield* recover(stored.value)
+          }
+        })).pipe(Effect.withSpan("Settlement.submit"))
     }
     return engine
   })

@@ -136,6 +136,12 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
    * one INSERT; when it fails, each is recorded alone.
    */
   readonly record: (request: SubmissionRequest) => Effect.Effect<boolean, SqlError.SqlError>
+  /**
+   * Records new submissions in one statement, in the caller's transaction (not batched with
+   * other callers': the rows commit or roll back with whatever else that transaction writes).
+   * The ids it recorded; one that exists already is left as it is.
+   */
+  readonly recordAll: (requests: ReadonlyArray<SubmissionRequest>) => Effect.Effect<ReadonlyArray<string>, SqlError.SqlError>
   readonly get: (submissionId: string) => Effect.Effect<Option.Option<Submission>, SqlError.SqlError>
   /** How the submission ended: none while it is open (or unknown); reads only the outcome's columns. */
   readonly resolution: (submissionId: string) => Effect.Effect<Option.Option<Resolution>, SqlError.SqlError>
@@ -238,6 +244,7 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
       )
       return SubmissionStore.of({
         record: (request) => Effect.request(new RecordSubmission({ request }), recordTogether),
+        recordAll: recordMany,
         get: (submissionId) =>
           sql.unsafe(`SELECT ${columns} FROM chain_submissions s WHERE s.submission_id = $1`, [submissionId]).pipe(
             Effect.flatMap(decode),

@@ -16,9 +16,9 @@
  *    the attestation — or answers a policy violation (403), insufficient balance
  *    (402), or "hold for approval": then the sealed transfer is kept as a held
  *    agent transaction (202, D26) and nothing is reserved or signed.
- * 4. One SQL transaction: the transfer row (pending) and its
- *    `transfer.initiated` events.
- * 5. Settlement submits the attested call and waits up to
+ * 4. One SQL transaction: the transfer row (pending), its
+ *    `transfer.initiated` events and its chain submission (the attested call, recorded).
+ * 5. Settlement signs and broadcasts that call and waits up to
  *    `TRANSFER_CREATE_TIMEOUT_MS` (D14): `confirmed`, or `pending` and the rest
  *    happens in the background.
  * 6. The outcome: one SQL transaction for the status and its events, and beside
@@ -92,7 +92,7 @@ import { sharedStatements } from "../platform/SharedStatements.ts"
 import { Secrets } from "../platform/Secrets.ts"
 import { confidentialTransferCall, publicTransferCall } from "../settlement/calls.ts"
 import { type ChainContext, confidentialTokenOf } from "../settlement/Chains.ts"
-import { gasLimits, type Resolution } from "../settlement/domain.ts"
+import { gasLimits, type Resolution, type SubmissionRequest } from "../settlement/domain.ts"
 import { GuardianIdentity } from "../settlement/GuardianIdentity.ts"
 import { Settlement } from "../settlement/Settlement.ts"
 import { releaseAdmission } from "../platform/Admission.ts"
@@ -126,6 +126,27 @@ export const transferIdBytes32 = (transferId: string): Hex => {
   return `0x${value.toString(16).padStart(64, "0")}`
 }
 
+/** A transfer's attested call as settlement submits it: the same at its record and at a resubmission. */
+const transferSubmission = (transfer: {
+  readonly transferId: string
+  readonly mode: Mode
+  readonly confidential: boolean
+  readonly contract: Address
+  readonly callData: Hex
+  readonly deadlineSeconds: bigint
+  readonly sender: Address
+  readonly nonce: bigint
+}): SubmissionRequest => ({
+  submissionId: transfer.transferId,
+  mode: transfer.mode,
+  kind: transfer.confidential ? "confidential_transfer" : "public_transfer",
+  target: transfer.contract,
+  data: transfer.callData,
+  gasLimit: transfer.confidential ? gasLimits.confidential_transfer : gasLimits.public_transfer,
+  deadlineSeconds: transfer.deadlineSeconds,
+  replayKey: { sender: transfer.sender, nonce: transfer.nonce, transferId: transferIdBytes32(transfer.transferId) }
+})
+
 /** How often transfers whose outcome or guardian settlement is missing are looked at again. */
 const recoveryEveryMs = 5_000
 
@@ -146,11 +167,11 @@ const completionBatchMax = 64
 const recordBatchMax = 64
 
 /**
- * A created transfer's row and its `transfer.initiated` events; `recordTransfers` writes those
- * asked together. The asker's idempotency key is bound to the transfer in the same transaction.
+ * A created transfer's row, its `transfer.initiated` events and its chain submission;
+ * `recordTransfers` writes those asked together. The asker's idempotency key is bound to the transfer in the same transaction.
  */
 class RecordTransfer extends Request.Class<
-  { readonly transfer: NewTransfer; readonly events: ReadonlyArray<EventInput> },
+  { readonly transfer: NewTransfer; readonly events: ReadonlyArray<EventInput>; readonly submission: SubmissionRequest },
   void,
   SqlError.SqlError
 > {}
@@ -537,20 +558,16 @@ export class Transfers extends Context.Service<Transfers, {
           const boxes = yield* store.boxes(t.transfer_id)
           const chain = settlement.chain(t.mode)
           if (Option.isNone(boxes) || Option.isNone(chain)) return
-          yield* settlement.submit({
-            submissionId: t.transfer_id,
+          yield* settlement.submit(transferSubmission({
+            transferId: t.transfer_id,
             mode: t.mode,
-            kind: t.confidential ? "confidential_transfer" : "public_transfer",
-            target: confidentialTokenOf(chain.value, t.asset),
-            data: bytesToHex(boxes.value.callData),
-            gasLimit: t.confidential ? gasLimits.confidential_transfer : gasLimits.public_transfer,
+            confidential: t.confidential,
+            contract: confidentialTokenOf(chain.value, t.asset),
+            callData: bytesToHex(boxes.value.callData),
             deadlineSeconds: BigInt(t.deadline_seconds),
-            replayKey: {
-              sender: getAddress(Option.getOrThrow(yield* accounts.get(t.sender_account_id)).walletAddress),
-              nonce: BigInt(t.replay_nonce),
-              transferId: transferIdBytes32(t.transfer_id)
-            }
-          }).pipe(Effect.catch((error) => Effect.logWarning("resubmission failed; will retry", error)))
+            sender: getAddress(Option.getOrThrow(yield* accounts.get(t.sender_account_id)).walletAddress),
+            nonce: BigInt(t.replay_nonce)
+          })).pipe(Effect.catch((error) => Effect.logWarning("resubmission failed; will retry", error)))
         })
 
       // Outcomes as they happen, and a periodic look at anything left unfinished.
@@ -598,6 +615,7 @@ export class Transfers extends Context.Service<Transfers, {
           })))
           yield* store.insert(entries.map((entry) => entry.request.transfer))
           yield* outbox.append(entries.flatMap((entry) => entry.request.events))
+          yield* settlement.record(entries.map((entry) => entry.request.submission))
         }))
       const recordTransfers = sharedStatements(
         sql,
@@ -606,16 +624,21 @@ export class Transfers extends Context.Service<Transfers, {
         recordBatchMax
       )
       /** The record step of a new transfer (`authorizeAndRecord`'s `write`). */
-      const recordCreated = (transfer: NewTransfer, events: ReadonlyArray<EventInput>) =>
-        Effect.request(new RecordTransfer({ transfer, events }), recordTransfers)
+      const recordCreated = (transfer: NewTransfer, events: ReadonlyArray<EventInput>, submission: SubmissionRequest) =>
+        Effect.request(new RecordTransfer({ transfer, events, submission }), recordTransfers)
       /** The record step in a transaction of its own, with what must commit with it (an approval's decision). */
       const recordAlongside = <E>(alongside: Effect.Effect<void, E | SqlError.SqlError>) =>
-      (transfer: NewTransfer, events: ReadonlyArray<EventInput>) =>
-        sql.withTransaction(alongside.pipe(Effect.andThen(store.insert([transfer])), Effect.andThen(outbox.append(events))))
+      (transfer: NewTransfer, events: ReadonlyArray<EventInput>, submission: SubmissionRequest) =>
+        sql.withTransaction(alongside.pipe(
+          Effect.andThen(store.insert([transfer])),
+          Effect.andThen(outbox.append(events)),
+          Effect.andThen(settlement.record([submission]))
+        ))
 
       /**
        * The guardian's decision on a sealed transfer and, when it attests, `write`: the
-       * transfer row and its `transfer.initiated` events in SQL (`recordCreated` for a new
+       * transfer row, its `transfer.initiated` events and its chain submission (the attested
+       * call, `recorded`, signed by `submitAndAwait` once this commits) in SQL (`recordCreated` for a new
        * transfer, batched; `recordAlongside` for an approved held one, with the approval's own
        * state change and event). This is the one place a transfer is attested and recorded.
        *
@@ -630,7 +653,11 @@ export class Transfers extends Context.Service<Transfers, {
         prepared: PreparedTransfer,
         deadlineSeconds: bigint,
         agent: GuardianDomain.AuthorizeRequest["agent"],
-        write: (transfer: NewTransfer, events: ReadonlyArray<EventInput>) => Effect.Effect<void, E | SqlError.SqlError>
+        write: (
+          transfer: NewTransfer,
+          events: ReadonlyArray<EventInput>,
+          submission: SubmissionRequest
+        ) => Effect.Effect<void, E | SqlError.SqlError>
       ) =>
         Effect.gen(function*() {
           const authorization = yield* guardian.authorize({
@@ -713,6 +740,16 @@ export class Transfers extends Context.Service<Transfers, {
               guardianHandle: hexToBytes(ciphertext.guardianHandle as Hex),
               deadlineSeconds: authorization.deadline
             }, authorization.signature as Hex)
+          const submission = transferSubmission({
+            transferId: prepared.transferId,
+            mode: prepared.mode,
+            confidential: prepared.confidential,
+            contract: prepared.contract,
+            callData,
+            deadlineSeconds: authorization.deadline,
+            sender: prepared.senderAddress,
+            nonce: prepared.nonce
+          })
           const nowMs = yield* Clock.currentTimeMillis
           yield* write({
             transferId: prepared.transferId,
@@ -742,23 +779,14 @@ export class Transfers extends Context.Service<Transfers, {
             asset: prepared.asset,
             confidential: prepared.confidential,
             txHash: null
-          })).pipe(Effect.catchTag("SqlError", Effect.die))
-          return { _tag: "Recorded", callData, deadlineSeconds: authorization.deadline } as const
+          }), submission).pipe(Effect.catchTag("SqlError", Effect.die))
+          return { _tag: "Recorded", submission } as const
         }).pipe(Effect.uninterruptible)
 
       /** Step 5 of both paths: submit the attested call, wait up to the create timeout (D14). */
-      const submitAndAwait = (prepared: PreparedTransfer, recorded: { readonly callData: Hex; readonly deadlineSeconds: bigint }) =>
+      const submitAndAwait = (prepared: PreparedTransfer, recorded: { readonly submission: SubmissionRequest }) =>
         Effect.gen(function*() {
-          yield* settlement.submit({
-            submissionId: prepared.transferId,
-            mode: prepared.mode,
-            kind: prepared.confidential ? "confidential_transfer" : "public_transfer",
-            target: prepared.contract,
-            data: recorded.callData,
-            gasLimit: prepared.confidential ? gasLimits.confidential_transfer : gasLimits.public_transfer,
-            deadlineSeconds: recorded.deadlineSeconds,
-            replayKey: { sender: prepared.senderAddress, nonce: prepared.nonce, transferId: prepared.bindingId }
-          }).pipe(Effect.catch((error) =>
+          yield* settlement.submitRecorded(recorded.submission).pipe(Effect.catch((error) =>
             // Recorded and attested: the recovery round submits it; the client sees `pending`.
             Effect.logWarning("submission failed; will retry").pipe(
               Effect.annotateLogs({ transfer_id: prepared.transferId, error: String(error) })
