@@ -39,3 +39,6 @@ export * as GuardianServer from "./GuardianServer.ts"
 
 /** @since 0.7.0 */
 export * as SqlValues from "./SqlValues.ts"
+
+/** @since 0.8.0 */
+export * as SpanLog from "./SpanLog.ts"

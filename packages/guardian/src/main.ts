@@ -22,6 +22,7 @@ import * as GuardianConfig from "./GuardianConfig.ts"
 import { layer as guardianLayer } from "./GuardianLive.ts"
 import * as Lease from "./Lease.ts"
 import { routes } from "./GuardianServer.ts"
+import * as SpanLog from "./SpanLog.ts"
 
 const logLevels = ["Trace", "Debug", "Info", "Warn", "Error"] as const
 
@@ -125,8 +126,8 @@ if (process.argv[2] === "cancel-rotation") {
   Layer.launch(Layer.merge(MainLive, ExitWithParentLive)).pipe(
     Effect.catchCause(reportFailure("cannot start")),
     Effect.provide(LoggingLive),
-    // No tracer exporter ships: spans would be built and dropped (packages/server/src/main.ts).
-    Effect.provideService(References.TracerEnabled, false),
+    // Spans off unless PPS_SPAN_LOG asks for them (packages/server/src/main.ts).
+    SpanLog.fromEnvironment("guardian"),
     NodeRuntime.runMain
   )
 }

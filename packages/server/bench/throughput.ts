@@ -48,6 +48,8 @@ import { freePort, serverTarget } from "../test/fault/processes.ts"
 import { type Cluster, dropDatabases, startCluster } from "../scripts/cluster/cluster.ts"
 import { readEnvFile, writeRunEnvFile } from "../scripts/cluster/envFile.ts"
 import { defaultWorkerNodes } from "../scripts/cluster/topology.ts"
+import { readSpans, stages, table } from "./spanSummary.ts"
+import { percentile } from "./stats.ts"
 
 const { values } = parseArgs({
   options: {
@@ -64,6 +66,7 @@ const { values } = parseArgs({
     workers: { type: "string", default: String(defaultWorkerNodes) },
     guardians: { type: "string", default: "2" },
     keep: { type: "boolean", default: false },
+    "span-log": { type: "string" },
     help: { type: "boolean", default: false }
   }
 })
@@ -86,6 +89,9 @@ if (values.help) {
   --guardians 2           distributed: guardian processes (one serves)
   --keep                  embedded: keep the work folder (data, server.log) for a post-mortem
                           (kept anyway when a transfer is still pending after the drain)
+  --span-log DIR          embedded: the server and the guardian write their spans to DIR
+                          (PPS_SPAN_LOG; tracing costs CPU, so not for the headline figures);
+                          its stages are printed at the end (npm run -s bench:spans -- DIR)
 `)
   process.exit(0)
 }
@@ -138,11 +144,6 @@ const amountUsdg = "0.01"
 
 const log = (line: string) => process.stdout.write(`${new Date().toISOString()} ${line}\n`)
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, ms)))
-const percentile = (values: ReadonlyArray<number>, p: number): number => {
-  if (values.length === 0) return Number.NaN
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? Number.NaN
-}
 
 // ---- processes and their CPU ----
 
@@ -437,7 +438,10 @@ const main = async () => {
     port,
     adminPort,
     logFile: path.join(workDir, "server.log"),
-    env: { CHAIN_BLOCK_TIME_MS: String(blockTimeMs) }
+    env: {
+      CHAIN_BLOCK_TIME_MS: String(blockTimeMs),
+      ...(values["span-log"] === undefined ? {} : { PPS_SPAN_LOG: path.resolve(values["span-log"]) })
+    }
   })
   const baseUrl = `http://127.0.0.1:${port}`
   const results: Array<ReturnType<typeof summarize> & { label: string }> = []
@@ -484,6 +488,10 @@ const main = async () => {
     ),
     ""
   ].join("\n"))
+  if (values["span-log"] !== undefined) {
+    const { rows, traces } = stages(readSpans(values["span-log"]), "Transfers.create")
+    process.stdout.write(`stages of ${traces} creates, every level together (spans in ${values["span-log"]}):\n\n${table(rows.filter((row) => row.perTrace >= 0.05))}\n`)
+  }
   // A transfer still pending after the drain is a stall seen rarely (docs/benchmarks.md, "A stall
   // seen once"): its server log is what would explain it, so the folder is kept for it unasked.
   const stalled = results.some((row) => (row.byStatus["201 pending"] ?? 0) > 0)

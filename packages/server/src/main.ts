@@ -12,7 +12,8 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { NodeRuntime } from "@effect/platform-node"
-import { Cause, Effect, Layer, Option, References } from "effect"
+import { SpanLog } from "@pps/guardian"
+import { Cause, Effect, Layer, Option } from "effect"
 import { AppConfig } from "./config/AppConfig.ts"
 import { DataDir } from "./platform/DataDir.ts"
 import { loggingLayer } from "./platform/Logging.ts"
@@ -87,8 +88,8 @@ Layer.launch(MainLive).pipe(
     })
   ),
   Effect.provide(LoggingLive),
-  // No tracer exporter ships, so spans would be built and dropped: about 5 % of the server's and
-  // the guardian's CPU per transfer (issue 16, docs/benchmarks.md). An exporter turns this back on.
-  Effect.provideService(References.TracerEnabled, false),
+  // Spans off, unless PPS_SPAN_LOG asks for them to be written: built and dropped they cost about
+  // 5 % of the server's and the guardian's CPU per transfer (issue 16, docs/benchmarks.md).
+  SpanLog.fromEnvironment("server"),
   NodeRuntime.runMain
 )

@@ -96,7 +96,9 @@ const inheritedVariables = [
   "GUARDIAN_CHAIN_POLL_MS",
   "GUARDIAN_CONFIRMATIONS",
   // The signers a rotation may go to without the guardian's veto: embedded, the operator sets it here.
-  "GUARDIAN_APPROVED_ROTATIONS"
+  "GUARDIAN_APPROVED_ROTATIONS",
+  // A measurement's span log (SpanLog.ts): the guardian's spans beside the server's.
+  "PPS_SPAN_LOG"
 ] as const
 
 /**

@@ -441,12 +441,14 @@ const makeEngine = (
         // transaction of the relayer behind the gap. Both steps are bounded (RPC timeout, SQL).
         const group = yield* Effect.uninterruptible(Effect.gen(function*() {
           const signed = yield* relayer.sign(call).pipe(
-            Effect.tapError(() => Effect.sync(() => (relayer.inFlight -= requests.length)))
+            Effect.tapError(() => Effect.sync(() => (relayer.inFlight -= requests.length))),
+            Effect.withSpan("Settlement.sign")
           )
           // Signed but not recorded: the nonce it took is never broadcast, so release it (the
           // next signature or a filler takes it) rather than leave a gap that stalls the relayer.
           yield* store.markSent(requests.map((request) => request.submissionId), signed).pipe(
-            Effect.tapError(() => relayer.release(signed).pipe(Effect.andThen(Effect.sync(() => (relayer.inFlight -= requests.length)))))
+            Effect.tapError(() => relayer.release(signed).pipe(Effect.andThen(Effect.sync(() => (relayer.inFlight -= requests.length))))),
+            Effect.withSpan("Settlement.markSent")
           )
           const sentAtMs = Date.now()
           const group = requests.map((request): Tracked => ({
@@ -460,7 +462,7 @@ const makeEngine = (
           for (const tracked of group) track(tracked)
           return group
         }))
-        yield* broadcast(group, resignings)
+        yield* broadcast(group, resignings).pipe(Effect.withSpan("Settlement.broadcast"))
       })
 
     /**

@@ -779,7 +779,7 @@ export class Transfers extends Context.Service<Transfers, {
             asset: prepared.asset,
             confidential: prepared.confidential,
             txHash: null
-          }), submission).pipe(Effect.catchTag("SqlError", Effect.die))
+          }), submission).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Transfers.record"))
           return { _tag: "Recorded", submission } as const
         }).pipe(Effect.uninterruptible)
 
@@ -793,9 +793,12 @@ export class Transfers extends Context.Service<Transfers, {
             )
           ))
           const outcome = yield* settlement.awaitResolution(prepared.transferId, config.transferCreateTimeoutMs).pipe(
-            Effect.orDie
+            Effect.orDie,
+            Effect.withSpan("Transfers.awaitOutcome")
           )
-          const ended = Option.isSome(outcome) ? yield* complete(outcome.value).pipe(Effect.orDie) : Option.none()
+          const ended = Option.isSome(outcome)
+            ? yield* complete(outcome.value).pipe(Effect.orDie, Effect.withSpan("Transfers.complete"))
+            : Option.none()
           return Option.getOrThrow(Option.isSome(ended) ? ended : yield* store.findById(prepared.transferId).pipe(Effect.orDie))
         })
 
@@ -1044,7 +1047,8 @@ export class Transfers extends Context.Service<Transfers, {
           const result = yield* authorizeAndRecord(prepared, deadlineSeconds, agent, recordCreated)
           if (result._tag === "Recorded") return { _tag: "Recorded", prepared, recorded: result } as const
           return { _tag: "Held", transaction: yield* hold(prepared, nowMs, result.sealedAmount) } as const
-        }))
+          // Two spans (SpanLog.ts): the one outside also counts the wait for the sender's turn.
+        }).pipe(Effect.withSpan("Transfers.inActor"))).pipe(Effect.withSpan("Transfers.actor"))
         if (decided._tag === "Held") return { _tag: "Held", transaction: decided.transaction } satisfies CreateOutcome
 
         // 5. Submit and wait (D14); the outcome is also completed in the background. The wait for
