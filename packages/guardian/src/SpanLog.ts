@@ -57,6 +57,21 @@ export const fileTracer = (file: string): { readonly tracer: Tracer.Tracer; read
   return { tracer, flush }
 }
 
+/** Whether this process writes a span log: `PPS_SPAN_LOG` set when it started. */
+export const enabled = (process.env[variable] ?? "") !== ""
+
+/**
+ * A span only a span log reads: a named stage of a hot path (a transfer's record, its
+ * signature). Without the log it is not built at all: even with tracing off, a span costs
+ * its stack trace, a no-op span and a context per call, which the transfer path measurably
+ * paid for (docs/benchmarks.md).
+ *
+ * @since 0.8.0
+ * @category combinators
+ */
+export const stage = (name: string) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  enabled ? Effect.withSpan(self, name) : self
+
 /**
  * Runs `self` with tracing off, or, when `PPS_SPAN_LOG` names a directory, with spans
  * written there under `processName`.

@@ -48,6 +48,19 @@ describe("span log", () => {
       fs.rmSync(directory, { recursive: true, force: true })
     }))
 
+  it.effect("a stage builds no span without a span log, even with tracing on", () =>
+    Effect.gen(function*() {
+      // These tests run without PPS_SPAN_LOG, as every process does unless a measurement asks.
+      assert.isFalse(SpanLog.enabled)
+      const directory = fs.mkdtempSync(path.join(os.tmpdir(), "pps-spanlog-"))
+      const file = path.join(directory, "test-2.spans")
+      const { flush, tracer } = SpanLog.fileTracer(file)
+      yield* Effect.void.pipe(SpanLog.stage("a stage"), Effect.withSpan("around"), Effect.withTracer(tracer), Effect.provideService(References.TracerEnabled, true))
+      flush()
+      assert.deepStrictEqual(lines(file).map((span) => span.name), ["around"])
+      fs.rmSync(directory, { recursive: true, force: true })
+    }))
+
   it.live("fromEnvironment writes under the process's name with PPS_SPAN_LOG, and traces nothing without it", () =>
     Effect.gen(function*() {
       const directory = fs.mkdtempSync(path.join(os.tmpdir(), "pps-spanlog-"))

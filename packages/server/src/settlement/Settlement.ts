@@ -40,6 +40,7 @@
  * @since 0.1.0
  */
 import { ConfidentialTokenArtifact } from "@pps/contracts"
+import { SpanLog } from "@pps/guardian"
 import { Context, Deferred, Duration, Effect, Exit, Layer, Option, PubSub, Schedule, Schema, Stream } from "effect"
 import type { SqlError } from "effect/sql"
 import {
@@ -442,13 +443,13 @@ const makeEngine = (
         const group = yield* Effect.uninterruptible(Effect.gen(function*() {
           const signed = yield* relayer.sign(call).pipe(
             Effect.tapError(() => Effect.sync(() => (relayer.inFlight -= requests.length))),
-            Effect.withSpan("Settlement.sign")
+            SpanLog.stage("Settlement.sign")
           )
           // Signed but not recorded: the nonce it took is never broadcast, so release it (the
           // next signature or a filler takes it) rather than leave a gap that stalls the relayer.
           yield* store.markSent(requests.map((request) => request.submissionId), signed).pipe(
             Effect.tapError(() => relayer.release(signed).pipe(Effect.andThen(Effect.sync(() => (relayer.inFlight -= requests.length))))),
-            Effect.withSpan("Settlement.markSent")
+            SpanLog.stage("Settlement.markSent")
           )
           const sentAtMs = Date.now()
           const group = requests.map((request): Tracked => ({
@@ -462,7 +463,7 @@ const makeEngine = (
           for (const tracked of group) track(tracked)
           return group
         }))
-        yield* broadcast(group, resignings).pipe(Effect.withSpan("Settlement.broadcast"))
+        yield* broadcast(group, resignings).pipe(SpanLog.stage("Settlement.broadcast"))
       })
 
     /**

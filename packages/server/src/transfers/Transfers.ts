@@ -33,7 +33,7 @@
  *
  * @since 0.1.0
  */
-import { type Domain as GuardianDomain, GuardianClient } from "@pps/guardian"
+import { type Domain as GuardianDomain, GuardianClient, SpanLog } from "@pps/guardian"
 import { ElGamal, EncryptionKey, Note } from "@pps/crypto"
 import {
   Cause,
@@ -779,7 +779,7 @@ export class Transfers extends Context.Service<Transfers, {
             asset: prepared.asset,
             confidential: prepared.confidential,
             txHash: null
-          }), submission).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Transfers.record"))
+          }), submission).pipe(Effect.catchTag("SqlError", Effect.die), SpanLog.stage("Transfers.record"))
           return { _tag: "Recorded", submission } as const
         }).pipe(Effect.uninterruptible)
 
@@ -794,10 +794,10 @@ export class Transfers extends Context.Service<Transfers, {
           ))
           const outcome = yield* settlement.awaitResolution(prepared.transferId, config.transferCreateTimeoutMs).pipe(
             Effect.orDie,
-            Effect.withSpan("Transfers.awaitOutcome")
+            SpanLog.stage("Transfers.awaitOutcome")
           )
           const ended = Option.isSome(outcome)
-            ? yield* complete(outcome.value).pipe(Effect.orDie, Effect.withSpan("Transfers.complete"))
+            ? yield* complete(outcome.value).pipe(Effect.orDie, SpanLog.stage("Transfers.complete"))
             : Option.none()
           return Option.getOrThrow(Option.isSome(ended) ? ended : yield* store.findById(prepared.transferId).pipe(Effect.orDie))
         })
@@ -1048,7 +1048,7 @@ export class Transfers extends Context.Service<Transfers, {
           if (result._tag === "Recorded") return { _tag: "Recorded", prepared, recorded: result } as const
           return { _tag: "Held", transaction: yield* hold(prepared, nowMs, result.sealedAmount) } as const
           // Two spans (SpanLog.ts): the one outside also counts the wait for the sender's turn.
-        }).pipe(Effect.withSpan("Transfers.inActor"))).pipe(Effect.withSpan("Transfers.actor"))
+        }).pipe(SpanLog.stage("Transfers.inActor"))).pipe(SpanLog.stage("Transfers.actor"))
         if (decided._tag === "Held") return { _tag: "Held", transaction: decided.transaction } satisfies CreateOutcome
 
         // 5. Submit and wait (D14); the outcome is also completed in the background. The wait for
