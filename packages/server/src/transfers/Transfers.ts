@@ -988,7 +988,9 @@ export class Transfers extends Context.Service<Transfers, {
         // sent them); once the guardian attested, the record needs no order and the sender's
         // next transfer is let in (`release`): a record under load is ~10 ms at p50 and ~35 at
         // p99 (docs/benchmarks.md), which every later transfer of a busy sender used to wait.
-        // A held transfer keeps the actor until it is kept.
+        // A held transfer keeps the actor until it is kept, and so does a client-sealed one: its
+        // id is the client's, and a second create of it checks `idTaken` in the actor, which only
+        // the first's record makes true.
         const decided = yield* actors.withKeyUntilReleased(sender.accountId, (release) => Effect.gen(function*() {
           const nowMs = yield* Clock.currentTimeMillis
           // Read inside the actor: a policy change applies to the very next attempt.
@@ -1053,7 +1055,13 @@ export class Transfers extends Context.Service<Transfers, {
             clientSealed: money._tag === "Sealed"
           }
           const agent = policy === undefined ? undefined : { policy, approved: false }
-          const result = yield* authorizeAndRecord(prepared, deadlineSeconds, agent, recordCreated, release)
+          const result = yield* authorizeAndRecord(
+            prepared,
+            deadlineSeconds,
+            agent,
+            recordCreated,
+            money._tag === "Sealed" ? Effect.void : release
+          )
           if (result._tag === "Recorded") return { _tag: "Recorded", prepared, recorded: result } as const
           return { _tag: "Held", transaction: yield* hold(prepared, nowMs, result.sealedAmount) } as const
           // Two spans (SpanLog.ts): the one outside also counts the wait for the sender's turn.

@@ -163,8 +163,13 @@ export const transfersSuite = (database: DatabaseTarget) =>
             send(`${server.baseUrl}/v1/transfers`, postJson({ ...bearer(carol.api_key), ...headers }, body))
           expectEnvelope(yield* prepare({ to: "@nobody-at-all" }), 404, "recipient_not_found")
           const prepared = (yield* prepare({ to: "@dan" })).json as Record<string, string>
-          const context = { chainId: BigInt(prepared["chain_id"]!), contract: prepared["contract"] as Hex, transferId: hexToBytes(prepared["binding_id"] as Hex) }
-          const seal = (amount: bigint, ctx = context) => {
+          const contextOf = (preparation: Record<string, string>) => ({
+            chainId: BigInt(preparation["chain_id"]!),
+            contract: preparation["contract"] as Hex,
+            transferId: hexToBytes(preparation["binding_id"] as Hex)
+          })
+          const context = contextOf(prepared)
+          const seal = (amount: bigint, ctx = context, preparation = prepared) => {
             const boxes = Note.sealTransfer({
               context: ctx,
               note: { amount, memo: "" },
@@ -172,12 +177,12 @@ export const transfersSuite = (database: DatabaseTarget) =>
               senderKey: carolKey.publicKey,
               recipientKey: danKey.publicKey,
               // A guardian key from the answer, as a client would.
-              guardianKey: hexToBytes(prepared["guardian_key"] as Hex) as typeof carolKey.publicKey
+              guardianKey: hexToBytes(preparation["guardian_key"] as Hex) as typeof carolKey.publicKey
             })
             const hex = (bytes: Uint8Array) => `0x${Buffer.from(bytes).toString("hex")}`
             return {
-              transfer_id: prepared["transfer_id"]!,
-              token: prepared["token"]!,
+              transfer_id: preparation["transfer_id"]!,
+              token: preparation["token"]!,
               guardian: hex(boxes.guardian),
               sender: hex(boxes.sender),
               recipient: hex(boxes.recipient)
@@ -212,8 +217,18 @@ export const transfersSuite = (database: DatabaseTarget) =>
             const error = expectEnvelope(answer, 400, "invalid_request")
             assert.strictEqual(error.param, param, JSON.stringify(Object.keys(body)))
           }
+          // Two creates of one preparation at once, under two keys: one pays, the other is told so.
+          const twice = (yield* prepare({ to: "@dan" })).json as Record<string, string>
+          const racing = yield* Effect.all(
+            ["sealed-race-1", "sealed-race-2"].map((key) =>
+              create({ to: "@dan", sealed: seal(1_000_000n, contextOf(twice), twice) }, { "idempotency-key": key })
+            ),
+            { concurrency: "unbounded" }
+          )
+          assert.deepStrictEqual(racing.map((answer) => answer.status).sort(), [201, 409], racing.map((answer) => answer.text).join("\n"))
+          expectEnvelope(racing.find((answer) => answer.status === 409)!, 409, "prepared_transfer_used")
           // Nothing was reserved by the refusals: the whole remaining balance can still move.
-          const all = yield* create({ to: "@dan", sealed: seal(50_000_000n - 31_415_926n) }, { "idempotency-key": "sealed-all" })
+          const all = yield* create({ to: "@dan", sealed: seal(50_000_000n - 31_415_926n - 1_000_000n) }, { "idempotency-key": "sealed-all" })
           assert.strictEqual(all.status, 201, all.text)
           // A preparation pays once: the same boxes under another key are told so.
           expectEnvelope(yield* create({ to: "@dan", sealed: seal(1n) }, { "idempotency-key": "sealed-again" }), 409, "prepared_transfer_used")
