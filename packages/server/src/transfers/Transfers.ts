@@ -169,7 +169,8 @@ const recordBatchMax = 64
 
 /**
  * A created transfer's row, its `transfer.initiated` events and its chain submission;
- * `recordTransfers` writes those asked together. The asker's idempotency key is bound to the transfer in the same transaction.
+ * `recordTransfers` writes those asked together. The asker's idempotency key is bound to
+ * the transfer in the same transaction.
  */
 class RecordTransfer extends Request.Class<
   { readonly transfer: NewTransfer; readonly events: ReadonlyArray<EventInput>; readonly submission: SubmissionRequest },
@@ -1064,7 +1065,7 @@ export class Transfers extends Context.Service<Transfers, {
           )
           if (result._tag === "Recorded") return { _tag: "Recorded", prepared, recorded: result } as const
           return { _tag: "Held", transaction: yield* hold(prepared, nowMs, result.sealedAmount) } as const
-          // Two spans (SpanLog.ts): the one outside also counts the wait for the sender's turn.
+          // Two stages (SpanLog.ts): the outer one also counts the wait for the sender's turn.
         }).pipe(SpanLog.stage("Transfers.inActor"))).pipe(SpanLog.stage("Transfers.actor"))
         if (decided._tag === "Held") return { _tag: "Held", transaction: decided.transaction } satisfies CreateOutcome
 
