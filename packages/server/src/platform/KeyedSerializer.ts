@@ -9,9 +9,7 @@
  * out each replay nonce once, and the contract refuses a reused nonce. The
  * per-node actor adds the ordering a single client sees (its transfers are
  * authorized in the order it sent them) without cluster's SQL message storage on
- * every transfer (and without its PGlite shutdown hang, notes/effect4.md). What
- * follows an authorization (recording it) need not hold the key:
- * `withKeyUntilReleased` lets the next one start.
+ * every transfer (and without its PGlite shutdown hang, notes/effect4.md).
  *
  * @since 0.1.0
  */
@@ -23,17 +21,6 @@ import { Context, Effect, Layer, RcMap, Semaphore } from "effect"
  */
 export class KeyedSerializer extends Context.Service<KeyedSerializer, {
   readonly withKey: <A, E, R>(key: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  /**
-   * `withKey` for work whose tail need not hold the key: `use` gets `release`, which lets
-   * the key's next work start while this one goes on (at the latest it is released when
-   * `use` ends). The wait for the key can be interrupted; `use` runs as its caller's
-   * interruptibility says, so an uninterruptible step that releases the key midway is not
-   * cut there.
-   */
-  readonly withKeyUntilReleased: <A, E, R>(
-    key: string,
-    use: (release: Effect.Effect<void>) => Effect.Effect<A, E, R>
-  ) => Effect.Effect<A, E, R>
 }>()("server/platform/KeyedSerializer") {
   static readonly layer = Layer.effect(
     KeyedSerializer,
@@ -41,21 +28,7 @@ export class KeyedSerializer extends Context.Service<KeyedSerializer, {
       const locks = yield* RcMap.make({ lookup: (_key: string) => Semaphore.make(1), idleTimeToLive: "1 minute" })
       return KeyedSerializer.of({
         withKey: (key, effect) =>
-          Effect.scoped(Effect.flatMap(RcMap.get(locks, key), (semaphore) => semaphore.withPermit(effect))),
-        withKeyUntilReleased: (key, use) =>
-          Effect.scoped(Effect.flatMap(RcMap.get(locks, key), (semaphore) =>
-            Effect.uninterruptibleMask((restore) =>
-              Effect.gen(function*() {
-                yield* restore(semaphore.take(1))
-                let held = true
-                const release = Effect.suspend(() => {
-                  if (!held) return Effect.void
-                  held = false
-                  return Effect.asVoid(semaphore.release(1))
-                })
-                return yield* restore(use(release)).pipe(Effect.ensuring(release))
-              })
-            )))
+          Effect.scoped(Effect.flatMap(RcMap.get(locks, key), (semaphore) => semaphore.withPermit(effect)))
       })
     })
   )

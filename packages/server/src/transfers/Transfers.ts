@@ -16,9 +16,8 @@
  *    the attestation — or answers a policy violation (403), insufficient balance
  *    (402), or "hold for approval": then the sealed transfer is kept as a held
  *    agent transaction (202, D26) and nothing is reserved or signed.
- * 4. Out of the actor (released once the guardian attested), one SQL transaction:
- *    the transfer row (pending), its `transfer.initiated` events and its chain
- *    submission (the attested call, recorded).
+ * 4. One SQL transaction: the transfer row (pending), its
+ *    `transfer.initiated` events and its chain submission (the attested call, recorded).
  * 5. Settlement signs and broadcasts that call and waits up to
  *    `TRANSFER_CREATE_TIMEOUT_MS` (D14): `confirmed`, or `pending` and the rest
  *    happens in the background.
@@ -659,8 +658,7 @@ export class Transfers extends Context.Service<Transfers, {
           transfer: NewTransfer,
           events: ReadonlyArray<EventInput>,
           submission: SubmissionRequest
-        ) => Effect.Effect<void, E | SqlError.SqlError>,
-        attested: Effect.Effect<void> = Effect.void
+        ) => Effect.Effect<void, E | SqlError.SqlError>
       ) =>
         Effect.gen(function*() {
           const authorization = yield* guardian.authorize({
@@ -716,8 +714,6 @@ export class Transfers extends Context.Service<Transfers, {
                 Effect.andThen(Effect.die(new Error(`guardian refused: ${authorization.reason}`)))
               )
           }
-          // Attested: what is left (the call's bytes, the record) orders nothing (see `create`).
-          yield* attested
           const ciphertext = authorization.ciphertext
           const callData = prepared.confidential
             ? confidentialTransferCall({
@@ -984,15 +980,8 @@ export class Transfers extends Context.Service<Transfers, {
           }
         }
 
-        // 2-4. In the sender's actor (the agent's, for an agent): policy, nonce, seal, authorize;
-        // then the record. The actor orders the sender's authorizations (the order its client
-        // sent them); once the guardian attested, the record needs no order and the sender's
-        // next transfer is let in (`release`): a record under load is ~10 ms at p50 and ~35 at
-        // p99 (docs/benchmarks.md), which every later transfer of a busy sender used to wait.
-        // A held transfer keeps the actor until it is kept, and so does a client-sealed one: its
-        // id is the client's, and a second create of it checks `idTaken` in the actor, which only
-        // the first's record makes true.
-        const decided = yield* actors.withKeyUntilReleased(sender.accountId, (release) => Effect.gen(function*() {
+        // 2-4. In the sender's actor (the agent's, for an agent): policy, nonce, seal, authorize, record.
+        const decided = yield* actors.withKey(sender.accountId, Effect.gen(function*() {
           const nowMs = yield* Clock.currentTimeMillis
           // Read inside the actor: a policy change applies to the very next attempt.
           const policy = isAgent
@@ -1056,13 +1045,7 @@ export class Transfers extends Context.Service<Transfers, {
             clientSealed: money._tag === "Sealed"
           }
           const agent = policy === undefined ? undefined : { policy, approved: false }
-          const result = yield* authorizeAndRecord(
-            prepared,
-            deadlineSeconds,
-            agent,
-            recordCreated,
-            money._tag === "Sealed" ? Effect.void : release
-          )
+          const result = yield* authorizeAndRecord(prepared, deadlineSeconds, agent, recordCreated)
           if (result._tag === "Recorded") return { _tag: "Recorded", prepared, recorded: result } as const
           return { _tag: "Held", transaction: yield* hold(prepared, nowMs, result.sealedAmount) } as const
           // Two stages (SpanLog.ts): the outer one also counts the wait for the sender's turn.
