@@ -194,10 +194,18 @@ export class Dispatcher extends Context.Service<Dispatcher, {
           }
         })
 
+      /**
+       * The clock reading of the last round's claim: `waitForWork` looks for what falls due after
+       * it, not after its own later reading, so a delivery that fell due while the claim's query
+       * ran (time passes in a query: a loaded database, or the embedded one on its own thread) is
+       * claimed at the next round instead of after a whole poll interval.
+       */
+      let claimedAtMs = 0
       const runOnce = Effect.gen(function*() {
+        const nowMs = yield* Clock.currentTimeMillis
+        claimedAtMs = nowMs
         const free = config.webhookConcurrency - serving.size
         if (free <= 0) return 0
-        const nowMs = yield* Clock.currentTimeMillis
         const claimed = yield* store.claimSubscriptions({ nodeId, now: iso(nowMs), leaseUntil: iso(nowMs + leaseMs), limit: free })
         for (const webhookId of claimed) {
           const entry: { fiber?: Fiber.Fiber<void> } = {}
@@ -233,9 +241,10 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       // they belong to subscriptions being served, whose server goes on.
       // The wait is measured from the clock read after the query, not before it: time spent
       // in the query (a loaded database) would otherwise be waited a second time, and the
-      // retry would go out that much late.
+      // retry would go out that much late. What is due is looked for after the last claim's
+      // reading (`claimedAtMs`): a delivery due since then is waited for only `idleWaitMinMs`.
       const waitForWork = Effect.gen(function*() {
-        const next = yield* store.nextDueAfter(iso(yield* Clock.currentTimeMillis)).pipe(
+        const next = yield* store.nextDueAfter(iso(claimedAtMs)).pipe(
           Effect.orElseSucceed(() => Option.none<number>())
         )
         const nowMs = yield* Clock.currentTimeMillis
