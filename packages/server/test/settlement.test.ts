@@ -56,22 +56,36 @@ suite("settlement on embedded anvil", () => {
         const recipient = address("recipient")
         const recipientKey = keyPairFrom("recipient")
         const senders = Array.from({ length: 8 }, (_, i) => ({ address: address(`sender-${i}`), key: keyPairFrom(`sender-${i}`) }))
-        const requests = Array.from({ length: 32 }, (_, i) => {
-          const sender = senders[i % senders.length]!
-          return signedConfidentialTransfer({
-            label: `batch-${i}`,
-            guardian,
+        /** A confidential USDG transfer from `sender` to the recipient, attested by `signer`. */
+        const transfer = (options: {
+          readonly label: string
+          readonly sender: (typeof senders)[number]
+          readonly amount: bigint
+          readonly nonce: bigint
+          readonly deadlineSeconds: bigint
+          readonly signer?: typeof guardian
+        }) =>
+          signedConfidentialTransfer({
+            label: options.label,
+            guardian: options.signer ?? guardian,
             chainId: chain.chainId,
             contract: chain.contracts.confidentialUsdg,
-            from: sender.address,
+            from: options.sender.address,
             to: recipient,
-            fromKey: sender.key,
+            fromKey: options.sender.key,
             toKey: recipientKey,
+            amount: options.amount,
+            nonce: options.nonce,
+            deadlineSeconds: options.deadlineSeconds
+          })
+        const requests = Array.from({ length: 32 }, (_, i) =>
+          transfer({
+            label: `batch-${i}`,
+            sender: senders[i % senders.length]!,
             amount: BigInt(1_000 + i),
             nonce: BigInt(Math.floor(i / senders.length)),
             deadlineSeconds: now + 600n
-          })
-        })
+          }))
         yield* Effect.forEach(requests, (request) => settlement.submit(request), { concurrency: 16, discard: true })
         // The same ids again: recorded already, nothing is sent.
         yield* Effect.forEach(requests.slice(0, 4), (request) => settlement.submit(request), { discard: true })
@@ -109,19 +123,7 @@ suite("settlement on embedded anvil", () => {
         assert.isTrue(Number(rows[0]?.n) >= 1 && Number(rows[0]?.n) <= 32, rows[0]?.n)
 
         // A replayed nonce: the contract refuses it, the submission fails.
-        const replay = signedConfidentialTransfer({
-          label: "replay",
-          guardian,
-          chainId: chain.chainId,
-          contract: chain.contracts.confidentialUsdg,
-          from: senders[0]!.address,
-          to: recipient,
-          fromKey: senders[0]!.key,
-          toKey: recipientKey,
-          amount: 5n,
-          nonce: 0n,
-          deadlineSeconds: now + 600n
-        })
+        const replay = transfer({ label: "replay", sender: senders[0]!, amount: 5n, nonce: 0n, deadlineSeconds: now + 600n })
         yield* settlement.submit(replay)
         const refused = yield* settlement.awaitResolution(replay.submissionId, 30_000)
         assert.isTrue(Option.isSome(refused) && refused.value._tag === "Failed", describe(refused))
@@ -130,18 +132,13 @@ suite("settlement on embedded anvil", () => {
         // deadline anyone could still get a valid attestation of this shape mined, so it stays
         // pending (D14: failed moves no funds), and fails once the chain's time passes it.
         const latest = (yield* Effect.promise(() => chain.client.getBlock())).timestamp
-        const forged = signedConfidentialTransfer({
+        const forged = transfer({
           label: "forged",
-          guardian: makeTestGuardian("not-the-guardian"),
-          chainId: chain.chainId,
-          contract: chain.contracts.confidentialUsdg,
-          from: senders[1]!.address,
-          to: recipient,
-          fromKey: senders[1]!.key,
-          toKey: recipientKey,
+          sender: senders[1]!,
           amount: 5n,
           nonce: 99n,
-          deadlineSeconds: latest + 3n
+          deadlineSeconds: latest + 3n,
+          signer: makeTestGuardian("not-the-guardian")
         })
         yield* settlement.submit(forged)
         const early = yield* settlement.awaitResolution(forged.submissionId, 1_000)
@@ -152,21 +149,9 @@ suite("settlement on embedded anvil", () => {
         // Calls recorded in the caller's transaction (a transfer's record): they commit or roll
         // back with it, and one recorded then submitted is signed once, however often it is submitted.
         const later = (yield* Effect.promise(() => chain.client.getBlock())).timestamp
-        const [sent, unsent, rolledBack] = [10n, 11n, 12n].map((nonce) =>
-          signedConfidentialTransfer({
-            label: `recorded-${nonce}`,
-            guardian,
-            chainId: chain.chainId,
-            contract: chain.contracts.confidentialUsdg,
-            from: senders[2]!.address,
-            to: recipient,
-            fromKey: senders[2]!.key,
-            toKey: recipientKey,
-            amount: 7n,
-            nonce,
-            deadlineSeconds: later + 600n
-          })
-        ) as [typeof replay, typeof replay, typeof replay]
+        const recorded = (nonce: bigint) =>
+          transfer({ label: `recorded-${nonce}`, sender: senders[2]!, amount: 7n, nonce, deadlineSeconds: later + 600n })
+        const [sent, unsent, rolledBack] = [recorded(10n), recorded(11n), recorded(12n)]
         yield* sql.withTransaction(settlement.record([sent, unsent]))
         const failed = yield* Effect.exit(sql.withTransaction(settlement.record([rolledBack]).pipe(Effect.andThen(Effect.fail("rolled back")))))
         assert.isTrue(failed._tag === "Failure")
