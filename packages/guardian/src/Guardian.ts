@@ -1228,7 +1228,8 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
       }),
       {
         reservations: logs.flatMap((log) => (log._tag === "ConfidentialTransfer" ? [log.transferId.toLowerCase()] : [])),
-        balances: logs.flatMap((log) => (log._tag === "Shielded" ? [refFor(chainId, log.contract, log.to)] : []))
+        balances: logs.flatMap((log) => (log._tag === "Shielded" ? [refFor(chainId, log.contract, log.to)] : [])),
+        credits: logs.map((log) => ({ chainId: chainId.toString(), txHash: log.txHash.toLowerCase(), logIndex: log.logIndex }))
       }
     ).pipe(Effect.mapError(storageFailure))
 

@@ -384,6 +384,117 @@ describe("group commit with the store's prefetch", () => {
       assert.deepStrictEqual(rows.map((row) => [row.transfer_id, row.request_digest]), [[id(301), "elsewhere"], [id(302), "d"]])
       assert.strictEqual((yield* store.readBalance(a)).reserved, 10n)
     }).pipe(Effect.scoped, Effect.provide(CountedSql)), 30_000)
+  /** A booked transfer-in log's shape (the chain follower's): the reservation, the credit recorded once, the recipient credited. */
+  const bookTransferIn = (store: Store, log: { readonly transferId: string; readonly txHash: string; readonly logIndex: number }) =>
+    Effect.gen(function*() {
+      const reservation = yield* store.findReservation(log.transferId, { forUpdate: true })
+      if (reservation === undefined) return "unmatched"
+      const recorded = yield* store.insertChainCredit({
+        chainId,
+        txHash: log.txHash,
+        logIndex: log.logIndex,
+        contract,
+        account: reservation.toAccount,
+        kind: "transfer_in",
+        transferId: log.transferId,
+        blockNumber: 1n,
+        outcome: reservation.recipientCredited ? "already_booked" : "booked"
+      }, 9)
+      if (!recorded) return "duplicate"
+      if (reservation.recipientCredited) return "already_booked"
+      const recipient = { chainId, contract, account: reservation.toAccount }
+      const balance = yield* store.lockBalance(recipient)
+      yield* store.writeBalance(recipient, { ...balance, confirmed: balance.confirmed + reservation.amount, owned: true })
+      yield* store.markRecipientCredited(log.transferId)
+      return "booked"
+    })
+
+  /** One follower unit over `logs`, hinted as the guardian hints it. */
+  const followerUnit = (store: Store, logs: ReadonlyArray<{ readonly transferId: string; readonly txHash: string; readonly logIndex: number }>) =>
+    [
+      Effect.forEach(logs, (log) => bookTransferIn(store, log)),
+      {
+        reservations: logs.map((log) => log.transferId),
+        credits: logs.map((log) => ({ chainId, txHash: log.txHash, logIndex: log.logIndex }))
+      }
+    ] as const
+
+  const txHash = (n: number) => `0x${n.toString(16).padStart(64, "a")}`
+
+  it.live("a follower's unit alone reads its logs' rows once and records their credits in one statement; read again, it books nothing twice", () =>
+    Effect.gen(function*() {
+      const { committer, sql, store } = yield* ledger
+      const senders = [party(700), party(701), party(702), party(703)]
+      yield* fund(store, sql, senders)
+      for (const [index, sender] of senders.entries()) {
+        assert.strictEqual(yield* committer.run(decide(store, id(701 + index), sender, 1n, "d")), "reserved")
+      }
+      // The fourth transfer's recipient was credited before its log arrived (by settle). The
+      // recipient's row exists, as it does once an account has received (a first one is created
+      // by its unit, by SQL).
+      yield* sql.withTransaction(store.withHeldRows(store.markRecipientCredited(id(704))))
+      yield* sql.withTransaction(store.withHeldRows(store.lockBalance(party(999))))
+      const recipientBefore = (yield* store.readBalance(party(999))).confirmed
+      const logs = [0, 1, 2, 3].map((index) => ({ transferId: id(701 + index), txHash: txHash(700 + index), logIndex: index }))
+      // The first log twice in one range: its second sighting is the same (tx hash, log index).
+      const [unit, hint] = followerUnit(store, [...logs, logs[0]!])
+      const before = counted.preparedStatistics.executions
+      assert.deepStrictEqual(yield* committer.run(unit, hint), ["booked", "booked", "booked", "already_booked", "duplicate"])
+      // BEGIN; the reservations', their parties' balances' and the credits' reads; the balances',
+      // reservations' and credits' writes; COMMIT. Unhinted it was two to four statements a log.
+      const statements = counted.preparedStatistics.executions - before
+      assert.strictEqual(statements, 8, `${statements} statements`)
+      assert.strictEqual((yield* store.readBalance(party(999))).confirmed - recipientBefore, 30n, "three credits of 10, the fourth's left to settle")
+      const rows = yield* sql<{ tx_hash: string; log_index: number; outcome: string; created_at_ms: string }>`
+        SELECT tx_hash, log_index, outcome, created_at_ms::text AS created_at_ms FROM guardian_chain_credits
+        WHERE ${sql.in("tx_hash", logs.map((log) => log.txHash))} ORDER BY log_index`
+      assert.deepStrictEqual(rows.map((row) => [row.tx_hash, row.log_index, row.outcome, row.created_at_ms]), [
+        [txHash(700), 0, "booked", "9"],
+        [txHash(701), 1, "booked", "9"],
+        [txHash(702), 2, "booked", "9"],
+        [txHash(703), 3, "already_booked", "9"]
+      ])
+      // The range read again (a crash between the booking and its cursor's move): every log is known.
+      const [again, againHint] = followerUnit(store, logs)
+      const beforeAgain = counted.preparedStatistics.executions
+      assert.deepStrictEqual(yield* committer.run(again, againHint), ["duplicate", "duplicate", "duplicate", "duplicate"])
+      const statementsAgain = counted.preparedStatistics.executions - beforeAgain
+      assert.strictEqual(statementsAgain, 5, `${statementsAgain} statements: BEGIN, three reads, COMMIT`)
+      assert.strictEqual((yield* store.readBalance(party(999))).confirmed - recipientBefore, 30n)
+      assert.isTrue(yield* store.chainCreditRecorded(chainId, txHash(703), 3))
+    }).pipe(Effect.scoped, Effect.provide(CountedSql)), 30_000)
+
+  it.live("a credit another transaction recorded after the group's prefetch fails the group; alone, the follower's unit finds it", () =>
+    Effect.gen(function*() {
+      const { committer, sql, store } = yield* ledger
+      const sender = party(800)
+      yield* fund(store, sql, [sender])
+      assert.strictEqual(yield* committer.run(decide(store, id(801), sender, 1n, "d")), "reserved")
+      const recipientBefore = (yield* store.readBalance(party(999))).confirmed
+      const log = { transferId: id(801), txHash: txHash(800), logIndex: 0 }
+      runs.clear()
+      // Unit 0 stands for another guardian process booking the same log by plain SQL, after the
+      // group's prefetch read it as unrecorded.
+      const other = Effect.gen(function*() {
+        runs.set(0, (runs.get(0) ?? 0) + 1)
+        yield* sql`
+          INSERT INTO guardian_chain_credits (chain_id, tx_hash, log_index, contract, account, kind, transfer_id, block_number,
+            outcome, created_at_ms)
+          VALUES (${chainId}, ${log.txHash}, 0, ${contract}, ${party(999).account}, 'transfer_in', ${log.transferId}, 1, 'booked', 1)`
+        return "other"
+      })
+      const [unit, hint] = followerUnit(store, [log])
+      const { outcomes } = yield* inOneGroup<unknown, unknown>(committer, [committer.run(other), committer.run(unit, hint)])
+      // In the group the unit recorded the credit in memory and credited the recipient; the flush's
+      // insert met the row, the group rolled back, and alone the unit found the log recorded.
+      assert.deepStrictEqual(outcomes, ["other", ["duplicate"]])
+      assert.strictEqual(runs.get(0), 2)
+      assert.strictEqual((yield* store.readBalance(party(999))).confirmed, recipientBefore, "not credited")
+      const rows = yield* sql<{ created_at_ms: string }>`
+        SELECT created_at_ms::text AS created_at_ms FROM guardian_chain_credits WHERE tx_hash = ${log.txHash}`
+      assert.deepStrictEqual(rows.map((row) => row.created_at_ms), ["1"])
+    }).pipe(Effect.scoped, Effect.provide(CountedSql)), 30_000)
+
   it.live.skipIf(!postgresAvailable)("on PostgreSQL, a twin another connection commits after the prefetch fails the group at its flush; alone, the unit finds it", () =>
     Effect.gen(function*() {
       const url = Redacted.make(yield* freshPostgresDatabase)

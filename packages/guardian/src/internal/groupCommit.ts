@@ -69,8 +69,8 @@ export const make = <H = never>(
   /** Wraps the units of one transaction, inside it (the store's held balances). */
   session: <A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError.SqlError>,
   /**
-   * Reads, inside the session and before a group of several units runs, the rows their hints
-   * name (one statement per kind instead of one per unit). A failure fails the group: its units
+   * Reads, inside the session and before a group runs, the rows its units' hints name (one
+   * statement per kind instead of one per unit and row). A failure fails the group: its units
    * then run alone, unhinted, as after any failure.
    */
   prefetch: (hints: ReadonlyArray<H>) => Effect.Effect<void, SqlError.SqlError> = () => Effect.void
@@ -86,7 +86,10 @@ export const make = <H = never>(
   const runGroup = (group: ReadonlyArray<Pending<H>>) =>
     Effect.gen(function*() {
       running = group
-      if (group.length === 1) return yield* group[0]!.alone
+      // A lone unit that names no rows has nothing to prefetch: its own transaction, at once. One
+      // that names rows runs as a group of one, so that its rows are read together too (a chain
+      // follower's step names every log's reservation and credit: one read each instead of one a log).
+      if (group.length === 1 && group[0]!.hint === undefined) return yield* group[0]!.alone
       const hints = group.flatMap((pending) => (pending.hint === undefined ? [] : [pending.hint]))
       const together = yield* Effect.exit(sql.withTransaction(session(
         Effect.andThen(prefetch(hints), Effect.forEach(group, (pending) => pending.step, { discard: true }))
