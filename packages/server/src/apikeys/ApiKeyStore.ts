@@ -5,6 +5,7 @@
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
+import { SqlValues } from "@pps/guardian"
 import { AccountType } from "@pps/api/Accounts"
 import { type ApiKeyRecord, Mode } from "@pps/api/ApiKeys"
 
@@ -34,6 +35,13 @@ const KeyRow = Schema.Struct({
  * @since 0.1.0
  * @category services
  */
+/** Requests counted against one key since the last flush, and the latest of them (ISO 8601). */
+export interface KeyUsage {
+  readonly keyId: string
+  readonly requests: number
+  readonly lastUsedAt: string
+}
+
 export class ApiKeyStore extends Context.Service<ApiKeyStore, {
   readonly insert: (key: {
     readonly keyId: string
@@ -49,7 +57,8 @@ export class ApiKeyStore extends Context.Service<ApiKeyStore, {
   /** Marks the key revoked; the key's account id when it existed and was active. */
   readonly revoke: (keyId: string, revokedAt: string) => Effect.Effect<Option.Option<string>, SqlError.SqlError>
   readonly exists: (keyId: string) => Effect.Effect<boolean, SqlError.SqlError>
-  readonly addUsage: (keyId: string, requests: number, lastUsedAt: string) => Effect.Effect<void, SqlError.SqlError>
+  /** Adds each key's requests and moves its `last_used_at` forward: one statement for all of them. */
+  readonly addUsage: (usage: ReadonlyArray<KeyUsage>) => Effect.Effect<void, SqlError.SqlError>
 }>()("server/apikeys/ApiKeyStore") {
   static readonly layer = Layer.effect(
     ApiKeyStore,
@@ -84,12 +93,14 @@ export class ApiKeyStore extends Context.Service<ApiKeyStore, {
           `.pipe(Effect.map((rows) => Option.fromNullishOr(rows[0]?.account_id))),
         exists: (keyId) =>
           sql`SELECT 1 FROM api_keys WHERE key_id = ${keyId}`.pipe(Effect.map((rows) => rows.length > 0)),
-        addUsage: (keyId, requests, lastUsedAt) =>
-          sql`
-            UPDATE api_keys SET request_count = request_count + ${requests},
-              last_used_at = GREATEST(COALESCE(last_used_at, ${lastUsedAt}::timestamptz), ${lastUsedAt}::timestamptz)
-            WHERE key_id = ${keyId}
-          `.pipe(Effect.asVoid)
+        addUsage: (usage) =>
+          usage.length === 0 ? Effect.void : sql.unsafe(
+            `UPDATE api_keys k SET request_count = k.request_count + v.requests,
+               last_used_at = GREATEST(COALESCE(k.last_used_at, v.last_used_at), v.last_used_at)
+             FROM (VALUES ${SqlValues.valuesPlaceholders(usage.length, ["", "::integer", "::timestamptz"])}) AS v (key_id, requests, last_used_at)
+             WHERE k.key_id = v.key_id`,
+            usage.flatMap((entry) => [entry.keyId, entry.requests, entry.lastUsedAt])
+          ).pipe(Effect.asVoid)
       })
     })
   )

@@ -206,21 +206,29 @@ export class ApiKeys extends Context.Service<ApiKeys, {
         if (usage.size === 0) return
         const batch = usage
         usage = new Map()
-        for (const [keyId, { lastUsedAtMs, requests }] of batch) {
-          yield* store.addUsage(keyId, requests, DateTime.formatIso(DateTime.makeUnsafe(lastUsedAtMs))).pipe(
-            Effect.catch((error) =>
-              // Put the counts back so the next flush retries them.
-              Effect.sync(() => {
+        // Every key used since the last flush in one statement (one UPDATE per key was one
+        // statement a second per active key: under the throughput benchmark's 16 keys, 0.13 of
+        // the server's ~3 statements per transfer).
+        const entries = [...batch].map(([keyId, { lastUsedAtMs, requests }]) => ({
+          keyId,
+          requests,
+          lastUsedAt: DateTime.formatIso(DateTime.makeUnsafe(lastUsedAtMs))
+        }))
+        yield* store.addUsage(entries).pipe(
+          Effect.catch((error) =>
+            // Put the counts back so the next flush retries them.
+            Effect.sync(() => {
+              for (const [keyId, { lastUsedAtMs, requests }] of batch) {
                 const entry = usage.get(keyId)
                 if (entry === undefined) usage.set(keyId, { requests, lastUsedAtMs })
                 else {
                   entry.requests += requests
                   entry.lastUsedAtMs = Math.max(entry.lastUsedAtMs, lastUsedAtMs)
                 }
-              }).pipe(Effect.andThen(Effect.logWarning("api key usage flush failed", error)))
-            )
+              }
+            }).pipe(Effect.andThen(Effect.logWarning("api key usage flush failed", error)))
           )
-        }
+        )
       }).pipe((flush) => flushing.withPermit(flush), Effect.withSpan("ApiKeys.flushUsage"))
 
       yield* Effect.forkScoped(
