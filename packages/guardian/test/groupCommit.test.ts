@@ -37,6 +37,33 @@ const Sql = PgliteClient.layerFrom(
 /** Counts how often each unit ran, so a test can tell a grouped run from a re-run alone. */
 const runs = new Map<number, number>()
 
+/**
+ * Holds the committer with a unit of its own (once that unit runs, `then` after it) until `release`:
+ * calls made meanwhile queue behind it and form the next group together.
+ */
+const holding = <H, A, E>(committer: GroupCommit.GroupCommit<H>, then: Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    const running = yield* Deferred.make<void>()
+    const latch = yield* Deferred.make<void>()
+    const fiber = yield* Effect.forkChild(
+      committer.run(Deferred.succeed(running, undefined).pipe(Effect.andThen(Deferred.await(latch)), Effect.andThen(then)))
+    )
+    yield* Deferred.await(running)
+    return { fiber, release: Deferred.succeed(latch, undefined) }
+  })
+
+/** The statements of `holding`'s own transaction (its BEGIN and COMMIT), counted beside the group's. */
+const heldOwnStatements = 2
+
+/**
+ * Waits until `count` units are queued behind the held group, so that they form the next group
+ * together (a fixed sleep could end before a loaded machine had queued them all).
+ */
+const queuedBehind = <H>(committer: GroupCommit.GroupCommit<H>, count: number) =>
+  Effect.gen(function*() {
+    while ((yield* committer.queued) < count) yield* Effect.sleep("5 millis")
+  }).pipe(Effect.timeout("20 seconds"), Effect.orDie)
+
 /** A unit that writes its row; unit `refusedId` fails after writing (its write must not stay). */
 const unit = (sql: SqlClient.SqlClient, id: number, refusedId: number) =>
   Effect.gen(function*() {
@@ -54,14 +81,13 @@ describe("group commit", () => {
       runs.clear()
       const committer = yield* GroupCommit.make((body) => body)
       // The first call holds the committer until the next eight are queued, so they form one group.
-      const latch = yield* Deferred.make<void>()
-      const first = yield* Effect.forkChild(committer.run(Deferred.await(latch).pipe(Effect.andThen(unit(sql, 0, -1)))))
+      const first = yield* holding(committer, unit(sql, 0, -1))
       const rest = yield* Effect.forkChild(
         Effect.forEach([1, 2, 3, 4, 5, 6, 7, 8], (id) => Effect.exit(committer.run(unit(sql, id, 5))), { concurrency: "unbounded" })
       )
-      yield* Effect.sleep("300 millis")
-      yield* Deferred.succeed(latch, undefined)
-      assert.deepStrictEqual(yield* Fiber.join(first), 0)
+      yield* queuedBehind(committer, 8)
+      yield* first.release
+      assert.deepStrictEqual(yield* Fiber.join(first.fiber), 0)
       const exits = yield* Fiber.join(rest)
       for (const [index, exit] of exits.entries()) {
         const id = index + 1
@@ -158,19 +184,18 @@ describe("group commit with the store's prefetch", () => {
 
       // One group: the first call holds the committer until the rest are queued. Every transfer
       // is settled twice in the group (a retried settlement): the second must see the first's write.
-      const latch = yield* Deferred.make<void>()
-      const first = yield* Effect.forkChild(committer.run(Deferred.await(latch)))
       const before = counted.preparedStatistics.executions
+      const first = yield* holding(committer, Effect.void)
       const settled = yield* Effect.forkChild(Effect.forEach(
         [...transferIds, ...transferIds],
         (transferId) => committer.run(settle(transferId), { reservations: [transferId] }),
         { concurrency: "unbounded" }
       ))
-      yield* Effect.sleep("200 millis")
-      yield* Deferred.succeed(latch, undefined)
-      yield* Fiber.join(first)
+      yield* queuedBehind(committer, 2 * transferIds.length)
+      yield* first.release
+      yield* Fiber.join(first.fiber)
       const outcomes = yield* Fiber.join(settled)
-      const statements = counted.preparedStatistics.executions - before
+      const statements = counted.preparedStatistics.executions - before - heldOwnStatements
       assert.deepStrictEqual(outcomes, [...transferIds.map(() => "settled"), ...transferIds.map(() => "already")])
       for (const index of transferIds.keys()) {
         assert.strictEqual((yield* store.readBalance(party(index))).confirmed, 90n)
@@ -230,15 +255,14 @@ describe("group commit with the store's prefetch", () => {
   /** Runs the calls as one group: the first call holds the committer until the rest are queued. */
   const inOneGroup = <A, E>(committer: GroupCommit.GroupCommit<RowHints>, calls: ReadonlyArray<Effect.Effect<A, E>>) =>
     Effect.gen(function*() {
-      const latch = yield* Deferred.make<void>()
-      const first = yield* Effect.forkChild(committer.run(Deferred.await(latch)))
       const before = counted.preparedStatistics.executions
+      const first = yield* holding(committer, Effect.void)
       const rest = yield* Effect.forkChild(Effect.all(calls, { concurrency: "unbounded" }))
-      yield* Effect.sleep("200 millis")
-      yield* Deferred.succeed(latch, undefined)
-      yield* Fiber.join(first)
+      yield* queuedBehind(committer, calls.length)
+      yield* first.release
+      yield* Fiber.join(first.fiber)
       const outcomes = yield* Fiber.join(rest)
-      return { outcomes, statements: counted.preparedStatistics.executions - before }
+      return { outcomes, statements: counted.preparedStatistics.executions - before - heldOwnStatements }
     })
 
   const id = (n: number) => `0x${n.toString(16).padStart(64, "0")}`

@@ -55,9 +55,11 @@ interface Pending<H> {
 export interface GroupCommit<H> {
   /**
    * Runs `unit` in the next group's transaction; answers once that transaction committed.
-   * `hint` says what it will lock: a group of several units reads those rows first, together.
+   * `hint` says what it will lock: the group reads those rows first, together.
    */
   readonly run: <A, E>(unit: Effect.Effect<A, E>, hint?: H) => Effect.Effect<A, E | SqlError.SqlError>
+  /** Units queued for the next group (for tests: to know a group's callers have all arrived). */
+  readonly queued: Effect.Effect<number>
 }
 
 /**
@@ -147,5 +149,5 @@ export const make = <H = never>(
       return Queue.offer(queue, pending).pipe(Effect.andThen(Deferred.await(done)))
     })
 
-  return { run }
+  return { run, queued: Queue.size(queue) }
 })
