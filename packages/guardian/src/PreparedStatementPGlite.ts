@@ -27,6 +27,7 @@
  * @since 0.1.0
  */
 import { PGlite, type PGliteOptions, parse, protocol, type QueryOptions, type Results } from "@electric-sql/pglite"
+import * as StatementLog from "./StatementLog.ts"
 
 type BackendMessage = Awaited<ReturnType<PGlite["execProtocolStream"]>>[number]
 
@@ -106,6 +107,9 @@ export class PreparedStatementPGlite extends PGlite {
     // outside any `transaction()` callback and alone on the backend.
     await this._checkReady()
     return this._runExclusiveTransaction(() => this._runExclusiveQuery(async () => {
+      // A measurement's count (StatementLog.ts): the time inside PGlite, not the wait for it.
+      const record = StatementLog.recorder()
+      const startedMs = record === undefined ? 0 : performance.now()
       try {
         return await this.#run<T>(query, params, options)
       } catch (error) {
@@ -117,6 +121,8 @@ export class PreparedStatementPGlite extends PGlite {
         return await this.#run<T>(query, params, options).catch((again) => {
           throw attachQuery(again, query, params, options)
         })
+      } finally {
+        record?.(query, performance.now() - startedMs)
       }
     }))
   }

@@ -42,3 +42,8 @@ export * as SqlValues from "./SqlValues.ts"
 
 /** @since 0.8.0 */
 export * as SpanLog from "./SpanLog.ts"
+
+/**
+ * @since 0.8.0
+ */
+export * as StatementLog from "./StatementLog.ts"

@@ -23,6 +23,7 @@ import { layer as guardianLayer } from "./GuardianLive.ts"
 import * as Lease from "./Lease.ts"
 import { routes } from "./GuardianServer.ts"
 import * as SpanLog from "./SpanLog.ts"
+import * as StatementLog from "./StatementLog.ts"
 
 const logLevels = ["Trace", "Debug", "Info", "Warn", "Error"] as const
 
@@ -128,6 +129,8 @@ if (process.argv[2] === "cancel-rotation") {
     Effect.provide(LoggingLive),
     // Spans off unless PPS_SPAN_LOG asks for them (packages/server/src/main.ts).
     SpanLog.fromEnvironment("guardian"),
+    // Statements counted only when PPS_STATEMENT_LOG asks (StatementLog.ts).
+    StatementLog.fromEnvironment("guardian"),
     NodeRuntime.runMain
   )
 }

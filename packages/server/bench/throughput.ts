@@ -49,6 +49,7 @@ import { type Cluster, dropDatabases, startCluster } from "../scripts/cluster/cl
 import { readEnvFile, writeRunEnvFile } from "../scripts/cluster/envFile.ts"
 import { defaultWorkerNodes } from "../scripts/cluster/topology.ts"
 import { readSpans, stages, table } from "./spanSummary.ts"
+import { perTransfer, readStatements, type StatementRow, statementTable } from "./statementSummary.ts"
 import { percentile } from "./stats.ts"
 
 const { values } = parseArgs({
@@ -67,6 +68,7 @@ const { values } = parseArgs({
     guardians: { type: "string", default: "2" },
     keep: { type: "boolean", default: false },
     "span-log": { type: "string" },
+    "statement-log": { type: "string" },
     help: { type: "boolean", default: false }
   }
 })
@@ -92,6 +94,9 @@ if (values.help) {
   --span-log DIR          embedded: the server and the guardian write their spans to DIR
                           (PPS_SPAN_LOG; tracing costs CPU, so not for the headline figures);
                           its stages are printed at the end (npm run -s bench:spans -- DIR)
+  --statement-log DIR     embedded: the server and the guardian count their database statements
+                          into DIR (PPS_STATEMENT_LOG); calls and ms in PGlite per transfer of the
+                          first client level are printed at the end
 `)
   process.exit(0)
 }
@@ -429,6 +434,8 @@ const measureFloorMs = async () => {
 const main = async () => {
   const floorMs = await measureFloorMs()
 
+  const statementLog = values["statement-log"] === undefined ? undefined : path.resolve(values["statement-log"])
+  let statementRows: { readonly label: string; readonly rows: ReadonlyArray<StatementRow> } | undefined
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-throughput-"))
   const dataDir = path.join(workDir, "data")
   fs.mkdirSync(dataDir)
@@ -440,7 +447,8 @@ const main = async () => {
     logFile: path.join(workDir, "server.log"),
     env: {
       CHAIN_BLOCK_TIME_MS: String(blockTimeMs),
-      ...(values["span-log"] === undefined ? {} : { PPS_SPAN_LOG: path.resolve(values["span-log"]) })
+      ...(values["span-log"] === undefined ? {} : { PPS_SPAN_LOG: path.resolve(values["span-log"]) }),
+      ...(statementLog === undefined ? {} : { PPS_STATEMENT_LOG: statementLog })
     }
   })
   const baseUrl = `http://127.0.0.1:${port}`
@@ -461,9 +469,15 @@ const main = async () => {
     log(`  idle CPU ms per second: ${JSON.stringify(idleCpuPerSecond)}`)
     for (const clients of clientLevels) {
       log(`${clients} clients for ${windowMs / 1000} s ...`)
+      // The logs are rewritten every second: the reading after the window waits for one more.
+      const statementsBefore = statementLog === undefined ? undefined : readStatements(statementLog)
       const result = await measured(`${clients} clients`, () => sampleCpu(processes), closedLoop([baseUrl], accounts, clients))
       results.push({ label: result.label, ...summarize(result) })
       log(`  ${JSON.stringify(results.at(-1))}`)
+      if (statementLog !== undefined && statementsBefore !== undefined && statementRows === undefined) {
+        await sleep(1_200)
+        statementRows = { label: result.label, rows: perTransfer(statementsBefore, readStatements(statementLog), results.at(-1)!.confirmed) }
+      }
     }
     log(`${fixedRatePerSecond} transfers/s for ${fixedRateMs / 1000} s ...`)
     const fixed = await measured(`${fixedRatePerSecond}/s fixed`, () => sampleCpu(processes), openLoop([baseUrl], accounts))
@@ -488,6 +502,11 @@ const main = async () => {
     ),
     ""
   ].join("\n"))
+  if (statementRows !== undefined) {
+    process.stdout.write(
+      `database statements per confirmed transfer, ${statementRows.label} (PPS_STATEMENT_LOG in ${statementLog}):\n\n${statementTable(statementRows.rows)}\n`
+    )
+  }
   if (values["span-log"] !== undefined) {
     const { rows, traces } = stages(readSpans(values["span-log"]), "Transfers.create")
     process.stdout.write(`stages of ${traces} creates, every level together (spans in ${values["span-log"]}):\n\n${table(rows.filter((row) => row.perTrace >= 0.05))}\n`)

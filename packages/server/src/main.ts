@@ -12,7 +12,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { NodeRuntime } from "@effect/platform-node"
-import { SpanLog } from "@pps/guardian"
+import { SpanLog, StatementLog } from "@pps/guardian"
 import { Cause, Effect, Layer, Option } from "effect"
 import { AppConfig } from "./config/AppConfig.ts"
 import { DataDir } from "./platform/DataDir.ts"
@@ -91,5 +91,7 @@ Layer.launch(MainLive).pipe(
   // Spans off, unless PPS_SPAN_LOG asks for them to be written: built and dropped they cost about
   // 5 % of the server's and the guardian's CPU per transfer (issue 16, docs/benchmarks.md).
   SpanLog.fromEnvironment("server"),
+  // The embedded database's statements counted only when PPS_STATEMENT_LOG asks (a measurement).
+  StatementLog.fromEnvironment("server"),
   NodeRuntime.runMain
 )

@@ -97,8 +97,10 @@ const inheritedVariables = [
   "GUARDIAN_CONFIRMATIONS",
   // The signers a rotation may go to without the guardian's veto: embedded, the operator sets it here.
   "GUARDIAN_APPROVED_ROTATIONS",
-  // A measurement's span log (SpanLog.ts): the guardian's spans beside the server's.
-  "PPS_SPAN_LOG"
+  // A measurement's span log (SpanLog.ts): the guardian's spans beside the server's; and its
+  // count of statements (StatementLog.ts).
+  "PPS_SPAN_LOG",
+  "PPS_STATEMENT_LOG"
 ] as const
 
 /**

@@ -1,0 +1,81 @@
+/**
+ * Reads statement logs (packages/guardian/src/StatementLog.ts: `<process>-<pid>.statements`, the
+ * totals so far as `[text, calls, milliseconds]`) and turns two readings, taken before and after
+ * a measured window, into what each process's embedded database did per transfer in it: calls
+ * and milliseconds inside PGlite, in all and by statement.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+/** One process's totals by statement text. */
+export type StatementTotals = ReadonlyMap<string, { readonly calls: number; readonly ms: number }>
+
+/** The totals of every `*.statements` file in `directory`, by process name (the file name before its pid). */
+export const readStatements = (directory: string): Map<string, StatementTotals> => {
+  const byProcess = new Map<string, StatementTotals>()
+  if (!fs.existsSync(directory)) return byProcess
+  for (const file of fs.readdirSync(directory).filter((name) => name.endsWith(".statements"))) {
+    const rows: unknown = JSON.parse(fs.readFileSync(path.join(directory, file), "utf8"))
+    const totals = new Map<string, { readonly calls: number; readonly ms: number }>()
+    if (Array.isArray(rows)) {
+      for (const row of rows) {
+        if (Array.isArray(row) && typeof row[0] === "string" && typeof row[1] === "number" && typeof row[2] === "number") {
+          totals.set(row[0], { calls: row[1], ms: row[2] })
+        }
+      }
+    }
+    byProcess.set(file.slice(0, file.lastIndexOf("-")), totals)
+  }
+  return byProcess
+}
+
+export interface StatementRow {
+  readonly process: string
+  readonly text: string
+  readonly callsPerTransfer: number
+  readonly msPerTransfer: number
+}
+
+/** What ran between two readings, per transfer, dearest first; one row per process and text. */
+export const perTransfer = (
+  before: ReadonlyMap<string, StatementTotals>,
+  after: ReadonlyMap<string, StatementTotals>,
+  transfers: number
+): Array<StatementRow> =>
+  [...after].flatMap(([process, totals]) =>
+    [...totals].flatMap(([text, { calls, ms }]) => {
+      const earlier = before.get(process)?.get(text)
+      const addedCalls = calls - (earlier?.calls ?? 0)
+      return addedCalls > 0
+        ? [{ process, text, callsPerTransfer: addedCalls / transfers, msPerTransfer: (ms - (earlier?.ms ?? 0)) / transfers }]
+        : []
+    })
+  ).sort((a, b) => b.msPerTransfer - a.msPerTransfer)
+
+const shownLength = 90
+
+/** A statement's text as the table shows it: its first 90 characters (a batch's sizes, whose texts differ only in their VALUES or IN lists, fall together). */
+const shown = (text: string) => (text.length > shownLength ? `${text.slice(0, shownLength - 1)}…` : text)
+
+/** A markdown table: each process's totals, then its `top` dearest statements by shown text. */
+export const statementTable = (rows: ReadonlyArray<StatementRow>, top = 8): string => {
+  const processes = [...new Set(rows.map((row) => row.process))].sort()
+  const lines = ["| process | statement | calls a transfer | ms in PGlite a transfer |", "|---|---|---:|---:|"]
+  for (const process of processes) {
+    const byText = new Map<string, { calls: number; ms: number }>()
+    for (const row of rows.filter((row) => row.process === process)) {
+      const entry = byText.get(shown(row.text)) ?? { calls: 0, ms: 0 }
+      entry.calls += row.callsPerTransfer
+      entry.ms += row.msPerTransfer
+      byText.set(shown(row.text), entry)
+    }
+    const own = [...byText].sort((a, b) => b[1].ms - a[1].ms)
+    const calls = own.reduce((sum, [, row]) => sum + row.calls, 0)
+    const ms = own.reduce((sum, [, row]) => sum + row.ms, 0)
+    lines.push(`| ${process} | **all** | **${calls.toFixed(2)}** | **${ms.toFixed(3)}** |`)
+    for (const [text, row] of own.slice(0, top)) {
+      lines.push(`| ${process} | \`${text.replaceAll("|", "\\|")}\` | ${row.calls.toFixed(3)} | ${row.ms.toFixed(3)} |`)
+    }
+  }
+  return `${lines.join("\n")}\n`
+}
