@@ -62,7 +62,14 @@ export const snapshot = (): Array<readonly [string, number, number]> =>
 export const start = (file: string): (() => void) => {
   fs.mkdirSync(path.dirname(file), { recursive: true })
   totals ??= new Map()
-  const write = () => fs.writeFileSync(file, JSON.stringify(snapshot()), { mode: 0o600 })
+  const write = () => {
+    try {
+      fs.writeFileSync(file, JSON.stringify(snapshot()), { mode: 0o600 })
+    } catch {
+      // A measurement's folder removed under it (or a full disk) must not stop the process:
+      // the next write tries again, and the count goes on in memory.
+    }
+  }
   const timer = setInterval(write, writeEveryMs)
   timer.unref()
   process.once("exit", write)
