@@ -15,7 +15,8 @@
  * BENCH_CPU_PROFILE=<file> writes a CPU profile (Chrome DevTools format) of this process's main
  * thread over the throughput phase only, without the set-up. BENCH_DATABASE_THREAD=own|caller
  * (default `caller`, as the server's `EMBEDDED_DATABASE_THREAD`) says where the embedded mode's
- * PGlite runs.
+ * PGlite runs. PPS_STATEMENT_LOG=<dir> counts the embedded database's statements (StatementLog.ts)
+ * and adds each phase's calls and milliseconds inside PGlite per delivery to the result.
  */
 import { fork } from "node:child_process"
 import * as fs from "node:fs"
@@ -25,7 +26,7 @@ import * as path from "node:path"
 import { PgClient } from "@effect/sql-pg"
 import { jetstreamManager } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
-import { EmbeddedDatabase } from "@pps/guardian"
+import { EmbeddedDatabase, StatementLog } from "@pps/guardian"
 import { Context, Effect, Layer, Logger, Option, Redacted, References, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { type AppConfigShape, AppConfig } from "../src/config/AppConfig.ts"
@@ -47,6 +48,19 @@ const profilePath = process.env["BENCH_CPU_PROFILE"]
 const databaseThread = Schema.decodeUnknownSync(Schema.Literals(EmbeddedDatabase.databaseThreadings))(
   process.env["BENCH_DATABASE_THREAD"] ?? "caller"
 )
+
+const statementLog = process.env[StatementLog.variable]
+if (statementLog !== undefined && statementLog !== "") StatementLog.start(path.join(statementLog, `webhooks-bench-${process.pid}.statements`))
+
+/** Calls and ms inside PGlite so far, over every statement (zeros without a statement log). */
+const statementTotals = () =>
+  StatementLog.snapshot().reduce((sum, [, calls, ms]) => ({ calls: sum.calls + calls, ms: sum.ms + ms }), { calls: 0, ms: 0 })
+
+/** What the database did per delivery between two readings of `statementTotals`. */
+const perDelivery = (before: { calls: number; ms: number }, after: { calls: number; ms: number }, deliveries: number) => ({
+  calls: Number(((after.calls - before.calls) / deliveries).toFixed(3)),
+  ms: Number(((after.ms - before.ms) / deliveries).toFixed(3))
+})
 
 /** Starts the inspector's sampling profiler when BENCH_CPU_PROFILE is set; the returned stop writes the profile. */
 const startProfile = async (): Promise<() => Promise<void>> => {
@@ -162,6 +176,7 @@ const runMode = (mode: "embedded" | "nats") =>
     // Throughput: everything at once.
     const total = subscriptions * eventsPerAccount
     const stopProfile = yield* Effect.promise(startProfile)
+    const statementsAtStart = statementTotals()
     const startedMs = Date.now()
     for (let i = 0; i < eventsPerAccount; i++) {
       yield* outbox.append(accounts.map((account) => confirmedEvent(account.accountId, account.handle))).pipe(Effect.orDie)
@@ -173,6 +188,8 @@ const runMode = (mode: "embedded" | "nats") =>
     yield* Effect.promise(stopProfile)
     const lastMs = Math.max(...(yield* Effect.promise(() => receiver.report())).map(([, ms]) => ms))
     const throughput = total / ((lastMs - startedMs) / 1000)
+
+    const statementsAfterThroughput = statementTotals()
 
     // Latency: a steady rate.
     receiver.reset()
@@ -206,7 +223,13 @@ const runMode = (mode: "embedded" | "nats") =>
       latencyRatePerSecond,
       firstAttemptP50Ms: percentile(latencies, 0.5),
       firstAttemptP99Ms: percentile(latencies, 0.99),
-      firstAttemptMaxMs: latencies.at(-1)
+      firstAttemptMaxMs: latencies.at(-1),
+      ...(StatementLog.recorder() === undefined ? {} : {
+        statementsPerDelivery: {
+          throughput: perDelivery(statementsAtStart, statementsAfterThroughput, total),
+          latency: perDelivery(statementsAfterThroughput, statementTotals(), latencyEvents.length)
+        }
+      })
     }
   }).pipe(Effect.scoped)
 

@@ -190,12 +190,13 @@ export class Dispatcher extends Context.Service<Dispatcher, {
           // The end of the lease as this node last set it and found it held (the claim, then each record).
           let heldUntilMs = claimedUntilMs
           while (true) {
-            const info = yield* store.sendingInfo(webhookId)
-            if (Option.isNone(info)) return
             const nowMs = yield* Clock.currentTimeMillis
-            const due = yield* store.dueDeliveries(webhookId, iso(nowMs), dueBatchMax)
+            // None: the subscription was deleted.
+            const batch = yield* store.dueDeliveries(webhookId, iso(nowMs), dueBatchMax)
+            if (Option.isNone(batch)) return
+            const { due, sending } = batch.value
             if (due.length === 0) return
-            const secrets = yield* openSecrets(webhookId, info.value, nowMs)
+            const secrets = yield* openSecrets(webhookId, sending, nowMs)
             // The lease is renewed here unless this node renewed it lately (`leaseFreshMs`), and
             // then by each attempt's record, so it is fresh before every attempt; losing it (or a
             // delete) stops the sender.
@@ -204,7 +205,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
               heldUntilMs = nowMs + leaseMs
             }
             for (const delivery of due) {
-              const held = yield* attempt(webhookId, info.value.url, secrets, delivery)
+              const held = yield* attempt(webhookId, sending.url, secrets, delivery)
               if (held === undefined) return
               heldUntilMs = held
             }

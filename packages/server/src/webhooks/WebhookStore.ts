@@ -71,6 +71,16 @@ const DueRow = Schema.Struct({
   created_at: Schema.String
 })
 
+/** A subscription's sending info beside one of its due deliveries, or beside none (its columns null). */
+const SendingDueRow = Schema.Struct({
+  ...SendingRow.fields,
+  delivery_id: Schema.NullOr(Schema.String),
+  event_id: Schema.NullOr(Schema.String),
+  payload: Schema.NullOr(Schema.String),
+  attempt_count: Schema.NullOr(Schema.Number),
+  created_at: Schema.NullOr(Schema.String)
+})
+
 /**
  * What the sender needs to know about a subscription.
  *
@@ -86,6 +96,17 @@ export type SendingInfo = typeof SendingRow.Type
  * @category models
  */
 export type DueDelivery = typeof DueRow.Type
+
+/**
+ * A served subscription's next batch: what its sender needs, and its due deliveries.
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface DueBatch {
+  readonly sending: SendingInfo
+  readonly due: ReadonlyArray<DueDelivery>
+}
 
 /**
  * A new delivery row.
@@ -181,8 +202,11 @@ export class WebhookStore extends Context.Service<WebhookStore, {
   /** The earliest due time after `now` of any pending delivery (an index lookup). */
   readonly nextDueAfter: (now: string) => Effect.Effect<Option.Option<number>, SqlError.SqlError>
   readonly sendingInfo: (webhookId: string) => Effect.Effect<Option.Option<SendingInfo>, SqlError.SqlError>
-  /** Due deliveries of one subscription, oldest due first. */
-  readonly dueDeliveries: (webhookId: string, now: string, limit: number) => Effect.Effect<ReadonlyArray<DueDelivery>, SqlError.SqlError>
+  /**
+   * A subscription's sending info and its due deliveries (oldest due first, at most `limit`), in
+   * one statement; None when it is deleted.
+   */
+  readonly dueDeliveries: (webhookId: string, now: string, limit: number) => Effect.Effect<Option.Option<DueBatch>, SqlError.SqlError>
   /**
    * Logs attempts, moves their deliveries on (`recorded` is false for a
    * delivery no longer pending at that count) and renews each sender's lease,
@@ -211,7 +235,14 @@ export class WebhookStore extends Context.Service<WebhookStore, {
       const webhooks = decode(WebhookRow)
       const deliveries = decode(DeliveryRow)
       const sending = decode(SendingRow)
-      const due = decode(DueRow)
+      const sendingDue = decode(SendingDueRow)
+      /** pg hands back Buffers; the secret box wants plain bytes. */
+      const plainSecrets = <R extends SendingInfo>(row: R): SendingInfo => ({
+        url: row.url,
+        secret_sealed: new Uint8Array(row.secret_sealed),
+        previous_secret_sealed: row.previous_secret_sealed === null ? null : new Uint8Array(row.previous_secret_sealed),
+        previous_secret_expires_at: row.previous_secret_expires_at
+      })
 
       return WebhookStore.of({
         insert: Effect.fn("WebhookStore.insert")(function*(webhook) {
@@ -337,22 +368,45 @@ export class WebhookStore extends Context.Service<WebhookStore, {
           sending(sql`
             SELECT url, secret_sealed, previous_secret_sealed, iso_utc(previous_secret_expires_at) AS previous_secret_expires_at
             FROM webhooks WHERE webhook_id = ${webhookId} AND deleted_at IS NULL`).pipe(
+            Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), plainSecrets))
+          ),
+        // One statement for what were two per serving round (the subscription, then its due
+        // deliveries): at a steady trickle of events every round serves one delivery, so this was
+        // one statement in six or seven a delivery. The subscription's columns repeat on each row.
+        dueDeliveries: (webhookId, now, limit) =>
+          sendingDue(sql`
+            SELECT w.url, w.secret_sealed, w.previous_secret_sealed,
+                   iso_utc(w.previous_secret_expires_at) AS previous_secret_expires_at,
+                   d.delivery_id, d.event_id, d.payload, d.attempt_count, d.created_at
+            FROM webhooks w
+            LEFT JOIN LATERAL (
+              SELECT d.delivery_id, d.event_id, e.payload, d.attempt_count, iso_utc(d.created_at) AS created_at,
+                     d.next_attempt_at
+              FROM webhook_deliveries d JOIN events e ON e.event_id = d.event_id
+              WHERE d.webhook_id = ${webhookId} AND d.status = 'pending' AND d.next_attempt_at <= ${now}::timestamptz
+              ORDER BY d.next_attempt_at, d.delivery_id
+              LIMIT ${limit}
+            ) d ON true
+            WHERE w.webhook_id = ${webhookId} AND w.deleted_at IS NULL
+            ORDER BY d.next_attempt_at, d.delivery_id`).pipe(
             Effect.map((rows) =>
-              Option.map(Option.fromNullishOr(rows[0]), (row) => ({
-                ...row,
-                // pg hands back Buffers; the secret box wants plain bytes.
-                secret_sealed: new Uint8Array(row.secret_sealed),
-                previous_secret_sealed: row.previous_secret_sealed === null ? null : new Uint8Array(row.previous_secret_sealed)
+              Option.map(Option.fromNullishOr(rows[0]), (first) => ({
+                sending: plainSecrets(first),
+                due: rows.flatMap((row) =>
+                  row.delivery_id === null || row.event_id === null || row.payload === null || row.attempt_count === null ||
+                    row.created_at === null
+                    ? []
+                    : [{
+                      delivery_id: row.delivery_id,
+                      event_id: row.event_id,
+                      payload: row.payload,
+                      attempt_count: row.attempt_count,
+                      created_at: row.created_at
+                    }]
+                )
               }))
             )
           ),
-        dueDeliveries: (webhookId, now, limit) =>
-          due(sql`
-            SELECT d.delivery_id, d.event_id, e.payload, d.attempt_count, iso_utc(d.created_at) AS created_at
-            FROM webhook_deliveries d JOIN events e ON e.event_id = d.event_id
-            WHERE d.webhook_id = ${webhookId} AND d.status = 'pending' AND d.next_attempt_at <= ${now}::timestamptz
-            ORDER BY d.next_attempt_at, d.delivery_id
-            LIMIT ${limit}`),
         recordAttempts: (attempts) => {
           if (attempts.length === 0) return Effect.succeed([])
           const rows = attempts.map((attempt) => ({
