@@ -408,6 +408,7 @@ describe("group commit with the store's prefetch", () => {
       assert.deepStrictEqual(rows.map((row) => [row.transfer_id, row.request_digest]), [[id(301), "elsewhere"], [id(302), "d"]])
       assert.strictEqual((yield* store.readBalance(a)).reserved, 10n)
     }).pipe(Effect.scoped, Effect.provide(CountedSql)), 30_000)
+
   /** A booked transfer-in log's shape (the chain follower's): the reservation, the credit recorded once, the recipient credited. */
   const bookTransferIn = (store: Store, log: { readonly transferId: string; readonly txHash: string; readonly logIndex: number }) =>
     Effect.gen(function*() {
