@@ -31,10 +31,6 @@ const KeyRow = Schema.Struct({
   revoked_at: Schema.NullOr(Schema.String)
 })
 
-/**
- * @since 0.1.0
- * @category services
- */
 /** Requests counted against one key since the last flush, and the latest of them (ISO 8601). */
 export interface KeyUsage {
   readonly keyId: string
@@ -42,6 +38,10 @@ export interface KeyUsage {
   readonly lastUsedAt: string
 }
 
+/**
+ * @since 0.1.0
+ * @category services
+ */
 export class ApiKeyStore extends Context.Service<ApiKeyStore, {
   readonly insert: (key: {
     readonly keyId: string

@@ -47,9 +47,9 @@ import { type AttemptRecord, type DueDelivery, type SendingInfo, WebhookStore } 
 const leaseMs = 30_000
 /**
  * A lease this node set less than this long ago is not renewed again before a batch: the claim and
- * every attempt's record renew it, so a busy subscription's batches would otherwise each cost one
- * more UPDATE (0.17 statements a delivery under the webhooks benchmark, its dearest after the
- * record's). What is left of such a lease (25 s) still outlasts an attempt (10 s) with room for
+ * every attempt's record renew it, so each serving round would otherwise cost one more UPDATE
+ * (0.17 statements a delivery under the webhooks benchmark, nearly all in its steady-rate phase,
+ * where a round serves one delivery). What is left of such a lease (25 s) still outlasts an attempt (10 s) with room for
  * clocks that disagree between nodes.
  */
 const leaseFreshMs = 5_000

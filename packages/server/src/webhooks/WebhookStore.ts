@@ -237,7 +237,7 @@ export class WebhookStore extends Context.Service<WebhookStore, {
       const sending = decode(SendingRow)
       const sendingDue = decode(SendingDueRow)
       /** pg hands back Buffers; the secret box wants plain bytes. */
-      const plainSecrets = <R extends SendingInfo>(row: R): SendingInfo => ({
+      const plainSecrets = (row: SendingInfo): SendingInfo => ({
         url: row.url,
         secret_sealed: new Uint8Array(row.secret_sealed),
         previous_secret_sealed: row.previous_secret_sealed === null ? null : new Uint8Array(row.previous_secret_sealed),
