@@ -27,6 +27,7 @@
  * @since 0.1.0
  */
 import { PGlite, type PGliteOptions, parse, protocol, type QueryOptions, type Results } from "@electric-sql/pglite"
+import { durableOptions } from "./DurableNodeFS.ts"
 import * as StatementLog from "./StatementLog.ts"
 
 type BackendMessage = Awaited<ReturnType<PGlite["execProtocolStream"]>>[number]
@@ -89,7 +90,8 @@ export class PreparedStatementPGlite extends PGlite {
   #nextName = 0
 
   constructor(dataDir?: string, options?: PGliteOptions) {
-    super(dataDir, options)
+    // On disk, every commit is synced to it (DurableNodeFS.ts); in memory, PGlite as it is.
+    super(dataDir, durableOptions(dataDir, options))
     // This instance's own table of parsers (PGlite copies the defaults into each instance).
     const pglites = this.parsers[byteaOid]
     if (pglites !== undefined) this.parsers[byteaOid] = byteaParser(pglites)
