@@ -11,6 +11,7 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Mode } from "@pps/api/ApiKeys"
 import { EventMessage, EventType, type StoredEvent } from "@pps/api/Events"
+import { withoutWaitingForDisk } from "../platform/CommitDurability.ts"
 
 const EventRow = Schema.Struct({
   event_id: Schema.String,
@@ -100,7 +101,11 @@ export class EventStore extends Context.Service<EventStore, {
         markPublished: (eventIds, publishedAt) =>
           eventIds.length === 0
             ? Effect.void
-            : sql`UPDATE events SET published_at = ${publishedAt}::timestamptz WHERE ${sql.in("event_id", eventIds)}`.pipe(
+            // Lost in a crash, the events are published again (deduplicated by id).
+            : withoutWaitingForDisk(
+              sql,
+              sql`UPDATE events SET published_at = ${publishedAt}::timestamptz WHERE ${sql.in("event_id", eventIds)}`
+            ).pipe(
               Effect.asVoid,
               Effect.withSpan("EventStore.markPublished")
             ),

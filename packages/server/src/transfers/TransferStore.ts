@@ -9,6 +9,7 @@ import { SqlClient, type SqlError, SqlResolver } from "effect/sql"
 import { Mode } from "@pps/api/ApiKeys"
 import { AssetName, TransferStatus } from "@pps/api/Transfers"
 import { SqlValues } from "@pps/guardian"
+import { withoutWaitingForDisk } from "../platform/CommitDurability.ts"
 
 const TransferRow = Schema.Struct({
   transfer_id: Schema.String,
@@ -197,7 +198,9 @@ export class TransferStore extends Context.Service<TransferStore, {
       const guardianSettled = RequestResolver.batchN(
         SqlResolver.void({
           Request: Schema.String,
-          execute: (transferIds) => sql`UPDATE transfers SET guardian_settled = true WHERE ${sql.in("transfer_id", transferIds)}`
+          // Lost in a crash, the recovery round settles again (the guardian decides a transfer once).
+          execute: (transferIds) =>
+            withoutWaitingForDisk(sql, sql`UPDATE transfers SET guardian_settled = true WHERE ${sql.in("transfer_id", transferIds)}`)
         }),
         // Bounds the statement shapes it prepares (one per list length).
         64

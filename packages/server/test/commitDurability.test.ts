@@ -1,0 +1,88 @@
+/**
+ * `withoutWaitingForDisk` (src/platform/CommitDurability.ts) on the embedded database on disk:
+ * its commit leaves the WAL unsynced (PostgreSQL's flush position behind its insert position),
+ * every other commit syncs it, the next one syncing the earlier write too; inside a caller's
+ * transaction it does not weaken that transaction's commit. And the two writes that use it
+ * (the relay's mark, the guardian's settlement mark) do so.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { EventStore } from "../src/events/EventStore.ts"
+import { withoutWaitingForDisk } from "../src/platform/CommitDurability.ts"
+import { migrate, pgliteLayer } from "../src/platform/Database.ts"
+import { TransferStore } from "../src/transfers/TransferStore.ts"
+
+/** Whether WAL is written that has not reached the disk yet. */
+const unsynced = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const [row] = yield* sql<{ readonly unsynced: boolean }>`
+    SELECT pg_current_wal_insert_lsn() > pg_current_wal_flush_lsn() AS unsynced`
+  return row?.unsynced === true
+})
+
+describe("commits that do not wait for the disk", () => {
+  it.effect("leave the WAL unsynced until the next commit, which syncs both; inside a transaction, commit as it does", () =>
+    Effect.gen(function*() {
+      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-commit-durability-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+      yield* Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`CREATE TABLE marks (id integer PRIMARY KEY, done boolean NOT NULL)`
+        yield* sql`INSERT INTO marks VALUES (1, false), (2, false)`
+        assert.isFalse(yield* unsynced, "a commit waits for the disk")
+
+        yield* withoutWaitingForDisk(sql, sql`UPDATE marks SET done = true WHERE id = 1`)
+        assert.isTrue(yield* unsynced, "this one does not")
+
+        yield* sql`UPDATE marks SET done = true WHERE id = 2`
+        assert.isFalse(yield* unsynced, "the next commit syncs the WAL, the earlier write's with it")
+
+        yield* sql.withTransaction(Effect.gen(function*() {
+          yield* sql`INSERT INTO marks VALUES (3, false)`
+          yield* withoutWaitingForDisk(sql, sql`UPDATE marks SET done = true WHERE id = 3`)
+        }))
+        assert.isFalse(yield* unsynced, "inside a transaction it commits as the transaction does")
+        const rows = yield* sql<{ readonly id: number; readonly done: boolean }>`SELECT id, done FROM marks ORDER BY id`
+        assert.deepStrictEqual(rows.map((row) => [row.id, row.done]), [[1, true], [2, true], [3, true]])
+      }).pipe(Effect.provide(pgliteLayer(path.join(dataDir, "pglite"))))
+    }), { timeout: 60_000 })
+
+  it.effect("the relay's mark and the guardian's settlement mark are such commits", () =>
+    Effect.gen(function*() {
+      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-commit-durability-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+      yield* Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* migrate
+        yield* sql`
+          INSERT INTO accounts (account_id, handle, type, wallet_address, wallet_key_sealed, kyc_status, created_at)
+          VALUES ('acct_1', 'one', 'personal', '0x0000000000000000000000000000000000000001', '\\x00', 'verified', now())`
+        yield* sql`
+          INSERT INTO events (event_id, account_id, mode, type, payload, created_at)
+          VALUES ('evt_1', 'acct_1', 'test', 'transfer.confirmed', '{}', now())`
+        assert.isFalse(yield* unsynced)
+        yield* (yield* EventStore).markPublished(["evt_1"], new Date().toISOString())
+        assert.isTrue(yield* unsynced, "the relay's mark")
+        const [published] = yield* sql<{ readonly published: boolean }>`
+          SELECT published_at IS NOT NULL AS published FROM events WHERE event_id = 'evt_1'`
+        assert.isTrue(published?.published)
+
+        // The transfer's row, written by a commit that waits, syncs the relay's mark with it.
+        yield* sql.unsafe(`
+          INSERT INTO transfers (transfer_id, mode, sender_account_id, recipient_address, recipient_display, asset,
+            confidential, status, api_key_id, replay_nonce, deadline_seconds, sender_box, recipient_box, sealed_digest,
+            ciphertext, call_data, created_at)
+          VALUES ('tr_1', 'test', 'acct_1', '0x0000000000000000000000000000000000000002', '0x02', 'USDG', true, 'confirmed',
+            'key_1', '1', '1', '\\x00', '\\x00', 'd', 'c', '\\x00', now())`)
+        assert.isFalse(yield* unsynced)
+        yield* (yield* TransferStore).markGuardianSettled("tr_1")
+        assert.isTrue(yield* unsynced, "the guardian's settlement mark")
+      }).pipe(
+        Effect.provide(Layer.mergeAll(EventStore.layer, TransferStore.layer).pipe(Layer.provideMerge(pgliteLayer(path.join(dataDir, "pglite")))))
+      )
+    }), { timeout: 60_000 })
+})
