@@ -24,11 +24,16 @@ const unsynced = Effect.gen(function*() {
   return row?.unsynced === true
 })
 
+/** A fresh directory for the database, removed with the test's scope. */
+const temporaryDirectory = Effect.acquireRelease(
+  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "pps-commit-durability-"))),
+  (dataDir) => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true }))
+)
+
 describe("commits that do not wait for the disk", () => {
   it.effect("leave the WAL unsynced until the next commit, which syncs both; inside a transaction, commit as it does", () =>
     Effect.gen(function*() {
-      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-commit-durability-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+      const dataDir = yield* temporaryDirectory
       yield* Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         yield* sql`CREATE TABLE marks (id integer PRIMARY KEY, done boolean NOT NULL)`
@@ -53,8 +58,7 @@ describe("commits that do not wait for the disk", () => {
 
   it.effect("the relay's mark and the guardian's settlement mark are such commits", () =>
     Effect.gen(function*() {
-      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-commit-durability-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+      const dataDir = yield* temporaryDirectory
       yield* Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         yield* migrate
