@@ -22,9 +22,10 @@
  *   `fsync(2)` for a directory (its entries: a new WAL segment, a renamed file). A failure is
  *   PostgreSQL's to handle, as an errno (it panics on a data file it cannot sync, as it must).
  *
- * Cost: one sync a commit (0.4-0.5 ms on the 2-vCPU VM's disk, docs/benchmarks.md), paid on the
- * caller's thread. Commits are already grouped (the guardian's group commit, the server's
- * batched statements), so it is paid per group, not per transfer.
+ * Cost: one sync a commit, paid on the caller's thread: on the 2-vCPU VM ~0.2 ms more for a commit
+ * alone, ~1 ms under load; commits are grouped (the guardian's group commit, the server's batched
+ * statements), ~0.3 syncs a transfer in the guardian and ~0.7 in the server (docs/benchmarks.md,
+ * "Durable commits").
  *
  * @since 0.8.0
  */
