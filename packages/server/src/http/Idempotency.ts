@@ -32,7 +32,6 @@ import { Cause, Duration, Effect, Exit, Layer, Option, Redacted, Request, Schedu
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Limits } from "../config/AppConfig.ts"
-import { withoutWaitingForDisk } from "../platform/CommitDurability.ts"
 import { CurrentIdempotencyScope, type IdempotencyScope, type OperationKind, OperationReplay } from "../platform/IdempotentOperations.ts"
 import { deadAfterMs, NodeLiveness } from "../platform/NodeLiveness.ts"
 import { Secrets } from "../platform/Secrets.ts"
@@ -129,13 +128,8 @@ export const IdempotencyLive = Layer.effect(
      * first row goes in, the second conflicts with it and is not claimed, as one after the other.
      */
     const claimColumns = ["", "", "", "", "", ""]
-    // A claim's commit does not wait for the disk: alone it is no effect. Whatever this run makes
-    // durable after it (its record and binding, a refusal stored, the claim released) commits in
-    // the same database and waits for the disk, which syncs the claim with it (the WAL is one
-    // sequence); lost in a crash before any of that, the retry finds no claim and runs, as it
-    // would find one naming no operation and run.
     const insertClaims = (entries: ReadonlyArray<Request.Entry<ClaimKey>>) =>
-      withoutWaitingForDisk(sql, sql.unsafe<{ readonly claim_token: string }>(
+      sql.unsafe<{ readonly claim_token: string }>(
         `INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, claim_token, created_at, expires_at)
          VALUES ${SqlValues.valuesPlaceholders(entries.length, claimColumns, `, now(), now() + $${entries.length * claimColumns.length + 1}::interval`)}
          ON CONFLICT DO NOTHING RETURNING claim_token`,
@@ -145,7 +139,7 @@ export const IdempotencyLive = Layer.effect(
           ),
           ttl
         ]
-      ))
+      )
     const claimsTogether = sharedStatements(
       sql,
       insertClaims,

@@ -10,11 +10,10 @@ import type { SqlClient } from "effect/sql"
 
 /**
  * Runs `write` in a transaction of its own whose commit does not wait for the disk
- * (`synchronous_commit = off`). Only for writes whose loss in a host crash is harmless: the
- * relay's mark (the events are published again and deduplicated by id), the guardian's settlement
- * mark (the recovery round settles again, and the guardian decides a transfer once), an
- * idempotency claim (alone it is no effect, and what its run makes durable after it syncs it:
- * Idempotency.ts). Every other commit waits for its WAL to reach the disk, and the WAL is one
+ * (`synchronous_commit = off`). Only for writes whose loss in a host crash is harmless because
+ * they are done again (the relay's mark: the events are published again and deduplicated by id;
+ * the guardian's settlement mark: the recovery round settles again, and the guardian decides a
+ * transfer once). Every other commit waits for its WAL to reach the disk, and the WAL is one
  * sequence: the next such commit makes this one durable too. A crash loses it only if none came
  * after (in the embedded database, a kill -9 as well: with no WAL writer process, its WAL waits in
  * memory for that next commit). Called inside a transaction, `write` is part of it and commits
