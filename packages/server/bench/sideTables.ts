@@ -90,7 +90,7 @@ const transfersCase = async (variant: Variant): Promise<Steps> => {
     ? insert
     : `WITH i AS (${insert} RETURNING transfer_id, mode) INSERT INTO transfers_unsettled SELECT transfer_id, mode FROM i`
   const steps: Steps = {}
-  let open_: Array<string> = []
+  let unfinished: Array<string> = []
   for (let i = 0; i < transfers; i++) {
     const id = `tr_${String(i).padStart(26, "0")}`
     await timed(steps, "record (BEGIN, INSERT, COMMIT)", async () => {
@@ -109,10 +109,10 @@ const transfersCase = async (variant: Variant): Promise<Steps> => {
       ])
       await db.query("COMMIT")
     })
-    open_.push(id)
-    if (open_.length === batch) {
-      const ids = open_
-      open_ = []
+    unfinished.push(id)
+    if (unfinished.length === batch) {
+      const ids = unfinished
+      unfinished = []
       await timed(steps, "completion (status)", () =>
         db.query(
           `UPDATE transfers SET status = 'confirmed', tx_hash = '0xabc', confirmed_at = now()
