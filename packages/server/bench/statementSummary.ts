@@ -57,10 +57,13 @@ const shownLength = 90
 /** A statement's text as the table shows it: its first 90 characters (a batch's sizes, whose texts differ only in their VALUES or IN lists, fall together). */
 const shown = (text: string) => (text.length > shownLength ? `${text.slice(0, shownLength - 1)}…` : text)
 
-/** A markdown table: each process's totals, then its `top` dearest statements by shown text. */
-export const statementTable = (rows: ReadonlyArray<StatementRow>, top = 8): string => {
+/**
+ * A markdown table: each process's totals, then its `top` dearest statements by shown text, per
+ * `unit` (what `perTransfer` divided by: a transfer, or a webhook delivery).
+ */
+export const statementTable = (rows: ReadonlyArray<StatementRow>, top = 8, unit = "transfer"): string => {
   const processes = [...new Set(rows.map((row) => row.process))].sort()
-  const lines = ["| process | statement | calls a transfer | ms in PGlite a transfer |", "|---|---|---:|---:|"]
+  const lines = [`| process | statement | calls a ${unit} | ms in PGlite a ${unit} |`, "|---|---|---:|---:|"]
   for (const process of processes) {
     const byText = new Map<string, { calls: number; ms: number }>()
     for (const row of rows.filter((row) => row.process === process)) {

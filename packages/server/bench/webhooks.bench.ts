@@ -15,8 +15,9 @@
  * BENCH_CPU_PROFILE=<file> writes a CPU profile (Chrome DevTools format) of this process's main
  * thread over the throughput phase only, without the set-up. BENCH_DATABASE_THREAD=own|caller
  * (default `caller`, as the server's `EMBEDDED_DATABASE_THREAD`) says where the embedded mode's
- * PGlite runs. PPS_STATEMENT_LOG=<dir> counts the embedded database's statements (StatementLog.ts)
- * and adds each phase's calls and milliseconds inside PGlite per delivery to the result.
+ * PGlite runs. PPS_STATEMENT_LOG=<dir> counts the embedded database's statements (StatementLog.ts),
+ * adds each phase's calls and milliseconds inside PGlite per delivery to the result, and prints
+ * each phase's dearest statements per delivery on stderr.
  */
 import { fork } from "node:child_process"
 import * as fs from "node:fs"
@@ -36,6 +37,8 @@ import { ulid } from "../src/platform/Ids.ts"
 import { testConfig } from "../test/support/TestServer.ts"
 import { makeTestCa, removeTestCa } from "../test/support/webhooks-receiver.ts"
 import { confirmedEvent, EventsServicesLive, newAccount, newWebhook } from "../test/support/webhooks-services.ts"
+import { perTransfer, type StatementTotals, statementTable } from "./statementSummary.ts"
+import { percentile } from "./stats.ts"
 
 const subscriptions = Number(process.env["BENCH_SUBSCRIPTIONS"] ?? "50")
 const eventsPerAccount = Math.ceil(10_000 / subscriptions)
@@ -55,6 +58,10 @@ if (statementLog !== undefined && statementLog !== "") StatementLog.start(path.j
 /** Calls and ms inside PGlite so far, over every statement (zeros without a statement log). */
 const statementTotals = () =>
   StatementLog.snapshot().reduce((sum, [, calls, ms]) => ({ calls: sum.calls + calls, ms: sum.ms + ms }), { calls: 0, ms: 0 })
+
+/** This process's statement totals by text, as `statementSummary.ts` reads them from log files. */
+const statementsByText = (): Map<string, StatementTotals> =>
+  new Map([["webhooks-bench", new Map(StatementLog.snapshot().map(([text, calls, ms]) => [text, { calls, ms }]))]])
 
 /** What the database did per delivery between two readings of `statementTotals`. */
 const perDelivery = (before: { calls: number; ms: number }, after: { calls: number; ms: number }, deliveries: number) => ({
@@ -110,7 +117,6 @@ const startRemoteReceiver = (caDir: string) =>
       }))
   })
 
-const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!
 
 const freshDatabase = Effect.gen(function*() {
   const name = `pps_bench_${ulid().toLowerCase()}`
@@ -177,6 +183,7 @@ const runMode = (mode: "embedded" | "nats") =>
     const total = subscriptions * eventsPerAccount
     const stopProfile = yield* Effect.promise(startProfile)
     const statementsAtStart = statementTotals()
+    const byTextAtStart = statementsByText()
     const startedMs = Date.now()
     for (let i = 0; i < eventsPerAccount; i++) {
       yield* outbox.append(accounts.map((account) => confirmedEvent(account.accountId, account.handle))).pipe(Effect.orDie)
@@ -190,6 +197,7 @@ const runMode = (mode: "embedded" | "nats") =>
     const throughput = total / ((lastMs - startedMs) / 1000)
 
     const statementsAfterThroughput = statementTotals()
+    const byTextAfterThroughput = statementsByText()
 
     // Latency: a steady rate.
     receiver.reset()
@@ -206,6 +214,13 @@ const runMode = (mode: "embedded" | "nats") =>
     }
     while ((yield* Effect.promise(() => receiver.count())) < latencyEvents.length) {
       yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
+    }
+    if (StatementLog.recorder() !== undefined) {
+      // On stderr, so that stdout stays one JSON line a mode.
+      const table = (before: Map<string, StatementTotals>, after: Map<string, StatementTotals>, deliveries: number) =>
+        statementTable(perTransfer(before, after, deliveries), 10, "delivery")
+      console.error(`${mode}, throughput phase:\n${table(byTextAtStart, byTextAfterThroughput, total)}`)
+      console.error(`${mode}, latency phase:\n${table(byTextAfterThroughput, statementsByText(), latencyEvents.length)}`)
     }
     const createdAt = new Map(latencyEvents.map((event) => [event.eventId, Date.parse(event.createdAt)]))
     const latencies = (yield* Effect.promise(() => receiver.report()))
