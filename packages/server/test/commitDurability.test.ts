@@ -2,9 +2,8 @@
  * `withoutWaitingForDisk` (src/platform/CommitDurability.ts) on the embedded database on disk:
  * its commit leaves the WAL unsynced (PostgreSQL's flush position behind its insert position),
  * every other commit syncs it, the next one syncing the earlier write too; inside a caller's
- * transaction it does not weaken that transaction's commit. And the writes that use it (the
- * relay's mark, the guardian's settlement mark, a webhook attempt's record and a lease's
- * release) do so, while the claim of a lease still waits.
+ * transaction it does not weaken that transaction's commit. And the two writes that use it
+ * (the relay's mark, the guardian's settlement mark) do so.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -16,7 +15,6 @@ import { EventStore } from "../src/events/EventStore.ts"
 import { withoutWaitingForDisk } from "../src/platform/CommitDurability.ts"
 import { migrate, pgliteLayer } from "../src/platform/Database.ts"
 import { TransferStore } from "../src/transfers/TransferStore.ts"
-import { WebhookStore } from "../src/webhooks/WebhookStore.ts"
 
 /** Whether WAL is written that has not reached the disk yet. */
 const unsynced = Effect.gen(function*() {
@@ -24,18 +22,6 @@ const unsynced = Effect.gen(function*() {
   const [row] = yield* sql<{ readonly unsynced: boolean }>`
     SELECT pg_current_wal_insert_lsn() > pg_current_wal_flush_lsn() AS unsynced`
   return row?.unsynced === true
-})
-
-/** The migrated schema's account `acct_1` with one event, `evt_1` (both commits wait for the disk). */
-const accountWithEvent = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  yield* migrate
-  yield* sql`
-    INSERT INTO accounts (account_id, handle, type, wallet_address, wallet_key_sealed, kyc_status, created_at)
-    VALUES ('acct_1', 'one', 'personal', '0x0000000000000000000000000000000000000001', '\\x00', 'verified', now())`
-  yield* sql`
-    INSERT INTO events (event_id, account_id, mode, type, payload, created_at)
-    VALUES ('evt_1', 'acct_1', 'test', 'transfer.confirmed', '{}', now())`
 })
 
 /** A fresh directory for the database, removed with the test's scope. */
@@ -75,7 +61,13 @@ describe("commits that do not wait for the disk", () => {
       const dataDir = yield* temporaryDirectory
       yield* Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
-        yield* accountWithEvent
+        yield* migrate
+        yield* sql`
+          INSERT INTO accounts (account_id, handle, type, wallet_address, wallet_key_sealed, kyc_status, created_at)
+          VALUES ('acct_1', 'one', 'personal', '0x0000000000000000000000000000000000000001', '\\x00', 'verified', now())`
+        yield* sql`
+          INSERT INTO events (event_id, account_id, mode, type, payload, created_at)
+          VALUES ('evt_1', 'acct_1', 'test', 'transfer.confirmed', '{}', now())`
         assert.isFalse(yield* unsynced)
         yield* (yield* EventStore).markPublished(["evt_1"], new Date().toISOString())
         assert.isTrue(yield* unsynced, "the relay's mark")
@@ -96,54 +88,5 @@ describe("commits that do not wait for the disk", () => {
       }).pipe(
         Effect.provide(Layer.mergeAll(EventStore.layer, TransferStore.layer).pipe(Layer.provideMerge(pgliteLayer(path.join(dataDir, "pglite")))))
       )
-    }), { timeout: 60_000 })
-
-  it.effect("a webhook attempt's record and a lease's release are such commits; a lease's claim is not", () =>
-    Effect.gen(function*() {
-      const dataDir = yield* temporaryDirectory
-      yield* Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        const store = yield* WebhookStore
-        yield* accountWithEvent
-        yield* sql`
-          INSERT INTO webhooks (webhook_id, account_id, mode, url, event_types, secret_sealed, created_at)
-          VALUES ('wh_1', 'acct_1', 'test', 'https://example.test/hook', 'transfer.confirmed', '\\x00', now())`
-        const now = new Date()
-        const iso = (offsetMs: number) => new Date(now.getTime() + offsetMs).toISOString()
-        yield* store.insertDeliveries(
-          [{ deliveryId: "dlv_1", webhookId: "wh_1", eventId: "evt_1", trigger: "event", createdAt: iso(-1_000) }],
-          iso(-1_000)
-        )
-
-        const claimed = yield* store.claimSubscriptions({ nodeId: "node_1", now: iso(0), leaseUntil: iso(30_000), limit: 1 })
-        assert.deepStrictEqual(claimed, ["wh_1"])
-        assert.isFalse(yield* unsynced, "the claim waits for the disk")
-
-        const [result] = yield* store.recordAttempts([{
-          deliveryId: "dlv_1",
-          attemptNumber: 1,
-          nodeId: "node_1",
-          startedAt: iso(0),
-          durationMs: 3,
-          statusCode: 200,
-          error: undefined,
-          status: "succeeded",
-          webhookId: "wh_1",
-          leaseUntil: iso(30_000)
-        }])
-        assert.deepStrictEqual(result, { recorded: true, leaseHeld: true })
-        assert.isTrue(yield* unsynced, "the attempt's record")
-
-        yield* sql`INSERT INTO events (event_id, account_id, mode, type, payload, created_at)
-          VALUES ('evt_2', 'acct_1', 'test', 'transfer.confirmed', '{}', now())`
-        assert.isFalse(yield* unsynced)
-        yield* store.releaseLease("wh_1", "node_1")
-        assert.isTrue(yield* unsynced, "the lease's release")
-        const [row] = yield* sql<{ readonly status: string; readonly attempts: number; readonly owner: string | null }>`
-          SELECT d.status, (SELECT count(*)::int FROM webhook_attempts a WHERE a.delivery_id = d.delivery_id) AS attempts,
-                 w.lease_owner AS owner
-          FROM webhook_deliveries d JOIN webhooks w USING (webhook_id) WHERE d.delivery_id = 'dlv_1'`
-        assert.deepStrictEqual(row, { status: "succeeded", attempts: 1, owner: null })
-      }).pipe(Effect.provide(WebhookStore.layer.pipe(Layer.provideMerge(pgliteLayer(path.join(dataDir, "pglite"))))))
     }), { timeout: 60_000 })
 })

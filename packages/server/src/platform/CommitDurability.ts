@@ -13,8 +13,7 @@ import type { SqlClient } from "effect/sql"
  * (`synchronous_commit = off`). Only for writes whose loss in a host crash is harmless because
  * they are done again (the relay's mark: the events are published again and deduplicated by id;
  * the guardian's settlement mark: the recovery round settles again, and the guardian decides a
- * transfer once; a webhook attempt's record: the delivery is sent again, at least once as after
- * a crash mid-attempt; a lease's release: the lease lapses as a dead node's). Every other commit waits for its WAL to reach the disk, and the WAL is one
+ * transfer once). Every other commit waits for its WAL to reach the disk, and the WAL is one
  * sequence: the next such commit makes this one durable too. A crash loses it only if none came
  * after (in the embedded database, a kill -9 as well: with no WAL writer process, its WAL waits in
  * memory for that next commit). Called inside a transaction, `write` is part of it and commits

@@ -23,7 +23,6 @@ import { SqlClient, type SqlError } from "effect/sql"
 import { Mode } from "@pps/api/ApiKeys"
 import { EventType } from "@pps/api/Events"
 import type { DeliveryRecord, DeliveryStatus, Webhook } from "@pps/api/Webhooks"
-import { withoutWaitingForDisk } from "../platform/CommitDurability.ts"
 
 const WebhookRow = Schema.Struct({
   webhook_id: Schema.String,
@@ -352,14 +351,10 @@ export class WebhookStore extends Context.Service<WebhookStore, {
             UPDATE webhooks SET lease_until = ${leaseUntil}::timestamptz
             WHERE webhook_id = ${webhookId} AND lease_owner = ${nodeId} AND deleted_at IS NULL
             RETURNING webhook_id`.pipe(Effect.map((rows) => rows.length === 1)),
-        // Lost in a crash, the lease lapses as a dead node's does (30 s; embedded, at the restart).
         releaseLease: (webhookId, nodeId) =>
-          withoutWaitingForDisk(
-            sql,
-            sql`
-              UPDATE webhooks SET lease_owner = NULL, lease_until = NULL
-              WHERE webhook_id = ${webhookId} AND lease_owner = ${nodeId}`
-          ).pipe(Effect.asVoid),
+          sql`
+            UPDATE webhooks SET lease_owner = NULL, lease_until = NULL
+            WHERE webhook_id = ${webhookId} AND lease_owner = ${nodeId}`.pipe(Effect.asVoid),
         releaseAllLeases: sql`UPDATE webhooks SET lease_owner = NULL, lease_until = NULL WHERE lease_owner IS NOT NULL`.pipe(
           Effect.asVoid
         ),
@@ -430,9 +425,7 @@ export class WebhookStore extends Context.Service<WebhookStore, {
           // One parameter (a JSON array) whatever the batch size; every
           // data-modifying CTE runs, so the log, the deliveries and the leases
           // commit together.
-          // Lost in a crash, the deliveries are still pending at the count their senders read, and
-          // are sent again after the restart: at least once, as a crash mid-attempt does.
-          return withoutWaitingForDisk(sql, sql<{ delivery_id: string; recorded: boolean; held: boolean }>`
+          return sql<{ delivery_id: string; recorded: boolean; held: boolean }>`
             WITH input AS (
               SELECT * FROM json_to_recordset(${JSON.stringify(rows)}::json) AS x(
                 delivery_id text, attempt_number integer, node_id text, started_at timestamptz, duration_ms integer,
@@ -465,7 +458,7 @@ export class WebhookStore extends Context.Service<WebhookStore, {
             SELECT i.delivery_id,
                    EXISTS (SELECT 1 FROM moved m WHERE m.delivery_id = i.delivery_id) AS recorded,
                    EXISTS (SELECT 1 FROM lease l WHERE l.webhook_id = i.webhook_id) AS held
-            FROM input i`).pipe(
+            FROM input i`.pipe(
             Effect.map((result) => {
               const byDelivery = new Map(result.map((row) => [row.delivery_id, row]))
               return attempts.map((attempt) => {
