@@ -117,7 +117,6 @@ const startRemoteReceiver = (caDir: string) =>
       }))
   })
 
-
 const freshDatabase = Effect.gen(function*() {
   const name = `pps_bench_${ulid().toLowerCase()}`
   const run = (statement: string) =>
