@@ -31,6 +31,7 @@ import { Faucet } from "./settlement/Faucet.ts"
 import { GuardianIdentity } from "./settlement/GuardianIdentity.ts"
 import { Settlement } from "./settlement/Settlement.ts"
 import { TransfersHttpLive } from "./transfers/http.ts"
+import { TransferSealerLive } from "./transfers/TransferSealer.ts"
 import { Transfers } from "./transfers/Transfers.ts"
 import { AccountsHttpLive } from "./accounts/http.ts"
 import { EventsHttpLive } from "./events/http.ts"
@@ -156,7 +157,7 @@ export const ServicesLive = Layer.mergeAll(
 ).pipe(
   // Agents and approvals use Transfers and the agent stores it brings.
   Layer.provideMerge(Transfers.layer),
-  Layer.provideMerge(Layer.mergeAll(EncryptionKeys.layer, Faucet.layer, KeyedSerializer.layer)),
+  Layer.provideMerge(Layer.mergeAll(EncryptionKeys.layer, Faucet.layer, KeyedSerializer.layer, TransferSealerLive)),
   Layer.provideMerge(Settlement.layer),
   Layer.provideMerge(Chains.layer),
   Layer.provideMerge(GuardianIdentity.layer),

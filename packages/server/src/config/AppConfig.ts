@@ -52,6 +52,12 @@ export interface AppConfigShape {
    * second on the 2-core VM; docs/benchmarks.md); see the guardian package's `DatabaseThread`.
    */
   readonly embeddedDatabaseThread: EmbeddedDatabase.DatabaseThreading
+  /**
+   * Where a plain-form transfer's boxes are sealed: on a worker thread of their own (`own`, the
+   * default: the event loop is what limits transfers a second) or on the event loop (`caller`);
+   * see `transfers/TransferSealer.ts`.
+   */
+  readonly sealingThread: SealingThread
   /** Secrets; absent values are generated once into `dataDir` in embedded mode. */
   readonly adminToken: Option.Option<Redacted.Redacted<string>>
   readonly apiKeyPepper: Option.Option<Redacted.Redacted<string>>
@@ -166,6 +172,20 @@ export interface AppConfigShape {
 const logLevels = ["Trace", "Debug", "Info", "Warn", "Error"] as const
 
 /**
+ * The values of `SEALING_THREAD`.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export const sealingThreads = ["own", "caller"] as const
+
+/**
+ * @since 0.9.0
+ * @category models
+ */
+export type SealingThread = typeof sealingThreads[number]
+
+/**
  * @since 0.4.0
  * @category models
  */
@@ -210,6 +230,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   embeddedDatabaseThread: Config.Literals(EmbeddedDatabase.databaseThreadings, "EMBEDDED_DATABASE_THREAD").pipe(
     Config.withDefault("caller" as const)
   ),
+  sealingThread: Config.Literals(sealingThreads, "SEALING_THREAD").pipe(Config.withDefault("own" as const)),
   adminToken: Config.option(Config.Redacted("ADMIN_TOKEN")),
   apiKeyPepper: Config.option(Config.Redacted("API_KEY_PEPPER")),
   walletKek: Config.option(Config.Redacted("WALLET_KEK")),
@@ -279,6 +300,7 @@ export const environmentVariables = [
   "DATABASE_URL",
   "DATABASE_POOL_MAX",
   "EMBEDDED_DATABASE_THREAD",
+  "SEALING_THREAD",
   "ADMIN_TOKEN",
   "API_KEY_PEPPER",
   "WALLET_KEK",

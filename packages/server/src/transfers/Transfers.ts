@@ -34,7 +34,7 @@
  * @since 0.1.0
  */
 import { type Domain as GuardianDomain, GuardianClient, SpanLog } from "@pps/guardian"
-import { ElGamal, EncryptionKey, Note } from "@pps/crypto"
+import { EncryptionKey, Note } from "@pps/crypto"
 import {
   Cause,
   Clock,
@@ -109,6 +109,7 @@ import {
 } from "@pps/api/Transfers"
 import { checkToken, makeToken, preparationKey, preparedTransferLifetimeMs } from "./preparation.ts"
 import { type NewTransfer, type StoredTransfer, TransferStore } from "./TransferStore.ts"
+import { TransferSealer } from "./TransferSealer.ts"
 
 
 const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -320,13 +321,16 @@ export class Transfers extends Context.Service<Transfers, {
       const agentStore = yield* AgentStore
       const heldStore = yield* AgentTransactionStore
       const secretBox = yield* SecretBox
+      const sealer = yield* TransferSealer
       // The layer's scope, for work nobody waits for (interrupted when the server stops).
       const scope = yield* Effect.scope
       const operations = yield* OperationReplay
       const preparationSecret = preparationKey(Redacted.value((yield* Secrets).apiKeyPepper))
 
-      const guardianKey = EncryptionKey.parsePublicKey(guardianIdentity.encryptionKey)
-      if (!guardianKey.ok) return yield* Effect.die(new Error("the guardian's encryption key is not a valid point"))
+      // Checked once here, so that a bad key stops the server at start, not each transfer's sealing.
+      if (!EncryptionKey.parsePublicKey(guardianIdentity.encryptionKey).ok) {
+        return yield* Effect.die(new Error("the guardian's encryption key is not a valid point"))
+      }
 
       const party = (account: Account): TransferParty => ({
         accountId: account.accountId,
@@ -980,41 +984,37 @@ export class Transfers extends Context.Service<Transfers, {
           }
         }
 
-        // 2-4. In the sender's actor (the agent's, for an agent): policy, nonce, seal, authorize, record.
+        // 2. The plain form's boxes, sealed before the sender's turn: sealing needs no state, and
+        // off the event loop (TransferSealer) it runs while other requests do. For a standard
+        // transfer to an address without a key, the recipient's copy is sealed to the sender
+        // (the recipient sees the amount on chain anyway).
+        const boxed = money._tag === "Sealed"
+          ? { _tag: "Prepared" as const, transferId: money.transferId, boxes: money.boxes }
+          : yield* Effect.gen(function*() {
+            const transferId = makeId("tr", yield* Clock.currentTimeMillis)
+            const boxes = yield* sealer.seal({
+              context: { chainId: BigInt(chain.chainId), contract, transferId: hexToBytes(transferIdBytes32(transferId)) },
+              note: { amount: money.amount, memo: money.memo },
+              senderKey,
+              recipientKey: Option.getOrElse(recipient.key, () => senderKey),
+              guardianKey: guardianIdentity.encryptionKey
+            })
+            return { _tag: "Fresh" as const, transferId, boxes }
+          })
+
+        // 3-5. In the sender's actor (the agent's, for an agent): policy, nonce, authorize, record.
         const decided = yield* actors.withKey(sender.accountId, Effect.gen(function*() {
           const nowMs = yield* Clock.currentTimeMillis
           // Read inside the actor: a policy change applies to the very next attempt.
           const policy = isAgent
             ? yield* checkPolicy(sender.accountId, { asset, recipientNames: namesOf(recipient), activeHoursAtMs: nowMs })
             : undefined
-          let transferId: string
-          let boxes: Note.TransferBoxes
-          if (money._tag === "Sealed") {
-            // A prepared transfer is created once: a second create of it (another idempotency key,
-            // or none) is told so instead of reaching the guardian with a used id.
-            if (yield* store.idTaken(money.transferId).pipe(Effect.orDie)) {
-              return yield* Effect.fail(PreparedTransferUsed.of(money.transferId))
-            }
-            transferId = money.transferId
-            boxes = money.boxes
-          } else {
-            transferId = makeId("tr", nowMs)
-            // For a standard transfer to an address without a key, the recipient's copy is sealed
-            // to the sender (the recipient sees the amount on chain anyway).
-            const senderPublicKey = EncryptionKey.parsePublicKey(senderKey)
-            const recipientPublicKey = EncryptionKey.parsePublicKey(Option.getOrElse(recipient.key, () => senderKey))
-            if (!senderPublicKey.ok || !recipientPublicKey.ok) {
-              return yield* Effect.die(new Error("a registered key did not parse"))
-            }
-            boxes = Note.sealTransfer({
-              context: { chainId: BigInt(chain.chainId), contract, transferId: hexToBytes(transferIdBytes32(transferId)) },
-              note: { amount: money.amount, memo: money.memo },
-              opening: ElGamal.newOpening(money.amount),
-              senderKey: senderPublicKey.value,
-              recipientKey: recipientPublicKey.value,
-              guardianKey: guardianKey.value
-            })
+          // A prepared transfer is created once: a second create of it (another idempotency key, or
+          // none) is told so instead of reaching the guardian with a used id.
+          if (boxed._tag === "Prepared" && (yield* store.idTaken(boxed.transferId).pipe(Effect.orDie))) {
+            return yield* Effect.fail(PreparedTransferUsed.of(boxed.transferId))
           }
+          const { boxes, transferId } = boxed
           const fresh = store.nextNonce(sender.accountId, principal.mode).pipe(Effect.map((nonce) => ({
             nonce,
             deadlineSeconds: BigInt(Math.floor(nowMs / 1000) + config.attestationLifetimeSeconds)

@@ -91,6 +91,9 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   databaseUrl: Option.none(),
   databasePoolMax: 5,
   embeddedDatabaseThread: "caller",
+  // The main.ts processes tests start seal on the thread (the default); in-process servers on
+  // the event loop, which starts no thread per server. transferSealer.test.ts covers the thread.
+  sealingThread: "caller",
   adminToken: Option.none(),
   apiKeyPepper: Option.none(),
   walletKek: Option.none(),

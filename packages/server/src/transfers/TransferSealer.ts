@@ -1,0 +1,126 @@
+/**
+ * Seals a plain-form transfer's three boxes (`Note.sealTransfer`: {amount, memo} to the sender
+ * and to the recipient, {amount, r} to the guardian), on the server's event loop or on a thread
+ * of its own.
+ *
+ * Why a thread: under load the server's one event loop is what limits the transfers a second
+ * (docs/benchmarks.md), and sealing is the largest piece of pure computation on it: four
+ * constant-time BN254 multiplications, 1.3-2 ms on this repository's 2-vCPU VMs, during which no
+ * other request moves. Nothing in it needs the server's state, so it runs beside the event loop,
+ * on the machine's other core. On the event loop's side a sealing then costs ~0.06-0.1 ms (a
+ * message each way). Sealing twice on the event loop (an experiment, not committed) cost 13 % of
+ * the 64-client rate.
+ *
+ * Why plain `worker_threads` messages (`ThreadCalls`, the guardian package's, shared with the
+ * embedded database's thread) and not effect/rpc's worker protocol: measured here, an RPC call
+ * cost the event loop 0.24-0.46 ms and the thread ~0.7 ms more than the sealing itself, most of
+ * what the thread is for.
+ *
+ * A thread that dies fails the calls in flight (their requests answer 500; nothing is recorded
+ * yet: a transfer is sealed before its nonce, its authorization and its record), and the next
+ * call starts a new one. The amount crosses to the thread in the process's memory only, as it
+ * is on the event loop: never logged, and no failure's message holds it.
+ *
+ * @since 0.9.0
+ */
+import type { Note } from "@pps/crypto"
+import { Context, Effect, Layer, Scope, Semaphore } from "effect"
+import * as ThreadCalls from "@pps/guardian/ThreadCalls"
+import { Worker } from "node:worker_threads"
+import { AppConfig } from "../config/AppConfig.ts"
+import { type Call, describe, type SealInput, sealHere, threadMarker } from "./sealingThread.ts"
+
+/**
+ * @since 0.9.0
+ * @category services
+ */
+export class TransferSealer extends Context.Service<TransferSealer, {
+  /** Seals the three boxes with a fresh opening. Dies on a key that does not parse. */
+  readonly seal: (input: SealInput) => Effect.Effect<Note.TransferBoxes>
+}>()("server/transfers/TransferSealer") {
+  /** On the caller's thread (the event loop). */
+  static readonly inline: Layer.Layer<TransferSealer> = Layer.succeed(TransferSealer, {
+    seal: (input) =>
+      Effect.suspend(() => {
+        const boxes = sealHere(input)
+        return boxes === undefined ? Effect.die(new Error(unparsedKey)) : Effect.succeed(boxes)
+      })
+  })
+
+  /**
+   * On a worker thread with its own mcl-wasm, started with the layer (a thread that is gone is
+   * replaced at the next call) and ended with the layer's scope.
+   */
+  static readonly thread: Layer.Layer<TransferSealer> = Layer.suspend(() => threadLayer(startSealingThread))
+}
+
+/**
+ * `TransferSealer.thread` with the threads started by `start` (tests watch them through it).
+ *
+ * @since 0.9.0
+ * @category layers
+ */
+export const threadLayer = (start: () => Promise<ThreadCalls.ThreadCalls<Call>>): Layer.Layer<TransferSealer> =>
+  Layer.effect(
+    TransferSealer,
+    Effect.gen(function*() {
+      const scope = yield* Effect.scope
+      const started = Effect.promise(start).pipe(
+        Effect.tap((calls) => Scope.addFinalizer(scope, closeSealingThread(calls)))
+      )
+      let current = yield* started
+      // One start at a time, however many calls find the thread gone.
+      const restart = yield* Semaphore.make(1)
+      const replaced = Effect.suspend(() =>
+        current.gone
+          ? started.pipe(Effect.tap((calls) =>
+            Effect.sync(() => {
+              current = calls
+            })
+          ))
+          : Effect.succeed(current)
+      )
+      const live = Effect.suspend(() => current.gone ? restart.withPermits(1)(replaced) : Effect.succeed(current))
+      return {
+        seal: (input) =>
+          live.pipe(
+            Effect.flatMap((calls) => Effect.promise(() => calls.call<Note.TransferBoxes | null>({ kind: "seal", input }))),
+            Effect.flatMap((boxes) => boxes === null ? Effect.die(new Error(unparsedKey)) : Effect.succeed(boxes))
+          )
+      }
+    })
+  )
+
+/**
+ * The sealer `SEALING_THREAD` chooses (AppConfig).
+ *
+ * @since 0.9.0
+ * @category layers
+ */
+export const TransferSealerLive: Layer.Layer<TransferSealer, never, AppConfig> = Layer.unwrap(
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    return config.sealingThread === "own" ? TransferSealer.thread : TransferSealer.inline
+  })
+)
+
+const unparsedKey = "a key to seal a transfer to did not parse"
+
+/**
+ * Starts a sealing thread; resolves once its mcl-wasm is loaded.
+ *
+ * @since 0.9.0
+ * @category constructors
+ */
+export const startSealingThread = async (): Promise<ThreadCalls.ThreadCalls<Call>> => {
+  const { exited, worker } = await ThreadCalls.startThread(
+    new Worker(new URL("./sealingThread.ts", import.meta.url), { workerData: { [threadMarker]: true } }),
+    describe
+  )
+  return new ThreadCalls.ThreadCalls<Call>(worker, exited, describe, (message) => new Error(message))
+}
+
+const closeSealingThread = (calls: ThreadCalls.ThreadCalls<Call>) =>
+  Effect.promise(() => calls.close({ kind: "close" }, new Error("the transfer sealing thread is closed"), 5_000))
+
+export type { SealInput }
