@@ -3,13 +3,14 @@
  * and to the recipient, {amount, r} to the guardian), on the server's event loop or on a thread
  * of its own.
  *
- * Why a thread: under load the server's one event loop is what limits the transfers a second
- * (docs/benchmarks.md), and sealing is the largest piece of pure computation on it: four
- * constant-time BN254 multiplications, 1.3-2 ms on this repository's 2-vCPU VMs, during which no
- * other request moves. Nothing in it needs the server's state, so it runs beside the event loop,
- * on the machine's other core. On the event loop's side a sealing then costs ~0.06-0.1 ms (a
- * message each way). Sealing twice on the event loop (an experiment, not committed) cost 13 % of
- * the 64-client rate.
+ * Why a thread: the server's one event loop runs every request, and sealing is the largest piece
+ * of pure computation on it: four constant-time BN254 multiplications, 1.3-2 ms on this
+ * repository's 2-vCPU VMs, during which no other request moves (sealing twice on the event loop,
+ * an experiment, cost 13 % of the 64-client rate). Nothing in it needs the server's state, so it
+ * runs beside the event loop, on another core; on the event loop's side a sealing then costs
+ * ~0.1 ms (a message each way). On a 2-core machine the processes' CPU together binds about as
+ * soon as the event loop does, so the rate did not measurably move there; the event loop's share
+ * of the server's CPU fell from ~0.85 to ~0.7 (docs/benchmarks.md).
  *
  * Why plain `worker_threads` messages (`ThreadCalls`, the guardian package's, shared with the
  * embedded database's thread) and not effect/rpc's worker protocol: measured here, an RPC call
