@@ -53,9 +53,10 @@ export interface AppConfigShape {
    */
   readonly embeddedDatabaseThread: EmbeddedDatabase.DatabaseThreading
   /**
-   * Where a plain-form transfer's boxes are sealed: on a worker thread of their own (`own`, the
-   * default: ~1.5 ms of pure computation a transfer off the event loop that runs every request)
-   * or on the event loop (`caller`); see `transfers/TransferSealer.ts`.
+   * Where a plain-form transfer's boxes are sealed: on the event loop (`caller`, the default) or
+   * on a worker thread of their own (`own`: ~1.5 ms of pure computation a transfer off the event
+   * loop, but on the 2-core VM it lost under overload, docs/benchmarks.md); see
+   * `transfers/TransferSealer.ts`.
    */
   readonly sealingThread: SealingThread
   /** Secrets; absent values are generated once into `dataDir` in embedded mode. */
@@ -230,7 +231,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   embeddedDatabaseThread: Config.Literals(EmbeddedDatabase.databaseThreadings, "EMBEDDED_DATABASE_THREAD").pipe(
     Config.withDefault("caller" as const)
   ),
-  sealingThread: Config.Literals(sealingThreads, "SEALING_THREAD").pipe(Config.withDefault("own" as const)),
+  sealingThread: Config.Literals(sealingThreads, "SEALING_THREAD").pipe(Config.withDefault("caller" as const)),
   adminToken: Config.option(Config.Redacted("ADMIN_TOKEN")),
   apiKeyPepper: Config.option(Config.Redacted("API_KEY_PEPPER")),
   walletKek: Config.option(Config.Redacted("WALLET_KEK")),

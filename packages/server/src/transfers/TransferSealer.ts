@@ -1,16 +1,18 @@
 /**
  * Seals a plain-form transfer's three boxes (`Note.sealTransfer`: {amount, memo} to the sender
- * and to the recipient, {amount, r} to the guardian), on the server's event loop or on a thread
- * of its own.
+ * and to the recipient, {amount, r} to the guardian), on the server's event loop (the default)
+ * or on a thread of its own (`SEALING_THREAD=own`).
  *
  * Why a thread: the server's one event loop runs every request, and sealing is the largest piece
  * of pure computation on it: four constant-time BN254 multiplications, 1.3-2 ms on this
  * repository's 2-vCPU VMs, during which no other request moves (sealing twice on the event loop,
  * an experiment, cost 13 % of the 64-client rate). Nothing in it needs the server's state, so it
  * runs beside the event loop, on another core; on the event loop's side a sealing then costs
- * ~0.1 ms (a message each way). On a 2-core machine the processes' CPU together binds about as
- * soon as the event loop does, so the rate did not measurably move there; the event loop's share
- * of the server's CPU fell from ~0.85 to ~0.7 (docs/benchmarks.md).
+ * ~0.1 ms (a message each way). Why not the default: on the 2-core VM the rate at 64 clients held
+ * (the event loop's share of the server's CPU fell from ~0.85 to ~0.7) but under overload (1,024
+ * clients) it lost by a half to a quarter, and the admission limit took long to recover after it
+ * (docs/benchmarks.md). A reading, not measured: the thread is one more runnable thread on two
+ * cores, beside the guardian and anvil, which every transfer waits on too.
  *
  * Why plain `worker_threads` messages (`ThreadCalls`, the guardian package's, shared with the
  * embedded database's thread) and not effect/rpc's worker protocol: measured here, an RPC call

@@ -14,6 +14,7 @@ import { ApiKeys, Client, SealedTransfers } from "@pps/sdk"
 import { ElGamal, Note } from "@pps/crypto"
 import { hexToBytes, type Hex } from "viem"
 import { Accounts } from "../../src/accounts/Accounts.ts"
+import type { AppConfigShape } from "../../src/config/AppConfig.ts"
 import { Settlement } from "../../src/settlement/Settlement.ts"
 import { balanceProof, decryptTransfer, registerKey } from "../support/confidentialClient.ts"
 import { bearer, createAccount, expectEnvelope, postJson, send } from "../support/http.ts"
@@ -30,9 +31,9 @@ const TransferPage = Schema.Struct({
   has_more: Schema.Boolean
 })
 
-export const transfersSuite = (database: DatabaseTarget) =>
+export const transfersSuite = (database: DatabaseTarget, config: Partial<AppConfigShape> = {}) =>
   describe("transfers and balances", () => {
-    layer(makeTestServer({ database }), { timeout: "120 seconds", excludeTestServices: true })(database.name, (it) => {
+    layer(makeTestServer({ database, config }), { timeout: "120 seconds", excludeTestServices: true })(database.name, (it) => {
       it.effect("confidential transfer end to end: keys, faucet, transfer, sealed copies, balances by proof", () =>
         Effect.gen(function*() {
           const server = yield* TestServer

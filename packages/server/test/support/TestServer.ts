@@ -91,8 +91,8 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   databaseUrl: Option.none(),
   databasePoolMax: 5,
   embeddedDatabaseThread: "caller",
-  // The main.ts processes tests start seal on the thread (the default); in-process servers on
-  // the event loop, which starts no thread per server. transferSealer.test.ts covers the thread.
+  // The default; the transfers suite on PostgreSQL seals on the thread (transfers.postgres.test.ts),
+  // and transferSealer.test.ts covers the thread alone.
   sealingThread: "caller",
   adminToken: Option.none(),
   apiKeyPepper: Option.none(),
