@@ -1,6 +1,7 @@
 /**
  * Calls to a worker thread by message, each answered by id: what the embedded database on its
- * own thread (`DatabaseThread`) and the server's sealing thread share.
+ * own thread (`DatabaseThread`) and the server's sealing thread share. Imported by its own path
+ * (`@pps/guardian/ThreadCalls`), so that a thread loads this module and not the guardian.
  *
  * - A call is one message with an id; the thread answers `{ id, ok, value | error }`.
  * - The thread holds the process open only while a call waits on it (as a pending socket read
@@ -28,13 +29,8 @@ export interface ErrorData {
   readonly properties: Record<string, unknown>
 }
 
-/**
- * A thread's answer to a call.
- *
- * @since 0.9.0
- * @category models
- */
-export type Reply =
+/** A thread's answer to a call. */
+type Reply =
   | { readonly id: number; readonly ok: true; readonly value: unknown }
   | { readonly id: number; readonly ok: false; readonly error: ErrorData }
 
@@ -60,11 +56,7 @@ export const toErrorData = (error: unknown): ErrorData => {
   return { name: error.name, message: error.message, stack: error.stack, properties }
 }
 
-/**
- * @since 0.9.0
- * @category conversions
- */
-export const fromErrorData = (data: ErrorData): Error => {
+const fromErrorData = (data: ErrorData): Error => {
   const error = new Error(data.message)
   error.name = data.name
   if (data.stack !== undefined) error.stack = data.stack
@@ -80,10 +72,8 @@ export const fromErrorData = (data: ErrorData): Error => {
  * ends by itself is never interrupted, so termination is left for the one case that needs it:
  * a close that hangs. That abort was seen again with this in place: its cause is a race in V8's
  * wasm code GC, which test processes now turn off (vitest.shared.ts).
- *
- * @since 0.9.0
  */
-export const endThread = async (worker: Worker, exited: Promise<unknown>, timeoutMs: number): Promise<void> => {
+const endThread = async (worker: Worker, exited: Promise<unknown>, timeoutMs: number): Promise<void> => {
   let timer: ReturnType<typeof setTimeout> | undefined
   const outcome = await Promise.race([
     exited.then(() => "ended" as const),

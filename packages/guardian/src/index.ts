@@ -47,6 +47,3 @@ export * as SpanLog from "./SpanLog.ts"
  * @since 0.8.0
  */
 export * as StatementLog from "./StatementLog.ts"
-
-/** @since 0.9.0 */
-export * as ThreadCalls from "./ThreadCalls.ts"
