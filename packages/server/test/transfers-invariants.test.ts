@@ -7,6 +7,10 @@
  * - Conservation: 32 concurrent clients shuffling funds among 8 accounts; then
  *   the sum of the balances each account proves equals the sum of the faucet
  *   grants, and none is negative.
+ *
+ * The server seals on a thread of its own (`SEALING_THREAD=own`), so that the canary covers
+ * the amount's way to that thread and back; the event loop's sealing (the default) is what
+ * every other in-process suite runs, the agents' canary among them.
  */
 import { createHash } from "node:crypto"
 import { assert, describe, layer } from "@effect/vitest"
@@ -22,7 +26,7 @@ import { makeTestServer, TestServer } from "./support/TestServer.ts"
 
 
 describe("transfer invariants", () => {
-  layer(makeTestServer(), { timeout: "180 seconds", excludeTestServices: true })("embedded", (it) => {
+  layer(makeTestServer({ config: { sealingThread: "own" } }), { timeout: "180 seconds", excludeTestServices: true })("embedded", (it) => {
     it.effect("canary: no amount or memo in the database, the logs, the events or the calldata", () =>
       Effect.gen(function*() {
         const server = yield* TestServer

@@ -91,8 +91,9 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   databaseUrl: Option.none(),
   databasePoolMax: 5,
   embeddedDatabaseThread: "caller",
-  // The default; the transfers suite on PostgreSQL seals on the thread (transfers.postgres.test.ts),
-  // and transferSealer.test.ts covers the thread alone.
+  // The default; the transfers suite on PostgreSQL and the invariants (canary, conservation) seal
+  // on the thread (transfers.postgres.test.ts, transfers-invariants.test.ts), and
+  // transferSealer.test.ts covers the thread alone.
   sealingThread: "caller",
   adminToken: Option.none(),
   apiKeyPepper: Option.none(),
