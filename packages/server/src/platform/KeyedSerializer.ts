@@ -1,34 +1,83 @@
 /**
- * One-at-a-time execution per key: the per-account (and per-agent) actor of a
- * node. Work for one key runs in arrival order, never two at once; different keys
- * run in parallel. A key's mailbox is dropped after a minute idle.
+ * Turns per key: the per-account (and per-agent) actor of a node, and one-at-a-time
+ * work by id (a faucet grant, a prepared transfer's creates).
  *
- * Why this and not cluster entities: every decision that must be serialized
- * across nodes is already serialized where its state lives — the guardian's
- * per-account lock and row lock decide balances and limits, the database hands
- * out each replay nonce once, and the contract refuses a reused nonce. The
- * per-node actor adds the ordering a single client sees (its transfers are
- * authorized in the order it sent them) without cluster's SQL message storage on
- * every transfer (and without its PGlite shutdown hang, notes/effect4.md).
+ * - `withKey` runs alone for its key: no other work of the key runs beside it.
+ * - `alongside` runs beside at most `alongsideMax - 1` other `alongside` work of its key,
+ *   never beside `withKey` work.
+ *
+ * Work starts in arrival order, whichever kind: work that arrives after a `withKey` waits
+ * behind it even where a place beside the running work is free, so a stream of `alongside`
+ * work never starves `withKey` work. Different keys run in parallel. A key's turns are
+ * dropped after a minute idle.
+ *
+ * What a sender's new transfers need from it, and why `alongside` (issue 16): every
+ * balance-sensitive decision is taken where its state lives, one at a time, whatever the
+ * node's actor does: the guardian decides a sender's amounts under the sender's balance
+ * lock (in its group commit, each decision seeing the ones before it), the database hands
+ * out each replay nonce once, and the contract refuses a reused nonce. On several api
+ * nodes a sender's transfers already reach the guardian from several actors at once. So a
+ * sender's new transfers go to the guardian up to `alongsideMax` at a time, in the order
+ * they arrived; with one in flight at a time a busy sender's rate was one guardian round
+ * trip plus one record per transfer (docs/benchmarks.md, "A busy sender"). What must not
+ * interleave with them runs alone: an owner's decision on a held transaction (D27), which
+ * reads and changes the held row, and the agent's expiry sweep.
+ *
+ * Why not cluster entities: the same reason, and without cluster's SQL message storage on
+ * every transfer (and its PGlite shutdown hang, notes/effect4.md).
  *
  * @since 0.1.0
  */
 import { Context, Effect, Layer, RcMap, Semaphore } from "effect"
 
 /**
+ * How many `alongside` works of one key run at once: a busy sender's transfers in flight
+ * to the guardian. Eight took one sender from ~45 to ~85 confirmed transfers a second on two
+ * cores, the machine's capacity (docs/benchmarks.md, "A busy sender").
+ */
+export const alongsideMax = 8
+
+/** A key's turns: the gate keeps arrival order; the places are what runs. */
+interface Turns {
+  readonly gate: Semaphore.Semaphore
+  readonly places: Semaphore.Semaphore
+}
+
+/**
  * @since 0.1.0
  * @category services
  */
 export class KeyedSerializer extends Context.Service<KeyedSerializer, {
+  /** Runs `effect` alone for `key`, after the work of the key that arrived before it. */
   readonly withKey: <A, E, R>(key: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** Runs `effect` beside other `alongside` work of `key` (up to `alongsideMax` in all), never beside `withKey` work. */
+  readonly alongside: <A, E, R>(key: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }>()("server/platform/KeyedSerializer") {
   static readonly layer = Layer.effect(
     KeyedSerializer,
     Effect.gen(function*() {
-      const locks = yield* RcMap.make({ lookup: (_key: string) => Semaphore.make(1), idleTimeToLive: "1 minute" })
+      const turns = yield* RcMap.make({
+        lookup: (_key: string) =>
+          Effect.all({ gate: Semaphore.make(1), places: Semaphore.make(alongsideMax) }) satisfies Effect.Effect<Turns>,
+        idleTimeToLive: "1 minute"
+      })
       return KeyedSerializer.of({
+        // Holds the gate until it ends: whatever arrives after it waits at the gate. Every place,
+        // so it starts once the work beside which it may not run has ended.
         withKey: (key, effect) =>
-          Effect.scoped(Effect.flatMap(RcMap.get(locks, key), (semaphore) => semaphore.withPermit(effect)))
+          Effect.scoped(Effect.flatMap(
+            RcMap.get(turns, key),
+            ({ gate, places }) => gate.withPermit(places.withPermits(alongsideMax)(effect))
+          )),
+        // Passes the gate in turn, takes one place and leaves the gate to the next arrival. The
+        // place is the scope's (given back when the work ends, however it ends); only the waits
+        // can be interrupted.
+        alongside: (key, effect) =>
+          Effect.scoped(Effect.gen(function*() {
+            const { gate, places } = yield* RcMap.get(turns, key)
+            yield* gate.withPermit(places.takeScoped(1))
+            return yield* effect
+          }))
       })
     })
   )

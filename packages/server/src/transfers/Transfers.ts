@@ -5,12 +5,14 @@
  * 1. Rules that need no amount: asset, memo size, recipient (404 / 422 / self),
  *    KYC (D11: an agent's is its owner's), the mode's chain (D9), the sender's
  *    own key (an agent's amounts are encrypted to its owner's key).
- * 2. In the sender's actor (one at a time per account, per agent for agents): for
- *    an agent, D25's amount-free rules with the policy in force now (asset,
- *    recipient, active hours: 403 `policy_violation`); a fresh replay nonce, the
- *    opening {amount, r}, the three sealed boxes (amount and memo to sender and
- *    recipient, amount and r to the guardian). The plaintext amount and memo are
- *    not kept beyond this step.
+ * 2. The plain form's three sealed boxes (amount and memo to sender and recipient,
+ *    amount and r to the guardian), with a fresh opening {amount, r} and the
+ *    transfer's id (`TransferSealer`). The plaintext amount and memo are not kept
+ *    beyond this step. Then, in the sender's actor (per account, per agent for
+ *    agents; a sender's new transfers up to `alongsideMax` at a time, an owner's
+ *    decision on a held one alone: `KeyedSerializer`): for an agent, D25's
+ *    amount-free rules with the policy in force now (asset, recipient, active
+ *    hours: 403 `policy_violation`); a fresh replay nonce; steps 3 and 4.
  * 3. Guardian `authorize`: it opens its box, computes the ciphertext, checks an
  *    agent's limits, the balance and the approval threshold, reserves, and signs
  *    the attestation — or answers a policy violation (403), insufficient balance
@@ -1002,8 +1004,15 @@ export class Transfers extends Context.Service<Transfers, {
             return { _tag: "Fresh" as const, transferId, boxes }
           })
 
-        // 3-5. In the sender's actor (the agent's, for an agent): policy, nonce, authorize, record.
-        const decided = yield* actors.withKey(sender.accountId, Effect.gen(function*() {
+        // 3-5. In the sender's actor (the agent's, for an agent): policy, nonce, authorize, record,
+        // beside the sender's other new transfers (KeyedSerializer: the guardian decides each under
+        // the sender's balance lock), never beside an owner's decision on a held one. Two creates
+        // of one prepared transfer take turns, so the second finds the id taken.
+        const inSendersTurn = <A, E, R>(effect: Effect.Effect<A, E, R>) => {
+          const turn = actors.alongside(sender.accountId, effect)
+          return boxed._tag === "Prepared" ? actors.withKey(`prepared:${boxed.transferId}`, turn) : turn
+        }
+        const decided = yield* inSendersTurn(Effect.gen(function*() {
           const nowMs = yield* Clock.currentTimeMillis
           // Read inside the actor: a policy change applies to the very next attempt.
           const policy = isAgent
