@@ -4,8 +4,11 @@
  * never starved by a stream of work running alongside.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber } from "effect"
-import { alongsideMax, KeyedSerializer } from "../src/platform/KeyedSerializer.ts"
+import { Deferred, Effect, Fiber, Layer } from "effect"
+import { KeyedSerializer } from "../src/platform/KeyedSerializer.ts"
+
+/** Places a key, as `SENDER_CONCURRENCY` sets them. */
+const alongsideMax = 8
 
 /** Lets every runnable fiber go as far as it can. */
 const settle = Effect.gen(function*() {
@@ -22,7 +25,8 @@ const work = (label: string, started: Array<string>, running: { now: number; mos
     running.now--
   })
 
-const inTurns = <A, E>(effect: Effect.Effect<A, E, KeyedSerializer>) => Effect.provide(effect, KeyedSerializer.layer)
+const inTurns = <A, E>(effect: Effect.Effect<A, E, KeyedSerializer>) =>
+  Effect.provide(effect, Layer.effect(KeyedSerializer, KeyedSerializer.make(alongsideMax)))
 
 describe("KeyedSerializer", () => {
   it.effect("runs up to alongsideMax works of a key alongside each other, the rest after, in arrival order", () =>
@@ -88,6 +92,23 @@ describe("KeyedSerializer", () => {
       yield* Deferred.succeed(later!, undefined)
       yield* Fiber.joinAll([a, b, c, d])
     })))
+
+  it.effect("with one place (SENDER_CONCURRENCY=1), alongside work runs one at a time in arrival order", () =>
+    Effect.gen(function*() {
+      const turns = yield* KeyedSerializer.make(1)
+      const started: Array<string> = []
+      const running = { now: 0, most: 0 }
+      const releases = yield* Effect.forEach([0, 1, 2], () => Deferred.make<void>())
+      const fibers = yield* Effect.forEach(releases, (release, i) =>
+        Effect.forkChild(turns.alongside("acct_1", work(`a${i}`, started, running, release))))
+      for (const [i, release] of releases.entries()) {
+        yield* settle
+        assert.deepStrictEqual(started, Array.from({ length: i + 1 }, (_, k) => `a${k}`))
+        yield* Deferred.succeed(release, undefined)
+      }
+      yield* Fiber.joinAll(fibers)
+      assert.strictEqual(running.most, 1)
+    }))
 
   it.effect("an interrupted wait takes no place, and a failed work gives its place back", () =>
     inTurns(Effect.gen(function*() {

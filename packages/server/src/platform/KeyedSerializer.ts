@@ -3,8 +3,8 @@
  * work by id (a faucet grant, a prepared transfer's creates).
  *
  * - `withKey` runs alone for its key: no other work of the key runs beside it.
- * - `alongside` runs beside at most `alongsideMax - 1` other `alongside` work of its key,
- *   never beside `withKey` work.
+ * - `alongside` runs beside other `alongside` work of its key, `places` at most in all
+ *   (`SENDER_CONCURRENCY`, default 8), never beside `withKey` work.
  *
  * Work starts in arrival order, whichever kind: work that arrives after a `withKey` waits
  * behind it even where a place beside the running work is free, so a stream of `alongside`
@@ -17,9 +17,10 @@
  * lock (in its group commit, each decision seeing the ones before it), the database hands
  * out each replay nonce once, and the contract refuses a reused nonce. On several api
  * nodes a sender's transfers already reach the guardian from several actors at once. So a
- * sender's new transfers go to the guardian up to `alongsideMax` at a time, in the order
- * they arrived; with one in flight at a time a busy sender's rate was one guardian round
- * trip plus one record per transfer (docs/benchmarks.md, "A busy sender"). What must not
+ * sender's new transfers go to the guardian several at a time, starting in the order they
+ * arrived; with one in flight at a time a busy sender's rate was one guardian round trip
+ * plus one record per transfer: ~45 confirmed transfers a second for one sender on two
+ * cores, ~75 with eight (docs/benchmarks.md, "A busy sender"). What must not
  * interleave with them runs alone: an owner's decision on a held transaction (D27), which
  * reads and changes the held row, and the agent's expiry sweep.
  *
@@ -29,13 +30,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, RcMap, Semaphore } from "effect"
-
-/**
- * How many `alongside` works of one key run at once: a busy sender's transfers in flight
- * to the guardian. Eight took one sender from ~45 to ~85 confirmed transfers a second on two
- * cores, the machine's capacity (docs/benchmarks.md, "A busy sender").
- */
-export const alongsideMax = 8
+import { AppConfig } from "../config/AppConfig.ts"
 
 /** A key's turns: the gate keeps arrival order; the places are what runs. */
 interface Turns {
@@ -50,15 +45,15 @@ interface Turns {
 export class KeyedSerializer extends Context.Service<KeyedSerializer, {
   /** Runs `effect` alone for `key`, after the work of the key that arrived before it. */
   readonly withKey: <A, E, R>(key: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  /** Runs `effect` beside other `alongside` work of `key` (up to `alongsideMax` in all), never beside `withKey` work. */
+  /** Runs `effect` beside other `alongside` work of `key` (up to `places` in all), never beside `withKey` work. */
   readonly alongside: <A, E, R>(key: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }>()("server/platform/KeyedSerializer") {
-  static readonly layer = Layer.effect(
-    KeyedSerializer,
+  /** Turns with `places` places a key for `alongside` work (at least 1). */
+  static readonly make = (places: number) =>
     Effect.gen(function*() {
       const turns = yield* RcMap.make({
         lookup: (_key: string) =>
-          Effect.all({ gate: Semaphore.make(1), places: Semaphore.make(alongsideMax) }) satisfies Effect.Effect<Turns>,
+          Effect.all({ gate: Semaphore.make(1), places: Semaphore.make(places) }) satisfies Effect.Effect<Turns>,
         idleTimeToLive: "1 minute"
       })
       return KeyedSerializer.of({
@@ -67,18 +62,26 @@ export class KeyedSerializer extends Context.Service<KeyedSerializer, {
         withKey: (key, effect) =>
           Effect.scoped(Effect.flatMap(
             RcMap.get(turns, key),
-            ({ gate, places }) => gate.withPermit(places.withPermits(alongsideMax)(effect))
+            (turn) => turn.gate.withPermit(turn.places.withPermits(places)(effect))
           )),
         // Passes the gate in turn, takes one place and leaves the gate to the next arrival. The
         // place is the scope's (given back when the work ends, however it ends); only the waits
         // can be interrupted.
         alongside: (key, effect) =>
           Effect.scoped(Effect.gen(function*() {
-            const { gate, places } = yield* RcMap.get(turns, key)
-            yield* gate.withPermit(places.takeScoped(1))
+            const turn = yield* RcMap.get(turns, key)
+            yield* turn.gate.withPermit(turn.places.takeScoped(1))
             return yield* effect
           }))
       })
+    })
+
+  /** `SENDER_CONCURRENCY` places a key. */
+  static readonly layer = Layer.effect(
+    KeyedSerializer,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      return yield* KeyedSerializer.make(config.senderConcurrency)
     })
   )
 }
