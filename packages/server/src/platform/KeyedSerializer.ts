@@ -3,8 +3,8 @@
  * work by id (a faucet grant, a prepared transfer's creates).
  *
  * - `withKey` runs alone for its key: no other work of the key runs beside it.
- * - `alongside` runs beside other `alongside` work of its key, `places` at most in all
- *   (`SENDER_CONCURRENCY`, default 8), never beside `withKey` work.
+ * - `alongside` runs beside other `alongside` work of its key, `placesPerKey` at most in
+ *   all (`SENDER_CONCURRENCY`, default 8), never beside `withKey` work.
  *
  * Work starts in arrival order, whichever kind: work that arrives after a `withKey` waits
  * behind it even where a place beside the running work is free, so a stream of `alongside`
@@ -23,6 +23,10 @@
  * cores, ~75 with eight (docs/benchmarks.md, "A busy sender"). What must not
  * interleave with them runs alone: an owner's decision on a held transaction (D27), which
  * reads and changes the held row, and the agent's expiry sweep.
+ *
+ * Work must not wait for its own key's turn again (it would wait for itself). A prepared
+ * transfer's create takes its id's turn first and its sender's inside it; nothing takes
+ * them the other way round.
  *
  * Why not cluster entities: the same reason, and without cluster's SQL message storage on
  * every transfer (and its PGlite shutdown hang, notes/effect4.md).
@@ -45,15 +49,15 @@ interface Turns {
 export class KeyedSerializer extends Context.Service<KeyedSerializer, {
   /** Runs `effect` alone for `key`, after the work of the key that arrived before it. */
   readonly withKey: <A, E, R>(key: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  /** Runs `effect` beside other `alongside` work of `key` (up to `places` in all), never beside `withKey` work. */
+  /** Runs `effect` beside other `alongside` work of `key` (up to `placesPerKey` in all), never beside `withKey` work. */
   readonly alongside: <A, E, R>(key: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }>()("server/platform/KeyedSerializer") {
-  /** Turns with `places` places a key for `alongside` work (at least 1). */
-  static readonly make = (places: number) =>
+  /** Turns with `placesPerKey` places a key for `alongside` work (at least 1). */
+  static readonly make = (placesPerKey: number) =>
     Effect.gen(function*() {
       const turns = yield* RcMap.make({
         lookup: (_key: string) =>
-          Effect.all({ gate: Semaphore.make(1), places: Semaphore.make(places) }) satisfies Effect.Effect<Turns>,
+          Effect.all({ gate: Semaphore.make(1), places: Semaphore.make(placesPerKey) }) satisfies Effect.Effect<Turns>,
         idleTimeToLive: "1 minute"
       })
       return KeyedSerializer.of({
@@ -62,7 +66,7 @@ export class KeyedSerializer extends Context.Service<KeyedSerializer, {
         withKey: (key, effect) =>
           Effect.scoped(Effect.flatMap(
             RcMap.get(turns, key),
-            (turn) => turn.gate.withPermit(turn.places.withPermits(places)(effect))
+            (turn) => turn.gate.withPermit(turn.places.withPermits(placesPerKey)(effect))
           )),
         // Passes the gate in turn, takes one place and leaves the gate to the next arrival. The
         // place is the scope's (given back when the work ends, however it ends); only the waits

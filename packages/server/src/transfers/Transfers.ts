@@ -9,7 +9,7 @@
  *    amount and r to the guardian), with a fresh opening {amount, r} and the
  *    transfer's id (`TransferSealer`). The plaintext amount and memo are not kept
  *    beyond this step. Then, in the sender's actor (per account, per agent for
- *    agents; a sender's new transfers up to `alongsideMax` at a time, an owner's
+ *    agents; a sender's new transfers `SENDER_CONCURRENCY` at a time, an owner's
  *    decision on a held one alone: `KeyedSerializer`): for an agent, D25's
  *    amount-free rules with the policy in force now (asset, recipient, active
  *    hours: 403 `policy_violation`); a fresh replay nonce; steps 3 and 4.
