@@ -99,13 +99,14 @@ export class Authorization extends HttpApiMiddleware.Service<Authorization, { pr
  * Turns request decoding failures into 400 `invalid_request` with `param`
  * (without it HttpApi answers an empty 400). It also declares the errors any
  * endpoint can answer outside its handler (413 from the body limit, 500 for a
- * fault), so the OpenAPI document lists them on every operation.
+ * fault, 503 when a dependency the request needs is down), so the OpenAPI document lists them
+ * on every operation and every handler may answer them.
  *
  * @since 0.1.0
  * @category middleware
  */
 export class RequestValidation extends HttpApiMiddleware.Service<RequestValidation>()("@pps/api/RequestValidation", {
-  error: [InvalidRequest, PayloadTooLarge, InternalError]
+  error: [InvalidRequest, PayloadTooLarge, InternalError, ServiceUnavailable]
 }) {}
 
 /**

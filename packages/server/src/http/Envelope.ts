@@ -14,6 +14,8 @@
  * - D1's envelope for every error response, including those the platform
  *   produces with an empty body, and 500 `internal_error` with no internals for
  *   any fault, whose cause is logged (redacted) under the request id;
+ * - 503 `service_unavailable` with `Retry-After` for a dependency's outage (platform/Unavailable.ts),
+ *   and `Retry-After` on every 503 that has none of its own;
  * - one access log line per request: method, path without the query string (a
  *   decryption proof may travel there, D20), status, duration;
  * - D1's envelope and a request id on what Node's own HTTP parser refuses before
@@ -28,10 +30,12 @@ import { type Cause, Effect } from "effect"
 import * as ByteSize from "effect/ByteSize"
 import { FindMyWay, HttpIncomingMessage, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiError } from "effect/http-api"
+import { SqlError } from "effect/sql"
 import { Limits } from "../config/AppConfig.ts"
 import { makeId } from "../platform/Ids.ts"
 import { errorBody, routerErrors } from "@pps/api/Errors"
 import { describeIssue } from "./RequestValidation.ts"
+import { DependencyUnavailable, retryAfterSecondsDefault } from "../platform/Unavailable.ts"
 
 /**
  * The routes a listener serves, to tell 405 from 404.
@@ -193,6 +197,16 @@ const isRouteNotFound = (cause: Cause.Cause<unknown>): boolean =>
     reason.error.reason._tag === "RouteNotFound"
   )
 
+/** A SQL failure or a typed dependency outage anywhere in a cause, failed or died. */
+const dependencyOutage = (cause: Cause.Cause<unknown>): string | undefined => {
+  for (const reason of cause.reasons) {
+    const value = reason._tag === "Fail" ? reason.error : reason._tag === "Die" ? reason.defect : undefined
+    if (SqlError.isSqlError(value)) return `database: ${value.reason._tag}`
+    if (value instanceof DependencyUnavailable) return `${value.dependency}: ${value.detail}`
+  }
+  return undefined
+}
+
 const isInterruptOnly = (cause: Cause.Cause<unknown>): boolean =>
   cause.reasons.length > 0 && cause.reasons.every((reason) => reason._tag === "Interrupt")
 
@@ -220,6 +234,14 @@ const responseForCause = (
   if (parseReason === "BodyTooLarge") return Effect.succeed(jsonError(413, "payload_too_large"))
   if (parseReason !== undefined) return Effect.succeed(jsonError(400, "invalid_request", "The request body could not be read."))
   if (isInterruptOnly(cause)) return Effect.succeed(jsonError(503, "service_unavailable"))
+  // A dependency's outage that reached here untyped (a remaining `orDie` on a store call) is still
+  // an outage: the client is told to retry, not that we failed.
+  const outage = dependencyOutage(cause)
+  if (outage !== undefined) {
+    return Effect.logWarning("request met a dependency outage outside a typed path", outage).pipe(
+      Effect.as(jsonError(503, "service_unavailable"))
+    )
+  }
   return Effect.logError("request failed with an unexpected fault", cause).pipe(
     Effect.as(jsonError(500, "internal_error"))
   )
@@ -235,6 +257,9 @@ const encoder = new TextEncoder()
  */
 const withEnvelope = (response: HttpServerResponse.HttpServerResponse, requestId: string) => {
   if (response.status < 400) return response
+  if (response.status === 503 && response.headers["retry-after"] === undefined) {
+    return withEnvelope(HttpServerResponse.setHeader(response, "retry-after", String(retryAfterSecondsDefault)), requestId)
+  }
   const current = response.body
   if (current._tag === "Uint8Array" && current.contentType.startsWith("application/json")) {
     try {
