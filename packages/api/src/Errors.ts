@@ -2,7 +2,7 @@
  * The error catalogue: every error the public API can answer, in one place, as data.
  *
  * Each entry is one `apiError(tag, { code, status }, answer)` statement: the SPEC code,
- * the status SPEC.md's error table (or DECISIONS.md) gives it, and how its message (and
+ * the status SPEC.md's error table (or a decision in docs/decisions) gives it, and how its message (and
  * `param`/`reason`) is worded. `apiError` generates the class: a Schema error whose
  * encoded form is D1's envelope `{"error":{"code","message","param?","reason?","request_id"}}`
  * with `httpApiStatus` set, whose `_tag` is a plain class field (matchable with

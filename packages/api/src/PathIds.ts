@@ -15,7 +15,7 @@ import { Schema } from "effect"
 import type * as SchemaIssue from "effect/SchemaIssue"
 
 /**
- * The id prefixes of DECISIONS.md D3 (and the request id of D2).
+ * The id prefixes of D3 (and the request id of D2).
  *
  * @since 0.1.0
  * @category models

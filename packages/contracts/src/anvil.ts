@@ -4,8 +4,8 @@
  *
  * The platform binary from `@foundry-rs/anvil-<os>-<arch>` is spawned directly: the package's
  * `.bin/anvil` is a Node wrapper, and killing the wrapper leaves anvil running. Anvil listens
- * on 127.0.0.1 only, mines on an interval (automine jams under concurrent load, foundry
- * issue #10122) and, given a state path, dumps its state every second so that even a
+ * on 127.0.0.1 only, mines on an interval (automine jams under concurrent load, GitHub
+ * foundry-rs/foundry#10122) and, given a state path, dumps its state every second so that even a
  * SIGKILL loses at most a second of blocks (`--state` alone dumps only on a clean exit).
  *
  * Every process started here is killed when the Node process exits, so no anvil outlives a

@@ -1,5 +1,5 @@
 /**
- * No single operator key can move confidential funds (issue 12, item 2), against a real anvil.
+ * No single operator key can move confidential funds (docs/contracts.md), against a real anvil.
  *
  * The owner's only power over the guardian is a proposal that waits out the rotation delay and
  * that the current guardian (by an EIP-712 signature anyone relays) or the owner can cancel.

@@ -1,5 +1,5 @@
 /**
- * Decryption proofs for the balances endpoint (DECISIONS.md D20).
+ * Decryption proofs for the balances endpoint (D20).
  *
  * The client claims its balance b of an asset and proves it without revealing its key:
  * with (C, D) the account's on-chain balance ciphertext and owner handle, it proves by a

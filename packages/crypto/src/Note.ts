@@ -99,7 +99,7 @@ export interface TransferContext {
 export type NoteError = SealedBox.SealedBoxError | "note_malformed"
 
 /**
- * Longest memo in UTF-8 bytes (DECISIONS.md D15).
+ * Longest memo in UTF-8 bytes (D15).
  *
  * @since 0.1.0
  * @category constants

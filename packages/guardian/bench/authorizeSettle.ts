@@ -1,5 +1,5 @@
 /**
- * The guardian's CPU per transfer, in isolation (issue 16): the embedded guardian (its
+ * The guardian's CPU per transfer, in isolation (docs/benchmarks.md): the embedded guardian (its
  * `Guardian` service over PGlite in a fresh directory, no chain endpoint) answers
  * `--pairs` authorize + settle("confirmed") pairs from `--concurrency` concurrent callers
  * spread over `--accounts` sending accounts, the way the api server drives it.

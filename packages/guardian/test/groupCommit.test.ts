@@ -1,5 +1,5 @@
 /**
- * The guardian's group committer (issue 16) keeps the guarantees of one transaction per
+ * The guardian's group committer (docs/guardian.md) keeps the guarantees of one transaction per
  * call: when one unit of a group fails, the group is rolled back and every unit runs again
  * alone, so the others still commit exactly once and the failing one leaves no write; and
  * once the committer has stopped, a call is answered as interrupted instead of waiting for

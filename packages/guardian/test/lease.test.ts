@@ -1,5 +1,5 @@
 /**
- * Guardian availability (issue 17, src/Lease.ts): two guardian processes on one
+ * Guardian availability (src/Lease.ts): two guardian processes on one
  * PostgreSQL database. The first serves; the second stands by (healthz "standby",
  * everything else 503) and builds nothing; when the first is SIGKILLed the second takes
  * the lease and serves with the same signer. A client listing both URLs moves to the

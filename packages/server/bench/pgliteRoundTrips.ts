@@ -1,5 +1,5 @@
 /**
- * What a PGlite statement costs, and what it is that costs (issue 16). The throughput
+ * What a PGlite statement costs, and what it is that costs (docs/benchmarks.md). The throughput
  * benchmark's profile puts PGlite at about half of the server's CPU per transfer, and
  * `bench:statements` counts ~60 statements per transfer (server and guardian); this
  * benchmark says whether the lever is fewer statements, fewer transactions or fewer

@@ -1,5 +1,5 @@
 /**
- * Settlement throughput against embedded anvil (issue 4's benchmark):
+ * Settlement throughput against embedded anvil (docs/benchmarks.md):
  * confidential transfers/s sustained by the adapter (Settlement.submit →
  * confirmed) and submit→confirmed latency p50/p99, beside anvil's raw rate for
  * the same kind of transfers in the same run (pre-signed raw transactions blasted

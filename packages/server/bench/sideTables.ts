@@ -1,6 +1,6 @@
 /**
  * Would the server's row updates cost less if the "still to do" sets left their tables' partial
- * indexes (issue 16)? Two of the transfer path's updates change a column that a partial index's
+ * indexes? Two of the transfer path's updates change a column that a partial index's
  * predicate names, so PostgreSQL cannot make them HOT (heap-only) updates: each writes a new row
  * version and an entry in every index of the table.
  *

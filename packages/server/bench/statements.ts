@@ -1,5 +1,5 @@
 /**
- * SQL statements per transfer (issue 16): a machine-independent measure of the work
+ * SQL statements per transfer (docs/benchmarks.md): a machine-independent measure of the work
  * the transfer path does in its databases, which is where the throughput benchmark's
  * profile puts most of the server's and guardian's CPU (each PGlite statement, a
  * BEGIN or COMMIT included, costs about half a millisecond of CPU on the 2-vCPU VM).

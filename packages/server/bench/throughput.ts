@@ -1,7 +1,7 @@
 /**
- * The throughput benchmark of issue 16: the real server process (`src/main.ts`, the embedded
- * default of `npm start`: PGlite, its guardian child, anvil with 100 ms blocks), loaded over
- * loopback HTTP from this separate process.
+ * The throughput benchmark (its goals and results: docs/benchmarks.md): the real server
+ * process (`src/main.ts`, the embedded default of `npm start`: PGlite, its guardian child,
+ * anvil with 100 ms blocks), loaded over loopback HTTP from this separate process.
  *
  * For each level of concurrent clients (closed loop: each client sends its next transfer when
  * the last one is answered) it measures confirmed transfers per second (create → `confirmed`,
@@ -18,7 +18,7 @@
  * too (this process's `process.cpuUsage()` over the window, "load generator"): 300 transfers a
  * second on two cores leaves every process together ~6.7 ms a transfer, it included.
  *
- * `--mode distributed` (issue 17) runs the cluster topology instead (`npm run cluster`'s
+ * `--mode distributed` runs the cluster topology instead (`npm run cluster`'s
  * processes, scripts/cluster/): the machine's PostgreSQL (127.0.0.1:5432, a fresh database
  * dropped afterwards) and NATS, anvil, the guardians as their own processes, `--api-nodes`
  * api nodes and `--workers` workers. Clients go round-robin straight to the api nodes (no

@@ -1,5 +1,5 @@
 /**
- * Transfers end to end (issue 6's benchmark): `POST /v1/transfers` → confirmed,
+ * Transfers end to end (docs/benchmarks.md): `POST /v1/transfers` → confirmed,
  * in embedded mode (PGlite, in-process guardian, anvil), over real loopback
  * HTTP, at 1, 8 and 64 concurrent clients; then a fixed 100 transfers/s with
  * p99 of the creates that answer `confirmed`; beside anvil's raw rate for the same

@@ -89,7 +89,7 @@ Layer.launch(MainLive).pipe(
   ),
   Effect.provide(LoggingLive),
   // Spans off, unless PPS_SPAN_LOG asks for them to be written: built and dropped they cost about
-  // 5 % of the server's and the guardian's CPU per transfer (issue 16, docs/benchmarks.md).
+  // 5 % of the server's and the guardian's CPU per transfer (docs/benchmarks.md).
   SpanLog.fromEnvironment("server"),
   // The embedded database's statements counted only when PPS_STATEMENT_LOG asks (a measurement).
   StatementLog.fromEnvironment("server"),

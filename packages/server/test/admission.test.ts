@@ -1,5 +1,5 @@
 /**
- * Load shedding (issue 16, platform/Admission.ts): the controller's rule step by
+ * Load shedding (platform/Admission.ts): the controller's rule step by
  * step, and a real server (embedded anvil, PGlite, over a socket) whose limit is
  * two decisions at once: a burst is partly answered at once with 503 and
  * `Retry-After` in D1's envelope, nothing refused is paid or stored under its

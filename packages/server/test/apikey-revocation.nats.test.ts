@@ -1,5 +1,5 @@
 /**
- * Issue 17: the API-key cache in the distributed mode. Two server instances on one
+ * The API-key cache in the distributed mode. Two server instances on one
  * PostgreSQL database and the real NATS (127.0.0.1:4222), cache on. Node B reaches NATS
  * through a loopback proxy the test can cut, so "B missed the revocation message" is
  * real, not simulated.

@@ -1,5 +1,5 @@
 /**
- * Issue 17's failure table, "the balancer dies": the TLS balancer (scripts/cluster/balancer.ts)
+ * Failure modes (docs/operations.md), "the balancer dies": the TLS balancer (scripts/cluster/balancer.ts)
  * run as its own process in front of a real server node, SIGKILLed while a transfer request
  * goes through it, then started again on the same port. It keeps no state: the new process
  * serves at once, and the cut-off request sent again with its Idempotency-Key through the new

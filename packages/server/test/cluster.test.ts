@@ -1,5 +1,5 @@
 /**
- * The multi-node deployment end to end (issue 17): the topology of `npm run cluster`
+ * The multi-node deployment end to end (docs/operations.md): the topology of `npm run cluster`
  * (the machine's PostgreSQL and NATS, anvil, two guardians, the deploy step, two api
  * nodes, two workers, the TLS balancer), under transfer load through the balancer, with
  * the serving guardian (the standby takes its lease over), then one api node, then one

@@ -1,5 +1,5 @@
 /**
- * The shipped deployment is right by the code's own reading (issue 17): docker-compose.yml
+ * The shipped deployment is right by the code's own reading (docs/operations.md): docker-compose.yml
  * is the rendering of the topology `npm run cluster` starts; every variable a service is
  * given is one its program reads, and the ones it needs are there; the env-file template
  * sets every variable compose interpolates; and the environment the template yields

@@ -1,5 +1,5 @@
 /**
- * No 5xx from input (issue 11, item 5): a seeded fuzz over every operation of
+ * No 5xx from input (D2): a seeded fuzz over every operation of
  * the served OpenAPI document, over a real socket to a real server on PGlite.
  *
  * Each request picks an operation, a caller (test, live and agent keys of

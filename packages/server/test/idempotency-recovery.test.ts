@@ -6,7 +6,7 @@
  * dead node leaves it in (no response, an owner whose heartbeat is gone); the process
  * kill itself, at random lines under load, is the fault harness's (test/fault).
  *
- * And the api-tier attacker of issue 12: with the whole database and every secret of
+ * And the api-tier attacker of docs/security.md: with the whole database and every secret of
  * the api tier, a guessed amount cannot be confirmed from the idempotency store.
  */
 import { createHmac } from "node:crypto"

@@ -1,5 +1,5 @@
 /**
- * Issue 17's failure table, "NATS is down", for webhooks: a server node on PostgreSQL
+ * Failure modes (docs/operations.md), "NATS is down", for webhooks: a server node on PostgreSQL
  * whose bus link (the real JetStream at 127.0.0.1:4222) goes through a loopback proxy
  * the test cuts. Transfers made meanwhile still commit their events to the outbox, where
  * they stay unpublished and undelivered; once the link is back, the relay publishes them

@@ -1,5 +1,5 @@
 /**
- * Issue 17's failure table, "PostgreSQL is down": a server node whose database link
+ * Failure modes (docs/operations.md), "PostgreSQL is down": a server node whose database link
  * goes through a loopback proxy the test cuts while transfers are in flight, then
  * resumes. While cut, `/readyz` answers 503 and every request that needs the database
  * fails in D1's envelope (a 5xx, no internals); no transfer is answered as created that

@@ -1,5 +1,5 @@
 /**
- * D7 across nodes (issue 17): in the distributed mode the token buckets live in
+ * D7 across nodes: in the distributed mode the token buckets live in
  * PostgreSQL, so two api nodes together allow a key its configured burst and rate, not
  * twice that, even when their requests race.
  */

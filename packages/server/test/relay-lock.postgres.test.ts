@@ -1,5 +1,5 @@
 /**
- * Issue 17, two workers: on PostgreSQL one outbox relay publishes at a time (a
+ * The distributed mode, two workers: on PostgreSQL one outbox relay publishes at a time (a
  * transaction-level advisory lock, Relay.ts), so two workers do not both publish every
  * row. While another session holds the relay's lock (a relay mid-publish on another
  * node), this node's relay publishes nothing; once it is released the rows go out.

@@ -1,5 +1,5 @@
 /**
- * Issue 4's acceptance: kill -9 of the process during a 500-transfer batch, then
+ * Settlement exactly once across a crash: kill -9 of the process during a 500-transfer batch, then
  * a restart on the same data dir: every transfer ends confirmed or failed exactly
  * once on chain — each transfer id has exactly one event, no submission stays
  * open, and none is applied twice.

@@ -135,7 +135,7 @@ describe("transfer invariants", () => {
         assert.strictEqual(total, grantsUnits)
       }))
 
-    it.effect("no key the api tier holds owns the contracts (issue 12): the embedded owner key is never stored", () =>
+    it.effect("no key the api tier holds owns the contracts: the embedded owner key is never stored", () =>
       Effect.gen(function*() {
         const server = yield* TestServer
         const sql = Context.get(server.services, SqlClient.SqlClient)

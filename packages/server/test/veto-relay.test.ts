@@ -1,6 +1,6 @@
 /**
  * The api tier relays the guardian's veto of a guardian rotation its operator did not
- * approve (issue 12): the owner proposes (anvil impersonates the owner, whose key the
+ * approve (docs/guardian.md): the owner proposes (anvil impersonates the owner, whose key the
  * embedded server never keeps), the guardian signs the cancellation, a relayer submits
  * it, and the proposal is gone well before its delay runs out. One contract whose reads
  * fail does not hold back the others' vetoes (L4).

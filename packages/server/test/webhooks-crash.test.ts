@@ -1,5 +1,5 @@
 /**
- * kill -9 with deliveries due, then restart (issue 8): the restarted node
+ * kill -9 with deliveries due, then restart (D32's persisted schedule): the restarted node
  * attempts every due delivery, and no delivery is ever sent twice at the same
  * time — nor two deliveries of one subscription at once. The node runs as a
  * real process on embedded PGlite; the receiver is real HTTPS on loopback.

@@ -1,5 +1,5 @@
 /**
- * The distributed mode's bus (issue 8): two api nodes on one PostgreSQL
+ * The distributed mode's bus (docs/operations.md): two api nodes on one PostgreSQL
  * database and one NATS JetStream stream (the real server at 127.0.0.1:4222).
  * Every event reaches each matching subscription exactly once although both
  * relays publish and both nodes consume and deliver; a republished event is

@@ -1,5 +1,5 @@
 /**
- * SSRF (D33, issue 8): 30+ ways of pointing a delivery at an internal address
+ * SSRF (D33): 30+ ways of pointing a delivery at an internal address
  * are refused by the real delivery client, with a real receiver listening on
  * loopback that must see no request. DNS answers for made-up names come from
  * a hostile resolver passed to the client (the check runs on whatever the

@@ -86,8 +86,8 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
        * Registered keys read so far, by account and mode. A registered key never changes: a row's
        * key is written once (a second registration of another key is refused), `registered_at`
        * once, and no row is deleted; so a key read registered on any node is that account's key
-       * for good, and every transfer need not read its parties' keys again (issue 16: two
-       * statements per transfer). Only registered keys are kept; bounded, emptied when full.
+       * for good, and every transfer need not read its parties' keys again (two statements
+       * fewer per transfer). Only registered keys are kept; bounded, emptied when full.
        */
       const registered = new Map<string, Uint8Array>()
       const registeredMax = 50_000

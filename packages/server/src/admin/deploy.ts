@@ -1,7 +1,7 @@
 /**
  * `pnpm admin chain deploy --mode test|live`: the operator's administrative step that
  * deploys the contracts on an external chain and records their addresses for the api
- * nodes (issue 12: the contracts' owner key is not on api nodes).
+ * nodes (the contracts' owner key is never on an api node, docs/security.md).
  *
  * It runs on the operator's machine, with the owner key in its own environment
  * (`OPERATOR_KEY_TESTNET` / `OPERATOR_KEY_MAINNET`), never an api node's. It reads the

@@ -12,7 +12,7 @@ import { EmbeddedDatabase } from "@pps/guardian"
 import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
 
 /**
- * Limits that are part of the contract (DECISIONS.md), not configuration.
+ * Limits that are part of the contract (docs/decisions), not configuration.
  *
  * @since 0.1.0
  * @category constants
@@ -110,7 +110,7 @@ export interface AppConfigShape {
   /** Embedded mode: how many relayer accounts submit in parallel (one nonce sequence each). */
   readonly relayerCount: number
   /**
-   * Issue 16: the most confidential transfers one relayer transaction carries
+   * Batched settlement: the most confidential transfers one relayer transaction carries
    * (`confidentialTransferBatch`); batches form only from what queued while every relayer was
    * busy, never by waiting. 1 (the default: batching measured no faster on the benchmark
    * machine, docs/benchmarks.md) sends each transfer on its own.
@@ -396,7 +396,7 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("ser
           new Error("WEBHOOK_CONCURRENCY, EVENT_RELAY_POLL_MS and WEBHOOK_DISPATCH_POLL_MS must be >= 1")
         )
       }
-      // The sweep marks a held transaction expired within 60 s of its end (issue 7); a sweep
+      // The sweep marks a held transaction expired within 60 s of its end (D27); a sweep
       // step itself takes well under 10 s.
       if (config.approvalWindowMs < 1 || config.approvalSweepIntervalMs < 1 || config.approvalSweepIntervalMs > 50_000) {
         return yield* Effect.die(new Error("APPROVAL_WINDOW_MS must be >= 1 and APPROVAL_SWEEP_INTERVAL_MS within 1-50000"))

@@ -1,5 +1,5 @@
 /**
- * The test faucet's grants, each exactly once (D36, issue 11).
+ * The test faucet's grants, each exactly once (D36).
  *
  * A grant is recorded, and bound to the request's idempotency key, before anything is
  * sent to the chain; its transaction hash is written once mined. A retry whose first

@@ -4,7 +4,7 @@
  * Each key may make `RATE_LIMIT_PER_SECOND` requests a second on average with
  * bursts up to `RATE_LIMIT_BURST`. The embedded mode (one process) keeps the
  * buckets in memory. The distributed mode keeps them in PostgreSQL, shared by
- * every api node (issue 17): one row per key, refilled and taken from in one
+ * every api node: one row per key, refilled and taken from in one
  * atomic statement, so several nodes together allow the configured rate, not a
  * multiple of it. That costs one write per authenticated request, on the row of
  * the key, which serializes one key's requests across nodes for the statement's

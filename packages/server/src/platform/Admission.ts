@@ -1,5 +1,5 @@
 /**
- * Admission control for the transfer decision (issue 16: past capacity, shed early
+ * Admission control for the transfer decision (past capacity, shed early
  * and cheaply instead of letting latency grow without bound).
  *
  * What is limited is the number of transfer decisions in flight on this node: from

@@ -16,7 +16,7 @@ const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
  * Random bytes for ids, drawn from the CSPRNG 4 KiB at a time: one call per 409 ids instead of
  * one per id. A transfer mints several ids (the transfer, its events, its submission, the
  * request), and each call to the CSPRNG crosses into C++ and allocates; the throughput profile
- * put those calls at about 1 % of the server's CPU (issue 16). Each byte is handed out once.
+ * put those calls at about 1 % of the server's CPU. Each byte is handed out once.
  * Only ids draw from here: keys, tokens and secrets call the CSPRNG themselves.
  */
 const idRandomPool = Buffer.allocUnsafeSlow(4096)

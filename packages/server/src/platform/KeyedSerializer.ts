@@ -11,7 +11,7 @@
  * work never starves `withKey` work. Different keys run in parallel. A key's turns are
  * dropped after a minute idle.
  *
- * What a sender's new transfers need from it, and why `alongside` (issue 16): every
+ * What a sender's new transfers need from it, and why `alongside`: every
  * balance-sensitive decision is taken where its state lives, one at a time, whatever the
  * node's actor does: the guardian decides a sender's amounts under the sender's balance
  * lock (in its group commit, each decision seeing the ones before it), the database hands

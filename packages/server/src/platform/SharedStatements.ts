@@ -1,6 +1,6 @@
 /**
  * Group commit in the server: the writes (and the point reads) asked for in the same
- * turn share one round trip into the database (issue 16: the cost per transfer is the
+ * turn share one round trip into the database (measured: the cost per transfer is the
  * number of round trips and commits, not the work of each statement; docs/benchmarks.md,
  * "PGlite: what a statement costs").
  *

@@ -1,5 +1,5 @@
 /**
- * The fault-injection harness (issue 11, item 6): the real server process under
+ * The fault-injection harness (docs/reliability.md): the real server process under
  * concurrent transfer load, SIGKILLed at seeded moments and restarted on the same
  * data directory, every unanswered request retried with its own `Idempotency-Key`
  * and body, then the invariants a payments API owes its clients checked from the

@@ -3,7 +3,7 @@
  * in-process guardian and either database: keys registered with proofs of
  * possession, a faucet grant, confidential and standard transfers, the sealed
  * copies each party decrypts, balances by non-zero flag and by decryption proof,
- * idempotent replay, and every error SPEC and DECISIONS name for these endpoints.
+ * idempotent replay, and every error SPEC and docs/decisions name for these endpoints.
  */
 import { assert, describe, expect, layer } from "@effect/vitest"
 import { Context, Data, Effect, Option, Schema } from "effect"

@@ -59,7 +59,7 @@ const program = Effect.gen(function*() {
         if (submitted % 25 === 0) process.stdout.write(`submitted ${submitted}\n`)
       })
     // 64 at once over 8 relayers: submissions queue behind busy relayers and leave in batches
-    // (issue 16), so the kill lands among batch transactions as well as single ones.
+    // (SETTLEMENT_BATCH_MAX), so the kill lands among batch transactions as well as single ones.
     )), { concurrency: 64, discard: true })
   const outcomes = yield* Effect.forEach(requests, (request) => settlement.awaitResolution(request.submissionId, 120_000), {
     concurrency: "unbounded"

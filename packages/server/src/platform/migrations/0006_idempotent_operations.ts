@@ -11,7 +11,7 @@
  * The key is stored only as a keyed digest, and the request's fingerprint is keyed
  * by the idempotency key's own value (which is never stored): the api tier, holding
  * the database and every one of its secrets, cannot recompute a fingerprint for a
- * guessed amount or memo (issue 12). The claims of the previous table are dropped:
+ * guessed amount or memo (docs/security.md). The claims of the previous table are dropped:
  * they live 24 hours and no release has shipped with them.
  *
  * @since 0.2.0

@@ -1,5 +1,5 @@
 /**
- * The contracts' owner key leaves the api tier (issue 12): the api server keeps only
+ * The contracts' owner key leaves the api tier (docs/security.md): the api server keeps only
  * the test faucet's key, a minter of test USDG that can touch no confidential
  * balance. An embedded data directory from before keeps its old `operator` row only
  * until the next start hands the minter role to the faucet key and deletes it

@@ -1,5 +1,5 @@
 /**
- * Chain submissions name the node that drives them (issue 17): when that node dies, a
+ * Chain submissions name the node that drives them (distributed mode): when that node dies, a
  * survivor adopts its open submissions (its heartbeat went stale, NodeLiveness) and
  * finishes them, instead of leaving them until some node restarts. Rows from before this
  * migration have no owner and are adopted by the first node that looks.

@@ -1,5 +1,5 @@
 /**
- * D7's token buckets shared by every api node of the distributed mode (issue 17): one row
+ * D7's token buckets shared by every api node of the distributed mode: one row
  * per API key, taken from with one atomic statement, so N nodes allow the configured rate,
  * not N times it. The embedded mode keeps its buckets in process and never touches this table.
  *

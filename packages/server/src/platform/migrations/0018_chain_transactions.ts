@@ -1,5 +1,5 @@
 /**
- * A batch's signed transaction is stored once, by hash (issue 16). Its bytes were written into
+ * A batch's signed transaction is stored once, by hash. Its bytes were written into
  * every chain_submissions row the transaction carries: a batch of N transfers wrote its
  * N-transfer transaction N times, so the bytes written per transfer grew with the batch
  * (about 40 KB per transfer at 32, against ~1.2 KB of its own call data) and so did the
