@@ -2,7 +2,7 @@
  * Failure modes (docs/operations.md), "PostgreSQL is down": a server node whose database link
  * goes through a loopback proxy the test cuts while transfers are in flight, then
  * resumes. While cut, `/readyz` answers 503 and every request that needs the database
- * fails in D1's envelope (a 5xx, no internals); no transfer is answered as created that
+ * answers 503 with Retry-After in D1's envelope (no internals); no transfer is answered as created that
  * was not committed. Once resumed, `/readyz` is 200 again, transfers go through, and
  * every request cut off is retried with its own Idempotency-Key: one transfer per key,
  * and the balances, decrypted client-side against the chain, are exact.
@@ -28,10 +28,14 @@ const retryWindowMs = 60_000
 /** Words that would mean a database fault leaked into an answer. */
 const internals = /postgres|sql|econn|connection|terminated|stack|at \w+ \(|pg_|select |insert |update /i
 
-/** A 5xx answer in D1's envelope that names no internals: what a database fault may give a client. */
+/**
+ * 503 `service_unavailable` with Retry-After in D1's envelope that names no internals: what a
+ * database outage gives a client (an outage is not a fault: never 500).
+ */
 const expectOpaqueServerError = (response: TestResponse, what: string) => {
-  assert.include([500, 503], response.status, `${what}: ${response.status} ${response.text}`)
-  expectEnvelope(response, response.status, response.status === 503 ? "service_unavailable" : "internal_error")
+  assert.strictEqual(response.status, 503, `${what}: ${response.status} ${response.text}`)
+  expectEnvelope(response, 503, "service_unavailable")
+  assert.match(response.headers.get("retry-after") ?? "", /^[1-9][0-9]*$/, `${what}: Retry-After`)
   assert.notMatch(response.text, internals, `${what} leaks internals`)
 }
 
