@@ -84,6 +84,12 @@ export const currentCommit = (): string => {
   }
 }
 
+/**
+ * The commit of the code that runs, taken when the bench starts (this module is imported before
+ * the bench's body runs): a commit made during a long run must not be credited with it.
+ */
+const commitAtStart = currentCommit()
+
 /** The CPU model as /proc/cpuinfo names it (os.cpus() is the same source, and works off Linux). */
 export const currentMachine = (): string => {
   const cpus = os.cpus()
@@ -123,7 +129,7 @@ const measurable = (metric: Metric) => Number.isFinite(metric.value)
 export const toRecords = (benchmark: string, metrics: ReadonlyArray<Metric>, date = new Date()): Array<BenchRecord> => {
   const run = {
     command: currentCommand(),
-    commit: currentCommit(),
+    commit: commitAtStart,
     date: date.toISOString(),
     machine: currentMachine(),
     load_average: os.loadavg().map((load) => load.toFixed(1)).join(" ")
