@@ -94,7 +94,7 @@ const byBenchmark = (records: ReadonlyArray<BenchRecord>): Array<readonly [strin
 /** Digits by magnitude: what these measurements resolve, no more. */
 export const formatValue = (value: number): string => {
   const size = Math.abs(value)
-  const digits = size >= 100 || Number.isInteger(value) ? 0 : size >= 10 ? 1 : size >= 0.1 ? 2 : 3
+  const digits = size >= 1000 || Number.isInteger(value) ? 0 : size >= 10 ? 1 : size >= 0.1 ? 2 : 3
   return value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits })
 }
 
@@ -110,8 +110,11 @@ const goalText = (record: BenchRecord): string => {
   return `${comparison === ">=" ? "≥" : "≤"} ${formatValue(Number(bound))}: ${goalMet(record) === true ? "met" : "**not met**"}`
 }
 
-/** A minute's resolution: the runs of one benchmark are minutes apart at least. */
-const dateText = (iso: string) => `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC`
+/**
+ * A minute's resolution: the runs of one benchmark are minutes apart at least. A figure copied
+ * from the old diary may carry its day alone (`2026-11-25`), when the diary gave no time.
+ */
+const dateText = (date: string) => (date.length <= 10 ? date : `${date.slice(0, 10)} ${date.slice(11, 16)} UTC`)
 
 const cell = (text: string) => text.replaceAll("|", "\\|")
 
