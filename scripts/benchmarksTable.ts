@@ -169,7 +169,7 @@ const historyLine = (run: Run): string => {
   const { first } = run
   const note = first.note === undefined ? "" : ` ([notes](${first.note}))`
   const source = first.source === undefined ? "" : " (from the old diary)"
-  return `- ${dateText(first.date)}, \`${first.commit}\`, ${first.machine.split(",").slice(0, 2).join(",")}: ${cell(headline(run))}${source}${note}`
+  return `- ${dateText(first.date)}, \`${first.commit}\`, ${first.machine.split(",").slice(0, 2).join(",")}: ${cell(headline(run))}${source}${note}; \`${first.command}\``
 }
 
 export const renderCurrent = (records: ReadonlyArray<BenchRecord>): string =>

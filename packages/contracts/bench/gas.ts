@@ -1,10 +1,11 @@
 /**
- * Prints the gas table of docs/benchmarks.md ("Contracts (gas)"): receipt gasUsed of every
+ * Prints the gas table (docs/benchmarks/notes/2026-11-21-contracts-gas.md): receipt gasUsed of every
  * ConfidentialToken function on a fresh anvil, with the steady-state confidential transfer as
  * the median of 16. Deterministic apart from a few gas of calldata (random points and
  * signatures differ in zero bytes), so the figures are stable run to run.
  *
- * Usage: pnpm --filter @pps/contracts gas
+ * Usage: pnpm --filter @pps/contracts gas [--no-record]. The figures are appended to
+ * docs/benchmarks/results.jsonl (scripts/benchRecord.ts), the source of docs/benchmarks.md's tables.
  */
 import { createPublicClient, createTestClient, encodeDeployData, encodeFunctionData, type Hex, http, type LocalAccount, maxUint256, parseEther, parseEventLogs, size } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"

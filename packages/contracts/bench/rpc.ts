@@ -1,11 +1,12 @@
 /**
- * What one chain call costs the calling process (docs/benchmarks.md, "Chain calls without
- * fetch"): CPU and wall time per `eth_blockNumber` to a fresh local anvil, through viem's
+ * What one chain call costs the calling process (docs/benchmarks/notes/2026-11-27-chain-calls-without-fetch.md,
+ * "Chain calls without fetch"): CPU and wall time per `eth_blockNumber` to a fresh local anvil, through viem's
  * `http` (with and without the 2-ms batch wait the settlement client used) and through
  * `RpcTransport.keepAliveHttp`, one call at a time, then eight different calls at once.
  * Every shape runs twice; the first pass warms up and is dropped.
  *
- * Usage: pnpm --filter @pps/contracts bench:rpc [-- --calls 2000]
+ * Usage: pnpm --filter @pps/contracts bench:rpc [-- --calls 2000] [--no-record] (the figures are
+ * appended to docs/benchmarks/results.jsonl: scripts/benchRecord.ts)
  */
 import { parseArgs } from "node:util"
 import { createPublicClient, http, type Transport } from "viem"

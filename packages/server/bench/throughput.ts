@@ -599,8 +599,9 @@ const main = async () => {
     const { rows, traces } = stages(readSpans(values["span-log"]), "Transfers.create")
     process.stdout.write(`stages of ${traces} creates, every level together (spans in ${values["span-log"]}):\n\n${table(rows.filter((row) => row.perTrace >= 0.05))}\n`)
   }
-  // A transfer still pending after the drain is a stall seen rarely (docs/benchmarks.md, "A stall
-  // seen once"): its server log is what would explain it, so the folder is kept for it unasked.
+  // A transfer still pending after the drain is a stall seen rarely ("A stall seen once" in
+  // docs/benchmarks/notes/2026-11-26-spans-off-records-batched.md): its server log is what would
+  // explain it, so the folder is kept for it unasked.
   const stalled = results.some((row) => (row.byStatus["201 pending"] ?? 0) > 0)
   if (values.keep || stalled) log(`kept ${workDir}${stalled ? " (transfers still pending after the drain: see server.log)" : ""}`)
   else fs.rmSync(workDir, { recursive: true, force: true })
