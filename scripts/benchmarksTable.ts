@@ -28,6 +28,7 @@ const benchmarks: ReadonlyArray<readonly [string, string]> = [
   ["throughput", "The server process (embedded default: PGlite, guardian child, anvil) loaded over loopback HTTP from another process (issue 16). `packages/server/bench/throughput.ts`."],
   ["throughput-distributed", "The same load against the cluster topology: api nodes, workers, guardians, PostgreSQL, NATS (issue 17). `throughput.ts --mode distributed`."],
   ["statements", "SQL statements per transfer in both embedded databases, sequential transfers: a machine-independent measure of the transfer path's database work. `packages/server/bench/statements.ts`."],
+  ["spans", "Where a create's time goes, stage by stage, from the span log of a throughput run (`--span-log`; tracing on, so not a speed figure). `packages/server/bench/spans.ts`."],
   ["guardian", "The guardian's CPU per authorize + settle pair, alone, beside its cryptographic floor. `packages/guardian/bench/authorizeSettle.ts`."],
   ["crypto", "Median time per operation of `@pps/crypto`, one core, both backends. `packages/crypto/bench/crypto.bench.ts`."],
   ["transfers", "`POST /v1/transfers` → `confirmed` with the clients in the server's process (issue 6). `packages/server/bench/transfers.bench.ts`."],
@@ -158,12 +159,9 @@ const currentTable = (name: string, runs: ReadonlyArray<Run>): string => {
   ].join("\n")
 }
 
-/** The run's headline figures, or its first three when it names none. */
-const headline = (run: Run): string => {
-  const marked = run.records.filter((record) => record.headline === true)
-  const shown = marked.length === 0 ? run.records.slice(0, 3) : marked
-  return shown.map((record) => `${record.metric} ${formatValue(record.value)} ${record.unit}`).join("; ")
-}
+/** The run's headline figures, on one line. */
+const headline = (run: Run): string =>
+  headlineRecords(run).map((record) => `${record.metric} ${formatValue(record.value)} ${record.unit}`).join("; ")
 
 const historyLine = (run: Run): string => {
   const { first } = run
@@ -172,8 +170,33 @@ const historyLine = (run: Run): string => {
   return `- ${dateText(first.date)}, \`${first.commit}\`, ${first.machine.split(",").slice(0, 2).join(",")}: ${cell(headline(run))}${source}${note}; \`${first.command}\``
 }
 
-export const renderCurrent = (records: ReadonlyArray<BenchRecord>): string =>
-  byBenchmark(records).map(([name, runs]) => currentTable(name, runs)).join("\n")
+/** The headline records of a run, or its first three when it marks none. */
+const headlineRecords = (run: Run): ReadonlyArray<BenchRecord> => {
+  const marked = run.records.filter((record) => record.headline === true)
+  return marked.length === 0 ? run.records.slice(0, 3) : marked
+}
+
+/** One row per benchmark: its latest run's headline figures, each with its goal; the full table follows. */
+const overview = (benchmarksRuns: ReadonlyArray<readonly [string, ReadonlyArray<Run>]>): string =>
+  [
+    "| benchmark | latest run | headline figures |",
+    "|---|---|---|",
+    ...benchmarksRuns.map(([name, runs]) => {
+      const latest = runs[0]!
+      const figures = headlineRecords(latest).map((record) => {
+        const goal = goalText(record)
+        return `${cell(record.metric)} ${formatValue(record.value)} ${record.unit}${goal === "" ? "" : ` (${goal})`}`
+      })
+      const copied = latest.first.source === undefined ? "" : ", from the old diary"
+      return `| [${name}](#${anchorOf(name)}) | ${dateText(latest.first.date)}, \`${latest.first.commit}\`${copied} | ${figures.join("; ")} |`
+    }),
+    ""
+  ].join("\n")
+
+export const renderCurrent = (records: ReadonlyArray<BenchRecord>): string => {
+  const grouped = byBenchmark(records)
+  return [overview(grouped), ...grouped.map(([name, runs]) => currentTable(name, runs))].join("\n")
+}
 
 export const renderHistory = (records: ReadonlyArray<BenchRecord>): string =>
   byBenchmark(records).map(([name, runs]) => [`### ${name}`, "", ...runs.map(historyLine), ""].join("\n")).join("\n")
