@@ -56,7 +56,7 @@ export interface BenchRecord {
   readonly load_average?: string
   /** Where a figure came from when no bench run wrote it (the figures copied from the old diary). */
   readonly source?: string
-  /** A dated note in docs/benchmarks/notes/ that explains the run, relative to docs/benchmarks/. */
+  /** A dated note that explains the run, relative to docs/ (`benchmarks/notes/<date>-<topic>.md`). */
   readonly note?: string
 }
 
