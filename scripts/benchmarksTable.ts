@@ -25,14 +25,14 @@ const endMarker = (section: Section) => `<!-- benchmarks:${section}:end -->`
  * here is shown after them, by name.
  */
 const benchmarks: ReadonlyArray<readonly [string, string]> = [
-  ["throughput", "The server process (embedded default: PGlite, guardian child, anvil) loaded over loopback HTTP from another process (issue 16). `packages/server/bench/throughput.ts`."],
-  ["throughput-distributed", "The same load against the cluster topology: api nodes, workers, guardians, PostgreSQL, NATS (issue 17). `throughput.ts --mode distributed`."],
+  ["throughput", "The server process (embedded default: PGlite, guardian child, anvil) loaded over loopback HTTP from another process; its goals: ≥ 300 confirmed/s, ≤ 5 ms of server + guardian CPU a transfer, p99 ≤ 250 ms at 100/s. `packages/server/bench/throughput.ts`."],
+  ["throughput-distributed", "The same load against the cluster topology: api nodes, workers, guardians, PostgreSQL, NATS. `throughput.ts --mode distributed`."],
   ["statements", "SQL statements per transfer in both embedded databases, sequential transfers: a machine-independent measure of the transfer path's database work. `packages/server/bench/statements.ts`."],
   ["spans", "Where a create's time goes, stage by stage, from the span log of a throughput run (`--span-log`; tracing on, so not a speed figure). `packages/server/bench/spans.ts`."],
   ["guardian", "The guardian's CPU per authorize + settle pair, alone, beside its cryptographic floor. `packages/guardian/bench/authorizeSettle.ts`."],
   ["crypto", "Median time per operation of `@pps/crypto`, one core, both backends. `packages/crypto/bench/crypto.bench.ts`."],
-  ["transfers", "`POST /v1/transfers` → `confirmed` with the clients in the server's process (issue 6). `packages/server/bench/transfers.bench.ts`."],
-  ["settlement", "The chain adapter alone: `Settlement.submit` → confirmed beside anvil's raw rate (issue 4). `packages/server/bench/settlement.bench.ts`."],
+  ["transfers", "`POST /v1/transfers` → `confirmed` with the clients in the server's process; its goals: ≥ 500/s and ≥ 0.5 of anvil's raw rate at 64 clients, p99 ≤ 250 ms at 100/s. `packages/server/bench/transfers.bench.ts`."],
+  ["settlement", "The chain adapter alone: `Settlement.submit` → confirmed beside anvil's raw rate. `packages/server/bench/settlement.bench.ts`."],
   ["webhooks", "Webhook deliveries per second to a local HTTPS receiver, and commit → first attempt latency. `packages/server/bench/webhooks.bench.ts`."],
   ["contracts-gas", "Receipt `gasUsed` of each ConfidentialToken function on a fresh anvil. `packages/contracts/bench/gas.ts`."],
   ["contracts-rpc", "What one chain call costs the calling process, per transport. `packages/contracts/bench/rpc.ts`."],

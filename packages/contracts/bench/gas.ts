@@ -171,8 +171,8 @@ try {
 process.stdout.write(`| operation | gas | note |\n|---|---:|---|\n${rows.map((row) => `| ${row.join(" | ")} |`).join("\n")}\n`)
 
 /**
- * The goals the rows are held to: the contract tests assert the steady state ≤ 110k, and issue 16
- * asked ≤ 75k per transfer in a batch of 32. Bold rows are the history's headline.
+ * The goals the rows are held to: the contract tests assert the steady state ≤ 110k, and batched
+ * settlement was asked for ≤ 75k per transfer in a batch of 32. Bold rows are the history's headline.
  */
 const gasGoal = (operation: string): Goal | undefined =>
   operation.includes("steady state") ? "<= 110000" : operation.includes("Batch of 32") ? "<= 75000" : undefined

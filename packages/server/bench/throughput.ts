@@ -463,7 +463,7 @@ const openLoop = (baseUrls: ReadonlyArray<string>, accounts: ReadonlyArray<Accou
 // ---- the run ----
 
 /**
- * Issue 16's goals, in the units of the records: confirmed transfers a second under load, the
+ * The throughput goals, in the units of the records: confirmed transfers a second under load, the
  * service's CPU a transfer (server and guardian together), create → confirmed p99 at 100/s.
  */
 const confirmedPerSecondGoal = ">= 300"

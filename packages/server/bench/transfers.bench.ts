@@ -94,7 +94,7 @@ const program = Effect.gen(function*() {
     })
 
   const rows: Array<string> = []
-  // Issue 6's goals: ≥ 500 transfers/s and ≥ 0.5 of anvil's raw rate at 64 clients, p99 ≤ 250 ms at 100/s.
+  // The goals of this benchmark: ≥ 500 transfers/s and ≥ 0.5 of anvil's raw rate at 64 clients, p99 ≤ 250 ms at 100/s.
   const metrics: Array<Metric> = [{ metric: "anvil raw rate", value: raw, unit: "transfers/s" }]
   for (const clients of [1, 8, 64]) {
     const started = performance.now()
