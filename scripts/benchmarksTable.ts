@@ -76,7 +76,9 @@ const runsOf = (records: ReadonlyArray<BenchRecord>): Array<Run> => {
   const byKey = new Map<string, Array<BenchRecord>>()
   for (const record of records) {
     const key = JSON.stringify([record.benchmark, record.date, record.command, record.commit, record.source ?? ""])
-    byKey.set(key, [...(byKey.get(key) ?? []), record])
+    const group = byKey.get(key)
+    if (group === undefined) byKey.set(key, [record])
+    else group.push(record)
   }
   return [...byKey.values()].map((group) => ({ benchmark: group[0]!.benchmark, records: group, first: group[0]! }))
 }
