@@ -110,7 +110,8 @@ export const currentCommand = (): string => {
     .filter(([name, value]) => settingsVariable.test(name) && name !== "PPS_BENCH_RECORD" && value !== undefined)
     .map(([name, value]) => `${name}=${value}`)
     .sort()
-  const args = process.argv.slice(2).filter((arg) => arg !== "--no-record")
+  // pnpm passes its `--` separator on to the script; the launcher below writes its own.
+  const args = process.argv.slice(2).filter((arg) => arg !== "--no-record" && arg !== "--")
   const script = process.env["npm_lifecycle_event"]
   const packageName = process.env["npm_package_name"]
   const launcher = script === undefined
