@@ -1,21 +1,23 @@
 /**
- * What one chain call costs the calling process (docs/benchmarks.md, "Chain calls without
- * fetch"): CPU and wall time per `eth_blockNumber` to a fresh local anvil, through viem's
+ * What one chain call costs the calling process (docs/benchmarks/notes/2026-11-27-chain-calls-without-fetch.md,
+ * "Chain calls without fetch"): CPU and wall time per `eth_blockNumber` to a fresh local anvil, through viem's
  * `http` (with and without the 2-ms batch wait the settlement client used) and through
  * `RpcTransport.keepAliveHttp`, one call at a time, then eight different calls at once.
  * Every shape runs twice; the first pass warms up and is dropped.
  *
- * Usage: pnpm --filter @pps/contracts bench:rpc [-- --calls 2000]
+ * Usage: pnpm --filter @pps/contracts bench:rpc [-- --calls 2000] [--no-record] (the figures are
+ * appended to docs/benchmarks/results.jsonl: scripts/benchRecord.ts)
  */
 import { parseArgs } from "node:util"
 import { createPublicClient, http, type Transport } from "viem"
 import * as Anvil from "../src/anvil.ts"
 import { keepAliveHttp } from "../src/rpcTransport.ts"
+import { type Metric, recordOption, recordResults } from "../../../scripts/benchRecord.ts"
 
 const { values } = parseArgs({
   // pnpm passes a separating `--` on.
   args: process.argv.slice(2).filter((arg) => arg !== "--"),
-  options: { calls: { type: "string", default: "2000" } }
+  options: { calls: { type: "string", default: "2000" }, ...recordOption }
 })
 const calls = Number(values.calls)
 if (!Number.isSafeInteger(calls) || calls < 1) throw new Error("--calls must be a positive integer")
@@ -29,6 +31,7 @@ try {
     ["keepAliveHttp", keepAliveHttp(anvil.rpcUrl)]
   ]
   const rows: Array<string> = []
+  const metrics: Array<Metric> = []
   for (const parallel of [1, 8]) {
     for (const [label, transport] of shapes) {
       const client = createPublicClient({ transport, cacheTime: 0 })
@@ -51,6 +54,10 @@ try {
         }
       }
       rows.push(`| ${label} | ${parallel} | ${Math.round(cpuUs / calls)} | ${Math.round((wallMs * 1000 * parallel) / calls)} |`)
+      metrics.push(
+        { metric: `${label}, ${parallel} at once: CPU per call`, value: cpuUs / calls, unit: "µs", headline: label === "keepAliveHttp" },
+        { metric: `${label}, ${parallel} at once: wall per round`, value: (wallMs * 1000 * parallel) / calls, unit: "µs" }
+      )
     }
   }
   process.stdout.write([
@@ -61,6 +68,7 @@ try {
     ...rows,
     ""
   ].join("\n"))
+  recordResults("contracts-rpc", metrics)
 } finally {
   await anvil.stop()
 }

@@ -15,7 +15,9 @@
  *
  * Run:
  *   sh scripts/toolchain.sh node --disable-warning=ExperimentalWarning packages/guardian/bench/authorizeSettle.ts \
- *     [--pairs 2000] [--concurrency 64] [--accounts 16] [--phases]
+ *     [--pairs 2000] [--concurrency 64] [--accounts 16] [--phases] [--no-record]
+ *
+ * The figures are appended to docs/benchmarks/results.jsonl (scripts/benchRecord.ts).
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -26,13 +28,15 @@ import { Context, Effect, Layer, Logger, Redacted } from "effect"
 import { getAddress, type Hex, hexToBytes } from "viem"
 import { type Domain, Guardian, GuardianKeys, GuardianLive } from "../src/index.ts"
 import { chainId, confidentialRequest, contract, newParty } from "../test/support/transfers.ts"
+import { type Metric, recordOption, recordResults } from "../../../scripts/benchRecord.ts"
 
 const { values } = parseArgs({
   options: {
     pairs: { type: "string", default: "2000" },
     concurrency: { type: "string", default: "64" },
     accounts: { type: "string", default: "16" },
-    phases: { type: "boolean", default: false }
+    phases: { type: "boolean", default: false },
+    ...recordOption
   }
 })
 const pairs = Number(values.pairs)
@@ -100,8 +104,14 @@ const main = Effect.gen(function*() {
     })
 
   const rows: Array<string> = []
-  const row = (what: string, count: number, cpu: number, wall: number) =>
+  const metrics: Array<Metric> = []
+  const row = (what: string, count: number, cpu: number, wall: number) => {
     rows.push(`| ${what} | ${count} | ${(cpu / count).toFixed(2)} | ${(count / (wall / 1000)).toFixed(0)} |`)
+    metrics.push(
+      { metric: `${what}: CPU per pair`, value: cpu / count, unit: "ms", headline: what === "authorize + settle" },
+      { metric: `${what}: per second (wall)`, value: count / (wall / 1000), unit: "pairs/s" }
+    )
+  }
   if (values.phases) {
     const half = requests.length / 2
     const first = requests.slice(0, half)
@@ -158,6 +168,11 @@ const main = Effect.gen(function*() {
       ""
     ].join("\n")
   )
+  const pairCpuMs = run.cpuMs / requests.length
+  recordResults("guardian", [
+    ...metrics.map((metric) => (metric.headline === true ? { ...metric, ratioToFloor: pairCpuMs / floor } : metric)),
+    { metric: "guardian crypto floor (open note + ciphertext + sign)", value: floor, unit: "ms" }
+  ])
 })
 
 await Backend.init({ backend: "mcl" })

@@ -3,10 +3,12 @@
  * the fault-injection harness (test/fault/harness.ts) as a command. It prints its
  * seed and kill schedule first (a failing seed replays the same schedule), then a
  * summary, and exits 1 when any invariant is broken. Without --seed it draws one
- * from the clock and prints it: the only unseeded choice, made once, in the open.
+ * from the clock and prints it: the only unseeded choice, made once, in the open. Its counts are
+ * appended to docs/benchmarks/results.jsonl (scripts/benchRecord.ts) unless `--no-record`.
  */
 import { parseArgs } from "node:util"
 import { formatReport, runHarness } from "../test/fault/harness.ts"
+import { recordOption, recordResults } from "../../../scripts/benchRecord.ts"
 
 const { values } = parseArgs({
   options: {
@@ -17,7 +19,8 @@ const { values } = parseArgs({
     duration: { type: "string", default: "60000" },
     "no-webhooks": { type: "boolean", default: false },
     "kill-guardian": { type: "boolean", default: false },
-    keep: { type: "boolean", default: false }
+    keep: { type: "boolean", default: false },
+    ...recordOption
   }
 })
 
@@ -44,4 +47,14 @@ const report = await runHarness({
 })
 process.stdout.write(`\n${formatReport(report)}\n`)
 for (const violation of report.violations) process.stdout.write(`  ${violation.invariant}: ${violation.detail}\n`)
+// The invariants' counts are held to zero: any other value is a broken run, recorded as such.
+recordResults("fault", [
+  { metric: "invariant violations", value: report.violations.length, unit: "violations", goal: "<= 0", headline: true },
+  { metric: "duplicates found", value: report.duplicates, unit: "transfers", goal: "<= 0" },
+  { metric: "stuck transfers", value: report.stuck, unit: "transfers", goal: "<= 0" },
+  { metric: "balance mismatches", value: report.balanceMismatches, unit: "accounts", goal: "<= 0" },
+  { metric: "kills", value: report.kills, unit: "kills", headline: true },
+  { metric: "transfers confirmed", value: report.transfersConfirmed, unit: "transfers", headline: true },
+  { metric: "slowest restart", value: Math.max(0, ...report.restartMs), unit: "ms" }
+])
 process.exitCode = report.violations.length === 0 ? 0 : 1

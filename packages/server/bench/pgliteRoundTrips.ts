@@ -14,7 +14,8 @@
  * per statement, parsed and planned every time) and on the embedded database the service runs
  * (`PreparedStatementPGlite`: prepared once per text, then one call per execution).
  *
- * Run: `npm run -s bench:pglite -- [--operations 3000]`
+ * Run: `npm run -s bench:pglite -- [--operations 3000] [--no-record]` (the figures are appended to
+ * docs/benchmarks/results.jsonl: scripts/benchRecord.ts).
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -22,8 +23,9 @@ import * as path from "node:path"
 import { parseArgs } from "node:util"
 import { PGlite } from "@electric-sql/pglite"
 import { EmbeddedDatabase } from "@pps/guardian"
+import { recordOption, recordResults } from "../../../scripts/benchRecord.ts"
 
-const { values } = parseArgs({ options: { operations: { type: "string", default: "3000" } } })
+const { values } = parseArgs({ options: { operations: { type: "string", default: "3000" }, ...recordOption } })
 const operationsCount = Number(values.operations)
 if (!Number.isSafeInteger(operationsCount) || operationsCount < 100) {
   process.stderr.write(`pglite: --operations must be a whole number >= 100, got ${values.operations}\n`)
@@ -104,6 +106,8 @@ await prepared.close()
 fs.rmSync(directory, { recursive: true, force: true })
 
 const baseline = rows[0]!.cpuMs
+// The history's headline: the parameterized SELECT on both paths (PGlite's own `query`, prepared).
+recordResults("pglite", rows.map((row) => ({ metric: `${row.shape}: CPU per operation`, value: row.cpuMs, unit: "ms", headline: row.shape.startsWith("1 parameterized SELECT") })))
 process.stdout.write(`machine: ${os.cpus()[0]?.model ?? "?"} (${os.cpus().length} vCPU), load average at the end ${os.loadavg().map((l) => l.toFixed(1)).join(" ")}, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}
 command: npm run -s bench:pglite -- --operations ${operationsCount}
 

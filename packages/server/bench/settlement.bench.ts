@@ -8,7 +8,8 @@
  *
  * Run: `pnpm --filter @pps/server bench:settlement` (BENCH_TRANSFERS, default 2000;
  * BENCH_BLOCK_TIME_MS, default 1000; BENCH_CONCURRENCY, default 64; BENCH_BATCH_MAX, the
- * adapter's SETTLEMENT_BATCH_MAX, default 32: 1 sends every transfer on its own).
+ * adapter's SETTLEMENT_BATCH_MAX, default 32: 1 sends every transfer on its own). The figures are
+ * appended to docs/benchmarks/results.jsonl (scripts/benchRecord.ts) unless `--no-record`.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -20,6 +21,7 @@ import { privateKeyToAddress } from "viem/accounts"
 import { Settlement } from "../src/settlement/Settlement.ts"
 import { rawAnvilRate } from "./rawAnvilRate.ts"
 import { keyPairFrom, makeTestGuardian, scalarFrom, settlementLayer, signedConfidentialTransfer } from "../test/support/chainFixtures.ts"
+import { recordResults } from "../../../scripts/benchRecord.ts"
 
 const transfers = Number(process.env["BENCH_TRANSFERS"] ?? "2000")
 const blockTimeMs = Number(process.env["BENCH_BLOCK_TIME_MS"] ?? "1000")
@@ -76,6 +78,17 @@ const program = Effect.gen(function*() {
     SELECT count(DISTINCT tx_hash)::text AS transactions, sum(broadcasts)::text AS broadcasts
     FROM chain_submissions WHERE submission_id LIKE 'tr_bench-adapter-%'`
   latencies.sort((a, b) => a - b)
+  const adapterRate = transfers / adapterSeconds
+  const settings = `concurrency ${concurrency}, batch max ${batchMax}, ${blockTimeMs} ms blocks`
+  recordResults("settlement", [
+    // The transfers benchmark's goal is ≥ 500 transfers/s end to end; the adapter alone must at least reach it.
+    { metric: `adapter transfers/s (${settings})`, value: adapterRate, unit: "transfers/s", goal: ">= 500", headline: true },
+    { metric: `anvil raw transfers/s (${settings})`, value: rawRate, unit: "transfers/s" },
+    { metric: `adapter ÷ anvil raw (${settings})`, value: adapterRate / rawRate, unit: "ratio", headline: true },
+    { metric: `submit → confirmed p50 (${settings})`, value: percentile(latencies, 0.5), unit: "ms" },
+    { metric: `submit → confirmed p99 (${settings})`, value: percentile(latencies, 0.99), unit: "ms" },
+    { metric: `transfers per transaction (${settings})`, value: transfers / Number(sent?.transactions), unit: "transfers" }
+  ])
 
   const cpu = os.cpus()[0]?.model ?? "unknown CPU"
   process.stdout.write(

@@ -21,7 +21,8 @@
  * step, the rows sized as the service's (boxes, ciphertext and call data of a transfer; four events a
  * transfer, each with `transferEvents`' payload), statistics and vacuum as the embedded database keeps them.
  *
- * Run: `npm run -s bench:side-tables -- [--transfers 6000]`
+ * Run: `npm run -s bench:side-tables -- [--transfers 6000] [--no-record]` (the figures are appended
+ * to docs/benchmarks/results.jsonl: scripts/benchRecord.ts).
  */
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
@@ -29,8 +30,9 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { parseArgs } from "node:util"
 import { EmbeddedDatabase } from "@pps/guardian"
+import { type Metric, recordOption, recordResults } from "../../../scripts/benchRecord.ts"
 
-const { values } = parseArgs({ options: { transfers: { type: "string", default: "6000" } } })
+const { values } = parseArgs({ options: { transfers: { type: "string", default: "6000" }, ...recordOption } })
 const transfers = Number(values.transfers)
 if (!Number.isSafeInteger(transfers) || transfers < 500) {
   process.stderr.write(`side-tables: --transfers must be a whole number >= 500, got ${values.transfers}\n`)
@@ -195,6 +197,8 @@ const eventsCase = async (variant: Variant): Promise<Steps> => {
   return steps
 }
 
+const metrics: Array<Metric> = []
+
 const report = async (name: string, run: (variant: Variant) => Promise<Steps>) => {
   const runs: Array<[Variant, Steps]> = []
   for (const variant of ["A", "B", "A", "B"] as const) runs.push([variant, await run(variant)])
@@ -206,8 +210,15 @@ const report = async (name: string, run: (variant: Variant) => Promise<Steps>) =
     const all = perTransfer.reduce((sum, ms) => sum + ms, 0)
     process.stdout.write(`| ${variant} | ${[...perTransfer, all].map((ms) => ms.toFixed(3)).join(" | ")} |\n`)
   }
+  // The record keeps each variant's mean of its two runs, all steps together.
+  for (const variant of ["A", "B"] as const) {
+    const alls = runs.filter(([which]) => which === variant).map(([, measured]) => steps.reduce((sum, step) => sum + (measured[step] ?? 0), 0) / transfers)
+    const label = variant === "A" ? "partial index" : "side table"
+    metrics.push({ metric: `${name}, ${label}: all steps per transfer`, value: alls.reduce((sum, ms) => sum + ms, 0) / alls.length, unit: "ms", headline: true })
+  }
 }
 
 process.stdout.write(`machine: ${os.cpus()[0]?.model ?? "?"} (${os.cpus().length} vCPU), Node ${process.version}, ${new Date().toISOString()}\n`)
 await report("transfers", transfersCase)
 await report("events", eventsCase)
+recordResults("side-tables", metrics)

@@ -12,7 +12,8 @@
  * Sequential on purpose: under load, pollers and relays batch several transfers per
  * statement, so this is the per-transfer upper bound.
  *
- * Run: `npm run -s bench:statements -- [--transfers 20]`
+ * Run: `npm run -s bench:statements -- [--transfers 20] [--no-record]` (the figures are appended to
+ * docs/benchmarks/results.jsonl: scripts/benchRecord.ts).
  */
 import { parseArgs } from "node:util"
 import { PGlite } from "@electric-sql/pglite"
@@ -21,8 +22,9 @@ import { Effect, Logger } from "effect"
 import { registerKey } from "../test/support/confidentialClient.ts"
 import { bearer, createAccount, send } from "../test/support/http.ts"
 import { makeTestServer, TestServer } from "../test/support/TestServer.ts"
+import { recordOption, recordResults } from "../../../scripts/benchRecord.ts"
 
-const { values } = parseArgs({ options: { transfers: { type: "string", default: "20" } } })
+const { values } = parseArgs({ options: { transfers: { type: "string", default: "20" }, ...recordOption } })
 const transfers = Number(values.transfers)
 if (!Number.isSafeInteger(transfers) || transfers < 1) {
   process.stderr.write(`statements: --transfers must be a whole number >= 1, got ${values.transfers}\n`)
@@ -93,12 +95,20 @@ const program = Effect.gen(function*() {
   const perTransfer = (filter: (text: string) => boolean) =>
     rows.filter(([text]) => filter(text)).reduce((sum, [, n]) => sum + n, 0) / transfers
   const transactionControl = (text: string) => text === "BEGIN" || text === "COMMIT" || text === "ROLLBACK"
+  const wallMs = [...elapsedMs.values()].reduce((sum, ms) => sum + ms, 0) / transfers
+  recordResults("statements", [
+    { metric: "statements per transfer, all", value: perTransfer(() => true), unit: "statements", headline: true },
+    { metric: "BEGIN/COMMIT per transfer", value: perTransfer(transactionControl), unit: "statements" },
+    { metric: "guardian tables per transfer", value: perTransfer(isGuardian), unit: "statements" },
+    { metric: "api tier tables per transfer", value: perTransfer((text) => !isGuardian(text) && !transactionControl(text)), unit: "statements" },
+    { metric: "wall time in statements per transfer", value: wallMs, unit: "ms", headline: true }
+  ])
   process.stdout.write([
     `statements per transfer (${transfers} sequential plain-form transfers, embedded, Idempotency-Key on each):`,
     `  all: ${perTransfer(() => true).toFixed(1)}  (BEGIN/COMMIT of both: ${perTransfer(transactionControl).toFixed(1)})`,
     `  guardian tables: ${perTransfer(isGuardian).toFixed(1)}`,
     `  api tier tables: ${perTransfer((text) => !isGuardian(text) && !transactionControl(text)).toFixed(1)}`,
-    `  wall ms in statements: ${([...elapsedMs.values()].reduce((sum, ms) => sum + ms, 0) / transfers).toFixed(1)}`,
+    `  wall ms in statements: ${wallMs.toFixed(1)}`,
     "by statement (per transfer: count, wall ms):",
     ...rows.map(([text, n]) =>
       `  ${(n / transfers).toFixed(2).padStart(6)} ${((elapsedMs.get(text) ?? 0) / transfers).toFixed(2).padStart(6)}  ${text.slice(0, 130)}`

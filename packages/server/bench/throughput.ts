@@ -31,6 +31,10 @@
  *   npm run -s bench:throughput -- [--clients 64,256,1024] [--seconds 20] [--accounts 16]
  *                                  [--rate 100] [--rate-seconds 20] [--block-time-ms 100] [--seed N]
  *                                  [--mode embedded|distributed] [--api-nodes 1] [--workers 2] [--guardians 2]
+ *                                  [--no-record]
+ *
+ * Each run appends its figures to docs/benchmarks/results.jsonl (scripts/benchRecord.ts), the
+ * source of docs/benchmarks.md's tables, unless `--no-record`.
  */
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -52,6 +56,7 @@ import { defaultWorkerNodes } from "../scripts/cluster/topology.ts"
 import { readSpans, stages, table } from "./spanSummary.ts"
 import { perTransfer, readStatements, type StatementRow, statementTable } from "./statementSummary.ts"
 import { percentile } from "./stats.ts"
+import { type Metric, recordOption, recordResults } from "../../../scripts/benchRecord.ts"
 
 const { values } = parseArgs({
   options: {
@@ -70,7 +75,8 @@ const { values } = parseArgs({
     keep: { type: "boolean", default: false },
     "span-log": { type: "string" },
     "statement-log": { type: "string" },
-    help: { type: "boolean", default: false }
+    help: { type: "boolean", default: false },
+    ...recordOption
   }
 })
 
@@ -98,6 +104,7 @@ if (values.help) {
   --statement-log DIR     embedded: the server and the guardian count their database statements
                           into DIR (PPS_STATEMENT_LOG); calls and ms in PGlite per transfer of the
                           first client level are printed at the end
+  --no-record             do not append the figures to docs/benchmarks/results.jsonl
 `)
   process.exit(0)
 }
@@ -455,6 +462,49 @@ const openLoop = (baseUrls: ReadonlyArray<string>, accounts: ReadonlyArray<Accou
 
 // ---- the run ----
 
+/**
+ * The throughput goals, in the units of the records: confirmed transfers a second under load, the
+ * service's CPU a transfer (server and guardian together), create → confirmed p99 at 100/s.
+ */
+const confirmedPerSecondGoal = ">= 300"
+const serviceCpuMsGoal = "<= 5"
+const fixedRateP99MsGoal = "<= 250"
+
+/**
+ * The records of a run, per level: `serviceCpuMs` is the CPU of the service's own processes
+ * per confirmed transfer (server and guardian; the nodes and guardians in the distributed mode),
+ * the figure set beside the cryptographic floor. The first level and the fixed rate are the
+ * history's headline.
+ */
+const levelMetrics = (
+  rows: ReadonlyArray<ReturnType<typeof summarize> & { label: string; serviceCpuMs: number }>,
+  floorMs: number
+): Array<Metric> => [
+  { metric: "cryptographic floor per transfer", value: floorMs, unit: "ms" },
+  ...rows.flatMap((row, index): Array<Metric> => {
+    const fixedRate = row.label.endsWith("fixed")
+    const headline = index === 0 || fixedRate
+    return [
+      { metric: `${row.label}: confirmed/s`, value: row.perSecond, unit: "transfers/s", headline, ...(fixedRate ? {} : { goal: confirmedPerSecondGoal }) },
+      { metric: `${row.label}: create → confirmed p50`, value: row.p50, unit: "ms" },
+      { metric: `${row.label}: create → confirmed p99`, value: row.p99, unit: "ms", ...(fixedRate ? { goal: fixedRateP99MsGoal, headline } : {}) },
+      {
+        metric: `${row.label}: service CPU per confirmed transfer`,
+        value: row.serviceCpuMs,
+        unit: "ms",
+        goal: serviceCpuMsGoal,
+        ratioToFloor: row.serviceCpuMs / floorMs,
+        headline: index === 0
+      },
+      ...Object.entries(row.cpuMsPerTransfer)
+        .filter(([name]) => !name.includes(":") && name !== "serverEventLoop")
+        .map(([name, ms]): Metric => ({ metric: `${row.label}: ${name} CPU per confirmed transfer`, value: ms, unit: "ms" })),
+      { metric: `${row.label}: load generator CPU per confirmed transfer`, value: row.cpuLoadMs, unit: "ms" },
+      { metric: `${row.label}: shed (429/503)`, value: (row.byStatus["429"] ?? 0) + (row.byStatus["503"] ?? 0), unit: "requests" }
+    ]
+  })
+]
+
 const format = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : "n/a")
 
 /**
@@ -539,6 +589,7 @@ const main = async () => {
     ),
     ""
   ].join("\n"))
+  recordResults("throughput", levelMetrics(results.map((row) => ({ ...row, serviceCpuMs: row.cpuServerMs + row.cpuGuardianMs })), floorMs))
   if (statementRows !== undefined) {
     process.stdout.write(
       `database statements per confirmed transfer, ${statementRows.label} (PPS_STATEMENT_LOG in ${statementLog}):\n\n${statementTable(statementRows.rows)}\n`
@@ -548,8 +599,9 @@ const main = async () => {
     const { rows, traces } = stages(readSpans(values["span-log"]), "Transfers.create")
     process.stdout.write(`stages of ${traces} creates, every level together (spans in ${values["span-log"]}):\n\n${table(rows.filter((row) => row.perTrace >= 0.05))}\n`)
   }
-  // A transfer still pending after the drain is a stall seen rarely (docs/benchmarks.md, "A stall
-  // seen once"): its server log is what would explain it, so the folder is kept for it unasked.
+  // A transfer still pending after the drain is a stall seen rarely ("A stall seen once" in
+  // docs/benchmarks/notes/2026-11-26-spans-off-records-batched.md): its server log is what would
+  // explain it, so the folder is kept for it unasked.
   const stalled = results.some((row) => (row.byStatus["201 pending"] ?? 0) > 0)
   if (values.keep || stalled) log(`kept ${workDir}${stalled ? " (transfers still pending after the drain: see server.log)" : ""}`)
   else fs.rmSync(workDir, { recursive: true, force: true })
@@ -670,6 +722,8 @@ const mainDistributed = async () => {
     }),
     ""
   ].join("\n"))
+  const serviceCpuMs = (row: (typeof results)[number]) => services.reduce((sum, name) => sum + (row.cpuMsPerTransfer[name] ?? Number.NaN), 0)
+  recordResults("throughput-distributed", levelMetrics(results.map((row) => ({ ...row, serviceCpuMs: serviceCpuMs(row) })), floorMs))
   fs.rmSync(workDir, { recursive: true, force: true })
 }
 

@@ -11,7 +11,8 @@
  * some CPU: the figures are a floor.
  *
  * Run: `pnpm --filter @pps/server bench:transfers` (BENCH_BLOCK_TIME_MS, default 100;
- * BENCH_PER_CLIENT, default 10; BENCH_RATE_SECONDS, default 5).
+ * BENCH_PER_CLIENT, default 10; BENCH_RATE_SECONDS, default 5). The figures are appended to
+ * docs/benchmarks/results.jsonl (scripts/benchRecord.ts) unless `--no-record`.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -25,6 +26,7 @@ import { registerKey } from "../test/support/confidentialClient.ts"
 import { bearer, createAccount, postJson, send } from "../test/support/http.ts"
 import { makeTestServer, TestServer } from "../test/support/TestServer.ts"
 import { rawAnvilRate } from "./rawAnvilRate.ts"
+import { type Metric, recordResults } from "../../../scripts/benchRecord.ts"
 
 const blockTimeMs = Number(process.env["BENCH_BLOCK_TIME_MS"] ?? "100")
 const perClient = Number(process.env["BENCH_PER_CLIENT"] ?? "10")
@@ -92,6 +94,8 @@ const program = Effect.gen(function*() {
     })
 
   const rows: Array<string> = []
+  // The goals of this benchmark: ≥ 500 transfers/s and ≥ 0.5 of anvil's raw rate at 64 clients, p99 ≤ 250 ms at 100/s.
+  const metrics: Array<Metric> = [{ metric: "anvil raw rate", value: raw, unit: "transfers/s" }]
   for (const clients of [1, 8, 64]) {
     const started = performance.now()
     const results = yield* Effect.forEach(Array.from({ length: clients }, (_, c) => c), (client) =>
@@ -102,6 +106,13 @@ const program = Effect.gen(function*() {
     const latencies = results.map((r) => r.ms)
     rows.push(
       `| ${clients} | ${results.length} | ${(results.length / seconds).toFixed(1)} | ${confirmed} | ${percentile(latencies, 0.5).toFixed(0)} | ${percentile(latencies, 0.99).toFixed(0)} |`
+    )
+    const most = clients === 64
+    metrics.push(
+      { metric: `${clients} clients: transfers/s`, value: results.length / seconds, unit: "transfers/s", ...(most ? { goal: ">= 500", headline: true } : {}) },
+      ...(most ? [{ metric: "64 clients: ÷ anvil raw rate", value: results.length / seconds / raw, unit: "ratio", goal: ">= 0.5" } as const] : []),
+      { metric: `${clients} clients: latency p50`, value: percentile(latencies, 0.5), unit: "ms" },
+      { metric: `${clients} clients: latency p99`, value: percentile(latencies, 0.99), unit: "ms" }
     )
   }
 
@@ -118,6 +129,12 @@ const program = Effect.gen(function*() {
   const achieved = total / ((performance.now() - rateStarted) / 1000)
   const confirmedLatencies = fixed.filter((r) => r.confirmed).map((r) => r.ms)
 
+  recordResults("transfers", [
+    ...metrics,
+    { metric: "100/s asked: achieved", value: achieved, unit: "transfers/s" },
+    { metric: "100/s asked: answered confirmed", value: confirmedLatencies.length / total, unit: "ratio" },
+    { metric: "100/s asked: p99 of those confirmed", value: percentile(confirmedLatencies, 0.99), unit: "ms", goal: "<= 250", headline: true }
+  ])
   const cpu = os.cpus()[0]?.model ?? "unknown CPU"
   process.stdout.write([
     `machine: ${os.cpus().length} vCPU ${cpu}, node ${process.version}, ${new Date().toISOString().slice(0, 10)}`,

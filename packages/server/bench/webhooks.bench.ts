@@ -4,7 +4,9 @@
  * (p50/p99), in the embedded mode (PGlite, in-process bus) and the distributed
  * mode (PostgreSQL + NATS JetStream, when both answer on this machine).
  *
- *   node --disable-warning=ExperimentalWarning bench/webhooks.bench.ts [embedded|nats]
+ *   node --disable-warning=ExperimentalWarning bench/webhooks.bench.ts [embedded|nats] [--no-record]
+ *
+ * Each mode's figures are appended to docs/benchmarks/results.jsonl (scripts/benchRecord.ts).
  *
  * Throughput: SUBSCRIPTIONS accounts with one subscription each get
  * EVENTS_PER_ACCOUNT events appended at once; deliveries/s counts from the
@@ -39,6 +41,7 @@ import { makeTestCa, removeTestCa } from "../test/support/webhooks-receiver.ts"
 import { confirmedEvent, EventsServicesLive, newAccount, newWebhook } from "../test/support/webhooks-services.ts"
 import { perTransfer, type StatementTotals, statementTable } from "./statementSummary.ts"
 import { percentile } from "./stats.ts"
+import { type Metric, recordResults } from "../../../scripts/benchRecord.ts"
 
 const subscriptions = Number(process.env["BENCH_SUBSCRIPTIONS"] ?? "50")
 const eventsPerAccount = Math.ceil(10_000 / subscriptions)
@@ -247,8 +250,17 @@ const runMode = (mode: "embedded" | "nats") =>
     }
   }).pipe(Effect.scoped)
 
-const modes = (process.argv[2] === undefined ? ["embedded", "nats"] : [process.argv[2]]) as Array<"embedded" | "nats">
+const modeArgument = process.argv.slice(2).find((arg) => arg !== "--no-record" && arg !== "--")
+const modes = (modeArgument === undefined ? ["embedded", "nats"] : [modeArgument]) as Array<"embedded" | "nats">
+const metrics: Array<Metric> = []
 for (const mode of modes) {
   const result = await Effect.runPromise(runMode(mode))
   console.log(JSON.stringify(result))
+  metrics.push(
+    { metric: `${mode}: deliveries/s`, value: result.deliveriesPerSecond, unit: "deliveries/s", headline: true },
+    { metric: `${mode}: commit → first attempt p50`, value: result.firstAttemptP50Ms, unit: "ms" },
+    { metric: `${mode}: commit → first attempt p99`, value: result.firstAttemptP99Ms, unit: "ms", headline: true }
+  )
 }
+// One run, both modes: recorded together so that the table shows them side by side.
+recordResults("webhooks", metrics)
