@@ -12,6 +12,7 @@ import { agentTransactionEvent, toAgentTransactionRecord } from "@pps/api/Agents
 import { makeId } from "../platform/Ids.ts"
 import * as Unavailable from "../platform/Unavailable.ts"
 import type { PreparedTransfer, TransfersContext } from "./context.ts"
+import { storedFieldsOf } from "./record.ts"
 
 /**
  * The associated data that binds a held standard transfer's sealed public amount to its row.
@@ -51,23 +52,12 @@ export const hold = Effect.fnUntraced(function*(
   } as const
   yield* context.sql.withTransaction(Effect.gen(function*() {
     yield* context.heldStore.insert({
+      ...storedFieldsOf(prepared),
       transactionId,
-      mode: prepared.mode,
       agentAccountId: prepared.sender.accountId,
       ownerAccountId,
-      transferId: prepared.transferId,
-      recipientAccountId: prepared.recipient.account?.accountId ?? null,
-      recipientAddress: prepared.recipient.address,
-      recipientDisplay: prepared.recipient.display,
-      asset: prepared.asset,
-      confidential: prepared.confidential,
-      apiKeyId: prepared.apiKeyId,
-      replayNonce: prepared.nonce,
-      sealedDigest: prepared.sealedDigest,
       fromKey: prepared.fromKey,
       toKey: prepared.toKey,
-      senderBox: prepared.boxes.sender,
-      recipientBox: prepared.boxes.recipient,
       guardianNote: prepared.boxes.guardian,
       publicAmountSealed: prepared.publicAmount === null
         ? null

@@ -97,6 +97,26 @@ const party = (account: Account): TransferParty => ({
 })
 
 /**
+ * What a transfer's row and a held transaction's row both keep of a sealed transfer.
+ *
+ * @since 0.1.0
+ */
+export const storedFieldsOf = (prepared: PreparedTransfer) => ({
+  transferId: prepared.transferId,
+  mode: prepared.mode,
+  recipientAccountId: prepared.recipient.account?.accountId ?? null,
+  recipientAddress: prepared.recipient.address,
+  recipientDisplay: prepared.recipient.display,
+  asset: prepared.asset,
+  confidential: prepared.confidential,
+  apiKeyId: prepared.apiKeyId,
+  replayNonce: prepared.nonce,
+  sealedDigest: prepared.sealedDigest,
+  senderBox: prepared.boxes.sender,
+  recipientBox: prepared.boxes.recipient
+})
+
+/**
  * The row of an attested transfer and its `transfer.initiated` events.
  *
  * @since 0.1.0
@@ -106,20 +126,9 @@ export const recordOf = (
   attested: { readonly deadlineSeconds: bigint; readonly ciphertext: string; readonly callData: Uint8Array; readonly createdAt: string }
 ): { readonly transfer: NewTransfer; readonly events: ReadonlyArray<EventInput> } => ({
   transfer: {
-    transferId: prepared.transferId,
-    mode: prepared.mode,
+    ...storedFieldsOf(prepared),
     senderAccountId: prepared.sender.accountId,
-    recipientAccountId: prepared.recipient.account?.accountId ?? null,
-    recipientAddress: prepared.recipient.address,
-    recipientDisplay: prepared.recipient.display,
-    asset: prepared.asset,
-    confidential: prepared.confidential,
-    apiKeyId: prepared.apiKeyId,
-    replayNonce: prepared.nonce,
     deadlineSeconds: attested.deadlineSeconds,
-    senderBox: prepared.boxes.sender,
-    recipientBox: prepared.boxes.recipient,
-    sealedDigest: prepared.sealedDigest,
     ciphertext: attested.ciphertext,
     callData: attested.callData,
     createdAt: attested.createdAt
