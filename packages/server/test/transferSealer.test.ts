@@ -2,13 +2,16 @@
  * `TransferSealer` (src/transfers/TransferSealer.ts): on the event loop and on its own thread it
  * seals boxes that open, for the right keys only, to the note and the amount with a fresh
  * randomness, bound to the transfer; a key that does not parse is a defect; a thread that is gone is
- * replaced at the next call.
+ * replaced at the next call, and the calls a dying thread had in flight are sealed on its replacement.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Backend, EncryptionKey, Note } from "@pps/crypto"
-import { Effect, Exit, Layer } from "effect"
+import { Effect, Exit, Fiber, Layer } from "effect"
 import type { Address } from "viem"
 import { hexToBytes } from "viem"
+import * as ThreadCalls from "@pps/guardian/ThreadCalls"
+import { Worker } from "node:worker_threads"
+import { type Call, describe as sealingThread, threadMarker } from "../src/transfers/sealingThread.ts"
 import { startSealingThread, threadLayer, TransferSealer } from "../src/transfers/TransferSealer.ts"
 
 const sender = EncryptionKey.generate()
@@ -103,5 +106,35 @@ describe("a transfer's boxes", () => {
       // The layer's scope ended: so did the thread it started.
       assert.isTrue(started[1]!.gone)
       assert.strictEqual(started[1]!.exitCode, 0, "closed, not terminated")
+    }))
+  it.effect("the calls a thread had in flight when it died are sealed on the thread that replaces it", () =>
+    Effect.gen(function*() {
+      const workers: Array<Worker> = []
+      // As startSealingThread, keeping each thread's Worker so that the test can kill it.
+      const layer = threadLayer(async () => {
+        const { exited, worker } = await ThreadCalls.startThread(
+          new Worker(new URL("../src/transfers/sealingThread.ts", import.meta.url), { workerData: { [threadMarker]: true } }),
+          sealingThread
+        )
+        workers.push(worker)
+        return new ThreadCalls.ThreadCalls<Call>(worker, exited, sealingThread, (message) => new Error(message))
+      })
+      yield* Effect.gen(function*() {
+        const sealer = yield* TransferSealer
+        const amounts = Array.from({ length: 40 }, (_, i) => BigInt(i + 1))
+        const sealing = yield* Effect.forkChild(
+          Effect.forEach(amounts, (amount) => sealer.seal(input(amount, "")), { concurrency: "unbounded" })
+        )
+        // Killed while the calls are in flight (forty sealings take far longer than this).
+        // (A timer of the process: `it.effect`'s clock is a TestClock.)
+        yield* Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, 2)))
+        yield* Effect.promise(() => workers[0]!.terminate())
+        const all = yield* Fiber.join(sealing)
+        assert.strictEqual(workers.length, 2, "one new thread")
+        for (const [index, boxes] of all.entries()) {
+          const opening = Note.openGuardianNote(guardian, boxes.guardian, context)
+          assert.isTrue(opening.ok && opening.value.amount === amounts[index])
+        }
+      }).pipe(Effect.provide(layer))
     }))
 })

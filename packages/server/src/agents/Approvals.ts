@@ -182,7 +182,10 @@ export class Approvals extends Context.Service<Approvals, {
       const decisionRecord = (transactionId: string) =>
         Effect.gen(function*() {
           const held = Option.getOrThrow(yield* store.findById(transactionId).pipe(Effect.orDie))
-          const transfer = held.status === "approved" ? yield* transfers.current(held.transfer_id) : Option.none()
+          // A replay resolver has no error channel: an outage dies typed, and the envelope answers it 503.
+          const transfer = held.status === "approved"
+            ? yield* transfers.current(held.transfer_id).pipe(Effect.catchTag("DependencyUnavailable", Effect.die))
+            : Option.none()
           return {
             status: 200,
             body: toAgentTransactionRecord(

@@ -19,9 +19,9 @@
  * cost the event loop 0.24-0.46 ms and the thread ~0.7 ms more than the sealing itself, most of
  * what the thread is for.
  *
- * A thread that dies fails the calls in flight (their requests answer 500; nothing is recorded
- * yet: a transfer is sealed before its nonce, its authorization and its record), and the next
- * call starts a new one. The amount crosses to the thread in the process's memory only, as it
+ * A thread that dies is replaced at the next call, and the calls it had in flight are made once
+ * more on its replacement (nothing is recorded yet: a transfer is sealed before its nonce, its
+ * authorization and its record); only a call whose second thread dies too fails (500). The amount crosses to the thread in the process's memory only, as it
  * is on the event loop: never logged, and no failure's message holds it.
  *
  * @since 0.9.0
@@ -84,10 +84,20 @@ export const threadLayer = (start: () => Promise<ThreadCalls.ThreadCalls<Call>>)
           : Effect.succeed(current)
       )
       const live = Effect.suspend(() => current.gone ? restart.withPermits(1)(replaced) : Effect.succeed(current))
+      const callOnce = (input: SealInput) =>
+        live.pipe(Effect.flatMap((calls) =>
+          Effect.tryPromise({
+            try: () => calls.call<Note.TransferBoxes | null>({ kind: "seal", input }),
+            catch: (cause) => ({ threadGone: calls.gone, cause })
+          })
+        ))
       return {
         seal: (input) =>
-          live.pipe(
-            Effect.flatMap((calls) => Effect.promise(() => calls.call<Note.TransferBoxes | null>({ kind: "seal", input }))),
+          callOnce(input).pipe(
+            // The thread died with this call in flight: sealing is pure and nothing is recorded
+            // yet, so the call is made once more, on the thread that replaces it.
+            Effect.catch((failure) => failure.threadGone ? callOnce(input) : Effect.fail(failure)),
+            Effect.catch((failure) => Effect.die(failure.cause)),
             Effect.flatMap((boxes) => boxes === null ? Effect.die(new Error(unparsedKey)) : Effect.succeed(boxes))
           )
       }

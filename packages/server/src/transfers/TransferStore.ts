@@ -10,6 +10,7 @@ import { Mode } from "@pps/api/ApiKeys"
 import { AssetName, TransferStatus } from "@pps/api/Transfers"
 import { SqlValues } from "@pps/guardian"
 import { withoutWaitingForDisk } from "../platform/CommitDurability.ts"
+import * as Invariant from "../platform/Invariant.ts"
 
 const TransferRow = Schema.Struct({
   transfer_id: Schema.String,
@@ -106,7 +107,7 @@ const viewedParties = (n: number) => `(SELECT account_id FROM accounts WHERE acc
 /**
  * Replay nonces are taken from `transfer_nonces` this many at a time per account and handed out
  * from memory, as a database sequence caches values: one statement per this many transfers
- * instead of one per transfer (issue 16). The nonces of a block not used up (a restart, another
+ * instead of one per transfer (a round trip per transfer is what a transfer costs the database). The nonces of a block not used up (a restart, another
  * node's block, a race) are skipped, which costs nothing: the contract keeps a bitmap of used
  * nonces per sender, not a counter, so any unused nonce is valid and none is ever used twice.
  */
@@ -185,87 +186,11 @@ export class TransferStore extends Context.Service<TransferStore, {
     TransferStore,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      /** This node's reserved replay nonces per account and mode: the next to hand out, and the end. */
-      const nonceBlocks = new Map<string, { next: bigint; end: bigint }>()
-      const decode = (rows: ReadonlyArray<unknown>) =>
-        // A row that does not decode breaks our own schema: a defect.
-        Schema.decodeUnknownEffect(Schema.Array(TransferRow))(rows).pipe(Effect.orDie)
-      // Settlements the guardian confirmed are marked together: the completions of one block
-      // (the outcome stream's, concurrent creates', the recovery round's) each ask at once, and
-      // the requests issued in the same turn become one UPDATE (Effect's request batching)
-      // instead of one statement each. Each caller is answered once the statement that holds
-      // its row ran.
-      const guardianSettled = RequestResolver.batchN(
-        SqlResolver.void({
-          Request: Schema.String,
-          // Lost in a crash, the recovery round settles again (the guardian decides a transfer once).
-          execute: (transferIds) =>
-            withoutWaitingForDisk(sql, sql`UPDATE transfers SET guardian_settled = true WHERE ${sql.in("transfer_id", transferIds)}`)
-        }),
-        // Bounds the statement shapes it prepares (one per list length).
-        64
-      )
+      const state: StoreState = { sql, nonceBlocks: new Map(), guardianSettled: guardianSettledResolver(sql) }
       return TransferStore.of({
-        nextNonce: (accountId, mode) =>
-          Effect.suspend(() => {
-            const key = `${mode}:${accountId}`
-            const block = nonceBlocks.get(key)
-            if (block !== undefined && block.next < block.end) return Effect.succeed(block.next++)
-            return sql<{ first: string }>`
-              INSERT INTO transfer_nonces (account_id, mode, next_nonce) VALUES (${accountId}, ${mode}, ${nonceBlockSize})
-              ON CONFLICT (account_id, mode) DO UPDATE SET next_nonce = transfer_nonces.next_nonce + ${nonceBlockSize}
-              RETURNING (next_nonce - ${nonceBlockSize})::text AS first`.pipe(Effect.map((rows) => {
-              const first = BigInt(rows[0]!.first)
-              // A concurrent reservation for the same account may replace this block: the rest of
-              // the replaced one is skipped, never handed out twice.
-              if (nonceBlocks.size >= nonceBlocksMax) nonceBlocks.clear()
-              nonceBlocks.set(key, { next: first + 1n, end: first + BigInt(nonceBlockSize) })
-              return first
-            }))
-          }),
-        sealedAttempt: (attempt, fresh) =>
-          Effect.gen(function*() {
-            const recorded = () =>
-              sql<{ replay_nonce: string; deadline_seconds: string }>`
-                SELECT replay_nonce, deadline_seconds FROM sealed_attempts
-                WHERE transfer_id = ${attempt.transferId} AND sender_account_id = ${attempt.senderAccountId}`.pipe(
-                Effect.map((rows) => rows[0])
-              )
-            const first = yield* recorded()
-            if (first !== undefined) return { nonce: BigInt(first.replay_nonce), deadlineSeconds: BigInt(first.deadline_seconds) }
-            const made = yield* fresh
-            yield* sql`
-              INSERT INTO sealed_attempts (transfer_id, sender_account_id, replay_nonce, deadline_seconds)
-              VALUES (${attempt.transferId}, ${attempt.senderAccountId}, ${made.nonce.toString()}, ${made.deadlineSeconds.toString()})
-              ON CONFLICT (transfer_id) DO NOTHING`
-            const stands = yield* recorded()
-            // The prepare token binds the transfer id to its sender, so the row is this sender's.
-            return stands === undefined ? made : { nonce: BigInt(stands.replay_nonce), deadlineSeconds: BigInt(stands.deadline_seconds) }
-          }),
-        insert: (transfers) =>
-          transfers.length === 0 ? Effect.void : sql`
-            INSERT INTO transfers ${
-            sql.insert(transfers.map((t): Record<string, unknown> => ({
-              transfer_id: t.transferId,
-              mode: t.mode,
-              sender_account_id: t.senderAccountId,
-              recipient_account_id: t.recipientAccountId,
-              recipient_address: t.recipientAddress,
-              recipient_display: t.recipientDisplay,
-              asset: t.asset,
-              confidential: t.confidential,
-              status: "pending",
-              api_key_id: t.apiKeyId,
-              replay_nonce: t.replayNonce.toString(),
-              deadline_seconds: t.deadlineSeconds.toString(),
-              sender_box: t.senderBox,
-              recipient_box: t.recipientBox,
-              sealed_digest: t.sealedDigest,
-              ciphertext: t.ciphertext,
-              call_data: t.callData,
-              created_at: t.createdAt
-            })) as [Record<string, unknown>, ...Array<Record<string, unknown>>])
-          }`.pipe(Effect.asVoid),
+        nextNonce: (accountId, mode) => nextNonce(state, accountId, mode),
+        sealedAttempt: (attempt, fresh) => sealedAttempt(sql, attempt, fresh),
+        insert: (transfers) => insert(sql, transfers),
         findForAccount: (transferId, accountId, mode) =>
           sql.unsafe(
             `SELECT ${columns} ${parties}
@@ -274,81 +199,23 @@ export class TransferStore extends Context.Service<TransferStore, {
             [transferId, mode, accountId]
           ).pipe(Effect.flatMap(decode), Effect.map((rows) => Option.fromNullishOr(rows[0]))),
         findById: (transferId) =>
-          sql.unsafe(
-            `SELECT ${columns} ${parties} WHERE t.transfer_id = $1`,
-            [transferId]
-          ).pipe(Effect.flatMap(decode), Effect.map((rows) => Option.fromNullishOr(rows[0]))),
+          sql.unsafe(`SELECT ${columns} ${parties} WHERE t.transfer_id = $1`, [transferId]).pipe(
+            Effect.flatMap(decode),
+            Effect.map((rows) => Option.fromNullishOr(rows[0]))
+          ),
         idTaken: (transferId) =>
           sql<{ taken: number }>`
             SELECT 1 AS taken FROM transfers WHERE transfer_id = ${transferId}
             UNION ALL SELECT 1 AS taken FROM agent_transactions WHERE transfer_id = ${transferId}
             LIMIT 1`.pipe(Effect.map((rows) => rows.length > 0)),
-        boxes: (transferId) =>
-          sql<{ sender_box: Uint8Array; recipient_box: Uint8Array; call_data: Uint8Array }>`
-            SELECT sender_box, recipient_box, call_data FROM transfers WHERE transfer_id = ${transferId}`.pipe(
-            Effect.map((rows) =>
-              Option.map(Option.fromNullishOr(rows[0]), (row) => ({
-                senderBox: new Uint8Array(row.sender_box),
-                recipientBox: new Uint8Array(row.recipient_box),
-                callData: new Uint8Array(row.call_data)
-              }))
-            )
-          ),
-        list: (q) => {
-          const params: Array<unknown> = [q.accountId, q.mode]
-          const where = [
-            q.includeAgents
-              ? `(t.sender_account_id IN ${viewedParties(1)} OR t.recipient_account_id IN ${viewedParties(1)})`
-              : "(t.sender_account_id = $1 OR t.recipient_account_id = $1)",
-            "t.mode = $2"
-          ]
-          if (q.status !== undefined) {
-            params.push(q.status)
-            where.push(`t.status = $${params.length}`)
-          }
-          if (q.createdAfter !== undefined) {
-            params.push(q.createdAfter)
-            where.push(`t.created_at > $${params.length}::timestamptz`)
-          }
-          if (q.createdBefore !== undefined) {
-            params.push(q.createdBefore)
-            where.push(`t.created_at < $${params.length}::timestamptz`)
-          }
-          params.push(q.limit + 1, q.offset)
-          return sql.unsafe(
-            `SELECT ${columns} ${parties}
-             WHERE ${where.join(" AND ")}
-             ORDER BY t.created_at DESC, t.transfer_id DESC
-             LIMIT $${params.length - 1} OFFSET $${params.length}`,
-            params
-          ).pipe(Effect.flatMap(decode))
-        },
-        finish: (outcomes) => {
-          if (outcomes.length === 0) return Effect.succeed([])
-          // The outcomes as a VALUES list: the planner knows their number and finds each
-          // transfer by its primary key.
-          // In id order: two nodes ending overlapping sets lock the rows in the same order.
-          const sorted = [...outcomes].sort((a, b) => (a.transferId < b.transferId ? -1 : a.transferId > b.transferId ? 1 : 0))
-          const values = SqlValues.valuesPlaceholders(sorted.length, ["::text", "::text", "::text", "::bigint"])
-          return sql.unsafe(
-            `WITH t AS (
-               UPDATE transfers SET status = v.status, tx_hash = COALESCE(v.tx_hash, transfers.tx_hash),
-                 confirmed_at = CASE WHEN v.block_timestamp IS NULL THEN NULL
-                   ELSE GREATEST(to_timestamp(v.block_timestamp), transfers.created_at) END
-               FROM (VALUES ${values}) AS v (transfer_id, status, tx_hash, block_timestamp)
-               WHERE transfers.transfer_id = v.transfer_id AND transfers.status = 'pending'
-               RETURNING transfers.*)
-             SELECT ${columns} FROM t ${partiesJoin}`,
-            sorted.flatMap((outcome) => [
-              outcome.transferId,
-              outcome.status,
-              outcome.txHash,
-              outcome.blockTimestampSeconds?.toString() ?? null
-            ])
-          ).pipe(Effect.flatMap(decode))
-        },
+        boxes: (transferId) => boxes(sql, transferId),
+        list: (query) => list(sql, query),
+        finish: (outcomes) => finish(sql, outcomes),
         markGuardianSettled: (transferId) =>
-          SqlResolver.request(transferId, guardianSettled).pipe(Effect.catchTag("SchemaError", Effect.die)),
+          SqlResolver.request(transferId, state.guardianSettled).pipe(
+            Effect.catchTag("SchemaError", (cause) =>
+              Effect.die(new Invariant.InvariantViolation({ invariant: "a transfer id encodes as a string", cause })))
+          ),
         unfinished: (mode, createdBefore) =>
           sql.unsafe(
             `SELECT ${columns} ${parties}
@@ -360,4 +227,170 @@ export class TransferStore extends Context.Service<TransferStore, {
       })
     })
   )
+}
+
+/** What the store's queries share: the client, and this node's nonce blocks and settled marks. */
+interface StoreState {
+  readonly sql: SqlClient.SqlClient
+  /** This node's reserved replay nonces per account and mode: the next to hand out, and the end. */
+  readonly nonceBlocks: Map<string, { next: bigint; end: bigint }>
+  readonly guardianSettled: RequestResolver.RequestResolver<SqlResolver.SqlRequest<string, void, SqlError.SqlError, never>>
+}
+
+const decode = (rows: ReadonlyArray<unknown>) =>
+  Schema.decodeUnknownEffect(Schema.Array(TransferRow))(rows).pipe(
+    Invariant.orDie("a transfers row decodes as TransferRow (the schema follows the table's migrations)")
+  )
+
+/**
+ * Settlements the guardian confirmed are marked together: the completions of one block (the
+ * outcome stream's, concurrent creates', the recovery round's) each ask at once, and the requests
+ * issued in the same turn become one UPDATE (Effect's request batching) instead of one statement
+ * each. Each caller is answered once the statement that holds its row ran.
+ */
+const guardianSettledResolver = (sql: SqlClient.SqlClient) =>
+  RequestResolver.batchN(
+    SqlResolver.void({
+      Request: Schema.String,
+      // Lost in a crash, the recovery round settles again (the guardian decides a transfer once).
+      execute: (transferIds) =>
+        withoutWaitingForDisk(sql, sql`UPDATE transfers SET guardian_settled = true WHERE ${sql.in("transfer_id", transferIds)}`)
+    }),
+    // Bounds the statement shapes it prepares (one per list length).
+    64
+  )
+
+const nextNonce = (state: StoreState, accountId: string, mode: Mode) =>
+  Effect.suspend(() => {
+    const { nonceBlocks, sql } = state
+    const key = `${mode}:${accountId}`
+    const block = nonceBlocks.get(key)
+    if (block !== undefined && block.next < block.end) return Effect.succeed(block.next++)
+    return sql<{ first: string }>`
+      INSERT INTO transfer_nonces (account_id, mode, next_nonce) VALUES (${accountId}, ${mode}, ${nonceBlockSize})
+      ON CONFLICT (account_id, mode) DO UPDATE SET next_nonce = transfer_nonces.next_nonce + ${nonceBlockSize}
+      RETURNING (next_nonce - ${nonceBlockSize})::text AS first`.pipe(Effect.map((rows) => {
+      const first = BigInt(rows[0]!.first)
+      // A concurrent reservation for the same account may replace this block: the rest of
+      // the replaced one is skipped, never handed out twice.
+      if (nonceBlocks.size >= nonceBlocksMax) nonceBlocks.clear()
+      nonceBlocks.set(key, { next: first + 1n, end: first + BigInt(nonceBlockSize) })
+      return first
+    }))
+  })
+
+const sealedAttempt = (
+  sql: SqlClient.SqlClient,
+  attempt: { readonly transferId: string; readonly senderAccountId: string },
+  fresh: Effect.Effect<SealedAttempt, SqlError.SqlError>
+) =>
+  Effect.gen(function*() {
+    const recorded = () =>
+      sql<{ replay_nonce: string; deadline_seconds: string }>`
+        SELECT replay_nonce, deadline_seconds FROM sealed_attempts
+        WHERE transfer_id = ${attempt.transferId} AND sender_account_id = ${attempt.senderAccountId}`.pipe(
+        Effect.map((rows) => rows[0])
+      )
+    const first = yield* recorded()
+    if (first !== undefined) return { nonce: BigInt(first.replay_nonce), deadlineSeconds: BigInt(first.deadline_seconds) }
+    const made = yield* fresh
+    yield* sql`
+      INSERT INTO sealed_attempts (transfer_id, sender_account_id, replay_nonce, deadline_seconds)
+      VALUES (${attempt.transferId}, ${attempt.senderAccountId}, ${made.nonce.toString()}, ${made.deadlineSeconds.toString()})
+      ON CONFLICT (transfer_id) DO NOTHING`
+    const stands = yield* recorded()
+    // The prepare token binds the transfer id to its sender, so the row is this sender's.
+    return stands === undefined ? made : { nonce: BigInt(stands.replay_nonce), deadlineSeconds: BigInt(stands.deadline_seconds) }
+  })
+
+const insert = (sql: SqlClient.SqlClient, transfers: ReadonlyArray<NewTransfer>) =>
+  transfers.length === 0 ? Effect.void : sql`
+    INSERT INTO transfers ${
+    sql.insert(transfers.map((t): Record<string, unknown> => ({
+      transfer_id: t.transferId,
+      mode: t.mode,
+      sender_account_id: t.senderAccountId,
+      recipient_account_id: t.recipientAccountId,
+      recipient_address: t.recipientAddress,
+      recipient_display: t.recipientDisplay,
+      asset: t.asset,
+      confidential: t.confidential,
+      status: "pending",
+      api_key_id: t.apiKeyId,
+      replay_nonce: t.replayNonce.toString(),
+      deadline_seconds: t.deadlineSeconds.toString(),
+      sender_box: t.senderBox,
+      recipient_box: t.recipientBox,
+      sealed_digest: t.sealedDigest,
+      ciphertext: t.ciphertext,
+      call_data: t.callData,
+      created_at: t.createdAt
+    })) as [Record<string, unknown>, ...Array<Record<string, unknown>>])
+  }`.pipe(Effect.asVoid)
+
+const boxes = (sql: SqlClient.SqlClient, transferId: string) =>
+  sql<{ sender_box: Uint8Array; recipient_box: Uint8Array; call_data: Uint8Array }>`
+    SELECT sender_box, recipient_box, call_data FROM transfers WHERE transfer_id = ${transferId}`.pipe(
+    Effect.map((rows) =>
+      Option.map(Option.fromNullishOr(rows[0]), (row) => ({
+        senderBox: new Uint8Array(row.sender_box),
+        recipientBox: new Uint8Array(row.recipient_box),
+        callData: new Uint8Array(row.call_data)
+      }))
+    )
+  )
+
+const list = (sql: SqlClient.SqlClient, q: ListQuery) => {
+  const params: Array<unknown> = [q.accountId, q.mode]
+  const where = [
+    q.includeAgents
+      ? `(t.sender_account_id IN ${viewedParties(1)} OR t.recipient_account_id IN ${viewedParties(1)})`
+      : "(t.sender_account_id = $1 OR t.recipient_account_id = $1)",
+    "t.mode = $2"
+  ]
+  if (q.status !== undefined) {
+    params.push(q.status)
+    where.push(`t.status = $${params.length}`)
+  }
+  if (q.createdAfter !== undefined) {
+    params.push(q.createdAfter)
+    where.push(`t.created_at > $${params.length}::timestamptz`)
+  }
+  if (q.createdBefore !== undefined) {
+    params.push(q.createdBefore)
+    where.push(`t.created_at < $${params.length}::timestamptz`)
+  }
+  params.push(q.limit + 1, q.offset)
+  return sql.unsafe(
+    `SELECT ${columns} ${parties}
+     WHERE ${where.join(" AND ")}
+     ORDER BY t.created_at DESC, t.transfer_id DESC
+     LIMIT $${params.length - 1} OFFSET $${params.length}`,
+    params
+  ).pipe(Effect.flatMap(decode))
+}
+
+const finish = (sql: SqlClient.SqlClient, outcomes: ReadonlyArray<TransferOutcome>) => {
+  if (outcomes.length === 0) return Effect.succeed([])
+  // The outcomes as a VALUES list: the planner knows their number and finds each
+  // transfer by its primary key.
+  // In id order: two nodes ending overlapping sets lock the rows in the same order.
+  const sorted = [...outcomes].sort((a, b) => (a.transferId < b.transferId ? -1 : a.transferId > b.transferId ? 1 : 0))
+  const values = SqlValues.valuesPlaceholders(sorted.length, ["::text", "::text", "::text", "::bigint"])
+  return sql.unsafe(
+    `WITH t AS (
+       UPDATE transfers SET status = v.status, tx_hash = COALESCE(v.tx_hash, transfers.tx_hash),
+         confirmed_at = CASE WHEN v.block_timestamp IS NULL THEN NULL
+           ELSE GREATEST(to_timestamp(v.block_timestamp), transfers.created_at) END
+       FROM (VALUES ${values}) AS v (transfer_id, status, tx_hash, block_timestamp)
+       WHERE transfers.transfer_id = v.transfer_id AND transfers.status = 'pending'
+       RETURNING transfers.*)
+     SELECT ${columns} FROM t ${partiesJoin}`,
+    sorted.flatMap((outcome) => [
+      outcome.transferId,
+      outcome.status,
+      outcome.txHash,
+      outcome.blockTimestampSeconds?.toString() ?? null
+    ])
+  ).pipe(Effect.flatMap(decode))
 }

@@ -9,6 +9,8 @@ import { bytesToHex } from "viem"
 import { CurrentPrincipal, PublicApi } from "@pps/api/Api"
 import { InvalidRequest, TransferNotFound } from "@pps/api/Errors"
 import { pageLimitDefault } from "@pps/api/Page"
+import * as Invariant from "../platform/Invariant.ts"
+import * as Unavailable from "../platform/Unavailable.ts"
 import { Settlement } from "../settlement/Settlement.ts"
 import { confidentialTokenOf } from "../settlement/Chains.ts"
 import { TransferStatus } from "@pps/api/Transfers"
@@ -99,7 +101,8 @@ export const TransfersHttpLive = HttpApiBuilder.group(PublicApi, "transfers", (h
           const principal = yield* CurrentPrincipal
           const parsed = yield* parseListQuery(query)
           const rows = yield* store.list({ accountId: principal.accountId, mode: principal.mode, ...parsed }).pipe(
-            Effect.orDie
+            Unavailable.database("Transfers.list"),
+            Unavailable.answerServiceUnavailable
           )
           return {
             data: rows.slice(0, parsed.limit).map((t) => transfers.record(t, principal.accountId)),
@@ -112,11 +115,18 @@ export const TransfersHttpLive = HttpApiBuilder.group(PublicApi, "transfers", (h
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
           const t = yield* store.findForAccount(params.transfer_id, principal.accountId, principal.mode).pipe(
-            Effect.orDie,
+            Unavailable.database("Transfers.sealed"),
+            Unavailable.answerServiceUnavailable,
             Effect.flatMap(Option.match({ onNone: () => Effect.fail(TransferNotFound.of()), onSome: Effect.succeed }))
           )
-          const boxes = Option.getOrThrow(yield* store.boxes(t.transfer_id).pipe(Effect.orDie))
-          const chain = Option.getOrThrow(settlement.chain(t.mode))
+          const boxes = yield* store.boxes(t.transfer_id).pipe(
+            Unavailable.database("Transfers.sealed"),
+            Unavailable.answerServiceUnavailable,
+            Effect.flatMap(Invariant.some("a transfer's row holds its boxes"))
+          )
+          const chain = yield* Invariant.some("a transfer's mode has a chain (transfers are created only in a mode with one)")(
+            settlement.chain(t.mode)
+          )
           // An owner reads its agent's copy: the agent's boxes are sealed to the owner's key.
           const role = transfers.record(t, principal.accountId).direction === "sent" ? "sender" as const : "recipient" as const
           const ciphertext = JSON.parse(t.ciphertext) as { commitment: string; fromHandle: string; toHandle?: string }

@@ -1,0 +1,186 @@
+/**
+ * Step 3, authorize, and the record it leads to: the guardian's decision on a sealed transfer
+ * and, when it attests, the transfer's record (record.ts). This is the one place a transfer is
+ * attested and recorded, for a new transfer and for an approved held one alike.
+ *
+ * The guardian opens its box, computes the ciphertext, checks an agent's limits, the balance and
+ * the approval threshold, reserves, and signs the attestation, or answers a policy violation
+ * (403), insufficient balance (402), or "hold for approval" (nothing reserved or signed).
+ *
+ * @since 0.1.0
+ */
+import { type Domain as GuardianDomain, SpanLog } from "@pps/guardian"
+import { Clock, DateTime, Effect } from "effect"
+import { bytesToHex, type Hex, hexToBytes } from "viem"
+import { InsufficientBalance, InvalidRequest, PolicyViolation, PreparedTransferUsed, ServiceUnavailable } from "@pps/api/Errors"
+import { InvariantViolation } from "../platform/Invariant.ts"
+import * as Unavailable from "../platform/Unavailable.ts"
+import { confidentialTransferCall, publicTransferCall } from "../settlement/calls.ts"
+import type { SubmissionRequest } from "../settlement/domain.ts"
+import type { PreparedTransfer, TransfersContext } from "./context.ts"
+import { recordOf, type RecordWrite } from "./record.ts"
+import { transferSubmission } from "./submission.ts"
+
+/**
+ * What the authorize step ends with: recorded (the attested call to submit), or held for the
+ * owner's approval (the amount the guardian read, sealed to the owner's key).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Authorization =
+  | { readonly _tag: "Recorded"; readonly submission: SubmissionRequest }
+  | { readonly _tag: "Hold"; readonly sealedAmount: Hex }
+
+/**
+ * The guardian's decision on a sealed transfer and, when it attests, `write`: the transfer row,
+ * its `transfer.initiated` events and its chain submission (the attested call, `recorded`,
+ * signed by the submit step once this commits).
+ *
+ * Not interruptible: once the guardian is asked, its decision commits there whether or
+ * not this request is still wanted (a reservation under the transfer's id), so a client
+ * that hangs up must not cut the step between that decision and the row that records
+ * it, or the reservation would hold the sender's funds until its deadline with no
+ * transfer to settle it, and the client's retry would find them gone (402). The wait is
+ * bounded by the guardian client's timeout.
+ *
+ * @since 0.1.0
+ */
+export const authorizeAndRecord = <E>(
+  context: TransfersContext,
+  prepared: PreparedTransfer,
+  deadlineSeconds: bigint,
+  agent: GuardianDomain.AuthorizeRequest["agent"],
+  write: RecordWrite<E>
+) =>
+  Effect.gen(function*() {
+    const decision = yield* askGuardian(context, prepared, deadlineSeconds, agent)
+    const authorized = yield* authorizedOrHold(prepared, decision)
+    if (authorized._tag === "Hold") return authorized
+    const callData = attestedCall(prepared, authorized)
+    const submission = transferSubmission({
+      transferId: prepared.transferId,
+      mode: prepared.mode,
+      confidential: prepared.confidential,
+      contract: prepared.contract,
+      callData,
+      deadlineSeconds: authorized.deadline,
+      sender: prepared.senderAddress,
+      nonce: prepared.nonce
+    })
+    const { events, transfer } = recordOf(prepared, {
+      deadlineSeconds: authorized.deadline,
+      ciphertext: JSON.stringify(authorized.ciphertext),
+      callData: hexToBytes(callData),
+      createdAt: DateTime.formatIso(DateTime.makeUnsafe(yield* Clock.currentTimeMillis))
+    })
+    yield* write(transfer, events, submission).pipe(Unavailable.database("Transfers.record"), SpanLog.stage("Transfers.record"))
+    return { _tag: "Recorded", submission } satisfies Authorization
+  }).pipe(Effect.uninterruptible)
+
+/** The guardian's answer; its outage (or a call it did not answer) is 503, retry later. */
+const askGuardian = (
+  context: TransfersContext,
+  prepared: PreparedTransfer,
+  deadlineSeconds: bigint,
+  agent: GuardianDomain.AuthorizeRequest["agent"]
+) =>
+  context.guardian.authorize({
+    transferId: prepared.bindingId,
+    chainId: BigInt(prepared.chainId),
+    contract: prepared.contract,
+    kind: prepared.confidential ? "confidential" : "public",
+    from: prepared.senderAddress,
+    to: prepared.recipient.address,
+    fromKey: bytesToHex(prepared.fromKey),
+    ...(prepared.confidential
+      ? { toKey: bytesToHex(prepared.toKey!), sealedDigest: prepared.sealedDigest }
+      : { amount: prepared.publicAmount! }),
+    nonce: prepared.nonce,
+    deadline: deadlineSeconds,
+    guardianNote: bytesToHex(prepared.boxes.guardian),
+    apiKey: prepared.apiKeyId,
+    ...(agent === undefined ? {} : { agent })
+  }).pipe(Effect.catch((error) =>
+    Effect.logError("guardian unavailable", error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
+  ))
+
+/** The guardian's attestation, or its hold; every other answer as the API's error. */
+const authorizedOrHold = (prepared: PreparedTransfer, decision: GuardianDomain.AuthorizeResult) => {
+  switch (decision._tag) {
+    case "Authorized":
+      return Effect.succeed(decision)
+    case "InsufficientBalance":
+      return Effect.fail(InsufficientBalance.of())
+    case "PolicyViolation":
+      return Effect.fail(PolicyViolation.of(decision.reason))
+    case "HoldForApproval":
+      return Effect.succeed({ _tag: "Hold", sealedAmount: decision.sealedAmount as Hex } as const)
+    case "Refused":
+      return refusal(prepared, decision.reason)
+  }
+}
+
+/**
+ * A refusal as the API answers it. A client-sealed box that does not open is the client's
+ * mistake (400). A frozen account (books disagree with the chain), or an approval retried after
+ * its first attestation's deadline (the guardian keeps that reservation until it expires), is a
+ * state that passes: 503, retry later. Any other refusal is a fault of our own request.
+ */
+const refusal = (prepared: PreparedTransfer, reason: GuardianDomain.RefusedReason) => {
+  if (prepared.clientSealed && (reason === "note_invalid" || reason === "amount_zero")) {
+    return Effect.fail(InvalidRequest.of(
+      reason === "amount_zero"
+        ? "The sealed amount must be above 0."
+        : "`sealed.guardian` does not open as the guardian's note for this prepared transfer (wrong key, binding or format).",
+      { param: "sealed.guardian" }
+    ))
+  }
+  if (prepared.clientSealed && reason === "transfer_id_reused") return Effect.fail(PreparedTransferUsed.of(prepared.transferId))
+  if (reason === "account_frozen" || reason === "transfer_id_reused") {
+    return Effect.logWarning("guardian refused a transfer for now").pipe(
+      Effect.annotateLogs({ transfer_id: prepared.transferId, reason }),
+      Effect.andThen(Effect.fail(ServiceUnavailable.of()))
+    )
+  }
+  return Effect.logError("guardian refused a transfer").pipe(
+    Effect.annotateLogs({ transfer_id: prepared.transferId, reason }),
+    Effect.andThen(Effect.die(
+      new InvariantViolation({
+        invariant: "the guardian refuses a server-sealed transfer only for a frozen account or a reused transfer id",
+        cause: `guardian refused: ${reason}`
+      })
+    ))
+  )
+}
+
+/** The attested call: the contract's confidential or public transfer, with the guardian's signature. */
+const attestedCall = (prepared: PreparedTransfer, authorized: GuardianDomain.Authorized): Hex => {
+  const { ciphertext } = authorized
+  return prepared.confidential
+    ? confidentialTransferCall({
+      from: prepared.senderAddress,
+      to: prepared.recipient.address,
+      transferId: prepared.bindingId,
+      nonce: prepared.nonce,
+      ciphertext: {
+        commitment: hexToBytes(ciphertext.commitment as Hex),
+        fromHandle: hexToBytes(ciphertext.fromHandle as Hex),
+        toHandle: hexToBytes(ciphertext.toHandle! as Hex),
+        guardianHandle: hexToBytes(ciphertext.guardianHandle as Hex)
+      },
+      sealedDigest: prepared.sealedDigest,
+      deadlineSeconds: authorized.deadline
+    }, authorized.signature as Hex)
+    : publicTransferCall({
+      from: prepared.senderAddress,
+      to: prepared.recipient.address,
+      transferId: prepared.bindingId,
+      nonce: prepared.nonce,
+      amount: prepared.publicAmount!,
+      commitment: hexToBytes(ciphertext.commitment as Hex),
+      fromHandle: hexToBytes(ciphertext.fromHandle as Hex),
+      guardianHandle: hexToBytes(ciphertext.guardianHandle as Hex),
+      deadlineSeconds: authorized.deadline
+    }, authorized.signature as Hex)
+}
