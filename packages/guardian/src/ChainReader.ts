@@ -27,6 +27,7 @@ import {
   type PublicClient
 } from "viem"
 import { GuardianError } from "./Domain.ts"
+import { InvariantViolation } from "./internal/Invariant.ts"
 
 /**
  * An encrypted balance as the contract stores it: three 64-byte EVM encodings.
@@ -186,7 +187,7 @@ const positionOf = (log: {
   readonly transactionHash: Hash | null
 }): LogPosition => {
   if (log.blockNumber === null || log.logIndex === null || log.transactionHash === null) {
-    throw new Error("invariant violated: a mined log without its position")
+    throw new InvariantViolation({ invariant: "a log read by block range is mined: it has its block, index and transaction" })
   }
   return { blockNumber: log.blockNumber, logIndex: log.logIndex, txHash: log.transactionHash }
 }
@@ -218,6 +219,141 @@ const chainFailure = (what: string) => (cause: unknown) =>
     message: `${what} failed: ${cause instanceof Error ? cause.message.split("\n")[0] : String(cause)}`
   })
 
+const abi = ConfidentialTokenArtifact.abi
+
+/** The reader's context: one viem client per chain the guardian has an endpoint for, built once by the layer. */
+interface ChainReaderContext {
+  readonly clients: ReadonlyMap<bigint, PublicClient>
+}
+
+const clientOf = ({ clients }: ChainReaderContext, chainId: bigint): Effect.Effect<PublicClient, GuardianError> => {
+  const client = clients.get(chainId)
+  return client === undefined
+    ? Effect.fail(new GuardianError({ reason: "chain", message: `no RPC endpoint for chain ${chainId}` }))
+    : Effect.succeed(client)
+}
+
+/** Runs `read` on the chain's client; a rejection is a `GuardianError { reason: "chain" }` naming `what`. */
+const readChain = <A>(context: ChainReaderContext, chainId: bigint, what: string, read: (client: PublicClient) => Promise<A>) =>
+  Effect.flatMap(clientOf(context, chainId), (client) => Effect.tryPromise({ try: () => read(client), catch: chainFailure(what) }))
+
+const headAt = (context: ChainReaderContext, chainId: bigint, depth: number): Effect.Effect<ChainHead, GuardianError> =>
+  readChain(context, chainId, "reading the latest block", async (client) => {
+    const latest = await client.getBlock({ blockTag: "latest" })
+    if (depth <= 0) return latest
+    const deep = latest.number - BigInt(depth)
+    return client.getBlock({ blockNumber: deep > 0n ? deep : 0n })
+  }).pipe(Effect.map((block) => ({ blockNumber: block.number, timestampSeconds: block.timestamp })))
+
+const encryptedBalance = (context: ChainReaderContext, chainId: bigint, contract: Address, account: Address, blockNumber: bigint) =>
+  readChain(context, chainId, "encryptedBalanceOf", (client) =>
+    client.readContract({
+      address: getAddress(contract),
+      abi,
+      functionName: "encryptedBalanceOf",
+      args: [getAddress(account)],
+      blockNumber
+    })).pipe(Effect.map((balance): EncryptedBalance => ({
+      commitment: pointBytes(balance.commitment),
+      ownerHandle: pointBytes(balance.ownerHandle),
+      guardianHandle: pointBytes(balance.guardianHandle)
+    })))
+
+const isNonceUsed = (context: ChainReaderContext, chainId: bigint, contract: Address, sender: Address, nonce: bigint, blockNumber: bigint) =>
+  readChain(context, chainId, "isNonceUsed", (client) =>
+    client.readContract({
+      address: getAddress(contract),
+      abi,
+      functionName: "isNonceUsed",
+      args: [getAddress(sender), nonce],
+      blockNumber
+    }))
+
+const encryptionKeyOf = (context: ChainReaderContext, chainId: bigint, contract: Address, account: Address) =>
+  readChain(context, chainId, "encryptionKeyOf", (client) =>
+    client.readContract({
+      address: getAddress(contract),
+      abi,
+      functionName: "encryptionKeyOf",
+      args: [getAddress(account)]
+    })).pipe(Effect.map((key) => (key.x === 0n && key.y === 0n ? undefined : pointBytes(key))))
+
+const appointments = (context: ChainReaderContext, chainId: bigint, signer: Address, fromBlock: bigint, toBlock: bigint) =>
+  readChain(context, chainId, "reading GuardianRotated logs", (client) =>
+    client.getLogs({ event: guardianRotatedEvent, args: { newSigner: getAddress(signer) }, fromBlock, toBlock, strict: true })).pipe(
+      Effect.map((logs) => logs.map((log): Appointment => ({ ...positionOf(log), contract: getAddress(log.address) })).sort(byChainOrder))
+    )
+
+const rotationProposals = (
+  context: ChainReaderContext,
+  chainId: bigint,
+  contract: Address,
+  signer: Address,
+  fromBlock: bigint,
+  toBlock: bigint
+) =>
+  readChain(context, chainId, "reading GuardianRotationProposed logs", (client) =>
+    client.getLogs({
+      address: getAddress(contract),
+      event: rotationProposedEvent,
+      args: { currentSigner: getAddress(signer) },
+      fromBlock,
+      toBlock,
+      strict: true
+    })).pipe(Effect.map((logs) =>
+      logs.map((log): RotationProposal => ({
+        ...positionOf(log),
+        contract: getAddress(log.address),
+        proposalId: log.args.proposalId,
+        newSigner: getAddress(log.args.newSigner),
+        executableAt: BigInt(log.args.executableAt)
+      })).sort(byChainOrder)
+    ))
+
+/** The `Shielded` and `ConfidentialTransfer` logs, both read at once; with `to`, only those crediting it. */
+const creditLogs = (context: ChainReaderContext, chainId: bigint, contract: Address, fromBlock: bigint, toBlock: bigint, to?: Address) =>
+  readChain(context, chainId, "reading credit logs", (client) => {
+    const filter = { address: getAddress(contract), ...(to === undefined ? {} : { args: { to: getAddress(to) } }), fromBlock, toBlock, strict: true } as const
+    return Promise.all([
+      client.getLogs({ ...filter, event: shieldedEvent }),
+      client.getLogs({ ...filter, event: confidentialTransferEvent })
+    ])
+  }).pipe(Effect.map(([shields, transfers]): ReadonlyArray<CreditLog> =>
+    [
+      ...shields.map((log): CreditLog => ({
+        ...positionOf(log),
+        _tag: "Shielded",
+        contract: getAddress(log.address),
+        from: getAddress(log.args.from),
+        to: getAddress(log.args.to),
+        amount: log.args.amount
+      })),
+      ...transfers.map((log): CreditLog => ({
+        ...positionOf(log),
+        _tag: "ConfidentialTransfer",
+        contract: getAddress(log.address),
+        from: getAddress(log.args.from),
+        to: getAddress(log.args.to),
+        transferId: log.args.transferId,
+        nonce: log.args.nonce
+      }))
+    ].sort(byChainOrder)
+  ))
+
+/** A receipt the node does not have is a transaction not (yet) mined: undefined, not a failure. */
+const blockOfTransaction = (context: ChainReaderContext, chainId: bigint, txHash: Hash) =>
+  Effect.flatMap(clientOf(context, chainId), (client) =>
+    Effect.tryPromise({
+      try: () => client.getTransactionReceipt({ hash: txHash }).then((receipt) => receipt.blockNumber),
+      catch: (cause) => cause
+    })).pipe(
+      Effect.catch((cause) =>
+        cause instanceof Error && cause.name === "TransactionReceiptNotFoundError"
+          ? Effect.succeed(undefined)
+          : Effect.fail(chainFailure("reading a transaction receipt")(cause))
+      )
+    )
+
 /**
  * @since 0.1.0
  * @category services
@@ -230,164 +366,27 @@ export class ChainReader extends Context.Service<ChainReader, ChainReaderShape>(
    */
   static readonly layer = (endpoints: ReadonlyArray<ChainEndpoint>) =>
     Layer.sync(ChainReader, () => {
-      const clients = new Map<bigint, PublicClient>(
-        endpoints.map((endpoint) => [
-          endpoint.chainId,
-          createPublicClient({ transport: RpcTransport.keepAliveHttp(endpoint.rpcUrl, { timeoutMs: readTimeoutMs, retryCount: 1 }) })
-        ])
-      )
-      const clientOf = (chainId: bigint): Effect.Effect<PublicClient, GuardianError> => {
-        const client = clients.get(chainId)
-        return client === undefined
-          ? Effect.fail(new GuardianError({ reason: "chain", message: `no RPC endpoint for chain ${chainId}` }))
-          : Effect.succeed(client)
+      const context: ChainReaderContext = {
+        clients: new Map<bigint, PublicClient>(
+          endpoints.map((endpoint) => [
+            endpoint.chainId,
+            createPublicClient({ transport: RpcTransport.keepAliveHttp(endpoint.rpcUrl, { timeoutMs: readTimeoutMs, retryCount: 1 }) })
+          ])
+        )
       }
-      const headAt = (chainId: bigint, depth: number): Effect.Effect<ChainHead, GuardianError> =>
-        Effect.flatMap(clientOf(chainId), (client) =>
-          Effect.tryPromise({
-            try: async () => {
-              const latest = await client.getBlock({ blockTag: "latest" })
-              if (depth <= 0) return latest
-              const deep = latest.number - BigInt(depth)
-              return client.getBlock({ blockNumber: deep > 0n ? deep : 0n })
-            },
-            catch: chainFailure("reading the latest block")
-          })).pipe(Effect.map((block) => ({ blockNumber: block.number, timestampSeconds: block.timestamp })))
-      const abi = ConfidentialTokenArtifact.abi
       return ChainReader.of({
-        chainIds: [...clients.keys()],
-        knows: (chainId) => clients.has(chainId),
-        head: (chainId) => headAt(chainId, 0),
-        headAtDepth: (chainId, depth) => headAt(chainId, depth),
-        encryptedBalance: (chainId, contract, account, blockNumber) =>
-          Effect.flatMap(clientOf(chainId), (client) =>
-            Effect.tryPromise({
-              try: () =>
-                client.readContract({
-                  address: getAddress(contract),
-                  abi,
-                  functionName: "encryptedBalanceOf",
-                  args: [getAddress(account)],
-                  blockNumber
-                }),
-              catch: chainFailure("encryptedBalanceOf")
-            })).pipe(Effect.map((balance) => ({
-              commitment: pointBytes(balance.commitment),
-              ownerHandle: pointBytes(balance.ownerHandle),
-              guardianHandle: pointBytes(balance.guardianHandle)
-            }))),
-        isNonceUsed: (chainId, contract, sender, nonce, blockNumber) =>
-          Effect.flatMap(clientOf(chainId), (client) =>
-            Effect.tryPromise({
-              try: () =>
-                client.readContract({
-                  address: getAddress(contract),
-                  abi,
-                  functionName: "isNonceUsed",
-                  args: [getAddress(sender), nonce],
-                  blockNumber
-                }),
-              catch: chainFailure("isNonceUsed")
-            })),
-        encryptionKeyOf: (chainId, contract, account) =>
-          Effect.flatMap(clientOf(chainId), (client) =>
-            Effect.tryPromise({
-              try: () =>
-                client.readContract({
-                  address: getAddress(contract),
-                  abi,
-                  functionName: "encryptionKeyOf",
-                  args: [getAddress(account)]
-                }),
-              catch: chainFailure("encryptionKeyOf")
-            })).pipe(Effect.map((key) => (key.x === 0n && key.y === 0n ? undefined : pointBytes(key)))),
-        appointments: (chainId, signer, fromBlock, toBlock) =>
-          Effect.flatMap(clientOf(chainId), (client) =>
-            Effect.tryPromise({
-              try: () =>
-                client.getLogs({ event: guardianRotatedEvent, args: { newSigner: getAddress(signer) }, fromBlock, toBlock, strict: true }),
-              catch: chainFailure("reading GuardianRotated logs")
-            })).pipe(Effect.map((logs) =>
-              logs.map((log) => ({ ...positionOf(log), contract: getAddress(log.address) })).sort(byChainOrder)
-            )),
+        chainIds: [...context.clients.keys()],
+        knows: (chainId) => context.clients.has(chainId),
+        head: (chainId) => headAt(context, chainId, 0),
+        headAtDepth: (chainId, depth) => headAt(context, chainId, depth),
+        encryptedBalance: (chainId, contract, account, blockNumber) => encryptedBalance(context, chainId, contract, account, blockNumber),
+        isNonceUsed: (chainId, contract, sender, nonce, blockNumber) => isNonceUsed(context, chainId, contract, sender, nonce, blockNumber),
+        encryptionKeyOf: (chainId, contract, account) => encryptionKeyOf(context, chainId, contract, account),
+        appointments: (chainId, signer, fromBlock, toBlock) => appointments(context, chainId, signer, fromBlock, toBlock),
         rotationProposals: (chainId, contract, signer, fromBlock, toBlock) =>
-          Effect.flatMap(clientOf(chainId), (client) =>
-            Effect.tryPromise({
-              try: () =>
-                client.getLogs({
-                  address: getAddress(contract),
-                  event: rotationProposedEvent,
-                  args: { currentSigner: getAddress(signer) },
-                  fromBlock,
-                  toBlock,
-                  strict: true
-                }),
-              catch: chainFailure("reading GuardianRotationProposed logs")
-            })).pipe(Effect.map((logs) =>
-              logs.map((log): RotationProposal => ({
-                ...positionOf(log),
-                contract: getAddress(log.address),
-                proposalId: log.args.proposalId,
-                newSigner: getAddress(log.args.newSigner),
-                executableAt: BigInt(log.args.executableAt)
-              })).sort(byChainOrder)
-            )),
-        creditLogs: (chainId, contract, fromBlock, toBlock, to) =>
-          Effect.flatMap(clientOf(chainId), (client) =>
-            Effect.tryPromise({
-              try: () =>
-                Promise.all([
-                  client.getLogs({
-                    address: getAddress(contract),
-                    event: shieldedEvent,
-                    ...(to === undefined ? {} : { args: { to: getAddress(to) } }),
-                    fromBlock,
-                    toBlock,
-                    strict: true
-                  }),
-                  client.getLogs({
-                    address: getAddress(contract),
-                    event: confidentialTransferEvent,
-                    ...(to === undefined ? {} : { args: { to: getAddress(to) } }),
-                    fromBlock,
-                    toBlock,
-                    strict: true
-                  })
-                ]),
-              catch: chainFailure("reading credit logs")
-            })).pipe(Effect.map(([shields, transfers]): ReadonlyArray<CreditLog> =>
-              [
-                ...shields.map((log): CreditLog => ({
-                  ...positionOf(log),
-                  _tag: "Shielded",
-                  contract: getAddress(log.address),
-                  from: getAddress(log.args.from),
-                  to: getAddress(log.args.to),
-                  amount: log.args.amount
-                })),
-                ...transfers.map((log): CreditLog => ({
-                  ...positionOf(log),
-                  _tag: "ConfidentialTransfer",
-                  contract: getAddress(log.address),
-                  from: getAddress(log.args.from),
-                  to: getAddress(log.args.to),
-                  transferId: log.args.transferId,
-                  nonce: log.args.nonce
-                }))
-              ].sort(byChainOrder)
-            )),
-        blockOfTransaction: (chainId, txHash) =>
-          Effect.flatMap(clientOf(chainId), (client) =>
-            Effect.tryPromise({
-              try: () => client.getTransactionReceipt({ hash: txHash }).then((receipt) => receipt.blockNumber),
-              catch: (cause) => cause
-            })).pipe(
-              Effect.catch((cause) =>
-                cause instanceof Error && cause.name === "TransactionReceiptNotFoundError"
-                  ? Effect.succeed(undefined)
-                  : Effect.fail(chainFailure("reading a transaction receipt")(cause))
-              )
-            )
+          rotationProposals(context, chainId, contract, signer, fromBlock, toBlock),
+        creditLogs: (chainId, contract, fromBlock, toBlock, to) => creditLogs(context, chainId, contract, fromBlock, toBlock, to),
+        blockOfTransaction: (chainId, txHash) => blockOfTransaction(context, chainId, txHash)
       })
     })
 }

@@ -1,5 +1,5 @@
 /**
- * Group commit (issue 16): the guardian's decisions and settlements queue here and run
+ * Group commit (the throughput work): the guardian's decisions and settlements queue here and run
  * one after the other inside one SQL transaction per group, so N concurrent calls cost
  * one BEGIN/COMMIT (and one write-ahead-log flush) instead of N. The profile showed the
  * guardian's CPU going mostly to PGlite, and a commit with its file-system calls is the
@@ -62,92 +62,116 @@ export interface GroupCommit<H> {
   readonly queued: Effect.Effect<number>
 }
 
+/** Wraps the units of one transaction, inside it (the store's held balances). */
+type Session = <A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError.SqlError>
+
+/**
+ * The committer's context, built once by `make`: the transaction's client, the store's session
+ * and prefetch, the queue of units, and the committer's state.
+ */
+interface Committer<H> {
+  readonly sql: SqlClient.SqlClient
+  readonly session: Session
+  readonly prefetch: (hints: ReadonlyArray<H>) => Effect.Effect<void, SqlError.SqlError>
+  readonly queue: Queue.Queue<Pending<H>>
+  /** The group being run: answered with an interruption too if the committer stops mid-group. */
+  running: ReadonlyArray<Pending<H>>
+  /** Set when the committer has stopped: nothing would take a unit queued after that. */
+  stopped: boolean
+}
+
 /**
  * Starts the group committer for the scope's life. At the scope's end, callers still
  * waiting (queued, or in the group that was running) are interrupted: their units may or
  * may not have committed, as with a call cut by a shutdown.
  */
 export const make = <H = never>(
-  /** Wraps the units of one transaction, inside it (the store's held balances). */
-  session: <A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError.SqlError>,
+  session: Session,
   /**
    * Reads, inside the session and before a group runs, the rows its units' hints name (one
    * statement per kind instead of one per unit and row). A failure fails the group: its units
    * then run alone, unhinted, as after any failure.
    */
   prefetch: (hints: ReadonlyArray<H>) => Effect.Effect<void, SqlError.SqlError> = () => Effect.void
-): Effect.Effect<GroupCommit<H>, never, SqlClient.SqlClient | Scope.Scope> => Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const queue = yield* Queue.unbounded<Pending<H>>()
+): Effect.Effect<GroupCommit<H>, never, SqlClient.SqlClient | Scope.Scope> =>
+  Effect.gen(function*() {
+    const committer: Committer<H> = {
+      sql: yield* SqlClient.SqlClient,
+      session,
+      prefetch,
+      queue: yield* Queue.unbounded<Pending<H>>(),
+      running: [],
+      stopped: false
+    }
+    yield* Queue.takeBetween(committer.queue, 1, groupMax).pipe(
+      Effect.flatMap((group) => runGroup(committer, group)),
+      Effect.forever,
+      Effect.onExit(() => stop(committer)),
+      Effect.forkScoped
+    )
+    return {
+      run: <A, E>(unit: Effect.Effect<A, E>, hint?: H) => enqueue(committer, unit, hint),
+      queued: Queue.size(committer.queue)
+    }
+  })
 
-  /** The group being run: answered with an interruption too if the committer stops mid-group. */
-  let running: ReadonlyArray<Pending<H>> = []
-  /** Set when the committer has stopped: nothing would take a unit queued after that. */
-  let stopped = false
+/** Runs one group in one transaction; when it fails, each of its units again, alone. */
+const runGroup = <H>(committer: Committer<H>, group: ReadonlyArray<Pending<H>>) =>
+  Effect.gen(function*() {
+    committer.running = group
+    // A lone unit that names no rows has nothing to prefetch: its own transaction, at once. One
+    // that names rows runs as a group of one, so that its rows are read together too (a chain
+    // follower's step names every log's reservation and credit: one read each instead of one a log).
+    if (group.length === 1 && group[0]!.hint === undefined) return yield* group[0]!.alone
+    const hints = group.flatMap((pending) => (pending.hint === undefined ? [] : [pending.hint]))
+    const together = yield* Effect.exit(committer.sql.withTransaction(committer.session(
+      Effect.andThen(committer.prefetch(hints), Effect.forEach(group, (pending) => pending.step, { discard: true }))
+    )))
+    if (Exit.isSuccess(together)) {
+      for (const pending of group) pending.answer()
+      return
+    }
+    // Rolled back as a whole: each unit again, alone, so only the failing one fails. Said at
+    // debug level (the callers' answers come from the re-runs): a group that keeps failing is
+    // the one sign of a fault in what the group holds in memory. The reason names a kind, never
+    // values (a storage error's text could name rows).
+    yield* Effect.logDebug("group rolled back: its units run again alone").pipe(
+      Effect.annotateLogs({ units: group.length, reason: failureKind(together.cause) })
+    )
+    for (const pending of group) yield* pending.alone
+  })
 
-  const runGroup = (group: ReadonlyArray<Pending<H>>) =>
-    Effect.gen(function*() {
-      running = group
-      // A lone unit that names no rows has nothing to prefetch: its own transaction, at once. One
-      // that names rows runs as a group of one, so that its rows are read together too (a chain
-      // follower's step names every log's reservation and credit: one read each instead of one a log).
-      if (group.length === 1 && group[0]!.hint === undefined) return yield* group[0]!.alone
-      const hints = group.flatMap((pending) => (pending.hint === undefined ? [] : [pending.hint]))
-      const together = yield* Effect.exit(sql.withTransaction(session(
-        Effect.andThen(prefetch(hints), Effect.forEach(group, (pending) => pending.step, { discard: true }))
-      )))
-      if (Exit.isSuccess(together)) {
-        for (const pending of group) pending.answer()
-        return
-      }
-      // Rolled back as a whole: each unit again, alone, so only the failing one fails. Said at
-      // debug level (the callers' answers come from the re-runs): a group that keeps failing is
-      // the one sign of a fault in what the group holds in memory. The reason names a kind, never
-      // values (a storage error's text could name rows).
-      yield* Effect.logDebug("group rolled back: its units run again alone").pipe(
-        Effect.annotateLogs({ units: group.length, reason: failureKind(together.cause) })
-      )
-      for (const pending of group) yield* pending.alone
-    })
-
-  yield* Queue.takeBetween(queue, 1, groupMax).pipe(
-    Effect.flatMap(runGroup),
-    Effect.forever,
-    Effect.onExit(() =>
-      Effect.sync(() => {
-        stopped = true
-      }).pipe(
-        Effect.andThen(Queue.clear(queue)),
-        Effect.flatMap((left) => Effect.sync(() => [...running, ...left].forEach((pending) => pending.abandon())))
-      )
-    ),
-    Effect.forkScoped
+/** Marks the committer stopped and interrupts the callers still waiting: queued, or in the running group. */
+const stop = <H>(committer: Committer<H>) =>
+  Effect.sync(() => {
+    committer.stopped = true
+  }).pipe(
+    Effect.andThen(Queue.clear(committer.queue)),
+    Effect.flatMap((left) => Effect.sync(() => [...committer.running, ...left].forEach((pending) => pending.abandon())))
   )
 
-  const run = <A, E>(unit: Effect.Effect<A, E>, hint?: H): Effect.Effect<A, E | SqlError.SqlError> =>
-    Effect.suspend(() => {
-      // A call after shutdown is answered as one cut by it, instead of waiting for ever.
-      if (stopped) return Effect.interrupt
-      const done = Deferred.makeUnsafe<A, E | SqlError.SqlError>()
-      let kept: Exit.Exit<A> | undefined
-      const pending: Pending<H> = {
-        hint,
-        step: Effect.map(unit, (value) => {
-          kept = Exit.succeed(value)
-        }),
-        answer: () => {
-          if (kept !== undefined) Deferred.doneUnsafe(done, kept)
-        },
-        alone: Effect.exit(sql.withTransaction(session(unit))).pipe(Effect.map((exit) => {
-          Deferred.doneUnsafe(done, exit)
-        })),
-        // A no-op for a caller already answered (its Deferred is done).
-        abandon: () => {
-          Deferred.doneUnsafe(done, Exit.failCause(Cause.interrupt()))
-        }
+/** Queues one caller's unit for the next group; answers once the transaction holding it committed. */
+const enqueue = <H, A, E>(committer: Committer<H>, unit: Effect.Effect<A, E>, hint: H | undefined): Effect.Effect<A, E | SqlError.SqlError> =>
+  Effect.suspend(() => {
+    // A call after shutdown is answered as one cut by it, instead of waiting for ever.
+    if (committer.stopped) return Effect.interrupt
+    const done = Deferred.makeUnsafe<A, E | SqlError.SqlError>()
+    let kept: Exit.Exit<A> | undefined
+    const pending: Pending<H> = {
+      hint,
+      step: Effect.map(unit, (value) => {
+        kept = Exit.succeed(value)
+      }),
+      answer: () => {
+        if (kept !== undefined) Deferred.doneUnsafe(done, kept)
+      },
+      alone: Effect.exit(committer.sql.withTransaction(committer.session(unit))).pipe(Effect.map((exit) => {
+        Deferred.doneUnsafe(done, exit)
+      })),
+      // A no-op for a caller already answered (its Deferred is done).
+      abandon: () => {
+        Deferred.doneUnsafe(done, Exit.failCause(Cause.interrupt()))
       }
-      return Queue.offer(queue, pending).pipe(Effect.andThen(Deferred.await(done)))
-    })
-
-  return { run, queued: Queue.size(queue) }
-})
+    }
+    return Queue.offer(committer.queue, pending).pipe(Effect.andThen(Deferred.await(done)))
+  })

@@ -8,7 +8,8 @@
 import { Effect } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 
-const ledger = Effect.gen(function*() {
+/** 0001, first half: balances and reservations. */
+const ledgerBalances = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   // One row per (chain, ConfidentialToken, account): confirmed is what the chain holds
   // once every settled transfer is applied; reserved is the sum of in-flight debits.
@@ -60,6 +61,11 @@ const ledger = Effect.gen(function*() {
   yield* sql`
     CREATE INDEX guardian_reservations_open_to ON guardian_reservations (chain_id, contract, to_account)
     WHERE status = 'reserved'`
+})
+
+/** 0001, second half: agents' spend and reported credits. */
+const ledgerSpend = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
   // An agent's spend (confirmed and in flight) per 15-minute UTC bucket: any local day,
   // in any time zone the policy names now, is a range of buckets (internal/dayWindow.ts).
   yield* sql`
@@ -82,6 +88,9 @@ const ledger = Effect.gen(function*() {
       created_at_ms bigint NOT NULL
     )`
 })
+
+/** The first migration: its statements in the order it shipped with, in two named halves. */
+const ledger = Effect.andThen(ledgerBalances, ledgerSpend)
 
 /**
  * D39: credits come from the chain. The follower's durable progress, one row per credited
