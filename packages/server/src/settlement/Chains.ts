@@ -53,13 +53,27 @@ import { GuardianIdentity } from "./GuardianIdentity.ts"
 import { localAccount } from "./LocalAccounts.ts"
 
 /**
- * A node could not be reached, answered with the wrong chain id, or a start-up
+ * A node could not be reached, answered with the wrong chain id, refused a call, or a start-up
  * step on it failed.
+ *
+ * `retryable` says whether the same call can succeed later (a node that did not answer, a
+ * timeout) or not (a call the node refused, a wrong configuration); settlement sets it on every
+ * failure it types, and an error made without it (a registry read elsewhere) counts as
+ * retryable: a transport failure is what an unclassified node call meets.
  *
  * @since 0.1.0
  * @category errors
  */
-export class ChainError extends Data.TaggedError("ChainError")<{ readonly message: string; readonly cause?: unknown }> {}
+export class ChainError extends Data.TaggedError("ChainError")<{
+  readonly message: string
+  readonly cause?: unknown
+  readonly retryable?: boolean
+}> {
+  /** Whether trying the same call again can help. */
+  get isRetryable(): boolean {
+    return this.retryable ?? true
+  }
+}
 
 /**
  * Everything the server needs of one mode's chain.
