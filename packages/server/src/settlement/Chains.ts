@@ -18,7 +18,7 @@
  * Accounts: relayers submit transfers, each with its own nonce sequence so
  * throughput is not capped by one; on a test chain, the faucet key mints test USDG
  * (a minter of the test token, which can touch no confidential balance). The
- * contracts' owner key is not among them (issue 12): embedded, a fresh owner key is
+ * contracts' owner key is not among them (the owner key kept off the api tier): embedded, a fresh owner key is
  * made in memory for a deployment and forgotten after it (nothing can rotate the
  * embedded chain's guardian afterwards); on an external chain, the operator deploys
  * with `npm run -s admin -- chain deploy` (admin/deploy.ts) on a machine of its own,
@@ -46,6 +46,7 @@ import {
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { chainIdOfMode, type Mode } from "@pps/api/ApiKeys"
 import { AppConfig } from "../config/AppConfig.ts"
+import * as Invariant from "../platform/Invariant.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
 import { deployContracts } from "./deployContracts.ts"
 import { DevChain } from "./DevChain.ts"
@@ -110,7 +111,9 @@ export class Chains extends Context.Service<Chains, {
       const testnet = yield* Option.match(devChain.rpcUrl, {
         onSome: (url) => embeddedTestnet(url),
         onNone: () =>
-          externalChain("test", Option.getOrThrow(config.rpcUrlTestnet), config.relayerKeysTestnet, config.faucetKeyTestnet)
+          Invariant.some("DevChain starts no embedded chain only when RPC_URL_TESTNET is set")(config.rpcUrlTestnet).pipe(
+            Effect.flatMap((url) => externalChain("test", url, config.relayerKeysTestnet, config.faucetKeyTestnet))
+          )
       })
       const mainnet = yield* Option.match(config.rpcUrlMainnet, {
         onNone: () => Effect.succeed(Option.none<ChainContext>()),
@@ -134,7 +137,13 @@ const embeddedKeys = (mode: Mode, relayerCount: number) =>
         const rows = yield* sql<{ key_sealed: Uint8Array }>`
           SELECT key_sealed FROM chain_keys WHERE mode = ${mode} AND role = ${role} AND position = ${position}`
         if (rows[0] === undefined) return Option.none<LocalAccount>()
-        const key = yield* box.open(new Uint8Array(rows[0].key_sealed), keyBinding(mode, role, position)).pipe(Effect.orDie)
+        // A stored key that does not open: WALLET_KEK is not the one it was sealed under (or the
+        // row was altered). No retry helps; the operator must restore the key.
+        const key = yield* box.open(new Uint8Array(rows[0].key_sealed), keyBinding(mode, role, position)).pipe(
+          Effect.mapError((cause) =>
+            new ChainError({ message: `the embedded ${mode} chain's ${role} key does not open with WALLET_KEK`, cause, retryable: false })
+          )
+        )
         return Option.some(localAccount(bytesToHex(key)))
       })
     const load = (role: "faucet" | "relayer", position: number) =>
@@ -207,7 +216,9 @@ export const recordedContracts = (mode: Mode) =>
     const sql = yield* SqlClient.SqlClient
     const rows = yield* sql<{ addresses: string }>`SELECT addresses FROM chain_deployments WHERE mode = ${mode}`
     if (rows[0] === undefined) return Option.none<Deploy.Addresses>()
-    const recorded = yield* Schema.decodeUnknownEffect(DeploymentRecord)(rows[0].addresses).pipe(Effect.orDie)
+    const recorded = yield* Schema.decodeUnknownEffect(DeploymentRecord)(rows[0].addresses).pipe(
+      Invariant.orDie("chain_deployments.addresses holds the JSON that deployAndRecord wrote")
+    )
     return Option.some<Deploy.Addresses>({
       usdg: getAddress(recorded.usdg),
       weth: getAddress(recorded.weth),
