@@ -118,8 +118,11 @@ export const signedConfidentialTransfer = (options: {
 
 /** Settlement and everything under it, on embedded anvil and PGlite in `dataDir`. */
 export const settlementLayer = (dataDir: string, guardian: TestGuardian, overrides: Partial<AppConfigShape> = {}) =>
-  Settlement.layer.pipe(
-    Layer.provideMerge(Chains.layer),
+  Settlement.layer.pipe(Layer.provideMerge(settlementDependencies(dataDir, guardian, overrides)))
+
+/** What the settlement layer runs on (chains, database, configuration), for a test that builds it its own way. */
+export const settlementDependencies = (dataDir: string, guardian: TestGuardian, overrides: Partial<AppConfigShape> = {}) =>
+  Chains.layer.pipe(
     Layer.provideMerge(NodeLiveness.layer),
     Layer.provideMerge(DevChain.layer),
     Layer.provideMerge(guardian.layer),
