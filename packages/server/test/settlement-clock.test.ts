@@ -15,12 +15,11 @@ import { Effect, Layer, Option, type Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import type { Hex } from "viem"
-import { privateKeyToAddress } from "viem/accounts"
 import type { AppConfigShape } from "../src/config/AppConfig.ts"
 import type { ChainContext } from "../src/settlement/Chains.ts"
 import { SettlementLimits } from "../src/settlement/domain.ts"
 import { Settlement } from "../src/settlement/Settlement.ts"
-import { keyPairFrom, makeTestGuardian, scalarFrom, settlementDependencies, signedConfidentialTransfer } from "./support/chainFixtures.ts"
+import { makeTestGuardian, settlementDependencies, transferBetweenParties } from "./support/chainFixtures.ts"
 import { eventually } from "./support/webhooks-receiver.ts"
 
 const guardian = makeTestGuardian("settlement-clock-test")
@@ -67,22 +66,7 @@ const pendingInPool = (chain: ChainContext) =>
   anvilOf(chain)("txpool_status", []).pipe(Effect.map((status) => Number((status as { readonly pending: Hex }).pending)))
 
 /** A transfer of 100 between two parties named after `label`, attested by the test guardian. */
-const transfer = (chain: ChainContext, label: string, deadlineSeconds: bigint) => {
-  const address = (party: string) => privateKeyToAddress(`0x${Buffer.from(scalarFrom(party)).toString("hex")}`)
-  return signedConfidentialTransfer({
-    label: `${label}-0`,
-    guardian,
-    chainId: chain.chainId,
-    contract: chain.contracts.confidentialUsdg,
-    from: address(`${label}-sender`),
-    to: address(`${label}-recipient`),
-    fromKey: keyPairFrom(`${label}-sender`),
-    toKey: keyPairFrom(`${label}-recipient`),
-    amount: 100n,
-    nonce: 0n,
-    deadlineSeconds
-  })
-}
+const transfer = (chain: ChainContext, label: string, deadlineSeconds: bigint) => transferBetweenParties(guardian, chain, label, deadlineSeconds)
 
 /** With mining paused, submits `label`'s transfer, waits until the pool holds it, then has the node lose it. */
 const submitThenLose = (chain: ChainContext, label: string, deadlineSeconds: bigint) =>

@@ -10,10 +10,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import type { Hex } from "viem"
-import { privateKeyToAccount, privateKeyToAddress } from "viem/accounts"
+import { privateKeyToAccount } from "viem/accounts"
 import type { ChainContext } from "../src/settlement/Chains.ts"
 import { Settlement } from "../src/settlement/Settlement.ts"
-import { keyPairFrom, makeTestGuardian, onEmbeddedChain, scalarFrom, signedConfidentialTransfer } from "./support/chainFixtures.ts"
+import { makeTestGuardian, onEmbeddedChain, scalarFrom, transferBetweenParties } from "./support/chainFixtures.ts"
 
 const guardian = makeTestGuardian("reorg-test")
 
@@ -112,22 +112,7 @@ const anvilOf = (chain: ChainContext) => (method: string, params: ReadonlyArray<
   Effect.promise(() => chain.client.request({ method: method as never, params: params as never }))
 
 /** A transfer of 100 between two parties named after `label`, attested by the test guardian. */
-const transfer = (chain: ChainContext, label: string, deadlineSeconds: bigint) => {
-  const address = (party: string) => privateKeyToAddress(`0x${Buffer.from(scalarFrom(party)).toString("hex")}`)
-  return signedConfidentialTransfer({
-    label: `${label}-0`,
-    guardian,
-    chainId: chain.chainId,
-    contract: chain.contracts.confidentialUsdg,
-    from: address(`${label}-sender`),
-    to: address(`${label}-recipient`),
-    fromKey: keyPairFrom(`${label}-sender`),
-    toKey: keyPairFrom(`${label}-recipient`),
-    amount: 100n,
-    nonce: 0n,
-    deadlineSeconds
-  })
-}
+const transfer = (chain: ChainContext, label: string, deadlineSeconds: bigint) => transferBetweenParties(guardian, chain, label, deadlineSeconds)
 
 /** Waits until the node's pool holds `count` pending transactions. */
 const poolHolds = (anvil: (method: string, params: ReadonlyArray<unknown>) => Effect.Effect<unknown>, count: number) =>

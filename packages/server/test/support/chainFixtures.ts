@@ -10,6 +10,7 @@ import * as path from "node:path"
 import { Attestation, ElGamal, EncryptionKey, Point } from "@pps/crypto"
 import { Effect, Layer, Option, type Scope } from "effect"
 import { type Address, type Hex, numberToHex } from "viem"
+import { privateKeyToAddress } from "viem/accounts"
 import { type AppConfigShape, AppConfig } from "../../src/config/AppConfig.ts"
 import { MigrationsLive, SqlLive } from "../../src/platform/Database.ts"
 import { DataDir } from "../../src/platform/DataDir.ts"
@@ -145,4 +146,22 @@ export const onEmbeddedChain = <A, E>(
     yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
     return yield* body(Option.getOrThrow((yield* Settlement).chain("test")))
   }).pipe(Effect.provide(settlementLayer(dataDir, guardian, overrides)))
+}
+
+/** A transfer of 100 between two parties named after `label` (`<label>-sender`, `<label>-recipient`), attested by `guardian`. */
+export const transferBetweenParties = (guardian: TestGuardian, chain: ChainContext, label: string, deadlineSeconds: bigint) => {
+  const address = (party: string) => privateKeyToAddress(`0x${Buffer.from(scalarFrom(party)).toString("hex")}`)
+  return signedConfidentialTransfer({
+    label: `${label}-0`,
+    guardian,
+    chainId: chain.chainId,
+    contract: chain.contracts.confidentialUsdg,
+    from: address(`${label}-sender`),
+    to: address(`${label}-recipient`),
+    fromKey: keyPairFrom(`${label}-sender`),
+    toKey: keyPairFrom(`${label}-recipient`),
+    amount: 100n,
+    nonce: 0n,
+    deadlineSeconds
+  })
 }

@@ -12,7 +12,7 @@ import { Effect, Option } from "effect"
 import type { TransactionReceipt } from "viem"
 import type { FailureReason } from "../domain.ts"
 import { appliedElsewhere, blockTimestamp, replayNonceUsed } from "./ChainReads.ts"
-import { deepEnough, type EngineContext, pastDeadline, type StepError, type Tracked, untrack } from "./EngineContext.ts"
+import { confirmationOf, deepEnough, type EngineContext, pastDeadline, type StepError, type Tracked, untrack } from "./EngineContext.ts"
 
 /**
  * Final outcome from a receipt of the transaction that applied (or tried to apply) the call.
@@ -85,14 +85,7 @@ export const conclude = Effect.fn("Settlement.conclude")(function*(context: Engi
   if (mined === undefined) return
   if (mined.outcome === "applied") {
     untrack(context, tracked)
-    return yield* context.finish({
-      _tag: "Confirmed",
-      submissionId: tracked.request.submissionId,
-      mode: context.chain.mode,
-      txHash: mined.appliedBy ?? tracked.txHash,
-      blockNumber: mined.blockNumber,
-      blockTimestampSeconds: mined.timestampSeconds
-    })
+    return yield* context.finish(confirmationOf(context, tracked, mined))
   }
   // A batch item skipped past its deadline with its nonce unused: nothing can apply it now.
   if (mined.outcome === "expired") return yield* failWith(context, tracked, "expired")

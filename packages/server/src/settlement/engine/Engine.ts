@@ -8,12 +8,10 @@
  */
 import { Effect, Option } from "effect"
 import { makeWakeup } from "../../events/Wakeup.ts"
-import type { ChainContext } from "../Chains.ts"
 import { SettlementLimits, type SubmissionRequest } from "../domain.ts"
 import { makeRelayer } from "../Relayer.ts"
-import type { SubmissionStore } from "../SubmissionStore.ts"
 import { claimed, enqueue } from "./Batch.ts"
-import { type ChainView, chainFailure, type EngineContext, type Finish, type FinishConfirmed, type StepError } from "./EngineContext.ts"
+import { type ChainView, chainFailure, type EngineContext, type EngineOptions, type StepError } from "./EngineContext.ts"
 import { adoptOrphansForever, recover, recoverAtStart } from "./Recover.ts"
 import { runWatcher } from "./Watch.ts"
 
@@ -24,25 +22,6 @@ import { runWatcher } from "./Watch.ts"
 export interface Engine {
   readonly submit: (request: SubmissionRequest) => Effect.Effect<void, StepError>
   readonly submitRecorded: (request: SubmissionRequest) => Effect.Effect<void, StepError>
-}
-
-/**
- * @since 0.5.0
- * @category models
- */
-export interface EngineOptions {
-  readonly chain: ChainContext
-  readonly confirmations: number
-  readonly blockTimeMs: number
-  /** Most calls in one transaction (SETTLEMENT_BATCH_MAX); 1 sends every call on its own. */
-  readonly batchMax: number
-  readonly store: SubmissionStore["Service"]
-  readonly finish: Finish
-  readonly finishConfirmed: FinishConfirmed
-  /** Told when a submission starts and stops being tracked in flight (signed, until concluded or dropped). */
-  readonly tracking: (submissionId: string, tracked: boolean) => void
-  /** Whether this node adopts dead nodes' submissions (workers do; an api-only node does not). */
-  readonly adoptsOrphans: boolean
 }
 
 /** The context of a mode's engine, its relayers made and its chain view read from the latest block. */

@@ -104,12 +104,14 @@ export interface ChainView {
 }
 
 /**
+ * What a mode's engine is made from: its chain, the limits configured, the store, and how it
+ * reports outcomes.
+ *
  * @since 0.5.0
  * @category models
  */
-export interface EngineContext {
+export interface EngineOptions {
   readonly chain: ChainContext
-  readonly client: PublicClient
   /** CHAIN_CONFIRMATIONS: the depth a block must reach before what it carries counts. */
   readonly confirmations: number
   readonly blockTimeMs: number
@@ -120,6 +122,16 @@ export interface EngineContext {
   readonly finishConfirmed: FinishConfirmed
   /** Told when a submission starts and stops being tracked in flight (signed, until concluded or dropped). */
   readonly tracking: (submissionId: string, tracked: boolean) => void
+  /** Whether this node adopts dead nodes' submissions (workers do; an api-only node does not). */
+  readonly adoptsOrphans: boolean
+}
+
+/**
+ * @since 0.5.0
+ * @category models
+ */
+export interface EngineContext extends EngineOptions {
+  readonly client: PublicClient
   readonly relayers: ReadonlyArray<Relayer>
   readonly relayerByAddress: ReadonlyMap<string, Relayer>
   /** By transaction hash: one entry per submission the transaction carries (several for a batch). */
@@ -227,3 +239,19 @@ export const deepEnough = (context: EngineContext, blockNumber: bigint): boolean
 /** Whether the chain's time (at the last block scanned) is past `deadline`. @since 0.5.0 @category combinators */
 export const pastDeadline = (context: EngineContext, deadline: bigint | null): boolean =>
   deadline !== null && context.view.latestTimestampSeconds > deadline
+
+/**
+ * The confirmation of `tracked` from what the watcher saw mined: the transaction that applied it
+ * (its own, or another's), at that block.
+ *
+ * @since 0.5.0
+ * @category combinators
+ */
+export const confirmationOf = (context: EngineContext, tracked: Tracked, mined: NonNullable<Tracked["mined"]>): Confirmation => ({
+  _tag: "Confirmed",
+  submissionId: tracked.request.submissionId,
+  mode: context.chain.mode,
+  txHash: mined.appliedBy ?? tracked.txHash,
+  blockNumber: mined.blockNumber,
+  blockTimestampSeconds: mined.timestampSeconds
+})

@@ -18,7 +18,7 @@ import { SettlementLimits } from "../domain.ts"
 import type { Relayer } from "../Relayer.ts"
 import { outcomeIn } from "./ChainReads.ts"
 import { conclude, concludeReverted } from "./Conclude.ts"
-import { allInFlight, type Confirmation, deepEnough, type EngineContext, pastDeadline, rpc, type StepError, type Tracked, untrack } from "./EngineContext.ts"
+import { allInFlight, confirmationOf, deepEnough, type EngineContext, pastDeadline, rpc, type StepError, type Tracked, untrack } from "./EngineContext.ts"
 import { fillNonceGaps, resendHeld, revisit } from "./Rebroadcast.ts"
 import { forgetMined, rewind } from "./Reorg.ts"
 
@@ -131,14 +131,7 @@ const confirmApplied = Effect.fn("Settlement.confirmApplied")(function*(context:
   const marked = applied.flatMap((tracked) => tracked.mined === undefined ? [] : [{ tracked, mined: tracked.mined }])
   for (let from = 0; from < marked.length; from += SettlementLimits.confirmationsPerStatementMax) {
     const chunk = marked.slice(from, from + SettlementLimits.confirmationsPerStatementMax)
-    yield* context.finishConfirmed(chunk.map(({ mined, tracked }): Confirmation => ({
-      _tag: "Confirmed",
-      submissionId: tracked.request.submissionId,
-      mode: context.chain.mode,
-      txHash: mined.appliedBy ?? tracked.txHash,
-      blockNumber: mined.blockNumber,
-      blockTimestampSeconds: mined.timestampSeconds
-    })))
+    yield* context.finishConfirmed(chunk.map(({ mined, tracked }) => confirmationOf(context, tracked, mined)))
     for (const { tracked } of chunk) untrack(context, tracked)
   }
 })
