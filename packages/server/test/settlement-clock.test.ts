@@ -7,55 +7,34 @@
  * not before, and that an unmined transfer fails `expired` only once the chain's time passed its
  * deadline.
  */
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Option, type Scope } from "effect"
+import { Effect, Option, type Scope } from "effect"
 import { SqlClient } from "effect/sql"
-import { TestClock } from "effect/testing"
 import type { Hex } from "viem"
 import type { AppConfigShape } from "../src/config/AppConfig.ts"
 import type { ChainContext } from "../src/settlement/Chains.ts"
 import { SettlementLimits } from "../src/settlement/domain.ts"
 import { Settlement } from "../src/settlement/Settlement.ts"
-import { makeTestGuardian, settlementDependencies, transferBetweenParties } from "./support/chainFixtures.ts"
+import {
+  advanceEngineClock,
+  engineClockTick,
+  makeTestGuardian,
+  onEmbeddedChainOnTestClock,
+  transferBetweenParties
+} from "./support/chainFixtures.ts"
 import { eventually } from "./support/webhooks-receiver.ts"
 
 const guardian = makeTestGuardian("settlement-clock-test")
 
-/** Virtual time per step while the test waits: below the watcher's poll, so every round runs. */
-const stepMs = 100
-const tick = TestClock.adjust(stepMs)
-/** A real pause between virtual steps, for the node's and the database's answers. */
-const realPause = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
 /** How long (real time) a wait may take on a loaded two-core machine. */
 const waitRealMs = 60_000
 
-/** Moves the engine's clock by `ms`, a step at a time, letting each watcher round run. */
-const advance = (ms: number) =>
-  Effect.gen(function*() {
-    for (let moved = 0; moved < ms; moved += stepMs) {
-      yield* tick
-      yield* realPause
-    }
-  })
-
-/** The settlement engine on a TestClock, over embedded anvil and PGlite (on the live clock) in a fresh directory. */
 const onClockedChain = <A, E>(
   overrides: Partial<AppConfigShape>,
   body: (chain: ChainContext) => Effect.Effect<A, E, Settlement | SqlClient.SqlClient | Scope.Scope>
-) => {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-settlement-clock-"))
-  const layer = Settlement.layer.pipe(
-    Layer.provideMerge(TestClock.layer()),
-    Layer.provideMerge(settlementDependencies(dataDir, guardian, overrides))
-  )
-  return Effect.gen(function*() {
-    yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
-    return yield* body(Option.getOrThrow((yield* Settlement).chain("test")))
-  }).pipe(Effect.provide(layer))
-}
+) => onEmbeddedChainOnTestClock(guardian, overrides, body)
+const advance = advanceEngineClock
+const tick = engineClockTick
 
 /** Anvil's own methods (and any other) on the chain's node. */
 const anvilOf = (chain: ChainContext) => (method: string, params: ReadonlyArray<unknown>) =>

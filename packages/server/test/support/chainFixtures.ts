@@ -9,6 +9,8 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Attestation, ElGamal, EncryptionKey, Point } from "@pps/crypto"
 import { Effect, Layer, Option, type Scope } from "effect"
+import { SqlClient } from "effect/sql"
+import { TestClock } from "effect/testing"
 import { type Address, type Hex, numberToHex } from "viem"
 import { privateKeyToAddress } from "viem/accounts"
 import { type AppConfigShape, AppConfig } from "../../src/config/AppConfig.ts"
@@ -134,6 +136,42 @@ export const settlementDependencies = (dataDir: string, guardian: TestGuardian, 
     Layer.provideMerge(DataDir.layer),
     Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, overrides)))
   )
+
+/**
+ * `onEmbeddedChain` with the settlement engine on a TestClock the test moves (`advanceEngineClock`,
+ * `TestClock.adjust`), while the node, the database and their start-up run on the live clock.
+ */
+export const onEmbeddedChainOnTestClock = <A, E>(
+  guardian: TestGuardian,
+  overrides: Partial<AppConfigShape>,
+  body: (chain: ChainContext) => Effect.Effect<A, E, Settlement | SqlClient.SqlClient | Scope.Scope>
+) => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-settlement-clock-"))
+  const layer = Settlement.layer.pipe(
+    Layer.provideMerge(TestClock.layer()),
+    Layer.provideMerge(settlementDependencies(dataDir, guardian, overrides))
+  )
+  return Effect.gen(function*() {
+    yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+    return yield* body(Option.getOrThrow((yield* Settlement).chain("test")))
+  }).pipe(Effect.provide(layer))
+}
+
+/** Virtual time per step while a test on TestClock waits: below the watcher's poll, so every round runs. */
+export const engineClockStepMs = 100
+/** One step of the engine's clock. */
+export const engineClockTick = TestClock.adjust(engineClockStepMs)
+/** A real pause (not the engine's clock), for the node's and the database's answers. */
+export const realPause = (ms: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, ms)))
+
+/** Moves the engine's clock by `ms`, a step at a time, with a real pause after each so every watcher round runs. */
+export const advanceEngineClock = (ms: number) =>
+  Effect.gen(function*() {
+    for (let moved = 0; moved < ms; moved += engineClockStepMs) {
+      yield* engineClockTick
+      yield* realPause(10)
+    }
+  })
 
 /** `body` with the settlement engine on embedded anvil and PGlite in a fresh directory, removed afterwards. */
 export const onEmbeddedChain = <A, E>(
