@@ -171,7 +171,7 @@ const parseKeys = (text: Redacted.Redacted<string>, name: string) =>
   Effect.try({
     try: () =>
       Redacted.value(text).split(",").map((k) => k.trim()).filter((k) => k !== "").map((k) => localAccount(k as Hex)),
-    catch: () => new ChainError({ message: `${name} must be comma-separated 0x-prefixed private keys` })
+    catch: () => new ChainError({ message: `${name} must be comma-separated 0x-prefixed private keys`, retryable: false })
   })
 
 /** viem's default retries of a failed call, for the one-off clients (deployment, dev-chain cheats). */
@@ -193,11 +193,11 @@ export const connect = (mode: Mode, rpcUrl: string) =>
     })
     const chainId = yield* Effect.tryPromise({
       try: () => client.getChainId(),
-      catch: (cause) => new ChainError({ message: `the ${mode} node at ${rpcUrl} does not answer`, cause })
+      catch: (cause) => new ChainError({ message: `the ${mode} node at ${rpcUrl} does not answer`, cause, retryable: true })
     }).pipe(Effect.retry({ times: nodeAnswerAttemptsMax, schedule: Schedule.spaced(nodeAnswerPollMs) }))
     if (chainId !== chainIdOfMode[mode]) {
       return yield* Effect.fail(
-        new ChainError({ message: `the ${mode} node at ${rpcUrl} has chain id ${chainId}; expected ${chainIdOfMode[mode]}` })
+        new ChainError({ message: `the ${mode} node at ${rpcUrl} has chain id ${chainId}; expected ${chainIdOfMode[mode]}`, retryable: false })
       )
     }
     return client as PublicClient
@@ -244,11 +244,11 @@ export const deployAndRecord = (
     const guardian = yield* GuardianIdentity
     const previous = yield* recordedContracts(mode)
     const contracts = yield* deployContracts({ client, owner, guardian, previous: Option.getOrUndefined(previous) }).pipe(
-      Effect.mapError((cause) => new ChainError({ message: `deploying the ${mode} contracts failed`, cause }))
+      Effect.mapError((cause) => new ChainError({ message: `deploying the ${mode} contracts failed`, cause, retryable: true }))
     )
     yield* Effect.tryPromise({
       try: () => grantMinters(client, rpcUrl, owner, contracts.usdg, minters),
-      catch: (cause) => new ChainError({ message: `making the faucet a test USDG minter on ${mode} failed`, cause })
+      catch: (cause) => new ChainError({ message: `making the faucet a test USDG minter on ${mode} failed`, cause, retryable: true })
     })
     const now = DateTime.formatIso(yield* DateTime.now)
     const encoded = JSON.stringify(contracts)
@@ -301,17 +301,18 @@ const awaitRecordedContracts = (mode: Mode, client: PublicClient) =>
       Effect.retry(Schedule.spaced(2_000).pipe(Schedule.upTo({ duration: recordedContractsWaitMs }))),
       Effect.mapError(() =>
         new ChainError({
-          message: `no ${mode} contracts are recorded: run \`npm run -s admin -- chain deploy --mode ${mode}\` first`
+          message: `no ${mode} contracts are recorded: run \`npm run -s admin -- chain deploy --mode ${mode}\` first`,
+          retryable: false
         })
       )
     )
     for (const address of Object.values(found)) {
       const code = yield* Effect.tryPromise({
         try: () => client.getCode({ address }),
-        catch: (cause) => new ChainError({ message: `reading the ${mode} contracts failed`, cause })
+        catch: (cause) => new ChainError({ message: `reading the ${mode} contracts failed`, cause, retryable: true })
       })
       if (code === undefined || code === "0x") {
-        return yield* Effect.fail(new ChainError({ message: `the recorded ${mode} contract ${address} has no code on chain` }))
+        return yield* Effect.fail(new ChainError({ message: `the recorded ${mode} contract ${address} has no code on chain`, retryable: false }))
       }
     }
     return found
@@ -331,7 +332,7 @@ const embeddedTestnet = (rpcUrl: string) =>
     yield* Effect.forEach([owner, faucet, ...relayers], (account) =>
       Effect.tryPromise({
         try: () => cheats.setBalance({ address: account.address, value: embeddedBalanceWei }),
-        catch: (cause) => new ChainError({ message: "funding the embedded accounts failed", cause })
+        catch: (cause) => new ChainError({ message: "funding the embedded accounts failed", cause, retryable: true })
       }), { discard: true })
     const contracts = yield* deployAndRecord("test", client, rpcUrl, owner, [faucet.address])
     yield* forgetLegacyOwner
@@ -357,11 +358,11 @@ const externalChain = (
   Effect.gen(function*() {
     const suffix = mode === "test" ? "TESTNET" : "MAINNET"
     if (Option.isNone(relayerKeys)) {
-      return yield* Effect.fail(new ChainError({ message: `RELAYER_KEYS_${suffix} is required with RPC_URL_${suffix}` }))
+      return yield* Effect.fail(new ChainError({ message: `RELAYER_KEYS_${suffix} is required with RPC_URL_${suffix}`, retryable: false }))
     }
     const relayers = yield* parseKeys(relayerKeys.value, `RELAYER_KEYS_${suffix}`)
     if (relayers.length === 0) {
-      return yield* Effect.fail(new ChainError({ message: `RELAYER_KEYS_${suffix} must not be empty` }))
+      return yield* Effect.fail(new ChainError({ message: `RELAYER_KEYS_${suffix} must not be empty`, retryable: false }))
     }
     const faucet = Option.isNone(faucetKey)
       ? Option.none<LocalAccount>()
