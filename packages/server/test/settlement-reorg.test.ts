@@ -10,10 +10,21 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import type { Hex } from "viem"
-import { privateKeyToAccount, privateKeyToAddress } from "viem/accounts"
+import { privateKeyToAccount } from "viem/accounts"
 import type { ChainContext } from "../src/settlement/Chains.ts"
 import { Settlement } from "../src/settlement/Settlement.ts"
-import { keyPairFrom, makeTestGuardian, onEmbeddedChain, scalarFrom, signedConfidentialTransfer } from "./support/chainFixtures.ts"
+import { SettlementLimits } from "../src/settlement/domain.ts"
+import {
+  advanceEngineClock,
+  engineClockTick,
+  makeTestGuardian,
+  onEmbeddedChain,
+  onEmbeddedChainOnTestClock,
+  realPause,
+  scalarFrom,
+  transferBetweenParties
+} from "./support/chainFixtures.ts"
+import { eventually } from "./support/webhooks-receiver.ts"
 
 const guardian = makeTestGuardian("reorg-test")
 
@@ -57,8 +68,10 @@ describe("a chain reorganisation under the settlement watcher", () => {
       assert.strictEqual(receipt.status, "success", "the confirming transaction is on the chain")
     })), 120_000)
 
+  // On TestClock: the rebroadcast age the relayer's transaction must be unseen for passes on the
+  // engine's clock, not in real time.
   it.live("a transfer applied by another transaction counts only at the depth, and not once that transaction's block is replaced", () =>
-    onEmbeddedChain(guardian, { chainConfirmations: 3, relayerCount: 1 }, (chain) => Effect.gen(function*() {
+    onEmbeddedChainOnTestClock(guardian, { chainConfirmations: 3, relayerCount: 1 }, (chain) => Effect.gen(function*() {
       const settlement = yield* Settlement
       const client = chain.client
       const anvil = anvilOf(chain)
@@ -92,9 +105,12 @@ describe("a chain reorganisation under the settlement watcher", () => {
       // The chain's time passes the deadline one block later: the other transaction is 2 deep of 3.
       yield* anvil("evm_setNextBlockTimestamp", [Number(deadline) + 10])
       yield* anvil("anvil_mine", ["0x1"])
-      // Unseen for the rebroadcast age (15 s) and past its deadline, the relayer's transaction is
-      // looked into: the transfer was applied by the other transaction, only 2 deep.
-      const early = yield* settlement.awaitResolution(request.submissionId, 20_000)
+      // Unseen for the rebroadcast age (15 s on the engine's clock) and past its deadline, the
+      // relayer's transaction is looked into: the transfer was applied by the other transaction,
+      // only 2 deep. The rounds then run on for a few real seconds, time for that look to end.
+      yield* advanceEngineClock(SettlementLimits.rebroadcastAfterMs + 1_000)
+      for (let round = 0; round < 30; round++) yield* Effect.andThen(engineClockTick, realPause(100))
+      const early = yield* settlement.awaitResolution(request.submissionId, 0)
       assert.isTrue(Option.isNone(early), `not resolved from a transaction short of the depth (${Option.isSome(early) ? early.value._tag : "pending"})`)
 
       // The chain replaces both blocks, the other transaction's with them, and grows past the deadline.
@@ -102,8 +118,12 @@ describe("a chain reorganisation under the settlement watcher", () => {
       const latest = (yield* Effect.promise(() => client.getBlock({ blockTag: "latest" }))).timestamp
       yield* anvil("evm_setNextBlockTimestamp", [Number(latest > deadline ? latest : deadline) + 20])
       yield* anvil("anvil_mine", ["0x3"])
-      const outcome = yield* settlement.awaitResolution(request.submissionId, 30_000)
-      assert.isTrue(Option.isSome(outcome) && outcome.value._tag === "Failed", Option.isSome(outcome) ? outcome.value._tag : "still pending")
+      const outcome = yield* eventually(
+        settlement.awaitResolution(request.submissionId, 0).pipe(Effect.map(Option.getOrUndefined)),
+        "the transfer's outcome",
+        { tick: engineClockTick, timeoutMs: 60_000 }
+      )
+      assert.strictEqual(outcome._tag, "Failed")
     })), 120_000)
 })
 
@@ -112,22 +132,7 @@ const anvilOf = (chain: ChainContext) => (method: string, params: ReadonlyArray<
   Effect.promise(() => chain.client.request({ method: method as never, params: params as never }))
 
 /** A transfer of 100 between two parties named after `label`, attested by the test guardian. */
-const transfer = (chain: ChainContext, label: string, deadlineSeconds: bigint) => {
-  const address = (party: string) => privateKeyToAddress(`0x${Buffer.from(scalarFrom(party)).toString("hex")}`)
-  return signedConfidentialTransfer({
-    label: `${label}-0`,
-    guardian,
-    chainId: chain.chainId,
-    contract: chain.contracts.confidentialUsdg,
-    from: address(`${label}-sender`),
-    to: address(`${label}-recipient`),
-    fromKey: keyPairFrom(`${label}-sender`),
-    toKey: keyPairFrom(`${label}-recipient`),
-    amount: 100n,
-    nonce: 0n,
-    deadlineSeconds
-  })
-}
+const transfer = (chain: ChainContext, label: string, deadlineSeconds: bigint) => transferBetweenParties(guardian, chain, label, deadlineSeconds)
 
 /** Waits until the node's pool holds `count` pending transactions. */
 const poolHolds = (anvil: (method: string, params: ReadonlyArray<unknown>) => Effect.Effect<unknown>, count: number) =>
@@ -135,7 +140,7 @@ const poolHolds = (anvil: (method: string, params: ReadonlyArray<unknown>) => Ef
     for (let tries = 0; tries < 100; tries++) {
       const status = (yield* anvil("txpool_status", [])) as { readonly pending: Hex }
       if (Number(status.pending) === count) return
-      yield* Effect.sleep(50)
+      yield* realPause(50)
     }
     assert.fail(`the pool never held ${count} pending`)
   })

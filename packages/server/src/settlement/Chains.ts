@@ -18,7 +18,7 @@
  * Accounts: relayers submit transfers, each with its own nonce sequence so
  * throughput is not capped by one; on a test chain, the faucet key mints test USDG
  * (a minter of the test token, which can touch no confidential balance). The
- * contracts' owner key is not among them (issue 12): embedded, a fresh owner key is
+ * contracts' owner key is not among them (the owner key kept off the api tier): embedded, a fresh owner key is
  * made in memory for a deployment and forgotten after it (nothing can rotate the
  * embedded chain's guardian afterwards); on an external chain, the operator deploys
  * with `npm run -s admin -- chain deploy` (admin/deploy.ts) on a machine of its own,
@@ -46,6 +46,7 @@ import {
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { chainIdOfMode, type Mode } from "@pps/api/ApiKeys"
 import { AppConfig } from "../config/AppConfig.ts"
+import * as Invariant from "../platform/Invariant.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
 import { deployContracts } from "./deployContracts.ts"
 import { DevChain } from "./DevChain.ts"
@@ -53,13 +54,27 @@ import { GuardianIdentity } from "./GuardianIdentity.ts"
 import { localAccount } from "./LocalAccounts.ts"
 
 /**
- * A node could not be reached, answered with the wrong chain id, or a start-up
+ * A node could not be reached, answered with the wrong chain id, refused a call, or a start-up
  * step on it failed.
+ *
+ * `retryable` says whether the same call can succeed later (a node that did not answer, a
+ * timeout) or not (a call the node refused, a wrong configuration); settlement sets it on every
+ * failure it types, and an error made without it (a registry read elsewhere) counts as
+ * retryable: a transport failure is what an unclassified node call meets.
  *
  * @since 0.1.0
  * @category errors
  */
-export class ChainError extends Data.TaggedError("ChainError")<{ readonly message: string; readonly cause?: unknown }> {}
+export class ChainError extends Data.TaggedError("ChainError")<{
+  readonly message: string
+  readonly cause?: unknown
+  readonly retryable?: boolean
+}> {
+  /** Whether trying the same call again can help. */
+  get isRetryable(): boolean {
+    return this.retryable ?? true
+  }
+}
 
 /**
  * Everything the server needs of one mode's chain.
@@ -96,7 +111,9 @@ export class Chains extends Context.Service<Chains, {
       const testnet = yield* Option.match(devChain.rpcUrl, {
         onSome: (url) => embeddedTestnet(url),
         onNone: () =>
-          externalChain("test", Option.getOrThrow(config.rpcUrlTestnet), config.relayerKeysTestnet, config.faucetKeyTestnet)
+          Invariant.some("DevChain starts no embedded chain only when RPC_URL_TESTNET is set")(config.rpcUrlTestnet).pipe(
+            Effect.flatMap((url) => externalChain("test", url, config.relayerKeysTestnet, config.faucetKeyTestnet))
+          )
       })
       const mainnet = yield* Option.match(config.rpcUrlMainnet, {
         onNone: () => Effect.succeed(Option.none<ChainContext>()),
@@ -120,7 +137,13 @@ const embeddedKeys = (mode: Mode, relayerCount: number) =>
         const rows = yield* sql<{ key_sealed: Uint8Array }>`
           SELECT key_sealed FROM chain_keys WHERE mode = ${mode} AND role = ${role} AND position = ${position}`
         if (rows[0] === undefined) return Option.none<LocalAccount>()
-        const key = yield* box.open(new Uint8Array(rows[0].key_sealed), keyBinding(mode, role, position)).pipe(Effect.orDie)
+        // A stored key that does not open: WALLET_KEK is not the one it was sealed under (or the
+        // row was altered). No retry helps; the operator must restore the key.
+        const key = yield* box.open(new Uint8Array(rows[0].key_sealed), keyBinding(mode, role, position)).pipe(
+          Effect.mapError((cause) =>
+            new ChainError({ message: `the embedded ${mode} chain's ${role} key does not open with WALLET_KEK`, cause, retryable: false })
+          )
+        )
         return Option.some(localAccount(bytesToHex(key)))
       })
     const load = (role: "faucet" | "relayer", position: number) =>
@@ -148,7 +171,7 @@ const parseKeys = (text: Redacted.Redacted<string>, name: string) =>
   Effect.try({
     try: () =>
       Redacted.value(text).split(",").map((k) => k.trim()).filter((k) => k !== "").map((k) => localAccount(k as Hex)),
-    catch: () => new ChainError({ message: `${name} must be comma-separated 0x-prefixed private keys` })
+    catch: () => new ChainError({ message: `${name} must be comma-separated 0x-prefixed private keys`, retryable: false })
   })
 
 /** viem's default retries of a failed call, for the one-off clients (deployment, dev-chain cheats). */
@@ -170,11 +193,11 @@ export const connect = (mode: Mode, rpcUrl: string) =>
     })
     const chainId = yield* Effect.tryPromise({
       try: () => client.getChainId(),
-      catch: (cause) => new ChainError({ message: `the ${mode} node at ${rpcUrl} does not answer`, cause })
+      catch: (cause) => new ChainError({ message: `the ${mode} node at ${rpcUrl} does not answer`, cause, retryable: true })
     }).pipe(Effect.retry({ times: nodeAnswerAttemptsMax, schedule: Schedule.spaced(nodeAnswerPollMs) }))
     if (chainId !== chainIdOfMode[mode]) {
       return yield* Effect.fail(
-        new ChainError({ message: `the ${mode} node at ${rpcUrl} has chain id ${chainId}; expected ${chainIdOfMode[mode]}` })
+        new ChainError({ message: `the ${mode} node at ${rpcUrl} has chain id ${chainId}; expected ${chainIdOfMode[mode]}`, retryable: false })
       )
     }
     return client as PublicClient
@@ -193,7 +216,9 @@ export const recordedContracts = (mode: Mode) =>
     const sql = yield* SqlClient.SqlClient
     const rows = yield* sql<{ addresses: string }>`SELECT addresses FROM chain_deployments WHERE mode = ${mode}`
     if (rows[0] === undefined) return Option.none<Deploy.Addresses>()
-    const recorded = yield* Schema.decodeUnknownEffect(DeploymentRecord)(rows[0].addresses).pipe(Effect.orDie)
+    const recorded = yield* Schema.decodeUnknownEffect(DeploymentRecord)(rows[0].addresses).pipe(
+      Invariant.orDie("chain_deployments.addresses holds the JSON that deployAndRecord wrote")
+    )
     return Option.some<Deploy.Addresses>({
       usdg: getAddress(recorded.usdg),
       weth: getAddress(recorded.weth),
@@ -219,11 +244,11 @@ export const deployAndRecord = (
     const guardian = yield* GuardianIdentity
     const previous = yield* recordedContracts(mode)
     const contracts = yield* deployContracts({ client, owner, guardian, previous: Option.getOrUndefined(previous) }).pipe(
-      Effect.mapError((cause) => new ChainError({ message: `deploying the ${mode} contracts failed`, cause }))
+      Effect.mapError((cause) => new ChainError({ message: `deploying the ${mode} contracts failed`, cause, retryable: true }))
     )
     yield* Effect.tryPromise({
       try: () => grantMinters(client, rpcUrl, owner, contracts.usdg, minters),
-      catch: (cause) => new ChainError({ message: `making the faucet a test USDG minter on ${mode} failed`, cause })
+      catch: (cause) => new ChainError({ message: `making the faucet a test USDG minter on ${mode} failed`, cause, retryable: true })
     })
     const now = DateTime.formatIso(yield* DateTime.now)
     const encoded = JSON.stringify(contracts)
@@ -276,17 +301,18 @@ const awaitRecordedContracts = (mode: Mode, client: PublicClient) =>
       Effect.retry(Schedule.spaced(2_000).pipe(Schedule.upTo({ duration: recordedContractsWaitMs }))),
       Effect.mapError(() =>
         new ChainError({
-          message: `no ${mode} contracts are recorded: run \`npm run -s admin -- chain deploy --mode ${mode}\` first`
+          message: `no ${mode} contracts are recorded: run \`npm run -s admin -- chain deploy --mode ${mode}\` first`,
+          retryable: false
         })
       )
     )
     for (const address of Object.values(found)) {
       const code = yield* Effect.tryPromise({
         try: () => client.getCode({ address }),
-        catch: (cause) => new ChainError({ message: `reading the ${mode} contracts failed`, cause })
+        catch: (cause) => new ChainError({ message: `reading the ${mode} contracts failed`, cause, retryable: true })
       })
       if (code === undefined || code === "0x") {
-        return yield* Effect.fail(new ChainError({ message: `the recorded ${mode} contract ${address} has no code on chain` }))
+        return yield* Effect.fail(new ChainError({ message: `the recorded ${mode} contract ${address} has no code on chain`, retryable: false }))
       }
     }
     return found
@@ -306,7 +332,7 @@ const embeddedTestnet = (rpcUrl: string) =>
     yield* Effect.forEach([owner, faucet, ...relayers], (account) =>
       Effect.tryPromise({
         try: () => cheats.setBalance({ address: account.address, value: embeddedBalanceWei }),
-        catch: (cause) => new ChainError({ message: "funding the embedded accounts failed", cause })
+        catch: (cause) => new ChainError({ message: "funding the embedded accounts failed", cause, retryable: true })
       }), { discard: true })
     const contracts = yield* deployAndRecord("test", client, rpcUrl, owner, [faucet.address])
     yield* forgetLegacyOwner
@@ -332,11 +358,11 @@ const externalChain = (
   Effect.gen(function*() {
     const suffix = mode === "test" ? "TESTNET" : "MAINNET"
     if (Option.isNone(relayerKeys)) {
-      return yield* Effect.fail(new ChainError({ message: `RELAYER_KEYS_${suffix} is required with RPC_URL_${suffix}` }))
+      return yield* Effect.fail(new ChainError({ message: `RELAYER_KEYS_${suffix} is required with RPC_URL_${suffix}`, retryable: false }))
     }
     const relayers = yield* parseKeys(relayerKeys.value, `RELAYER_KEYS_${suffix}`)
     if (relayers.length === 0) {
-      return yield* Effect.fail(new ChainError({ message: `RELAYER_KEYS_${suffix} must not be empty` }))
+      return yield* Effect.fail(new ChainError({ message: `RELAYER_KEYS_${suffix} must not be empty`, retryable: false }))
     }
     const faucet = Option.isNone(faucetKey)
       ? Option.none<LocalAccount>()

@@ -77,7 +77,7 @@ export class DevChain extends Context.Service<DevChain, {
               statePath: path.join(chainDir, "state.json"),
               stateIntervalSeconds: 1
             }),
-          catch: (cause) => new ChainError({ message: "embedded anvil did not start", cause })
+          catch: (cause) => new ChainError({ message: "embedded anvil did not start", cause, retryable: true })
         }),
         (instance) =>
           Effect.promise(() => instance.stop()).pipe(Effect.andThen(Effect.sync(() => fs.rmSync(pidFile, { force: true }))))

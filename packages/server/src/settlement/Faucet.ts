@@ -51,7 +51,7 @@ export class Faucet extends Context.Service<Faucet, {
         Option.match(Option.flatMap(chain, (c) => Option.map(c.faucet, (minter) => [c, minter.address] as const)), {
           onNone: () => Effect.fail(new ChainUnavailable("test")),
           onSome: ([c, minter]) =>
-            Effect.tryPromise({ try: () => run(c, minter), catch: (cause) => new ChainError({ message: what, cause }) })
+            Effect.tryPromise({ try: () => run(c, minter), catch: (cause) => new ChainError({ message: what, cause, retryable: true }) })
         })
       const shielded = getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "Shielded" })
       return Faucet.of({
@@ -73,7 +73,7 @@ export class Faucet extends Context.Service<Faucet, {
             onSome: (f) =>
               Effect.tryPromise({
                 try: () => f.shieldUsdg(to, amount),
-                catch: (cause) => new ChainError({ message: "the faucet grant failed", cause })
+                catch: (cause) => new ChainError({ message: "the faucet grant failed", cause, retryable: true })
               })
           })
       })

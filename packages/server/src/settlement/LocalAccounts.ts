@@ -1,6 +1,6 @@
 /**
  * The chain keys this node signs with (relayers, the faucet): viem's private-key accounts whose
- * transactions are signed by libsecp256k1 in WebAssembly instead of noble (issue 16: a relayer
+ * transactions are signed by libsecp256k1 in WebAssembly instead of noble (for throughput: a relayer
  * signs every chain transaction, 0.59 ms each through viem on the 2-vCPU VM, 0.20 ms this way,
  * serialization included). The bytes are the same (RFC 6979, low-s: `localAccounts.test.ts`
  * compares them); messages and typed data are still signed by viem's own code.

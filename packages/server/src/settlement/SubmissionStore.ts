@@ -11,6 +11,7 @@ import { Mode } from "@pps/api/ApiKeys"
 import { deadAfterMs, NodeLiveness } from "../platform/NodeLiveness.ts"
 import { sharedStatements } from "../platform/SharedStatements.ts"
 import { SqlValues } from "@pps/guardian"
+import * as Invariant from "../platform/Invariant.ts"
 import type { Resolution, SubmissionKind, SubmissionRequest, SubmissionStatus } from "./domain.ts"
 
 const SubmissionRow = Schema.Struct({
@@ -125,6 +126,185 @@ const columns = `s.submission_id, s.mode, s.kind, s.target, s.call_data, s.gas_l
   COALESCE((SELECT t.raw_tx FROM chain_transactions t WHERE t.tx_hash = s.tx_hash), s.raw_tx) AS raw_tx,
   s.tx_hash, s.status, s.failure_reason, s.block_number, s.block_timestamp, s.owner_node`
 
+/** What the store's statements need: the client, and this node's id (the owner of what it records). */
+interface StoreContext {
+  readonly sql: SqlClient.SqlClient
+  readonly nodeId: string
+}
+
+/** The rows' shape is the migrations' (chain_submissions, chain_transactions): a row that does not decode means code and schema disagree. */
+const rowsMatchSchema = "chain_submissions rows decode as SubmissionRow: the migrations define exactly these columns"
+
+const decodeSubmissions = (context: StoreContext, rows: ReadonlyArray<unknown>) =>
+  Schema.decodeUnknownEffect(Schema.Array(SubmissionRow))(rows).pipe(
+    Invariant.orDie(rowsMatchSchema),
+    Effect.map((decoded) => decoded.map((row) => toSubmission(row, context.nodeId)))
+  )
+
+/** One statement for any number of confirmations; the ids it changed. */
+const confirmMany = (
+  { sql }: StoreContext,
+  confirmations: ReadonlyArray<Extract<Resolution, { readonly _tag: "Confirmed" }>>
+): Effect.Effect<ReadonlyArray<string>, SqlError.SqlError> => {
+  if (confirmations.length === 0) return Effect.succeed([])
+  const values = SqlValues.valuesPlaceholders(confirmations.length, ["", "", "", ""])
+  return sql.unsafe<{ readonly submission_id: string }>(
+    `UPDATE chain_submissions s SET status = 'confirmed', tx_hash = v.tx_hash, block_number = v.block_number,
+       block_timestamp = v.block_timestamp, raw_tx = NULL, updated_at = now()
+     FROM (VALUES ${values}) AS v (submission_id, tx_hash, block_number, block_timestamp)
+     WHERE s.submission_id = v.submission_id AND s.status IN ('recorded', 'sent')
+     RETURNING s.submission_id`,
+    confirmations.flatMap((c) => [c.submissionId, c.txHash, c.blockNumber.toString(), c.blockTimestampSeconds.toString()])
+  ).pipe(Effect.map((rows) => rows.map((row) => row.submission_id)))
+}
+
+/** One statement for any number of new submissions; the ids it recorded. */
+const recordMany = (
+  { nodeId, sql }: StoreContext,
+  requests: ReadonlyArray<SubmissionRequest>
+): Effect.Effect<ReadonlyArray<string>, SqlError.SqlError> => {
+  if (requests.length === 0) return Effect.succeed([])
+  // An INSERT's parameters take their types from the target columns: no casts.
+  const values = SqlValues.valuesPlaceholders(requests.length, Array(11).fill(""), ", 'recorded', now(), now()")
+  return sql.unsafe<{ readonly submission_id: string }>(
+    `INSERT INTO chain_submissions (submission_id, mode, kind, target, call_data, gas_limit, deadline_seconds,
+       replay_sender, replay_nonce, replay_transfer_id, owner_node, status, created_at, updated_at)
+     VALUES ${values}
+     ON CONFLICT (submission_id) DO NOTHING
+     RETURNING submission_id`,
+    requests.flatMap((request) => [
+      request.submissionId,
+      request.mode,
+      request.kind,
+      request.target,
+      hexToBytes(request.data),
+      request.gasLimit.toString(),
+      request.deadlineSeconds?.toString() ?? null,
+      request.replayKey?.sender ?? null,
+      request.replayKey?.nonce.toString() ?? null,
+      request.replayKey?.transferId ?? null,
+      nodeId
+    ])
+  ).pipe(Effect.map((rows) => rows.map((row) => row.submission_id)))
+}
+
+/** `record`'s batching: the submissions recorded in the same turn share one INSERT. */
+const recordTogether = (context: StoreContext) =>
+  sharedStatements(
+    context.sql,
+    (entries: ReadonlyArray<Request.Entry<RecordSubmission>>) => recordMany(context, entries.map((entry) => entry.request.request)),
+    (entries, exit) => {
+      const recorded = Exit.map(exit, (ids) => new Set(ids))
+      for (const entry of entries) {
+        // An id asked twice in one batch is recorded once: only its first asker is told so.
+        entry.completeUnsafe(Exit.map(recorded, (ids) => ids.delete(entry.request.request.submissionId)))
+      }
+    },
+    recordBatchMax
+  )
+
+const get = (context: StoreContext, submissionId: string) =>
+  context.sql.unsafe(`SELECT ${columns} FROM chain_submissions s WHERE s.submission_id = $1`, [submissionId]).pipe(
+    Effect.flatMap((rows) => decodeSubmissions(context, rows)),
+    Effect.map((rows) => Option.fromNullishOr(rows[0]))
+  )
+
+const resolution = ({ sql }: StoreContext, submissionId: string) =>
+  sql`
+    SELECT submission_id, mode, tx_hash, status, failure_reason, block_number, block_timestamp
+    FROM chain_submissions WHERE submission_id = ${submissionId}`.pipe(
+    Effect.flatMap((rows) => Schema.decodeUnknownEffect(Schema.Array(OutcomeRow))(rows).pipe(Invariant.orDie(rowsMatchSchema))),
+    Effect.map((rows) => Option.fromNullishOr(rows[0] === undefined ? null : toResolution(rows[0])))
+  )
+
+const open = (context: StoreContext, mode: Mode) =>
+  context.sql.unsafe(
+    `SELECT ${columns} FROM chain_submissions s WHERE s.mode = $1 AND s.status IN ('recorded', 'sent') ORDER BY s.created_at`,
+    [mode]
+  ).pipe(Effect.flatMap((rows) => decodeSubmissions(context, rows)))
+
+const adoptOrphans = (context: StoreContext, mode: Mode) =>
+  context.sql.unsafe(
+    `UPDATE chain_submissions s SET owner_node = $2
+     WHERE s.mode = $1 AND s.status IN ('recorded', 'sent') AND s.owner_node IS DISTINCT FROM $2
+       AND NOT EXISTS (
+         SELECT 1 FROM node_heartbeats h
+         WHERE h.node_id = s.owner_node AND h.beat_at > now() - make_interval(secs => $3::double precision / 1000)
+       )
+     RETURNING ${columns}`,
+    [mode, context.nodeId, deadAfterMs]
+  ).pipe(Effect.flatMap((rows) => decodeSubmissions(context, rows)))
+
+/**
+ * A batch's bytes go once into chain_transactions, with every member's row in the same
+ * statement (the rows' own raw_tx cleared: bytes of an earlier signature are never read).
+ * A transaction of one call keeps its bytes in its row, as before: the same bytes written
+ * once either way, and a node of the earlier version (a rolling deploy, a rollback) that
+ * adopts the row still finds them. Only batch members lack them for such a node, and a
+ * batch holds confidential transfers only, whose replay nonce it checks before signing
+ * one again (`appliedElsewhere`) and the contract refuses to apply twice.
+ */
+const markSent = (
+  { sql }: StoreContext,
+  submissionIds: ReadonlyArray<string>,
+  signed: { readonly relayer: Address; readonly nonce: number; readonly rawTx: Hex; readonly txHash: Hex }
+) =>
+  submissionIds.length === 1
+    ? sql`
+      UPDATE chain_submissions SET relayer = ${signed.relayer}, relayer_nonce = ${signed.nonce}, raw_tx = ${hexToBytes(signed.rawTx)},
+        tx_hash = ${signed.txHash}, status = 'sent', broadcasts = broadcasts + 1, updated_at = now()
+      WHERE submission_id = ${submissionIds[0]!} AND status IN ('recorded', 'sent')`.pipe(Effect.asVoid)
+    : sql`
+      WITH stored AS (
+        INSERT INTO chain_transactions (tx_hash, raw_tx, created_at) VALUES (${signed.txHash}, ${hexToBytes(signed.rawTx)}, now())
+        ON CONFLICT (tx_hash) DO UPDATE SET created_at = now()
+      )
+      UPDATE chain_submissions SET relayer = ${signed.relayer}, relayer_nonce = ${signed.nonce}, raw_tx = NULL,
+        tx_hash = ${signed.txHash}, status = 'sent', broadcasts = broadcasts + 1, updated_at = now()
+      WHERE ${sql.in("submission_id", submissionIds)} AND status IN ('recorded', 'sent')`.pipe(Effect.asVoid)
+
+const countBroadcast = ({ sql }: StoreContext, submissionIds: ReadonlyArray<string>) =>
+  submissionIds.length === 0 ? Effect.void : sql`
+    UPDATE chain_submissions SET broadcasts = broadcasts + 1, updated_at = now()
+    WHERE ${sql.in("submission_id", submissionIds)}`.pipe(Effect.asVoid)
+
+const resolve = (context: StoreContext, outcome: Resolution) =>
+  outcome._tag === "Confirmed"
+    ? confirmMany(context, [outcome]).pipe(Effect.map((changed) => changed.length > 0))
+    : context.sql`
+      UPDATE chain_submissions SET status = 'failed', failure_reason = ${outcome.reason}, raw_tx = NULL, updated_at = now()
+      WHERE submission_id = ${outcome.submissionId} AND status IN ('recorded', 'sent')
+      RETURNING 1 AS resolved`.pipe(Effect.map((rows) => rows.length > 0))
+
+/**
+ * A transaction's bytes are read only while a submission it carries is open (broadcast,
+ * adopted after a restart). The statement that stores a transaction's bytes marks its
+ * submissions in the same commit, and bytes stored again (the same signature marked a
+ * second time) are made young again by it under the row's lock: the outer condition is
+ * checked again on a row changed meanwhile, so the sweep leaves it.
+ */
+const forgetSettledTransactions = ({ sql }: StoreContext, graceMs: number, slice: number) =>
+  Effect.gen(function*() {
+    const limit = Math.max(1, Math.floor(slice))
+    let total = 0
+    let deleted = limit
+    while (deleted === limit) {
+      const rows = yield* sql<{ readonly tx_hash: string }>`
+        DELETE FROM chain_transactions d
+        WHERE d.created_at < now() - make_interval(secs => ${graceMs}::double precision / 1000)
+          AND d.tx_hash IN (
+            SELECT t.tx_hash FROM chain_transactions t
+            WHERE t.created_at < now() - make_interval(secs => ${graceMs}::double precision / 1000)
+              AND NOT EXISTS (
+                SELECT 1 FROM chain_submissions s WHERE s.tx_hash = t.tx_hash AND s.status IN ('recorded', 'sent'))
+            LIMIT ${limit})
+        RETURNING d.tx_hash`
+      deleted = rows.length
+      total += deleted
+    }
+    return total
+  })
+
 /**
  * @since 0.1.0
  * @category services
@@ -185,154 +365,20 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
   static readonly layer = Layer.effect(
     SubmissionStore,
     Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const { nodeId } = yield* NodeLiveness
-      const decode = (rows: ReadonlyArray<unknown>) =>
-        Schema.decodeUnknownEffect(Schema.Array(SubmissionRow))(rows).pipe(Effect.orDie, Effect.map((r) => r.map((row) => toSubmission(row, nodeId))))
-      /** One statement for any number of confirmations; the ids it changed. */
-      const confirmMany = (
-        confirmations: ReadonlyArray<Extract<Resolution, { readonly _tag: "Confirmed" }>>
-      ): Effect.Effect<ReadonlyArray<string>, SqlError.SqlError> => {
-        if (confirmations.length === 0) return Effect.succeed([])
-        const values = SqlValues.valuesPlaceholders(confirmations.length, ["", "", "", ""])
-        return sql.unsafe<{ readonly submission_id: string }>(
-          `UPDATE chain_submissions s SET status = 'confirmed', tx_hash = v.tx_hash, block_number = v.block_number,
-             block_timestamp = v.block_timestamp, raw_tx = NULL, updated_at = now()
-           FROM (VALUES ${values}) AS v (submission_id, tx_hash, block_number, block_timestamp)
-           WHERE s.submission_id = v.submission_id AND s.status IN ('recorded', 'sent')
-           RETURNING s.submission_id`,
-          confirmations.flatMap((c) => [c.submissionId, c.txHash, c.blockNumber.toString(), c.blockTimestampSeconds.toString()])
-        ).pipe(Effect.map((rows) => rows.map((row) => row.submission_id)))
-      }
-      /** One statement for any number of new submissions; the ids it recorded. */
-      const recordMany = (requests: ReadonlyArray<SubmissionRequest>): Effect.Effect<ReadonlyArray<string>, SqlError.SqlError> => {
-        if (requests.length === 0) return Effect.succeed([])
-        // An INSERT's parameters take their types from the target columns: no casts.
-        const values = SqlValues.valuesPlaceholders(requests.length, Array(11).fill(""), ", 'recorded', now(), now()")
-        return sql.unsafe<{ readonly submission_id: string }>(
-          `INSERT INTO chain_submissions (submission_id, mode, kind, target, call_data, gas_limit, deadline_seconds,
-             replay_sender, replay_nonce, replay_transfer_id, owner_node, status, created_at, updated_at)
-           VALUES ${values}
-           ON CONFLICT (submission_id) DO NOTHING
-           RETURNING submission_id`,
-          requests.flatMap((request) => [
-            request.submissionId,
-            request.mode,
-            request.kind,
-            request.target,
-            hexToBytes(request.data),
-            request.gasLimit.toString(),
-            request.deadlineSeconds?.toString() ?? null,
-            request.replayKey?.sender ?? null,
-            request.replayKey?.nonce.toString() ?? null,
-            request.replayKey?.transferId ?? null,
-            nodeId
-          ])
-        ).pipe(Effect.map((rows) => rows.map((row) => row.submission_id)))
-      }
-      const recordTogether = sharedStatements(
-        sql,
-        (entries: ReadonlyArray<Request.Entry<RecordSubmission>>) => recordMany(entries.map((entry) => entry.request.request)),
-        (entries, exit) => {
-          const recorded = Exit.map(exit, (ids) => new Set(ids))
-          for (const entry of entries) {
-            // An id asked twice in one batch is recorded once: only its first asker is told so.
-            entry.completeUnsafe(Exit.map(recorded, (ids) => ids.delete(entry.request.request.submissionId)))
-          }
-        },
-        recordBatchMax
-      )
+      const context: StoreContext = { sql: yield* SqlClient.SqlClient, nodeId: (yield* NodeLiveness).nodeId }
+      const recordBatched = recordTogether(context)
       return SubmissionStore.of({
-        record: (request) => Effect.request(new RecordSubmission({ request }), recordTogether),
-        recordAll: recordMany,
-        get: (submissionId) =>
-          sql.unsafe(`SELECT ${columns} FROM chain_submissions s WHERE s.submission_id = $1`, [submissionId]).pipe(
-            Effect.flatMap(decode),
-            Effect.map((rows) => Option.fromNullishOr(rows[0]))
-          ),
-        resolution: (submissionId) =>
-          sql`
-            SELECT submission_id, mode, tx_hash, status, failure_reason, block_number, block_timestamp
-            FROM chain_submissions WHERE submission_id = ${submissionId}`.pipe(
-            Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(OutcomeRow))),
-            Effect.catchTag("SchemaError", Effect.die),
-            Effect.map((rows) => Option.fromNullishOr(rows[0] === undefined ? null : toResolution(rows[0])))
-          ),
-        open: (mode) =>
-          sql.unsafe(
-            `SELECT ${columns} FROM chain_submissions s WHERE s.mode = $1 AND s.status IN ('recorded', 'sent') ORDER BY s.created_at`,
-            [mode]
-          ).pipe(Effect.flatMap(decode)),
-        adoptOrphans: (mode) =>
-          sql.unsafe(
-            `UPDATE chain_submissions s SET owner_node = $2
-             WHERE s.mode = $1 AND s.status IN ('recorded', 'sent') AND s.owner_node IS DISTINCT FROM $2
-               AND NOT EXISTS (
-                 SELECT 1 FROM node_heartbeats h
-                 WHERE h.node_id = s.owner_node AND h.beat_at > now() - make_interval(secs => $3::double precision / 1000)
-               )
-             RETURNING ${columns}`,
-            [mode, nodeId, deadAfterMs]
-          ).pipe(Effect.flatMap(decode)),
-        // A batch's bytes go once into chain_transactions, with every member's row in the same
-        // statement (the rows' own raw_tx cleared: bytes of an earlier signature are never read).
-        // A transaction of one call keeps its bytes in its row, as before: the same bytes written
-        // once either way, and a node of the earlier version (a rolling deploy, a rollback) that
-        // adopts the row still finds them. Only batch members lack them for such a node, and a
-        // batch holds confidential transfers only, whose replay nonce it checks before signing
-        // one again (`appliedElsewhere`) and the contract refuses to apply twice.
-        markSent: (submissionIds, signed) =>
-          submissionIds.length === 1
-            ? sql`
-              UPDATE chain_submissions SET relayer = ${signed.relayer}, relayer_nonce = ${signed.nonce}, raw_tx = ${hexToBytes(signed.rawTx)},
-                tx_hash = ${signed.txHash}, status = 'sent', broadcasts = broadcasts + 1, updated_at = now()
-              WHERE submission_id = ${submissionIds[0]!} AND status IN ('recorded', 'sent')`.pipe(Effect.asVoid)
-            : sql`
-              WITH stored AS (
-                INSERT INTO chain_transactions (tx_hash, raw_tx, created_at) VALUES (${signed.txHash}, ${hexToBytes(signed.rawTx)}, now())
-                ON CONFLICT (tx_hash) DO UPDATE SET created_at = now()
-              )
-              UPDATE chain_submissions SET relayer = ${signed.relayer}, relayer_nonce = ${signed.nonce}, raw_tx = NULL,
-                tx_hash = ${signed.txHash}, status = 'sent', broadcasts = broadcasts + 1, updated_at = now()
-              WHERE ${sql.in("submission_id", submissionIds)} AND status IN ('recorded', 'sent')`.pipe(Effect.asVoid),
-        countBroadcast: (submissionIds) =>
-          submissionIds.length === 0 ? Effect.void : sql`
-            UPDATE chain_submissions SET broadcasts = broadcasts + 1, updated_at = now()
-            WHERE ${sql.in("submission_id", submissionIds)}`.pipe(Effect.asVoid),
-        resolve: (resolution) =>
-          resolution._tag === "Confirmed"
-            ? confirmMany([resolution]).pipe(Effect.map((changed) => changed.length > 0))
-            : sql`
-              UPDATE chain_submissions SET status = 'failed', failure_reason = ${resolution.reason}, raw_tx = NULL, updated_at = now()
-              WHERE submission_id = ${resolution.submissionId} AND status IN ('recorded', 'sent')
-              RETURNING 1 AS resolved`.pipe(Effect.map((rows) => rows.length > 0)),
-        confirmMany,
-        // A transaction's bytes are read only while a submission it carries is open (broadcast,
-        // adopted after a restart). The statement that stores a transaction's bytes marks its
-        // submissions in the same commit, and bytes stored again (the same signature marked a
-        // second time) are made young again by it under the row's lock: the outer condition is
-        // checked again on a row changed meanwhile, so the sweep leaves it.
-        forgetSettledTransactions: (graceMs, slice) =>
-          Effect.gen(function*() {
-            const limit = Math.max(1, Math.floor(slice))
-            let total = 0
-            let deleted = limit
-            while (deleted === limit) {
-              const rows = yield* sql<{ readonly tx_hash: string }>`
-                DELETE FROM chain_transactions d
-                WHERE d.created_at < now() - make_interval(secs => ${graceMs}::double precision / 1000)
-                  AND d.tx_hash IN (
-                    SELECT t.tx_hash FROM chain_transactions t
-                    WHERE t.created_at < now() - make_interval(secs => ${graceMs}::double precision / 1000)
-                      AND NOT EXISTS (
-                        SELECT 1 FROM chain_submissions s WHERE s.tx_hash = t.tx_hash AND s.status IN ('recorded', 'sent'))
-                    LIMIT ${limit})
-                RETURNING d.tx_hash`
-              deleted = rows.length
-              total += deleted
-            }
-            return total
-          })
+        record: (request) => Effect.request(new RecordSubmission({ request }), recordBatched),
+        recordAll: (requests) => recordMany(context, requests),
+        get: (submissionId) => get(context, submissionId),
+        resolution: (submissionId) => resolution(context, submissionId),
+        open: (mode) => open(context, mode),
+        adoptOrphans: (mode) => adoptOrphans(context, mode),
+        markSent: (submissionIds, signed) => markSent(context, submissionIds, signed),
+        countBroadcast: (submissionIds) => countBroadcast(context, submissionIds),
+        resolve: (outcome) => resolve(context, outcome),
+        confirmMany: (confirmations) => confirmMany(context, confirmations),
+        forgetSettledTransactions: (graceMs, slice) => forgetSettledTransactions(context, graceMs, slice)
       })
     })
   )

@@ -9,7 +9,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Attestation, ElGamal, EncryptionKey, Point } from "@pps/crypto"
 import { Effect, Layer, Option, type Scope } from "effect"
+import { SqlClient } from "effect/sql"
+import { TestClock } from "effect/testing"
 import { type Address, type Hex, numberToHex } from "viem"
+import { privateKeyToAddress } from "viem/accounts"
 import { type AppConfigShape, AppConfig } from "../../src/config/AppConfig.ts"
 import { MigrationsLive, SqlLive } from "../../src/platform/Database.ts"
 import { DataDir } from "../../src/platform/DataDir.ts"
@@ -118,8 +121,11 @@ export const signedConfidentialTransfer = (options: {
 
 /** Settlement and everything under it, on embedded anvil and PGlite in `dataDir`. */
 export const settlementLayer = (dataDir: string, guardian: TestGuardian, overrides: Partial<AppConfigShape> = {}) =>
-  Settlement.layer.pipe(
-    Layer.provideMerge(Chains.layer),
+  Settlement.layer.pipe(Layer.provideMerge(settlementDependencies(dataDir, guardian, overrides)))
+
+/** What the settlement layer runs on (chains, database, configuration), for a test that builds it its own way. */
+export const settlementDependencies = (dataDir: string, guardian: TestGuardian, overrides: Partial<AppConfigShape> = {}) =>
+  Chains.layer.pipe(
     Layer.provideMerge(NodeLiveness.layer),
     Layer.provideMerge(DevChain.layer),
     Layer.provideMerge(guardian.layer),
@@ -130,6 +136,42 @@ export const settlementLayer = (dataDir: string, guardian: TestGuardian, overrid
     Layer.provideMerge(DataDir.layer),
     Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, overrides)))
   )
+
+/**
+ * `onEmbeddedChain` with the settlement engine on a TestClock the test moves (`advanceEngineClock`,
+ * `TestClock.adjust`), while the node, the database and their start-up run on the live clock.
+ */
+export const onEmbeddedChainOnTestClock = <A, E>(
+  guardian: TestGuardian,
+  overrides: Partial<AppConfigShape>,
+  body: (chain: ChainContext) => Effect.Effect<A, E, Settlement | SqlClient.SqlClient | Scope.Scope>
+) => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-settlement-clock-"))
+  const layer = Settlement.layer.pipe(
+    Layer.provideMerge(TestClock.layer()),
+    Layer.provideMerge(settlementDependencies(dataDir, guardian, overrides))
+  )
+  return Effect.gen(function*() {
+    yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+    return yield* body(Option.getOrThrow((yield* Settlement).chain("test")))
+  }).pipe(Effect.provide(layer))
+}
+
+/** Virtual time per step while a test on TestClock waits: below the watcher's poll, so every round runs. */
+export const engineClockStepMs = 100
+/** One step of the engine's clock. */
+export const engineClockTick = TestClock.adjust(engineClockStepMs)
+/** A real pause (not the engine's clock), for the node's and the database's answers. */
+export const realPause = (ms: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, ms)))
+
+/** Moves the engine's clock by `ms`, a step at a time, with a real pause after each so every watcher round runs. */
+export const advanceEngineClock = (ms: number) =>
+  Effect.gen(function*() {
+    for (let moved = 0; moved < ms; moved += engineClockStepMs) {
+      yield* engineClockTick
+      yield* realPause(10)
+    }
+  })
 
 /** `body` with the settlement engine on embedded anvil and PGlite in a fresh directory, removed afterwards. */
 export const onEmbeddedChain = <A, E>(
@@ -142,4 +184,22 @@ export const onEmbeddedChain = <A, E>(
     yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
     return yield* body(Option.getOrThrow((yield* Settlement).chain("test")))
   }).pipe(Effect.provide(settlementLayer(dataDir, guardian, overrides)))
+}
+
+/** A transfer of 100 between two parties named after `label` (`<label>-sender`, `<label>-recipient`), attested by `guardian`. */
+export const transferBetweenParties = (guardian: TestGuardian, chain: ChainContext, label: string, deadlineSeconds: bigint) => {
+  const address = (party: string) => privateKeyToAddress(`0x${Buffer.from(scalarFrom(party)).toString("hex")}`)
+  return signedConfidentialTransfer({
+    label: `${label}-0`,
+    guardian,
+    chainId: chain.chainId,
+    contract: chain.contracts.confidentialUsdg,
+    from: address(`${label}-sender`),
+    to: address(`${label}-recipient`),
+    fromKey: keyPairFrom(`${label}-sender`),
+    toKey: keyPairFrom(`${label}-recipient`),
+    amount: 100n,
+    nonce: 0n,
+    deadlineSeconds
+  })
 }

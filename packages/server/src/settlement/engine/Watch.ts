@@ -1,0 +1,209 @@
+/**
+ * Watch receipts: one fiber per mode reads every new block's receipts (one
+ * `eth_getBlockReceipts` per block, not one poll per transaction), matches them to the
+ * transactions in flight, concludes those buried under `CHAIN_CONFIRMATIONS` blocks, and
+ * revisits those not seen for a while.
+ *
+ * A round costs a few round trips however much it covers: the blocks are read in parallel,
+ * the confirmations are written in one statement, the rest is concluded in parallel. A node
+ * whose watcher fell behind (a busy process, a burst of blocks) so catches up instead of
+ * falling further behind, every round doing more per trip (batching measurements: at 1,024
+ * clients a block-by-block, transfer-by-transfer round lagged minutes behind the chain, and
+ * every transfer mined meanwhile stayed `pending`).
+ *
+ * @since 0.5.0
+ */
+import { Clock, Effect, Exit } from "effect"
+import { SettlementLimits } from "../domain.ts"
+import type { Relayer } from "../Relayer.ts"
+import { outcomeIn } from "./ChainReads.ts"
+import { conclude, concludeReverted } from "./Conclude.ts"
+import { allInFlight, confirmationOf, deepEnough, type EngineContext, pastDeadline, rpc, type StepError, type Tracked, untrack } from "./EngineContext.ts"
+import { fillNonceGaps, resendHeld, revisit } from "./Rebroadcast.ts"
+import { forgetMined, rewind } from "./Reorg.ts"
+
+/** A block and, when it carries transactions and some of ours are in flight, its receipts. */
+const readBlock = (context: EngineContext, n: bigint) =>
+  Effect.gen(function*() {
+    const block = yield* rpc(context, "reading a block", (client) => client.getBlock({ blockNumber: n }))
+    const receipts = block.transactions.length > 0 && context.inFlight.size > 0
+      ? (yield* rpc(context, "reading block receipts", (client) =>
+        client.request({ method: "eth_getBlockReceipts", params: [`0x${n.toString(16)}`] }))) ?? []
+      : []
+    return { n, block, receipts }
+  })
+
+/**
+ * Reads the blocks after the last scanned up to `head` (a round's worth at most) and marks the
+ * transactions in flight that they carry as mined. Applied in order up to the first block that
+ * could not be read: what was read counts, the rest is read again next round (one failed call
+ * must not cost the round's progress).
+ */
+const scanBlocks = Effect.fn("Settlement.scanBlocks")(function*(context: EngineContext, head: bigint) {
+  const { scannedHashes, view } = context
+  const roundMax = BigInt(SettlementLimits.blocksPerRoundMax)
+  const last = head < view.lastScanned + roundMax ? head : view.lastScanned + roundMax
+  const numbers: Array<bigint> = []
+  for (let n = view.lastScanned + 1n; n <= last; n++) numbers.push(n)
+  const reads = yield* Effect.forEach(numbers, (n) => Effect.exit(readBlock(context, n)), {
+    concurrency: SettlementLimits.blockReadsInParallel
+  })
+  for (const read of reads) {
+    if (Exit.isFailure(read)) {
+      yield* Effect.logWarning("settlement watcher could not read a block", read.cause)
+      break
+    }
+    const { block, n, receipts } = read.value
+    const parent = scannedHashes.get(n - 1n)
+    if (parent !== undefined && block.parentHash !== parent) {
+      yield* rewind(context, n - 1n)
+      break
+    }
+    scannedHashes.set(n, block.hash)
+    scannedHashes.delete(n - context.hashesKept)
+    view.baseFeeWei = block.baseFeePerGas ?? view.baseFeeWei
+    view.latestTimestampSeconds = block.timestamp
+    for (const receipt of receipts) {
+      for (const tracked of context.inFlight.get(receipt.transactionHash) ?? []) {
+        tracked.mined = {
+          blockNumber: n,
+          timestampSeconds: block.timestamp,
+          outcome: outcomeIn(tracked.request, { success: receipt.status === "0x1", logs: receipt.logs }),
+          blockHash: block.hash
+        }
+      }
+    }
+    view.lastScanned = n
+  }
+})
+
+/** What a round does with the transactions in flight, sorted by `sortInFlight`. */
+interface RoundWork {
+  /** Applied and deep enough: confirmed in one statement. */
+  readonly applied: Array<Tracked>
+  /** Reverted or expired and deep enough, or reverted before a deadline now past: concluded one by one. */
+  readonly other: Array<Effect.Effect<void, StepError>>
+  /** Not seen in a block for the rebroadcast age: revisited. */
+  readonly stale: Array<Tracked>
+  /** Relayers with a transaction unseen long enough that the node may hold it (see `resendHeld`). */
+  readonly late: Set<Relayer>
+}
+
+/** Sorts the transactions in flight into what this round does with them; `behind` blocks remain unread. */
+const sortInFlight = Effect.fn("Settlement.sortInFlight")(function*(context: EngineContext, nowMs: number, behind: bigint) {
+  const work: RoundWork = { applied: [], other: [], stale: [], late: new Set() }
+  for (const tracked of allInFlight(context)) {
+    if (tracked.revertedBeforeDeadline === true) {
+      const deadline = tracked.request.deadlineSeconds
+      if (deadline === null || pastDeadline(context, deadline)) work.other.push(concludeReverted(context, tracked))
+    } else if (tracked.mined !== undefined) {
+      // Seen mined in a block other than the one the scan kept at that height (recorded from
+      // a receipt before the scan reached it, and replaced since): watched again.
+      const scanned = context.scannedHashes.get(tracked.mined.blockNumber)
+      if (scanned !== undefined && scanned !== tracked.mined.blockHash) {
+        forgetMined(tracked, nowMs)
+        yield* Effect.logWarning("a transaction was seen mined in a block the chain replaced: watched again").pipe(
+          Effect.annotateLogs({ mode: context.chain.mode, submission_id: tracked.request.submissionId })
+        )
+      } else if (deepEnough(context, tracked.mined.blockNumber)) {
+        if (tracked.mined.outcome === "applied") work.applied.push(tracked)
+        else work.other.push(conclude(context, tracked))
+      }
+    } else {
+      // Rebroadcast only once every block is read: a transaction not seen while blocks remain
+      // unread may well be in one of them. Past its deadline by a block already read it has
+      // expired (or was applied: revisit looks at the chain's state) whatever is left to read.
+      const unseenMs = nowMs - tracked.sentAtMs
+      if (unseenMs > context.heldAfterMs && behind <= 0n) work.late.add(tracked.relayer)
+      if (unseenMs > SettlementLimits.rebroadcastAfterMs && (behind <= 0n || pastDeadline(context, tracked.request.deadlineSeconds))) {
+        work.stale.push(tracked)
+      }
+    }
+  }
+  return work
+})
+
+/**
+ * Writes the confirmations first, then forgets them: a failed write leaves them tracked for the
+ * next round. An entry whose mark was cleared meanwhile (nothing should) stays for that round too.
+ */
+const confirmApplied = Effect.fn("Settlement.confirmApplied")(function*(context: EngineContext, applied: ReadonlyArray<Tracked>) {
+  const marked = applied.flatMap((tracked) => tracked.mined === undefined ? [] : [{ tracked, mined: tracked.mined }])
+  for (let from = 0; from < marked.length; from += SettlementLimits.confirmationsPerStatementMax) {
+    const chunk = marked.slice(from, from + SettlementLimits.confirmationsPerStatementMax)
+    yield* context.finishConfirmed(chunk.map(({ mined, tracked }) => confirmationOf(context, tracked, mined)))
+    for (const { tracked } of chunk) untrack(context, tracked)
+  }
+})
+
+/**
+ * Each on its own: one failing (an RPC error, the database) must not interrupt another in the
+ * middle of its step; it is logged and looked at again next round.
+ */
+const alone = (effect: Effect.Effect<void, StepError>) =>
+  effect.pipe(Effect.catch((error) => Effect.logWarning("settlement watcher could not conclude a transaction", error)))
+
+/**
+ * One watcher round: new blocks' receipts, confirmations, and revisits of stale sends.
+ *
+ * @since 0.5.0
+ * @category steps
+ */
+export const round = Effect.fn("Settlement.round")(function*(context: EngineContext) {
+  const { view } = context
+  const head = yield* rpc(context, "reading the head", (client) => client.getBlockNumber())
+  yield* scanBlocks(context, head)
+  const now = yield* Clock.currentTimeMillis
+  const behind = head - view.lastScanned
+  if (behind > BigInt(SettlementLimits.blocksPerRoundMax) && now - view.lagWarnedAtMs > SettlementLimits.lagWarningEveryMs) {
+    view.lagWarnedAtMs = now
+    yield* Effect.logWarning("settlement watcher behind the chain").pipe(
+      Effect.annotateLogs({ mode: context.chain.mode, blocks_behind: behind.toString() })
+    )
+  }
+  const work = yield* sortInFlight(context, now, behind)
+  yield* confirmApplied(context, work.applied)
+  yield* Effect.forEach(work.other, alone, { concurrency: SettlementLimits.concludesInParallel, discard: true })
+  // A relayer whose next transaction the node holds is sent again in nonce order first; what
+  // that sent is not revisited now.
+  const resent = new Set<Tracked>()
+  if (work.late.size > 0) {
+    yield* alone(resendHeld(context, work.late).pipe(Effect.map((sent) => sent.forEach((tracked) => resent.add(tracked)))))
+  }
+  yield* Effect.forEach(work.stale.filter((tracked) => !resent.has(tracked)), (tracked) => alone(revisit(context, tracked)), {
+    concurrency: SettlementLimits.concludesInParallel,
+    discard: true
+  })
+  if (now - view.nonceGapsTriedAtMs > SettlementLimits.nonceFillRetryMs && context.relayers.some((relayer) => relayer.hasGaps())) {
+    yield* fillNonceGaps(context)
+  }
+})
+
+/**
+ * Runs the watcher for the engine's lifetime: a round, then a pause (short while transactions
+ * are in flight, a block time otherwise, cut short by a send).
+ *
+ * @since 0.5.0
+ * @category steps
+ */
+export const runWatcher = (context: EngineContext) => {
+  const pollMs = Math.max(25, Math.floor(context.blockTimeMs / 4))
+  // With nothing in flight a round can only see the next block (its time, its base fee, a
+  // reorganisation): once a block time is enough, and a send wakes the watcher at once (an
+  // idle node otherwise read the head 40 times a second, most of its idle CPU).
+  const idlePollMs = Math.max(pollMs, context.blockTimeMs)
+  return Effect.forkScoped(
+    round(context).pipe(
+      Effect.catch((error) => Effect.logWarning("settlement watcher round failed", error)),
+      // A defect (a bug) must not end the watcher, or every transfer in flight would stay
+      // `pending` until a restart: logged, and the next round runs after a pause.
+      Effect.catchDefect((defect) =>
+        Effect.logError("settlement watcher round failed unexpectedly", defect).pipe(
+          Effect.andThen(Effect.sleep(SettlementLimits.defectPauseMs))
+        )
+      ),
+      Effect.andThen(Effect.suspend(() => context.inFlight.size === 0 ? context.watcherWakeup.wait(idlePollMs) : Effect.sleep(pollMs))),
+      Effect.forever
+    )
+  )
+}
