@@ -95,7 +95,7 @@ export const fromSecret = (secret: Uint8Array): GuardianKeys => {
   if (secret.length !== secretBytes) throw new RangeError(`the guardian secret must be ${secretBytes} bytes`)
   const signerPrivateKey = scalarIn(secret, "attestation-signer", secp256k1Order)
   const encryption = EncryptionKey.fromSecretKey(scalarIn(secret, "encryption-key", Point.order))
-  Invariant.assert(encryption.ok, "a scalar in [1, n) is a valid encryption secret key")
+  if (!encryption.ok) throw new Invariant.InvariantViolation({ invariant: "a scalar in [1, n) is a valid encryption secret key" })
   const publicKey = encryption.value.publicKey
   return {
     atRestKey: derive(secret, "at-rest-aead", 32),

@@ -1,15 +1,13 @@
 /**
- * The one way the guardian's code turns a failure into a defect: by naming the invariant that
- * the failure would break (the guardian's copy of the server's `platform/Invariant.ts`: the
- * guardian cannot import the server).
+ * The one way code here turns a failure into a defect: by naming the invariant that the failure
+ * would break.
  *
- * Why: an operating error (a database that does not answer, a chain node timing out) is handled:
- * typed as `GuardianError` with whether a retry can help. Only a programmer error, a state the
- * code's own rules make impossible (a reservation larger than the account's reserved total), may
- * end a call with a defect (TigerBeetle's rule: assertions are for programmer errors). Every such
- * place says which rule it asserts, so the log of the defect names the broken rule, and the
- * places can be listed (docs/architecture.md, "Invariants asserted"):
- * `grep -rn "Invariant\." packages/guardian/src`.
+ * Why: an operating error (a database that does not answer, a guardian restarting, a chain node
+ * timing out) is handled: typed, mapped to a SPEC code or to 503 `service_unavailable`. Only a
+ * programmer error, a state the code's own rules make impossible, may end the request with a
+ * defect (TigerBeetle's rule: assertions are for programmer errors). Every such place says which
+ * rule it asserts, so the log of a 500 names the broken rule, and the places can be listed
+ * (docs/architecture.md, "Invariants asserted"): `grep -rn "Invariant\." packages/server/src`.
  *
  * @since 0.5.0
  */
@@ -59,15 +57,3 @@ export const some = (invariant: string) => <A>(option: Option.Option<A>): Effect
  */
 export const check = (condition: boolean, invariant: string): Effect.Effect<void> =>
   condition ? Effect.void : Effect.die(new InvariantViolation({ invariant }))
-
-/**
- * `check` for plain (non-Effect) code, such as the pure preparation of an authorization: throws
- * {@link InvariantViolation} unless `condition` holds, which the Effect running the code turns
- * into a defect.
- *
- * @since 0.5.0
- * @category combinators
- */
-export function assert(condition: boolean, invariant: string): asserts condition {
-  if (!condition) throw new InvariantViolation({ invariant })
-}

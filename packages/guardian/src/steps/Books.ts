@@ -50,7 +50,9 @@ const lockParties = Effect.fnUntraced(function*(context: GuardianContext, sender
   const locked = new Map<string, BalanceRow>()
   for (const account of ordered) locked.set(account.account, yield* context.store.lockBalance(account))
   const senderBalance = locked.get(sender.account)
-  Invariant.assert(senderBalance !== undefined, "the sender's balance row is among the rows a settlement locks")
+  if (senderBalance === undefined) {
+    return yield* Effect.die(new Invariant.InvariantViolation({ invariant: "the sender's balance row is among the rows a settlement locks" }))
+  }
   return { senderBalance, recipientBalance: credited ? locked.get(recipient.account) : undefined }
 })
 

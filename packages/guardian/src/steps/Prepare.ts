@@ -92,7 +92,10 @@ const attest = (
   const ciphertext = ElGamal.encryptWith(opening, publicKeys)
   const ciphertextDigest = ElGamal.digest(ciphertext)
   const [fromHandle, second, third] = ciphertext.handles
-  Invariant.assert(fromHandle !== undefined && second !== undefined, "a ciphertext has one handle per public key it was encrypted to")
+  if (fromHandle === undefined || second === undefined) {
+    // Thrown from plain code: the Effect that runs `prepare` turns it into a defect.
+    throw new Invariant.InvariantViolation({ invariant: "a ciphertext has one handle per public key it was encrypted to" })
+  }
   const domain = Attestation.domain(request.chainId, contract)
   const from = getAddress(request.from)
   const transferId = request.transferId.toLowerCase() as Hex
