@@ -612,18 +612,23 @@ export class AccountKeyMismatch extends Schema.TaggedError<AccountKeyMismatch>()
 }) {}
 
 /**
- * The guardian could not answer: its storage or the chain failed, it is unreachable,
- * or the caller is not authenticated. `storage`, `chain` and `unavailable` are worth a
- * retry; `unauthorized` is a configuration error.
+ * The guardian could not answer (an operating failure, never a decision): its storage or the
+ * chain failed, it is unreachable, or the caller is not authenticated. `storage`, `chain` and
+ * `unavailable` are worth a retry unless `retryable` says otherwise (a storage failure carries
+ * its database driver's verdict: a lost connection is retryable, a refused statement is not);
+ * `unauthorized` is a configuration error. `retryable` is optional on the wire, so a guardian and
+ * a server of different versions still understand each other.
  *
  * @since 0.1.0
  * @category errors
  */
 export class GuardianError extends Schema.TaggedError<GuardianError>()("GuardianError", {
   reason: Schema.Literals(["storage", "chain", "unavailable", "unauthorized"]),
-  message: Schema.String
+  message: Schema.String,
+  retryable: Schema.optionalKey(Schema.Boolean)
 }) {
+  /** Whether the same call can succeed later: `retryable` when set, else by `reason`. */
   get isRetryable(): boolean {
-    return this.reason !== "unauthorized"
+    return this.retryable ?? this.reason !== "unauthorized"
   }
 }

@@ -114,7 +114,7 @@ export const defaultMaintenanceSchedule: MaintenanceSchedule = {
  * PostgreSQL's autovacuum removes the dead row versions that updates and deletes leave, and
  * gathers planner statistics (ANALYZE), as tables change; PGlite has no autovacuum. Without
  * statistics the planner guesses every table's size and every column's spread, and picks
- * plans by those guesses (issue 16: the webhook recorder's update scanned a whole partial
+ * plans by those guesses (in the throughput profiles, the webhook recorder's update scanned a whole partial
  * index, whose predicate matched, instead of looking rows up by primary key; 4.9 against 1.8
  * ms per batch, EXPLAIN ANALYZE). Without VACUUM every updated row leaves its old version and
  * its index entries behind for good: the outbox relay's read of unpublished events (a partial

@@ -100,6 +100,56 @@ const unavailable = (error: RpcClientError.RpcClientError) => {
 }
 
 /**
+ * One call to a remote guardian, its transport failures typed as `unavailable` (retryable) and
+ * bounded by `requestTimeoutMs`; the guardian's own answers and errors pass through.
+ */
+const call = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, Exclude<E, RpcClientError.RpcClientError> | GuardianError> =>
+  effect.pipe(
+    Effect.mapError((error) =>
+      error instanceof RpcClientError.RpcClientError
+        ? unavailable(error)
+        : (error as Exclude<E, RpcClientError.RpcClientError>)
+    ),
+    Effect.timeoutOrElse({
+      duration: requestTimeoutMs,
+      orElse: () => Effect.fail(new GuardianError({ reason: "unavailable", message: "guardian request timed out" }))
+    }),
+    // A call still waiting when this client's scope closes (the embedded server's supervisor
+    // closes it when the guardian child dies) ends with that scope's interruption, not the
+    // caller's: passed on, it would end whatever made the call as if it had been interrupted,
+    // unseen by `Effect.catch` (the fault harness saw it stop the server's outcome stream and
+    // recovery loop). It is a guardian that became unavailable mid-call. The caller's own
+    // interruption still takes effect after it.
+    Effect.catchCauseIf(
+      Cause.hasInterruptsOnly,
+      () => Effect.fail(new GuardianError({ reason: "unavailable", message: "the guardian client closed during the call" }))
+    )
+  )
+
+/** The RPC protocol to the guardian at `url`: HTTP, batched, the shared secret as a bearer token. */
+const rpcProtocol = (url: string, sharedSecret: Redacted.Redacted<string>) =>
+  RpcClient.layerProtocolHttp({
+    url: `${url.replace(/\/+$/, "")}${rpcPath}`,
+    transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(Redacted.value(sharedSecret))),
+    batch: rpcBatching
+  }).pipe(
+    Layer.provide(rpcSerialization),
+    // A refusal (401 for a wrong secret) fails with its status, which `unavailable` reads: its
+    // body is not an RPC answer, and would otherwise read as an empty one (an outage).
+    Layer.provide(Layer.effect(
+      HttpClient.HttpClient,
+      Effect.gen(function*() {
+        return HttpClient.filterStatusOk(yield* HttpClient.HttpClient)
+      })
+    )),
+    // undici's own request API, not fetch: fetch's Request/Response/Headers machinery was
+    // ~3.4 % of the server's CPU under the throughput benchmark, for one small POST a call.
+    // Its timeouts bound a POST as `requestTimeoutMs` bounds a call: a batch runs in the
+    // client's scope, not its callers', so a caller's timeout does not abort the POST.
+    Layer.provide(NodeHttpClient.layerUndiciOptions({ headersTimeout: requestTimeoutMs, bodyTimeout: requestTimeoutMs }))
+  )
+
+/**
  * @since 0.1.0
  * @category services
  */
@@ -167,30 +217,6 @@ export class GuardianClient extends Context.Service<GuardianClient, GuardianClie
       GuardianClient,
       Effect.gen(function*() {
         const client = yield* RpcClient.make(GuardianRpcs)
-        const call = <A, E>(
-          effect: Effect.Effect<A, E>
-        ): Effect.Effect<A, Exclude<E, RpcClientError.RpcClientError> | GuardianError> =>
-          effect.pipe(
-            Effect.mapError((error) =>
-              error instanceof RpcClientError.RpcClientError
-                ? unavailable(error)
-                : (error as Exclude<E, RpcClientError.RpcClientError>)
-            ),
-            Effect.timeoutOrElse({
-              duration: requestTimeoutMs,
-              orElse: () => Effect.fail(new GuardianError({ reason: "unavailable", message: "guardian request timed out" }))
-            }),
-            // A call still waiting when this client's scope closes (the embedded server's supervisor
-            // closes it when the guardian child dies) ends with that scope's interruption, not the
-            // caller's: passed on, it would end whatever made the call as if it had been interrupted,
-            // unseen by `Effect.catch` (the fault harness saw it stop the server's outcome stream and
-            // recovery loop). It is a guardian that became unavailable mid-call. The caller's own
-            // interruption still takes effect after it.
-            Effect.catchCauseIf(
-              Cause.hasInterruptsOnly,
-              () => Effect.fail(new GuardianError({ reason: "unavailable", message: "the guardian client closed during the call" }))
-            )
-          )
         return GuardianClient.of({
           info: call(client.Info()),
           authorize: (request) => call(client.Authorize(request)),
@@ -205,29 +231,7 @@ export class GuardianClient extends Context.Service<GuardianClient, GuardianClie
           health: call(client.Health())
         })
       })
-    ).pipe(
-      Layer.provide(
-        RpcClient.layerProtocolHttp({
-          url: `${url.replace(/\/+$/, "")}${rpcPath}`,
-          transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(Redacted.value(sharedSecret))),
-          batch: rpcBatching
-        })
-      ),
-      Layer.provide(rpcSerialization),
-      // A refusal (401 for a wrong secret) fails with its status, which `unavailable` reads: its
-      // body is not an RPC answer, and would otherwise read as an empty one (an outage).
-      Layer.provide(Layer.effect(
-        HttpClient.HttpClient,
-        Effect.gen(function*() {
-          return HttpClient.filterStatusOk(yield* HttpClient.HttpClient)
-        })
-      )),
-      // undici's own request API, not fetch: fetch's Request/Response/Headers machinery was
-      // ~3.4 % of the server's CPU under the throughput benchmark, for one small POST a call.
-      // Its timeouts bound a POST as `requestTimeoutMs` bounds a call: a batch runs in the
-      // client's scope, not its callers', so a caller's timeout does not abort the POST.
-      Layer.provide(NodeHttpClient.layerUndiciOptions({ headersTimeout: requestTimeoutMs, bodyTimeout: requestTimeoutMs }))
-    )
+    ).pipe(Layer.provide(rpcProtocol(url, sharedSecret)))
 
   /**
    * `layerHttp` when GUARDIAN_URL is set, `inProcess` otherwise.

@@ -21,6 +21,7 @@ import { utf8ToBytes } from "@noble/hashes/utils.js"
 import { Attestation, EncryptionKey, Point } from "@pps/crypto"
 import * as libsecp256k1 from "tiny-secp256k1"
 import { type Address, bytesToBigInt, bytesToHex, type Hex, numberToBytes } from "viem"
+import * as Invariant from "./internal/Invariant.ts"
 
 /**
  * The guardian's keys. `secret` material never leaves the guardian; `info` is public.
@@ -94,7 +95,7 @@ export const fromSecret = (secret: Uint8Array): GuardianKeys => {
   if (secret.length !== secretBytes) throw new RangeError(`the guardian secret must be ${secretBytes} bytes`)
   const signerPrivateKey = scalarIn(secret, "attestation-signer", secp256k1Order)
   const encryption = EncryptionKey.fromSecretKey(scalarIn(secret, "encryption-key", Point.order))
-  if (!encryption.ok) throw new Error("invariant violated: a scalar in [1, n) was refused as a secret key")
+  if (!encryption.ok) throw new Invariant.InvariantViolation({ invariant: "a scalar in [1, n) is a valid encryption secret key" })
   const publicKey = encryption.value.publicKey
   return {
     atRestKey: derive(secret, "at-rest-aead", 32),

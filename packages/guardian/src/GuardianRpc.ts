@@ -95,7 +95,7 @@ export const rpcSerialization = RpcSerialization.layerNdjson
 
 /**
  * How a client gathers calls into one POST: those made within a millisecond of the first
- * go together, up to 64 (issue 16). One HTTP exchange and one check of the shared
+ * go together, up to 64 (for throughput). One HTTP exchange and one check of the shared
  * secret then serve the authorizations of many concurrent transfers, and the guardian
  * decides them in one group commit.
  *

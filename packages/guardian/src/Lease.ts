@@ -1,6 +1,6 @@
 /**
- * Guardian availability (issue 17): several guardian processes on one PostgreSQL
- * database, one serving at a time. The serving one holds a session-level advisory lock
+ * Guardian availability in the distributed deployment: several guardian processes on one
+ * PostgreSQL database, one serving at a time. The serving one holds a session-level advisory lock
  * (the lease) on a connection of its own; the others wait for it on theirs. When the
  * holder dies, its connection closes and PostgreSQL releases the lock at once, so a
  * standby takes over as soon as its own start completes. Active-standby rather than

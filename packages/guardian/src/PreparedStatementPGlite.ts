@@ -5,7 +5,7 @@
  * Why: PGlite's `query(sql, params)` drives the extended protocol one message per call into its
  * WebAssembly (Parse, Describe statement, Bind, Describe portal, Execute, Sync: six calls, each
  * with its JavaScript framing and result parsing), and an unnamed statement is parsed, analysed
- * and planned again on every execution. The throughput profiles of issue 16 put PGlite at about
+ * and planned again on every execution. The guardian's throughput profiles put PGlite at about
  * half of both processes' CPU per transfer, dominated by that per-call cost rather than by the
  * work of the statements (docs/benchmarks.md, "PGlite: what a statement costs"). Here a statement
  * text is prepared once under a name (Parse + Describe + Sync, one call; its parameter types and

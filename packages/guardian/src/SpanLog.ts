@@ -1,6 +1,6 @@
 /**
  * An opt-in record of where a request's time goes: with `PPS_SPAN_LOG` set to a directory,
- * the process traces (Effect's spans, off otherwise: issue 16, docs/benchmarks.md) and
+ * the process traces (Effect's spans, off otherwise: tracing costs throughput, docs/benchmarks.md) and
  * appends every ended span to `<dir>/<process>-<pid>.spans`, one tab-separated line:
  * name, trace id, span id, parent span id, start and end (Unix epoch, nanoseconds), exit.
  * The api server and the guardian share trace ids (the RPC carries them), so one request's

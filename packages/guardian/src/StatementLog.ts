@@ -1,5 +1,5 @@
 /**
- * An opt-in count of the embedded database's work, for measurements (issue 16): with
+ * An opt-in count of the embedded database's work, for throughput measurements: with
  * `PPS_STATEMENT_LOG` set to a directory, every statement a `PreparedStatementPGlite` runs is
  * counted by its text (whitespace folded), with the milliseconds spent inside PGlite's call
  * (its CPU: PGlite runs on the calling thread), and the totals so far are written to

@@ -1,0 +1,131 @@
+/**
+ * Deciding an authorization: the unit the group committer runs for it, under the sender's
+ * balance row lock (SELECT … FOR UPDATE), in the group's transaction. A retry replays the
+ * recorded decision; a different request under a decided transfer id is refused unless it is
+ * an owner's approval of a held transfer; otherwise the request is evaluated (Evaluate.ts) and
+ * its decision recorded. Re-runnable, as a unit must be: its only writes are SQL.
+ *
+ * @since 0.5.0
+ */
+import { Effect, Schema } from "effect"
+import { Authorized, type AuthorizeRequest, type AuthorizeResult, Refused, type RefusedReason } from "../Domain.ts"
+import type { AccountRef, DecisionRow, ReservationRow } from "../internal/store.ts"
+import { alert } from "./Alerts.ts"
+import { decisionDigest } from "./Digests.ts"
+import { evaluate } from "./Evaluate.ts"
+import type { GuardianContext } from "./GuardianContext.ts"
+import type { KeyCheck } from "./PartyKeys.ts"
+import type { Prepared } from "./Prepare.ts"
+import { TransferIdRace } from "./Reserve.ts"
+
+/**
+ * How many different requests may re-decide a held transfer: each is an owner's approval
+ * (D27), which re-checks under the policy in force and a fresh deadline, and may fail (402, a
+ * limit) and be tried again. Enough for an owner's real attempts over a 24 h window; few enough
+ * that a caller replaying a held box with invented policies learns a handful of bits, not its
+ * amount (docs/security.md).
+ */
+const approvalDecisionsMax = 8
+
+const decodeAuthorized = Schema.decodeUnknownSync(Authorized)
+
+/** Idempotent per transfer id: the same request replays the recorded decision. */
+const replay = (existing: ReservationRow, digest: string, transferId: string): AuthorizeResult =>
+  existing.requestDigest === digest
+    ? decodeAuthorized(JSON.parse(existing.result))
+    : new Refused({ transferId, reason: "transfer_id_reused" })
+
+/** A request refused as such still replays a decision recorded under its transfer id. */
+const refuse = (context: GuardianContext, transferId: string, digest: string, reason: RefusedReason) =>
+  Effect.map(
+    context.store.findReservation(transferId, { forUpdate: false }),
+    (existing): AuthorizeResult => existing === undefined ? new Refused({ transferId, reason }) : replay(existing, digest, transferId)
+  )
+
+/**
+ * One decision per transfer id (a box is bound to it): another request is refused unless it is
+ * an owner's approval of a held transfer, a few times at most. Otherwise a caller holding a box
+ * could ask about it under policy after policy and binary-search its amount. Answers the
+ * refusal, or undefined when the re-decision may go on.
+ */
+const refuseRedecision = Effect.fnUntraced(function*(
+  context: GuardianContext,
+  request: AuthorizeRequest,
+  sender: AccountRef,
+  decided: DecisionRow,
+  nowMs: number
+) {
+  const transferId = request.transferId.toLowerCase()
+  const approval = request.agent?.approved === true && decided.held
+  if (approval && decided.redecisions < approvalDecisionsMax) return undefined
+  yield* alert(
+    context,
+    sender,
+    "decision_conflict",
+    approval
+      ? `transfer ${transferId} was approved under ${approvalDecisionsMax} different requests already; refused`
+      : `transfer ${transferId} was asked about with a request other than the one decided; refused`,
+    nowMs
+  )
+  return new Refused({ transferId, reason: "transfer_id_reused" })
+})
+
+/** Records a decision under its transfer id: which request, whether held, how many re-decisions. */
+const record = Effect.fnUntraced(function*(
+  context: GuardianContext,
+  transferId: string,
+  outcome: AuthorizeResult,
+  decidedUnder: string,
+  decided: DecisionRow | undefined,
+  nowMs: number
+) {
+  const row: DecisionRow = {
+    requestDigest: decidedUnder,
+    held: outcome._tag === "HoldForApproval" || decided?.held === true,
+    redecisions: (decided?.redecisions ?? 0) + (decided !== undefined && decided.requestDigest !== decidedUnder ? 1 : 0)
+  }
+  if (decided !== undefined) yield* context.store.updateDecision(transferId, row, nowMs)
+  else if (!(yield* context.store.insertDecision(transferId, row, nowMs))) return yield* new TransferIdRace()
+  return outcome
+})
+
+/**
+ * Decides `request` (already prepared and its keys checked) in the group's transaction.
+ *
+ * @since 0.5.0
+ * @category steps
+ */
+export const decide = Effect.fnUntraced(function*(
+  context: GuardianContext,
+  request: AuthorizeRequest,
+  prepared: Prepared | RefusedReason,
+  keyCheck: KeyCheck | RefusedReason,
+  digest: string,
+  nowMs: number
+) {
+  const { store } = context
+  const transferId = request.transferId.toLowerCase()
+  if (typeof prepared === "string") return yield* refuse(context, transferId, digest, prepared)
+  if (typeof keyCheck === "string") return yield* refuse(context, transferId, digest, keyCheck)
+  const { sender } = prepared
+  const balance = yield* store.lockBalance(sender)
+  // Read under the sender's lock, as the nonce's check always was; the rows themselves only
+  // when they exist (a retry, an approval): a new transfer id costs this one statement.
+  const before = yield* store.recordedBefore(transferId, sender, request.nonce)
+  if (before.reserved) {
+    const existing = yield* store.findReservation(transferId, { forUpdate: false })
+    if (existing !== undefined) return replay(existing, digest, transferId)
+  }
+  if (balance.frozenReason !== null) return new Refused({ transferId, reason: "account_frozen" })
+  // The same request is decided again (a retry; the balance may have changed since).
+  const decidedUnder = decisionDigest(context.keys.atRestKey, request, digest)
+  const decided = before.decided ? yield* store.findDecision(transferId) : undefined
+  if (decided !== undefined && decided.requestDigest !== decidedUnder) {
+    const conflict = yield* refuseRedecision(context, request, sender, decided, nowMs)
+    if (conflict !== undefined) return conflict
+  }
+  const outcome = yield* evaluate(context, request, prepared, keyCheck, digest, before.nonceTaken, nowMs, balance)
+  // Refusals of the request itself say nothing about the amount: only decisions are recorded.
+  if (outcome._tag === "Refused") return outcome
+  return yield* record(context, transferId, outcome, decidedUnder, decided, nowMs)
+})
