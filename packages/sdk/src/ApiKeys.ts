@@ -17,7 +17,7 @@
 import { type EncryptionKey, Note } from "@pps/crypto"
 import * as Amount from "./Amount.ts"
 import type { Client } from "./Client.ts"
-import { ConfidentialError } from "./Confidential.ts"
+import { ConfidentialError } from "./Errors.ts"
 import { run } from "./internal/typedClient.ts"
 import * as Wire from "./internal/wire.ts"
 

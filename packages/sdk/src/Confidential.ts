@@ -34,52 +34,18 @@ import { DecryptionProof, ElGamal, EncryptionKey, Note } from "@pps/crypto"
 import { Effect } from "effect"
 import type { Address } from "viem"
 import * as Amount from "./Amount.ts"
-import { ApiError, type Client, TransportError } from "./Client.ts"
+import type { Client } from "./Client.ts"
+import { ApiError, ConfidentialError, TransportError } from "./Errors.ts"
 import { run } from "./internal/typedClient.ts"
 import * as Wire from "./internal/wire.ts"
 
 /**
- * Why a sealed copy or statement was refused. None of them is a transport
- * problem: each means the service handed over something this key cannot
- * vouch for.
- *
- * - `sealed_copy_unopenable`: the transfer's sealed copy does not open with
- *   this key (usually: not the key registered for the account).
- * - `sealed_copy_mismatch`: it opens, but its amount is not the one the
- *   transfer's ciphertext encrypts.
- * - `sealed_copy_unverifiable`: the caller received a standard
- *   (non-confidential) transfer, whose ciphertext has no handle for the
- *   recipient, so the copy cannot be checked and is not shown.
- * - `statement_unopenable`, `statement_mismatch`: the same for a balance statement.
- * - `balances_mismatch`: the balances endpoint accepted the proof but answered
- *   amounts other than the proven ones.
- *
- * @since 0.1.0
- * @category models
- */
-export type ConfidentialFailure =
-  | "sealed_copy_unopenable"
-  | "sealed_copy_mismatch"
-  | "sealed_copy_unverifiable"
-  | "statement_unopenable"
-  | "statement_mismatch"
-  | "balances_mismatch"
-
-/**
- * A sealed copy or statement failed its check. The message names ids and
- * assets, never an amount or a memo.
+ * Why a sealed copy or statement was refused (declared in `Errors`, where both surfaces' errors live).
  *
  * @since 0.1.0
  * @category errors
  */
-export class ConfidentialError extends Error {
-  override readonly name = "ConfidentialError"
-  readonly reason: ConfidentialFailure
-  constructor(reason: ConfidentialFailure, message: string) {
-    super(message)
-    this.reason = reason
-  }
-}
+export { ConfidentialError, type ConfidentialFailure } from "./Errors.ts"
 
 /**
  * What a proof of possession binds, and whether a key is registered
