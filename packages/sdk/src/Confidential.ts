@@ -30,6 +30,8 @@
  *
  * @since 0.1.0
  */
+import type { BalancesResponse } from "@pps/api/Balances"
+import type { EncryptionKeyStatus as EncryptionKeyStatusSchema, RegisteredEncryptionKey } from "@pps/api/EncryptionKeys"
 import { DecryptionProof, ElGamal, EncryptionKey, Note } from "@pps/crypto"
 import { Effect } from "effect"
 import type { Address } from "viem"
@@ -49,30 +51,22 @@ export { ConfidentialError, type ConfidentialFailure } from "./Errors.ts"
 
 /**
  * What a proof of possession binds, and whether a key is registered
- * (`GET /v1/accounts/me/encryption-key`), in the API's wire form.
+ * (`GET /v1/accounts/me/encryption-key`): the contract's `EncryptionKeyStatus`, with
+ * its addresses checked and checksummed here.
  *
  * @since 0.1.0
  * @category models
  */
-export interface EncryptionKeyStatus {
-  readonly account_address: Address
-  readonly chain_id: number
-  /** Each asset's ConfidentialToken contract, which verifies the proof. */
-  readonly contracts: { readonly USDG: Address; readonly ETH: Address }
-  readonly public_key: string | null
-  readonly confidential_ready: boolean
-}
+export type EncryptionKeyStatus = typeof EncryptionKeyStatusSchema.Type
 
 /**
- * The answer of a registration (`PUT /v1/accounts/me/encryption-key`).
+ * The answer of a registration (`PUT /v1/accounts/me/encryption-key`): the contract's
+ * `RegisteredEncryptionKey`.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Registration {
-  readonly public_key: string
-  readonly confidential_ready: boolean
-}
+export type Registration = typeof RegisteredEncryptionKey.Type
 
 /**
  * A transfer as its sender or recipient reads it.
@@ -122,8 +116,12 @@ export interface BalanceProof {
  */
 export interface Balances {
   readonly body: string
-  readonly balances: ReadonlyArray<{ readonly asset: string; readonly amount: string }>
+  /** The answer's entries, each a proven amount (the contract's `BalanceProven`). */
+  readonly balances: ReadonlyArray<ProvenEntry>
 }
+
+/** One entry of the balances answer to a proof: the contract's, with an `amount`. */
+type ProvenEntry = Extract<(typeof BalancesResponse.Type)["balances"][number], { readonly amount: string }>
 
 /**
  * How long a decryption proof stays valid. The server refuses proofs that
@@ -141,18 +139,19 @@ export const proofLifetimeSeconds = 120
  * @since 0.1.0
  * @category requests
  */
-export const encryptionKeyStatus = async (client: Client): Promise<EncryptionKeyStatus> => {
+export const encryptionKeyStatus = (client: Client): Promise<EncryptionKeyStatus> => checkedKeyStatus(client)
+
+/** The status with its addresses checked and checksummed, typed as addresses for the proofs. */
+const checkedKeyStatus = async (client: Client) => {
   const answer = await run(client, (api) => api.accounts.encryptionKey())
   const what = "GET /v1/accounts/me/encryption-key"
   return {
+    ...answer,
     account_address: Wire.address(what, "account_address", answer.account_address),
-    chain_id: answer.chain_id,
     contracts: {
       USDG: Wire.address(what, "contracts.USDG", answer.contracts.USDG),
       ETH: Wire.address(what, "contracts.ETH", answer.contracts.ETH)
-    },
-    public_key: answer.public_key,
-    confidential_ready: answer.confidential_ready
+    }
   }
 }
 
@@ -167,7 +166,7 @@ export const encryptionKeyStatus = async (client: Client): Promise<EncryptionKey
  * @category requests
  */
 export const registerKey = async (client: Client, keyPair: EncryptionKey.KeyPair): Promise<Registration> => {
-  const status = await encryptionKeyStatus(client)
+  const status = await checkedKeyStatus(client)
   const proofOf = (contract: Address) =>
     Wire.hex(EncryptionKey.proveOwnership(keyPair, { chainId: BigInt(status.chain_id), contract, account: status.account_address }))
   return run(client, (api) =>
