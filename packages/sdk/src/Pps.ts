@@ -46,6 +46,7 @@ import type * as ApiClient from "./ApiClient.ts"
 import * as ApiKeys from "./ApiKeys.ts"
 import * as Client from "./Client.ts"
 import * as Confidential from "./Confidential.ts"
+import { type CreatedTransfer, createdTransfer } from "./internal/created.ts"
 import { newIdempotencyKey } from "./internal/idempotency.ts"
 import { iterate, run } from "./internal/typedClient.ts"
 import * as SealedTransfers from "./SealedTransfers.ts"
@@ -119,8 +120,47 @@ export interface SpendPolicyInput {
 /** D21. @since 0.3.0 @category models */
 export type Agent = AgentRecord
 
-/** D33: a subscription; `secret` only in the answers that create or rotate it. @since 0.3.0 @category models */
-export type Webhook = WebhookRecord | CreatedWebhook
+/** D33: a subscription as listed (no secret). @since 0.3.0 @category models */
+export type Webhook = WebhookRecord
+
+/** D33: a subscription as created, with its signing secret (in this answer only). @since 0.5.0 @category models */
+export type NewWebhook = CreatedWebhook
+
+/** D35: a rotated signing secret. @since 0.5.0 @category models */
+export type RotatedWebhookSecret = RotatedSecret
+
+/** What `transfers.create` answers, discriminated by `kind` (`internal/created.ts`). @since 0.5.0 @category models */
+export type { CreatedTransfer } from "./internal/created.ts"
+
+/** The key registration status (`encryptionKey.status()`). @since 0.5.0 @category models */
+export type EncryptionKeyStatus = Confidential.EncryptionKeyStatus
+
+/** A registration's answer (`encryptionKey.register()`). @since 0.5.0 @category models */
+export type Registration = Confidential.Registration
+
+/** A transfer opened here (`transfers.decrypt`). @since 0.5.0 @category models */
+export type DecryptedTransfer = Confidential.DecryptedTransfer
+
+/** Balances proven to the API (`balances.read()`). @since 0.5.0 @category models */
+export type Balances = Confidential.Balances
+
+/** A decryption proof and what it claims (`balances.prove()`). @since 0.5.0 @category models */
+export type BalanceProof = Confidential.BalanceProof
+
+/** A held transaction opened by its owner (`approvals.open`). @since 0.5.0 @category models */
+export type OpenedHeldTransaction = Confidential.HeldTransaction
+
+/** An API key with its decrypted totals (`keys.list()`). @since 0.5.0 @category models */
+export type KeyFigures = ApiKeys.ApiKeyFigures
+
+/** The pinned deployment of `Options.deployment`. @since 0.5.0 @category models */
+export type Deployment = SealedTransfers.Deployment
+
+/** `Options.trust`. @since 0.5.0 @category models */
+export type Trust = SealedTransfers.Trust
+
+/** A `fetch` of your own (`Options.fetch`). @since 0.5.0 @category models */
+export type Fetch = Client.Fetch
 
 /** D34: a page of deliveries. @since 0.4.0 @category models */
 export type Deliveries = DeliveryPage
@@ -238,7 +278,12 @@ async (url, init) => {
  * @category constructors
  */
 export class Pps {
-  /** The connection (its fetch carries the conventions above); the confidential modules take it too. */
+  /**
+   * The connection (its fetch carries the conventions above), which the SDK's internal
+   * steps take.
+   *
+   * @internal
+   */
   readonly client: Client.Client
   /**
    * The connection of the live event stream: the caller's fetch without the facade's
@@ -299,17 +344,20 @@ export class Pps {
 
   /**
    * Transfers (D13-D18). `create` seals the amount and memo here unless `confidential` is
-   * false (a standard transfer's amount is public on chain).
+   * false (a standard transfer's amount is public on chain), and answers a `CreatedTransfer`:
+   * `{ kind: "transfer", transfer }`, or `{ kind: "held", held }` for an agent's transfer
+   * held for its owner's approval (202, D26).
    */
   readonly transfers = {
     create: async (
       transfer: { readonly to: string; readonly amount: string; readonly memo?: string; readonly asset?: string; readonly confidential?: boolean },
       /** `recipientAddress`: the address a handle `to` must resolve to (else the API's resolution is trusted). */
       options: { readonly idempotencyKey?: string; readonly recipientAddress?: string } = {}
-    ): Promise<Transfer | HeldTransaction> => {
+    ): Promise<CreatedTransfer> => {
       const idempotencyKey = options.idempotencyKey ?? newIdempotencyKey()
       if (transfer.confidential === false) {
-        return this.#run((api) => api.transfers.create({ payload: { ...transfer, confidential: false } }), idempotencyKey)
+        const answer = await this.#run((api) => api.transfers.create({ payload: { ...transfer, confidential: false } }), idempotencyKey)
+        return createdTransfer(answer)
       }
       const senderKey = this.#options.senderKey ?? this.#keyPair().publicKey
       const sealingSecret = this.#options.sealingSecret ?? this.#options.keyPair?.secretKey
@@ -327,18 +375,28 @@ export class Pps {
         ...(this.#options.trust === undefined ? {} : { trust: this.#options.trust }),
         ...(options.recipientAddress === undefined ? {} : { recipientAddress: options.recipientAddress })
       })
-      return answer.body
+      return createdTransfer(answer.body)
     },
     get: (transferId: string): Promise<Transfer> => this.#run((api) => api.transfers.get({ params: { transfer_id: transferId } })),
     /** Every transfer matching, newest first, across pages (D16). */
     list: (filter: ListFilter = {}): AsyncGenerator<Transfer> => this.#transferPages(filter),
     /** Amount and memo, opened here and checked against the chain's ciphertext. */
-    decrypt: (transferId: string) => Confidential.decryptTransfer(this.client, this.#keyPair(), transferId)
+    decrypt: (transferId: string): Promise<DecryptedTransfer> => Confidential.decryptTransfer(this.client, this.#keyPair(), transferId)
   }
 
-  /** Balances, decrypted here and proven to the API (D20). */
+  /**
+   * The account's encryption key: whether one is registered (and what a proof of
+   * possession binds), and registering the key pair's public key (harmless when repeated).
+   */
+  readonly encryptionKey = {
+    status: (): Promise<EncryptionKeyStatus> => Confidential.encryptionKeyStatus(this.client),
+    register: (): Promise<Registration> => Confidential.registerKey(this.client, this.#keyPair())
+  }
+
+  /** Balances, decrypted here and proven to the API (D20); `prove` makes the proof only. */
   readonly balances = {
-    read: () => Confidential.readBalances(this.client, this.#keyPair())
+    read: (): Promise<Balances> => Confidential.readBalances(this.client, this.#keyPair()),
+    prove: (): Promise<BalanceProof> => Confidential.proveBalances(this.client, this.#keyPair())
   }
 
   /** Agent accounts and their spend policies (D21-D24). */
@@ -357,7 +415,7 @@ export class Pps {
   readonly approvals = {
     list: (): Promise<{ readonly pending: ReadonlyArray<PendingTransaction> }> => this.#run((api) => api.agents.pending()),
     /** The amount the guardian would pay, and whether the agent's own note agrees. */
-    open: (transactionId: string) => Confidential.openHeld(this.client, this.#keyPair(), transactionId),
+    open: (transactionId: string): Promise<OpenedHeldTransaction> => Confidential.openHeld(this.client, this.#keyPair(), transactionId),
     approve: (transactionId: string): Promise<HeldTransaction> =>
       this.#run((api) => api.agents.approve({ params: { transaction_id: transactionId } })),
     reject: (transactionId: string): Promise<HeldTransaction> =>
@@ -380,7 +438,7 @@ export class Pps {
 
   /** The account's API keys with last use, request count and decrypted totals (D40). */
   readonly keys = {
-    list: () => ApiKeys.list(this.client, this.#keyPair())
+    list: (): Promise<ReadonlyArray<KeyFigures>> => ApiKeys.list(this.client, this.#keyPair())
   }
 
   /**
