@@ -18,17 +18,19 @@
  *
  * The formats are those of `@pps/crypto`, specified in docs/crypto.md.
  *
+ * Internal: not exported from `@pps/sdk`; Promise users reach it through `Pps` (`encryptionKey.register`, `transfers.decrypt`, `balances.read`/`prove`, `approvals.open`).
+ *
  * @example
  * ```ts
- * import { Client, Confidential, KeyFile } from "@pps/sdk"
+ * import { KeyFile, Pps } from "@pps/sdk"
  *
- * const client = Client.make({ apiKey: process.env.PPS_API_KEY! })
- * const { keyPair } = KeyFile.read(KeyFile.defaultPath("acct_..."))
- * const transfer = await Confidential.decryptTransfer(client, keyPair, "tr_...")
- * const { balances } = await Confidential.readBalances(client, keyPair)
+ * const pps = new Pps({ apiKey: process.env.PPS_API_KEY!, keyPair: KeyFile.read(KeyFile.defaultPath("acct_...")).keyPair })
+ * const transfer = await pps.transfers.decrypt("tr_...")
+ * const { balances } = await pps.balances.read()
  * ```
  *
  * @since 0.1.0
+ * @internal
  */
 import type { BalancesResponse } from "@pps/api/Balances"
 import type { EncryptionKeyStatus as EncryptionKeyStatusSchema, RegisteredEncryptionKey } from "@pps/api/EncryptionKeys"

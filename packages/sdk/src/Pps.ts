@@ -1,6 +1,7 @@
 /**
- * The SDK's Promise facade for code that does not use Effect: every resource of the API,
- * with the conventions a payments client needs built in.
+ * The SDK's Promise surface, for code that does not use Effect (Effect programs use
+ * `ApiClient`): every resource of the API, with the conventions a payments client needs
+ * built in.
  *
  * - **Idempotency**: every POST carries an `Idempotency-Key` (yours, or 128 random bits),
  *   and every retry of that call reuses it, so a retried payment is never paid twice (D6,
@@ -12,8 +13,10 @@
  *   may take 90 s (`defaultTimeoutMs`), longer than the server's longest create.
  * - **The contract**: every call goes through the typed client derived from `@pps/api`
  *   (as `ApiClient` is): paths and types are the contract's and answers are decoded against it.
- * - **Errors**: one class per API code (`Errors`), with `status`, `code`, `param`,
- *   `reason` and `requestId`.
+ * - **Errors**: one class per API code (`Errors`), with `status`, `code` (typed as
+ *   `Errors.Code`, the contract's codes), `param`, `reason` and `requestId`.
+ * - **Results**: `transfers.create` answers a `CreatedTransfer` discriminated by `kind`
+ *   (`"transfer"` or `"held"`, an agent's transfer held for its owner).
  * - **Confidentiality**: with the account's key pair, `transfers.create` seals the amount
  *   and memo here (`SealedTransfers`): nothing sent carries them in clear. Who can open the
  *   boxes depends on the keys they are sealed to, which the API answers: they are checked
@@ -28,9 +31,11 @@
  * import { KeyFile, Pps } from "@pps/sdk"
  *
  * const pps = new Pps({ apiKey: process.env.PPS_API_KEY!, keyPair: KeyFile.read("alice.key").keyPair })
- * const transfer = await pps.transfers.create({ to: "@bob", amount: "12.5", memo: "lunch" })
+ * const created = await pps.transfers.create({ to: "@bob", amount: "12.5", memo: "lunch" })
  * for await (const t of pps.transfers.list({ status: "confirmed" })) console.log(t.transfer_id)
- * const { amount, memo } = await pps.transfers.decrypt(transfer.transfer_id)
+ * if (created.kind === "transfer") {
+ *   const { amount, memo } = await pps.transfers.decrypt(created.transfer.transfer_id)
+ * }
  * ```
  *
  * @since 0.3.0

@@ -22,22 +22,25 @@
  *    recipient (`Note.sealTransfer`), bound to chain, contract and transfer id.
  * 4. `POST /v1/transfers` with `sealed`: answered as any create (D13/D14, or D26's 202).
  *
+ * Internal: not exported from `@pps/sdk`; Promise users reach it through `Pps` (`transfers.create`).
+ *
  * @example
  * ```ts
- * import { Client, KeyFile, SealedTransfers } from "@pps/sdk"
+ * import { KeyFile, Pps } from "@pps/sdk"
  *
- * const client = Client.make({ apiKey: process.env.PPS_API_KEY! })
- * const { keyPair } = KeyFile.read(KeyFile.defaultPath("acct_..."))
- * const transfer = await SealedTransfers.send(client, { to: "@bob", amount: "12.5", memo: "lunch" }, {
- *   senderKey: keyPair.publicKey,
+ * const pps = new Pps({
+ *   apiKey: process.env.PPS_API_KEY!,
+ *   keyPair: KeyFile.read(KeyFile.defaultPath("acct_...")).keyPair,
  *   // The operator's published deployment, known to this client, not learnt from the API.
  *   deployment: { chainId: 46630, contracts: { USDG: "0x..." } },
  *   rpcUrl: "http://127.0.0.1:8545",
  *   trust: "chain"
  * })
+ * const created = await pps.transfers.create({ to: "@bob", amount: "12.5", memo: "lunch" })
  * ```
  *
  * @since 0.1.0
+ * @internal
  */
 import type { AgentTransactionRecord } from "@pps/api/Agents"
 import type { TransferRecord } from "@pps/api/Transfers"
