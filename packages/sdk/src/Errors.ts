@@ -107,6 +107,21 @@ export class ApiError extends Error {
 }
 
 /**
+ * An SDK error that is not an API answer: a failure found in this process, with a
+ * `reason` from a closed list to branch on and a message for people (ids, never amounts).
+ *
+ * @since 0.5.0
+ * @category errors
+ */
+export class ReasonedError<Reason extends string> extends Error {
+  readonly reason: Reason
+  constructor(reason: Reason, message: string, options?: { readonly cause?: unknown }) {
+    super(message, options)
+    this.reason = reason
+  }
+}
+
+/**
  * Why a call got no usable answer.
  *
  * @since 0.1.0
@@ -121,13 +136,8 @@ export type TransportFailure = "unreachable" | "malformed_response"
  * @since 0.1.0
  * @category errors
  */
-export class TransportError extends Error {
+export class TransportError extends ReasonedError<TransportFailure> {
   override readonly name = "TransportError"
-  readonly reason: TransportFailure
-  constructor(reason: TransportFailure, message: string, options?: { readonly cause?: unknown }) {
-    super(message, options)
-    this.reason = reason
-  }
 }
 
 /**
@@ -164,13 +174,8 @@ export type ConfidentialFailure =
  * @since 0.1.0
  * @category errors
  */
-export class ConfidentialError extends Error {
+export class ConfidentialError extends ReasonedError<ConfidentialFailure> {
   override readonly name = "ConfidentialError"
-  readonly reason: ConfidentialFailure
-  constructor(reason: ConfidentialFailure, message: string) {
-    super(message)
-    this.reason = reason
-  }
 }
 
 /**
@@ -197,13 +202,8 @@ export type SealedTransferFailure =
  * @since 0.1.0
  * @category errors
  */
-export class SealedTransferError extends Error {
+export class SealedTransferError extends ReasonedError<SealedTransferFailure> {
   override readonly name = "SealedTransferError"
-  readonly reason: SealedTransferFailure
-  constructor(reason: SealedTransferFailure, message: string) {
-    super(message)
-    this.reason = reason
-  }
 }
 
 /**
