@@ -283,13 +283,8 @@ async (url, init) => {
  * @category constructors
  */
 export class Pps {
-  /**
-   * The connection (its fetch carries the conventions above), which the SDK's internal
-   * steps take.
-   *
-   * @internal
-   */
-  readonly client: Client.Client
+  /** The connection (its fetch carries the conventions above), which the SDK's internal steps take. */
+  readonly #client: Client.Client
   /**
    * The connection of the live event stream: the caller's fetch without the facade's
    * retries and per-attempt timeout, which would cut a stream that stays open for an hour.
@@ -299,7 +294,7 @@ export class Pps {
 
   constructor(options: Options) {
     this.#options = options
-    this.client = Client.make({
+    this.#client = Client.make({
       apiKey: options.apiKey,
       ...(options.baseUrl === undefined ? {} : { baseUrl: options.baseUrl }),
       fetch: retryingFetch(
@@ -310,7 +305,7 @@ export class Pps {
     })
     this.#streamClient = Client.make({
       apiKey: options.apiKey,
-      baseUrl: this.client.baseUrl,
+      baseUrl: this.#client.baseUrl,
       ...(options.fetch === undefined ? {} : { fetch: options.fetch })
     })
   }
@@ -323,7 +318,7 @@ export class Pps {
 
   /** Runs one call of the typed client over this facade's fetch (`internal/typedClient.ts`). */
   #run<A, E>(call: (api: ApiClient.Client) => Effect.Effect<A, E>, idempotencyKey?: string): Promise<A> {
-    return run(this.client, call, idempotencyKey)
+    return run(this.#client, call, idempotencyKey)
   }
 
   /** Every page of `transfers.list`, as one async iteration. */
@@ -366,7 +361,7 @@ export class Pps {
       }
       const senderKey = this.#options.senderKey ?? this.#keyPair().publicKey
       const sealingSecret = this.#options.sealingSecret ?? this.#options.keyPair?.secretKey
-      const answer = await SealedTransfers.send(this.client, {
+      const answer = await SealedTransfers.send(this.#client, {
         to: transfer.to,
         amount: transfer.amount,
         ...(transfer.memo === undefined ? {} : { memo: transfer.memo }),
@@ -386,7 +381,7 @@ export class Pps {
     /** Every transfer matching, newest first, across pages (D16). */
     list: (filter: ListFilter = {}): AsyncGenerator<Transfer> => this.#transferPages(filter),
     /** Amount and memo, opened here and checked against the chain's ciphertext. */
-    decrypt: (transferId: string): Promise<DecryptedTransfer> => Confidential.decryptTransfer(this.client, this.#keyPair(), transferId)
+    decrypt: (transferId: string): Promise<DecryptedTransfer> => Confidential.decryptTransfer(this.#client, this.#keyPair(), transferId)
   }
 
   /**
@@ -394,14 +389,14 @@ export class Pps {
    * possession binds), and registering the key pair's public key (harmless when repeated).
    */
   readonly encryptionKey = {
-    status: (): Promise<EncryptionKeyStatus> => Confidential.encryptionKeyStatus(this.client),
-    register: (): Promise<Registration> => Confidential.registerKey(this.client, this.#keyPair())
+    status: (): Promise<EncryptionKeyStatus> => Confidential.encryptionKeyStatus(this.#client),
+    register: (): Promise<Registration> => Confidential.registerKey(this.#client, this.#keyPair())
   }
 
   /** Balances, decrypted here and proven to the API (D20); `prove` makes the proof only. */
   readonly balances = {
-    read: (): Promise<Balances> => Confidential.readBalances(this.client, this.#keyPair()),
-    prove: (): Promise<BalanceProof> => Confidential.proveBalances(this.client, this.#keyPair())
+    read: (): Promise<Balances> => Confidential.readBalances(this.#client, this.#keyPair()),
+    prove: (): Promise<BalanceProof> => Confidential.proveBalances(this.#client, this.#keyPair())
   }
 
   /** Agent accounts and their spend policies (D21-D24). */
@@ -420,7 +415,7 @@ export class Pps {
   readonly approvals = {
     list: (): Promise<{ readonly pending: ReadonlyArray<PendingTransaction> }> => this.#run((api) => api.agents.pending()),
     /** The amount the guardian would pay, and whether the agent's own note agrees. */
-    open: (transactionId: string): Promise<OpenedHeldTransaction> => Confidential.openHeld(this.client, this.#keyPair(), transactionId),
+    open: (transactionId: string): Promise<OpenedHeldTransaction> => Confidential.openHeld(this.#client, this.#keyPair(), transactionId),
     approve: (transactionId: string): Promise<HeldTransaction> =>
       this.#run((api) => api.agents.approve({ params: { transaction_id: transactionId } })),
     reject: (transactionId: string): Promise<HeldTransaction> =>
@@ -443,7 +438,7 @@ export class Pps {
 
   /** The account's API keys with last use, request count and decrypted totals (D40). */
   readonly keys = {
-    list: (): Promise<ReadonlyArray<KeyFigures>> => ApiKeys.list(this.client, this.#keyPair())
+    list: (): Promise<ReadonlyArray<KeyFigures>> => ApiKeys.list(this.#client, this.#keyPair())
   }
 
   /**
