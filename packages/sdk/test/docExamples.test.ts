@@ -116,7 +116,7 @@ describe("the documentation's TypeScript examples", { timeout: 120_000 }, () => 
     const all = [...examples, broken]
     await Promise.all(all.map((example, index) => writeFile(join(directory, fileOf(index)), asModule(example.code))))
     results = typeCheck(directory, all.map((_, index) => fileOf(index)))
-  }, 120_000)
+  }, 300_000)
 
   afterAll(async () => {
     if (directory !== undefined) await rm(directory, { recursive: true, force: true })
