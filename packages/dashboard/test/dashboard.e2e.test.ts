@@ -17,7 +17,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Client, Confidential, KeyFile, Pps, type PpsTypes } from "@pps/sdk"
+import { KeyFile, Pps, type PpsTypes } from "@pps/sdk"
 import { EncryptionKey } from "@pps/crypto"
 import axe from "axe-core"
 import type { BrowserContext, Page } from "playwright-core"
@@ -97,8 +97,8 @@ beforeAll(async () => {
   // WebAuthn refuses an IP address as relying party: the page is opened at localhost.
   origin = server.baseUrl.replace("127.0.0.1", "localhost")
   ;[alice, bob] = [await server.createAccount("alice"), await server.createAccount("bob")]
-  await Confidential.registerKey(Client.make({ baseUrl: server.baseUrl, apiKey: alice.api_key }), aliceKey)
-  await Confidential.registerKey(Client.make({ baseUrl: server.baseUrl, apiKey: bob.api_key }), bobKey)
+  await new Pps({ baseUrl: server.baseUrl, apiKey: alice.api_key, keyPair: aliceKey }).encryptionKey.register()
+  await new Pps({ baseUrl: server.baseUrl, apiKey: bob.api_key, keyPair: bobKey }).encryptionKey.register()
   const granted = await fetch(`${server.baseUrl}/v1/test/faucet`, {
     method: "POST",
     headers: { authorization: `Bearer ${alice.api_key}`, "content-type": "application/json" },

@@ -3,7 +3,10 @@
  * to learn the account id, which names the account's key file and is checked
  * against the key file's own record before a key is used.
  *
+ * Internal: not exported from `@pps/sdk` (the command line uses it).
+ *
  * @since 0.1.0
+ * @internal
  */
 import type { AccountRecord } from "@pps/api/Accounts"
 import type { Client } from "./Client.ts"

@@ -39,6 +39,17 @@ import { HttpApiClient } from "effect/http-api"
 import { newIdempotencyKey } from "./internal/idempotency.ts"
 
 /**
+ * `transfers.create` answers a Transfer (201) or an agent's held transaction (202, D26);
+ * `createdTransfer` tags the answer with a literal `kind` (`"transfer"` or `"held"`), the
+ * same `CreatedTransfer` as the Promise surface's:
+ * `client.transfers.create({ payload }).pipe(Effect.map(ApiClient.createdTransfer))`.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export { type CreatedTransfer, createdTransfer } from "./internal/created.ts"
+
+/**
  * The client's type: every group of the contract with its operations.
  *
  * @since 0.4.0

@@ -3,21 +3,23 @@
  * request count as the API gives them, and the total transferred through each key,
  * which the API gives only sealed to the account's key and this module opens.
  *
+ * Internal: not exported from `@pps/sdk`; Promise users reach it through `Pps` (`keys.list`).
+ *
  * @example
  * ```ts
- * import { ApiKeys, Client, KeyFile } from "@pps/sdk"
+ * import { KeyFile, Pps } from "@pps/sdk"
  *
- * const client = Client.make({ apiKey: process.env.PPS_API_KEY! })
- * const { keyPair } = KeyFile.read(KeyFile.defaultPath("acct_..."))
- * for (const key of await ApiKeys.list(client, keyPair)) console.log(key.name, key.totals)
+ * const pps = new Pps({ apiKey: process.env.PPS_API_KEY!, keyPair: KeyFile.read(KeyFile.defaultPath("acct_...")).keyPair })
+ * for (const key of await pps.keys.list()) console.log(key.name, key.totals)
  * ```
  *
  * @since 0.1.0
+ * @internal
  */
 import { type EncryptionKey, Note } from "@pps/crypto"
 import * as Amount from "./Amount.ts"
 import type { Client } from "./Client.ts"
-import { ConfidentialError } from "./Confidential.ts"
+import { ConfidentialError } from "./Errors.ts"
 import { run } from "./internal/typedClient.ts"
 import * as Wire from "./internal/wire.ts"
 

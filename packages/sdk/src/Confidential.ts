@@ -18,95 +18,57 @@
  *
  * The formats are those of `@pps/crypto`, specified in docs/crypto.md.
  *
+ * Internal: not exported from `@pps/sdk`; Promise users reach it through `Pps` (`encryptionKey.register`, `transfers.decrypt`, `balances.read`/`prove`, `approvals.open`).
+ *
  * @example
  * ```ts
- * import { Client, Confidential, KeyFile } from "@pps/sdk"
+ * import { KeyFile, Pps } from "@pps/sdk"
  *
- * const client = Client.make({ apiKey: process.env.PPS_API_KEY! })
- * const { keyPair } = KeyFile.read(KeyFile.defaultPath("acct_..."))
- * const transfer = await Confidential.decryptTransfer(client, keyPair, "tr_...")
- * const { balances } = await Confidential.readBalances(client, keyPair)
+ * const pps = new Pps({ apiKey: process.env.PPS_API_KEY!, keyPair: KeyFile.read(KeyFile.defaultPath("acct_...")).keyPair })
+ * const transfer = await pps.transfers.decrypt("tr_...")
+ * const { balances } = await pps.balances.read()
  * ```
  *
  * @since 0.1.0
+ * @internal
  */
+import type { BalancesResponse } from "@pps/api/Balances"
+import type { EncryptionKeyStatus as EncryptionKeyStatusSchema, RegisteredEncryptionKey } from "@pps/api/EncryptionKeys"
 import { DecryptionProof, ElGamal, EncryptionKey, Note } from "@pps/crypto"
 import { Effect } from "effect"
 import type { Address } from "viem"
 import * as Amount from "./Amount.ts"
-import { ApiError, type Client, TransportError } from "./Client.ts"
+import type { Client } from "./Client.ts"
+import { ApiError, ConfidentialError, TransportError } from "./Errors.ts"
 import { run } from "./internal/typedClient.ts"
 import * as Wire from "./internal/wire.ts"
 
 /**
- * Why a sealed copy or statement was refused. None of them is a transport
- * problem: each means the service handed over something this key cannot
- * vouch for.
- *
- * - `sealed_copy_unopenable`: the transfer's sealed copy does not open with
- *   this key (usually: not the key registered for the account).
- * - `sealed_copy_mismatch`: it opens, but its amount is not the one the
- *   transfer's ciphertext encrypts.
- * - `sealed_copy_unverifiable`: the caller received a standard
- *   (non-confidential) transfer, whose ciphertext has no handle for the
- *   recipient, so the copy cannot be checked and is not shown.
- * - `statement_unopenable`, `statement_mismatch`: the same for a balance statement.
- * - `balances_mismatch`: the balances endpoint accepted the proof but answered
- *   amounts other than the proven ones.
- *
- * @since 0.1.0
- * @category models
- */
-export type ConfidentialFailure =
-  | "sealed_copy_unopenable"
-  | "sealed_copy_mismatch"
-  | "sealed_copy_unverifiable"
-  | "statement_unopenable"
-  | "statement_mismatch"
-  | "balances_mismatch"
-
-/**
- * A sealed copy or statement failed its check. The message names ids and
- * assets, never an amount or a memo.
+ * Why a sealed copy or statement was refused (declared in `Errors`, where both surfaces' errors live).
  *
  * @since 0.1.0
  * @category errors
  */
-export class ConfidentialError extends Error {
-  override readonly name = "ConfidentialError"
-  readonly reason: ConfidentialFailure
-  constructor(reason: ConfidentialFailure, message: string) {
-    super(message)
-    this.reason = reason
-  }
-}
+export { ConfidentialError, type ConfidentialFailure } from "./Errors.ts"
 
 /**
  * What a proof of possession binds, and whether a key is registered
- * (`GET /v1/accounts/me/encryption-key`), in the API's wire form.
+ * (`GET /v1/accounts/me/encryption-key`): the contract's `EncryptionKeyStatus`, with
+ * its addresses checked and checksummed here.
  *
  * @since 0.1.0
  * @category models
  */
-export interface EncryptionKeyStatus {
-  readonly account_address: Address
-  readonly chain_id: number
-  /** Each asset's ConfidentialToken contract, which verifies the proof. */
-  readonly contracts: { readonly USDG: Address; readonly ETH: Address }
-  readonly public_key: string | null
-  readonly confidential_ready: boolean
-}
+export type EncryptionKeyStatus = typeof EncryptionKeyStatusSchema.Type
 
 /**
- * The answer of a registration (`PUT /v1/accounts/me/encryption-key`).
+ * The answer of a registration (`PUT /v1/accounts/me/encryption-key`): the contract's
+ * `RegisteredEncryptionKey`.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Registration {
-  readonly public_key: string
-  readonly confidential_ready: boolean
-}
+export type Registration = typeof RegisteredEncryptionKey.Type
 
 /**
  * A transfer as its sender or recipient reads it.
@@ -156,8 +118,12 @@ export interface BalanceProof {
  */
 export interface Balances {
   readonly body: string
-  readonly balances: ReadonlyArray<{ readonly asset: string; readonly amount: string }>
+  /** The answer's entries, each a proven amount (the contract's `BalanceProven`). */
+  readonly balances: ReadonlyArray<ProvenEntry>
 }
+
+/** One entry of the balances answer to a proof: the contract's, with an `amount`. */
+type ProvenEntry = Extract<(typeof BalancesResponse.Type)["balances"][number], { readonly amount: string }>
 
 /**
  * How long a decryption proof stays valid. The server refuses proofs that
@@ -175,18 +141,19 @@ export const proofLifetimeSeconds = 120
  * @since 0.1.0
  * @category requests
  */
-export const encryptionKeyStatus = async (client: Client): Promise<EncryptionKeyStatus> => {
+export const encryptionKeyStatus = (client: Client): Promise<EncryptionKeyStatus> => checkedKeyStatus(client)
+
+/** The status with its addresses checked and checksummed, typed as addresses for the proofs. */
+const checkedKeyStatus = async (client: Client) => {
   const answer = await run(client, (api) => api.accounts.encryptionKey())
   const what = "GET /v1/accounts/me/encryption-key"
   return {
+    ...answer,
     account_address: Wire.address(what, "account_address", answer.account_address),
-    chain_id: answer.chain_id,
     contracts: {
       USDG: Wire.address(what, "contracts.USDG", answer.contracts.USDG),
       ETH: Wire.address(what, "contracts.ETH", answer.contracts.ETH)
-    },
-    public_key: answer.public_key,
-    confidential_ready: answer.confidential_ready
+    }
   }
 }
 
@@ -201,7 +168,7 @@ export const encryptionKeyStatus = async (client: Client): Promise<EncryptionKey
  * @category requests
  */
 export const registerKey = async (client: Client, keyPair: EncryptionKey.KeyPair): Promise<Registration> => {
-  const status = await encryptionKeyStatus(client)
+  const status = await checkedKeyStatus(client)
   const proofOf = (contract: Address) =>
     Wire.hex(EncryptionKey.proveOwnership(keyPair, { chainId: BigInt(status.chain_id), contract, account: status.account_address }))
   return run(client, (api) =>

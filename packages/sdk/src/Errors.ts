@@ -1,29 +1,221 @@
 /**
- * One error class per code the API answers (SPEC.md's table, DECISIONS.md, and the
- * extensions in docs/api.md), each a `Client.ApiError` with its `status`, `code`,
- * `message`, `param`, `reason` and the `requestId` to quote. Every request of the SDK
- * rejects with the class of the code it got, so callers can write
- * `if (error instanceof Errors.InsufficientBalance)` or switch on `error.code`.
+ * The errors of the SDK, for both surfaces' Promise side: `ApiError` (the API answered an
+ * error status), one subclass per code the API answers (SPEC.md's table, DECISIONS.md, and
+ * the extensions in docs/api.md), and `TransportError` (no usable answer). Every request
+ * of the Promise surface (`Pps`) rejects with the class of the code it got, so callers can
+ * write `if (error instanceof Errors.InsufficientBalance)` or switch on `error.code`,
+ * which is typed as the contract's union of codes (`Errors.Code`), not as `string`.
  *
  * @example
  * ```ts
- * import { Errors } from "@pps/sdk"
+ * import { Errors, Pps } from "@pps/sdk"
  *
+ * const pps = new Pps({ apiKey: process.env.PPS_API_KEY!, baseUrl: "http://127.0.0.1:8080" })
  * try {
- *   await pps.transfers.create({ to: "@bob", amount: "12.5" })
+ *   await pps.transfers.create({ to: "@bob", amount: "12.5", confidential: false })
  * } catch (error) {
  *   if (error instanceof Errors.InsufficientBalance) console.log("top up first", error.requestId)
+ *   else if (error instanceof Errors.ApiError && error.code === "policy_violation") console.log(error.reason)
  *   else throw error
  * }
  * ```
  *
  * The codes come from the contract's catalogue (`@pps/api/Errors`), so a code the API
- * answers has a class here (the tests check every one).
+ * answers has a class here (the tests check every one). The Effect surface (`ApiClient`)
+ * fails with the contract's own error classes instead (match them with `Effect.catchTag`).
  *
  * @since 0.3.0
  */
-import { catalogue, type routerErrors } from "@pps/api/Errors"
-import { ApiError, type ErrorObject } from "./Client.ts"
+import { catalogue, routerErrors } from "@pps/api/Errors"
+
+/**
+ * Every code the API can answer: the contract's catalogue and the codes its router answers
+ * outside any endpoint. Derived from `@pps/api/Errors`, so a code added there is here.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export type Code = (typeof catalogue)[keyof typeof catalogue]["code"] | keyof typeof routerErrors
+
+const knownCodes: ReadonlySet<string> = new Set<string>([
+  ...Object.values(catalogue).map((Class) => Class.code),
+  ...Object.keys(routerErrors)
+])
+
+/**
+ * Whether a string is one of the contract's codes.
+ *
+ * @since 0.5.0
+ * @category guards
+ */
+export const isCode = (code: string): code is Code => knownCodes.has(code)
+
+/**
+ * The error object of the API's error body (DECISIONS.md D1), as received: its `code` is
+ * the wire's string (a newer server may answer a code this SDK does not know);
+ * `ApiError.code` is the typed one.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ErrorObject {
+  readonly code: string
+  readonly message: string
+  readonly param?: string
+  readonly reason?: string
+  readonly request_id?: string
+}
+
+/**
+ * The API answered with an error status. `body` is the answer exactly as received; `error`
+ * is its D1 error object when it had one.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ApiError extends Error {
+  override readonly name: string = "ApiError"
+  readonly status: number
+  readonly body: string
+  readonly error: ErrorObject | undefined
+  constructor(status: number, body: string, error: ErrorObject | undefined) {
+    super(error === undefined ? `HTTP ${status}` : `HTTP ${status} ${error.code}: ${error.message}`)
+    this.status = status
+    this.body = body
+    this.error = error
+  }
+  /**
+   * The D1 `code`, one of the contract's (`Code`); undefined when the body was not a D1
+   * error body, or its code is newer than this SDK (then `error.code` holds it).
+   */
+  get code(): Code | undefined {
+    const code = this.error?.code
+    return code !== undefined && isCode(code) ? code : undefined
+  }
+  /** The request's id (`req_…`): quote it when reporting a problem. */
+  get requestId(): string | undefined {
+    return this.error?.request_id
+  }
+  /** The field or header a validation error names (D1 `param`). */
+  get param(): string | undefined {
+    return this.error?.param
+  }
+  /** Why, for errors that say (a policy violation's rule, a refused proof). */
+  get reason(): string | undefined {
+    return this.error?.reason
+  }
+}
+
+/**
+ * An SDK error that is not an API answer: a failure found in this process, with a
+ * `reason` from a closed list to branch on and a message for people (ids, never amounts).
+ *
+ * @since 0.5.0
+ * @category errors
+ */
+export class ReasonedError<Reason extends string> extends Error {
+  readonly reason: Reason
+  constructor(reason: Reason, message: string, options?: { readonly cause?: unknown }) {
+    super(message, options)
+    this.reason = reason
+  }
+}
+
+/**
+ * Why a call got no usable answer.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type TransportFailure = "unreachable" | "malformed_response"
+
+/**
+ * No answer came back (`unreachable`), or a success answer was not the documented shape
+ * (`malformed_response`).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class TransportError extends ReasonedError<TransportFailure> {
+  override readonly name = "TransportError"
+}
+
+/**
+ * Why a sealed copy or statement was refused. None of them is a transport
+ * problem: each means the service handed over something this key cannot
+ * vouch for.
+ *
+ * - `sealed_copy_unopenable`: the transfer's sealed copy does not open with
+ *   this key (usually: not the key registered for the account).
+ * - `sealed_copy_mismatch`: it opens, but its amount is not the one the
+ *   transfer's ciphertext encrypts.
+ * - `sealed_copy_unverifiable`: the caller received a standard
+ *   (non-confidential) transfer, whose ciphertext has no handle for the
+ *   recipient, so the copy cannot be checked and is not shown.
+ * - `statement_unopenable`, `statement_mismatch`: the same for a balance statement.
+ * - `balances_mismatch`: the balances endpoint accepted the proof but answered
+ *   amounts other than the proven ones.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ConfidentialFailure =
+  | "sealed_copy_unopenable"
+  | "sealed_copy_mismatch"
+  | "sealed_copy_unverifiable"
+  | "statement_unopenable"
+  | "statement_mismatch"
+  | "balances_mismatch"
+
+/**
+ * A sealed copy or statement failed its check. The message names ids and
+ * assets, never an amount or a memo.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ConfidentialError extends ReasonedError<ConfidentialFailure> {
+  override readonly name = "ConfidentialError"
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type SealedTransferFailure =
+  | "amount_invalid"
+  | "memo_too_long"
+  | "sender_key_mismatch"
+  | "guardian_key_mismatch"
+  | "recipient_key_mismatch"
+  | "chain_mismatch"
+  | "contract_mismatch"
+  | "recipient_address_mismatch"
+  | "deployment_unpinned"
+
+/**
+ * The transfer was not sent: its amount or memo is invalid, a key, chain, contract or
+ * recipient address the API answered is not the one it must be (the message names both),
+ * or a check the options ask for cannot be made (`deployment_unpinned`). The message never
+ * contains the amount or the memo.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SealedTransferError extends ReasonedError<SealedTransferFailure> {
+  override readonly name = "SealedTransferError"
+}
+
+/**
+ * An `ApiError` whose code is `C`: what an instance of `ErrorClass<C>` is, so that
+ * `error.code` after an `instanceof` check is the literal.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface CodedError<C extends Code> extends ApiError {
+  readonly code: C
+}
 
 /**
  * One error class of this SDK: an `ApiError` subclass for one code. Declared rather than
@@ -33,16 +225,20 @@ import { ApiError, type ErrorObject } from "./Client.ts"
  * @since 0.4.0
  * @category models
  */
-export interface ErrorClass<Code extends string> {
-  new(status: number, body: string, error: ErrorObject | undefined): ApiError
-  readonly prototype: ApiError
-  readonly code: Code
+export interface ErrorClass<C extends Code> {
+  new(status: number, body: string, error: ErrorObject | undefined): CodedError<C>
+  readonly prototype: CodedError<C>
+  readonly code: C
 }
 
-const define = <const Code extends string>(code: Code, name: string): ErrorClass<Code> => {
+const define = <const C extends Code>(code: C, name: string): ErrorClass<C> => {
   const Class = class extends ApiError {
-    static readonly code: Code = code
+    static readonly code: C = code
     override readonly name = name
+    // The class's code: an instance of it answered this code (see `fromAnswer`).
+    override get code(): C {
+      return code
+    }
   }
   Object.defineProperty(Class, "name", { value: name })
   return Class
@@ -77,13 +273,13 @@ export const WebhookNotFound = define(catalogue.WebhookNotFound.code, "WebhookNo
 /** 404 `event_not_found`. */
 export const EventNotFound = define(catalogue.EventNotFound.code, "EventNotFound")
 /** 404 `not_found`: no such endpoint. */
-export const NotFound = define("not_found" satisfies keyof typeof routerErrors, "NotFound")
+export const NotFound = define("not_found", "NotFound")
 /** 405 `method_not_allowed`. */
-export const MethodNotAllowed = define("method_not_allowed" satisfies keyof typeof routerErrors, "MethodNotAllowed")
+export const MethodNotAllowed = define("method_not_allowed", "MethodNotAllowed")
 /** 408 `request_timeout`. */
-export const RequestTimeout = define("request_timeout" satisfies keyof typeof routerErrors, "RequestTimeout")
+export const RequestTimeout = define("request_timeout", "RequestTimeout")
 /** 431 `headers_too_large`. */
-export const HeadersTooLarge = define("headers_too_large" satisfies keyof typeof routerErrors, "HeadersTooLarge")
+export const HeadersTooLarge = define("headers_too_large", "HeadersTooLarge")
 /** 409 `transaction_expired` (SPEC). */
 export const TransactionExpired = define(catalogue.TransactionExpired.code, "TransactionExpired")
 /** 409 `idempotency_key_reused` (D6): the same key with another request. */
@@ -132,7 +328,15 @@ const byCode: ReadonlyMap<string, (typeof classes)[number]> = new Map(classes.ma
  * @since 0.3.0
  * @category constants
  */
-export const codes: ReadonlyArray<string> = classes.map((Class) => Class.code)
+export const codes: ReadonlyArray<Code> = classes.map((Class) => Class.code)
+
+/**
+ * Any error of a known code, discriminated by `code`: `switch (error.code)` narrows it.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export type AnyCodedError = InstanceType<(typeof classes)[number]>
 
 /**
  * The error an answer stands for: the class of its D1 code, or a plain `ApiError` for a

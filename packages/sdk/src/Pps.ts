@@ -1,6 +1,7 @@
 /**
- * The SDK's Promise facade for code that does not use Effect: every resource of the API,
- * with the conventions a payments client needs built in.
+ * The SDK's Promise surface, for code that does not use Effect (Effect programs use
+ * `ApiClient`): every resource of the API, with the conventions a payments client needs
+ * built in.
  *
  * - **Idempotency**: every POST carries an `Idempotency-Key` (yours, or 128 random bits),
  *   and every retry of that call reuses it, so a retried payment is never paid twice (D6,
@@ -12,8 +13,10 @@
  *   may take 90 s (`defaultTimeoutMs`), longer than the server's longest create.
  * - **The contract**: every call goes through the typed client derived from `@pps/api`
  *   (as `ApiClient` is): paths and types are the contract's and answers are decoded against it.
- * - **Errors**: one class per API code (`Errors`), with `status`, `code`, `param`,
- *   `reason` and `requestId`.
+ * - **Errors**: one class per API code (`Errors`), with `status`, `code` (typed as
+ *   `Errors.Code`, the contract's codes), `param`, `reason` and `requestId`.
+ * - **Results**: `transfers.create` answers a `CreatedTransfer` discriminated by `kind`
+ *   (`"transfer"` or `"held"`, an agent's transfer held for its owner).
  * - **Confidentiality**: with the account's key pair, `transfers.create` seals the amount
  *   and memo here (`SealedTransfers`): nothing sent carries them in clear. Who can open the
  *   boxes depends on the keys they are sealed to, which the API answers: they are checked
@@ -28,9 +31,11 @@
  * import { KeyFile, Pps } from "@pps/sdk"
  *
  * const pps = new Pps({ apiKey: process.env.PPS_API_KEY!, keyPair: KeyFile.read("alice.key").keyPair })
- * const transfer = await pps.transfers.create({ to: "@bob", amount: "12.5", memo: "lunch" })
+ * const created = await pps.transfers.create({ to: "@bob", amount: "12.5", memo: "lunch" })
  * for await (const t of pps.transfers.list({ status: "confirmed" })) console.log(t.transfer_id)
- * const { amount, memo } = await pps.transfers.decrypt(transfer.transfer_id)
+ * if (created.kind === "transfer") {
+ *   const { amount, memo } = await pps.transfers.decrypt(created.transfer.transfer_id)
+ * }
  * ```
  *
  * @since 0.3.0
@@ -46,6 +51,7 @@ import type * as ApiClient from "./ApiClient.ts"
 import * as ApiKeys from "./ApiKeys.ts"
 import * as Client from "./Client.ts"
 import * as Confidential from "./Confidential.ts"
+import { type CreatedTransfer, createdTransfer } from "./internal/created.ts"
 import { newIdempotencyKey } from "./internal/idempotency.ts"
 import { iterate, run } from "./internal/typedClient.ts"
 import * as SealedTransfers from "./SealedTransfers.ts"
@@ -119,8 +125,47 @@ export interface SpendPolicyInput {
 /** D21. @since 0.3.0 @category models */
 export type Agent = AgentRecord
 
-/** D33: a subscription; `secret` only in the answers that create or rotate it. @since 0.3.0 @category models */
-export type Webhook = WebhookRecord | CreatedWebhook
+/** D33: a subscription as listed (no secret). @since 0.3.0 @category models */
+export type Webhook = WebhookRecord
+
+/** D33: a subscription as created, with its signing secret (in this answer only). @since 0.5.0 @category models */
+export type NewWebhook = CreatedWebhook
+
+/** D35: a rotated signing secret. @since 0.5.0 @category models */
+export type RotatedWebhookSecret = RotatedSecret
+
+/** What `transfers.create` answers, discriminated by `kind` (`internal/created.ts`). @since 0.5.0 @category models */
+export type { CreatedTransfer } from "./internal/created.ts"
+
+/** The key registration status (`encryptionKey.status()`). @since 0.5.0 @category models */
+export type EncryptionKeyStatus = Confidential.EncryptionKeyStatus
+
+/** A registration's answer (`encryptionKey.register()`). @since 0.5.0 @category models */
+export type Registration = Confidential.Registration
+
+/** A transfer opened here (`transfers.decrypt`). @since 0.5.0 @category models */
+export type DecryptedTransfer = Confidential.DecryptedTransfer
+
+/** Balances proven to the API (`balances.read()`). @since 0.5.0 @category models */
+export type Balances = Confidential.Balances
+
+/** A decryption proof and what it claims (`balances.prove()`). @since 0.5.0 @category models */
+export type BalanceProof = Confidential.BalanceProof
+
+/** A held transaction opened by its owner (`approvals.open`). @since 0.5.0 @category models */
+export type OpenedHeldTransaction = Confidential.HeldTransaction
+
+/** An API key with its decrypted totals (`keys.list()`). @since 0.5.0 @category models */
+export type KeyFigures = ApiKeys.ApiKeyFigures
+
+/** The pinned deployment of `Options.deployment`. @since 0.5.0 @category models */
+export type Deployment = SealedTransfers.Deployment
+
+/** `Options.trust`. @since 0.5.0 @category models */
+export type Trust = SealedTransfers.Trust
+
+/** A `fetch` of your own (`Options.fetch`). @since 0.5.0 @category models */
+export type Fetch = Client.Fetch
 
 /** D34: a page of deliveries. @since 0.4.0 @category models */
 export type Deliveries = DeliveryPage
@@ -238,8 +283,8 @@ async (url, init) => {
  * @category constructors
  */
 export class Pps {
-  /** The connection (its fetch carries the conventions above); the confidential modules take it too. */
-  readonly client: Client.Client
+  /** The connection (its fetch carries the conventions above), which the SDK's internal steps take. */
+  readonly #client: Client.Client
   /**
    * The connection of the live event stream: the caller's fetch without the facade's
    * retries and per-attempt timeout, which would cut a stream that stays open for an hour.
@@ -249,7 +294,7 @@ export class Pps {
 
   constructor(options: Options) {
     this.#options = options
-    this.client = Client.make({
+    this.#client = Client.make({
       apiKey: options.apiKey,
       ...(options.baseUrl === undefined ? {} : { baseUrl: options.baseUrl }),
       fetch: retryingFetch(
@@ -260,7 +305,7 @@ export class Pps {
     })
     this.#streamClient = Client.make({
       apiKey: options.apiKey,
-      baseUrl: this.client.baseUrl,
+      baseUrl: this.#client.baseUrl,
       ...(options.fetch === undefined ? {} : { fetch: options.fetch })
     })
   }
@@ -273,7 +318,7 @@ export class Pps {
 
   /** Runs one call of the typed client over this facade's fetch (`internal/typedClient.ts`). */
   #run<A, E>(call: (api: ApiClient.Client) => Effect.Effect<A, E>, idempotencyKey?: string): Promise<A> {
-    return run(this.client, call, idempotencyKey)
+    return run(this.#client, call, idempotencyKey)
   }
 
   /** Every page of `transfers.list`, as one async iteration. */
@@ -299,21 +344,24 @@ export class Pps {
 
   /**
    * Transfers (D13-D18). `create` seals the amount and memo here unless `confidential` is
-   * false (a standard transfer's amount is public on chain).
+   * false (a standard transfer's amount is public on chain), and answers a `CreatedTransfer`:
+   * `{ kind: "transfer", transfer }`, or `{ kind: "held", held }` for an agent's transfer
+   * held for its owner's approval (202, D26).
    */
   readonly transfers = {
     create: async (
       transfer: { readonly to: string; readonly amount: string; readonly memo?: string; readonly asset?: string; readonly confidential?: boolean },
       /** `recipientAddress`: the address a handle `to` must resolve to (else the API's resolution is trusted). */
       options: { readonly idempotencyKey?: string; readonly recipientAddress?: string } = {}
-    ): Promise<Transfer | HeldTransaction> => {
+    ): Promise<CreatedTransfer> => {
       const idempotencyKey = options.idempotencyKey ?? newIdempotencyKey()
       if (transfer.confidential === false) {
-        return this.#run((api) => api.transfers.create({ payload: { ...transfer, confidential: false } }), idempotencyKey)
+        const answer = await this.#run((api) => api.transfers.create({ payload: { ...transfer, confidential: false } }), idempotencyKey)
+        return createdTransfer(answer)
       }
       const senderKey = this.#options.senderKey ?? this.#keyPair().publicKey
       const sealingSecret = this.#options.sealingSecret ?? this.#options.keyPair?.secretKey
-      const answer = await SealedTransfers.send(this.client, {
+      const answer = await SealedTransfers.send(this.#client, {
         to: transfer.to,
         amount: transfer.amount,
         ...(transfer.memo === undefined ? {} : { memo: transfer.memo }),
@@ -327,18 +375,28 @@ export class Pps {
         ...(this.#options.trust === undefined ? {} : { trust: this.#options.trust }),
         ...(options.recipientAddress === undefined ? {} : { recipientAddress: options.recipientAddress })
       })
-      return answer.body
+      return createdTransfer(answer.body)
     },
     get: (transferId: string): Promise<Transfer> => this.#run((api) => api.transfers.get({ params: { transfer_id: transferId } })),
     /** Every transfer matching, newest first, across pages (D16). */
     list: (filter: ListFilter = {}): AsyncGenerator<Transfer> => this.#transferPages(filter),
     /** Amount and memo, opened here and checked against the chain's ciphertext. */
-    decrypt: (transferId: string) => Confidential.decryptTransfer(this.client, this.#keyPair(), transferId)
+    decrypt: (transferId: string): Promise<DecryptedTransfer> => Confidential.decryptTransfer(this.#client, this.#keyPair(), transferId)
   }
 
-  /** Balances, decrypted here and proven to the API (D20). */
+  /**
+   * The account's encryption key: whether one is registered (and what a proof of
+   * possession binds), and registering the key pair's public key (harmless when repeated).
+   */
+  readonly encryptionKey = {
+    status: (): Promise<EncryptionKeyStatus> => Confidential.encryptionKeyStatus(this.#client),
+    register: (): Promise<Registration> => Confidential.registerKey(this.#client, this.#keyPair())
+  }
+
+  /** Balances, decrypted here and proven to the API (D20); `prove` makes the proof only. */
   readonly balances = {
-    read: () => Confidential.readBalances(this.client, this.#keyPair())
+    read: (): Promise<Balances> => Confidential.readBalances(this.#client, this.#keyPair()),
+    prove: (): Promise<BalanceProof> => Confidential.proveBalances(this.#client, this.#keyPair())
   }
 
   /** Agent accounts and their spend policies (D21-D24). */
@@ -357,7 +415,7 @@ export class Pps {
   readonly approvals = {
     list: (): Promise<{ readonly pending: ReadonlyArray<PendingTransaction> }> => this.#run((api) => api.agents.pending()),
     /** The amount the guardian would pay, and whether the agent's own note agrees. */
-    open: (transactionId: string) => Confidential.openHeld(this.client, this.#keyPair(), transactionId),
+    open: (transactionId: string): Promise<OpenedHeldTransaction> => Confidential.openHeld(this.#client, this.#keyPair(), transactionId),
     approve: (transactionId: string): Promise<HeldTransaction> =>
       this.#run((api) => api.agents.approve({ params: { transaction_id: transactionId } })),
     reject: (transactionId: string): Promise<HeldTransaction> =>
@@ -380,7 +438,7 @@ export class Pps {
 
   /** The account's API keys with last use, request count and decrypted totals (D40). */
   readonly keys = {
-    list: () => ApiKeys.list(this.client, this.#keyPair())
+    list: (): Promise<ReadonlyArray<KeyFigures>> => ApiKeys.list(this.#client, this.#keyPair())
   }
 
   /**

@@ -22,22 +22,25 @@
  *    recipient (`Note.sealTransfer`), bound to chain, contract and transfer id.
  * 4. `POST /v1/transfers` with `sealed`: answered as any create (D13/D14, or D26's 202).
  *
+ * Internal: not exported from `@pps/sdk`; Promise users reach it through `Pps` (`transfers.create`).
+ *
  * @example
  * ```ts
- * import { Client, KeyFile, SealedTransfers } from "@pps/sdk"
+ * import { KeyFile, Pps } from "@pps/sdk"
  *
- * const client = Client.make({ apiKey: process.env.PPS_API_KEY! })
- * const { keyPair } = KeyFile.read(KeyFile.defaultPath("acct_..."))
- * const transfer = await SealedTransfers.send(client, { to: "@bob", amount: "12.5", memo: "lunch" }, {
- *   senderKey: keyPair.publicKey,
+ * const pps = new Pps({
+ *   apiKey: process.env.PPS_API_KEY!,
+ *   keyPair: KeyFile.read(KeyFile.defaultPath("acct_...")).keyPair,
  *   // The operator's published deployment, known to this client, not learnt from the API.
  *   deployment: { chainId: 46630, contracts: { USDG: "0x..." } },
  *   rpcUrl: "http://127.0.0.1:8545",
  *   trust: "chain"
  * })
+ * const created = await pps.transfers.create({ to: "@bob", amount: "12.5", memo: "lunch" })
  * ```
  *
  * @since 0.1.0
+ * @internal
  */
 import type { AgentTransactionRecord } from "@pps/api/Agents"
 import type { TransferRecord } from "@pps/api/Transfers"
@@ -45,41 +48,17 @@ import { ElGamal, EncryptionKey, Note, Random } from "@pps/crypto"
 import { type Address, createPublicClient, getAddress, http, isAddress, sha256, stringToBytes } from "viem"
 import * as Amount from "./Amount.ts"
 import type { Client } from "./Client.ts"
+import { SealedTransferError } from "./Errors.ts"
 import { run } from "./internal/typedClient.ts"
 import * as Wire from "./internal/wire.ts"
 
 /**
- * @since 0.1.0
- * @category models
- */
-export type SealedTransferFailure =
-  | "amount_invalid"
-  | "memo_too_long"
-  | "sender_key_mismatch"
-  | "guardian_key_mismatch"
-  | "recipient_key_mismatch"
-  | "chain_mismatch"
-  | "contract_mismatch"
-  | "recipient_address_mismatch"
-  | "deployment_unpinned"
-
-/**
- * The transfer was not sent: its amount or memo is invalid, a key, chain, contract or
- * recipient address the API answered is not the one it must be (the message names both),
- * or a check the options ask for cannot be made (`deployment_unpinned`). The message never
- * contains the amount or the memo.
+ * Why a transfer was not sent (declared in `Errors`, where both surfaces' errors live).
  *
  * @since 0.1.0
  * @category errors
  */
-export class SealedTransferError extends Error {
-  override readonly name = "SealedTransferError"
-  readonly reason: SealedTransferFailure
-  constructor(reason: SealedTransferFailure, message: string) {
-    super(message)
-    this.reason = reason
-  }
-}
+export { SealedTransferError, type SealedTransferFailure } from "./Errors.ts"
 
 /**
  * What to pay: `amount` is a decimal string in the asset's units (D4), `asset` USDG unless

@@ -40,6 +40,7 @@
  *
  * @since 0.1.0
  */
+import type { AgentPolicyEventPayload, AgentTransactionEventPayload, EventPayload, TransferEventPayload } from "@pps/api/Events"
 import { equalConstantTime, hmacBase64, hmacHex } from "./internal/hmac.ts"
 
 /**
@@ -89,73 +90,38 @@ export type HeadersLike =
   | Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
 
 /**
- * `transfer.initiated`, `transfer.confirmed`, `transfer.failed`. There is no
- * amount: amounts are encrypted and the service cannot read them.
+ * `transfer.initiated`, `transfer.confirmed`, `transfer.failed`: the contract's payload
+ * (`@pps/api/Events`). There is no amount: amounts are encrypted and the service cannot
+ * read them.
  *
  * @since 0.1.0
  * @category models
  */
-export interface TransferEvent {
-  readonly id: string
-  readonly event: "transfer.initiated" | "transfer.confirmed" | "transfer.failed"
-  readonly account: string
-  readonly direction: "sent" | "received"
-  readonly counterparty: string
-  readonly asset: string
-  readonly confidential: boolean
-  readonly tx_hash: string | null
-  readonly transfer_id: string
-  readonly timestamp: string
-}
+export type TransferEvent = TransferEventPayload
 
 /**
- * `agent.transaction.*`.
+ * `agent.transaction.*`: the contract's payload (`@pps/api/Events`).
  *
  * @since 0.1.0
  * @category models
  */
-export interface AgentTransactionEvent {
-  readonly id: string
-  readonly event:
-    | "agent.transaction.pending_approval"
-    | "agent.transaction.approved"
-    | "agent.transaction.rejected"
-    | "agent.transaction.expired"
-  readonly account: string
-  readonly agent: string
-  readonly transaction_id: string
-  readonly to: string
-  readonly asset: string
-  readonly confidential: boolean
-  readonly requested_at: string
-  readonly expires_at: string
-  readonly transfer_id: string | null
-  readonly tx_hash: string | null
-  readonly timestamp: string
-}
+export type AgentTransactionEvent = AgentTransactionEventPayload
 
 /**
- * `agent.policy.updated`.
+ * `agent.policy.updated`: the contract's payload (`@pps/api/Events`).
  *
  * @since 0.1.0
  * @category models
  */
-export interface AgentPolicyEvent {
-  readonly id: string
-  readonly event: "agent.policy.updated"
-  readonly account: string
-  readonly agent: string
-  readonly policy_id: string
-  readonly timestamp: string
-}
+export type AgentPolicyEvent = AgentPolicyEventPayload
 
 /**
- * Any event a delivery carries.
+ * Any event a delivery carries, discriminated by `event`: the contract's `EventPayload`.
  *
  * @since 0.1.0
  * @category models
  */
-export type WebhookEvent = TransferEvent | AgentTransactionEvent | AgentPolicyEvent
+export type WebhookEvent = EventPayload
 
 const encoder = new TextEncoder()
 const secretPrefix = "whsec_"

@@ -10,7 +10,8 @@ import { routerErrors } from "@pps/api/Errors"
 import { EncryptionKey } from "@pps/crypto"
 import { OpenApi } from "effect/http-api"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Client, Confidential, Errors, Pps, type PpsTypes } from "../src/index.ts"
+import { Errors, Pps, type PpsTypes } from "../src/index.ts"
+import { transferOf } from "./support/created.ts"
 import { startHop } from "./support/hop.ts"
 import { type ServerProcess, startServer } from "./support/server.ts"
 
@@ -26,14 +27,18 @@ describe("Errors", () => {
     for (const code of Errors.codes) {
       const body = JSON.stringify({ error: { code, message: "m", param: "p", reason: "r", request_id: "req_1" } })
       const error = Errors.fromAnswer(418, body, { code, message: "m", param: "p", reason: "r", request_id: "req_1" })
-      expect(error).toBeInstanceOf(Client.ApiError)
-      expect(error.constructor).not.toBe(Client.ApiError)
+      expect(error).toBeInstanceOf(Errors.ApiError)
+      expect(error.constructor).not.toBe(Errors.ApiError)
       expect({ code: error.code, param: error.param, reason: error.reason, requestId: error.requestId, status: error.status })
         .toEqual({ code, param: "p", reason: "r", requestId: "req_1", status: 418 })
     }
     expect(Errors.fromAnswer(402, "", { code: "insufficient_balance", message: "m" })).toBeInstanceOf(Errors.InsufficientBalance)
     // A code this SDK does not know is still an ApiError.
-    expect(Errors.fromAnswer(400, "", { code: "from_the_future", message: "m" }).constructor).toBe(Client.ApiError)
+    const future = Errors.fromAnswer(400, "", { code: "from_the_future", message: "m" })
+    expect(future.constructor).toBe(Errors.ApiError)
+    // Its typed code is none of the contract's; the wire's string stays in `error`.
+    expect({ code: future.code, wire: future.error?.code }).toEqual({ code: undefined, wire: "from_the_future" })
+    expect([Errors.isCode("insufficient_balance"), Errors.isCode("from_the_future")]).toEqual([true, false])
   })
 })
 
@@ -46,8 +51,8 @@ const bobKey = EncryptionKey.generate()
 beforeAll(async () => {
   server = await startServer()
   ;[alice, bob] = [await server.createAccount("alice"), await server.createAccount("bob")]
-  await Confidential.registerKey(Client.make({ baseUrl: server.baseUrl, apiKey: alice.api_key }), aliceKey)
-  await Confidential.registerKey(Client.make({ baseUrl: server.baseUrl, apiKey: bob.api_key }), bobKey)
+  await new Pps({ baseUrl: server.baseUrl, apiKey: alice.api_key, keyPair: aliceKey }).encryptionKey.register()
+  await new Pps({ baseUrl: server.baseUrl, apiKey: bob.api_key, keyPair: bobKey }).encryptionKey.register()
   const granted = await new Pps({ apiKey: alice.api_key, baseUrl: server.baseUrl }).faucet({ amount: "100" })
   expect(granted).toMatchObject({ asset: "USDG", amount: "100", tx_hash: expect.stringMatching(/^0x/) })
 }, 120_000)
@@ -59,11 +64,13 @@ afterAll(async () => {
 describe("Pps", { timeout: 60_000 }, () => {
   it("transfers: sealed create, idempotent retry, pages, get, decrypt, typed errors", async () => {
     const pps = new Pps({ apiKey: alice.api_key, baseUrl: server.baseUrl, keyPair: aliceKey })
-    const first = await pps.transfers.create({ to: "@bob", amount: "1.5", memo: "one" }, { idempotencyKey: "facade-1" })
-    expect(first).toMatchObject({ status: "confirmed", to: "@bob", confidential: true })
+    expect(await pps.encryptionKey.status()).toMatchObject({ confidential_ready: true, public_key: expect.stringMatching(/^0x/) })
+    const created = await pps.transfers.create({ to: "@bob", amount: "1.5", memo: "one" }, { idempotencyKey: "facade-1" })
+    expect(created).toMatchObject({ kind: "transfer", transfer: { status: "confirmed", to: "@bob", confidential: true } })
+    const first = transferOf(created)
     // The same key again: the first transfer, not a second one.
-    const again = await pps.transfers.create({ to: "@bob", amount: "1.5", memo: "one" }, { idempotencyKey: "facade-1" })
-    expect((again as PpsTypes.Transfer).transfer_id).toBe((first as PpsTypes.Transfer).transfer_id)
+    const again = transferOf(await pps.transfers.create({ to: "@bob", amount: "1.5", memo: "one" }, { idempotencyKey: "facade-1" }))
+    expect(again.transfer_id).toBe(first.transfer_id)
     await pps.transfers.create({ to: "@bob", amount: "2" })
     await pps.transfers.create({ to: "@bob", amount: "3", confidential: false })
     const all: Array<string> = []
@@ -72,11 +79,11 @@ describe("Pps", { timeout: 60_000 }, () => {
     expect(new Set(all).size).toBe(3)
     expect(await pps.transfers.get(all[2]!)).toMatchObject({ transfer_id: all[2] })
     const bobPps = new Pps({ apiKey: bob.api_key, baseUrl: server.baseUrl, keyPair: bobKey })
-    expect(await bobPps.transfers.decrypt((first as PpsTypes.Transfer).transfer_id)).toMatchObject({ amount: 1_500_000n, memo: "one" })
+    expect(await bobPps.transfers.decrypt(first.transfer_id)).toMatchObject({ amount: 1_500_000n, memo: "one" })
 
     const refused = await pps.transfers.create({ to: "@bob", amount: "5000" }).catch((error: unknown) => error)
     expect(refused).toBeInstanceOf(Errors.InsufficientBalance)
-    expect((refused as Client.ApiError).requestId).toMatch(/^req_/)
+    expect((refused as Errors.ApiError).requestId).toMatch(/^req_/)
     const unknown = await pps.transfers.create({ to: "@nobody-here", amount: "1" }).catch((error: unknown) => error)
     expect(unknown).toBeInstanceOf(Errors.RecipientNotFound)
     const missing = await pps.transfers.get("tr_01JZZZZZZZZZZZZZZZZZZZZZZZ").catch((error: unknown) => error)
@@ -96,7 +103,7 @@ describe("Pps", { timeout: 60_000 }, () => {
     // The agent seals to its owner's key (its amounts are encrypted to it).
     const bot = new Pps({ apiKey: agentKey.api_key, baseUrl: server.baseUrl, senderKey: aliceKey.publicKey })
     const held = await bot.transfers.create({ to: "@bob", amount: "2.5", memo: "held" })
-    expect(held).toMatchObject({ status: "pending_approval" })
+    expect(held).toMatchObject({ kind: "held", held: { status: "pending_approval" } })
     const pending = await pps.approvals.list()
     expect(pending.pending).toHaveLength(1)
     const opened = await pps.approvals.open(pending.pending[0]!.transaction_id)
@@ -135,11 +142,11 @@ describe("Pps", { timeout: 60_000 }, () => {
     // Not checked here: the server answers its own 404 for an id that cannot exist, with a request id.
     const malformedId = await pps.transfers.get("tr_x").catch((error: unknown) => error)
     expect(malformedId).toBeInstanceOf(Errors.TransferNotFound)
-    expect((malformedId as Client.ApiError).requestId).toMatch(/^req_/)
+    expect((malformedId as Errors.ApiError).requestId).toMatch(/^req_/)
     // A limit out of range is the server's 400 naming the parameter.
     const badLimit = await pps.webhooks.deliveries("wh_01JZZZZZZZZZZZZZZZZZZZZZZZ", { limit: 0 }).catch((error: unknown) => error)
     expect(badLimit).toBeInstanceOf(Errors.InvalidRequest)
-    expect((badLimit as Client.ApiError).param).toBe("limit")
+    expect((badLimit as Errors.ApiError).param).toBe("limit")
 
     // An answer that is not the contract's is refused, not passed on.
     const garbled = new Pps({
@@ -153,13 +160,13 @@ describe("Pps", { timeout: 60_000 }, () => {
       }
     })
     const refused = await garbled.agents.list().catch((error: unknown) => error)
-    expect(refused).toBeInstanceOf(Client.TransportError)
-    expect((refused as Client.TransportError).reason).toBe("malformed_response")
+    expect(refused).toBeInstanceOf(Errors.TransportError)
+    expect((refused as Errors.TransportError).reason).toBe("malformed_response")
 
     const unreachable = await new Pps({ apiKey: alice.api_key, baseUrl: "http://127.0.0.1:9", maxRetries: 0 }).agents.list()
       .catch((error: unknown) => error)
-    expect(unreachable).toBeInstanceOf(Client.TransportError)
-    expect((unreachable as Client.TransportError).reason).toBe("unreachable")
+    expect(unreachable).toBeInstanceOf(Errors.TransportError)
+    expect((unreachable as Errors.TransportError).reason).toBe("unreachable")
     expect((unreachable as Error).message).toContain("http://127.0.0.1:9")
   })
 
@@ -169,7 +176,7 @@ describe("Pps", { timeout: 60_000 }, () => {
     try {
       const pps = new Pps({ apiKey: alice.api_key, baseUrl: hop.baseUrl, keyPair: aliceKey })
       const started = Date.now()
-      const transfer = await pps.transfers.create({ to: "@bob", amount: "0.75" }) as PpsTypes.Transfer
+      const transfer = transferOf(await pps.transfers.create({ to: "@bob", amount: "0.75" }))
       expect(transfer.status).toBe("confirmed")
       expect(Date.now() - started).toBeGreaterThanOrEqual(1_000)
       const creates = hop.seen.filter((request) => request.method === "POST" && request.path === "/v1/transfers")
@@ -191,12 +198,12 @@ describe("Pps", { timeout: 60_000 }, () => {
     }
     // Resolved once the server answered: a stream without a last event id starts then.
     const live = await pps.events.stream()
-    const sent = await alicePps.transfers.create({ to: "@bob", amount: "0.1", confidential: false }) as PpsTypes.Transfer
+    const sent = transferOf(await alicePps.transfers.create({ to: "@bob", amount: "0.1", confidential: false }))
     const first = await firstAbout(live, sent.transfer_id)
     expect(first).toMatchObject({ event: expect.stringMatching(/^transfer\./), direction: "received", account: "@bob", counterparty: "@alice" })
     expect(first.id).toMatch(/^evt_/)
     // Paid while no stream is open: a stream resumed after the first event still gets it.
-    const later = await alicePps.transfers.create({ to: "@bob", amount: "0.2", confidential: false }) as PpsTypes.Transfer
+    const later = transferOf(await alicePps.transfers.create({ to: "@bob", amount: "0.2", confidential: false }))
     const resumed = await firstAbout(await pps.events.stream({ lastEventId: first.id }), later.transfer_id)
     expect(resumed).toMatchObject({ direction: "received", transfer_id: later.transfer_id })
     expect(resumed.id > first.id).toBe(true)

@@ -15,7 +15,11 @@ import { createPublicClient, getAddress, http } from "viem"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { canaryForms } from "../../server/test/support/recordingProxy.ts"
 import { defaultTimeoutMs } from "../src/Pps.ts"
-import { Client, Confidential, KeyFile, Pps, type PpsTypes, SealedTransfers } from "../src/index.ts"
+import * as Client from "../src/Client.ts"
+import * as Confidential from "../src/Confidential.ts"
+import { KeyFile, Pps, type PpsTypes } from "../src/index.ts"
+import * as SealedTransfers from "../src/SealedTransfers.ts"
+import { transferOf } from "./support/created.ts"
 import { type Rewrite, type RewritingProxy, startRewritingProxy } from "./support/rewritingProxy.ts"
 import { runNode, type ServerProcess, startServer } from "./support/server.ts"
 
@@ -261,7 +265,7 @@ describe("Idempotency-Keys of a sealed create", { timeout: 60_000 }, () => {
     const pps = new Pps({ apiKey: alice.api_key, baseUrl: proxy.baseUrl, keyPair: aliceKey })
     const prepareKeys = async (key: string) => {
       const before = proxy.exchanges.length
-      const transfer = await pps.transfers.create({ to: "@bob", amount: "0.01" }, { idempotencyKey: key }) as PpsTypes.Transfer
+      const transfer = transferOf(await pps.transfers.create({ to: "@bob", amount: "0.01" }, { idempotencyKey: key }))
       const keys = proxy.exchanges.slice(before).filter((exchange) => exchange.path === "/v1/transfers/prepare").map((exchange) => exchange.key)
       return { transfer, keys }
     }
@@ -300,7 +304,7 @@ describe("the facade and a payment still in flight", { timeout: 120_000 }, () =>
     let transfer: PpsTypes.Transfer
     try {
       const pps = new Pps({ apiKey: alice.api_key, baseUrl: proxy.baseUrl, keyPair: aliceKey, timeoutMs: 1_500 })
-      transfer = await pps.transfers.create({ to: "@bob", amount: "0.5" }) as PpsTypes.Transfer
+      transfer = transferOf(await pps.transfers.create({ to: "@bob", amount: "0.5" }))
     } finally {
       await rpc("evm_setIntervalMining", [1])
     }

@@ -43,6 +43,15 @@ export const ids = Effect.gen(function*() {
 export const refusedForBalance = (error: unknown): string | undefined =>
   error instanceof Errors.InsufficientBalance ? error.requestId : undefined
 
+export const codeOf = (error: Errors.ApiError): Errors.Code | undefined => error.code
+// @ts-expect-error a code is one of the contract's, not any string
+export const notACode: Errors.Code = "no_such_code"
+
+export const sent = async (): Promise<string> => {
+  const created = await pps.transfers.create({ to: "@bob", amount: "1", confidential: false })
+  return created.kind === "transfer" ? created.transfer.transfer_id : created.held.transaction_id
+}
+
 export const api: typeof Api.PublicApi = Api.PublicApi
 // @ts-expect-error there is no such resource
 pps.invoices.list()

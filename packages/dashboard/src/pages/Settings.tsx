@@ -4,7 +4,6 @@
  * under a passphrase; never sent), KYC status, passkeys and sessions.
  */
 import { EncryptionKey } from "@pps/crypto"
-import { Confidential } from "@pps/sdk"
 import { startRegistration } from "@simplewebauthn/browser"
 import type { PublicKeyCredentialCreationOptionsJSON } from "@simplewebauthn/browser"
 import { type FormEvent, useState } from "react"
@@ -16,7 +15,7 @@ import { Empty, ErrorNote, Loading, Page, useLoad } from "../ui.tsx"
 type KeyPair = EncryptionKey.KeyPair
 
 const EncryptionKeySection = ({ session, keyPair, onKey }: PageProps & { readonly onKey: (keyPair: KeyPair | undefined) => void }) => {
-  const registered = useLoad(() => Confidential.encryptionKeyStatus(ppsFor(undefined).client), [])
+  const registered = useLoad(() => ppsFor(undefined).encryptionKey.status(), [])
   const stored = useLoad(() => storedKeyInfo(session.account_id), [keyPair])
   const [passphrase, setPassphrase] = useState("")
   const [underPasskey, setUnderPasskey] = useState(false)
@@ -62,7 +61,7 @@ const EncryptionKeySection = ({ session, keyPair, onKey }: PageProps & { readonl
   const generate = run(async () => {
     const keyPair = EncryptionKey.generate()
     await keep(keyPair)
-    await Confidential.registerKey(ppsFor(undefined).client, keyPair)
+    await ppsFor(keyPair).encryptionKey.register()
     setDownload(URL.createObjectURL(new Blob([keyFileText(session.account_id, keyPair)], { type: "application/json" })))
     setPassphrase("")
     onKey(keyPair)

@@ -145,8 +145,8 @@ const SendForm = ({ keyPair, onSent }: PageProps & { readonly onSent: () => void
     setResult(undefined)
     try {
       const sent = await ppsFor(keyPair).transfers.create({ to, amount, ...(memo === "" ? {} : { memo }) })
-      // A held transaction (D26) carries its transfer_id too (null until approved): tell them apart by transaction_id.
-      setResult("transaction_id" in sent ? `Held for approval (${sent.transaction_id}).` : `Transfer ${sent.transfer_id} is ${sent.status}.`)
+      // An agent's transfer above its approval threshold is held for its owner (D26).
+      setResult(sent.kind === "held" ? `Held for approval (${sent.held.transaction_id}).` : `Transfer ${sent.transfer.transfer_id} is ${sent.transfer.status}.`)
       setAmount("")
       setMemo("")
       onSent()

@@ -19,6 +19,7 @@ import * as KeyFile from "../KeyFile.ts"
 import { Pps } from "../Pps.ts"
 import * as SealedTransfers from "../SealedTransfers.ts"
 import * as Webhook from "../Webhook.ts"
+import { createdTransfer } from "./created.ts"
 import { run } from "./typedClient.ts"
 
 /** A failure the user can act on, printed as `pps: <message>`. */
@@ -164,21 +165,21 @@ export const send = async (
     })
   }
   if (settings.json) return json(answer.body)
-  const body = answer.body
+  const created = createdTransfer(answer.body)
   // 202: an agent's transfer above its approval threshold waits for its owner (D26).
-  if ("transaction_id" in body) {
+  if (created.kind === "held") {
     return table([
-      ["transaction_id", body.transaction_id],
-      ["status", body.status],
-      ["expires_at", body.expires_at]
+      ["transaction_id", created.held.transaction_id],
+      ["status", created.held.status],
+      ["expires_at", created.held.expires_at]
     ])
   }
   return table([
-    ["transfer_id", body.transfer_id],
-    ["status", body.status],
-    ["to", body.to],
-    ["asset", body.asset],
-    ["confidential", String(body.confidential)],
+    ["transfer_id", created.transfer.transfer_id],
+    ["status", created.transfer.status],
+    ["to", created.transfer.to],
+    ["asset", created.transfer.asset],
+    ["confidential", String(created.transfer.confidential)],
     ["idempotency_key", settings.idempotencyKey]
   ])
 }

@@ -13,7 +13,8 @@ import { Cause, Effect, Exit, Option, Schema, Stream } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
 import { HttpApi, HttpApiClient } from "effect/http-api"
 import * as ApiClient from "../ApiClient.ts"
-import { type Client, type ErrorObject, TransportError } from "../Client.ts"
+import type { Client } from "../Client.ts"
+import { type ErrorObject, TransportError } from "../Errors.ts"
 import * as Errors from "../Errors.ts"
 
 /**

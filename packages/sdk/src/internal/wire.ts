@@ -10,7 +10,7 @@
  */
 import { Point } from "@pps/crypto"
 import { type Address, bytesToHex, getAddress, hexToBytes, isAddress } from "viem"
-import { TransportError } from "../Client.ts"
+import { TransportError } from "../Errors.ts"
 
 const malformed = (what: string, name: string, detail: string) =>
   new TransportError("malformed_response", `${what}: \`${name}\` is not ${detail}`)

@@ -10,7 +10,7 @@
  * never appears in clear in the database, the logs or the event payloads.
  */
 import { ElGamal, EncryptionKey, Note } from "@pps/crypto"
-import { Client, Confidential, SealedTransfers } from "@pps/sdk"
+import { Client, Confidential, SealedTransfers } from "@pps/sdk/internal"
 import { assert, describe, expect, layer } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"

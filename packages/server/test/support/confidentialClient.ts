@@ -5,7 +5,7 @@
  * only decryption key; the server never sees it.
  */
 import { EncryptionKey } from "@pps/crypto"
-import { Client, Confidential } from "@pps/sdk"
+import { Client, Confidential } from "@pps/sdk/internal"
 import { Effect } from "effect"
 import { ulid } from "../../src/platform/Ids.ts"
 import { bearer, createAccount, postJson, send } from "./http.ts"
