@@ -207,24 +207,26 @@ const columns = (left: string, right: string, column: number): string => {
 /** One command in the list of all of them: synopsis and description. */
 const summary = (doc: HelpDoc.HelpDoc): string => columns(`  ${synopsis(doc)}`, doc.description, descriptionColumn)
 
-/** One command in full: synopsis and description, then each argument and flag with what it means. */
-const detail = (doc: HelpDoc.HelpDoc): string => {
-  const entries: ReadonlyArray<readonly [string, string]> = [
-    ...(doc.args ?? []).map((argument) => [argument.type, Option.getOrElse(argument.description, () => "")] as const),
-    ...doc.flags.map((flag) =>
-      [flag.type === "boolean" ? `--${flag.name}` : `--${flag.name} ${flag.type}`, Option.getOrElse(flag.description, () => "")] as const
-    )
-  ]
-  // Flags and arguments indented under the synopsis; a long one puts its description on the next line.
-  const width = 6 + Math.min(flagColumnMax, Math.max(0, ...entries.map(([left]) => left.length))) + 2
-  return [summary(doc), ...entries.map(([left, right]) => columns(`      ${left}`, right, width))].join("\n")
+/** A command's arguments and flags, each with what it means. */
+const entriesOf = (doc: HelpDoc.HelpDoc): ReadonlyArray<readonly [string, string]> => [
+  ...(doc.args ?? []).map((argument) => [argument.type, Option.getOrElse(argument.description, () => "")] as const),
+  ...doc.flags.map((flag) =>
+    [flag.type === "boolean" ? `--${flag.name}` : `--${flag.name} ${flag.type}`, Option.getOrElse(flag.description, () => "")] as const
+  )
+]
+
+/** The commands' arguments and flags indented under their synopses, descriptions in one column (a long flag's on the next line). */
+const details = (docs: ReadonlyArray<HelpDoc.HelpDoc>): ReadonlyArray<string> => {
+  const widest = Math.max(0, ...docs.flatMap(entriesOf).map(([left]) => left.length))
+  const column = 6 + Math.min(flagColumnMax, widest) + 2
+  return docs.map((doc) => [summary(doc), ...entriesOf(doc).map(([left, right]) => columns(`      ${left}`, right, column))].join("\n"))
 }
 
 /** The usage for a command path: every command's summary at the root, else each command under it in full. */
 const usageOf = (cli: Cli, commandPath: ReadonlyArray<string>): Effect.Effect<string> =>
   Effect.gen(function*() {
     const docs = yield* Effect.forEach(leafPaths(cli.root, commandPath), cli.helpDoc)
-    const body = commandPath.length <= 1 ? docs.map(summary) : docs.map(detail)
+    const body = commandPath.length <= 1 ? docs.map(summary) : details(docs)
     return [`usage: ${cli.info.invocation} <command> [options]`, ...body, cli.info.footer].join("\n")
   })
 
