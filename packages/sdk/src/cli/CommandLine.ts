@@ -23,8 +23,19 @@ import * as NodeFileSystem from "@effect/platform-node-shared/NodeFileSystem"
 import * as NodePath from "@effect/platform-node-shared/NodePath"
 import * as NodeStdio from "@effect/platform-node-shared/NodeStdio"
 import * as NodeTerminal from "@effect/platform-node-shared/NodeTerminal"
-import { Cause, Effect, Exit, Layer, Option } from "effect"
-import { CliConfig, type CliError, CliOutput, Command, Flag, GlobalFlag, type HelpDoc } from "effect/cli"
+// Module by module rather than the barrels: the admin command loads nothing else of Effect at start.
+import * as Cause from "effect/Cause"
+import * as CliConfig from "effect/cli/CliConfig"
+import type * as CliError from "effect/cli/CliError"
+import * as CliOutput from "effect/cli/CliOutput"
+import * as Command from "effect/cli/Command"
+import * as Flag from "effect/cli/Flag"
+import * as GlobalFlag from "effect/cli/GlobalFlag"
+import type * as HelpDoc from "effect/cli/HelpDoc"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 
 /**
  * The exit statuses of both command lines (docs/cli.md).

@@ -19,8 +19,10 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as CommandLine from "@pps/sdk/CommandLine"
-import { Effect, Option } from "effect"
-import { Command, Flag } from "effect/cli"
+import * as Command from "effect/cli/Command"
+import * as Flag from "effect/cli/Flag"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 
 const kycStatuses = ["unverified", "pending", "verified", "enhanced"] as const
 
