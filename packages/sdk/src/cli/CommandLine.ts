@@ -260,7 +260,10 @@ const mistake = (cli: Cli, error: CliError.NonShowHelpErrors, doc: HelpDoc.HelpD
       case "UnrecognizedOption": {
         const known = yield* flagsOfTree(cli)
         const hint = error.suggestions.length > 0 ? ` (did you mean ${error.suggestions.join(" or ")}?)` : ""
-        return known.has(error.option) && command !== "" ? `${command} does not take ${error.option}${hint}` : `unknown option "${error.option}"${hint}`
+        if (!known.has(error.option)) return `unknown option "${error.option}"${hint}`
+        // The command's own flag, written before its last word (where it was read as a flag of the words before).
+        if (doc.flags.some((flag) => `--${flag.name}` === error.option)) return `${error.option} goes after "${command}"`
+        return `${command === "" ? words(error.command ?? []) : command} does not take ${error.option}${hint}`
       }
       case "UnknownSubcommand": {
         const parent = words(error.parent ?? [])
