@@ -19,7 +19,12 @@ import * as CommandLine from "./CommandLine.ts"
 /** What `faucet` asks for without --amount: enough for the quickstart's transfers. */
 const faucetAmountDefault = "100"
 
-/** How `pps` names itself, and what every usage says after the commands. */
+/**
+ * How `pps` names itself, and what every usage says after the commands.
+ *
+ * @since 0.5.0
+ * @category models
+ */
 export const program: CommandLine.Program = {
   invocation: "pps",
   prefix: "pps: ",
@@ -45,7 +50,12 @@ class Unreachable extends Error {
   }
 }
 
-/** The API's own error body when there is one (it is the contract), else one `pps:` line. */
+/**
+ * A failed command's stderr: the API's own error body when there is one (it is the contract), else one `pps:` line.
+ *
+ * @since 0.5.0
+ * @category errors
+ */
 export const describe = (error: unknown): string => {
   if (error instanceof Unreachable) {
     return `pps: ${error.message}: ${CommandLine.networkFailure(error.cause)} (is it running? set PPS_BASE_URL to the API's address)${error.hint}\n`
@@ -375,7 +385,12 @@ const decryptTransfer = Command.make("decrypt-transfer", { transferId: id("ID", 
   Command.withDescription("a transfer's amount and memo, checked against the chain")
 )
 
-/** The `pps` command tree, in the order the usage lists it. */
+/**
+ * The `pps` command tree, in the order the usage lists it.
+ *
+ * @since 0.5.0
+ * @category commands
+ */
 export const pps = Command.make("pps").pipe(
   Command.withSubcommands([
     keygen,
