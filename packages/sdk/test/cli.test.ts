@@ -452,7 +452,9 @@ describe("pps command-line conventions", { timeout: 30_000 }, () => {
     expect(send.stdout).not.toContain("  balance ")
     // A group's help is each of its commands in full.
     expect(transfers.stdout).toMatch(/\n {2}transfers list [^]*\n {6}--limit N\s+\S[^]*\n {2}transfers get ID [^]*\n {6}ID\s+\S/)
-    const synopses = all.stdout.split("\n").filter((line) => /^ {2}[a-z]/.test(line) && !line.startsWith("  help "))
+    // The commands' lines: between the usage line and `help [COMMAND]`, those not indented further.
+    const lines = all.stdout.split("\n")
+    const synopses = lines.slice(1, lines.findIndex((line) => line.startsWith("  help [COMMAND]"))).filter((line) => /^ {2}\S/.test(line))
     expect(synopses.length).toBeGreaterThanOrEqual(23)
     for (const line of synopses) expect(line).toContain("[--json]")
   })
