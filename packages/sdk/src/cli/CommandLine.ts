@@ -186,11 +186,11 @@ const helpDocOf = <Name extends string, Input, ContextInput, E>(
     )
   })
 
+/** `--name META`, or `--name` for a switch. */
+const flagShown = (flag: HelpDoc.FlagDoc): string => flag.type === "boolean" ? `--${flag.name}` : `--${flag.name} ${flag.type}`
+
 /** `[--name META]`, `--name META`, `[--name]`: a flag as the synopsis shows it. */
-const flagSynopsis = (flag: HelpDoc.FlagDoc): string => {
-  const shown = flag.type === "boolean" ? `--${flag.name}` : `--${flag.name} ${flag.type}`
-  return flag.required ? shown : `[${shown}]`
-}
+const flagSynopsis = (flag: HelpDoc.FlagDoc): string => flag.required ? flagShown(flag) : `[${flagShown(flag)}]`
 
 const argumentSynopsis = (argument: HelpDoc.ArgDoc): string => {
   const shown = argument.variadic ? `${argument.type}...` : argument.type
@@ -221,9 +221,7 @@ const summary = (doc: HelpDoc.HelpDoc): string => columns(`  ${synopsis(doc)}`, 
 /** A command's arguments and flags, each with what it means. */
 const entriesOf = (doc: HelpDoc.HelpDoc): ReadonlyArray<readonly [string, string]> => [
   ...(doc.args ?? []).map((argument) => [argument.type, Option.getOrElse(argument.description, () => "")] as const),
-  ...doc.flags.map((flag) =>
-    [flag.type === "boolean" ? `--${flag.name}` : `--${flag.name} ${flag.type}`, Option.getOrElse(flag.description, () => "")] as const
-  )
+  ...doc.flags.map((flag) => [flagShown(flag), Option.getOrElse(flag.description, () => "")] as const)
 ]
 
 /** The commands' arguments and flags indented under their synopses, descriptions in one column (a long flag's on the next line). */
