@@ -4,8 +4,9 @@
  * and never overwrites one, register-key is idempotent, balances and transfer
  * amounts are decrypted client-side and printed in the documented forms, and
  * every failure exits 1 with the API's D1 body or a `pps:` line on stderr,
- * never a secret key or an amount; help exits 0 on stdout, and a command-line
- * mistake exits 2 with a `pps:` line and the usage on stderr, before any request.
+ * never a secret key or an amount; help exits 0 on stdout and describes every
+ * flag, every command takes --json, and a command-line mistake exits 2 with a
+ * `pps:` line and the usage of that command on stderr, before any request.
  */
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -116,7 +117,8 @@ describe("pps", { timeout: 90_000 }, () => {
     const publicKey = `0x${Buffer.from(keyPair.publicKey).toString("hex")}`
     const expected = `${JSON.stringify({ account_id: alice.account_id, public_key: publicKey, confidential_ready: true })}\n`
     expect(expectSuccess(await asAlice("register-key")).stdout).toBe(expected)
-    expect(expectSuccess(await asAlice("register-key")).stdout).toBe(expected)
+    // --json is accepted by every command; register-key prints JSON either way.
+    expect(expectSuccess(await asAlice("register-key", "--json")).stdout).toBe(expected)
     expectSuccess(await asBob("register-key"))
 
     const status = await Confidential.encryptionKeyStatus(Client.make({ baseUrl: server.baseUrl, apiKey: alice.api_key }))
@@ -442,6 +444,35 @@ describe("pps command-line conventions", { timeout: 30_000 }, () => {
     expect(unknownHelp.stderr).toMatch(/^pps: unknown command "frobnicate"\n/)
     expect(flag.stderr).toMatch(/^pps: unknown option "--frob"\n/)
     expect(missingValue.stderr).toMatch(/^pps: --key-file needs a value\n/)
+  })
+
+  it("a command's help describes each of its flags and arguments; every command takes --json", async () => {
+    const [send, transfers, all] = await Promise.all([offline(["help", "send"]), offline(["transfers", "--help"]), offline(["--help"])])
+    for (const run of [send, transfers, all]) expect(run).toMatchObject({ exitCode: 0, stderr: "" })
+    const flags = ["--to @HANDLE|0xADDRESS", "--amount DECIMAL", "--memo TEXT", "--asset USDG|ETH", "--public", "--idempotency-key KEY", "--key-file FILE", "--json"]
+    for (const flag of flags) expect(send.stdout).toMatch(new RegExp(`\\n {6}${flag.replace(/[|]/g, "\\|")}\\s+\\S`))
+    expect(send.stdout).not.toContain("  balance ")
+    // A group's help is each of its commands in full.
+    expect(transfers.stdout).toMatch(/\n {2}transfers list [^]*\n {6}--limit N\s+\S[^]*\n {2}transfers get ID [^]*\n {6}ID\s+\S/)
+    // The commands' lines: between the usage line and `help [COMMAND]`, those not indented further.
+    const lines = all.stdout.split("\n")
+    const synopses = lines.slice(1, lines.findIndex((line) => line.startsWith("  help [COMMAND]"))).filter((line) => /^ {2}\S/.test(line))
+    expect(synopses.length).toBeGreaterThanOrEqual(23)
+    for (const line of synopses) expect(line).toContain("[--json]")
+  })
+
+  it("a mistake is one pps: line, then the usage of that command only, exit 2; an amount is not repeated", async () => {
+    const [negative, group, surplus] = await Promise.all([
+      offline(["send", "--to", "@bob", "--amount", "-1"]),
+      offline(["transfers"]),
+      offline(["decrypt-transfer", "tr_1", "tr_2"])
+    ])
+    for (const run of [negative, group, surplus]) expect(run).toMatchObject({ exitCode: 2, stdout: "" })
+    expect(negative.stderr).toMatch(/^pps: --amount must be a decimal number[^\n]*\nusage: pps <command> \[options\]\n {2}send --to /)
+    expect(negative.stderr).not.toMatch(/-1|keygen| {2}balance /)
+    expect(group.stderr).toMatch(/^pps: transfers needs one of: list, get\nusage: [^\n]*\n {2}transfers list [^]* {2}transfers get /)
+    expect(group.stderr).not.toContain("  send ")
+    expect(surplus.stderr).toMatch(/^pps: too many arguments for decrypt-transfer: "tr_2"\nusage: [^\n]*\n {2}decrypt-transfer ID /)
   })
 
   it("an unreachable server is named with its URL and the cause; a malformed PPS_BASE_URL is named", async () => {

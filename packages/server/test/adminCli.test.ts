@@ -1,9 +1,10 @@
 /**
  * The admin command's command-line conventions, which need no server: help on
- * stdout with exit 0; a command-line mistake (no or unknown command, unknown
- * flag, a flag value outside its allowed values) named on stderr with the
- * usage and exit 2, before any request; an unreachable or malformed admin URL
- * named with its cause, exit 1. docs/operations.md "The admin command".
+ * stdout with exit 0, naming the invocation the README teaches and describing
+ * every flag; a command-line mistake (no or unknown command, unknown flag, a
+ * flag value outside its allowed values) named on stderr with the usage of the
+ * command concerned and exit 2, before any request; an unreachable or malformed
+ * admin URL named with its cause, exit 1. docs/cli.md, docs/operations.md "The admin command".
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -29,7 +30,7 @@ describe("admin command line", { timeout: 30_000 }, () => {
     ])
     for (const run of [long, short, word]) {
       expect(run).toMatchObject({ exitCode: 0, stderr: "" })
-      expect(run.stdout).toMatch(/^usage: pnpm admin <command>\n/)
+      expect(run.stdout).toMatch(/^usage: npm run -s admin -- <command> \[options\]\n/)
       expect(run.stdout).toContain("  chain deploy --mode test|live")
     }
     expect(command).toMatchObject({ exitCode: 0, stderr: "" })
@@ -50,11 +51,11 @@ describe("admin command line", { timeout: 30_000 }, () => {
     ])
     for (const run of [none, unknown, group, flag, foreignFlag, missingValue]) {
       expect(run).toMatchObject({ exitCode: 2, stdout: "" })
-      expect(run.stderr).toContain("usage: pnpm admin <command>\n")
+      expect(run.stderr).toContain("usage: npm run -s admin -- <command> [options]\n")
     }
-    expect(none.stderr).toMatch(/^usage: pnpm admin /)
+    expect(none.stderr).toMatch(/^usage: npm run -s admin -- /)
     expect(unknown.stderr).toMatch(/^unknown command "frobnicate"\nusage: /)
-    expect(group.stderr).toMatch(/^"accounts" needs a subcommand\n/)
+    expect(group.stderr).toMatch(/^accounts needs one of: create, set-kyc, get, invite\n/)
     expect(flag.stderr).toMatch(/^unknown option "--frob"\n/)
     expect(foreignFlag.stderr).toMatch(/^accounts get does not take --handle\n/)
     expect(missingValue.stderr).toMatch(/^--handle needs a value\n/)
@@ -77,7 +78,39 @@ describe("admin command line", { timeout: 30_000 }, () => {
     expect(type.stderr).toMatch(/^--type must be one of personal\|business, not "company"\n/)
     expect(mode.stderr).toMatch(/^--mode must be one of test\|live, not "prod"\n/)
     expect(deployMode.stderr).toMatch(/^--mode must be one of test\|live, not "main"\n/)
-    expect(missing.stderr).toMatch(/^--status is required\n/)
+    expect(missing.stderr).toMatch(/^accounts set-kyc needs --status\n/)
+  })
+
+  it("a command's help describes each of its flags; --json is accepted by every command and changes nothing", async () => {
+    const nowhere = { ADMIN_URL: `http://127.0.0.1:${await closedPort()}`, ADMIN_TOKEN: "adm_unused" }
+    const [create, all, withJson, without] = await Promise.all([
+      admin(["help", "accounts", "create"]),
+      admin(["--help"]),
+      admin(["keys", "list", "--account", "acct_x", "--json"], nowhere),
+      admin(["keys", "list", "--account", "acct_x"], nowhere)
+    ])
+    expect(create).toMatchObject({ exitCode: 0, stderr: "" })
+    for (const flag of ["--handle H", "--type personal|business", "--kyc unverified|pending|verified|enhanced", "--json"]) {
+      expect(create.stdout).toMatch(new RegExp(`\\n {6}${flag.replace(/[|]/g, "\\|")}\\s+\\S`))
+    }
+    // Every command's synopsis offers --json.
+    const synopses = all.stdout.split("\n").filter((line) => /^ {2}(accounts|keys|chain) /.test(line))
+    expect(synopses).toHaveLength(8)
+    for (const line of synopses) expect(line).toContain("[--json]")
+    // With or without --json, the same request is made (here: to nowhere, exit 1 with the same line).
+    expect(withJson).toMatchObject({ exitCode: 1, stdout: "", stderr: without.stderr })
+  })
+
+  it("a mistake prints one line, then the usage of the command concerned only, exit 2", async () => {
+    const [badValue, extra] = await Promise.all([
+      admin(["chain", "deploy", "--mode", "test", "--faucet-address", "0x1"]),
+      admin(["accounts", "get", "--account", "acct_x", "surplus"])
+    ])
+    for (const run of [badValue, extra]) expect(run).toMatchObject({ exitCode: 2, stdout: "" })
+    expect(badValue.stderr).toMatch(/^--faucet-address must be a 0x address, not "0x1"\nusage: npm run -s admin -- <command> \[options\]\n {2}chain deploy /)
+    expect(badValue.stderr).not.toMatch(/accounts |keys /)
+    expect(extra.stderr).toMatch(/^too many arguments for accounts get: "surplus"\nusage: [^\n]*\n {2}accounts get --account /)
+    expect(extra.stderr).not.toMatch(/ {2}accounts create /)
   })
 
   it("an unreachable admin API is named with its URL and the cause; a malformed ADMIN_URL is named", async () => {

@@ -1,0 +1,410 @@
+/**
+ * The `pps` commands, declared with Effect's CLI module: each command's flags
+ * and arguments with what they mean (the help is built from them), and its
+ * handler, which checks the environment and calls the command's body in
+ * internal/commands.ts. The conventions (help, mistakes, exit statuses) are
+ * CommandLine.ts's; the contract is docs/cli.md and docs/operations.md.
+ *
+ * @since 0.5.0
+ */
+import * as path from "node:path"
+import { Effect, Option } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import * as Client from "../Client.ts"
+import * as Commands from "../internal/commands.ts"
+import type * as SealedTransfers from "../SealedTransfers.ts"
+import * as Webhook from "../Webhook.ts"
+import * as CommandLine from "./CommandLine.ts"
+
+/** What `faucet` asks for without --amount: enough for the quickstart's transfers. */
+const faucetAmountDefault = "100"
+
+/**
+ * How `pps` names itself, and what every usage says after the commands.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export const program: CommandLine.Program = {
+  invocation: "pps",
+  prefix: "pps: ",
+  unrepeatedFlags: ["amount", "memo"],
+  footer: `  help [COMMAND]                                      this text, or one command's with its flags (also --help, -h)
+environment: PPS_API_KEY (required), PPS_BASE_URL (default ${Client.defaultBaseUrl}),
+  send's checks: PPS_CHAIN_ID and PPS_CONTRACT_USDG / PPS_CONTRACT_ETH (the operator's deployment,
+  pinned here), PPS_RPC_URL (needs them: the guardian's and recipient's keys read from the pinned
+  contract), PPS_TRUST=chain (refuse to send unless all are set; default api: the API is trusted
+  for what is not set)
+key file: --key-file, default ~/.pps/<account_id>.key
+exit status: 0 done, 1 failed, 2 command-line mistake (nothing was sent)`
+}
+
+/** The command line is right but nothing answers at `baseUrl` (as the user set it); Node's network error is the cause. */
+class Unreachable extends Error {
+  readonly baseUrl: string
+  readonly hint: string
+  constructor(baseUrl: string, cause: unknown, hint: string) {
+    super(`cannot reach the server at ${baseUrl}`, { cause })
+    this.baseUrl = baseUrl
+    this.hint = hint
+  }
+}
+
+/**
+ * A failed command's stderr: the API's own error body when there is one (it is the contract), else one `pps:` line.
+ *
+ * @since 0.5.0
+ * @category errors
+ */
+export const describe = (error: unknown): string => {
+  if (error instanceof Unreachable) {
+    return `pps: ${error.message}: ${CommandLine.networkFailure(error.cause)} (is it running? set PPS_BASE_URL to the API's address)${error.hint}\n`
+  }
+  if (error instanceof Client.ApiError) return error.body === "" ? `pps: HTTP ${error.status}\n` : `${error.body.trimEnd()}\n`
+  return `pps: ${error instanceof Error ? error.message : String(error)}\n`
+}
+
+const isHttpUrl = (value: string): boolean => URL.canParse(value) && ["http:", "https:"].includes(new URL(value).protocol)
+
+/**
+ * A relative --key-file is read from where the user typed the command: npm and
+ * pnpm run scripts from the repository root, and say where they were started in INIT_CWD.
+ */
+const resolveKeyFile = (keyFile: Option.Option<string>, env: NodeJS.ProcessEnv): string | undefined =>
+  Option.match(keyFile, { onNone: () => undefined, onSome: (file) => path.resolve(env["INIT_CWD"] ?? process.cwd(), file) })
+
+/**
+ * Runs a command's body with the client and key file every command needs, and
+ * prints what it returns. `hint` ends the line of an unreachable server.
+ */
+const perform = (
+  keyFile: Option.Option<string>,
+  body: (settings: Commands.Settings) => Promise<string>,
+  hint = ""
+): Effect.Effect<void, unknown> =>
+  Effect.tryPromise({
+    try: async () => {
+      const env = process.env
+      const apiKey = env["PPS_API_KEY"]
+      if (apiKey === undefined || apiKey === "") throw new Commands.CommandError("PPS_API_KEY is not set: export the account's API key")
+      // An empty PPS_BASE_URL means the default, as before; anything else must be an http(s) URL.
+      const baseUrl = env["PPS_BASE_URL"] || Client.defaultBaseUrl
+      if (!isHttpUrl(baseUrl)) {
+        throw new Commands.CommandError(`PPS_BASE_URL is not a URL: ${JSON.stringify(baseUrl)} (expected http://HOST:PORT)`)
+      }
+      try {
+        return await body({ client: Client.make({ apiKey, baseUrl }), keyFilePath: resolveKeyFile(keyFile, env) })
+      } catch (error) {
+        // The SDK says "cannot reach the API at <url>: TypeError: fetch failed"; the cause tells what actually happened.
+        if (error instanceof Client.TransportError && error.reason === "unreachable") throw new Unreachable(baseUrl, error.cause, hint)
+        throw error
+      }
+    },
+    catch: (error) => error
+  }).pipe(Effect.flatMap(CommandLine.print))
+
+const keyFile = Flag.String("key-file").pipe(
+  Flag.withMetavar("FILE"),
+  Flag.withDescription("the account's key file (default ~/.pps/<account_id>.key;\na relative path is read from where the command was typed)"),
+  Flag.optional
+)
+const jsonPrinted = CommandLine.json("accepted; the output is JSON already")
+const jsonTable = CommandLine.json("print JSON instead of a table")
+const idempotencyKey = (what: string) =>
+  CommandLine.text("idempotency-key", "KEY", `the request's Idempotency-Key (default a fresh pps-<uuid>):\nthe same key again never ${what} twice (D36)`)
+    .pipe(Flag.optional)
+const amountCheck = { accepts: (value: string) => /^\d+(\.\d+)?$/.test(value), expected: "a decimal number without sign or exponent, such as 12.5" }
+const id = (metavar: string, description: string) => Argument.String(metavar.toLowerCase()).pipe(Argument.withMetavar(metavar), Argument.withDescription(description))
+const freshKey = (given: Option.Option<string>) => Option.getOrElse(given, () => `pps-${crypto.randomUUID()}`)
+
+const keygen = Command.make("keygen", {
+  keyFile,
+  force: CommandLine.toggle("force", "replace an existing key file (refused once the key is registered)"),
+  json: jsonPrinted
+}, (flags) => perform(flags.keyFile, (settings) => Commands.keygen({ ...settings, force: flags.force }))).pipe(
+  Command.withDescription("make the account's encryption key, save it (mode 0600)")
+)
+
+const registerKey = Command.make("register-key", { keyFile, json: jsonPrinted }, (flags) => perform(flags.keyFile, Commands.registerKey)).pipe(
+  Command.withDescription("register the key with the service (idempotent)")
+)
+
+const balance = Command.make(
+  "balance",
+  { keyFile, json: jsonTable },
+  (flags) => perform(flags.keyFile, (settings) => Commands.balance({ ...settings, json: flags.json }))
+).pipe(Command.withDescription("the account's balances, decrypted and proven"))
+
+/** The deployment `send` checks the prepare answer against, pinned by PPS_CHAIN_ID and PPS_CONTRACT_<ASSET>. */
+const deploymentOf = (env: NodeJS.ProcessEnv): SealedTransfers.Deployment | undefined => {
+  const chainId = env["PPS_CHAIN_ID"] || undefined
+  const contracts = { USDG: env["PPS_CONTRACT_USDG"] || undefined, ETH: env["PPS_CONTRACT_ETH"] || undefined }
+  for (const [asset, address] of Object.entries(contracts)) {
+    if (address !== undefined && !/^0x[0-9a-fA-F]{40}$/.test(address)) {
+      throw new Commands.CommandError(`PPS_CONTRACT_${asset} is not a 0x address: ${JSON.stringify(address)}`)
+    }
+  }
+  if (chainId === undefined) {
+    if (contracts.USDG !== undefined || contracts.ETH !== undefined) {
+      throw new Commands.CommandError("PPS_CONTRACT_USDG and PPS_CONTRACT_ETH need PPS_CHAIN_ID (the chain they are on)")
+    }
+    return undefined
+  }
+  if (!/^[1-9][0-9]{0,18}$/.test(chainId)) throw new Commands.CommandError(`PPS_CHAIN_ID is not a chain id: ${JSON.stringify(chainId)}`)
+  return {
+    chainId: BigInt(chainId),
+    contracts: {
+      ...(contracts.USDG === undefined ? {} : { USDG: contracts.USDG }),
+      ...(contracts.ETH === undefined ? {} : { ETH: contracts.ETH })
+    }
+  }
+}
+
+/** send's checks of the deployment it seals against, from the environment (a mistake there is exit 1, as before). */
+const sendChecks = (env: NodeJS.ProcessEnv): {
+  readonly rpcUrl: string | undefined
+  readonly deployment: SealedTransfers.Deployment | undefined
+  readonly trust: SealedTransfers.Trust | undefined
+} => {
+  const rpcUrl = env["PPS_RPC_URL"] || undefined
+  if (rpcUrl !== undefined && !isHttpUrl(rpcUrl)) {
+    throw new Commands.CommandError(`PPS_RPC_URL is not a URL: ${JSON.stringify(rpcUrl)} (expected http://HOST:PORT)`)
+  }
+  const deployment = deploymentOf(env)
+  const trust = env["PPS_TRUST"] || undefined
+  if (trust !== undefined && trust !== "api" && trust !== "chain") {
+    throw new Commands.CommandError(`PPS_TRUST must be api or chain, not ${JSON.stringify(trust)}`)
+  }
+  return { rpcUrl, deployment, trust }
+}
+
+const send = Command.make("send", {
+  to: CommandLine.text("to", "@HANDLE|0xADDRESS", "the recipient: a handle, or a 0x address (then the API's answer must name it)"),
+  amount: CommandLine.text("amount", "DECIMAL", "the amount in the asset's units, e.g. 12.5; sealed here, never sent in clear", amountCheck),
+  memo: Flag.String("memo").pipe(Flag.withMetavar("TEXT"), Flag.withDescription("a note for the recipient (at most 512 bytes), sealed with the amount"), Flag.optional),
+  asset: CommandLine.choice("asset", ["USDG", "ETH"], "the asset (default USDG)", "USDG or ETH").pipe(Flag.optional),
+  public: CommandLine.toggle("public", "a standard transfer instead: its amount public on chain, sent in the plain form"),
+  idempotencyKey: idempotencyKey("pays"),
+  keyFile,
+  json: CommandLine.json("print the API's answer body instead of lines")
+}, (flags) => {
+  // Printed with the result: the same key retried after a lost answer never pays twice (D36).
+  const key = freshKey(flags.idempotencyKey)
+  return perform(flags.keyFile, (settings) =>
+    Commands.send({
+      ...settings,
+      ...sendChecks(process.env),
+      json: flags.json,
+      to: flags.to,
+      amount: flags.amount,
+      memo: Option.getOrUndefined(flags.memo),
+      asset: Option.getOrUndefined(flags.asset),
+      public: flags.public,
+      idempotencyKey: key
+    }), `; retry with --idempotency-key ${key}`)
+}).pipe(Command.withDescription("a transfer, sealed here: no request carries amount or memo\n(--public: a standard transfer, its amount public on chain)"))
+
+const limit = CommandLine.text("limit", "N", "how many, newest first (default 20)", {
+  accepts: (value) => /^(100|[1-9][0-9]?)$/.test(value),
+  expected: "an integer from 1 to 100"
+}).pipe(Flag.withDefault("20"), Flag.map(Number))
+
+const transfers = Command.make("transfers").pipe(
+  Command.withDescription("the account's transfers"),
+  Command.withSubcommands([
+    Command.make("list", {
+      limit,
+      includeAgents: CommandLine.toggle("include-agents", "also the transfers of the account's agents"),
+      keyFile,
+      json: jsonTable
+    }, (flags) =>
+      perform(flags.keyFile, (settings) =>
+        Commands.listTransfers({ ...settings, json: flags.json, limit: flags.limit, includeAgents: flags.includeAgents }))).pipe(
+      Command.withDescription("the newest transfers, amounts and memos decrypted here")
+    ),
+    Command.make("get", { transferId: id("ID", "the transfer's id (tr_...)"), keyFile, json: jsonTable }, (flags) =>
+      perform(flags.keyFile, (settings) => Commands.decryptTransfer({ ...settings, json: flags.json, transferId: flags.transferId }))).pipe(
+      Command.withDescription("one transfer's amount and memo, checked against the chain")
+    )
+  ])
+)
+
+const transactionId = id("ID", "the held transaction's id (from approvals list)")
+const approvals = Command.make("approvals").pipe(
+  Command.withDescription("agent transactions held for the owner's approval"),
+  Command.withSubcommands([
+    Command.make("list", { keyFile, json: jsonTable }, (flags) =>
+      perform(flags.keyFile, (settings) => Commands.listApprovals({ ...settings, json: flags.json }))).pipe(
+      Command.withDescription("held agent transactions, with the amount the guardian would pay")
+    ),
+    Command.make("approve", { transactionId, keyFile, json: jsonTable }, (flags) =>
+      perform(flags.keyFile, (settings) =>
+        Commands.decide({ ...settings, json: flags.json, transactionId: flags.transactionId, action: "approve" }))).pipe(
+      Command.withDescription("approve one (refused here if the agent's note disagrees)")
+    ),
+    Command.make("reject", { transactionId, json: jsonTable }, (flags) =>
+      perform(Option.none(), (settings) =>
+        Commands.decide({ ...settings, json: flags.json, transactionId: flags.transactionId, action: "reject" }))).pipe(
+      Command.withDescription("reject one")
+    )
+  ])
+)
+
+const policyJson = (description: string) => CommandLine.text("policy", "JSON", description)
+const agentsCommand = (
+  json: boolean,
+  action: "create" | "list" | "policy-get" | "policy-set",
+  fields: { readonly name?: string; readonly agentId?: string; readonly policy?: string } = {}
+) =>
+  perform(Option.none(), (settings) =>
+    Commands.agents({ ...settings, json, action, name: fields.name, agentId: fields.agentId, policy: fields.policy }))
+
+const agents = Command.make("agents").pipe(
+  Command.withDescription("the account's agent accounts (D21, D22)"),
+  Command.withSubcommands([
+    Command.make("create", {
+      name: CommandLine.text("name", "NAME", "the agent's name; its handle is @<owner>/<name>"),
+      policy: policyJson("its spend policy as a JSON object, e.g. '{\"daily_limit_usdg\":100,\"per_transaction_limit_usdg\":20}'"),
+      json: jsonTable
+    }, (flags) => agentsCommand(flags.json, "create", flags)).pipe(
+      Command.withDescription("an agent account with its spend policy (D21, D22)")
+    ),
+    Command.make("list", { json: jsonTable }, (flags) => agentsCommand(flags.json, "list")).pipe(
+      Command.withDescription("the account's agents")
+    )
+  ])
+)
+
+const agentId = id("AGENT_ID", "the agent's account id (acct_...)")
+const policy = Command.make("policy").pipe(
+  Command.withDescription("an agent's spend policy"),
+  Command.withSubcommands([
+    Command.make("get", { agentId, json: jsonTable }, (flags) => agentsCommand(flags.json, "policy-get", flags)).pipe(
+      Command.withDescription("an agent's spend policy")
+    ),
+    Command.make("set", {
+      agentId,
+      policy: policyJson("the fields to change as a JSON object, e.g. '{\"daily_limit_usdg\":50}'"),
+      json: jsonTable
+    }, (flags) => agentsCommand(flags.json, "policy-set", flags)).pipe(
+      Command.withDescription("change some of its fields (PATCH)")
+    )
+  ])
+)
+
+type WebhookAction = "create" | "list" | "delete" | "deliveries" | "replay" | "rotate-secret"
+const webhooksCommand = (
+  json: boolean,
+  action: WebhookAction,
+  fields: { readonly webhookId?: string; readonly eventId?: string; readonly url?: string; readonly events?: string } = {}
+) =>
+  perform(Option.none(), (settings) =>
+    Commands.webhooks({ ...settings, json, action, webhookId: fields.webhookId, eventId: fields.eventId, url: fields.url, events: fields.events }))
+
+const webhookId = id("ID", "the subscription's id (wh_...)")
+/** A webhooks command that takes the subscription's id and nothing else. */
+const webhookById = (action: "delete" | "deliveries" | "rotate-secret", description: string) =>
+  Command.make(action, { webhookId, json: jsonTable }, (flags) => webhooksCommand(flags.json, action, flags)).pipe(
+    Command.withDescription(description)
+  )
+
+const webhooks = Command.make("webhooks").pipe(
+  Command.withDescription("the account's webhook subscriptions (D33-D35)"),
+  Command.withSubcommands([
+    Command.make("create", {
+      url: CommandLine.text("url", "URL", "where the events are delivered (https)"),
+      events: CommandLine.text("events", "a,b", "the event types, comma-separated, e.g. transfer.confirmed"),
+      json: jsonTable
+    }, (flags) => webhooksCommand(flags.json, "create", flags)).pipe(
+      Command.withDescription("a subscription; its secret is shown this once")
+    ),
+    Command.make("list", { json: jsonTable }, (flags) => webhooksCommand(flags.json, "list")).pipe(
+      Command.withDescription("the subscriptions (no secrets)")
+    ),
+    webhookById("delete", "delete one"),
+    webhookById("deliveries", "its deliveries, newest first"),
+    webhookById("rotate-secret", "a new secret, shown this once"),
+    Command.make("replay", { webhookId, eventId: id("EVENT_ID", "the event's id (evt_...)"), json: jsonTable }, (flags) =>
+      webhooksCommand(flags.json, "replay", flags)).pipe(
+      Command.withDescription("deliver one event to it again")
+    )
+  ])
+)
+
+const faucet = Command.make("faucet", {
+  amount: CommandLine.text("amount", "DECIMAL", `how much test USDG (default ${faucetAmountDefault}, at most 1000000)`, amountCheck).pipe(
+    Flag.withDefault(faucetAmountDefault)
+  ),
+  // The faucet grants USDG only: refused here, by the flag's name, rather than by the API's field.
+  asset: CommandLine.choice("asset", ["USDG"], "the asset; the faucet grants USDG only", "USDG for the faucet").pipe(Flag.optional),
+  idempotencyKey: idempotencyKey("grants"),
+  json: jsonTable
+}, (flags) =>
+  perform(Option.none(), (settings) =>
+    Commands.faucet({
+      ...settings,
+      json: flags.json,
+      amount: flags.amount,
+      asset: Option.getOrUndefined(flags.asset),
+      idempotencyKey: freshKey(flags.idempotencyKey)
+    }))).pipe(
+  Command.withDescription("test USDG (default 100) shielded into the account (test keys only)")
+)
+
+const listen = Command.make("listen", {
+  forwardTo: CommandLine.text("forward-to", "URL", "where each event is POSTed, signed as a webhook", {
+    accepts: isHttpUrl,
+    expected: "an http(s) URL such as http://127.0.0.1:3000/hook"
+  }),
+  json: CommandLine.json("print one JSON object a line (the secret, each delivery) instead of text")
+}, (flags) => {
+  const stop = new Promise<void>((resolve) => {
+    process.once("SIGINT", () => resolve())
+    process.once("SIGTERM", () => resolve())
+  })
+  return perform(Option.none(), (settings) =>
+    Commands.listen({
+      ...settings,
+      json: flags.json,
+      forwardTo: flags.forwardTo,
+      secret: Webhook.generateSecret(),
+      out: (line) => process.stdout.write(line),
+      stop
+    }))
+}).pipe(
+  Command.withDescription("receive the account's events live and forward each to URL,\nsigned with a local secret it prints (Ctrl-C stops)")
+)
+
+const keys = Command.make("keys", { keyFile, json: jsonTable }, (flags) =>
+  perform(flags.keyFile, (settings) => Commands.keys({ ...settings, json: flags.json }))).pipe(
+  Command.withDescription("the account's API keys: last use, requests, decrypted totals")
+)
+
+const decryptTransfer = Command.make("decrypt-transfer", { transferId: id("ID", "the transfer's id (tr_...)"), keyFile, json: jsonTable }, (flags) =>
+  perform(flags.keyFile, (settings) => Commands.decryptTransfer({ ...settings, json: flags.json, transferId: flags.transferId }))).pipe(
+  Command.withDescription("a transfer's amount and memo, checked against the chain")
+)
+
+/**
+ * The `pps` command tree, in the order the usage lists it.
+ *
+ * @since 0.5.0
+ * @category commands
+ */
+export const pps = Command.make("pps").pipe(
+  Command.withSubcommands([
+    keygen,
+    registerKey,
+    balance,
+    send,
+    transfers,
+    approvals,
+    agents,
+    policy,
+    webhooks,
+    faucet,
+    listen,
+    keys,
+    decryptTransfer
+  ])
+)
