@@ -21,7 +21,7 @@
  * its effect. Every unit locks the rows it changes (SELECT … FOR UPDATE), so several
  * guardian processes on one PostgreSQL database are safe too; the other writers (reported
  * credits, the expiry sweeper) take the per-account lock of this process
- * (internal/accountLock.ts) and their own transaction. No SQL transaction spans a chain read.
+ * (internal/accountLane.ts) and their own transaction. No SQL transaction spans a chain read.
  *
  * Credits come from the chain (D39): the guardian follows the events of every
  * ConfidentialToken that names it as its guardian, in block order, past a confirmation
@@ -66,7 +66,7 @@ import type {
   SyncResult
 } from "./Domain.ts"
 import type { GuardianKeys } from "./GuardianKeys.ts"
-import * as AccountLock from "./internal/accountLock.ts"
+import * as AccountLane from "./internal/accountLane.ts"
 import { makeAtRestBox } from "./internal/atRest.ts"
 import * as GroupCommit from "./internal/groupCommit.ts"
 import { makeStore, type RowHints } from "./internal/store.ts"
@@ -249,7 +249,7 @@ const makeContext = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timi
   const chain = yield* ChainReader
   const store = makeStore(sql, makeAtRestBox(keys.atRestKey))
   const group = yield* GroupCommit.make<RowHints>(store.withHeldRows, store.prefetch)
-  const accountLock = yield* AccountLock.make
+  const accountLane = yield* AccountLane.make
   return {
     keys,
     timing,
@@ -257,7 +257,7 @@ const makeContext = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timi
     chain,
     store,
     group,
-    accountLock,
+    accountLane,
     partyKeys: makePartyKeyCache(),
     followLocks: new Map(chain.chainIds.map((chainId) => [chainId, Semaphore.makeUnsafe(1)] as const)),
     signer: getAddress(keys.info.signer),

@@ -39,7 +39,7 @@ export const credit = Effect.fn("Guardian.credit")(function*(context: GuardianCo
     })
     return "applied" as const
   }))
-  const status = yield* storage(context.accountLock.withLock(account, attempt))
+  const status = yield* storage(context.accountLane.alone(account, attempt))
   if (status === "conflict") return yield* new CreditIdReused({ creditId: request.creditId })
   return { creditId: request.creditId, status }
 })

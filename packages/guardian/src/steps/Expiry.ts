@@ -24,7 +24,7 @@ const resolveOne = Effect.fnUntraced(function*(context: GuardianContext, transfe
   const verdict = yield* chainVerdict(context, reservation)
   if (verdict === "undecided") return false
   const nowMs = yield* Clock.currentTimeMillis
-  const resolved = yield* storage(context.accountLock.withLock(
+  const resolved = yield* storage(context.accountLane.alone(
     senderOf(reservation),
     sql.withTransaction(Effect.gen(function*() {
       const current = yield* store.findReservation(transferId, { forUpdate: true })

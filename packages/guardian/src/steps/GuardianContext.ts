@@ -17,7 +17,7 @@ import type { PrivateKeyAccount } from "viem/accounts"
 import type { ChainReaderShape } from "../ChainReader.ts"
 import type { Timing } from "../Guardian.ts"
 import type { GuardianKeys } from "../GuardianKeys.ts"
-import type { AccountLock } from "../internal/accountLock.ts"
+import type { AccountLane } from "../internal/accountLane.ts"
 import type { GroupCommit } from "../internal/groupCommit.ts"
 import type { AccountRef, ReservationRow, RowHints, Store } from "../internal/store.ts"
 import type { PartyKeyCache } from "./PartyKeys.ts"
@@ -35,7 +35,7 @@ export interface GuardianContext {
   /** Decisions, settlements and booked credits run through it (internal/groupCommit.ts). */
   readonly group: GroupCommit<RowHints>
   /** Serializes, per account, the writers that run outside the group committer. */
-  readonly accountLock: AccountLock
+  readonly accountLane: AccountLane
   /** Keys known for good and key lookups under way (PartyKeys.ts). */
   readonly partyKeys: PartyKeyCache
   /** One follower step at a time per chain (the loop and `sync` share it). */

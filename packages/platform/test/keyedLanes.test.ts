@@ -1,11 +1,11 @@
 /**
- * The per-key turns behind the sender's actor (platform/KeyedSerializer.ts): how many run at
- * once, what runs alone, and that work starts in arrival order, so that work running alone is
- * never starved by a stream of work running alongside.
+ * The per-key lane (src/KeyedLanes.ts): how many of a key's works run at once, what runs alone,
+ * and that work starts in arrival order, so that work running alone is never starved by a stream
+ * of work running alongside.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer } from "effect"
-import { KeyedSerializer } from "../src/platform/KeyedSerializer.ts"
+import { Deferred, Effect, Fiber, type Scope } from "effect"
+import * as KeyedLanes from "../src/KeyedLanes.ts"
 
 /** Places a key, as `SENDER_CONCURRENCY` sets them. */
 const alongsideMax = 8
@@ -25,13 +25,13 @@ const work = (label: string, started: Array<string>, running: { now: number; mos
     running.now--
   })
 
-const inTurns = <A, E>(effect: Effect.Effect<A, E, KeyedSerializer>) =>
-  Effect.provide(effect, Layer.effect(KeyedSerializer, KeyedSerializer.make(alongsideMax)))
+/** Runs a test with lanes of `alongsideMax` places a key, closed when it ends. */
+const inTurns = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) => Effect.scoped(effect)
 
-describe("KeyedSerializer", () => {
+describe("KeyedLanes", () => {
   it.effect("runs up to alongsideMax works of a key alongside each other, the rest after, in arrival order", () =>
     inTurns(Effect.gen(function*() {
-      const turns = yield* KeyedSerializer
+      const turns = yield* KeyedLanes.make(alongsideMax)
       const started: Array<string> = []
       const running = { now: 0, most: 0 }
       const releases = yield* Effect.forEach(Array.from({ length: alongsideMax + 3 }), () => Deferred.make<void>())
@@ -57,9 +57,9 @@ describe("KeyedSerializer", () => {
       assert.strictEqual(started.length, alongsideMax + 4)
     })))
 
-  it.effect("runs withKey work alone, after what arrived before it and before what arrived after it", () =>
+  it.effect("runs alone work by itself, after what arrived before it and before what arrived after it", () =>
     inTurns(Effect.gen(function*() {
-      const turns = yield* KeyedSerializer
+      const turns = yield* KeyedLanes.make(alongsideMax)
       const started: Array<string> = []
       const running = { now: 0, most: 0 }
       const [first, second, alone, later] = yield* Effect.forEach([0, 1, 2, 3], () => Deferred.make<void>())
@@ -67,7 +67,7 @@ describe("KeyedSerializer", () => {
       const b = yield* Effect.forkChild(turns.alongside("acct_1", work("second", started, running, second!)))
       yield* settle
       let aloneSaw = -1
-      const c = yield* Effect.forkChild(turns.withKey(
+      const c = yield* Effect.forkChild(turns.alone(
         "acct_1",
         Effect.gen(function*() {
           aloneSaw = running.now
@@ -93,9 +93,9 @@ describe("KeyedSerializer", () => {
       yield* Fiber.joinAll([a, b, c, d])
     })))
 
-  it.effect("with one place (SENDER_CONCURRENCY=1), alongside work runs one at a time in arrival order", () =>
-    Effect.gen(function*() {
-      const turns = yield* KeyedSerializer.make(1)
+  it.effect("with one place (SENDER_CONCURRENCY=1, the guardian's account lane), alongside work runs one at a time in arrival order", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const turns = yield* KeyedLanes.make(1)
       const started: Array<string> = []
       const running = { now: 0, most: 0 }
       const releases = yield* Effect.forEach([0, 1, 2], () => Deferred.make<void>())
@@ -108,11 +108,11 @@ describe("KeyedSerializer", () => {
       }
       yield* Fiber.joinAll(fibers)
       assert.strictEqual(running.most, 1)
-    }))
+    })))
 
   it.effect("an interrupted wait takes no place, and a failed work gives its place back", () =>
     inTurns(Effect.gen(function*() {
-      const turns = yield* KeyedSerializer
+      const turns = yield* KeyedLanes.make(alongsideMax)
       const started: Array<string> = []
       const running = { now: 0, most: 0 }
       const releases = yield* Effect.forEach(Array.from({ length: alongsideMax }), () => Deferred.make<void>())
@@ -137,7 +137,7 @@ describe("KeyedSerializer", () => {
         assert.strictEqual(counted.now, alongsideMax, key)
         for (const release of more) yield* Deferred.succeed(release, undefined)
         yield* Fiber.joinAll(moreFibers)
-        assert.strictEqual(yield* turns.withKey(key, Effect.succeed("alone")), "alone")
+        assert.strictEqual(yield* turns.alone(key, Effect.succeed("alone")), "alone")
       }
     })))
 })

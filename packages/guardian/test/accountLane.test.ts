@@ -1,26 +1,26 @@
 /**
- * The guardian's per-account lock (internal/accountLock.ts) serializes one account's writers and
+ * The guardian's account lane (internal/accountLane.ts) serializes one account's writers and
  * lets other accounts' run beside them; a broken invariant is a defect that names its rule; a
  * storage failure says whether a retry can help.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Deferred, Effect, Exit, Fiber, Ref } from "effect"
 import { GuardianError } from "../src/Domain.ts"
-import * as AccountLock from "../src/internal/accountLock.ts"
+import * as AccountLane from "../src/internal/accountLane.ts"
 import * as Invariant from "../src/internal/Invariant.ts"
 
 const account = (name: string) => ({ chainId: "31337", contract: "0xc0", account: name })
 
-describe("accountLock", () => {
+describe("accountLane", () => {
   it.effect("one account's effects run one at a time; another account's run meanwhile", () =>
     Effect.scoped(Effect.gen(function*() {
-      const lock = yield* AccountLock.make
+      const lane = yield* AccountLane.make
       const running = yield* Ref.make(0)
       const most = yield* Ref.make(0)
       const release = yield* Deferred.make<void>()
       const started = { alice: yield* Deferred.make<void>(), bob: yield* Deferred.make<void>() }
       const held = (name: "alice" | "bob") =>
-        lock.withLock(account(name), Effect.gen(function*() {
+        lane.alone(account(name), Effect.gen(function*() {
           const now = yield* Ref.updateAndGet(running, (n) => n + 1)
           yield* Ref.update(most, (m) => Math.max(m, now))
           yield* Deferred.succeed(started[name], undefined)
@@ -29,7 +29,7 @@ describe("accountLock", () => {
         }))
       const alice = yield* Effect.forkChild(Effect.all([held("alice"), held("alice"), held("alice")], { concurrency: "unbounded" }))
       yield* Deferred.await(started.alice)
-      // Bob's effect is not queued behind alice's: it runs while hers holds the lock (a lock
+      // Bob's effect is not queued behind alice's: it runs while hers holds the lane (a lane
       // shared across accounts would leave this waiting, and the test would time out).
       const bob = yield* Effect.forkChild(held("bob"))
       yield* Deferred.await(started.bob)
