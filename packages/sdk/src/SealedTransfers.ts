@@ -43,7 +43,7 @@
  * @internal
  */
 import type { AgentTransactionRecord } from "@pps/api/Agents"
-import type { TransferRecord } from "@pps/api/Transfers"
+import type { PreparedTransfer, TransferRecord } from "@pps/api/Transfers"
 import { ElGamal, EncryptionKey, Note, Random } from "@pps/crypto"
 import { type Address, createPublicClient, getAddress, http, isAddress, sha256, stringToBytes } from "viem"
 import * as Amount from "./Amount.ts"
@@ -263,83 +263,22 @@ export const send = async (
     // The same preparation on a retry: the same transfer id, keys and token.
     replayable ? prepareKeyOf(options.idempotencyKey!) : undefined
   )
-  const what = "POST /v1/transfers/prepare"
-  const chainId = BigInt(prepared.chain_id)
-  const contract = Wire.address(what, "contract", prepared.contract)
-  const recipientAddress = Wire.address(what, "recipient_address", prepared.recipient_address)
-  const senderKey = prepared.sender_key
-  const guardianKey = prepared.guardian_key
-  const recipientKey = prepared.recipient_key
-  if (!sameKey(options.senderKey, senderKey)) {
-    throw new SealedTransferError(
-      "sender_key_mismatch",
-      "the API answered a sender key that is not the expected one: is it the key registered for this account (an agent's owner's, for an agent)?"
-    )
-  }
-  // The boxes are bound to chain and contract, and the keys are read from the contract:
-  // both must be the caller's, not whatever the API names.
-  if (pins.chainId !== undefined && chainId !== pins.chainId) {
-    throw new SealedTransferError("chain_mismatch", `the API answered chain id ${chainId}; the pinned deployment is on chain ${pins.chainId}`)
-  }
-  if (pins.contract !== undefined && contract !== pins.contract) {
-    throw new SealedTransferError("contract_mismatch", `the API answered ${asset} contract ${contract}; the pinned one is ${pins.contract}`)
-  }
-  if (pins.recipient !== undefined && recipientAddress !== pins.recipient) {
-    throw new SealedTransferError(
-      "recipient_address_mismatch",
-      `the API answered recipient address ${recipientAddress} for ${transfer.to}; the expected one is ${pins.recipient}`
-    )
-  }
+  const checked = checkPrepared(prepared, transfer.to, asset, pins, options)
   if (options.rpcUrl !== undefined && pins.contract !== undefined) {
-    const chain = createPublicClient({ transport: http(options.rpcUrl) })
-    // The RPC URL is not named in messages: a provider's URL often carries its API key.
-    const rpcChainId = BigInt(await chain.getChainId())
-    if (rpcChainId !== chainId) {
-      throw new SealedTransferError("chain_mismatch", `the API answered chain id ${chainId}; the RPC's chain is ${rpcChainId}`)
-    }
-    const onChainGuardian = pointHex(await chain.readContract({ address: pins.contract, abi: registryAbi, functionName: "guardianEncryptionKey" }))
-    if (onChainGuardian !== guardianKey.toLowerCase()) {
-      throw new SealedTransferError("guardian_key_mismatch", `the guardian key the API answered is not the one contract ${pins.contract} holds`)
-    }
-    const onChainRecipient = pointHex(
-      await chain.readContract({ address: pins.contract, abi: registryAbi, functionName: "encryptionKeyOf", args: [recipientAddress] })
-    )
-    if (onChainRecipient !== recipientKey.toLowerCase()) {
-      throw new SealedTransferError(
-        "recipient_key_mismatch",
-        `the recipient key the API answered is not the one contract ${pins.contract} holds for ${recipientAddress}`
-      )
-    }
+    await checkAgainstChain(options.rpcUrl, pins.contract, checked)
   }
-  const publicKey = (name: string, hex: string): EncryptionKey.PublicKey => {
-    const parsed = EncryptionKey.parsePublicKey(Wire.hexBytes(what, name, hex, 64))
-    if (!parsed.ok) throw new SealedTransferError(`${name === "guardian_key" ? "guardian" : "recipient"}_key_mismatch`, `${name} ${hex} is not a valid key`)
-    return parsed.value
-  }
-  const transferId = prepared.transfer_id
   const random = replayable
     ? Random.deterministic(Random.sealingSeed(options.sealingSecret!, [
       "sealed-transfer",
       options.idempotencyKey!,
-      transferId,
+      prepared.transfer_id,
       transfer.to,
       asset,
       amount.toString(),
       memo
     ]))
     : Random.secure
-  const boxes = Note.sealTransfer({
-    context: {
-      chainId,
-      contract,
-      transferId: Wire.hexBytes(what, "binding_id", prepared.binding_id, 32)
-    },
-    note: { amount, memo },
-    opening: ElGamal.newOpening(amount, random),
-    senderKey: options.senderKey,
-    recipientKey: publicKey("recipient_key", recipientKey),
-    guardianKey: publicKey("guardian_key", guardianKey)
-  }, random)
+  const boxes = sealBoxes(prepared, checked, { amount, memo }, options.senderKey, random)
   const [body, response] = await run(
     client,
     (api) =>
@@ -348,7 +287,7 @@ export const send = async (
           to: transfer.to,
           asset,
           sealed: {
-            transfer_id: transferId,
+            transfer_id: prepared.transfer_id,
             token: prepared.token,
             guardian: Wire.hex(boxes.guardian),
             sender: Wire.hex(boxes.sender),
@@ -360,4 +299,101 @@ export const send = async (
     options.idempotencyKey
   )
   return { status: response.status, body }
+}
+
+/** What the prepare step answered, decoded and checked against what the caller pinned. */
+interface CheckedPreparation {
+  readonly chainId: bigint
+  readonly contract: Address
+  readonly recipientAddress: Address
+  readonly recipientKey: string
+  readonly guardianKey: string
+}
+
+const preparedWhat = "POST /v1/transfers/prepare"
+
+/**
+ * Checks the prepare step's answer against the caller's own key and pins: the boxes are bound to
+ * chain and contract, and the keys are read from the contract, so both must be the caller's, not
+ * whatever the API names.
+ */
+const checkPrepared = (
+  prepared: PreparedTransfer,
+  to: string,
+  asset: string,
+  pins: ReturnType<typeof pinsOf>,
+  options: SendOptions
+): CheckedPreparation => {
+  const chainId = BigInt(prepared.chain_id)
+  const contract = Wire.address(preparedWhat, "contract", prepared.contract)
+  const recipientAddress = Wire.address(preparedWhat, "recipient_address", prepared.recipient_address)
+  if (!sameKey(options.senderKey, prepared.sender_key)) {
+    throw new SealedTransferError(
+      "sender_key_mismatch",
+      "the API answered a sender key that is not the expected one: is it the key registered for this account (an agent's owner's, for an agent)?"
+    )
+  }
+  if (pins.chainId !== undefined && chainId !== pins.chainId) {
+    throw new SealedTransferError("chain_mismatch", `the API answered chain id ${chainId}; the pinned deployment is on chain ${pins.chainId}`)
+  }
+  if (pins.contract !== undefined && contract !== pins.contract) {
+    throw new SealedTransferError("contract_mismatch", `the API answered ${asset} contract ${contract}; the pinned one is ${pins.contract}`)
+  }
+  if (pins.recipient !== undefined && recipientAddress !== pins.recipient) {
+    throw new SealedTransferError(
+      "recipient_address_mismatch",
+      `the API answered recipient address ${recipientAddress} for ${to}; the expected one is ${pins.recipient}`
+    )
+  }
+  return { chainId, contract, recipientAddress, recipientKey: prepared.recipient_key, guardianKey: prepared.guardian_key }
+}
+
+/** Checks the chain id, the guardian's key and the recipient's key against the pinned contract, through the caller's RPC. */
+const checkAgainstChain = async (rpcUrl: string, pinnedContract: Address, checked: CheckedPreparation): Promise<void> => {
+  const chain = createPublicClient({ transport: http(rpcUrl) })
+  // The RPC URL is not named in messages: a provider's URL often carries its API key.
+  const rpcChainId = BigInt(await chain.getChainId())
+  if (rpcChainId !== checked.chainId) {
+    throw new SealedTransferError("chain_mismatch", `the API answered chain id ${checked.chainId}; the RPC's chain is ${rpcChainId}`)
+  }
+  const onChainGuardian = pointHex(await chain.readContract({ address: pinnedContract, abi: registryAbi, functionName: "guardianEncryptionKey" }))
+  if (onChainGuardian !== checked.guardianKey.toLowerCase()) {
+    throw new SealedTransferError("guardian_key_mismatch", `the guardian key the API answered is not the one contract ${pinnedContract} holds`)
+  }
+  const onChainRecipient = pointHex(
+    await chain.readContract({ address: pinnedContract, abi: registryAbi, functionName: "encryptionKeyOf", args: [checked.recipientAddress] })
+  )
+  if (onChainRecipient !== checked.recipientKey.toLowerCase()) {
+    throw new SealedTransferError(
+      "recipient_key_mismatch",
+      `the recipient key the API answered is not the one contract ${pinnedContract} holds for ${checked.recipientAddress}`
+    )
+  }
+}
+
+/** The three boxes of the transfer, bound to its chain, contract and id. */
+const sealBoxes = (
+  prepared: PreparedTransfer,
+  checked: CheckedPreparation,
+  note: { readonly amount: bigint; readonly memo: string },
+  senderKey: EncryptionKey.PublicKey,
+  random: Random.RandomSource
+) => {
+  const publicKey = (name: "recipient_key" | "guardian_key", hex: string): EncryptionKey.PublicKey => {
+    const parsed = EncryptionKey.parsePublicKey(Wire.hexBytes(preparedWhat, name, hex, 64))
+    if (!parsed.ok) throw new SealedTransferError(`${name === "guardian_key" ? "guardian" : "recipient"}_key_mismatch`, `${name} ${hex} is not a valid key`)
+    return parsed.value
+  }
+  return Note.sealTransfer({
+    context: {
+      chainId: checked.chainId,
+      contract: checked.contract,
+      transferId: Wire.hexBytes(preparedWhat, "binding_id", prepared.binding_id, 32)
+    },
+    note,
+    opening: ElGamal.newOpening(note.amount, random),
+    senderKey,
+    recipientKey: publicKey("recipient_key", checked.recipientKey),
+    guardianKey: publicKey("guardian_key", checked.guardianKey)
+  }, random)
 }
