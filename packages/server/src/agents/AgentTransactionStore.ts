@@ -6,6 +6,7 @@
  *
  * @since 0.1.0
  */
+import * as Invariant from "../platform/Invariant.ts"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Mode } from "@pps/api/ApiKeys"
@@ -125,8 +126,9 @@ export class AgentTransactionStore extends Context.Service<AgentTransactionStore
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const decode = (rows: ReadonlyArray<unknown>) =>
-        // A row that does not decode breaks our own schema: a defect.
-        Schema.decodeUnknownEffect(Schema.Array(Row))(rows).pipe(Effect.orDie)
+        Schema.decodeUnknownEffect(Schema.Array(Row))(rows).pipe(
+          Invariant.orDie("an agent_transactions row decodes as the transaction it stores")
+        )
       const one = (rows: ReadonlyArray<unknown>) => decode(rows).pipe(Effect.map((decoded) => Option.fromNullishOr(decoded[0])))
       return AgentTransactionStore.of({
         insert: (t) =>
