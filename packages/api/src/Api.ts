@@ -110,14 +110,15 @@ export class RequestValidation extends HttpApiMiddleware.Service<RequestValidati
 }) {}
 
 /**
- * D6: `Idempotency-Key` on POST endpoints.
+ * D6: `Idempotency-Key` on POST endpoints. It reads the body (413 or 400 when that fails) and the
+ * database (503 when that is down).
  *
  * @since 0.1.0
  * @category middleware
  */
 export class Idempotency extends HttpApiMiddleware.Service<Idempotency, { requires: CurrentPrincipal }>()(
   "@pps/api/Idempotency",
-  { error: [InvalidRequest, IdempotencyKeyReused, IdempotencyKeyInProgress] }
+  { error: [InvalidRequest, PayloadTooLarge, IdempotencyKeyReused, IdempotencyKeyInProgress, ServiceUnavailable] }
 ) {}
 
 /**

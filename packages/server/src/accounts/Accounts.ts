@@ -8,6 +8,7 @@
  *
  * @since 0.1.0
  */
+import * as Invariant from "../platform/Invariant.ts"
 import { Clock, Context, DateTime, Effect, Layer, Option } from "effect"
 import type { SqlError } from "effect/sql"
 import { bytesToHex, hexToBytes, type LocalAccount } from "viem"
@@ -76,8 +77,10 @@ export class Accounts extends Context.Service<Accounts, {
         custodialSigner: (accountId) =>
           Effect.gen(function*() {
             const sealed = yield* store.walletKeySealed(accountId)
-            // Every account row has a sealed key that opens under the KEK: anything else is corruption.
-            const key = yield* box.open(Option.getOrThrow(sealed), walletKeyBinding(accountId)).pipe(Effect.orDie)
+            const invariant = "every account row has a sealed wallet key that opens under the KEK"
+            const key = yield* Invariant.some(invariant)(sealed).pipe(
+              Effect.flatMap((found) => box.open(found, walletKeyBinding(accountId)).pipe(Invariant.orDie(invariant)))
+            )
             return privateKeyToAccount(bytesToHex(key))
           })
       })

@@ -16,7 +16,7 @@ import { ConfidentialTokenArtifact, TypedData } from "@pps/contracts"
 import { EncryptionKey, Point } from "@pps/crypto"
 import { Clock, Context, DateTime, Effect, Layer, Option } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { type Address, bytesToHex, encodeFunctionData, getAddress } from "viem"
+import { type Address, bytesToHex, encodeFunctionData, getAddress, type LocalAccount } from "viem"
 import type { Mode } from "@pps/api/ApiKeys"
 import {
   EncryptionKeyAlreadyRegistered,
@@ -31,6 +31,9 @@ import { gasLimits } from "../settlement/domain.ts"
 import { type ChainUnavailable, Settlement } from "../settlement/Settlement.ts"
 import { type Asset, assets } from "@pps/api/Transfers"
 import { Accounts } from "./Accounts.ts"
+import * as Invariant from "../platform/Invariant.ts"
+import * as Unavailable from "../platform/Unavailable.ts"
+import { DependencyUnavailable } from "../platform/Unavailable.ts"
 
 /** A registration is mined within a few blocks; past this the request answers 503 and a retry continues it. */
 const registrationWaitMs = 30_000
@@ -53,7 +56,7 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
     | LivemodeUnavailable
     | ServiceUnavailable
     | InternalError
-    | SqlError.SqlError
+    | DependencyUnavailable
   >
   /** The registered key of one of our accounts. */
   readonly keyOfAccount: (accountId: string, mode: Mode) => Effect.Effect<Option.Option<Uint8Array>, SqlError.SqlError>
@@ -63,154 +66,202 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
   static readonly layer = Layer.effect(
     EncryptionKeys,
     Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const accounts = yield* Accounts
-      const settlement = yield* Settlement
-
-      const keyOfAddress = (chain: ChainContext, address: Address) =>
-        Effect.tryPromise({
-          try: () =>
-            chain.client.readContract({
-              address: chain.contracts.confidentialUsdg,
-              abi: ConfidentialTokenArtifact.abi,
-              functionName: "encryptionKeyOf",
-              args: [address]
-            }),
-          catch: (cause) => new ChainError({ message: "reading the key registry failed", cause })
-        }).pipe(Effect.map((point) => {
-          const encoded = fromEvmPoint(point)
-          return Point.isIdentity(encoded as Point.Point) ? Option.none<Uint8Array>() : Option.some(encoded)
-        }))
-
-      /**
-       * Registered keys read so far, by account and mode. A registered key never changes: a row's
-       * key is written once (a second registration of another key is refused), `registered_at`
-       * once, and no row is deleted; so a key read registered on any node is that account's key
-       * for good, and every transfer need not read its parties' keys again (two statements
-       * fewer per transfer). Only registered keys are kept; bounded, emptied when full.
-       */
-      const registered = new Map<string, Uint8Array>()
-      const registeredMax = 50_000
-
-      const keyOfAccount = (accountId: string, mode: Mode) =>
-        Effect.suspend(() => {
-          const cacheKey = `${mode}:${accountId}`
-          const known = registered.get(cacheKey)
-          if (known !== undefined) return Effect.succeed(Option.some(known))
-          return sql<{ public_key: Uint8Array }>`
-            SELECT public_key FROM encryption_keys
-            WHERE account_id = ${accountId} AND mode = ${mode} AND registered_at IS NOT NULL`.pipe(
-            Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), (row) => new Uint8Array(row.public_key))),
-            Effect.tap((key) =>
-              Effect.sync(() => {
-                if (Option.isNone(key)) return
-                if (registered.size >= registeredMax) registered.clear()
-                registered.set(cacheKey, key.value)
-              })
-            )
-          )
-        })
-
-      const isRegisteredOn = (chain: ChainContext, contract: Address, account: Address) =>
-        Effect.tryPromise({
-          try: () =>
-            chain.client.readContract({
-              address: contract,
-              abi: ConfidentialTokenArtifact.abi,
-              functionName: "isRegistered",
-              args: [account]
-            }),
-          catch: (cause) => new ChainError({ message: "reading the key registry failed", cause })
-        })
-
-      const register = Effect.fn("EncryptionKeys.register")(function*(input: {
-        readonly accountId: string
-        readonly mode: Mode
-        readonly publicKey: Uint8Array
-        readonly proofs: Readonly<Record<Asset, Uint8Array>>
-      }) {
-        const chain = yield* Option.match(settlement.chain(input.mode), {
-          onNone: () => Effect.fail(LivemodeUnavailable.of()),
-          onSome: Effect.succeed
-        })
-        const parsed = EncryptionKey.parsePublicKey(input.publicKey)
-        if (!parsed.ok) return yield* Effect.fail(EncryptionKeyInvalid.of("public_key", parsed.reason))
-        const publicKey = parsed.value
-        const account = Option.getOrThrow(yield* accounts.get(input.accountId))
-        const wallet = getAddress(account.walletAddress)
-        for (const asset of Object.keys(assets) as Array<Asset>) {
-          const verified = EncryptionKey.verifyOwnership(publicKey, input.proofs[asset], {
-            chainId: BigInt(chain.chainId),
-            contract: confidentialTokenOf(chain, asset),
-            account: wallet
-          })
-          if (!verified.ok) return yield* Effect.fail(EncryptionKeyInvalid.of(`proofs.${asset}`, verified.reason))
-        }
-        const nowMs = yield* Clock.currentTimeMillis
-        const now = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
-        yield* sql`
-          INSERT INTO encryption_keys (account_id, mode, public_key, created_at)
-          VALUES (${input.accountId}, ${input.mode}, ${publicKey}, ${now}::timestamptz)
-          ON CONFLICT (account_id, mode) DO NOTHING`
-        const rows = yield* sql<{ public_key: Uint8Array; registered_at: string | null }>`
-          SELECT public_key, iso_utc(registered_at) AS registered_at FROM encryption_keys
-          WHERE account_id = ${input.accountId} AND mode = ${input.mode}`
-        const stored = rows[0]
-        if (stored === undefined || !Buffer.from(stored.public_key).equals(Buffer.from(publicKey))) {
-          return yield* Effect.fail(EncryptionKeyAlreadyRegistered.of())
-        }
-        if (stored.registered_at !== null) return publicKey
-
-        const signer = yield* accounts.custodialSigner(input.accountId)
-        const key = toEvmPoint(publicKey)
-        const chainFailure = (cause: ChainError | ChainUnavailable | SqlError.SqlError) =>
-          cause._tag === "SqlError"
-            ? Effect.fail(cause)
-            : Effect.logError("key registration failed on chain", cause).pipe(Effect.andThen(Effect.die(cause)))
-        for (const asset of Object.keys(assets) as Array<Asset>) {
-          const contract = confidentialTokenOf(chain, asset)
-          if (yield* isRegisteredOn(chain, contract, wallet).pipe(Effect.catch(chainFailure))) continue
-          const accountSignature = yield* Effect.promise(() =>
-            signer.signTypedData({
-              domain: TypedData.domain(chain.chainId, contract),
-              types: TypedData.keyRegistrationTypes,
-              primaryType: "KeyRegistration",
-              message: { account: wallet, keyX: key.x, keyY: key.y }
-            })
-          )
-          const submissionId = `reg_${input.accountId}_${input.mode}_${asset}`
-          yield* settlement.submit({
-            submissionId,
-            mode: input.mode,
-            kind: "register_key",
-            target: contract,
-            data: encodeFunctionData({
-              abi: ConfidentialTokenArtifact.abi,
-              functionName: "registerFor",
-              args: [wallet, key, bytesToHex(input.proofs[asset]), accountSignature]
-            }),
-            gasLimit: gasLimits.register_key,
-            deadlineSeconds: null,
-            replayKey: null
-          }).pipe(Effect.catch(chainFailure))
-          const outcome = yield* settlement.awaitResolution(submissionId, registrationWaitMs)
-          if (Option.isNone(outcome)) {
-            return yield* Effect.fail(ServiceUnavailable.of("The key registration is still being mined; retry the same request."))
-          }
-          if (outcome.value._tag === "Failed") {
-            return yield* Effect.logError("key registration reverted").pipe(
-              Effect.annotateLogs({ submission_id: submissionId }),
-              Effect.andThen(Effect.fail(InternalError.of()))
-            )
-          }
-        }
-        yield* sql`
-          UPDATE encryption_keys SET registered_at = ${now}::timestamptz
-          WHERE account_id = ${input.accountId} AND mode = ${input.mode}`
-        return publicKey
+      const context: EncryptionKeysContext = {
+        sql: yield* SqlClient.SqlClient,
+        accounts: yield* Accounts,
+        settlement: yield* Settlement,
+        registered: new Map<string, Uint8Array>()
+      }
+      return EncryptionKeys.of({
+        register: (input) => register(context, input),
+        keyOfAccount: (accountId, mode) => keyOfAccount(context, accountId, mode),
+        keyOfAddress
       })
-
-      return EncryptionKeys.of({ register, keyOfAccount, keyOfAddress })
     })
   )
 }
+
+/**
+ * What the steps share. `registered`: the registered keys read so far, by account and mode. A
+ * registered key never changes: a row's key is written once (a second registration of another
+ * key is refused), `registered_at` once, and no row is deleted; so a key read registered on any
+ * node is that account's key for good, and every transfer need not read its parties' keys again
+ * (two statements fewer per transfer). Only registered keys are kept; bounded, emptied when full.
+ */
+interface EncryptionKeysContext {
+  readonly sql: SqlClient.SqlClient
+  readonly accounts: Accounts["Service"]
+  readonly settlement: Settlement["Service"]
+  readonly registered: Map<string, Uint8Array>
+}
+
+const registeredMax = 50_000
+
+interface Registration {
+  readonly accountId: string
+  readonly mode: Mode
+  readonly publicKey: Uint8Array
+  readonly proofs: Readonly<Record<Asset, Uint8Array>>
+}
+
+const keyOfAddress = (chain: ChainContext, address: Address) =>
+  Effect.tryPromise({
+    try: () =>
+      chain.client.readContract({
+        address: chain.contracts.confidentialUsdg,
+        abi: ConfidentialTokenArtifact.abi,
+        functionName: "encryptionKeyOf",
+        args: [address]
+      }),
+    catch: (cause) => new ChainError({ message: "reading the key registry failed", cause })
+  }).pipe(Effect.map((point) => {
+    const encoded = fromEvmPoint(point)
+    return Point.isIdentity(encoded as Point.Point) ? Option.none<Uint8Array>() : Option.some(encoded)
+  }))
+
+const keyOfAccount = ({ registered, sql }: EncryptionKeysContext, accountId: string, mode: Mode) =>
+  Effect.suspend(() => {
+    const cacheKey = `${mode}:${accountId}`
+    const known = registered.get(cacheKey)
+    if (known !== undefined) return Effect.succeed(Option.some(known))
+    return sql<{ public_key: Uint8Array }>`
+      SELECT public_key FROM encryption_keys
+      WHERE account_id = ${accountId} AND mode = ${mode} AND registered_at IS NOT NULL`.pipe(
+      Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), (row) => new Uint8Array(row.public_key))),
+      Effect.tap((key) =>
+        Effect.sync(() => {
+          if (Option.isNone(key)) return
+          if (registered.size >= registeredMax) registered.clear()
+          registered.set(cacheKey, key.value)
+        })
+      )
+    )
+  })
+
+const isRegisteredOn = (chain: ChainContext, contract: Address, account: Address) =>
+  Effect.tryPromise({
+    try: () =>
+      chain.client.readContract({
+        address: contract,
+        abi: ConfidentialTokenArtifact.abi,
+        functionName: "isRegistered",
+        args: [account]
+      }),
+    catch: (cause) => new ChainError({ message: "reading the key registry failed", cause })
+  })
+
+/** The chain did not answer a step of the registration: 503, and a retry continues it. */
+const chainUnavailable = (cause: ChainError | ChainUnavailable) =>
+  Effect.logError("key registration failed on chain", cause).pipe(
+    Effect.andThen(Effect.fail(
+      new DependencyUnavailable({ dependency: "chain", operation: "EncryptionKeys.register", retryable: true, detail: cause._tag })
+    ))
+  )
+
+/** The key parses and the client proved it holds it, for every asset's contract. */
+const verifiedKey = (chain: ChainContext, input: Registration, wallet: Address) =>
+  Effect.gen(function*() {
+    const parsed = EncryptionKey.parsePublicKey(input.publicKey)
+    if (!parsed.ok) return yield* Effect.fail(EncryptionKeyInvalid.of("public_key", parsed.reason))
+    for (const asset of Object.keys(assets) as Array<Asset>) {
+      const verified = EncryptionKey.verifyOwnership(parsed.value, input.proofs[asset], {
+        chainId: BigInt(chain.chainId),
+        contract: confidentialTokenOf(chain, asset),
+        account: wallet
+      })
+      if (!verified.ok) return yield* Effect.fail(EncryptionKeyInvalid.of(`proofs.${asset}`, verified.reason))
+    }
+    return parsed.value
+  })
+
+/** Stores the key once; whether it is already registered on chain (another key stored: refused). */
+const storedKey = ({ sql }: EncryptionKeysContext, input: Registration, publicKey: Uint8Array, now: string) =>
+  Effect.gen(function*() {
+    yield* sql`
+      INSERT INTO encryption_keys (account_id, mode, public_key, created_at)
+      VALUES (${input.accountId}, ${input.mode}, ${publicKey}, ${now}::timestamptz)
+      ON CONFLICT (account_id, mode) DO NOTHING`
+    const rows = yield* sql<{ public_key: Uint8Array; registered_at: string | null }>`
+      SELECT public_key, iso_utc(registered_at) AS registered_at FROM encryption_keys
+      WHERE account_id = ${input.accountId} AND mode = ${input.mode}`
+    const stored = rows[0]
+    if (stored === undefined || !Buffer.from(stored.public_key).equals(Buffer.from(publicKey))) {
+      return yield* Effect.fail(EncryptionKeyAlreadyRegistered.of())
+    }
+    return { registered: stored.registered_at !== null }
+  }).pipe(Unavailable.database("EncryptionKeys.register"))
+
+/** Registers the key in one asset's contract through the relayer, and waits until it is mined. */
+const registerOnChain = Effect.fn("EncryptionKeys.registerOnChain")(function*(
+  { settlement }: EncryptionKeysContext,
+  chain: ChainContext,
+  input: Registration,
+  signer: LocalAccount,
+  wallet: Address,
+  asset: Asset
+) {
+  const contract = confidentialTokenOf(chain, asset)
+  if (yield* isRegisteredOn(chain, contract, wallet).pipe(Effect.catch(chainUnavailable))) return
+  const key = toEvmPoint(input.publicKey)
+  const accountSignature = yield* Effect.promise(() =>
+    signer.signTypedData({
+      domain: TypedData.domain(chain.chainId, contract),
+      types: TypedData.keyRegistrationTypes,
+      primaryType: "KeyRegistration",
+      message: { account: wallet, keyX: key.x, keyY: key.y }
+    })
+  )
+  const submissionId = `reg_${input.accountId}_${input.mode}_${asset}`
+  yield* settlement.submit({
+    submissionId,
+    mode: input.mode,
+    kind: "register_key",
+    target: contract,
+    data: encodeFunctionData({
+      abi: ConfidentialTokenArtifact.abi,
+      functionName: "registerFor",
+      args: [wallet, key, bytesToHex(input.proofs[asset]), accountSignature]
+    }),
+    gasLimit: gasLimits.register_key,
+    deadlineSeconds: null,
+    replayKey: null
+  }).pipe(
+    Effect.catchTags({ ChainError: chainUnavailable, ChainUnavailable: chainUnavailable })
+  )
+  const outcome = yield* settlement.awaitResolution(submissionId, registrationWaitMs)
+  if (Option.isNone(outcome)) {
+    return yield* Effect.fail(ServiceUnavailable.of("The key registration is still being mined; retry the same request."))
+  }
+  if (outcome.value._tag === "Failed") {
+    return yield* Effect.logError("key registration reverted").pipe(
+      Effect.annotateLogs({ submission_id: submissionId }),
+      Effect.andThen(Effect.fail(InternalError.of()))
+    )
+  }
+})
+
+const register = Effect.fn("EncryptionKeys.register")(function*(context: EncryptionKeysContext, input: Registration) {
+  const chain = yield* Option.match(context.settlement.chain(input.mode), {
+    onNone: () => Effect.fail(LivemodeUnavailable.of()),
+    onSome: Effect.succeed
+  })
+  const account = yield* context.accounts.get(input.accountId).pipe(
+    Unavailable.database("EncryptionKeys.register"),
+    Effect.flatMap(Invariant.some("an authenticated principal's account exists"))
+  )
+  const wallet = getAddress(account.walletAddress)
+  const publicKey = yield* verifiedKey(chain, input, wallet)
+  const now = DateTime.formatIso(DateTime.makeUnsafe(yield* Clock.currentTimeMillis))
+  const stored = yield* storedKey(context, input, publicKey, now)
+  if (stored.registered) return publicKey
+  const signer = yield* context.accounts.custodialSigner(input.accountId).pipe(Unavailable.database("EncryptionKeys.register"))
+  for (const asset of Object.keys(assets) as Array<Asset>) {
+    yield* registerOnChain(context, chain, { ...input, publicKey }, signer, wallet, asset).pipe(
+      Unavailable.database("EncryptionKeys.registerOnChain")
+    )
+  }
+  yield* context.sql`
+    UPDATE encryption_keys SET registered_at = ${now}::timestamptz
+    WHERE account_id = ${input.accountId} AND mode = ${input.mode}`.pipe(Unavailable.database("EncryptionKeys.register"))
+  return publicKey
+})

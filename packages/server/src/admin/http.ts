@@ -14,6 +14,10 @@ import { DashboardAuth } from "../dashboard/DashboardAuth.ts"
 import { DashboardConfig } from "../dashboard/DashboardConfig.ts"
 import { AccountNotFound, ApiKeyNotFound, HandleTaken, InvalidRequest, Unauthorized } from "@pps/api/Errors"
 import { Secrets } from "../platform/Secrets.ts"
+import * as Unavailable from "../platform/Unavailable.ts"
+import { answerServiceUnavailable } from "../platform/Unavailable.ts"
+import type { KycStatus } from "@pps/api/Accounts"
+import type { Mode } from "@pps/api/ApiKeys"
 import { AdminApi, AdminAuthorization } from "./api.ts"
 
 /**
@@ -42,106 +46,133 @@ export const AdminAuthorizationLive = Layer.effect(
 /** The name of the key `accounts create` issues with a new account. */
 const firstKeyName = "default"
 
+/** What the handlers share. */
+interface AdminContext {
+  readonly accounts: Accounts["Service"]
+  readonly apiKeys: ApiKeys["Service"]
+  readonly agents: AgentStore["Service"]
+  readonly dashboardAuth: DashboardAuth["Service"]
+  readonly dashboardConfig: DashboardConfig["Service"]
+}
+
+const requireAccount = ({ accounts }: AdminContext, accountId: string) =>
+  accounts.get(accountId).pipe(
+    Unavailable.database("Admin.requireAccount"),
+    Effect.flatMap(Option.match({
+      onNone: () => Effect.fail(AccountNotFound.of(accountId)),
+      onSome: Effect.succeed
+    }))
+  )
+
+const createAccount = (
+  { accounts, apiKeys }: AdminContext,
+  payload: { readonly handle: string; readonly type?: "personal" | "business" | undefined; readonly kyc_status?: KycStatus | undefined }
+) =>
+  Effect.gen(function*() {
+    const handle = canonicalHandle(payload.handle)
+    if (handle === undefined) {
+      return yield* Effect.fail(InvalidRequest.of(
+        "A handle is 3-30 characters of a-z, 0-9, '_', '-' and '.'.",
+        { param: "handle" }
+      ))
+    }
+    const account = yield* accounts.create({
+      handle,
+      type: payload.type ?? "personal",
+      kycStatus: payload.kyc_status ?? "unverified"
+    }).pipe(Effect.catchTag("HandleConflict", () => Effect.fail(HandleTaken.of(handle))))
+    const key = yield* apiKeys.issue(account.accountId, firstKeyName, "test")
+    return {
+      account_id: account.accountId,
+      handle: displayHandle(account.handle),
+      key_id: key.keyId,
+      api_key: Redacted.value(key.apiKey)
+    }
+  }).pipe(Unavailable.database("Admin.createAccount"), answerServiceUnavailable)
+
+const inviteAccount = ({ dashboardAuth, dashboardConfig }: AdminContext, accountId: string) =>
+  dashboardAuth.invite(accountId).pipe(
+    Unavailable.database("DashboardAuth.invite"),
+    Effect.flatMap(Option.match({
+      // Agents have no dashboard of their own (D21): their owner's serves them.
+      onNone: () => Effect.fail(AccountNotFound.of(accountId)),
+      onSome: (invite) =>
+        Effect.succeed({
+          account_id: accountId,
+          // The token travels in the fragment, which browsers never send to a server or a log.
+          url: `${dashboardConfig.origin}/dashboard/enroll#invite=${invite.token}`,
+          expires_at: new Date(invite.expiresAtMs).toISOString()
+        })
+    })),
+    answerServiceUnavailable
+  )
+
+const createKey = (
+  context: AdminContext,
+  payload: { readonly account_id: string; readonly name: string; readonly mode?: Mode | undefined }
+) =>
+  Effect.gen(function*() {
+    yield* requireAccount(context, payload.account_id)
+    // D38: an agent acts in its own mode only. Its key's mode decides the chain its
+    // transfers go to, so a key of the other mode would let it spend outside the
+    // mode its owner set its policy in; its keys default to its mode.
+    const agent = yield* context.agents.findAgent(payload.account_id).pipe(Unavailable.database("Admin.createKey"))
+    const agentMode = Option.map(agent, (found) => found.mode)
+    if (Option.isSome(agentMode) && payload.mode !== undefined && payload.mode !== agentMode.value) {
+      return yield* Effect.fail(InvalidRequest.of(
+        `This agent was created in ${agentMode.value} mode; its keys are ${agentMode.value} keys only.`,
+        { param: "mode" }
+      ))
+    }
+    const mode = payload.mode ?? Option.getOrElse(agentMode, () => "test" as const)
+    const key = yield* context.apiKeys.issue(payload.account_id, payload.name, mode).pipe(Unavailable.database("ApiKeys.issue"))
+    return { key_id: key.keyId, name: key.name, mode: key.mode, api_key: Redacted.value(key.apiKey) }
+  }).pipe(answerServiceUnavailable)
+
+const listKeys = (context: AdminContext, accountId: string) =>
+  Effect.gen(function*() {
+    yield* requireAccount(context, accountId)
+    // Counts still in memory are written first, so the list is current.
+    yield* context.apiKeys.flushUsage
+    return { data: yield* context.apiKeys.list(accountId).pipe(Unavailable.database("ApiKeys.list")) }
+  }).pipe(answerServiceUnavailable)
+
 /**
  * @since 0.1.0
  * @category layers
  */
 export const AdminHttpLive = HttpApiBuilder.group(AdminApi, "admin", (handlers) =>
   Effect.gen(function*() {
-    const accounts = yield* Accounts
-    const apiKeys = yield* ApiKeys
-    const agents = yield* AgentStore
-    const dashboardAuth = yield* DashboardAuth
-    const dashboardConfig = yield* DashboardConfig
-    const requireAccount = (accountId: string) =>
-      accounts.get(accountId).pipe(
-        Effect.orDie,
-        Effect.flatMap(Option.match({
-          onNone: () => Effect.fail(AccountNotFound.of(accountId)),
-          onSome: Effect.succeed
-        }))
-      )
+    const context: AdminContext = {
+      accounts: yield* Accounts,
+      apiKeys: yield* ApiKeys,
+      agents: yield* AgentStore,
+      dashboardAuth: yield* DashboardAuth,
+      dashboardConfig: yield* DashboardConfig
+    }
     return handlers
-      .handle("createAccount", ({ payload }) =>
-        Effect.gen(function*() {
-          const handle = canonicalHandle(payload.handle)
-          if (handle === undefined) {
-            return yield* Effect.fail(InvalidRequest.of(
-              "A handle is 3-30 characters of a-z, 0-9, '_', '-' and '.'.",
-              { param: "handle" }
-            ))
-          }
-          const account = yield* accounts.create({
-            handle,
-            type: payload.type ?? "personal",
-            kycStatus: payload.kyc_status ?? "unverified"
-          }).pipe(
-            Effect.catchTag("HandleConflict", () => Effect.fail(HandleTaken.of(handle))),
-            Effect.catchTag("SqlError", Effect.die)
-          )
-          const key = yield* apiKeys.issue(account.accountId, firstKeyName, "test").pipe(Effect.orDie)
-          return {
-            account_id: account.accountId,
-            handle: displayHandle(account.handle),
-            key_id: key.keyId,
-            api_key: Redacted.value(key.apiKey)
-          }
-        }))
-      .handle("getAccount", ({ params }) => requireAccount(params.account_id).pipe(Effect.map(toAccountRecord)))
+      .handle("createAccount", ({ payload }) => createAccount(context, payload))
+      .handle("getAccount", ({ params }) =>
+        requireAccount(context, params.account_id).pipe(Effect.map(toAccountRecord), answerServiceUnavailable))
       .handle("setKyc", ({ params, payload }) =>
-        accounts.setKycStatus(params.account_id, payload.status).pipe(
-          Effect.orDie,
+        context.accounts.setKycStatus(params.account_id, payload.status).pipe(
+          Unavailable.database("Admin.setKyc"),
           Effect.flatMap(Option.match({
             onNone: () => Effect.fail(AccountNotFound.of(params.account_id)),
             onSome: (account) => Effect.succeed(toAccountRecord(account))
-          }))
+          })),
+          answerServiceUnavailable
         ))
-      .handle("inviteAccount", ({ params }) =>
-        dashboardAuth.invite(params.account_id).pipe(
-          Effect.orDie,
-          Effect.flatMap(Option.match({
-            // Agents have no dashboard of their own (D21): their owner's serves them.
-            onNone: () => Effect.fail(AccountNotFound.of(params.account_id)),
-            onSome: (invite) =>
-              Effect.succeed({
-                account_id: params.account_id,
-                // The token travels in the fragment, which browsers never send to a server or a log.
-                url: `${dashboardConfig.origin}/dashboard/enroll#invite=${invite.token}`,
-                expires_at: new Date(invite.expiresAtMs).toISOString()
-              })
-          }))
-        ))
-      .handle("createKey", ({ payload }) =>
-        Effect.gen(function*() {
-          yield* requireAccount(payload.account_id)
-          // D38: an agent acts in its own mode only. Its key's mode decides the chain its
-          // transfers go to, so a key of the other mode would let it spend outside the
-          // mode its owner set its policy in; its keys default to its mode.
-          const agent = yield* agents.findAgent(payload.account_id).pipe(Effect.orDie)
-          const agentMode = Option.map(agent, (found) => found.mode)
-          if (Option.isSome(agentMode) && payload.mode !== undefined && payload.mode !== agentMode.value) {
-            return yield* Effect.fail(InvalidRequest.of(
-              `This agent was created in ${agentMode.value} mode; its keys are ${agentMode.value} keys only.`,
-              { param: "mode" }
-            ))
-          }
-          const mode = payload.mode ?? Option.getOrElse(agentMode, () => "test" as const)
-          const key = yield* apiKeys.issue(payload.account_id, payload.name, mode).pipe(Effect.orDie)
-          return { key_id: key.keyId, name: key.name, mode: key.mode, api_key: Redacted.value(key.apiKey) }
-        }))
-      .handle("listKeys", ({ params }) =>
-        Effect.gen(function*() {
-          yield* requireAccount(params.account_id)
-          // Counts still in memory are written first, so the list is current.
-          yield* apiKeys.flushUsage
-          return { data: yield* apiKeys.list(params.account_id).pipe(Effect.orDie) }
-        }))
+      .handle("inviteAccount", ({ params }) => inviteAccount(context, params.account_id))
+      .handle("createKey", ({ payload }) => createKey(context, payload))
+      .handle("listKeys", ({ params }) => listKeys(context, params.account_id))
       .handle("revokeKey", ({ params }) =>
-        apiKeys.revoke(params.key_id).pipe(
-          Effect.orDie,
+        context.apiKeys.revoke(params.key_id).pipe(
+          Unavailable.database("ApiKeys.revoke"),
           Effect.flatMap(Option.match({
             onNone: () => Effect.fail(ApiKeyNotFound.of(params.key_id)),
             onSome: () => Effect.succeed({ key_id: params.key_id, revoked: true as const })
-          }))
+          })),
+          answerServiceUnavailable
         ))
   }))

@@ -6,6 +6,7 @@
  *
  * @since 0.1.0
  */
+import * as Invariant from "../platform/Invariant.ts"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import type { Mode } from "@pps/api/ApiKeys"
@@ -127,8 +128,9 @@ export class AgentStore extends Context.Service<AgentStore, {
       const policyColumns = sql`policy_id, agent_account_id, daily_limit_units, per_transaction_limit_units,
         hitl_threshold_units, allowed_recipients, assets, active_hours, time_zone, iso_utc(updated_at) AS updated_at`
       const onePolicy = (rows: ReadonlyArray<unknown>) =>
-        // A row that does not decode breaks our own schema: a defect.
-        decodeRows(rows).pipe(Effect.orDie, Effect.map((decoded) => Option.map(Option.fromNullishOr(decoded[0]), toPolicy)))
+        decodeRows(rows).pipe(
+          Invariant.orDie("a spend_policies row decodes as the policy it stores"),
+          Effect.map((decoded) => Option.map(Option.fromNullishOr(decoded[0]), toPolicy)))
 
       return AgentStore.of({
         insert: Effect.fn("AgentStore.insert")(function*(agent) {
@@ -174,8 +176,7 @@ export class AgentStore extends Context.Service<AgentStore, {
             WHERE agent_account_id = ${agentAccountId}
             RETURNING ${policyColumns}`.pipe(
             Effect.flatMap(onePolicy),
-            // The caller found the agent first and agents are never deleted.
-            Effect.map(Option.getOrThrow)
+            Effect.flatMap(Invariant.some("an agent found before is never deleted, nor its policy"))
           )
         }
       })

@@ -6,6 +6,7 @@
  *
  * @since 0.1.0
  */
+import * as Invariant from "../platform/Invariant.ts"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Mode } from "@pps/api/ApiKeys"
@@ -125,8 +126,9 @@ export class AgentTransactionStore extends Context.Service<AgentTransactionStore
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const decode = (rows: ReadonlyArray<unknown>) =>
-        // A row that does not decode breaks our own schema: a defect.
-        Schema.decodeUnknownEffect(Schema.Array(Row))(rows).pipe(Effect.orDie)
+        Schema.decodeUnknownEffect(Schema.Array(Row))(rows).pipe(
+          Invariant.orDie("an agent_transactions row decodes as the transaction it stores")
+        )
       const one = (rows: ReadonlyArray<unknown>) => decode(rows).pipe(Effect.map((decoded) => Option.fromNullishOr(decoded[0])))
       return AgentTransactionStore.of({
         insert: (t) =>
@@ -146,33 +148,7 @@ export class AgentTransactionStore extends Context.Service<AgentTransactionStore
           sql.unsafe(`SELECT ${columns} FROM ${from} WHERE t.transaction_id = $1 AND t.mode = $2`, [transactionId, mode]).pipe(
             Effect.flatMap(one)
           ),
-        sealedParts: (transactionId) =>
-          sql<{
-            from_key: Uint8Array
-            to_key: Uint8Array | null
-            sender_box: Uint8Array
-            recipient_box: Uint8Array
-            guardian_note: Uint8Array
-            public_amount_sealed: Uint8Array | null
-            guardian_held_amount: Uint8Array | null
-          }>`
-            SELECT from_key, to_key, sender_box, recipient_box, guardian_note, public_amount_sealed, guardian_held_amount
-            FROM agent_transactions WHERE transaction_id = ${transactionId}`.pipe(
-            Effect.map((rows) => {
-              // Callers read a transaction they just found: a missing row is a defect.
-              const row = rows[0]!
-              const copy = (value: Uint8Array | null) => value === null ? null : new Uint8Array(value)
-              return {
-                fromKey: new Uint8Array(row.from_key),
-                toKey: copy(row.to_key),
-                senderBox: new Uint8Array(row.sender_box),
-                recipientBox: new Uint8Array(row.recipient_box),
-                guardianNote: new Uint8Array(row.guardian_note),
-                publicAmountSealed: copy(row.public_amount_sealed),
-                guardianHeldAmount: copy(row.guardian_held_amount)
-              }
-            })
-          ),
+        sealedParts: (transactionId) => sealedParts(sql, transactionId),
         pending: (scope, mode, nowIso) => {
           const [column, id] = "ownerAccountId" in scope
             ? ["owner_account_id", scope.ownerAccountId]
@@ -211,3 +187,30 @@ export class AgentTransactionStore extends Context.Service<AgentTransactionStore
     })
   )
 }
+
+const copy = (value: Uint8Array | null) => value === null ? null : new Uint8Array(value)
+
+/** The byte columns of a held transaction; callers read one they just found. */
+const sealedParts = (sql: SqlClient.SqlClient, transactionId: string) =>
+  sql<{
+    from_key: Uint8Array
+    to_key: Uint8Array | null
+    sender_box: Uint8Array
+    recipient_box: Uint8Array
+    guardian_note: Uint8Array
+    public_amount_sealed: Uint8Array | null
+    guardian_held_amount: Uint8Array | null
+  }>`
+    SELECT from_key, to_key, sender_box, recipient_box, guardian_note, public_amount_sealed, guardian_held_amount
+    FROM agent_transactions WHERE transaction_id = ${transactionId}`.pipe(
+    Effect.flatMap((rows) => Invariant.some("an agent transaction, once read, is never deleted")(Option.fromNullishOr(rows[0]))),
+    Effect.map((row): SealedParts => ({
+      fromKey: new Uint8Array(row.from_key),
+      toKey: copy(row.to_key),
+      senderBox: new Uint8Array(row.sender_box),
+      recipientBox: new Uint8Array(row.recipient_box),
+      guardianNote: new Uint8Array(row.guardian_note),
+      publicAmountSealed: copy(row.public_amount_sealed),
+      guardianHeldAmount: copy(row.guardian_held_amount)
+    }))
+  )

@@ -22,7 +22,10 @@ import { agentNamePattern, displayHandle } from "@pps/api/Accounts"
 import type { Principal } from "@pps/api/ApiKeys"
 import { Outbox } from "../events/Outbox.ts"
 import { AgentNameTaken, AgentNotFound, InvalidPolicy, InvalidRequest, NotAgentOwner } from "@pps/api/Errors"
-import { OperationReplay } from "../platform/IdempotentOperations.ts"
+import { OperationReplay, type ReplayedResponse } from "../platform/IdempotentOperations.ts"
+import * as Invariant from "../platform/Invariant.ts"
+import * as Unavailable from "../platform/Unavailable.ts"
+import { answerServiceUnavailable, type DependencyUnavailable } from "../platform/Unavailable.ts"
 import { makeId } from "../platform/Ids.ts"
 import { AgentStore, type StoredAgent } from "./AgentStore.ts"
 import {
@@ -49,6 +52,21 @@ const toAgentRecord = (agent: StoredAgent): AgentRecord => ({
 export const isAgentKey = (principal: Principal): boolean => principal.accountType === "agent"
 
 /**
+ * The answer of a replayed operation (D36) whose record could not be read because the database is
+ * down: the 503 a live request would get, so the retry is told to come back, not that we failed.
+ *
+ * @since 0.5.0
+ * @category combinators
+ */
+export const replayedOrUnavailable = <R>(
+  self: Effect.Effect<ReplayedResponse, DependencyUnavailable, R>
+): Effect.Effect<ReplayedResponse, never, R> =>
+  self.pipe(
+    answerServiceUnavailable,
+    Effect.catch((answer) => Effect.succeed({ status: 503, body: { error: answer.error } }))
+  )
+
+/**
  * @since 0.1.0
  * @category services
  */
@@ -56,141 +74,172 @@ export class Agents extends Context.Service<Agents, {
   readonly create: (
     principal: Principal,
     request: { readonly name: string; readonly spend_policy?: unknown }
-  ) => Effect.Effect<AgentRecord, InvalidRequest | InvalidPolicy | NotAgentOwner | AgentNameTaken>
-  readonly list: (principal: Principal) => Effect.Effect<ReadonlyArray<AgentRecord>>
+  ) => Effect.Effect<AgentRecord, InvalidRequest | InvalidPolicy | NotAgentOwner | AgentNameTaken | DependencyUnavailable>
+  readonly list: (principal: Principal) => Effect.Effect<ReadonlyArray<AgentRecord>, DependencyUnavailable>
   readonly getPolicy: (
     principal: Principal,
     agentAccountId: string
-  ) => Effect.Effect<SpendPolicyRecord, AgentNotFound | NotAgentOwner>
+  ) => Effect.Effect<SpendPolicyRecord, AgentNotFound | NotAgentOwner | DependencyUnavailable>
   readonly patchPolicy: (
     principal: Principal,
     agentAccountId: string,
     patch: unknown
-  ) => Effect.Effect<SpendPolicyRecord, InvalidPolicy | AgentNotFound | NotAgentOwner>
+  ) => Effect.Effect<SpendPolicyRecord, InvalidPolicy | AgentNotFound | NotAgentOwner | DependencyUnavailable>
 }>()("server/agents/Agents") {
   static readonly layer = Layer.effect(
     Agents,
     Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const accounts = yield* Accounts
-      const store = yield* AgentStore
-      const outbox = yield* Outbox
-      const operations = yield* OperationReplay
-
+      const context: AgentsContext = {
+        sql: yield* SqlClient.SqlClient,
+        accounts: yield* Accounts,
+        store: yield* AgentStore,
+        outbox: yield* Outbox,
+        operations: yield* OperationReplay
+      }
       // D36: a retried create whose first request was cut off answers with the agent it made.
-      yield* operations.register("agent", (agentAccountId) =>
-        store.findAgent(agentAccountId).pipe(
-          Effect.orDie,
-          Effect.map((agent) => ({ status: 201, body: toAgentRecord(Option.getOrThrow(agent)) }))
-        ))
-
-      /** D29: unknown id, or one of the other mode (D38), 404; not the caller's (an agent key never owns one) 403. */
-      const ownedAgent = (principal: Principal, agentAccountId: string) =>
-        Effect.gen(function*() {
-          if (isAgentKey(principal)) return yield* Effect.fail(NotAgentOwner.of())
-          const agent = yield* store.findInMode(agentAccountId, principal.mode).pipe(Effect.orDie)
-          if (Option.isNone(agent)) return yield* Effect.fail(AgentNotFound.of(agentAccountId))
-          if (agent.value.ownerAccountId !== principal.accountId) return yield* Effect.fail(NotAgentOwner.of())
-          return agent.value
-        })
-
-      const create = Effect.fn("Agents.create")(function*(
-        principal: Principal,
-        request: { readonly name: string; readonly spend_policy?: unknown }
-      ) {
-        if (isAgentKey(principal)) return yield* Effect.fail(NotAgentOwner.of("Agent keys cannot create agents."))
-        const name = request.name.toLowerCase()
-        if (!agentNamePattern.test(name)) {
-          return yield* Effect.fail(InvalidRequest.of("`name` is 1-32 characters of a-z, 0-9 and '-'.", { param: "name" }))
-        }
-        if (request.spend_policy === undefined) {
-          return yield* Effect.fail(InvalidPolicy.of("spend_policy", "`spend_policy` is required."))
-        }
-        const validated = validatePolicy(request.spend_policy, undefined, "spend_policy.")
-        if (!validated.ok) return yield* Effect.fail(InvalidPolicy.of(validated.issue.param, validated.issue.message))
-        const owner = Option.getOrThrow(yield* accounts.get(principal.accountId).pipe(Effect.orDie))
-        const nowMs = yield* Clock.currentTimeMillis
-        const createdAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
-        const policyId = makeId("pol", nowMs)
-        // The account's handle is unique, and owner/name is unique per owner: a conflict on
-        // either is the same name taken.
-        const agent = yield* sql.withTransaction(Effect.gen(function*() {
-          const account = yield* accounts.create({
-            handle: `${owner.handle}/${name}`,
-            type: "agent",
-            kycStatus: owner.kycStatus,
-            ownerAccountId: owner.accountId
-          })
-          yield* store.insert({
-            accountId: account.accountId,
-            ownerAccountId: owner.accountId,
-            name,
-            mode: principal.mode,
-            policyId,
-            rules: validated.value,
-            createdAt
-          })
-          yield* operations.bind("agent", account.accountId)
-          return account
-        })).pipe(
-          Effect.catchTag("HandleConflict", () => Effect.fail(AgentNameTaken.of(name))),
-          Effect.catchTag("SqlError", Effect.die)
-        )
-        return toAgentRecord({
-          accountId: agent.accountId,
-          ownerAccountId: owner.accountId,
-          name,
-          handle: agent.handle,
-          walletAddress: agent.walletAddress,
-          policyId,
-          mode: principal.mode
-        })
-      })
-
-      const patchPolicy = Effect.fn("Agents.patchPolicy")(function*(
-        principal: Principal,
-        agentAccountId: string,
-        patch: unknown
-      ) {
-        const agent = yield* ownedAgent(principal, agentAccountId)
-        const nowMs = yield* Clock.currentTimeMillis
-        const updatedAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
-        // Read, validate and write in one transaction with the row locked: two PATCHes of
-        // the same policy apply one after the other, each validated against the other's result.
-        const updated = yield* sql.withTransaction(Effect.gen(function*() {
-          yield* sql`SELECT 1 FROM spend_policies WHERE agent_account_id = ${agent.accountId} FOR UPDATE`
-          const current = Option.getOrThrow(yield* store.policyOf(agent.accountId))
-          const validated = validatePolicy(patch, current, "")
-          if (!validated.ok) return yield* Effect.fail(InvalidPolicy.of(validated.issue.param, validated.issue.message))
-          const policy = yield* store.updatePolicy(agent.accountId, validated.value, updatedAt)
-          yield* outbox.append([{
-            mode: agent.mode,
-            recipientAccountId: agent.ownerAccountId,
-            payload: {
-              event: "agent.policy.updated",
-              account: displayHandle(agent.handle),
-              agent: displayHandle(agent.handle),
-              policy_id: policy.policyId
-            }
-          }])
-          return policy
-        })).pipe(Effect.catchTag("SqlError", Effect.die))
-        return toSpendPolicyRecord(updated)
-      })
-
+      yield* context.operations.register("agent", (agentAccountId) => createdRecord(context, agentAccountId))
       return Agents.of({
-        create,
-        list: (principal) =>
-          isAgentKey(principal)
-            ? Effect.succeed([])
-            : store.listByOwner(principal.accountId, principal.mode).pipe(Effect.orDie, Effect.map((agents) => agents.map(toAgentRecord))),
-        getPolicy: (principal, agentAccountId) =>
-          ownedAgent(principal, agentAccountId).pipe(
-            Effect.flatMap((agent) => store.policyOf(agent.accountId).pipe(Effect.orDie)),
-            Effect.map((policy) => toSpendPolicyRecord(Option.getOrThrow(policy)))
-          ),
-        patchPolicy
+        create: (principal, request) => create(context, principal, request),
+        list: (principal) => list(context, principal),
+        getPolicy: (principal, agentAccountId) => getPolicy(context, principal, agentAccountId),
+        patchPolicy: (principal, agentAccountId, patch) => patchPolicy(context, principal, agentAccountId, patch)
       })
     })
   )
 }
+
+/** What the steps share: the services an agent's creation and policy need. */
+interface AgentsContext {
+  readonly sql: SqlClient.SqlClient
+  readonly accounts: Accounts["Service"]
+  readonly store: AgentStore["Service"]
+  readonly outbox: Outbox["Service"]
+  readonly operations: OperationReplay["Service"]
+}
+
+/** An agent's policy is created with it, in the same transaction. */
+const policyExists = "every agent has a spend policy, created with it"
+
+const createdRecord = ({ store }: AgentsContext, agentAccountId: string) =>
+  store.findAgent(agentAccountId).pipe(
+    Unavailable.database("Agents.createdRecord"),
+    Effect.flatMap(Invariant.some("an agent bound to an idempotency key was created")),
+    Effect.map((agent) => ({ status: 201, body: toAgentRecord(agent) })),
+    replayedOrUnavailable
+  )
+
+/** D29: unknown id, or one of the other mode (D38), 404; not the caller's (an agent key never owns one) 403. */
+const ownedAgent = ({ store }: AgentsContext, principal: Principal, agentAccountId: string) =>
+  Effect.gen(function*() {
+    if (isAgentKey(principal)) return yield* Effect.fail(NotAgentOwner.of())
+    const agent = yield* store.findInMode(agentAccountId, principal.mode).pipe(Unavailable.database("Agents.ownedAgent"))
+    if (Option.isNone(agent)) return yield* Effect.fail(AgentNotFound.of(agentAccountId))
+    if (agent.value.ownerAccountId !== principal.accountId) return yield* Effect.fail(NotAgentOwner.of())
+    return agent.value
+  })
+
+const create = Effect.fn("Agents.create")(function*(
+  context: AgentsContext,
+  principal: Principal,
+  request: { readonly name: string; readonly spend_policy?: unknown }
+) {
+  const { accounts, sql, store } = context
+  if (isAgentKey(principal)) return yield* Effect.fail(NotAgentOwner.of("Agent keys cannot create agents."))
+  const name = request.name.toLowerCase()
+  if (!agentNamePattern.test(name)) {
+    return yield* Effect.fail(InvalidRequest.of("`name` is 1-32 characters of a-z, 0-9 and '-'.", { param: "name" }))
+  }
+  if (request.spend_policy === undefined) {
+    return yield* Effect.fail(InvalidPolicy.of("spend_policy", "`spend_policy` is required."))
+  }
+  const validated = validatePolicy(request.spend_policy, undefined, "spend_policy.")
+  if (!validated.ok) return yield* Effect.fail(InvalidPolicy.of(validated.issue.param, validated.issue.message))
+  const owner = yield* accounts.get(principal.accountId).pipe(
+    Unavailable.database("Agents.create"),
+    Effect.flatMap(Invariant.some("an authenticated principal's account exists"))
+  )
+  const nowMs = yield* Clock.currentTimeMillis
+  const createdAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
+  const policyId = makeId("pol", nowMs)
+  // The account's handle is unique, and owner/name is unique per owner: a conflict on
+  // either is the same name taken.
+  const agent = yield* sql.withTransaction(Effect.gen(function*() {
+    const account = yield* accounts.create({
+      handle: `${owner.handle}/${name}`,
+      type: "agent",
+      kycStatus: owner.kycStatus,
+      ownerAccountId: owner.accountId
+    })
+    yield* store.insert({
+      accountId: account.accountId,
+      ownerAccountId: owner.accountId,
+      name,
+      mode: principal.mode,
+      policyId,
+      rules: validated.value,
+      createdAt
+    })
+    yield* context.operations.bind("agent", account.accountId)
+    return account
+  })).pipe(
+    Effect.catchTag("HandleConflict", () => Effect.fail(AgentNameTaken.of(name))),
+    Unavailable.database("Agents.create")
+  )
+  return toAgentRecord({
+    accountId: agent.accountId,
+    ownerAccountId: owner.accountId,
+    name,
+    handle: agent.handle,
+    walletAddress: agent.walletAddress,
+    policyId,
+    mode: principal.mode
+  })
+})
+
+const patchPolicy = Effect.fn("Agents.patchPolicy")(function*(
+  context: AgentsContext,
+  principal: Principal,
+  agentAccountId: string,
+  patch: unknown
+) {
+  const { sql, store } = context
+  const agent = yield* ownedAgent(context, principal, agentAccountId)
+  const nowMs = yield* Clock.currentTimeMillis
+  const updatedAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
+  // Read, validate and write in one transaction with the row locked: two PATCHes of
+  // the same policy apply one after the other, each validated against the other's result.
+  const updated = yield* sql.withTransaction(Effect.gen(function*() {
+    yield* sql`SELECT 1 FROM spend_policies WHERE agent_account_id = ${agent.accountId} FOR UPDATE`
+    const current = yield* Effect.flatMap(store.policyOf(agent.accountId), Invariant.some(policyExists))
+    const validated = validatePolicy(patch, current, "")
+    if (!validated.ok) return yield* Effect.fail(InvalidPolicy.of(validated.issue.param, validated.issue.message))
+    const policy = yield* store.updatePolicy(agent.accountId, validated.value, updatedAt)
+    yield* context.outbox.append([{
+      mode: agent.mode,
+      recipientAccountId: agent.ownerAccountId,
+      payload: {
+        event: "agent.policy.updated",
+        account: displayHandle(agent.handle),
+        agent: displayHandle(agent.handle),
+        policy_id: policy.policyId
+      }
+    }])
+    return policy
+  })).pipe(Unavailable.database("Agents.patchPolicy"))
+  return toSpendPolicyRecord(updated)
+})
+
+const list = ({ store }: AgentsContext, principal: Principal) =>
+  isAgentKey(principal)
+    ? Effect.succeed([])
+    : store.listByOwner(principal.accountId, principal.mode).pipe(
+      Unavailable.database("Agents.list"),
+      Effect.map((agents) => agents.map(toAgentRecord))
+    )
+
+const getPolicy = (context: AgentsContext, principal: Principal, agentAccountId: string) =>
+  ownedAgent(context, principal, agentAccountId).pipe(
+    Effect.flatMap((agent) => context.store.policyOf(agent.accountId).pipe(Unavailable.database("Agents.getPolicy"))),
+    Effect.flatMap(Invariant.some(policyExists)),
+    Effect.map(toSpendPolicyRecord)
+  )

@@ -36,7 +36,10 @@ import { confidentialTokenOf } from "../settlement/Chains.ts"
 import { Settlement } from "../settlement/Settlement.ts"
 import { transferIdBytes32, Transfers } from "../transfers/Transfers.ts"
 import { AgentTransactionStore, type StoredAgentTransaction } from "./AgentTransactionStore.ts"
-import { isAgentKey } from "./Agents.ts"
+import { isAgentKey, replayedOrUnavailable } from "./Agents.ts"
+import * as Invariant from "../platform/Invariant.ts"
+import * as Unavailable from "../platform/Unavailable.ts"
+import type { DependencyUnavailable } from "../platform/Unavailable.ts"
 import { type AgentTransactionRecord, agentTransactionEvent, toAgentTransactionRecord } from "@pps/api/Agents"
 
 /**
@@ -73,7 +76,7 @@ export class Approvals extends Context.Service<Approvals, {
     readonly confidential: boolean
     readonly requested_at: string
     readonly expires_at: string
-  }>>
+  }>, DependencyUnavailable>
   readonly approve: (
     principal: Principal,
     transactionId: string
@@ -86,11 +89,12 @@ export class Approvals extends Context.Service<Approvals, {
     | InsufficientBalance
     | LivemodeUnavailable
     | ServiceUnavailable
+    | DependencyUnavailable
   >
   readonly reject: (
     principal: Principal,
     transactionId: string
-  ) => Effect.Effect<AgentTransactionRecord, TransactionNotFound | TransactionExpired | NotAgentOwner>
+  ) => Effect.Effect<AgentTransactionRecord, TransactionNotFound | TransactionExpired | NotAgentOwner | DependencyUnavailable>
   readonly sealed: (principal: Principal, transactionId: string) => Effect.Effect<{
     readonly transaction_id: string
     readonly transfer_id: string
@@ -100,168 +104,195 @@ export class Approvals extends Context.Service<Approvals, {
     readonly binding_id: string
     readonly sealed_note: string
     readonly guardian_amount: string | null
-  }, TransactionNotFound | NotAgentOwner | LivemodeUnavailable>
+  }, TransactionNotFound | NotAgentOwner | LivemodeUnavailable | DependencyUnavailable>
   /** One expiry sweep step (also run on a schedule by the layer); how many it expired. */
-  readonly expireDue: Effect.Effect<number>
+  readonly expireDue: Effect.Effect<number, DependencyUnavailable>
 }>()("server/agents/Approvals") {
   static readonly layer = Layer.effect(
     Approvals,
     Effect.gen(function*() {
       const config = yield* AppConfig
-      const sql = yield* SqlClient.SqlClient
-      const store = yield* AgentTransactionStore
-      const transfers = yield* Transfers
-      const outbox = yield* Outbox
-      const actors = yield* KeyedSerializer
-      const settlement = yield* Settlement
-      const operations = yield* OperationReplay
-
-      /** The agent transaction, if it is in the key's mode and the caller owns its agent. */
-      const ownedTransaction = (principal: Principal, transactionId: string) =>
-        Effect.gen(function*() {
-          if (isAgentKey(principal)) return yield* Effect.fail(NotAgentOwner.of())
-          const held = yield* store.findInMode(transactionId, principal.mode).pipe(Effect.orDie)
-          if (Option.isNone(held)) return yield* Effect.fail(TransactionNotFound.of(transactionId))
-          if (held.value.owner_account_id !== principal.accountId) return yield* Effect.fail(NotAgentOwner.of())
-          return held.value
-        })
-
-      const checkOpen = (held: StoredAgentTransaction, nowMs: number) => openCheck(held, nowMs)
-
-      /** Under the agent's actor: pending → rejected | expired with its event, once. */
-      const close = (
-        held: StoredAgentTransaction,
-        status: "rejected" | "expired"
-      ) =>
-        actors.withKey(held.agent_account_id, Effect.gen(function*() {
-          const nowMs = yield* Clock.currentTimeMillis
-          const current = Option.getOrThrow(yield* store.findById(held.transaction_id).pipe(Effect.orDie))
-          if (status === "rejected") yield* checkOpen(current, nowMs)
-          else if (current.status !== "pending_approval") return Option.none<StoredAgentTransaction>()
-          const decidedAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
-          const decided = { ...current, status, decided_at: decidedAt }
-          const changed = yield* sql.withTransaction(Effect.gen(function*() {
-            const changed = yield* store.decide(held.transaction_id, status, decidedAt)
-            if (changed) yield* outbox.append([agentTransactionEvent(`agent.transaction.${status}`, decided, null)])
-            if (changed && status === "rejected") yield* operations.bind("rejection", held.transaction_id)
-            return changed
-          })).pipe(Effect.orDie)
-          if (!changed) {
-            return status === "rejected"
-              ? yield* Effect.fail(TransactionNotFound.of(held.transaction_id))
-              : Option.none<StoredAgentTransaction>()
-          }
-          return Option.some(decided)
-        }))
-
-      const expireDue = Effect.gen(function*() {
-        const nowMs = yield* Clock.currentTimeMillis
-        const due = yield* store.due(DateTime.formatIso(DateTime.makeUnsafe(nowMs)), sweepBatchMax).pipe(Effect.orDie)
-        let expired = 0
-        for (const held of due) {
-          const closed = yield* close(held, "expired").pipe(
-            Effect.catch(() => Effect.succeed(Option.none<StoredAgentTransaction>()))
-          )
-          if (Option.isSome(closed)) expired++
-        }
-        return expired
-      })
-
+      const context: ApprovalsContext = {
+        sql: yield* SqlClient.SqlClient,
+        store: yield* AgentTransactionStore,
+        transfers: yield* Transfers,
+        outbox: yield* Outbox,
+        actors: yield* KeyedSerializer,
+        settlement: yield* Settlement,
+        operations: yield* OperationReplay
+      }
       // The sweep is a worker's job; an api-only node leaves it to them.
       if (runsWorkers(config)) {
         yield* Effect.forkScoped(
-          expireDue.pipe(
+          expireDue(context).pipe(
             Effect.catchCause((cause) => Effect.logError("approval expiry sweep failed", cause)),
             Effect.repeat(Schedule.spaced(Duration.millis(config.approvalSweepIntervalMs)))
           )
         )
       }
-
-      // D36: a retried approve or reject whose first request was cut off answers with the
-      // decision it recorded (an approval with its transfer as it stands now).
-      const decisionRecord = (transactionId: string) =>
-        Effect.gen(function*() {
-          const held = Option.getOrThrow(yield* store.findById(transactionId).pipe(Effect.orDie))
-          // A replay resolver has no error channel: an outage dies typed, and the envelope answers it 503.
-          const transfer = held.status === "approved"
-            ? yield* transfers.current(held.transfer_id).pipe(Effect.catchTag("DependencyUnavailable", Effect.die))
-            : Option.none()
-          return {
-            status: 200,
-            body: toAgentTransactionRecord(
-              held,
-              Option.match(transfer, {
-                onNone: () => null,
-                onSome: (t) => ({ transfer_id: t.transfer_id, status: t.status, tx_hash: t.tx_hash })
-              })
-            )
-          }
-        })
-      yield* operations.register("approval", decisionRecord)
-      yield* operations.register("rejection", decisionRecord)
-
+      yield* context.operations.register("approval", (transactionId) => decisionRecord(context, transactionId))
+      yield* context.operations.register("rejection", (transactionId) => decisionRecord(context, transactionId))
       return Approvals.of({
-        pending: (principal) =>
-          Effect.gen(function*() {
-            const nowMs = yield* Clock.currentTimeMillis
-            const scope = isAgentKey(principal)
-              ? { agentAccountId: principal.accountId }
-              : { ownerAccountId: principal.accountId }
-            const rows = yield* store.pending(scope, principal.mode, DateTime.formatIso(DateTime.makeUnsafe(nowMs))).pipe(
-              Effect.orDie
-            )
-            return rows.map((held) => {
-              const record = toAgentTransactionRecord(held, null)
-              return {
-                transaction_id: record.transaction_id,
-                agent: record.agent,
-                to: record.to,
-                asset: record.asset,
-                confidential: record.confidential,
-                requested_at: record.requested_at,
-                expires_at: record.expires_at
-              }
-            })
-          }),
-        approve: (principal, transactionId) =>
-          Effect.gen(function*() {
-            const held = yield* ownedTransaction(principal, transactionId)
-            yield* checkOpen(held, yield* Clock.currentTimeMillis)
-            const { transaction, transfer } = yield* transfers.approveHeld(held.transaction_id)
-            return toAgentTransactionRecord(transaction, {
-              transfer_id: transfer.transfer_id,
-              status: transfer.status,
-              tx_hash: transfer.tx_hash
-            })
-          }).pipe(Effect.annotateLogs({ transaction_id: transactionId })),
-        reject: (principal, transactionId) =>
-          Effect.gen(function*() {
-            const held = yield* ownedTransaction(principal, transactionId)
-            yield* checkOpen(held, yield* Clock.currentTimeMillis)
-            const decided = yield* close(held, "rejected")
-            return toAgentTransactionRecord(Option.getOrThrow(decided), null)
-          }),
-        sealed: (principal, transactionId) =>
-          Effect.gen(function*() {
-            const held = yield* ownedTransaction(principal, transactionId)
-            const chain = yield* Option.match(settlement.chain(held.mode), {
-              onNone: () => Effect.fail(LivemodeUnavailable.of()),
-              onSome: Effect.succeed
-            })
-            const parts = yield* store.sealedParts(held.transaction_id).pipe(Effect.orDie)
-            return {
-              transaction_id: held.transaction_id,
-              transfer_id: held.transfer_id,
-              asset: held.asset,
-              chain_id: chain.chainId,
-              contract: confidentialTokenOf(chain, held.asset),
-              binding_id: transferIdBytes32(held.transfer_id),
-              sealed_note: bytesToHex(parts.senderBox),
-              guardian_amount: parts.guardianHeldAmount === null ? null : bytesToHex(parts.guardianHeldAmount)
-            }
-          }),
-        expireDue
+        pending: (principal) => pending(context, principal),
+        approve: (principal, transactionId) => approve(context, principal, transactionId),
+        reject: (principal, transactionId) => reject(context, principal, transactionId),
+        sealed: (principal, transactionId) => sealed(context, principal, transactionId),
+        expireDue: expireDue(context)
       })
     })
   )
 }
+
+/** What the steps share: the services an approval decision needs. */
+interface ApprovalsContext {
+  readonly sql: SqlClient.SqlClient
+  readonly store: AgentTransactionStore["Service"]
+  readonly transfers: Transfers["Service"]
+  readonly outbox: Outbox["Service"]
+  readonly actors: KeyedSerializer["Service"]
+  readonly settlement: Settlement["Service"]
+  readonly operations: OperationReplay["Service"]
+}
+
+/** Agent transactions are never deleted: one read before is still there. */
+const stillStored = "an agent transaction, once read, is never deleted"
+
+/** The agent transaction, if it is in the key's mode and the caller owns its agent. */
+const ownedTransaction = ({ store }: ApprovalsContext, principal: Principal, transactionId: string) =>
+  Effect.gen(function*() {
+    if (isAgentKey(principal)) return yield* Effect.fail(NotAgentOwner.of())
+    const held = yield* store.findInMode(transactionId, principal.mode).pipe(Unavailable.database("Approvals.ownedTransaction"))
+    if (Option.isNone(held)) return yield* Effect.fail(TransactionNotFound.of(transactionId))
+    if (held.value.owner_account_id !== principal.accountId) return yield* Effect.fail(NotAgentOwner.of())
+    return held.value
+  })
+
+/** Under the agent's actor: pending → rejected | expired with its event, once. */
+const close = (context: ApprovalsContext, held: StoredAgentTransaction, status: "rejected" | "expired") =>
+  context.actors.withKey(held.agent_account_id, Effect.gen(function*() {
+    const { sql, store } = context
+    const nowMs = yield* Clock.currentTimeMillis
+    const current = yield* store.findById(held.transaction_id).pipe(
+      Unavailable.database("Approvals.close"),
+      Effect.flatMap(Invariant.some(stillStored))
+    )
+    if (status === "rejected") yield* openCheck(current, nowMs)
+    else if (current.status !== "pending_approval") return Option.none<StoredAgentTransaction>()
+    const decidedAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
+    const decided = { ...current, status, decided_at: decidedAt }
+    const changed = yield* sql.withTransaction(Effect.gen(function*() {
+      const changed = yield* store.decide(held.transaction_id, status, decidedAt)
+      if (changed) yield* context.outbox.append([agentTransactionEvent(`agent.transaction.${status}`, decided, null)])
+      if (changed && status === "rejected") yield* context.operations.bind("rejection", held.transaction_id)
+      return changed
+    })).pipe(Unavailable.database("Approvals.close"))
+    if (!changed) {
+      return status === "rejected"
+        ? yield* Effect.fail(TransactionNotFound.of(held.transaction_id))
+        : Option.none<StoredAgentTransaction>()
+    }
+    return Option.some(decided)
+  }))
+
+const expireDue = (context: ApprovalsContext) =>
+  Effect.gen(function*() {
+    const nowMs = yield* Clock.currentTimeMillis
+    const due = yield* context.store.due(DateTime.formatIso(DateTime.makeUnsafe(nowMs)), sweepBatchMax).pipe(
+      Unavailable.database("Approvals.expireDue")
+    )
+    let expired = 0
+    for (const held of due) {
+      const closed = yield* close(context, held, "expired").pipe(
+        Effect.catch(() => Effect.succeed(Option.none<StoredAgentTransaction>()))
+      )
+      if (Option.isSome(closed)) expired++
+    }
+    return expired
+  })
+
+/**
+ * D36: a retried approve or reject whose first request was cut off answers with the
+ * decision it recorded (an approval with its transfer as it stands now).
+ */
+const decisionRecord = (context: ApprovalsContext, transactionId: string) =>
+  Effect.gen(function*() {
+    const held = yield* context.store.findById(transactionId).pipe(
+      Unavailable.database("Approvals.decisionRecord"),
+      Effect.flatMap(Invariant.some("an approval or rejection bound to an idempotency key names an agent transaction"))
+    )
+    const transfer = held.status === "approved" ? yield* context.transfers.current(held.transfer_id) : Option.none()
+    return {
+      status: 200,
+      body: toAgentTransactionRecord(
+        held,
+        Option.match(transfer, {
+          onNone: () => null,
+          onSome: (t) => ({ transfer_id: t.transfer_id, status: t.status, tx_hash: t.tx_hash })
+        })
+      )
+    }
+  }).pipe(replayedOrUnavailable)
+
+const pending = Effect.fn("Approvals.pending")(function*({ store }: ApprovalsContext, principal: Principal) {
+  const nowMs = yield* Clock.currentTimeMillis
+  const scope = isAgentKey(principal)
+    ? { agentAccountId: principal.accountId }
+    : { ownerAccountId: principal.accountId }
+  const rows = yield* store.pending(scope, principal.mode, DateTime.formatIso(DateTime.makeUnsafe(nowMs))).pipe(
+    Unavailable.database("Approvals.pending")
+  )
+  return rows.map((held) => {
+    const record = toAgentTransactionRecord(held, null)
+    return {
+      transaction_id: record.transaction_id,
+      agent: record.agent,
+      to: record.to,
+      asset: record.asset,
+      confidential: record.confidential,
+      requested_at: record.requested_at,
+      expires_at: record.expires_at
+    }
+  })
+})
+
+const approve = (context: ApprovalsContext, principal: Principal, transactionId: string) =>
+  Effect.gen(function*() {
+    const held = yield* ownedTransaction(context, principal, transactionId)
+    yield* openCheck(held, yield* Clock.currentTimeMillis)
+    const { transaction, transfer } = yield* context.transfers.approveHeld(held.transaction_id)
+    return toAgentTransactionRecord(transaction, {
+      transfer_id: transfer.transfer_id,
+      status: transfer.status,
+      tx_hash: transfer.tx_hash
+    })
+  }).pipe(Effect.annotateLogs({ transaction_id: transactionId }))
+
+const reject = (context: ApprovalsContext, principal: Principal, transactionId: string) =>
+  Effect.gen(function*() {
+    const held = yield* ownedTransaction(context, principal, transactionId)
+    yield* openCheck(held, yield* Clock.currentTimeMillis)
+    const decided = yield* close(context, held, "rejected").pipe(
+      Effect.flatMap(Invariant.some("a rejection either changes its transaction or fails"))
+    )
+    return toAgentTransactionRecord(decided, null)
+  })
+
+const sealed = (context: ApprovalsContext, principal: Principal, transactionId: string) =>
+  Effect.gen(function*() {
+    const held = yield* ownedTransaction(context, principal, transactionId)
+    const chain = yield* Option.match(context.settlement.chain(held.mode), {
+      onNone: () => Effect.fail(LivemodeUnavailable.of()),
+      onSome: Effect.succeed
+    })
+    const parts = yield* context.store.sealedParts(held.transaction_id).pipe(Unavailable.database("Approvals.sealed"))
+    return {
+      transaction_id: held.transaction_id,
+      transfer_id: held.transfer_id,
+      asset: held.asset,
+      chain_id: chain.chainId,
+      contract: confidentialTokenOf(chain, held.asset),
+      binding_id: transferIdBytes32(held.transfer_id),
+      sealed_note: bytesToHex(parts.senderBox),
+      guardian_amount: parts.guardianHeldAmount === null ? null : bytesToHex(parts.guardianHeldAmount)
+    }
+  })

@@ -10,12 +10,18 @@ import type { Principal } from "@pps/api/ApiKeys"
 import { CurrentPrincipal, PublicApi } from "@pps/api/Api"
 import { Agents } from "./Agents.ts"
 import { Approvals } from "./Approvals.ts"
+import { answerServiceUnavailable, DependencyUnavailable } from "../platform/Unavailable.ts"
+import type { ServiceUnavailable } from "@pps/api/Errors"
 
 /** Runs a handler body with the authenticated caller. */
-const withPrincipal = <A, E, R>(body: (principal: Principal) => Effect.Effect<A, E, R>) =>
+const withPrincipal = <A, E, R>(
+  body: (principal: Principal) => Effect.Effect<A, E | DependencyUnavailable, R>
+): Effect.Effect<A, Exclude<E, DependencyUnavailable> | ServiceUnavailable, R | CurrentPrincipal> =>
   Effect.gen(function*() {
     return yield* body(yield* CurrentPrincipal)
-  })
+  }).pipe(
+    Effect.catchIf((error) => error instanceof DependencyUnavailable, (error) => answerServiceUnavailable(Effect.fail(error)), Effect.fail)
+  )
 
 /**
  * @since 0.1.0

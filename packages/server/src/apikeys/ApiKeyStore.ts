@@ -3,6 +3,7 @@
  *
  * @since 0.1.0
  */
+import * as Invariant from "../platform/Invariant.ts"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { SqlValues } from "@pps/guardian"
@@ -65,8 +66,7 @@ export class ApiKeyStore extends Context.Service<ApiKeyStore, {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const decode = <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S) => (rows: ReadonlyArray<unknown>) =>
-        // Rows that do not decode break our own schema's invariants: a defect, not an error.
-        Effect.orDie(Schema.decodeUnknownEffect(Schema.Array(schema))(rows))
+        Schema.decodeUnknownEffect(Schema.Array(schema))(rows).pipe(Invariant.orDie("an api_keys row decodes as the key it stores"))
       return ApiKeyStore.of({
         insert: (key) =>
           sql`

@@ -116,208 +116,240 @@ export class ApiKeys extends Context.Service<ApiKeys, {
     ApiKeys,
     Effect.gen(function*() {
       const config = yield* AppConfig
-      const secrets = yield* Secrets
-      const store = yield* ApiKeyStore
-      const pepper = Redacted.value(secrets.apiKeyPepper)
       const control = (yield* EventBus).control
-      const liveness = yield* NodeLiveness
       const distributed = Option.isSome(config.databaseUrl)
-      const cacheTtlMs = !distributed || Option.isSome(control) ? config.apiKeyCacheTtlMs : 0
-      const cache = new Map<string, CacheEntry>()
-      let usage = new Map<string, Usage>()
-      // Bumped by every revocation (made here or received) and every loss of the
-      // revocation channel: a verification that read the database before one of
-      // those must not put its (possibly stale) result in the cache.
-      let revocationEpoch = 0
-      // Distributed: off until the revocation subscription is registered, and again
-      // whenever it may have missed a message.
-      let cacheLive = !distributed
-
-      const evict = (keyId: string) => {
-        revocationEpoch += 1
-        for (const [cacheKey, entry] of cache) if (entry.principal.keyId === keyId) cache.delete(cacheKey)
+      const context: ApiKeysContext = {
+        store: yield* ApiKeyStore,
+        pepper: Redacted.value((yield* Secrets).apiKeyPepper),
+        control,
+        liveness: yield* NodeLiveness,
+        cacheTtlMs: !distributed || Option.isSome(control) ? config.apiKeyCacheTtlMs : 0,
+        cache: new Map(),
+        flushing: yield* Semaphore.make(1),
+        usage: new Map(),
+        revocationEpoch: 0,
+        cacheLive: !distributed
       }
-
-      // Every node on the control channel subscribes, its cache on or not (API_KEY_CACHE_TTL_MS
-      // 0), because a revoking node waits for every live node's answer.
-      // The heartbeat row says whether this node hears revocations (NodeLiveness.hearsControl),
-      // and a revoking node waits only for nodes that do: so the row says so before this node
-      // caches, and the cache is off before the row says otherwise (a write that fails then
-      // leaves the row saying "hears": revocations wait for this node in vain, never skip it).
-      if (Option.isSome(control)) {
-        // The channel calls back outside Effect; log with this layer's logger.
-        const runFork = Effect.runForkWith(yield* Effect.context<never>())
-        // Bumped by every change of the subscription's state: a write of "hears" that finishes
-        // after the subscription was lost again must not turn the cache on.
-        let channelState = 0
-        // At the layer's end a write still being retried gives up (the database is closing).
-        yield* Effect.addFinalizer(() => Effect.sync(() => channelState += 1))
-        yield* control.value.subscribe(revocationTopic, liveness.nodeId, {
-          onMessage: evict,
-          onUnreliable: (why) => {
-            channelState += 1
-            revocationEpoch += 1
-            cacheLive = false
-            cache.clear()
-            // hearsControl takes the value at once (the fiber starts synchronously), its write after.
-            runFork(liveness.hearsControl(false).pipe(
-              Effect.catch((error) => Effect.logWarning("api key revocations: cannot record that this node stopped hearing them", error)),
-              Effect.andThen(Effect.logWarning(`api key cache off until NATS is back (${why})`))
-            ))
-          },
-          onReliable: () => {
-            const state = ++channelState
-            const current = () => state === channelState
-            // Each try first checks that the subscription is still the one that asked: a retry
-            // due after the channel was lost again must not record "hears" over "stopped".
-            runFork(Effect.suspend(() => current() ? liveness.hearsControl(true) : Effect.interrupt).pipe(
-              Effect.tapError((error) => Effect.logWarning("api key revocations: cannot record that this node hears them; retrying", error)),
-              Effect.retry({ schedule: Schedule.spaced(hearsControlRetryMs), while: current }),
-              Effect.andThen(Effect.sync(() => {
-                if (!current()) return false
-                revocationEpoch += 1
-                const turnedOn = !cacheLive && cacheTtlMs > 0
-                cacheLive = true
-                return turnedOn
-              })),
-              Effect.flatMap((turnedOn) => turnedOn ? Effect.logInfo("api key cache on: revocations arrive over NATS") : Effect.void),
-              Effect.ignore
-            ))
-          }
-        })
-      }
-
-      const hashOf = (key: string) => new Uint8Array(createHmac("sha256", pepper).update(key, "utf8").digest())
-      const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex")
-
-      const countUse = (keyId: string, nowMs: number) => {
-        const entry = usage.get(keyId)
-        if (entry === undefined) usage.set(keyId, { requests: 1, lastUsedAtMs: nowMs })
-        else {
-          entry.requests += 1
-          entry.lastUsedAtMs = Math.max(entry.lastUsedAtMs, nowMs)
-        }
-      }
-
-      // One flush at a time: a flush asked for while another is writing waits for it, so
-      // "flushed" means every count taken so far is in the table (a listing reads them next).
-      const flushing = yield* Semaphore.make(1)
-      const flushUsage = Effect.gen(function*() {
-        if (usage.size === 0) return
-        const batch = usage
-        usage = new Map()
-        // Every key used since the last flush in one statement (one UPDATE per key was one
-        // statement a second per active key: under the throughput benchmark's 16 keys, 0.13 of
-        // the server's ~3 statements per transfer).
-        const entries = [...batch].map(([keyId, { lastUsedAtMs, requests }]) => ({
-          keyId,
-          requests,
-          lastUsedAt: DateTime.formatIso(DateTime.makeUnsafe(lastUsedAtMs))
-        }))
-        yield* store.addUsage(entries).pipe(
-          Effect.catch((error) =>
-            // Put the counts back so the next flush retries them.
-            Effect.sync(() => {
-              for (const [keyId, { lastUsedAtMs, requests }] of batch) {
-                const entry = usage.get(keyId)
-                if (entry === undefined) usage.set(keyId, { requests, lastUsedAtMs })
-                else {
-                  entry.requests += requests
-                  entry.lastUsedAtMs = Math.max(entry.lastUsedAtMs, lastUsedAtMs)
-                }
-              }
-            }).pipe(Effect.andThen(Effect.logWarning("api key usage flush failed", error)))
-          )
-        )
-      }).pipe((flush) => flushing.withPermit(flush), Effect.withSpan("ApiKeys.flushUsage"))
-
-      yield* Effect.forkScoped(
-        flushUsage.pipe(Effect.repeat(Schedule.spaced(Duration.millis(config.apiKeyUsageFlushMs))))
-      )
-      yield* Effect.addFinalizer(() => flushUsage)
-
-      const verify = Effect.fn("ApiKeys.verify")(function*(presented: string, options?: { readonly countUse?: boolean }) {
-        const counted = options?.countUse ?? true
-        if (modeOfApiKey(presented) === undefined) return yield* Effect.fail(new InvalidApiKey("malformed"))
-        const keyHash = hashOf(presented)
-        const cacheKey = hex(keyHash)
-        const nowMs = yield* Clock.currentTimeMillis
-        const cached = cache.get(cacheKey)
-        if (cacheLive && cached !== undefined && cached.expiresAtMs > nowMs && timingSafeEqual(cached.keyHash, keyHash)) {
-          if (counted) countUse(cached.principal.keyId, nowMs)
-          return cached.principal
-        }
-        const epochBeforeRead = revocationEpoch
-        const found = yield* store.findByHash(keyHash)
-        if (Option.isNone(found) || !timingSafeEqual(found.value.key_hash, keyHash)) {
-          return yield* Effect.fail(new InvalidApiKey("unknown"))
-        }
-        const row = found.value
-        if (row.revoked) return yield* Effect.fail(new InvalidApiKey("revoked"))
-        const principal: Principal = {
-          keyId: row.key_id,
-          accountId: row.account_id,
-          accountType: row.account_type,
-          ownerAccountId: row.owner_account_id,
-          mode: row.mode
-        }
-        if (cacheTtlMs > 0 && cacheLive && epochBeforeRead === revocationEpoch) cache.set(cacheKey, { principal, keyHash, expiresAtMs: nowMs + cacheTtlMs })
-        if (counted) countUse(principal.keyId, nowMs)
-        return principal
-      })
-
+      yield* subscribeRevocations(context)
+      const flush = flushUsage(context)
+      yield* Effect.forkScoped(flush.pipe(Effect.repeat(Schedule.spaced(Duration.millis(config.apiKeyUsageFlushMs)))))
+      yield* Effect.addFinalizer(() => flush)
       return ApiKeys.of({
-        issue: Effect.fn("ApiKeys.issue")(function*(accountId, name, mode) {
-          const nowMs = yield* Clock.currentTimeMillis
-          const keyId = makeId("key", nowMs)
-          const value = `hc_${mode}_${randomBytes(apiKeyRandomBytes).toString("base64url")}`
-          yield* store.insert({
-            keyId,
-            accountId,
-            name,
-            mode,
-            keyHash: hashOf(value),
-            keyHint: value.slice(-4),
-            createdAt: DateTime.formatIso(DateTime.makeUnsafe(nowMs))
-          })
-          return { keyId, name, mode, apiKey: Redacted.make(value) }
-        }),
-        verify,
-        list: store.listByAccount,
-        revoke: Effect.fn("ApiKeys.revoke")(function*(keyId) {
-          const nowMs = yield* Clock.currentTimeMillis
-          const revoked = yield* store.revoke(keyId, DateTime.formatIso(DateTime.makeUnsafe(nowMs)))
-          // Evict before answering, so the very next request with the key is refused;
-          // the epoch stops verifications that read the row before the update from
-          // caching it afterwards.
-          evict(keyId)
-          // Then the other nodes, before answering: each live node answers once it has
-          // evicted the key, so when this answers, every node that answered refuses it. One
-          // that does not answer in time (cut from NATS, busy, just dead) is named; the
-          // revocation still stands (it is committed), and that node's own loss of NATS, or
-          // at worst its cache TTL, bounds how long it may still accept the key.
-          if (Option.isSome(revoked) && Option.isSome(control)) {
-            yield* liveness.otherNodesHearingControl.pipe(
-              // Without the list, still tell every node; just wait for none by name.
-              Effect.catch((error) =>
-                Effect.logWarning("api key revocation: cannot read the live nodes", error).pipe(Effect.as([]))
-              ),
-              Effect.flatMap((awaiting) =>
-                control.value.broadcast(revocationTopic, keyId, { awaiting, waitMs: revocationBroadcastWaitMs })
-              ),
-              Effect.flatMap(({ unanswered }) =>
-                unanswered.length === 0 ? Effect.void : Effect.logWarning(
-                  `api key revocation not acknowledged within ${revocationBroadcastWaitMs} ms by ${unanswered.join(", ")}`
-                )
-              ),
-              Effect.catch((error) => Effect.logWarning("api key revocation not confirmed by NATS", error))
-            )
-          }
-          return revoked
-        }),
-        exists: store.exists,
-        flushUsage
+        issue: (accountId, name, mode) => issue(context, accountId, name, mode),
+        verify: (presented, options) => verify(context, presented, options),
+        list: context.store.listByAccount,
+        revoke: (keyId) => revoke(context, keyId),
+        exists: context.store.exists,
+        flushUsage: flush
       })
     })
   ).pipe(Layer.provide(ApiKeyStore.layer))
 }
+
+/** What the steps share: the store, the revocation channel, and the cache and counts this node keeps. */
+interface ApiKeysContext {
+  readonly store: ApiKeyStore["Service"]
+  readonly pepper: Uint8Array
+  readonly control: EventBus["Service"]["control"]
+  readonly liveness: NodeLiveness["Service"]
+  readonly cacheTtlMs: number
+  readonly cache: Map<string, CacheEntry>
+  /** One flush at a time (see `flushUsage`). */
+  readonly flushing: Semaphore.Semaphore
+  /** Counted since the last flush; replaced by a new map at each flush. */
+  usage: Map<string, Usage>
+  /**
+   * Bumped by every revocation (made here or received) and every loss of the revocation
+   * channel: a verification that read the database before one of those must not put its
+   * (possibly stale) result in the cache.
+   */
+  revocationEpoch: number
+  /** Distributed: off until the revocation subscription is registered, and again whenever it may have missed a message. */
+  cacheLive: boolean
+}
+
+const evict = (context: ApiKeysContext, keyId: string) => {
+  context.revocationEpoch += 1
+  for (const [cacheKey, entry] of context.cache) if (entry.principal.keyId === keyId) context.cache.delete(cacheKey)
+}
+
+/**
+ * Every node on the control channel subscribes, its cache on or not (API_KEY_CACHE_TTL_MS
+ * 0), because a revoking node waits for every live node's answer.
+ * The heartbeat row says whether this node hears revocations (NodeLiveness.hearsControl),
+ * and a revoking node waits only for nodes that do: so the row says so before this node
+ * caches, and the cache is off before the row says otherwise (a write that fails then
+ * leaves the row saying "hears": revocations wait for this node in vain, never skip it).
+ */
+const subscribeRevocations = (context: ApiKeysContext) =>
+  Effect.gen(function*() {
+    const { control, liveness } = context
+    if (Option.isNone(control)) return
+    // The channel calls back outside Effect; log with this layer's logger.
+    const runFork = Effect.runForkWith(yield* Effect.context<never>())
+    // Bumped by every change of the subscription's state: a write of "hears" that finishes
+    // after the subscription was lost again must not turn the cache on.
+    let channelState = 0
+    // At the layer's end a write still being retried gives up (the database is closing).
+    yield* Effect.addFinalizer(() => Effect.sync(() => channelState += 1))
+    yield* control.value.subscribe(revocationTopic, liveness.nodeId, {
+      onMessage: (keyId) => evict(context, keyId),
+      onUnreliable: (why) => {
+        channelState += 1
+        context.revocationEpoch += 1
+        context.cacheLive = false
+        context.cache.clear()
+        // hearsControl takes the value at once (the fiber starts synchronously), its write after.
+        runFork(liveness.hearsControl(false).pipe(
+          Effect.catch((error) => Effect.logWarning("api key revocations: cannot record that this node stopped hearing them", error)),
+          Effect.andThen(Effect.logWarning(`api key cache off until NATS is back (${why})`))
+        ))
+      },
+      onReliable: () => {
+        const state = ++channelState
+        const current = () => state === channelState
+        // Each try first checks that the subscription is still the one that asked: a retry
+        // due after the channel was lost again must not record "hears" over "stopped".
+        runFork(Effect.suspend(() => current() ? liveness.hearsControl(true) : Effect.interrupt).pipe(
+          Effect.tapError((error) => Effect.logWarning("api key revocations: cannot record that this node hears them; retrying", error)),
+          Effect.retry({ schedule: Schedule.spaced(hearsControlRetryMs), while: current }),
+          Effect.andThen(Effect.sync(() => {
+            if (!current()) return false
+            context.revocationEpoch += 1
+            const turnedOn = !context.cacheLive && context.cacheTtlMs > 0
+            context.cacheLive = true
+            return turnedOn
+          })),
+          Effect.flatMap((turnedOn) => turnedOn ? Effect.logInfo("api key cache on: revocations arrive over NATS") : Effect.void),
+          Effect.ignore
+        ))
+      }
+    })
+  })
+
+const hashOf = (context: ApiKeysContext, key: string) =>
+  new Uint8Array(createHmac("sha256", context.pepper).update(key, "utf8").digest())
+const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex")
+
+const addUsage = (usage: Map<string, Usage>, keyId: string, requests: number, lastUsedAtMs: number) => {
+  const entry = usage.get(keyId)
+  if (entry === undefined) usage.set(keyId, { requests, lastUsedAtMs })
+  else {
+    entry.requests += requests
+    entry.lastUsedAtMs = Math.max(entry.lastUsedAtMs, lastUsedAtMs)
+  }
+}
+
+/**
+ * One flush at a time: a flush asked for while another is writing waits for it, so
+ * "flushed" means every count taken so far is in the table (a listing reads them next).
+ */
+const flushUsage = (context: ApiKeysContext) =>
+  Effect.gen(function*() {
+    if (context.usage.size === 0) return
+    const batch = context.usage
+    context.usage = new Map()
+    // Every key used since the last flush in one statement, not one UPDATE per key.
+    const entries = [...batch].map(([keyId, { lastUsedAtMs, requests }]) => ({
+      keyId,
+      requests,
+      lastUsedAt: DateTime.formatIso(DateTime.makeUnsafe(lastUsedAtMs))
+    }))
+    yield* context.store.addUsage(entries).pipe(
+      Effect.catch((error) =>
+        // Put the counts back so the next flush retries them.
+        Effect.sync(() => {
+          for (const [keyId, { lastUsedAtMs, requests }] of batch) addUsage(context.usage, keyId, requests, lastUsedAtMs)
+        }).pipe(Effect.andThen(Effect.logWarning("api key usage flush failed", error)))
+      )
+    )
+  }).pipe((flush) => context.flushing.withPermit(flush), Effect.withSpan("ApiKeys.flushUsage"))
+
+const verify = Effect.fn("ApiKeys.verify")(function*(
+  context: ApiKeysContext,
+  presented: string,
+  options?: { readonly countUse?: boolean }
+) {
+  const counted = options?.countUse ?? true
+  if (modeOfApiKey(presented) === undefined) return yield* Effect.fail(new InvalidApiKey("malformed"))
+  const keyHash = hashOf(context, presented)
+  const cacheKey = hex(keyHash)
+  const nowMs = yield* Clock.currentTimeMillis
+  const cached = context.cache.get(cacheKey)
+  if (context.cacheLive && cached !== undefined && cached.expiresAtMs > nowMs && timingSafeEqual(cached.keyHash, keyHash)) {
+    if (counted) addUsage(context.usage, cached.principal.keyId, 1, nowMs)
+    return cached.principal
+  }
+  const epochBeforeRead = context.revocationEpoch
+  const found = yield* context.store.findByHash(keyHash)
+  if (Option.isNone(found) || !timingSafeEqual(found.value.key_hash, keyHash)) {
+    return yield* Effect.fail(new InvalidApiKey("unknown"))
+  }
+  const row = found.value
+  if (row.revoked) return yield* Effect.fail(new InvalidApiKey("revoked"))
+  const principal: Principal = {
+    keyId: row.key_id,
+    accountId: row.account_id,
+    accountType: row.account_type,
+    ownerAccountId: row.owner_account_id,
+    mode: row.mode
+  }
+  if (context.cacheTtlMs > 0 && context.cacheLive && epochBeforeRead === context.revocationEpoch) {
+    context.cache.set(cacheKey, { principal, keyHash, expiresAtMs: nowMs + context.cacheTtlMs })
+  }
+  if (counted) addUsage(context.usage, principal.keyId, 1, nowMs)
+  return principal
+})
+
+const issue = Effect.fn("ApiKeys.issue")(function*(context: ApiKeysContext, accountId: string, name: string, mode: Mode) {
+  const nowMs = yield* Clock.currentTimeMillis
+  const keyId = makeId("key", nowMs)
+  const value = `hc_${mode}_${randomBytes(apiKeyRandomBytes).toString("base64url")}`
+  yield* context.store.insert({
+    keyId,
+    accountId,
+    name,
+    mode,
+    keyHash: hashOf(context, value),
+    keyHint: value.slice(-4),
+    createdAt: DateTime.formatIso(DateTime.makeUnsafe(nowMs))
+  })
+  return { keyId, name, mode, apiKey: Redacted.make(value) }
+})
+
+/**
+ * Tells the other nodes, before answering: each live node answers once it has
+ * evicted the key, so when this answers, every node that answered refuses it. One
+ * that does not answer in time (cut from NATS, busy, just dead) is named; the
+ * revocation still stands (it is committed), and that node's own loss of NATS, or
+ * at worst its cache TTL, bounds how long it may still accept the key.
+ */
+const broadcastRevocation = (context: ApiKeysContext, control: Option.Option.Value<ApiKeysContext["control"]>, keyId: string) =>
+  context.liveness.otherNodesHearingControl.pipe(
+    // Without the list, still tell every node; just wait for none by name.
+    Effect.catch((error) =>
+      Effect.logWarning("api key revocation: cannot read the live nodes", error).pipe(Effect.as([]))
+    ),
+    Effect.flatMap((awaiting) =>
+      control.broadcast(revocationTopic, keyId, { awaiting, waitMs: revocationBroadcastWaitMs })
+    ),
+    Effect.flatMap(({ unanswered }) =>
+      unanswered.length === 0 ? Effect.void : Effect.logWarning(
+        `api key revocation not acknowledged within ${revocationBroadcastWaitMs} ms by ${unanswered.join(", ")}`
+      )
+    ),
+    Effect.catch((error) => Effect.logWarning("api key revocation not confirmed by NATS", error))
+  )
+
+const revoke = Effect.fn("ApiKeys.revoke")(function*(context: ApiKeysContext, keyId: string) {
+  const nowMs = yield* Clock.currentTimeMillis
+  const revoked = yield* context.store.revoke(keyId, DateTime.formatIso(DateTime.makeUnsafe(nowMs)))
+  // Evict before answering, so the very next request with the key is refused;
+  // the epoch stops verifications that read the row before the update from
+  // caching it afterwards.
+  evict(context, keyId)
+  if (Option.isSome(revoked) && Option.isSome(context.control)) {
+    yield* broadcastRevocation(context, context.control.value, keyId)
+  }
+  return revoked
+})

@@ -38,6 +38,9 @@ import {
 import { fromEvmPoint } from "../settlement/calls.ts"
 import { type ChainContext, confidentialTokenOf } from "../settlement/Chains.ts"
 import { Settlement } from "../settlement/Settlement.ts"
+import * as Invariant from "../platform/Invariant.ts"
+import * as Unavailable from "../platform/Unavailable.ts"
+import { answerServiceUnavailable } from "../platform/Unavailable.ts"
 import { type Asset, assets, formatAmount } from "@pps/api/Transfers"
 
 /** D20: a proof older than 5 minutes is refused; so is one that claims to live longer. */
@@ -112,146 +115,171 @@ export class Balances extends Context.Service<Balances, {
   static readonly layer = Layer.effect(
     Balances,
     Effect.gen(function*() {
-      const accounts = yield* Accounts
-      const keys = yield* EncryptionKeys
-      const settlement = yield* Settlement
-      const guardian = yield* GuardianClient.GuardianClient
-      const assetNames = Object.keys(assets) as Array<Asset>
-
-      const unavailable = (what: string) => (error: unknown) =>
-        Effect.logError(`${what} failed`, error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
-
-      /** The account, its KYC (D11: an agent's is its owner's), and its mode's chain. */
-      const context = (principal: Principal) =>
-        Effect.gen(function*() {
-          const account = Option.getOrThrow(yield* accounts.get(principal.accountId).pipe(Effect.orDie))
-          const keyHolder: Account = account.ownerAccountId === null
-            ? account
-            : Option.getOrThrow(yield* accounts.get(account.ownerAccountId).pipe(Effect.orDie))
-          if (!isKycSufficient(keyHolder.kycStatus)) return yield* Effect.fail(KycRequired.of())
-          const chain = yield* Option.match(settlement.chain(principal.mode), {
-            onNone: () => Effect.fail(LivemodeUnavailable.of()),
-            onSome: Effect.succeed
-          })
-          return { account, keyHolder, chain, wallet: getAddress(account.walletAddress) }
-        })
-
-      const registeredKey = (keyHolder: Account, principal: Principal) =>
-        keys.keyOfAccount(keyHolder.accountId, principal.mode).pipe(
-          Effect.orDie,
-          Effect.flatMap(Option.match({ onNone: () => Effect.fail(EncryptionKeyRequired.of()), onSome: Effect.succeed }))
-        )
-
-      const onChain = (chain: ChainContext, wallet: `0x${string}`) =>
-        Effect.forEach(assetNames, (asset) =>
-          Effect.tryPromise(() =>
-            chain.client.readContract({
-              address: confidentialTokenOf(chain, asset),
-              abi: ConfidentialTokenArtifact.abi,
-              functionName: "encryptedBalanceOf",
-              args: [wallet]
-            })
-          ).pipe(Effect.map((balance): OnChainBalance => {
-            const commitment = fromEvmPoint(balance.commitment)
-            const ownerHandle = fromEvmPoint(balance.ownerHandle)
-            return {
-              asset,
-              contract: confidentialTokenOf(chain, asset),
-              commitment,
-              ownerHandle,
-              ciphertextVersion: ciphertextVersionOf(commitment, ownerHandle)
-            }
-          })), { concurrency: "unbounded" }).pipe(Effect.catch(unavailable("reading balances on chain")))
-
+      const context: BalancesContext = {
+        accounts: yield* Accounts,
+        keys: yield* EncryptionKeys,
+        settlement: yield* Settlement,
+        guardian: yield* GuardianClient.GuardianClient
+      }
       return Balances.of({
-        nonZero: (principal) =>
-          Effect.gen(function*() {
-            const { chain, wallet } = yield* context(principal)
-            const result = yield* guardian.nonZero({
-              account: wallet,
-              assets: assetNames.map((asset) => ({ chainId: BigInt(chain.chainId), contract: confidentialTokenOf(chain, asset) }))
-            }).pipe(Effect.catch(unavailable("guardian nonZero")))
-            return assetNames.map((asset, i) => ({ asset, non_zero: result[i]?.nonZero ?? false }))
-          }),
-        proven: (principal, proof) =>
-          Effect.gen(function*() {
-            const { chain, keyHolder, wallet } = yield* context(principal)
-            const publicKey = yield* registeredKey(keyHolder, principal)
-            const balances = yield* onChain(chain, wallet)
-            const nowSeconds = BigInt(Math.floor((yield* Clock.currentTimeMillis) / 1000))
-            const verified = DecryptionProof.verify(proof, {
-              chainId: BigInt(chain.chainId),
-              account: wallet,
-              publicKey,
-              nowSeconds,
-              lifetimeMaxSeconds: proofLifetimeMaxSeconds,
-              balanceOf: (asset) => {
-                const found = balances.find((b) => b.asset === asset)
-                return found === undefined ? undefined : {
-                  contract: found.contract,
-                  commitment: found.commitment as Point.Point,
-                  handle: found.ownerHandle as Point.Point,
-                  ciphertextVersion: found.ciphertextVersion
-                }
-              }
-            })
-            if (!verified.ok) return yield* Effect.fail(DecryptionProofInvalid.of(verified.reason))
-            return verified.value.map(({ amount, asset }) => ({ asset, amount: formatAmount(amount, asset as Asset) }))
-          }),
-        sealed: (principal) =>
-          Effect.gen(function*() {
-            const { chain, keyHolder, wallet } = yield* context(principal)
-            const publicKey = yield* registeredKey(keyHolder, principal)
-            const balances = yield* onChain(chain, wallet)
-            return yield* Effect.forEach(balances, (balance) =>
-              guardian.sealedBalance({
-                chainId: BigInt(chain.chainId),
-                contract: balance.contract,
-                account: wallet,
-                publicKey: bytesToHex(publicKey)
-              }).pipe(
-                Effect.catch(unavailable("guardian sealedBalance")),
-                Effect.map((statement) => ({
-                  asset: balance.asset,
-                  chain_id: chain.chainId,
-                  contract: balance.contract,
-                  account: wallet,
-                  sealed_statement: statement.sealedStatement,
-                  statement_version: statement.version.toString(),
-                  commitment: bytesToHex(balance.commitment),
-                  handle: bytesToHex(balance.ownerHandle),
-                  ciphertext_version: balance.ciphertextVersion.toString()
-                }))
-              ))
-          }),
-        keyTotals: (principal) =>
-          Effect.gen(function*() {
-            const { chain, keyHolder, wallet } = yield* context(principal)
-            const publicKey = yield* registeredKey(keyHolder, principal)
-            const perAsset = yield* Effect.forEach(assetNames, (asset) => {
-              const contract = confidentialTokenOf(chain, asset)
-              return guardian.sealedKeyTotals({
-                chainId: BigInt(chain.chainId),
-                contract,
-                account: wallet,
-                publicKey: bytesToHex(publicKey)
-              }).pipe(
-                Effect.catch(unavailable("guardian sealedKeyTotals")),
-                Effect.map((totals) =>
-                  totals.map((total) => ({
-                    api_key_id: total.apiKeyId,
-                    asset,
-                    chain_id: chain.chainId,
-                    contract,
-                    account: wallet,
-                    sealed_total: total.sealedTotal
-                  }))
-                )
-              )
-            })
-            return perAsset.flat()
-          })
+        nonZero: (principal) => nonZero(context, principal),
+        proven: (principal, proof) => proven(context, principal, proof),
+        sealed: (principal) => sealed(context, principal),
+        keyTotals: (principal) => keyTotals(context, principal)
       })
     })
   )
 }
+
+/** What the steps share: the account's records, its key, its chain and the guardian. */
+interface BalancesContext {
+  readonly accounts: Accounts["Service"]
+  readonly keys: EncryptionKeys["Service"]
+  readonly settlement: Settlement["Service"]
+  readonly guardian: GuardianClient.GuardianClient["Service"]
+}
+
+const assetNames = Object.keys(assets) as Array<Asset>
+
+const unavailable = (what: string) => (error: unknown) =>
+  Effect.logError(`${what} failed`, error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
+
+/** An account read by its own principal, or its owner's (an agent's owner exists while the agent does). */
+const accountOf = ({ accounts }: BalancesContext, accountId: string) =>
+  accounts.get(accountId).pipe(
+    Unavailable.database("Balances.account"),
+    answerServiceUnavailable,
+    Effect.flatMap(Invariant.some("an authenticated principal's account, and an agent's owner, exist"))
+  )
+
+/** The account, its KYC (D11: an agent's is its owner's), and its mode's chain. */
+const holderOf = (context: BalancesContext, principal: Principal) =>
+  Effect.gen(function*() {
+    const account = yield* accountOf(context, principal.accountId)
+    const keyHolder: Account = account.ownerAccountId === null ? account : yield* accountOf(context, account.ownerAccountId)
+    if (!isKycSufficient(keyHolder.kycStatus)) return yield* Effect.fail(KycRequired.of())
+    const chain = yield* Option.match(context.settlement.chain(principal.mode), {
+      onNone: () => Effect.fail(LivemodeUnavailable.of()),
+      onSome: Effect.succeed
+    })
+    return { account, keyHolder, chain, wallet: getAddress(account.walletAddress) }
+  })
+
+const registeredKey = ({ keys }: BalancesContext, keyHolder: Account, principal: Principal) =>
+  keys.keyOfAccount(keyHolder.accountId, principal.mode).pipe(
+    Unavailable.database("Balances.registeredKey"),
+    answerServiceUnavailable,
+    Effect.flatMap(Option.match({ onNone: () => Effect.fail(EncryptionKeyRequired.of()), onSome: Effect.succeed }))
+  )
+
+const onChain = (chain: ChainContext, wallet: `0x${string}`) =>
+  Effect.forEach(assetNames, (asset) =>
+    Effect.tryPromise(() =>
+      chain.client.readContract({
+        address: confidentialTokenOf(chain, asset),
+        abi: ConfidentialTokenArtifact.abi,
+        functionName: "encryptedBalanceOf",
+        args: [wallet]
+      })
+    ).pipe(Effect.map((balance): OnChainBalance => {
+      const commitment = fromEvmPoint(balance.commitment)
+      const ownerHandle = fromEvmPoint(balance.ownerHandle)
+      return {
+        asset,
+        contract: confidentialTokenOf(chain, asset),
+        commitment,
+        ownerHandle,
+        ciphertextVersion: ciphertextVersionOf(commitment, ownerHandle)
+      }
+    })), { concurrency: "unbounded" }).pipe(Effect.catch(unavailable("reading balances on chain")))
+
+const nonZero = (context: BalancesContext, principal: Principal) =>
+  Effect.gen(function*() {
+    const { chain, wallet } = yield* holderOf(context, principal)
+    const result = yield* context.guardian.nonZero({
+      account: wallet,
+      assets: assetNames.map((asset) => ({ chainId: BigInt(chain.chainId), contract: confidentialTokenOf(chain, asset) }))
+    }).pipe(Effect.catch(unavailable("guardian nonZero")))
+    return assetNames.map((asset, i) => ({ asset, non_zero: result[i]?.nonZero ?? false }))
+  })
+
+const proven = (context: BalancesContext, principal: Principal, proof: string) =>
+  Effect.gen(function*() {
+    const { chain, keyHolder, wallet } = yield* holderOf(context, principal)
+    const publicKey = yield* registeredKey(context, keyHolder, principal)
+    const balances = yield* onChain(chain, wallet)
+    const nowSeconds = BigInt(Math.floor((yield* Clock.currentTimeMillis) / 1000))
+    const verified = DecryptionProof.verify(proof, {
+      chainId: BigInt(chain.chainId),
+      account: wallet,
+      publicKey,
+      nowSeconds,
+      lifetimeMaxSeconds: proofLifetimeMaxSeconds,
+      balanceOf: (asset) => {
+        const found = balances.find((b) => b.asset === asset)
+        return found === undefined ? undefined : {
+          contract: found.contract,
+          commitment: found.commitment as Point.Point,
+          handle: found.ownerHandle as Point.Point,
+          ciphertextVersion: found.ciphertextVersion
+        }
+      }
+    })
+    if (!verified.ok) return yield* Effect.fail(DecryptionProofInvalid.of(verified.reason))
+    return verified.value.map(({ amount, asset }) => ({ asset, amount: formatAmount(amount, asset as Asset) }))
+  })
+
+const sealed = (context: BalancesContext, principal: Principal) =>
+  Effect.gen(function*() {
+    const { chain, keyHolder, wallet } = yield* holderOf(context, principal)
+    const publicKey = yield* registeredKey(context, keyHolder, principal)
+    const balances = yield* onChain(chain, wallet)
+    return yield* Effect.forEach(balances, (balance) =>
+      context.guardian.sealedBalance({
+        chainId: BigInt(chain.chainId),
+        contract: balance.contract,
+        account: wallet,
+        publicKey: bytesToHex(publicKey)
+      }).pipe(
+        Effect.catch(unavailable("guardian sealedBalance")),
+        Effect.map((statement) => ({
+          asset: balance.asset,
+          chain_id: chain.chainId,
+          contract: balance.contract,
+          account: wallet,
+          sealed_statement: statement.sealedStatement,
+          statement_version: statement.version.toString(),
+          commitment: bytesToHex(balance.commitment),
+          handle: bytesToHex(balance.ownerHandle),
+          ciphertext_version: balance.ciphertextVersion.toString()
+        }))
+      ))
+  })
+
+const keyTotals = (context: BalancesContext, principal: Principal) =>
+  Effect.gen(function*() {
+    const { chain, keyHolder, wallet } = yield* holderOf(context, principal)
+    const publicKey = yield* registeredKey(context, keyHolder, principal)
+    const perAsset = yield* Effect.forEach(assetNames, (asset) => {
+      const contract = confidentialTokenOf(chain, asset)
+      return context.guardian.sealedKeyTotals({
+        chainId: BigInt(chain.chainId),
+        contract,
+        account: wallet,
+        publicKey: bytesToHex(publicKey)
+      }).pipe(
+        Effect.catch(unavailable("guardian sealedKeyTotals")),
+        Effect.map((totals) =>
+          totals.map((total) => ({
+            api_key_id: total.apiKeyId,
+            asset,
+            chain_id: chain.chainId,
+            contract,
+            account: wallet,
+            sealed_total: total.sealedTotal
+          }))
+        )
+      )
+    })
+    return perAsset.flat()
+  })

@@ -40,9 +40,10 @@ import type {
 } from "@simplewebauthn/server"
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import type { Principal } from "@pps/api/ApiKeys"
+import type { Mode, Principal } from "@pps/api/ApiKeys"
 import { AccountType } from "@pps/api/Accounts"
 import { ulid } from "../platform/Ids.ts"
+import * as Invariant from "../platform/Invariant.ts"
 import { DashboardConfig } from "./DashboardConfig.ts"
 
 /** An invite link is for the person it was given to, today: SPEC's "one-time link (24 h)". */
@@ -204,320 +205,383 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
   static readonly layer = Layer.effect(
     DashboardAuth,
     Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
       const { origin, rpId, mode } = yield* DashboardConfig
-      const decodeSessions = Schema.decodeUnknownEffect(Schema.Array(SessionRow))
-      const decodePasskeys = Schema.decodeUnknownEffect(Schema.Array(PasskeyRow))
-
-      const storeChallenge = (
-        challenge: string,
-        purpose: Purpose,
-        accountId: string | null,
-        inviteHash: Uint8Array | null
-      ) =>
-        Effect.gen(function*() {
-          const now = yield* Clock.currentTimeMillis
-          // Expired challenges nobody answered go with the next one stored.
-          yield* sql`DELETE FROM dashboard_challenges WHERE expires_at < ${isoOf(now)}::timestamptz`
-          yield* sql`
-            INSERT INTO dashboard_challenges (challenge, purpose, account_id, invite_hash, expires_at)
-            VALUES (${challenge}, ${purpose}, ${accountId}, ${inviteHash}, ${isoOf(now + challengeLifetimeMs)}::timestamptz)`
-        })
-
-      /** Takes the challenge a response answers, if it is live and of this purpose. */
-      const takeChallenge = (clientDataJSON: string, purpose: Purpose) =>
-        Effect.gen(function*() {
-          const challenge = challengeOf(clientDataJSON)
-          if (Option.isNone(challenge)) return yield* ceremonyInvalid
-          const now = yield* Clock.currentTimeMillis
-          const rows = yield* sql<{ account_id: string | null; invite_hash: Uint8Array | null }>`
-            DELETE FROM dashboard_challenges
-            WHERE challenge = ${challenge.value} AND purpose = ${purpose} AND expires_at > ${isoOf(now)}::timestamptz
-            RETURNING account_id, invite_hash`
-          const row = rows[0]
-          if (row === undefined) return yield* ceremonyInvalid
-          return { challenge: challenge.value, accountId: row.account_id, inviteHash: row.invite_hash }
-        })
-
-      /** A session opened by a user-verified ceremony of `credentialId`: verified now. */
-      const openSession = (accountId: string, userAgent: string, credentialId: string) =>
-        Effect.gen(function*() {
-          const now = yield* Clock.currentTimeMillis
-          const sessionId = `ses_${ulid(now)}`
-          const token = newToken()
-          const csrfToken = newToken()
-          const expiresAtMs = now + sessionAbsoluteMs
-          yield* sql`
-            INSERT INTO dashboard_sessions (session_id, token_hash, account_id, csrf_token, user_agent, created_at, last_seen_at, expires_at,
-                                            verified_at, credential_id)
-            VALUES (${sessionId}, ${sha256(token)}, ${accountId}, ${csrfToken}, ${userAgent.slice(0, 256)},
-                    ${isoOf(now)}::timestamptz, ${isoOf(now)}::timestamptz, ${isoOf(expiresAtMs)}::timestamptz,
-                    ${isoOf(now)}::timestamptz, ${credentialId})`
-          yield* Effect.logInfo("dashboard session opened").pipe(Effect.annotateLogs({ session_id: sessionId, account_id: accountId }))
-          return { sessionId, token, csrfToken, expiresAtMs } satisfies OpenedSession
-        })
-
-      const registrationOptions = (accountId: string, handle: string) =>
-        Effect.gen(function*() {
-          const existing = yield* sql<{ credential_id: string; transports: string }>`
-            SELECT credential_id, transports FROM dashboard_passkeys WHERE account_id = ${accountId}`
-          return yield* Effect.promise(() =>
-            generateRegistrationOptions({
-              rpName: "Private Payments",
-              rpID: rpId,
-              userName: `@${handle}`,
-              userID: new TextEncoder().encode(accountId),
-              attestationType: "none",
-              excludeCredentials: existing.map((row) => ({ id: row.credential_id, transports: transportsOf(row.transports) })),
-              // Discoverable, so sign-in needs no user name: the passkey names the account.
-              authenticatorSelection: { residentKey: "required", userVerification: "preferred" },
-              // Asks for the PRF extension where the authenticator has it, so the page can
-              // protect the holder's decryption key with the passkey (it is evaluated in the
-              // browser only; the server never sees its output).
-              extensions: { prf: {} }
-            })
-          )
-        })
-
-      const verifyRegistration = (response: RegistrationResponseJSON, challenge: string) =>
-        Effect.tryPromise({
-          try: () => verifyRegistrationResponse({ response, expectedChallenge: challenge, expectedOrigin: origin, expectedRPID: rpId }),
-          catch: () => ceremonyInvalid
-        }).pipe(Effect.flatMap((result) => result.verified ? Effect.succeed(result.registrationInfo.credential) : Effect.fail(ceremonyInvalid)))
-
-      const storePasskey = (accountId: string, credential: { readonly id: string; readonly publicKey: Uint8Array; readonly counter: number; readonly transports?: ReadonlyArray<string> | undefined }, name: string) =>
-        Effect.gen(function*() {
-          const now = yield* Clock.currentTimeMillis
-          const cleanName = name.trim().slice(0, passkeyNameMax) || "Passkey"
-          yield* sql`
-            INSERT INTO dashboard_passkeys (credential_id, account_id, public_key, sign_count, transports, name, created_at)
-            VALUES (${credential.id}, ${accountId}, ${credential.publicKey}, ${credential.counter}, ${(credential.transports ?? []).join(",")},
-                    ${cleanName}, ${isoOf(now)}::timestamptz)`
-          return { credential_id: credential.id, name: cleanName, created_at: isoOf(now), last_used_at: null } satisfies PasskeyView
-        })
-
-      /**
-       * Verifies an assertion (user verification required: the library's default)
-       * against the stored passkey it names, and advances its counter.
-       */
-      const verifyAssertion = (response: AuthenticationResponseJSON, challenge: string) =>
-        Effect.gen(function*() {
-          const rows = yield* sql`
-            SELECT credential_id, account_id, public_key, sign_count::text AS sign_count, transports
-            FROM dashboard_passkeys WHERE credential_id = ${response.id}`.pipe(Effect.flatMap(decodePasskeys), Effect.orDie)
-          const passkey = rows[0]
-          if (passkey === undefined) {
-            return yield* new DashboardAuthError({ reason: "passkey_unknown", message: "This passkey is not registered here." })
-          }
-          const verified = yield* Effect.tryPromise({
-            try: () =>
-              verifyAuthenticationResponse({
-                response,
-                expectedChallenge: challenge,
-                expectedOrigin: origin,
-                expectedRPID: rpId,
-                requireUserVerification: true,
-                credential: { id: passkey.credential_id, publicKey: new Uint8Array(passkey.public_key), counter: passkey.sign_count, transports: transportsOf(passkey.transports) }
-              }),
-            catch: () => ceremonyInvalid
-          })
-          if (!verified.verified) return yield* ceremonyInvalid
-          const now = yield* Clock.currentTimeMillis
-          yield* sql`
-            UPDATE dashboard_passkeys SET sign_count = ${verified.authenticationInfo.newCounter}, last_used_at = ${isoOf(now)}::timestamptz
-            WHERE credential_id = ${passkey.credential_id}`
-          return passkey
-        })
-
-      const handleOf = (accountId: string) =>
-        sql<{ handle: string; type: string }>`SELECT handle, type FROM accounts WHERE account_id = ${accountId}`.pipe(
-          Effect.map((rows) => Option.fromNullishOr(rows[0]))
-        )
-
+      const context: DashboardAuthContext = { sql: yield* SqlClient.SqlClient, origin, rpId, mode }
       return DashboardAuth.of({
-        invite: Effect.fn("DashboardAuth.invite")(function*(accountId) {
-          const account = yield* handleOf(accountId)
-          // Agents act through their owner's dashboard (D21), never their own.
-          if (Option.isNone(account) || account.value.type === "agent") return Option.none()
-          const now = yield* Clock.currentTimeMillis
-          const token = newToken()
-          const expiresAtMs = now + inviteLifetimeMs
-          yield* sql`
-            INSERT INTO dashboard_invites (token_hash, account_id, created_at, expires_at)
-            VALUES (${sha256(token)}, ${accountId}, ${isoOf(now)}::timestamptz, ${isoOf(expiresAtMs)}::timestamptz)`
-          return Option.some({ token, expiresAtMs })
-        }),
-
-        enrollOptions: Effect.fn("DashboardAuth.enrollOptions")(function*(inviteToken) {
-          const now = yield* Clock.currentTimeMillis
-          const inviteHash = sha256(inviteToken)
-          const rows = yield* sql<{ account_id: string; handle: string }>`
-            SELECT i.account_id, a.handle FROM dashboard_invites i JOIN accounts a ON a.account_id = i.account_id
-            WHERE i.token_hash = ${inviteHash} AND i.used_at IS NULL AND i.expires_at > ${isoOf(now)}::timestamptz`
-          const invite = rows[0]
-          if (invite === undefined) {
-            return yield* new DashboardAuthError({ reason: "invite_invalid", message: "This invite link is unknown, used or expired; ask the operator for a new one." })
-          }
-          const options = yield* registrationOptions(invite.account_id, invite.handle)
-          yield* storeChallenge(options.challenge, "enroll", invite.account_id, inviteHash)
-          return options
-        }),
-
-        enrollVerify: Effect.fn("DashboardAuth.enrollVerify")(function*(response, name, userAgent) {
-          const taken = yield* takeChallenge(response.response.clientDataJSON, "enroll")
-          if (taken.accountId === null || taken.inviteHash === null) return yield* ceremonyInvalid
-          const credential = yield* verifyRegistration(response, taken.challenge)
-          const accountId = taken.accountId
-          const inviteHash = taken.inviteHash
-          return yield* sql.withTransaction(Effect.gen(function*() {
-            const now = yield* Clock.currentTimeMillis
-            // The invite is spent here, once: a second enrollment with it finds it used.
-            const spent = yield* sql`
-              UPDATE dashboard_invites SET used_at = ${isoOf(now)}::timestamptz
-              WHERE token_hash = ${inviteHash} AND used_at IS NULL AND expires_at > ${isoOf(now)}::timestamptz
-              RETURNING account_id`
-            if (spent.length === 0) {
-              return yield* new DashboardAuthError({ reason: "invite_invalid", message: "This invite link is unknown, used or expired; ask the operator for a new one." })
-            }
-            yield* storePasskey(accountId, credential, name)
-            return yield* openSession(accountId, userAgent, credential.id)
-          }))
-        }),
-
-        signInOptions: Effect.gen(function*() {
-          const options = yield* Effect.promise(() => generateAuthenticationOptions({ rpID: rpId, userVerification: "preferred" }))
-          yield* storeChallenge(options.challenge, "sign_in", null, null)
-          return options
-        }),
-
-        signInVerify: Effect.fn("DashboardAuth.signInVerify")(function*(response, userAgent) {
-          const taken = yield* takeChallenge(response.response.clientDataJSON, "sign_in")
-          const passkey = yield* verifyAssertion(response, taken.challenge)
-          return yield* openSession(passkey.account_id, userAgent, passkey.credential_id)
-        }),
-
-        addPasskeyOptions: Effect.fn("DashboardAuth.addPasskeyOptions")(function*(session) {
-          const options = yield* registrationOptions(session.accountId, session.handle)
-          yield* storeChallenge(options.challenge, "add_passkey", session.accountId, null)
-          return options
-        }),
-
-        addPasskeyVerify: Effect.fn("DashboardAuth.addPasskeyVerify")(function*(session, response, name) {
-          const taken = yield* takeChallenge(response.response.clientDataJSON, "add_passkey")
-          if (taken.accountId !== session.accountId) return yield* ceremonyInvalid
-          const credential = yield* verifyRegistration(response, taken.challenge)
-          const added = yield* storePasskey(session.accountId, credential, name)
-          yield* Effect.logInfo("dashboard passkey added").pipe(Effect.annotateLogs({ session_id: session.sessionId, credential_id: added.credential_id }))
-          return added
-        }),
-
-        stepUpOptions: Effect.fn("DashboardAuth.stepUpOptions")(function*(session) {
-          const owned = yield* sql<{ credential_id: string; transports: string }>`
-            SELECT credential_id, transports FROM dashboard_passkeys WHERE account_id = ${session.accountId}`
-          const options = yield* Effect.promise(() =>
-            generateAuthenticationOptions({
-              rpID: rpId,
-              userVerification: "required",
-              allowCredentials: owned.map((row) => ({ id: row.credential_id, transports: transportsOf(row.transports) }))
-            })
-          )
-          // Bound to the account: another account's passkey cannot answer it.
-          yield* storeChallenge(options.challenge, "step_up", session.accountId, null)
-          return options
-        }),
-
-        stepUpVerify: Effect.fn("DashboardAuth.stepUpVerify")(function*(session, response) {
-          const taken = yield* takeChallenge(response.response.clientDataJSON, "step_up")
-          if (taken.accountId !== session.accountId) return yield* ceremonyInvalid
-          const passkey = yield* verifyAssertion(response, taken.challenge)
-          if (passkey.account_id !== session.accountId) return yield* ceremonyInvalid
-          const now = yield* Clock.currentTimeMillis
-          yield* sql`UPDATE dashboard_sessions SET verified_at = ${isoOf(now)}::timestamptz WHERE session_id = ${session.sessionId}`
-          yield* Effect.logInfo("dashboard session stepped up").pipe(Effect.annotateLogs({ session_id: session.sessionId, credential_id: passkey.credential_id }))
-        }),
-
-        passkeys: (accountId) =>
-          sql<PasskeyView>`
-            SELECT credential_id, name, iso_utc(created_at) AS created_at, iso_utc(last_used_at) AS last_used_at
-            FROM dashboard_passkeys WHERE account_id = ${accountId} ORDER BY created_at, credential_id`,
-
-        removePasskey: Effect.fn("DashboardAuth.removePasskey")(function*(session, credentialId) {
-          const accountId = session.accountId
-          const ended = yield* sql.withTransaction(Effect.gen(function*() {
-            const rows = yield* sql<{ credential_id: string }>`
-              SELECT credential_id FROM dashboard_passkeys WHERE account_id = ${accountId} FOR UPDATE`
-            if (!rows.some((row) => row.credential_id === credentialId)) {
-              return yield* new DashboardAuthError({ reason: "passkey_not_found", message: "No such passkey on this account." })
-            }
-            // Removing the last one would lock the holder out until the operator sends a new invite.
-            if (rows.length === 1) {
-              return yield* new DashboardAuthError({ reason: "last_passkey", message: "This is the account's only passkey; add another before removing it." })
-            }
-            yield* sql`DELETE FROM dashboard_passkeys WHERE credential_id = ${credentialId} AND account_id = ${accountId}`
-            // A passkey removed (lost, or someone else's) must not leave the sessions it opened alive.
-            const now = yield* Clock.currentTimeMillis
-            return yield* sql<{ session_id: string }>`
-              UPDATE dashboard_sessions SET revoked_at = ${isoOf(now)}::timestamptz
-              WHERE account_id = ${accountId} AND credential_id = ${credentialId} AND revoked_at IS NULL
-              RETURNING session_id`
-          }))
-          yield* Effect.logInfo("dashboard passkey removed").pipe(
-            Effect.annotateLogs({ session_id: session.sessionId, credential_id: credentialId, sessions_ended: ended.length })
-          )
-          return { endedCurrent: ended.some((row) => row.session_id === session.sessionId) }
-        }),
-
-        authenticate: Effect.fn("DashboardAuth.authenticate")(function*(token, options) {
-          const rows = yield* sql`
-            SELECT s.session_id, s.account_id, a.handle, s.csrf_token, a.type AS account_type, a.owner_account_id,
-                   (extract(epoch FROM s.last_seen_at) * 1000)::bigint::text AS last_seen_ms,
-                   (extract(epoch FROM s.expires_at) * 1000)::bigint::text AS expires_ms,
-                   (extract(epoch FROM s.verified_at) * 1000)::bigint::text AS verified_ms,
-                   (s.revoked_at IS NOT NULL) AS revoked
-            FROM dashboard_sessions s JOIN accounts a ON a.account_id = s.account_id
-            WHERE s.token_hash = ${sha256(token)}`.pipe(Effect.flatMap(decodeSessions), Effect.orDie)
-          const row = rows[0]
-          const now = yield* Clock.currentTimeMillis
-          if (row === undefined || row.revoked || now >= row.expires_ms || now - row.last_seen_ms >= sessionIdleMs) return Option.none()
-          if (options?.touch !== false && now - row.last_seen_ms >= touchEveryMs) {
-            yield* sql`UPDATE dashboard_sessions SET last_seen_at = ${isoOf(now)}::timestamptz WHERE session_id = ${row.session_id}`
-          }
-          return Option.some({
-            sessionId: row.session_id,
-            accountId: row.account_id,
-            handle: row.handle,
-            csrfToken: row.csrf_token,
-            verifiedAtMs: row.verified_ms,
-            // The session stands in for a key (D41): its id is the "key" its requests are
-            // counted, rate-limited and idempotency-scoped under.
-            principal: { keyId: row.session_id, accountId: row.account_id, accountType: row.account_type, ownerAccountId: row.owner_account_id, mode }
-          } satisfies DashboardSession)
-        }),
-
-        sessions: Effect.fn("DashboardAuth.sessions")(function*(session) {
-          const now = yield* Clock.currentTimeMillis
-          const rows = yield* sql<{ session_id: string; user_agent: string; created_at: string; last_seen_at: string; expires_at: string }>`
-            SELECT session_id, user_agent, iso_utc(created_at) AS created_at, iso_utc(last_seen_at) AS last_seen_at, iso_utc(expires_at) AS expires_at
-            FROM dashboard_sessions
-            WHERE account_id = ${session.accountId} AND revoked_at IS NULL AND expires_at > ${isoOf(now)}::timestamptz
-              AND last_seen_at > ${isoOf(now - sessionIdleMs)}::timestamptz
-            ORDER BY created_at DESC`
-          return rows.map((row) => ({ ...row, current: row.session_id === session.sessionId }))
-        }),
-
-        signOut: (sessionId) =>
-          Effect.flatMap(Clock.currentTimeMillis, (now) =>
-            sql`UPDATE dashboard_sessions SET revoked_at = ${isoOf(now)}::timestamptz WHERE session_id = ${sessionId} AND revoked_at IS NULL`
-          ).pipe(Effect.asVoid),
-
-        signOutEverywhere: (accountId) =>
-          Effect.flatMap(Clock.currentTimeMillis, (now) =>
-            sql`UPDATE dashboard_sessions SET revoked_at = ${isoOf(now)}::timestamptz WHERE account_id = ${accountId} AND revoked_at IS NULL`
-          ).pipe(Effect.asVoid)
+        invite: (accountId) => invite(context, accountId),
+        enrollOptions: (inviteToken) => enrollOptions(context, inviteToken),
+        enrollVerify: (response, name, userAgent) => enrollVerify(context, response, name, userAgent),
+        signInOptions: signInOptions(context),
+        signInVerify: (response, userAgent) => signInVerify(context, response, userAgent),
+        addPasskeyOptions: (session) => addPasskeyOptions(context, session),
+        addPasskeyVerify: (session, response, name) => addPasskeyVerify(context, session, response, name),
+        stepUpOptions: (session) => stepUpOptions(context, session),
+        stepUpVerify: (session, response) => stepUpVerify(context, session, response),
+        passkeys: (accountId) => passkeys(context, accountId),
+        removePasskey: (session, credentialId) => removePasskey(context, session, credentialId),
+        authenticate: (token, options) => authenticate(context, token, options),
+        sessions: (session) => sessions(context, session),
+        signOut: (sessionId) => signOut(context, sessionId),
+        signOutEverywhere: (accountId) => signOutEverywhere(context, accountId)
       })
     })
   )
 }
+
+/** What the steps share: the database and the relying party this node answers as. */
+interface DashboardAuthContext {
+  readonly sql: SqlClient.SqlClient
+  readonly origin: string
+  readonly rpId: string
+  readonly mode: Mode
+}
+
+const decodeSessions = Schema.decodeUnknownEffect(Schema.Array(SessionRow))
+const decodePasskeys = Schema.decodeUnknownEffect(Schema.Array(PasskeyRow))
+
+const inviteInvalid = () =>
+  new DashboardAuthError({ reason: "invite_invalid", message: "This invite link is unknown, used or expired; ask the operator for a new one." })
+
+const storeChallenge = (
+  { sql }: DashboardAuthContext,
+  challenge: string,
+  purpose: Purpose,
+  accountId: string | null,
+  inviteHash: Uint8Array | null
+) =>
+  Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    // Expired challenges nobody answered go with the next one stored.
+    yield* sql`DELETE FROM dashboard_challenges WHERE expires_at < ${isoOf(now)}::timestamptz`
+    yield* sql`
+      INSERT INTO dashboard_challenges (challenge, purpose, account_id, invite_hash, expires_at)
+      VALUES (${challenge}, ${purpose}, ${accountId}, ${inviteHash}, ${isoOf(now + challengeLifetimeMs)}::timestamptz)`
+  })
+
+/** Takes the challenge a response answers, if it is live and of this purpose. */
+const takeChallenge = ({ sql }: DashboardAuthContext, clientDataJSON: string, purpose: Purpose) =>
+  Effect.gen(function*() {
+    const challenge = challengeOf(clientDataJSON)
+    if (Option.isNone(challenge)) return yield* ceremonyInvalid
+    const now = yield* Clock.currentTimeMillis
+    const rows = yield* sql<{ account_id: string | null; invite_hash: Uint8Array | null }>`
+      DELETE FROM dashboard_challenges
+      WHERE challenge = ${challenge.value} AND purpose = ${purpose} AND expires_at > ${isoOf(now)}::timestamptz
+      RETURNING account_id, invite_hash`
+    const row = rows[0]
+    if (row === undefined) return yield* ceremonyInvalid
+    return { challenge: challenge.value, accountId: row.account_id, inviteHash: row.invite_hash }
+  })
+
+/** A session opened by a user-verified ceremony of `credentialId`: verified now. */
+const openSession = ({ sql }: DashboardAuthContext, accountId: string, userAgent: string, credentialId: string) =>
+  Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    const sessionId = `ses_${ulid(now)}`
+    const token = newToken()
+    const csrfToken = newToken()
+    const expiresAtMs = now + sessionAbsoluteMs
+    yield* sql`
+      INSERT INTO dashboard_sessions (session_id, token_hash, account_id, csrf_token, user_agent, created_at, last_seen_at, expires_at,
+                                      verified_at, credential_id)
+      VALUES (${sessionId}, ${sha256(token)}, ${accountId}, ${csrfToken}, ${userAgent.slice(0, 256)},
+              ${isoOf(now)}::timestamptz, ${isoOf(now)}::timestamptz, ${isoOf(expiresAtMs)}::timestamptz,
+              ${isoOf(now)}::timestamptz, ${credentialId})`
+    yield* Effect.logInfo("dashboard session opened").pipe(Effect.annotateLogs({ session_id: sessionId, account_id: accountId }))
+    return { sessionId, token, csrfToken, expiresAtMs } satisfies OpenedSession
+  })
+
+const registrationOptions = ({ sql, rpId }: DashboardAuthContext, accountId: string, handle: string) =>
+  Effect.gen(function*() {
+    const existing = yield* sql<{ credential_id: string; transports: string }>`
+      SELECT credential_id, transports FROM dashboard_passkeys WHERE account_id = ${accountId}`
+    return yield* Effect.promise(() =>
+      generateRegistrationOptions({
+        rpName: "Private Payments",
+        rpID: rpId,
+        userName: `@${handle}`,
+        userID: new TextEncoder().encode(accountId),
+        attestationType: "none",
+        excludeCredentials: existing.map((row) => ({ id: row.credential_id, transports: transportsOf(row.transports) })),
+        // Discoverable, so sign-in needs no user name: the passkey names the account.
+        authenticatorSelection: { residentKey: "required", userVerification: "preferred" },
+        // Asks for the PRF extension where the authenticator has it, so the page can
+        // protect the holder's decryption key with the passkey (it is evaluated in the
+        // browser only; the server never sees its output).
+        extensions: { prf: {} }
+      })
+    )
+  })
+
+const verifyRegistration = ({ origin, rpId }: DashboardAuthContext, response: RegistrationResponseJSON, challenge: string) =>
+  Effect.tryPromise({
+    try: () => verifyRegistrationResponse({ response, expectedChallenge: challenge, expectedOrigin: origin, expectedRPID: rpId }),
+    catch: () => ceremonyInvalid
+  }).pipe(Effect.flatMap((result) => result.verified ? Effect.succeed(result.registrationInfo.credential) : Effect.fail(ceremonyInvalid)))
+
+interface RegisteredCredential {
+  readonly id: string
+  readonly publicKey: Uint8Array
+  readonly counter: number
+  readonly transports?: ReadonlyArray<string> | undefined
+}
+
+const storePasskey = ({ sql }: DashboardAuthContext, accountId: string, credential: RegisteredCredential, name: string) =>
+  Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    const cleanName = name.trim().slice(0, passkeyNameMax) || "Passkey"
+    yield* sql`
+      INSERT INTO dashboard_passkeys (credential_id, account_id, public_key, sign_count, transports, name, created_at)
+      VALUES (${credential.id}, ${accountId}, ${credential.publicKey}, ${credential.counter}, ${(credential.transports ?? []).join(",")},
+              ${cleanName}, ${isoOf(now)}::timestamptz)`
+    return { credential_id: credential.id, name: cleanName, created_at: isoOf(now), last_used_at: null } satisfies PasskeyView
+  })
+
+/**
+ * Verifies an assertion (user verification required: the library's default)
+ * against the stored passkey it names, and advances its counter.
+ */
+const verifyAssertion = ({ sql, origin, rpId }: DashboardAuthContext, response: AuthenticationResponseJSON, challenge: string) =>
+  Effect.gen(function*() {
+    const rows = yield* sql`
+      SELECT credential_id, account_id, public_key, sign_count::text AS sign_count, transports
+      FROM dashboard_passkeys WHERE credential_id = ${response.id}`.pipe(
+      Effect.flatMap((found) => decodePasskeys(found).pipe(Invariant.orDie("a dashboard_passkeys row decodes as the passkey it stores")))
+    )
+    const passkey = rows[0]
+    if (passkey === undefined) {
+      return yield* new DashboardAuthError({ reason: "passkey_unknown", message: "This passkey is not registered here." })
+    }
+    const verified = yield* Effect.tryPromise({
+      try: () =>
+        verifyAuthenticationResponse({
+          response,
+          expectedChallenge: challenge,
+          expectedOrigin: origin,
+          expectedRPID: rpId,
+          requireUserVerification: true,
+          credential: { id: passkey.credential_id, publicKey: new Uint8Array(passkey.public_key), counter: passkey.sign_count, transports: transportsOf(passkey.transports) }
+        }),
+      catch: () => ceremonyInvalid
+    })
+    if (!verified.verified) return yield* ceremonyInvalid
+    const now = yield* Clock.currentTimeMillis
+    yield* sql`
+      UPDATE dashboard_passkeys SET sign_count = ${verified.authenticationInfo.newCounter}, last_used_at = ${isoOf(now)}::timestamptz
+      WHERE credential_id = ${passkey.credential_id}`
+    return passkey
+  })
+
+const handleOf = ({ sql }: DashboardAuthContext, accountId: string) =>
+  sql<{ handle: string; type: string }>`SELECT handle, type FROM accounts WHERE account_id = ${accountId}`.pipe(
+    Effect.map((rows) => Option.fromNullishOr(rows[0]))
+  )
+
+const invite = Effect.fn("DashboardAuth.invite")(function*(context: DashboardAuthContext, accountId: string) {
+  const account = yield* handleOf(context, accountId)
+  // Agents act through their owner's dashboard (D21), never their own.
+  if (Option.isNone(account) || account.value.type === "agent") return Option.none()
+  const now = yield* Clock.currentTimeMillis
+  const token = newToken()
+  const expiresAtMs = now + inviteLifetimeMs
+  yield* context.sql`
+    INSERT INTO dashboard_invites (token_hash, account_id, created_at, expires_at)
+    VALUES (${sha256(token)}, ${accountId}, ${isoOf(now)}::timestamptz, ${isoOf(expiresAtMs)}::timestamptz)`
+  return Option.some({ token, expiresAtMs })
+})
+
+const enrollOptions = Effect.fn("DashboardAuth.enrollOptions")(function*(context: DashboardAuthContext, inviteToken: string) {
+  const now = yield* Clock.currentTimeMillis
+  const inviteHash = sha256(inviteToken)
+  const rows = yield* context.sql<{ account_id: string; handle: string }>`
+    SELECT i.account_id, a.handle FROM dashboard_invites i JOIN accounts a ON a.account_id = i.account_id
+    WHERE i.token_hash = ${inviteHash} AND i.used_at IS NULL AND i.expires_at > ${isoOf(now)}::timestamptz`
+  const found = rows[0]
+  if (found === undefined) return yield* inviteInvalid()
+  const options = yield* registrationOptions(context, found.account_id, found.handle)
+  yield* storeChallenge(context, options.challenge, "enroll", found.account_id, inviteHash)
+  return options
+})
+
+const enrollVerify = Effect.fn("DashboardAuth.enrollVerify")(function*(
+  context: DashboardAuthContext,
+  response: RegistrationResponseJSON,
+  name: string,
+  userAgent: string
+) {
+  const { sql } = context
+  const taken = yield* takeChallenge(context, response.response.clientDataJSON, "enroll")
+  if (taken.accountId === null || taken.inviteHash === null) return yield* ceremonyInvalid
+  const credential = yield* verifyRegistration(context, response, taken.challenge)
+  const accountId = taken.accountId
+  const inviteHash = taken.inviteHash
+  return yield* sql.withTransaction(Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    // The invite is spent here, once: a second enrollment with it finds it used.
+    const spent = yield* sql`
+      UPDATE dashboard_invites SET used_at = ${isoOf(now)}::timestamptz
+      WHERE token_hash = ${inviteHash} AND used_at IS NULL AND expires_at > ${isoOf(now)}::timestamptz
+      RETURNING account_id`
+    if (spent.length === 0) return yield* inviteInvalid()
+    yield* storePasskey(context, accountId, credential, name)
+    return yield* openSession(context, accountId, userAgent, credential.id)
+  }))
+})
+
+const signInOptions = (context: DashboardAuthContext) =>
+  Effect.gen(function*() {
+    const options = yield* Effect.promise(() => generateAuthenticationOptions({ rpID: context.rpId, userVerification: "preferred" }))
+    yield* storeChallenge(context, options.challenge, "sign_in", null, null)
+    return options
+  })
+
+const signInVerify = Effect.fn("DashboardAuth.signInVerify")(function*(
+  context: DashboardAuthContext,
+  response: AuthenticationResponseJSON,
+  userAgent: string
+) {
+  const taken = yield* takeChallenge(context, response.response.clientDataJSON, "sign_in")
+  const passkey = yield* verifyAssertion(context, response, taken.challenge)
+  return yield* openSession(context, passkey.account_id, userAgent, passkey.credential_id)
+})
+
+const addPasskeyOptions = Effect.fn("DashboardAuth.addPasskeyOptions")(function*(context: DashboardAuthContext, session: DashboardSession) {
+  const options = yield* registrationOptions(context, session.accountId, session.handle)
+  yield* storeChallenge(context, options.challenge, "add_passkey", session.accountId, null)
+  return options
+})
+
+const addPasskeyVerify = Effect.fn("DashboardAuth.addPasskeyVerify")(function*(
+  context: DashboardAuthContext,
+  session: DashboardSession,
+  response: RegistrationResponseJSON,
+  name: string
+) {
+  const taken = yield* takeChallenge(context, response.response.clientDataJSON, "add_passkey")
+  if (taken.accountId !== session.accountId) return yield* ceremonyInvalid
+  const credential = yield* verifyRegistration(context, response, taken.challenge)
+  const added = yield* storePasskey(context, session.accountId, credential, name)
+  yield* Effect.logInfo("dashboard passkey added").pipe(Effect.annotateLogs({ session_id: session.sessionId, credential_id: added.credential_id }))
+  return added
+})
+
+const stepUpOptions = Effect.fn("DashboardAuth.stepUpOptions")(function*(context: DashboardAuthContext, session: DashboardSession) {
+  const owned = yield* context.sql<{ credential_id: string; transports: string }>`
+    SELECT credential_id, transports FROM dashboard_passkeys WHERE account_id = ${session.accountId}`
+  const options = yield* Effect.promise(() =>
+    generateAuthenticationOptions({
+      rpID: context.rpId,
+      userVerification: "required",
+      allowCredentials: owned.map((row) => ({ id: row.credential_id, transports: transportsOf(row.transports) }))
+    })
+  )
+  // Bound to the account: another account's passkey cannot answer it.
+  yield* storeChallenge(context, options.challenge, "step_up", session.accountId, null)
+  return options
+})
+
+const stepUpVerify = Effect.fn("DashboardAuth.stepUpVerify")(function*(
+  context: DashboardAuthContext,
+  session: DashboardSession,
+  response: AuthenticationResponseJSON
+) {
+  const taken = yield* takeChallenge(context, response.response.clientDataJSON, "step_up")
+  if (taken.accountId !== session.accountId) return yield* ceremonyInvalid
+  const passkey = yield* verifyAssertion(context, response, taken.challenge)
+  if (passkey.account_id !== session.accountId) return yield* ceremonyInvalid
+  const now = yield* Clock.currentTimeMillis
+  yield* context.sql`UPDATE dashboard_sessions SET verified_at = ${isoOf(now)}::timestamptz WHERE session_id = ${session.sessionId}`
+  yield* Effect.logInfo("dashboard session stepped up").pipe(Effect.annotateLogs({ session_id: session.sessionId, credential_id: passkey.credential_id }))
+})
+
+const passkeys = ({ sql }: DashboardAuthContext, accountId: string) =>
+  sql<PasskeyView>`
+    SELECT credential_id, name, iso_utc(created_at) AS created_at, iso_utc(last_used_at) AS last_used_at
+    FROM dashboard_passkeys WHERE account_id = ${accountId} ORDER BY created_at, credential_id`
+
+const removePasskey = Effect.fn("DashboardAuth.removePasskey")(function*(
+  { sql }: DashboardAuthContext,
+  session: DashboardSession,
+  credentialId: string
+) {
+  const accountId = session.accountId
+  const ended = yield* sql.withTransaction(Effect.gen(function*() {
+    const rows = yield* sql<{ credential_id: string }>`
+      SELECT credential_id FROM dashboard_passkeys WHERE account_id = ${accountId} FOR UPDATE`
+    if (!rows.some((row) => row.credential_id === credentialId)) {
+      return yield* new DashboardAuthError({ reason: "passkey_not_found", message: "No such passkey on this account." })
+    }
+    // Removing the last one would lock the holder out until the operator sends a new invite.
+    if (rows.length === 1) {
+      return yield* new DashboardAuthError({ reason: "last_passkey", message: "This is the account's only passkey; add another before removing it." })
+    }
+    yield* sql`DELETE FROM dashboard_passkeys WHERE credential_id = ${credentialId} AND account_id = ${accountId}`
+    // A passkey removed (lost, or someone else's) must not leave the sessions it opened alive.
+    const now = yield* Clock.currentTimeMillis
+    return yield* sql<{ session_id: string }>`
+      UPDATE dashboard_sessions SET revoked_at = ${isoOf(now)}::timestamptz
+      WHERE account_id = ${accountId} AND credential_id = ${credentialId} AND revoked_at IS NULL
+      RETURNING session_id`
+  }))
+  yield* Effect.logInfo("dashboard passkey removed").pipe(
+    Effect.annotateLogs({ session_id: session.sessionId, credential_id: credentialId, sessions_ended: ended.length })
+  )
+  return { endedCurrent: ended.some((row) => row.session_id === session.sessionId) }
+})
+
+const authenticate = Effect.fn("DashboardAuth.authenticate")(function*(
+  { sql, mode }: DashboardAuthContext,
+  token: string,
+  options?: { readonly touch?: boolean }
+) {
+  const rows = yield* sql`
+    SELECT s.session_id, s.account_id, a.handle, s.csrf_token, a.type AS account_type, a.owner_account_id,
+           (extract(epoch FROM s.last_seen_at) * 1000)::bigint::text AS last_seen_ms,
+           (extract(epoch FROM s.expires_at) * 1000)::bigint::text AS expires_ms,
+           (extract(epoch FROM s.verified_at) * 1000)::bigint::text AS verified_ms,
+           (s.revoked_at IS NOT NULL) AS revoked
+    FROM dashboard_sessions s JOIN accounts a ON a.account_id = s.account_id
+    WHERE s.token_hash = ${sha256(token)}`.pipe(
+    Effect.flatMap((found) => decodeSessions(found).pipe(Invariant.orDie("a dashboard_sessions row decodes as the session it stores")))
+  )
+  const row = rows[0]
+  const now = yield* Clock.currentTimeMillis
+  if (row === undefined || row.revoked || now >= row.expires_ms || now - row.last_seen_ms >= sessionIdleMs) return Option.none()
+  if (options?.touch !== false && now - row.last_seen_ms >= touchEveryMs) {
+    yield* sql`UPDATE dashboard_sessions SET last_seen_at = ${isoOf(now)}::timestamptz WHERE session_id = ${row.session_id}`
+  }
+  return Option.some({
+    sessionId: row.session_id,
+    accountId: row.account_id,
+    handle: row.handle,
+    csrfToken: row.csrf_token,
+    verifiedAtMs: row.verified_ms,
+    // The session stands in for a key (D41): its id is the "key" its requests are
+    // counted, rate-limited and idempotency-scoped under.
+    principal: { keyId: row.session_id, accountId: row.account_id, accountType: row.account_type, ownerAccountId: row.owner_account_id, mode }
+  } satisfies DashboardSession)
+})
+
+const sessions = Effect.fn("DashboardAuth.sessions")(function*({ sql }: DashboardAuthContext, session: DashboardSession) {
+  const now = yield* Clock.currentTimeMillis
+  const rows = yield* sql<{ session_id: string; user_agent: string; created_at: string; last_seen_at: string; expires_at: string }>`
+    SELECT session_id, user_agent, iso_utc(created_at) AS created_at, iso_utc(last_seen_at) AS last_seen_at, iso_utc(expires_at) AS expires_at
+    FROM dashboard_sessions
+    WHERE account_id = ${session.accountId} AND revoked_at IS NULL AND expires_at > ${isoOf(now)}::timestamptz
+      AND last_seen_at > ${isoOf(now - sessionIdleMs)}::timestamptz
+    ORDER BY created_at DESC`
+  return rows.map((row) => ({ ...row, current: row.session_id === session.sessionId }))
+})
+
+const signOut = ({ sql }: DashboardAuthContext, sessionId: string) =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    sql`UPDATE dashboard_sessions SET revoked_at = ${isoOf(now)}::timestamptz WHERE session_id = ${sessionId} AND revoked_at IS NULL`
+  ).pipe(Effect.asVoid)
+
+const signOutEverywhere = ({ sql }: DashboardAuthContext, accountId: string) =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    sql`UPDATE dashboard_sessions SET revoked_at = ${isoOf(now)}::timestamptz WHERE account_id = ${accountId} AND revoked_at IS NULL`
+  ).pipe(Effect.asVoid)
 
 const knownTransports: ReadonlyArray<AuthenticatorTransport> = ["ble", "hybrid", "internal", "nfc", "usb"]
 const transportsOf = (stored: string): Array<AuthenticatorTransport> =>

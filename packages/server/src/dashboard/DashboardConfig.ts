@@ -14,10 +14,18 @@
  *
  * @since 0.4.0
  */
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Data, Effect, Layer, Option } from "effect"
 import type { Mode } from "@pps/api/ApiKeys"
 import { AppConfig } from "../config/AppConfig.ts"
 import { makeTrustedProxies, type TrustedProxies } from "../http/ClientAddress.ts"
+
+/**
+ * `TRUSTED_PROXIES` holds an entry that is no address or CIDR; the message names it.
+ *
+ * @since 0.5.0
+ * @category errors
+ */
+export class TrustedProxiesInvalid extends Data.TaggedError("TrustedProxiesInvalid")<{ readonly message: string }> {}
 
 /**
  * @since 0.4.0
@@ -37,7 +45,10 @@ export class DashboardConfig extends Context.Service<DashboardConfig, {
       const app = yield* AppConfig
       const url = new URL(app.dashboardOrigin ?? `http://localhost:${app.port}`)
       // An entry that is no address or CIDR stops the start, naming it.
-      const trustedProxies = yield* Effect.try({ try: () => makeTrustedProxies(app.trustedProxies ?? []), catch: (error) => error }).pipe(Effect.orDie)
+      const trustedProxies = yield* Effect.try({
+        try: () => makeTrustedProxies(app.trustedProxies ?? []),
+        catch: (error) => new TrustedProxiesInvalid({ message: error instanceof Error ? error.message : String(error) })
+      })
       return DashboardConfig.of({
         origin: url.origin,
         rpId: url.hostname,

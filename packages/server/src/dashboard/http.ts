@@ -25,11 +25,14 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Clock, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { SqlError } from "effect/sql"
 import type { AuthenticationResponseJSON, RegistrationResponseJSON } from "@simplewebauthn/server"
 import { ApiKeys } from "../apikeys/ApiKeys.ts"
 import { csrfTokenMatches, DashboardAuth, type DashboardAuthError, type DashboardSession, sessionAbsoluteMs, stepUpMaxAgeMs } from "./DashboardAuth.ts"
 import { DashboardConfig } from "./DashboardConfig.ts"
 import { addressBucket, clientAddress } from "../http/ClientAddress.ts"
+import * as Unavailable from "../platform/Unavailable.ts"
+import { answerServiceUnavailable } from "../platform/Unavailable.ts"
 
 /**
  * The cookie that carries a session: `__Host-pps_session` when it is `Secure`
@@ -270,110 +273,139 @@ export const dashboardRoutePaths = [
   ["POST", "/dashboard/api/api-keys/:key_id/revoke"]
 ] as const
 
+/** What the routes share, built once by the layer. */
+interface RoutesContext {
+  readonly auth: DashboardAuth["Service"]
+  readonly config: DashboardConfig["Service"]
+  readonly apiKeys: ApiKeys["Service"]
+  readonly page: ReturnType<typeof readBuiltPage>
+  readonly limitSignIn: ReturnType<typeof makeSignInLimiter>
+}
+
+type Handler<E, R> = (session: DashboardSession, request: HttpServerRequest.HttpServerRequest) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+
 /**
- * @since 0.4.0
- * @category layers
+ * A store the step needed is down: the dashboard's 503 `service_unavailable` (the envelope adds
+ * `Retry-After`), with the failed dependency and step in the log; the page retries.
  */
-export const DashboardRoutes = Layer.unwrap(Effect.gen(function*() {
-  const auth = yield* DashboardAuth
-  const config = yield* DashboardConfig
-  const apiKeys = yield* ApiKeys
-  const page = readBuiltPage()
-  const limitSignIn = makeSignInLimiter()
+const orUnavailable = (operation: string) =>
+<E, R>(
+  self: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, Exclude<E, SqlError.SqlError>, R> =>
+  Effect.catchIf(
+    self,
+    (error): error is Extract<E, SqlError.SqlError> => SqlError.isSqlError(error),
+    (error) =>
+      answerServiceUnavailable(Effect.fail(Unavailable.fromSqlError(operation)(error))).pipe(
+        Effect.catch((answer) => Effect.succeed(failure(503, "service_unavailable", answer.message)))
+      ),
+    (error) => Effect.fail(error as Exclude<E, SqlError.SqlError>)
+  )
 
-  const cookie = (value: string, maxAgeMs: number) =>
-    HttpServerResponse.setCookieUnsafe(sessionCookieName(config.secureCookie), value, {
-      httpOnly: true,
-      sameSite: "strict",
-      secure: config.secureCookie,
-      path: "/",
-      maxAge: `${Math.max(0, Math.floor(maxAgeMs / 1000))} seconds`
-    })
+const cookie = ({ config }: RoutesContext, value: string, maxAgeMs: number) =>
+  HttpServerResponse.setCookieUnsafe(sessionCookieName(config.secureCookie), value, {
+    httpOnly: true,
+    sameSite: "strict",
+    secure: config.secureCookie,
+    path: "/",
+    maxAge: `${Math.max(0, Math.floor(maxAgeMs / 1000))} seconds`
+  })
 
-  const headers = (response: HttpServerResponse.HttpServerResponse) => withHeaders(response, config.secureCookie)
+const headers = ({ config }: RoutesContext) => (response: HttpServerResponse.HttpServerResponse) => withHeaders(response, config.secureCookie)
 
-  /** A sign-in step: same-origin only, rate-limited by client address. */
-  const signInStep = <R>(handler: (request: HttpServerRequest.HttpServerRequest) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, R>) =>
-    (request: HttpServerRequest.HttpServerRequest) =>
-      Effect.gen(function*() {
-        if (request.headers["origin"] !== config.origin) return failure(403, "forbidden", "The request did not come from the dashboard's origin.")
-        const address = clientAddress(Option.getOrUndefined(request.remoteAddress ?? Option.none()), request.headers["x-forwarded-for"], config.trustedProxies)
-        const retryAfter = yield* limitSignIn(address)
-        if (Option.isSome(retryAfter)) {
-          return HttpServerResponse.setHeader(failure(429, "rate_limited", "Too many sign-in attempts; wait a few minutes."), "retry-after", String(retryAfter.value))
-        }
-        return yield* handler(request)
-      }).pipe(Effect.map(headers))
-
-  /** A step of a signed-in holder. */
-  const signedIn = <E, R>(handler: (session: DashboardSession, request: HttpServerRequest.HttpServerRequest) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
-    (request: HttpServerRequest.HttpServerRequest) =>
-      Effect.gen(function*() {
-        const resolved = yield* sessionOfRequest(request).pipe(Effect.provideService(DashboardAuth, auth), Effect.provideService(DashboardConfig, config))
-        if (Option.isNone(resolved)) return notSignedIn()
-        if ("refusal" in resolved.value) return failure(403, "forbidden", resolved.value.refusal)
-        return yield* handler(resolved.value.session, request)
-      }).pipe(Effect.map(headers))
-
-  /**
-   * A step that gives lasting access (a passkey, an API key): the session must
-   * have been verified by a passkey assertion within `stepUpMaxAgeMs`, else 403
-   * `reauthentication_required`, on which the page runs the step-up ceremony.
-   */
-  const steppedUp = <E, R>(handler: (session: DashboardSession, request: HttpServerRequest.HttpServerRequest) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
-    signedIn((session, request) =>
-      Effect.flatMap(Clock.currentTimeMillis, (nowMs) =>
-        session.verifiedAtMs !== null && nowMs - session.verifiedAtMs <= stepUpMaxAgeMs
-          ? handler(session, request)
-          : Effect.succeed(failure(403, "reauthentication_required", "Confirm with your passkey to continue."))))
-
-  const opened = (session: { readonly token: string; readonly csrfToken: string; readonly expiresAtMs: number }) =>
-    cookie(session.token, sessionAbsoluteMs)(json({ csrf_token: session.csrfToken, expires_at: new Date(session.expiresAtMs).toISOString() }))
-
-  const userAgentOf = (request: HttpServerRequest.HttpServerRequest) => request.headers["user-agent"] ?? "unknown"
-
-  const pageFile = (request: HttpServerRequest.HttpServerRequest) => {
-    const relative = (request.url.split("?")[0] ?? "").replace(/^\/dashboard\/?/, "")
-    // Any other path is a route of the page itself: it gets the page, which routes it.
-    const file = page.get(relative) ?? page.get("index.html")
-    if (file === undefined) {
-      return failure(503, "service_unavailable", "The dashboard has not been built on this node (pnpm --filter @pps/dashboard build).")
+/** A sign-in step: same-origin only, rate-limited by client address. */
+const signInStep = <R>(
+  context: RoutesContext,
+  handler: (request: HttpServerRequest.HttpServerRequest) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, R>
+) =>
+(request: HttpServerRequest.HttpServerRequest) =>
+  Effect.gen(function*() {
+    const { config } = context
+    if (request.headers["origin"] !== config.origin) return failure(403, "forbidden", "The request did not come from the dashboard's origin.")
+    const address = clientAddress(Option.getOrUndefined(request.remoteAddress ?? Option.none()), request.headers["x-forwarded-for"], config.trustedProxies)
+    const retryAfter = yield* context.limitSignIn(address)
+    if (Option.isSome(retryAfter)) {
+      return HttpServerResponse.setHeader(failure(429, "rate_limited", "Too many sign-in attempts; wait a few minutes."), "retry-after", String(retryAfter.value))
     }
-    const immutable = relative.startsWith("assets/") && page.has(relative)
-    return HttpServerResponse.uint8Array(file.bytes, {
-      contentType: file.type,
-      headers: { "cache-control": immutable ? "public, max-age=31536000, immutable" : "no-cache" }
-    })
+    return yield* handler(request)
+  }).pipe(Effect.map(headers(context)))
+
+/** A step of a signed-in holder. */
+const signedIn = <E, R>(context: RoutesContext, handler: Handler<E, R>) => (request: HttpServerRequest.HttpServerRequest) =>
+  Effect.gen(function*() {
+    const resolved = yield* sessionOfRequest(request).pipe(
+      Effect.provideService(DashboardAuth, context.auth),
+      Effect.provideService(DashboardConfig, context.config)
+    )
+    if (Option.isNone(resolved)) return notSignedIn()
+    if ("refusal" in resolved.value) return failure(403, "forbidden", resolved.value.refusal)
+    return yield* handler(resolved.value.session, request)
+  }).pipe(orUnavailable("DashboardAuth.authenticate"), Effect.map(headers(context)))
+
+/**
+ * A step that gives lasting access (a passkey, an API key): the session must
+ * have been verified by a passkey assertion within `stepUpMaxAgeMs`, else 403
+ * `reauthentication_required`, on which the page runs the step-up ceremony.
+ */
+const steppedUp = <E, R>(context: RoutesContext, handler: Handler<E, R>) =>
+  signedIn(context, (session, request) =>
+    Effect.flatMap(Clock.currentTimeMillis, (nowMs) =>
+      session.verifiedAtMs !== null && nowMs - session.verifiedAtMs <= stepUpMaxAgeMs
+        ? handler(session, request)
+        : Effect.succeed(failure(403, "reauthentication_required", "Confirm with your passkey to continue."))))
+
+const opened = (context: RoutesContext) => (session: { readonly token: string; readonly csrfToken: string; readonly expiresAtMs: number }) =>
+  cookie(context, session.token, sessionAbsoluteMs)(json({ csrf_token: session.csrfToken, expires_at: new Date(session.expiresAtMs).toISOString() }))
+
+const signedOut = (context: RoutesContext) => cookie(context, "", 0)(json({ signed_out: true }))
+
+const userAgentOf = (request: HttpServerRequest.HttpServerRequest) => request.headers["user-agent"] ?? "unknown"
+
+const pageFile = ({ page }: RoutesContext, request: HttpServerRequest.HttpServerRequest) => {
+  const relative = (request.url.split("?")[0] ?? "").replace(/^\/dashboard\/?/, "")
+  // Any other path is a route of the page itself: it gets the page, which routes it.
+  const file = page.get(relative) ?? page.get("index.html")
+  if (file === undefined) {
+    return failure(503, "service_unavailable", "The dashboard has not been built on this node (pnpm --filter @pps/dashboard build).")
   }
+  const immutable = relative.startsWith("assets/") && page.has(relative)
+  return HttpServerResponse.uint8Array(file.bytes, {
+    contentType: file.type,
+    headers: { "cache-control": immutable ? "public, max-age=31536000, immutable" : "no-cache" }
+  })
+}
 
+/** Enrollment with an invite and sign-in with a passkey. */
+const signInRoutes = (context: RoutesContext) => {
+  const { auth } = context
   return Layer.mergeAll(
-    // "/dashboard/*" also routes "/dashboard" itself.
-    HttpRouter.add("GET", "/dashboard/*", (request) => Effect.succeed(headers(pageFile(request)))),
-
-    HttpRouter.add("POST", "/dashboard/api/enroll/options", signInStep(() =>
+    HttpRouter.add("POST", "/dashboard/api/enroll/options", signInStep(context, () =>
       body(EnrollOptionsRequest, ({ invite }) =>
-        auth.enrollOptions(invite).pipe(
-          Effect.map((options) => json(options)),
-          Effect.catchTag("DashboardAuthError", (error) => Effect.succeed(authFailure(error))),
-          Effect.orDie
-        )))),
-    HttpRouter.add("POST", "/dashboard/api/enroll/verify", signInStep((request) =>
+        auth.enrollOptions(invite).pipe(Effect.map((options) => json(options)), Effect.catchTag("DashboardAuthError", (error) => Effect.succeed(authFailure(error))), orUnavailable("DashboardAuth.enrollOptions"))))),
+    HttpRouter.add("POST", "/dashboard/api/enroll/verify", signInStep(context, (request) =>
       body(EnrollVerifyRequest, ({ response, name }) =>
         auth.enrollVerify(response as RegistrationResponseJSON, name ?? "Passkey", userAgentOf(request)).pipe(
-          Effect.map(opened),
+          Effect.map(opened(context)),
           Effect.catchTag("DashboardAuthError", (error) => Effect.succeed(authFailure(error))),
-          Effect.orDie
+          orUnavailable("DashboardAuth.enrollVerify")
         )))),
-    HttpRouter.add("POST", "/dashboard/api/sign-in/options", signInStep(() => Effect.map(Effect.orDie(auth.signInOptions), (options) => json(options)))),
-    HttpRouter.add("POST", "/dashboard/api/sign-in/verify", signInStep((request) =>
+    HttpRouter.add("POST", "/dashboard/api/sign-in/options", signInStep(context, () =>
+      auth.signInOptions.pipe(Effect.map((options) => json(options)), orUnavailable("DashboardAuth.signInOptions")))),
+    HttpRouter.add("POST", "/dashboard/api/sign-in/verify", signInStep(context, (request) =>
       body(SignInVerifyRequest, ({ response }) =>
         auth.signInVerify(response as AuthenticationResponseJSON, userAgentOf(request)).pipe(
-          Effect.map(opened),
+          Effect.map(opened(context)),
           Effect.catchTag("DashboardAuthError", (error) => Effect.succeed(authFailure(error))),
-          Effect.orDie
-        )))),
+          orUnavailable("DashboardAuth.signInVerify")
+        ))))
+  )
+}
 
-    HttpRouter.add("GET", "/dashboard/api/session", signedIn((session) =>
+/** The signed-in holder's session, sessions and sign-out. */
+const sessionRoutes = (context: RoutesContext) => {
+  const { auth } = context
+  return Layer.mergeAll(
+    HttpRouter.add("GET", "/dashboard/api/session", signedIn(context, (session) =>
       Effect.succeed(json({
         session_id: session.sessionId,
         account_id: session.accountId,
@@ -381,68 +413,96 @@ export const DashboardRoutes = Layer.unwrap(Effect.gen(function*() {
         mode: session.principal.mode,
         csrf_token: session.csrfToken
       })))),
-    HttpRouter.add("POST", "/dashboard/api/sign-out", signedIn((session) =>
-      Effect.map(Effect.orDie(auth.signOut(session.sessionId)), () => cookie("", 0)(json({ signed_out: true }))))),
-    HttpRouter.add("POST", "/dashboard/api/sign-out-everywhere", signedIn((session) =>
-      Effect.map(Effect.orDie(auth.signOutEverywhere(session.accountId)), () => cookie("", 0)(json({ signed_out: true }))))),
-    HttpRouter.add("GET", "/dashboard/api/sessions", signedIn((session) =>
-      Effect.map(Effect.orDie(auth.sessions(session)), (data) => json({ data })))),
-
-    HttpRouter.add("GET", "/dashboard/api/passkeys", signedIn((session) =>
-      Effect.map(Effect.orDie(auth.passkeys(session.accountId)), (data) => json({ data })))),
-    HttpRouter.add("POST", "/dashboard/api/step-up/options", signedIn((session) =>
-      Effect.map(Effect.orDie(auth.stepUpOptions(session)), (options) => json(options)))),
-    HttpRouter.add("POST", "/dashboard/api/step-up/verify", signedIn((session) =>
+    HttpRouter.add("POST", "/dashboard/api/sign-out", signedIn(context, (session) =>
+      Effect.map(auth.signOut(session.sessionId), () => signedOut(context)))),
+    HttpRouter.add("POST", "/dashboard/api/sign-out-everywhere", signedIn(context, (session) =>
+      Effect.map(auth.signOutEverywhere(session.accountId), () => signedOut(context)))),
+    HttpRouter.add("GET", "/dashboard/api/sessions", signedIn(context, (session) =>
+      Effect.map(auth.sessions(session), (data) => json({ data })))),
+    HttpRouter.add("POST", "/dashboard/api/step-up/options", signedIn(context, (session) =>
+      Effect.map(auth.stepUpOptions(session), (options) => json(options)))),
+    HttpRouter.add("POST", "/dashboard/api/step-up/verify", signedIn(context, (session) =>
       body(StepUpVerifyRequest, ({ response }) =>
         auth.stepUpVerify(session, response as AuthenticationResponseJSON).pipe(
           Effect.map(() => json({ verified: true })),
           // 403, not 401: the session itself is still good, only this confirmation failed.
           Effect.catchTag("DashboardAuthError", (error) => Effect.succeed(failure(403, "reauthentication_failed", error.message))),
-          Effect.orDie
-        )))),
+          orUnavailable("DashboardAuth.stepUpVerify")
+        ))))
+  )
+}
 
-    HttpRouter.add("POST", "/dashboard/api/passkeys/options", steppedUp((session) =>
-      Effect.map(Effect.orDie(auth.addPasskeyOptions(session)), (options) => json(options)))),
-    HttpRouter.add("POST", "/dashboard/api/passkeys/verify", steppedUp((session) =>
+/** The holder's passkeys: listed, added and removed (the last two after a step-up). */
+const passkeyRoutes = (context: RoutesContext) => {
+  const { auth } = context
+  return Layer.mergeAll(
+    HttpRouter.add("GET", "/dashboard/api/passkeys", signedIn(context, (session) =>
+      Effect.map(auth.passkeys(session.accountId), (data) => json({ data })))),
+    HttpRouter.add("POST", "/dashboard/api/passkeys/options", steppedUp(context, (session) =>
+      Effect.map(auth.addPasskeyOptions(session), (options) => json(options)))),
+    HttpRouter.add("POST", "/dashboard/api/passkeys/verify", steppedUp(context, (session) =>
       body(EnrollVerifyRequest, ({ response, name }) =>
         auth.addPasskeyVerify(session, response as RegistrationResponseJSON, name ?? "Passkey").pipe(
           Effect.map((passkey) => json(passkey, 201)),
           Effect.catchTag("DashboardAuthError", (error) => Effect.succeed(authFailure(error))),
-          Effect.orDie
+          orUnavailable("DashboardAuth.addPasskeyVerify")
         )))),
-    HttpRouter.add("DELETE", "/dashboard/api/passkeys/:credential_id", steppedUp((session) =>
+    HttpRouter.add("DELETE", "/dashboard/api/passkeys/:credential_id", steppedUp(context, (session) =>
       Effect.gen(function*() {
         const params = yield* HttpRouter.params
-        return yield* auth.removePasskey(session, params["credential_id"] ?? "").pipe(
-          // The passkey that opened this very session: it ended too, so its cookie goes.
-          Effect.map(({ endedCurrent }) => endedCurrent ? cookie("", 0)(HttpServerResponse.empty({ status: 204 })) : HttpServerResponse.empty({ status: 204 })),
-          Effect.catchTag("DashboardAuthError", (error) => Effect.succeed(authFailure(error))),
-          Effect.orDie
-        )
-      }))),
+        const { endedCurrent } = yield* auth.removePasskey(session, params["credential_id"] ?? "")
+        // The passkey that opened this very session: it ended too, so its cookie goes.
+        return endedCurrent ? cookie(context, "", 0)(HttpServerResponse.empty({ status: 204 })) : HttpServerResponse.empty({ status: 204 })
+      }).pipe(Effect.catchTag("DashboardAuthError", (error) => Effect.succeed(authFailure(error))))))
+  )
+}
 
-    // SPEC Authentication 2: the holder creates a key, names it, sees its value once.
-    HttpRouter.add("POST", "/dashboard/api/api-keys", steppedUp((session) =>
-      body(CreateKeyRequest, ({ name }) =>
-        apiKeys.issue(session.accountId, name, session.principal.mode).pipe(
-          Effect.orDie,
-          Effect.tap((issued) => Effect.logInfo("api key created in the dashboard").pipe(Effect.annotateLogs({ key_id: issued.keyId, session_id: session.sessionId }))),
-          Effect.map((issued) =>
-            json({ key_id: issued.keyId, name: issued.name, mode: issued.mode, api_key: Redacted.value(issued.apiKey) }, 201)
-          )
-        )))),
-    // SPEC Authentication 5: revoke, effective at once.
-    HttpRouter.add("POST", "/dashboard/api/api-keys/:key_id/revoke", signedIn((session) =>
-      Effect.gen(function*() {
-        const params = yield* HttpRouter.params
-        const keyId = params["key_id"] ?? ""
-        const owned = yield* Effect.orDie(apiKeys.list(session.accountId))
-        // A session acts in one mode (D9): a test-mode session does not touch live keys.
-        const key = owned.find((k) => k.key_id === keyId && k.revoked_at === null && k.mode === session.principal.mode)
-        if (key === undefined) return failure(404, "api_key_not_found", "No active API key with this id on this account in this session's mode.")
-        yield* Effect.orDie(apiKeys.revoke(keyId))
-        yield* Effect.logInfo("api key revoked in the dashboard").pipe(Effect.annotateLogs({ key_id: keyId, session_id: session.sessionId }))
-        return json({ key_id: keyId, revoked: true })
-      })))
+/** SPEC Authentication 2: the holder creates a key, names it, sees its value once. */
+const createApiKey = (context: RoutesContext) =>
+  steppedUp(context, (session) =>
+    body(CreateKeyRequest, ({ name }) =>
+      context.apiKeys.issue(session.accountId, name, session.principal.mode).pipe(
+        Effect.tap((issued) => Effect.logInfo("api key created in the dashboard").pipe(Effect.annotateLogs({ key_id: issued.keyId, session_id: session.sessionId }))),
+        Effect.map((issued) =>
+          json({ key_id: issued.keyId, name: issued.name, mode: issued.mode, api_key: Redacted.value(issued.apiKey) }, 201)
+        ),
+        orUnavailable("ApiKeys.issue")
+      )))
+
+/** SPEC Authentication 5: revoke, effective at once. */
+const revokeApiKey = (context: RoutesContext) =>
+  signedIn(context, (session) =>
+    Effect.gen(function*() {
+      const params = yield* HttpRouter.params
+      const keyId = params["key_id"] ?? ""
+      const owned = yield* context.apiKeys.list(session.accountId)
+      // A session acts in one mode (D9): a test-mode session does not touch live keys.
+      const key = owned.find((k) => k.key_id === keyId && k.revoked_at === null && k.mode === session.principal.mode)
+      if (key === undefined) return failure(404, "api_key_not_found", "No active API key with this id on this account in this session's mode.")
+      yield* context.apiKeys.revoke(keyId)
+      yield* Effect.logInfo("api key revoked in the dashboard").pipe(Effect.annotateLogs({ key_id: keyId, session_id: session.sessionId }))
+      return json({ key_id: keyId, revoked: true })
+    }))
+
+/**
+ * @since 0.4.0
+ * @category layers
+ */
+export const DashboardRoutes = Layer.unwrap(Effect.gen(function*() {
+  const context: RoutesContext = {
+    auth: yield* DashboardAuth,
+    config: yield* DashboardConfig,
+    apiKeys: yield* ApiKeys,
+    page: readBuiltPage(),
+    limitSignIn: makeSignInLimiter()
+  }
+  return Layer.mergeAll(
+    // "/dashboard/*" also routes "/dashboard" itself.
+    HttpRouter.add("GET", "/dashboard/*", (request) => Effect.succeed(headers(context)(pageFile(context, request)))),
+    signInRoutes(context),
+    sessionRoutes(context),
+    passkeyRoutes(context),
+    HttpRouter.add("POST", "/dashboard/api/api-keys", createApiKey(context)),
+    HttpRouter.add("POST", "/dashboard/api/api-keys/:key_id/revoke", revokeApiKey(context))
   )
 }))

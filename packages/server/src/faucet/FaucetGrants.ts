@@ -16,6 +16,8 @@
  *
  * @since 0.2.0
  */
+import * as Unavailable from "../platform/Unavailable.ts"
+import { answerServiceUnavailable } from "../platform/Unavailable.ts"
 import { Clock, Context, DateTime, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { type Address, getAddress, type Hash } from "viem"
@@ -120,7 +122,7 @@ export class FaucetGrants extends Context.Service<FaucetGrants, {
                 VALUES (${grantId}, ${principal.accountId}, ${wallet}, ${amount.toString()}, ${fromBlock.toString()},
                         ${DateTime.formatIso(DateTime.makeUnsafe(nowMs))})`
               yield* operations.bind("faucet_grant", grantId)
-            })).pipe(Effect.orDie)
+            })).pipe(Unavailable.database("FaucetGrants.grant"), answerServiceUnavailable)
             const txHash: Hash = yield* execute(grantId, wallet, amount).pipe(Effect.catch(unavailable))
             return answer(amount, txHash)
           })

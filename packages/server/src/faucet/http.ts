@@ -10,13 +10,16 @@
  * @since 0.1.0
  */
 import { GuardianClient } from "@pps/guardian"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { getAddress } from "viem"
 import { Accounts } from "../accounts/Accounts.ts"
 import { CurrentPrincipal, PublicApi } from "@pps/api/Api"
 import { InvalidRequest, ServiceUnavailable, TestModeOnly } from "@pps/api/Errors"
 import { Settlement } from "../settlement/Settlement.ts"
+import * as Invariant from "../platform/Invariant.ts"
+import * as Unavailable from "../platform/Unavailable.ts"
+import { answerServiceUnavailable } from "../platform/Unavailable.ts"
 import { FaucetGrants } from "./FaucetGrants.ts"
 import { assets, parseAmount } from "@pps/api/Transfers"
 import { grantWholeUnitsMax } from "@pps/api/Faucet"
@@ -45,9 +48,13 @@ export const FaucetHttpLive = HttpApiBuilder.group(PublicApi, "test", (handlers)
             { param: "amount" }
           ))
         }
-        const account = Option.getOrThrow(yield* accounts.get(principal.accountId).pipe(Effect.orDie))
+        const account = yield* accounts.get(principal.accountId).pipe(
+          Unavailable.database("Faucet.account"),
+          answerServiceUnavailable,
+          Effect.flatMap(Invariant.some("an authenticated principal's account exists"))
+        )
         const wallet = getAddress(account.walletAddress)
-        const chain = Option.getOrThrow(settlement.chain("test"))
+        const chain = yield* Invariant.some("test mode always has its chain (the dev chain or a configured one)")(settlement.chain("test"))
         const unavailable = (error: unknown) =>
           Effect.logError("faucet grant failed", error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
         const granted = yield* grants.grant(principal, wallet, amount)

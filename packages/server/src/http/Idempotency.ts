@@ -28,7 +28,7 @@
  * @since 0.1.0
  */
 import { createHmac, randomBytes } from "node:crypto"
-import { Cause, Duration, Effect, Exit, Layer, Option, Redacted, Request, Schedule, SchemaAST } from "effect"
+import { Cause, Duration, Effect, Exit, Layer, Option, Redacted, Request, type RequestResolver, Schedule, SchemaAST } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Limits } from "../config/AppConfig.ts"
@@ -37,8 +37,12 @@ import { deadAfterMs, NodeLiveness } from "../platform/NodeLiveness.ts"
 import { Secrets } from "../platform/Secrets.ts"
 import { sharedStatements } from "../platform/SharedStatements.ts"
 import { SqlValues } from "@pps/guardian"
+import * as Invariant from "../platform/Invariant.ts"
+import * as Unavailable from "../platform/Unavailable.ts"
+import { answerServiceUnavailable } from "../platform/Unavailable.ts"
+import type { Principal } from "@pps/api/ApiKeys"
 import { CurrentPrincipal, Idempotency } from "@pps/api/Api"
-import { IdempotencyKeyInProgress, IdempotencyKeyReused, InvalidRequest } from "@pps/api/Errors"
+import { IdempotencyKeyInProgress, IdempotencyKeyReused, InvalidRequest, PayloadTooLarge } from "@pps/api/Errors"
 
 /** How often expired keys are deleted. */
 const sweepEveryMs = 10 * 60_000
@@ -84,6 +88,275 @@ export const requestFingerprint = (idempotencyKey: string, method: string, path:
   )
 
 /**
+ * What the middleware's steps share: built once by the layer. `running` holds the tokens of this
+ * process's runs in flight: whether one of our own claims is still running is known here exactly;
+ * the heartbeat only tells about other nodes.
+ */
+interface IdempotencyContext {
+  readonly sql: SqlClient.SqlClient
+  readonly nodeId: string
+  readonly pepper: Uint8Array
+  readonly replay: OperationReplay["Service"]
+  readonly running: Set<string>
+  readonly claimsTogether: RequestResolver.RequestResolver<ClaimKey>
+  readonly responsesTogether: RequestResolver.RequestResolver<StoreResponse>
+}
+
+const ttl = `${Limits.idempotencyTtlMs} milliseconds`
+
+const keyDigest = (context: IdempotencyContext, key: string) =>
+  new Uint8Array(createHmac("sha256", context.pepper).update("pps/idempotency-key/v2\n").update(key).digest())
+
+const where = (sql: SqlClient.SqlClient, scope: IdempotencyScope) =>
+  sql`account_id = ${scope.accountId} AND mode = ${scope.mode} AND key_digest = ${scope.keyDigest}`
+
+/** The same row, while this run still holds it. */
+const held = (sql: SqlClient.SqlClient, scope: IdempotencyScope) => sql`${where(sql, scope)} AND claim_token = ${scope.claimToken}`
+
+const insertClaim = (context: IdempotencyContext, scope: IdempotencyScope, requestHash: Uint8Array) =>
+  context.sql`
+    INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, claim_token, created_at, expires_at)
+    VALUES (${scope.accountId}, ${scope.mode}, ${scope.keyDigest}, ${requestHash}, ${context.nodeId}, ${scope.claimToken}, now(),
+            now() + ${ttl}::interval)
+    ON CONFLICT DO NOTHING RETURNING 1 AS claimed`.pipe(Effect.map((inserted) => inserted.length > 0))
+
+/**
+ * The claims asked for in one turn, inserted by one statement; each is answered by whether
+ * its row went in (its token returned). Two requests of one turn with the same key: the
+ * first row goes in, the second conflicts with it and is not claimed, as one after the other.
+ */
+const claimColumns = ["", "", "", "", "", ""]
+const insertClaims = (sql: SqlClient.SqlClient, nodeId: string) => (entries: ReadonlyArray<Request.Entry<ClaimKey>>) =>
+  sql.unsafe<{ readonly claim_token: string }>(
+    `INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, claim_token, created_at, expires_at)
+     VALUES ${SqlValues.valuesPlaceholders(entries.length, claimColumns, `, now(), now() + $${entries.length * claimColumns.length + 1}::interval`)}
+     ON CONFLICT DO NOTHING RETURNING claim_token`,
+    [
+      ...entries.flatMap(({ request: { requestHash, scope } }) =>
+        [scope.accountId, scope.mode, scope.keyDigest, requestHash, nodeId, scope.claimToken]
+      ),
+      ttl
+    ]
+  )
+
+const answerClaims = (entries: ReadonlyArray<Request.Entry<ClaimKey>>, exit: Exit.Exit<ReadonlyArray<{ readonly claim_token: string }>, SqlError.SqlError>) => {
+  const claimed = Exit.map(exit, (rows) => new Set(rows.map((row) => row.claim_token)))
+  for (const entry of entries) {
+    entry.completeUnsafe(Exit.map(claimed, (tokens) => tokens.has(entry.request.scope.claimToken)))
+  }
+}
+
+/**
+ * Stores responses under their claims in one statement, each only while its run still holds
+ * the claim (its token): the responses of transfers that end together (one completion batch
+ * answers their requests in the same turn) cost one UPDATE, not one each.
+ */
+const storeResponses = (sql: SqlClient.SqlClient) => (entries: ReadonlyArray<Request.Entry<StoreResponse>>) => {
+  const values = SqlValues.valuesPlaceholders(entries.length, ["", "", "::bytea", "", "::integer", ""])
+  return sql.unsafe(
+    `UPDATE idempotency_keys k SET response_status = v.status, response_body = v.body, owner_node = NULL
+     FROM (VALUES ${values}) AS v (account_id, mode, key_digest, claim_token, status, body)
+     WHERE k.account_id = v.account_id AND k.mode = v.mode AND k.key_digest = v.key_digest AND k.claim_token = v.claim_token`,
+    entries.flatMap(({ request: { body, scope, status } }) => [scope.accountId, scope.mode, scope.keyDigest, scope.claimToken, status, body])
+  ).pipe(Effect.asVoid)
+}
+
+// A new key (almost every request) is claimed by one statement, outside a transaction and
+// shared with the other claims of its turn: the row it inserts is the whole claim. Only a
+// key seen before takes the transaction.
+const claim = (context: IdempotencyContext, scope: IdempotencyScope, requestHash: Uint8Array) =>
+  Effect.flatMap(Effect.request(new ClaimKey({ scope, requestHash }), context.claimsTogether), (claimed) =>
+    claimed ? Effect.succeed<Claim>({ _tag: "Run" }) : claimSeen(context, scope, requestHash))
+
+interface SeenRow {
+  readonly request_hash: Uint8Array
+  readonly response_status: number | null
+  readonly response_body: string | null
+  readonly operation_kind: OperationKind | null
+  readonly operation_id: string | null
+  readonly owner_node: string | null
+  readonly claim_token: string | null
+  readonly owner_alive: boolean
+}
+
+/** What a key's existing row (locked) says about a request with the same key. */
+const seenClaim = (context: IdempotencyContext, row: SeenRow, requestHash: Uint8Array): Claim | undefined => {
+  if (!Buffer.from(row.request_hash).equals(Buffer.from(requestHash))) return { _tag: "Reused" }
+  if (row.response_status !== null) return { _tag: "Replay", status: row.response_status, body: row.response_body ?? "" }
+  const ownerAlive = row.owner_node === context.nodeId
+    ? row.claim_token !== null && context.running.has(row.claim_token)
+    : row.owner_alive
+  if (ownerAlive) return { _tag: "InProgress" }
+  if (row.operation_kind !== null && row.operation_id !== null) {
+    return { _tag: "Resolve", kind: row.operation_kind, operationId: row.operation_id }
+  }
+  return undefined
+}
+
+const claimSeen = (context: IdempotencyContext, scope: IdempotencyScope, requestHash: Uint8Array) => {
+  const { sql } = context
+  return sql.withTransaction(Effect.gen(function*() {
+    // An expired row is absent (D6: 24 hours): removed, and the key claimed anew.
+    yield* sql`DELETE FROM idempotency_keys WHERE ${where(sql, scope)} AND expires_at < now()`
+    if (yield* insertClaim(context, scope, requestHash)) return { _tag: "Run" } as Claim
+    const rows = yield* sql<SeenRow>`
+      SELECT request_hash, response_status, response_body, operation_kind, operation_id, owner_node, claim_token,
+        (owner_node IS NOT NULL AND EXISTS (
+          SELECT 1 FROM node_heartbeats h
+          WHERE h.node_id = idempotency_keys.owner_node
+            AND h.beat_at > now() - ${`${deadAfterMs} milliseconds`}::interval
+        )) AS owner_alive
+      FROM idempotency_keys WHERE ${where(sql, scope)}
+      FOR UPDATE`
+    const row = rows[0]
+    if (row === undefined) return { _tag: "InProgress" } as Claim
+    const seen = seenClaim(context, row, requestHash)
+    if (seen !== undefined) return seen
+    // The first request ended, or its node died, before its operation left any record: run it.
+    yield* sql`
+      UPDATE idempotency_keys SET owner_node = ${context.nodeId}, claim_token = ${scope.claimToken} WHERE ${where(sql, scope)}`
+    return { _tag: "Run" } as Claim
+  }))
+}
+
+const complete = (context: IdempotencyContext, scope: IdempotencyScope, status: number, body: string) =>
+  Effect.request(new StoreResponse({ scope, status, body }), context.responsesTogether)
+
+/**
+ * A refusal is stored as the key's answer only when no operation took effect under the
+ * key; if one did (its record committed, then something failed), the claim is left for a
+ * retry to resolve from that record, as after a fault.
+ */
+const refuse = (sql: SqlClient.SqlClient, scope: IdempotencyScope, status: number, body: string) =>
+  sql`
+    UPDATE idempotency_keys SET response_status = ${status}, response_body = ${body}, owner_node = NULL
+    WHERE ${held(sql, scope)} AND operation_id IS NULL`.pipe(Effect.andThen(abandon(sql, scope)))
+
+/**
+ * A typed error of the catalogue (http/errors.ts) with a 4xx status: its status and its D1
+ * body as the client receives it (the envelope middleware adds `request_id` on the way out,
+ * and again, the retry's own, on a replay).
+ */
+const typedRefusal = (cause: Cause.Cause<unknown>): { readonly status: number; readonly body: string } | undefined => {
+  const error = Option.getOrUndefined(Cause.findErrorOption(cause))
+  if (typeof error !== "object" || error === null || !("error" in error)) return undefined
+  const schema = (error.constructor as { readonly ast?: SchemaAST.AST }).ast
+  const status = schema === undefined ? undefined : SchemaAST.resolve(schema)?.["httpApiStatus"]
+  // 429 says "later", not "no": a retry must run.
+  if (typeof status !== "number" || status < 400 || status > 499 || status === 429) return undefined
+  const { request_id: _, ...body } = (error as { readonly error: Record<string, unknown> }).error
+  return { status, body: JSON.stringify({ error: body }) }
+}
+
+/**
+ * No response: a claim that names no operation had no durable effect and is
+ * released; one that does is kept, without an owner, for a retry to resolve.
+ */
+const abandon = (sql: SqlClient.SqlClient, scope: IdempotencyScope) =>
+  sql.withTransaction(Effect.gen(function*() {
+    yield* sql`
+      DELETE FROM idempotency_keys
+      WHERE ${held(sql, scope)} AND response_status IS NULL AND operation_id IS NULL`
+    yield* sql`UPDATE idempotency_keys SET owner_node = NULL WHERE ${held(sql, scope)} AND response_status IS NULL`
+  }))
+
+/**
+ * D6: the first response is replayed, an error (402, 403, 404, 422...) too: a retry after
+ * the balance was topped up must not pay what the first request was refused. A 5xx
+ * says the request did not complete: abandoned, so a retry runs (or resolves) it.
+ */
+const settleClaim = (context: IdempotencyContext, scope: IdempotencyScope, exit: Exit.Exit<HttpServerResponse.HttpServerResponse, unknown>) => {
+  const refusal = Exit.isFailure(exit) ? typedRefusal(exit.cause) : undefined
+  return (Exit.isSuccess(exit)
+    ? complete(context, scope, exit.value.status, exit.value.body._tag === "Uint8Array" ? decoder.decode(exit.value.body.body) : "")
+    : refusal !== undefined
+    ? refuse(context.sql, scope, refusal.status, refusal.body)
+    : abandon(context.sql, scope)).pipe(Effect.ensuring(Effect.sync(() => context.running.delete(scope.claimToken))))
+}
+
+/** The body, read already by the envelope (the read is cached); a failed read is answered as the envelope does. */
+const requestBody = (request: HttpServerRequest.HttpServerRequest) =>
+  request.text.pipe(Effect.mapError((error) =>
+    error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
+      ? PayloadTooLarge.of()
+      : InvalidRequest.of("The request body could not be read.")
+  ))
+
+/** Not stored: each retry answers the operation's state at that moment. */
+const resolveFromRecord = Effect.fn("Idempotency.resolve")(function*(
+  context: IdempotencyContext,
+  decision: Extract<Claim, { readonly _tag: "Resolve" }>,
+  principal: Principal
+) {
+  const answer = yield* context.replay.resolve(decision.kind, decision.operationId, principal)
+  if (Option.isNone(answer)) {
+    yield* Effect.logError("no resolver for an idempotent operation").pipe(
+      Effect.annotateLogs({ operation_kind: decision.kind })
+    )
+    return yield* Effect.fail(IdempotencyKeyInProgress.of())
+  }
+  return yield* HttpServerResponse.json(answer.value.body, {
+    status: answer.value.status,
+    headers: { "idempotent-replayed": "true" }
+  }).pipe(Invariant.orDie("an operation's answer, read from its own record, encodes as JSON"))
+})
+
+/** Claims the request's key; the run, or the answer a claim already has. */
+const claimed = <E, R>(
+  context: IdempotencyContext,
+  httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const key = request.headers["idempotency-key"]
+    if (request.method !== "POST" || key === undefined) return yield* httpEffect
+    if (key.length < 1 || key.length > Limits.idempotencyKeyLengthMax) {
+      return yield* Effect.fail(
+        InvalidRequest.of("The Idempotency-Key header must be 1-255 characters.", { param: "Idempotency-Key" })
+      )
+    }
+    const principal = yield* CurrentPrincipal
+    const body = yield* requestBody(request)
+    const requestHash = requestFingerprint(key, request.method, request.url.split("?")[0] ?? "", body)
+    const scope: IdempotencyScope = {
+      accountId: principal.accountId,
+      mode: principal.mode,
+      keyDigest: keyDigest(context, key),
+      claimToken: randomBytes(16).toString("base64url")
+    }
+    // In the set of runs in flight before the claim commits: a second request with the same key
+    // landing in between must see this node's claim as alive, not take it over.
+    context.running.add(scope.claimToken)
+    const decision = yield* claim(context, scope, requestHash).pipe(
+      Unavailable.database("Idempotency.claim"),
+      Effect.onExit((exit) =>
+        Exit.isSuccess(exit) && exit.value._tag === "Run" ? Effect.void : Effect.sync(() => context.running.delete(scope.claimToken))
+      )
+    )
+    switch (decision._tag) {
+      case "Reused":
+        return yield* Effect.fail(IdempotencyKeyReused.of())
+      case "InProgress":
+        return yield* Effect.fail(IdempotencyKeyInProgress.of())
+      case "Replay":
+        return HttpServerResponse.text(decision.body, {
+          status: decision.status,
+          contentType: "application/json",
+          headers: { "idempotent-replayed": "true" }
+        })
+      case "Resolve":
+        return yield* resolveFromRecord(context, decision, principal)
+      case "Run":
+        break
+    }
+    return yield* httpEffect.pipe(
+      Effect.provideService(CurrentIdempotencyScope, Option.some(scope)),
+      Effect.onExit((exit) => settleClaim(context, scope, exit)),
+      Unavailable.database("Idempotency.settle")
+    )
+  })
+
+/**
  * @since 0.1.0
  * @category layers
  */
@@ -91,247 +364,27 @@ export const IdempotencyLive = Layer.effect(
   Idempotency,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const pepper = Redacted.value((yield* Secrets).apiKeyPepper)
     const { nodeId } = yield* NodeLiveness
-    const replay = yield* OperationReplay
-    const keyDigest = (key: string) =>
-      new Uint8Array(createHmac("sha256", pepper).update("pps/idempotency-key/v2\n").update(key).digest())
-
+    const context: IdempotencyContext = {
+      sql,
+      nodeId,
+      pepper: Redacted.value((yield* Secrets).apiKeyPepper),
+      replay: yield* OperationReplay,
+      running: new Set<string>(),
+      claimsTogether: sharedStatements(sql, insertClaims(sql, nodeId), answerClaims, claimsPerStatementMax),
+      responsesTogether: sharedStatements(
+        sql,
+        storeResponses(sql),
+        (entries, exit) => entries.forEach((entry) => entry.completeUnsafe(exit)),
+        responsesPerStatementMax
+      )
+    }
     yield* Effect.forkScoped(
       sql`DELETE FROM idempotency_keys WHERE expires_at < now()`.pipe(
         Effect.catch((error) => Effect.logWarning("idempotency sweep failed", error)),
         Effect.repeat(Schedule.spaced(Duration.millis(sweepEveryMs)))
       )
     )
-
-    const where = (scope: IdempotencyScope) =>
-      sql`account_id = ${scope.accountId} AND mode = ${scope.mode} AND key_digest = ${scope.keyDigest}`
-    /** The same row, while this run still holds it. */
-    const held = (scope: IdempotencyScope) => sql`${where(scope)} AND claim_token = ${scope.claimToken}`
-    /**
-     * The runs of this process in flight, by token. Whether one of our own claims is still
-     * running is known here exactly; the heartbeat only tells about other nodes.
-     */
-    const running = new Set<string>()
-
-    const ttl = `${Limits.idempotencyTtlMs} milliseconds`
-    const insertClaim = (scope: IdempotencyScope, requestHash: Uint8Array) =>
-      sql`
-        INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, claim_token, created_at, expires_at)
-        VALUES (${scope.accountId}, ${scope.mode}, ${scope.keyDigest}, ${requestHash}, ${nodeId}, ${scope.claimToken}, now(),
-                now() + ${ttl}::interval)
-        ON CONFLICT DO NOTHING RETURNING 1 AS claimed`.pipe(Effect.map((inserted) => inserted.length > 0))
-
-    /**
-     * The claims asked for in one turn, inserted by one statement; each is answered by whether
-     * its row went in (its token returned). Two requests of one turn with the same key: the
-     * first row goes in, the second conflicts with it and is not claimed, as one after the other.
-     */
-    const claimColumns = ["", "", "", "", "", ""]
-    const insertClaims = (entries: ReadonlyArray<Request.Entry<ClaimKey>>) =>
-      sql.unsafe<{ readonly claim_token: string }>(
-        `INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, claim_token, created_at, expires_at)
-         VALUES ${SqlValues.valuesPlaceholders(entries.length, claimColumns, `, now(), now() + $${entries.length * claimColumns.length + 1}::interval`)}
-         ON CONFLICT DO NOTHING RETURNING claim_token`,
-        [
-          ...entries.flatMap(({ request: { requestHash, scope } }) =>
-            [scope.accountId, scope.mode, scope.keyDigest, requestHash, nodeId, scope.claimToken]
-          ),
-          ttl
-        ]
-      )
-    const claimsTogether = sharedStatements(
-      sql,
-      insertClaims,
-      (entries, exit) => {
-        const claimed = Exit.map(exit, (rows) => new Set(rows.map((row) => row.claim_token)))
-        for (const entry of entries) {
-          entry.completeUnsafe(Exit.map(claimed, (tokens) => tokens.has(entry.request.scope.claimToken)))
-        }
-      },
-      claimsPerStatementMax
-    )
-
-    // A new key (almost every request) is claimed by one statement, outside a transaction and
-    // shared with the other claims of its turn: the row it inserts is the whole claim. Only a
-    // key seen before takes the transaction.
-    const claim = (scope: IdempotencyScope, requestHash: Uint8Array) =>
-      Effect.flatMap(Effect.request(new ClaimKey({ scope, requestHash }), claimsTogether), (claimed) =>
-        claimed ? Effect.succeed<Claim>({ _tag: "Run" }) : claimSeen(scope, requestHash))
-
-    const claimSeen = (scope: IdempotencyScope, requestHash: Uint8Array) =>
-      sql.withTransaction(Effect.gen(function*() {
-        // An expired row is absent (D6: 24 hours): removed, and the key claimed anew.
-        yield* sql`DELETE FROM idempotency_keys WHERE ${where(scope)} AND expires_at < now()`
-        if (yield* insertClaim(scope, requestHash)) return { _tag: "Run" } as Claim
-        const rows = yield* sql<{
-          request_hash: Uint8Array
-          response_status: number | null
-          response_body: string | null
-          operation_kind: OperationKind | null
-          operation_id: string | null
-          owner_node: string | null
-          claim_token: string | null
-          owner_alive: boolean
-        }>`
-          SELECT request_hash, response_status, response_body, operation_kind, operation_id, owner_node, claim_token,
-            (owner_node IS NOT NULL AND EXISTS (
-              SELECT 1 FROM node_heartbeats h
-              WHERE h.node_id = idempotency_keys.owner_node
-                AND h.beat_at > now() - ${`${deadAfterMs} milliseconds`}::interval
-            )) AS owner_alive
-          FROM idempotency_keys WHERE ${where(scope)}
-          FOR UPDATE`
-        const row = rows[0]
-        if (row === undefined) return { _tag: "InProgress" } as Claim
-        if (!Buffer.from(row.request_hash).equals(Buffer.from(requestHash))) return { _tag: "Reused" } as Claim
-        if (row.response_status !== null) {
-          return { _tag: "Replay", status: row.response_status, body: row.response_body ?? "" } as Claim
-        }
-        const ownerAlive = row.owner_node === nodeId
-          ? row.claim_token !== null && running.has(row.claim_token)
-          : row.owner_alive
-        if (ownerAlive) return { _tag: "InProgress" } as Claim
-        if (row.operation_kind !== null && row.operation_id !== null) {
-          return { _tag: "Resolve", kind: row.operation_kind, operationId: row.operation_id } as Claim
-        }
-        // The first request ended, or its node died, before its operation left any record: run it.
-        yield* sql`
-          UPDATE idempotency_keys SET owner_node = ${nodeId}, claim_token = ${scope.claimToken} WHERE ${where(scope)}`
-        return { _tag: "Run" } as Claim
-      }))
-
-    /**
-     * Stores responses under their claims in one statement, each only while its run still holds
-     * the claim (its token): the responses of transfers that end together (one completion batch
-     * answers their requests in the same turn) cost one UPDATE, not one each.
-     */
-    const storeResponses = (entries: ReadonlyArray<Request.Entry<StoreResponse>>) => {
-      const values = SqlValues.valuesPlaceholders(entries.length, ["", "", "::bytea", "", "::integer", ""])
-      return sql.unsafe(
-        `UPDATE idempotency_keys k SET response_status = v.status, response_body = v.body, owner_node = NULL
-         FROM (VALUES ${values}) AS v (account_id, mode, key_digest, claim_token, status, body)
-         WHERE k.account_id = v.account_id AND k.mode = v.mode AND k.key_digest = v.key_digest AND k.claim_token = v.claim_token`,
-        entries.flatMap(({ request: { body, scope, status } }) => [scope.accountId, scope.mode, scope.keyDigest, scope.claimToken, status, body])
-      ).pipe(Effect.asVoid)
-    }
-    const responsesTogether = sharedStatements(
-      sql,
-      storeResponses,
-      (entries, exit) => entries.forEach((entry) => entry.completeUnsafe(exit)),
-      responsesPerStatementMax
-    )
-    const complete = (scope: IdempotencyScope, status: number, body: string) =>
-      Effect.request(new StoreResponse({ scope, status, body }), responsesTogether)
-
-    /**
-     * A refusal is stored as the key's answer only when no operation took effect under the
-     * key; if one did (its record committed, then something failed), the claim is left for a
-     * retry to resolve from that record, as after a fault.
-     */
-    const refuse = (scope: IdempotencyScope, status: number, body: string) =>
-      sql`
-        UPDATE idempotency_keys SET response_status = ${status}, response_body = ${body}, owner_node = NULL
-        WHERE ${held(scope)} AND operation_id IS NULL`.pipe(Effect.andThen(abandon(scope)))
-
-    /**
-     * A typed error of the catalogue (http/errors.ts) with a 4xx status: its status and its D1
-     * body as the client receives it (the envelope middleware adds `request_id` on the way out,
-     * and again, the retry's own, on a replay).
-     */
-    const typedRefusal = (cause: Cause.Cause<unknown>): { readonly status: number; readonly body: string } | undefined => {
-      const error = Option.getOrUndefined(Cause.findErrorOption(cause))
-      if (typeof error !== "object" || error === null || !("error" in error)) return undefined
-      const schema = (error.constructor as { readonly ast?: SchemaAST.AST }).ast
-      const status = schema === undefined ? undefined : SchemaAST.resolve(schema)?.["httpApiStatus"]
-      // 429 says "later", not "no": a retry must run.
-      if (typeof status !== "number" || status < 400 || status > 499 || status === 429) return undefined
-      const { request_id: _, ...body } = (error as { readonly error: Record<string, unknown> }).error
-      return { status, body: JSON.stringify({ error: body }) }
-    }
-
-    /**
-     * No response: a claim that names no operation had no durable effect and is
-     * released; one that does is kept, without an owner, for a retry to resolve.
-     */
-    const abandon = (scope: IdempotencyScope) =>
-      sql.withTransaction(Effect.gen(function*() {
-        yield* sql`
-          DELETE FROM idempotency_keys
-          WHERE ${held(scope)} AND response_status IS NULL AND operation_id IS NULL`
-        yield* sql`UPDATE idempotency_keys SET owner_node = NULL WHERE ${held(scope)} AND response_status IS NULL`
-      }))
-
-    return (httpEffect) =>
-      Effect.gen(function*() {
-        const request = yield* HttpServerRequest.HttpServerRequest
-        const key = request.headers["idempotency-key"]
-        if (request.method !== "POST" || key === undefined) return yield* httpEffect
-        if (key.length < 1 || key.length > Limits.idempotencyKeyLengthMax) {
-          return yield* Effect.fail(
-            InvalidRequest.of("The Idempotency-Key header must be 1-255 characters.", { param: "Idempotency-Key" })
-          )
-        }
-        const principal = yield* CurrentPrincipal
-        const body = yield* Effect.orDie(request.text)
-        const requestHash = requestFingerprint(key, request.method, request.url.split("?")[0] ?? "", body)
-        const scope: IdempotencyScope = {
-          accountId: principal.accountId,
-          mode: principal.mode,
-          keyDigest: keyDigest(key),
-          claimToken: randomBytes(16).toString("base64url")
-        }
-        // In the set of runs in flight before the claim commits: a second request with the same key
-        // landing in between must see this node's claim as alive, not take it over.
-        running.add(scope.claimToken)
-        const decision = yield* Effect.orDie(claim(scope, requestHash)).pipe(
-          Effect.onExit((exit) =>
-            Exit.isSuccess(exit) && exit.value._tag === "Run" ? Effect.void : Effect.sync(() => running.delete(scope.claimToken))
-          )
-        )
-        switch (decision._tag) {
-          case "Reused":
-            return yield* Effect.fail(IdempotencyKeyReused.of())
-          case "InProgress":
-            return yield* Effect.fail(IdempotencyKeyInProgress.of())
-          case "Replay":
-            return HttpServerResponse.text(decision.body, {
-              status: decision.status,
-              contentType: "application/json",
-              headers: { "idempotent-replayed": "true" }
-            })
-          case "Resolve": {
-            // Not stored: each retry answers the operation's state at that moment.
-            const answer = yield* replay.resolve(decision.kind, decision.operationId, principal)
-            if (Option.isNone(answer)) {
-              yield* Effect.logError("no resolver for an idempotent operation").pipe(
-                Effect.annotateLogs({ operation_kind: decision.kind })
-              )
-              return yield* Effect.fail(IdempotencyKeyInProgress.of())
-            }
-            return yield* HttpServerResponse.json(answer.value.body, {
-              status: answer.value.status,
-              headers: { "idempotent-replayed": "true" }
-            }).pipe(Effect.orDie)
-          }
-          case "Run":
-            break
-        }
-        return yield* httpEffect.pipe(
-          Effect.provideService(CurrentIdempotencyScope, Option.some(scope)),
-          Effect.onExit((exit) => {
-            // D6: the first response is replayed, an error (402, 403, 404, 422...) too: a retry after
-            // the balance was topped up must not pay what the first request was refused. A 5xx
-            // says the request did not complete: abandoned, so a retry runs (or resolves) it.
-            const refusal = Exit.isFailure(exit) ? typedRefusal(exit.cause) : undefined
-            return (Exit.isSuccess(exit)
-              ? complete(scope, exit.value.status, exit.value.body._tag === "Uint8Array" ? decoder.decode(exit.value.body.body) : "")
-              : refusal !== undefined
-              ? refuse(scope, refusal.status, refusal.body)
-              : abandon(scope)).pipe(Effect.ensuring(Effect.sync(() => running.delete(scope.claimToken))))
-          }),
-          Effect.catchTag("SqlError", Effect.die)
-        )
-      })
+    return (httpEffect) => claimed(context, httpEffect).pipe(answerServiceUnavailable)
   })
 )
