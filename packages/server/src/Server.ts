@@ -24,7 +24,7 @@ import { Balances } from "./balances/Balances.ts"
 import { FaucetHttpLive } from "./faucet/http.ts"
 import { GuardianConnectionLive } from "./guardian/GuardianConnection.ts"
 import { CryptoBackendLive } from "./platform/CryptoBackend.ts"
-import { KeyedSerializer } from "./platform/KeyedSerializer.ts"
+import { Lanes } from "./platform/Lanes.ts"
 import { Chains } from "./settlement/Chains.ts"
 import { DevChain } from "./settlement/DevChain.ts"
 import { Faucet } from "./settlement/Faucet.ts"
@@ -157,7 +157,7 @@ export const ServicesLive = Layer.mergeAll(
 ).pipe(
   // Agents and approvals use Transfers and the agent stores it brings.
   Layer.provideMerge(Transfers.layer),
-  Layer.provideMerge(Layer.mergeAll(EncryptionKeys.layer, Faucet.layer, KeyedSerializer.layer, TransferSealerLive)),
+  Layer.provideMerge(Layer.mergeAll(EncryptionKeys.layer, Faucet.layer, Lanes.layer, TransferSealerLive)),
   Layer.provideMerge(Settlement.layer),
   Layer.provideMerge(Chains.layer),
   Layer.provideMerge(GuardianIdentity.layer),

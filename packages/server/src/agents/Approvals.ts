@@ -2,7 +2,7 @@
  * Human approval of held agent transactions (D26-D28): the pending list, the
  * owner's sealed copy, approve, reject, and the expiry sweep.
  *
- * Every decision runs in the agent's actor (the same `KeyedSerializer` key as
+ * Every decision runs in the agent's actor (the same `Lanes` key as
  * the agent's transfers), and the state change is conditional on the row still
  * being `pending_approval`: an approval, a rejection, the sweep and the agent's
  * new transfers never interleave, and a transaction is decided once. The
@@ -31,7 +31,7 @@ import {
   TransactionNotFound
 } from "@pps/api/Errors"
 import { OperationReplay } from "../platform/IdempotentOperations.ts"
-import { KeyedSerializer } from "../platform/KeyedSerializer.ts"
+import { Lanes } from "../platform/Lanes.ts"
 import { confidentialTokenOf } from "../settlement/Chains.ts"
 import { Settlement } from "../settlement/Settlement.ts"
 import { transferIdBytes32, Transfers } from "../transfers/Transfers.ts"
@@ -117,7 +117,7 @@ export class Approvals extends Context.Service<Approvals, {
         store: yield* AgentTransactionStore,
         transfers: yield* Transfers,
         outbox: yield* Outbox,
-        actors: yield* KeyedSerializer,
+        lanes: yield* Lanes,
         settlement: yield* Settlement,
         operations: yield* OperationReplay
       }
@@ -149,7 +149,7 @@ interface ApprovalsContext {
   readonly store: AgentTransactionStore["Service"]
   readonly transfers: Transfers["Service"]
   readonly outbox: Outbox["Service"]
-  readonly actors: KeyedSerializer["Service"]
+  readonly lanes: Lanes["Service"]
   readonly settlement: Settlement["Service"]
   readonly operations: OperationReplay["Service"]
 }
@@ -169,7 +169,7 @@ const ownedTransaction = ({ store }: ApprovalsContext, principal: Principal, tra
 
 /** Under the agent's actor: pending → rejected | expired with its event, once. */
 const close = (context: ApprovalsContext, held: StoredAgentTransaction, status: "rejected" | "expired") =>
-  context.actors.withKey(held.agent_account_id, Effect.gen(function*() {
+  context.lanes.alone(held.agent_account_id, Effect.gen(function*() {
     const { sql, store } = context
     const nowMs = yield* Clock.currentTimeMillis
     const current = yield* store.findById(held.transaction_id).pipe(

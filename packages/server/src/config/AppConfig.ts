@@ -60,7 +60,7 @@ export interface AppConfigShape {
    */
   readonly sealingThread: SealingThread
   /**
-   * How many of one sender's new transfers run at once in its actor (`platform/KeyedSerializer.ts`):
+   * How many of one sender's new transfers run at once in its actor (`platform/Lanes.ts`):
    * the guardian decides each under the sender's balance lock. 1 decides them one at a time, in
    * arrival order (the actor before 2026-11-28).
    */

@@ -25,7 +25,7 @@ import type { Principal } from "@pps/api/ApiKeys"
 import { ServiceUnavailable } from "@pps/api/Errors"
 import { OperationReplay } from "../platform/IdempotentOperations.ts"
 import { makeId } from "../platform/Ids.ts"
-import { KeyedSerializer } from "../platform/KeyedSerializer.ts"
+import { Lanes } from "../platform/Lanes.ts"
 import { Faucet } from "../settlement/Faucet.ts"
 import { formatAmount } from "@pps/api/Transfers"
 
@@ -63,7 +63,7 @@ export class FaucetGrants extends Context.Service<FaucetGrants, {
       const sql = yield* SqlClient.SqlClient
       const faucet = yield* Faucet
       const operations = yield* OperationReplay
-      const serializer = yield* KeyedSerializer
+      const lanes = yield* Lanes
 
       const unavailable = (error: unknown) =>
         Effect.logError("faucet grant failed", error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
@@ -84,7 +84,7 @@ export class FaucetGrants extends Context.Service<FaucetGrants, {
 
       /** A recorded grant, finished: its hash, the faucet's matching shield found on chain, or a grant now. */
       const finish = (grantId: string) =>
-        serializer.withKey(grantId, Effect.gen(function*() {
+        lanes.alone(grantId, Effect.gen(function*() {
           const rows = yield* sql<StoredGrant>`
             SELECT grant_id, wallet_address, amount, from_block, tx_hash FROM faucet_grants WHERE grant_id = ${grantId}`
           const grant = rows[0]!

@@ -13,7 +13,7 @@
  *    plaintext amount and memo are not kept beyond this step. Then, in the sender's
  *    actor (per account, per agent for agents; a sender's new transfers
  *    `SENDER_CONCURRENCY` at a time, an owner's decision on a held one alone:
- *    `KeyedSerializer`), `create.ts`: for an agent, D25's amount-free rules with the
+ *    `platform/Lanes.ts`), `create.ts`: for an agent, D25's amount-free rules with the
  *    policy in force now (asset, recipient, active hours: 403 `policy_violation`); a
  *    fresh replay nonce; steps 3 and 4.
  * 3. `authorize.ts`: guardian `authorize`: it opens its box, computes the ciphertext,

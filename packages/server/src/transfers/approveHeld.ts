@@ -51,7 +51,7 @@ export const approveHeld = Effect.fn("Transfers.approveHeld")(function*(context:
       onSome: Effect.succeed
     }))
   )
-  const decided = yield* context.serializer.withKey(firstRead.agent_account_id, approveInTurn(context, transactionId))
+  const decided = yield* context.lanes.alone(firstRead.agent_account_id, approveInTurn(context, transactionId))
   // Decided: the wait for the chain holds no place at the gate (platform/Admission.ts).
   yield* releaseAdmission
   const transfer = yield* submitAndAwait(context, decided.transferId, decided.submission)

@@ -22,7 +22,7 @@ import { AgentTransactionStore } from "../agents/AgentTransactionStore.ts"
 import { AppConfig, type AppConfigShape } from "../config/AppConfig.ts"
 import { Outbox } from "../events/Outbox.ts"
 import { OperationReplay } from "../platform/IdempotentOperations.ts"
-import { KeyedSerializer } from "../platform/KeyedSerializer.ts"
+import { Lanes } from "../platform/Lanes.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
 import { Secrets } from "../platform/Secrets.ts"
 import { sharedStatements } from "../platform/SharedStatements.ts"
@@ -51,7 +51,7 @@ export interface TransfersContext {
   readonly guardianIdentity: typeof GuardianIdentity.Service
   readonly outbox: typeof Outbox.Service
   /** A sender's turns (the sender's actor) and a prepared transfer's. */
-  readonly serializer: typeof KeyedSerializer.Service
+  readonly lanes: typeof Lanes.Service
   readonly agentStore: typeof AgentStore.Service
   readonly heldStore: typeof AgentTransactionStore.Service
   readonly secretBox: typeof SecretBox.Service
@@ -87,7 +87,7 @@ export const makeTransfersContext = Effect.gen(function*() {
     guardian: yield* GuardianClient.GuardianClient,
     guardianIdentity: yield* GuardianIdentity,
     outbox: yield* Outbox,
-    serializer: yield* KeyedSerializer,
+    lanes: yield* Lanes,
     agentStore: yield* AgentStore,
     heldStore: yield* AgentTransactionStore,
     secretBox: yield* SecretBox,

@@ -64,16 +64,16 @@ export const create = Effect.fn("Transfers.create")(function*(
 
 /**
  * Steps 3-4 in the sender's actor (the agent's, for an agent): policy, nonce, authorize, record,
- * beside the sender's other new transfers (KeyedSerializer: the guardian decides each under the
+ * beside the sender's other new transfers (platform/Lanes.ts: the guardian decides each under the
  * sender's balance lock), never beside an owner's decision on a held one. Two creates of one
  * prepared transfer take turns, so the second finds the id taken.
  */
 const decideInSendersTurn = (context: TransfersContext, sealed: Sealed) => {
-  const { serializer } = context
+  const { lanes } = context
   const { boxed, parties } = sealed
-  const turn = serializer.alongside(parties.sender.accountId, decide(context, sealed).pipe(SpanLog.stage("Transfers.inActor")))
+  const turn = lanes.alongside(parties.sender.accountId, decide(context, sealed).pipe(SpanLog.stage("Transfers.inActor")))
   // Two stages (SpanLog.ts): the outer one also counts the wait for the sender's turn.
-  return (boxed._tag === "Prepared" ? serializer.withKey(`prepared:${boxed.transferId}`, turn) : turn).pipe(
+  return (boxed._tag === "Prepared" ? lanes.alone(`prepared:${boxed.transferId}`, turn) : turn).pipe(
     SpanLog.stage("Transfers.actor")
   )
 }
