@@ -1,14 +1,14 @@
 /**
  * Amounts as people read them. Decrypted amounts are integers in the asset's
  * base units (USDG has 6 decimals, ETH 18); the API writes decimal strings in
- * their shortest exact form ("12.5", "0", "1000", DECISIONS.md D4), and so does
+ * their shortest exact form ("12.5", "0", "1000", D4), and so does
  * this module, with integer arithmetic only, so no amount is ever rounded.
  *
  * @since 0.1.0
  */
 
 /**
- * The supported assets and their decimals (DECISIONS.md D4).
+ * The supported assets and their decimals (D4).
  *
  * @since 0.1.0
  * @category constants

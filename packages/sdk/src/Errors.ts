@@ -1,6 +1,6 @@
 /**
  * The errors of the SDK, for both surfaces' Promise side: `ApiError` (the API answered an
- * error status), one subclass per code the API answers (SPEC.md's table, DECISIONS.md, and
+ * error status), one subclass per code the API answers (SPEC.md's table, docs/decisions, and
  * the extensions in docs/api.md), and `TransportError` (no usable answer). Every request
  * of the Promise surface (`Pps`) rejects with the class of the code it got, so callers can
  * write `if (error instanceof Errors.InsufficientBalance)` or switch on `error.code`,
@@ -51,7 +51,7 @@ const knownCodes: ReadonlySet<string> = new Set<string>([
 export const isCode = (code: string): code is Code => knownCodes.has(code)
 
 /**
- * The error object of the API's error body (DECISIONS.md D1), as received: its `code` is
+ * The error object of the API's error body (D1), as received: its `code` is
  * the wire's string (a newer server may answer a code this SDK does not know);
  * `ApiError.code` is the typed one.
  *

@@ -1,7 +1,7 @@
 /**
  * Every TypeScript example of the SDK's documentation compiles under `strict` against the
  * workspace's packages, so a change of the SDK's types cannot leave a documented example
- * behind (issue 44 measured one that failed with TS2345).
+ * behind (an example in docs/sdk.md once failed with TS2345 under strict).
  *
  * The examples are the ```ts and ```typescript blocks of README.md, docs/*.md and
  * packages/sdk/README.md that import `@pps/sdk`, and every such block of the SDK's own

@@ -36,7 +36,7 @@ import * as net from "node:net"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { GuardianClient } from "@pps/guardian"
-import { Context, Effect, Exit, Layer, Option, Redacted, Ref, Scope } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Option, Redacted, Ref, Scope } from "effect"
 import { GuardianUnavailable } from "./errors.ts"
 
 /**
@@ -359,7 +359,7 @@ const launch = (options: EmbeddedGuardianOptions, token: Redacted.Redacted<strin
       const context = yield* Layer.buildWithScope(GuardianClient.GuardianClient.layerHttp(`http://127.0.0.1:${port}`, token), scope)
       const client = Context.get(context, GuardianClient.GuardianClient)
       yield* awaitReady(client, child, port, options.startTimeoutMs)
-      const running: Running = { child, client, scope, startedAtMs: Date.now() }
+      const running: Running = { child, client, scope, startedAtMs: yield* Clock.currentTimeMillis }
       return running
     })
     return yield* start.pipe(Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : Scope.close(scope, exit))))
@@ -431,7 +431,7 @@ const supervise = (
     for (;;) {
       const running = yield* Ref.get(current)
       const exit = yield* awaitExit(running.child)
-      if (Date.now() - running.startedAtMs >= stableUptimeMs) failures = 0
+      if ((yield* Clock.currentTimeMillis) - running.startedAtMs >= stableUptimeMs) failures = 0
       yield* Scope.close(running.scope, Exit.void)
       for (;;) {
         const delayMs = restartDelayMs(failures)

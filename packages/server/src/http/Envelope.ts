@@ -26,7 +26,7 @@
  */
 import type * as Http from "node:http"
 import type { Duplex } from "node:stream"
-import { type Cause, Effect } from "effect"
+import { type Cause, Clock, Effect } from "effect"
 import * as ByteSize from "effect/ByteSize"
 import { FindMyWay, HttpIncomingMessage, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiError } from "effect/http-api"
@@ -357,7 +357,7 @@ export const envelopeMiddleware = (routes: RouteTable, stage: InnerStage = (inne
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const requestId = makeId("req")
-    const startedMs = Date.now()
+    const startedMs = yield* Clock.currentTimeMillis
     const path = request.url.split("?")[0] ?? request.url
     const response = yield* Effect.suspend(() => {
       const length = Number(request.headers["content-length"] ?? "0")
@@ -374,13 +374,14 @@ export const envelopeMiddleware = (routes: RouteTable, stage: InnerStage = (inne
       )
     }).pipe(Effect.annotateLogs({ request_id: requestId }))
     const final = withApiHeaders(path, HttpServerResponse.setHeader(withEnvelope(response, requestId), "x-request-id", requestId))
+    const endedMs = yield* Clock.currentTimeMillis
     yield* Effect.logInfo("http request").pipe(
       Effect.annotateLogs({
         request_id: requestId,
         method: request.method,
         path,
         status: final.status,
-        duration_ms: Date.now() - startedMs
+        duration_ms: endedMs - startedMs
       })
     )
     return final
