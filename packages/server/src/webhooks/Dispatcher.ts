@@ -69,7 +69,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       const context = yield* makeDispatchContext
       // Embedded mode: this process holds the data directory lock, so any lease is a dead
       // predecessor's. Dropping them only saves waiting for them to expire: a failure is logged.
-      if (Option.isNone((yield* AppConfig).databaseUrl)) {
+      if (Option.isNone(context.config.databaseUrl)) {
         yield* context.store.releaseAllLeases.pipe(
           database("Dispatcher.releaseAllLeases"),
           Effect.catch((error) => Effect.logWarning("cannot drop the leases left by a previous process", error))
@@ -77,7 +77,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       }
       const round = runOnce(context)
       // Deliveries leave from worker nodes only (an api-only node never claims a subscription).
-      if (runsWorkers(yield* AppConfig)) yield* runForever(context, round)
+      if (runsWorkers(context.config)) yield* runForever(context, round)
       return Dispatcher.of({
         nodeId: context.nodeId,
         wake: context.wakeup.wake,

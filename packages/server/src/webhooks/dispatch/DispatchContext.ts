@@ -5,6 +5,7 @@
  * @since 0.8.0
  */
 import { DateTime, type Effect, type Fiber, type Scope } from "effect"
+import type { AppConfig } from "../../config/AppConfig.ts"
 import type { Wakeup } from "../../events/Wakeup.ts"
 import type { SecretBox } from "../../platform/SecretBox.ts"
 import type { DependencyUnavailable } from "../../platform/Unavailable.ts"
@@ -50,7 +51,7 @@ export interface Serving {
  * @category models
  */
 export interface DispatchContext {
-  readonly config: { readonly webhookConcurrency: number; readonly webhookDispatchPollMs: number }
+  readonly config: AppConfig["Service"]
   readonly store: WebhookStore["Service"]
   readonly client: WebhookClient["Service"]
   readonly box: SecretBox["Service"]
