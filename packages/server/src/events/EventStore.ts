@@ -12,6 +12,7 @@ import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import { Mode } from "@pps/api/ApiKeys"
 import { EventMessage, EventType, type StoredEvent } from "@pps/api/Events"
 import { withoutWaitingForDisk } from "../platform/CommitDurability.ts"
+import * as Invariant from "../platform/Invariant.ts"
 
 const EventRow = Schema.Struct({
   event_id: Schema.String,
@@ -40,11 +41,12 @@ interface EventStoreContext {
 const decodeRows = Schema.decodeUnknownEffect(Schema.Array(EventRow))
 const decodeMessages = Schema.decodeUnknownEffect(Schema.Array(EventMessage))
 
-// A row that does not decode breaks our own schema: a defect.
+// A row that does not decode breaks our own schema (the migrations write what it reads): a defect.
+const rowsDecode = Invariant.orDie("the events table's rows decode with the schema its migrations define")
+
 const rows = (statement: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>) =>
-  Effect.flatMap(statement, decodeRows).pipe(
-    Effect.map((decoded) => decoded.map(toEvent)),
-    Effect.catchTag("SchemaError", Effect.die)
+  Effect.flatMap(statement, (found) => rowsDecode(decodeRows(found))).pipe(
+    Effect.map((decoded) => decoded.map(toEvent))
   )
 
 const insert = Effect.fn("EventStore.insert")(function*({ sql }: EventStoreContext, events: ReadonlyArray<StoredEvent>) {
@@ -64,8 +66,7 @@ const insert = Effect.fn("EventStore.insert")(function*({ sql }: EventStoreConte
 
 const unpublished = ({ sql }: EventStoreContext, limit: number) =>
   sql`SELECT event_id, account_id, mode, type FROM events WHERE published_at IS NULL ORDER BY event_id LIMIT ${limit}`.pipe(
-    Effect.flatMap(decodeMessages),
-    Effect.catchTag("SchemaError", Effect.die),
+    Effect.flatMap((found) => rowsDecode(decodeMessages(found))),
     Effect.withSpan("EventStore.unpublished")
   )
 

@@ -10,21 +10,21 @@ import { WebhookNotFound } from "@pps/api/Errors"
 import { secretBinding, toWebhookRecord } from "@pps/api/Webhooks"
 import type { ReplayedResponse } from "../../platform/IdempotentOperations.ts"
 import * as Invariant from "../../platform/Invariant.ts"
-import { database, type DependencyUnavailable, toServiceUnavailable } from "../../platform/Unavailable.ts"
+import { answerServiceUnavailable, database, type DependencyUnavailable } from "../../platform/Unavailable.ts"
 import type { Owner, WebhooksContext } from "./WebhooksContext.ts"
 
 const decoder = new TextDecoder()
 
-/** The replayed answer to a dependency's outage, logged as `answerServiceUnavailable` logs it. */
-const unavailableAnswer = (error: DependencyUnavailable): Effect.Effect<ReplayedResponse> =>
-  Effect.logWarning("dependency unavailable").pipe(
-    Effect.annotateLogs({
-      dependency: error.dependency,
-      operation: error.operation,
-      retryable: error.retryable,
-      detail: error.detail
-    }),
-    Effect.as({ status: 503, body: { error: toServiceUnavailable(error).error } })
+/**
+ * A lookup the database did not answer, answered as a request would be: logged, then 503
+ * `service_unavailable` (the envelope adds `Retry-After`).
+ */
+const unavailableAnswered = <R>(
+  self: Effect.Effect<ReplayedResponse, DependencyUnavailable, R>
+): Effect.Effect<ReplayedResponse, never, R> =>
+  self.pipe(
+    answerServiceUnavailable,
+    Effect.catch((unavailable) => Effect.succeed({ status: 503, body: { error: unavailable.error } }))
   )
 
 /**
@@ -51,7 +51,7 @@ const createdWebhook = (
       status: 201,
       body: { webhook_id: record.webhook_id, url: record.url, events: record.events, secret, created_at: record.created_at }
     }
-  }).pipe(database("Webhooks.replayCreate"), Effect.catch(unavailableAnswer))
+  }).pipe(database("Webhooks.replayCreate"), unavailableAnswered)
 
 /**
  * A retried replay answers with the delivery it made, never a second one (the receiver would
@@ -73,7 +73,7 @@ const replayedDelivery = (
         : { status: 202, body: { delivery_id: row.delivery_id, event_id: row.event_id, status: "pending" } }
     }),
     database("Webhooks.replayDelivery"),
-    Effect.catch(unavailableAnswer)
+    unavailableAnswered
   )
 
 /**

@@ -9,6 +9,7 @@ import type { SqlClient, SqlError, Statement } from "effect/sql"
 import { Mode } from "@pps/api/ApiKeys"
 import { EventType } from "@pps/api/Events"
 import type { DeliveryRecord, DeliveryStatus, Webhook } from "@pps/api/Webhooks"
+import * as Invariant from "../../platform/Invariant.ts"
 
 const WebhookRow = Schema.Struct({
   webhook_id: Schema.String,
@@ -174,11 +175,13 @@ type Decoder<S extends Schema.Top> = (
   statement: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>
 ) => Effect.Effect<ReadonlyArray<S["Type"]>, SqlError.SqlError>
 
-// Rows that do not decode break our own schema: a defect.
+// Rows that do not decode break our own schema (the migrations write what it reads): a defect.
+const rowsDecode = Invariant.orDie("the webhook tables' rows decode with the schema their migrations define")
+
 const decoder = <S extends Schema.Top>(schema: S): Decoder<S> => {
   const decodeRows = Schema.decodeUnknownEffect(Schema.Array(schema))
   return (statement) =>
-    Effect.flatMap(statement, decodeRows).pipe(Effect.catchTag("SchemaError", Effect.die)) as Effect.Effect<
+    Effect.flatMap(statement, (rows) => rowsDecode(decodeRows(rows))) as Effect.Effect<
       ReadonlyArray<S["Type"]>,
       SqlError.SqlError
     >
