@@ -70,126 +70,159 @@ export interface ControlChannel {
   readonly subscribe: (topic: string, answerAs: string, subscriber: ControlSubscriber) => Effect.Effect<void, never, Scope.Scope>
 }
 
+/** The connection and subject prefix every control step runs over. */
+interface ChannelContext {
+  readonly connection: NatsConnection
+  readonly subjectPrefix: string
+}
+
+type Unanswered = { readonly unanswered: ReadonlyArray<string> }
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
+const subjectOf = (context: ChannelContext, topic: string) => `${context.subjectPrefix}_control.${topic}`
+
+const broadcast = (
+  context: ChannelContext,
+  topic: string,
+  payload: string,
+  { awaiting, waitMs }: { readonly awaiting: ReadonlyArray<string>; readonly waitMs: number }
+) =>
+  Effect.callback<Unanswered, ControlChannelError>((resume) => {
+    const { connection } = context
+    const waitingFor = new Set(awaiting)
+    let taken = false
+    let done = false
+    let answers: Subscription | undefined
+    const finish = (outcome: Effect.Effect<Unanswered, ControlChannelError>) => {
+      if (done) return
+      done = true
+      clearTimeout(timer)
+      answers?.unsubscribe()
+      resume(outcome)
+    }
+    const settleIfComplete = () => {
+      if (taken && waitingFor.size === 0) finish(Effect.succeed({ unanswered: [] }))
+    }
+    const timer = setTimeout(() =>
+      finish(
+        taken
+          ? Effect.succeed({ unanswered: [...waitingFor] })
+          : Effect.fail(new ControlChannelError({ message: `NATS did not confirm within ${waitMs} ms` }))
+      ), waitMs)
+    try {
+      // The answers' subscription goes out before the message, on the same connection, so
+      // the server has registered it before any subscriber can answer.
+      const inbox = createInbox()
+      answers = connection.subscribe(inbox, {
+        callback: (error, message) => {
+          if (error !== null) return
+          waitingFor.delete(decoder.decode(message.data))
+          settleIfComplete()
+        }
+      })
+      connection.publish(subjectOf(context, topic), encoder.encode(payload), { reply: inbox })
+    } catch (cause) {
+      finish(Effect.fail(new ControlChannelError({ message: "cannot publish the control message", cause })))
+      return
+    }
+    connection.flush().then(
+      () => {
+        taken = true
+        settleIfComplete()
+      },
+      (cause: unknown) => finish(Effect.fail(new ControlChannelError({ message: "NATS did not confirm the control message", cause })))
+    )
+    return Effect.sync(() => finish(Effect.succeed({ unanswered: [...waitingFor] })))
+  }).pipe(Effect.withSpan("ControlChannel.broadcast"))
+
+/** One subscription's state, shared by its message callback and its status watcher. */
+interface Listening {
+  readonly connection: NatsConnection
+  readonly subscriber: ControlSubscriber
+  subscription?: Subscription
+  failed: boolean
+}
+
+// A round trip after SUB: once the server answers, it has registered the subscription.
+const becomeReliable = (listening: Listening) => {
+  listening.connection.flush().then(
+    () => {
+      const { connection, failed, subscriber, subscription } = listening
+      if (!failed && subscription?.isClosed() === false && !connection.isClosed()) subscriber.onReliable()
+    },
+    (cause: unknown) => listening.subscriber.onUnreliable(`flush after connect failed: ${String(cause)}`)
+  )
+}
+
+const onStatus = (listening: Listening, status: Status) => {
+  switch (status.type) {
+    case "disconnect":
+    case "staleConnection":
+    case "close":
+    case "forceReconnect":
+      listening.subscriber.onUnreliable(`NATS ${status.type}`)
+      return
+    case "slowConsumer":
+      if (status.sub !== listening.subscription) return
+      // Messages may have been dropped; the subscriber is still registered.
+      listening.subscriber.onUnreliable("NATS slow consumer")
+      if (!listening.failed) becomeReliable(listening)
+      return
+    case "reconnect":
+      becomeReliable(listening)
+      return
+    default:
+      return
+  }
+}
+
+const subscribe = (context: ChannelContext, topic: string, answerAs: string, subscriber: ControlSubscriber) =>
+  Effect.gen(function*() {
+    const { connection } = context
+    // Listen to the status before subscribing, so no disconnect can pass unseen in between.
+    const statuses = connection.status()
+    const listening: Listening = { connection, subscriber, failed: false }
+    listening.subscription = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        connection.subscribe(subjectOf(context, topic), {
+          callback: (error, message) => {
+            if (error !== null) {
+              listening.failed = true
+              subscriber.onUnreliable(`subscription failed: ${error.message}`)
+            } else {
+              subscriber.onMessage(message.string())
+              // Handled: tell the sender, if it waits for this node.
+              if (message.reply !== undefined && message.reply !== "") message.respond(encoder.encode(answerAs))
+            }
+          }
+        })
+      ),
+      (sub) => Effect.sync(() => sub.unsubscribe())
+    )
+    yield* Effect.forkScoped(
+      Effect.promise(async () => {
+        for await (const status of statuses) onStatus(listening, status)
+      })
+    )
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        const iterator = statuses as { stop?: () => void }
+        iterator.stop?.()
+      })
+    )
+    becomeReliable(listening)
+  })
+
 /**
  * @since 0.5.0
  * @category constructors
  */
 export const makeControlChannel = (connection: NatsConnection, subjectPrefix: string): ControlChannel => {
-  const subjectOf = (topic: string) => `${subjectPrefix}_control.${topic}`
-  const encoder = new TextEncoder()
-  const decoder = new TextDecoder()
+  const context: ChannelContext = { connection, subjectPrefix }
   return {
-    broadcast: (topic, payload, { awaiting, waitMs }) =>
-      Effect.callback<{ readonly unanswered: ReadonlyArray<string> }, ControlChannelError>((resume) => {
-        const waitingFor = new Set(awaiting)
-        let taken = false
-        let done = false
-        let answers: Subscription | undefined
-        const finish = (outcome: Effect.Effect<{ readonly unanswered: ReadonlyArray<string> }, ControlChannelError>) => {
-          if (done) return
-          done = true
-          clearTimeout(timer)
-          answers?.unsubscribe()
-          resume(outcome)
-        }
-        const settleIfComplete = () => {
-          if (taken && waitingFor.size === 0) finish(Effect.succeed({ unanswered: [] }))
-        }
-        const timer = setTimeout(() =>
-          finish(
-            taken
-              ? Effect.succeed({ unanswered: [...waitingFor] })
-              : Effect.fail(new ControlChannelError({ message: `NATS did not confirm within ${waitMs} ms` }))
-          ), waitMs)
-        try {
-          // The answers' subscription goes out before the message, on the same connection, so
-          // the server has registered it before any subscriber can answer.
-          const inbox = createInbox()
-          answers = connection.subscribe(inbox, {
-            callback: (error, message) => {
-              if (error !== null) return
-              waitingFor.delete(decoder.decode(message.data))
-              settleIfComplete()
-            }
-          })
-          connection.publish(subjectOf(topic), encoder.encode(payload), { reply: inbox })
-        } catch (cause) {
-          finish(Effect.fail(new ControlChannelError({ message: "cannot publish the control message", cause })))
-          return
-        }
-        connection.flush().then(
-          () => {
-            taken = true
-            settleIfComplete()
-          },
-          (cause: unknown) => finish(Effect.fail(new ControlChannelError({ message: "NATS did not confirm the control message", cause })))
-        )
-        return Effect.sync(() => finish(Effect.succeed({ unanswered: [...waitingFor] })))
-      }).pipe(Effect.withSpan("ControlChannel.broadcast")),
-    subscribe: (topic, answerAs, subscriber) =>
-      Effect.gen(function*() {
-        // Listen to the status before subscribing, so no disconnect can pass unseen in between.
-        const statuses = connection.status()
-        let failed = false
-        const subscription: Subscription = yield* Effect.acquireRelease(
-          Effect.sync(() =>
-            connection.subscribe(subjectOf(topic), {
-              callback: (error, message) => {
-                if (error !== null) {
-                  failed = true
-                  subscriber.onUnreliable(`subscription failed: ${error.message}`)
-                } else {
-                  subscriber.onMessage(message.string())
-                  // Handled: tell the sender, if it waits for this node.
-                  if (message.reply !== undefined && message.reply !== "") message.respond(encoder.encode(answerAs))
-                }
-              }
-            })
-          ),
-          (sub) => Effect.sync(() => sub.unsubscribe())
-        )
-        // A round trip after SUB: once the server answers, it has registered the subscription.
-        const becomeReliable = () => {
-          connection.flush().then(
-            () => {
-              if (!failed && !subscription.isClosed() && !connection.isClosed()) subscriber.onReliable()
-            },
-            (cause: unknown) => subscriber.onUnreliable(`flush after connect failed: ${String(cause)}`)
-          )
-        }
-        const onStatus = (status: Status) => {
-          switch (status.type) {
-            case "disconnect":
-            case "staleConnection":
-            case "close":
-            case "forceReconnect":
-              subscriber.onUnreliable(`NATS ${status.type}`)
-              return
-            case "slowConsumer":
-              if (status.sub !== subscription) return
-              // Messages may have been dropped; the subscriber is still registered.
-              subscriber.onUnreliable("NATS slow consumer")
-              if (!failed) becomeReliable()
-              return
-            case "reconnect":
-              becomeReliable()
-              return
-            default:
-              return
-          }
-        }
-        yield* Effect.forkScoped(
-          Effect.promise(async () => {
-            for await (const status of statuses) onStatus(status)
-          })
-        )
-        yield* Effect.addFinalizer(() =>
-          Effect.sync(() => {
-            const iterator = statuses as { stop?: () => void }
-            iterator.stop?.()
-          })
-        )
-        becomeReliable()
-      })
+    broadcast: (topic, payload, options) => broadcast(context, topic, payload, options),
+    subscribe: (topic, answerAs, subscriber) => subscribe(context, topic, answerAs, subscriber)
   }
 }

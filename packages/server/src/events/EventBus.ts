@@ -21,7 +21,16 @@
  * @since 0.1.0
  */
 import { connect, type NatsConnection } from "@nats-io/transport-node"
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType } from "@nats-io/jetstream"
+import {
+  AckPolicy,
+  DeliverPolicy,
+  jetstream,
+  type JetStreamClient,
+  jetstreamManager,
+  type JsMsg,
+  RetentionPolicy,
+  StorageType
+} from "@nats-io/jetstream"
 import { Context, Data, Effect, Layer, Option, Schema, type Scope, Stream } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { type ControlChannel, makeControlChannel } from "./ControlChannel.ts"
@@ -58,6 +67,136 @@ const consumeBatchWaitMs = 10
 /** NATS: client pings the server this often; two unanswered make the connection stale. */
 const natsPingIntervalMs = 10_000
 const nanos = (ms: number) => ms * 1_000_000
+
+/**
+ * Where the JetStream bus lives.
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface JetStreamOptions {
+  readonly url: string
+  readonly stream: string
+  readonly subjectPrefix: string
+}
+
+/** What publishing and consuming run over, built once by the layer. */
+interface JetStreamContext {
+  readonly options: JetStreamOptions
+  readonly durable: string
+  readonly js: JetStreamClient
+}
+
+const durableOf = (options: JetStreamOptions) => `${options.stream}_webhook_fanout`
+const encoder = new TextEncoder()
+const decodeMessage = Schema.decodeUnknownOption(Schema.fromJsonString(EventMessage))
+
+/** The connection, drained when the layer's scope closes. */
+const connectNats = (options: JetStreamOptions) =>
+  Effect.acquireRelease(
+    Effect.tryPromise({
+      try: () => connect({
+        servers: options.url,
+        name: "pps-server",
+        maxReconnectAttempts: -1,
+        // A silently dead link is noticed within ~3 pings (stale, then reconnect), well inside
+        // API_KEY_CACHE_TTL_MS's default: the control channel's listeners drop their state then.
+        pingInterval: natsPingIntervalMs
+      }),
+      catch: (cause) => new EventBusError({ message: `cannot connect to NATS at ${options.url}`, cause })
+    }),
+    (nc) => Effect.promise(() => nc.drain()).pipe(Effect.timeoutOption(5_000), Effect.ignore)
+  )
+
+/** Creates or updates the stream, and creates the shared durable consumer when missing. */
+const ensureStream = (connection: NatsConnection, options: JetStreamOptions) =>
+  Effect.gen(function*() {
+    const manager = yield* Effect.tryPromise({
+      try: () => jetstreamManager(connection),
+      catch: (cause) => new EventBusError({ message: "JetStream is not enabled on the NATS server", cause })
+    })
+    const durable = durableOf(options)
+    yield* Effect.tryPromise({
+      try: async () => {
+        const streamConfig = {
+          name: options.stream,
+          subjects: [`${options.subjectPrefix}.>`],
+          retention: RetentionPolicy.Limits,
+          storage: StorageType.File,
+          max_age: nanos(streamMaxAgeMs),
+          duplicate_window: nanos(duplicateWindowMs)
+        }
+        const exists = await manager.streams.info(options.stream).then(() => true, () => false)
+        if (exists) await manager.streams.update(options.stream, streamConfig)
+        else await manager.streams.add(streamConfig)
+        const consumerConfig = {
+          durable_name: durable,
+          ack_policy: AckPolicy.Explicit,
+          deliver_policy: DeliverPolicy.All,
+          ack_wait: nanos(ackWaitMs),
+          max_ack_pending: 10_000,
+          filter_subject: `${options.subjectPrefix}.>`
+        }
+        const consumerExists = await manager.consumers.info(options.stream, durable).then(() => true, () => false)
+        if (!consumerExists) await manager.consumers.add(options.stream, consumerConfig)
+      },
+      catch: (cause) => new EventBusError({ message: `cannot set up stream ${options.stream}`, cause })
+    })
+  })
+
+const publishJetStream = ({ js, options }: JetStreamContext, messages: ReadonlyArray<EventMessage>) =>
+  Effect.tryPromise({
+    try: () =>
+      Promise.all(messages.map((message) =>
+        js.publish(
+          `${options.subjectPrefix}.${message.mode}.${message.account_id}`,
+          encoder.encode(JSON.stringify(message)),
+          { msgID: message.event_id }
+        )
+      )),
+    catch: (cause) => new EventBusError({ message: "JetStream did not acknowledge the events", cause })
+  }).pipe(Effect.asVoid, Effect.withSpan("EventBus.publish"))
+
+/** Hands one batch to the handler: acked once handled, redelivered after a second when not. */
+const handleBatch = (handler: EventHandler, batch: ReadonlyArray<JsMsg>) => {
+  const decoded: Array<EventMessage> = []
+  for (const message of batch) {
+    const value = decodeMessage(message.string())
+    // A message that is not ours cannot become one by retrying: drop it.
+    if (Option.isNone(value)) message.term()
+    else decoded.push(value.value)
+  }
+  return handler(decoded).pipe(
+    Effect.matchEffect({
+      onSuccess: () => Effect.sync(() => batch.forEach((message) => message.ack())),
+      onFailure: (error) =>
+        Effect.sync(() => batch.forEach((message) => message.nak(1_000))).pipe(
+          Effect.andThen(Effect.logWarning("event fan-out failed; redelivering", error))
+        )
+    })
+  )
+}
+
+const consumeJetStream = ({ durable, js, options }: JetStreamContext, handler: EventHandler) =>
+  Effect.gen(function*() {
+    const consumer = yield* Effect.tryPromise({
+      try: () => js.consumers.get(options.stream, durable),
+      catch: (cause) => new EventBusError({ message: `no consumer ${durable}`, cause })
+    })
+    const messages = yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: () => consumer.consume({ max_messages: consumeBatchMax * 2 }),
+        catch: (cause) => new EventBusError({ message: "cannot consume", cause })
+      }),
+      (iterator) => Effect.promise(() => iterator.close()).pipe(Effect.timeoutOption(5_000), Effect.ignore)
+    )
+    yield* Stream.fromAsyncIterable(messages, (cause) => new EventBusError({ message: "consume failed", cause })).pipe(
+      Stream.groupedWithin(consumeBatchMax, consumeBatchWaitMs),
+      Stream.runForEach((batch) => handleBatch(handler, batch)),
+      Effect.catchCause((cause) => Effect.logError("JetStream consumer stopped", cause)),
+      Effect.forkScoped
+    )
+  })
 
 /**
  * @since 0.1.0
@@ -99,114 +238,22 @@ export class EventBus extends Context.Service<EventBus, {
    * @since 0.1.0
    * @category layers
    */
-  static readonly layerJetStream = (options: {
-    readonly url: string
-    readonly stream: string
-    readonly subjectPrefix: string
-  }) =>
+  static readonly layerJetStream = (options: JetStreamOptions) =>
     Layer.effect(
       EventBus,
       Effect.gen(function*() {
-        const connection: NatsConnection = yield* Effect.acquireRelease(
-          Effect.tryPromise({
-            try: () => connect({
-              servers: options.url,
-              name: "pps-server",
-              maxReconnectAttempts: -1,
-              // A silently dead link is noticed within ~3 pings (stale, then reconnect), well inside
-              // API_KEY_CACHE_TTL_MS's default: the control channel's listeners drop their state then.
-              pingInterval: natsPingIntervalMs
-            }),
-            catch: (cause) => new EventBusError({ message: `cannot connect to NATS at ${options.url}`, cause })
-          }),
-          (nc) => Effect.promise(() => nc.drain()).pipe(Effect.timeoutOption(5_000), Effect.ignore)
-        )
-        const manager = yield* Effect.tryPromise({
-          try: () => jetstreamManager(connection),
-          catch: (cause) => new EventBusError({ message: "JetStream is not enabled on the NATS server", cause })
-        })
-        const durable = `${options.stream}_webhook_fanout`
-        yield* Effect.tryPromise({
-          try: async () => {
-            const streamConfig = {
-              name: options.stream,
-              subjects: [`${options.subjectPrefix}.>`],
-              retention: RetentionPolicy.Limits,
-              storage: StorageType.File,
-              max_age: nanos(streamMaxAgeMs),
-              duplicate_window: nanos(duplicateWindowMs)
-            }
-            const exists = await manager.streams.info(options.stream).then(() => true, () => false)
-            if (exists) await manager.streams.update(options.stream, streamConfig)
-            else await manager.streams.add(streamConfig)
-            const consumerConfig = {
-              durable_name: durable,
-              ack_policy: AckPolicy.Explicit,
-              deliver_policy: DeliverPolicy.All,
-              ack_wait: nanos(ackWaitMs),
-              max_ack_pending: 10_000,
-              filter_subject: `${options.subjectPrefix}.>`
-            }
-            const consumerExists = await manager.consumers.info(options.stream, durable).then(() => true, () => false)
-            if (!consumerExists) await manager.consumers.add(options.stream, consumerConfig)
-          },
-          catch: (cause) => new EventBusError({ message: `cannot set up stream ${options.stream}`, cause })
-        })
-        const js = jetstream(connection)
-        const encoder = new TextEncoder()
-        const decodeMessage = Schema.decodeUnknownOption(Schema.fromJsonString(EventMessage))
+        const connection = yield* connectNats(options)
+        yield* ensureStream(connection, options)
+        const context: JetStreamContext = {
+          options,
+          durable: durableOf(options),
+          js: jetstream(connection)
+        }
         return EventBus.of({
           kind: "jetstream",
           control: Option.some(makeControlChannel(connection, options.subjectPrefix)),
-          publish: (messages) =>
-            Effect.tryPromise({
-              try: () =>
-                Promise.all(messages.map((message) =>
-                  js.publish(
-                    `${options.subjectPrefix}.${message.mode}.${message.account_id}`,
-                    encoder.encode(JSON.stringify(message)),
-                    { msgID: message.event_id }
-                  )
-                )),
-              catch: (cause) => new EventBusError({ message: "JetStream did not acknowledge the events", cause })
-            }).pipe(Effect.asVoid, Effect.withSpan("EventBus.publish")),
-          consume: (handler) =>
-            Effect.gen(function*() {
-              const consumer = yield* Effect.tryPromise({
-                try: () => js.consumers.get(options.stream, durable),
-                catch: (cause) => new EventBusError({ message: `no consumer ${durable}`, cause })
-              })
-              const messages = yield* Effect.acquireRelease(
-                Effect.tryPromise({
-                  try: () => consumer.consume({ max_messages: consumeBatchMax * 2 }),
-                  catch: (cause) => new EventBusError({ message: "cannot consume", cause })
-                }),
-                (iterator) => Effect.promise(() => iterator.close()).pipe(Effect.timeoutOption(5_000), Effect.ignore)
-              )
-              yield* Stream.fromAsyncIterable(messages, (cause) => new EventBusError({ message: "consume failed", cause })).pipe(
-                Stream.groupedWithin(consumeBatchMax, consumeBatchWaitMs),
-                Stream.runForEach((batch) => {
-                  const decoded: Array<EventMessage> = []
-                  for (const message of batch) {
-                    const value = decodeMessage(message.string())
-                    // A message that is not ours cannot become one by retrying: drop it.
-                    if (Option.isNone(value)) message.term()
-                    else decoded.push(value.value)
-                  }
-                  return handler(decoded).pipe(
-                    Effect.matchEffect({
-                      onSuccess: () => Effect.sync(() => batch.forEach((message) => message.ack())),
-                      onFailure: (error) =>
-                        Effect.sync(() => batch.forEach((message) => message.nak(1_000))).pipe(
-                          Effect.andThen(Effect.logWarning("event fan-out failed; redelivering", error))
-                        )
-                    })
-                  )
-                }),
-                Effect.catchCause((cause) => Effect.logError("JetStream consumer stopped", cause)),
-                Effect.forkScoped
-              )
-            })
+          publish: (messages) => publishJetStream(context, messages),
+          consume: (handler) => consumeJetStream(context, handler)
         })
       })
     )

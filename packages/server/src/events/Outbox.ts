@@ -16,6 +16,40 @@ import { encodePayload, type EventInput, type StoredEvent } from "@pps/api/Event
 import { EventStore } from "./EventStore.ts"
 import { makeWakeup, type Wakeup } from "./Wakeup.ts"
 
+/** What `append` runs over, built once by the layer. */
+interface OutboxContext {
+  readonly sql: SqlClient.SqlClient
+  readonly store: EventStore["Service"]
+  readonly committed: Wakeup
+}
+
+const append = Effect.fn("Outbox.append")(function*(
+  { committed, sql, store }: OutboxContext,
+  events: ReadonlyArray<EventInput>
+) {
+  const nowMs = yield* Clock.currentTimeMillis
+  const createdAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
+  const stored: Array<StoredEvent> = []
+  for (const input of events) {
+    const eventId = makeId("evt", nowMs)
+    const { json, type } = encodePayload(input.payload, eventId, createdAt)
+    const event: StoredEvent = {
+      eventId,
+      accountId: input.recipientAccountId,
+      mode: input.mode,
+      type,
+      payload: json,
+      createdAt
+    }
+    stored.push(event)
+  }
+  yield* store.insert(stored)
+  // Runs after the caller's outermost commit (at once without a transaction);
+  // discarded on rollback, so a rolled-back event is never announced.
+  if (stored.length > 0) yield* sql.afterCommit(committed.wake)
+  return stored
+})
+
 /**
  * @since 0.1.0
  * @category services
@@ -32,34 +66,14 @@ export class Outbox extends Context.Service<Outbox, {
   static readonly layer = Layer.effect(
     Outbox,
     Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const store = yield* EventStore
-      const committed = yield* makeWakeup
+      const context: OutboxContext = {
+        sql: yield* SqlClient.SqlClient,
+        store: yield* EventStore,
+        committed: yield* makeWakeup
+      }
       return Outbox.of({
-        committed,
-        append: Effect.fn("Outbox.append")(function*(events) {
-          const nowMs = yield* Clock.currentTimeMillis
-          const createdAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
-          const stored: Array<StoredEvent> = []
-          for (const input of events) {
-            const eventId = makeId("evt", nowMs)
-            const { json, type } = encodePayload(input.payload, eventId, createdAt)
-            const event: StoredEvent = {
-              eventId,
-              accountId: input.recipientAccountId,
-              mode: input.mode,
-              type,
-              payload: json,
-              createdAt
-            }
-            stored.push(event)
-          }
-          yield* store.insert(stored)
-          // Runs after the caller's outermost commit (at once without a transaction);
-          // discarded on rollback, so a rolled-back event is never announced.
-          if (stored.length > 0) yield* sql.afterCommit(committed.wake)
-          return stored
-        })
+        committed: context.committed,
+        append: (events) => append(context, events)
       })
     })
   ).pipe(Layer.provideMerge(EventStore.layer))

@@ -20,7 +20,8 @@
 import { Clock, Context, DateTime, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
-import { EventBus } from "./EventBus.ts"
+import { database, type DependencyUnavailable } from "../platform/Unavailable.ts"
+import { EventBus, type EventBusError } from "./EventBus.ts"
 import { EventStore } from "./EventStore.ts"
 import { Outbox } from "./Outbox.ts"
 
@@ -31,51 +32,74 @@ const failureBackoffMs = 1_000
 /** The PostgreSQL advisory lock one relay holds while it publishes (deploy.ts uses 46_630_001). */
 const relayLockKey = 46_630_002
 
+/** What the relay's steps run over, built once by the layer. */
+interface RelayContext {
+  readonly config: AppConfig["Service"]
+  readonly store: EventStore["Service"]
+  readonly outbox: Outbox["Service"]
+  readonly bus: EventBus["Service"]
+  readonly sql: SqlClient.SqlClient
+}
+
+/** Publishes the oldest unpublished events, then marks them published. */
+const publishRound = ({ bus, store }: RelayContext) =>
+  Effect.gen(function*() {
+    const events = yield* store.unpublished(publishBatchMax)
+    if (events.length === 0) return 0
+    yield* bus.publish(events)
+    const nowMs = yield* Clock.currentTimeMillis
+    yield* store.markPublished(events.map((event) => event.event_id), DateTime.formatIso(DateTime.makeUnsafe(nowMs)))
+    return events.length
+  })
+
+/** One round, under the advisory lock when several nodes share the outbox (PostgreSQL). */
+const runOnce = (context: RelayContext) => {
+  const { config, sql } = context
+  const round = publishRound(context)
+  return (Option.isNone(config.databaseUrl)
+    ? round
+    : sql.withTransaction(Effect.gen(function*() {
+      const [lock] = yield* sql<{ readonly held: boolean }>`SELECT pg_try_advisory_xact_lock(${relayLockKey}) AS held`
+      return lock?.held === true ? yield* round : 0
+    }))).pipe(database("Relay.runOnce"), Effect.withSpan("Relay.runOnce"))
+}
+
+/** Rounds for ever: a failed round (bus or database down) is logged and retried after a back-off. */
+const relayLoop = ({ config, outbox }: RelayContext, round: Effect.Effect<number, unknown>): Effect.Effect<never> =>
+  Effect.gen(function*() {
+    const published = yield* round.pipe(
+      Effect.catchCause((cause) =>
+        Effect.logWarning("event relay round failed", cause).pipe(
+          Effect.andThen(Effect.sleep(failureBackoffMs)),
+          Effect.as(0)
+        )
+      )
+    )
+    if (published < publishBatchMax) yield* outbox.committed.wait(config.eventRelayPollMs)
+  }).pipe(Effect.forever)
+
 /**
  * @since 0.1.0
  * @category services
  */
 export class Relay extends Context.Service<Relay, {
   /** Publishes what is pending now; returns how many events it published. */
-  readonly runOnce: Effect.Effect<number, unknown>
+  readonly runOnce: Effect.Effect<number, DependencyUnavailable | EventBusError>
 }>()("server/events/Relay") {
   static readonly layer = Layer.effect(
     Relay,
     Effect.gen(function*() {
-      const config = yield* AppConfig
-      const store = yield* EventStore
-      const outbox = yield* Outbox
-      const bus = yield* EventBus
-      const sql = yield* SqlClient.SqlClient
-      const round = Effect.gen(function*() {
-        const events = yield* store.unpublished(publishBatchMax)
-        if (events.length === 0) return 0
-        yield* bus.publish(events)
-        const nowMs = yield* Clock.currentTimeMillis
-        yield* store.markPublished(events.map((event) => event.event_id), DateTime.formatIso(DateTime.makeUnsafe(nowMs)))
-        return events.length
-      })
-      const runOnce = (Option.isNone(config.databaseUrl)
-        ? round
-        : sql.withTransaction(Effect.gen(function*() {
-          const [lock] = yield* sql<{ readonly held: boolean }>`SELECT pg_try_advisory_xact_lock(${relayLockKey}) AS held`
-          return lock?.held === true ? yield* round : 0
-        }))).pipe(Effect.withSpan("Relay.runOnce"))
-
-      const loop: Effect.Effect<never> = Effect.gen(function*() {
-        const published = yield* runOnce.pipe(
-          Effect.catchCause((cause) =>
-            Effect.logWarning("event relay round failed", cause).pipe(
-              Effect.andThen(Effect.sleep(failureBackoffMs)),
-              Effect.as(0)
-            )
-          )
-        )
-        if (published < publishBatchMax) yield* outbox.committed.wait(config.eventRelayPollMs)
-      }).pipe(Effect.forever)
+      const context: RelayContext = {
+        config: yield* AppConfig,
+        store: yield* EventStore,
+        outbox: yield* Outbox,
+        bus: yield* EventBus,
+        sql: yield* SqlClient.SqlClient
+      }
+      const round = runOnce(context)
       // An api-only node leaves publishing to the workers (they poll the shared outbox).
-      if (runsWorkers(config)) yield* Effect.forkScoped(loop)
-      return Relay.of({ runOnce })
+      if (runsWorkers(context.config)) yield* Effect.forkScoped(relayLoop(context, round))
+      return Relay.of({ runOnce: round })
     })
   )
 }

@@ -7,6 +7,7 @@
  */
 import { Clock, DateTime, Effect, Layer } from "effect"
 import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
+import { database } from "../platform/Unavailable.ts"
 import { EventStore } from "./EventStore.ts"
 
 /** How often the sweep runs. */
@@ -14,7 +15,8 @@ const sweepEveryMs = 60 * 60_000
 const dayMs = 24 * 60 * 60_000
 
 /**
- * Deletes what is past retention now; returns how many events went.
+ * Deletes what is past retention now; returns how many events went. A database that does not
+ * answer fails it typed; the sweep loop logs that and tries again at its next run.
  *
  * @since 0.1.0
  * @category constructors
@@ -24,7 +26,7 @@ export const sweepEvents = Effect.gen(function*() {
   const store = yield* EventStore
   const nowMs = yield* Clock.currentTimeMillis
   return yield* store.deleteOlderThan(DateTime.formatIso(DateTime.makeUnsafe(nowMs - config.eventRetentionDays * dayMs)))
-}).pipe(Effect.withSpan("Retention.sweepEvents"))
+}).pipe(database("Retention.sweepEvents"), Effect.withSpan("Retention.sweepEvents"))
 
 /**
  * @since 0.1.0

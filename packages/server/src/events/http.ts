@@ -19,14 +19,16 @@
  *
  * @since 0.3.0
  */
-import { Duration, Effect, Option, Stream } from "effect"
+import { Clock, DateTime, Duration, Effect, Option, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
+import type { Principal } from "@pps/api/ApiKeys"
 import { CurrentPrincipal, PublicApi } from "@pps/api/Api"
 import { InvalidRequest, NotAgentOwner } from "@pps/api/Errors"
 import { AppConfig } from "../config/AppConfig.ts"
 import { rateLimitedResponse, RequestAuthentication } from "../http/Authorization.ts"
 import { makeId } from "../platform/Ids.ts"
+import { database } from "../platform/Unavailable.ts"
 import { EventStore } from "./EventStore.ts"
 
 /** How long after it is recorded an event is streamed (see above). */
@@ -113,7 +115,110 @@ const eventIdPattern = /^evt_[0-9A-HJKMNP-TV-Z]{26}$/
 /** The smallest event id of an instant: every event recorded at or after it sorts above. */
 const cursorAt = (timeMs: number): string => `${makeId("evt", timeMs).slice(0, 14)}${"0".repeat(16)}`
 
-const iso = (ms: number) => new Date(ms).toISOString()
+const iso = (ms: number) => DateTime.formatIso(DateTime.makeUnsafe(ms))
+
+// Built once: a page's store failure is typed here, then logged and retried at the next poll.
+const storeUnavailable = database("EventsHttp.listAfter")
+
+/**
+ * The account's events after `start`, a page at a time, polling when none is settled yet. A
+ * database that does not answer mid-stream is logged and tried again at the next poll: the
+ * response has begun, and the client keeps its stream.
+ */
+const eventPages = (store: EventStore["Service"], principal: Principal, start: string) =>
+  Stream.paginate(start, (cursor: string) =>
+    Effect.gen(function*() {
+      const nowMs = yield* Clock.currentTimeMillis
+      const rows = yield* store.listAfter({
+        accountId: principal.accountId,
+        mode: principal.mode,
+        afterEventId: cursor,
+        createdBefore: iso(nowMs - streamSettleMs),
+        limit: pageSize
+      }).pipe(
+        storeUnavailable,
+        Effect.catch((error) => Effect.logWarning("event stream page failed; polling again", error).pipe(Effect.as([])))
+      )
+      const last = rows.at(-1)
+      if (last === undefined) {
+        yield* Effect.sleep(Duration.millis(pollEveryMs))
+        return [[], Option.some(cursor)] as const
+      }
+      // The payload is one line of JSON: one `data:` line.
+      return [rows.map((event) => `id: ${event.eventId}\nevent: ${event.type}\ndata: ${event.payload}\n\n`), Option.some(last.eventId)] as const
+    }))
+
+/**
+ * What ends a stream: its lifetime, or its credentials no longer valid (a failed check ends it
+ * too: a client resumes, and its next request is checked afresh).
+ */
+const streamEnd = (stillAuthorized: Effect.Effect<boolean, unknown>, lifetimeMs: number) => {
+  const revoked = Effect.gen(function*() {
+    for (;;) {
+      yield* Effect.sleep(Duration.millis(streamReauthorizeEveryMs))
+      const valid = yield* stillAuthorized.pipe(
+        Effect.catch((error) => Effect.logWarning("event stream credential check failed", error).pipe(Effect.as(false)))
+      )
+      if (!valid) return "the credentials are no longer valid" as const
+    }
+  })
+  return Effect.raceFirst(
+    Effect.sleep(Duration.millis(lifetimeMs)).pipe(
+      Effect.as("the stream reached its maximum lifetime; resume with Last-Event-ID" as const)
+    ),
+    revoked
+  ).pipe(Effect.tap((reason) => Effect.logInfo("event stream ended by the server").pipe(Effect.annotateLogs({ reason }))))
+}
+
+/** The stream's cursor from `Last-Event-ID` or `after`; undefined when neither is given. */
+const resumeCursor = (request: HttpServerRequest.HttpServerRequest, after: string | undefined) => {
+  const resumeFrom = request.headers["last-event-id"] ?? after
+  if (resumeFrom !== undefined && !eventIdPattern.test(resumeFrom)) {
+    return Effect.fail(InvalidRequest.of(
+      "`Last-Event-ID` (or `after`) must be an event id (evt_...).",
+      { param: request.headers["last-event-id"] === undefined ? "after" : "Last-Event-ID" }
+    ))
+  }
+  return Effect.succeed(resumeFrom)
+}
+
+/** The 429 of a stream over its key's or its node's cap. */
+const refusedStream = (slot: "key_full" | "node_full") =>
+  Effect.logInfo("event stream refused").pipe(
+    Effect.annotateLogs({ reason: slot }),
+    Effect.as(rateLimitedResponse(
+      streamRefusedRetryAfterSeconds,
+      slot === "key_full"
+        ? `This API key already has ${streamsPerKeyMax} event streams open on this node; close one, or retry after the number of seconds in Retry-After.`
+        : "This node serves as many event streams as it can; retry after the number of seconds in Retry-After."
+    ))
+  )
+
+/** The streaming response: the opening block, then events, heartbeats and the closing comment. */
+const streamResponse = (
+  principal: Principal,
+  resumeFrom: string | undefined,
+  start: string,
+  events: Stream.Stream<string>,
+  end: Effect.Effect<string>
+) => {
+  const keepAlive = Stream.tick(keepAliveEvery).pipe(Stream.map(() => ": keep-alive\n\n"))
+  const ending = Stream.fromEffect(end).pipe(Stream.map((reason) => `: closed: ${reason}\n\n`))
+  // Without a cursor the stream's first block is its starting cursor (`id:` alone
+  // dispatches no event but sets the client's last event id), so a client whose first
+  // connection drops before any event resumes from when it opened, not from its retry.
+  const opening = Stream.make(
+    `: streaming ${principal.mode} events${resumeFrom === undefined ? " from now" : ` after ${resumeFrom}`}\n` +
+      (resumeFrom === undefined ? `id: ${start}\n\n` : "\n")
+  )
+  return HttpServerResponse.stream(
+    Stream.concat(opening, Stream.merge(Stream.merge(events, keepAlive), ending, { haltStrategy: "right" })).pipe(Stream.encodeText),
+    {
+      contentType: "text/event-stream",
+      headers: { "cache-control": "no-store", "x-accel-buffering": "no" }
+    }
+  )
+}
 
 /**
  * @since 0.3.0
@@ -131,81 +236,18 @@ export const EventsHttpLive = HttpApiBuilder.group(PublicApi, "events", (handler
         if (principal.ownerAccountId !== null) {
           return yield* Effect.fail(NotAgentOwner.of("An agent's events go to its owner's stream (D30)."))
         }
-        const request = yield* HttpServerRequest.HttpServerRequest
-        const resumeFrom = request.headers["last-event-id"] ?? query.after
-        if (resumeFrom !== undefined && !eventIdPattern.test(resumeFrom)) {
-          return yield* Effect.fail(InvalidRequest.of(
-            "`Last-Event-ID` (or `after`) must be an event id (evt_...).",
-            { param: request.headers["last-event-id"] === undefined ? "after" : "Last-Event-ID" }
-          ))
-        }
+        const resumeFrom = yield* resumeCursor(yield* HttpServerRequest.HttpServerRequest, query.after)
         // Held for the request's scope, which closes when the response stream ends or the
         // client goes away (the server interrupts the request on a closed socket).
         const slot = yield* Effect.acquireRelease(
           Effect.sync(() => slots.take(principal.keyId)),
           (taken) => taken === "taken" ? Effect.sync(() => slots.release(principal.keyId)) : Effect.void
         )
-        if (slot !== "taken") {
-          yield* Effect.logInfo("event stream refused").pipe(Effect.annotateLogs({ reason: slot }))
-          return rateLimitedResponse(
-            streamRefusedRetryAfterSeconds,
-            slot === "key_full"
-              ? `This API key already has ${streamsPerKeyMax} event streams open on this node; close one, or retry after the number of seconds in Retry-After.`
-              : "This node serves as many event streams as it can; retry after the number of seconds in Retry-After."
-          )
-        }
+        if (slot !== "taken") return yield* refusedStream(slot)
         const stillAuthorized = yield* authentication.recheck(principal)
         // Without a cursor, from now: an event recorded before the request is not this stream's.
-        const start = resumeFrom ?? cursorAt(Date.now())
-        const events = Stream.paginate(start, (cursor: string) =>
-          Effect.gen(function*() {
-            const rows = yield* store.listAfter({
-              accountId: principal.accountId,
-              mode: principal.mode,
-              afterEventId: cursor,
-              createdBefore: iso(Date.now() - streamSettleMs),
-              limit: pageSize
-            }).pipe(Effect.orDie)
-            const last = rows.at(-1)
-            if (last === undefined) {
-              yield* Effect.sleep(Duration.millis(pollEveryMs))
-              return [[], Option.some(cursor)] as const
-            }
-            // The payload is one line of JSON: one `data:` line.
-            return [rows.map((event) => `id: ${event.eventId}\nevent: ${event.type}\ndata: ${event.payload}\n\n`), Option.some(last.eventId)] as const
-          }))
-        const keepAlive = Stream.tick(keepAliveEvery).pipe(Stream.map(() => ": keep-alive\n\n"))
-        // What ends a stream: its lifetime, or its credentials no longer valid (a failed
-        // check ends it too: a client resumes, and its next request is checked afresh).
-        const revoked = Effect.gen(function*() {
-          for (;;) {
-            yield* Effect.sleep(Duration.millis(streamReauthorizeEveryMs))
-            const valid = yield* stillAuthorized.pipe(
-              Effect.catch((error) => Effect.logWarning("event stream credential check failed", error).pipe(Effect.as(false)))
-            )
-            if (!valid) return "the credentials are no longer valid" as const
-          }
-        })
-        const end = Effect.raceFirst(
-          Effect.sleep(Duration.millis(eventStreamMaxLifetimeMs)).pipe(
-            Effect.as("the stream reached its maximum lifetime; resume with Last-Event-ID" as const)
-          ),
-          revoked
-        ).pipe(Effect.tap((reason) => Effect.logInfo("event stream ended by the server").pipe(Effect.annotateLogs({ reason }))))
-        const ending = Stream.fromEffect(end).pipe(Stream.map((reason) => `: closed: ${reason}\n\n`))
-        // Without a cursor the stream's first block is its starting cursor (`id:` alone
-        // dispatches no event but sets the client's last event id), so a client whose first
-        // connection drops before any event resumes from when it opened, not from its retry.
-        const opening = Stream.make(
-          `: streaming ${principal.mode} events${resumeFrom === undefined ? " from now" : ` after ${resumeFrom}`}\n` +
-            (resumeFrom === undefined ? `id: ${start}\n\n` : "\n")
-        )
-        return HttpServerResponse.stream(
-          Stream.concat(opening, Stream.merge(Stream.merge(events, keepAlive), ending, { haltStrategy: "right" })).pipe(Stream.encodeText),
-          {
-            contentType: "text/event-stream",
-            headers: { "cache-control": "no-store", "x-accel-buffering": "no" }
-          }
-        )
+        const start = resumeFrom ?? cursorAt(yield* Clock.currentTimeMillis)
+        const events = eventPages(store, principal, start)
+        return streamResponse(principal, resumeFrom, start, events, streamEnd(stillAuthorized, eventStreamMaxLifetimeMs))
       }))
   }))

@@ -94,112 +94,142 @@ export const admissionRetryAfterSeconds = { min: 1, max: 10 } as const
 const retryAfterPeriodMs = 1_000
 
 /**
+ * The controller's mutable state: the adaptive limit and its window, and the wait's estimate.
+ */
+interface ControllerState {
+  readonly settings: AdmissionSettings
+  inFlight: number
+  limit: number
+  windowStartMs: number
+  windowLatencySumMs: number
+  windowEnded: number
+  windowPeakInFlight: number
+  /** The wait told to refused clients, in seconds, before the spread. */
+  retryAfterSeconds: number
+  periodStartMs: number
+  lastArrivalMs: number
+  /** Per-second counts of the last `max` seconds (newest last). */
+  readonly periods: Array<{ admitted: number; refused: number }>
+  /** How many refusals were told a wait, to spread those waits (see `retryAfterFor`). */
+  refusalsTold: number
+}
+
+const adjust = (state: ControllerState, nowMs: number) => {
+  const { settings } = state
+  if (nowMs - state.windowStartMs < settings.windowMs) return
+  if (state.windowEnded > 0) {
+    const averageMs = state.windowLatencySumMs / state.windowEnded
+    if (averageMs > settings.targetMs) {
+      state.limit = Math.max(settings.minInFlight, state.limit * 0.9)
+    } else if (state.windowPeakInFlight >= Math.floor(state.limit)) {
+      state.limit = Math.min(settings.maxInFlight, state.limit + Math.max(1, state.limit / 20))
+    }
+  }
+  state.windowStartMs = nowMs
+  state.windowLatencySumMs = 0
+  state.windowEnded = 0
+  state.windowPeakInFlight = state.inFlight
+}
+
+// The clients refused over the last wait come back over the next one: ask them to wait as
+// long as this node took to admit as many (the admissions include the returning clients, so
+// the rule settles where about as many are refused as admitted). Counted over the whole last
+// wait, not its last second: refused clients told the same wait come back together, and the
+// quiet seconds between their returns are not the end of the overload.
+const pace = (state: ControllerState, nowMs: number) => {
+  // A quiet gap (no request at all for two periods): whatever overload was measured is over.
+  const quiet = nowMs - state.lastArrivalMs >= 2 * retryAfterPeriodMs
+  state.lastArrivalMs = nowMs
+  if (!quiet && nowMs - state.periodStartMs < retryAfterPeriodMs) return
+  const { periods } = state
+  if (quiet) {
+    state.retryAfterSeconds = admissionRetryAfterSeconds.min
+    periods.length = 0
+  } else {
+    const current = state.retryAfterSeconds
+    const recent = periods.slice(-Math.ceil(current))
+    const admitted = recent.reduce((sum, period) => sum + period.admitted, 0)
+    const refused = recent.reduce((sum, period) => sum + period.refused, 0)
+    const wanted = current * refused / Math.max(1, admitted)
+    state.retryAfterSeconds = Math.min(
+      admissionRetryAfterSeconds.max,
+      Math.max(admissionRetryAfterSeconds.min, current / 2, Math.min(wanted, current * 2))
+    )
+  }
+  state.periodStartMs = nowMs
+  periods.push({ admitted: 0, refused: 0 })
+  if (periods.length > admissionRetryAfterSeconds.max) periods.shift()
+}
+
+// Refusals are told waits spread evenly around the estimate (from half of it to one and a half
+// times it, in turn), so clients refused together do not all come back in the same second.
+const retryAfterFor = (state: ControllerState) => {
+  const low = Math.max(admissionRetryAfterSeconds.min, Math.round(state.retryAfterSeconds / 2))
+  const high = Math.max(low, Math.round(state.retryAfterSeconds * 1.5))
+  return low + (state.refusalsTold++ % (high - low + 1))
+}
+
+/** True, counted as a refusal, when a request arriving now would be refused. */
+const refuseEarly = (state: ControllerState, nowMs: number): boolean => {
+  adjust(state, nowMs)
+  pace(state, nowMs)
+  if (state.settings.targetMs <= 0 || state.inFlight < Math.floor(state.limit)) return false
+  state.periods.at(-1)!.refused += 1
+  return true
+}
+
+const admit = (state: ControllerState, nowMs: number): ((endMs: number) => void) | undefined => {
+  if (refuseEarly(state, nowMs)) return undefined
+  state.periods.at(-1)!.admitted += 1
+  state.inFlight += 1
+  state.windowPeakInFlight = Math.max(state.windowPeakInFlight, state.inFlight)
+  let released = false
+  return (endMs) => {
+    if (released) return
+    released = true
+    state.inFlight -= 1
+    state.windowLatencySumMs += Math.max(0, endMs - nowMs)
+    state.windowEnded += 1
+    adjust(state, endMs)
+  }
+}
+
+/**
  * The controller, free of Effect and clocks so its rule can be tested step by step.
  *
  * @since 0.6.0
  * @category constructors
  */
 export const makeAdmissionController = (settings: AdmissionSettings) => {
-  let inFlight = 0
-  let limit = settings.minInFlight
-  let windowStartMs = 0
-  let windowLatencySumMs = 0
-  let windowEnded = 0
-  let windowPeakInFlight = 0
-  // The wait's estimate: per-second counts of the last `max` seconds (newest last), and how many
-  // refusals were told a wait, to spread those waits (see `retryAfterFor`).
-  let retryAfterSeconds: number = admissionRetryAfterSeconds.min
-  let periodStartMs = 0
-  let lastArrivalMs = Number.NEGATIVE_INFINITY
-  const periods: Array<{ admitted: number; refused: number }> = [{ admitted: 0, refused: 0 }]
-  let refusalsTold = 0
-
-  const adjust = (nowMs: number) => {
-    if (nowMs - windowStartMs < settings.windowMs) return
-    if (windowEnded > 0) {
-      const averageMs = windowLatencySumMs / windowEnded
-      if (averageMs > settings.targetMs) {
-        limit = Math.max(settings.minInFlight, limit * 0.9)
-      } else if (windowPeakInFlight >= Math.floor(limit)) {
-        limit = Math.min(settings.maxInFlight, limit + Math.max(1, limit / 20))
-      }
-    }
-    windowStartMs = nowMs
-    windowLatencySumMs = 0
-    windowEnded = 0
-    windowPeakInFlight = inFlight
+  const state: ControllerState = {
+    settings,
+    inFlight: 0,
+    limit: settings.minInFlight,
+    windowStartMs: 0,
+    windowLatencySumMs: 0,
+    windowEnded: 0,
+    windowPeakInFlight: 0,
+    retryAfterSeconds: admissionRetryAfterSeconds.min,
+    periodStartMs: 0,
+    lastArrivalMs: Number.NEGATIVE_INFINITY,
+    periods: [{ admitted: 0, refused: 0 }],
+    refusalsTold: 0
   }
-
-  // The clients refused over the last wait come back over the next one: ask them to wait as
-  // long as this node took to admit as many (the admissions include the returning clients, so
-  // the rule settles where about as many are refused as admitted). Counted over the whole last
-  // wait, not its last second: refused clients told the same wait come back together, and the
-  // quiet seconds between their returns are not the end of the overload.
-  const pace = (nowMs: number) => {
-    // A quiet gap (no request at all for two periods): whatever overload was measured is over.
-    const quiet = nowMs - lastArrivalMs >= 2 * retryAfterPeriodMs
-    lastArrivalMs = nowMs
-    if (!quiet && nowMs - periodStartMs < retryAfterPeriodMs) return
-    if (quiet) {
-      retryAfterSeconds = admissionRetryAfterSeconds.min
-      periods.length = 0
-    } else {
-      const recent = periods.slice(-Math.ceil(retryAfterSeconds))
-      const admitted = recent.reduce((sum, period) => sum + period.admitted, 0)
-      const refused = recent.reduce((sum, period) => sum + period.refused, 0)
-      const wanted = retryAfterSeconds * refused / Math.max(1, admitted)
-      retryAfterSeconds = Math.min(
-        admissionRetryAfterSeconds.max,
-        Math.max(admissionRetryAfterSeconds.min, retryAfterSeconds / 2, Math.min(wanted, retryAfterSeconds * 2))
-      )
-    }
-    periodStartMs = nowMs
-    periods.push({ admitted: 0, refused: 0 })
-    if (periods.length > admissionRetryAfterSeconds.max) periods.shift()
-  }
-
-  // Refusals are told waits spread evenly around the estimate (from half of it to one and a half
-  // times it, in turn), so clients refused together do not all come back in the same second.
-  const retryAfterFor = () => {
-    const low = Math.max(admissionRetryAfterSeconds.min, Math.round(retryAfterSeconds / 2))
-    const high = Math.max(low, Math.round(retryAfterSeconds * 1.5))
-    return low + (refusalsTold++ % (high - low + 1))
-  }
-
-  /** True, counted as a refusal, when a request arriving now would be refused. */
-  const refuseEarly = (nowMs: number): boolean => {
-    adjust(nowMs)
-    pace(nowMs)
-    if (settings.targetMs <= 0 || inFlight < Math.floor(limit)) return false
-    periods.at(-1)!.refused += 1
-    return true
-  }
-
   return {
     /**
      * The early answer, before a request's body is read: true (a refusal) while the node is
      * full. One that passes is admitted, or refused if the node filled up meanwhile, by `admit`.
      */
-    refuseEarly,
+    refuseEarly: (nowMs: number): boolean => refuseEarly(state, nowMs),
     /** A release function when admitted, undefined when refused. */
-    admit: (nowMs: number): ((endMs: number) => void) | undefined => {
-      if (refuseEarly(nowMs)) return undefined
-      periods.at(-1)!.admitted += 1
-      inFlight += 1
-      windowPeakInFlight = Math.max(windowPeakInFlight, inFlight)
-      let released = false
-      return (endMs) => {
-        if (released) return
-        released = true
-        inFlight -= 1
-        windowLatencySumMs += Math.max(0, endMs - nowMs)
-        windowEnded += 1
-        adjust(endMs)
-      }
-    },
+    admit: (nowMs: number): ((endMs: number) => void) | undefined => admit(state, nowMs),
     /** The wait to tell the client just refused, in seconds. */
-    retryAfterSeconds: retryAfterFor,
-    state: (): AdmissionState => ({ inFlight, limit: Math.floor(limit), retryAfterSeconds: Math.ceil(retryAfterSeconds) })
+    retryAfterSeconds: (): number => retryAfterFor(state),
+    state: (): AdmissionState => ({
+      inFlight: state.inFlight,
+      limit: Math.floor(state.limit),
+      retryAfterSeconds: Math.ceil(state.retryAfterSeconds)
+    })
   }
 }
 

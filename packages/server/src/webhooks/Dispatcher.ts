@@ -28,45 +28,26 @@
  * left and resumes at once. Deleting a subscription cancels its pending
  * deliveries in SQL and interrupts this node's attempt in flight; an attempt
  * in flight elsewhere finishes but cannot revive the delivery (see
- * WebhookStore.recordAttempt).
+ * store/recordAttempts.ts). A database outage fails a round or a subscription's serving, typed
+ * (`DependencyUnavailable`), is logged, and is retried: the worker keeps going through it.
+ *
+ * The steps are top-level functions over a {@link DispatchContext} built once here
+ * (dispatch/claimRound.ts, dispatch/serveSubscription.ts, dispatch/attempt.ts,
+ * dispatch/recordAttempts.ts); this layer only wires them.
  *
  * @since 0.1.0
  */
-import { Cause, Clock, Context, DateTime, Deferred, Effect, Exit, Fiber, Layer, Option, Queue, Random } from "effect"
+import { Context, Effect, Fiber, Layer, Option } from "effect"
 import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
 import { makeWakeup } from "../events/Wakeup.ts"
 import { ulid } from "../platform/Ids.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
-import { secretBinding } from "@pps/api/Webhooks"
-import { nextRetryDelayMs, parseRetryAfterMs } from "./RetrySchedule.ts"
-import { deliveryHeaders } from "./Signature.ts"
-import { attemptTimeoutMs, WebhookClient } from "./WebhookClient.ts"
-import { type AttemptRecord, type DueDelivery, type SendingInfo, WebhookStore } from "./WebhookStore.ts"
-
-/** A subscription's lease: renewed before each attempt, so it must outlast one. */
-const leaseMs = 30_000
-/**
- * A lease this node set less than this long ago is not renewed again before a batch: the claim and
- * every attempt's record renew it, so each serving round would otherwise cost one more UPDATE
- * (0.17 statements a delivery under the webhooks benchmark, nearly all in its steady-rate phase,
- * where a round serves one delivery). What is left of such a lease (25 s) still outlasts an attempt (10 s) with room for
- * clocks that disagree between nodes.
- */
-const leaseFreshMs = 5_000
-/** Attempt results written per statement (at most one per served subscription is waiting). */
-const recordBatchMax = 256
-/** Due deliveries read per query while serving a subscription. */
-const dueBatchMax = 50
-/** The shortest wait between claim rounds, so a due delivery another node is serving cannot spin the loop. */
-const idleWaitMinMs = 20
-/** After a failed claim round (database down), wait this long. */
-const failureBackoffMs = 1_000
-
-if (leaseMs - leaseFreshMs < 2 * attemptTimeoutMs) throw new Error("the delivery lease must outlast an attempt twice over")
-
-const iso = (ms: number) => DateTime.formatIso(DateTime.makeUnsafe(ms))
-const encoder = new TextEncoder()
-const decoder = new TextDecoder()
+import { database, type DependencyUnavailable } from "../platform/Unavailable.ts"
+import { runForever, runOnce } from "./dispatch/claimRound.ts"
+import type { DispatchContext } from "./dispatch/DispatchContext.ts"
+import { makeAttemptRecorder } from "./dispatch/recordAttempts.ts"
+import { WebhookClient } from "./WebhookClient.ts"
+import { WebhookStore } from "./WebhookStore.ts"
 
 /**
  * @since 0.1.0
@@ -80,222 +61,52 @@ export class Dispatcher extends Context.Service<Dispatcher, {
   /** Stops this node's work on a deleted subscription at once. */
   readonly cancel: (webhookId: string) => Effect.Effect<void>
   /** Claims what is due now and starts serving it; returns how many subscriptions it claimed. */
-  readonly runOnce: Effect.Effect<number, unknown>
+  readonly runOnce: Effect.Effect<number, DependencyUnavailable>
 }>()("server/webhooks/Dispatcher") {
   static readonly layer = Layer.effect(
     Dispatcher,
     Effect.gen(function*() {
-      const config = yield* AppConfig
-      const store = yield* WebhookStore
-      const client = yield* WebhookClient
-      const box = yield* SecretBox
-      const scope = yield* Effect.scope
-      const nodeId = `node_${ulid()}`
-      const wakeup = yield* makeWakeup
-      const serving = new Map<string, { fiber?: Fiber.Fiber<void> }>()
-
-      if (Option.isNone(config.databaseUrl)) yield* Effect.orDie(store.releaseAllLeases)
-
-      // Attempt results from every subscription this node serves are written
-      // together: while one batch is being written the next accumulates, so a
-      // quiet node writes each at once and a busy one in few statements.
-      const pendingRecords = yield* Queue.unbounded<{
-        readonly attempt: AttemptRecord
-        readonly done: Deferred.Deferred<{ readonly recorded: boolean; readonly leaseHeld: boolean }, unknown>
-      }>()
-      yield* Effect.gen(function*() {
-        const batch = yield* Queue.takeBetween(pendingRecords, 1, recordBatchMax)
-        yield* store.recordAttempts(batch.map((entry) => entry.attempt)).pipe(
-          Effect.matchEffect({
-            onSuccess: (results) =>
-              Effect.forEach(batch, (entry, index) => Deferred.succeed(entry.done, results[index]!), { discard: true }),
-            onFailure: (error) => Effect.forEach(batch, (entry) => Deferred.fail(entry.done, error), { discard: true })
-          })
-        )
-      }).pipe(Effect.forever, Effect.forkScoped)
-      const recordAttempt = (attempt: AttemptRecord) =>
-        Effect.gen(function*() {
-          const done = yield* Deferred.make<{ readonly recorded: boolean; readonly leaseHeld: boolean }, unknown>()
-          yield* Queue.offer(pendingRecords, { attempt, done })
-          return yield* Deferred.await(done)
-        })
-
-      const openSecrets = Effect.fn("Dispatcher.openSecrets")(function*(webhookId: string, info: SendingInfo, nowMs: number) {
-        const current = decoder.decode(yield* Effect.orDie(box.open(info.secret_sealed, secretBinding(webhookId))))
-        const previousValid = info.previous_secret_sealed !== null && info.previous_secret_expires_at !== null &&
-          Date.parse(info.previous_secret_expires_at) > nowMs
-        if (!previousValid || info.previous_secret_sealed === null) return [current] as const
-        const previous = decoder.decode(yield* Effect.orDie(box.open(info.previous_secret_sealed, secretBinding(webhookId))))
-        return [current, previous] as const
-      })
-
-      const attempt = Effect.fn("Dispatcher.attempt")(function*(
-        webhookId: string,
-        url: string,
-        secrets: readonly [string, string?],
-        delivery: DueDelivery
-      ) {
-        const startedMs = yield* Clock.currentTimeMillis
-        const body = encoder.encode(delivery.payload)
-        const headers = deliveryHeaders({
-          secrets,
-          eventId: delivery.event_id,
-          deliveryId: delivery.delivery_id,
-          timestampSeconds: Math.floor(startedMs / 1_000),
-          body
-        })
-        const outcome = yield* client.send({ url, headers, body })
-        const finishedMs = yield* Clock.currentTimeMillis
-        const attemptNumber = delivery.attempt_count + 1
-        const succeeded = outcome.statusCode !== undefined && outcome.statusCode >= 200 && outcome.statusCode < 300
-        const delayMs = succeeded ? undefined : nextRetryDelayMs({
-          attemptsMade: attemptNumber,
-          jitterUnit: yield* Random.next,
-          retryAfterMs: parseRetryAfterMs(outcome.retryAfter, finishedMs),
-          elapsedMs: finishedMs - Date.parse(delivery.created_at)
-        })
-        const status = succeeded ? "succeeded" as const : delayMs === undefined ? "failed" as const : {
-          nextAttemptAt: iso(finishedMs + delayMs)
-        }
-        const leaseUntilMs = finishedMs + leaseMs
-        const { leaseHeld, recorded } = yield* recordAttempt({
-          webhookId,
-          leaseUntil: iso(leaseUntilMs),
-          deliveryId: delivery.delivery_id,
-          attemptNumber,
-          nodeId,
-          startedAt: iso(startedMs),
-          durationMs: outcome.durationMs,
-          statusCode: outcome.statusCode,
-          error: outcome.error,
-          status
-        })
-        yield* Effect.logInfo("webhook attempt").pipe(Effect.annotateLogs({
-          webhook_id: webhookId,
-          delivery_id: delivery.delivery_id,
-          event_id: delivery.event_id,
-          attempt: attemptNumber,
-          status_code: outcome.statusCode ?? null,
-          error: outcome.error ?? null,
-          duration_ms: outcome.durationMs,
-          outcome: typeof status === "string" ? status : "retry",
-          recorded
-        }))
-        // The lease's new end when this node still holds it; undefined when it was lost (or deleted).
-        return leaseHeld ? leaseUntilMs : undefined
-      })
-
-      const serveSubscription = (webhookId: string, claimedUntilMs: number): Effect.Effect<void, unknown> =>
-        Effect.gen(function*() {
-          // The end of the lease as this node last set it and found it held (the claim, then each record).
-          let heldUntilMs = claimedUntilMs
-          while (true) {
-            const nowMs = yield* Clock.currentTimeMillis
-            // None: the subscription was deleted.
-            const batch = yield* store.dueDeliveries(webhookId, iso(nowMs), dueBatchMax)
-            if (Option.isNone(batch)) return
-            const { due, sending } = batch.value
-            if (due.length === 0) return
-            const secrets = yield* openSecrets(webhookId, sending, nowMs)
-            // The lease is renewed here unless this node renewed it lately (`leaseFreshMs`), and
-            // then by each attempt's record, so it is fresh before every attempt; losing it (or a
-            // delete) stops the sender.
-            if (heldUntilMs - nowMs < leaseMs - leaseFreshMs) {
-              if (!(yield* store.extendLease(webhookId, nodeId, iso(nowMs + leaseMs)))) return
-              heldUntilMs = nowMs + leaseMs
-            }
-            for (const delivery of due) {
-              const held = yield* attempt(webhookId, sending.url, secrets, delivery)
-              if (held === undefined) return
-              heldUntilMs = held
-            }
-          }
-        })
-
-      /**
-       * The clock reading of the last round's claim: `waitForWork` looks for what falls due after
-       * it, not after its own later reading, so a delivery that fell due while the claim's query
-       * ran (time passes in a query: a loaded database, or the embedded one on its own thread) is
-       * claimed at the next round instead of after a whole poll interval.
-       */
-      let claimedAtMs = 0
-      const runOnce = Effect.gen(function*() {
-        const nowMs = yield* Clock.currentTimeMillis
-        claimedAtMs = nowMs
-        const free = config.webhookConcurrency - serving.size
-        if (free <= 0) return 0
-        const claimedUntilMs = nowMs + leaseMs
-        const claimed = yield* store.claimSubscriptions({ nodeId, now: iso(nowMs), leaseUntil: iso(claimedUntilMs), limit: free })
-        for (const webhookId of claimed) {
-          const entry: { fiber?: Fiber.Fiber<void> } = {}
-          serving.set(webhookId, entry)
-          entry.fiber = yield* serveSubscription(webhookId, claimedUntilMs).pipe(
-            Effect.onExit((exit) =>
-              Effect.gen(function*() {
-                if (serving.get(webhookId) === entry) serving.delete(webhookId)
-                if (Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)) {
-                  // A fault (database down, a secret that does not open): keep the
-                  // lease, so nobody retries this subscription before it expires
-                  // (30 s) instead of at once, in a loop.
-                  return yield* Effect.logWarning("serving a webhook subscription failed", exit.cause)
-                }
-                // Done, or stopped (delete, shutdown): free the subscription for any node.
-                yield* store.releaseLease(webhookId, nodeId).pipe(Effect.ignore)
-                // More may have become due while it was served: look again at once.
-                yield* wakeup.wake
-              })
-            ),
-            Effect.ignore,
-            Effect.annotateLogs({ webhook_id: webhookId }),
-            Effect.forkIn(scope)
-          )
-        }
-        return claimed.length
-      }).pipe(Effect.withSpan("Dispatcher.runOnce"))
-
-      // Sleep until the next retry falls due (so retries go out on time without
-      // busy polling), at most the poll interval (deliveries created on other
-      // nodes, leases that expire), woken early by fan-out, replays and by a
-      // served subscription coming free. Deliveries due now are not waited for:
-      // they belong to subscriptions being served, whose server goes on.
-      // The wait is measured from the clock read after the query, not before it: time spent
-      // in the query (a loaded database) would otherwise be waited a second time, and the
-      // retry would go out that much late. What is due is looked for after the last claim's
-      // reading (`claimedAtMs`): a delivery due since then is waited for only `idleWaitMinMs`.
-      const waitForWork = Effect.gen(function*() {
-        const next = yield* store.nextDueAfter(iso(claimedAtMs)).pipe(
-          Effect.orElseSucceed(() => Option.none<number>())
-        )
-        const nowMs = yield* Clock.currentTimeMillis
-        const untilNextMs = Option.match(next, {
-          onNone: () => config.webhookDispatchPollMs,
-          onSome: (atMs) => Math.max(idleWaitMinMs, atMs - nowMs)
-        })
-        yield* wakeup.wait(Math.min(config.webhookDispatchPollMs, untilNextMs))
-      })
-
-      // Deliveries leave from worker nodes only (an api-only node never claims a subscription).
-      if (runsWorkers(config)) {
-        yield* runOnce.pipe(
-          Effect.catchCause((cause) =>
-            Effect.logWarning("webhook dispatch round failed", cause).pipe(Effect.andThen(Effect.sleep(failureBackoffMs)))
-          ),
-          Effect.andThen(waitForWork),
-          Effect.forever,
-          Effect.forkScoped
+      const context = yield* makeDispatchContext
+      // Embedded mode: this process holds the data directory lock, so any lease is a dead
+      // predecessor's. Dropping them only saves waiting for them to expire: a failure is logged.
+      if (Option.isNone(context.config.databaseUrl)) {
+        yield* context.store.releaseAllLeases.pipe(
+          database("Dispatcher.releaseAllLeases"),
+          Effect.catch((error) => Effect.logWarning("cannot drop the leases left by a previous process", error))
         )
       }
-
+      const round = runOnce(context)
+      // Deliveries leave from worker nodes only (an api-only node never claims a subscription).
+      if (runsWorkers(context.config)) yield* runForever(context, round)
       return Dispatcher.of({
-        nodeId,
-        wake: wakeup.wake,
-        cancel: (webhookId) =>
-          Effect.suspend(() => {
-            const entry = serving.get(webhookId)
-            return entry?.fiber === undefined ? Effect.void : Fiber.interrupt(entry.fiber)
-          }),
-        runOnce
+        nodeId: context.nodeId,
+        wake: context.wakeup.wake,
+        cancel: (webhookId) => cancel(context, webhookId),
+        runOnce: round
       })
     })
   )
 }
+
+const makeDispatchContext = Effect.gen(function*() {
+  const store = yield* WebhookStore
+  const context: DispatchContext = {
+    config: yield* AppConfig,
+    store,
+    client: yield* WebhookClient,
+    box: yield* SecretBox,
+    scope: yield* Effect.scope,
+    nodeId: `node_${ulid()}`,
+    wakeup: yield* makeWakeup,
+    serving: new Map(),
+    recordAttempt: yield* makeAttemptRecorder(store),
+    claimedAtMs: 0
+  }
+  return context
+})
+
+const cancel = (context: DispatchContext, webhookId: string) =>
+  Effect.suspend(() => {
+    const entry = context.serving.get(webhookId)
+    return entry?.fiber === undefined ? Effect.void : Fiber.interrupt(entry.fiber)
+  })

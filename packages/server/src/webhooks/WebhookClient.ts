@@ -24,7 +24,7 @@ import * as http from "node:http"
 import * as https from "node:https"
 import type { LookupFunction } from "node:net"
 import * as tls from "node:tls"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Data, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { type AddressPolicy, checkUrl, makeAddressPolicy, refusalOf } from "./AddressPolicy.ts"
 
@@ -91,17 +91,116 @@ const classify = (error: unknown): AttemptError => {
 }
 
 /**
+ * The operator's webhook settings cannot be used (a private range that is no CIDR, a CA file that
+ * cannot be read): the server does not start.
+ *
+ * @since 0.8.0
+ * @category errors
+ */
+export class WebhookClientConfigInvalid extends Data.TaggedError("WebhookClientConfigInvalid")<{
+  readonly message: string
+  readonly cause: unknown
+}> {}
+
+/** A `lookup` that resolves with `resolver`, refuses any address the policy refuses, and pins the first. */
+const pinnedLookup = (policy: AddressPolicy, resolver: Resolver): LookupFunction => (hostname, lookupOptions, callback) => {
+  resolver(hostname).then(
+    (addresses) => {
+      const refused = addresses.find((entry) => refusalOf(policy, entry.address) !== undefined)
+      const pinned = addresses[0]
+      if (refused !== undefined || pinned === undefined) {
+        const error = Object.assign(
+          new Error(refused === undefined ? `${hostname} has no address` : `${hostname} resolves to a refused address`),
+          { code: refused === undefined ? "ENOTFOUND" : ssrfCode }
+        )
+        return callback(error, "", 0)
+      }
+      if (lookupOptions.all === true) return callback(null, [{ address: pinned.address, family: pinned.family }])
+      return callback(null, pinned.address, pinned.family)
+    },
+    (error: NodeJS.ErrnoException) => callback(error, "", 0)
+  )
+}
+
+/** What every attempt is sent with, built once by `WebhookClient.make`. */
+interface ClientContext {
+  readonly policy: AddressPolicy
+  readonly timeoutMs: number
+  readonly lookup: LookupFunction
+  readonly httpsAgent: https.Agent
+  readonly httpAgent: http.Agent
+}
+
+interface OutgoingRequest {
+  readonly url: string
+  readonly headers: Record<string, string>
+  readonly body: Uint8Array
+}
+
+/** One POST, settled (never rejected) with its outcome. */
+const sendPromise = (context: ClientContext, request: OutgoingRequest, signal: AbortSignal) =>
+  new Promise<AttemptOutcome>((resolve) => {
+    const startedMs = performance.now()
+    const done = (outcome: Omit<AttemptOutcome, "durationMs">) =>
+      resolve({ ...outcome, durationMs: Math.round(performance.now() - startedMs) })
+    const checked = checkUrl(context.policy, request.url)
+    if (checked._tag === "Refused") {
+      return done({
+        statusCode: undefined,
+        error: checked.reason === "address" ? "ssrf_refused" : "invalid_url",
+        retryAfter: undefined
+      })
+    }
+    const url = checked.url
+    const secure = url.protocol === "https:"
+    let timedOut = false
+    const outgoing = (secure ? https : http).request({
+      protocol: url.protocol,
+      hostname: url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname,
+      port: url.port === "" ? undefined : Number(url.port),
+      path: `${url.pathname}${url.search}`,
+      method: "POST",
+      headers: { ...request.headers, "content-length": String(request.body.byteLength) },
+      agent: secure ? context.httpsAgent : context.httpAgent,
+      lookup: context.lookup,
+      signal
+    }, (response) => {
+      const statusCode = response.statusCode
+      const retryAfter = response.headers["retry-after"]
+      // Drain and drop the body (it is never stored), so the socket can be reused.
+      response.resume()
+      response.once("end", () => {
+        clearTimeout(timer)
+        done({ statusCode, error: undefined, retryAfter })
+      })
+      response.once("error", (error) => {
+        clearTimeout(timer)
+        done({ statusCode, error: timedOut ? "timeout" : classify(error), retryAfter })
+      })
+    })
+    const timer = setTimeout(() => {
+      timedOut = true
+      outgoing.destroy(Object.assign(new Error("attempt timed out"), { code: "ETIMEDOUT" }))
+    }, context.timeoutMs)
+    outgoing.once("error", (error) => {
+      clearTimeout(timer)
+      done({
+        statusCode: undefined,
+        error: timedOut ? "timeout" : signal.aborted ? "cancelled" : classify(error),
+        retryAfter: undefined
+      })
+    })
+    outgoing.end(request.body)
+  })
+
+/**
  * @since 0.1.0
  * @category services
  */
 export class WebhookClient extends Context.Service<WebhookClient, {
   readonly policy: AddressPolicy
   /** Sends one POST; never fails: every outcome is an AttemptOutcome. */
-  readonly send: (request: {
-    readonly url: string
-    readonly headers: Record<string, string>
-    readonly body: Uint8Array
-  }) => Effect.Effect<AttemptOutcome>
+  readonly send: (request: OutgoingRequest) => Effect.Effect<AttemptOutcome>
 }>()("server/webhooks/WebhookClient") {
   /**
    * @since 0.1.0
@@ -114,105 +213,32 @@ export class WebhookClient extends Context.Service<WebhookClient, {
     readonly resolver?: Resolver | undefined
     readonly timeoutMs?: number | undefined
   }) => {
-    const resolver = options.resolver ?? systemResolver
-    const timeoutMs = options.timeoutMs ?? attemptTimeoutMs
-    const lookup: LookupFunction = (hostname, lookupOptions, callback) => {
-      resolver(hostname).then(
-        (addresses) => {
-          const refused = addresses.find((entry) => refusalOf(options.policy, entry.address) !== undefined)
-          const pinned = addresses[0]
-          if (refused !== undefined || pinned === undefined) {
-            const error = Object.assign(
-              new Error(refused === undefined ? `${hostname} has no address` : `${hostname} resolves to a refused address`),
-              { code: refused === undefined ? "ENOTFOUND" : ssrfCode }
-            )
-            return callback(error, "", 0)
-          }
-          if (lookupOptions.all === true) return callback(null, [{ address: pinned.address, family: pinned.family }])
-          return callback(null, pinned.address, pinned.family)
-        },
-        (error: NodeJS.ErrnoException) => callback(error, "", 0)
-      )
-    }
     // One TLS context built once: handing `ca` to the agent instead would make it
     // concatenate every root certificate into the pool key on each request.
     const secureContext = options.extraCaPem === undefined
       ? undefined
       : tls.createSecureContext({ ca: [...tls.rootCertificates, options.extraCaPem] })
-    // Keep-alive pools per host: a pooled socket was pinned and checked when it connected.
-    const httpsAgent = new https.Agent({
-      keepAlive: true,
-      maxSockets: 32,
-      ...(secureContext === undefined ? {} : { secureContext })
-    })
-    const httpAgent = new http.Agent({ keepAlive: true, maxSockets: 32 })
-
-    const sendPromise = (
-      request: { readonly url: string; readonly headers: Record<string, string>; readonly body: Uint8Array },
-      signal: AbortSignal
-    ) =>
-      new Promise<AttemptOutcome>((resolve) => {
-        const startedMs = performance.now()
-        const done = (outcome: Omit<AttemptOutcome, "durationMs">) =>
-          resolve({ ...outcome, durationMs: Math.round(performance.now() - startedMs) })
-        const checked = checkUrl(options.policy, request.url)
-        if (checked._tag === "Refused") {
-          return done({
-            statusCode: undefined,
-            error: checked.reason === "address" ? "ssrf_refused" : "invalid_url",
-            retryAfter: undefined
-          })
-        }
-        const url = checked.url
-        const secure = url.protocol === "https:"
-        let timedOut = false
-        const outgoing = (secure ? https : http).request({
-          protocol: url.protocol,
-          hostname: url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname,
-          port: url.port === "" ? undefined : Number(url.port),
-          path: `${url.pathname}${url.search}`,
-          method: "POST",
-          headers: { ...request.headers, "content-length": String(request.body.byteLength) },
-          agent: secure ? httpsAgent : httpAgent,
-          lookup,
-          signal
-        }, (response) => {
-          const statusCode = response.statusCode
-          const retryAfter = response.headers["retry-after"]
-          // Drain and drop the body (it is never stored), so the socket can be reused.
-          response.resume()
-          response.once("end", () => {
-            clearTimeout(timer)
-            done({ statusCode, error: undefined, retryAfter })
-          })
-          response.once("error", (error) => {
-            clearTimeout(timer)
-            done({ statusCode, error: timedOut ? "timeout" : classify(error), retryAfter })
-          })
-        })
-        const timer = setTimeout(() => {
-          timedOut = true
-          outgoing.destroy(Object.assign(new Error("attempt timed out"), { code: "ETIMEDOUT" }))
-        }, timeoutMs)
-        outgoing.once("error", (error) => {
-          clearTimeout(timer)
-          done({
-            statusCode: undefined,
-            error: timedOut ? "timeout" : signal.aborted ? "cancelled" : classify(error),
-            retryAfter: undefined
-          })
-        })
-        outgoing.end(request.body)
-      })
-
+    const context: ClientContext = {
+      policy: options.policy,
+      timeoutMs: options.timeoutMs ?? attemptTimeoutMs,
+      lookup: pinnedLookup(options.policy, options.resolver ?? systemResolver),
+      // Keep-alive pools per host: a pooled socket was pinned and checked when it connected.
+      httpsAgent: new https.Agent({
+        keepAlive: true,
+        maxSockets: 32,
+        ...(secureContext === undefined ? {} : { secureContext })
+      }),
+      httpAgent: new http.Agent({ keepAlive: true, maxSockets: 32 })
+    }
     return WebhookClient.of({
       policy: options.policy,
-      send: (request) => Effect.promise((signal) => sendPromise(request, signal)).pipe(Effect.withSpan("WebhookClient.send"))
+      send: (request) => Effect.promise((signal) => sendPromise(context, request, signal)).pipe(Effect.withSpan("WebhookClient.send"))
     })
   }
 
   /**
-   * From configuration: loopback flag, private allow-list, extra CA file.
+   * From configuration: loopback flag, private allow-list, extra CA file. Settings that cannot be
+   * used fail the layer with {@link WebhookClientConfigInvalid}.
    *
    * @since 0.1.0
    * @category layers
@@ -227,11 +253,14 @@ export class WebhookClient extends Context.Service<WebhookClient, {
             allowLoopback: config.webhookAllowInsecureLoopback,
             allowedPrivateCidrs: config.webhookAllowedPrivateCidrs
           }),
-        catch: (error) => error
-      }).pipe(Effect.orDie)
+        catch: (cause) => new WebhookClientConfigInvalid({ message: "WEBHOOK_ALLOWED_PRIVATE_CIDRS cannot be used", cause })
+      })
       const caFile = config.webhookCaFile
       const extraCaPem = Option.isSome(caFile)
-        ? yield* Effect.try({ try: () => fs.readFileSync(caFile.value, "utf8"), catch: (error) => error }).pipe(Effect.orDie)
+        ? yield* Effect.try({
+          try: () => fs.readFileSync(caFile.value, "utf8"),
+          catch: (cause) => new WebhookClientConfigInvalid({ message: "WEBHOOK_CA_FILE cannot be read", cause })
+        })
         : undefined
       return WebhookClient.make({ policy, extraCaPem })
     })

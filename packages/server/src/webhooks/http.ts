@@ -1,8 +1,8 @@
 /**
  * Handlers of the `webhooks` group.
  *
- * A database fault is ours, not the caller's: it dies and answers 500
- * `internal_error` (D2).
+ * A database that does not answer is an outage, not the caller's fault nor a bug: it is
+ * answered 503 `service_unavailable` with `Retry-After` (platform/Unavailable.ts).
  *
  * Agent keys manage no subscriptions (403 `not_agent_owner`): an agent's events
  * go to its owner's subscriptions (D30), so a subscription of the agent's own
@@ -18,6 +18,7 @@ import { isAgentKey } from "../agents/Agents.ts"
 import { CurrentPrincipal, PublicApi } from "@pps/api/Api"
 import { NotAgentOwner } from "@pps/api/Errors"
 import { pageLimitDefault } from "@pps/api/Page"
+import { answerServiceUnavailable } from "../platform/Unavailable.ts"
 import { type Owner, Webhooks } from "./Webhooks.ts"
 
 const currentOwner = Effect.gen(function*() {
@@ -41,28 +42,28 @@ export const WebhooksHttpLive = HttpApiBuilder.group(PublicApi, "webhooks", (han
       .handle("create", ({ payload }) =>
         Effect.gen(function*() {
           return yield* webhooks.create(yield* currentOwner, payload)
-        }).pipe(Effect.catchTag("SqlError", Effect.die)))
+        }).pipe(answerServiceUnavailable))
       .handle("list", () =>
         Effect.gen(function*() {
           return { data: yield* webhooks.list(yield* currentOwner) }
-        }).pipe(Effect.catchTag("SqlError", Effect.die)))
+        }).pipe(answerServiceUnavailable))
       .handle("remove", ({ params }) =>
         Effect.gen(function*() {
           yield* webhooks.remove(yield* currentOwner, params.webhook_id)
-        }).pipe(Effect.catchTag("SqlError", Effect.die)))
+        }).pipe(answerServiceUnavailable))
       .handle("rotateSecret", ({ params }) =>
         Effect.gen(function*() {
           return yield* webhooks.rotateSecret(yield* currentOwner, params.webhook_id)
-        }).pipe(Effect.catchTag("SqlError", Effect.die)))
+        }).pipe(answerServiceUnavailable))
       .handle("deliveries", ({ params, query }) =>
         Effect.gen(function*() {
           return yield* webhooks.deliveries(yield* currentOwner, params.webhook_id, {
             limit: query.limit ?? pageLimitDefault,
             offset: query.offset ?? 0
           })
-        }).pipe(Effect.catchTag("SqlError", Effect.die)))
+        }).pipe(answerServiceUnavailable))
       .handle("replay", ({ params }) =>
         Effect.gen(function*() {
           return yield* webhooks.replay(yield* currentOwner, params.webhook_id, params.event_id)
-        }).pipe(Effect.catchTag("SqlError", Effect.die)))
+        }).pipe(answerServiceUnavailable))
   }))

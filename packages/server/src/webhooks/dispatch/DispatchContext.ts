@@ -1,0 +1,74 @@
+/**
+ * What every step of the webhook delivery worker runs over (Dispatcher.ts builds it once per
+ * node), and the worker's limits with their reasons.
+ *
+ * @since 0.8.0
+ */
+import { DateTime, type Effect, type Fiber, type Scope } from "effect"
+import type { AppConfig } from "../../config/AppConfig.ts"
+import type { Wakeup } from "../../events/Wakeup.ts"
+import type { SecretBox } from "../../platform/SecretBox.ts"
+import type { DependencyUnavailable } from "../../platform/Unavailable.ts"
+import { attemptTimeoutMs, type WebhookClient } from "../WebhookClient.ts"
+import type { AttemptRecord, RecordedAttempt, WebhookStore } from "../WebhookStore.ts"
+
+/** A subscription's lease: renewed before each attempt, so it must outlast one. */
+export const leaseMs = 30_000
+/**
+ * A lease this node set less than this long ago is not renewed again before a batch: the claim and
+ * every attempt's record renew it, so each serving round would otherwise cost one more UPDATE
+ * (where a round serves one delivery, at a steady trickle of events, that is a large share of a
+ * delivery's statements). What is left of such a lease (25 s) still outlasts an attempt (10 s)
+ * with room for clocks that disagree between nodes.
+ */
+export const leaseFreshMs = 5_000
+/** Attempt results written per statement (at most one per served subscription is waiting). */
+export const recordBatchMax = 256
+/** Due deliveries read per query while serving a subscription. */
+export const dueBatchMax = 50
+/** The shortest wait between claim rounds, so a due delivery another node is serving cannot spin the loop. */
+export const idleWaitMinMs = 20
+/** After a failed claim round (database down), wait this long. */
+export const failureBackoffMs = 1_000
+
+if (leaseMs - leaseFreshMs < 2 * attemptTimeoutMs) throw new Error("the delivery lease must outlast an attempt twice over")
+
+/** @internal */
+export const iso = (ms: number) => DateTime.formatIso(DateTime.makeUnsafe(ms))
+
+/**
+ * A subscription this node serves; `fiber` is set once its server is forked.
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface Serving {
+  fiber?: Fiber.Fiber<void>
+}
+
+/**
+ * @since 0.8.0
+ * @category models
+ */
+export interface DispatchContext {
+  readonly config: AppConfig["Service"]
+  readonly store: WebhookStore["Service"]
+  readonly client: WebhookClient["Service"]
+  readonly box: SecretBox["Service"]
+  /** The layer's scope: serving fibers live as long as the node. */
+  readonly scope: Scope.Scope
+  /** This node's lease owner id. */
+  readonly nodeId: string
+  readonly wakeup: Wakeup
+  /** The subscriptions this node serves now, so a delete can interrupt its server. */
+  readonly serving: Map<string, Serving>
+  /** Writes an attempt's result with others waiting (see recordAttempts.ts). */
+  readonly recordAttempt: (attempt: AttemptRecord) => Effect.Effect<RecordedAttempt, DependencyUnavailable>
+  /**
+   * The clock reading of the last round's claim: `waitForWork` looks for what falls due after
+   * it, not after its own later reading, so a delivery that fell due while the claim's query
+   * ran (time passes in a query: a loaded database, or the embedded one on its own thread) is
+   * claimed at the next round instead of after a whole poll interval.
+   */
+  claimedAtMs: number
+}

@@ -1,0 +1,70 @@
+/**
+ * The store's delivery steps: fan-out and replay insert deliveries, the API pages through them,
+ * the dispatcher reads what is due.
+ *
+ * @since 0.8.0
+ */
+import { Effect, Option } from "effect"
+import { dueOf, type NewDelivery, type StoreContext, toDeliveryRecord } from "./rows.ts"
+
+/** Inserts deliveries; a second fan-out of the same event to the same subscription is ignored. */
+export const insertDeliveries = ({ sql }: StoreContext, rows: ReadonlyArray<NewDelivery>, nextAttemptAt: string) =>
+  rows.length === 0
+    ? Effect.succeed(0)
+    : sql<{ delivery_id: string }>`
+        INSERT INTO webhook_deliveries ${
+      sql.insert(rows.map((row): Record<string, unknown> => ({
+        delivery_id: row.deliveryId,
+        webhook_id: row.webhookId,
+        event_id: row.eventId,
+        trigger: row.trigger,
+        status: "pending",
+        next_attempt_at: nextAttemptAt,
+        created_at: row.createdAt
+      })) as [Record<string, unknown>, ...Array<Record<string, unknown>>])
+    }
+        ON CONFLICT (event_id, webhook_id) WHERE trigger = 'event' DO NOTHING
+        RETURNING delivery_id`.pipe(Effect.map((inserted) => inserted.length), Effect.withSpan("WebhookStore.insertDeliveries"))
+
+/** @since 0.8.0 */
+export const listDeliveries = ({ deliveries, sql }: StoreContext, webhookId: string, limit: number, offset: number) =>
+  deliveries(sql`
+    SELECT d.delivery_id, d.event_id, e.type AS event, d.status, d.response_status_code, d.attempt_count,
+           iso_utc(d.created_at) AS created_at, iso_utc(d.last_attempt_at) AS last_attempt_at,
+           iso_utc(d.next_attempt_at) AS next_attempt_at
+    FROM webhook_deliveries d JOIN events e ON e.event_id = d.event_id
+    WHERE d.webhook_id = ${webhookId} AND d.status <> 'cancelled'
+    ORDER BY d.created_at DESC, d.delivery_id DESC
+    LIMIT ${limit} OFFSET ${offset}`).pipe(Effect.map((rows) => rows.map(toDeliveryRecord)))
+
+/** The earliest due time after `now` of any pending delivery (an index lookup). */
+export const nextDueAfter = ({ sql }: StoreContext, now: string) =>
+  sql<{ next_ms: string | null }>`
+    SELECT (extract(epoch FROM min(next_attempt_at)) * 1000)::bigint::text AS next_ms
+    FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at > ${now}::timestamptz`.pipe(
+    Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]?.next_ms), Number))
+  )
+
+/**
+ * A subscription's sending info and its due deliveries (oldest due first, at most `limit`), in
+ * one statement; None when it is deleted. One statement, not the subscription then its
+ * deliveries: at a steady trickle of events every serving round serves one delivery, so a
+ * second statement a round is a large share of the statements a delivery costs. The
+ * subscription's columns repeat on each row.
+ */
+export const dueDeliveries = ({ sendingDue, sql }: StoreContext, webhookId: string, now: string, limit: number) =>
+  sendingDue(sql`
+    SELECT w.url, w.secret_sealed, w.previous_secret_sealed,
+           iso_utc(w.previous_secret_expires_at) AS previous_secret_expires_at,
+           d.delivery_id, d.event_id, d.payload, d.attempt_count, d.created_at
+    FROM webhooks w
+    LEFT JOIN LATERAL (
+      SELECT d.delivery_id, d.event_id, e.payload, d.attempt_count, iso_utc(d.created_at) AS created_at,
+             d.next_attempt_at
+      FROM webhook_deliveries d JOIN events e ON e.event_id = d.event_id
+      WHERE d.webhook_id = ${webhookId} AND d.status = 'pending' AND d.next_attempt_at <= ${now}::timestamptz
+      ORDER BY d.next_attempt_at, d.delivery_id
+      LIMIT ${limit}
+    ) d ON true
+    WHERE w.webhook_id = ${webhookId} AND w.deleted_at IS NULL
+    ORDER BY d.next_attempt_at, d.delivery_id`).pipe(Effect.map(dueOf))
