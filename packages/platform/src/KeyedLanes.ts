@@ -16,7 +16,7 @@
  *   agent's) new transfers `alongside`, up to `SENDER_CONCURRENCY`; an owner's decision on a held
  *   transaction, a rejection and the expiry sweep `alone`; a faucet grant and the creates of one
  *   prepared transfer `alone` by their own ids;
- * - the guardian's account lane (`packages/guardian/src/internal/accountLock.ts`): the writers
+ * - the guardian's account lane (`packages/guardian/src/internal/accountLane.ts`): the writers
  *   that run outside its group committer (reported credits, the expiry sweeper) change an
  *   account's books `alone`.
  *

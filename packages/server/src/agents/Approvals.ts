@@ -2,7 +2,7 @@
  * Human approval of held agent transactions (D26-D28): the pending list, the
  * owner's sealed copy, approve, reject, and the expiry sweep.
  *
- * Every decision runs in the agent's actor (the same `Lanes` key as
+ * Every decision runs in the agent's lane (the same `Lanes` key as
  * the agent's transfers), and the state change is conditional on the row still
  * being `pending_approval`: an approval, a rejection, the sweep and the agent's
  * new transfers never interleave, and a transaction is decided once. The
@@ -167,7 +167,7 @@ const ownedTransaction = ({ store }: ApprovalsContext, principal: Principal, tra
     return held.value
   })
 
-/** Under the agent's actor: pending → rejected | expired with its event, once. */
+/** Under the agent's lane: pending → rejected | expired with its event, once. */
 const close = (context: ApprovalsContext, held: StoredAgentTransaction, status: "rejected" | "expired") =>
   context.lanes.alone(held.agent_account_id, Effect.gen(function*() {
     const { sql, store } = context

@@ -11,7 +11,7 @@
  *    recipient, amount and r to the guardian), with a fresh opening {amount, r} and the
  *    transfer's id (`TransferSealer`), or the sealed form's boxes and token. The
  *    plaintext amount and memo are not kept beyond this step. Then, in the sender's
- *    actor (per account, per agent for agents; a sender's new transfers
+ *    lane (per account, per agent for agents; a sender's new transfers
  *    `SENDER_CONCURRENCY` at a time, an owner's decision on a held one alone:
  *    `platform/Lanes.ts`), `create.ts`: for an agent, D25's amount-free rules with the
  *    policy in force now (asset, recipient, active hours: 403 `policy_violation`); a
@@ -33,7 +33,7 @@
  *
  * An owner's approval of a held transaction (D27, `approveHeld.ts`) runs steps 3-6 again
  * through the same functions (`authorizeAndRecord`, `submitAndAwait`), in the agent's
- * actor, with the boxes sealed at step 2. `prepare.ts` is the amount-free half of a
+ * lane, with the boxes sealed at step 2. `prepare.ts` is the amount-free half of a
  * client-sealed transfer; `read.ts` a transfer as a viewer sees it, and D36's current
  * state of one for a retried create.
  *

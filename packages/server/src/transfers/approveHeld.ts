@@ -1,5 +1,5 @@
 /**
- * D27's approval of a held transaction, under the agent's actor so it never races the agent's
+ * D27's approval of a held transaction, under the agent's lane so it never races the agent's
  * new transfers (or a rejection, or the expiry sweep): the held row is read again, the asset and
  * recipient rules of the policy in force now are checked, the guardian decides the limits and the
  * balance now (`approved: true` skips only the threshold), and the transfer is recorded and

@@ -50,7 +50,7 @@ export interface TransfersContext {
   readonly guardian: typeof GuardianClient.GuardianClient.Service
   readonly guardianIdentity: typeof GuardianIdentity.Service
   readonly outbox: typeof Outbox.Service
-  /** A sender's turns (the sender's actor) and a prepared transfer's. */
+  /** A sender's turns (the sender's lane) and a prepared transfer's. */
   readonly lanes: typeof Lanes.Service
   readonly agentStore: typeof AgentStore.Service
   readonly heldStore: typeof AgentTransactionStore.Service

@@ -63,7 +63,7 @@ export const create = Effect.fn("Transfers.create")(function*(
 })
 
 /**
- * Steps 3-4 in the sender's actor (the agent's, for an agent): policy, nonce, authorize, record,
+ * Steps 3-4 in the sender's lane (the agent's, for an agent): policy, nonce, authorize, record,
  * beside the sender's other new transfers (platform/Lanes.ts: the guardian decides each under the
  * sender's balance lock), never beside an owner's decision on a held one. Two creates of one
  * prepared transfer take turns, so the second finds the id taken.
@@ -82,7 +82,7 @@ const decideInSendersTurn = (context: TransfersContext, sealed: Sealed) => {
 const decide = Effect.fnUntraced(function*(context: TransfersContext, sealed: Sealed) {
   const { asset, boxed, money, parties } = sealed
   const nowMs = yield* Clock.currentTimeMillis
-  // Read inside the actor: a policy change applies to the very next attempt.
+  // Read inside the lane: a policy change applies to the very next attempt.
   const policy = parties.isAgent
     ? yield* checkPolicy(context, parties.sender.accountId, {
       asset,

@@ -158,7 +158,7 @@ export const resolveParties = Effect.fnUntraced(function*(
     onSome: Effect.succeed
   })
   const isAgent = sender.ownerAccountId !== null
-  // Checked again, with the policy in force then, in the agent's actor.
+  // Checked again, with the policy in force then, in the agent's lane.
   const policyFirst = (recipientNames: ReadonlyArray<string>) =>
     isAgent
       ? Clock.currentTimeMillis.pipe(
