@@ -260,7 +260,7 @@ describe("dashboard in Chromium", () => {
     await pps.transfers.create({ to: agent.handle, amount: "10" })
     const agentKey = await server.issueKey(agent.account_id, "bot")
     const bot = new Pps({ apiKey: agentKey.api_key, baseUrl: server.baseUrl, senderKey: aliceKey.publicKey })
-    expect(await bot.transfers.create({ to: "@bob", amount: heldAmount, memo: heldMemo })).toMatchObject({ status: "pending_approval" })
+    expect(await bot.transfers.create({ to: "@bob", amount: heldAmount, memo: heldMemo })).toMatchObject({ kind: "held", held: { status: "pending_approval" } })
 
     await visit("Approvals", "Approvals", "approvals")
     await expect.poll(() => page.getByTestId("held-amount").textContent(), { timeout: 60_000 }).toBe(`${heldAmount} USDG`)
