@@ -22,7 +22,7 @@ import { Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effe
 import { makeId, ulid } from "../src/platform/Ids.ts"
 import { balanceProof, fundedPair } from "./support/confidentialClient.ts"
 import { cuttableProxy, throughProxy } from "./support/cuttableProxy.ts"
-import { bearer, createAccount, expectEnvelope, postJson, send, type TestResponse } from "./support/http.ts"
+import { bearer, createAccount, expectEnvelope, postJson, readResponse, send, type TestResponse } from "./support/http.ts"
 import { postgresAvailable } from "./support/requirePostgres.ts"
 import { freshPostgresDatabase, makeTestServer, postgres, TestServer } from "./support/TestServer.ts"
 import { eventually } from "./support/webhooks-receiver.ts"
@@ -132,14 +132,7 @@ const sendSample = (baseUrl: string, key: string, sample: Sample) =>
       controller.abort()
       return { status: response.status, headers: response.headers, text: "", json: undefined }
     }
-    const text = await response.text()
-    let json: unknown = undefined
-    try {
-      json = text === "" ? undefined : JSON.parse(text)
-    } catch {
-      json = undefined
-    }
-    return { status: response.status, headers: response.headers, text, json }
+    return readResponse(response)
   }).pipe(
     Effect.timeoutOrElse({
       duration: Duration.millis(answerWithinMs),

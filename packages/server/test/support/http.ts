@@ -21,15 +21,20 @@ export const send = (
       ...(init.headers === undefined ? {} : { headers: init.headers }),
       ...(init.body === undefined ? {} : { body: init.body })
     })
-    const text = await response.text()
-    let json: unknown = undefined
-    try {
-      json = text === "" ? undefined : JSON.parse(text)
-    } catch {
-      json = undefined
-    }
-    return { status: response.status, headers: response.headers, text, json }
+    return readResponse(response)
   })
+
+/** A fetch response as tests read it: status, headers, text, and the JSON body when it parses. */
+export const readResponse = async (response: Response): Promise<TestResponse> => {
+  const text = await response.text()
+  let json: unknown = undefined
+  try {
+    json = text === "" ? undefined : JSON.parse(text)
+  } catch {
+    json = undefined
+  }
+  return { status: response.status, headers: response.headers, text, json }
+}
 
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
 
