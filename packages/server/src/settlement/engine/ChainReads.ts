@@ -100,7 +100,7 @@ export const replayNonceUsed = (context: EngineContext, request: SubmissionReque
  * @since 0.5.0
  * @category reads
  */
-export const appliedElsewhere = Effect.fn("Settlement.appliedElsewhere")(function*(context: EngineContext, request: SubmissionRequest) {
+export const appliedElsewhere = Effect.fnUntraced(function*(context: EngineContext, request: SubmissionRequest) {
   if (request.replayKey === null) return Option.none<TransactionReceipt>()
   const { transferId } = request.replayKey
   if (!(yield* replayNonceUsed(context, request))) return Option.none<TransactionReceipt>()

@@ -20,7 +20,7 @@ import { confirmationOf, deepEnough, type EngineContext, pastDeadline, type Step
  * @since 0.5.0
  * @category steps
  */
-export const settleFromReceipt = Effect.fn("Settlement.settleFromReceipt")(
+export const settleFromReceipt = Effect.fnUntraced(
   function*(context: EngineContext, tracked: Tracked, receipt: TransactionReceipt) {
     if (receipt.status === "success" && !deepEnough(context, receipt.blockNumber)) {
       // Not yet as deep as CHAIN_CONFIRMATIONS asks: the watcher counts it to the depth (and
@@ -80,7 +80,7 @@ export const failWith = (context: EngineContext, tracked: Tracked, reason: Failu
  * @since 0.5.0
  * @category steps
  */
-export const conclude = Effect.fn("Settlement.conclude")(function*(context: EngineContext, tracked: Tracked) {
+export const conclude = Effect.fnUntraced(function*(context: EngineContext, tracked: Tracked) {
   const mined = tracked.mined
   if (mined === undefined) return
   if (mined.outcome === "applied") {
@@ -109,7 +109,7 @@ export const conclude = Effect.fn("Settlement.conclude")(function*(context: Engi
  * @since 0.5.0
  * @category steps
  */
-export const concludeReverted = Effect.fn("Settlement.concludeReverted")(function*(context: EngineContext, tracked: Tracked) {
+export const concludeReverted = Effect.fnUntraced(function*(context: EngineContext, tracked: Tracked) {
   const applied = yield* appliedElsewhere(context, tracked.request)
   if (Option.isSome(applied)) return yield* settleFromReceipt(context, tracked, applied.value)
   yield* failWith(context, tracked, "reverted")

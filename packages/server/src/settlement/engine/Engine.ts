@@ -25,7 +25,7 @@ export interface Engine {
 }
 
 /** The context of a mode's engine, its relayers made and its chain view read from the latest block. */
-const makeContext = Effect.fn("Settlement.makeContext")(function*(options: EngineOptions) {
+const makeContext = Effect.fnUntraced(function*(options: EngineOptions) {
   const { chain } = options
   const client = chain.client
   const latest = yield* Effect.tryPromise({
@@ -95,7 +95,7 @@ const submitStep = (context: EngineContext, request: SubmissionRequest): Effect.
  * @since 0.5.0
  * @category constructors
  */
-export const makeEngine = Effect.fn("Settlement.makeEngine")(function*(options: EngineOptions) {
+export const makeEngine = Effect.fnUntraced(function*(options: EngineOptions) {
   const context = yield* makeContext(options)
   yield* recoverAtStart(context)
   yield* runWatcher(context)

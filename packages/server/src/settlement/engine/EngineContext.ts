@@ -8,6 +8,10 @@
  * instead of hiding it in a closure. Nothing here performs I/O but `rpc`, which types a node's
  * failure as a {@link ChainError} saying whether a retry can help.
  *
+ * The steps are `Effect.fnUntraced`: some run per transfer (conclude, settle from a receipt), and a
+ * span per call costs the transfer path CPU (platform/SpanLog.ts); the engine's spans are the ones
+ * the settlement service already had.
+ *
  * @since 0.5.0
  */
 import { type Deferred, Effect, type Scope } from "effect"

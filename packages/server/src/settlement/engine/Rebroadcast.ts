@@ -88,7 +88,7 @@ export const fillNonceGaps = (context: EngineContext): Effect.Effect<void> =>
  * @since 0.5.0
  * @category steps
  */
-export const resendHeld = Effect.fn("Settlement.resendHeld")(function*(context: EngineContext, late: ReadonlySet<Relayer>) {
+export const resendHeld = Effect.fnUntraced(function*(context: EngineContext, late: ReadonlySet<Relayer>) {
   const checkedAtMs = yield* Clock.currentTimeMillis
   const due = [...late].filter((relayer) => checkedAtMs - (context.heldCheckedAtMs.get(relayer) ?? 0) >= context.heldAfterMs)
   if (due.length === 0) return []
@@ -138,7 +138,7 @@ const heldTransactions = (context: EngineContext, relayer: Relayer, next: number
 }
 
 /** One relayer of `resendHeld`, given the nonces the pool holds `queued` for it. */
-const resendInNonceOrder = Effect.fn("Settlement.resendInNonceOrder")(
+const resendInNonceOrder = Effect.fnUntraced(
   function*(context: EngineContext, relayer: Relayer, queued: Readonly<Record<string, unknown>>) {
     const next = yield* rpc(context, "reading a relayer nonce", (client) =>
       client.getTransactionCount({ address: relayer.address, blockTag: "latest" }))

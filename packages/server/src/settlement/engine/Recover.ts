@@ -30,7 +30,7 @@ const orphan = (submission: Submission, relayer: Relayer): Tracked => ({
 })
 
 /** Never signed (or signed by a relayer this node no longer has): signed now, unless it was applied. */
-const recoverUnsigned = Effect.fn("Settlement.recoverUnsigned")(function*(context: EngineContext, submission: Submission) {
+const recoverUnsigned = Effect.fnUntraced(function*(context: EngineContext, submission: Submission) {
   const applied = yield* appliedElsewhere(context, submission.request)
   if (Option.isSome(applied)) {
     const placeholder = orphan(submission, context.relayers[0]!)
@@ -86,7 +86,7 @@ export const recover = (context: EngineContext, submission: Submission): Effect.
  * @since 0.5.0
  * @category steps
  */
-export const recoverAtStart = Effect.fn("Settlement.recoverAtStart")(function*(context: EngineContext) {
+export const recoverAtStart = Effect.fnUntraced(function*(context: EngineContext) {
   const { view } = context
   const startHead = yield* rpc(context, "reading the head", (client) => client.getBlockNumber())
   const confirmations = BigInt(context.confirmations)

@@ -36,7 +36,7 @@ export const forgetMined = (tracked: Tracked, nowMs: number): void => {
  * @since 0.5.0
  * @category steps
  */
-export const rewind = Effect.fn("Settlement.rewind")(function*(context: EngineContext, from: bigint) {
+export const rewind = Effect.fnUntraced(function*(context: EngineContext, from: bigint) {
   const { scannedHashes, view } = context
   let fork = from
   let forkBlock: { readonly timestamp: bigint; readonly baseFeePerGas: bigint | null } | undefined

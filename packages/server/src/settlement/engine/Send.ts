@@ -134,7 +134,7 @@ export const broadcast = (context: EngineContext, group: ReadonlyArray<Tracked>,
   )
 
 /** `broadcast` told the relayer nonce is spent: the entries not applied meanwhile are signed anew. */
-const resign = Effect.fn("Settlement.resign")(function*(context: EngineContext, group: ReadonlyArray<Tracked>, resignings: number) {
+const resign = Effect.fnUntraced(function*(context: EngineContext, group: ReadonlyArray<Tracked>, resignings: number) {
   yield* group[0]!.relayer.catchUp
   const unapplied: Array<Tracked> = []
   for (const tracked of group) {

@@ -39,7 +39,7 @@ const readBlock = (context: EngineContext, n: bigint) =>
  * could not be read: what was read counts, the rest is read again next round (one failed call
  * must not cost the round's progress).
  */
-const scanBlocks = Effect.fn("Settlement.scanBlocks")(function*(context: EngineContext, head: bigint) {
+const scanBlocks = Effect.fnUntraced(function*(context: EngineContext, head: bigint) {
   const { scannedHashes, view } = context
   const roundMax = BigInt(SettlementLimits.blocksPerRoundMax)
   const last = head < view.lastScanned + roundMax ? head : view.lastScanned + roundMax
@@ -90,7 +90,7 @@ interface RoundWork {
 }
 
 /** Sorts the transactions in flight into what this round does with them; `behind` blocks remain unread. */
-const sortInFlight = Effect.fn("Settlement.sortInFlight")(function*(context: EngineContext, nowMs: number, behind: bigint) {
+const sortInFlight = Effect.fnUntraced(function*(context: EngineContext, nowMs: number, behind: bigint) {
   const work: RoundWork = { applied: [], other: [], stale: [], late: new Set() }
   for (const tracked of allInFlight(context)) {
     if (tracked.revertedBeforeDeadline === true) {
@@ -127,7 +127,7 @@ const sortInFlight = Effect.fn("Settlement.sortInFlight")(function*(context: Eng
  * Writes the confirmations first, then forgets them: a failed write leaves them tracked for the
  * next round. An entry whose mark was cleared meanwhile (nothing should) stays for that round too.
  */
-const confirmApplied = Effect.fn("Settlement.confirmApplied")(function*(context: EngineContext, applied: ReadonlyArray<Tracked>) {
+const confirmApplied = Effect.fnUntraced(function*(context: EngineContext, applied: ReadonlyArray<Tracked>) {
   const marked = applied.flatMap((tracked) => tracked.mined === undefined ? [] : [{ tracked, mined: tracked.mined }])
   for (let from = 0; from < marked.length; from += SettlementLimits.confirmationsPerStatementMax) {
     const chunk = marked.slice(from, from + SettlementLimits.confirmationsPerStatementMax)
@@ -149,7 +149,7 @@ const alone = (effect: Effect.Effect<void, StepError>) =>
  * @since 0.5.0
  * @category steps
  */
-export const round = Effect.fn("Settlement.round")(function*(context: EngineContext) {
+export const round = Effect.fnUntraced(function*(context: EngineContext) {
   const { view } = context
   const head = yield* rpc(context, "reading the head", (client) => client.getBlockNumber())
   yield* scanBlocks(context, head)
