@@ -9,7 +9,7 @@
  * failure as a {@link ChainError} saying whether a retry can help.
  *
  * The steps are `Effect.fnUntraced`: some run per transfer (conclude, settle from a receipt), and a
- * span per call costs the transfer path CPU (platform/SpanLog.ts); the engine's spans are the ones
+ * span per call costs the transfer path CPU (`@pps/guardian` SpanLog.ts says how much); the engine's spans are the ones
  * the settlement service already had.
  *
  * @since 0.5.0
