@@ -41,7 +41,9 @@
  *
  * @since 0.3.0
  */
+import type { AccountRecord } from "@pps/api/Accounts"
 import type { AgentRecord, AgentTransactionRecord, PendingAgentTransaction, SpendPolicyRecord } from "@pps/api/Agents"
+import type { ApiKeyRecord, CreatedAgentApiKey } from "@pps/api/ApiKeys"
 import type { EventPayload } from "@pps/api/Events"
 import type { FaucetGrant } from "@pps/api/Faucet"
 import type { TransferRecord } from "@pps/api/Transfers"
@@ -141,6 +143,19 @@ export interface SpendPolicyInput {
 
 /** D21. @since 0.3.0 @category models */
 export type Agent = AgentRecord
+
+/** The account of the client's key (`accounts.me()`). @since 0.9.0 @category models */
+export type Account = AccountRecord
+
+/**
+ * D44: an agent's key as its owner created it: the value (shown in this answer only), the agent,
+ * and the owner's wallet address (`owner_address`), whose registered key the agent's amounts are
+ * sealed to. @since 0.9.0 @category models
+ */
+export type NewAgentKey = CreatedAgentApiKey
+
+/** D44: an agent's key as listed (never its value). @since 0.9.0 @category models */
+export type AgentKey = ApiKeyRecord
 
 /** D33: a subscription as listed (no secret). @since 0.3.0 @category models */
 export type Webhook = WebhookRecord
@@ -425,15 +440,56 @@ export class Pps {
     prove: (): Promise<BalanceProof> => Confidential.proveBalances(this.#client, this.#keyPair())
   }
 
-  /** Agent accounts and their spend policies (D21-D24). */
+  /** The account of the client's key: for an agent key, the agent's own (its `account_id`). */
+  readonly accounts = {
+    me: (): Promise<Account> => this.#run((api) => api.accounts.me())
+  }
+
+  /**
+   * Agent accounts (D21), their spend policies (D22-D24) and keys (D44), and what an agent's own
+   * key may read about itself (D42): its policy and its held transactions' state.
+   */
   readonly agents = {
     create: (agent: { readonly name: string; readonly spend_policy: SpendPolicyInput }, options: { readonly idempotencyKey?: string } = {}): Promise<Agent> =>
       this.#run((api) => api.agents.create({ payload: agent }), options.idempotencyKey),
     list: (): Promise<{ readonly agents: ReadonlyArray<Agent> }> => this.#run((api) => api.agents.list()),
     policy: {
-      get: (agentId: string): Promise<SpendPolicy> => this.#run((api) => api.agents.getPolicy({ params: { account_id: agentId } })),
+      /**
+       * The owner reads any of its agents' policies; an agent key its own (D42). Without
+       * `agentId`, the policy of the key's own account (an agent key's).
+       */
+      get: async (agentId?: string): Promise<SpendPolicy> => {
+        const accountId = agentId ?? (await this.accounts.me()).account_id
+        return this.#run((api) => api.agents.getPolicy({ params: { account_id: accountId } }))
+      },
       update: (agentId: string, patch: SpendPolicyInput): Promise<SpendPolicy> =>
         this.#run((api) => api.agents.patchPolicy({ params: { account_id: agentId }, payload: { ...patch } }))
+    },
+    /**
+     * The agent's API keys, managed by its owner (D44; an agent key is refused 403
+     * `not_agent_owner`). `create` answers the key's value once: nothing keeps it, and a retry
+     * with the same idempotency key answers 409 `key_shown_once` (revoke that key and create
+     * another). `revoke` takes effect on the key's next request (401).
+     */
+    keys: {
+      create: (
+        agentId: string,
+        key: { readonly name: string },
+        options: { readonly idempotencyKey?: string } = {}
+      ): Promise<NewAgentKey> =>
+        this.#run((api) => api.agents.createKey({ params: { account_id: agentId }, payload: { name: key.name } }), options.idempotencyKey),
+      list: (agentId: string): Promise<{ readonly data: ReadonlyArray<AgentKey> }> =>
+        this.#run((api) => api.agents.listKeys({ params: { account_id: agentId } })),
+      revoke: (agentId: string, keyId: string): Promise<{ readonly key_id: string; readonly revoked: true }> =>
+        this.#run((api) => api.agents.revokeKey({ params: { account_id: agentId, key_id: keyId } }))
+    },
+    /**
+     * Held transactions' state (D42): `pending_approval`, `approved` (with its transfer),
+     * `rejected` or `expired`; never an amount. For the agent's own key and its owner's.
+     */
+    transactions: {
+      get: (transactionId: string): Promise<HeldTransaction> =>
+        this.#run((api) => api.agents.getTransaction({ params: { transaction_id: transactionId } }))
     }
   }
 
