@@ -79,7 +79,7 @@ export interface Options {
    */
   readonly senderKey?: EncryptionKey.PublicKey
   /**
-   * For an agent key: its owner's wallet address (issuing the agent's key prints it),
+   * For an agent key: its owner's wallet address (`owner_address` in `agents.keys.create`'s answer),
    * pinned here. With `rpcUrl` and `deployment`, the key the agent's copy is sealed to must
    * be the one the pinned contract holds for this wallet; `trust: "chain"` needs it.
    */

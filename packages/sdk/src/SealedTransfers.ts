@@ -104,7 +104,7 @@ export interface SealOptions {
   readonly senderKey?: EncryptionKey.PublicKey
   /**
    * The wallet address whose registered key the sender's copy is sealed to: for an agent,
-   * its owner's (issuing an agent key prints it), pinned by the caller, not learnt from the
+   * its owner's (`owner_address` in the answer that issued the agent's key), pinned by the caller, not learnt from the
    * API. The sender key answered must be the one the pinned contract holds for it, read
    * through `rpcUrl` (which it needs). Under `trust: "chain"` an agent's send needs it.
    */

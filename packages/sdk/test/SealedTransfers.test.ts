@@ -269,11 +269,15 @@ describe("an agent's sealed transfers, with its API key alone", { timeout: 90_00
   // Threshold 5, per transaction 10: 4 is sent, 6 is held, 11 is refused.
   let agent: { readonly account_id: string; readonly handle: string }
   let agentKey: string
+  /** The owner's wallet, as issuing the agent's key prints it (D44): what a client pins. */
+  let ownerWallet: string
   beforeAll(async () => {
     const owner = new Pps({ apiKey: alice.api_key, baseUrl: server.baseUrl, keyPair: aliceKey })
     agent = await owner.agents.create({ name: "sealer", spend_policy: { daily_limit_usdg: 60, per_transaction_limit_usdg: 10, hitl_threshold_usdg: 5 } })
     transferOf(await owner.transfers.create({ to: agent.handle, amount: "40" }))
-    agentKey = (await server.issueKey(agent.account_id, "sealer")).api_key
+    const issued = await owner.agents.keys.create(agent.account_id, { name: "sealer" })
+    expect(issued.owner_address).toBe(alice.address)
+    ;[agentKey, ownerWallet] = [issued.api_key, issued.owner_address]
   }, 60_000)
 
   /** The requests the api tier saw since `mark`, as `METHOD path`. */
@@ -320,7 +324,7 @@ describe("an agent's sealed transfers, with its API key alone", { timeout: 90_00
   it("under trust chain the owner's key is checked against the pinned owner's wallet; a wrong wallet is refused before the create", async () => {
     const chained = (ownerWallet: string | undefined) =>
       new Pps({ apiKey: agentKey, baseUrl: proxy.baseUrl, rpcUrl, deployment, trust: "chain", ...(ownerWallet === undefined ? {} : { ownerWallet }) })
-    expect(transferOf(await chained(alice.address).transfers.create({ to: "@bob", amount: "0.5" })).status).toBe("confirmed")
+    expect(transferOf(await chained(ownerWallet).transfers.create({ to: "@bob", amount: "0.5" })).status).toBe("confirmed")
 
     const refusedWith = async (pps: Pps) => {
       const mark = proxy.exchanges.length
@@ -337,7 +341,7 @@ describe("an agent's sealed transfers, with its API key alone", { timeout: 90_00
     // A malicious api tier answering its own key as the owner's: refused against the right wallet.
     proxy.rewritePrepare((answer) => ({ ...answer, sender_key: hex(attackerKey.publicKey) }))
     try {
-      const substituted = await refusedWith(chained(alice.address))
+      const substituted = await refusedWith(chained(ownerWallet))
       expect(substituted.error.reason).toBe("sender_key_mismatch")
       expect(substituted.seen).not.toContain("POST /v1/transfers")
     } finally {
