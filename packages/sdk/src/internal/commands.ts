@@ -1,17 +1,19 @@
 /**
  * The commands of `pnpm pps`, each a function from its settings to the text it
  * prints on stdout. They fail by throwing the SDK's errors; the entry point
- * (src/cli.ts) turns those into stderr lines and exit status 1. The outputs
- * are a contract, documented in docs/operations.md.
+ * (src/cli.ts) turns those into stderr lines and exit status 1, and a
+ * `UsageMistake` (a command that cannot run as written, such as `keygen` with an
+ * agent's key) into the usage and exit status 2. The outputs are a contract,
+ * documented in docs/operations.md.
  *
  * @since 0.1.0
  */
 import * as fs from "node:fs"
+import type { PolicyRule } from "@pps/api/Errors"
 import { EncryptionKey } from "@pps/crypto"
 import { Effect, Option } from "effect"
 import { HttpClientResponse } from "effect/http"
 import * as Account from "../Account.ts"
-import type { PolicyRule } from "@pps/api/Errors"
 import * as Amount from "../Amount.ts"
 import { UsageMistake } from "../cli/CommandLine.ts"
 import * as ApiKeys from "../ApiKeys.ts"
