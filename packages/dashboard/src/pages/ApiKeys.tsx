@@ -6,6 +6,7 @@
 import { type FormEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
 import { call, ppsFor } from "../api.ts"
+import { When } from "../time.tsx"
 import { Empty, Encrypted, ErrorNote, Loading, Page, ShownOnce, useLoad } from "../ui.tsx"
 
 interface KeyRow {
@@ -95,7 +96,7 @@ export const ApiKeysPage = ({ keyPair, session }: PageProps) => {
               <tr key={k.keyId} data-testid={`key-${k.name}`}>
                 <td>{k.name}</td>
                 <td><code>…{k.keyHint}</code></td>
-                <td>{k.lastUsedAt === null ? "never" : new Date(k.lastUsedAt).toLocaleString()}</td>
+                <td>{k.lastUsedAt === null ? "never" : <When iso={k.lastUsedAt} />}</td>
                 <td>{k.requestCount}</td>
                 <td>{k.usdgTotal ?? <Encrypted />}</td>
                 <td>
