@@ -419,7 +419,7 @@ describe("dashboard in Chromium", () => {
     expect(await bot.transfers.create({ to: "@bob", amount: "2" })).toMatchObject({ kind: "held" })
     await page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Overview" }).click()
     await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor()
-    await visit("Approvals", "Approvals", "approvals-second")
+    await visit("Approvals", "Approvals", "approvals")
     await expect.poll(() => page.getByTestId("held-amount").textContent(), { timeout: 60_000 }).toBe("2 USDG")
     await page.getByRole("button", { name: "Reject", exact: true }).click()
     const rejectDialog = page.getByRole("dialog", { name: "Reject this payment?" })
