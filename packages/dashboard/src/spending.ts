@@ -3,17 +3,20 @@
  * USDG of its transfers that did not fail, created on the current day of its
  * policy's time zone. The server cannot add amounts it cannot read; the page
  * opens each one with the owner's key (agents' copies are sealed to it) from
- * the owner's list with `include_agents=true`, newest first, until the day
- * before.
+ * the owner's list with `include_agents=true`, from a day and an hour ago
+ * (D16's `from`), which covers the current day of every zone.
  */
 import type { EncryptionKey } from "@pps/crypto"
 import { call, ppsFor } from "./api.ts"
 import { dayInZone } from "./time.tsx"
 import type { TransferPage } from "./pages/Transfers.tsx"
 
+/** The API's largest page (D16): fewest requests for a day's transfers. */
 const pageSize = 100
-/** A bound on what one figure reads: past it the figure says "at least". */
+/** A bound on what one figure reads (1,000 transfers, each opened here): past it the figure says "at least". */
 const pagesMax = 10
+/** No zone's current day began longer ago than this (a day, and an hour for a day that DST lengthens). */
+const longestDayMs = 25 * 60 * 60 * 1000
 
 export interface SentToday {
   /** USDG base units. */
@@ -37,19 +40,11 @@ export const sentToday = async (
     figures.set(agent.handle, { amount: 0n, count: 0, day: dayInZone(nowMs, agent.timeZone), timeZone: agent.timeZone, complete: true })
   }
   if (figures.size === 0) return figures
-  // The earliest "today" of any zone: older transfers count for none of them.
-  const earliestDay = [...figures.values()].map((f) => f.day).sort()[0] ?? ""
   const pps = ppsFor(keyPair)
+  const since = encodeURIComponent(new Date(nowMs - longestDayMs).toISOString())
   for (let index = 0; index < pagesMax; index++) {
-    const page = await call<TransferPage>("GET", `/v1/transfers?include_agents=true&limit=${pageSize}&offset=${index * pageSize}`)
-    let older = false
+    const page = await call<TransferPage>("GET", `/v1/transfers?include_agents=true&from=${since}&limit=${pageSize}&offset=${index * pageSize}`)
     for (const transfer of page.data) {
-      // A moment's date is latest in the zone furthest ahead (UTC+14): a transfer dated before
-      // every figure's day there is before it in every zone, and so are all after it.
-      if (dayInZone(transfer.created_at, "Pacific/Kiritimati") < earliestDay) {
-        older = true
-        continue
-      }
       const figure = figures.get(transfer.from)
       if (figure === undefined || transfer.direction !== "sent" || transfer.status === "failed" || transfer.asset !== "USDG") continue
       if (dayInZone(transfer.created_at, figure.timeZone) !== figure.day) continue
@@ -61,7 +56,7 @@ export const sentToday = async (
       figure.amount += opened.amount
       figure.count += 1
     }
-    if (older || !page.has_more) return figures
+    if (!page.has_more) return figures
   }
   for (const figure of figures.values()) figure.complete = false
   return figures

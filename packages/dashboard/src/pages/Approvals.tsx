@@ -10,6 +10,7 @@ import type { EncryptionKey } from "@pps/crypto"
 import { type MouseEvent, useEffect, useState } from "react"
 import type { PageProps } from "../App.tsx"
 import { call, ppsFor } from "../api.ts"
+import { problemOf } from "../problems.ts"
 import { type SentToday, sentToday } from "../spending.ts"
 import { When } from "../time.tsx"
 import { ConfirmDialog, Empty, Encrypted, ErrorNote, Loading, Page, timeLeft, useLoad } from "../ui.tsx"
@@ -192,6 +193,9 @@ export const Approvals = ({ keyPair, navigate }: PageProps) => {
       pending.reload()
     } catch (caught) {
       setError(caught)
+      // Decided elsewhere or past its window: what the list shows is no longer true.
+      const code = problemOf(caught).code
+      if (code === "transaction_not_found" || code === "transaction_expired") pending.reload()
     } finally {
       setBusy(false)
     }
