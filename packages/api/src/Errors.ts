@@ -552,15 +552,40 @@ export const InvalidPolicy = apiError("InvalidPolicy", { code: "invalid_policy",
 export type InvalidPolicy = InstanceType<typeof InvalidPolicy>
 
 /**
+ * The spend-policy field (D22) each rule of D25 reads: what `param` names in a 403
+ * `policy_violation`, so that a client can say which setting refused the transfer.
+ *
+ * @since 0.5.0
+ * @category constants
+ */
+export const policyFieldOfRule = {
+  asset_not_allowed: "assets",
+  recipient_not_allowed: "allowed_recipients",
+  outside_active_hours: "active_hours",
+  per_transaction_limit_exceeded: "per_transaction_limit_usdg",
+  daily_limit_exceeded: "daily_limit_usdg"
+} as const
+
+/**
+ * A rule of D25 that refuses a transfer: `policy_violation`'s `reason`.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export type PolicyRule = keyof typeof policyFieldOfRule
+
+/**
  * 403 `policy_violation` (ext, D25): an agent's transfer breaks its spend policy;
  * `reason` says which rule (`asset_not_allowed`, `recipient_not_allowed`,
- * `outside_active_hours`, `per_transaction_limit_exceeded`, `daily_limit_exceeded`).
+ * `outside_active_hours`, `per_transaction_limit_exceeded`, `daily_limit_exceeded`) and
+ * `param` the policy field it reads (`policyFieldOfRule`).
  *
  * @since 0.1.0
  * @category errors
  */
-export const PolicyViolation = apiError("PolicyViolation", { code: "policy_violation", status: 403 }, (reason: string) => ({
+export const PolicyViolation = apiError("PolicyViolation", { code: "policy_violation", status: 403 }, (reason: PolicyRule) => ({
   message: "The agent's spend policy does not allow this transfer.",
+  param: policyFieldOfRule[reason],
   reason
 }))
 export type PolicyViolation = InstanceType<typeof PolicyViolation>

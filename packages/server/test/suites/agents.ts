@@ -16,6 +16,7 @@ import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { getAddress } from "viem"
 import { AgentRecord, AgentTransactionRecord, SpendPolicyRecord } from "@pps/api/Agents"
+import { policyFieldOfRule } from "@pps/api/Errors"
 import { makeId } from "../../src/platform/Ids.ts"
 import { TransferRecord } from "@pps/api/Transfers"
 import { decryptTransfer, registerKey } from "../support/confidentialClient.ts"
@@ -365,8 +366,11 @@ export const agentsSuite = (database: DatabaseTarget) =>
             allowed_recipients: ["@bob", "*.shop"]
           }, { faucetUsdg: "9000", fundAgentUsdg: "8000" })
           const pay = (body: Record<string, unknown>) => send(`${server.baseUrl}/v1/transfers`, postJson(bearer(agentKey), body))
-          const violation = (response: TestResponse, reason: string) =>
-            assert.strictEqual(expectEnvelope(response, 403, "policy_violation").reason, reason)
+          // The rule, and the policy field it reads (`param`), so a client can say which setting refused it.
+          const violation = (response: TestResponse, reason: keyof typeof policyFieldOfRule) => {
+            const refusal = expectEnvelope(response, 403, "policy_violation")
+            assert.deepStrictEqual({ reason: refusal.reason, param: refusal.param }, { reason, param: policyFieldOfRule[reason] })
+          }
           const policyUrl = `${server.baseUrl}/v1/agents/${agent.account_id}/spend-policy`
 
           // D25's order: asset before recipient before hours before the limits.
