@@ -9,10 +9,11 @@
  * read its amount and memo back, create an API key (shown once) and use it from
  * outside, revoke it (the next call is 401), subscribe a local webhook receiver
  * and replay a delivery, approve a held agent transaction after reading its
- * amount. Every request the page makes is recorded: none carries the canary
- * amounts, memos, the key file's secret or an API key. Every page is checked
- * with axe-core (no serious or critical violation) and under its CSP (no
- * violation reported).
+ * amount, issue an agent's key on the Agents page (shown once) and revoke it.
+ * Every request the page makes is recorded: none carries the canary amounts,
+ * memos, the key file's secret or an API key. Every page is checked with
+ * axe-core (no serious or critical violation) and under its CSP (no violation
+ * reported).
  *
  * Nothing approved or sent unseen (issue 46): Approve is disabled while the key
  * is locked and enabled once the amount is opened; approve and reject confirm
@@ -431,6 +432,35 @@ describe("dashboard in Chromium", () => {
     await visit("Agents", "Agents", "agents")
     await expect.poll(() => page.getByTestId("spent-@alice/shop-bot").textContent(), { timeout: 60_000 })
       .toMatch(new RegExp(`^Sent: ${heldAmount.replace(".", "\\.")} USDG in 1 transfer `))
+  })
+
+  it("issues an agent's key on the Agents page (shown once), which works from outside, and revokes it at once", async () => {
+    await visit("Agents", "Agents", "agents")
+    const agentItem = page.locator("li", { hasText: "@alice/shop-bot" })
+    await agentItem.getByRole("button", { name: "API keys" }).click()
+    // The key the operator issued before is listed, never its value.
+    await expect.poll(() => agentItem.getByTestId("agent-key-bot").count(), { timeout: 30_000 }).toBe(1)
+    await agentItem.getByLabel("Key name").fill("page-key")
+    await agentItem.getByRole("button", { name: "Create key" }).click()
+    const value = (await agentItem.getByTestId("secret-value").textContent({ timeout: 60_000 })) ?? ""
+    expect(value).toMatch(/^hc_test_[A-Za-z0-9_-]{43}$/)
+    // Beside it, the owner's wallet address an agent pins to check its owner's key against the chain.
+    const aliceRecord = (await (await fetch(`${server.baseUrl}/v1/accounts/me`, { headers: { authorization: `Bearer ${alice.api_key}` } })).json()) as { public_key: string }
+    expect(await agentItem.getByTestId("owner-address").textContent()).toContain(aliceRecord.public_key)
+    await checkAccessibility("agent-key-created")
+    if (screenshotDir !== undefined) await page.screenshot({ path: path.join(screenshotDir, "agent-key-created.png"), fullPage: true })
+    // The key acts for the agent: it reads its own policy (D42).
+    const asAgent = { authorization: `Bearer ${value}` }
+    const me = await fetch(`${server.baseUrl}/v1/accounts/me`, { headers: asAgent })
+    const agentId = ((await me.json()) as { account_id: string; handle: string }).account_id
+    expect((await fetch(`${server.baseUrl}/v1/agents/${agentId}/spend-policy`, { headers: asAgent })).status).toBe(200)
+    await agentItem.getByRole("button", { name: "Done" }).click()
+    expect(await agentItem.getByTestId("secret-value").count()).toBe(0)
+
+    page.once("dialog", (dialog) => void dialog.accept())
+    await agentItem.getByRole("button", { name: "Revoke page-key" }).click()
+    await expect.poll(() => agentItem.getByTestId("agent-key-page-key").textContent()).toContain("revoked")
+    expect((await fetch(`${server.baseUrl}/v1/accounts/me`, { headers: asAgent })).status).toBe(401)
   })
 
   it("shows the API's policy refusals next to the field they name, in words saying what is expected", async () => {

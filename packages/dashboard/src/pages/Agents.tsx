@@ -1,13 +1,16 @@
 /**
- * Agents (D21-D24): create one with its spend policy, and edit a policy; the
- * API's validation error is shown next to the field it names (`param`).
+ * Agents (D21-D24, D44): create one with its spend policy, and edit a policy
+ * (the API's validation error is shown next to the field it names, `param`);
+ * issue an agent's API keys (the value shown once, here, after a recent passkey
+ * confirmation as for the account's own keys), list them and revoke them.
  */
 import { Amount } from "@pps/sdk"
 import { type FormEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
 import { call, ppsFor } from "../api.ts"
+import { KeyForm, keyRowOf, KeyTable, useKeyActions, type WireKey } from "../keys.tsx"
 import { policyFieldWords, problemOf } from "../problems.ts"
-import { Empty, Encrypted, ErrorNote, FieldError, invalidProps, Loading, Page, ProblemNote, useLoad } from "../ui.tsx"
+import { Empty, Encrypted, ErrorNote, FieldError, invalidProps, Loading, Page, ProblemNote, ShownOnce, useLoad } from "../ui.tsx"
 import type { TransferPage } from "./Transfers.tsx"
 
 /** How many of the latest transfers (the account's and its agents') the spending figures read. */
@@ -161,6 +164,53 @@ const AgentPolicy = ({ agent }: { readonly agent: Agent }) => {
   )
 }
 
+/** What `POST /v1/agents/{id}/keys` answers: the value, this once, and the owner's wallet address. */
+interface NewAgentKey {
+  readonly name: string
+  readonly api_key: string
+  readonly owner_address: string
+}
+
+/**
+ * An agent's API keys (D44). Creating one gives lasting access, so the server asks a session for
+ * a recent passkey confirmation (`call` runs the step-up and retries); revoking takes it away and
+ * asks for nothing.
+ */
+const AgentKeys = ({ agent }: { readonly agent: Agent }) => {
+  const path = `/v1/agents/${encodeURIComponent(agent.account_id)}/keys`
+  const keys = useLoad(() => call<{ readonly data: ReadonlyArray<WireKey> }>("GET", path), [path])
+  const actions = useKeyActions({
+    issue: (name) => call<NewAgentKey>("POST", path, { name }),
+    revoke: async (keyId) => {
+      await call("POST", `${path}/${encodeURIComponent(keyId)}/revoke`, {})
+    },
+    confirmText: (key) => `Revoke ${agent.handle}'s key "${key.name}" (…${key.keyHint})? Requests with it fail from now on.`,
+    reload: keys.reload
+  })
+  const created = actions.created
+  return (
+    <section aria-label={`API keys of ${agent.handle}`}>
+      <h3>API keys</h3>
+      {created !== undefined && (
+        <>
+          <ShownOnce label={`New key "${created.name}" for ${agent.handle}`} value={created.api_key} onDone={actions.done} />
+          <p className="muted" data-testid="owner-address">
+            Its amounts are sealed to the key registered for your wallet <code>{created.owner_address}</code>: an agent
+            that checks keys against the chain pins this address.
+          </p>
+        </>
+      )}
+      <KeyForm inputId={`${agent.account_id}-key-name`} label="Key name" className="row" keys={actions} />
+      {keys.loading && <Loading what="the agent's keys" />}
+      <ErrorNote error={keys.error} />
+      {keys.value !== undefined && (keys.value.data.length === 0 ? <Empty>No keys for this agent yet.</Empty> : (
+        <KeyTable caption={`API keys of ${agent.handle}`} rows={keys.value.data.map(keyRowOf)} testIdPrefix="agent-key-"
+          onRevoke={(key) => void actions.revoke(key)} />
+      ))}
+    </section>
+  )
+}
+
 export const Agents = ({ keyPair }: PageProps) => {
   const agents = useLoad(() => call<{ readonly agents: ReadonlyArray<Agent> }>("GET", "/v1/accounts/me/agents"), [])
   // Each agent's USDG sent, opened here with the owner's key (agents' amounts are sealed to it).
@@ -184,6 +234,7 @@ export const Agents = ({ keyPair }: PageProps) => {
     return byAgent
   }, [keyPair])
   const [open, setOpen] = useState<string | undefined>(undefined)
+  const [keysOpen, setKeysOpen] = useState<string | undefined>(undefined)
   return (
     <Page title="Agents">
       <section className="panel" aria-labelledby="new-agent-title">
@@ -212,7 +263,10 @@ export const Agents = ({ keyPair }: PageProps) => {
               </p>
               <button type="button" className="secondary" aria-expanded={open === agent.account_id}
                 onClick={() => setOpen(open === agent.account_id ? undefined : agent.account_id)}>Spend policy</button>
+              <button type="button" className="secondary" aria-expanded={keysOpen === agent.account_id}
+                onClick={() => setKeysOpen(keysOpen === agent.account_id ? undefined : agent.account_id)}>API keys</button>
               {open === agent.account_id && <AgentPolicy agent={agent} />}
+              {keysOpen === agent.account_id && <AgentKeys agent={agent} />}
             </li>
           ))}
         </ul>
