@@ -3,20 +3,26 @@
  * unlocked), the navigation, and which page the address shows.
  */
 import type { EncryptionKey } from "@pps/crypto"
-import { type MouseEvent, type ReactNode, useCallback, useEffect, useMemo, useState } from "react"
+import { lazy, type MouseEvent, type ReactNode, Suspense, useCallback, useEffect, useMemo, useState } from "react"
 import { call, type Session, setCsrfToken, setSessionEndedHandler } from "./api.ts"
-import { Agents } from "./pages/Agents.tsx"
-import { ApiKeysPage } from "./pages/ApiKeys.tsx"
-import { Approvals } from "./pages/Approvals.tsx"
-import { Overview } from "./pages/Overview.tsx"
-import { Settings } from "./pages/Settings.tsx"
 import { Enroll, SignIn } from "./pages/SignIn.tsx"
-import { Transfers } from "./pages/Transfers.tsx"
-import { Webhooks } from "./pages/Webhooks.tsx"
 import { browserTimeZone, chosenTimeZone, storeTimeZone, TimeZoneContext, type TimeZoneSetting } from "./time.tsx"
 import { Loading, Page } from "./ui.tsx"
 
 const base = "/dashboard"
+
+/*
+ * Each page is its own script, loaded when first shown (Vite splits at every dynamic import):
+ * the sign-in page loads the shell and sign-in only, not the SDK, the crypto backend or the
+ * other pages.
+ */
+const Agents = lazy(() => import("./pages/Agents.tsx").then((m) => ({ default: m.Agents })))
+const ApiKeysPage = lazy(() => import("./pages/ApiKeys.tsx").then((m) => ({ default: m.ApiKeysPage })))
+const Approvals = lazy(() => import("./pages/Approvals.tsx").then((m) => ({ default: m.Approvals })))
+const Overview = lazy(() => import("./pages/Overview.tsx").then((m) => ({ default: m.Overview })))
+const Settings = lazy(() => import("./pages/Settings.tsx").then((m) => ({ default: m.Settings })))
+const Transfers = lazy(() => import("./pages/Transfers.tsx").then((m) => ({ default: m.Transfers })))
+const Webhooks = lazy(() => import("./pages/Webhooks.tsx").then((m) => ({ default: m.Webhooks })))
 
 /**
  * The unlocked key is dropped after this long without the holder touching the
@@ -185,7 +191,7 @@ export const App = () => {
           ))}
         </ul>
       </nav>
-      <main id="main">{page}</main>
+      <main id="main"><Suspense fallback={<Loading what="the page" />}>{page}</Suspense></main>
     </div>
   )
 }

@@ -3,14 +3,12 @@
  * page never reads it) and the session's CSRF token in `X-CSRF-Token`, never an
  * API key. `/dashboard/api` holds the session-only endpoints (passkeys,
  * sessions, API key creation and revocation); `/v1` is the public API, reached
- * through the SDK's `Pps` facade with a fetch that swaps its bearer header for
- * the session's credentials. Amounts and memos are sealed and opened by the SDK
- * in this page; the server only ever receives ciphertexts and proofs.
+ * with `call`, or through the SDK's `Pps` facade (`pps.ts`) with `sessionFetch`,
+ * which swaps its bearer header for the session's credentials. This module does
+ * not import the SDK: the sign-in page's script stays small.
  */
 import { startAuthentication } from "@simplewebauthn/browser"
 import type { PublicKeyCredentialRequestOptionsJSON } from "@simplewebauthn/browser"
-import type { EncryptionKey } from "@pps/crypto"
-import { Pps } from "@pps/sdk"
 
 let csrfToken: string | undefined
 
@@ -122,34 +120,6 @@ export const call = async <A>(method: "GET" | "POST" | "PATCH" | "DELETE", path:
   if (!response.ok) throw await problemOf(response)
   if (response.status === 204) return undefined as A
   return (await response.json()) as A
-}
-
-/** The SDK facade over the session: every `/v1` call of the page, sealing and opening amounts here. */
-export const ppsFor = (keyPair: EncryptionKey.KeyPair | undefined): Pps =>
-  new Pps({
-    // Never sent: sessionFetch removes the header. The page holds no API key.
-    apiKey: "",
-    baseUrl: globalThis.location.origin,
-    fetch: sessionFetch,
-    maxRetries: 1,
-    ...(keyPair === undefined ? {} : { keyPair })
-  })
-
-/** What the page shows for an error: the API's own message, or a plain sentence. */
-export const describe = (error: unknown): string => {
-  if (error instanceof ApiProblem) return error.message
-  if (error instanceof Error && "error" in error && typeof error.error === "object" && error.error !== null && "message" in error.error) {
-    return String(error.error.message)
-  }
-  if (error instanceof Error) return error.message
-  return "Something went wrong."
-}
-
-/** The D1 `param` an error names, to show it next to its field. */
-export const paramOf = (error: unknown): string | undefined => {
-  if (error instanceof ApiProblem) return error.param
-  if (error instanceof Error && "param" in error && typeof error.param === "string") return error.param
-  return undefined
 }
 
 /** The signed-in holder, as `GET /dashboard/api/session` tells. */

@@ -6,7 +6,7 @@
  */
 import { type FormEvent, type ReactNode, useState } from "react"
 import { When } from "./time.tsx"
-import { ErrorNote } from "./ui.tsx"
+import { DataTable, ErrorNote } from "./ui.tsx"
 
 /** A key as a table row shows it (never its value). */
 export interface KeyRow {
@@ -104,30 +104,17 @@ export const KeyTable = ({ caption, rows, testIdPrefix, onRevoke, extra }: {
   readonly onRevoke: (key: KeyRow) => void
   readonly extra?: { readonly header: string; readonly cell: (key: KeyRow) => ReactNode }
 }) => (
-  <table>
-    <caption className="visually-hidden">{caption}</caption>
-    <thead>
-      <tr>
-        <th scope="col">Name</th><th scope="col">Key</th><th scope="col">Last used</th><th scope="col">Requests</th>
-        {extra !== undefined && <th scope="col">{extra.header}</th>}
-        <th scope="col">State</th>
-      </tr>
-    </thead>
-    <tbody>
-      {rows.map((key) => (
-        <tr key={key.keyId} data-testid={`${testIdPrefix}${key.name}`}>
-          <td>{key.name}</td>
-          <td><code>…{key.keyHint}</code></td>
-          <td>{key.lastUsedAt === null ? "never" : <When iso={key.lastUsedAt} />}</td>
-          <td>{key.requestCount}</td>
-          {extra !== undefined && <td>{extra.cell(key)}</td>}
-          <td>
-            {key.revokedAt !== null ? "revoked" : (
-              <button type="button" className="danger" onClick={() => onRevoke(key)} aria-label={`Revoke ${key.name}`}>Revoke</button>
-            )}
-          </td>
-        </tr>
-      ))}
-    </tbody>
-  </table>
+  <DataTable caption={caption} rows={rows} rowKey={(key) => key.keyId} rowTestId={(key) => `${testIdPrefix}${key.name}`} columns={[
+    { label: "Name", cell: (key) => key.name },
+    { label: "Key", cell: (key) => <code>…{key.keyHint}</code> },
+    { label: "Last used", cell: (key) => key.lastUsedAt === null ? "never" : <When iso={key.lastUsedAt} /> },
+    { label: "Requests", cell: (key) => key.requestCount },
+    ...(extra === undefined ? [] : [{ label: extra.header, cell: extra.cell }]),
+    {
+      label: "State",
+      cell: (key) => key.revokedAt !== null ? "revoked" : (
+        <button type="button" className="danger" onClick={() => onRevoke(key)} aria-label={`Revoke ${key.name}`}>Revoke</button>
+      )
+    }
+  ]} />
 )

@@ -7,7 +7,7 @@
  * (an amount's form, an address's length) are checked here before anything is
  * sent, with the same words.
  */
-import { Errors } from "@pps/sdk"
+import type { Errors } from "@pps/sdk"
 import { ApiProblem } from "./api.ts"
 
 /** A refusal as the page shows it. */
@@ -40,24 +40,39 @@ interface Said {
   readonly requestId: string | undefined
 }
 
+/*
+ * The SDK's errors are recognised by their shape, not with `instanceof`: importing the SDK's
+ * classes here would put the SDK in the sign-in page's script (this module is in every page's).
+ */
+
+/** The SDK's `ApiError` (the API answered an error status): a status, the body, the D1 object. */
+const sdkApiError = (error: unknown): Errors.ApiError | undefined =>
+  error instanceof Error && "status" in error && typeof error.status === "number" && "body" in error && typeof error.body === "string" && "error" in error
+    ? error as Errors.ApiError
+    : undefined
+
+/** The SDK's `ReasonedError`s (a failure found in the page: `TransportError`, `SealedTransferError`, …): a string `reason`. */
+const sdkReasonedError = (error: unknown): Errors.ReasonedError<string> | undefined =>
+  error instanceof Error && "reason" in error && typeof error.reason === "string" ? error as Errors.ReasonedError<string> : undefined
+
 const saidOf = (error: unknown): Said => {
   if (error instanceof ApiProblem) {
     return { code: error.code, param: error.param, reason: undefined, message: error.message, requestId: error.requestId }
   }
-  if (error instanceof Errors.ApiError) {
+  const answered = sdkApiError(error)
+  if (answered !== undefined) {
+    const said = answered.error
     return {
-      code: error.error?.code ?? `http_${error.status}`,
-      param: error.param,
-      reason: error.reason,
-      message: error.error?.message ?? error.message,
-      requestId: error.requestId
+      code: said?.code ?? `http_${answered.status}`,
+      param: said?.param,
+      reason: said?.reason,
+      message: said?.message ?? answered.message,
+      requestId: said?.request_id
     }
   }
-  if (error instanceof Errors.TransportError) {
-    return { code: error.reason, param: undefined, reason: error.reason, message: error.message, requestId: undefined }
-  }
-  if (error instanceof Errors.ReasonedError) {
-    return { code: String(error.reason), param: undefined, reason: String(error.reason), message: error.message, requestId: undefined }
+  const reasoned = sdkReasonedError(error)
+  if (reasoned !== undefined) {
+    return { code: reasoned.reason, param: undefined, reason: reasoned.reason, message: reasoned.message, requestId: undefined }
   }
   if (error instanceof TypeError) {
     // What fetch throws when no answer came (offline, connection cut).
@@ -223,7 +238,7 @@ export const problemOf = (error: unknown, attempt: Attempt = {}): Problem => {
   const said = saidOf(error)
   const fieldOfParam = (param: string | undefined) => param === undefined ? undefined : attempt.fieldOf?.(param) ?? param
   const sealing = said.reason === undefined ? undefined : sealingWords[said.reason]
-  if (sealing !== undefined && !(error instanceof Errors.ApiError)) {
+  if (sealing !== undefined && sdkApiError(error) === undefined) {
     return { message: sealing.message, field: sealing.field, code: said.code, requestId: undefined }
   }
   if (isNetworkFailure(error)) {

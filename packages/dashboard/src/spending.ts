@@ -7,7 +7,8 @@
  * (D16's `from`), which covers the current day of every zone.
  */
 import type { EncryptionKey } from "@pps/crypto"
-import { call, ppsFor } from "./api.ts"
+import { call } from "./api.ts"
+import { ppsFor } from "./pps.ts"
 import { dayInZone } from "./time.tsx"
 import type { TransferPage } from "./pages/Transfers.tsx"
 

@@ -96,6 +96,45 @@ export const ShownOnce = ({ label, value, onDone }: { readonly label: string; re
   )
 }
 
+/** One column of a `DataTable`: its name (the header, and the label of the cell on a phone) and how a row fills it. */
+export interface Column<Row> {
+  readonly label: string
+  /** Shown as the header instead of `label` (still read by assistive technology as `label`): "" for an actions column. */
+  readonly hidden?: boolean
+  readonly cell: (row: Row) => ReactNode
+}
+
+/**
+ * A table that becomes a stack of cards on a phone (styles.css, `table.data`): every cell
+ * carries its column's name, which the narrow layout writes before it, so no column is cut off
+ * or scrolled out of sight.
+ */
+export const DataTable = <Row,>({ caption, columns, rows, rowKey, rowTestId }: {
+  readonly caption: string
+  readonly columns: ReadonlyArray<Column<Row>>
+  readonly rows: ReadonlyArray<Row>
+  readonly rowKey: (row: Row) => string
+  readonly rowTestId?: (row: Row) => string
+}) => (
+  <table className="data">
+    <caption className="visually-hidden">{caption}</caption>
+    <thead>
+      <tr>
+        {columns.map((column) => (
+          <th scope="col" key={column.label}>{column.hidden === true ? <span className="visually-hidden">{column.label}</span> : column.label}</th>
+        ))}
+      </tr>
+    </thead>
+    <tbody>
+      {rows.map((row) => (
+        <tr key={rowKey(row)} data-testid={rowTestId?.(row)}>
+          {columns.map((column) => <td key={column.label} data-label={column.hidden === true ? "" : column.label}>{column.cell(row)}</td>)}
+        </tr>
+      ))}
+    </tbody>
+  </table>
+)
+
 /** Loads `load()` now and whenever `reload` is called; keeps loading, value and error apart. */
 export const useLoad = <A,>(load: () => Promise<A>, deps: ReadonlyArray<unknown>) => {
   const [state, setState] = useState<{ readonly loading: boolean; readonly value: A | undefined; readonly error: unknown }>({

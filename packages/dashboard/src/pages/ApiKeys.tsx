@@ -4,7 +4,8 @@
  * use, request count and the per-key USDG total opened here, revoke at once.
  */
 import type { PageProps } from "../App.tsx"
-import { call, ppsFor } from "../api.ts"
+import { call } from "../api.ts"
+import { ppsFor } from "../pps.ts"
 import { KeyForm, type KeyRow, keyRowOf, KeyTable, useKeyActions, type WireKey } from "../keys.tsx"
 import { Empty, Encrypted, ErrorNote, Loading, Page, ShownOnce, useLoad } from "../ui.tsx"
 

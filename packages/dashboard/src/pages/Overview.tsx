@@ -1,6 +1,7 @@
 /** Balances (opened here with the holder's key) and the latest transfers. */
 import type { PageProps } from "../App.tsx"
-import { call, ppsFor } from "../api.ts"
+import { call } from "../api.ts"
+import { ppsFor } from "../pps.ts"
 import { Empty, Encrypted, ErrorNote, Loading, Page, useLoad } from "../ui.tsx"
 import { openAmounts, type TransferPage, TransferTable } from "./Transfers.tsx"
 

@@ -7,10 +7,11 @@ import type { EncryptionKey } from "@pps/crypto"
 import { Amount, type PpsTypes } from "@pps/sdk"
 import { type FormEvent, type MouseEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
-import { call, ppsFor } from "../api.ts"
+import { call } from "../api.ts"
+import { ppsFor } from "../pps.ts"
 import { amountTextProblem, InputProblem, isNetworkFailure, type Problem, problemOf, recipientTextProblem } from "../problems.ts"
 import { When } from "../time.tsx"
-import { Empty, Encrypted, ErrorNote, FieldError, invalidProps, Loading, Page, ProblemNote, useLoad } from "../ui.tsx"
+import { DataTable, Empty, Encrypted, ErrorNote, FieldError, invalidProps, Loading, Page, ProblemNote, useLoad } from "../ui.tsx"
 
 /** D13's transfer, as the SDK reads it. */
 export type Transfer = PpsTypes.Transfer
@@ -25,27 +26,20 @@ export const TransferTable = ({ transfers, amounts, navigate }: {
   readonly amounts: ReadonlyMap<string, string>
   readonly navigate: (path: string) => void
 }) => (
-  <table>
-    <caption className="visually-hidden">Transfers, newest first</caption>
-    <thead>
-      <tr><th scope="col">When</th><th scope="col">Direction</th><th scope="col">Counterparty</th><th scope="col">Amount</th><th scope="col">Status</th></tr>
-    </thead>
-    <tbody>
-      {transfers.map((t) => (
-        <tr key={t.transfer_id}>
-          <td>
-            <a href={`/dashboard/transfers/${t.transfer_id}`} onClick={(event) => { event.preventDefault(); navigate(`/transfers/${t.transfer_id}`) }}>
-              <When iso={t.created_at} testId="transfer-row-time" />
-            </a>
-          </td>
-          <td>{t.direction}</td>
-          <td>{t.direction === "sent" ? t.to : t.from}</td>
-          <td>{amounts.get(t.transfer_id) ?? <Encrypted />}</td>
-          <td><span className={`status status-${t.status}`}>{t.status}</span></td>
-        </tr>
-      ))}
-    </tbody>
-  </table>
+  <DataTable caption="Transfers, newest first" rows={transfers} rowKey={(t) => t.transfer_id} columns={[
+    {
+      label: "When",
+      cell: (t) => (
+        <a href={`/dashboard/transfers/${t.transfer_id}`} onClick={(event) => { event.preventDefault(); navigate(`/transfers/${t.transfer_id}`) }}>
+          <When iso={t.created_at} testId="transfer-row-time" />
+        </a>
+      )
+    },
+    { label: "Direction", cell: (t) => t.direction },
+    { label: "Counterparty", cell: (t) => t.direction === "sent" ? t.to : t.from },
+    { label: "Amount", cell: (t) => amounts.get(t.transfer_id) ?? <Encrypted /> },
+    { label: "Status", cell: (t) => <span className={`status status-${t.status}`}>{t.status}</span> }
+  ]} />
 )
 
 /**

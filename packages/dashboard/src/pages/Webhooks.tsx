@@ -8,7 +8,7 @@ import { type FormEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
 import { call } from "../api.ts"
 import { When } from "../time.tsx"
-import { Empty, ErrorNote, Loading, Page, ShownOnce, useLoad } from "../ui.tsx"
+import { DataTable, Empty, ErrorNote, Loading, Page, ShownOnce, useLoad } from "../ui.tsx"
 
 /** The picker offers every type the API accepts (the contract's list, through the SDK). */
 const eventTypes = Webhook.eventTypes
@@ -54,25 +54,16 @@ const Deliveries = ({ webhook }: { readonly webhook: Subscription }) => {
       {log.loading && <Loading what="deliveries" />}
       <ErrorNote error={log.error} />
       {log.value !== undefined && (log.value.data.length === 0 ? <Empty>No deliveries yet.</Empty> : (
-        <table>
-          <caption className="visually-hidden">Deliveries to {webhook.url}, newest first</caption>
-          <thead>
-            <tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Response</th><th scope="col">Retries</th><th scope="col">Last attempt</th><th scope="col">Next attempt</th><th scope="col"><span className="visually-hidden">Actions</span></th></tr>
-          </thead>
-          <tbody>
-            {log.value.data.map((d) => (
-              <tr key={d.delivery_id} data-testid={`delivery-${d.delivery_id}`}>
-                <td>{d.event}<br /><code className="small">{d.event_id}</code></td>
-                <td>{d.status}</td>
-                <td>{d.response_status_code ?? "—"}</td>
-                <td>{d.retry_count}</td>
-                <td>{d.last_attempt_at === null ? "—" : <When iso={d.last_attempt_at} />}</td>
-                <td>{d.next_attempt_at === null ? "—" : <When iso={d.next_attempt_at} />}</td>
-                <td><button type="button" className="secondary" onClick={() => void replay(d)} aria-label={`Replay ${d.event} ${d.event_id}`}>Replay</button></td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+        <DataTable caption={`Deliveries to ${webhook.url}, newest first`} rows={log.value.data} rowKey={(d) => d.delivery_id}
+          rowTestId={(d) => `delivery-${d.delivery_id}`} columns={[
+            { label: "Event", cell: (d) => <>{d.event}<br /><code className="small">{d.event_id}</code></> },
+            { label: "Status", cell: (d) => d.status },
+            { label: "Response", cell: (d) => d.response_status_code ?? "—" },
+            { label: "Retries", cell: (d) => d.retry_count },
+            { label: "Last attempt", cell: (d) => d.last_attempt_at === null ? "—" : <When iso={d.last_attempt_at} /> },
+            { label: "Next attempt", cell: (d) => d.next_attempt_at === null ? "—" : <When iso={d.next_attempt_at} /> },
+            { label: "Actions", hidden: true, cell: (d) => <button type="button" className="secondary" onClick={() => void replay(d)} aria-label={`Replay ${d.event} ${d.event_id}`}>Replay</button> }
+          ]} />
       ))}
     </div>
   )

@@ -20,9 +20,6 @@
  *
  * @since 0.4.0
  */
-import * as fs from "node:fs"
-import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import { Clock, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { SqlError } from "effect/sql"
@@ -32,6 +29,7 @@ import { csrfTokenMatches, DashboardAuth, type DashboardAuthError, type Dashboar
 import { ReauthenticationRequired } from "@pps/api/Errors"
 import { CreateApiKeyRequest } from "@pps/api/ApiKeys"
 import { DashboardConfig } from "./DashboardConfig.ts"
+import { fileResponse, readBuiltPage } from "./BuiltPage.ts"
 import { addressBucket, clientAddress } from "../http/ClientAddress.ts"
 import * as Unavailable from "../platform/Unavailable.ts"
 import { answerServiceUnavailable } from "../platform/Unavailable.ts"
@@ -224,30 +222,6 @@ export const sessionOfRequest = (request: HttpServerRequest.HttpServerRequest, o
     return Option.some({ session: session.value })
   })
 
-/** The built page: every file of `packages/dashboard/dist`, read once. */
-const readBuiltPage = (): ReadonlyMap<string, { readonly bytes: Uint8Array; readonly type: string }> => {
-  const root = fileURLToPath(new URL("../../../dashboard/dist/", import.meta.url))
-  const files = new Map<string, { readonly bytes: Uint8Array; readonly type: string }>()
-  if (!fs.existsSync(root)) return files
-  const types: Record<string, string> = {
-    ".html": "text/html; charset=utf-8",
-    ".js": "text/javascript; charset=utf-8",
-    ".css": "text/css; charset=utf-8",
-    ".svg": "image/svg+xml",
-    ".png": "image/png",
-    ".ico": "image/x-icon",
-    ".json": "application/json",
-    ".wasm": "application/wasm"
-  }
-  for (const entry of fs.readdirSync(root, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile()) continue
-    const full = path.join(entry.parentPath, entry.name)
-    const relative = path.relative(root, full).split(path.sep).join("/")
-    files.set(relative, { bytes: fs.readFileSync(full), type: types[path.extname(entry.name)] ?? "application/octet-stream" })
-  }
-  return files
-}
-
 /**
  * The (method, path) pairs of the dashboard, for the route table.
  *
@@ -371,10 +345,7 @@ const pageFile = ({ page }: RoutesContext, request: HttpServerRequest.HttpServer
     return failure(503, "service_unavailable", "The dashboard has not been built on this node (pnpm --filter @pps/dashboard build).")
   }
   const immutable = relative.startsWith("assets/") && page.has(relative)
-  return HttpServerResponse.uint8Array(file.bytes, {
-    contentType: file.type,
-    headers: { "cache-control": immutable ? "public, max-age=31536000, immutable" : "no-cache" }
-  })
+  return fileResponse(file, request.headers["accept-encoding"], immutable ? "public, max-age=31536000, immutable" : "no-cache")
 }
 
 /** Enrollment with an invite and sign-in with a passkey. */
