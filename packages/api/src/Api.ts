@@ -22,7 +22,7 @@ import {
 import { EncryptionKeyStatus, RegisterEncryptionKeyRequest, RegisteredEncryptionKey } from "./EncryptionKeys.ts"
 import { BalancesResponse, SealedBalances } from "./Balances.ts"
 import { EventPayload } from "./Events.ts"
-import { FaucetGrant, FaucetRequest } from "./Faucet.ts"
+import { FaucetGrant, FaucetGrantPage, FaucetRequest } from "./Faucet.ts"
 import {
   CreateTransferRequest,
   PreparedTransfer,
@@ -440,6 +440,17 @@ export class TestGroup extends HttpApiGroup.make("test")
     }).middleware(Idempotency).annotate(
       OpenApi.Description,
       "(ext) Mints test USDG and shields it into the caller's confidential balance; hc_test_ keys only."
+    ),
+    HttpApiEndpoint.get("grants", "/test/faucet/grants", {
+      query: {
+        limit: Schema.optionalKey(PageLimitQuery),
+        offset: Schema.optionalKey(PageOffsetQuery)
+      },
+      success: FaucetGrantPage,
+      error: [InvalidRequest, TestModeOnly, ServiceUnavailable]
+    }).annotate(
+      OpenApi.Description,
+      "(ext, D45) The caller's faucet grants sent to the chain, newest first (amounts are public: a shield's always is); hc_test_ keys only."
     )
   )
   .middleware(Authorization)

@@ -4,6 +4,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import { Page } from "./Page.ts"
 
 /**
  * @since 0.1.0
@@ -27,6 +28,30 @@ export const FaucetGrant = Schema.Struct({
 }).annotate({
   identifier: "FaucetGrant",
   description: "The grant, shielded into the caller's confidential balance (public on chain, so repeated here)."
+})
+
+/**
+ * One grant as the list shows it (ext, D45): the account's own record of a public shield, so a
+ * holder can explain its balance from its history.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export const FaucetGrantRecord = Schema.Struct({
+  grant_id: Schema.String.annotate({ description: "The grant (`grant_<ULID>`)." }),
+  asset: Schema.String.annotate({ description: "USDG." }),
+  amount: Schema.String.annotate({ description: "The amount granted, as a decimal string (public on chain)." }),
+  tx_hash: Schema.String.annotate({ description: "The shielding chain transaction." }),
+  created_at: Schema.String.annotate({ description: "When the grant was asked for (D5)." })
+}).annotate({ identifier: "FaucetGrantRecord", description: "A test faucet grant sent to the chain." })
+
+/**
+ * @since 0.9.0
+ * @category models
+ */
+export const FaucetGrantPage = Page(FaucetGrantRecord).annotate({
+  identifier: "FaucetGrantPage",
+  description: "(ext, D45) The caller's faucet grants, newest first."
 })
 
 /**

@@ -48,6 +48,7 @@ export const summaries: Readonly<Record<string, string>> = {
   "agents.approve": "Approve a held agent transaction",
   "agents.reject": "Reject a held agent transaction",
   "test.faucet": "Get test USDG (testnet keys only)",
+  "test.grants": "List the caller's faucet grants (testnet keys only)",
   "webhooks.create": "Create a webhook subscription",
   "webhooks.list": "List webhook subscriptions",
   "webhooks.remove": "Delete a webhook subscription",

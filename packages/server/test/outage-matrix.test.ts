@@ -117,6 +117,7 @@ const samples = (fixture: Fixture): Record<string, Sample> => {
       path: `/v1/agents/transactions/${unknownHeld}/reject`
     },
     "post /v1/test/faucet": { method: "POST", path: "/v1/test/faucet", body: { amount: "1" } },
+    "get /v1/test/faucet/grants": { method: "GET", path: "/v1/test/faucet/grants" },
     "get /v1/events/stream": { method: "GET", path: "/v1/events/stream" }
   }
 }

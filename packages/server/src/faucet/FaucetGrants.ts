@@ -41,6 +41,33 @@ export interface GrantRecord {
   readonly tx_hash: string
 }
 
+/**
+ * A grant as the list answers it (D45).
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface ListedGrant {
+  readonly grant_id: string
+  readonly asset: "USDG"
+  readonly amount: string
+  readonly tx_hash: string
+  readonly created_at: string
+}
+
+/**
+ * A page of the account's grants, newest first.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface GrantPage {
+  readonly data: ReadonlyArray<ListedGrant>
+  readonly limit: number
+  readonly offset: number
+  readonly has_more: boolean
+}
+
 interface StoredGrant {
   readonly grant_id: string
   readonly wallet_address: string
@@ -50,12 +77,40 @@ interface StoredGrant {
 }
 
 /**
+ * A page of the account's grants. A grant without a hash was recorded but is not known to be on
+ * chain (its process died before sending): a retry of its request finishes it, and it is listed
+ * then.
+ */
+const listGrants = Effect.fn("FaucetGrants.list")(function*(
+  sql: SqlClient.SqlClient,
+  principal: Principal,
+  page: { readonly limit: number; readonly offset: number }
+) {
+  // One more than asked tells whether there is a next page.
+  const rows = yield* sql<{ readonly grant_id: string; readonly amount: string; readonly tx_hash: string; readonly created_at: Date | string }>`
+    SELECT grant_id, amount, tx_hash, created_at FROM faucet_grants
+    WHERE account_id = ${principal.accountId} AND tx_hash IS NOT NULL
+    ORDER BY created_at DESC, grant_id DESC
+    LIMIT ${page.limit + 1} OFFSET ${page.offset}`.pipe(Unavailable.database("FaucetGrants.list"), answerServiceUnavailable)
+  const data = rows.slice(0, page.limit).map((row): ListedGrant => ({
+    grant_id: row.grant_id,
+    asset: "USDG",
+    amount: formatAmount(BigInt(row.amount), "USDG"),
+    tx_hash: row.tx_hash,
+    created_at: DateTime.formatIso(DateTime.makeUnsafe(new Date(row.created_at)))
+  }))
+  return { data, limit: page.limit, offset: page.offset, has_more: rows.length > page.limit }
+})
+
+/**
  * @since 0.2.0
  * @category services
  */
 export class FaucetGrants extends Context.Service<FaucetGrants, {
   /** Grants `amount` base units of test USDG to the account's wallet; answers once mined. */
   readonly grant: (principal: Principal, wallet: Address, amount: bigint) => Effect.Effect<GrantRecord, ServiceUnavailable>
+  /** The account's grants sent to the chain (those with a hash), newest first (D45). */
+  readonly list: (principal: Principal, page: { readonly limit: number; readonly offset: number }) => Effect.Effect<GrantPage, ServiceUnavailable>
 }>()("server/faucet/FaucetGrants") {
   static readonly layer = Layer.effect(
     FaucetGrants,
@@ -111,6 +166,7 @@ export class FaucetGrants extends Context.Service<FaucetGrants, {
         ))
 
       return FaucetGrants.of({
+        list: (principal, page) => listGrants(sql, principal, page),
         grant: (principal, wallet, amount) =>
           Effect.gen(function*() {
             const nowMs = yield* Clock.currentTimeMillis

@@ -5,7 +5,7 @@
  * that was then dropped is credited all the same; once the grant is mined the
  * faucet asks the guardian to read the chain up to it (`sync`, no amount), so the
  * balance is spendable when the faucet answers. `hc_test_` keys only; live keys
- * get 403 `test_mode_only`.
+ * get 403 `test_mode_only`. `GET /v1/test/faucet/grants` lists the caller's grants (D45).
  *
  * @since 0.1.0
  */
@@ -23,6 +23,7 @@ import { answerServiceUnavailable } from "../platform/Unavailable.ts"
 import { FaucetGrants } from "./FaucetGrants.ts"
 import { assets, parseAmount } from "@pps/api/Transfers"
 import { grantWholeUnitsMax } from "@pps/api/Faucet"
+import { pageLimitDefault } from "@pps/api/Page"
 
 /**
  * @since 0.1.0
@@ -34,7 +35,12 @@ export const FaucetHttpLive = HttpApiBuilder.group(PublicApi, "test", (handlers)
     const accounts = yield* Accounts
     const settlement = yield* Settlement
     const guardian = yield* GuardianClient.GuardianClient
-    return handlers.handle("faucet", ({ payload }) =>
+    return handlers.handle("grants", ({ query }) =>
+      Effect.gen(function*() {
+        const principal = yield* CurrentPrincipal
+        if (principal.mode !== "test") return yield* Effect.fail(TestModeOnly.of())
+        return yield* grants.list(principal, { limit: query.limit ?? pageLimitDefault, offset: query.offset ?? 0 })
+      })).handle("faucet", ({ payload }) =>
       Effect.gen(function*() {
         const principal = yield* CurrentPrincipal
         if (principal.mode !== "test") return yield* Effect.fail(TestModeOnly.of())

@@ -46,6 +46,21 @@ export const transfersSuite = (database: DatabaseTarget, config: Partial<AppConf
 
           const grant = yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(alice.api_key), { amount: "100" }))
           assert.strictEqual(grant.status, 200, grant.text)
+          // The grant is listed, the caller's own only (D45); its amount is public, as on chain.
+          const grants = yield* send(`${server.baseUrl}/v1/test/faucet/grants`, { headers: bearer(alice.api_key) })
+          assert.strictEqual(grants.status, 200, grants.text)
+          expect(grants.json).toMatchObject({
+            data: [{ asset: "USDG", amount: "100", tx_hash: (grant.json as { tx_hash: string }).tx_hash }],
+            limit: 20,
+            offset: 0,
+            has_more: false
+          })
+          expect((grants.json as { data: Array<{ grant_id: string; created_at: string }> }).data[0]).toMatchObject({
+            grant_id: expect.stringMatching(/^grant_[0-9A-HJKMNP-TV-Z]{26}$/),
+            created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+          })
+          expect((yield* send(`${server.baseUrl}/v1/test/faucet/grants`, { headers: bearer(bob.api_key) })).json).toMatchObject({ data: [] })
+          expectEnvelope(yield* send(`${server.baseUrl}/v1/test/faucet/grants?limit=0`, { headers: bearer(alice.api_key) }), 400, "invalid_request")
 
           const flags = yield* send(`${server.baseUrl}/v1/accounts/me/balances`, { headers: bearer(alice.api_key) })
           expect(flags.json).toEqual({ balances: [{ asset: "USDG", non_zero: true }, { asset: "ETH", non_zero: false }] })
