@@ -5,6 +5,7 @@
 import type { EncryptionKey } from "@pps/crypto"
 import { lazy, type MouseEvent, type ReactNode, Suspense, useCallback, useEffect, useMemo, useState } from "react"
 import { call, type Session, setCsrfToken, setSessionEndedHandler } from "./api.ts"
+import { concernsHeld, LiveProvider, useLive, useLiveState } from "./live.tsx"
 import { Enroll, SignIn } from "./pages/SignIn.tsx"
 import { browserTimeZone, chosenTimeZone, storeTimeZone, TimeZoneContext, type TimeZoneSetting } from "./time.tsx"
 import { Loading, Page } from "./ui.tsx"
@@ -62,6 +63,32 @@ const NotFound = ({ route, navigate }: { readonly route: string; readonly naviga
     </p>
   </Page>
 )
+
+/**
+ * How many held transactions wait for the holder (D28), next to "Approvals": read when the shell
+ * opens and again whenever the stream tells of an agent transaction (held, decided, expired).
+ */
+const PendingApprovals = () => {
+  const [count, setCount] = useState<number | undefined>(undefined)
+  const load = useCallback(() => {
+    call<{ readonly pending: ReadonlyArray<unknown> }>("GET", "/v1/agents/transactions/pending").then(
+      (listed) => setCount(listed.pending.length),
+      () => setCount(undefined)
+    )
+  }, [])
+  useEffect(load, [load])
+  useLive((signal) => {
+    if (concernsHeld(signal)) load()
+  })
+  if (count === undefined || count === 0) return null
+  return <span className="badge" data-testid="pending-approvals">{count}<span className="visually-hidden"> waiting for approval</span></span>
+}
+
+/** Whether the page hears the account's events now, in the header. */
+const LiveIndicator = () => {
+  const state = useLiveState()
+  return <span data-testid="live-state">{state === "live" ? "Live" : state === "off" ? "Not live (reload to retry)" : "Connecting…"}</span>
+}
 
 /** What `GET /dashboard/api/session-state` answers: 200 whether or not a session is live. */
 type SessionState = { readonly signed_in: false } | ({ readonly signed_in: true } & Session)
@@ -168,6 +195,7 @@ export const App = () => {
   })()
 
   return withZone(
+    <LiveProvider>
     <div className="shell">
       <a className="skip" href="#main">Skip to content</a>
       <header className="top">
@@ -178,6 +206,8 @@ export const App = () => {
           <span data-testid="key-state">{keyPair === undefined ? "Key locked" : "Key unlocked"}</span>
           {" · "}
           <span data-testid="time-zone">Times in {timeZone.zone}</span>
+          {" · "}
+          <LiveIndicator />
         </span>
       </header>
       <nav aria-label="Sections">
@@ -187,11 +217,13 @@ export const App = () => {
               <a href={`${base}${section.path}`} onClick={link(section.path)} aria-current={active === section.path ? "page" : undefined}>
                 {section.label}
               </a>
+              {section.path === "/approvals" && <PendingApprovals />}
             </li>
           ))}
         </ul>
       </nav>
       <main id="main"><Suspense fallback={<Loading what="the page" />}>{page}</Suspense></main>
     </div>
+    </LiveProvider>
   )
 }

@@ -129,6 +129,8 @@ export interface Session {
   readonly handle: string
   readonly mode: "test" | "live"
   readonly csrf_token: string
+  /** The chain explorer's page of a transaction, `{tx_hash}` to fill in; null: hashes are not linked. */
+  readonly explorer_tx_url: string | null
 }
 
 /** `GET /v1/accounts/me`. */

@@ -79,22 +79,35 @@ export const Page = ({ title, children }: { readonly title: string; readonly chi
   </section>
 )
 
-/** A secret shown once (an API key, a webhook secret): copy it now, it is not shown again. */
-export const ShownOnce = ({ label, value, onDone }: { readonly label: string; readonly value: string; readonly onDone: () => void }) => {
+/**
+ * Copies `value` to the clipboard; says "Copied" once it is there. `what` names the value for
+ * assistive technology ("Copy transfer id"), after the visible word, so both read alike.
+ */
+export const CopyButton = ({ value, what }: { readonly value: string; readonly what: string }) => {
   const [copied, setCopied] = useState(false)
   return (
-    <div className="shown-once" role="region" aria-label={label}>
-      <p><strong>{label}</strong>: copy it now; it will not be shown again.</p>
-      <code data-testid="secret-value">{value}</code>
-      <div className="row">
-        <button type="button" onClick={() => {
-          void navigator.clipboard.writeText(value).then(() => setCopied(true), () => setCopied(false))
-        }}>{copied ? "Copied" : "Copy"}</button>
-        <button type="button" className="secondary" onClick={onDone}>Done</button>
-      </div>
-    </div>
+    <button type="button" className="secondary copy" onClick={() => {
+      void navigator.clipboard.writeText(value).then(() => setCopied(true), () => setCopied(false))
+    }}>{copied ? "Copied" : "Copy"}<span className="visually-hidden">{` ${what}`}</span></button>
   )
 }
+
+/** An id or hash, in code type, with its copy button. */
+export const Copyable = ({ value, what, testId }: { readonly value: string; readonly what: string; readonly testId?: string }) => (
+  <span className="copyable"><code data-testid={testId}>{value}</code> <CopyButton value={value} what={what} /></span>
+)
+
+/** A secret shown once (an API key, a webhook secret): copy it now, it is not shown again. */
+export const ShownOnce = ({ label, value, onDone }: { readonly label: string; readonly value: string; readonly onDone: () => void }) => (
+  <div className="shown-once" role="region" aria-label={label}>
+    <p><strong>{label}</strong>: copy it now; it will not be shown again.</p>
+    <code data-testid="secret-value">{value}</code>
+    <div className="row">
+      <CopyButton value={value} what={label} />
+      <button type="button" className="secondary" onClick={onDone}>Done</button>
+    </div>
+  </div>
+)
 
 /** One column of a `DataTable`: its name (the header, and the label of the cell on a phone) and how a row fills it. */
 export interface Column<Row> {
@@ -135,23 +148,35 @@ export const DataTable = <Row,>({ caption, columns, rows, rowKey, rowTestId }: {
   </table>
 )
 
-/** Loads `load()` now and whenever `reload` is called; keeps loading, value and error apart. */
+/**
+ * Loads `load()` now and whenever `reload` is called (showing that it loads), or `refresh`
+ * (quietly: what is shown stays until the new value comes, as a live update wants). An answer
+ * that comes after a newer load's is dropped.
+ */
 export const useLoad = <A,>(load: () => Promise<A>, deps: ReadonlyArray<unknown>) => {
   const [state, setState] = useState<{ readonly loading: boolean; readonly value: A | undefined; readonly error: unknown }>({
     loading: true,
     value: undefined,
     error: undefined
   })
-  const reload = useCallback(() => {
-    setState((previous) => ({ ...previous, loading: true }))
+  const latest = useRef(0)
+  const run = useCallback((quiet: boolean) => {
+    const attempt = ++latest.current
+    if (!quiet) setState((previous) => ({ ...previous, loading: true }))
     load().then(
-      (value) => setState({ loading: false, value, error: undefined }),
-      (error: unknown) => setState({ loading: false, value: undefined, error })
+      (value) => {
+        if (attempt === latest.current) setState({ loading: false, value, error: undefined })
+      },
+      (error: unknown) => {
+        if (attempt === latest.current) setState((previous) => ({ loading: false, value: quiet ? previous.value : undefined, error }))
+      }
     )
     // `deps` is the caller's list of what `load` reads, as with useEffect.
   }, deps)
+  const reload = useCallback(() => run(false), [run])
+  const refresh = useCallback(() => run(true), [run])
   useEffect(reload, [reload])
-  return { ...state, reload }
+  return { ...state, reload, refresh }
 }
 
 export const timeLeft = (until: string, nowMs: number): string => {

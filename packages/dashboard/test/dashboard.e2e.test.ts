@@ -219,6 +219,8 @@ describe("dashboard in Chromium", () => {
     await expect.poll(() => page.getByTestId("transfer-amount").textContent(), { timeout: 60_000 }).toBe(`${sentAmount} USDG`)
     expect(await page.getByTestId("transfer-memo").textContent()).toBe(sentMemo)
     expect(await page.getByTestId("transfer-created").getAttribute("title")).toBe(received[0]!.created_at)
+    // No explorer is configured for this deployment: the hash is shown, not linked.
+    await expect.poll(() => page.getByTestId("tx-hash").evaluate((element) => element.tagName), { timeout: 60_000 }).toBe("CODE")
     await checkAccessibility("transfer-detail")
     await shoot("transfer-detail")
   })
@@ -314,8 +316,10 @@ describe("dashboard in Chromium", () => {
     await shoot("approve-confirm")
     await approveDialog.getByRole("button", { name: "Approve and pay" }).click()
     await expect.poll(() => page.locator(".success").textContent(), { timeout: 90_000 })
-      .toMatch(new RegExp(`^Approved: @alice/shop-bot pays ${heldAmount.replace(".", "\\.")} USDG to @bob \\(transfer tr_\\w+, (pending|confirmed)\\)\\.$`))
+      .toMatch(new RegExp(`^Approved: @alice/shop-bot pays ${heldAmount.replace(".", "\\.")} USDG to @bob \\(transfer tr_\\w+, (pending|confirmed)\\)\\. Open the transfer$`))
     await expect.poll(() => page.getByText("Nothing waits for your approval.").count()).toBe(1)
+    // The result links to the transfer the approval made.
+    expect(await page.getByRole("link", { name: "Open the transfer" }).getAttribute("href")).toMatch(/^\/dashboard\/transfers\/tr_\w+$/)
 
     // A second held transfer: its confirmation counts what the agent already sent today; rejected, nothing moves.
     expect(await bot.transfers.create({ to: "@bob", amount: "2" })).toMatchObject({ kind: "held" })

@@ -14,9 +14,13 @@ import * as zlib from "node:zlib"
 import { Pps } from "@pps/sdk"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { anvilRpcUrl, chainRpc } from "../../sdk/test/support/server.ts"
 import { desktop, type Harness, phone, startHarness } from "./support/harness.ts"
 
 const passphrase = "a passphrase for the live tests"
+const explorer = "https://explorer.example/tx/{tx_hash}"
+const liveAmount = "2.718281"
+const liveMemo = "canary-live-31c9"
 
 let harness: Harness
 let origin: string
@@ -35,7 +39,11 @@ const rawGet = (url: string, acceptEncoding: string | undefined) =>
   })
 
 beforeAll(async () => {
-  harness = await startHarness()
+  harness = await startHarness({
+    // A create answers `pending` soon when the chain is held still, so the page shows it turn confirmed.
+    TRANSFER_CREATE_TIMEOUT_MS: "1500",
+    CHAIN_EXPLORER_TX_URL_TESTNET: explorer
+  })
   ;({ origin, browser, page } = harness)
 }, 240_000)
 
@@ -105,7 +113,58 @@ describe("dashboard, light, live and reconciled", () => {
     await page.setViewportSize(desktop)
   })
 
+  it("shows a pending transfer turn confirmed from the event stream, with no reload; the detail's timeline links the hash and copies ids", async () => {
+    const rpc = (method: string, params: ReadonlyArray<unknown>) => chainRpc(anvilRpcUrl(harness.server.dataDir), method, params)
+    await harness.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin })
+    await harness.visit("Transfers", "Transfers", "transfers")
+    expect(await page.getByTestId("live-state").textContent()).toBe("Live")
+    // A mark on this document: a reload would drop it.
+    await page.evaluate(() => Object.assign(globalThis, { sameDocument: true }))
+    // No blocks: the create waits its 1.5 s and answers pending.
+    await rpc("evm_setIntervalMining", [0])
+    let transferId: string
+    try {
+      await page.locator("#send-to").fill("@bob")
+      await page.locator("#send-amount").fill(liveAmount)
+      await page.locator("#send-memo").fill(liveMemo)
+      await page.getByRole("button", { name: "Review" }).click()
+      await page.getByRole("button", { name: "Confirm and send" }).click()
+      await expect.poll(() => page.getByTestId("sent-status").textContent(), { timeout: 60_000 }).toBe("pending")
+      await page.getByRole("link", { name: "Open it" }).click()
+      transferId = (await page.getByTestId("transfer-id").textContent({ timeout: 60_000 })) ?? ""
+      expect(transferId).toMatch(/^tr_\w+$/)
+      // Created and submitted; not yet confirmed, so no transaction hash yet (D13's tx_hash comes with the outcome).
+      expect(await page.getByTestId("timeline-created").getAttribute("data-state")).toBe("done")
+      expect(await page.getByTestId("timeline-submitted").getAttribute("data-state")).toBe("done")
+      expect(await page.getByTestId("timeline-confirmed").getAttribute("data-state")).toBe("current")
+      expect(await page.getByTestId("transfer-status").textContent()).toBe("pending")
+      // A copy button puts the exact id on the clipboard.
+      await page.getByRole("button", { name: "Copy transfer id" }).click()
+      await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(transferId)
+      await harness.checkAccessibility("transfer-detail-pending")
+      await harness.shoot("transfer-detail-pending")
+    } finally {
+      await rpc("evm_setIntervalMining", [1])
+    }
+    // Blocks again: the stream says confirmed, and the page shows it, in this same document.
+    await expect.poll(() => page.getByTestId("transfer-status").textContent(), { timeout: 60_000 }).toBe("confirmed")
+    expect(await page.getByTestId("timeline-confirmed").getAttribute("data-state")).toBe("done")
+    expect(await page.getByTestId("transfer-confirmed").getAttribute("title")).toMatch(/^\d{4}-\d\d-\d\dT/)
+    expect(await page.getByTestId("transfer-amount").textContent()).toBe(`${liveAmount} USDG`)
+    expect(await page.evaluate(() => (globalThis as { sameDocument?: boolean }).sameDocument)).toBe(true)
+    // The transaction's hash, linked to the explorer the deployment configured, and copied exactly.
+    const hash = page.getByTestId("tx-hash")
+    const txHash = (await hash.locator("code").textContent()) ?? ""
+    expect(txHash).toMatch(/^0x[0-9a-f]{64}$/)
+    expect(await hash.getAttribute("href")).toBe(explorer.replace("{tx_hash}", txHash))
+    expect(await hash.getAttribute("rel")).toBe("noopener noreferrer")
+    await page.getByRole("button", { name: "Copy transaction hash" }).click()
+    await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(txHash)
+    await harness.checkAccessibility("transfer-detail")
+    await harness.shoot("transfer-detail")
+  })
+
   it("logged no console error, broke no CSP rule and has no serious accessibility violation", () => {
-    harness.finalChecks([passphrase])
+    harness.finalChecks([passphrase, liveAmount, "2718281", liveMemo])
   })
 })

@@ -11,10 +11,12 @@ import { type MouseEvent, useEffect, useState } from "react"
 import type { PageProps } from "../App.tsx"
 import { call } from "../api.ts"
 import { ppsFor } from "../pps.ts"
+import { concernsHeld, useLive } from "../live.tsx"
+import { unitsOf } from "../opened.ts"
 import { problemOf } from "../problems.ts"
 import { type SentToday, sentToday } from "../spending.ts"
 import { When } from "../time.tsx"
-import { ConfirmDialog, Empty, Encrypted, ErrorNote, Loading, Page, timeLeft, useLoad } from "../ui.tsx"
+import { ConfirmDialog, Copyable, Empty, Encrypted, ErrorNote, Loading, Page, timeLeft, useLoad } from "../ui.tsx"
 
 type Held = PpsTypes.PendingTransaction
 type Policy = PpsTypes.SpendPolicy
@@ -37,10 +39,7 @@ interface Loaded {
 }
 
 /** A policy limit (a number of USDG, D22) in base units. */
-const usdgUnits = (value: number): bigint => {
-  const [whole = "0", fraction = ""] = value.toFixed(6).split(".")
-  return BigInt(whole) * 1_000_000n + BigInt(fraction.padEnd(6, "0"))
-}
+export const usdgUnits = (value: number): bigint => unitsOf("USDG", value.toFixed(6))
 
 const usdg = (units: bigint) => `${Amount.format("USDG", units)} USDG`
 
@@ -122,7 +121,7 @@ const HeldCard = ({ held, loaded, keyLocked, nowMs, onDecide, navigate }: {
       <p className="figure" data-testid="held-amount">{opened === undefined ? <Encrypted /> : `${Amount.format(opened.asset, opened.amount)} ${opened.asset}`}</p>
       {opened !== undefined && <p>Memo: {opened.memo === "" ? "(none)" : opened.memo}</p>}
       <SpendAgainstLimits held={held} loaded={loaded} />
-      <p className="muted">Requested <When iso={held.requested_at} /> · {timeLeft(held.expires_at, nowMs)}</p>
+      <p className="muted">Requested <When iso={held.requested_at} /> · {timeLeft(held.expires_at, nowMs)} · <Copyable value={held.transaction_id} what="held transaction id" /></p>
       {blocked !== undefined && (
         <p id={hintId} className="hint" data-testid="approve-hint">
           {blocked}{keyLocked && <>{" "}<a href="/dashboard/settings" onClick={toSettings}>Go to Settings</a></>}
@@ -170,12 +169,16 @@ export const Approvals = ({ keyPair, navigate }: PageProps) => {
   const [deciding, setDeciding] = useState<{ readonly held: Held; readonly verdict: "approve" | "reject" } | undefined>(undefined)
   const [busy, setBusy] = useState(false)
   const [error, setError] = useState<unknown>(undefined)
-  const [decided, setDecided] = useState<string | undefined>(undefined)
+  const [decided, setDecided] = useState<{ readonly text: string; readonly transferId: string | null } | undefined>(undefined)
   useEffect(() => {
     const timer = setInterval(() => setNowMs(Date.now()), 30_000)
     return () => clearInterval(timer)
   }, [])
   const pending = useLoad(() => loadApprovals(keyPair), [keyPair])
+  // A transaction held, decided (here or in another tab) or expired: the list follows, with no reload.
+  useLive((signal) => {
+    if (concernsHeld(signal)) pending.refresh()
+  })
   const confirm = async () => {
     if (deciding === undefined || pending.value === undefined) return
     const { held, verdict } = deciding
@@ -188,8 +191,8 @@ export const Approvals = ({ keyPair, navigate }: PageProps) => {
       const opened = pending.value.opened.get(held.transaction_id)
       const what = opened === undefined ? "" : ` ${Amount.format(opened.asset, opened.amount)} ${opened.asset}`
       setDecided(answer.status === "approved"
-        ? `Approved: ${held.agent} pays${what} to ${held.to}${answer.transfer_id === null ? "" : ` (transfer ${answer.transfer_id}, ${answer.transfer_status ?? "pending"})`}.`
-        : `Rejected: ${held.agent}'s payment${what} to ${held.to} will not be made.`)
+        ? { text: `Approved: ${held.agent} pays${what} to ${held.to}${answer.transfer_id === null ? "" : ` (transfer ${answer.transfer_id}, ${answer.transfer_status ?? "pending"})`}.`, transferId: answer.transfer_id }
+        : { text: `Rejected: ${held.agent}'s payment${what} to ${held.to} will not be made.`, transferId: null })
       setDeciding(undefined)
       pending.reload()
     } catch (caught) {
@@ -204,8 +207,13 @@ export const Approvals = ({ keyPair, navigate }: PageProps) => {
   const loaded = pending.value
   return (
     <Page title="Approvals">
-      {decided !== undefined && <p className="success" role="status">{decided}</p>}
-      {pending.loading && <Loading what="held transactions" />}
+      {decided !== undefined && (
+        <p className="success" role="status">
+          {decided.text}
+          {decided.transferId !== null && <>{" "}<a href={`/dashboard/transfers/${decided.transferId}`} onClick={(event) => { event.preventDefault(); navigate(`/transfers/${decided.transferId}`) }}>Open the transfer</a></>}
+        </p>
+      )}
+      {pending.loading && pending.value === undefined && <Loading what="held transactions" />}
       <ErrorNote error={pending.error} />
       {loaded !== undefined && (loaded.held.length === 0 ? <Empty>Nothing waits for your approval.</Empty> : (
         <ul className="stack" aria-label="Held transactions">

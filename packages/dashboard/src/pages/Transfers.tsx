@@ -4,17 +4,18 @@
  * anything leaves the page.
  */
 import type { EncryptionKey } from "@pps/crypto"
-import { Amount, type PpsTypes } from "@pps/sdk"
 import { type FormEvent, type MouseEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
 import { call } from "../api.ts"
+import { useLive } from "../live.tsx"
+import { amountText, openTransfer } from "../opened.ts"
 import { ppsFor } from "../pps.ts"
 import { amountTextProblem, InputProblem, isNetworkFailure, type Problem, problemOf, recipientTextProblem } from "../problems.ts"
 import { When } from "../time.tsx"
 import { DataTable, Empty, Encrypted, ErrorNote, FieldError, invalidProps, Loading, Page, ProblemNote, useLoad } from "../ui.tsx"
+import { type Transfer, TransferDetail, useLiveTransfer } from "./TransferDetail.tsx"
 
-/** D13's transfer, as the SDK reads it. */
-export type Transfer = PpsTypes.Transfer
+export type { Transfer }
 
 export interface TransferPage {
   readonly data: ReadonlyArray<Transfer>
@@ -49,11 +50,10 @@ export const TransferTable = ({ transfers, amounts, navigate }: {
 export const openAmounts = async (keyPair: EncryptionKey.KeyPair | undefined, transfers: ReadonlyArray<Transfer>): Promise<ReadonlyMap<string, string>> => {
   const amounts = new Map<string, string>()
   if (keyPair === undefined) return amounts
-  const pps = ppsFor(keyPair)
   for (const transfer of transfers) {
     if (!transfer.confidential) continue
-    const opened = await pps.transfers.decrypt(transfer.transfer_id).catch(() => undefined)
-    if (opened !== undefined) amounts.set(transfer.transfer_id, `${Amount.format(opened.asset, opened.amount)} ${opened.asset}`)
+    const opened = await openTransfer(keyPair, transfer.transfer_id).catch(() => undefined)
+    if (opened !== undefined) amounts.set(transfer.transfer_id, amountText(opened.asset, opened.amount))
   }
   return amounts
 }
@@ -68,6 +68,10 @@ const TransferList = ({ navigate, keyPair, refreshKey }: PageProps & { readonly 
     const page = await call<TransferPage>("GET", `/v1/transfers?limit=${pageSize}&offset=${offset}${status === "" ? "" : `&status=${status}`}`)
     return { page, amounts: await openAmounts(keyPair, page.data) }
   }, [status, offset, refreshKey, keyPair])
+  // A transfer's new state, or one just made, comes from the stream: read the page again, quietly.
+  useLive((signal) => {
+    if (signal.kind === "connected" || signal.event.event.startsWith("transfer.")) list.refresh()
+  })
   return (
     <>
       <div className="row">
@@ -76,7 +80,7 @@ const TransferList = ({ navigate, keyPair, refreshKey }: PageProps & { readonly 
           {statuses.map((s) => <option key={s} value={s}>{s === "" ? "Any" : s}</option>)}
         </select>
       </div>
-      {list.loading && <Loading what="transfers" />}
+      {list.loading && list.value === undefined && <Loading what="transfers" />}
       <ErrorNote error={list.error} />
       {list.value !== undefined && (list.value.page.data.length === 0
         ? <Empty>No transfers match.</Empty>
@@ -86,40 +90,6 @@ const TransferList = ({ navigate, keyPair, refreshKey }: PageProps & { readonly 
         <button type="button" className="secondary" disabled={list.value?.page.has_more !== true} onClick={() => setOffset(offset + pageSize)}>Older</button>
       </div>
       <p className="muted">{keyPair === undefined ? "Unlock your key in Settings to read amounts; open a transfer for its memo." : "Open a transfer for its memo."}</p>
-    </>
-  )
-}
-
-const TransferDetail = ({ transferId, keyPair, navigate }: PageProps & { readonly transferId: string }) => {
-  const transfer = useLoad(() => call<Transfer>("GET", `/v1/transfers/${encodeURIComponent(transferId)}`), [transferId])
-  const opened = useLoad(async () => {
-    if (keyPair === undefined) return undefined
-    return ppsFor(keyPair).transfers.decrypt(transferId)
-  }, [transferId, keyPair])
-  return (
-    <>
-      <p><a href="/dashboard/transfers" onClick={(event) => { event.preventDefault(); navigate("/transfers") }}>← All transfers</a></p>
-      {transfer.loading && <Loading what="the transfer" />}
-      <ErrorNote error={transfer.error} />
-      {transfer.value !== undefined && (
-        <dl className="detail">
-          <dt>Transfer</dt><dd><code>{transfer.value.transfer_id}</code></dd>
-          <dt>Status</dt><dd>{transfer.value.status}</dd>
-          <dt>From</dt><dd>{transfer.value.from}</dd>
-          <dt>To</dt><dd>{transfer.value.to}</dd>
-          <dt>Amount</dt>
-          <dd data-testid="transfer-amount">
-            {opened.value !== undefined ? `${Amount.format(opened.value.asset, opened.value.amount)} ${opened.value.asset}` : opened.loading && keyPair !== undefined ? "opening…" : <Encrypted />}
-          </dd>
-          <dt>Memo</dt>
-          <dd data-testid="transfer-memo">{opened.value !== undefined ? (opened.value.memo === "" ? "(none)" : opened.value.memo) : <Encrypted />}</dd>
-          <dt>Confidential</dt><dd>{transfer.value.confidential ? "yes" : "no"}</dd>
-          <dt>Transaction</dt><dd><code>{transfer.value.tx_hash ?? "not yet on chain"}</code></dd>
-          <dt>Created</dt><dd><When iso={transfer.value.created_at} testId="transfer-created" /></dd>
-          <dt>Confirmed</dt><dd>{transfer.value.confirmed_at === null ? "not yet" : <When iso={transfer.value.confirmed_at} />}</dd>
-        </dl>
-      )}
-      <ErrorNote error={opened.error} />
     </>
   )
 }
@@ -171,6 +141,28 @@ const SendReview = ({ draft, from, busy, onConfirm, onEdit }: {
   </div>
 )
 
+/** What was sent, with the transfer's status as the stream tells it (pending turns confirmed here), and a link to it. */
+const SentResult = ({ sent, transferId, answered, navigate }: {
+  readonly sent: Draft
+  readonly transferId: string
+  /** The status the create answered (D14), shown until the transfer is read again. */
+  readonly answered: string
+  readonly navigate: (path: string) => void
+}) => {
+  const transfer = useLiveTransfer(transferId)
+  const open = (event: MouseEvent<HTMLAnchorElement>) => {
+    event.preventDefault()
+    navigate(`/transfers/${transferId}`)
+  }
+  return (
+    <p className="success" role="status" data-testid="sent-result">
+      {`Sent ${sent.amount} USDG to ${sent.to}: transfer ${transferId} is `}
+      <span data-testid="sent-status">{transfer.value?.status ?? answered}</span>.
+      {" "}<a href={`/dashboard/transfers/${transferId}`} onClick={open}>Open it</a>
+    </p>
+  )
+}
+
 const SendForm = ({ keyPair, session, navigate, onSent }: PageProps & { readonly onSent: () => void }) => {
   const [fields, setFields] = useState<Draft>({ to: "", amount: "", memo: "" })
   // The Idempotency-Key of what was reviewed: kept across a repeated confirm (a double
@@ -179,7 +171,7 @@ const SendForm = ({ keyPair, session, navigate, onSent }: PageProps & { readonly
   const [reviewing, setReviewing] = useState<Draft | undefined>(undefined)
   const [busy, setBusy] = useState(false)
   const [problem, setProblem] = useState<Problem | undefined>(undefined)
-  const [result, setResult] = useState<{ readonly text: string; readonly transferId?: string } | undefined>(undefined)
+  const [result, setResult] = useState<{ readonly text: string } | { readonly sent: Draft; readonly transferId: string; readonly status: string } | undefined>(undefined)
   if (keyPair === undefined) {
     return <p className="muted">To send, unlock your encryption key in Settings: the amount and memo are sealed in this page with it.</p>
   }
@@ -213,7 +205,7 @@ const SendForm = ({ keyPair, session, navigate, onSent }: PageProps & { readonly
       // An agent's transfer above its approval threshold is held for its owner (D26).
       setResult(sent.kind === "held"
         ? { text: `Held for approval (${sent.held.transaction_id}).` }
-        : { text: `Sent ${reviewing.amount} USDG to ${reviewing.to}: transfer ${sent.transfer.transfer_id} is ${sent.transfer.status}.`, transferId: sent.transfer.transfer_id })
+        : { sent: reviewing, transferId: sent.transfer.transfer_id, status: sent.transfer.status })
       setFields({ to: fields.to, amount: "", memo: "" })
       setSendKey(undefined)
       setReviewing(undefined)
@@ -226,10 +218,6 @@ const SendForm = ({ keyPair, session, navigate, onSent }: PageProps & { readonly
     } finally {
       setBusy(false)
     }
-  }
-  const openResult = (transferId: string) => (event: MouseEvent<HTMLAnchorElement>) => {
-    event.preventDefault()
-    navigate(`/transfers/${transferId}`)
   }
   const input = (field: keyof Draft, id: string) => ({
     id,
@@ -255,11 +243,9 @@ const SendForm = ({ keyPair, session, navigate, onSent }: PageProps & { readonly
         ? <button type="submit">Review</button>
         : <SendReview draft={reviewing} from={session.handle} busy={busy} onConfirm={() => void confirm()} onEdit={() => { setReviewing(undefined); setProblem(undefined) }} />}
       {problem !== undefined && problem.field !== "to" && problem.field !== "amount" && problem.field !== "memo" && <ProblemNote problem={problem} />}
-      {result !== undefined && (
-        <p className="success" role="status">
-          {result.text}{result.transferId !== undefined && <>{" "}<a href={`/dashboard/transfers/${result.transferId}`} onClick={openResult(result.transferId)}>Open it</a></>}
-        </p>
-      )}
+      {result !== undefined && ("text" in result
+        ? <p className="success" role="status">{result.text}</p>
+        : <SentResult sent={result.sent} transferId={result.transferId} answered={result.status} navigate={navigate} />)}
     </form>
   )
 }

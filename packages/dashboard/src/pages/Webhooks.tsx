@@ -8,7 +8,7 @@ import { type FormEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
 import { call } from "../api.ts"
 import { When } from "../time.tsx"
-import { DataTable, Empty, ErrorNote, Loading, Page, ShownOnce, useLoad } from "../ui.tsx"
+import { Copyable, DataTable, Empty, ErrorNote, Loading, Page, ShownOnce, useLoad } from "../ui.tsx"
 
 /** The picker offers every type the API accepts (the contract's list, through the SDK). */
 const eventTypes = Webhook.eventTypes
@@ -56,7 +56,7 @@ const Deliveries = ({ webhook }: { readonly webhook: Subscription }) => {
       {log.value !== undefined && (log.value.data.length === 0 ? <Empty>No deliveries yet.</Empty> : (
         <DataTable caption={`Deliveries to ${webhook.url}, newest first`} rows={log.value.data} rowKey={(d) => d.delivery_id}
           rowTestId={(d) => `delivery-${d.delivery_id}`} columns={[
-            { label: "Event", cell: (d) => <>{d.event}<br /><code className="small">{d.event_id}</code></> },
+            { label: "Event", cell: (d) => <>{d.event}<br /><Copyable value={d.event_id} what={`event id of ${d.event}`} /></> },
             { label: "Status", cell: (d) => d.status },
             { label: "Response", cell: (d) => d.response_status_code ?? "—" },
             { label: "Retries", cell: (d) => d.retry_count },

@@ -107,6 +107,13 @@ export interface AppConfigShape {
    * Optional in the shape so hand-made test configs mean none.
    */
   readonly trustedProxies?: ReadonlyArray<string> | undefined
+  /**
+   * The chain explorer's page of a transaction, per chain, as a URL template holding
+   * `{tx_hash}`: the dashboard links transaction hashes to it. Unset or empty: no link.
+   * Optional in the shape so hand-made test configs mean none.
+   */
+  readonly chainExplorerTxUrlTestnet?: string | undefined
+  readonly chainExplorerTxUrlMainnet?: string | undefined
   /** Embedded mode: how many relayer accounts submit in parallel (one nonce sequence each). */
   readonly relayerCount: number
   /**
@@ -220,6 +227,10 @@ export const runsWorkers = (config: AppConfigShape): boolean => config.nodeRole 
  */
 export const servesApi = (config: AppConfigShape): boolean => config.nodeRole !== "worker"
 
+/** A text setting for which empty (or only spaces) means unset, as if it were not given. */
+const unsetWhenEmpty = (name: string) =>
+  Config.String(name).pipe(Config.withDefault(""), Config.map((value) => value.trim() === "" ? undefined : value.trim()))
+
 /**
  * The Config description of every variable (names are the environment variables).
  *
@@ -258,6 +269,8 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     Config.withDefault(""),
     Config.map((value) => value.split(",").map((entry) => entry.trim()).filter((entry) => entry !== ""))
   ),
+  chainExplorerTxUrlTestnet: unsetWhenEmpty("CHAIN_EXPLORER_TX_URL_TESTNET"),
+  chainExplorerTxUrlMainnet: unsetWhenEmpty("CHAIN_EXPLORER_TX_URL_MAINNET"),
   relayerCount: Config.Int("RELAYER_COUNT").pipe(Config.withDefault(8)),
   settlementBatchMax: Config.Int("SETTLEMENT_BATCH_MAX").pipe(Config.withDefault(32)),
   relayerKeysTestnet: Config.option(Config.Redacted("RELAYER_KEYS_TESTNET")),
@@ -326,6 +339,8 @@ export const environmentVariables = [
   "NODE_ROLE",
   "DASHBOARD_ORIGIN",
   "TRUSTED_PROXIES",
+  "CHAIN_EXPLORER_TX_URL_TESTNET",
+  "CHAIN_EXPLORER_TX_URL_MAINNET",
   "RELAYER_COUNT",
   "SETTLEMENT_BATCH_MAX",
   "RELAYER_KEYS_TESTNET",

@@ -374,13 +374,14 @@ const signInRoutes = (context: RoutesContext) => {
   )
 }
 
-/** What `GET /dashboard/api/session` answers about a session. */
-const sessionBody = (session: DashboardSession) => ({
+/** What `GET /dashboard/api/session` answers about a session, and where the page links a transaction hash. */
+const sessionBody = (session: DashboardSession, config: DashboardConfig["Service"]) => ({
   session_id: session.sessionId,
   account_id: session.accountId,
   handle: `@${session.handle}`,
   mode: session.principal.mode,
-  csrf_token: session.csrfToken
+  csrf_token: session.csrfToken,
+  explorer_tx_url: config.explorerTxUrl ?? null
 })
 
 /**
@@ -394,7 +395,7 @@ const sessionState = (context: RoutesContext) => (request: HttpServerRequest.Htt
     Effect.provideService(DashboardConfig, context.config),
     Effect.map((resolved) =>
       Option.isSome(resolved) && "session" in resolved.value
-        ? json({ signed_in: true, ...sessionBody(resolved.value.session) })
+        ? json({ signed_in: true, ...sessionBody(resolved.value.session, context.config) })
         : json({ signed_in: false })
     ),
     orUnavailable("DashboardAuth.authenticate"),
@@ -405,7 +406,7 @@ const sessionState = (context: RoutesContext) => (request: HttpServerRequest.Htt
 const sessionRoutes = (context: RoutesContext) => {
   const { auth } = context
   return Layer.mergeAll(
-    HttpRouter.add("GET", "/dashboard/api/session", signedIn(context, (session) => Effect.succeed(json(sessionBody(session))))),
+    HttpRouter.add("GET", "/dashboard/api/session", signedIn(context, (session) => Effect.succeed(json(sessionBody(session, context.config))))),
     HttpRouter.add("GET", "/dashboard/api/session-state", sessionState(context)),
     HttpRouter.add("POST", "/dashboard/api/sign-out", signedIn(context, (session) =>
       Effect.map(auth.signOut(session.sessionId), () => signedOut(context)))),

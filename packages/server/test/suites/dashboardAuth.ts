@@ -37,7 +37,7 @@ const sessionCookieOf = (setCookie: string | null): string => {
  */
 export const dashboardAuthSuite = (database: DatabaseTarget) => {
 describe("dashboard sign-in and sessions", () => {
-  layer(makeTestServer({ database, config: { dashboardOrigin: origin } }), { timeout: "60 seconds", excludeTestServices: true })(database.name, (it) => {
+  layer(makeTestServer({ database, config: { dashboardOrigin: origin, chainExplorerTxUrlTestnet: "https://explorer.example/tx/{tx_hash}" } }), { timeout: "60 seconds", excludeTestServices: true })(database.name, (it) => {
     const authenticator = makeSoftAuthenticator("dash.example")
     /** Enrolls an account's first passkey (with `device`) through an invite; the session cookie and CSRF token. */
     const enroll = (handle: string, device = makeSoftAuthenticator("dash.example")) => Effect.gen(function*() {
@@ -73,7 +73,8 @@ describe("dashboard sign-in and sessions", () => {
 
         const session = yield* send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `${cookieName}=${cookie}` } })
         assert.strictEqual(session.status, 200)
-        assert.deepInclude(session.json, { account_id: alice.account_id, handle: "@alice", mode: "test" })
+        // The page links transaction hashes to the explorer of the session's chain.
+        assert.deepInclude(session.json, { account_id: alice.account_id, handle: "@alice", mode: "test", explorer_tx_url: "https://explorer.example/tx/{tx_hash}" })
         assert.strictEqual(session.headers.get("cache-control"), "no-store")
         assert.match(session.headers.get("content-security-policy") ?? "", /script-src 'self' 'wasm-unsafe-eval';/)
         assert.strictEqual(session.headers.get("x-frame-options"), "DENY")
