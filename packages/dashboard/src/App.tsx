@@ -35,7 +35,7 @@ const activityEvents = ["pointerdown", "keydown"] as const
 
 const sections = [
   { path: "/", label: "Overview" },
-  { path: "/transfers", label: "Transfers" },
+  { path: "/activity", label: "Activity" },
   { path: "/developers/api-keys", label: "API keys" },
   { path: "/developers/webhooks", label: "Webhooks" },
   { path: "/agents", label: "Agents" },
@@ -52,8 +52,11 @@ const routeOf = () => {
 /** A transfer's own page: /transfers/<id>. */
 const transferRoute = /^\/transfers\/([^/]+)$/
 
+/** The activity's former address, kept so that links to it still work. */
+const formerActivityRoute = "/transfers"
+
 /** Whether a route names a page of the dashboard (others get the not-found page). */
-const isKnownRoute = (route: string) => sections.some((s) => s.path === route) || transferRoute.test(route)
+const isKnownRoute = (route: string) => sections.some((s) => s.path === route) || transferRoute.test(route) || route === formerActivityRoute
 
 const NotFound = ({ route, navigate }: { readonly route: string; readonly navigate: (path: string) => void }) => (
   <Page title="Page not found">
@@ -165,7 +168,7 @@ export const App = () => {
   }, [keyPair])
 
   useEffect(() => {
-    const title = isKnownRoute(route) ? sections.find((s) => s.path === route)?.label ?? "Transfer" : "Page not found"
+    const title = !isKnownRoute(route) ? "Page not found" : route === formerActivityRoute ? "Activity" : sections.find((s) => s.path === route)?.label ?? "Transfer"
     document.title = `${title} · Private Payments`
   }, [route])
 
@@ -181,10 +184,10 @@ export const App = () => {
     navigate(path)
   }
   const props: PageProps = { session, keyPair, navigate }
-  const active = !isKnownRoute(route) ? undefined : route === "/" ? "/" : sections.find((s) => s.path !== "/" && route.startsWith(s.path))?.path
+  const active = !isKnownRoute(route) ? undefined : route === "/" ? "/" : route.startsWith(formerActivityRoute) ? "/activity" : sections.find((s) => s.path !== "/" && route.startsWith(s.path))?.path
 
   const page = (() => {
-    if (route === "/transfers" || transferRoute.test(route)) return <Transfers {...props} transferId={transferRoute.exec(route)?.[1]} />
+    if (route === "/activity" || route === formerActivityRoute || transferRoute.test(route)) return <Transfers {...props} transferId={transferRoute.exec(route)?.[1]} />
     if (route === "/developers/api-keys") return <ApiKeysPage {...props} />
     if (route === "/developers/webhooks") return <Webhooks {...props} />
     if (route === "/agents") return <Agents {...props} />

@@ -37,6 +37,10 @@ export const openTransfer = (keyPair: EncryptionKey.KeyPair, transferId: string)
 /** An amount as the page writes it: `7.654321 USDG`. */
 export const amountText = (asset: string, amount: bigint): string => `${Amount.format(asset, amount)} ${asset}`
 
+/** A signed decimal (`-1.5`, `100`; `plus` before a positive one), `minus` before a negative one. */
+export const signedDecimal = (asset: string, amount: bigint, signs: { readonly minus: string; readonly plus: string }): string =>
+  `${amount < 0n ? signs.minus : signs.plus}${Amount.format(asset, amount < 0n ? -amount : amount)}`
+
 /**
  * A decimal string the API answered (D4's shortest exact form: `"12.5"`, `"0"`) in base units of
  * `asset`, exactly (no floating point).
@@ -46,3 +50,6 @@ export const unitsOf = (asset: string, text: string): bigint => {
   const [whole = "0", fraction = ""] = text.split(".")
   return BigInt(whole === "" ? "0" : whole) * 10n ** BigInt(decimals) + BigInt(fraction.padEnd(decimals, "0").slice(0, decimals))
 }
+
+/** A policy limit (a number of USDG, D22) in base units. */
+export const limitUnits = (value: number): bigint => unitsOf("USDG", value.toFixed(6))

@@ -1,64 +1,95 @@
 /**
- * What an agent has sent today, as its daily limit counts it (D22, D25): the
- * USDG of its transfers that did not fail, created on the current day of its
- * policy's time zone. The server cannot add amounts it cannot read; the page
- * opens each one with the owner's key (agents' copies are sealed to it) from
- * the owner's list with `include_agents=true`, from a day and an hour ago
- * (D16's `from`), which covers the current day of every zone.
+ * What agents have sent, day by day, as their daily limits count it (D22, D25): the USDG of
+ * their transfers that did not fail, by the day they were created on in each policy's time zone.
+ * The server cannot add amounts it cannot read; the page opens each one with the owner's key
+ * (agents' copies are sealed to it) from the owner's list with `include_agents=true`, from far
+ * enough back (D16's `from`) to cover the days asked for in every zone. Today's figure is what
+ * the Approvals page sets against the limit; the last 30 days are the Agents page's chart.
  */
 import type { EncryptionKey } from "@pps/crypto"
-import { call } from "./api.ts"
-import { ppsFor } from "./pps.ts"
+import { readPages } from "./activity.ts"
+import { openTransfer } from "./opened.ts"
+import type { Transfer } from "./pages/TransferDetail.tsx"
 import { dayInZone } from "./time.tsx"
-import type { TransferPage } from "./pages/Transfers.tsx"
 
-/** The API's largest page (D16): fewest requests for a day's transfers. */
-const pageSize = 100
-/** A bound on what one figure reads (1,000 transfers, each opened here): past it the figure says "at least". */
-const pagesMax = 10
-/** No zone's current day began longer ago than this (a day, and an hour for a day that DST lengthens). */
-const longestDayMs = 25 * 60 * 60 * 1000
+const hourMs = 60 * 60 * 1000
 
-export interface SentToday {
+/** One day's spending of an agent. */
+export interface DaySpent {
+  /** `YYYY-MM-DD` in the agent's policy zone. */
+  readonly day: string
   /** USDG base units. */
   readonly amount: bigint
   readonly count: number
-  /** The day counted, `YYYY-MM-DD` in `timeZone`. */
-  readonly day: string
+}
+
+export interface SentToday extends DaySpent {
   readonly timeZone: string
-  /** False when more transfers of the day were left unread (over `pagesMax` pages) or did not open. */
+  /** False when more transfers of the period were left unread (past the page's bound) or did not open. */
   readonly complete: boolean
 }
 
-/** Sums today's sent USDG of each agent handle in `agents`, each day read in its own zone. */
+export interface AgentSpending {
+  /** The last `days` days of the agent's zone, oldest first, today last. */
+  readonly days: ReadonlyArray<DaySpent>
+  readonly today: SentToday
+}
+
+/** The `count` calendar days ending with `today` (`YYYY-MM-DD`), oldest first: calendar arithmetic, no zone involved. */
+export const daysEndingOn = (today: string, count: number): ReadonlyArray<string> => {
+  const [year = 0, month = 1, day = 1] = today.split("-").map(Number)
+  return Array.from({ length: count }, (_, index) =>
+    new Date(Date.UTC(year, month - 1, day - (count - 1 - index))).toISOString().slice(0, 10))
+}
+
+/**
+ * Each agent's USDG sent on each of the last `days` days (today included), each day read in the
+ * agent's own zone. `from` is `days` days and an hour back: no zone's day `days − 1` before today
+ * began earlier (a day lengthened by DST is 25 hours).
+ */
+export const agentSpending = async (
+  keyPair: EncryptionKey.KeyPair,
+  agents: ReadonlyArray<{ readonly handle: string; readonly timeZone: string }>,
+  nowMs: number,
+  days: number
+): Promise<ReadonlyMap<string, AgentSpending>> => {
+  const sums = new Map<string, { readonly timeZone: string; readonly byDay: Map<string, { amount: bigint; count: number }> }>()
+  for (const agent of agents) {
+    const byDay = new Map(daysEndingOn(dayInZone(nowMs, agent.timeZone), days).map((day) => [day, { amount: 0n, count: 0 }]))
+    sums.set(agent.handle, { timeZone: agent.timeZone, byDay })
+  }
+  let complete = true
+  if (sums.size > 0) {
+    const since = encodeURIComponent(new Date(nowMs - (days * 24 + 1) * hourMs).toISOString())
+    const read = await readPages<Transfer>(`/v1/transfers?include_agents=true&from=${since}`)
+    complete = read.complete
+    for (const transfer of read.entries) {
+      const agent = sums.get(transfer.from)
+      if (agent === undefined || transfer.status === "failed" || transfer.asset !== "USDG") continue
+      const sum = agent.byDay.get(dayInZone(transfer.created_at, agent.timeZone))
+      if (sum === undefined) continue
+      const opened = await openTransfer(keyPair, transfer.transfer_id).catch(() => undefined)
+      if (opened === undefined) {
+        complete = false
+        continue
+      }
+      sum.amount += opened.amount
+      sum.count += 1
+    }
+  }
+  const result = new Map<string, AgentSpending>()
+  for (const [handle, { timeZone, byDay }] of sums) {
+    const series = [...byDay].map(([day, sum]) => ({ day, amount: sum.amount, count: sum.count }))
+    const last = series.at(-1) ?? { day: dayInZone(nowMs, timeZone), amount: 0n, count: 0 }
+    result.set(handle, { days: series, today: { ...last, timeZone, complete } })
+  }
+  return result
+}
+
+/** Today's USDG sent by each agent, as its daily limit counts it. */
 export const sentToday = async (
   keyPair: EncryptionKey.KeyPair,
   agents: ReadonlyArray<{ readonly handle: string; readonly timeZone: string }>,
   nowMs: number
-): Promise<ReadonlyMap<string, SentToday>> => {
-  const figures = new Map<string, { amount: bigint; count: number; day: string; timeZone: string; complete: boolean }>()
-  for (const agent of agents) {
-    figures.set(agent.handle, { amount: 0n, count: 0, day: dayInZone(nowMs, agent.timeZone), timeZone: agent.timeZone, complete: true })
-  }
-  if (figures.size === 0) return figures
-  const pps = ppsFor(keyPair)
-  const since = encodeURIComponent(new Date(nowMs - longestDayMs).toISOString())
-  for (let index = 0; index < pagesMax; index++) {
-    const page = await call<TransferPage>("GET", `/v1/transfers?include_agents=true&from=${since}&limit=${pageSize}&offset=${index * pageSize}`)
-    for (const transfer of page.data) {
-      const figure = figures.get(transfer.from)
-      if (figure === undefined || transfer.direction !== "sent" || transfer.status === "failed" || transfer.asset !== "USDG") continue
-      if (dayInZone(transfer.created_at, figure.timeZone) !== figure.day) continue
-      const opened = await pps.transfers.decrypt(transfer.transfer_id).catch(() => undefined)
-      if (opened === undefined) {
-        figure.complete = false
-        continue
-      }
-      figure.amount += opened.amount
-      figure.count += 1
-    }
-    if (!page.has_more) return figures
-  }
-  for (const figure of figures.values()) figure.complete = false
-  return figures
-}
+): Promise<ReadonlyMap<string, SentToday>> =>
+  new Map([...await agentSpending(keyPair, agents, nowMs, 1)].map(([handle, spending]) => [handle, spending.today]))

@@ -123,7 +123,7 @@ describe("dashboard in Chromium", () => {
   })
 
   it("tells each refused input what is expected, next to its field, trimmed, with the API's code in small type", async () => {
-    await visit("Transfers", "Transfers", "transfers")
+    await visit("Activity", "Activity", "activity")
     /** Fills the form, asks for the review, and reads the error shown at `field` (checked to be that input's description). */
     const refusedAt = async (field: "to" | "amount", to: string, amount: string) => {
       await page.locator("#send-to").fill(to)
@@ -335,8 +335,10 @@ describe("dashboard in Chromium", () => {
     await expect.poll(() => page.locator(".success").textContent(), { timeout: 60_000 }).toBe("Rejected: @alice/shop-bot's payment 2 USDG to @bob will not be made.")
     // The agent's spending, opened with the owner's key in the page.
     await visit("Agents", "Agents", "agents")
-    await expect.poll(() => page.getByTestId("spent-@alice/shop-bot").textContent(), { timeout: 60_000 })
-      .toMatch(new RegExp(`^Sent: ${heldAmount.replace(".", "\\.")} USDG in 1 transfer `))
+    const spent = page.getByTestId("spent-@alice/shop-bot")
+    await expect.poll(() => spent.getByTestId("spent-30-days").textContent({ timeout: 1_000 }).catch(() => ""), { timeout: 60_000 })
+      .toBe(`Last 30 days: ${heldAmount} USDG in 1 transfer`)
+    expect(await spent.getByTestId("spent-today").textContent()).toMatch(new RegExp(`^Today \\(\\d{4}-\\d\\d-\\d\\d, UTC\\): ${heldAmount.replace(".", "\\.")} USDG of 50 USDG a day, 6 %$`))
   })
 
   it("issues an agent's key on the Agents page (shown once), which works from outside, and revokes it at once", async () => {
@@ -415,7 +417,7 @@ describe("dashboard in Chromium", () => {
         await other.page.locator("#time-zone-choice").selectOption("UTC")
         expect(await other.page.getByTestId("time-zone").textContent()).toBe("Times in UTC")
         await other.page.reload()
-        await other.page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Transfers" }).click()
+        await other.page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Activity" }).click()
         const inUtc = other.page.getByTestId("transfer-row-time").first()
         await inUtc.waitFor({ timeout: 60_000 })
         expect(await inUtc.textContent()).toMatch(/UTC$/)
@@ -458,9 +460,9 @@ describe("dashboard in Chromium", () => {
 
     // On a phone's width the navigation folds above the page, and stays accessible.
     await page.setViewportSize(phone)
-    await page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Transfers", exact: true }).click()
+    await page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Activity", exact: true }).click()
     // With the key unlocked the list shows amounts, opened in the page.
-    await expect.poll(() => page.getByRole("cell", { name: `${sentAmount} USDG` }).count(), { timeout: 60_000 }).toBe(1)
+    await expect.poll(() => page.getByRole("cell", { name: `\u2212${sentAmount} USDG` }).count(), { timeout: 60_000 }).toBe(1)
     await checkAccessibility("transfers at a phone's width")
     // Nothing wider than the screen, and no cell cut off: each row is a card.
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(phone.width)

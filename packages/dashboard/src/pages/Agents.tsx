@@ -4,24 +4,18 @@
  * issue an agent's API keys (the value shown once, here, after a recent passkey
  * confirmation as for the account's own keys), list them and revoke them.
  */
-import { Amount } from "@pps/sdk"
 import { type FormEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
 import { call } from "../api.ts"
-import { ppsFor } from "../pps.ts"
 import { KeyForm, keyRowOf, KeyTable, useKeyActions, type WireKey } from "../keys.tsx"
 import { policyFieldWords, problemOf } from "../problems.ts"
+import { useLive } from "../live.tsx"
+import { agentSpending } from "../spending.ts"
 import { Empty, Encrypted, ErrorNote, FieldError, invalidProps, Loading, Page, ProblemNote, ShownOnce, useLoad } from "../ui.tsx"
-import type { TransferPage } from "./Transfers.tsx"
+import { SpendingPictures } from "./SpendingPictures.tsx"
 
-/** How many of the latest transfers (the account's and its agents') the spending figures read. */
-const spendingWindow = 100
-
-interface Spending {
-  readonly total: bigint
-  readonly today: bigint
-  readonly count: number
-}
+/** The days the chart shows. */
+const chartDays = 30
 
 interface Agent {
   readonly account_id: string
@@ -214,26 +208,20 @@ const AgentKeys = ({ agent }: { readonly agent: Agent }) => {
 
 export const Agents = ({ keyPair }: PageProps) => {
   const agents = useLoad(() => call<{ readonly agents: ReadonlyArray<Agent> }>("GET", "/v1/accounts/me/agents"), [])
-  // Each agent's USDG sent, opened here with the owner's key (agents' amounts are sealed to it).
+  // Each agent's USDG sent per day, opened here with the owner's key (agents' amounts are sealed to it).
   const spending = useLoad(async () => {
-    const byAgent = new Map<string, Spending>()
-    if (keyPair === undefined) return byAgent
-    const pps = ppsFor(keyPair)
-    const page = await call<TransferPage>("GET", `/v1/transfers?include_agents=true&limit=${spendingWindow}`)
-    const startOfDay = new Date()
-    startOfDay.setUTCHours(0, 0, 0, 0)
-    for (const transfer of page.data) {
-      if (transfer.direction !== "sent" || transfer.status === "failed" || !transfer.from.includes("/") || transfer.asset !== "USDG") continue
-      const opened = await pps.transfers.decrypt(transfer.transfer_id)
-      const previous = byAgent.get(transfer.from) ?? { total: 0n, today: 0n, count: 0 }
-      byAgent.set(transfer.from, {
-        total: previous.total + opened.amount,
-        today: previous.today + (Date.parse(transfer.created_at) >= startOfDay.getTime() ? opened.amount : 0n),
-        count: previous.count + 1
-      })
-    }
-    return byAgent
-  }, [keyPair])
+    if (keyPair === undefined || agents.value === undefined) return undefined
+    const policies = await Promise.all(agents.value.agents.map(async (agent) => ({
+      handle: agent.handle,
+      policy: await call<Policy>("GET", `/v1/agents/${encodeURIComponent(agent.account_id)}/spend-policy`)
+    })))
+    const spent = await agentSpending(keyPair, policies.map(({ handle, policy }) => ({ handle, timeZone: policy.time_zone ?? "UTC" })), Date.now(), chartDays)
+    return new Map(policies.map(({ handle, policy }) => [handle, { policy, spent: spent.get(handle) }]))
+  }, [keyPair, agents.value])
+  // An agent's transfer made or settled: its figures change.
+  useLive((signal) => {
+    if (signal.kind === "connected" || signal.event.event.startsWith("transfer.") || signal.event.event === "agent.policy.updated") spending.refresh()
+  })
   const [open, setOpen] = useState<string | undefined>(undefined)
   const [keysOpen, setKeysOpen] = useState<string | undefined>(undefined)
   return (
@@ -249,19 +237,16 @@ export const Agents = ({ keyPair }: PageProps) => {
       {agents.loading && <Loading what="agents" />}
       <ErrorNote error={agents.error} />
       <ErrorNote error={spending.error} />
-      {keyPair !== undefined && <p className="muted">Spending figures read the latest {spendingWindow} transfers.</p>}
       {agents.value !== undefined && (agents.value.agents.length === 0 ? <Empty>No agents yet.</Empty> : (
         <ul className="stack">
           {agents.value.agents.map((agent) => (
             <li key={agent.account_id} className="panel">
               <p><strong>{agent.handle}</strong> · {agent.status}</p>
-              <p data-testid={`spent-${agent.handle}`}>
-                {"Sent: "}
-                {keyPair === undefined ? <Encrypted /> : spending.loading ? "opening…" : spending.value === undefined ? "unavailable" : (() => {
-                  const figures = spending.value.get(agent.handle) ?? { total: 0n, today: 0n, count: 0 }
-                  return `${Amount.format("USDG", figures.total)} USDG in ${figures.count} transfer${figures.count === 1 ? "" : "s"} (today, UTC: ${Amount.format("USDG", figures.today)} USDG)`
-                })()}
-              </p>
+              {keyPair === undefined
+                ? <p data-testid={`spent-${agent.handle}`}>Sent: <Encrypted /></p>
+                : spending.value === undefined
+                  ? <p data-testid={`spent-${agent.handle}`}>{spending.loading ? "Opening the agent's spending…" : "Spending unavailable."}</p>
+                  : <SpendingPictures handle={agent.handle} figures={spending.value.get(agent.handle)} />}
               <button type="button" className="secondary" aria-expanded={open === agent.account_id}
                 onClick={() => setOpen(open === agent.account_id ? undefined : agent.account_id)}>Spend policy</button>
               <button type="button" className="secondary" aria-expanded={keysOpen === agent.account_id}

@@ -12,7 +12,7 @@ import type { PageProps } from "../App.tsx"
 import { call } from "../api.ts"
 import { ppsFor } from "../pps.ts"
 import { concernsHeld, useLive } from "../live.tsx"
-import { unitsOf } from "../opened.ts"
+import { limitUnits } from "../opened.ts"
 import { problemOf } from "../problems.ts"
 import { type SentToday, sentToday } from "../spending.ts"
 import { When } from "../time.tsx"
@@ -38,8 +38,6 @@ interface Loaded {
   readonly spent: ReadonlyMap<string, SentToday> | undefined
 }
 
-/** A policy limit (a number of USDG, D22) in base units. */
-export const usdgUnits = (value: number): bigint => unitsOf("USDG", value.toFixed(6))
 
 const usdg = (units: bigint) => `${Amount.format("USDG", units)} USDG`
 
@@ -70,8 +68,8 @@ const SpendAgainstLimits = ({ held, loaded }: { readonly held: Held; readonly lo
   if (policy === undefined) return <p className="muted">The agent's spend policy could not be read.</p>
   const opened = loaded.opened.get(held.transaction_id)
   const spent = loaded.spent?.get(held.agent)
-  const daily = usdgUnits(policy.daily_limit_usdg)
-  const perTransaction = usdgUnits(policy.per_transaction_limit_usdg)
+  const daily = limitUnits(policy.daily_limit_usdg)
+  const perTransaction = limitUnits(policy.per_transaction_limit_usdg)
   const after = spent !== undefined && opened !== undefined ? spent.amount + opened.amount : undefined
   return (
     <div className="spend" data-testid="held-spend">

@@ -1,31 +1,29 @@
-/** Balances (opened here with the holder's key) and the latest transfers. */
+/** Balances (opened here with the holder's key) and the latest activity. */
+import type { MouseEvent } from "react"
 import type { PageProps } from "../App.tsx"
-import { call } from "../api.ts"
-import { ppsFor } from "../pps.ts"
+import { loadBalances, loadRecent } from "../activity.ts"
+import { useLive } from "../live.tsx"
 import { Empty, Encrypted, ErrorNote, Loading, Page, useLoad } from "../ui.tsx"
-import { openAmounts, type TransferPage, TransferTable } from "./Transfers.tsx"
+import { ActivityTable } from "./Activity.tsx"
 
-interface Flags {
-  readonly balances: ReadonlyArray<{ readonly asset: string; readonly non_zero: boolean }>
-}
-
-export const Overview = ({ keyPair, navigate }: PageProps) => {
-  const balances = useLoad(async () => {
-    if (keyPair === undefined) {
-      const flags = await call<Flags>("GET", "/v1/accounts/me/balances")
-      return flags.balances.map((b) => ({ asset: b.asset, amount: undefined, nonZero: b.non_zero }))
+export const Overview = ({ keyPair, navigate, session }: PageProps) => {
+  const balances = useLoad(() => loadBalances(keyPair), [keyPair])
+  const recent = useLoad(() => loadRecent(session.handle, session.mode, keyPair, 5), [session.handle, session.mode, keyPair])
+  // A transfer confirmed changes the balance and the latest activity.
+  useLive((signal) => {
+    if (signal.kind === "connected" || signal.event.event.startsWith("transfer.")) {
+      balances.refresh()
+      recent.refresh()
     }
-    const read = await ppsFor(keyPair).balances.read()
-    return read.balances.map((b) => ({ asset: b.asset, amount: b.amount, nonZero: b.amount !== "0" }))
-  }, [keyPair])
-  const recent = useLoad(async () => {
-    const page = await call<TransferPage>("GET", "/v1/transfers?limit=5")
-    return { page, amounts: await openAmounts(keyPair, page.data) }
-  }, [keyPair])
+  })
+  const toActivity = (event: MouseEvent<HTMLAnchorElement>) => {
+    event.preventDefault()
+    navigate("/activity")
+  }
   return (
     <Page title="Overview">
       <h2>Balances</h2>
-      {balances.loading && <Loading what="balances" />}
+      {balances.loading && balances.value === undefined && <Loading what="balances" />}
       <ErrorNote error={balances.error} />
       {balances.value !== undefined && (
         <ul className="cards" aria-label="Balances">
@@ -40,11 +38,12 @@ export const Overview = ({ keyPair, navigate }: PageProps) => {
         </ul>
       )}
       <h2>Recent activity</h2>
-      {recent.loading && <Loading what="transfers" />}
+      {recent.loading && recent.value === undefined && <Loading what="your activity" />}
       <ErrorNote error={recent.error} />
-      {recent.value !== undefined && (recent.value.page.data.length === 0
-        ? <Empty>No transfers yet. Send one from Transfers.</Empty>
-        : <TransferTable transfers={recent.value.page.data} amounts={recent.value.amounts} navigate={navigate} />)}
+      {recent.value !== undefined && (recent.value.length === 0
+        ? <Empty>No activity yet. Send from Activity.</Empty>
+        : <ActivityTable entries={recent.value} session={session} navigate={navigate} caption="Recent activity, newest first" />)}
+      <p><a href="/dashboard/activity" onClick={toActivity}>All activity, and how it adds up to your balance</a></p>
     </Page>
   )
 }

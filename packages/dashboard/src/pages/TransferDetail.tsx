@@ -88,7 +88,7 @@ export const TransferDetail = ({ transferId, keyPair, navigate, session }: PageP
   const value = transfer.value
   return (
     <>
-      <p><a href="/dashboard/transfers" onClick={(event) => { event.preventDefault(); navigate("/transfers") }}>← Activity</a></p>
+      <p><a href="/dashboard/activity" onClick={(event) => { event.preventDefault(); navigate("/activity") }}>← Activity</a></p>
       {transfer.loading && value === undefined && <Loading what="the transfer" />}
       <ErrorNote error={transfer.error} />
       {value !== undefined && (

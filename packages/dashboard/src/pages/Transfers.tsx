@@ -1,98 +1,15 @@
 /**
- * Transfers: the list with filters, one transfer with its amount and memo
- * opened here, and the send form, which seals amount and memo here before
- * anything leaves the page.
+ * The Activity page: the send form, which seals amount and memo here before anything leaves
+ * the page, above the activity list (`Activity.tsx`); and a transfer's own page (`TransferDetail.tsx`).
  */
-import type { EncryptionKey } from "@pps/crypto"
 import { type FormEvent, type MouseEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
-import { call } from "../api.ts"
-import { useLive } from "../live.tsx"
-import { amountText, openTransfer } from "../opened.ts"
 import { ppsFor } from "../pps.ts"
 import { amountTextProblem, InputProblem, isNetworkFailure, type Problem, problemOf, recipientTextProblem } from "../problems.ts"
-import { When } from "../time.tsx"
-import { DataTable, Empty, Encrypted, ErrorNote, FieldError, invalidProps, Loading, Page, ProblemNote, useLoad } from "../ui.tsx"
-import { type Transfer, TransferDetail, useLiveTransfer } from "./TransferDetail.tsx"
+import { FieldError, invalidProps, Page, ProblemNote } from "../ui.tsx"
+import { ActivityList } from "./Activity.tsx"
+import { TransferDetail, useLiveTransfer } from "./TransferDetail.tsx"
 
-export type { Transfer }
-
-export interface TransferPage {
-  readonly data: ReadonlyArray<Transfer>
-  readonly has_more: boolean
-}
-
-export const TransferTable = ({ transfers, amounts, navigate }: {
-  readonly transfers: ReadonlyArray<Transfer>
-  readonly amounts: ReadonlyMap<string, string>
-  readonly navigate: (path: string) => void
-}) => (
-  <DataTable caption="Transfers, newest first" rows={transfers} rowKey={(t) => t.transfer_id} columns={[
-    {
-      label: "When",
-      cell: (t) => (
-        <a href={`/dashboard/transfers/${t.transfer_id}`} onClick={(event) => { event.preventDefault(); navigate(`/transfers/${t.transfer_id}`) }}>
-          <When iso={t.created_at} testId="transfer-row-time" />
-        </a>
-      )
-    },
-    { label: "Direction", cell: (t) => t.direction },
-    { label: "Counterparty", cell: (t) => t.direction === "sent" ? t.to : t.from },
-    { label: "Amount", cell: (t) => amounts.get(t.transfer_id) ?? <Encrypted /> },
-    { label: "Status", cell: (t) => <span className={`status status-${t.status}`}>{t.status}</span> }
-  ]} />
-)
-
-/**
- * The amounts of confidential transfers, opened here with the holder's key (none without it).
- * One that does not open (a standard transfer's, or a failure) is left out and shows as encrypted.
- */
-export const openAmounts = async (keyPair: EncryptionKey.KeyPair | undefined, transfers: ReadonlyArray<Transfer>): Promise<ReadonlyMap<string, string>> => {
-  const amounts = new Map<string, string>()
-  if (keyPair === undefined) return amounts
-  for (const transfer of transfers) {
-    if (!transfer.confidential) continue
-    const opened = await openTransfer(keyPair, transfer.transfer_id).catch(() => undefined)
-    if (opened !== undefined) amounts.set(transfer.transfer_id, amountText(opened.asset, opened.amount))
-  }
-  return amounts
-}
-
-const statuses = ["", "pending", "confirmed", "failed"] as const
-
-const TransferList = ({ navigate, keyPair, refreshKey }: PageProps & { readonly refreshKey: number }) => {
-  const [status, setStatus] = useState<(typeof statuses)[number]>("")
-  const [offset, setOffset] = useState(0)
-  const pageSize = 20
-  const list = useLoad(async () => {
-    const page = await call<TransferPage>("GET", `/v1/transfers?limit=${pageSize}&offset=${offset}${status === "" ? "" : `&status=${status}`}`)
-    return { page, amounts: await openAmounts(keyPair, page.data) }
-  }, [status, offset, refreshKey, keyPair])
-  // A transfer's new state, or one just made, comes from the stream: read the page again, quietly.
-  useLive((signal) => {
-    if (signal.kind === "connected" || signal.event.event.startsWith("transfer.")) list.refresh()
-  })
-  return (
-    <>
-      <div className="row">
-        <label htmlFor="status-filter">Status</label>
-        <select id="status-filter" value={status} onChange={(event) => { setOffset(0); setStatus(event.target.value as (typeof statuses)[number]) }}>
-          {statuses.map((s) => <option key={s} value={s}>{s === "" ? "Any" : s}</option>)}
-        </select>
-      </div>
-      {list.loading && list.value === undefined && <Loading what="transfers" />}
-      <ErrorNote error={list.error} />
-      {list.value !== undefined && (list.value.page.data.length === 0
-        ? <Empty>No transfers match.</Empty>
-        : <TransferTable transfers={list.value.page.data} amounts={list.value.amounts} navigate={navigate} />)}
-      <div className="row">
-        <button type="button" className="secondary" disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - pageSize))}>Newer</button>
-        <button type="button" className="secondary" disabled={list.value?.page.has_more !== true} onClick={() => setOffset(offset + pageSize)}>Older</button>
-      </div>
-      <p className="muted">{keyPair === undefined ? "Unlock your key in Settings to read amounts; open a transfer for its memo." : "Open a transfer for its memo."}</p>
-    </>
-  )
-}
 
 /** What the holder typed, trimmed: what the review shows and the send seals. */
 interface Draft {
@@ -250,18 +167,16 @@ const SendForm = ({ keyPair, session, navigate, onSent }: PageProps & { readonly
   )
 }
 
+/** The Activity page (the send form above the activity list), or one transfer's page. */
 export const Transfers = (props: PageProps & { readonly transferId: string | undefined }) => {
+  // A send reloads the list at once (its event comes a little later and refreshes it again).
   const [refreshKey, setRefreshKey] = useState(0)
-  return (
-    <Page title="Transfers">
-      {props.transferId !== undefined && props.transferId !== ""
-        ? <TransferDetail {...props} transferId={props.transferId} />
-        : (
-          <>
-            <SendForm {...props} onSent={() => setRefreshKey((k) => k + 1)} />
-            <TransferList {...props} refreshKey={refreshKey} />
-          </>
-        )}
-    </Page>
-  )
+  return props.transferId !== undefined && props.transferId !== ""
+    ? <Page title="Transfer"><TransferDetail {...props} transferId={props.transferId} /></Page>
+    : (
+      <Page title="Activity">
+        <SendForm {...props} onSent={() => setRefreshKey((k) => k + 1)} />
+        <ActivityList {...props} refreshKey={refreshKey} />
+      </Page>
+    )
 }
