@@ -12,9 +12,11 @@
  *   the backlogs and live nodes read from the database;
  * - the receiver got spans of those requests (`POST /v1/transfers`, `Transfers.create`) and the
  *   metrics;
+ * - every metric deploy/'s Grafana dashboard and Prometheus alerts read is in the scrape;
  * - neither the scrape nor any exported body holds an amount (decimal, base units or hex), a
  *   memo, an API key, the admin token, the proof, the proven balance or the collector's token.
  */
+import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { assert, describe, layer } from "@effect/vitest"
@@ -191,6 +193,15 @@ describe("observability", () => {
         assert.strictEqual(sampleOf(samples, "pps_settlement_backlog", { mode: "test", status: "sent" }).length, 1)
         assert.strictEqual(sampleOf(samples, "pps_webhook_backlog", {})[0]?.value, 0)
         assert.strictEqual(sampleOf(samples, "pps_build_info", { role: "all", database: "pglite" })[0]?.value, 1)
+
+        // The dashboard and the alerts read metrics the server has: every name they use is in the scrape.
+        const families = new Set(samples.map((sample) => sample.name.replace(/_(bucket|count|sum)$/, "")))
+        for (const file of ["grafana-dashboard.json", "prometheus-alerts.yml"]) {
+          const text = fs.readFileSync(new URL(`../../../deploy/${file}`, import.meta.url), "utf8")
+          const used = new Set([...text.matchAll(/\bpps_[a-z_]+/g)].map((match) => match[0].replace(/_(bucket|count|sum)$/, "")))
+          assert.isAbove(used.size, 5, `${file} reads the service's metrics`)
+          for (const name of used) assert.isTrue(families.has(name), `${file} reads ${name}, which the server does not serve`)
+        }
 
         // Everything the server exported so far, now.
         const flusher = Context.getOption(server.services as Context.Context<unknown>, OtlpExporter.Flusher)

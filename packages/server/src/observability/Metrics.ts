@@ -4,8 +4,8 @@
  * in their collector (observability/Otlp.ts). docs/operations.md ("Metrics") lists them.
  *
  * Labels are closed sets (a route template, a status code, a stage, a mode, an operation), never
- * a raw path, an id, an address a client chose, an amount, a memo, a key or a secret: a label's
- * values are the series Prometheus keeps, and they leave the service.
+ * a raw path, an id, an address a client chose, an amount, a memo, a key or a secret (D45): a
+ * label's values are the series Prometheus keeps, and they leave the service.
  *
  * The hot path pays a counter's or a histogram's update and nothing else: each label set's
  * metric is built once and kept (`seriesOf`), so an update is a map lookup and an addition, with
@@ -20,13 +20,6 @@
 import { Clock, Effect, Exit, Layer, Metric } from "effect"
 import { Mode } from "@pps/api/ApiKeys"
 
-/**
- * A fresh registry for one server (Effect's default is one per process).
- *
- * @since 0.9.0
- * @category layers
- */
-export const MetricsRegistryLive = Layer.sync(Metric.MetricRegistry, () => new Map())
 
 /** Request latency buckets, in seconds: a read answers in milliseconds, a create waits up to 5 s (D14). */
 const requestSecondsBoundaries = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -197,3 +190,22 @@ export const timeGuardianCall = (operation: GuardianOperation) => <A, E, R>(call
       Effect.flatMap(Clock.currentTimeNanos, (endedNs) =>
         Metric.update(guardianHistogram(operation, Exit.isSuccess(exit) ? "ok" : "error"), Number(endedNs - startedNs) / 1e9)
       )))
+
+/**
+ * A fresh registry for one server (Effect's default is one per process), with the counters of
+ * closed label sets already at 0: a counter Prometheus first sees at 1 loses that first
+ * increase to `rate()`, and an alert on a series that does not exist yet cannot fire.
+ *
+ * @since 0.9.0
+ * @category layers
+ */
+export const MetricsRegistryLive = Layer.effect(
+  Metric.MetricRegistry,
+  Effect.gen(function*() {
+    const registry: Metric.MetricRegistry = new Map()
+    yield* Effect.forEach([...transferSeries.values(), shedRequests], (counter) => Metric.update(counter, 0), { discard: true }).pipe(
+      Effect.provideService(Metric.MetricRegistry, registry)
+    )
+    return registry
+  })
+)

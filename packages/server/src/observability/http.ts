@@ -1,9 +1,8 @@
 /**
  * `GET /metrics` on the admin listener: the registry in Prometheus's text format, through
  * effect's own `PrometheusMetrics`, after the gauges read at scrape time are refreshed
- * (Scrape.ts). Like the admin API beside it, it asks for `ADMIN_TOKEN` as a bearer token
- * (Prometheus: `authorization: { credentials_file: ... }`, deploy/prometheus.yml's example in
- * docs/operations.md); the admin listener stays on loopback or a private network.
+ * (Scrape.ts). Like the admin API beside it, it asks for `ADMIN_TOKEN` as a bearer token (D45)
+ * (Prometheus: `authorization: { credentials_file: ... }`, the example in docs/operations.md); the admin listener stays on loopback or a private network.
  *
  * @since 0.9.0
  */
