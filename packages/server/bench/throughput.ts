@@ -76,7 +76,7 @@ const { values } = parseArgs({
     "span-log": { type: "string" },
     "statement-log": { type: "string" },
     otlp: { type: "boolean", default: false },
-    "otlp-protocol": { type: "string", default: "http/protobuf" },
+    "otlp-protocol": { type: "string", default: "http/json" },
     help: { type: "boolean", default: false },
     ...recordOption
   }
@@ -110,7 +110,7 @@ if (values.help) {
                           fresh servers: without export (span recording off, as by default), then with
                           OTEL_EXPORTER_OTLP_ENDPOINT set to a receiver in this process (which only counts
                           what it gets); records the difference as the \`tracing\` benchmark, not as throughput
-  --otlp-protocol P       with --otlp: http/protobuf (the default, as the server's) or http/json
+  --otlp-protocol P       with --otlp: http/json (the default, as the server's) or http/protobuf
   --no-record             do not append the figures to docs/benchmarks/results.jsonl
 `)
   process.exit(0)
