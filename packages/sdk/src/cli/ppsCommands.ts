@@ -15,6 +15,7 @@ import * as Commands from "../internal/commands.ts"
 import type * as SealedTransfers from "../SealedTransfers.ts"
 import * as Webhook from "../Webhook.ts"
 import * as CommandLine from "./CommandLine.ts"
+import type * as McpEntry from "./McpEntry.ts"
 
 /** What `faucet` asks for without --amount: enough for the quickstart's transfers. */
 const faucetAmountDefault = "100"
@@ -385,6 +386,29 @@ const decryptTransfer = Command.make("decrypt-transfer", { transferId: id("ID", 
   Command.withDescription("a transfer's amount and memo, checked against the chain")
 )
 
+/** `HOST:PORT` of `mcp --http`: a loopback host (the server is the holder's, on its machine) and a port. */
+const loopbackAddress = /^(127\.0\.0\.1|localhost):([1-9][0-9]{0,4})$/
+
+const mcpTransport = (http: Option.Option<string>): McpEntry.Transport => {
+  if (Option.isNone(http)) return { kind: "stdio" }
+  const [, host, port] = loopbackAddress.exec(http.value) ?? []
+  // The flag's check accepted the value, so it matches.
+  return { kind: "http", host: host === "localhost" ? "localhost" : "127.0.0.1", port: Number(port) }
+}
+
+const mcp = Command.make("mcp", {
+  http: CommandLine.text("http", "127.0.0.1:PORT", "serve Streamable HTTP on this loopback address instead of stdio,\nbehind a bearer token printed on stderr at start", {
+    accepts: (value) => loopbackAddress.test(value) && Number(value.split(":")[1]) <= 65_535,
+    expected: "127.0.0.1:PORT or localhost:PORT (a port from 1 to 65535)"
+  }).pipe(Flag.optional),
+  keyFile,
+  json: jsonPrinted
+}, (flags) =>
+  perform(flags.keyFile, (settings) =>
+    Commands.mcp({ ...settings, ...sendChecks(process.env), transport: mcpTransport(flags.http) }))).pipe(
+  Command.withDescription("an MCP server for AI agents (package @pps/mcp): pay, transfers,\nspend policy, approvals; balance with an account's key file")
+)
+
 /**
  * The `pps` command tree, in the order the usage lists it.
  *
@@ -405,6 +429,7 @@ export const pps = Command.make("pps").pipe(
     faucet,
     listen,
     keys,
-    decryptTransfer
+    decryptTransfer,
+    mcp
   ])
 )

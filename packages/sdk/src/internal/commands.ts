@@ -19,6 +19,7 @@ import * as KeyFile from "../KeyFile.ts"
 import { Pps } from "../Pps.ts"
 import * as SealedTransfers from "../SealedTransfers.ts"
 import * as Webhook from "../Webhook.ts"
+import * as McpEntry from "../cli/McpEntry.ts"
 import { createdTransfer } from "./created.ts"
 import { run } from "./typedClient.ts"
 
@@ -42,8 +43,11 @@ const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
 }
 
 /** The key file of the API key's account, checked to belong to it. */
-const accountKey = async (settings: Settings): Promise<{ readonly accountId: string; readonly keyFile: KeyFile.KeyFile }> => {
-  const account = await Account.me(settings.client)
+const accountKey = async (
+  settings: Settings,
+  known?: Account.Account
+): Promise<{ readonly accountId: string; readonly keyFile: KeyFile.KeyFile }> => {
+  const account = known ?? await Account.me(settings.client)
   const filePath = settings.keyFilePath ?? KeyFile.defaultPath(account.account_id)
   const keyFile = KeyFile.read(filePath)
   if (keyFile.accountId !== account.account_id) {
@@ -565,4 +569,43 @@ export const faucet = async (
     ...(settings.asset === undefined ? {} : { asset: settings.asset })
   }, { idempotencyKey: settings.idempotencyKey })
   return settings.json ? json(granted) : lines(Object.entries(granted))
+}
+
+/**
+ * `mcp`: the MCP server (`@pps/mcp`) for the key's holder. An agent's key needs nothing else
+ * (its transfers are sealed to its owner's key, which the API answers and the SDK checks); an
+ * account's key needs its key file, for sealing and for the balances it decrypts. Serves until
+ * the client leaves or the process is stopped, and prints nothing on stdout (stdio's protocol
+ * owns it); where to reach an HTTP server is said on stderr.
+ */
+export const mcp = async (
+  settings: Settings & {
+    readonly transport: McpEntry.Transport
+    readonly rpcUrl: string | undefined
+    readonly deployment: SealedTransfers.Deployment | undefined
+    readonly trust: SealedTransfers.Trust | undefined
+  }
+): Promise<string> => {
+  const account = await Account.me(settings.client)
+  const kind = account.type === "agent" ? "agent" : "account"
+  if (kind === "agent" && settings.keyFilePath !== undefined) {
+    throw new CommandError("an agent's key uses no key file (its transfers are sealed to its owner's key): drop --key-file")
+  }
+  const keyPair = kind === "agent" ? undefined : (await accountKey(settings, account)).keyFile.keyPair
+  const entry = await McpEntry.load()
+  const pps = new Pps({
+    apiKey: settings.client.apiKey,
+    baseUrl: settings.client.baseUrl,
+    ...(keyPair === undefined ? {} : { keyPair }),
+    ...(settings.rpcUrl === undefined ? {} : { rpcUrl: settings.rpcUrl }),
+    ...(settings.deployment === undefined ? {} : { deployment: settings.deployment }),
+    ...(settings.trust === undefined ? {} : { trust: settings.trust })
+  })
+  await entry.serve({
+    pps,
+    holder: { kind, accountId: account.account_id, handle: account.handle },
+    transport: settings.transport,
+    announce: (line) => void process.stderr.write(line)
+  })
+  return ""
 }

@@ -1,0 +1,153 @@
+/**
+ * `pps mcp` against the real server (child process, embedded PGlite, anvil and guardian),
+ * reached by the official MCP client (`@modelcontextprotocol/sdk`), as an AI agent's client
+ * reaches it: over stdio it lists its tools, pays sealed (confirmed), pays once when `pay` is
+ * retried with the idempotency key it answered and twice for two calls without one, and
+ * refuses with a tool error that names the rule and the field; an account's key reads its
+ * balance decrypted here; a recording proxy between the MCP server and the API sees no canary
+ * amount or memo in any form, and neither does the server's stderr. Over HTTP the same tools
+ * answer only with the bearer token, and a foreign Host or Origin is refused 403.
+ */
+import * as fs from "node:fs"
+import * as http from "node:http"
+import * as os from "node:os"
+import * as path from "node:path"
+import { EncryptionKey } from "@pps/crypto"
+import { KeyFile, Pps } from "@pps/sdk"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { freePort } from "../../../scripts/freePort.ts"
+import { canaryForms, startRecordingProxy } from "../../server/test/support/recordingProxy.ts"
+import { type ServerProcess, startServer } from "../../sdk/test/support/server.ts"
+import { connectHttp, connectStdio, startHttp } from "./support/mcp.ts"
+
+let server: ServerProcess
+let alice: { readonly account_id: string; readonly api_key: string }
+let bob: { readonly account_id: string; readonly api_key: string }
+const aliceKey = EncryptionKey.generate()
+// Alice's key file is where `pps` looks for it by default: ~/.pps/<account_id>.key under this HOME.
+const aliceHome = fs.mkdtempSync(path.join(os.tmpdir(), "pps-mcp-home-"))
+
+beforeAll(async () => {
+  server = await startServer()
+  ;[alice, bob] = [await server.createAccount("alice"), await server.createAccount("bob")]
+  KeyFile.write(KeyFile.defaultPath(alice.account_id, aliceHome), { accountId: alice.account_id, keyPair: aliceKey }, { overwrite: false })
+  await new Pps({ baseUrl: server.baseUrl, apiKey: alice.api_key, keyPair: aliceKey }).encryptionKey.register()
+  await new Pps({ baseUrl: server.baseUrl, apiKey: bob.api_key, keyPair: EncryptionKey.generate() }).encryptionKey.register()
+  await new Pps({ baseUrl: server.baseUrl, apiKey: alice.api_key }).faucet({ amount: "100" })
+}, 120_000)
+
+afterAll(async () => {
+  await server?.stop()
+  fs.rmSync(aliceHome, { recursive: true, force: true })
+}, 30_000)
+
+const accountTools = ["pay", "balance", "get_transfer", "list_transfers"]
+
+describe("pps mcp with an account's key and its key file", { timeout: 60_000 }, () => {
+  it("over stdio: lists its tools, pays sealed, retries with the key once, pays twice without one, refuses by rule and field", async () => {
+    const proxy = await startRecordingProxy(server.baseUrl)
+    const mcp = await connectStdio({ PPS_API_KEY: alice.api_key, PPS_BASE_URL: proxy.baseUrl, HOME: aliceHome })
+    try {
+      const { tools } = await mcp.client.listTools()
+      expect(tools.map((tool) => tool.name)).toEqual(accountTools)
+      for (const tool of tools) {
+        expect(tool.description, tool.name).toMatch(/^\S.{40,}$/)
+        expect(tool.inputSchema.type).toBe("object")
+      }
+      expect(tools.find((tool) => tool.name === "pay")?.inputSchema.required).toEqual(["to", "amount"])
+
+      // 3.217 USDG and a memo no request may carry, in any encoding.
+      const canary = { decimal: "3.217", baseUnits: 3_217_000n }
+      const memo = "mcp canary memo 7f3a"
+      const paid = await mcp.call("pay", { to: "@bob", amount: canary.decimal, memo })
+      expect(paid.isError, paid.text).toBe(false)
+      expect(paid.structured).toMatchObject({ kind: "transfer", status: "confirmed", to: "@bob", asset: "USDG" })
+      const key = String(paid.structured?.["idempotency_key"])
+      expect(key).toMatch(/^mcp_[0-9a-f-]{36}$/)
+
+      // Retried with the key it answered: the same transfer, not a second one.
+      const retried = await mcp.call("pay", { to: "@bob", amount: canary.decimal, memo, idempotency_key: key })
+      expect(retried.structured).toMatchObject({ kind: "transfer", transfer_id: paid.structured?.["transfer_id"], idempotency_key: key })
+      // Two calls with the same arguments and no key: two payments, each with its own key.
+      const [first, second] = [await mcp.call("pay", { to: "@bob", amount: "0.5" }), await mcp.call("pay", { to: "@bob", amount: "0.5" })]
+      expect(first.structured?.["transfer_id"]).not.toBe(second.structured?.["transfer_id"])
+      expect(first.structured?.["idempotency_key"]).not.toBe(second.structured?.["idempotency_key"])
+
+      const got = await mcp.call("get_transfer", { transfer_id: String(paid.structured?.["transfer_id"]) })
+      expect(got.structured).toMatchObject({ transfer_id: paid.structured?.["transfer_id"], status: "confirmed", direction: "sent" })
+      const listed = await mcp.call("list_transfers", { limit: 2 })
+      expect(listed.structured).toMatchObject({ has_more: true })
+      expect((listed.structured?.["transfers"] as ReadonlyArray<unknown>).length).toBe(2)
+      // 3.217 + 0.5 + 0.5 of the faucet's 100, decrypted here.
+      const balance = await mcp.call("balance")
+      expect(balance.structured).toEqual({ balances: expect.arrayContaining([{ asset: "USDG", amount: "95.783" }]) })
+
+      const broke = await mcp.call("pay", { to: "@bob", amount: "5000" })
+      expect(broke).toMatchObject({ isError: true })
+      expect(broke.text).toMatch(/^refused: insufficient balance: amount is more than the balance of asset \(insufficient_balance request req_\w+\); nothing was paid$/)
+      const nobody = await mcp.call("pay", { to: "@nobody-here", amount: "1" })
+      expect(nobody.text).toMatch(/^refused: recipient not found: to names no account/)
+      // A misspelt key is refused, never ignored into a second payment.
+      const misspelt = await mcp.call("pay", { to: "@bob", amount: "0.5", idempotencyKey: key })
+      expect(misspelt.isError).toBe(true)
+      expect(misspelt.text).toMatch(/idempotencyKey/)
+
+      const sent = proxy.sent().toString("latin1")
+      expect(sent).toContain("POST /v1/transfers")
+      for (const form of canaryForms(canary, memo)) {
+        expect(sent, form).not.toContain(form)
+        expect(mcp.stderr(), form).not.toContain(form)
+      }
+    } finally {
+      await mcp.close()
+      await proxy.close()
+    }
+  })
+
+  it("over Streamable HTTP: the same tools behind the bearer token it printed, and 403 to a foreign Host or Origin", async () => {
+    const port = await freePort()
+    const served = await startHttp({ PPS_API_KEY: alice.api_key, PPS_BASE_URL: server.baseUrl, HOME: aliceHome }, port)
+    try {
+      expect(served.url).toBe(`http://127.0.0.1:${port}/mcp`)
+      const initialize = JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "curl", version: "1" } }
+      })
+      const post = (headers: Record<string, string>) =>
+        fetch(served.url, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers }, body: initialize })
+      const bearer = { authorization: `Bearer ${served.token}` }
+      expect((await post({})).status).toBe(401)
+      expect((await post({ authorization: "Bearer mcp_not-the-token" })).status).toBe(401)
+      // Node's fetch sets Host from the URL; a DNS-rebinding page's request names its own host.
+      const rebound = await new Promise<number>((resolve, reject) => {
+        const request = http.request(
+          { host: "127.0.0.1", port, path: "/mcp", method: "POST", headers: { host: `evil.example:${port}`, "content-type": "application/json", ...bearer } },
+          (response) => {
+            response.resume()
+            resolve(response.statusCode ?? 0)
+          }
+        )
+        request.on("error", reject)
+        request.end(initialize)
+      })
+      expect(rebound).toBe(403)
+      expect((await post({ ...bearer, origin: "http://evil.example" })).status).toBe(403)
+      expect((await post({ ...bearer, origin: `http://localhost:${port}` })).status).toBe(200)
+
+      const mcp = await connectHttp(served)
+      try {
+        expect((await mcp.client.listTools()).tools.map((tool) => tool.name)).toEqual(accountTools)
+        const listed = await mcp.call("list_transfers", { limit: 1, status: "confirmed" })
+        expect(listed.structured).toMatchObject({ transfers: [{ status: "confirmed" }] })
+        const paid = await mcp.call("pay", { to: "@bob", amount: "0.25" })
+        expect(paid.structured).toMatchObject({ kind: "transfer", status: "confirmed" })
+      } finally {
+        await mcp.close()
+      }
+    } finally {
+      await served.stop()
+    }
+  })
+})
