@@ -85,6 +85,7 @@ const listTransfers = Effect.fn("McpTools.listTransfers")(function*(pps: Pps, pa
   return { transfers: listed.slice(0, limit), has_more: listed.length > limit }
 })
 
+/** The agent's own policy (D42): its account id is the holder's, known since start. */
 const getSpendPolicy = Effect.fn("McpTools.getSpendPolicy")(function*(pps: Pps, holder: McpEntry.Holder) {
   return yield* attempt(() => pps.agents.policy.get(holder.accountId), Refusals.ofRead)
 })

@@ -9,16 +9,28 @@
  *
  * @since 0.1.0
  */
+import { type PolicyRule, policyFieldOfRule } from "@pps/api/Errors"
 import { Errors } from "@pps/sdk"
 import { ToolRefused } from "./Tools.ts"
 
-/** A spend policy rule (D25's `reason`), as the agent is told it: the rule, then its field. */
-const policyRules: Readonly<Record<string, string>> = {
-  per_transaction_limit_exceeded: "per-transaction limit: amount is above the spend policy's per_transaction_limit_usdg",
-  daily_limit_exceeded: "daily limit: amount would take today's payments above the spend policy's daily_limit_usdg",
-  recipient_not_allowed: "recipient not allowed: to is not in the spend policy's allowed_recipients",
-  outside_active_hours: "outside active hours: now is outside the spend policy's active_hours (in its time_zone)",
-  asset_not_allowed: "asset not allowed: asset is not in the spend policy's assets"
+/**
+ * Each rule of D25 (`policy_violation`'s `reason`) as the agent is told it: the rule, then the
+ * tool parameter at fault and the policy field that refused it (the API's `param`).
+ */
+const policyRules = {
+  per_transaction_limit_exceeded: (field: string) => `per-transaction limit: amount is above the spend policy's ${field}`,
+  daily_limit_exceeded: (field: string) => `daily limit: amount would take today's payments above the spend policy's ${field}`,
+  recipient_not_allowed: (field: string) => `recipient not allowed: to is not in the spend policy's ${field}`,
+  outside_active_hours: (field: string) => `outside active hours: now is outside the spend policy's ${field} (in its time_zone)`,
+  asset_not_allowed: (field: string) => `asset not allowed: asset is not in the spend policy's ${field}`
+} satisfies Record<PolicyRule, (field: string) => string>
+
+const isPolicyRule = (reason: string | undefined): reason is PolicyRule => reason !== undefined && Object.hasOwn(policyRules, reason)
+
+/** A policy violation's line, when its rule is one of D25's. */
+const policyLine = (error: Errors.ApiError): string | undefined => {
+  const reason = error.reason
+  return isPolicyRule(reason) ? policyRules[reason](error.param ?? policyFieldOfRule[reason]) : undefined
 }
 
 /** Refusals of other codes, named as a rule with its field. */
@@ -28,7 +40,8 @@ const codeRules: Readonly<Record<string, string>> = {
   recipient_not_confidential_ready: "recipient not ready: to has no registered encryption key yet",
   transfer_not_found: "not found: transfer_id names no transfer of yours",
   transaction_not_found: "not found: transaction_id names no held transaction of yours",
-  idempotency_key_reused: "idempotency key reused: idempotency_key was used for a payment with other arguments; omit it for a new payment"
+  idempotency_key_reused:
+    "idempotency key reused: idempotency_key already names a payment (with other arguments, or sealed by another run of this server), so nothing more was paid; find it with list_transfers, or omit the key for a new payment"
 }
 
 /** The codes after which a payment may or may not have happened. */
@@ -43,7 +56,7 @@ const reference = (error: Errors.ApiError): string => {
 /** The line for an API refusal: its rule and field when known, else its code, field and message. */
 const refusedLine = (error: Errors.ApiError): string => {
   const code = error.error?.code ?? ""
-  const rule = (code === "policy_violation" ? policyRules[error.reason ?? ""] : undefined) ?? codeRules[code]
+  const rule = (code === "policy_violation" ? policyLine(error) : undefined) ?? codeRules[code]
   if (rule !== undefined) return `refused: ${rule} ${reference(error)}`
   const field = error.param === undefined ? "" : `${error.param}: `
   return `refused: ${field}${error.error?.message ?? error.message} ${reference(error)}`

@@ -17,7 +17,7 @@ import { KeyFile, Pps } from "@pps/sdk"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { freePort } from "../../../scripts/freePort.ts"
 import { canaryForms, startRecordingProxy } from "../../server/test/support/recordingProxy.ts"
-import { type ServerProcess, startServer } from "../../sdk/test/support/server.ts"
+import { anvilRpcUrl, type ServerProcess, startServer } from "../../sdk/test/support/server.ts"
 import { connectHttp, connectStdio, startHttp } from "./support/mcp.ts"
 
 let server: ServerProcess
@@ -148,6 +148,78 @@ describe("pps mcp with an account's key and its key file", { timeout: 60_000 }, 
       }
     } finally {
       await served.stop()
+    }
+  })
+})
+
+const agentTools = ["pay", "get_transfer", "list_transfers", "get_spend_policy", "wait_for_approval"]
+
+describe("pps mcp with an agent's key alone", { timeout: 60_000 }, () => {
+  it("pays under the threshold, refuses over the per-transaction limit by name, holds above the threshold until the owner approves", async () => {
+    const owner = new Pps({ baseUrl: server.baseUrl, apiKey: alice.api_key, keyPair: aliceKey })
+    const policy = { daily_limit_usdg: 50, per_transaction_limit_usdg: 20, hitl_threshold_usdg: 1 }
+    const agent = await owner.agents.create({ name: "mcp-bot", spend_policy: policy })
+    const key = await owner.agents.keys.create(agent.account_id, { name: "mcp" })
+    await expect(owner.transfers.create({ to: agent.handle, amount: "30" })).resolves.toMatchObject({ kind: "transfer" })
+    // Every key checked against the chain: the operator's deployment and the owner's wallet, pinned here.
+    const status = await owner.encryptionKey.status()
+    const pinned = {
+      PPS_RPC_URL: anvilRpcUrl(server.dataDir),
+      PPS_CHAIN_ID: String(status.chain_id),
+      PPS_CONTRACT_USDG: status.contracts.USDG,
+      PPS_OWNER_WALLET: key.owner_address,
+      PPS_TRUST: "chain"
+    }
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), "pps-mcp-agent-"))
+    const proxy = await startRecordingProxy(server.baseUrl)
+    const mcp = await connectStdio({ PPS_API_KEY: key.api_key, PPS_BASE_URL: proxy.baseUrl, HOME: home, ...pinned })
+    try {
+      expect((await mcp.client.listTools()).tools.map((tool) => tool.name)).toEqual(agentTools)
+      expect((await mcp.call("get_spend_policy")).structured).toMatchObject(policy)
+
+      const under = await mcp.call("pay", { to: "@bob", amount: "0.75" })
+      expect(under.isError, under.text).toBe(false)
+      expect(under.structured).toMatchObject({ kind: "transfer", status: "confirmed" })
+
+      const over = await mcp.call("pay", { to: "@bob", amount: "25" })
+      expect(over).toMatchObject({ isError: true })
+      expect(over.text).toMatch(
+        /^refused: per-transaction limit: amount is above the spend policy's per_transaction_limit_usdg \(policy_violation per_transaction_limit_exceeded request req_\w+\); nothing was paid$/
+      )
+
+      const canary = { decimal: "2.613", baseUnits: 2_613_000n }
+      const memo = "held canary memo 51c9"
+      const held = await mcp.call("pay", { to: "@bob", amount: canary.decimal, memo })
+      expect(held.structured).toMatchObject({ kind: "held", status: "pending_approval", expires_at: expect.any(String) })
+      const transactionId = String(held.structured?.["transaction_id"])
+      // Retried with its key: the same held transaction, not a second one.
+      const again = await mcp.call("pay", { to: "@bob", amount: canary.decimal, memo, idempotency_key: String(held.structured?.["idempotency_key"]) })
+      expect(again.structured).toMatchObject({ kind: "held", transaction_id: transactionId })
+      expect((await mcp.call("wait_for_approval", { transaction_id: transactionId, timeout_seconds: 0 })).structured).toMatchObject({
+        outcome: "still_held",
+        status: "pending_approval",
+        transfer_id: null
+      })
+
+      // The owner approves through the API while the agent waits.
+      const waiting = mcp.call("wait_for_approval", { transaction_id: transactionId, timeout_seconds: 30 })
+      await new Promise((resolve) => setTimeout(resolve, 1_500))
+      expect(await owner.approvals.approve(transactionId)).toMatchObject({ status: "approved" })
+      const decided = await waiting
+      expect(decided.structured).toMatchObject({ outcome: "approved", status: "approved", transfer_id: expect.stringMatching(/^tr_/) })
+      const transfer = await mcp.call("get_transfer", { transfer_id: String(decided.structured?.["transfer_id"]) })
+      expect(transfer.structured).toMatchObject({ status: "confirmed", from: agent.handle, to: "@bob" })
+      expect(await mcp.call("wait_for_approval", { transaction_id: transactionId, timeout_seconds: 51 })).toMatchObject({ isError: true })
+
+      const sent = proxy.sent().toString("latin1")
+      for (const form of canaryForms(canary, memo)) {
+        expect(sent, form).not.toContain(form)
+        expect(mcp.stderr(), form).not.toContain(form)
+      }
+    } finally {
+      await mcp.close()
+      await proxy.close()
+      fs.rmSync(home, { recursive: true, force: true })
     }
   })
 })
