@@ -1,5 +1,5 @@
 /**
- * The server: Effect's `McpServer` with the holder's toolkit, over stdio (the MCP client
+ * The server (D45): Effect's `McpServer` with the holder's toolkit, over stdio (the MCP client
  * started `pps mcp`) or over Streamable HTTP on a loopback address behind `HttpGuard`. Logs go
  * to stderr at warning level and above, never to stdout: over stdio, stdout carries the
  * protocol's messages and nothing else.
@@ -61,7 +61,13 @@ const stdio = (settings: McpEntry.Settings): Layer.Layer<McpServer.McpServer> =>
 const http = (settings: McpEntry.Settings, address: Extract<McpEntry.Transport, { readonly kind: "http" }>) => {
   const token = HttpGuard.newToken()
   const app = Layer.mergeAll(
-    McpServer.layerHttp({ ...serverOptions(settings), path: httpPath, allowedOrigins: HttpGuard.allowedOrigins(address) }),
+    McpServer.layerHttp({
+      ...serverOptions(settings),
+      path: httpPath,
+      allowedOrigins: HttpGuard.allowedOrigins(address),
+      // A client ends its session with DELETE; only a holder of the token gets that far.
+      allowSessionTermination: true
+    }),
     HttpGuard.layer(address, token)
   )
   const listening = Effect.sync(() => {

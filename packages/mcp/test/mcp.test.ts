@@ -44,6 +44,16 @@ afterAll(async () => {
 
 const accountTools = ["pay", "balance", "get_transfer", "list_transfers"]
 
+/** Neither what the MCP server sent the API (through the proxy) nor its stderr holds the canary, in any form. */
+const expectNoCanary = (sent: Buffer, stderr: string, canary: { readonly decimal: string; readonly baseUnits: bigint }, memo: string) => {
+  const wire = sent.toString("latin1")
+  expect(wire).toContain("POST /v1/transfers")
+  for (const form of canaryForms(canary, memo)) {
+    expect(wire, form).not.toContain(form)
+    expect(stderr, form).not.toContain(form)
+  }
+}
+
 describe("pps mcp with an account's key and its key file", { timeout: 60_000 }, () => {
   it("over stdio: lists its tools, pays sealed, retries with the key once, pays twice without one, refuses by rule and field", async () => {
     const proxy = await startRecordingProxy(server.baseUrl)
@@ -93,12 +103,7 @@ describe("pps mcp with an account's key and its key file", { timeout: 60_000 }, 
       expect(misspelt.isError).toBe(true)
       expect(misspelt.text).toMatch(/idempotencyKey/)
 
-      const sent = proxy.sent().toString("latin1")
-      expect(sent).toContain("POST /v1/transfers")
-      for (const form of canaryForms(canary, memo)) {
-        expect(sent, form).not.toContain(form)
-        expect(mcp.stderr(), form).not.toContain(form)
-      }
+      expectNoCanary(proxy.sent(), mcp.stderr(), canary, memo)
     } finally {
       await mcp.close()
       await proxy.close()
@@ -135,7 +140,17 @@ describe("pps mcp with an account's key and its key file", { timeout: 60_000 }, 
       })
       expect(rebound).toBe(403)
       expect((await post({ ...bearer, origin: "http://evil.example" })).status).toBe(403)
-      expect((await post({ ...bearer, origin: `http://localhost:${port}` })).status).toBe(200)
+      const accepted = await post({ ...bearer, origin: `http://localhost:${port}` })
+      expect(accepted.status).toBe(200)
+      // The session ends with DELETE (with the token), and is then unknown.
+      const session = { ...bearer, "mcp-session-id": accepted.headers.get("mcp-session-id") ?? "", "mcp-protocol-version": "2025-11-25" }
+      expect((await fetch(served.url, { method: "DELETE", headers: session })).status).toBe(204)
+      const ended = await fetch(served.url, {
+        method: "POST",
+        headers: { ...session, "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping" })
+      })
+      expect(ended.status).toBe(404)
 
       const mcp = await connectHttp(served)
       try {
@@ -214,11 +229,7 @@ describe("pps mcp with an agent's key alone", { timeout: 60_000 }, () => {
       expect(transfer.structured).toMatchObject({ status: "confirmed", from: agent.handle, to: "@bob" })
       expect(await mcp.call("wait_for_approval", { transaction_id: transactionId, timeout_seconds: 51 })).toMatchObject({ isError: true })
 
-      const sent = proxy.sent().toString("latin1")
-      for (const form of canaryForms(canary, memo)) {
-        expect(sent, form).not.toContain(form)
-        expect(mcp.stderr(), form).not.toContain(form)
-      }
+      expectNoCanary(proxy.sent(), mcp.stderr(), canary, memo)
     } finally {
       await mcp.close()
       await proxy.close()
