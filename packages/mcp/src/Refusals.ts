@@ -49,8 +49,8 @@ const unknownOutcome: ReadonlySet<string> = new Set(["idempotency_key_in_progres
 
 /** `(policy_violation per_transaction_limit_exceeded, request req_…)`: what a person needs to look the call up. */
 const reference = (error: Errors.ApiError): string => {
-  const parts = [error.error?.code ?? `HTTP ${error.status}`, error.reason, error.requestId === undefined ? undefined : `request ${error.requestId}`]
-  return `(${parts.filter((part) => part !== undefined).join(" ")})`
+  const code = [error.error?.code ?? `HTTP ${error.status}`, error.reason].filter((part) => part !== undefined).join(" ")
+  return error.requestId === undefined ? `(${code})` : `(${code}, request ${error.requestId})`
 }
 
 /** The line for an API refusal: its rule and field when known, else its code, field and message. */

@@ -13,6 +13,7 @@ import type * as McpEntry from "@pps/sdk/McpEntry"
 import { Cause, Effect, Exit, Layer, Logger, References } from "effect"
 import { McpProtocol, McpServer } from "effect/ai"
 import { HttpRouter } from "effect/http"
+import manifest from "../package.json" with { type: "json" }
 import * as Handlers from "./Handlers.ts"
 import * as HttpGuard from "./HttpGuard.ts"
 import { AccountTools, AgentTools } from "./Tools.ts"
@@ -40,7 +41,7 @@ const instructions = (holder: McpEntry.Holder): string =>
 /** The server's name, version and instructions, and the holder's tools with their handlers. */
 const serverOptions = (settings: McpEntry.Settings) => ({
   name: "pps",
-  version: "0.1.0",
+  version: manifest.version,
   instructions: instructions(settings.holder),
   protocols,
   registrations: settings.holder.kind === "agent"

@@ -95,7 +95,7 @@ describe("pps mcp with an account's key and its key file", { timeout: 60_000 }, 
 
       const broke = await mcp.call("pay", { to: "@bob", amount: "5000" })
       expect(broke).toMatchObject({ isError: true })
-      expect(broke.text).toMatch(/^refused: insufficient balance: amount is more than the balance of asset \(insufficient_balance request req_\w+\); nothing was paid$/)
+      expect(broke.text).toMatch(/^refused: insufficient balance: amount is more than the balance of asset \(insufficient_balance, request req_\w+\); nothing was paid$/)
       const nobody = await mcp.call("pay", { to: "@nobody-here", amount: "1" })
       expect(nobody.text).toMatch(/^refused: recipient not found: to names no account/)
       // A misspelt key is refused, never ignored into a second payment.
@@ -202,7 +202,7 @@ describe("pps mcp with an agent's key alone", { timeout: 60_000 }, () => {
       const over = await mcp.call("pay", { to: "@bob", amount: "25" })
       expect(over).toMatchObject({ isError: true })
       expect(over.text).toMatch(
-        /^refused: per-transaction limit: amount is above the spend policy's per_transaction_limit_usdg \(policy_violation per_transaction_limit_exceeded request req_\w+\); nothing was paid$/
+        /^refused: per-transaction limit: amount is above the spend policy's per_transaction_limit_usdg \(policy_violation per_transaction_limit_exceeded, request req_\w+\); nothing was paid$/
       )
 
       const canary = { decimal: "2.613", baseUnits: 2_613_000n }

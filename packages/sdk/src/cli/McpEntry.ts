@@ -90,7 +90,7 @@ const isPackageNotFound = (error: unknown): boolean =>
  */
 export const load = async (): Promise<Entry> => {
   const loaded: unknown = await import(packageName).catch((error: unknown) => {
-    if (isPackageNotFound(error)) throw new McpMissing(`pps mcp needs the package ${packageName} next to @pps/sdk: npm install ${packageName}`)
+    if (isPackageNotFound(error)) throw new McpMissing(`the MCP server is the package ${packageName}, not installed next to @pps/sdk: npm install ${packageName}`)
     throw error
   })
   if (!isEntry(loaded)) throw new McpMissing(`${packageName} does not export serve(settings): install the version that goes with this @pps/sdk`)

@@ -643,13 +643,14 @@ export const mcp = async (
     readonly trust: SealedTransfers.Trust | undefined
   }
 ): Promise<string> => {
+  // The server's package first: without it nothing is asked of the API.
+  const entry = await McpEntry.load()
   const account = await Account.me(settings.client)
   const kind = account.type === "agent" ? "agent" : "account"
   if (kind === "agent" && settings.keyFilePath !== undefined) {
     throw new UsageMistake(`${agentsUseTheirOwnersKey(account)}; mcp takes no --key-file with it (pin the owner's wallet with --owner-wallet)`)
   }
   const keyPair = kind === "agent" ? undefined : (await accountKey(settings, account)).keyFile.keyPair
-  const entry = await McpEntry.load()
   const pps = new Pps({
     apiKey: settings.client.apiKey,
     baseUrl: settings.client.baseUrl,
