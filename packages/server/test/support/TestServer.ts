@@ -6,7 +6,6 @@
  */
 import * as fs from "node:fs"
 import * as net from "node:net"
-import { createServer } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { NodeHttpServer } from "@effect/platform-node"
@@ -19,7 +18,7 @@ import { type AppConfigShape, AppConfig } from "../../src/config/AppConfig.ts"
 import { formatLogLine } from "../../src/platform/Logging.ts"
 import { Secrets } from "../../src/platform/Secrets.ts"
 import { AdminApp, PublicApp, ServicesLive } from "../../src/Server.ts"
-import { answerClientErrors } from "../../src/http/Envelope.ts"
+import { makeNodeServer } from "../../src/http/Envelope.ts"
 
 export interface TestServerShape {
   readonly baseUrl: string
@@ -184,7 +183,7 @@ export const makeTestServer = <R = never>(options: {
       const serve = <E, R>(app: Layer.Layer<never, E, R>) =>
         Layer.build(
           HttpRouter.serve(app, { disableListenLog: true, disableLogger: true }).pipe(
-            Layer.provideMerge(NodeHttpServer.layer(() => answerClientErrors(createServer()), { host: "127.0.0.1", port: 0 })),
+            Layer.provideMerge(NodeHttpServer.layer(makeNodeServer, { host: "127.0.0.1", port: 0 })),
             Layer.provide(Layer.succeedContext(services)),
             Layer.provide(loggerLayer)
           ) as Layer.Layer<HttpServer.HttpServer, never, never>
