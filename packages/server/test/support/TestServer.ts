@@ -120,6 +120,8 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   // The production default is a guardian child process (test/embeddedGuardian.test.ts); the
   // in-process guardian saves each test its start-up.
   guardianInProcess: true,
+  // Anvil stays in the test worker's process group: a test runner's Ctrl-C stops it with the worker.
+  embeddedChainOwnProcessGroup: false,
   transferCreateTimeoutMs: 5_000,
   // Shedding off in the functional suites (some race 100 transfers at once on purpose);
   // admission.test.ts turns it on with its own limits.
