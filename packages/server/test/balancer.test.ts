@@ -220,7 +220,11 @@ describe.skipIf(!haproxyAvailable)("HAProxy in front of two nodes", () => {
   it("with no node in: 503 with Retry-After in D1's envelope, and /healthz 503", async () => {
     const alone = await startBalancer({ dir, pemFile: tls.pem, upstreams: [{ name: "dead", host: "127.0.0.1", port: await freePort() }], untilHealthy: false })
     try {
-      assertUnavailable(await call(alone.port, "POST", "/v1/transfers", { body: "{}" }))
+      const refused = await call(alone.port, "POST", "/v1/transfers", { body: "{}" })
+      assertUnavailable(refused)
+      // The id it answered is in its log, for the operator the client quotes it to.
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      assert.include(alone.output(), String(refused.headers["x-request-id"]))
       assertUnavailable(await call(alone.port, "GET", "/healthz"))
       assert.strictEqual((await fetch(`http://127.0.0.1:${alone.healthPort}/healthz`)).status, 503)
     } finally {

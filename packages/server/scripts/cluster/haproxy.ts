@@ -26,7 +26,8 @@
  *   answer HAProxy makes itself (502, 503, 504) is that 503.
  * - **`X-Served-By`** names the node that answered, for operators and the fault harness.
  * - **Logs** to stdout: only what went wrong (a retry, a redispatch, an error, a cut
- *   connection) and node state changes; the api nodes log every request themselves.
+ *   connection), with the request id of an answer HAProxy made, and node state changes; the
+ *   api nodes log every request themselves.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -100,7 +101,8 @@ export const renderHaproxyConfig = (settings: BalancerSettings): string => {
     "defaults",
     "  mode http",
     "  log global",
-    "  option httplog",
+    "  # HAProxy's HTTP log format, then the request id of an answer it made itself (`req_…`).",
+    "  log-format \"%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %CC %CS %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq %hr %hs %{+Q}r %ID\"",
     "  option dontlog-normal",
     "  option http-keep-alive",
     "  http-reuse always",
