@@ -1,5 +1,5 @@
 /**
- * An orderly stop of `npm start` (docs/operations.md, "Stopping"): SIGTERM to its whole process
+ * An orderly stop of `npm start` (docs/operations.md, "Modes"): SIGTERM to its whole process
  * group, as a terminal's Ctrl-C or a supervisor's `kill -TERM -<pgid>` sends it, while the
  * server is busy (an event stream open, so the drain lasts its SHUTDOWN_TIMEOUT_MS and the
  * settlement watcher and the guardian's chain follower keep reading the chain meanwhile). The
