@@ -10,9 +10,11 @@
  *   sent it again (the client gets 503 `service_unavailable` with `Retry-After` in D1's
  *   envelope and retries with its Idempotency-Key); with no node in, it answers that 503 and
  *   its `/healthz` 503;
- * - in front of a real server whose TRUSTED_PROXIES names the balancer: the server's
- *   per-client limit (dashboard sign-in steps) sees each client's own address, and a client
- *   cannot move to another bucket by writing `X-Forwarded-For` itself.
+ * - in front of a real server whose TRUSTED_PROXIES names the balancer alone (its own loopback
+ *   source address, as in `npm run cluster`): the server's per-client limit (dashboard sign-in
+ *   steps) sees each client's own address, a client cannot move to another bucket by writing
+ *   `X-Forwarded-For` itself, and a local process that reaches the server directly is not
+ *   believed when it writes one.
  */
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -235,16 +237,17 @@ describe.skipIf(!haproxyAvailable)("HAProxy in front of two nodes", () => {
 
 describe.skipIf(!haproxyAvailable)("HAProxy in front of a server that trusts it", () => {
   const origin = "https://localhost:8443"
-  layer(makeTestServer({ config: { dashboardOrigin: origin, trustedProxies: ["127.0.0.1"] } }), { timeout: "120 seconds", excludeTestServices: true })("X-Forwarded-For", (it) => {
+  const balancerSource = "127.0.0.2"
+  layer(makeTestServer({ config: { dashboardOrigin: origin, trustedProxies: [balancerSource] } }), { timeout: "120 seconds", excludeTestServices: true })("X-Forwarded-For", (it) => {
     it.effect("each client behind the balancer has its own sign-in bucket, whatever X-Forwarded-For it writes", () =>
       Effect.gen(function*() {
         const server = yield* TestServer
         const upstream = { name: "api-1", host: "127.0.0.1", port: Number(new URL(server.baseUrl).port) }
         const balancer = yield* Effect.acquireRelease(
-          Effect.promise(() => startBalancer({ dir, pemFile: tls.pem, upstreams: [upstream] })),
+          Effect.promise(() => startBalancer({ dir, pemFile: tls.pem, upstreams: [upstream], sourceAddress: balancerSource })),
           (running) => Effect.promise(() => running.kill())
         )
-        // Clients on loopback addresses of their own; the balancer reaches the server from 127.0.0.1.
+        // Clients on loopback addresses of their own; the balancer reaches the server from its own.
         const attempt = (localAddress: string, forwardedFor: string) =>
           Effect.promise(() =>
             call(balancer.port, "POST", "/dashboard/api/sign-in/options", {
@@ -255,11 +258,21 @@ describe.skipIf(!haproxyAvailable)("HAProxy in front of a server that trusts it"
           ).pipe(Effect.map((answer) => answer.status))
         const statuses: Array<number> = []
         // A new X-Forwarded-For each time: the client tries to look like 31 clients.
-        for (let index = 0; index < 31; index++) statuses.push(yield* attempt("127.0.0.2", `198.51.100.${index + 1}`))
+        for (let index = 0; index < 31; index++) statuses.push(yield* attempt("127.0.0.3", `198.51.100.${index + 1}`))
         assert.deepStrictEqual(statuses.slice(0, 30).filter((status) => status !== 200), [])
         assert.strictEqual(statuses[30], 429, "the 31st attempt of one client is limited, whatever it wrote")
         // Another client behind the same balancer is not locked out.
-        assert.strictEqual(yield* attempt("127.0.0.3", "198.51.100.1"), 200)
+        assert.strictEqual(yield* attempt("127.0.0.4", "198.51.100.1"), 200)
+        // A local process reaching the server directly is judged by its own address: writing the
+        // limited client's address does not put it in that bucket (it would be 429 then).
+        const direct = yield* Effect.promise(() =>
+          fetch(`${server.baseUrl}/dashboard/api/sign-in/options`, {
+            method: "POST",
+            headers: { origin, "content-type": "application/json", "x-forwarded-for": "127.0.0.3" },
+            body: "{}"
+          })
+        )
+        assert.strictEqual(direct.status, 200)
       }).pipe(Effect.scoped))
   })
 })

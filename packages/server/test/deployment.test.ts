@@ -153,7 +153,8 @@ describe("the distributed deployment", () => {
         healthPort: 8404,
         pemFile: pem,
         upstreams: [{ name: "api-1", host: "127.0.0.1", port: 8080 }],
-        resolver: undefined
+        resolver: undefined,
+        sourceAddress: "127.0.0.2"
       })
       for (const file of [composeConfig, machineConfig]) {
         const checked = spawnSync(haproxyBinary(), ["-c", "-f", file], { encoding: "utf8" })

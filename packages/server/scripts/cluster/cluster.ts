@@ -45,6 +45,9 @@ import {
 
 const repositoryRoot = fileURLToPath(new URL("../../../../", import.meta.url))
 
+/** The loopback address the balancer connects to the api nodes from, and the one they trust. */
+const balancerSourceAddress = "127.0.0.2"
+
 /** How long a process may take to become ready on a loaded 2-core machine (PostgreSQL migrations, the crypto backend). */
 const readyTimeoutMs = 180_000
 const readyPollMs = 200
@@ -271,10 +274,12 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
     balancerHealthPort,
     // The api nodes are addresses here.
     balancerResolver: undefined,
+    // A loopback address of the balancer's own (Linux routes all of 127/8 to loopback): the api
+    // nodes believe X-Forwarded-For from it alone, not from any other process of this machine.
+    balancerSourceAddress: balancerSourceAddress,
     // The certificate names localhost (WebAuthn refuses an IP address as its relying party).
     publicOrigin: `https://localhost:${balancerPort}`,
-    // The balancer runs on this machine and reaches the api nodes over loopback.
-    trustedProxies: "127.0.0.1,::1",
+    trustedProxies: balancerSourceAddress,
     tlsPemFile: tls.pem,
     nodeDataDir: (name) => path.join(options.dir, name)
   }

@@ -49,6 +49,8 @@ export const composeAddresses: Addresses = {
   balancerHealthPort: 8404,
   // Docker's embedded DNS: a recreated api container's new address is found again.
   balancerResolver: "127.0.0.11:53",
+  // Docker gives the balancer its address (PPS_TRUSTED_PROXIES names the network's range).
+  balancerSourceAddress: undefined,
   publicOrigin: "${PPS_PUBLIC_ORIGIN}",
   // The balancer's container address is assigned by Docker; the env file names the compose
   // network's range (the api nodes publish no port, so only this project's containers reach them).

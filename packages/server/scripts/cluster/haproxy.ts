@@ -56,6 +56,12 @@ export interface BalancerSettings {
    * found again; undefined when the upstreams are addresses.
    */
   readonly resolver: string | undefined
+  /**
+   * The address the balancer connects to the api nodes from, when it is given one: on a
+   * machine, a loopback address of its own, so the nodes' TRUSTED_PROXIES can name the balancer
+   * alone rather than every local process. Undefined: the system's choice (compose).
+   */
+  readonly sourceAddress: string | undefined
 }
 
 /** What a client is told to wait before retrying when no node could answer. */
@@ -143,6 +149,7 @@ export const renderHaproxyConfig = (settings: BalancerSettings): string => {
     "",
     "backend api",
     "  balance roundrobin",
+    ...(settings.sourceAddress === undefined ? [] : [`  source ${settings.sourceAddress}`]),
     "  option httpchk",
     "  http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host balancer",
     "  http-check expect status 200",

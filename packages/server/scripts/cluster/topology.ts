@@ -38,6 +38,8 @@ export interface Addresses {
   readonly balancerHealthPort: number
   /** The DNS server the balancer resolves api node names from while running, if they are names (haproxy.ts). */
   readonly balancerResolver: string | undefined
+  /** The address the balancer connects to the api nodes from, if it is given one (haproxy.ts). */
+  readonly balancerSourceAddress: string | undefined
   /** The origin browsers reach the balancer at (the dashboard's WebAuthn relying party: a host name). */
   readonly publicOrigin: string
   /**
@@ -194,7 +196,8 @@ export const balancerSettings = (at: Addresses): BalancerSettings => ({
   healthPort: at.balancerHealthPort,
   pemFile: at.tlsPemFile,
   upstreams: at.api.map((self, index) => ({ name: apiNodeName(index), host: self.host, port: self.port })),
-  resolver: at.balancerResolver
+  resolver: at.balancerResolver,
+  sourceAddress: at.balancerSourceAddress
 })
 
 /** The `${NAME}` references of a value. */

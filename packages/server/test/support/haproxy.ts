@@ -48,11 +48,13 @@ export const startBalancer = async (options: {
   readonly upstreams: BalancerSettings["upstreams"]
   readonly port?: number
   readonly untilHealthy?: boolean
+  /** The address it connects to the nodes from (the cluster's: 127.0.0.2); the system's by default. */
+  readonly sourceAddress?: string
 }): Promise<TestBalancer> => {
   const port = options.port ?? await freePort()
   const healthPort = await freePort()
   const configFile = path.join(options.dir, `haproxy-${port}.cfg`)
-  writeHaproxyConfig(configFile, { bindHost: "127.0.0.1", port, healthPort, pemFile: options.pemFile, upstreams: options.upstreams, resolver: undefined })
+  writeHaproxyConfig(configFile, { bindHost: "127.0.0.1", port, healthPort, pemFile: options.pemFile, upstreams: options.upstreams, resolver: undefined, sourceAddress: options.sourceAddress })
   const child = spawn(haproxyBinary(), haproxyArguments(configFile), { stdio: ["ignore", "pipe", "pipe"] })
   let output = ""
   child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()))
