@@ -35,8 +35,8 @@ environment: PPS_API_KEY (required), PPS_BASE_URL (default ${Client.defaultBaseU
   send's (and mcp's pay's) checks: PPS_CHAIN_ID and PPS_CONTRACT_USDG / PPS_CONTRACT_ETH (the
   operator's deployment, pinned here), PPS_RPC_URL (needs them: the guardian's and recipient's keys
   read from the pinned contract), PPS_OWNER_WALLET (an agent's owner's wallet: with PPS_RPC_URL the
-  key the agent's copy is sealed to is read from the pinned contract), PPS_TRUST=chain (refuse to
-  send unless all are set; default api: the API is trusted for what is not set)
+  key the agent's copy is sealed to is read from the pinned contract), PPS_TRUST=chain (refuse
+  to send unless all are set; default api: the API is trusted for what is not set)
 key file: --key-file, default ~/.pps/<account_id>.key (an agent has none: agents use their owner's key)
 exit status: 0 done, 1 failed, 2 command-line mistake (nothing was sent)`
 }
