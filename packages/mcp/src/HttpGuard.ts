@@ -1,5 +1,5 @@
 /**
- * Who may reach `pps mcp --http` (D45): the server listens on a loopback address of the holder's
+ * Who may reach `pps mcp --http` (D46): the server listens on a loopback address of the holder's
  * machine and pays with the holder's key, so every request must
  *
  * 1. name that address in `Host` (`127.0.0.1:PORT` or `localhost:PORT`) and, when it has an

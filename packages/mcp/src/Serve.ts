@@ -1,5 +1,5 @@
 /**
- * The server (D45): Effect's `McpServer` with the holder's toolkit, over stdio (the MCP client
+ * The server (D46): Effect's `McpServer` with the holder's toolkit, over stdio (the MCP client
  * started `pps mcp`) or over Streamable HTTP on a loopback address behind `HttpGuard`. Logs go
  * to stderr at warning level and above, never to stdout: over stdio, stdout carries the
  * protocol's messages and nothing else.

@@ -1,5 +1,5 @@
 /**
- * The MCP tools (D45), as an AI agent sees them: each one's name, a one-line description an LLM can
+ * The MCP tools (D46), as an AI agent sees them: each one's name, a one-line description an LLM can
  * act on, and the schemas of what it takes and answers (Effect's `Tool` and `Toolkit`;
  * `McpServer` publishes them as JSON Schema). Two toolkits, by whose key the server holds:
  *
