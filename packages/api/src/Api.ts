@@ -47,6 +47,8 @@ import {
 import {
   AgentNameTaken,
   AgentNotFound,
+  ApprovalAttemptsExhausted,
+  ApprovalInProgress,
   DecryptionProofInvalid,
   EncryptionKeyAlreadyRegistered,
   EncryptionKeyInvalid,
@@ -374,6 +376,8 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
         NotAgentOwner,
         PolicyViolation,
         InsufficientBalance,
+        ApprovalInProgress,
+        ApprovalAttemptsExhausted,
         LivemodeUnavailable,
         ServiceUnavailable
       ]
