@@ -601,7 +601,7 @@ export const TransactionExpired = apiError(
 export type TransactionExpired = InstanceType<typeof TransactionExpired>
 
 /**
- * 409 `approval_in_progress` (ext, D44): an earlier attempt to approve this transaction was
+ * 409 `approval_in_progress` (ext, D45): an earlier attempt to approve this transaction was
  * attested, its answer never recorded (its process died), and that attestation can still be
  * mined until its deadline: the approval is decided afresh only after it. The transaction stays
  * pending; retry after the time in the message.
@@ -621,7 +621,7 @@ export const ApprovalInProgress = apiError(
 export type ApprovalInProgress = InstanceType<typeof ApprovalInProgress>
 
 /**
- * 409 `approval_attempts_exhausted` (ext, D44): the guardian has re-checked this transaction for
+ * 409 `approval_attempts_exhausted` (ext, D45): the guardian has re-checked this transaction for
  * approval under as many different requests as it allows (each a fresh deadline or another
  * policy); it decides it no more. The transaction stays pending: reject it, or let it expire.
  *

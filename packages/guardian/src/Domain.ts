@@ -264,10 +264,10 @@ export const RefusedReason = Schema.Literals([
   /**
    * An owner's approval of a held transfer asked under a new request (a fresh deadline) while
    * the attestation of an earlier approval of it can still be mined (`liveUntil`, its deadline):
-   * the guardian attests the transfer again only once that one is dead (D44).
+   * the guardian attests the transfer again only once that one is dead (D45).
    */
   "earlier_attestation_live",
-  /** An owner's approvals of a held transfer were decided under as many different requests as allowed (D44). */
+  /** An owner's approvals of a held transfer were decided under as many different requests as allowed (D45). */
   "redecisions_exhausted"
 ])
 

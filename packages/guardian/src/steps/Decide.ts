@@ -5,7 +5,7 @@
  * an owner's approval of a held transfer; otherwise the request is evaluated (Evaluate.ts) and
  * its decision recorded. An approval attested before under another deadline is decided afresh
  * once that attestation's reservation was released, and refused while it can still be mined
- * (D44). Re-runnable, as a unit must be: its only writes are SQL.
+ * (D45). Re-runnable, as a unit must be: its only writes are SQL.
  *
  * @since 0.5.0
  */
@@ -47,7 +47,7 @@ const refuse = (context: GuardianContext, transferId: string, digest: string, re
 /**
  * What a reservation already recorded under the transfer id answers: the same request replays
  * it. An owner's approval of a held transfer under another request (a fresh deadline: the answer
- * to the first was lost, D44) is decided afresh once the reservation was released, since its
+ * to the first was lost, D45) is decided afresh once the reservation was released, since its
  * attestation can then never be mined (the expiry sweep and `settle` release one only when the
  * chain says so, or after its deadline without a chain) and the fresh one takes the same nonce,
  * so at most one of the two is ever applied; while it is still reserved, that attestation can

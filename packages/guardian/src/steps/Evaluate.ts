@@ -56,7 +56,7 @@ const holdForApproval = (request: AuthorizeRequest, transferId: string, amount: 
 
 /**
  * The request's nonce as the decision found it: free, taken by another transfer, or held by this
- * transfer id's own released reservation, which an approval decided afresh rewrites (D44).
+ * transfer id's own released reservation, which an approval decided afresh rewrites (D45).
  *
  * @since 0.5.0
  * @category models

@@ -4,7 +4,7 @@
  * group committer, in a transaction of its own under the sender's account lock, because it reads
  * the chain first and no SQL transaction spans a chain read. An owner's approval asked again
  * under a new deadline resolves the earlier attestation's reservation the same way, at once,
- * once the chain is past its deadline (D44).
+ * once the chain is past its deadline (D45).
  *
  * @since 0.5.0
  */
@@ -32,7 +32,7 @@ const resolveOne = Effect.fnUntraced(function*(context: GuardianContext, transfe
     sql.withTransaction(Effect.gen(function*() {
       const current = yield* store.findReservation(transferId, { forUpdate: true })
       // The verdict is the chain's on the attestation read above: a reservation rewritten since
-      // (an approval decided afresh, D44) is another attestation, left for its own verdict.
+      // (an approval decided afresh, D45) is another attestation, left for its own verdict.
       if (current === undefined || current.status !== "reserved" || current.requestDigest !== reservation.requestDigest) return false
       if (verdict === "mined") {
         const applied = yield* applyConfirmed(context, current, true, nowMs)
@@ -54,7 +54,7 @@ const resolveOne = Effect.fnUntraced(function*(context: GuardianContext, transfe
 
 /**
  * An owner's approval asked under another deadline than its transfer's reservation (the answer
- * to an earlier approval was lost, D44): that earlier attestation's reservation is resolved now,
+ * to an earlier approval was lost, D45): that earlier attestation's reservation is resolved now,
  * as the sweep would resolve it later, once its deadline has passed: from the chain when the
  * guardian has an endpoint for it (mined, or never minable), else once it is due (deadline plus
  * margin), on time alone as the sweep does. The decision that follows then finds it released

@@ -25,7 +25,7 @@ const encodeAuthorized = Schema.encodeSync(Authorized)
 
 /**
  * Reserves `prepared.amount` on the sender's locked `balance` and answers the attestation.
- * `replacing`: the transfer id's released reservation is rewritten instead (D44); the release
+ * `replacing`: the transfer id's released reservation is rewritten instead (D45); the release
  * gave back its amount and its day's spend, so they are counted once.
  *
  * @since 0.5.0

@@ -47,7 +47,7 @@ export const chainVerdict = Effect.fnUntraced(function*(context: GuardianContext
 /**
  * The group's unit of a settlement: reads the reservation under its row lock and applies the
  * outcome. A failure was judged on the attestation `judged` names (its request digest): a
- * reservation rewritten since (an approval decided afresh, D44) holds another one, which stays.
+ * reservation rewritten since (an approval decided afresh, D45) holds another one, which stays.
  */
 const settleLocked = Effect.fnUntraced(function*(
   context: GuardianContext,

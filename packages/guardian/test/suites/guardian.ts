@@ -347,7 +347,7 @@ export const guardianSuite = (target: TargetName) =>
           assert.strictEqual(yield* balanceOf(agent), 380n)
         }))
 
-      it.effect("an approval whose attestation expired unused is decided afresh under the same nonce, its spend counted once (D44)", () =>
+      it.effect("an approval whose attestation expired unused is decided afresh under the same nonce, its spend counted once (D45)", () =>
         Effect.gen(function*() {
           // The api server that asked died before it recorded the answer; its retry comes with a
           // fresh deadline. No chain endpoint here: time alone decides the first one is dead.
@@ -392,7 +392,7 @@ export const guardianSuite = (target: TargetName) =>
           assert.strictEqual(yield* balanceOf(agent), 380n)
         }))
 
-      it.effect("an approval decided afresh refuses what the balance of the moment does not cover, and reserves nothing (D44)", () =>
+      it.effect("an approval decided afresh refuses what the balance of the moment does not cover, and reserves nothing (D45)", () =>
         Effect.gen(function*() {
           const guardian = yield* TestGuardian
           const owner = newParty()

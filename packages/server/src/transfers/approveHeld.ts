@@ -12,7 +12,7 @@
  * retried approval asks the same question and gets the recorded answer. A retry after that
  * deadline (its process died between the guardian's answer and the record) asks under a fresh
  * one, and the guardian decides it again once the first attestation is dead, under the same nonce
- * (D44): 409 `approval_in_progress` until then.
+ * (D45): 409 `approval_in_progress` until then.
  *
  * @since 0.1.0
  */
@@ -45,7 +45,7 @@ import { transferIdBytes32 } from "./submission.ts"
  * half the attestation's lifetime when that is shorter (so the guardian replays its recorded
  * answer), and otherwise takes a fresh one: the transfer must have time to be mined. Under a fresh
  * deadline the guardian decides again once the earlier attestation is dead, and refuses until
- * then (D44).
+ * then (D45).
  */
 const approvalDeadlineReuseMinSeconds = 60
 
@@ -120,7 +120,7 @@ const approveInTurn = Effect.fnUntraced(function*(context: TransfersContext, tra
 })
 
 /**
- * D44: the guardian does not decide this approval again. Until an earlier attestation's deadline
+ * D45: the guardian does not decide this approval again. Until an earlier attestation's deadline
  * (a process died between the guardian's answer and its record): 409 `approval_in_progress`, for
  * the time it names; once its re-decisions are used up: 409 `approval_attempts_exhausted`. The
  * transaction stays pending either way.

@@ -24,7 +24,7 @@ import { transferSubmission } from "./submission.ts"
 /**
  * What the authorize step ends with: recorded (the attested call to submit), held for the
  * owner's approval (the amount the guardian read, sealed to the owner's key), or, for an owner's
- * approval only, not decided again (D44): an earlier attestation of it can still be mined until
+ * approval only, not decided again (D45): an earlier attestation of it can still be mined until
  * `liveUntil` (unix seconds, when the guardian said), or its re-decisions are used up.
  *
  * @since 0.1.0

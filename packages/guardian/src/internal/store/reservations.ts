@@ -1,7 +1,7 @@
 /**
  * Reservations: one row per attested transfer, its amount sealed at rest, its status moving
  * from `reserved` to `confirmed`, `failed` or `expired` (and, released, back to `reserved` once for
- * each fresh decision of an owner's approval, D44). Inside a group, a reservation the
+ * each fresh decision of an owner's approval, D45). Inside a group, a reservation the
  * prefetch locked is read from and changed in memory, and a new one with a free nonce is
  * recorded in memory; the group's flush writes them (internal/store/heldRows.ts).
  */
@@ -65,7 +65,7 @@ export const insertReservation = (context: StoreContext, reservation: NewReserva
 
 /**
  * Rewrites a released reservation (`expired` or `failed`) as the reservation of a fresh decision
- * under the same transfer id and the same nonce (an owner's approval decided again, D44): the row
+ * under the same transfer id and the same nonce (an owner's approval decided again, D45): the row
  * in place, since the transfer id and the sender's nonce each name one row. False when the row is
  * no longer released under that nonce (a late confirmation came first): nothing changed.
  */
