@@ -117,7 +117,11 @@ const approvalThatDied = (server: TestServerShape, prefix: string) =>
     }, { faucetUsdg: "100", fundAgentUsdg: "40" })
     const pay = (amount: string) => send(`${server.baseUrl}/v1/transfers`, postJson(bearer(agentKey), { to: `@${prefix}.bob`, amount }))
     const held = decode(AgentTransactionRecord, yield* pay("30"), 202)
-    const approve = send(`${server.baseUrl}/v1/agents/transactions/${held.transaction_id}/approve`, postJson(bearer(owner.api_key), {}))
+    // Under one Idempotency-Key, as a careful client retries (D6, D36).
+    const approve = send(
+      `${server.baseUrl}/v1/agents/transactions/${held.transaction_id}/approve`,
+      postJson({ ...bearer(owner.api_key), "idempotency-key": `approve-${prefix}` }, {})
+    )
     const { transfer_id: transferId } = yield* heldRow(server, held.transaction_id)
 
     yield* dieAtRecord(server, transferId)
@@ -137,7 +141,7 @@ describe("an approval retried after its process died mid-approval (D45)", () => 
       it.effect("409 while the first attestation can be mined, then a fresh decision: the transfer paid once", () =>
         Effect.gen(function*() {
           const server = yield* TestServer
-          const { approve, chain, deadlineSeconds, held, pay, transferId } = yield* approvalThatDied(server, "late")
+          const { approve, chain, deadlineSeconds, held, owner, pay, transferId } = yield* approvalThatDied(server, "late")
 
           // Retried with less than half the lifetime left: a fresh deadline, and the first
           // attestation still alive: not decided again until it is dead.
@@ -158,8 +162,16 @@ describe("an approval retried after its process died mid-approval (D45)", () => 
           expect(yield* chain).toEqual({ transfers: 1, nonceUsed: true })
           expectEnvelope(yield* pay("10.000001"), 402, "insufficient_balance")
           assert.strictEqual((yield* pay("10")).status, 201)
-          // Decided: approving again is 404, as for any approved transaction.
-          expectEnvelope(yield* approve, 404, "transaction_not_found")
+          // The key now names the approval: replayed. Without it, approving again is 404, as for
+          // any approved transaction.
+          const replayed = yield* approve
+          assert.strictEqual(replayed.headers.get("idempotent-replayed"), "true")
+          expect(replayed.json).toMatchObject({ status: "approved", transfer_id: transferId })
+          expectEnvelope(
+            yield* send(`${server.baseUrl}/v1/agents/transactions/${held.transaction_id}/approve`, postJson(bearer(owner.api_key), {})),
+            404,
+            "transaction_not_found"
+          )
         }))
 
       it.effect("the fresh decision applies the policy of the moment; refused, the transaction stays pending and nothing is paid", () =>
