@@ -35,7 +35,7 @@ import {
 import { PageLimitQuery, pageLimitDefault, pageLimitMax, PageOffsetQuery } from "./Page.ts"
 import { completeDocument } from "./OpenApiDocument.ts"
 import { pathId } from "./PathIds.ts"
-import { ApiKeyFiguresList, type Principal } from "./ApiKeys.ts"
+import { ApiKeyFiguresList, ApiKeyList, CreateApiKeyRequest, CreatedAgentApiKey, type Principal, RevokedApiKey } from "./ApiKeys.ts"
 import {
   CreatedWebhook,
   CreateWebhookRequest,
@@ -47,6 +47,7 @@ import {
 import {
   AgentNameTaken,
   AgentNotFound,
+  ApiKeyNotFound,
   ApprovalAttemptsExhausted,
   ApprovalInProgress,
   DecryptionProofInvalid,
@@ -74,6 +75,7 @@ import {
   PolicyViolation,
   PreparedTransferUsed,
   RateLimited,
+  ReauthenticationRequired,
   Unauthorized,
   WebhookNotFound
 } from "./Errors.ts"
@@ -319,6 +321,8 @@ export class TransfersGroup extends HttpApiGroup.make("transfers")
 
 const agentIdParams = { account_id: pathId("acct", () => AgentNotFound.of("with that id")) }
 const transactionIdParams = { transaction_id: pathId("atx", () => TransactionNotFound.of("with that id")) }
+const readTransactionIdParams = { transaction_id: pathId("atx", () => TransactionNotFound.of("with that id", "any")) }
+const agentKeyIdParams = { ...agentIdParams, key_id: pathId("key", () => ApiKeyNotFound.of("with that id")) }
 
 /**
  * Agents, spend policies and approvals (D21-D29): `/v1/accounts/me/agents`,
@@ -345,7 +349,29 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
       params: agentIdParams,
       success: SpendPolicyRecord,
       error: [AgentNotFound, NotAgentOwner]
-    }).annotate(OpenApi.Description, "D29: the agent's spend policy; its owner only."),
+    }).annotate(OpenApi.Description, "D29, D42: the agent's spend policy: its owner's, and the agent's own key for itself."),
+    HttpApiEndpoint.post("createKey", "/agents/:account_id/keys", {
+      params: agentIdParams,
+      payload: CreateApiKeyRequest,
+      success: CreatedAgentApiKey.pipe(HttpApiSchema.status(201)),
+      error: [InvalidRequest, AgentNotFound, NotAgentOwner, ReauthenticationRequired]
+    }).middleware(Idempotency).annotate(
+      OpenApi.Description,
+      "(ext, D44) An API key for the caller's agent, of the agent's mode; its value is in this answer only. Owner only (an agent key: 403 not_agent_owner); a dashboard session needs a recent passkey confirmation (403 reauthentication_required). A retry with the same Idempotency-Key answers 409 key_shown_once: the value is never kept."
+    ),
+    HttpApiEndpoint.get("listKeys", "/agents/:account_id/keys", {
+      params: agentIdParams,
+      success: ApiKeyList,
+      error: [AgentNotFound, NotAgentOwner]
+    }).annotate(OpenApi.Description, "(ext, D44) The agent's API keys, never their values, with last use and request count; owner only."),
+    HttpApiEndpoint.post("revokeKey", "/agents/:account_id/keys/:key_id/revoke", {
+      params: agentKeyIdParams,
+      success: RevokedApiKey,
+      error: [AgentNotFound, NotAgentOwner, ApiKeyNotFound]
+    }).middleware(Idempotency).annotate(
+      OpenApi.Description,
+      "(ext, D44) Revokes one of the agent's keys: the next request with it answers 401. Revoking a revoked key answers the same; owner only."
+    ),
     HttpApiEndpoint.patch("patchPolicy", "/agents/:account_id/spend-policy", {
       params: agentIdParams,
       payload: PatchSpendPolicyRequest,
@@ -358,6 +384,14 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
     HttpApiEndpoint.get("pending", "/agents/transactions/pending", { success: PendingAgentTransactions }).annotate(
       OpenApi.Description,
       "D28: held transactions awaiting a decision, oldest first: the owner sees its agents', an agent key its own. No amounts."
+    ),
+    HttpApiEndpoint.get("getTransaction", "/agents/transactions/:transaction_id", {
+      params: readTransactionIdParams,
+      success: AgentTransactionRecord,
+      error: TransactionNotFound
+    }).annotate(
+      OpenApi.Description,
+      "(D42) A held transaction's state, never its amount: for its owner's key and the agent's own. Past its window it reads expired even before the sweep records it."
     ),
     HttpApiEndpoint.get("sealedTransaction", "/agents/transactions/:transaction_id/sealed", {
       params: transactionIdParams,

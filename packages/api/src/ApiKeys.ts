@@ -104,3 +104,90 @@ export type ApiKeyFigures = typeof ApiKeyFigures.Type
  * @category models
  */
 export const ApiKeyFiguresList = Schema.Struct({ data: Schema.Array(ApiKeyFigures).annotate({ description: "The account's keys of this mode." }) }).annotate({ identifier: "ApiKeyList" })
+
+/**
+ * A key's name, as its holder gives it (dashboard, admin, `POST /v1/agents/{account_id}/keys`).
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export const ApiKeyName = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(100)).annotate({
+  description: "1-100 characters, to recognise the key by."
+})
+
+/**
+ * The body that creates a key: its name.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export const CreateApiKeyRequest = Schema.Struct({ name: ApiKeyName }).annotate({
+  identifier: "CreateApiKeyRequest",
+  examples: [{ name: "shopping-bot" }]
+})
+
+/**
+ * A key just created: its value, in this answer only (D8: only a keyed hash is kept).
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export const CreatedApiKey = Schema.Struct({
+  key_id: Schema.String.annotate({ description: "`key_` + ULID." }),
+  name: Schema.String.annotate({ description: "The name given at creation." }),
+  mode: Mode,
+  api_key: Schema.String.annotate({ description: "The key itself (`hc_test_…` / `hc_live_…`): shown in this answer only, never again." })
+})
+export type CreatedApiKey = typeof CreatedApiKey.Type
+
+/**
+ * D44 (ext): an agent's key, created by its owner. Besides the key, the answer names the
+ * agent and its owner's wallet address: the agent's amounts are sealed to the encryption key
+ * registered on chain for that wallet, which a client checking keys against the chain
+ * (`trust: "chain"`) pins.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export const CreatedAgentApiKey = Schema.Struct({
+  ...CreatedApiKey.fields,
+  account_id: Schema.String.annotate({ description: "The agent account the key acts for." }),
+  agent: Schema.String.annotate({ description: "The agent's handle, `@owner/name`." }),
+  owner_address: WalletAddress.annotate({
+    description: "The owner's wallet address: the agent's amounts are sealed to the encryption key the chain's registry holds for it."
+  })
+}).annotate({
+  identifier: "CreatedAgentApiKey",
+  description: "(ext, D44) An agent's API key, its value shown in this answer only.",
+  examples: [{
+    key_id: "key_01JAZ3Y8X6Q4M2N7P5R9S0T1V4",
+    name: "shopping-bot",
+    mode: "test",
+    api_key: "hc_test_9lV0cW3sQq2fJ6yRrT8uZ1bN4mK7pE5xA0dG2hY3iL6",
+    account_id: "acct_01JAZ3Y8X6Q4M2N7P5R9S0T1V3",
+    agent: "@alice/bot",
+    owner_address: "0x2546BcD3c84621e976D8185a91A922aE77ECEc30"
+  }]
+})
+export type CreatedAgentApiKey = typeof CreatedAgentApiKey.Type
+
+/**
+ * An account's keys as listed (never their values), newest last.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export const ApiKeyList = Schema.Struct({
+  data: Schema.Array(ApiKeyRecord).annotate({ description: "The keys of this mode, oldest first, revoked ones included." })
+}).annotate({ identifier: "AgentApiKeyList" })
+
+/**
+ * A key's revocation: from the answer on, a request with it is 401 `unauthorized`.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export const RevokedApiKey = Schema.Struct({
+  key_id: Schema.String.annotate({ description: "The revoked key." }),
+  revoked: Schema.Literal(true)
+}).annotate({ identifier: "RevokedApiKey" })

@@ -354,6 +354,36 @@ export const ApiKeyNotFound = apiError("ApiKeyNotFound", { code: "key_not_found"
 export type ApiKeyNotFound = InstanceType<typeof ApiKeyNotFound>
 
 /**
+ * 409 `key_shown_once` (ext, D44): a retry with the Idempotency-Key of a key's creation. The key
+ * exists, but its value was shown once, in the first answer, and is not kept (D8): revoke it if
+ * that answer was lost, and create another.
+ *
+ * @since 0.9.0
+ * @category errors
+ */
+export const KeyShownOnce = apiError("KeyShownOnce", { code: "key_shown_once", status: 409 }, (keyId: string) => ({
+  message: `This Idempotency-Key already created API key ${keyId}; its value was shown once, in that answer, and is not kept. ` +
+    `If the answer was lost, revoke ${keyId} and create another key.`,
+  param: "Idempotency-Key"
+}))
+export type KeyShownOnce = InstanceType<typeof KeyShownOnce>
+
+/**
+ * 403 `reauthentication_required` (ext, D41, D44): a dashboard session creating a key (or adding a
+ * passkey) without a passkey assertion in the last five minutes; the page confirms with the
+ * passkey (step-up) and retries. API keys never get it.
+ *
+ * @since 0.9.0
+ * @category errors
+ */
+export const ReauthenticationRequired = apiError(
+  "ReauthenticationRequired",
+  { code: "reauthentication_required", status: 403 },
+  (message: string = "Confirm with your passkey to continue.") => ({ message })
+)
+export type ReauthenticationRequired = InstanceType<typeof ReauthenticationRequired>
+
+/**
  * 409 `handle_taken` (admin, D10): handles are unique case-insensitively.
  *
  * @since 0.1.0
@@ -522,15 +552,40 @@ export const InvalidPolicy = apiError("InvalidPolicy", { code: "invalid_policy",
 export type InvalidPolicy = InstanceType<typeof InvalidPolicy>
 
 /**
+ * The spend-policy field (D22) each rule of D25 reads: what `param` names in a 403
+ * `policy_violation`, so that a client can say which setting refused the transfer.
+ *
+ * @since 0.5.0
+ * @category constants
+ */
+export const policyFieldOfRule = {
+  asset_not_allowed: "assets",
+  recipient_not_allowed: "allowed_recipients",
+  outside_active_hours: "active_hours",
+  per_transaction_limit_exceeded: "per_transaction_limit_usdg",
+  daily_limit_exceeded: "daily_limit_usdg"
+} as const
+
+/**
+ * A rule of D25 that refuses a transfer: `policy_violation`'s `reason`.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export type PolicyRule = keyof typeof policyFieldOfRule
+
+/**
  * 403 `policy_violation` (ext, D25): an agent's transfer breaks its spend policy;
  * `reason` says which rule (`asset_not_allowed`, `recipient_not_allowed`,
- * `outside_active_hours`, `per_transaction_limit_exceeded`, `daily_limit_exceeded`).
+ * `outside_active_hours`, `per_transaction_limit_exceeded`, `daily_limit_exceeded`) and
+ * `param` the policy field it reads (`policyFieldOfRule`).
  *
  * @since 0.1.0
  * @category errors
  */
-export const PolicyViolation = apiError("PolicyViolation", { code: "policy_violation", status: 403 }, (reason: string) => ({
+export const PolicyViolation = apiError("PolicyViolation", { code: "policy_violation", status: 403 }, (reason: PolicyRule) => ({
   message: "The agent's spend policy does not allow this transfer.",
+  param: policyFieldOfRule[reason],
   reason
 }))
 export type PolicyViolation = InstanceType<typeof PolicyViolation>
@@ -574,8 +629,9 @@ export const AgentNameTaken = apiError("AgentNameTaken", { code: "agent_name_tak
 export type AgentNameTaken = InstanceType<typeof AgentNameTaken>
 
 /**
- * 404 `transaction_not_found` (SPEC, D27): no pending agent transaction with that
- * id in the key's mode (unknown, or already decided).
+ * 404 `transaction_not_found` (SPEC, D27, D42): no pending agent transaction with that
+ * id in the key's mode (unknown, or already decided) for a decision; for a read (`held:
+ * "any"`), no agent transaction of the caller's (its owner's or its agent's) with that id.
  *
  * @since 0.1.0
  * @category errors
@@ -583,7 +639,10 @@ export type AgentNameTaken = InstanceType<typeof AgentNameTaken>
 export const TransactionNotFound = apiError(
   "TransactionNotFound",
   { code: "transaction_not_found", status: 404 },
-  (transactionId: string) => ({ message: `No pending agent transaction ${transactionId}.`, param: "transaction_id" })
+  (transactionId: string, held: "pending" | "any" = "pending") => ({
+    message: held === "pending" ? `No pending agent transaction ${transactionId}.` : `No agent transaction ${transactionId} for this key.`,
+    param: "transaction_id"
+  })
 )
 export type TransactionNotFound = InstanceType<typeof TransactionNotFound>
 
@@ -693,6 +752,8 @@ export const catalogue = {
   TestModeOnly,
   AccountNotFound,
   ApiKeyNotFound,
+  KeyShownOnce,
+  ReauthenticationRequired,
   HandleTaken,
   EncryptionKeyRequired,
   EncryptionKeyInvalid,

@@ -39,6 +39,10 @@ export const summaries: Readonly<Record<string, string>> = {
   "agents.list": "List the caller's agents",
   "agents.getPolicy": "Read an agent's spend policy",
   "agents.patchPolicy": "Update an agent's spend policy",
+  "agents.createKey": "Create an API key for an agent",
+  "agents.listKeys": "List an agent's API keys",
+  "agents.revokeKey": "Revoke an agent's API key",
+  "agents.getTransaction": "Read a held agent transaction's state",
   "agents.pending": "List held agent transactions",
   "agents.sealedTransaction": "Read a held transaction sealed to the owner's key",
   "agents.approve": "Approve a held agent transaction",
@@ -56,7 +60,7 @@ export const summaries: Readonly<Record<string, string>> = {
 const tagDescriptions: Readonly<Record<string, string>> = {
   accounts: "The caller's account, its encryption key, balances and API keys.",
   transfers: "Confidential and standard USDG/ETH transfers; amounts are never in an answer.",
-  agents: "Agent accounts, their spend policies, and the owner's approval of held transactions.",
+  agents: "Agent accounts, their spend policies and API keys, and the owner's approval of held transactions.",
   test: "Testnet helpers (hc_test_ keys only).",
   webhooks: "Webhook subscriptions, their delivery log and replay.",
   events: "The account's events as a live, resumable stream."

@@ -36,7 +36,9 @@ import { PublicApi } from "@pps/api/Api"
 import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
-import { newIdempotencyKey } from "./internal/idempotency.ts"
+import { createdTransfer } from "./internal/created.ts"
+import { IdempotencyKey as idempotencyKeyReference, newIdempotencyKey } from "./internal/idempotency.ts"
+import * as SealedTransfers from "./SealedTransfers.ts"
 
 /**
  * `transfers.create` answers a Transfer (201) or an agent's held transaction (202, D26);
@@ -89,9 +91,7 @@ const attemptTimeoutMsDefault = 30_000
  * @since 0.4.0
  * @category references
  */
-export const IdempotencyKey = Context.Reference<string | undefined>("@pps/sdk/ApiClient/IdempotencyKey", {
-  defaultValue: () => undefined
-})
+export const IdempotencyKey = idempotencyKeyReference
 
 /**
  * Sends the POST of `effect` with this Idempotency-Key. Keep the key with the intent it
@@ -188,3 +188,49 @@ export class ApiClient extends Context.Service<ApiClient, Client>()("@pps/sdk/Ap
  */
 export const layer = (options: Options): Layer.Layer<ApiClient> =>
   Layer.effect(ApiClient, make(options)).pipe(Layer.provide(FetchHttpClient.layer))
+
+/**
+ * What a sealed transfer is checked against and sealed with (`sealedTransfer`): the
+ * sender's key (absent for an agent's key), the owner's wallet, a sealing secret, the
+ * pinned deployment, an RPC URL, a pinned recipient address and the trust (docs/sdk.md).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export type SealOptions = SealedTransfers.SealOptions
+
+/**
+ * A transfer sealed here (docs/api.md "Client-sealed transfers"): prepared, its answer
+ * checked against what `options` pin, the amount and memo sealed in this process, then
+ * created, so no request carries them in clear. With an account's key give its
+ * `senderKey` (its key pair's public key); an agent's key needs none, its copy being
+ * sealed to its owner's key (D21), checked against the chain with `ownerWallet` and
+ * `rpcUrl`. The create carries the caller's Idempotency-Key (`withIdempotencyKey`); with a
+ * `sealingSecret` too, running it again after a lost answer sends the very same request
+ * and answers the first outcome. Succeeds with the created transfer or, for an agent above
+ * its threshold, the held transaction (`kind: "held"`, D26); a refusal before sending is an
+ * `Errors.SealedTransferError`, an API refusal is the contract's error class
+ * (`PolicyViolation`, `InsufficientBalance`, ...).
+ *
+ * @example
+ * ```ts
+ * import { ApiClient } from "@pps/sdk"
+ * import { Effect } from "effect"
+ *
+ * // An agent's key alone: its copy is sealed to its owner's key.
+ * const pay = ApiClient.sealedTransfer({ to: "@bob", amount: "4", memo: "coffee" }).pipe(
+ *   ApiClient.withIdempotencyKey("order-43"),
+ *   Effect.catchTag("PolicyViolation", (refused) => Effect.succeed(`refused: ${refused.error.reason}`)),
+ *   Effect.provide(ApiClient.layer({ apiKey: process.env.PPS_API_KEY! }))
+ * )
+ * ```
+ *
+ * @since 0.5.0
+ * @category requests
+ */
+export const sealedTransfer = (transfer: SealedTransfers.SealedTransferRequest, options: SealOptions = {}) =>
+  Effect.gen(function*() {
+    const client = yield* ApiClient
+    const sent = yield* SealedTransfers.sealed(client, transfer, options)
+    return createdTransfer(sent.body)
+  })

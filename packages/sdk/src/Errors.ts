@@ -186,18 +186,21 @@ export type SealedTransferFailure =
   | "amount_invalid"
   | "memo_too_long"
   | "sender_key_mismatch"
+  | "sender_key_missing"
   | "guardian_key_mismatch"
   | "recipient_key_mismatch"
   | "chain_mismatch"
   | "contract_mismatch"
   | "recipient_address_mismatch"
   | "deployment_unpinned"
+  | "chain_unavailable"
 
 /**
  * The transfer was not sent: its amount or memo is invalid, a key, chain, contract or
  * recipient address the API answered is not the one it must be (the message names both),
- * or a check the options ask for cannot be made (`deployment_unpinned`). The message never
- * contains the amount or the memo.
+ * a check the options ask for cannot be made (`deployment_unpinned`: before any request;
+ * `chain_unavailable`: the RPC did not answer), or no sender key was given for an account
+ * that is not an agent (`sender_key_missing`). The message never contains the amount or the memo.
  *
  * @since 0.1.0
  * @category errors

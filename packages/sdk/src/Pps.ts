@@ -18,12 +18,13 @@
  * - **Results**: `transfers.create` answers a `CreatedTransfer` discriminated by `kind`
  *   (`"transfer"` or `"held"`, an agent's transfer held for its owner).
  * - **Confidentiality**: with the account's key pair, `transfers.create` seals the amount
- *   and memo here (`SealedTransfers`): nothing sent carries them in clear. Who can open the
+ *   and memo here (`SealedTransfers`): nothing sent carries them in clear. An agent's key
+ *   needs no key pair: its copy is sealed to its owner's key (D21). Who can open the
  *   boxes depends on the keys they are sealed to, which the API answers: they are checked
  *   against the chain only with `rpcUrl` and a pinned `deployment` (`trust: "chain"`
  *   insists on it). Without them (the default, `trust: "api"`) the api tier is trusted to
- *   answer the real guardian's and recipient's keys, and one that lied could read the
- *   amount (docs/security.md). Decryption (transfers, balances, held transactions, per-key
+ *   answer the real guardian's and recipient's keys (and an agent's owner's, unless
+ *   `ownerWallet` is pinned), and one that lied could read the amount (docs/security.md). Decryption (transfers, balances, held transactions, per-key
  *   totals) happens here too.
  *
  * @example
@@ -40,12 +41,14 @@
  *
  * @since 0.3.0
  */
+import type { AccountRecord } from "@pps/api/Accounts"
 import type { AgentRecord, AgentTransactionRecord, PendingAgentTransaction, SpendPolicyRecord } from "@pps/api/Agents"
+import type { ApiKeyRecord, CreatedAgentApiKey } from "@pps/api/ApiKeys"
 import type { EventPayload } from "@pps/api/Events"
 import type { FaucetGrant } from "@pps/api/Faucet"
 import type { TransferRecord } from "@pps/api/Transfers"
 import type { CreatedWebhook, DeliveryPage, ReplayAccepted, RotatedSecret, WebhookRecord } from "@pps/api/Webhooks"
-import type { EncryptionKey } from "@pps/crypto"
+import { type EncryptionKey, Random } from "@pps/crypto"
 import type { Effect } from "effect"
 import type * as ApiClient from "./ApiClient.ts"
 import * as ApiKeys from "./ApiKeys.ts"
@@ -64,13 +67,29 @@ export interface Options {
   readonly apiKey: string
   /** Default `http://127.0.0.1:8080`. */
   readonly baseUrl?: string
-  /** The account's key pair (a key file's): needed to seal transfers and to decrypt. */
+  /**
+   * The account's key pair (a key file's): needed to seal an account's transfers and to
+   * decrypt. An agent's key needs none: its transfers are sealed to its owner's key (D21).
+   */
   readonly keyPair?: EncryptionKey.KeyPair
-  /** For an agent key: its owner's public key, which the agent's amounts are sealed to. */
+  /**
+   * For an agent key, optional: its owner's public key, which the API's answer must then
+   * name. Without it (and without `keyPair`) the agent's copy is sealed to the key the API
+   * answers for its owner, checked against the chain with `ownerWallet` and `rpcUrl`.
+   */
   readonly senderKey?: EncryptionKey.PublicKey
   /**
-   * For an agent key: a secret of its own, so a `transfers.create` repeated with the same
-   * idempotency key seals identically (with a key pair, its secret key serves).
+   * For an agent key: its owner's wallet address (`owner_address` in `agents.keys.create`'s answer),
+   * pinned here. With `rpcUrl` and `deployment`, the key the agent's copy is sealed to must
+   * be the one the pinned contract holds for this wallet; `trust: "chain"` needs it.
+   */
+  readonly ownerWallet?: string
+  /**
+   * A secret only this client holds, so a `transfers.create` repeated with the same
+   * idempotency key seals identically and answers the first outcome (D36). With a key pair,
+   * its secret key serves; otherwise (an agent's key) a random one drawn for this instance,
+   * so a repeat from another process (or instance) is refused 409 `idempotency_key_reused`
+   * instead: paid once either way. Give one you keep to replay across processes.
    */
   readonly sealingSecret?: Uint8Array
   /**
@@ -80,7 +99,7 @@ export interface Options {
   readonly rpcUrl?: string
   /** The chain id and token contracts this client trusts, from the operator, not the API (`SealedTransfers.Deployment`). */
   readonly deployment?: SealedTransfers.Deployment
-  /** `"api"` (default) or `"chain"`: refuse to seal unless `rpcUrl` and `deployment` let every key be checked. */
+  /** `"api"` (default) or `"chain"`: refuse to seal unless `rpcUrl` and `deployment` (and for an agent `ownerWallet`) let every key be checked. */
   readonly trust?: SealedTransfers.Trust
   /** Retries after a network failure, a timeout, 429 or 503. Default 3. */
   readonly maxRetries?: number
@@ -124,6 +143,19 @@ export interface SpendPolicyInput {
 
 /** D21. @since 0.3.0 @category models */
 export type Agent = AgentRecord
+
+/** The account of the client's key (`accounts.me()`). @since 0.9.0 @category models */
+export type Account = AccountRecord
+
+/**
+ * D44: an agent's key as its owner created it: the value (shown in this answer only), the agent,
+ * and the owner's wallet address (`owner_address`), whose registered key the agent's amounts are
+ * sealed to. @since 0.9.0 @category models
+ */
+export type NewAgentKey = CreatedAgentApiKey
+
+/** D44: an agent's key as listed (never its value). @since 0.9.0 @category models */
+export type AgentKey = ApiKeyRecord
 
 /** D33: a subscription as listed (no secret). @since 0.3.0 @category models */
 export type Webhook = WebhookRecord
@@ -291,9 +323,17 @@ export class Pps {
    */
   readonly #streamClient: Client.Client
   readonly #options: Options
+  /**
+   * What seals a create identically when it is repeated with its idempotency key: the
+   * caller's secret, the key pair's, or one drawn for this instance (an agent's key, which
+   * has no secret of its own). Never sent, never derived from the API key (which the api
+   * tier sees on every request).
+   */
+  readonly #sealingSecret: Uint8Array
 
   constructor(options: Options) {
     this.#options = options
+    this.#sealingSecret = options.sealingSecret ?? options.keyPair?.secretKey ?? Random.secure(32)
     this.#client = Client.make({
       apiKey: options.apiKey,
       ...(options.baseUrl === undefined ? {} : { baseUrl: options.baseUrl }),
@@ -359,17 +399,18 @@ export class Pps {
         const answer = await this.#run((api) => api.transfers.create({ payload: { ...transfer, confidential: false } }), idempotencyKey)
         return createdTransfer(answer)
       }
-      const senderKey = this.#options.senderKey ?? this.#keyPair().publicKey
-      const sealingSecret = this.#options.sealingSecret ?? this.#options.keyPair?.secretKey
+      // Without either, an agent's key: its copy is sealed to its owner's key as answered (checked with ownerWallet).
+      const senderKey = this.#options.senderKey ?? this.#options.keyPair?.publicKey
       const answer = await SealedTransfers.send(this.#client, {
         to: transfer.to,
         amount: transfer.amount,
         ...(transfer.memo === undefined ? {} : { memo: transfer.memo }),
         ...(transfer.asset === undefined ? {} : { asset: transfer.asset })
       }, {
-        senderKey,
+        ...(senderKey === undefined ? {} : { senderKey }),
         idempotencyKey,
-        ...(sealingSecret === undefined ? {} : { sealingSecret }),
+        sealingSecret: this.#sealingSecret,
+        ...(this.#options.ownerWallet === undefined ? {} : { ownerWallet: this.#options.ownerWallet }),
         ...(this.#options.rpcUrl === undefined ? {} : { rpcUrl: this.#options.rpcUrl }),
         ...(this.#options.deployment === undefined ? {} : { deployment: this.#options.deployment }),
         ...(this.#options.trust === undefined ? {} : { trust: this.#options.trust }),
@@ -399,15 +440,56 @@ export class Pps {
     prove: (): Promise<BalanceProof> => Confidential.proveBalances(this.#client, this.#keyPair())
   }
 
-  /** Agent accounts and their spend policies (D21-D24). */
+  /** The account of the client's key: for an agent key, the agent's own (its `account_id`). */
+  readonly accounts = {
+    me: (): Promise<Account> => this.#run((api) => api.accounts.me())
+  }
+
+  /**
+   * Agent accounts (D21), their spend policies (D22-D24) and keys (D44), and what an agent's own
+   * key may read about itself (D42): its policy and its held transactions' state.
+   */
   readonly agents = {
     create: (agent: { readonly name: string; readonly spend_policy: SpendPolicyInput }, options: { readonly idempotencyKey?: string } = {}): Promise<Agent> =>
       this.#run((api) => api.agents.create({ payload: agent }), options.idempotencyKey),
     list: (): Promise<{ readonly agents: ReadonlyArray<Agent> }> => this.#run((api) => api.agents.list()),
     policy: {
-      get: (agentId: string): Promise<SpendPolicy> => this.#run((api) => api.agents.getPolicy({ params: { account_id: agentId } })),
+      /**
+       * The owner reads any of its agents' policies; an agent key its own (D42). Without
+       * `agentId`, the policy of the key's own account (an agent key's).
+       */
+      get: async (agentId?: string): Promise<SpendPolicy> => {
+        const accountId = agentId ?? (await this.accounts.me()).account_id
+        return this.#run((api) => api.agents.getPolicy({ params: { account_id: accountId } }))
+      },
       update: (agentId: string, patch: SpendPolicyInput): Promise<SpendPolicy> =>
         this.#run((api) => api.agents.patchPolicy({ params: { account_id: agentId }, payload: { ...patch } }))
+    },
+    /**
+     * The agent's API keys, managed by its owner (D44; an agent key is refused 403
+     * `not_agent_owner`). `create` answers the key's value once: nothing keeps it, and a retry
+     * with the same idempotency key answers 409 `key_shown_once` (revoke that key and create
+     * another). `revoke` takes effect on the key's next request (401).
+     */
+    keys: {
+      create: (
+        agentId: string,
+        key: { readonly name: string },
+        options: { readonly idempotencyKey?: string } = {}
+      ): Promise<NewAgentKey> =>
+        this.#run((api) => api.agents.createKey({ params: { account_id: agentId }, payload: { name: key.name } }), options.idempotencyKey),
+      list: (agentId: string): Promise<{ readonly data: ReadonlyArray<AgentKey> }> =>
+        this.#run((api) => api.agents.listKeys({ params: { account_id: agentId } })),
+      revoke: (agentId: string, keyId: string): Promise<{ readonly key_id: string; readonly revoked: true }> =>
+        this.#run((api) => api.agents.revokeKey({ params: { account_id: agentId, key_id: keyId } }))
+    },
+    /**
+     * Held transactions' state (D42): `pending_approval`, `approved` (with its transfer),
+     * `rejected` or `expired`; never an amount. For the agent's own key and its owner's.
+     */
+    transactions: {
+      get: (transactionId: string): Promise<HeldTransaction> =>
+        this.#run((api) => api.agents.getTransaction({ params: { transaction_id: transactionId } }))
     }
   }
 

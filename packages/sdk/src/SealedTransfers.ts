@@ -5,24 +5,33 @@
  * 1. `POST /v1/transfers/prepare` applies every amount-free rule and answers the transfer
  *    id the boxes are bound to, the chain, the contract, the recipient's address, the three
  *    public keys and a token.
- * 2. The answer is checked before anything is sealed to it. Always: the sender's key must
- *    be the one the caller expects (the holder's own public key; for an agent, its
- *    owner's), and a `to` that is a 0x address (or a pinned `recipientAddress`) must be the
- *    recipient address answered. With a pinned `deployment`: the chain id and the asset's
- *    contract must be the pinned ones. With an `rpcUrl` (which needs the pin): the chain id
- *    must be the RPC's, and the guardian's and the recipient's keys must be the ones the
- *    **pinned** contract holds. The api tier answers all of these, so whatever is not
- *    checked is trusted to it: an api tier that answered its own contract, chain, key or
- *    recipient address would be sent boxes it can open (docs/security.md). `trust: "chain"`
- *    refuses to send unless every check can be made; the default, `trust: "api"`, sends
- *    with the checks the options allow.
+ * 2. The answer is checked before anything is sealed to it. Always: with a `senderKey`
+ *    (the holder's own public key) the sender key answered must be it, and a `to` that is a
+ *    0x address (or a pinned `recipientAddress`) must be the recipient address answered.
+ *    With a pinned `deployment`: the chain id and the asset's contract must be the pinned
+ *    ones. With an `rpcUrl` (which needs the pin): the chain id must be the RPC's, and the
+ *    guardian's and the recipient's keys must be the ones the **pinned** contract holds,
+ *    and with an `ownerWallet` the sender key must be the one it holds for that wallet.
+ *    The api tier answers all of these, so whatever is not checked is trusted to it: an api
+ *    tier that answered its own contract, chain, key or recipient address would be sent
+ *    boxes it can open (docs/security.md). `trust: "chain"` refuses to send unless every
+ *    check can be made; the default, `trust: "api"`, sends with the checks the options allow.
  *    A handle's address is resolved by the api tier: pin it (`recipientAddress`, or send
  *    to the 0x address) to take that trust away too.
  * 3. {amount, r} is sealed to the guardian and {amount, memo} to the sender and the
  *    recipient (`Note.sealTransfer`), bound to chain, contract and transfer id.
  * 4. `POST /v1/transfers` with `sealed`: answered as any create (D13/D14, or D26's 202).
  *
- * Internal: not exported from `@pps/sdk`; Promise users reach it through `Pps` (`transfers.create`).
+ * **An agent needs no key of its own** (D21): its side of a transfer is sealed to its
+ * owner's key, which the prepare step answers as `sender_key`. Without a `senderKey`, the
+ * agent's copy is sealed to that answered key; the account must then be an agent (asked of
+ * `GET /v1/accounts/me`: an account's copy is sealed to its own key, which its holder
+ * gives). The answered key is checked against the chain only with `ownerWallet` (the
+ * owner's wallet address, pinned by the caller) and `rpcUrl`.
+ *
+ * The steps are one Effect over the contract's typed client (`sealed`), which both surfaces
+ * run: `ApiClient.sealedTransfer` for Effect programs, `send` (and `Pps.transfers.create`)
+ * as a Promise. Internal: not exported from `@pps/sdk`.
  *
  * @example
  * ```ts
@@ -45,10 +54,13 @@
 import type { AgentTransactionRecord } from "@pps/api/Agents"
 import type { PreparedTransfer, TransferRecord } from "@pps/api/Transfers"
 import { ElGamal, EncryptionKey, Note, Random } from "@pps/crypto"
+import { Effect } from "effect"
 import { type Address, createPublicClient, getAddress, http, isAddress, sha256, stringToBytes } from "viem"
 import * as Amount from "./Amount.ts"
+import type * as ApiClient from "./ApiClient.ts"
 import type { Client } from "./Client.ts"
-import { SealedTransferError } from "./Errors.ts"
+import { SealedTransferError, type SealedTransferFailure, TransportError } from "./Errors.ts"
+import { IdempotencyKey } from "./internal/idempotency.ts"
 import { run } from "./internal/typedClient.ts"
 import * as Wire from "./internal/wire.ts"
 
@@ -75,31 +87,41 @@ export interface SealedTransferRequest {
 }
 
 /**
- * @since 0.1.0
+ * What a sealed transfer is checked against and sealed with. The Idempotency-Key is the
+ * caller's (`ApiClient.withIdempotencyKey`; `SendOptions.idempotencyKey` for `send`).
+ *
+ * @since 0.5.0
  * @category models
  */
-export interface SendOptions {
+export interface SealOptions {
   /**
-   * The public key the sender's copy is sealed to: the account's own key, or, for an
-   * agent, its owner's (an agent's amounts are encrypted to its owner). The API's answer
-   * must name this key, or nothing is sent.
+   * The public key the sender's copy is sealed to: the account's own key (its key pair's).
+   * The API's answer must name this key, or nothing is sent. Absent: the copy is sealed to
+   * the key the API answers, which only an agent's key may do (an agent's amounts are
+   * sealed to its owner's key, D21; the account is asked first, and another one is refused
+   * `sender_key_missing` before the prepare step).
    */
-  readonly senderKey: EncryptionKey.PublicKey
-  /** Sent with the create request; a retry with the same key is answered with the first outcome (D6, D36). */
-  readonly idempotencyKey?: string
+  readonly senderKey?: EncryptionKey.PublicKey
+  /**
+   * The wallet address whose registered key the sender's copy is sealed to: for an agent,
+   * its owner's (`owner_address` in the answer that issued the agent's key), pinned by the caller, not learnt from the
+   * API. The sender key answered must be the one the pinned contract holds for it, read
+   * through `rpcUrl` (which it needs). Under `trust: "chain"` an agent's send needs it.
+   */
+  readonly ownerWallet?: string
   /**
    * A secret only this client holds (the account's secret key; an agent: any secret it
    * keeps). With an idempotency key, the prepare step is replayed and the boxes are sealed
-   * again byte for byte, so calling `send` again after a lost answer sends the very same
-   * request and gets the first outcome. Without it, each call seals afresh, and a second
-   * call with the same key is refused 409 `idempotency_key_reused` (nothing is paid twice).
+   * again byte for byte, so sending again after a lost answer sends the very same request
+   * and gets the first outcome. Without it, each call seals afresh, and a second call with
+   * the same key is refused 409 `idempotency_key_reused` (nothing is paid twice).
    */
   readonly sealingSecret?: Uint8Array
   /**
    * An RPC URL of the transfer's chain: its chain id must be the one answered, and the
-   * guardian's and the recipient's keys are read from the pinned contract's registry and
-   * must be the ones answered. Needs `deployment` with the asset's contract (a contract
-   * named by the API would be checked against itself).
+   * guardian's and the recipient's keys (and with `ownerWallet` the sender's) are read from
+   * the pinned contract's registry and must be the ones answered. Needs `deployment` with
+   * the asset's contract (a contract named by the API would be checked against itself).
    */
   readonly rpcUrl?: string
   /**
@@ -115,9 +137,19 @@ export interface SendOptions {
   /**
    * `"api"` (default): send with the checks the options allow, trusting the api tier for
    * the rest. `"chain"`: refuse (`deployment_unpinned`, before any request) unless
-   * `rpcUrl` and the asset's pinned contract are given, so every key is checked.
+   * `rpcUrl` and the asset's pinned contract are given, and, without a `senderKey` (an
+   * agent), `ownerWallet`, so every key is checked.
    */
   readonly trust?: Trust
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface SendOptions extends SealOptions {
+  /** Sent with the create request; a retry with the same key is answered with the first outcome (D6, D36). */
+  readonly idempotencyKey?: string
 }
 
 /**
@@ -133,7 +165,7 @@ export interface Deployment {
 }
 
 /**
- * Who vouches for the keys a transfer is sealed to (`SendOptions.trust`).
+ * Who vouches for the keys a transfer is sealed to (`SealOptions.trust`).
  *
  * @since 0.4.0
  * @category models
@@ -172,58 +204,99 @@ const prepareSuffix = "/prepare"
 const prepareKeyOf = (key: string): string =>
   key.length + prepareSuffix.length <= 255 ? `${key}${prepareSuffix}` : `prepare-sha256-${sha256(stringToBytes(key)).slice(2)}`
 
-const unpinned = (message: string) => new SealedTransferError("deployment_unpinned", message)
+/** A transfer not sent, and why. */
+const refuse = (reason: SealedTransferFailure, message: string) => Effect.fail(new SealedTransferError(reason, message))
+
+const unpinned = (message: string) => refuse("deployment_unpinned", message)
 
 /** An address the caller gave, checksummed; a malformed one is the caller's mistake, refused before any request. */
-const callerAddress = (name: string, value: string): Address => {
-  if (!isAddress(value, { strict: false })) throw unpinned(`${name} is not a 20-byte 0x address`)
-  return getAddress(value)
+const callerAddress = (name: string, value: string): Effect.Effect<Address, SealedTransferError> =>
+  isAddress(value, { strict: false }) ? Effect.succeed(getAddress(value)) : unpinned(`${name} is not a 20-byte 0x address`)
+
+/** A pinned address, when the caller gave one. */
+const optionalAddress = (name: string, value: string | undefined): Effect.Effect<Address | undefined, SealedTransferError> =>
+  value === undefined ? Effect.succeed(undefined) : callerAddress(name, value)
+
+/** What the caller pinned, checked before any request. */
+interface Pins {
+  readonly chainId: bigint | undefined
+  readonly contract: Address | undefined
+  readonly recipient: Address | undefined
+  readonly ownerWallet: Address | undefined
 }
 
 /**
  * What the caller pinned and what can be checked, worked out before any request: a check
  * that was asked for but cannot be made is refused here, never skipped.
  */
-const pinsOf = (transfer: SealedTransferRequest, asset: string, options: SendOptions) => {
+const pinsOf = Effect.fnUntraced(function*(transfer: SealedTransferRequest, asset: string, options: SealOptions) {
   const deployment = options.deployment
-  const pinnedContract = deployment?.contracts[asset as keyof Deployment["contracts"]]
-  const contract = pinnedContract === undefined ? undefined : callerAddress(`deployment.contracts.${asset}`, pinnedContract)
+  const contract = yield* optionalAddress(`deployment.contracts.${asset}`, deployment?.contracts[asset as keyof Deployment["contracts"]])
   if (options.rpcUrl !== undefined && contract === undefined) {
-    throw unpinned(`rpcUrl checks the keys against the pinned ${asset} contract: give deployment.contracts.${asset} (not the contract the API names)`)
+    return yield* unpinned(`rpcUrl checks the keys against the pinned ${asset} contract: give deployment.contracts.${asset} (not the contract the API names)`)
   }
   if (options.trust === "chain" && (options.rpcUrl === undefined || contract === undefined)) {
-    throw unpinned(`trust "chain" needs rpcUrl and deployment.contracts.${asset}: without them the keys cannot be checked`)
+    return yield* unpinned(`trust "chain" needs rpcUrl and deployment.contracts.${asset}: without them the keys cannot be checked`)
+  }
+  const ownerWallet = yield* optionalAddress("ownerWallet", options.ownerWallet)
+  if (ownerWallet !== undefined && options.rpcUrl === undefined) {
+    return yield* unpinned("ownerWallet is checked against the key the chain's registry holds for it: give rpcUrl and deployment")
+  }
+  if (options.trust === "chain" && options.senderKey === undefined && ownerWallet === undefined) {
+    return yield* unpinned(
+      `trust "chain" with an agent's key needs ownerWallet (its owner's wallet address): without it the key the agent's copy is sealed to cannot be checked`
+    )
   }
   const toAddress = isAddress(transfer.to, { strict: false }) ? getAddress(transfer.to) : undefined
-  const pinnedRecipient = options.recipientAddress === undefined ? undefined : callerAddress("recipientAddress", options.recipientAddress)
+  const pinnedRecipient = yield* optionalAddress("recipientAddress", options.recipientAddress)
   if (toAddress !== undefined && pinnedRecipient !== undefined && toAddress !== pinnedRecipient) {
-    throw new SealedTransferError("recipient_address_mismatch", `to is ${toAddress} but recipientAddress is ${pinnedRecipient}`)
+    return yield* refuse("recipient_address_mismatch", `to is ${toAddress} but recipientAddress is ${pinnedRecipient}`)
   }
   const chainId = deployment?.chainId
   if (chainId !== undefined && !(typeof chainId === "bigint" ? chainId > 0n : Number.isSafeInteger(chainId) && chainId > 0)) {
-    throw unpinned("deployment.chainId is not a positive integer")
+    return yield* unpinned("deployment.chainId is not a positive integer")
   }
   return {
     chainId: chainId === undefined ? undefined : BigInt(chainId),
     contract,
-    recipient: toAddress ?? pinnedRecipient
-  }
-}
+    recipient: toAddress ?? pinnedRecipient,
+    ownerWallet
+  } satisfies Pins
+})
 
-const parseAmount = (asset: string, text: string): bigint => {
+/** The note to seal, refused before any request when its amount or memo cannot be sealed. */
+const noteOf = (asset: string, transfer: SealedTransferRequest): Effect.Effect<{ readonly amount: bigint; readonly memo: string }, SealedTransferError> => {
   const decimals = Amount.decimalsOf(asset)
-  const match = /^(\d{1,13})(?:\.(\d+))?$/.exec(text)
+  const match = /^(\d{1,13})(?:\.(\d+))?$/.exec(transfer.amount)
   const fraction = match?.[2] ?? ""
   if (match === null || fraction.length > decimals) {
-    throw new SealedTransferError("amount_invalid", `the amount must be a decimal string with at most ${decimals} decimals`)
+    return refuse("amount_invalid", `the amount must be a decimal string with at most ${decimals} decimals`)
   }
-  const units = BigInt(match[1]!) * 10n ** BigInt(decimals) + BigInt(fraction.padEnd(decimals, "0") || "0")
+  const amount = BigInt(match[1]!) * 10n ** BigInt(decimals) + BigInt(fraction.padEnd(decimals, "0") || "0")
   // The sealed note carries the amount as a 64-bit integer of base units (docs/crypto.md).
-  if (units === 0n || units >= 1n << 64n) {
-    throw new SealedTransferError("amount_invalid", "the amount must be above 0 and below 2^64 base units")
+  if (amount === 0n || amount >= 1n << 64n) {
+    return refuse("amount_invalid", "the amount must be above 0 and below 2^64 base units")
   }
-  return units
+  const memo = transfer.memo ?? ""
+  if (new TextEncoder().encode(memo).length > Note.memoBytesMax) {
+    return refuse("memo_too_long", `the memo is at most ${Note.memoBytesMax} bytes of UTF-8`)
+  }
+  return Effect.succeed({ amount, memo })
 }
+
+/**
+ * Without a `senderKey`, the copy is sealed to the key the API answers: an agent's owner's
+ * (D21). An account's own copy is sealed to its own key, which only its holder can give.
+ */
+const requireAgent = Effect.fnUntraced(function*(api: ApiClient.Client) {
+  const account = yield* api.accounts.me()
+  if (account.type !== "agent") {
+    return yield* refuse(
+      "sender_key_missing",
+      `account ${account.account_id} is not an agent: its copy is sealed to its own key, so give its key pair (only an agent's key seals to the key the API answers, its owner's)`
+    )
+  }
+})
 
 /**
  * The create's answer: 201 with the Transfer (D13), or 202 with an agent's transfer held
@@ -238,162 +311,208 @@ export interface SentTransfer {
 }
 
 /**
+ * Prepares, checks the keys, seals and creates a transfer over the contract's typed client,
+ * with the caller's Idempotency-Key (`IdempotencyKey`) on the create; succeeds with the
+ * API's answer (the Transfer, or an agent's held transaction with status 202).
+ *
+ * @since 0.5.0
+ * @category requests
+ */
+export const sealed = Effect.fn("SealedTransfers.sealed")(function*(
+  api: ApiClient.Client,
+  transfer: SealedTransferRequest,
+  options: SealOptions
+) {
+  const asset = transfer.asset ?? "USDG"
+  const note = yield* noteOf(asset, transfer)
+  const pins = yield* pinsOf(transfer, asset, options)
+  if (options.senderKey === undefined) yield* requireAgent(api)
+  const idempotencyKey = yield* IdempotencyKey
+  const replayable = idempotencyKey !== undefined && options.sealingSecret !== undefined
+  // The same preparation on a retry (the same transfer id, keys and token); without a
+  // secret to seal identically, a fresh one under a key of its own.
+  const prepared = yield* api.transfers.prepare({ payload: { to: transfer.to, asset } }).pipe(
+    Effect.provideService(IdempotencyKey, replayable ? prepareKeyOf(idempotencyKey) : undefined)
+  )
+  const checked = yield* checkPrepared(prepared, transfer.to, asset, pins, options.senderKey)
+  if (options.rpcUrl !== undefined && pins.contract !== undefined) {
+    yield* checkAgainstChain(options.rpcUrl, pins.contract, checked, pins.ownerWallet)
+  }
+  const random = replayable
+    ? Random.deterministic(Random.sealingSeed(options.sealingSecret!, [
+      "sealed-transfer",
+      idempotencyKey,
+      prepared.transfer_id,
+      transfer.to,
+      asset,
+      note.amount.toString(),
+      note.memo
+    ]))
+    : Random.secure
+  const boxes = sealBoxes(checked, note, random)
+  const [body, response] = yield* api.transfers.create({
+    payload: {
+      to: transfer.to,
+      asset,
+      sealed: {
+        transfer_id: prepared.transfer_id,
+        token: prepared.token,
+        guardian: Wire.hex(boxes.guardian),
+        sender: Wire.hex(boxes.sender),
+        recipient: Wire.hex(boxes.recipient)
+      }
+    },
+    responseMode: "decoded-and-response"
+  })
+  return { status: response.status, body } satisfies SentTransfer
+})
+
+/**
  * Prepares, checks the keys, seals and creates a transfer; resolves with the API's answer
  * (the Transfer, or an agent's held transaction with status 202).
  *
  * @since 0.1.0
  * @category requests
  */
-export const send = async (
-  client: Client,
-  transfer: SealedTransferRequest,
-  options: SendOptions
-): Promise<SentTransfer> => {
-  const asset = transfer.asset ?? "USDG"
-  const amount = parseAmount(asset, transfer.amount)
-  const memo = transfer.memo ?? ""
-  if (new TextEncoder().encode(memo).length > Note.memoBytesMax) {
-    throw new SealedTransferError("memo_too_long", `the memo is at most ${Note.memoBytesMax} bytes of UTF-8`)
-  }
-  const pins = pinsOf(transfer, asset, options)
-  const replayable = options.idempotencyKey !== undefined && options.sealingSecret !== undefined
-  const prepared = await run(
-    client,
-    (api) => api.transfers.prepare({ payload: { to: transfer.to, asset } }),
-    // The same preparation on a retry: the same transfer id, keys and token.
-    replayable ? prepareKeyOf(options.idempotencyKey!) : undefined
-  )
-  const checked = checkPrepared(prepared, transfer.to, asset, pins, options)
-  if (options.rpcUrl !== undefined && pins.contract !== undefined) {
-    await checkAgainstChain(options.rpcUrl, pins.contract, checked)
-  }
-  const random = replayable
-    ? Random.deterministic(Random.sealingSeed(options.sealingSecret!, [
-      "sealed-transfer",
-      options.idempotencyKey!,
-      prepared.transfer_id,
-      transfer.to,
-      asset,
-      amount.toString(),
-      memo
-    ]))
-    : Random.secure
-  const boxes = sealBoxes(prepared, checked, { amount, memo }, options.senderKey, random)
-  const [body, response] = await run(
-    client,
-    (api) =>
-      api.transfers.create({
-        payload: {
-          to: transfer.to,
-          asset,
-          sealed: {
-            transfer_id: prepared.transfer_id,
-            token: prepared.token,
-            guardian: Wire.hex(boxes.guardian),
-            sender: Wire.hex(boxes.sender),
-            recipient: Wire.hex(boxes.recipient)
-          }
-        },
-        responseMode: "decoded-and-response"
-      }),
-    options.idempotencyKey
-  )
-  return { status: response.status, body }
-}
+export const send = (client: Client, transfer: SealedTransferRequest, options: SendOptions): Promise<SentTransfer> =>
+  run(client, (api) => sealed(api, transfer, options), options.idempotencyKey)
 
 /** What the prepare step answered, decoded and checked against what the caller pinned. */
 interface CheckedPreparation {
   readonly chainId: bigint
   readonly contract: Address
   readonly recipientAddress: Address
-  readonly recipientKey: string
-  readonly guardianKey: string
+  readonly bindingId: Uint8Array
+  readonly senderKey: EncryptionKey.PublicKey
+  readonly recipientKey: EncryptionKey.PublicKey
+  readonly guardianKey: EncryptionKey.PublicKey
 }
 
 const preparedWhat = "POST /v1/transfers/prepare"
+
+/** The prepare answer's values the contract types as strings, read; one that does not parse is `malformed_response`. */
+const readPrepared = (prepared: PreparedTransfer) =>
+  Effect.try({
+    try: () => ({
+      chainId: BigInt(prepared.chain_id),
+      contract: Wire.address(preparedWhat, "contract", prepared.contract),
+      recipientAddress: Wire.address(preparedWhat, "recipient_address", prepared.recipient_address),
+      bindingId: Wire.hexBytes(preparedWhat, "binding_id", prepared.binding_id, 32),
+      keys: {
+        sender_key: Wire.hexBytes(preparedWhat, "sender_key", prepared.sender_key, 64),
+        recipient_key: Wire.hexBytes(preparedWhat, "recipient_key", prepared.recipient_key, 64),
+        guardian_key: Wire.hexBytes(preparedWhat, "guardian_key", prepared.guardian_key, 64)
+      }
+    }),
+    catch: (cause) =>
+      cause instanceof TransportError ? cause : new TransportError("malformed_response", `${preparedWhat}: an answer that cannot be read`, { cause })
+  })
+
+/** A key of the prepare answer as a key; one that is no point of the curve is a key that does not match. */
+const answeredKey = (name: "sender_key" | "recipient_key" | "guardian_key", bytes: Uint8Array): Effect.Effect<EncryptionKey.PublicKey, SealedTransferError> => {
+  const parsed = EncryptionKey.parsePublicKey(bytes)
+  if (parsed.ok) return Effect.succeed(parsed.value)
+  const reason = name === "guardian_key" ? "guardian_key_mismatch" : name === "recipient_key" ? "recipient_key_mismatch" : "sender_key_mismatch"
+  return refuse(reason, `${name} ${Wire.hex(bytes)} is not a valid key`)
+}
 
 /**
  * Checks the prepare step's answer against the caller's own key and pins: the boxes are bound to
  * chain and contract, and the keys are read from the contract, so both must be the caller's, not
  * whatever the API names.
  */
-const checkPrepared = (
+const checkPrepared = Effect.fnUntraced(function*(
   prepared: PreparedTransfer,
   to: string,
   asset: string,
-  pins: ReturnType<typeof pinsOf>,
-  options: SendOptions
-): CheckedPreparation => {
-  const chainId = BigInt(prepared.chain_id)
-  const contract = Wire.address(preparedWhat, "contract", prepared.contract)
-  const recipientAddress = Wire.address(preparedWhat, "recipient_address", prepared.recipient_address)
-  if (!sameKey(options.senderKey, prepared.sender_key)) {
-    throw new SealedTransferError(
+  pins: Pins,
+  senderKey: EncryptionKey.PublicKey | undefined
+) {
+  const { chainId, contract, recipientAddress, bindingId, keys } = yield* readPrepared(prepared)
+  if (senderKey !== undefined && !sameKey(senderKey, prepared.sender_key)) {
+    return yield* refuse(
       "sender_key_mismatch",
       "the API answered a sender key that is not the expected one: is it the key registered for this account (an agent's owner's, for an agent)?"
     )
   }
   if (pins.chainId !== undefined && chainId !== pins.chainId) {
-    throw new SealedTransferError("chain_mismatch", `the API answered chain id ${chainId}; the pinned deployment is on chain ${pins.chainId}`)
+    return yield* refuse("chain_mismatch", `the API answered chain id ${chainId}; the pinned deployment is on chain ${pins.chainId}`)
   }
   if (pins.contract !== undefined && contract !== pins.contract) {
-    throw new SealedTransferError("contract_mismatch", `the API answered ${asset} contract ${contract}; the pinned one is ${pins.contract}`)
+    return yield* refuse("contract_mismatch", `the API answered ${asset} contract ${contract}; the pinned one is ${pins.contract}`)
   }
   if (pins.recipient !== undefined && recipientAddress !== pins.recipient) {
-    throw new SealedTransferError(
+    return yield* refuse(
       "recipient_address_mismatch",
       `the API answered recipient address ${recipientAddress} for ${to}; the expected one is ${pins.recipient}`
     )
   }
-  return { chainId, contract, recipientAddress, recipientKey: prepared.recipient_key, guardianKey: prepared.guardian_key }
-}
+  return {
+    chainId,
+    contract,
+    recipientAddress,
+    bindingId,
+    senderKey: senderKey ?? (yield* answeredKey("sender_key", keys.sender_key)),
+    recipientKey: yield* answeredKey("recipient_key", keys.recipient_key),
+    guardianKey: yield* answeredKey("guardian_key", keys.guardian_key)
+  } satisfies CheckedPreparation
+})
 
-/** Checks the chain id, the guardian's key and the recipient's key against the pinned contract, through the caller's RPC. */
-const checkAgainstChain = async (rpcUrl: string, pinnedContract: Address, checked: CheckedPreparation): Promise<void> => {
+/**
+ * Checks the chain id, the guardian's key, the recipient's key and, with the owner's wallet
+ * pinned, the sender's key against the pinned contract, through the caller's RPC.
+ */
+const checkAgainstChain = (rpcUrl: string, pinnedContract: Address, checked: CheckedPreparation, ownerWallet: Address | undefined) =>
+  Effect.tryPromise({
+    try: () => readAndCompare(rpcUrl, pinnedContract, checked, ownerWallet),
+    catch: (cause) =>
+      cause instanceof SealedTransferError
+        ? cause
+        // The RPC URL is not named in messages: a provider's URL often carries its API key.
+        : new SealedTransferError("chain_unavailable", `the keys could not be read from contract ${pinnedContract} through rpcUrl; nothing was sent`, { cause })
+  })
+
+const readAndCompare = async (rpcUrl: string, pinnedContract: Address, checked: CheckedPreparation, ownerWallet: Address | undefined): Promise<void> => {
   const chain = createPublicClient({ transport: http(rpcUrl) })
-  // The RPC URL is not named in messages: a provider's URL often carries its API key.
   const rpcChainId = BigInt(await chain.getChainId())
   if (rpcChainId !== checked.chainId) {
     throw new SealedTransferError("chain_mismatch", `the API answered chain id ${checked.chainId}; the RPC's chain is ${rpcChainId}`)
   }
+  const keyOf = async (wallet: Address) =>
+    pointHex(await chain.readContract({ address: pinnedContract, abi: registryAbi, functionName: "encryptionKeyOf", args: [wallet] }))
   const onChainGuardian = pointHex(await chain.readContract({ address: pinnedContract, abi: registryAbi, functionName: "guardianEncryptionKey" }))
-  if (onChainGuardian !== checked.guardianKey.toLowerCase()) {
+  if (!sameKey(checked.guardianKey, onChainGuardian)) {
     throw new SealedTransferError("guardian_key_mismatch", `the guardian key the API answered is not the one contract ${pinnedContract} holds`)
   }
-  const onChainRecipient = pointHex(
-    await chain.readContract({ address: pinnedContract, abi: registryAbi, functionName: "encryptionKeyOf", args: [checked.recipientAddress] })
-  )
-  if (onChainRecipient !== checked.recipientKey.toLowerCase()) {
+  if (!sameKey(checked.recipientKey, await keyOf(checked.recipientAddress))) {
     throw new SealedTransferError(
       "recipient_key_mismatch",
       `the recipient key the API answered is not the one contract ${pinnedContract} holds for ${checked.recipientAddress}`
+    )
+  }
+  if (ownerWallet !== undefined && !sameKey(checked.senderKey, await keyOf(ownerWallet))) {
+    throw new SealedTransferError(
+      "sender_key_mismatch",
+      `the sender key the API answered is not the one contract ${pinnedContract} holds for the owner's wallet ${ownerWallet}`
     )
   }
 }
 
 /** The three boxes of the transfer, bound to its chain, contract and id. */
 const sealBoxes = (
-  prepared: PreparedTransfer,
   checked: CheckedPreparation,
   note: { readonly amount: bigint; readonly memo: string },
-  senderKey: EncryptionKey.PublicKey,
   random: Random.RandomSource
-) => {
-  const publicKey = (name: "recipient_key" | "guardian_key", hex: string): EncryptionKey.PublicKey => {
-    const parsed = EncryptionKey.parsePublicKey(Wire.hexBytes(preparedWhat, name, hex, 64))
-    if (!parsed.ok) throw new SealedTransferError(`${name === "guardian_key" ? "guardian" : "recipient"}_key_mismatch`, `${name} ${hex} is not a valid key`)
-    return parsed.value
-  }
-  return Note.sealTransfer({
+) =>
+  Note.sealTransfer({
     context: {
       chainId: checked.chainId,
       contract: checked.contract,
-      transferId: Wire.hexBytes(preparedWhat, "binding_id", prepared.binding_id, 32)
+      transferId: checked.bindingId
     },
     note,
     opening: ElGamal.newOpening(note.amount, random),
-    senderKey,
-    recipientKey: publicKey("recipient_key", checked.recipientKey),
-    guardianKey: publicKey("guardian_key", checked.guardianKey)
+    senderKey: checked.senderKey,
+    recipientKey: checked.recipientKey,
+    guardianKey: checked.guardianKey
   }, random)
-}

@@ -3,7 +3,11 @@
  * embedded PGlite, anvil, guardian) behind a proxy that rewrites the prepare answer, as an
  * api tier that wants to read amounts would. A substituted contract (one whose getters
  * answer the attacker's key), chain id, recipient address or key is refused before
- * anything is sealed or sent; the honest path still pays. Also: the prepare step's
+ * anything is sealed or sent; the honest path still pays. An agent's key alone (no key of
+ * anyone's on its machine) sends from `Pps`, `ApiClient.sealedTransfer` and `pps send`, its
+ * copy sealed to its owner's key: under the threshold sent, above it held, over a limit refused
+ * naming the rule and the policy field; under trust "chain" the owner's key is checked against
+ * the pinned owner's wallet; no amount or memo on the wire. Also: the prepare step's
  * Idempotency-Key fits D6 for any caller key, and the facade waits out 409
  * `idempotency_key_in_progress` with the same key instead of failing a payment in flight.
  */
@@ -13,11 +17,12 @@ import * as path from "node:path"
 import { EncryptionKey } from "@pps/crypto"
 import { createPublicClient, getAddress, http } from "viem"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { canaryForms } from "../../server/test/support/recordingProxy.ts"
+import { Effect } from "effect"
+import { canaryForms, startRecordingProxy } from "../../server/test/support/recordingProxy.ts"
 import { defaultTimeoutMs } from "../src/Pps.ts"
 import * as Client from "../src/Client.ts"
 import * as Confidential from "../src/Confidential.ts"
-import { KeyFile, Pps, type PpsTypes } from "../src/index.ts"
+import { ApiClient, Errors, KeyFile, Pps, type PpsTypes } from "../src/index.ts"
 import * as SealedTransfers from "../src/SealedTransfers.ts"
 import { transferOf } from "./support/created.ts"
 import { type Rewrite, type RewritingProxy, startRewritingProxy } from "./support/rewritingProxy.ts"
@@ -255,6 +260,164 @@ describe("SealedTransfers against a malicious api tier", { timeout: 60_000 }, ()
       expect(badTrust.stderr).toMatch(/^pps: PPS_TRUST must be api or chain/)
     } finally {
       proxy.rewritePrepare(undefined)
+      fs.rmSync(home, { recursive: true, force: true })
+    }
+  })
+})
+
+describe("an agent's sealed transfers, with its API key alone", { timeout: 90_000 }, () => {
+  // Threshold 5, per transaction 10: 4 is sent, 6 is held, 11 is refused.
+  let agent: { readonly account_id: string; readonly handle: string }
+  let agentKey: string
+  /** The owner's wallet, as issuing the agent's key prints it (D44): what a client pins. */
+  let ownerWallet: string
+  beforeAll(async () => {
+    const owner = new Pps({ apiKey: alice.api_key, baseUrl: server.baseUrl, keyPair: aliceKey })
+    agent = await owner.agents.create({ name: "sealer", spend_policy: { daily_limit_usdg: 60, per_transaction_limit_usdg: 10, hitl_threshold_usdg: 5 } })
+    transferOf(await owner.transfers.create({ to: agent.handle, amount: "40" }))
+    const issued = await owner.agents.keys.create(agent.account_id, { name: "sealer" })
+    expect(issued.owner_address).toBe(alice.address)
+    ;[agentKey, ownerWallet] = [issued.api_key, issued.owner_address]
+  }, 60_000)
+
+  /** The requests the api tier saw since `mark`, as `METHOD path`. */
+  const seenSince = (mark: number) => proxy.exchanges.slice(mark).map((exchange) => `${exchange.method} ${exchange.path}`)
+
+  it("Pps seals to the owner's key as answered: sent under the threshold, held above it, refused over a limit with the rule and the field", async () => {
+    const bot = new Pps({ apiKey: agentKey, baseUrl: proxy.baseUrl })
+    const mark = proxy.exchanges.length
+    const memo = "agent canary memo 77"
+    const sent = transferOf(await bot.transfers.create({ to: "@bob", amount: "1.234567", memo }, { idempotencyKey: "agent-pays-1" }))
+    expect(sent).toMatchObject({ status: "confirmed", confidential: true, to: "@bob" })
+    // The same idempotency key again: the first transfer (this instance seals it identically), not a second payment.
+    const replayed = transferOf(await bot.transfers.create({ to: "@bob", amount: "1.234567", memo }, { idempotencyKey: "agent-pays-1" }))
+    expect(replayed.transfer_id).toBe(sent.transfer_id)
+    // The same arguments without a key: a new payment.
+    const another = transferOf(await bot.transfers.create({ to: "@bob", amount: "1.234567", memo }))
+    expect(another.transfer_id).not.toBe(sent.transfer_id)
+    const wire = proxy.exchanges.slice(mark).map((exchange) => exchange.body).join("\n")
+    expect(wire).toContain("sealed")
+    for (const form of canaryForms({ decimal: "1.234567", baseUnits: 1_234_567n }, memo)) expect(wire).not.toContain(form)
+    // The agent's copy opens with its owner's key, Bob's with his.
+    const owner = new Pps({ apiKey: alice.api_key, baseUrl: server.baseUrl, keyPair: aliceKey })
+    expect(await owner.transfers.decrypt(sent.transfer_id)).toMatchObject({ role: "sender", amount: 1_234_567n, memo })
+    expect(await new Pps({ apiKey: bob.api_key, baseUrl: server.baseUrl, keyPair: bobKey }).transfers.decrypt(sent.transfer_id))
+      .toMatchObject({ amount: 1_234_567n, memo })
+
+    const held = await bot.transfers.create({ to: "@bob", amount: "6" })
+    expect(held).toMatchObject({ kind: "held", held: { status: "pending_approval", agent: agent.handle, confidential: true } })
+    const refused = await bot.transfers.create({ to: "@bob", amount: "11" }).catch((error: unknown) => error)
+    expect(refused).toBeInstanceOf(Errors.PolicyViolation)
+    const violation = refused as Errors.ApiError
+    expect({ status: violation.status, reason: violation.reason, param: violation.param })
+      .toEqual({ status: 403, reason: "per_transaction_limit_exceeded", param: "per_transaction_limit_usdg" })
+
+    // An account's key without its key pair is refused before the prepare step: its copy is sealed to its own key.
+    const before = proxy.exchanges.length
+    const keyless = await new Pps({ apiKey: alice.api_key, baseUrl: proxy.baseUrl }).transfers.create({ to: "@bob", amount: "1" })
+      .catch((error: unknown) => error)
+    expect(keyless).toBeInstanceOf(Errors.SealedTransferError)
+    expect((keyless as Errors.SealedTransferError).reason).toBe("sender_key_missing")
+    expect(seenSince(before)).toEqual(["GET /v1/accounts/me"])
+  })
+
+  it("under trust chain the owner's key is checked against the pinned owner's wallet; a wrong wallet is refused before the create", async () => {
+    const chained = (ownerWallet: string | undefined) =>
+      new Pps({ apiKey: agentKey, baseUrl: proxy.baseUrl, rpcUrl, deployment, trust: "chain", ...(ownerWallet === undefined ? {} : { ownerWallet }) })
+    expect(transferOf(await chained(ownerWallet).transfers.create({ to: "@bob", amount: "0.5" })).status).toBe("confirmed")
+
+    const refusedWith = async (pps: Pps) => {
+      const mark = proxy.exchanges.length
+      const error = await pps.transfers.create({ to: "@bob", amount, memo }).catch((error: unknown) => error)
+      expect(error).toBeInstanceOf(Errors.SealedTransferError)
+      for (const form of secrets) expect((error as Error).message).not.toContain(form)
+      return { error: error as Errors.SealedTransferError, seen: seenSince(mark) }
+    }
+    // Bob's wallet holds Bob's key, not the one the agent's copy would be sealed to.
+    const wrongWallet = await refusedWith(chained(bob.address))
+    expect(wrongWallet.error.reason).toBe("sender_key_mismatch")
+    expect(wrongWallet.error.message).toContain(`the owner's wallet ${bob.address}`)
+    expect(wrongWallet.seen).toEqual(["GET /v1/accounts/me", "POST /v1/transfers/prepare"])
+    // A malicious api tier answering its own key as the owner's: refused against the right wallet.
+    proxy.rewritePrepare((answer) => ({ ...answer, sender_key: hex(attackerKey.publicKey) }))
+    try {
+      const substituted = await refusedWith(chained(ownerWallet))
+      expect(substituted.error.reason).toBe("sender_key_mismatch")
+      expect(substituted.seen).not.toContain("POST /v1/transfers")
+    } finally {
+      proxy.rewritePrepare(undefined)
+    }
+    // No wallet pinned: nothing can vouch for the owner's key, so nothing is asked.
+    const unpinned = await refusedWith(chained(undefined))
+    expect(unpinned.error.reason).toBe("deployment_unpinned")
+    expect(unpinned.error.message).toMatch(/ownerWallet/)
+    expect(unpinned.seen).toEqual([])
+  })
+
+  it("the Effect surface: ApiClient.sealedTransfer with the agent's key, a refusal as the contract's PolicyViolation", async () => {
+    const layer = ApiClient.layer({ apiKey: agentKey, baseUrl: proxy.baseUrl })
+    const created = await Effect.runPromise(
+      ApiClient.sealedTransfer({ to: "@bob", amount: "0.75", memo: "effect" }).pipe(ApiClient.withIdempotencyKey("agent-effect-1"), Effect.provide(layer))
+    )
+    expect(created).toMatchObject({ kind: "transfer", transfer: { status: "confirmed", confidential: true } })
+    const refusal = await Effect.runPromise(
+      ApiClient.sealedTransfer({ to: "@bob", amount: "10.5" }).pipe(
+        Effect.map(() => "sent"),
+        Effect.catchTag("PolicyViolation", (refused) => Effect.succeed(`${refused.error.reason} ${refused.error.param}`)),
+        Effect.provide(layer)
+      )
+    )
+    expect(refusal).toBe("per_transaction_limit_exceeded per_transaction_limit_usdg")
+  })
+
+  it("pps send with the agent's key alone: sent (no amount or memo on the wire), held, refused in words; keygen and register-key exit 2", async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), "pps-agent-"))
+    const recording = await startRecordingProxy(server.baseUrl)
+    const asAgent = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
+      runNode("packages/sdk/src/cli.ts", args, { HOME: home, PPS_API_KEY: agentKey, PPS_BASE_URL: recording.baseUrl, ...env })
+    try {
+      const memo = "agent cli canary 4242"
+      const sent = await asAgent(["send", "--to", "@bob", "--amount", "4.321", "--memo", memo])
+      expect(sent.stderr).toBe("")
+      expect(sent.stdout).toMatch(/^status\s+confirmed$/m)
+      expect(sent.stdout).toMatch(/^confidential\s+true$/m)
+      const wire = recording.sent().toString("latin1")
+      expect(wire).toContain("POST /v1/transfers ")
+      for (const form of canaryForms({ decimal: "4.321", baseUnits: 4_321_000n }, memo)) expect(wire).not.toContain(form)
+      // Nothing of anyone's key on the agent's machine: no key file read or written.
+      expect(fs.existsSync(path.join(home, ".pps"))).toBe(false)
+
+      const held = await asAgent(["send", "--to", "@bob", "--amount", "6"])
+      expect(held.exitCode).toBe(0)
+      expect(held.stdout).toMatch(/^transaction_id\s+atx_[0-9A-Z]{26}$/m)
+      expect(held.stdout).toMatch(/^status\s+pending_approval$/m)
+      expect(held.stdout).toMatch(/^expires_at\s+\d{4}-/m)
+      expect(held.stdout).toMatch(/waiting for the owner's approval until \d{4}-/)
+
+      const refused = await asAgent(["send", "--to", "@bob", "--amount", "11"])
+      expect(refused).toMatchObject({ exitCode: 1, stdout: "" })
+      expect(refused.stderr).toMatch(
+        /^pps: refused by the agent's spend policy: the amount is above the agent's per-transaction limit \(rule per_transaction_limit_exceeded, policy field per_transaction_limit_usdg\); nothing was paid \(request req_[0-9A-Z]{26}\)\n$/
+      )
+
+      for (const command of ["keygen", "register-key"]) {
+        const refusedKey = await asAgent([command])
+        expect(refusedKey.exitCode, refusedKey.stderr).toBe(2)
+        expect(refusedKey.stdout).toBe("")
+        expect(refusedKey.stderr).toMatch(new RegExp(`^pps: PPS_API_KEY is the key of agent ${agent.handle}: agents use their owner's key`))
+        expect(refusedKey.stderr).toContain(`usage: pps <command> [options]\n  ${command}`)
+      }
+      expect(fs.existsSync(path.join(home, ".pps"))).toBe(false)
+
+      // Under trust chain, a wrong owner's wallet: refused, and the create never sent.
+      const mark = proxy.exchanges.length
+      const pinned = { PPS_RPC_URL: rpcUrl, PPS_CHAIN_ID: String(deployment.chainId), PPS_CONTRACT_USDG: deployment.contracts.USDG, PPS_TRUST: "chain" }
+      const wrongWallet = await asAgent(["send", "--to", "@bob", "--amount", "1", "--owner-wallet", bob.address], { ...pinned, PPS_BASE_URL: proxy.baseUrl })
+      expect(wrongWallet.exitCode).toBe(1)
+      expect(wrongWallet.stderr).toMatch(new RegExp(`^pps: the sender key the API answered is not the one contract .* holds for the owner's wallet ${bob.address}`))
+      expect(seenSince(mark)).not.toContain("POST /v1/transfers")
+    } finally {
+      await recording.close()
       fs.rmSync(home, { recursive: true, force: true })
     }
   })

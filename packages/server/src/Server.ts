@@ -17,6 +17,7 @@ import { HttpRouter, HttpServer } from "effect/http"
 import { HttpApi, HttpApiBuilder, type HttpApiGroup, HttpApiScalar } from "effect/http-api"
 import { Accounts } from "./accounts/Accounts.ts"
 import { Agents } from "./agents/Agents.ts"
+import { AgentKeys } from "./agents/AgentKeys.ts"
 import { Approvals } from "./agents/Approvals.ts"
 import { AgentsHttpLive } from "./agents/http.ts"
 import { EncryptionKeys } from "./accounts/EncryptionKeys.ts"
@@ -147,14 +148,16 @@ export const AdminApp = Layer.mergeAll(
 export const ServicesLive = Layer.mergeAll(
   Agents.layer,
   Approvals.layer,
+  AgentKeys.layer,
   Balances.layer,
-  ApiKeys.layer,
   RateLimiter.layer,
   Admission.layer,
   FaucetGrants.layer,
   VetoRelayLive,
   DashboardAuth.layer.pipe(Layer.provideMerge(DashboardConfig.layer))
 ).pipe(
+  // An owner's keys for its agents are API keys: the one service that issues, caches and revokes them.
+  Layer.provideMerge(ApiKeys.layer),
   // Agents and approvals use Transfers and the agent stores it brings.
   Layer.provideMerge(Transfers.layer),
   Layer.provideMerge(Layer.mergeAll(EncryptionKeys.layer, Faucet.layer, Lanes.layer, TransferSealerLive)),

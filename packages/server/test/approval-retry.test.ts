@@ -19,9 +19,9 @@ import { createPublicClient, getAddress, type Hex, http } from "viem"
 import { ConfidentialTokenArtifact } from "@pps/contracts"
 import { AgentTransactionRecord } from "@pps/api/Agents"
 import { DevChain } from "../src/settlement/DevChain.ts"
-import { decode, ownerWithAgent } from "./support/agents.ts"
+import { ownerWithAgent } from "./support/agents.ts"
 import { registerKey } from "./support/confidentialClient.ts"
-import { bearer, createAccount, expectEnvelope, postJson, send } from "./support/http.ts"
+import { bearer, createAccount, decodeAnswer as decode, expectEnvelope, patchJson, postJson, send } from "./support/http.ts"
 import { makeTestServer, TestServer, type TestServerShape } from "./support/TestServer.ts"
 
 /**
@@ -179,11 +179,10 @@ describe("an approval retried after its process died mid-approval (D45)", () => 
           const server = yield* TestServer
           const { agent, approve, chain, deadlineSeconds, held, owner, pay } = yield* approvalThatDied(server, "lower")
           // Meanwhile the owner lowers the per-transaction limit below the held amount.
-          const patched = yield* send(`${server.baseUrl}/v1/agents/${agent.account_id}/spend-policy`, {
-            method: "PATCH",
-            headers: { ...bearer(owner.api_key), "content-type": "application/json" },
-            body: JSON.stringify({ per_transaction_limit_usdg: 29 })
-          })
+          const patched = yield* send(
+            `${server.baseUrl}/v1/agents/${agent.account_id}/spend-policy`,
+            patchJson(bearer(owner.api_key), { per_transaction_limit_usdg: 29 })
+          )
           assert.strictEqual(patched.status, 200, patched.text)
           yield* chainPasses(server, deadlineSeconds)
           const refused = expectEnvelope(yield* approve, 403, "policy_violation")

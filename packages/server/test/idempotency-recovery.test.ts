@@ -228,7 +228,7 @@ describe("idempotency after a fault (D36)", () => {
             yield* sql`INSERT INTO node_heartbeats (node_id, started_at, beat_at) VALUES (${`node_marker_${claimToken}`}, now(), now())`
             yield* operations.bind("transfer", `tr_${claimToken}`)
           })).pipe(
-            Effect.provideService(CurrentIdempotencyScope, Option.some({ accountId: kim.account_id, mode: "test", keyDigest, claimToken }))
+            Effect.provideService(CurrentIdempotencyScope, Option.some({ accountId: kim.account_id, mode: "test", keyDigest, claimToken, answer: { storable: true } }))
           )
         // The superseded run: its bind dies, and its whole transaction (the marker row) rolls back.
         const superseded = yield* Effect.exit(write("the-first"))
@@ -246,7 +246,7 @@ describe("idempotency after a fault (D36)", () => {
         yield* sql`UPDATE idempotency_keys SET claim_token = 'second-run' WHERE account_id = ${kim.account_id} AND key_digest = ${secondDigest}`
         yield* sql`UPDATE idempotency_keys SET claim_token = 'the-retry', operation_id = NULL WHERE account_id = ${kim.account_id} AND key_digest = ${keyDigest}`
         const scopeOf = (digest: Uint8Array, claimToken: string) =>
-          Option.some({ accountId: kim.account_id, mode: "test", keyDigest: digest, claimToken })
+          Option.some({ accountId: kim.account_id, mode: "test", keyDigest: digest, claimToken, answer: { storable: true } })
         const together = yield* Effect.exit(sql.withTransaction(operations.bindEach("transfer", [
           { scope: scopeOf(keyDigest, "the-retry"), operationId: "tr_together-1" },
           { scope: Option.none(), operationId: "tr_without-key" },

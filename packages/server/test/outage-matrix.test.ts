@@ -96,7 +96,14 @@ const samples = (fixture: Fixture): Record<string, Sample> => {
       path: `/v1/agents/${fixture.agentId}/spend-policy`,
       body: { daily_limit_usdg: 12 }
     },
+    "post /v1/agents/{account_id}/keys": { method: "POST", path: `/v1/agents/${fixture.agentId}/keys`, body: { name: "outage-key" } },
+    "get /v1/agents/{account_id}/keys": { method: "GET", path: `/v1/agents/${fixture.agentId}/keys` },
+    "post /v1/agents/{account_id}/keys/{key_id}/revoke": {
+      method: "POST",
+      path: `/v1/agents/${fixture.agentId}/keys/${makeId("key", Date.now())}/revoke`
+    },
     "get /v1/agents/transactions/pending": { method: "GET", path: "/v1/agents/transactions/pending" },
+    "get /v1/agents/transactions/{transaction_id}": { method: "GET", path: `/v1/agents/transactions/${fixture.heldId}` },
     "get /v1/agents/transactions/{transaction_id}/sealed": {
       method: "GET",
       path: `/v1/agents/transactions/${fixture.heldId}/sealed`

@@ -10,7 +10,9 @@
  * - a command-line mistake (no or unknown command, unknown flag, missing or
  *   malformed value, wrong arguments): one line naming it, then the usage of the
  *   command it concerns (every command when none was recognised), on stderr;
- *   exit 2, before any request.
+ *   exit 2, before any request. A command that finds its words cannot be run as
+ *   written (`UsageMistake`: `pps keygen` with an agent's key, known after reading the
+ *   account) ends the same way, having changed nothing.
  * - any other failure: the command's own description of it on stderr, exit 1.
  *
  * The platform services Effect's CLI needs come from `@effect/platform-node-shared`,
@@ -365,6 +367,18 @@ const help = (cli: Cli, asked: ReadonlyArray<string>): Effect.Effect<number> =>
     return exitCodes.usage
   })
 
+/**
+ * A command line that parses but cannot be run as written, found by the command itself
+ * (`pps keygen` with an agent's key: agents use their owner's key). Printed as any
+ * mistake: one line, then the usage of the command; exit 2, with nothing changed.
+ *
+ * @since 0.5.0
+ * @category errors
+ */
+export class UsageMistake extends Error {
+  override readonly name = "UsageMistake"
+}
+
 const isShowHelp = (error: unknown): boolean =>
   typeof error === "object" && error !== null && "_tag" in error && error._tag === "ShowHelp"
 
@@ -389,6 +403,11 @@ export const main = <Name extends string, Input, ContextInput, E>(
     const error = Cause.findErrorOption(exit.cause)
     // ShowHelp: the presenter has printed the mistake and the usage.
     if (Option.isSome(error) && isShowHelp(error.value)) return exitCodes.usage
+    if (Option.isSome(error) && error.value instanceof UsageMistake) {
+      const { path } = resolveHelp(root, argv.filter((word) => !word.startsWith("-")))
+      yield* stderr(yield* usageMistake(cli, path, error.value.message))
+      return exitCodes.usage
+    }
     yield* stderr(Option.isSome(error) ? describe(error.value) : `${info.prefix}${Cause.pretty(exit.cause)}\n`)
     return exitCodes.failed
   })

@@ -33,9 +33,10 @@ export const program: CommandLine.Program = {
 environment: PPS_API_KEY (required), PPS_BASE_URL (default ${Client.defaultBaseUrl}),
   send's checks: PPS_CHAIN_ID and PPS_CONTRACT_USDG / PPS_CONTRACT_ETH (the operator's deployment,
   pinned here), PPS_RPC_URL (needs them: the guardian's and recipient's keys read from the pinned
-  contract), PPS_TRUST=chain (refuse to send unless all are set; default api: the API is trusted
-  for what is not set)
-key file: --key-file, default ~/.pps/<account_id>.key
+  contract), PPS_OWNER_WALLET (an agent's owner's wallet: with PPS_RPC_URL the key the agent's
+  copy is sealed to is read from the pinned contract), PPS_TRUST=chain (refuse to send unless all
+  are set; default api: the API is trusted for what is not set)
+key file: --key-file, default ~/.pps/<account_id>.key (an agent has none: agents use their owner's key)
 exit status: 0 done, 1 failed, 2 command-line mistake (nothing was sent)`
 }
 
@@ -135,12 +136,14 @@ const balance = Command.make(
   (flags) => perform(flags.keyFile, (settings) => Commands.balance({ ...settings, json: flags.json }))
 ).pipe(Command.withDescription("the account's balances, decrypted and proven"))
 
+const isAddress = (value: string): boolean => /^0x[0-9a-fA-F]{40}$/.test(value)
+
 /** The deployment `send` checks the prepare answer against, pinned by PPS_CHAIN_ID and PPS_CONTRACT_<ASSET>. */
 const deploymentOf = (env: NodeJS.ProcessEnv): SealedTransfers.Deployment | undefined => {
   const chainId = env["PPS_CHAIN_ID"] || undefined
   const contracts = { USDG: env["PPS_CONTRACT_USDG"] || undefined, ETH: env["PPS_CONTRACT_ETH"] || undefined }
   for (const [asset, address] of Object.entries(contracts)) {
-    if (address !== undefined && !/^0x[0-9a-fA-F]{40}$/.test(address)) {
+    if (address !== undefined && !isAddress(address)) {
       throw new Commands.CommandError(`PPS_CONTRACT_${asset} is not a 0x address: ${JSON.stringify(address)}`)
     }
   }
@@ -160,12 +163,20 @@ const deploymentOf = (env: NodeJS.ProcessEnv): SealedTransfers.Deployment | unde
   }
 }
 
-/** send's checks of the deployment it seals against, from the environment (a mistake there is exit 1, as before). */
-const sendChecks = (env: NodeJS.ProcessEnv): {
+/**
+ * send's checks of the deployment it seals against, from the environment (a mistake there is
+ * exit 1, as before); --owner-wallet, when given, pins the owner's wallet instead of PPS_OWNER_WALLET.
+ */
+const sendChecks = (env: NodeJS.ProcessEnv, ownerWalletFlag: string | undefined): {
+  readonly ownerWallet: string | undefined
   readonly rpcUrl: string | undefined
   readonly deployment: SealedTransfers.Deployment | undefined
   readonly trust: SealedTransfers.Trust | undefined
 } => {
+  const ownerWallet = ownerWalletFlag ?? (env["PPS_OWNER_WALLET"] || undefined)
+  if (ownerWallet !== undefined && !isAddress(ownerWallet)) {
+    throw new Commands.CommandError(`PPS_OWNER_WALLET is not a 0x address: ${JSON.stringify(ownerWallet)}`)
+  }
   const rpcUrl = env["PPS_RPC_URL"] || undefined
   if (rpcUrl !== undefined && !isHttpUrl(rpcUrl)) {
     throw new Commands.CommandError(`PPS_RPC_URL is not a URL: ${JSON.stringify(rpcUrl)} (expected http://HOST:PORT)`)
@@ -175,7 +186,7 @@ const sendChecks = (env: NodeJS.ProcessEnv): {
   if (trust !== undefined && trust !== "api" && trust !== "chain") {
     throw new Commands.CommandError(`PPS_TRUST must be api or chain, not ${JSON.stringify(trust)}`)
   }
-  return { rpcUrl, deployment, trust }
+  return { ownerWallet, rpcUrl, deployment, trust }
 }
 
 const send = Command.make("send", {
@@ -185,6 +196,12 @@ const send = Command.make("send", {
   asset: CommandLine.choice("asset", ["USDG", "ETH"], "the asset (default USDG)", "USDG or ETH").pipe(Flag.optional),
   public: CommandLine.toggle("public", "a standard transfer instead: its amount public on chain, sent in the plain form"),
   idempotencyKey: idempotencyKey("pays"),
+  ownerWallet: CommandLine.text(
+    "owner-wallet",
+    "0xADDRESS",
+    "with an agent's key: its owner's wallet address (default PPS_OWNER_WALLET);\nwith PPS_RPC_URL the owner's key is checked against the chain",
+    { accepts: isAddress, expected: "a 0x address of 20 bytes" }
+  ).pipe(Flag.optional),
   keyFile,
   json: CommandLine.json("print the API's answer body instead of lines")
 }, (flags) => {
@@ -193,7 +210,7 @@ const send = Command.make("send", {
   return perform(flags.keyFile, (settings) =>
     Commands.send({
       ...settings,
-      ...sendChecks(process.env),
+      ...sendChecks(process.env, Option.getOrUndefined(flags.ownerWallet)),
       json: flags.json,
       to: flags.to,
       amount: flags.amount,

@@ -1,20 +1,25 @@
 /**
  * The commands of `pnpm pps`, each a function from its settings to the text it
  * prints on stdout. They fail by throwing the SDK's errors; the entry point
- * (src/cli.ts) turns those into stderr lines and exit status 1. The outputs
- * are a contract, documented in docs/operations.md.
+ * (src/cli.ts) turns those into stderr lines and exit status 1, and a
+ * `UsageMistake` (a command that cannot run as written, such as `keygen` with an
+ * agent's key) into the usage and exit status 2. The outputs are a contract,
+ * documented in docs/operations.md.
  *
  * @since 0.1.0
  */
 import * as fs from "node:fs"
+import type { PolicyRule } from "@pps/api/Errors"
 import { EncryptionKey } from "@pps/crypto"
 import { Effect, Option } from "effect"
 import { HttpClientResponse } from "effect/http"
 import * as Account from "../Account.ts"
 import * as Amount from "../Amount.ts"
+import { UsageMistake } from "../cli/CommandLine.ts"
 import * as ApiKeys from "../ApiKeys.ts"
 import * as Client from "../Client.ts"
 import * as Confidential from "../Confidential.ts"
+import { ApiError } from "../Errors.ts"
 import * as KeyFile from "../KeyFile.ts"
 import { Pps } from "../Pps.ts"
 import * as SealedTransfers from "../SealedTransfers.ts"
@@ -41,9 +46,19 @@ const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
   return rows.map((row) => row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join("  ").trimEnd() + "\n").join("")
 }
 
-/** The key file of the API key's account, checked to belong to it. */
-const accountKey = async (settings: Settings): Promise<{ readonly accountId: string; readonly keyFile: KeyFile.KeyFile }> => {
-  const account = await Account.me(settings.client)
+/** What an agent's key is told where an account's key file would be needed: there is none (D21). */
+const agentsUseTheirOwnersKey = (account: Account.Account) =>
+  `PPS_API_KEY is the key of agent ${account.handle}: agents use their owner's key, so an agent has no key file`
+
+/** The key file of the API key's account, checked to belong to it; an agent has none. */
+const accountKey = async (
+  settings: Settings,
+  known?: Account.Account
+): Promise<{ readonly accountId: string; readonly keyFile: KeyFile.KeyFile }> => {
+  const account = known ?? await Account.me(settings.client)
+  if (account.type === "agent") {
+    throw new CommandError(`${agentsUseTheirOwnersKey(account)}; this command needs it: run it with the owner's API key`)
+  }
   const filePath = settings.keyFilePath ?? KeyFile.defaultPath(account.account_id)
   const keyFile = KeyFile.read(filePath)
   if (keyFile.accountId !== account.account_id) {
@@ -61,6 +76,7 @@ const accountKey = async (settings: Settings): Promise<{ readonly accountId: str
  */
 export const keygen = async (settings: Settings & { readonly force: boolean }): Promise<string> => {
   const account = await Account.me(settings.client)
+  if (account.type === "agent") throw new UsageMistake(`${agentsUseTheirOwnersKey(account)}; keygen is for an account's key`)
   const filePath = settings.keyFilePath ?? KeyFile.defaultPath(account.account_id)
   if (!settings.force && fs.existsSync(filePath)) {
     throw new CommandError(`${filePath} exists already and may hold the only copy of a key; use --force to replace it`)
@@ -82,7 +98,9 @@ export const keygen = async (settings: Settings & { readonly force: boolean }): 
 
 /** `register-key`: registers the key file's public key; running it again is harmless. */
 export const registerKey = async (settings: Settings): Promise<string> => {
-  const { accountId, keyFile } = await accountKey(settings)
+  const account = await Account.me(settings.client)
+  if (account.type === "agent") throw new UsageMistake(`${agentsUseTheirOwnersKey(account)}; register-key is for an account's key`)
+  const { accountId, keyFile } = await accountKey(settings, account)
   const registration = await Confidential.registerKey(settings.client, keyFile.keyPair)
   return json({ account_id: accountId, public_key: registration.public_key, confidential_ready: registration.confidential_ready })
 }
@@ -112,58 +130,97 @@ export const decryptTransfer = async (
   ])
 }
 
+/** What `send` is given: the transfer, the checks of the deployment it seals against, and how to print. */
+type SendSettings = Settings & {
+  readonly json: boolean
+  readonly to: string
+  readonly amount: string
+  readonly memo: string | undefined
+  readonly asset: string | undefined
+  readonly public: boolean
+  readonly idempotencyKey: string
+  readonly ownerWallet: string | undefined
+  readonly rpcUrl: string | undefined
+  readonly deployment: SealedTransfers.Deployment | undefined
+  readonly trust: SealedTransfers.Trust | undefined
+}
+
+/** A standard transfer in the plain form: its amount is public on chain anyway. */
+const sendPublic = async (settings: SendSettings): Promise<SealedTransfers.SentTransfer> => {
+  const [body, response] = await run(settings.client, (api) =>
+    api.transfers.create({
+      payload: {
+        to: settings.to,
+        amount: settings.amount,
+        confidential: false,
+        ...(settings.memo === undefined ? {} : { memo: settings.memo }),
+        ...(settings.asset === undefined ? {} : { asset: settings.asset })
+      },
+      responseMode: "decoded-and-response"
+    }), settings.idempotencyKey)
+  return { status: response.status, body }
+}
+
+/**
+ * A transfer sealed here. An account's copy is sealed to its key file's key (the answer must
+ * name it), and the same send retried with its idempotency key seals the very same request.
+ * An agent has no key file (D21): its copy is sealed to its owner's key as the API answers
+ * it, checked against the chain with --owner-wallet and PPS_RPC_URL.
+ */
+const sendSealed = async (settings: SendSettings): Promise<SealedTransfers.SentTransfer> => {
+  const account = await Account.me(settings.client)
+  const isAgent = account.type === "agent"
+  if (isAgent && settings.keyFilePath !== undefined) {
+    throw new UsageMistake(`${agentsUseTheirOwnersKey(account)}; send takes no --key-file with it (pin the owner's wallet with --owner-wallet)`)
+  }
+  const own = isAgent ? undefined : (await accountKey(settings, account)).keyFile.keyPair
+  return SealedTransfers.send(settings.client, {
+    to: settings.to,
+    amount: settings.amount,
+    ...(settings.memo === undefined ? {} : { memo: settings.memo }),
+    ...(settings.asset === undefined ? {} : { asset: settings.asset })
+  }, {
+    ...(own === undefined ? {} : { senderKey: own.publicKey, sealingSecret: own.secretKey }),
+    idempotencyKey: settings.idempotencyKey,
+    ...(settings.ownerWallet === undefined ? {} : { ownerWallet: settings.ownerWallet }),
+    ...(settings.rpcUrl === undefined ? {} : { rpcUrl: settings.rpcUrl }),
+    ...(settings.deployment === undefined ? {} : { deployment: settings.deployment }),
+    ...(settings.trust === undefined ? {} : { trust: settings.trust })
+  })
+}
+
+/** Each rule of D25 in a person's words (the API's `reason`; `param` names the policy field). */
+const policyRuleWords: ReadonlyMap<string, string> = new Map(Object.entries({
+  asset_not_allowed: "the agent may not pay in this asset",
+  recipient_not_allowed: "the recipient is not one the agent may pay",
+  outside_active_hours: "the agent may not pay at this hour",
+  per_transaction_limit_exceeded: "the amount is above the agent's per-transaction limit",
+  daily_limit_exceeded: "the amount would take the agent past its daily limit"
+} satisfies Record<PolicyRule, string>))
+
+/**
+ * A 403 `policy_violation` said in a person's words, naming the rule and the policy field
+ * (with --json, or for a rule this client does not know, the API's body as usual).
+ */
+const inWords = (json: boolean) => (error: unknown): never => {
+  if (json || !(error instanceof ApiError) || error.code !== "policy_violation") throw error
+  const words = policyRuleWords.get(error.reason ?? "")
+  if (words === undefined) throw error
+  throw new CommandError(
+    `refused by the agent's spend policy: ${words} (rule ${error.reason}, policy field ${error.param ?? "unnamed"}); nothing was paid (request ${error.requestId ?? "unknown"})`
+  )
+}
+
 /**
  * `send`: a transfer. Confidential by default and sealed here (`SealedTransfers.send`): no
  * request carries the amount or memo in clear. `public` sends a standard transfer in the
  * plain form (its amount is public on chain anyway). With `rpcUrl` and a pinned
- * `deployment` the chain, the contract and the guardian's and recipient's keys are checked
- * before anything is sealed; without them the api tier is trusted for the keys.
+ * `deployment` the chain, the contract and the guardian's and recipient's keys (and with
+ * `ownerWallet` an agent's owner's) are checked before anything is sealed; without them the
+ * api tier is trusted for the keys.
  */
-export const send = async (
-  settings: Settings & {
-    readonly json: boolean
-    readonly to: string
-    readonly amount: string
-    readonly memo: string | undefined
-    readonly asset: string | undefined
-    readonly public: boolean
-    readonly idempotencyKey: string
-    readonly rpcUrl: string | undefined
-    readonly deployment: SealedTransfers.Deployment | undefined
-    readonly trust: SealedTransfers.Trust | undefined
-  }
-): Promise<string> => {
-  let answer: SealedTransfers.SentTransfer
-  if (settings.public) {
-    const [body, response] = await run(settings.client, (api) =>
-      api.transfers.create({
-        payload: {
-          to: settings.to,
-          amount: settings.amount,
-          confidential: false,
-          ...(settings.memo === undefined ? {} : { memo: settings.memo }),
-          ...(settings.asset === undefined ? {} : { asset: settings.asset })
-        },
-        responseMode: "decoded-and-response"
-      }), settings.idempotencyKey)
-    answer = { status: response.status, body }
-  } else {
-    const { keyFile } = await accountKey(settings)
-    answer = await SealedTransfers.send(settings.client, {
-      to: settings.to,
-      amount: settings.amount,
-      ...(settings.memo === undefined ? {} : { memo: settings.memo }),
-      ...(settings.asset === undefined ? {} : { asset: settings.asset })
-    }, {
-      senderKey: keyFile.keyPair.publicKey,
-      idempotencyKey: settings.idempotencyKey,
-      // The same send retried with its idempotency key seals the very same request.
-      sealingSecret: keyFile.keyPair.secretKey,
-      ...(settings.rpcUrl === undefined ? {} : { rpcUrl: settings.rpcUrl }),
-      ...(settings.deployment === undefined ? {} : { deployment: settings.deployment }),
-      ...(settings.trust === undefined ? {} : { trust: settings.trust })
-    })
-  }
+export const send = async (settings: SendSettings): Promise<string> => {
+  const answer = await (settings.public ? sendPublic(settings) : sendSealed(settings)).catch(inWords(settings.json))
   if (settings.json) return json(answer.body)
   const created = createdTransfer(answer.body)
   // 202: an agent's transfer above its approval threshold waits for its owner (D26).
@@ -171,8 +228,9 @@ export const send = async (
     return table([
       ["transaction_id", created.held.transaction_id],
       ["status", created.held.status],
-      ["expires_at", created.held.expires_at]
-    ])
+      ["expires_at", created.held.expires_at],
+      ["idempotency_key", settings.idempotencyKey]
+    ]) + `held: above the agent's approval threshold, waiting for the owner's approval until ${created.held.expires_at}\n`
   }
   return table([
     ["transfer_id", created.transfer.transfer_id],
@@ -268,7 +326,7 @@ export const decide = async (
   }
   const params = { transaction_id: settings.transactionId }
   const decided = await run(settings.client, (api) =>
-    settings.action === "approve" ? api.agents.approve({ params }) : api.agents.reject({ params }))
+    settings.action === "approve" ? api.agents.approve({ params }) : api.agents.reject({ params })).catch(inWords(settings.json))
   if (settings.json) return json(decided)
   return table([
     ["transaction_id", decided.transaction_id],

@@ -12,10 +12,11 @@ import { catalogue, ErrorBody } from "@pps/api/Errors"
 import { Cause, Effect, Exit, Option, Schema, Stream } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
 import { HttpApi, HttpApiClient } from "effect/http-api"
-import * as ApiClient from "../ApiClient.ts"
+import type * as ApiClient from "../ApiClient.ts"
 import type { Client } from "../Client.ts"
 import { type ErrorObject, TransportError } from "../Errors.ts"
 import * as Errors from "../Errors.ts"
+import { IdempotencyKey } from "./idempotency.ts"
 
 /**
  * The contract as the Promise API sends it: the same endpoints and schemas, but path ids,
@@ -98,7 +99,7 @@ const typedClientOf = (client: Client): ApiClient.Client => {
         Effect.gen(function*() {
           // The caller's Idempotency-Key; without one, a retrying fetch (the facade's) draws
           // one per call and its retries reuse it.
-          const key = yield* ApiClient.IdempotencyKey
+          const key = yield* IdempotencyKey
           const authorized = HttpClientRequest.bearerToken(request, client.apiKey)
           return key === undefined ? authorized : HttpClientRequest.setHeader(authorized, "idempotency-key", key)
         })
@@ -126,7 +127,7 @@ export const run = async <A, E>(
     client.fetch(input instanceof Request ? input.url : String(input), init ?? {})
   const effect = call(typedClientOf(client)).pipe(Effect.provideService(FetchHttpClient.Fetch, fetch))
   const exit = await Effect.runPromiseExit(
-    idempotencyKey === undefined ? effect : effect.pipe(Effect.provideService(ApiClient.IdempotencyKey, idempotencyKey))
+    idempotencyKey === undefined ? effect : effect.pipe(Effect.provideService(IdempotencyKey, idempotencyKey))
   )
   if (Exit.isSuccess(exit)) return exit.value
   throw await rejectionOf(exit.cause, client.baseUrl)

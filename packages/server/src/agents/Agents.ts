@@ -5,9 +5,10 @@
  * `owner/name`), with its own custodial wallet; its KYC and its encryption key
  * are its owner's (Transfers' `principalOf`), so the owner can decrypt what its
  * agents spend. The agent row, the account row and the policy are created in one
- * SQL transaction. Only the owner (never an agent key) creates agents and reads
- * or changes their policies; ownership is checked before a PATCH body is
- * validated, so a stranger learns nothing about a policy from validation errors.
+ * SQL transaction. Only the owner (never an agent key) creates agents and
+ * changes their policies; an agent's own key may read its own policy (D42).
+ * Ownership is checked before a PATCH body is validated, so a stranger learns
+ * nothing about a policy from validation errors.
  *
  * D38: an agent belongs to the mode of the key that created it. Every read and
  * change looks in the caller's mode only, and an agent of the other mode answers
@@ -128,8 +129,15 @@ const createdRecord = ({ store }: AgentsContext, agentAccountId: string) =>
     replayedOrUnavailable
   )
 
-/** D29: unknown id, or one of the other mode (D38), 404; not the caller's (an agent key never owns one) 403. */
-const ownedAgent = ({ store }: AgentsContext, principal: Principal, agentAccountId: string) =>
+/**
+ * D29: an agent key never owns an agent (403, whatever the id); then an unknown id, or one of
+ * the other mode (D38), is 404; an agent that is not the caller's is 403. Every step an owner
+ * alone may take (a policy change, its keys) starts here.
+ *
+ * @since 0.9.0
+ * @category combinators
+ */
+export const ownedAgent = ({ store }: { readonly store: AgentStore["Service"] }, principal: Principal, agentAccountId: string) =>
   Effect.gen(function*() {
     if (isAgentKey(principal)) return yield* Effect.fail(NotAgentOwner.of())
     const agent = yield* store.findInMode(agentAccountId, principal.mode).pipe(Unavailable.database("Agents.ownedAgent"))
@@ -237,9 +245,18 @@ const list = ({ store }: AgentsContext, principal: Principal) =>
       Effect.map((agents) => agents.map(toAgentRecord))
     )
 
+/**
+ * D42: an agent's key reads its own policy (it cannot change it); for any other id it is
+ * refused as D29 says. Its own agent is of its key's mode (D38), so no mode check is needed.
+ */
+const readableAgentId = (context: AgentsContext, principal: Principal, agentAccountId: string) =>
+  isAgentKey(principal) && agentAccountId === principal.accountId
+    ? Effect.succeed(agentAccountId)
+    : ownedAgent(context, principal, agentAccountId).pipe(Effect.map((agent) => agent.accountId))
+
 const getPolicy = (context: AgentsContext, principal: Principal, agentAccountId: string) =>
-  ownedAgent(context, principal, agentAccountId).pipe(
-    Effect.flatMap((agent) => context.store.policyOf(agent.accountId).pipe(Unavailable.database("Agents.getPolicy"))),
+  readableAgentId(context, principal, agentAccountId).pipe(
+    Effect.flatMap((readable) => context.store.policyOf(readable).pipe(Unavailable.database("Agents.getPolicy"))),
     Effect.flatMap(Invariant.some(policyExists)),
     Effect.map(toSpendPolicyRecord)
   )

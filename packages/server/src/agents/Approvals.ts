@@ -1,6 +1,7 @@
 /**
  * Human approval of held agent transactions (D26-D28): the pending list, the
- * owner's sealed copy, approve, reject, and the expiry sweep.
+ * owner's sealed copy, approve, reject, the expiry sweep, and a transaction's
+ * state for its owner and its agent (D42).
  *
  * Every decision runs in the agent's lane (the same `Lanes` key as
  * the agent's transfers), and the state change is conditional on the row still
@@ -109,6 +110,8 @@ export class Approvals extends Context.Service<Approvals, {
     readonly sealed_note: string
     readonly guardian_amount: string | null
   }, TransactionNotFound | NotAgentOwner | LivemodeUnavailable | DependencyUnavailable>
+  /** D42: a held transaction's state, for its owner's key and its agent's own. */
+  readonly read: (principal: Principal, transactionId: string) => Effect.Effect<AgentTransactionRecord, TransactionNotFound | DependencyUnavailable>
   /** One expiry sweep step (also run on a schedule by the layer); how many it expired. */
   readonly expireDue: Effect.Effect<number, DependencyUnavailable>
 }>()("server/agents/Approvals") {
@@ -141,6 +144,7 @@ export class Approvals extends Context.Service<Approvals, {
         approve: (principal, transactionId) => approve(context, principal, transactionId),
         reject: (principal, transactionId) => reject(context, principal, transactionId),
         sealed: (principal, transactionId) => sealed(context, principal, transactionId),
+        read: (principal, transactionId) => read(context, principal, transactionId),
         expireDue: expireDue(context)
       })
     })
@@ -214,6 +218,19 @@ const expireDue = (context: ApprovalsContext) =>
     return expired
   })
 
+/** A held transaction as it stands now: an approved one with its transfer's current state. */
+const currentRecord = (context: ApprovalsContext, held: StoredAgentTransaction) =>
+  Effect.gen(function*() {
+    const transfer = held.status === "approved" ? yield* context.transfers.current(held.transfer_id) : Option.none()
+    return toAgentTransactionRecord(
+      held,
+      Option.match(transfer, {
+        onNone: () => null,
+        onSome: (t) => ({ transfer_id: t.transfer_id, status: t.status, tx_hash: t.tx_hash })
+      })
+    )
+  })
+
 /**
  * D36: a retried approve or reject whose first request was cut off answers with the
  * decision it recorded (an approval with its transfer as it stands now).
@@ -224,18 +241,24 @@ const decisionRecord = (context: ApprovalsContext, transactionId: string) =>
       Unavailable.database("Approvals.decisionRecord"),
       Effect.flatMap(Invariant.some("an approval or rejection bound to an idempotency key names an agent transaction"))
     )
-    const transfer = held.status === "approved" ? yield* context.transfers.current(held.transfer_id) : Option.none()
-    return {
-      status: 200,
-      body: toAgentTransactionRecord(
-        held,
-        Option.match(transfer, {
-          onNone: () => null,
-          onSome: (t) => ({ transfer_id: t.transfer_id, status: t.status, tx_hash: t.tx_hash })
-        })
-      )
-    }
+    return { status: 200, body: yield* currentRecord(context, held) }
   }).pipe(replayedOrUnavailable)
+
+/**
+ * D42: a held transaction's state for its owner's key and its agent's own, never an amount;
+ * anyone else's key (another mode's included, D38) is told it does not exist. Past its window
+ * it reads `expired` as approve and reject would answer it (409), even before the sweep has
+ * recorded it (`decided_at` stays null until then).
+ */
+const read = Effect.fn("Approvals.read")(function*(context: ApprovalsContext, principal: Principal, transactionId: string) {
+  const found = yield* context.store.findInMode(transactionId, principal.mode).pipe(Unavailable.database("Approvals.read"))
+  const concerned = Option.filter(found, (held) =>
+    isAgentKey(principal) ? held.agent_account_id === principal.accountId : held.owner_account_id === principal.accountId)
+  if (Option.isNone(concerned)) return yield* Effect.fail(TransactionNotFound.of(transactionId, "any"))
+  const held = concerned.value
+  const lapsed = held.status === "pending_approval" && Number(held.expires_at_ms) <= (yield* Clock.currentTimeMillis)
+  return yield* currentRecord(context, lapsed ? { ...held, status: "expired" } : held)
+})
 
 const pending = Effect.fn("Approvals.pending")(function*({ store }: ApprovalsContext, principal: Principal) {
   const nowMs = yield* Clock.currentTimeMillis

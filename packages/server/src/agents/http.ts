@@ -1,6 +1,6 @@
 /**
- * Handlers of the `agents` group: agent accounts, spend policies and approvals
- * (D21-D29).
+ * Handlers of the `agents` group: agent accounts, spend policies, approvals
+ * (D21-D29), agent keys (D44) and what an agent may read about itself (D42).
  *
  * @since 0.1.0
  */
@@ -9,6 +9,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import type { Principal } from "@pps/api/ApiKeys"
 import { CurrentPrincipal, PublicApi } from "@pps/api/Api"
 import { Agents } from "./Agents.ts"
+import { AgentKeys } from "./AgentKeys.ts"
 import { Approvals } from "./Approvals.ts"
 import { answerServiceUnavailable, DependencyUnavailable } from "../platform/Unavailable.ts"
 import type { ServiceUnavailable } from "@pps/api/Errors"
@@ -31,6 +32,7 @@ export const AgentsHttpLive = HttpApiBuilder.group(PublicApi, "agents", (handler
   Effect.gen(function*() {
     const agents = yield* Agents
     const approvals = yield* Approvals
+    const agentKeys = yield* AgentKeys
     return handlers
       .handle("create", ({ payload }) => withPrincipal((principal) => agents.create(principal, payload)))
       .handle("list", () =>
@@ -38,11 +40,19 @@ export const AgentsHttpLive = HttpApiBuilder.group(PublicApi, "agents", (handler
           agents.list(principal).pipe(Effect.map((list) => ({ agents: list })))))
       .handle("getPolicy", ({ params }) =>
         withPrincipal((principal) => agents.getPolicy(principal, params.account_id)))
+      .handle("createKey", ({ params, payload }) =>
+        withPrincipal((principal) => agentKeys.create(principal, params.account_id, payload.name)))
+      .handle("listKeys", ({ params }) =>
+        withPrincipal((principal) => agentKeys.list(principal, params.account_id)))
+      .handle("revokeKey", ({ params }) =>
+        withPrincipal((principal) => agentKeys.revoke(principal, params.account_id, params.key_id)))
       .handle("patchPolicy", ({ params, payload }) =>
         withPrincipal((principal) => agents.patchPolicy(principal, params.account_id, payload)))
       .handle("pending", () =>
         withPrincipal((principal) =>
           approvals.pending(principal).pipe(Effect.map((pending) => ({ pending })))))
+      .handle("getTransaction", ({ params }) =>
+        withPrincipal((principal) => approvals.read(principal, params.transaction_id)))
       .handle("sealedTransaction", ({ params }) =>
         withPrincipal((principal) => approvals.sealed(principal, params.transaction_id)))
       .handle("approve", ({ params }) =>

@@ -5,6 +5,9 @@
  * @since 0.1.0
  */
 
+/** @since 0.9.0 */
+export * as AgentKeys from "./AgentKeys.ts"
+
 /** @since 0.1.0 */
 export * as AgentStore from "./AgentStore.ts"
 

@@ -32,6 +32,18 @@ const KeyRow = Schema.Struct({
   revoked_at: Schema.NullOr(Schema.String)
 })
 
+/**
+ * The account and mode a key must belong to for a holder's revocation (dashboard, owner of an
+ * agent): an id of another account's key, or of the other mode, is not found.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface KeyHolder {
+  readonly accountId: string
+  readonly mode: Mode
+}
+
 /** Requests counted against one key since the last flush, and the latest of them (ISO 8601). */
 export interface KeyUsage {
   readonly keyId: string
@@ -55,8 +67,11 @@ export class ApiKeyStore extends Context.Service<ApiKeyStore, {
   }) => Effect.Effect<void, SqlError.SqlError>
   readonly findByHash: (keyHash: Uint8Array) => Effect.Effect<Option.Option<KeyWithAccount>, SqlError.SqlError>
   readonly listByAccount: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, SqlError.SqlError>
-  /** Marks the key revoked; the key's account id when it existed and was active. */
-  readonly revoke: (keyId: string, revokedAt: string) => Effect.Effect<Option.Option<string>, SqlError.SqlError>
+  /**
+   * Marks the key revoked; the key's account id when it existed and was active (and, given
+   * `holder`, is that account's key of that mode).
+   */
+  readonly revoke: (keyId: string, revokedAt: string, holder?: KeyHolder) => Effect.Effect<Option.Option<string>, SqlError.SqlError>
   readonly exists: (keyId: string) => Effect.Effect<boolean, SqlError.SqlError>
   /** Adds each key's requests and moves its `last_used_at` forward: one statement for all of them. */
   readonly addUsage: (usage: ReadonlyArray<KeyUsage>) => Effect.Effect<void, SqlError.SqlError>
@@ -86,11 +101,15 @@ export class ApiKeyStore extends Context.Service<ApiKeyStore, {
                    request_count::text AS request_count, iso_utc(revoked_at) AS revoked_at
             FROM api_keys WHERE account_id = ${accountId} ORDER BY created_at, key_id
           `.pipe(Effect.flatMap(decode(KeyRow))),
-        revoke: (keyId, revokedAt) =>
-          sql<{ account_id: string }>`
-            UPDATE api_keys SET revoked_at = ${revokedAt}::timestamptz
-            WHERE key_id = ${keyId} AND revoked_at IS NULL RETURNING account_id
-          `.pipe(Effect.map((rows) => Option.fromNullishOr(rows[0]?.account_id))),
+        revoke: (keyId, revokedAt, holder) =>
+          (holder === undefined
+            ? sql<{ account_id: string }>`
+              UPDATE api_keys SET revoked_at = ${revokedAt}::timestamptz
+              WHERE key_id = ${keyId} AND revoked_at IS NULL RETURNING account_id`
+            : sql<{ account_id: string }>`
+              UPDATE api_keys SET revoked_at = ${revokedAt}::timestamptz
+              WHERE key_id = ${keyId} AND revoked_at IS NULL AND account_id = ${holder.accountId} AND mode = ${holder.mode}
+              RETURNING account_id`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0]?.account_id))),
         exists: (keyId) =>
           sql`SELECT 1 FROM api_keys WHERE key_id = ${keyId}`.pipe(Effect.map((rows) => rows.length > 0)),
         addUsage: (usage) =>

@@ -44,7 +44,7 @@ import { makeId } from "../platform/Ids.ts"
 import { Secrets } from "../platform/Secrets.ts"
 import { EventBus } from "../events/EventBus.ts"
 import { NodeLiveness } from "../platform/NodeLiveness.ts"
-import { ApiKeyStore } from "./ApiKeyStore.ts"
+import { type KeyHolder, ApiKeyStore } from "./ApiKeyStore.ts"
 import { type ApiKeyRecord, apiKeyRandomBytes, type Mode, modeOfApiKey, type Principal } from "@pps/api/ApiKeys"
 
 /**
@@ -106,8 +106,11 @@ export class ApiKeys extends Context.Service<ApiKeys, {
    */
   readonly verify: (presented: string, options?: { readonly countUse?: boolean }) => Effect.Effect<Principal, InvalidApiKey | SqlError.SqlError>
   readonly list: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, SqlError.SqlError>
-  /** Some(account id) when an active key was revoked; None when unknown or already revoked. */
-  readonly revoke: (keyId: string) => Effect.Effect<Option.Option<string>, SqlError.SqlError>
+  /**
+   * Some(account id) when an active key was revoked; None when unknown, already revoked, or
+   * (given `holder`) not that account's key of that mode.
+   */
+  readonly revoke: (keyId: string, holder?: KeyHolder) => Effect.Effect<Option.Option<string>, SqlError.SqlError>
   readonly exists: (keyId: string) => Effect.Effect<boolean, SqlError.SqlError>
   /** Writes the counted usage now (also runs on its own schedule and at shutdown). */
   readonly flushUsage: Effect.Effect<void>
@@ -138,7 +141,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
         issue: (accountId, name, mode) => issue(context, accountId, name, mode),
         verify: (presented, options) => verify(context, presented, options),
         list: context.store.listByAccount,
-        revoke: (keyId) => revoke(context, keyId),
+        revoke: (keyId, holder) => revoke(context, keyId, holder),
         exists: context.store.exists,
         flushUsage: flush
       })
@@ -341,9 +344,9 @@ const broadcastRevocation = (context: ApiKeysContext, control: Option.Option.Val
     Effect.catch((error) => Effect.logWarning("api key revocation not confirmed by NATS", error))
   )
 
-const revoke = Effect.fn("ApiKeys.revoke")(function*(context: ApiKeysContext, keyId: string) {
+const revoke = Effect.fn("ApiKeys.revoke")(function*(context: ApiKeysContext, keyId: string, holder?: KeyHolder) {
   const nowMs = yield* Clock.currentTimeMillis
-  const revoked = yield* context.store.revoke(keyId, DateTime.formatIso(DateTime.makeUnsafe(nowMs)))
+  const revoked = yield* context.store.revoke(keyId, DateTime.formatIso(DateTime.makeUnsafe(nowMs)), holder)
   // Evict before answering, so the very next request with the key is refused;
   // the epoch stops verifications that read the row before the update from
   // caching it afterwards.

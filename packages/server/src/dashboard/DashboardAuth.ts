@@ -42,6 +42,7 @@ import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import type { Mode, Principal } from "@pps/api/ApiKeys"
 import { AccountType } from "@pps/api/Accounts"
+import { ReauthenticationRequired } from "@pps/api/Errors"
 import { ulid } from "../platform/Ids.ts"
 import * as Invariant from "../platform/Invariant.ts"
 import { DashboardConfig } from "./DashboardConfig.ts"
@@ -95,6 +96,42 @@ export interface DashboardSession {
   readonly verifiedAtMs: number | null
   readonly principal: Principal
 }
+
+/**
+ * The dashboard session behind the current `/v1` request, when a session cookie (not an API
+ * key) authenticated it: the Authorization middleware provides it, so a step that gives lasting
+ * access can ask for a recent passkey confirmation (`requireStepUp`).
+ *
+ * @since 0.9.0
+ * @category references
+ */
+export const CurrentSession = Context.Reference<Option.Option<DashboardSession>>("server/dashboard/CurrentSession", {
+  defaultValue: () => Option.none()
+})
+
+/**
+ * Whether the session's last user-verified passkey assertion is recent enough for a step that
+ * gives lasting access (a passkey, an API key).
+ *
+ * @since 0.9.0
+ * @category predicates
+ */
+export const isSteppedUp = (session: DashboardSession, nowMs: number): boolean =>
+  session.verifiedAtMs !== null && nowMs - session.verifiedAtMs <= stepUpMaxAgeMs
+
+/**
+ * D44: a `/v1` step that creates lasting access asks a dashboard session for a recent passkey
+ * confirmation, as the dashboard's own key creation does; an API key is not asked (it is the
+ * holder's already).
+ *
+ * @since 0.9.0
+ * @category combinators
+ */
+export const requireStepUp: Effect.Effect<void, ReauthenticationRequired> = Effect.gen(function*() {
+  const session = yield* CurrentSession
+  if (Option.isNone(session)) return
+  if (!isSteppedUp(session.value, yield* Clock.currentTimeMillis)) return yield* Effect.fail(ReauthenticationRequired.of())
+})
 
 /**
  * A session just opened: the cookie value goes to the browser once.

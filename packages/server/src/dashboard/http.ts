@@ -28,7 +28,9 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { SqlError } from "effect/sql"
 import type { AuthenticationResponseJSON, RegistrationResponseJSON } from "@simplewebauthn/server"
 import { ApiKeys } from "../apikeys/ApiKeys.ts"
-import { csrfTokenMatches, DashboardAuth, type DashboardAuthError, type DashboardSession, sessionAbsoluteMs, stepUpMaxAgeMs } from "./DashboardAuth.ts"
+import { csrfTokenMatches, DashboardAuth, type DashboardAuthError, type DashboardSession, isSteppedUp, sessionAbsoluteMs } from "./DashboardAuth.ts"
+import { ReauthenticationRequired } from "@pps/api/Errors"
+import { CreateApiKeyRequest } from "@pps/api/ApiKeys"
 import { DashboardConfig } from "./DashboardConfig.ts"
 import { addressBucket, clientAddress } from "../http/ClientAddress.ts"
 import * as Unavailable from "../platform/Unavailable.ts"
@@ -154,7 +156,6 @@ const EnrollOptionsRequest = Schema.Struct({ invite: Schema.String.check(Schema.
 const EnrollVerifyRequest = Schema.Struct({ response: RegistrationResponse, name: Schema.optionalKey(PasskeyName) })
 const SignInVerifyRequest = Schema.Struct({ response: AuthenticationResponse })
 const StepUpVerifyRequest = SignInVerifyRequest
-const CreateKeyRequest = Schema.Struct({ name: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(100)) })
 
 const invalidBody = (message: string) => failure(400, "invalid_request", message)
 
@@ -350,9 +351,9 @@ const signedIn = <E, R>(context: RoutesContext, handler: Handler<E, R>) => (requ
 const steppedUp = <E, R>(context: RoutesContext, handler: Handler<E, R>) =>
   signedIn(context, (session, request) =>
     Effect.flatMap(Clock.currentTimeMillis, (nowMs) =>
-      session.verifiedAtMs !== null && nowMs - session.verifiedAtMs <= stepUpMaxAgeMs
+      isSteppedUp(session, nowMs)
         ? handler(session, request)
-        : Effect.succeed(failure(403, "reauthentication_required", "Confirm with your passkey to continue."))))
+        : Effect.succeed(json({ error: ReauthenticationRequired.of().error }, 403))))
 
 const opened = (context: RoutesContext) => (session: { readonly token: string; readonly csrfToken: string; readonly expiresAtMs: number }) =>
   cookie(context, session.token, sessionAbsoluteMs)(json({ csrf_token: session.csrfToken, expires_at: new Date(session.expiresAtMs).toISOString() }))
@@ -460,7 +461,7 @@ const passkeyRoutes = (context: RoutesContext) => {
 /** SPEC Authentication 2: the holder creates a key, names it, sees its value once. */
 const createApiKey = (context: RoutesContext) =>
   steppedUp(context, (session) =>
-    body(CreateKeyRequest, ({ name }) =>
+    body(CreateApiKeyRequest, ({ name }) =>
       context.apiKeys.issue(session.accountId, name, session.principal.mode).pipe(
         Effect.tap((issued) => Effect.logInfo("api key created in the dashboard").pipe(Effect.annotateLogs({ key_id: issued.keyId, session_id: session.sessionId }))),
         Effect.map((issued) =>
@@ -475,11 +476,9 @@ const revokeApiKey = (context: RoutesContext) =>
     Effect.gen(function*() {
       const params = yield* HttpRouter.params
       const keyId = params["key_id"] ?? ""
-      const owned = yield* context.apiKeys.list(session.accountId)
       // A session acts in one mode (D9): a test-mode session does not touch live keys.
-      const key = owned.find((k) => k.key_id === keyId && k.revoked_at === null && k.mode === session.principal.mode)
-      if (key === undefined) return failure(404, "api_key_not_found", "No active API key with this id on this account in this session's mode.")
-      yield* context.apiKeys.revoke(keyId)
+      const revoked = yield* context.apiKeys.revoke(keyId, { accountId: session.accountId, mode: session.principal.mode })
+      if (Option.isNone(revoked)) return failure(404, "api_key_not_found", "No active API key with this id on this account in this session's mode.")
       yield* Effect.logInfo("api key revoked in the dashboard").pipe(Effect.annotateLogs({ key_id: keyId, session_id: session.sessionId }))
       return json({ key_id: keyId, revoked: true })
     }))

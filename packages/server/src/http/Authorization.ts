@@ -25,7 +25,7 @@ import { ApiKeys } from "../apikeys/ApiKeys.ts"
 import { Authorization, CurrentPrincipal } from "@pps/api/Api"
 import type { Principal } from "@pps/api/ApiKeys"
 import { RateLimited, Unauthorized } from "@pps/api/Errors"
-import { DashboardAuth } from "../dashboard/DashboardAuth.ts"
+import { CurrentSession, DashboardAuth, type DashboardSession } from "../dashboard/DashboardAuth.ts"
 import { DashboardConfig } from "../dashboard/DashboardConfig.ts"
 import { sessionOfRequest } from "../dashboard/http.ts"
 import { RateLimiter } from "./RateLimiter.ts"
@@ -37,7 +37,8 @@ import { RateLimiter } from "./RateLimiter.ts"
  * @category models
  */
 export type Authentication =
-  | { readonly _tag: "Principal"; readonly principal: Principal }
+  /** `session`: the dashboard session that stands in for a key, when one does. */
+  | { readonly _tag: "Principal"; readonly principal: Principal; readonly session?: DashboardSession }
   /** 401 `unauthorized` whatever the reason (D8); the reason went to the log. */
   | { readonly _tag: "Unauthorized" }
   /** 403 `forbidden`: a session's state-changing request without its origin or CSRF token. */
@@ -109,7 +110,7 @@ export class RequestAuthentication extends Context.Service<RequestAuthentication
             if (Option.isSome(fromSession)) {
               return "refusal" in fromSession.value
                 ? { _tag: "Forbidden", message: fromSession.value.refusal } as const
-                : { _tag: "Principal", principal: fromSession.value.session.principal } as const
+                : { _tag: "Principal", principal: fromSession.value.session.principal, session: fromSession.value.session } as const
             }
           }
           return yield* apiKeys.verify(presented, options).pipe(
@@ -162,6 +163,7 @@ export const AuthorizationLive = Layer.effect(
           const decision = yield* limiter.take(principal.keyId)
           if (!decision.allowed) return rateLimitedResponse(decision.retryAfterSeconds)
           return yield* Effect.provideService(httpEffect, CurrentPrincipal, principal).pipe(
+            Effect.provideService(CurrentSession, Option.fromNullishOr(found.session)),
             Effect.annotateLogs({ key_id: principal.keyId, account_id: principal.accountId })
           )
         })

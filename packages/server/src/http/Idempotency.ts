@@ -266,11 +266,15 @@ const abandon = (sql: SqlClient.SqlClient, scope: IdempotencyScope) =>
  * D6: the first response is replayed, an error (402, 403, 404, 422...) too: a retry after
  * the balance was topped up must not pay what the first request was refused. A 5xx (and
  * a 4xx that says "later", see `typedRefusal`) says the request did not complete:
- * abandoned, so a retry runs (or resolves) it.
+ * abandoned, so a retry runs (or resolves) it. An answer that shows a secret once (D44) is
+ * not stored either: its claim, bound to the record, is left for a retry to resolve from
+ * that record, as after a fault.
  */
 const settleClaim = (context: IdempotencyContext, scope: IdempotencyScope, exit: Exit.Exit<HttpServerResponse.HttpServerResponse, unknown>) => {
   const refusal = Exit.isFailure(exit) ? typedRefusal(exit.cause) : undefined
-  return (Exit.isSuccess(exit)
+  return (Exit.isSuccess(exit) && !scope.answer.storable
+    ? abandon(context.sql, scope)
+    : Exit.isSuccess(exit)
     ? complete(context, scope, exit.value.status, exit.value.body._tag === "Uint8Array" ? decoder.decode(exit.value.body.body) : "")
     : refusal !== undefined
     ? refuse(context.sql, scope, refusal.status, refusal.body)
@@ -325,7 +329,8 @@ const claimed = <E, R>(
       accountId: principal.accountId,
       mode: principal.mode,
       keyDigest: keyDigest(context, key),
-      claimToken: randomBytes(16).toString("base64url")
+      claimToken: randomBytes(16).toString("base64url"),
+      answer: { storable: true }
     }
     // In the set of runs in flight before the claim commits: a second request with the same key
     // landing in between must see this node's claim as alive, not take it over.

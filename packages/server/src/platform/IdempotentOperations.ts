@@ -35,6 +35,12 @@ export interface IdempotencyScope {
   readonly keyDigest: Uint8Array
   /** This run's fencing token: only the run holding the claim's current token may write to it. */
   readonly claimToken: string
+  /**
+   * Whether the answer may be stored for replay (D6). An answer that shows a secret once (an API
+   * key's value, D8, D44) may not: `bindShownOnce` turns this off, and a retry is answered from
+   * the operation's record instead, which knows no value.
+   */
+  readonly answer: { storable: boolean }
 }
 
 /**
@@ -52,6 +58,7 @@ export type OperationKind =
   | "agent"
   | "webhook"
   | "webhook_replay"
+  | "api_key"
 
 /**
  * The current request's idempotency key, when it has one.
@@ -93,6 +100,11 @@ export class OperationReplay extends Context.Service<OperationReplay, {
    * the SQL transaction that writes the record; without a key it does nothing.
    */
   readonly bind: (kind: OperationKind, operationId: string) => Effect.Effect<void, SqlError.SqlError>
+  /**
+   * `bind` for an operation whose answer shows a secret once (D44): the answer is not stored,
+   * so a retry with the key is answered from the record by its resolver, never with the secret.
+   */
+  readonly bindShownOnce: (kind: OperationKind, operationId: string) => Effect.Effect<void, SqlError.SqlError>
   /**
    * `bind` for records written together in one SQL transaction, each under its own request's
    * key (a record whose request had none binds nothing): one statement for all of them.
@@ -145,6 +157,13 @@ export class OperationReplay extends Context.Service<OperationReplay, {
         Effect.gen(function*() {
           const scope = yield* CurrentIdempotencyScope
           yield* bindEach(kind, [{ scope, operationId }])
+        }),
+      bindShownOnce: (kind, operationId) =>
+        Effect.gen(function*() {
+          const scope = yield* CurrentIdempotencyScope
+          yield* bindEach(kind, [{ scope, operationId }])
+          // After the bind: an answer is kept back only when a record answers for it.
+          if (Option.isSome(scope)) scope.value.answer.storable = false
         }),
       bindEach,
       register: (kind, resolver) => Effect.sync(() => void resolvers.set(kind, resolver)),

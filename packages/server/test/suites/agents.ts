@@ -16,21 +16,17 @@ import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { getAddress } from "viem"
 import { AgentRecord, AgentTransactionRecord, SpendPolicyRecord } from "@pps/api/Agents"
+import { policyFieldOfRule } from "@pps/api/Errors"
 import { makeId } from "../../src/platform/Ids.ts"
 import { TransferRecord } from "@pps/api/Transfers"
 import { decryptTransfer, registerKey } from "../support/confidentialClient.ts"
 import { dumpDatabase } from "../support/dumpDatabase.ts"
-import { decode, ownerWithAgent } from "../support/agents.ts"
-import { bearer, createAccount, expectEnvelope, postJson, send, type TestResponse } from "../support/http.ts"
+import { ownerWithAgent } from "../support/agents.ts"
+import { bearer, createAccount, decodeAnswer as decode, expectEnvelope, patchJson, postJson, send, type TestResponse } from "../support/http.ts"
 import { type DatabaseTarget, makeTestServer, TestServer, type TestServerShape } from "../support/TestServer.ts"
 
 const bytes = (hex: string) => new Uint8Array(Buffer.from(hex.replace(/^0x/, ""), "hex"))
 
-const patchJson = (headers: Record<string, string>, value: unknown) => ({
-  method: "PATCH",
-  headers: { ...headers, "content-type": "application/json" },
-  body: JSON.stringify(value)
-})
 
 const eventsOf = (server: TestServerShape, accountId: string) =>
   Effect.gen(function*() {
@@ -110,9 +106,11 @@ export const agentsSuite = (database: DatabaseTarget) =>
             time_zone: "UTC"
           })
 
-          // Only the owner: not the agent's own key, not a stranger; an unknown id is 404.
+          // Only the owner changes it: not the agent's own key (which may read it, D42), not a
+          // stranger (who may not read it either); an unknown id is 404.
+          expect(decode(SpendPolicyRecord, yield* send(policyUrl, { headers: bearer(agentKey) }), 200)).toEqual(policy)
+          expectEnvelope(yield* send(policyUrl, { headers: bearer(stranger.api_key) }), 403, "not_agent_owner")
           for (const key of [agentKey, stranger.api_key]) {
-            expectEnvelope(yield* send(policyUrl, { headers: bearer(key) }), 403, "not_agent_owner")
             expectEnvelope(yield* send(policyUrl, patchJson(bearer(key), { daily_limit_usdg: 1e6 })), 403, "not_agent_owner")
           }
           expectEnvelope(
@@ -337,8 +335,11 @@ export const agentsSuite = (database: DatabaseTarget) =>
             allowed_recipients: ["@bob", "*.shop"]
           }, { faucetUsdg: "9000", fundAgentUsdg: "8000" })
           const pay = (body: Record<string, unknown>) => send(`${server.baseUrl}/v1/transfers`, postJson(bearer(agentKey), body))
-          const violation = (response: TestResponse, reason: string) =>
-            assert.strictEqual(expectEnvelope(response, 403, "policy_violation").reason, reason)
+          // The rule, and the policy field it reads (`param`), so a client can say which setting refused it.
+          const violation = (response: TestResponse, reason: keyof typeof policyFieldOfRule) => {
+            const refusal = expectEnvelope(response, 403, "policy_violation")
+            assert.deepStrictEqual({ reason: refusal.reason, param: refusal.param }, { reason, param: policyFieldOfRule[reason] })
+          }
           const policyUrl = `${server.baseUrl}/v1/agents/${agent.account_id}/spend-policy`
 
           // D25's order: asset before recipient before hours before the limits.
@@ -724,6 +725,12 @@ export const agentsSuite = (database: DatabaseTarget) =>
               409,
               "transaction_expired"
             )
+          }
+          // D42: the agent and its owner read that it expired.
+          for (const key of [agentKey, owner.api_key]) {
+            const state = decode(AgentTransactionRecord, yield* send(`${server.baseUrl}/v1/agents/transactions/${held.transaction_id}`, { headers: bearer(key) }), 200)
+            expect(state).toMatchObject({ transaction_id: held.transaction_id, status: "expired", transfer_id: null })
+            assert.isNotNull(state.decided_at)
           }
           expect((yield* send(`${server.baseUrl}/v1/agents/transactions/pending`, { headers: bearer(owner.api_key) })).json)
             .toEqual({ pending: [] })

@@ -176,8 +176,15 @@ describe("dashboard sign-in and sessions", () => {
         const device = makeSoftAuthenticator("dash.example")
         const { server, cookie, csrf } = yield* enroll("dave", device)
         const signedIn = { cookie: `${cookieName}=${cookie}`, origin, "x-csrf-token": csrf }
-        // Just enrolled: verified now, so a key needs no second touch.
+        // Just enrolled: verified now, so a key needs no second touch, the holder's or its agent's (D44).
         assert.strictEqual((yield* send(`${server.baseUrl}/dashboard/api/api-keys`, postJson(signedIn, { name: "fresh" }))).status, 201)
+        const agentCreated = yield* send(`${server.baseUrl}/v1/accounts/me/agents`, postJson(signedIn, {
+          name: "stepper",
+          spend_policy: { daily_limit_usdg: 1, per_transaction_limit_usdg: 1 }
+        }))
+        assert.strictEqual(agentCreated.status, 201, agentCreated.text)
+        const agentKeysUrl = `${server.baseUrl}/v1/agents/${(agentCreated.json as { account_id: string }).account_id}/keys`
+        assert.strictEqual((yield* send(agentKeysUrl, postJson(signedIn, { name: "fresh" }))).status, 201)
 
         const sql = Context.get(server.services, SqlClient.SqlClient)
         const sessionId = ((yield* send(`${server.baseUrl}/dashboard/api/session`, { headers: { cookie: `${cookieName}=${cookie}` } })).json as { session_id: string }).session_id
@@ -187,8 +194,13 @@ describe("dashboard sign-in and sessions", () => {
         expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/passkeys/options`, postJson(signedIn, {})), 403, "reauthentication_required")
         expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/passkeys/verify`, postJson(signedIn, { response: device.register({ challenge: "x", rp: { id: "dash.example" } }, origin) })), 403, "reauthentication_required")
         expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/passkeys/${device.credentialId}`, { method: "DELETE", headers: signedIn }), 403, "reauthentication_required")
-        // Reading is not gated.
+        // On /v1 too: a session does not create an agent's key without the passkey (an API key is not asked).
+        expectEnvelope(yield* send(agentKeysUrl, postJson(signedIn, { name: "stale" })), 403, "reauthentication_required")
+        // Reading is not gated, nor is revoking (it takes access away).
         assert.strictEqual((yield* send(`${server.baseUrl}/dashboard/api/passkeys`, { headers: { cookie: `${cookieName}=${cookie}` } })).status, 200)
+        const agentKeys = (yield* send(agentKeysUrl, { headers: { cookie: `${cookieName}=${cookie}` } })).json as { data: Array<{ key_id: string; name: string }> }
+        assert.deepStrictEqual(agentKeys.data.map((key) => key.name), ["fresh"])
+        assert.strictEqual((yield* send(`${agentKeysUrl}/${agentKeys.data[0]!.key_id}/revoke`, postJson(signedIn, {}))).status, 200)
 
         // Another account's passkey cannot answer this account's step-up.
         const stranger = makeSoftAuthenticator("dash.example")
@@ -207,6 +219,7 @@ describe("dashboard sign-in and sessions", () => {
         // The same answer does not count twice.
         expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/step-up/verify`, postJson(signedIn, { response: answer })), 403, "reauthentication_failed")
         assert.strictEqual((yield* send(`${server.baseUrl}/dashboard/api/api-keys`, postJson(signedIn, { name: "stepped-up" }))).status, 201)
+        assert.strictEqual((yield* send(agentKeysUrl, postJson(signedIn, { name: "stepped-up" }))).status, 201)
         // Step-up needs the session's CSRF token like every state change.
         expectEnvelope(yield* send(`${server.baseUrl}/dashboard/api/step-up/options`, postJson({ cookie: `${cookieName}=${cookie}`, origin }, {})), 403, "forbidden")
       }))

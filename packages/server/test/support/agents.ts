@@ -1,21 +1,14 @@
 /**
- * Agents for tests, over the real API: an owner with a registered key and faucet USDG, its
- * agent (with an API key of its own) funded by a normal transfer, and a response decoded
- * once its status is checked.
+ * Agents for tests, over the real API: an owner with a registered key and faucet USDG, and its
+ * agent (with an API key of its own) funded by a normal transfer.
  */
 import { assert, expect } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { AgentRecord } from "@pps/api/Agents"
 import { TransferRecord } from "@pps/api/Transfers"
 import { registerKey } from "./confidentialClient.ts"
-import { bearer, createAccount, postJson, send, type TestResponse } from "./http.ts"
+import { bearer, createAccount, decodeAnswer as decode, postJson, send } from "./http.ts"
 import type { TestServerShape } from "./TestServer.ts"
-
-/** The body of `response` as `schema` reads it, once its status is the one expected. */
-export const decode = <A>(schema: Schema.Decoder<A>, response: TestResponse, status: number): A => {
-  assert.strictEqual(response.status, status, response.text)
-  return Schema.decodeUnknownSync(schema)(response.json)
-}
 
 /** An owner with a registered key and faucet USDG, and one agent (with its own key) funded by a transfer. */
 export const ownerWithAgent = (

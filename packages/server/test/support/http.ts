@@ -45,6 +45,19 @@ export const postJson = (headers: Record<string, string>, value: unknown) => ({
   body: JSON.stringify(value)
 })
 
+/** A JSON PATCH with the given extra headers. */
+export const patchJson = (headers: Record<string, string>, value: unknown) => ({
+  method: "PATCH",
+  headers: { ...headers, "content-type": "application/json" },
+  body: JSON.stringify(value)
+})
+
+/** The body of an answer of the expected status, decoded by its schema (the status is asserted first). */
+export const decodeAnswer = <A>(schema: Schema.Decoder<A>, response: TestResponse, status: number): A => {
+  if (response.status !== status) throw new Error(`expected ${status}, got ${response.status} ${response.text}`)
+  return Schema.decodeUnknownSync(schema)(response.json)
+}
+
 /** Creates an account (and its first test key) through the admin API. */
 export const createAccount = (
   server: { readonly adminUrl: string; readonly adminToken: string },

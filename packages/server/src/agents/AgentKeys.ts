@@ -1,0 +1,155 @@
+/**
+ * An owner's keys for its agents (D44): create, list and revoke the API keys an agent acts
+ * with, without the operator.
+ *
+ * - Owner only: an agent key never manages keys (403 `not_agent_owner`, D21), and another
+ *   owner's or another mode's agent answers as D29 and D38 rank it (`ownedAgent`).
+ * - A key is of its agent's mode, which is the caller's (D38): a test key issues test keys.
+ * - Its value is shown once (D8): the answer that creates it carries it and nothing keeps it. A
+ *   retry with the same Idempotency-Key is answered from the key's record (409
+ *   `key_shown_once` naming it), never with the value and never with a second key (D6, D36).
+ * - A dashboard session creating one must have confirmed with its passkey recently (step-up,
+ *   as for the holder's own keys); an owner's API key is not asked.
+ * - Revocation is the one path every key takes (`ApiKeys.revoke`): evicted here and broadcast
+ *   to the other nodes before the answer, so the next request with the key is 401.
+ *
+ * @since 0.9.0
+ */
+import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { displayHandle } from "@pps/api/Accounts"
+import type { ApiKeyRecord, CreatedAgentApiKey, Principal } from "@pps/api/ApiKeys"
+import {
+  type AgentNotFound,
+  ApiKeyNotFound,
+  KeyShownOnce,
+  type NotAgentOwner,
+  type ReauthenticationRequired
+} from "@pps/api/Errors"
+import { Accounts } from "../accounts/Accounts.ts"
+import { ApiKeys } from "../apikeys/ApiKeys.ts"
+import { requireStepUp } from "../dashboard/DashboardAuth.ts"
+import { OperationReplay } from "../platform/IdempotentOperations.ts"
+import * as Invariant from "../platform/Invariant.ts"
+import * as Unavailable from "../platform/Unavailable.ts"
+import type { DependencyUnavailable } from "../platform/Unavailable.ts"
+import { ownedAgent } from "./Agents.ts"
+import { AgentStore } from "./AgentStore.ts"
+
+/**
+ * @since 0.9.0
+ * @category services
+ */
+export class AgentKeys extends Context.Service<AgentKeys, {
+  readonly create: (
+    principal: Principal,
+    agentAccountId: string,
+    name: string
+  ) => Effect.Effect<CreatedAgentApiKey, AgentNotFound | NotAgentOwner | ReauthenticationRequired | DependencyUnavailable>
+  readonly list: (
+    principal: Principal,
+    agentAccountId: string
+  ) => Effect.Effect<{ readonly data: ReadonlyArray<ApiKeyRecord> }, AgentNotFound | NotAgentOwner | DependencyUnavailable>
+  readonly revoke: (
+    principal: Principal,
+    agentAccountId: string,
+    keyId: string
+  ) => Effect.Effect<{ readonly key_id: string; readonly revoked: true }, AgentNotFound | NotAgentOwner | ApiKeyNotFound | DependencyUnavailable>
+}>()("server/agents/AgentKeys") {
+  static readonly layer = Layer.effect(
+    AgentKeys,
+    Effect.gen(function*() {
+      const context: AgentKeysContext = {
+        sql: yield* SqlClient.SqlClient,
+        store: yield* AgentStore,
+        accounts: yield* Accounts,
+        apiKeys: yield* ApiKeys,
+        operations: yield* OperationReplay
+      }
+      // D44: a retried create never shows the value again (it is not kept) nor makes a second key.
+      yield* context.operations.register("api_key", (keyId) =>
+        Effect.succeed({ status: KeyShownOnce.status, body: { error: KeyShownOnce.of(keyId).error } }))
+      return AgentKeys.of({
+        create: (principal, agentAccountId, name) => create(context, principal, agentAccountId, name),
+        list: (principal, agentAccountId) => list(context, principal, agentAccountId),
+        revoke: (principal, agentAccountId, keyId) => revoke(context, principal, agentAccountId, keyId)
+      })
+    })
+  )
+}
+
+/** What the steps share. */
+interface AgentKeysContext {
+  readonly sql: SqlClient.SqlClient
+  readonly store: AgentStore["Service"]
+  readonly accounts: Accounts["Service"]
+  readonly apiKeys: ApiKeys["Service"]
+  readonly operations: OperationReplay["Service"]
+}
+
+const create = Effect.fn("AgentKeys.create")(function*(
+  context: AgentKeysContext,
+  principal: Principal,
+  agentAccountId: string,
+  name: string
+) {
+  const agent = yield* ownedAgent(context, principal, agentAccountId)
+  // After ownership: a stranger's probe is answered 404/403, not with a passkey prompt.
+  yield* requireStepUp
+  const owner = yield* context.accounts.get(principal.accountId).pipe(
+    Unavailable.database("AgentKeys.create"),
+    Effect.flatMap(Invariant.some("an authenticated principal's account exists"))
+  )
+  // The key's row and the idempotency key's link to it commit together (D36), and the answer
+  // that carries the value is not stored for replay.
+  const issued = yield* context.sql.withTransaction(Effect.gen(function*() {
+    const issued = yield* context.apiKeys.issue(agent.accountId, name, agent.mode)
+    yield* context.operations.bindShownOnce("api_key", issued.keyId)
+    return issued
+  })).pipe(Unavailable.database("AgentKeys.create"))
+  yield* Effect.logInfo("agent api key created by its owner").pipe(
+    Effect.annotateLogs({ key_id: issued.keyId, agent_account_id: agent.accountId })
+  )
+  return {
+    key_id: issued.keyId,
+    name: issued.name,
+    mode: issued.mode,
+    api_key: Redacted.value(issued.apiKey),
+    account_id: agent.accountId,
+    agent: displayHandle(agent.handle),
+    owner_address: owner.walletAddress
+  }
+})
+
+/** The agent's keys of its mode; this node's counted usage first, so the figures are current. */
+const list = Effect.fn("AgentKeys.list")(function*(context: AgentKeysContext, principal: Principal, agentAccountId: string) {
+  const agent = yield* ownedAgent(context, principal, agentAccountId)
+  yield* context.apiKeys.flushUsage
+  const keys = yield* context.apiKeys.list(agent.accountId).pipe(Unavailable.database("AgentKeys.list"))
+  return { data: keys.filter((key) => key.mode === agent.mode) }
+})
+
+/**
+ * Revoked at once (`ApiKeys.revoke`). A key of the agent's that is revoked already answers as a
+ * revocation does: the retry of a revocation whose answer was lost finds what it asked for.
+ */
+const revoke = Effect.fn("AgentKeys.revoke")(function*(
+  context: AgentKeysContext,
+  principal: Principal,
+  agentAccountId: string,
+  keyId: string
+) {
+  const agent = yield* ownedAgent(context, principal, agentAccountId)
+  const holder = { accountId: agent.accountId, mode: agent.mode }
+  const revoked = yield* context.apiKeys.revoke(keyId, holder).pipe(Unavailable.database("AgentKeys.revoke"))
+  if (Option.isNone(revoked)) {
+    const keys = yield* context.apiKeys.list(agent.accountId).pipe(Unavailable.database("AgentKeys.revoke"))
+    const revokedBefore = keys.some((key) => key.key_id === keyId && key.mode === agent.mode && key.revoked_at !== null)
+    if (!revokedBefore) return yield* Effect.fail(ApiKeyNotFound.of(keyId))
+  } else {
+    yield* Effect.logInfo("agent api key revoked by its owner").pipe(
+      Effect.annotateLogs({ key_id: keyId, agent_account_id: agent.accountId })
+    )
+  }
+  return { key_id: keyId, revoked: true as const }
+})
