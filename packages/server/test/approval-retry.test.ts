@@ -13,15 +13,12 @@
  * clock is anvil's, and must pass the deadline too.
  */
 import { assert, describe, expect, layer } from "@effect/vitest"
-import { Context, Effect, Option, Schema } from "effect"
+import { Context, Effect, Option } from "effect"
 import { SqlClient } from "effect/sql"
-import { createPublicClient, getAddress, type Hex, http } from "viem"
-import { ConfidentialTokenArtifact } from "@pps/contracts"
 import { AgentTransactionRecord } from "@pps/api/Agents"
 import { DevChain } from "../src/settlement/DevChain.ts"
-import { ownerWithAgent } from "./support/agents.ts"
-import { registerKey } from "./support/confidentialClient.ts"
-import { bearer, createAccount, decodeAnswer as decode, expectEnvelope, patchJson, postJson, send } from "./support/http.ts"
+import { chainPasses, heldAgentTransfer, heldRow, recordAgain, stopAtRecord } from "./support/heldApprovals.ts"
+import { bearer, decodeAnswer as decode, expectEnvelope, patchJson, postJson, send } from "./support/http.ts"
 import { makeTestServer, TestServer, type TestServerShape } from "./support/TestServer.ts"
 
 /**
@@ -33,105 +30,22 @@ const attestationLifetimeSeconds = 10
 
 const sqlOf = (server: TestServerShape) => Context.get(server.services, SqlClient.SqlClient)
 
-const chainClient = (server: TestServerShape) =>
-  createPublicClient({ transport: http(Option.getOrThrow(Context.get(server.services, DevChain).rpcUrl)) })
-
-/** From now on, the record of `transferId` fails as if its process died at that line. */
-const dieAtRecord = (server: TestServerShape, transferId: string) =>
-  Effect.gen(function*() {
-    const sql = sqlOf(server)
-    yield* sql.unsafe(`CREATE OR REPLACE FUNCTION test_process_dies() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN RAISE EXCEPTION 'the process died before the record committed'; END $$`)
-    yield* sql.unsafe(`CREATE TRIGGER test_dies_at_record BEFORE INSERT ON transfers FOR EACH ROW
-      WHEN (NEW.transfer_id = '${transferId.replace(/[^A-Za-z0-9_]/g, "")}') EXECUTE FUNCTION test_process_dies()`)
-  }).pipe(Effect.orDie)
-
-/** The restarted process: records write again. */
-const restart = (server: TestServerShape) =>
-  sqlOf(server).unsafe(`DROP TRIGGER IF EXISTS test_dies_at_record ON transfers`).pipe(Effect.orDie)
-
-/** The held row as the approval left it: its transfer id, nonce, the deadline it pinned, its status. */
-const heldRow = (server: TestServerShape, transactionId: string) =>
-  Effect.gen(function*() {
-    const rows = yield* sqlOf(server)<{
-      transfer_id: string
-      replay_nonce: string
-      approval_deadline_seconds: string | null
-      status: string
-    }>`
-      SELECT transfer_id, replay_nonce, approval_deadline_seconds, status FROM agent_transactions
-      WHERE transaction_id = ${transactionId}`
-    assert.lengthOf(rows, 1)
-    return rows[0]!
-  }).pipe(Effect.orDie)
-
-/** Waits (real time) until the chain's latest block is past `deadlineSeconds`. */
-const chainPasses = (server: TestServerShape, deadlineSeconds: bigint) =>
-  Effect.gen(function*() {
-    const client = chainClient(server)
-    for (;;) {
-      const block = yield* Effect.promise(() => client.getBlock({ blockTag: "latest" }))
-      if (block.timestamp > deadlineSeconds) return
-      yield* Effect.sleep("250 millis")
-    }
-  })
-
-const SealedHeld = Schema.Struct({ contract: Schema.String, binding_id: Schema.String })
-
-/** What the chain holds of a held transfer: how many transfers it applied under its id, and whether its nonce is used. */
-const onChain = (server: TestServerShape, ownerKey: string, transactionId: string, agentWallet: string, nonce: bigint) =>
-  Effect.gen(function*() {
-    const sealed = Schema.decodeUnknownSync(SealedHeld)(
-      (yield* send(`${server.baseUrl}/v1/agents/transactions/${transactionId}/sealed`, { headers: bearer(ownerKey) })).json
-    )
-    const client = chainClient(server)
-    const logs = yield* Effect.promise(() =>
-      client.request({ method: "eth_getLogs", params: [{ address: sealed.contract as Hex, fromBlock: "0x0", toBlock: "latest" }] })
-    )
-    const nonceUsed = yield* Effect.promise(() =>
-      client.readContract({
-        address: getAddress(sealed.contract),
-        abi: ConfidentialTokenArtifact.abi,
-        functionName: "isNonceUsed",
-        args: [getAddress(agentWallet), nonce]
-      })
-    )
-    return {
-      transfers: logs.filter((log) => log.topics[3]?.toLowerCase() === sealed.binding_id.toLowerCase()).length,
-      nonceUsed
-    }
-  })
+const rpcUrlOf = (server: TestServerShape) => Option.getOrThrow(Context.get(server.services, DevChain).rpcUrl)
 
 /**
- * An owner, its agent (40 USDG; transfers above 25 held) and a recipient; the agent's transfer of
- * 30, held; its approval attested by the guardian, the process dying before the record.
+ * A held agent transfer (support/heldApprovals.ts) whose approval the guardian attested and
+ * whose process died before the record.
  */
 const approvalThatDied = (server: TestServerShape, prefix: string) =>
   Effect.gen(function*() {
-    const bob = yield* createAccount(server, `${prefix}.bob`)
-    yield* registerKey(server.baseUrl, bob.api_key)
-    const { agent, agentKey, owner } = yield* ownerWithAgent(server, `${prefix}.olga`, {
-      daily_limit_usdg: 100,
-      per_transaction_limit_usdg: 50,
-      hitl_threshold_usdg: 25
-    }, { faucetUsdg: "100", fundAgentUsdg: "40" })
-    const pay = (amount: string) => send(`${server.baseUrl}/v1/transfers`, postJson(bearer(agentKey), { to: `@${prefix}.bob`, amount }))
-    const held = decode(AgentTransactionRecord, yield* pay("30"), 202)
-    // Under one Idempotency-Key, as a careful client retries (D6, D36).
-    const approve = send(
-      `${server.baseUrl}/v1/agents/transactions/${held.transaction_id}/approve`,
-      postJson({ ...bearer(owner.api_key), "idempotency-key": `approve-${prefix}` }, {})
-    )
-    const { transfer_id: transferId } = yield* heldRow(server, held.transaction_id)
-
-    yield* dieAtRecord(server, transferId)
-    expectEnvelope(yield* approve, 503, "service_unavailable")
-    yield* restart(server)
-    const pinned = yield* heldRow(server, held.transaction_id)
+    const transfer = yield* heldAgentTransfer(server, sqlOf(server), prefix)
+    yield* stopAtRecord(sqlOf(server), transfer.transferId, "fail")
+    expectEnvelope(yield* transfer.approve, 503, "service_unavailable")
+    yield* recordAgain(sqlOf(server))
+    const pinned = yield* heldRow(sqlOf(server), transfer.held.transaction_id)
     assert.strictEqual(pinned.status, "pending_approval")
     assert.isNotNull(pinned.approval_deadline_seconds)
-    const chain = onChain(server, owner.api_key, held.transaction_id, agent.public_key, BigInt(pinned.replay_nonce))
-    return { agent, owner, pay, approve, held, transferId, chain, deadlineSeconds: BigInt(pinned.approval_deadline_seconds!) }
+    return { ...transfer, chain: transfer.onChain(rpcUrlOf(server)), deadlineSeconds: BigInt(pinned.approval_deadline_seconds!) }
   })
 
 describe("an approval retried after its process died mid-approval (D45)", () => {
@@ -149,10 +63,10 @@ describe("an approval retried after its process died mid-approval (D45)", () => 
           if (waitMs > 0) yield* Effect.sleep(waitMs)
           const early = expectEnvelope(yield* approve, 409, "approval_in_progress")
           assert.include(early.message, new Date(Number(deadlineSeconds) * 1000).toISOString())
-          assert.strictEqual((yield* heldRow(server, held.transaction_id)).status, "pending_approval")
+          assert.strictEqual((yield* heldRow(sqlOf(server), held.transaction_id)).status, "pending_approval")
 
           // Retried once the first attestation's deadline has passed, on the chain too.
-          yield* chainPasses(server, deadlineSeconds)
+          yield* chainPasses(rpcUrlOf(server), deadlineSeconds)
           const approved = decode(AgentTransactionRecord, yield* approve, 200)
           expect(approved).toMatchObject({ status: "approved", transfer_id: transferId, transfer_status: "confirmed" })
 
@@ -184,10 +98,10 @@ describe("an approval retried after its process died mid-approval (D45)", () => 
             patchJson(bearer(owner.api_key), { per_transaction_limit_usdg: 29 })
           )
           assert.strictEqual(patched.status, 200, patched.text)
-          yield* chainPasses(server, deadlineSeconds)
+          yield* chainPasses(rpcUrlOf(server), deadlineSeconds)
           const refused = expectEnvelope(yield* approve, 403, "policy_violation")
           assert.strictEqual(refused.reason, "per_transaction_limit_exceeded")
-          assert.strictEqual((yield* heldRow(server, held.transaction_id)).status, "pending_approval")
+          assert.strictEqual((yield* heldRow(sqlOf(server), held.transaction_id)).status, "pending_approval")
 
           // Rejected: no funds move, and none stay reserved (the whole 40 can be spent).
           const rejected = decode(

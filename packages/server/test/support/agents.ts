@@ -12,7 +12,7 @@ import type { TestServerShape } from "./TestServer.ts"
 
 /** An owner with a registered key and faucet USDG, and one agent (with its own key) funded by a transfer. */
 export const ownerWithAgent = (
-  server: TestServerShape,
+  server: Pick<TestServerShape, "baseUrl" | "adminUrl" | "adminToken">,
   owner: string,
   policy: Record<string, unknown>,
   options: { readonly faucetUsdg: string; readonly fundAgentUsdg: string }
