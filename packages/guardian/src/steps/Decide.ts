@@ -47,11 +47,11 @@ const refuse = (context: GuardianContext, transferId: string, digest: string, re
 /**
  * What a reservation already recorded under the transfer id answers: the same request replays
  * it. An owner's approval of a held transfer under another request (a fresh deadline: the answer
- * to the first was lost, D45) is decided afresh once the reservation was released, since its
- * attestation can then never be mined (the expiry sweep and `settle` release one only when the
- * chain says so, or after its deadline without a chain) and the fresh one takes the same nonce,
- * so at most one of the two is ever applied; while it is still reserved, that attestation can
- * still be mined, and the approval is refused until its deadline. Anything else is refused.
+ * to the first was lost, D45) is decided afresh once the reservation was released: with an
+ * endpoint for the chain, the expiry sweep and `settle` release one only when the chain says its
+ * attestation can never be mined (without one, on time or on the server's word). Either way the
+ * fresh attestation takes the same nonce, so the contract applies at most one of the two. While
+ * it is still reserved, the approval is refused until its deadline. Anything else is refused.
  * Undefined: decide afresh.
  */
 const answerOfReservation = (

@@ -58,7 +58,7 @@ const holdForApproval = (request: AuthorizeRequest, transferId: string, amount: 
  * The request's nonce as the decision found it: free, taken by another transfer, or held by this
  * transfer id's own released reservation, which an approval decided afresh rewrites (D45).
  *
- * @since 0.5.0
+ * @since 0.9.0
  * @category models
  */
 export type NonceState = "free" | "taken" | "released"

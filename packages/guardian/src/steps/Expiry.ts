@@ -61,7 +61,7 @@ const resolveOne = Effect.fnUntraced(function*(context: GuardianContext, transfe
  * and decides the approval afresh. A failure here is left to the sweep: the decision then finds
  * the reservation still held and refuses the approval for now.
  *
- * @since 0.5.0
+ * @since 0.9.0
  * @category steps
  */
 export const resolveEarlierAttestation = Effect.fnUntraced(function*(context: GuardianContext, request: AuthorizeRequest, nowMs: number) {
