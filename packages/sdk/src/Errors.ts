@@ -257,6 +257,8 @@ export const InsufficientBalance = define(catalogue.InsufficientBalance.code, "I
 export const KycRequired = define(catalogue.KycRequired.code, "KycRequired")
 /** 403 `not_agent_owner` (SPEC). */
 export const NotAgentOwner = define(catalogue.NotAgentOwner.code, "NotAgentOwner")
+/** 403 `reauthentication_required` (D44): a dashboard session must confirm with its passkey first. */
+export const ReauthenticationRequired = define(catalogue.ReauthenticationRequired.code, "ReauthenticationRequired")
 /** 403 `policy_violation`: an agent's spend policy refused the transfer; `reason` says which rule. */
 export const PolicyViolation = define(catalogue.PolicyViolation.code, "PolicyViolation")
 /** 403 `livemode_unavailable`: a live key while no mainnet is configured. */
@@ -271,6 +273,8 @@ export const TransactionNotFound = define(catalogue.TransactionNotFound.code, "T
 export const TransferNotFound = define(catalogue.TransferNotFound.code, "TransferNotFound")
 /** 404 `agent_not_found`. */
 export const AgentNotFound = define(catalogue.AgentNotFound.code, "AgentNotFound")
+/** 404 `key_not_found` (D44): no such key of that agent's. */
+export const ApiKeyNotFound = define(catalogue.ApiKeyNotFound.code, "ApiKeyNotFound")
 /** 404 `webhook_not_found`. */
 export const WebhookNotFound = define(catalogue.WebhookNotFound.code, "WebhookNotFound")
 /** 404 `event_not_found`. */
@@ -293,6 +297,11 @@ export const ApprovalAttemptsExhausted = define(catalogue.ApprovalAttemptsExhaus
 export const IdempotencyKeyReused = define(catalogue.IdempotencyKeyReused.code, "IdempotencyKeyReused")
 /** 409 `idempotency_key_in_progress` (D6): the first request with the key still runs. */
 export const IdempotencyKeyInProgress = define(catalogue.IdempotencyKeyInProgress.code, "IdempotencyKeyInProgress")
+/**
+ * 409 `key_shown_once` (D44): a retried key creation; the key exists (the message names it) but
+ * its value was shown once, in the first answer: revoke it if that answer was lost.
+ */
+export const KeyShownOnce = define(catalogue.KeyShownOnce.code, "KeyShownOnce")
 /** 409 `agent_name_taken`. */
 export const AgentNameTaken = define(catalogue.AgentNameTaken.code, "AgentNameTaken")
 /** 409 `encryption_key_already_registered`. */
@@ -320,10 +329,10 @@ export const ServiceUnavailable = define(catalogue.ServiceUnavailable.code, "Ser
 
 const classes = [
   InvalidRequest, Unauthorized, InsufficientBalance, KycRequired, NotAgentOwner, PolicyViolation, LivemodeUnavailable,
-  TestModeOnly, RecipientNotFound, TransactionNotFound, TransferNotFound, AgentNotFound, WebhookNotFound, EventNotFound,
-  NotFound, MethodNotAllowed, RequestTimeout, HeadersTooLarge, TransactionExpired, ApprovalInProgress, ApprovalAttemptsExhausted,
-  IdempotencyKeyReused, IdempotencyKeyInProgress,
-  AgentNameTaken, EncryptionKeyAlreadyRegistered, PreparedTransferUsed, PayloadTooLarge, RecipientNotConfidentialReady,
+  ReauthenticationRequired, TestModeOnly, RecipientNotFound, TransactionNotFound, TransferNotFound, AgentNotFound, ApiKeyNotFound,
+  WebhookNotFound, EventNotFound, NotFound, MethodNotAllowed, RequestTimeout, HeadersTooLarge, TransactionExpired,
+  ApprovalInProgress, ApprovalAttemptsExhausted, IdempotencyKeyReused, IdempotencyKeyInProgress, KeyShownOnce, AgentNameTaken,
+  EncryptionKeyAlreadyRegistered, PreparedTransferUsed, PayloadTooLarge, RecipientNotConfidentialReady,
   DecryptionProofInvalid, EncryptionKeyRequired, EncryptionKeyInvalid, InvalidPolicy, RateLimited, InternalError,
   ServiceUnavailable
 ] as const

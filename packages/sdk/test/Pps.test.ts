@@ -99,18 +99,35 @@ describe("Pps", { timeout: 60_000 }, () => {
     expect(await pps.agents.policy.update(agent.account_id, { daily_limit_usdg: 40 })).toMatchObject({ daily_limit_usdg: 40 })
     expect(await pps.agents.policy.get(agent.account_id)).toMatchObject({ daily_limit_usdg: 40, hitl_threshold_usdg: 1 })
     await pps.transfers.create({ to: agent.handle, amount: "10" })
-    const agentKey = await server.issueKey(agent.account_id, "bot")
+    // The owner issues its agent's key (D44): the value once, the owner's wallet address beside it.
+    const agentKey = await pps.agents.keys.create(agent.account_id, { name: "bot" }, { idempotencyKey: "facade-bot-key" })
+    expect(agentKey).toMatchObject({ name: "bot", mode: "test", account_id: agent.account_id, owner_address: (await pps.accounts.me()).public_key })
+    // Retried with the same key: no second key, and the value is not shown again.
+    const retried = await pps.agents.keys.create(agent.account_id, { name: "bot" }, { idempotencyKey: "facade-bot-key" }).catch((error: unknown) => error)
+    expect(retried).toBeInstanceOf(Errors.KeyShownOnce)
+    expect((await pps.agents.keys.list(agent.account_id)).data.map((key) => key.key_id)).toEqual([agentKey.key_id])
     // The agent seals to its owner's key (its amounts are encrypted to it).
     const bot = new Pps({ apiKey: agentKey.api_key, baseUrl: server.baseUrl, senderKey: aliceKey.publicKey })
+    expect((await bot.accounts.me()).account_id).toBe(agent.account_id)
+    // D42: without an id, the agent key's own policy.
+    expect(await bot.agents.policy.get()).toMatchObject({ daily_limit_usdg: 40, hitl_threshold_usdg: 1 })
+    expect(await bot.agents.keys.list(agent.account_id).catch((error: unknown) => error)).toBeInstanceOf(Errors.NotAgentOwner)
     const held = await bot.transfers.create({ to: "@bob", amount: "2.5", memo: "held" })
     expect(held).toMatchObject({ kind: "held", held: { status: "pending_approval" } })
+    const heldId = held.kind === "held" ? held.held.transaction_id : ""
+    expect(await bot.agents.transactions.get(heldId)).toMatchObject({ transaction_id: heldId, status: "pending_approval" })
     const pending = await pps.approvals.list()
     expect(pending.pending).toHaveLength(1)
     const opened = await pps.approvals.open(pending.pending[0]!.transaction_id)
     expect(opened).toMatchObject({ amount: 2_500_000n, memo: "held", noteMatches: true })
     expect(await pps.approvals.approve(opened.transactionId)).toMatchObject({ status: "approved", transfer_status: "confirmed" })
+    expect(await bot.agents.transactions.get(heldId)).toMatchObject({ status: "approved", transfer_status: "confirmed" })
+    expect(await pps.agents.transactions.get(heldId)).toMatchObject({ status: "approved" })
     const notAnOwner = await bot.approvals.list().then(() => "listed", (error: unknown) => error)
     expect(notAnOwner === "listed" || notAnOwner instanceof Errors.NotAgentOwner).toBe(true)
+    // Revoked by its owner: the agent's next request is refused.
+    expect(await pps.agents.keys.revoke(agent.account_id, agentKey.key_id)).toEqual({ key_id: agentKey.key_id, revoked: true })
+    expect(await bot.accounts.me().catch((error: unknown) => error)).toBeInstanceOf(Errors.Unauthorized)
 
     const webhook = await pps.webhooks.create({ url: "https://example.com/hook", events: ["transfer.confirmed"] })
     expect(webhook.secret).toMatch(/^whsec_/)

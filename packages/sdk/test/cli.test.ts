@@ -284,7 +284,19 @@ describe("pps", { timeout: 90_000 }, () => {
       spend_policy: { daily_limit_usdg: 100, per_transaction_limit_usdg: 50, hitl_threshold_usdg: 1 }
     })
     expect(agent.status).toBe(201)
-    const agentKey = await server.issueKey(String(agent.json["account_id"]), "bot")
+    const agentId = String(agent.json["account_id"])
+    // The owner issues the agent's key itself (D44): its value once, with the owner's wallet address.
+    const issued = JSON.parse(expectSuccess(await asAlice("agents", "keys", "create", agentId, "--name", "bot", "--json")).stdout) as Record<string, string>
+    expect(issued).toMatchObject({ name: "bot", mode: "test", account_id: agentId, agent: "@alice/cli-bot" })
+    expect(issued["api_key"]).toMatch(/^hc_test_/)
+    const me = await fetch(`${server.baseUrl}/v1/accounts/me`, { headers: { authorization: `Bearer ${alice.api_key}` } })
+    expect(issued["owner_address"]).toBe(((await me.json()) as Record<string, string>)["public_key"])
+    const agentKey = { api_key: issued["api_key"]! }
+    const asAgent = (...args: ReadonlyArray<string>) => pps(agentKey.api_key, args)
+    expect(expectSuccess(await asAlice("agents", "keys", "list", agentId)).stdout).toMatch(new RegExp(`^${issued["key_id"]}\\s+bot\\s+test\\s+…`, "m"))
+    // The agent reads its own policy (D42), and manages no key.
+    expect(JSON.parse(expectSuccess(await asAgent("agents", "policy", "--json")).stdout)).toMatchObject({ hitl_threshold_usdg: 1, daily_limit_usdg: 100 })
+    expectD1(await asAgent("agents", "keys", "list", agentId), "not_agent_owner")
     expect(expectSuccess(await asAlice("send", "--to", "@alice/cli-bot", "--amount", "10")).stdout).toMatch(/confirmed/)
     // The agent's transfers above 1 USDG wait for Alice, who opens them with her own key (an agent's amounts are sealed to it).
     const firstHeld = await post(agentKey.api_key, "/v1/transfers", { to: "@bob", amount: "2.5", memo: "hold me" })
@@ -302,6 +314,14 @@ describe("pps", { timeout: 90_000 }, () => {
     const rejected = JSON.parse(expectSuccess(await asAlice("approvals", "reject", String(secondHeld.json["transaction_id"]), "--json")).stdout)
     expect(rejected).toMatchObject({ status: "rejected" })
     expect(JSON.parse(expectSuccess(await asAlice("approvals", "list", "--json")).stdout)).toEqual({ pending: [] })
+    // Both the agent and its owner read how each ended (D42), never with an amount.
+    const state = JSON.parse(expectSuccess(await asAgent("agents", "transactions", "get", String(firstHeld.json["transaction_id"]), "--json")).stdout) as Record<string, unknown>
+    expect(state).toMatchObject({ status: "approved", transfer_status: "confirmed" })
+    expect(JSON.stringify(state)).not.toMatch(/2500000|hold me|"amount"/)
+    expect(expectSuccess(await asAlice("agents", "transactions", "get", String(secondHeld.json["transaction_id"]))).stdout).toMatch(/^status\s+rejected$/m)
+    // Revoked by its owner, the agent's key is refused on its next request.
+    expect(expectSuccess(await asAlice("agents", "keys", "revoke", agentId, issued["key_id"]!)).stdout).toBe(`revoked ${issued["key_id"]}\n`)
+    expectD1(await asAgent("agents", "policy"), "unauthorized")
     const unknown = await asAlice("approvals", "frobnicate")
     expect(unknown.exitCode).toBe(2)
     expect(unknown.stderr).toMatch(/^pps: unknown approvals command "frobnicate"/)

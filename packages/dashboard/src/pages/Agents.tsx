@@ -1,12 +1,16 @@
 /**
- * Agents (D21-D24): create one with its spend policy, and edit a policy; the
- * API's validation error is shown next to the field it names (`param`).
+ * Agents (D21-D24, D44): create one with its spend policy, and edit a policy
+ * (the API's validation error is shown next to the field it names, `param`);
+ * issue an agent's API keys (the value shown once, here, after a recent passkey
+ * confirmation as for the account's own keys), list them and revoke them.
  */
 import { Amount } from "@pps/sdk"
 import { type FormEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
-import { call, describe, paramOf, ppsFor } from "../api.ts"
-import { Empty, Encrypted, ErrorNote, Loading, Page, useLoad } from "../ui.tsx"
+import { call, ppsFor } from "../api.ts"
+import { KeyForm, keyRowOf, KeyTable, useKeyActions, type WireKey } from "../keys.tsx"
+import { policyFieldWords, problemOf } from "../problems.ts"
+import { Empty, Encrypted, ErrorNote, FieldError, invalidProps, Loading, Page, ProblemNote, ShownOnce, useLoad } from "../ui.tsx"
 import type { TransferPage } from "./Transfers.tsx"
 
 /** How many of the latest transfers (the account's and its agents') the spending figures read. */
@@ -61,8 +65,8 @@ const policyOf = (fields: PolicyFields) => ({
   per_transaction_limit_usdg: Number(fields.perTransaction),
   hitl_threshold_usdg: fields.threshold.trim() === "" ? null : Number(fields.threshold),
   allowed_recipients: fields.recipients.trim() === "" ? null : fields.recipients.split(",").map((r) => r.trim()).filter((r) => r !== ""),
-  active_hours: fields.activeHours,
-  time_zone: fields.timeZone
+  active_hours: fields.activeHours.trim(),
+  time_zone: fields.timeZone.trim()
 })
 
 const paramOfField: Record<keyof PolicyFields, string> = {
@@ -94,43 +98,50 @@ const PolicyForm = ({ idPrefix, initial, submitLabel, onSubmit, withName }: {
   const [name, setName] = useState("")
   const [error, setError] = useState<unknown>(undefined)
   const [saved, setSaved] = useState(false)
-  const errorParam = error === undefined ? undefined : paramOf(error)
+  // On create the API names policy fields as `spend_policy.<field>`; on update as `<field>`.
+  const fieldOfParam = (param: string) => param.replace(/^spend_policy\./, "").split(".")[0]
+  const typedIn = (field: string) => {
+    const key = (Object.keys(paramOfField) as Array<keyof PolicyFields>).find((k) => paramOfField[k] === field)
+    return key === undefined ? name : fields[key]
+  }
+  const problem = error === undefined ? undefined : problemOf(error, {
+    fieldOf: fieldOfParam,
+    fieldWords: (field) => policyFieldWords(field, { raw: typedIn(field), daily: fields.daily })
+  })
   const submit = async (event: FormEvent) => {
     event.preventDefault()
     setError(undefined)
     setSaved(false)
     try {
-      await onSubmit(fields, name)
+      await onSubmit(fields, name.trim())
       setSaved(true)
     } catch (caught) {
       setError(caught)
     }
   }
-  // On create the API names policy fields as `spend_policy.<field>`; on update as `<field>`.
-  const fieldError = (param: string) => errorParam !== undefined && errorParam.replace(/^spend_policy\./, "").split(".")[0] === param
+  const fieldError = (param: string) => problem?.field === param
   return (
     <form onSubmit={(event) => void submit(event)} className="grid-form">
       {withName && (
         <div>
           <label htmlFor={`${idPrefix}-name`}>Name (a-z, 0-9, -)</label>
           <input id={`${idPrefix}-name`} required value={name} onChange={(event) => setName(event.target.value)}
-            aria-invalid={fieldError("name")} aria-describedby={fieldError("name") ? `${idPrefix}-name-error` : undefined} />
-          {fieldError("name") && <p id={`${idPrefix}-name-error`} className="error">{describe(error)}</p>}
+            {...invalidProps(problem, "name", `${idPrefix}-name-error`)} />
+          <FieldError problem={problem} field="name" id={`${idPrefix}-name-error`} />
         </div>
       )}
       {(Object.keys(labels) as Array<keyof PolicyFields>).map((key) => {
         const param = paramOfField[key]
-        const invalid = fieldError(param)
         return (
           <div key={key}>
             <label htmlFor={`${idPrefix}-${key}`}>{labels[key]}</label>
             <input id={`${idPrefix}-${key}`} value={fields[key]} onChange={(event) => setFields({ ...fields, [key]: event.target.value })}
-              aria-invalid={invalid} aria-describedby={invalid ? `${idPrefix}-${key}-error` : undefined} />
-            {invalid && <p id={`${idPrefix}-${key}-error`} className="error" data-testid={`error-${param}`}>{describe(error)}</p>}
+              {...invalidProps(problem, param, `${idPrefix}-${key}-error`)} />
+            <FieldError problem={problem} field={param} id={`${idPrefix}-${key}-error`} />
           </div>
         )
       })}
-      {error !== undefined && !Object.values(paramOfField).some(fieldError) && !fieldError("name") && <ErrorNote error={error} />}
+      {problem !== undefined && !Object.values(paramOfField).some(fieldError) && !fieldError("name") && <ProblemNote problem={problem} />}
       {saved && <p className="success" role="status">Saved.</p>}
       <button type="submit">{submitLabel}</button>
     </form>
@@ -150,6 +161,53 @@ const AgentPolicy = ({ agent }: { readonly agent: Agent }) => {
           }} />
       )}
     </>
+  )
+}
+
+/** What `POST /v1/agents/{id}/keys` answers: the value, this once, and the owner's wallet address. */
+interface NewAgentKey {
+  readonly name: string
+  readonly api_key: string
+  readonly owner_address: string
+}
+
+/**
+ * An agent's API keys (D44). Creating one gives lasting access, so the server asks a session for
+ * a recent passkey confirmation (`call` runs the step-up and retries); revoking takes it away and
+ * asks for nothing.
+ */
+const AgentKeys = ({ agent }: { readonly agent: Agent }) => {
+  const path = `/v1/agents/${encodeURIComponent(agent.account_id)}/keys`
+  const keys = useLoad(() => call<{ readonly data: ReadonlyArray<WireKey> }>("GET", path), [path])
+  const actions = useKeyActions({
+    issue: (name) => call<NewAgentKey>("POST", path, { name }),
+    revoke: async (keyId) => {
+      await call("POST", `${path}/${encodeURIComponent(keyId)}/revoke`, {})
+    },
+    confirmText: (key) => `Revoke ${agent.handle}'s key "${key.name}" (…${key.keyHint})? Requests with it fail from now on.`,
+    reload: keys.reload
+  })
+  const created = actions.created
+  return (
+    <section aria-label={`API keys of ${agent.handle}`}>
+      <h3>API keys</h3>
+      {created !== undefined && (
+        <>
+          <ShownOnce label={`New key "${created.name}" for ${agent.handle}`} value={created.api_key} onDone={actions.done} />
+          <p className="muted" data-testid="owner-address">
+            Its amounts are sealed to the key registered for your wallet <code>{created.owner_address}</code>: an agent
+            that checks keys against the chain pins this address.
+          </p>
+        </>
+      )}
+      <KeyForm inputId={`${agent.account_id}-key-name`} label="Key name" className="row" keys={actions} />
+      {keys.loading && <Loading what="the agent's keys" />}
+      <ErrorNote error={keys.error} />
+      {keys.value !== undefined && (keys.value.data.length === 0 ? <Empty>No keys for this agent yet.</Empty> : (
+        <KeyTable caption={`API keys of ${agent.handle}`} rows={keys.value.data.map(keyRowOf)} testIdPrefix="agent-key-"
+          onRevoke={(key) => void actions.revoke(key)} />
+      ))}
+    </section>
   )
 }
 
@@ -176,6 +234,7 @@ export const Agents = ({ keyPair }: PageProps) => {
     return byAgent
   }, [keyPair])
   const [open, setOpen] = useState<string | undefined>(undefined)
+  const [keysOpen, setKeysOpen] = useState<string | undefined>(undefined)
   return (
     <Page title="Agents">
       <section className="panel" aria-labelledby="new-agent-title">
@@ -204,7 +263,10 @@ export const Agents = ({ keyPair }: PageProps) => {
               </p>
               <button type="button" className="secondary" aria-expanded={open === agent.account_id}
                 onClick={() => setOpen(open === agent.account_id ? undefined : agent.account_id)}>Spend policy</button>
+              <button type="button" className="secondary" aria-expanded={keysOpen === agent.account_id}
+                onClick={() => setKeysOpen(keysOpen === agent.account_id ? undefined : agent.account_id)}>API keys</button>
               {open === agent.account_id && <AgentPolicy agent={agent} />}
+              {keysOpen === agent.account_id && <AgentKeys agent={agent} />}
             </li>
           ))}
         </ul>

@@ -276,6 +276,45 @@ const agentsCommand = (
   perform(Option.none(), (settings) =>
     Commands.agents({ ...settings, json, action, name: fields.name, agentId: fields.agentId, policy: fields.policy }))
 
+const agentId = id("AGENT_ID", "the agent's account id (acct_...)")
+
+const agentKeysCommand = (
+  json: boolean,
+  action: "create" | "list" | "revoke",
+  fields: { readonly agentId: string; readonly name?: string; readonly keyId?: string; readonly idempotencyKey?: string }
+) =>
+  perform(Option.none(), (settings) =>
+    Commands.agentKeys({
+      ...settings,
+      json,
+      action,
+      agentId: fields.agentId,
+      name: fields.name,
+      keyId: fields.keyId,
+      idempotencyKey: fields.idempotencyKey
+    }))
+
+const agentKeys = Command.make("keys").pipe(
+  Command.withDescription("an agent's API keys, managed by its owner (D44)"),
+  Command.withSubcommands([
+    Command.make("create", {
+      agentId,
+      name: CommandLine.text("name", "NAME", "the key's name (1-100 characters), to recognise it by"),
+      idempotencyKey: idempotencyKey("creates a key"),
+      json: jsonTable
+    }, (flags) => agentKeysCommand(flags.json, "create", { ...flags, idempotencyKey: freshKey(flags.idempotencyKey) })).pipe(
+      Command.withDescription("a key for the agent, of its mode; its value is printed this once,\nwith the owner's wallet address (the agent's PPS_TRUST=chain pin)")
+    ),
+    Command.make("list", { agentId, json: jsonTable }, (flags) => agentKeysCommand(flags.json, "list", flags)).pipe(
+      Command.withDescription("the agent's keys (never their values): last use, requests, revoked")
+    ),
+    Command.make("revoke", { agentId, keyId: id("KEY_ID", "the key's id (key_...)"), json: jsonTable }, (flags) =>
+      agentKeysCommand(flags.json, "revoke", flags)).pipe(
+      Command.withDescription("revoke one: its next request is refused (401)")
+    )
+  ])
+)
+
 const agents = Command.make("agents").pipe(
   Command.withDescription("the account's agent accounts (D21, D22)"),
   Command.withSubcommands([
@@ -288,11 +327,33 @@ const agents = Command.make("agents").pipe(
     ),
     Command.make("list", { json: jsonTable }, (flags) => agentsCommand(flags.json, "list")).pipe(
       Command.withDescription("the account's agents")
+    ),
+    agentKeys,
+    Command.make("policy", {
+      agentId: Argument.String("agent_id").pipe(
+        Argument.withMetavar("AGENT_ID"),
+        Argument.withDescription("the agent's account id (acct_...); without it, the key's own\n(an agent key reads its own policy, D42)"),
+        Argument.optional
+      ),
+      json: jsonTable
+    }, (flags) =>
+      perform(Option.none(), (settings) =>
+        Commands.agentPolicy({ ...settings, json: flags.json, agentId: Option.getOrUndefined(flags.agentId) }))).pipe(
+      Command.withDescription("an agent's spend policy; with an agent key and no id, its own")
+    ),
+    Command.make("transactions").pipe(
+      Command.withDescription("an agent's held transactions (D42)"),
+      Command.withSubcommands([
+        Command.make("get", { transactionId: id("ID", "the held transaction's id (atx_...)"), json: jsonTable }, (flags) =>
+          perform(Option.none(), (settings) =>
+            Commands.agentTransaction({ ...settings, json: flags.json, transactionId: flags.transactionId }))).pipe(
+          Command.withDescription("its state: pending_approval, approved (with its transfer), rejected\nor expired; never an amount (the agent's key or its owner's)")
+        )
+      ])
     )
   ])
 )
 
-const agentId = id("AGENT_ID", "the agent's account id (acct_...)")
 const policy = Command.make("policy").pipe(
   Command.withDescription("an agent's spend policy"),
   Command.withSubcommands([

@@ -555,6 +555,72 @@ export const agents = async (
   }
 }
 
+/**
+ * `agents keys create|list|revoke` (D44): the owner's keys for one of its agents. `create` prints
+ * the key's value this once (nothing keeps it), with the owner's wallet address, which an agent's
+ * client pins to check its owner's key against the chain (`PPS_TRUST=chain`).
+ */
+export const agentKeys = async (
+  settings: Settings & {
+    readonly json: boolean
+    readonly action: "create" | "list" | "revoke"
+    readonly agentId: string
+    readonly name: string | undefined
+    readonly keyId: string | undefined
+    readonly idempotencyKey: string | undefined
+  }
+): Promise<string> => {
+  const pps = new Pps({ apiKey: settings.client.apiKey, baseUrl: settings.client.baseUrl })
+  switch (settings.action) {
+    case "create": {
+      if (settings.name === undefined) throw new CommandError("agents keys create needs --name")
+      const created = await pps.agents.keys.create(settings.agentId, { name: settings.name }, {
+        ...(settings.idempotencyKey === undefined ? {} : { idempotencyKey: settings.idempotencyKey })
+      })
+      return settings.json ? json(created) : lines(Object.entries(created))
+    }
+    case "list": {
+      const listed = await pps.agents.keys.list(settings.agentId)
+      return settings.json ? json(listed) : table([
+        ["key_id", "name", "mode", "key", "last_used_at", "requests", "revoked_at"],
+        ...listed.data.map((key) => [
+          key.key_id,
+          key.name,
+          key.mode,
+          `…${key.key_hint}`,
+          key.last_used_at ?? "never",
+          String(key.request_count),
+          key.revoked_at ?? ""
+        ])
+      ])
+    }
+    case "revoke": {
+      const revoked = await pps.agents.keys.revoke(settings.agentId, settings.keyId ?? "")
+      return settings.json ? json(revoked) : `revoked ${revoked.key_id}\n`
+    }
+  }
+}
+
+/**
+ * `agents policy [AGENT_ID]` (D42): an agent's spend policy; without an id, that of the key's
+ * own account (an agent key reads its own policy, never another's, and changes none).
+ */
+export const agentPolicy = async (settings: Settings & { readonly json: boolean; readonly agentId: string | undefined }): Promise<string> => {
+  const pps = new Pps({ apiKey: settings.client.apiKey, baseUrl: settings.client.baseUrl })
+  const policy = await pps.agents.policy.get(settings.agentId)
+  return settings.json ? json(policy) : lines(Object.entries(policy))
+}
+
+/**
+ * `agents transactions get ID` (D42): a held transaction's state (pending_approval, approved with
+ * its transfer, rejected, expired) for the agent's key or its owner's; never an amount.
+ */
+export const agentTransaction = async (settings: Settings & { readonly json: boolean; readonly transactionId: string }): Promise<string> => {
+  const pps = new Pps({ apiKey: settings.client.apiKey, baseUrl: settings.client.baseUrl })
+  const held = await pps.agents.transactions.get(settings.transactionId)
+  return settings.json ? json(held) : lines(Object.entries(held))
+}
+
 /** `webhooks create|list|delete|deliveries|replay|rotate-secret` (D33-D35). */
 export const webhooks = async (
   settings: Settings & {
