@@ -23,10 +23,17 @@ import { makeTestServer, TestServer, type TestServerShape } from "./support/Test
 
 /**
  * Short, so a test can outlive an attestation; long enough for a funding transfer to be mined,
- * and for a retry to reach the guardian within the 5 s (half of it) in which a pinned deadline is
+ * and for a retry to reach the guardian within the 8 s (half of it) in which a pinned deadline is
  * no longer reused but still alive.
  */
-const attestationLifetimeSeconds = 10
+const attestationLifetimeSeconds = 16
+
+/**
+ * The early retry goes this long before the first deadline: inside the half of the lifetime where
+ * the deadline is no longer reused, with room for a loaded machine to stall (a retry that reached
+ * the guardian after the deadline would be decided afresh, and the 409 would not be seen).
+ */
+const earlyRetryMarginMs = 6_500
 
 const sqlOf = (server: TestServerShape) => Context.get(server.services, SqlClient.SqlClient)
 
@@ -59,7 +66,7 @@ describe("an approval retried after its process died mid-approval (D45)", () => 
 
           // Retried with less than half the lifetime left: a fresh deadline, and the first
           // attestation still alive: not decided again until it is dead.
-          const waitMs = Number(deadlineSeconds) * 1000 - 4_000 - Date.now()
+          const waitMs = Number(deadlineSeconds) * 1000 - earlyRetryMarginMs - Date.now()
           if (waitMs > 0) yield* Effect.sleep(waitMs)
           const early = expectEnvelope(yield* approve, 409, "approval_in_progress")
           assert.include(early.message, new Date(Number(deadlineSeconds) * 1000).toISOString())
