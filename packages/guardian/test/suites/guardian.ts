@@ -362,7 +362,7 @@ export const guardianSuite = (target: TargetName) =>
             guardianKey: guardian.encryptionKey, from: agent, fromKeyOwner: owner, to: bob, amount: 120n, agent: { policy: snapshot, approved: false }
           })
           assert.strictEqual((yield* guardian.client.authorize(held))._tag, "HoldForApproval")
-          const first = { ...held, deadline: nowSeconds() + 2n, agent: { policy: snapshot, approved: true } }
+          const first = { ...held, deadline: nowSeconds() + 4n, agent: { policy: snapshot, approved: true } }
           const lost = yield* guardian.client.authorize(first)
           assert.strictEqual(lost._tag, "Authorized")
           // While the first attestation can still be mined, no second one: refused until its deadline.
@@ -372,8 +372,9 @@ export const guardianSuite = (target: TargetName) =>
             early._tag === "Refused" ? [early.reason, early.liveUntil] : [early._tag],
             ["earlier_attestation_live", first.deadline]
           )
-          // Deadline (≤ 2 s away) + margin 0: dead by time alone (see the expiry test below).
-          yield* Effect.sleep("3500 millis")
+          // Deadline (≤ 4 s away: room for a loaded machine to make the early retry before it) + margin 0:
+          // dead by time alone (see the expiry test below).
+          yield* Effect.sleep("5500 millis")
           const fresh = yield* guardian.client.authorize(retry)
           assert.strictEqual(fresh._tag, "Authorized")
           if (fresh._tag !== "Authorized" || lost._tag !== "Authorized") return
@@ -404,9 +405,9 @@ export const guardianSuite = (target: TargetName) =>
             guardianKey: guardian.encryptionKey, from: agent, fromKeyOwner: owner, to: bob, amount: 120n, agent: { policy: snapshot, approved: false }
           })
           assert.strictEqual((yield* guardian.client.authorize(held))._tag, "HoldForApproval")
-          const first = { ...held, deadline: nowSeconds() + 2n, agent: { policy: snapshot, approved: true } }
+          const first = { ...held, deadline: nowSeconds() + 4n, agent: { policy: snapshot, approved: true } }
           assert.strictEqual((yield* guardian.client.authorize(first))._tag, "Authorized")
-          yield* Effect.sleep("3500 millis")
+          yield* Effect.sleep("5500 millis")
           // Meanwhile the agent spent most of its balance (the expired reservation no longer holds it).
           const spend = confidentialRequest({
             guardianKey: guardian.encryptionKey, from: agent, fromKeyOwner: owner, to: bob, amount: 50n, agent: { policy: snapshot, approved: false }
