@@ -4,7 +4,7 @@
  * in their collector (observability/Otlp.ts). docs/operations.md ("Metrics") lists them.
  *
  * Labels are closed sets (a route template, a status code, a stage, a mode, an operation), never
- * a raw path, an id, an address a client chose, an amount, a memo, a key or a secret (D45): a
+ * a raw path, an id, an address a client chose, an amount, a memo, a key or a secret (D47): a
  * label's values are the series Prometheus keeps, and they leave the service.
  *
  * The hot path pays a counter's or a histogram's update and nothing else: each label set's

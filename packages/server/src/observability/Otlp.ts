@@ -1,6 +1,6 @@
 /**
  * OTLP export of traces and metrics, through effect's own `OtlpTracer` and `OtlpMetrics`, when
- * `OTEL_EXPORTER_OTLP_ENDPOINT` is set (D45; docs/operations.md, "Metrics and traces"). Unset, nothing
+ * `OTEL_EXPORTER_OTLP_ENDPOINT` is set (D47; docs/operations.md, "Metrics and traces"). Unset, nothing
  * is exported and span recording stays as main.ts set it (off, unless `PPS_SPAN_LOG` asks).
  *
  * What leaves the process is chosen so that no amount, memo, key or secret does:

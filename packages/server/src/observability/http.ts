@@ -1,7 +1,7 @@
 /**
  * `GET /metrics` on the admin listener: the registry in Prometheus's text format, through
  * effect's own `PrometheusMetrics`, after the gauges read at scrape time are refreshed
- * (Scrape.ts). Like the admin API beside it, it asks for `ADMIN_TOKEN` as a bearer token (D45)
+ * (Scrape.ts). Like the admin API beside it, it asks for `ADMIN_TOKEN` as a bearer token (D47)
  * (Prometheus: `authorization: { credentials_file: ... }`, the example in docs/operations.md); the admin listener stays on loopback or a private network.
  *
  * @since 0.9.0
