@@ -11,11 +11,16 @@
  *   a child process (its CPU is not counted), flushed before the CPU is read.
  * The difference from `off`, divided by the spans made, is the cost of a span; times the spans
  * of a create, the cost a transfer pays.
+ *
+ * `measureMetricCost` does the same for the metrics a create updates on the server whatever the
+ * configuration (observability/Metrics.ts): its request's counter and histogram, two timed guardian
+ * calls and four transfer stages, against the same loop without them.
  */
 import { spawn } from "node:child_process"
 import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Layer, References } from "effect"
 import { OtlpExporter, OtlpSerialization, OtlpTracer } from "effect/observability"
+import { MetricsRegistryLive, observeRequest, timeGuardianCall, transferReached } from "../src/observability/Metrics.ts"
 
 /** Spans in one request-shaped tree: the server span, `stepSpans` steps and the rest SQL statements. */
 export const spansPerRequest = 28
@@ -111,4 +116,37 @@ export const measureSpanCost = async (requests: number) => {
   } finally {
     receiver.stop()
   }
+}
+
+/** What a create's metric updates cost, in µs a create (CPU of this process, the lower of two rounds). */
+export const measureMetricCost = async (requests: number) => {
+  const guardianCall = Effect.void
+  const withMetrics = Effect.gen(function*() {
+    yield* transferReached("created", "test")
+    yield* guardianCall.pipe(timeGuardianCall("authorize"))
+    yield* transferReached("authorized", "test")
+    yield* transferReached("submitted", "test")
+    yield* guardianCall.pipe(timeGuardianCall("settle"))
+    yield* transferReached("confirmed", "test")
+    yield* observeRequest("POST", "/v1/transfers", 201, 12)
+  })
+  const without = Effect.gen(function*() {
+    yield* guardianCall
+    yield* guardianCall
+  })
+  const cpuOfLoop = (body: Effect.Effect<void>) =>
+    Effect.gen(function*() {
+      for (let i = 0; i < 2_000; i++) yield* body
+      const before = process.cpuUsage()
+      for (let i = 0; i < requests; i++) yield* body
+      const used = process.cpuUsage(before)
+      return (used.user + used.system) / 1000
+    }).pipe(Effect.provide(MetricsRegistryLive))
+  let withMs = Number.POSITIVE_INFINITY
+  let withoutMs = Number.POSITIVE_INFINITY
+  for (let round = 0; round < 2; round++) {
+    withoutMs = Math.min(withoutMs, await Effect.runPromise(cpuOfLoop(without)))
+    withMs = Math.min(withMs, await Effect.runPromise(cpuOfLoop(withMetrics)))
+  }
+  return ((withMs - withoutMs) * 1000) / requests
 }

@@ -7,10 +7,11 @@
  * time goes, not how fast the service is.
  *
  * `npm run -s bench:spans -- --cost [--requests 20000]`: what a span costs to record and to
- * export over OTLP, in this process (spanCost.ts), recorded as the `tracing` benchmark.
+ * export over OTLP, and what a create's metric updates cost, in this process (spanCost.ts),
+ * recorded as the `tracing` benchmark.
  */
 import { parseArgs } from "node:util"
-import { measureSpanCost, spansPerRequest } from "./spanCost.ts"
+import { measureMetricCost, measureSpanCost, spansPerRequest } from "./spanCost.ts"
 import { readSpans, stages, table } from "./spanSummary.ts"
 import { recordOption, recordResults } from "../../../scripts/benchRecord.ts"
 
@@ -31,6 +32,7 @@ const cost = async () => {
   const spans = requests * spansPerRequest
   const usPerSpan = (name: string) => (((cpuMs[name] ?? Number.NaN) - (cpuMs["off"] ?? Number.NaN)) * 1000) / spans
   const rows = ["dropped", "otlp protobuf", "otlp json"].map((name) => ({ name, usPerSpan: usPerSpan(name) }))
+  const metricsUs = await measureMetricCost(requests * 10)
   process.stdout.write([
     `${requests} request-shaped trees of ${spansPerRequest} spans each; CPU ms of this process, the lower of two rounds:`,
     ...Object.entries(cpuMs).map(([name, ms]) => `  ${name}: ${ms.toFixed(0)} ms`),
@@ -38,12 +40,14 @@ const cost = async () => {
     "| spans | CPU µs per span over recording off | per tree of " + spansPerRequest + " spans (ms) |",
     "|---|---:|---:|",
     ...rows.map((row) => `| ${row.name} | ${row.usPerSpan.toFixed(2)} | ${((row.usPerSpan * spansPerRequest) / 1000).toFixed(3)} |`),
+    "",
+    `metrics a create updates (its request's counter and histogram, two guardian calls timed, four stages): ${metricsUs.toFixed(2)} µs a create`,
     ""
   ].join("\n"))
   recordResults("tracing", rows.flatMap((row) => [
     { metric: `CPU per span, ${row.name} (over recording off)`, value: row.usPerSpan, unit: "µs", headline: row.name === "otlp protobuf" },
     { metric: `CPU per ${spansPerRequest}-span request tree, ${row.name}`, value: (row.usPerSpan * spansPerRequest) / 1000, unit: "ms" }
-  ]))
+  ]).concat([{ metric: "CPU per create of the metrics it updates (always on)", value: metricsUs, unit: "µs", headline: true }]))
 }
 
 const summary = () => {
