@@ -24,9 +24,10 @@ import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { OtlpExporter } from "effect/observability"
 import { TransferRecord } from "@pps/api/Transfers"
 import { parseHeaders } from "../src/observability/Otlp.ts"
-import { balanceProof, registerKey } from "./support/confidentialClient.ts"
+import { balanceProof, fundedPair, registerKey } from "./support/confidentialClient.ts"
 import { bearer, createAccount, postJson, send } from "./support/http.ts"
-import { makeTestServer, TestServer } from "./support/TestServer.ts"
+import { postgresAvailable } from "./support/requirePostgres.ts"
+import { makeTestServer, postgres, TestServer } from "./support/TestServer.ts"
 
 /** What the collector was sent: the signal's path, its content type and its body. */
 interface Received {
@@ -238,6 +239,29 @@ describe("observability", () => {
           assert.notInclude(haystack, provenAmount!, `the proven balance in the ${where}`)
         }
       }))
+  })
+
+  // The distributed mode's database: the gauges' statements run on PostgreSQL as on PGlite.
+  describe.skipIf(!postgresAvailable)("on PostgreSQL", () => {
+    layer(makeTestServer({ database: postgres }), { timeout: "180 seconds", excludeTestServices: true })("scrape", (it) => {
+      it.effect("a scrape after a transfer shows it counted and every source answering", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const { recipientHandle, sender } = yield* fundedPair(server, "10")
+          const created = yield* send(`${server.baseUrl}/v1/transfers`, postJson(bearer(sender.api_key), { to: `@${recipientHandle}`, amount: "1.5" }))
+          assert.strictEqual(created.status, 201, created.text)
+          const scrape = yield* send(`${server.adminUrl}/metrics`, { headers: bearer(server.adminToken) })
+          assert.strictEqual(scrape.status, 200, scrape.text)
+          const samples = parseExposition(scrape.text)
+          assert.strictEqual(sampleOf(samples, "pps_http_requests_total", { method: "POST", route: "/v1/transfers", status: "201" })[0]?.value, 1)
+          assert.isAtLeast(sampleOf(samples, "pps_transfers_total", { stage: "created", mode: "test" })[0]?.value ?? 0, 1)
+          assert.strictEqual(sampleOf(samples, "pps_scrape_source_up", { source: "database" })[0]?.value, 1, scrape.text)
+          assert.strictEqual(sampleOf(samples, "pps_nodes_alive", {})[0]?.value, 1)
+          assert.strictEqual(sampleOf(samples, "pps_build_info", { database: "postgres" })[0]?.value, 1)
+          assert.strictEqual(sampleOf(samples, "pps_event_outbox_backlog", {}).length, 1)
+          assert.strictEqual(sampleOf(samples, "pps_held_transactions", { mode: "test" })[0]?.value, 0)
+        }))
+    })
   })
 
   describe("OTEL_EXPORTER_OTLP_HEADERS", () => {

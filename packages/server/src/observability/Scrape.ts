@@ -145,8 +145,8 @@ export const makeRefresh = Effect.gen(function*() {
   const config = yield* AppConfig
   const buildInfo = {
     role: config.nodeRole ?? "all",
-    database: config.databaseUrl._tag === "Some" ? "postgres" : "pglite",
-    guardian: config.guardianUrl._tag === "Some" ? "remote" : "embedded",
+    database: Option.isSome(config.databaseUrl) ? "postgres" : "pglite",
+    guardian: Option.isSome(config.guardianUrl) ? "remote" : "embedded",
     node_version: process.version
   }
   const startedSeconds = Math.floor((yield* Clock.currentTimeMillis) / 1000 - process.uptime())
