@@ -107,6 +107,13 @@ describe("the packaged SDK", () => {
       const help = await run(join(app, "node_modules/.bin/pps"), ["--help"], { cwd: app })
       expect(help.stdout).toMatch(/^usage: pps <command>/)
       expect(help.stdout).toContain("listen")
+      // The install has no MCP server (the SDK does not depend on it): `pps mcp` says what to install, before any request.
+      expect(JSON.stringify(await readdir(join(app, "node_modules/@pps")))).not.toContain("mcp")
+      const mcp = await run(join(app, "node_modules/.bin/pps"), ["mcp"], {
+        cwd: app,
+        env: { ...process.env, PPS_API_KEY: "hc_test_x", PPS_BASE_URL: "http://127.0.0.1:9" }
+      }).then(() => ({ code: 0, stderr: "" }), (error: { code: number; stderr: string }) => error)
+      expect(mcp).toMatchObject({ code: 1, stderr: "pps: the MCP server is the package @pps/mcp, not installed next to @pps/sdk: npm install @pps/mcp\n" })
 
       await writeFile(join(app, "consumer.ts"), consumer)
       await writeFile(join(app, "tsconfig.json"), JSON.stringify({
