@@ -23,6 +23,10 @@ export interface LiveEvent {
   readonly tx_hash?: string | null
 }
 
+/** The first wait before opening a refused stream again (the server's `Retry-After` for a full slot), and the longest. */
+const refusedRetryFirstMs = 5_000
+const refusedRetryMaxMs = 60_000
+
 /** What a subscriber hears: an event, or that the stream (re)connected (something may have been missed before). */
 export type LiveSignal = { readonly kind: "event"; readonly event: LiveEvent } | { readonly kind: "connected" }
 
@@ -63,7 +67,10 @@ export const LiveProvider = ({ children }: { readonly children: ReactNode }) => 
   const [state, setState] = useState<Live["state"]>("connecting")
   useEffect(() => {
     let source: EventSource | undefined
+    let types: ReadonlyArray<string> = []
     let closed = false
+    let retryMs = refusedRetryFirstMs
+    let retry: ReturnType<typeof setTimeout> | undefined
     const tell = (signal: LiveSignal) => {
       for (const listener of listeners.current) listener(signal)
     }
@@ -76,24 +83,55 @@ export const LiveProvider = ({ children }: { readonly children: ReactNode }) => 
       }
       tell({ kind: "event", event })
     }
-    // The event types are the contract's (every type D30 names), through the SDK: loaded after
-    // sign-in with the pages that need it, not with the sign-in page.
-    void import("@pps/sdk").then(({ Webhook }) => {
-      if (closed) return
+    const open = () => {
+      if (closed || source !== undefined) return
       const opened = new EventSource("/v1/events/stream")
       source = opened
       opened.onopen = () => {
+        retryMs = refusedRetryFirstMs
         setState("live")
         tell({ kind: "connected" })
       }
-      // A closed source (a refusal: the session ended, too many streams) is not retried by the browser.
-      opened.onerror = () => setState(opened.readyState === EventSource.CLOSED ? "off" : "reconnecting")
+      opened.onerror = () => {
+        if (opened.readyState !== EventSource.CLOSED) {
+          setState("reconnecting")
+          return
+        }
+        // Refused (429: the session's streams on this node are taken, a reloaded tab's may not be
+        // given back yet; 401: the session ended, which the next request also finds): the browser
+        // does not retry a refusal, so the page does, a few seconds later, then less often.
+        source = undefined
+        setState("reconnecting")
+        retry = setTimeout(open, retryMs)
+        retryMs = Math.min(retryMs * 2, refusedRetryMaxMs)
+      }
       // Named events (`event: <type>`) reach only listeners of their type.
-      for (const type of Webhook.eventTypes) opened.addEventListener(type, onEvent)
+      for (const type of types) opened.addEventListener(type, onEvent)
+    }
+    const close = () => {
+      clearTimeout(retry)
+      source?.close()
+      source = undefined
+    }
+    // Leaving the page (or entering the back-forward cache) closes the stream at once, so the
+    // server gives its slot back now rather than when a write finds the socket gone.
+    const onPageHide = () => close()
+    const onPageShow = (event: PageTransitionEvent) => {
+      if (event.persisted) open()
+    }
+    globalThis.addEventListener("pagehide", onPageHide)
+    globalThis.addEventListener("pageshow", onPageShow)
+    // The event types are the contract's (every type D30 names), through the SDK: loaded after
+    // sign-in with the pages that need it, not with the sign-in page.
+    void import("@pps/sdk").then(({ Webhook }) => {
+      types = Webhook.eventTypes
+      open()
     }, () => setState("off"))
     return () => {
       closed = true
-      source?.close()
+      close()
+      globalThis.removeEventListener("pagehide", onPageHide)
+      globalThis.removeEventListener("pageshow", onPageShow)
     }
   }, [])
   const subscribe = useCallback((listener: Listener) => {

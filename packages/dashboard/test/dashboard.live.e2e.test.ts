@@ -115,7 +115,7 @@ describe("dashboard, light, live and reconciled", () => {
     await harness.enroll()
     await harness.importKey(passphrase)
     await page.setViewportSize(phone)
-    await harness.visit("Activity", "Activity", "activity")
+    await harness.visit("Activity", "Activity", "activity-first")
     await expect.poll(() => page.locator("table.data tbody tr").count(), { timeout: 60_000 }).toBeGreaterThan(0)
     // Each row a card: the header row is out of the flow, every cell is inside the screen and names its column.
     const layout = await page.locator("table.data").first().evaluate((table) => ({
@@ -146,7 +146,7 @@ describe("dashboard, light, live and reconciled", () => {
     agentKey = (await server.issueKey(agent.account_id, "bot")).api_key
     agentSent = transferOf(await new Pps({ apiKey: agentKey, baseUrl: server.baseUrl, senderKey: aliceKey.publicKey }).transfers.create({ to: "@bob", amount: "1.5", memo: agentMemo }))
 
-    await harness.visit("Activity", "Activity", "activity")
+    await harness.visit("Activity", "Activity", "activity-reconciled")
     // 100 granted − 1.25 to bob + 0.5 from bob − 5 to the agent: the agent's own 1.5 is its balance's, not alice's.
     const reconciliation = page.getByTestId("reconciliation-USDG")
     // The page was showing the list already: the new transfers' events refresh it, with no reload.
@@ -166,7 +166,8 @@ describe("dashboard, light, live and reconciled", () => {
     await row(agentSent.transfer_id).getByTestId("transfer-row-time").click()
     await expect.poll(() => page.getByTestId("transfer-memo").textContent(), { timeout: 60_000 }).toBe(agentMemo)
     await page.getByRole("link", { name: "← Activity" }).click()
-    await harness.shoot("activity")
+    await expect.poll(() => reconciliation.getAttribute("data-state", { timeout: 1_000 }).catch(() => ""), { timeout: 60_000 }).toBe("matches")
+    await harness.shoot("activity-reconciled")
   })
 
   it("searches memos in the page, sorts, bounds dates, exports CSV written in the page, and keeps the view in the address's fragment", async () => {
@@ -236,7 +237,7 @@ describe("dashboard, light, live and reconciled", () => {
 
   it("pictures each agent's spend today against its limit and its last 30 days, and counts held transactions in the navigation, live", async () => {
     const { server, alice } = harness
-    await harness.visit("Agents", "Agents", "agents")
+    await harness.visit("Agents", "Agents", "agents-spending")
     const spent = page.getByTestId("spent-@alice/buyer")
     await expect.poll(() => spent.getByTestId("spent-today").textContent({ timeout: 1_000 }).catch(() => ""), { timeout: 60_000 })
       .toMatch(/^Today \(\d{4}-\d\d-\d\d, UTC\): 1\.5 USDG of 20 USDG a day, 7 %$/)
@@ -246,7 +247,7 @@ describe("dashboard, light, live and reconciled", () => {
     expect(await columns.count()).toBe(30)
     expect(await columns.last().getAttribute("data-amount")).toBe("1500000")
     expect(await columns.first().getAttribute("data-amount")).toBe("0")
-    await harness.shoot("agents")
+    await harness.shoot("agents-spending")
 
     // Held transactions counted next to Approvals, as they come and go, with no reload.
     const badge = page.getByTestId("pending-approvals")
@@ -261,8 +262,7 @@ describe("dashboard, light, live and reconciled", () => {
     expect(held.kind).toBe("held")
     await expect.poll(() => badge.textContent({ timeout: 1_000 }).catch(() => ""), { timeout: 60_000 }).toBe("1 waiting for approval")
     await harness.checkAccessibility("navigation with a held transaction")
-    await harness.visit("Approvals", "Approvals", "approvals")
-    await harness.shoot("approvals")
+    await harness.visit("Approvals", "Approvals", "approvals-waiting")
     if (held.kind !== "held") return
     const rejected = await fetch(`${server.baseUrl}/v1/agents/transactions/${held.held.transaction_id}/reject`, {
       method: "POST",
@@ -276,7 +276,7 @@ describe("dashboard, light, live and reconciled", () => {
   it("shows a pending transfer turn confirmed from the event stream, with no reload; the detail's timeline links the hash and copies ids", async () => {
     const rpc = (method: string, params: ReadonlyArray<unknown>) => chainRpc(anvilRpcUrl(harness.server.dataDir), method, params)
     await harness.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin })
-    await harness.visit("Activity", "Activity", "activity")
+    await harness.visit("Activity", "Activity", "activity-live")
     expect(await page.getByTestId("live-state").textContent()).toBe("Live")
     // A mark on this document: a reload would drop it.
     await page.evaluate(() => Object.assign(globalThis, { sameDocument: true }))
@@ -302,7 +302,7 @@ describe("dashboard, light, live and reconciled", () => {
       await page.getByRole("button", { name: "Copy transfer id" }).click()
       await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(transferId)
       await harness.checkAccessibility("transfer-detail-pending")
-      await harness.shoot("transfer-detail-pending")
+      await harness.shoot("transfer-timeline-pending")
     } finally {
       await rpc("evm_setIntervalMining", [1])
     }
@@ -320,8 +320,8 @@ describe("dashboard, light, live and reconciled", () => {
     expect(await hash.getAttribute("rel")).toBe("noopener noreferrer")
     await page.getByRole("button", { name: "Copy transaction hash" }).click()
     await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(txHash)
-    await harness.checkAccessibility("transfer-detail")
-    await harness.shoot("transfer-detail")
+    await harness.checkAccessibility("transfer-timeline")
+    await harness.shoot("transfer-timeline")
   })
 
   it("logged no console error, broke no CSP rule and has no serious accessibility violation", () => {

@@ -46,13 +46,14 @@ const DaysChart = ({ days, limit }: { readonly days: AgentSpending["days"]; read
   return (
     <figure className="spend-chart">
       <svg role="img" aria-label={caption} viewBox={`0 0 ${chartWidth} ${chartHeight}`} width={chartWidth} height={chartHeight} data-testid="spent-chart">
+        <rect className="chart-track" x="0" y="0" width={chartWidth} height={chartHeight} />
         <line className="chart-limit" x1="0" x2={chartWidth} y1={limitY} y2={limitY} />
         {days.map((day, index) => {
           const height = largest === 0n ? 0 : Math.max(day.amount > 0n ? 2 : 0, Number((day.amount * BigInt(chartHeight)) / largest))
           return <rect key={day.day} className="chart-column" x={index * column + 1} y={chartHeight - height} width={Math.max(1, column - 2)} height={height} data-day={day.day} data-amount={day.amount.toString()} />
         })}
       </svg>
-      <figcaption data-testid="spent-30-days">{caption}</figcaption>
+      <figcaption><span data-testid="spent-30-days">{caption}</span><span className="muted"> (a column a day; the dashed line is the daily limit)</span></figcaption>
       <table className="visually-hidden">
         <caption>Sent per day</caption>
         <thead><tr><th scope="col">Day</th><th scope="col">Sent</th></tr></thead>

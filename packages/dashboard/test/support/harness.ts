@@ -54,7 +54,7 @@ export interface Harness {
   readonly recorded: ReadonlyArray<Recorded>
   /** Runs the operator's admin command on the server's data directory; its JSON answer. */
   readonly admin: (...args: Array<string>) => Promise<Record<string, string>>
-  /** Says that a failed load the browser will log is one a test causes on purpose. */
+  /** Says that a failed load the browser will log is one a test causes on purpose (and must be seen). */
   readonly provoke: (why: string, text: RegExp, url: RegExp) => void
   /** Runs axe-core on `on` (the main page by default) as it is now; keeps serious and critical findings. */
   readonly checkAccessibility: (name: string, on?: Page) => Promise<void>
@@ -110,6 +110,16 @@ export const startHarness = async (env: Readonly<Record<string, string>> = {}): 
   const axeFindings: Array<string> = []
   const consoleErrors: Array<{ readonly text: string; readonly url: string }> = []
   const provoked: Array<{ readonly why: string; readonly text: RegExp; readonly url: RegExp }> = []
+  /**
+   * Failed loads that may happen, and that the page recovers from, without a test causing them
+   * for sure: a tab that navigates several times in a few seconds opens an event stream on each
+   * page, and Chromium can keep an aborted stream's socket open a moment, so the session's stream
+   * slots (5 per node, docs/api.md) may all be held and the next stream refused (429). The page
+   * opens it again 5 s later (`src/live.tsx`).
+   */
+  const tolerated: ReadonlyArray<{ readonly why: string; readonly text: RegExp; readonly url: RegExp }> = [
+    { why: "a stream refused while a navigated-away page's slot is still held", text: /status of 429/, url: /\/v1\/events\/stream$/ }
+  ]
 
   const watchConsole = (watched: Page) => {
     watched.on("console", (message: ConsoleMessage) => {
@@ -189,7 +199,8 @@ export const startHarness = async (env: Readonly<Record<string, string>> = {}): 
     expect(axeFindings).toEqual([])
     // The console: no error but the failed loads provoked on purpose, and each of those was seen
     // (so the watch itself works).
-    const unexplained = consoleErrors.filter((e) => !provoked.some((p) => p.text.test(e.text) && p.url.test(e.url)))
+    const unexplained = consoleErrors.filter((e) =>
+      ![...provoked, ...tolerated].some((p) => p.text.test(e.text) && p.url.test(e.url)))
     expect(unexplained).toEqual([])
     for (const p of provoked) expect(consoleErrors.some((e) => p.text.test(e.text) && p.url.test(e.url)), p.why).toBe(true)
   }
