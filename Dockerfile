@@ -1,6 +1,6 @@
 # One image for every node of the distributed deployment (docker-compose.yml): the api
-# server, the guardian, the contracts' deployment step and the TLS balancer; the command
-# chooses which. The packages run as TypeScript through Node's type stripping, so the
+# server, the guardian and the contracts' deployment step; the command chooses which (the
+# TLS balancer is HAProxy's official image). The packages run as TypeScript through Node's type stripping, so the
 # server needs no build step: the first stage installs the production dependencies only,
 # the second builds the dashboard page, the last copies both with the sources and runs as
 # the unprivileged `node` user.

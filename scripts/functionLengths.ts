@@ -13,8 +13,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import ts from "typescript"
 
-/** The folders the limit applies to: the server's, the guardian's and the SDK's sources. */
-const checkedRoots = ["packages/server/src", "packages/guardian/src", "packages/sdk/src"]
+/** The folders the limit applies to: the server's, the guardian's, the SDK's and the MCP server's sources. */
+const checkedRoots = ["packages/server/src", "packages/guardian/src", "packages/sdk/src", "packages/mcp/src"]
 /** The limit, in lines: a function longer than this is listed as over it. */
 const functionLinesMaxDefault = 100
 

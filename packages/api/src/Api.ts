@@ -48,6 +48,8 @@ import {
   AgentNameTaken,
   AgentNotFound,
   ApiKeyNotFound,
+  ApprovalAttemptsExhausted,
+  ApprovalInProgress,
   DecryptionProofInvalid,
   EncryptionKeyAlreadyRegistered,
   EncryptionKeyInvalid,
@@ -408,6 +410,8 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
         NotAgentOwner,
         PolicyViolation,
         InsufficientBalance,
+        ApprovalInProgress,
+        ApprovalAttemptsExhausted,
         LivemodeUnavailable,
         ServiceUnavailable
       ]

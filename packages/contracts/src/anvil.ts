@@ -10,7 +10,8 @@
  *
  * Every process started here is killed when the Node process exits, so no anvil outlives a
  * test run. A parent that is itself SIGKILLed cannot run that hook; the server stops anvil in
- * its Layer finaliser and restarts it from the state file.
+ * its Layer finaliser and restarts it from the state file. With `ownProcessGroup` (the server's
+ * embedded chain) anvil is out of reach of a signal to its parent's group.
  *
  * @since 0.1.0
  */
@@ -50,6 +51,15 @@ export interface StartOptions {
   readonly readyTimeoutMs?: number
   /** Path of the anvil binary; default the platform package's binary. */
   readonly binaryPath?: string
+  /**
+   * Runs anvil in a process group of its own (`detached`). A signal to the parent's group (a
+   * terminal's Ctrl-C, `kill -TERM -<pgid>` to `npm start`) then reaches the parent alone, which
+   * stops anvil once nothing needs it any more: the chain must outlive the server's last chain
+   * read, or that read fails and is logged. A parent killed with SIGKILL leaves it running, as a
+   * chain node would be; the server's DevChain stops such a leftover at its next start. Default
+   * false: anvil shares its parent's group, and a signal to that group stops both.
+   */
+  readonly ownProcessGroup?: boolean
 }
 
 /**
@@ -154,6 +164,10 @@ const commandLine = (port: number, chainId: number, options: StartOptions): Arra
   return args
 }
 
+/** The command that runs anvil: in its parent's process group, or in one of its own. */
+const spawnAnvil = (binaryPath: string, args: Array<string>, options: StartOptions): ChildProcess =>
+  spawn(binaryPath, args, { stdio: ["ignore", "ignore", "pipe"], detached: options.ownProcessGroup === true })
+
 const waitForExit = (child: ChildProcess, timeoutMs: number): Promise<boolean> =>
   new Promise((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) return resolve(true)
@@ -167,7 +181,7 @@ const waitForExit = (child: ChildProcess, timeoutMs: number): Promise<boolean> =
 type Launch = { readonly _tag: "Ready"; readonly instance: Instance } | { readonly _tag: "Exited"; readonly stderr: string }
 
 const launch = async (binaryPath: string, port: number, chainId: number, options: StartOptions): Promise<Launch> => {
-  const child = spawn(binaryPath, commandLine(port, chainId, options), { stdio: ["ignore", "ignore", "pipe"] })
+  const child = spawnAnvil(binaryPath, commandLine(port, chainId, options), options)
   liveProcesses.add(child)
   installExitHook()
   let stderr = ""

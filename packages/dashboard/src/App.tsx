@@ -3,7 +3,7 @@
  * unlocked), the navigation, and which page the address shows.
  */
 import type { EncryptionKey } from "@pps/crypto"
-import { type MouseEvent, useCallback, useEffect, useState } from "react"
+import { type MouseEvent, type ReactNode, useCallback, useEffect, useMemo, useState } from "react"
 import { call, type Session, setCsrfToken, setSessionEndedHandler } from "./api.ts"
 import { Agents } from "./pages/Agents.tsx"
 import { ApiKeysPage } from "./pages/ApiKeys.tsx"
@@ -13,7 +13,8 @@ import { Settings } from "./pages/Settings.tsx"
 import { Enroll, SignIn } from "./pages/SignIn.tsx"
 import { Transfers } from "./pages/Transfers.tsx"
 import { Webhooks } from "./pages/Webhooks.tsx"
-import { Loading } from "./ui.tsx"
+import { browserTimeZone, chosenTimeZone, storeTimeZone, TimeZoneContext, type TimeZoneSetting } from "./time.tsx"
+import { Loading, Page } from "./ui.tsx"
 
 const base = "/dashboard"
 
@@ -35,10 +36,29 @@ const sections = [
   { path: "/settings", label: "Settings" }
 ] as const
 
+/** The page's route: the path under /dashboard, without a trailing slash ("/" for the overview). */
 const routeOf = () => {
-  const path = globalThis.location.pathname.slice(base.length) || "/"
+  const path = globalThis.location.pathname.slice(base.length).replace(/\/+$/, "")
   return path === "" ? "/" : path
 }
+
+/** A transfer's own page: /transfers/<id>. */
+const transferRoute = /^\/transfers\/([^/]+)$/
+
+/** Whether a route names a page of the dashboard (others get the not-found page). */
+const isKnownRoute = (route: string) => sections.some((s) => s.path === route) || transferRoute.test(route)
+
+const NotFound = ({ route, navigate }: { readonly route: string; readonly navigate: (path: string) => void }) => (
+  <Page title="Page not found">
+    <p>There is no page at <code>{`${base}${route}`}</code>. The address may be mistyped, or the page has moved.</p>
+    <p>
+      <a href={`${base}/`} onClick={(event) => { event.preventDefault(); navigate("/") }}>Go to the overview</a>
+    </p>
+  </Page>
+)
+
+/** What `GET /dashboard/api/session-state` answers: 200 whether or not a session is live. */
+type SessionState = { readonly signed_in: false } | ({ readonly signed_in: true } & Session)
 
 /** What every page gets: the session, the key (if unlocked) and navigation. */
 export interface PageProps {
@@ -51,6 +71,15 @@ export const App = () => {
   const [route, setRoute] = useState(routeOf)
   const [session, setSession] = useState<Session | null | undefined>(undefined)
   const [keyPair, setKeyPair] = useState<EncryptionKey.KeyPair | undefined>(undefined)
+  const [chosenZone, setChosenZone] = useState<string | undefined>(chosenTimeZone)
+  const timeZone = useMemo<TimeZoneSetting>(() => ({
+    zone: chosenZone ?? browserTimeZone(),
+    chosen: chosenZone,
+    choose: (zone) => {
+      storeTimeZone(zone)
+      setChosenZone(zone)
+    }
+  }), [chosenZone])
 
   const navigate = useCallback((path: string) => {
     globalThis.history.pushState(null, "", `${base}${path}`)
@@ -65,10 +94,11 @@ export const App = () => {
   }, [])
 
   const loadSession = useCallback(() => {
-    call<Session>("GET", "/dashboard/api/session").then(
-      (current) => {
-        setCsrfToken(current.csrf_token)
-        setSession(current)
+    // Not signed in is an answer here, not an error (no 401 in the browser's console).
+    call<SessionState>("GET", "/dashboard/api/session-state").then(
+      (state) => {
+        setCsrfToken(state.signed_in ? state.csrf_token : undefined)
+        setSession(state.signed_in ? state : null)
       },
       () => {
         setCsrfToken(undefined)
@@ -102,10 +132,11 @@ export const App = () => {
   }, [keyPair])
 
   useEffect(() => {
-    const title = sections.find((s) => s.path === route)?.label
-    document.title = `${title ?? "Dashboard"} · Private Payments`
+    const title = isKnownRoute(route) ? sections.find((s) => s.path === route)?.label ?? "Transfer" : "Page not found"
+    document.title = `${title} · Private Payments`
   }, [route])
 
+  const withZone = (children: ReactNode) => <TimeZoneContext.Provider value={timeZone}>{children}</TimeZoneContext.Provider>
   if (session === undefined) return <main id="main"><Loading what="your session" /></main>
   if (route.startsWith("/enroll")) {
     return <Enroll onSignedIn={() => { navigate("/"); loadSession() }} />
@@ -117,19 +148,20 @@ export const App = () => {
     navigate(path)
   }
   const props: PageProps = { session, keyPair, navigate }
-  const active = route === "/" ? "/" : sections.find((s) => s.path !== "/" && route.startsWith(s.path))?.path
+  const active = !isKnownRoute(route) ? undefined : route === "/" ? "/" : sections.find((s) => s.path !== "/" && route.startsWith(s.path))?.path
 
   const page = (() => {
-    if (route.startsWith("/transfers")) return <Transfers {...props} transferId={route.split("/")[2]} />
-    if (route.startsWith("/developers/api-keys")) return <ApiKeysPage {...props} />
-    if (route.startsWith("/developers/webhooks")) return <Webhooks {...props} />
-    if (route.startsWith("/agents")) return <Agents {...props} />
-    if (route.startsWith("/approvals")) return <Approvals {...props} />
-    if (route.startsWith("/settings")) return <Settings {...props} onKey={setKeyPair} onSignedOut={() => { setKeyPair(undefined); setCsrfToken(undefined); navigate("/"); setSession(null) }} />
-    return <Overview {...props} />
+    if (route === "/transfers" || transferRoute.test(route)) return <Transfers {...props} transferId={transferRoute.exec(route)?.[1]} />
+    if (route === "/developers/api-keys") return <ApiKeysPage {...props} />
+    if (route === "/developers/webhooks") return <Webhooks {...props} />
+    if (route === "/agents") return <Agents {...props} />
+    if (route === "/approvals") return <Approvals {...props} />
+    if (route === "/settings") return <Settings {...props} onKey={setKeyPair} onSignedOut={() => { setKeyPair(undefined); setCsrfToken(undefined); navigate("/"); setSession(null) }} />
+    if (route === "/") return <Overview {...props} />
+    return <NotFound route={route} navigate={navigate} />
   })()
 
-  return (
+  return withZone(
     <div className="shell">
       <a className="skip" href="#main">Skip to content</a>
       <header className="top">
@@ -138,6 +170,8 @@ export const App = () => {
           {session.handle} · <span className={`mode mode-${session.mode}`}>{session.mode === "test" ? "Test mode" : "Live mode"}</span>
           {" · "}
           <span data-testid="key-state">{keyPair === undefined ? "Key locked" : "Key unlocked"}</span>
+          {" · "}
+          <span data-testid="time-zone">Times in {timeZone.zone}</span>
         </span>
       </header>
       <nav aria-label="Sections">

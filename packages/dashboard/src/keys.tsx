@@ -5,6 +5,7 @@
  * needs a recent passkey confirmation; `call` runs that step-up when the server asks for it.
  */
 import { type FormEvent, type ReactNode, useState } from "react"
+import { When } from "./time.tsx"
 import { ErrorNote } from "./ui.tsx"
 
 /** A key as a table row shows it (never its value). */
@@ -117,7 +118,7 @@ export const KeyTable = ({ caption, rows, testIdPrefix, onRevoke, extra }: {
         <tr key={key.keyId} data-testid={`${testIdPrefix}${key.name}`}>
           <td>{key.name}</td>
           <td><code>…{key.keyHint}</code></td>
-          <td>{key.lastUsedAt === null ? "never" : new Date(key.lastUsedAt).toLocaleString()}</td>
+          <td>{key.lastUsedAt === null ? "never" : <When iso={key.lastUsedAt} />}</td>
           <td>{key.requestCount}</td>
           {extra !== undefined && <td>{extra.cell(key)}</td>}
           <td>

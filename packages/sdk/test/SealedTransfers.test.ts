@@ -26,7 +26,7 @@ import { ApiClient, Errors, KeyFile, Pps, type PpsTypes } from "../src/index.ts"
 import * as SealedTransfers from "../src/SealedTransfers.ts"
 import { transferOf } from "./support/created.ts"
 import { type Rewrite, type RewritingProxy, startRewritingProxy } from "./support/rewritingProxy.ts"
-import { runNode, type ServerProcess, startServer, withoutKeyLine } from "./support/server.ts"
+import { anvilRpcUrl, runNode, type ServerProcess, startServer, withoutKeyLine } from "./support/server.ts"
 
 let server: ServerProcess
 let proxy: RewritingProxy
@@ -55,18 +55,6 @@ const rpc = async (method: string, params: ReadonlyArray<unknown>): Promise<unkn
   const body = await response.json() as { readonly result?: unknown; readonly error?: unknown }
   if (body.error !== undefined) throw new Error(`${method}: ${JSON.stringify(body.error)}`)
   return body.result
-}
-
-/**
- * The embedded anvil's RPC URL. The server does not print it; its pid file names the
- * process, whose command line names the port (Linux /proc, as the server's own checks use).
- */
-const anvilRpcUrl = (dataDir: string): string => {
-  const pid = fs.readFileSync(path.join(dataDir, "chain", "anvil.pid"), "utf8").trim()
-  const args = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
-  const port = args[args.indexOf("--port") + 1]
-  if (port === undefined || !/^\d+$/.test(port)) throw new Error(`no --port in anvil's command line: ${args.join(" ")}`)
-  return `http://127.0.0.1:${port}`
 }
 
 /** Runtime code that returns the 64-byte point (x, y) whatever is called: `guardianEncryptionKey()` and `encryptionKeyOf(a)` alike. */

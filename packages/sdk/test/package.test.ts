@@ -9,7 +9,8 @@
  * against the emitted `.d.ts` without Node's types, then run) works against a live server: the
  * account, a transfer sealed and opened on the program's side, the transfer list, an error
  * class, and the Effect client. The command line needs its one more package, and says so until
- * `npm install @effect/platform-node-shared` is run; then it runs from the installed bin.
+ * `npm install @effect/platform-node-shared` is run; then it runs from the installed bin (and
+ * `pps mcp` says the MCP server is a package not installed with the SDK).
  */
 import { execFile } from "node:child_process"
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises"
@@ -214,6 +215,10 @@ describe("the packaged SDK", () => {
       await npm(["install", "@effect/platform-node-shared@^4.1.0"], app)
       const help = await outcome(execFileAsync(pps, ["--help"], { cwd: app, env: userEnvironment() }))
       expect(help.stdout).toMatch(/^usage: pps <command>/)
+      expect(help.stdout).toContain("listen")
+      // No MCP server in the install (the SDK does not depend on it): `pps mcp` says what to install, before any request.
+      const mcp = await outcome(execFileAsync(pps, ["mcp"], { cwd: app, env: { ...userEnvironment(), PPS_API_KEY: "hc_test_x", PPS_BASE_URL: "http://127.0.0.1:9" } }))
+      expect(mcp).toMatchObject({ code: 1, stderr: "pps: the MCP server is the package @pps/mcp, not installed next to @pps/sdk: npm install @pps/mcp\n" })
       const env = { ...userEnvironment(), PPS_API_KEY: alice.api_key, PPS_BASE_URL: server.baseUrl }
       step("pps list")
       const listedByPps = await outcome(execFileAsync(pps, ["transfers", "list", "--key-file", "alice.key", "--json"], { cwd: app, env }))

@@ -10,7 +10,6 @@
  *
  * @since 0.1.0
  */
-import { createServer } from "node:http"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Data, Duration, Effect, Layer } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
@@ -46,7 +45,7 @@ import { DashboardConfig } from "./dashboard/DashboardConfig.ts"
 import { DashboardRoutes, dashboardRoutePaths } from "./dashboard/http.ts"
 import { PublicApi } from "@pps/api/Api"
 import { AuthorizationLive } from "./http/Authorization.ts"
-import { answerClientErrors, apiReferencePath, envelopeMiddleware, makeRouteTable } from "./http/Envelope.ts"
+import { apiReferencePath, envelopeMiddleware, makeNodeServer, makeRouteTable } from "./http/Envelope.ts"
 import { IdempotencyLive } from "./http/Idempotency.ts"
 import { refuseAtLimit, shedTransferLoad } from "./http/LoadShedding.ts"
 import { RateLimiter } from "./http/RateLimiter.ts"
@@ -194,10 +193,11 @@ export class ListenError extends Data.TaggedError("ListenError")<{
 }
 
 const listener = (host: string, port: number, shutdownTimeoutMs: number) =>
-  // answerClientErrors: what Node's parser refuses also gets D1's envelope and a request id.
+  // makeNodeServer: what Node's parser refuses also gets D1's envelope and a request id, and a
+  // half-closed request is still answered.
   Layer.mergeAll(
     Layer.effect(HttpServer.HttpServer)(
-      NodeHttpServer.make(() => answerClientErrors(createServer()), {
+      NodeHttpServer.make(makeNodeServer, {
         host,
         port,
         gracefulShutdownTimeout: Duration.millis(shutdownTimeoutMs)

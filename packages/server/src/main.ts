@@ -5,7 +5,9 @@
  * in `DATA_DIR` (default `./.data`), the public API on 127.0.0.1:8080 and the
  * admin API on 127.0.0.1:8081, and the guardian as a child process with its own
  * directory and secret (`DATA_DIR/guardian`, which this process never opens). SIGTERM/SIGINT drain in-flight requests (up to
- * `SHUTDOWN_TIMEOUT_MS`) and close everything in reverse order.
+ * `SHUTDOWN_TIMEOUT_MS`) and close everything in reverse order: the listeners, the background
+ * work, then the guardian child and the embedded anvil (each in a process group of its own, so a
+ * signal to `npm start`'s group reaches this process alone); the process then exits 0.
  *
  * @since 0.1.0
  */
@@ -13,7 +15,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { NodeRuntime } from "@effect/platform-node"
 import { SpanLog, StatementLog } from "@pps/guardian"
-import { Cause, Effect, Layer, Option } from "effect"
+import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { AppConfig } from "./config/AppConfig.ts"
 import { DataDir } from "./platform/DataDir.ts"
 import { loggingLayer } from "./platform/Logging.ts"
@@ -77,6 +79,14 @@ const LoggingLive = Layer.unwrap(Effect.gen(function*() {
   Layer.provide(AppConfig.layer)
 )
 
+/**
+ * The exit code: 0 for the stop a signal asked for (the only interruption of the main fiber: the
+ * runtime interrupts it on SIGTERM/SIGINT, and everything closed in order), as supervisors and
+ * `npm start` read a clean stop; the runtime's own codes otherwise.
+ */
+const stopTeardown: Runtime.Teardown = (exit, onExit) =>
+  Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
+
 Layer.launch(MainLive).pipe(
   // Start-up refusals (data dir locked, missing secrets, bad config) get a plain
   // message and exit code 1 rather than a stack trace.
@@ -93,5 +103,5 @@ Layer.launch(MainLive).pipe(
   SpanLog.fromEnvironment("server"),
   // The embedded database's statements counted only when PPS_STATEMENT_LOG asks (a measurement).
   StatementLog.fromEnvironment("server"),
-  NodeRuntime.runMain
+  (main) => NodeRuntime.runMain(main, { teardown: stopTeardown })
 )

@@ -1,17 +1,15 @@
 /**
- * Failure modes (docs/operations.md), "the balancer dies": the TLS balancer (scripts/cluster/balancer.ts)
- * run as its own process in front of a real server node, SIGKILLed while a transfer request
- * goes through it, then started again on the same port. It keeps no state: the new process
- * serves at once, and the cut-off request sent again with its Idempotency-Key through the new
- * balancer names one transfer (the first attempt's, when it reached the node), replayed
- * when sent once more.
+ * Failure modes (docs/operations.md), "the balancer dies": HAProxy (scripts/cluster/haproxy.ts)
+ * in front of a real server node, SIGKILLed while a transfer request goes through it, then
+ * started again on the same port. It keeps no state: the new process serves once its health
+ * check has seen the node ready, and the cut-off request sent again with its Idempotency-Key
+ * through the new balancer names one transfer (the first attempt's, when it reached the node),
+ * replayed when sent once more.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as tls from "node:tls"
-import { fileURLToPath } from "node:url"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { TransferRecord } from "@pps/api/Transfers"
 import { Context, Effect, Fiber, Layer, Schema } from "effect"
@@ -19,56 +17,31 @@ import { ensureCertificate } from "../scripts/cluster/cluster.ts"
 import { freePort } from "../scripts/cluster/processGroups.ts"
 import { ulid } from "../src/platform/Ids.ts"
 import { fundedPair } from "./support/confidentialClient.ts"
+import { haproxyAvailable, startBalancer, type TestBalancer } from "./support/haproxy.ts"
 import { bearer, postJson, send } from "./support/http.ts"
 import { makeTestServer, TestServer } from "./support/TestServer.ts"
 import { eventually } from "./support/webhooks-receiver.ts"
 
-const balancerScript = fileURLToPath(new URL("../scripts/cluster/balancer.ts", import.meta.url))
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-balancer-restart-"))
 const certificate = ensureCertificate(path.join(dir, "tls"))
 // The balancer's certificate is self-signed: trust it, in this test process only.
 tls.setDefaultCACertificates([...tls.getCACertificates("default"), fs.readFileSync(certificate.cert, "utf8")])
 
-const children: Array<ChildProcess> = []
-afterAll(() => {
-  for (const child of children) child.kill("SIGKILL")
+const balancers: Array<TestBalancer> = []
+afterAll(async () => {
+  for (const balancer of balancers) await balancer.kill()
   fs.rmSync(dir, { recursive: true, force: true })
 })
 
-/** Starts the balancer process on `port` in front of `upstream`; resolves once it says it listens. */
+/** HAProxy on `port` in front of the node at `upstream`; resolves once it has seen the node ready. */
 const startBalancerProcess = (port: number, upstream: string) =>
-  Effect.promise(() =>
-    new Promise<ChildProcess>((resolve, reject) => {
-      const child = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", balancerScript], {
-        env: {
-          ...process.env,
-          BALANCER_HOST: "127.0.0.1",
-          BALANCER_PORT: String(port),
-          BALANCER_UPSTREAMS: `api-1=${upstream}`,
-          BALANCER_TLS_CERT: certificate.cert,
-          BALANCER_TLS_KEY: certificate.key
-        },
-        stdio: ["ignore", "pipe", "pipe"]
-      })
-      children.push(child)
-      let errors = ""
-      child.stderr!.on("data", (chunk: Buffer) => (errors += chunk.toString()))
-      child.stdout!.on("data", (chunk: Buffer) => {
-        if (chunk.toString().includes("balancer started")) resolve(child)
-      })
-      child.once("exit", (code) => reject(new Error(`the balancer exited (${code}) before it listened: ${errors}`)))
-    })
-  )
+  Effect.promise(async () => {
+    const balancer = await startBalancer({ dir, pemFile: certificate.pem, port, upstreams: [{ name: "api-1", host: "127.0.0.1", port: Number(new URL(upstream).port) }] })
+    balancers.push(balancer)
+    return balancer
+  })
 
-const sigkill = (child: ChildProcess) =>
-  Effect.promise(() =>
-    new Promise<void>((resolve) => {
-      child.once("exit", () => resolve())
-      child.kill("SIGKILL")
-    })
-  )
-
-describe("the balancer dies and is started again", () => {
+describe.skipIf(!haproxyAvailable)("the balancer dies and is started again", () => {
   it.live("SIGKILL mid-request, a new process on the same port: served at once, the retry names one transfer", () =>
     Effect.scoped(Effect.gen(function*() {
       const server = yield* Layer.build(makeTestServer()).pipe(Effect.map((context) => Context.get(context, TestServer)))
@@ -88,7 +61,7 @@ describe("the balancer dies and is started again", () => {
       // Killed while the request is on its way: the client is left without an answer.
       const inFlight = yield* Effect.forkChild(transfer(key, "2.5"))
       yield* Effect.sleep(30)
-      yield* sigkill(first)
+      yield* Effect.promise(() => first.kill())
       const cutOff = yield* Fiber.join(inFlight)
       const down = yield* transfer(`down-${ulid()}`, "1")
       assert.strictEqual(down._tag, "Failure", "nothing answers while the balancer is down")

@@ -1,12 +1,13 @@
 /**
  * The multi-node deployment end to end (docs/operations.md): the topology of `npm run cluster`
  * (the machine's PostgreSQL and NATS, anvil, two guardians, the deploy step, two api
- * nodes, two workers, the TLS balancer), under transfer load through the balancer, with
- * the serving guardian (the standby takes its lease over), then one api node, then one
+ * nodes, two workers, HAProxy as the TLS balancer), under transfer load through the balancer,
+ * with the serving guardian (the standby takes its lease over), then one api node, then one
  * worker SIGKILLed mid-load, none restarted (the other worker carries the background work
  * alone). The fault harness's checks must all hold:
- * every request answered, one key one transfer (retries by Idempotency-Key reach the
- * survivor), nothing stuck pending (the survivor adopts the dead node's submissions),
+ * every request answered, no 5xx on the way but 503 with Retry-After (what HAProxy answers
+ * for a request the killed node took down with it), one key one transfer (retries by
+ * Idempotency-Key reach the survivor), nothing stuck pending (the survivor adopts the dead node's submissions),
  * balances exact, one terminal webhook per transfer and side (delivered over NATS), no
  * process left after the stop. First, with both nodes up and their API-key caches on, a key
  * revoked through one node is refused by the other at once (the revocation pushed over NATS).
@@ -23,6 +24,7 @@ import { type Cluster, dropDatabases, startCluster } from "../scripts/cluster/cl
 import { writeRunEnvFile } from "../scripts/cluster/envFile.ts"
 import { ulid } from "../src/platform/Ids.ts"
 import { formatReport, type HarnessTopology, runHarnessOn } from "./fault/harness.ts"
+import { haproxyAvailable } from "./support/haproxy.ts"
 import { natsAvailable, natsUrl } from "./support/requireNats.ts"
 import { postgresAvailable } from "./support/requirePostgres.ts"
 import { postgresAdminUrl } from "./support/TestServer.ts"
@@ -49,7 +51,7 @@ const writeEnvFile = (dir: string) => {
   return { file, stream }
 }
 
-describe.skipIf(!postgresAvailable || !natsAvailable)("the cluster of npm run cluster", () => {
+describe.skipIf(!postgresAvailable || !natsAvailable || !haproxyAvailable)("the cluster of npm run cluster", () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-cluster-"))
   let cluster: Cluster | undefined
   let stream = ""

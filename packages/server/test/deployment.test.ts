@@ -1,6 +1,7 @@
 /**
  * The shipped deployment is right by the code's own reading (docs/operations.md): docker-compose.yml
- * is the rendering of the topology `npm run cluster` starts; every variable a service is
+ * and deploy/haproxy.cfg are the rendering of the topology `npm run cluster` starts, and HAProxy
+ * accepts that configuration; every variable a service is
  * given is one its program reads, and the ones it needs are there; the env-file template
  * sets every variable compose interpolates; and the environment the template yields
  * passes the server's, the guardian's and the deploy step's real configuration decoders.
@@ -13,11 +14,14 @@ import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
 import { GuardianConfig } from "@pps/guardian"
 import { type Config, ConfigProvider, Effect, Option, Redacted } from "effect"
-import { composeAddresses, composeDocument, renderCompose } from "../scripts/cluster/compose.ts"
+import { ensureCertificate } from "../scripts/cluster/cluster.ts"
+import { composeAddresses, composeDocument, renderCompose, renderComposeHaproxyConfig } from "../scripts/cluster/compose.ts"
+import { haproxyBinary, writeHaproxyConfig } from "../scripts/cluster/haproxy.ts"
 import { initEnvFile, parseEnvFile, readEnvFile } from "../scripts/cluster/envFile.ts"
 import { nodeServices, type NodeService, referencesOf, substitute } from "../scripts/cluster/topology.ts"
 import { deployConfig, deployEnvironmentVariables } from "../src/admin/deploy.ts"
 import { appConfig, environmentVariables as serverVariables } from "../src/config/AppConfig.ts"
+import { haproxyAvailable } from "./support/haproxy.ts"
 
 const repositoryFile = (name: string) => fileURLToPath(new URL(`../../../${name}`, import.meta.url))
 
@@ -122,9 +126,44 @@ describe("the distributed deployment", () => {
     assert.strictEqual(new Set(relayerReferences).size, relayerReferences.length)
   })
 
+  it("deploy/haproxy.cfg is the rendering of the balancer's settings, and HAProxy runs the official image on it", () => {
+    assert.strictEqual(fs.readFileSync(repositoryFile("deploy/haproxy.cfg"), "utf8"), renderComposeHaproxyConfig())
+    const balancer = composeDocument().services["balancer"] as Record<string, unknown>
+    assert.match(String(balancer["image"]), /^haproxy:2\.6\.\d+-alpine$/)
+    assert.include(balancer["volumes"] as ReadonlyArray<string>, "./deploy/haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro")
+    assert.deepStrictEqual(Object.keys(balancer["depends_on"] as object), byRole("api").map((service) => service.name))
+  })
+
   it("the balancer sends traffic to the api nodes only, never to a worker", () => {
-    const upstreams = byRole("balancer")[0]!.environment["BALANCER_UPSTREAMS"]!.split(",").map((entry) => entry.split("=")[0])
-    assert.deepStrictEqual(upstreams, byRole("api").map((service) => service.name))
+    const servers = [...renderComposeHaproxyConfig().matchAll(/^ {2}server (\S+) (\S+)/gm)].map((match) => [match[1], match[2]])
+    assert.deepStrictEqual(servers, composeAddresses.api.map((self, index) => [byRole("api")[index]!.name, `${self.host}:${self.port}`]))
+  })
+
+  it.skipIf(!haproxyAvailable)("HAProxy accepts the configuration (haproxy -c), compose's and a machine's", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-haproxy-config-"))
+    try {
+      const { pem } = ensureCertificate(path.join(dir, "tls"))
+      // Compose's, with the certificate where this machine has it (the api nodes' names do not resolve here).
+      const composeConfig = path.join(dir, "compose.cfg")
+      fs.writeFileSync(composeConfig, renderComposeHaproxyConfig().replace("/tls/balancer.pem", pem))
+      const machineConfig = path.join(dir, "machine.cfg")
+      writeHaproxyConfig(machineConfig, {
+        bindHost: "127.0.0.1",
+        port: 8443,
+        healthPort: 8404,
+        pemFile: pem,
+        upstreams: [{ name: "api-1", host: "127.0.0.1", port: 8080 }],
+        resolver: undefined,
+        sourceAddress: "127.0.0.2"
+      })
+      for (const file of [composeConfig, machineConfig]) {
+        const checked = spawnSync(haproxyBinary(), ["-c", "-f", file], { encoding: "utf8" })
+        assert.strictEqual(checked.status, 0, `${file}: ${checked.stdout}${checked.stderr}`)
+        assert.notMatch(`${checked.stdout}${checked.stderr}`, /ALERT/)
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it("the template sets every variable compose interpolates, and none it does not", () => {

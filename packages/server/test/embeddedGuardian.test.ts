@@ -72,8 +72,8 @@ interface ServerProcess {
 }
 
 /**
- * The server as `npm start` runs it, in its own process group (it and its anvil are killed
- * together at the end); guardians of the data directory are killed too, whatever happened.
+ * The server as `npm start` runs it, in its own process group (killed at the end); its anvil
+ * (a group of its own) and guardians of the data directory are killed too, whatever happened.
  */
 const startServer = (dataDir: string, port: number, adminPort: number) =>
   Effect.acquireRelease(
@@ -97,6 +97,12 @@ const startServer = (dataDir: string, port: number, adminPort: number) =>
           // already gone
         }
         for (const guardian of guardiansOf(dataDir)) process.kill(guardian.pid, "SIGKILL")
+        try {
+          // Still running only if the server did not stop it (its pid file is removed then).
+          process.kill(Number.parseInt(fs.readFileSync(path.join(dataDir, "chain", "anvil.pid"), "utf8"), 10), "SIGKILL")
+        } catch {
+          // stopped by the server, or gone
+        }
       })
   )
 

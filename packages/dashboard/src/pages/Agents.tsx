@@ -7,9 +7,10 @@
 import { Amount } from "@pps/sdk"
 import { type FormEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
-import { call, describe, paramOf, ppsFor } from "../api.ts"
+import { call, ppsFor } from "../api.ts"
 import { KeyForm, keyRowOf, KeyTable, useKeyActions, type WireKey } from "../keys.tsx"
-import { Empty, Encrypted, ErrorNote, Loading, Page, ShownOnce, useLoad } from "../ui.tsx"
+import { policyFieldWords, problemOf } from "../problems.ts"
+import { Empty, Encrypted, ErrorNote, FieldError, invalidProps, Loading, Page, ProblemNote, ShownOnce, useLoad } from "../ui.tsx"
 import type { TransferPage } from "./Transfers.tsx"
 
 /** How many of the latest transfers (the account's and its agents') the spending figures read. */
@@ -64,8 +65,8 @@ const policyOf = (fields: PolicyFields) => ({
   per_transaction_limit_usdg: Number(fields.perTransaction),
   hitl_threshold_usdg: fields.threshold.trim() === "" ? null : Number(fields.threshold),
   allowed_recipients: fields.recipients.trim() === "" ? null : fields.recipients.split(",").map((r) => r.trim()).filter((r) => r !== ""),
-  active_hours: fields.activeHours,
-  time_zone: fields.timeZone
+  active_hours: fields.activeHours.trim(),
+  time_zone: fields.timeZone.trim()
 })
 
 const paramOfField: Record<keyof PolicyFields, string> = {
@@ -97,43 +98,50 @@ const PolicyForm = ({ idPrefix, initial, submitLabel, onSubmit, withName }: {
   const [name, setName] = useState("")
   const [error, setError] = useState<unknown>(undefined)
   const [saved, setSaved] = useState(false)
-  const errorParam = error === undefined ? undefined : paramOf(error)
+  // On create the API names policy fields as `spend_policy.<field>`; on update as `<field>`.
+  const fieldOfParam = (param: string) => param.replace(/^spend_policy\./, "").split(".")[0]
+  const typedIn = (field: string) => {
+    const key = (Object.keys(paramOfField) as Array<keyof PolicyFields>).find((k) => paramOfField[k] === field)
+    return key === undefined ? name : fields[key]
+  }
+  const problem = error === undefined ? undefined : problemOf(error, {
+    fieldOf: fieldOfParam,
+    fieldWords: (field) => policyFieldWords(field, { raw: typedIn(field), daily: fields.daily })
+  })
   const submit = async (event: FormEvent) => {
     event.preventDefault()
     setError(undefined)
     setSaved(false)
     try {
-      await onSubmit(fields, name)
+      await onSubmit(fields, name.trim())
       setSaved(true)
     } catch (caught) {
       setError(caught)
     }
   }
-  // On create the API names policy fields as `spend_policy.<field>`; on update as `<field>`.
-  const fieldError = (param: string) => errorParam !== undefined && errorParam.replace(/^spend_policy\./, "").split(".")[0] === param
+  const fieldError = (param: string) => problem?.field === param
   return (
     <form onSubmit={(event) => void submit(event)} className="grid-form">
       {withName && (
         <div>
           <label htmlFor={`${idPrefix}-name`}>Name (a-z, 0-9, -)</label>
           <input id={`${idPrefix}-name`} required value={name} onChange={(event) => setName(event.target.value)}
-            aria-invalid={fieldError("name")} aria-describedby={fieldError("name") ? `${idPrefix}-name-error` : undefined} />
-          {fieldError("name") && <p id={`${idPrefix}-name-error`} className="error">{describe(error)}</p>}
+            {...invalidProps(problem, "name", `${idPrefix}-name-error`)} />
+          <FieldError problem={problem} field="name" id={`${idPrefix}-name-error`} />
         </div>
       )}
       {(Object.keys(labels) as Array<keyof PolicyFields>).map((key) => {
         const param = paramOfField[key]
-        const invalid = fieldError(param)
         return (
           <div key={key}>
             <label htmlFor={`${idPrefix}-${key}`}>{labels[key]}</label>
             <input id={`${idPrefix}-${key}`} value={fields[key]} onChange={(event) => setFields({ ...fields, [key]: event.target.value })}
-              aria-invalid={invalid} aria-describedby={invalid ? `${idPrefix}-${key}-error` : undefined} />
-            {invalid && <p id={`${idPrefix}-${key}-error`} className="error" data-testid={`error-${param}`}>{describe(error)}</p>}
+              {...invalidProps(problem, param, `${idPrefix}-${key}-error`)} />
+            <FieldError problem={problem} field={param} id={`${idPrefix}-${key}-error`} />
           </div>
         )
       })}
-      {error !== undefined && !Object.values(paramOfField).some(fieldError) && !fieldError("name") && <ErrorNote error={error} />}
+      {problem !== undefined && !Object.values(paramOfField).some(fieldError) && !fieldError("name") && <ProblemNote problem={problem} />}
       {saved && <p className="success" role="status">Saved.</p>}
       <button type="submit">{submitLabel}</button>
     </form>

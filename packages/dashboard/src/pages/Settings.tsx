@@ -10,6 +10,7 @@ import { type FormEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
 import { type AccountRecord, call, ppsFor } from "../api.ts"
 import { forgetKey, keyFileText, parseKeyFile, publicKeyHex, storedKeyInfo, storeKey, storeKeyUnderPasskey, unlockKey, unlockKeyWithPasskey } from "../keyStore.ts"
+import { browserTimeZone, knownTimeZones, useTimeZone, When } from "../time.tsx"
 import { Empty, ErrorNote, Loading, Page, useLoad } from "../ui.tsx"
 
 type KeyPair = EncryptionKey.KeyPair
@@ -118,10 +119,43 @@ const EncryptionKeySection = ({ session, keyPair, onKey }: PageProps & { readonl
       {registered.value?.public_key === null && (
         <button type="button" className="secondary" disabled={busy} onClick={() => void generate()}>Generate a key here and register it</button>
       )}
-      {download !== undefined && <p><a href={download} download={`${session.account_id}.key`}>Download the key file</a></p>}
+      {download !== undefined && <KeyFileNextStep href={download} fileName={`${session.account_id}.key`} />}
       {stored.value !== undefined && <button type="button" className="danger" disabled={busy} onClick={() => void forget()}>Remove key from this browser</button>}
       {note !== undefined && <p className="success" role="status">{note}</p>}
       <ErrorNote error={error} />
+    </section>
+  )
+}
+
+/**
+ * The downloaded key file's next step: a browser saves downloads readable by other users of
+ * the computer, and `pps` refuses such a key file (KeyFile: permissions_too_open). Said here,
+ * with the commands that put it where `pps` looks (~/.pps/<account_id>.key) with mode 600.
+ */
+const KeyFileNextStep = ({ href, fileName }: { readonly href: string; readonly fileName: string }) => (
+  <div className="panel" data-testid="key-file-next-step">
+    <p><a href={href} download={fileName}>Download the key file</a> (<code>{fileName}</code>)</p>
+    <p>
+      Your browser saves it readable by anyone using this computer, and <code>pps</code> refuses a key file
+      that others can read. After downloading, move it where <code>pps</code> looks for it and make it readable by you alone:
+    </p>
+    <pre className="wrap"><code>{`mkdir -p ~/.pps && mv ~/Downloads/${fileName} ~/.pps/ && chmod 600 ~/.pps/${fileName}`}</code></pre>
+    <p className="muted">Or keep it elsewhere with <code>chmod 600</code> and name it with <code>--key-file</code>. It is the only copy outside this browser: keep a backup offline.</p>
+  </div>
+)
+
+/** The time zone every time on the page is shown in: this browser's, or one the holder chooses (kept in this browser). */
+const TimeZoneSection = () => {
+  const { zone, chosen, choose } = useTimeZone()
+  return (
+    <section aria-labelledby="time-zone-title" className="panel">
+      <h2 id="time-zone-title">Time zone</h2>
+      <p>Times on these pages are shown in <strong data-testid="time-zone-in-force">{zone}</strong>; point at one to see it in UTC (ISO 8601).</p>
+      <label htmlFor="time-zone-choice">Show times in</label>
+      <select id="time-zone-choice" value={chosen ?? ""} onChange={(event) => choose(event.target.value === "" ? undefined : event.target.value)}>
+        <option value="">This browser's time zone ({browserTimeZone()})</option>
+        {knownTimeZones().map((name) => <option key={name} value={name}>{name}</option>)}
+      </select>
     </section>
   )
 }
@@ -172,6 +206,7 @@ export const Settings = (props: PageProps & { readonly onKey: (keyPair: KeyPair 
     <Page title="Settings">
       <ErrorNote error={error} />
       <EncryptionKeySection {...props} />
+      <TimeZoneSection />
       <section aria-labelledby="kyc-title" className="panel">
         <h2 id="kyc-title">Identity verification</h2>
         {account.loading && <Loading what="the account" />}
@@ -186,7 +221,7 @@ export const Settings = (props: PageProps & { readonly onKey: (keyPair: KeyPair 
           <ul className="stack">
             {passkeys.value.data.map((p) => (
               <li key={p.credential_id} className="row">
-                <span>{p.name} · added {new Date(p.created_at).toLocaleDateString()} · last used {p.last_used_at === null ? "never" : new Date(p.last_used_at).toLocaleString()}</span>
+                <span>{p.name} · added <When iso={p.created_at} /> · last used {p.last_used_at === null ? "never" : <When iso={p.last_used_at} />}</span>
                 <button type="button" className="danger" onClick={removePasskey(p)} aria-label={`Remove passkey ${p.name}`}>Remove</button>
               </li>
             ))}
@@ -205,7 +240,7 @@ export const Settings = (props: PageProps & { readonly onKey: (keyPair: KeyPair 
         {sessions.value !== undefined && (
           <ul className="stack">
             {sessions.value.data.map((s) => (
-              <li key={s.session_id}>{s.current ? "This browser" : s.user_agent.slice(0, 60)} · signed in {new Date(s.created_at).toLocaleString()} · last active {new Date(s.last_seen_at).toLocaleString()}</li>
+              <li key={s.session_id}>{s.current ? "This browser" : s.user_agent.slice(0, 60)} · signed in <When iso={s.created_at} /> · last active <When iso={s.last_seen_at} /></li>
             ))}
           </ul>
         )}

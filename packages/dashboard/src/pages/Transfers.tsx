@@ -5,10 +5,12 @@
  */
 import type { EncryptionKey } from "@pps/crypto"
 import { Amount, type PpsTypes } from "@pps/sdk"
-import { type FormEvent, useState } from "react"
+import { type FormEvent, type MouseEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
 import { call, ppsFor } from "../api.ts"
-import { Empty, Encrypted, ErrorNote, Loading, Page, useLoad } from "../ui.tsx"
+import { amountTextProblem, InputProblem, isNetworkFailure, type Problem, problemOf, recipientTextProblem } from "../problems.ts"
+import { When } from "../time.tsx"
+import { Empty, Encrypted, ErrorNote, FieldError, invalidProps, Loading, Page, ProblemNote, useLoad } from "../ui.tsx"
 
 /** D13's transfer, as the SDK reads it. */
 export type Transfer = PpsTypes.Transfer
@@ -33,7 +35,7 @@ export const TransferTable = ({ transfers, amounts, navigate }: {
         <tr key={t.transfer_id}>
           <td>
             <a href={`/dashboard/transfers/${t.transfer_id}`} onClick={(event) => { event.preventDefault(); navigate(`/transfers/${t.transfer_id}`) }}>
-              {new Date(t.created_at).toLocaleString()}
+              <When iso={t.created_at} testId="transfer-row-time" />
             </a>
           </td>
           <td>{t.direction}</td>
@@ -119,8 +121,8 @@ const TransferDetail = ({ transferId, keyPair, navigate }: PageProps & { readonl
           <dd data-testid="transfer-memo">{opened.value !== undefined ? (opened.value.memo === "" ? "(none)" : opened.value.memo) : <Encrypted />}</dd>
           <dt>Confidential</dt><dd>{transfer.value.confidential ? "yes" : "no"}</dd>
           <dt>Transaction</dt><dd><code>{transfer.value.tx_hash ?? "not yet on chain"}</code></dd>
-          <dt>Created</dt><dd>{transfer.value.created_at}</dd>
-          <dt>Confirmed</dt><dd>{transfer.value.confirmed_at ?? "not yet"}</dd>
+          <dt>Created</dt><dd><When iso={transfer.value.created_at} testId="transfer-created" /></dd>
+          <dt>Confirmed</dt><dd>{transfer.value.confirmed_at === null ? "not yet" : <When iso={transfer.value.confirmed_at} />}</dd>
         </dl>
       )}
       <ErrorNote error={opened.error} />
@@ -128,46 +130,142 @@ const TransferDetail = ({ transferId, keyPair, navigate }: PageProps & { readonl
   )
 }
 
-const SendForm = ({ keyPair, onSent }: PageProps & { readonly onSent: () => void }) => {
-  const [to, setTo] = useState("")
-  const [amount, setAmount] = useState("")
-  const [memo, setMemo] = useState("")
+/** What the holder typed, trimmed: what the review shows and the send seals. */
+interface Draft {
+  readonly to: string
+  readonly amount: string
+  readonly memo: string
+}
+
+/** The page's own checks of a draft, in the words a refusal of the API would use (`problems.ts`). */
+const checkDraft = (draft: Draft): InputProblem | undefined => {
+  const to = recipientTextProblem(draft.to)
+  if (to !== undefined) return new InputProblem("to", to)
+  const amount = amountTextProblem(draft.amount)
+  if (amount !== undefined) return new InputProblem("amount", amount)
+  if (new TextEncoder().encode(draft.memo).length > 512) {
+    return new InputProblem("memo", "The memo is too long: at most 512 bytes (fewer characters if it has accents or emoji).")
+  }
+  return undefined
+}
+
+/** One key per reviewed send (D6, D36): drawn from the platform's CSPRNG, never Math.random. */
+const newSendKey = () => `pps_dash_${globalThis.crypto.randomUUID()}`
+
+/** The review: what is about to be paid, said once more before it is sealed and sent. */
+const SendReview = ({ draft, from, busy, onConfirm, onEdit }: {
+  readonly draft: Draft
+  readonly from: string
+  readonly busy: boolean
+  readonly onConfirm: () => void
+  readonly onEdit: () => void
+}) => (
+  <div className="review" role="region" aria-labelledby="review-title" data-testid="send-review">
+    <h3 id="review-title">Review the transfer</h3>
+    <p className="figure">You are sending <span data-testid="review-amount">{draft.amount} USDG</span> to <span data-testid="review-to">{draft.to}</span></p>
+    <dl className="detail">
+      <dt>From</dt><dd>{from}</dd>
+      <dt>To</dt><dd>{draft.to}</dd>
+      <dt>Amount</dt><dd>{draft.amount} USDG</dd>
+      <dt>Memo</dt><dd data-testid="review-memo">{draft.memo === "" ? "(none)" : draft.memo}</dd>
+      <dt>Confidential</dt><dd>Yes: the amount and the memo are sealed in this page; only you and the recipient can read them, not the service.</dd>
+    </dl>
+    <div className="row">
+      <button type="button" disabled={busy} onClick={onConfirm}>{busy ? "Sealing and sending…" : "Confirm and send"}</button>
+      <button type="button" className="secondary" disabled={busy} onClick={onEdit}>Edit</button>
+    </div>
+  </div>
+)
+
+const SendForm = ({ keyPair, session, navigate, onSent }: PageProps & { readonly onSent: () => void }) => {
+  const [fields, setFields] = useState<Draft>({ to: "", amount: "", memo: "" })
+  // The Idempotency-Key of what was reviewed: kept across a repeated confirm (a double
+  // click, a retry after the network failed), dropped when the form is edited.
+  const [sendKey, setSendKey] = useState<string | undefined>(undefined)
+  const [reviewing, setReviewing] = useState<Draft | undefined>(undefined)
   const [busy, setBusy] = useState(false)
-  const [error, setError] = useState<unknown>(undefined)
-  const [result, setResult] = useState<string | undefined>(undefined)
+  const [problem, setProblem] = useState<Problem | undefined>(undefined)
+  const [result, setResult] = useState<{ readonly text: string; readonly transferId?: string } | undefined>(undefined)
   if (keyPair === undefined) {
     return <p className="muted">To send, unlock your encryption key in Settings: the amount and memo are sealed in this page with it.</p>
   }
-  const send = async (event: FormEvent) => {
+  const edit = (field: keyof Draft) => (value: string) => {
+    setFields({ ...fields, [field]: value })
+    setSendKey(undefined)
+    setProblem(undefined)
+  }
+  const review = (event: FormEvent) => {
     event.preventDefault()
-    setBusy(true)
-    setError(undefined)
     setResult(undefined)
+    const draft = { to: fields.to.trim(), amount: fields.amount.trim(), memo: fields.memo }
+    const refused = checkDraft(draft)
+    if (refused !== undefined) {
+      setProblem(problemOf(refused))
+      return
+    }
+    setProblem(undefined)
+    setSendKey(sendKey ?? newSendKey())
+    setReviewing(draft)
+  }
+  const confirm = async () => {
+    if (reviewing === undefined || sendKey === undefined) return
+    setBusy(true)
+    setProblem(undefined)
     try {
-      const sent = await ppsFor(keyPair).transfers.create({ to, amount, ...(memo === "" ? {} : { memo }) })
+      const sent = await ppsFor(keyPair).transfers.create(
+        { to: reviewing.to, amount: reviewing.amount, ...(reviewing.memo === "" ? {} : { memo: reviewing.memo }) },
+        { idempotencyKey: sendKey }
+      )
       // An agent's transfer above its approval threshold is held for its owner (D26).
-      setResult(sent.kind === "held" ? `Held for approval (${sent.held.transaction_id}).` : `Transfer ${sent.transfer.transfer_id} is ${sent.transfer.status}.`)
-      setAmount("")
-      setMemo("")
+      setResult(sent.kind === "held"
+        ? { text: `Held for approval (${sent.held.transaction_id}).` }
+        : { text: `Sent ${reviewing.amount} USDG to ${reviewing.to}: transfer ${sent.transfer.transfer_id} is ${sent.transfer.status}.`, transferId: sent.transfer.transfer_id })
+      setFields({ to: fields.to, amount: "", memo: "" })
+      setSendKey(undefined)
+      setReviewing(undefined)
       onSent()
     } catch (caught) {
-      setError(caught)
+      const refused = problemOf(caught, { to: reviewing.to })
+      setProblem(refused)
+      // No answer: the review stays, and confirming again repeats the same request (same key).
+      if (!isNetworkFailure(caught)) setReviewing(undefined)
     } finally {
       setBusy(false)
     }
   }
+  const openResult = (transferId: string) => (event: MouseEvent<HTMLAnchorElement>) => {
+    event.preventDefault()
+    navigate(`/transfers/${transferId}`)
+  }
+  const input = (field: keyof Draft, id: string) => ({
+    id,
+    value: fields[field],
+    onChange: (event: { readonly target: { readonly value: string } }) => edit(field)(event.target.value),
+    autoComplete: "off",
+    disabled: reviewing !== undefined,
+    ...invalidProps(problem, field, `${id}-error`)
+  })
   return (
-    <form onSubmit={(event) => void send(event)} aria-labelledby="send-title" className="panel">
+    <form onSubmit={review} aria-labelledby="send-title" className="panel" noValidate>
       <h2 id="send-title">Send USDG</h2>
       <label htmlFor="send-to">Recipient (@handle or 0x address)</label>
-      <input id="send-to" required value={to} onChange={(event) => setTo(event.target.value)} autoComplete="off" />
+      <input {...input("to", "send-to")} />
+      <FieldError problem={problem} field="to" id="send-to-error" />
       <label htmlFor="send-amount">Amount (USDG)</label>
-      <input id="send-amount" required inputMode="decimal" value={amount} onChange={(event) => setAmount(event.target.value)} autoComplete="off" />
+      <input {...input("amount", "send-amount")} inputMode="decimal" />
+      <FieldError problem={problem} field="amount" id="send-amount-error" />
       <label htmlFor="send-memo">Memo (optional, encrypted)</label>
-      <input id="send-memo" value={memo} maxLength={512} onChange={(event) => setMemo(event.target.value)} autoComplete="off" />
-      <button type="submit" disabled={busy}>{busy ? "Sealing and sending…" : "Send"}</button>
-      <ErrorNote error={error} />
-      {result !== undefined && <p className="success" role="status">{result}</p>}
+      <input {...input("memo", "send-memo")} maxLength={512} />
+      <FieldError problem={problem} field="memo" id="send-memo-error" />
+      {reviewing === undefined
+        ? <button type="submit">Review</button>
+        : <SendReview draft={reviewing} from={session.handle} busy={busy} onConfirm={() => void confirm()} onEdit={() => { setReviewing(undefined); setProblem(undefined) }} />}
+      {problem !== undefined && problem.field !== "to" && problem.field !== "amount" && problem.field !== "memo" && <ProblemNote problem={problem} />}
+      {result !== undefined && (
+        <p className="success" role="status">
+          {result.text}{result.transferId !== undefined && <>{" "}<a href={`/dashboard/transfers/${result.transferId}`} onClick={openResult(result.transferId)}>Open it</a></>}
+        </p>
+      )}
     </form>
   )
 }

@@ -7,6 +7,7 @@ import { Webhook } from "@pps/sdk"
 import { type FormEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
 import { call } from "../api.ts"
+import { When } from "../time.tsx"
 import { Empty, ErrorNote, Loading, Page, ShownOnce, useLoad } from "../ui.tsx"
 
 /** The picker offers every type the API accepts (the contract's list, through the SDK). */
@@ -65,8 +66,8 @@ const Deliveries = ({ webhook }: { readonly webhook: Subscription }) => {
                 <td>{d.status}</td>
                 <td>{d.response_status_code ?? "—"}</td>
                 <td>{d.retry_count}</td>
-                <td>{d.last_attempt_at === null ? "—" : new Date(d.last_attempt_at).toLocaleString()}</td>
-                <td>{d.next_attempt_at === null ? "—" : new Date(d.next_attempt_at).toLocaleString()}</td>
+                <td>{d.last_attempt_at === null ? "—" : <When iso={d.last_attempt_at} />}</td>
+                <td>{d.next_attempt_at === null ? "—" : <When iso={d.next_attempt_at} />}</td>
                 <td><button type="button" className="secondary" onClick={() => void replay(d)} aria-label={`Replay ${d.event} ${d.event_id}`}>Replay</button></td>
               </tr>
             ))}

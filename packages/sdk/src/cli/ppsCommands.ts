@@ -16,6 +16,7 @@ import type * as SealedTransfers from "../SealedTransfers.ts"
 import * as Webhook from "../Webhook.ts"
 import * as CommandLine from "./CommandLine.ts"
 import * as Connection from "./Connection.ts"
+import type * as McpEntry from "./McpEntry.ts"
 
 /** What `faucet` asks for without --amount: enough for the quickstart's transfers. */
 const faucetAmountDefault = "100"
@@ -32,11 +33,11 @@ export const program: CommandLine.Program = {
   unrepeatedFlags: ["amount", "memo"],
   footer: `  help [COMMAND]                                      this text, or one command's with its flags (also --help, -h)
 environment: PPS_API_KEY (required), PPS_BASE_URL (default ${Client.defaultBaseUrl}),
-  send's checks: PPS_CHAIN_ID and PPS_CONTRACT_USDG / PPS_CONTRACT_ETH (the operator's deployment,
-  pinned here), PPS_RPC_URL (needs them: the guardian's and recipient's keys read from the pinned
-  contract), PPS_OWNER_WALLET (an agent's owner's wallet: with PPS_RPC_URL the key the agent's
-  copy is sealed to is read from the pinned contract), PPS_TRUST=chain (refuse to send unless all
-  are set; default api: the API is trusted for what is not set),
+  send's (and mcp's pay's) checks: PPS_CHAIN_ID and PPS_CONTRACT_USDG / PPS_CONTRACT_ETH (the
+  operator's deployment, pinned here), PPS_RPC_URL (needs them: the guardian's and recipient's keys
+  read from the pinned contract), PPS_OWNER_WALLET (an agent's owner's wallet: with PPS_RPC_URL the
+  key the agent's copy is sealed to is read from the pinned contract), PPS_TRUST=chain (refuse
+  to send unless all are set; default api: the API is trusted for what is not set),
   PPS_RETRY_BUDGET_MS (default 15000: how long after a failure a request is retried, each retry
   told on stderr; 0: never)
 idempotency: a POST command without --idempotency-key draws one and prints it on stderr
@@ -225,6 +226,14 @@ const sendChecks = (env: NodeJS.ProcessEnv, ownerWalletFlag: string | undefined)
   return { ownerWallet, rpcUrl, deployment, trust }
 }
 
+/** An agent's owner's wallet, pinned (`send`, `mcp`). */
+const ownerWallet = CommandLine.text(
+  "owner-wallet",
+  "0xADDRESS",
+  "with an agent's key: its owner's wallet address (default PPS_OWNER_WALLET);\nwith PPS_RPC_URL the owner's key is checked against the chain",
+  { accepts: isAddress, expected: "a 0x address of 20 bytes" }
+).pipe(Flag.optional)
+
 const send = Command.make("send", {
   to: CommandLine.text("to", "@HANDLE|0xADDRESS", "the recipient: a handle, or a 0x address (then the API's answer must name it)"),
   amount: CommandLine.text("amount", "DECIMAL", "the amount in the asset's units, e.g. 12.5; sealed here, never sent in clear", amountCheck),
@@ -232,12 +241,7 @@ const send = Command.make("send", {
   asset: CommandLine.choice("asset", ["USDG", "ETH"], "the asset (default USDG)", "USDG or ETH").pipe(Flag.optional),
   public: CommandLine.toggle("public", "a standard transfer instead: its amount public on chain, sent in the plain form"),
   idempotencyKey: idempotencyKey("pays"),
-  ownerWallet: CommandLine.text(
-    "owner-wallet",
-    "0xADDRESS",
-    "with an agent's key: its owner's wallet address (default PPS_OWNER_WALLET);\nwith PPS_RPC_URL the owner's key is checked against the chain",
-    { accepts: isAddress, expected: "a 0x address of 20 bytes" }
-  ).pipe(Flag.optional),
+  ownerWallet,
   keyFile,
   json: CommandLine.json("print the API's answer body instead of lines")
 }, (flags) => {
@@ -501,6 +505,34 @@ const decryptTransfer = Command.make("decrypt-transfer", { transferId: id("ID", 
   Command.withDescription("a transfer's amount and memo, checked against the chain")
 )
 
+/** `HOST:PORT` of `mcp --http`: a loopback host (the server is the holder's, on its machine) and a port. */
+const loopbackAddress = /^(127\.0\.0\.1|localhost):([1-9][0-9]{0,4})$/
+
+const mcpTransport = (http: Option.Option<string>): McpEntry.Transport => {
+  if (Option.isNone(http)) return { kind: "stdio" }
+  const [, host, port] = loopbackAddress.exec(http.value) ?? []
+  // The flag's check accepted the value, so it matches.
+  return { kind: "http", host: host === "localhost" ? "localhost" : "127.0.0.1", port: Number(port) }
+}
+
+const mcp = Command.make("mcp", {
+  http: CommandLine.text("http", "127.0.0.1:PORT", "serve Streamable HTTP on this loopback address instead of stdio,\nbehind a bearer token printed on stderr at start", {
+    accepts: (value) => loopbackAddress.test(value) && Number(value.split(":")[1]) <= 65_535,
+    expected: "127.0.0.1:PORT or localhost:PORT (a port from 1 to 65535)"
+  }).pipe(Flag.optional),
+  ownerWallet,
+  keyFile,
+  json: CommandLine.json("accepted; changes nothing (MCP's messages are JSON)")
+}, (flags) =>
+  perform(flags.keyFile, (settings) =>
+    Commands.mcp({
+      ...settings,
+      ...sendChecks(process.env, Option.getOrUndefined(flags.ownerWallet)),
+      transport: mcpTransport(flags.http)
+    }))).pipe(
+  Command.withDescription("an MCP server for AI agents (package @pps/mcp): pay, transfers,\nspend policy, approvals; balance with an account's key file")
+)
+
 /**
  * The `pps` command tree, in the order the usage lists it.
  *
@@ -521,6 +553,7 @@ export const pps = Command.make("pps").pipe(
     faucet,
     listen,
     keys,
-    decryptTransfer
+    decryptTransfer,
+    mcp
   ])
 )

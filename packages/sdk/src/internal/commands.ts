@@ -21,8 +21,10 @@ import * as Client from "../Client.ts"
 import * as Confidential from "../Confidential.ts"
 import { ApiError } from "../Errors.ts"
 import * as KeyFile from "../KeyFile.ts"
+import { Pps } from "../Pps.ts"
 import * as SealedTransfers from "../SealedTransfers.ts"
 import * as Webhook from "../Webhook.ts"
+import * as McpEntry from "../cli/McpEntry.ts"
 import { createdTransfer } from "./created.ts"
 import { run } from "./typedClient.ts"
 
@@ -702,4 +704,47 @@ export const faucet = async (
   const payload = { amount: settings.amount, ...(settings.asset === undefined ? {} : { asset: settings.asset }) }
   const granted = await run(settings.client, (api) => api.test.faucet({ payload }), settings.idempotencyKey)
   return settings.json ? json(granted) : lines(Object.entries(granted))
+}
+
+/**
+ * `mcp`: the MCP server (`@pps/mcp`) for the key's holder. An agent's key needs nothing else
+ * (its transfers are sealed to its owner's key as the API answers it, checked against the chain
+ * with --owner-wallet and PPS_RPC_URL, as `send` does); an
+ * account's key needs its key file, for sealing and for the balances it decrypts. Serves until
+ * the client leaves or the process is stopped, and prints nothing on stdout (stdio's protocol
+ * owns it); where to reach an HTTP server is said on stderr.
+ */
+export const mcp = async (
+  settings: Settings & {
+    readonly transport: McpEntry.Transport
+    readonly ownerWallet: string | undefined
+    readonly rpcUrl: string | undefined
+    readonly deployment: SealedTransfers.Deployment | undefined
+    readonly trust: SealedTransfers.Trust | undefined
+  }
+): Promise<string> => {
+  // The server's package first: without it nothing is asked of the API.
+  const entry = await McpEntry.load()
+  const account = await Account.me(settings.client)
+  const kind = account.type === "agent" ? "agent" : "account"
+  if (kind === "agent" && settings.keyFilePath !== undefined) {
+    throw new UsageMistake(`${agentsUseTheirOwnersKey(account)}; mcp takes no --key-file with it (pin the owner's wallet with --owner-wallet)`)
+  }
+  const keyPair = kind === "agent" ? undefined : (await accountKey(settings, account)).keyFile.keyPair
+  const pps = new Pps({
+    apiKey: settings.client.apiKey,
+    baseUrl: settings.client.baseUrl,
+    ...(keyPair === undefined ? {} : { keyPair }),
+    ...(settings.ownerWallet === undefined ? {} : { ownerWallet: settings.ownerWallet }),
+    ...(settings.rpcUrl === undefined ? {} : { rpcUrl: settings.rpcUrl }),
+    ...(settings.deployment === undefined ? {} : { deployment: settings.deployment }),
+    ...(settings.trust === undefined ? {} : { trust: settings.trust })
+  })
+  await entry.serve({
+    pps,
+    holder: { kind, accountId: account.account_id, handle: account.handle },
+    transport: settings.transport,
+    announce: (line) => void process.stderr.write(line)
+  })
+  return ""
 }

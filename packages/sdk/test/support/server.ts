@@ -128,3 +128,15 @@ export const startServer = async (options: { readonly env?: Readonly<Record<stri
   }
   return { baseUrl, dataDir, createAccount, issueKey, restart, stop }
 }
+
+/**
+ * The embedded anvil's RPC URL. The server does not print it; its pid file names the
+ * process, whose command line names the port (Linux /proc, as the server's own checks use).
+ */
+export const anvilRpcUrl = (dataDir: string): string => {
+  const pid = fs.readFileSync(path.join(dataDir, "chain", "anvil.pid"), "utf8").trim()
+  const args = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
+  const port = args[args.indexOf("--port") + 1]
+  if (port === undefined || !/^\d+$/.test(port)) throw new Error(`no --port in anvil's command line: ${args.join(" ")}`)
+  return `http://127.0.0.1:${port}`
+}

@@ -4,13 +4,15 @@
  * same env file: the machine's PostgreSQL and NATS (CLUSTER_POSTGRES_URL,
  * CLUSTER_NATS_URL), anvil from npm as the chain node, the guardians (one serves, the
  * others stand by for its lease), the contracts'
- * deployment step, the api nodes and the TLS balancer, each its own process.
+ * deployment step, the api nodes and the workers, and the machine's HAProxy as the TLS
+ * balancer (Debian's `haproxy` package; haproxy.ts renders its configuration into
+ * `DIR/haproxy.cfg`), each its own process.
  *
  *   npm run -s cluster -- --init-env deploy/cluster.env     # once: the env file, secrets generated
  *   npm run -s cluster -- --env-file deploy/cluster.env [--dir .data/cluster] [--api-nodes 2] [--workers 2] [--guardians 2]
  *
  * It creates the two databases when missing, a self-signed certificate for the balancer
- * when `DIR/tls` has none, starts everything in dependency order (each waits for the
+ * when `DIR/tls` has none (and the one PEM file HAProxy reads, certificate then key), starts everything in dependency order (each waits for the
  * previous to be ready, as compose's depends_on conditions say), prints one JSON line
  * with the addresses, and runs until SIGINT/SIGTERM, which stop every process in reverse
  * order (SIGTERM, then SIGKILL after a grace period). Each process runs in its own
@@ -27,10 +29,24 @@ import { Anvil } from "@pps/contracts"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { initEnvFile, readEnvFile } from "./envFile.ts"
+import { haproxyArguments, haproxyBinary, writeHaproxyConfig } from "./haproxy.ts"
 import { freePort, registerGroup, unregisterGroup, waitGroupGone } from "./processGroups.ts"
-import { type Addresses, apiNodeName, chainBlockTimeSeconds, defaultWorkerNodes, nodeServices, type NodeService, substitute, testnetChainId } from "./topology.ts"
+import {
+  type Addresses,
+  apiNodeName,
+  balancerSettings,
+  chainBlockTimeSeconds,
+  defaultWorkerNodes,
+  nodeServices,
+  type NodeService,
+  substitute,
+  testnetChainId
+} from "./topology.ts"
 
 const repositoryRoot = fileURLToPath(new URL("../../../../", import.meta.url))
+
+/** The loopback address the balancer connects to the api nodes from, and the one they trust. */
+const balancerSourceAddress = "127.0.0.2"
 
 /** How long a process may take to become ready on a loaded 2-core machine (PostgreSQL migrations, the crypto backend). */
 const readyTimeoutMs = 180_000
@@ -173,18 +189,24 @@ export const dropDatabases = (serverUrl: string, names: ReadonlyArray<string>) =
     Effect.forEach(names, (name) =>
       databaseName.test(name) ? sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) : Effect.void, { discard: true }))
 
-/** A self-signed P-256 certificate for localhost, made with the machine's openssl when none is there. */
+/**
+ * A self-signed P-256 certificate for localhost, made with the machine's openssl when none is
+ * there, and `pem`: the certificate followed by its key, the one file HAProxy reads.
+ */
 export const ensureCertificate = (tlsDir: string) => {
   const cert = path.join(tlsDir, "cert.pem")
   const key = path.join(tlsDir, "key.pem")
-  if (fs.existsSync(cert) && fs.existsSync(key)) return { cert, key }
-  fs.mkdirSync(tlsDir, { recursive: true, mode: 0o700 })
-  execFileSync("openssl", [
-    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30",
-    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-    "-keyout", key, "-out", cert
-  ], { stdio: "ignore" })
-  return { cert, key }
+  const pem = path.join(tlsDir, "balancer.pem")
+  if (!fs.existsSync(cert) || !fs.existsSync(key)) {
+    fs.mkdirSync(tlsDir, { recursive: true, mode: 0o700 })
+    execFileSync("openssl", [
+      "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30",
+      "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+      "-keyout", key, "-out", cert
+    ], { stdio: "ignore" })
+  }
+  fs.writeFileSync(pem, Buffer.concat([fs.readFileSync(cert), fs.readFileSync(key)]), { mode: 0o600 })
+  return { cert, key, pem }
 }
 
 // ---- the cluster ----
@@ -232,7 +254,7 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
   const tls = ensureCertificate(path.join(options.dir, "tls"))
   const serverUrl = options.postgresUrl.replace(/\/+$/, "")
 
-  const [chainPort, balancerPort] = [await freePort(), await freePort()]
+  const [chainPort, balancerPort, balancerHealthPort] = [await freePort(), await freePort(), await freePort()]
   const guardians: Array<{ host: string; port: number }> = []
   for (let index = 0; index < options.guardians; index++) guardians.push({ host: "127.0.0.1", port: await freePort() })
   const api: Array<{ host: string; port: number; adminPort: number }> = []
@@ -249,12 +271,16 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
     api,
     workers,
     balancerPort,
+    balancerHealthPort,
+    // The api nodes are addresses here.
+    balancerResolver: undefined,
+    // A loopback address of the balancer's own (Linux routes all of 127/8 to loopback): the api
+    // nodes believe X-Forwarded-For from it alone, not from any other process of this machine.
+    balancerSourceAddress: balancerSourceAddress,
     // The certificate names localhost (WebAuthn refuses an IP address as its relying party).
     publicOrigin: `https://localhost:${balancerPort}`,
-    // The balancer runs on this machine and reaches the api nodes over loopback.
-    trustedProxies: "127.0.0.1,::1",
-    tlsCertFile: tls.cert,
-    tlsKeyFile: tls.key,
+    trustedProxies: balancerSourceAddress,
+    tlsPemFile: tls.pem,
     nodeDataDir: (name) => path.join(options.dir, name)
   }
 
@@ -306,11 +332,7 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
         args: service.args,
         environment,
         logDir,
-        ready: health._tag === "none"
-          ? undefined
-          : health.url.startsWith("https:")
-          ? () => balancerReady(health.url, tls.cert)
-          : () => isReady(health.url)
+        ready: health._tag === "none" ? undefined : () => isReady(health.url)
       })
     }
     const services = nodeServices(addresses)
@@ -319,7 +341,16 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
     const [deploy] = byRole("deploy")
     const apiProcesses = byRole("api")
     const workerProcesses = byRole("worker")
-    const [balancer] = byRole("balancer")
+    const balancerConfig = path.join(options.dir, "haproxy.cfg")
+    writeHaproxyConfig(balancerConfig, balancerSettings(addresses))
+    const balancer = managedProcess({
+      name: "balancer",
+      command: haproxyBinary(),
+      args: haproxyArguments(balancerConfig),
+      environment: {},
+      logDir,
+      ready: () => isReady(`http://127.0.0.1:${balancerHealthPort}/healthz`)
+    })
     // One after the other, so the first takes the lease and serves.
     for (const [index, guardian] of guardianProcesses.entries()) {
       await guardian.start()
@@ -334,8 +365,8 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
     const failed = outcomes.find((outcome): outcome is PromiseRejectedResult => outcome.status === "rejected")
     if (failed !== undefined) throw failed.reason
     options.log(`api nodes ready: ${api.map((self, index) => `${apiNodeName(index)} http://127.0.0.1:${self.port}`).join(", ")}; workers: ${workers.length}`)
-    await balancer!.start()
-    started.push(balancer!)
+    await balancer.start()
+    started.push(balancer)
     const baseUrl = `https://127.0.0.1:${balancerPort}`
     options.log(`balancer ready at ${baseUrl}`)
     return {
@@ -359,19 +390,6 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
     await stop()
     throw error
   }
-}
-
-/** The balancer's `/healthz` over TLS, trusting its own certificate only. */
-const balancerReady = async (url: string, certFile: string): Promise<boolean> => {
-  const https = await import("node:https")
-  return new Promise((resolve) => {
-    const request = https.get(url, { ca: fs.readFileSync(certFile), timeout: 2_000 }, (response) => {
-      response.resume()
-      resolve(response.statusCode === 200)
-    })
-    request.on("timeout", () => request.destroy())
-    request.on("error", () => resolve(false))
-  })
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

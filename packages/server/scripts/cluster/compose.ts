@@ -1,15 +1,16 @@
 /**
- * Renders `docker-compose.yml` from the topology (topology.ts), so the compose file and
- * `npm run cluster` cannot drift apart: `node packages/server/scripts/cluster/compose.ts`
- * rewrites the file, and test/deployment.test.ts fails when the committed file is not
- * this rendering.
+ * Renders `docker-compose.yml` and the balancer's `deploy/haproxy.cfg` from the topology
+ * (topology.ts, haproxy.ts), so the compose files and `npm run cluster` cannot drift apart:
+ * `node packages/server/scripts/cluster/compose.ts` rewrites both, and
+ * test/deployment.test.ts fails when a committed file is not this rendering.
  *
  * The YAML is written by hand: block mappings and sequences, every scalar as a JSON
  * string or number, which YAML 1.2 reads as a double-quoted scalar.
  */
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
-import { type Addresses, apiNodeName, chainBlockTimeSeconds, defaultWorkerNodes, guardianName, nodeServices, testnetChainId, workerNodeName } from "./topology.ts"
+import { renderHaproxyConfig } from "./haproxy.ts"
+import { type Addresses, apiNodeName, balancerSettings, chainBlockTimeSeconds, defaultWorkerNodes, guardianName, nodeServices, testnetChainId, workerNodeName } from "./topology.ts"
 
 /** The api nodes compose starts; more are more entries here (and relayer keys in the env file). */
 export const composeApiNodes = 2
@@ -22,6 +23,14 @@ export const composeGuardians = 2
 
 /** The image this repository's Dockerfile builds; every node service runs it. */
 const imageName = "private-payments-service:local"
+
+/**
+ * The balancer's image: the official HAProxy image, the version Debian's package on the
+ * development machines is (the tests run that one); Alpine for busybox's `wget` (the health
+ * probe). It reads its configuration from this path.
+ */
+const haproxyImage = "haproxy:2.6.12-alpine"
+const haproxyConfigPath = "/usr/local/etc/haproxy/haproxy.cfg"
 
 const apiPort = 8080
 const adminPort = 8081
@@ -37,12 +46,16 @@ export const composeAddresses: Addresses = {
   api: Array.from({ length: composeApiNodes }, (_, index) => ({ host: apiNodeName(index), port: apiPort, adminPort })),
   workers: Array.from({ length: composeWorkerNodes }, (_, index) => ({ host: workerNodeName(index), port: apiPort, adminPort })),
   balancerPort: 8443,
+  balancerHealthPort: 8404,
+  // Docker's embedded DNS: a recreated api container's new address is found again.
+  balancerResolver: "127.0.0.11:53",
+  // Docker gives the balancer its address (PPS_TRUSTED_PROXIES names the network's range).
+  balancerSourceAddress: undefined,
   publicOrigin: "${PPS_PUBLIC_ORIGIN}",
   // The balancer's container address is assigned by Docker; the env file names the compose
   // network's range (the api nodes publish no port, so only this project's containers reach them).
   trustedProxies: "${PPS_TRUSTED_PROXIES}",
-  tlsCertFile: "/tls/cert.pem",
-  tlsKeyFile: "/tls/key.pem",
+  tlsPemFile: "/tls/balancer.pem",
   nodeDataDir: () => "/data"
 }
 
@@ -58,15 +71,30 @@ const renderYaml = (value: { readonly [key: string]: Yaml }, indent: string): Ar
     return [`${indent}${key}:`, ...renderYaml(entry as { readonly [key: string]: Yaml }, `${indent}  `)]
   })
 
-const nodeHealthcheck = (url: string): Yaml => {
-  // The image has node and nothing else to ask with; the balancer's certificate is the
-  // operator's own (often self-signed), and the check is about liveness, not identity.
-  const target = new URL(url)
-  const probe = target.protocol === "https:"
-    ? `require('https').get({host:'${target.hostname}',port:${target.port},path:'${target.pathname}',rejectUnauthorized:false},r=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1))`
-    : `fetch('${url}').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))`
-  return { test: ["CMD", "node", "-e", probe], interval: "5s", timeout: "3s", retries: 24, start_period: "20s" }
-}
+/** The image has node and nothing else to ask with. */
+const nodeHealthcheck = (url: string): Yaml => ({
+  test: ["CMD", "node", "-e", `fetch('${url}').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))`],
+  interval: "5s",
+  timeout: "3s",
+  retries: 24,
+  start_period: "20s"
+})
+
+/** HAProxy from its official image, on the rendered configuration (deploy/haproxy.cfg). */
+const balancerService = (): Yaml => ({
+  image: haproxyImage,
+  restart: "unless-stopped",
+  volumes: [`./deploy/haproxy.cfg:${haproxyConfigPath}:ro`, "./deploy/tls:/tls:ro"],
+  ports: [`${composeAddresses.balancerPort}:${composeAddresses.balancerPort}`],
+  depends_on: Object.fromEntries(composeAddresses.api.map((_, index) => [apiNodeName(index), { condition: "service_healthy" }])),
+  healthcheck: {
+    test: ["CMD", "wget", "-q", "-O", "/dev/null", `http://127.0.0.1:${composeAddresses.balancerHealthPort}/healthz`],
+    interval: "5s",
+    timeout: "3s",
+    retries: 24,
+    start_period: "5s"
+  }
+})
 
 /** The compose document as data (what the test inspects). */
 export const composeDocument = (): { readonly services: Record<string, Yaml>; readonly volumes: Record<string, Yaml> } => {
@@ -133,14 +161,14 @@ export const composeDocument = (): { readonly services: Record<string, Yaml>; re
       entry["volumes"] = [`${service.name}-data:/data`]
       volumes[`${service.name}-data`] = {}
     }
-    if (service.role === "balancer") {
-      entry["volumes"] = ["./deploy/tls:/tls:ro"]
-      entry["ports"] = [`${composeAddresses.balancerPort}:${composeAddresses.balancerPort}`]
-    }
     services[service.name] = entry
   }
+  services["balancer"] = balancerService()
   return { services, volumes }
 }
+
+/** The balancer's configuration in compose (`deploy/haproxy.cfg`, mounted into its container). */
+export const renderComposeHaproxyConfig = (): string => renderHaproxyConfig(balancerSettings(composeAddresses))
 
 /** The whole compose file, comments first. */
 export const renderCompose = (): string => {
@@ -152,16 +180,21 @@ export const renderCompose = (): string => {
     "# The distributed deployment (docs/operations.md \"Distributed deployment\"): PostgreSQL, NATS",
     "# with JetStream, the chain node (anvil as the testnet's external node), two guardians (one",
     "# serves, one stands by for its lease), the contracts' deployment step, two api nodes",
-    "# (NODE_ROLE=api), two worker nodes (NODE_ROLE=worker) and a TLS load balancer on port 8443.",
+    "# (NODE_ROLE=api), two worker nodes (NODE_ROLE=worker) and HAProxy as the TLS load balancer on",
+    "# port 8443 (deploy/haproxy.cfg, rendered from the same topology).",
     "# `npm run cluster` starts the same processes without Docker, from the same env file.",
     "#",
     "#   npm run -s cluster -- --init-env deploy/cluster.env     # secrets generated, mode 0600",
     "#   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 365 \\",
     "#     -subj /CN=localhost -keyout deploy/tls/key.pem -out deploy/tls/cert.pem",
+    "#   cat deploy/tls/cert.pem deploy/tls/key.pem > deploy/tls/balancer.pem   # HAProxy reads one file",
     "#   docker compose --env-file deploy/cluster.env up -d",
     "#",
-    "# Image tags: PostgreSQL 15.20 and NATS 2.9.10 are the versions the tests run against on the",
-    "# development machines; anvil is the version npm installs (1.7.1). None was pulled here.",
+    "# deploy/tls/balancer.pem must be readable by the balancer container's user (haproxy, uid 99).",
+    "#",
+    "# Image tags: PostgreSQL 15.20, NATS 2.9.10 and HAProxy 2.6.12 are the versions the tests run",
+    "# against on the development machines; anvil is the version npm installs (1.7.1). None was",
+    "# pulled here.",
     "#",
     "# The admin API of each node is on the compose network only (port 8081); reach it with",
     "# `docker compose exec api-1 node packages/server/src/admin/cli.ts ...` and ADMIN_URL.",
@@ -172,7 +205,9 @@ export const renderCompose = (): string => {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const target = fileURLToPath(new URL("../../../../docker-compose.yml", import.meta.url))
-  fs.writeFileSync(target, renderCompose())
-  process.stdout.write(`wrote ${target}\n`)
+  for (const [file, text] of [["docker-compose.yml", renderCompose()], ["deploy/haproxy.cfg", renderComposeHaproxyConfig()]] as const) {
+    const target = fileURLToPath(new URL(`../../../../${file}`, import.meta.url))
+    fs.writeFileSync(target, text)
+    process.stdout.write(`wrote ${target}\n`)
+  }
 }

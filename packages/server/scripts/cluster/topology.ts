@@ -1,7 +1,8 @@
 /**
  * The distributed deployment's topology, written once: which processes run, with
- * which command, which environment and which dependencies. `docker-compose.yml` is
- * rendered from it (compose.ts; a test checks the committed file is that rendering)
+ * which command, which environment and which dependencies, and the load balancer's
+ * settings (HAProxy, haproxy.ts). `docker-compose.yml` and `deploy/haproxy.cfg` are
+ * rendered from it (compose.ts; a test checks the committed files are that rendering)
  * and `npm run cluster` starts the same processes on one machine (cluster.ts), both
  * from the same env file (envFile.ts). Only the addresses differ: container names
  * and 0.0.0.0 in compose, loopback ports on a machine.
@@ -9,6 +10,7 @@
  * Environment values may name env-file variables as `${NAME}`: compose interpolates
  * them from `--env-file`, the cluster script substitutes them itself.
  */
+import type { BalancerSettings } from "./haproxy.ts"
 
 /** The testnet chain id the server checks at start (Deploy.testnetChainId). */
 export const testnetChainId = 46630
@@ -31,7 +33,13 @@ export interface Addresses {
   readonly api: ReadonlyArray<{ readonly host: string; readonly port: number; readonly adminPort: number }>
   /** Per worker node (NODE_ROLE=worker: relay, webhooks, sweeps, adoption; in no balancer). */
   readonly workers: ReadonlyArray<{ readonly host: string; readonly port: number; readonly adminPort: number }>
+  /** The balancer's public TLS port, and its plain-HTTP health port on its own loopback. */
   readonly balancerPort: number
+  readonly balancerHealthPort: number
+  /** The DNS server the balancer resolves api node names from while running, if they are names (haproxy.ts). */
+  readonly balancerResolver: string | undefined
+  /** The address the balancer connects to the api nodes from, if it is given one (haproxy.ts). */
+  readonly balancerSourceAddress: string | undefined
   /** The origin browsers reach the balancer at (the dashboard's WebAuthn relying party: a host name). */
   readonly publicOrigin: string
   /**
@@ -40,9 +48,8 @@ export interface Addresses {
    * rate-limited per client address.
    */
   readonly trustedProxies: string
-  /** The balancer's certificate and key files. */
-  readonly tlsCertFile: string
-  readonly tlsKeyFile: string
+  /** The balancer's certificate followed by its private key, in one PEM file (HAProxy's format). */
+  readonly tlsPemFile: string
   /** Per server node, by name: its own data directory (the server.lock and admin.json live there). */
   readonly nodeDataDir: (name: string) => string
 }
@@ -54,7 +61,7 @@ export type Health =
 
 export interface NodeService {
   readonly name: string
-  readonly role: "guardian" | "deploy" | "api" | "worker" | "balancer"
+  readonly role: "guardian" | "deploy" | "api" | "worker"
   /** The arguments after `node` (the image's working directory is the repository root). */
   readonly args: ReadonlyArray<string>
   readonly environment: Readonly<Record<string, string>>
@@ -86,9 +93,9 @@ export const workerNodeName = (index: number) => `worker-${index + 1}`
 export const relayerKeysVariable = (nodeName: string) => `RELAYER_KEYS_TESTNET_${nodeName.toUpperCase().replace("-", "_")}`
 
 /**
- * The services this repository's image runs, in start order. PostgreSQL, NATS and the
- * chain node are third-party programs: compose runs their images, the cluster script
- * the machine's PostgreSQL and NATS and anvil from npm.
+ * The services this repository's image runs, in start order. PostgreSQL, NATS, the
+ * chain node and the balancer are third-party programs: compose runs their images, the
+ * cluster script the machine's PostgreSQL, NATS and HAProxy and anvil from npm.
  */
 export const nodeServices = (at: Addresses): ReadonlyArray<NodeService> => {
   // Every client lists every guardian: calls move to the next one when one is unavailable.
@@ -176,23 +183,22 @@ export const nodeServices = (at: Addresses): ReadonlyArray<NodeService> => {
   })
   const apiNodes = at.api.map((self, index) => serverNode(apiNodeName(index), "api", self))
   const workerNodes = at.workers.map((self, index) => serverNode(workerNodeName(index), "worker", self))
-  const balancer: NodeService = {
-    name: "balancer",
-    role: "balancer",
-    args: node("packages/server/scripts/cluster/balancer.ts"),
-    environment: {
-      BALANCER_HOST: at.bindHost,
-      BALANCER_PORT: String(at.balancerPort),
-      BALANCER_UPSTREAMS: at.api.map((self, index) => `${apiNodeName(index)}=http://${self.host}:${self.port}`).join(","),
-      BALANCER_TLS_CERT: at.tlsCertFile,
-      BALANCER_TLS_KEY: at.tlsKeyFile
-    },
-    dependsOn: Object.fromEntries(at.api.map((_, index) => [apiNodeName(index), "service_healthy" as const])),
-    health: { _tag: "http", url: `https://127.0.0.1:${at.balancerPort}/healthz` },
-    oneShot: false
-  }
-  return [...guardians, deploy, ...apiNodes, ...workerNodes, balancer]
+  return [...guardians, deploy, ...apiNodes, ...workerNodes]
 }
+
+/**
+ * The load balancer (HAProxy: a third-party program, like PostgreSQL and NATS): TLS in front
+ * of the api nodes only, never a worker.
+ */
+export const balancerSettings = (at: Addresses): BalancerSettings => ({
+  bindHost: at.bindHost,
+  port: at.balancerPort,
+  healthPort: at.balancerHealthPort,
+  pemFile: at.tlsPemFile,
+  upstreams: at.api.map((self, index) => ({ name: apiNodeName(index), host: self.host, port: self.port })),
+  resolver: at.balancerResolver,
+  sourceAddress: at.balancerSourceAddress
+})
 
 /** The `${NAME}` references of a value. */
 export const referencesOf = (value: string): Array<string> =>

@@ -23,6 +23,8 @@ import type { Principal } from "@pps/api/ApiKeys"
 import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
 import { Outbox } from "../events/Outbox.ts"
 import {
+  type ApprovalAttemptsExhausted,
+  type ApprovalInProgress,
   type InsufficientBalance,
   LivemodeUnavailable,
   NotAgentOwner,
@@ -88,6 +90,8 @@ export class Approvals extends Context.Service<Approvals, {
     | NotAgentOwner
     | PolicyViolation
     | InsufficientBalance
+    | ApprovalInProgress
+    | ApprovalAttemptsExhausted
     | LivemodeUnavailable
     | ServiceUnavailable
     | DependencyUnavailable

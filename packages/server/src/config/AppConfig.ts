@@ -131,6 +131,14 @@ export interface AppConfigShape {
    * harness sets it, for speed.
    */
   readonly guardianInProcess: boolean
+  /**
+   * Whether the embedded anvil runs in a process group of its own: always from the environment,
+   * so an operator's signal to `npm start`'s group (Ctrl-C, `kill -TERM -<pgid>`) reaches this
+   * process alone, which stops anvil after everything that reads the chain. TEST ONLY false: an
+   * in-process test server leaves anvil in the test worker's group, which a test runner's Ctrl-C
+   * then stops with the worker (a detached anvil would outlive a worker killed by a signal).
+   */
+  readonly embeddedChainOwnProcessGroup: boolean
   /** D14: how long `POST /v1/transfers` waits for settlement before answering `pending`. */
   readonly transferCreateTimeoutMs: number
   /**
@@ -266,6 +274,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   guardianSharedSecret: Config.option(Config.Redacted("GUARDIAN_SHARED_SECRET")),
   guardianStartTimeoutMs: Config.Int("GUARDIAN_START_TIMEOUT_MS").pipe(Config.withDefault(60_000)),
   guardianInProcess: Config.succeed(false),
+  embeddedChainOwnProcessGroup: Config.succeed(true),
   transferCreateTimeoutMs: Config.Int("TRANSFER_CREATE_TIMEOUT_MS").pipe(Config.withDefault(5_000)),
   transferAdmissionTargetMs: Config.Int("TRANSFER_ADMISSION_TARGET_MS").pipe(Config.withDefault(250)),
   transferAdmissionMaxInFlight: Config.Int("TRANSFER_ADMISSION_MAX_IN_FLIGHT").pipe(Config.withDefault(1_024)),

@@ -261,6 +261,7 @@ export const dashboardRoutePaths = [
   ["POST", "/dashboard/api/sign-in/options"],
   ["POST", "/dashboard/api/sign-in/verify"],
   ["GET", "/dashboard/api/session"],
+  ["GET", "/dashboard/api/session-state"],
   ["POST", "/dashboard/api/sign-out"],
   ["POST", "/dashboard/api/sign-out-everywhere"],
   ["GET", "/dashboard/api/sessions"],
@@ -402,18 +403,39 @@ const signInRoutes = (context: RoutesContext) => {
   )
 }
 
+/** What `GET /dashboard/api/session` answers about a session. */
+const sessionBody = (session: DashboardSession) => ({
+  session_id: session.sessionId,
+  account_id: session.accountId,
+  handle: `@${session.handle}`,
+  mode: session.principal.mode,
+  csrf_token: session.csrfToken
+})
+
+/**
+ * Whether the request carries a live session, always 200: what the page asks when it opens,
+ * where "not signed in" is an expected answer, not a failure (a 401 would be logged by the
+ * browser as an error on every visit of the sign-in page).
+ */
+const sessionState = (context: RoutesContext) => (request: HttpServerRequest.HttpServerRequest) =>
+  sessionOfRequest(request).pipe(
+    Effect.provideService(DashboardAuth, context.auth),
+    Effect.provideService(DashboardConfig, context.config),
+    Effect.map((resolved) =>
+      Option.isSome(resolved) && "session" in resolved.value
+        ? json({ signed_in: true, ...sessionBody(resolved.value.session) })
+        : json({ signed_in: false })
+    ),
+    orUnavailable("DashboardAuth.authenticate"),
+    Effect.map(headers(context))
+  )
+
 /** The signed-in holder's session, sessions and sign-out. */
 const sessionRoutes = (context: RoutesContext) => {
   const { auth } = context
   return Layer.mergeAll(
-    HttpRouter.add("GET", "/dashboard/api/session", signedIn(context, (session) =>
-      Effect.succeed(json({
-        session_id: session.sessionId,
-        account_id: session.accountId,
-        handle: `@${session.handle}`,
-        mode: session.principal.mode,
-        csrf_token: session.csrfToken
-      })))),
+    HttpRouter.add("GET", "/dashboard/api/session", signedIn(context, (session) => Effect.succeed(json(sessionBody(session))))),
+    HttpRouter.add("GET", "/dashboard/api/session-state", sessionState(context)),
     HttpRouter.add("POST", "/dashboard/api/sign-out", signedIn(context, (session) =>
       Effect.map(auth.signOut(session.sessionId), () => signedOut(context)))),
     HttpRouter.add("POST", "/dashboard/api/sign-out-everywhere", signedIn(context, (session) =>

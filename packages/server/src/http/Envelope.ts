@@ -4,6 +4,9 @@
  *
  * - a request id (`req_<ULID>`) in `X-Request-Id` on every response, and in the
  *   `request_id` of every error body;
+ * - 400 `invalid_request` for a second `Authorization` or `Content-Type` header
+ *   (read from the raw headers: Node's parser keeps the first Authorization and
+ *   joins Content-Types, so the application could not tell);
  * - 413 `payload_too_large` for a body over 64 KiB (announced by Content-Length,
  *   or found while reading it), 400 `invalid_request` for a body that is not
  *   `application/json`, and 400 `invalid_request` with `param` for a JSON string
@@ -20,12 +23,14 @@
  *   decryption proof may travel there, D20), status, duration;
  * - D1's envelope and a request id on what Node's own HTTP parser refuses before
  *   any handler runs (431 headers too large, 400 malformed request line or
- *   chunked encoding, 408 too slow), see `answerClientErrors`.
+ *   chunked encoding, 408 too slow), see `answerClientErrors`; and an answer for
+ *   a client that half-closes its socket after a complete request (`makeNodeServer`).
  *
  * @since 0.1.0
  */
-import type * as Http from "node:http"
+import * as Http from "node:http"
 import type { Duplex } from "node:stream"
+import { NodeHttpServerRequest } from "@effect/platform-node"
 import { type Cause, Clock, Effect } from "effect"
 import * as ByteSize from "effect/ByteSize"
 import { FindMyWay, HttpIncomingMessage, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -96,6 +101,28 @@ const hasBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
   const length = request.headers["content-length"]
   if (length !== undefined) return Number(length) > 0
   return request.headers["transfer-encoding"] !== undefined
+}
+
+/**
+ * Headers a request may carry once, by their lower-case name and as messages spell them. With
+ * two, Node keeps the first `Authorization` (a proxy or a client may have meant the other) and
+ * joins `Content-Type`s with ", ": which credential or type the request meant is ambiguous.
+ */
+const singleHeaders: ReadonlyMap<string, string> = new Map([["authorization", "Authorization"], ["content-type", "Content-Type"]])
+
+/** The first header of `singleHeaders` that the request carries more than once, as messages spell it. */
+const repeatedSingleHeader = (request: HttpServerRequest.HttpServerRequest): string | undefined => {
+  // Node's own request (HTTP/1.1 and HTTP/2 alike); anything else has no raw headers to read.
+  const raw = (NodeHttpServerRequest.toIncomingMessage(request) as { readonly rawHeaders?: unknown }).rawHeaders
+  if (!Array.isArray(raw)) return undefined
+  const seen = new Set<string>()
+  for (let index = 0; index < raw.length; index += 2) {
+    const name = String(raw[index]).toLowerCase()
+    if (!singleHeaders.has(name)) continue
+    if (seen.has(name)) return singleHeaders.get(name)
+    seen.add(name)
+  }
+  return undefined
 }
 
 const isJsonContentType = (value: string | undefined): boolean =>
@@ -360,6 +387,13 @@ export const envelopeMiddleware = (routes: RouteTable, stage: InnerStage = (inne
     const startedMs = yield* Clock.currentTimeMillis
     const path = request.url.split("?")[0] ?? request.url
     const response = yield* Effect.suspend(() => {
+      const repeated = repeatedSingleHeader(request)
+      if (repeated !== undefined) {
+        return Effect.succeed(HttpServerResponse.jsonUnsafe(
+          errorBody("invalid_request", `The ${repeated} header must be sent once.`, { param: repeated }),
+          { status: 400 }
+        ))
+      }
       const length = Number(request.headers["content-length"] ?? "0")
       if (length > Limits.bodyBytesMax) return Effect.succeed(jsonError(413, "payload_too_large"))
       if (hasBody(request) && !isJsonContentType(request.headers["content-type"])) {
@@ -408,6 +442,22 @@ const reasonPhrases: Record<number, string> = {
  * resets the connection, and the client may then lose the answer.
  */
 const clientErrorLingerMs = 1_000
+
+/**
+ * The Node server every listener runs on. Node's parser refusals answer in D1's envelope
+ * (`answerClientErrors`). `httpAllowHalfOpen`: a client may half-close its socket (a TCP FIN)
+ * once it has sent a complete request and still read the answer; by default Node ends the
+ * socket at once on that FIN, the platform takes the closed response for a client abort and
+ * interrupts the handler, and the client is left without an answer to a request that may still
+ * take effect (a transfer). With it, Node ends the socket after the last answer instead.
+ *
+ * @since 0.7.0
+ * @category constructors
+ */
+export const makeNodeServer = (): Http.Server => {
+  // A property of Node's http.Server since v0.x that @types/node does not declare.
+  return Object.assign(answerClientErrors(Http.createServer()), { httpAllowHalfOpen: true })
+}
 
 /**
  * Answers what Node's HTTP parser refuses (a malformed request line, headers

@@ -1,7 +1,8 @@
 /**
  * The embedded testnet node: anvil from npm, started as a child process when no
  * `RPC_URL_TESTNET` is configured, its state in `DATA_DIR/chain` (dumped every
- * second, so even kill -9 keeps balances), stopped with the server. Interval
+ * second, so even kill -9 keeps balances), stopped by the server after everything
+ * that reads the chain (it runs in a process group of its own). Interval
  * mining (`CHAIN_BLOCK_TIME_MS`), because automine jams under concurrent load.
  *
  * @since 0.1.0
@@ -75,7 +76,11 @@ export class DevChain extends Context.Service<DevChain, {
               blockTimeSeconds: config.chainBlockTimeMs / 1000,
               blockGasLimit,
               statePath: path.join(chainDir, "state.json"),
-              stateIntervalSeconds: 1
+              stateIntervalSeconds: 1,
+              // Out of reach of a signal to the server's process group (`npm start` stopped with
+              // Ctrl-C or `kill -TERM -<pgid>`): the server stops it after everything that reads
+              // the chain, so a stop logs no failed chain read (test/orderlyStop.test.ts).
+              ownProcessGroup: config.embeddedChainOwnProcessGroup
             }),
           catch: (cause) => new ChainError({ message: "embedded anvil did not start", cause, retryable: true })
         }),

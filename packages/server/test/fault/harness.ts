@@ -140,6 +140,8 @@ interface Attempt {
   readonly errorCode: string | undefined
   readonly replayed: boolean
   readonly servedBy: string | undefined
+  /** Whether the answer carried `Retry-After` (every 503 must: SPEC, D1). */
+  readonly retryAfter: boolean
 }
 
 interface RecordedRequest {
@@ -553,7 +555,8 @@ const sendUntilAnswered = async (request: RecordedRequest, accounts: ReadonlyArr
       transferStatus: field(answer?.json, "status"),
       errorCode: errorCodeOf(answer?.json),
       replayed: answer?.replayed ?? false,
-      servedBy: answer?.servedBy
+      servedBy: answer?.servedBy,
+      retryAfter: answer?.retryAfterMs !== undefined
     }
     request.attempts.push(attempt)
     if (isFinal(answer)) {
@@ -597,6 +600,12 @@ const checkAnswers = (requests: ReadonlyArray<RecordedRequest>, violate: (invari
     }
     if (request.final.status !== undefined && request.final.status >= 500) {
       violate("no server faults", `${request.key}: answered ${request.final.status} ${request.final.errorCode ?? ""}`)
+    }
+    // On the way, too (a node dying under the balancer): the only 5xx is 503 with Retry-After.
+    for (const attempt of request.attempts) {
+      if (attempt.status !== undefined && attempt.status >= 500 && (attempt.status !== 503 || !attempt.retryAfter)) {
+        violate("no 5xx but 503 with Retry-After", `${request.key}: an attempt was answered ${attempt.status} ${attempt.errorCode ?? ""}${attempt.retryAfter ? "" : " without Retry-After"}`)
+      }
     }
     const transferIds = new Set(request.attempts.flatMap((attempt) => (attempt.transferId === undefined ? [] : [attempt.transferId])))
     if (transferIds.size > 1) {

@@ -1,10 +1,12 @@
 /**
  * The processes the fault harness kills: each is started in its own process
  * group (`detached`), so that one SIGKILL to the group also takes the children
- * the process started itself — anvil is the server's child in the embedded
- * mode, and a SIGKILLed server cannot stop it. Nothing outlives the harness: a
- * group is known dead only when signal 0 to it fails with ESRCH, and an exit
- * hook kills every group still registered if the harness itself dies.
+ * the process started itself. The embedded mode's anvil and guardian run in groups
+ * of their own (so that a signal to the server's group reaches the server alone,
+ * which stops them in order); they are registered too, found by their pid files.
+ * Nothing outlives the harness: a group is known dead only when signal 0 to it
+ * fails with ESRCH, and an exit hook kills every group still registered if the
+ * harness itself dies.
  *
  * `FaultTarget` is the hook for more than one process. The embedded guardian is
  * moving into a child process of the server (src/guardian/EmbeddedGuardian.ts,
@@ -61,6 +63,16 @@ const guardianPidFile = (dataDir: string) => path.join(dataDir, "guardian.pid")
 export const guardianPidOf = (dataDir: string): number | undefined => {
   try {
     const pid = Number(fs.readFileSync(guardianPidFile(dataDir), "utf8").trim())
+    return Number.isSafeInteger(pid) && pid > 1 ? pid : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** The embedded anvil's pid (its group id too: it runs in a group of its own), while it runs. */
+const anvilPidOf = (dataDir: string): number | undefined => {
+  try {
+    const pid = Number(fs.readFileSync(path.join(dataDir, "chain", "anvil.pid"), "utf8").trim())
     return Number.isSafeInteger(pid) && pid > 1 ? pid : undefined
   } catch {
     return undefined
@@ -163,8 +175,9 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
       try {
         const response = await fetch(`http://127.0.0.1:${options.port}/readyz`, { signal: AbortSignal.timeout(2_000) })
         if (response.status === 200) {
-          const guardian = guardianPidOf(options.dataDir)
-          if (guardian !== undefined) registerGroup(guardian)
+          for (const own of [guardianPidOf(options.dataDir), anvilPidOf(options.dataDir)]) {
+            if (own !== undefined) registerGroup(own)
+          }
           return
         }
       } catch {
@@ -175,7 +188,7 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
     }
   }
 
-  /** Groups of killed servers: their anvil outlives them until the next start stops it. */
+  /** Groups a killed server left: its anvil's (a group of its own), until the next start stops it. */
   const killedGroups = new Set<number>()
 
   const finish = async (first: "SIGKILL" | "SIGTERM") => {
@@ -189,6 +202,7 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
       // embedded chain does not survive: it saves its state once a second
       // (docs/reliability.md).
       const guardian = guardianPidOf(options.dataDir)
+      const anvil = anvilPidOf(options.dataDir)
       if (guardian !== undefined) {
         try {
           process.kill(-guardian, "SIGKILL")
@@ -211,11 +225,13 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
         unregisterGroup(guardian)
       }
       killedGroups.add(current)
+      if (anvil !== undefined) killedGroups.add(anvil)
       group = undefined
       return
     }
     // SIGTERM: the server stops its guardian and anvil in order.
     const guardian = guardianPidOf(options.dataDir)
+    const anvil = anvilPidOf(options.dataDir)
     try {
       process.kill(-current, first)
     } catch {
@@ -239,10 +255,11 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
       unregisterGroup(killed)
     }
     killedGroups.clear()
-    if (guardian !== undefined) {
+    for (const own of [guardian, anvil]) {
+      if (own === undefined) continue
       // One still there after the server is gone is a leftover, killed all the same.
-      if (!(await waitGroupGone(guardian, stopGraceMs))) await killGroup(guardian)
-      unregisterGroup(guardian)
+      if (!(await waitGroupGone(own, stopGraceMs))) await killGroup(own)
+      unregisterGroup(own)
     }
   }
 

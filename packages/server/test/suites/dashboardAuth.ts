@@ -83,6 +83,16 @@ describe("dashboard sign-in and sessions", () => {
         assert.strictEqual((me.json as { account_id: string }).account_id, alice.account_id)
         // A cookie that is no session is no credential.
         expectEnvelope(yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: { cookie: `${cookieName}=forged` } }), 401, "unauthorized")
+        // The page's probe on opening: 200 either way, so a signed-out visit logs no error.
+        const state = yield* send(`${server.baseUrl}/dashboard/api/session-state`, { headers: { cookie: `${cookieName}=${cookie}` } })
+        assert.strictEqual(state.status, 200)
+        assert.deepInclude(state.json, { signed_in: true, account_id: alice.account_id, handle: "@alice", csrf_token: (session.json as { csrf_token: string }).csrf_token })
+        assert.strictEqual(state.headers.get("cache-control"), "no-store")
+        for (const headers of [{}, { cookie: `${cookieName}=forged` }]) {
+          const signedOut = yield* send(`${server.baseUrl}/dashboard/api/session-state`, { headers })
+          assert.strictEqual(signedOut.status, 200)
+          assert.deepStrictEqual(signedOut.json, { signed_in: false })
+        }
         // Agents get no invite.
         expectEnvelope(yield* send(`${server.adminUrl}/admin/accounts/acct_01JZZZZZZZZZZZZZZZZZZZZZZZ/invites`, { method: "POST", headers: bearer(server.adminToken) }), 404, "account_not_found")
       }))

@@ -6,7 +6,6 @@
  */
 import * as fs from "node:fs"
 import * as net from "node:net"
-import { createServer } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { NodeHttpServer } from "@effect/platform-node"
@@ -19,7 +18,7 @@ import { type AppConfigShape, AppConfig } from "../../src/config/AppConfig.ts"
 import { formatLogLine } from "../../src/platform/Logging.ts"
 import { Secrets } from "../../src/platform/Secrets.ts"
 import { AdminApp, PublicApp, ServicesLive } from "../../src/Server.ts"
-import { answerClientErrors } from "../../src/http/Envelope.ts"
+import { makeNodeServer } from "../../src/http/Envelope.ts"
 
 export interface TestServerShape {
   readonly baseUrl: string
@@ -121,6 +120,8 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   // The production default is a guardian child process (test/embeddedGuardian.test.ts); the
   // in-process guardian saves each test its start-up.
   guardianInProcess: true,
+  // Anvil stays in the test worker's process group: a test runner's Ctrl-C stops it with the worker.
+  embeddedChainOwnProcessGroup: false,
   transferCreateTimeoutMs: 5_000,
   // Shedding off in the functional suites (some race 100 transfers at once on purpose);
   // admission.test.ts turns it on with its own limits.
@@ -184,7 +185,7 @@ export const makeTestServer = <R = never>(options: {
       const serve = <E, R>(app: Layer.Layer<never, E, R>) =>
         Layer.build(
           HttpRouter.serve(app, { disableListenLog: true, disableLogger: true }).pipe(
-            Layer.provideMerge(NodeHttpServer.layer(() => answerClientErrors(createServer()), { host: "127.0.0.1", port: 0 })),
+            Layer.provideMerge(NodeHttpServer.layer(makeNodeServer, { host: "127.0.0.1", port: 0 })),
             Layer.provide(Layer.succeedContext(services)),
             Layer.provide(loggerLayer)
           ) as Layer.Layer<HttpServer.HttpServer, never, never>
