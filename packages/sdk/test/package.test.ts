@@ -21,7 +21,7 @@ import { promisify } from "node:util"
 import { EncryptionKey } from "@pps/crypto"
 import { describe, expect, it } from "vitest"
 import { KeyFile, Pps } from "../src/index.ts"
-import { startServer } from "./support/server.ts"
+import { type ServerProcess, startServer } from "./support/server.ts"
 
 const execFileAsync = promisify(execFile)
 const packages = resolve(import.meta.dirname, "../..")
@@ -86,12 +86,12 @@ export const approved = (id: string): Promise<PpsTypes.HeldTransaction> => pps.a
 pps.invoices.list()
 `
 
-/** The program run against the live server; `{{…}}` are filled in. */
+/** The program run against the live server, whose address and key it reads from settings.json. */
 const program = `import { ApiClient, Errors, KeyFile, Pps, type PpsTypes } from "@pps/sdk"
 import { Effect } from "effect"
+import settings from "./settings.json" with { type: "json" }
 
-const apiKey = "{{apiKey}}"
-const baseUrl = "{{baseUrl}}"
+const { apiKey, baseUrl } = settings
 const pps = new Pps({ apiKey, baseUrl, keyPair: KeyFile.read("alice.key").keyPair })
 
 const me: PpsTypes.Account = await pps.accounts.me()
@@ -123,6 +123,42 @@ console.log(JSON.stringify({
   viaEffect
 }))
 `
+
+const writeSettings = (app: string, settings: { readonly apiKey: string; readonly baseUrl: string }) =>
+  writeFile(join(app, "settings.json"), JSON.stringify(settings))
+
+/** tsc on the consumer and the program, against the installed `.d.ts`: library checks on, no Node types. */
+const typecheck = async (app: string) => {
+  await writeFile(join(app, "tsconfig.json"), JSON.stringify({
+    compilerOptions: {
+      target: "ES2023",
+      lib: ["ES2023", "DOM"],
+      module: "NodeNext",
+      moduleResolution: "NodeNext",
+      resolveJsonModule: true,
+      strict: true,
+      noEmit: true,
+      skipLibCheck: false,
+      types: []
+    },
+    files: ["consumer.ts", "program.ts"]
+  }))
+  return outcome(execFileAsync(process.execPath, [tsc, "-p", app], { cwd: app }))
+}
+
+/** Alice (her key file beside the program) and Bob, with registered keys and Alice funded; then the program, as Alice. */
+const runProgram = async (app: string, server: ServerProcess) => {
+  const [alice, bob] = [await server.createAccount("alice"), await server.createAccount("bob")]
+  const aliceKey = EncryptionKey.generate()
+  await new Pps({ baseUrl: server.baseUrl, apiKey: alice.api_key, keyPair: aliceKey }).encryptionKey.register()
+  await new Pps({ baseUrl: server.baseUrl, apiKey: bob.api_key, keyPair: EncryptionKey.generate() }).encryptionKey.register()
+  await new Pps({ baseUrl: server.baseUrl, apiKey: alice.api_key }).faucet({ amount: "10" })
+  KeyFile.write(join(app, "alice.key"), { accountId: alice.account_id, keyPair: aliceKey }, { overwrite: false })
+  await writeSettings(app, { apiKey: alice.api_key, baseUrl: server.baseUrl })
+  const ran = await outcome(execFileAsync(process.execPath, ["--disable-warning=ExperimentalWarning", "program.ts"], { cwd: app, env: userEnvironment() }))
+  expect(ran, ran.stderr).toMatchObject({ code: 0 })
+  return { apiKey: alice.api_key, outcome: JSON.parse(ran.stdout) as { transfer: string; listed: Array<string> } }
+}
 
 /** The installed packages, scoped ones as `@scope/name`. */
 const installed = async (app: string): Promise<ReadonlyArray<string>> => {
@@ -165,50 +201,24 @@ describe("the packaged SDK", () => {
       expect(Object.keys(manifest["peerDependencies"] ?? {}).sort()).toEqual(["@effect/platform-node-shared", "effect"])
       expect(names).toEqual(expect.arrayContaining(["effect", "viem", "@noble/curves", "mcl-wasm"]))
 
-      // The program's account: Alice (her key file beside it) pays Bob, both with registered keys.
-      const [alice, bob] = [await server.createAccount("alice"), await server.createAccount("bob")]
-      const aliceKey = EncryptionKey.generate()
-      await new Pps({ baseUrl: server.baseUrl, apiKey: alice.api_key, keyPair: aliceKey }).encryptionKey.register()
-      await new Pps({ baseUrl: server.baseUrl, apiKey: bob.api_key, keyPair: EncryptionKey.generate() }).encryptionKey.register()
-      await new Pps({ baseUrl: server.baseUrl, apiKey: alice.api_key }).faucet({ amount: "10" })
-      KeyFile.write(join(app, "alice.key"), { accountId: alice.account_id, keyPair: aliceKey }, { overwrite: false })
-
-      await writeFile(join(app, "consumer.ts"), consumer)
-      await writeFile(join(app, "program.ts"), program.replace("{{apiKey}}", alice.api_key).replace("{{baseUrl}}", server.baseUrl))
-      await writeFile(join(app, "tsconfig.json"), JSON.stringify({
-        compilerOptions: {
-          target: "ES2023",
-          lib: ["ES2023", "DOM"],
-          module: "NodeNext",
-          moduleResolution: "NodeNext",
-          strict: true,
-          noEmit: true,
-          skipLibCheck: false,
-          types: []
-        },
-        files: ["consumer.ts", "program.ts"]
-      }))
-      step("typecheck")
-      const checked = await outcome(execFileAsync(process.execPath, [tsc, "-p", app], { cwd: app }))
+      // Type-checked while the program's account is made and the program runs.
+      await Promise.all([writeFile(join(app, "consumer.ts"), consumer), writeFile(join(app, "program.ts"), program)])
+      await writeSettings(app, { apiKey: "", baseUrl: "" })
+      const [checked, result] = await Promise.all([typecheck(app), runProgram(app, server)])
+      step("type-checked, program run")
       expect(checked.stdout).toBe("")
-
-      step("run")
-      const ran = await outcome(execFileAsync(process.execPath, ["--disable-warning=ExperimentalWarning", "program.ts"], { cwd: app, env: userEnvironment() }))
-      expect(ran, ran.stderr).toMatchObject({ code: 0 })
-      const result = JSON.parse(ran.stdout) as { transfer: string; listed: Array<string> }
-      expect(result).toMatchObject({
+      expect(result.outcome).toMatchObject({
         handle: "@alice",
         transfer: expect.stringMatching(/^tr_/),
         status: "confirmed",
         opened: { amount: "1250000", memo: "from the tarball", role: "sender" },
         missing: "transfer_not_found",
-        viaEffect: { handle: "@alice", newest: result.transfer }
+        viaEffect: { handle: "@alice", newest: result.outcome.transfer }
       })
-      expect(result.listed).toContain(result.transfer)
+      expect(result.outcome.listed).toContain(result.outcome.transfer)
 
       // The command line: its platform package first, as it says; then it runs, and opens the amount here too.
       const pps = join(app, "node_modules/.bin/pps")
-      step("pps")
       const without = await outcome(execFileAsync(pps, ["--help"], { cwd: app, env: userEnvironment() }))
       expect(without).toMatchObject({ code: 1, stdout: "" })
       expect(without.stderr).toBe("pps: the command line needs @effect/platform-node-shared beside @pps/sdk: npm install @effect/platform-node-shared@^4.1.0\n")
@@ -219,11 +229,11 @@ describe("the packaged SDK", () => {
       // No MCP server in the install (the SDK does not depend on it): `pps mcp` says what to install, before any request.
       const mcp = await outcome(execFileAsync(pps, ["mcp"], { cwd: app, env: { ...userEnvironment(), PPS_API_KEY: "hc_test_x", PPS_BASE_URL: "http://127.0.0.1:9" } }))
       expect(mcp).toMatchObject({ code: 1, stderr: "pps: the MCP server is the package @pps/mcp, not installed next to @pps/sdk: npm install @pps/mcp\n" })
-      const env = { ...userEnvironment(), PPS_API_KEY: alice.api_key, PPS_BASE_URL: server.baseUrl }
-      step("pps list")
+      const env = { ...userEnvironment(), PPS_API_KEY: result.apiKey, PPS_BASE_URL: server.baseUrl }
       const listedByPps = await outcome(execFileAsync(pps, ["transfers", "list", "--key-file", "alice.key", "--json"], { cwd: app, env }))
+      step("pps")
       expect(listedByPps, listedByPps.stderr).toMatchObject({ code: 0, stderr: "" })
-      expect(JSON.parse(listedByPps.stdout)).toMatchObject({ data: expect.arrayContaining([expect.objectContaining({ transfer_id: result.transfer, amount: "1.25" })]) })
+      expect(JSON.parse(listedByPps.stdout)).toMatchObject({ data: expect.arrayContaining([expect.objectContaining({ transfer_id: result.outcome.transfer, amount: "1.25" })]) })
       console.info(`npm install of the tarball: ${installMs} ms, ${names.length} packages`)
     } finally {
       await server.stop()
