@@ -1,6 +1,6 @@
 /**
  * The last step of `pnpm --dir packages/sdk run build`: makes `dist/` a package that installs
- * alone. The workspace packages the SDK imports (`@pps/api`, the contract; `@pps/crypto`) are not
+ * alone (D48). The workspace packages the SDK imports (`@pps/api`, the contract; `@pps/crypto`) are not
  * on a registry, so their built `dist/` is copied under the SDK's own, at a private path
  * (`dist/bundled/<name>/`, outside the package's `exports`), and every import of them in the SDK's
  * emitted JavaScript and declarations is rewritten to a relative path there. The SDK then depends
