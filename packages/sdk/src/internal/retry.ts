@@ -1,5 +1,5 @@
 /**
- * The one retry policy of every client the SDK makes (D47): the Promise facade (`Pps`), the Effect
+ * The one retry policy of every client the SDK makes (D49): the Promise facade (`Pps`), the Effect
  * client (`ApiClient`, under Effect's fetch client) and the command line (`pps`). It sits at the
  * `fetch` level, so each call is one `fetch` whatever its surface: the POST gets its
  * Idempotency-Key once (the caller's, or 128 random bits), and every attempt of the call sends

@@ -13,6 +13,7 @@ import { type Domain as GuardianDomain, SpanLog } from "@pps/guardian"
 import { Clock, DateTime, Effect } from "effect"
 import { bytesToHex, type Hex, hexToBytes } from "viem"
 import { InsufficientBalance, InvalidRequest, PolicyViolation, PreparedTransferUsed, ServiceUnavailable } from "@pps/api/Errors"
+import { transferReached } from "../observability/Metrics.ts"
 import { InvariantViolation } from "../platform/Invariant.ts"
 import * as Unavailable from "../platform/Unavailable.ts"
 import { confidentialTransferCall, publicTransferCall } from "../settlement/calls.ts"
@@ -61,8 +62,10 @@ export const authorizeAndRecord = <E>(
   write: RecordWrite<E>
 ) =>
   Effect.gen(function*() {
+    yield* transferReached("created", prepared.mode)
     const decision = yield* askGuardian(context, prepared, deadlineSeconds, agent)
     const authorized = yield* authorizedOrHold(prepared, decision)
+    if (authorized._tag === "Hold") return yield* Effect.as(transferReached("held", prepared.mode), authorized)
     if (authorized._tag !== "Authorized") return authorized
     const callData = attestedCall(prepared, authorized)
     const submission = transferSubmission({
@@ -82,6 +85,7 @@ export const authorizeAndRecord = <E>(
       createdAt: DateTime.formatIso(DateTime.makeUnsafe(yield* Clock.currentTimeMillis))
     })
     yield* write(transfer, events, submission).pipe(Unavailable.database("Transfers.record"), SpanLog.stage("Transfers.record"))
+    yield* transferReached("authorized", prepared.mode)
     return { _tag: "Recorded", submission } satisfies Authorization
   }).pipe(Effect.uninterruptible)
 
@@ -121,9 +125,9 @@ const authorizedOrHold = (
     case "Authorized":
       return Effect.succeed(decision)
     case "InsufficientBalance":
-      return Effect.fail(InsufficientBalance.of())
+      return Effect.andThen(transferReached("refused", prepared.mode), Effect.fail(InsufficientBalance.of()))
     case "PolicyViolation":
-      return Effect.fail(PolicyViolation.of(decision.reason))
+      return Effect.andThen(transferReached("refused", prepared.mode), Effect.fail(PolicyViolation.of(decision.reason)))
     case "HoldForApproval":
       return Effect.succeed({ _tag: "Hold", sealedAmount: decision.sealedAmount as Hex } as const)
     case "Refused":
