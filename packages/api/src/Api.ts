@@ -454,7 +454,7 @@ export class TestGroup extends HttpApiGroup.make("test")
       error: [InvalidRequest, TestModeOnly, ServiceUnavailable]
     }).annotate(
       OpenApi.Description,
-      "(ext, D48) The caller's faucet grants sent to the chain, newest first (amounts are public: a shield's always is); hc_test_ keys only."
+      "(ext, D50) The caller's faucet grants sent to the chain, newest first (amounts are public: a shield's always is); hc_test_ keys only."
     )
   )
   .middleware(Authorization)

@@ -31,7 +31,7 @@ export const FaucetGrant = Schema.Struct({
 })
 
 /**
- * One grant as the list shows it (ext, D48): the account's own record of a public shield, so a
+ * One grant as the list shows it (ext, D50): the account's own record of a public shield, so a
  * holder can explain its balance from its history.
  *
  * @since 0.9.0
@@ -51,7 +51,7 @@ export const FaucetGrantRecord = Schema.Struct({
  */
 export const FaucetGrantPage = Page(FaucetGrantRecord).annotate({
   identifier: "FaucetGrantPage",
-  description: "(ext, D48) The caller's faucet grants, newest first."
+  description: "(ext, D50) The caller's faucet grants, newest first."
 })
 
 /**

@@ -2,7 +2,7 @@
  * The holder's activity, and how it adds up to the balance (issue 46, item 2).
  *
  * One list of what moved money: the account's transfers, its agents' transfers (marked: they
- * move the agents' balances, not the holder's) and its faucet grants (D48). Amounts and memos
+ * move the agents' balances, not the holder's) and its faucet grants (D50). Amounts and memos
  * are opened here with the holder's key (`opened.ts`); search, sort, date range and the CSV export
  * work on what the page opened, so a memo is searched in the page and never sent to the server.
  *
@@ -45,7 +45,7 @@ export const readPages = async <A>(path: string): Promise<{ readonly entries: Re
   return { entries, complete: false }
 }
 
-/** A faucet grant as `GET /v1/test/faucet/grants` lists it (D48). */
+/** A faucet grant as `GET /v1/test/faucet/grants` lists it (D50). */
 export interface Grant {
   readonly grant_id: string
   readonly asset: string

@@ -42,7 +42,7 @@ export interface GrantRecord {
 }
 
 /**
- * A grant as the list answers it (D48).
+ * A grant as the list answers it (D50).
  *
  * @since 0.9.0
  * @category models
@@ -109,7 +109,7 @@ const listGrants = Effect.fn("FaucetGrants.list")(function*(
 export class FaucetGrants extends Context.Service<FaucetGrants, {
   /** Grants `amount` base units of test USDG to the account's wallet; answers once mined. */
   readonly grant: (principal: Principal, wallet: Address, amount: bigint) => Effect.Effect<GrantRecord, ServiceUnavailable>
-  /** The account's grants sent to the chain (those with a hash), newest first (D48). */
+  /** The account's grants sent to the chain (those with a hash), newest first (D50). */
   readonly list: (principal: Principal, page: { readonly limit: number; readonly offset: number }) => Effect.Effect<GrantPage, ServiceUnavailable>
 }>()("server/faucet/FaucetGrants") {
   static readonly layer = Layer.effect(

@@ -5,7 +5,7 @@
  * that was then dropped is credited all the same; once the grant is mined the
  * faucet asks the guardian to read the chain up to it (`sync`, no amount), so the
  * balance is spendable when the faucet answers. `hc_test_` keys only; live keys
- * get 403 `test_mode_only`. `GET /v1/test/faucet/grants` lists the caller's grants (D48).
+ * get 403 `test_mode_only`. `GET /v1/test/faucet/grants` lists the caller's grants (D50).
  *
  * @since 0.1.0
  */

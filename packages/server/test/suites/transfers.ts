@@ -46,7 +46,7 @@ export const transfersSuite = (database: DatabaseTarget, config: Partial<AppConf
 
           const grant = yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(alice.api_key), { amount: "100" }))
           assert.strictEqual(grant.status, 200, grant.text)
-          // The grant is listed, the caller's own only (D48); its amount is public, as on chain.
+          // The grant is listed, the caller's own only (D50); its amount is public, as on chain.
           const grants = yield* send(`${server.baseUrl}/v1/test/faucet/grants`, { headers: bearer(alice.api_key) })
           assert.strictEqual(grants.status, 200, grants.text)
           expect(grants.json).toMatchObject({
