@@ -53,7 +53,8 @@ export const reserve = Effect.fnUntraced(function*(
     spendBucket,
     requestDigest: digest,
     result: JSON.stringify(encodeAuthorized(prepared.authorized)),
-    apiKeyId: request.apiKey ?? null
+    apiKeyId: request.apiKey ?? null,
+    refundOf: request.refundOf?.toLowerCase() ?? null
   }, nowMs)
   if (!inserted) return yield* new TransferIdRace()
   yield* store.writeBalance(sender, { ...balance, reserved: balance.reserved + amount, owned: true })

@@ -27,6 +27,7 @@ import {
   LivemodeUnavailable,
   NotAgentOwner,
   type PolicyViolation,
+  type RefundExceedsOriginal,
   type ServiceUnavailable,
   TransactionExpired,
   TransactionNotFound
@@ -87,6 +88,7 @@ export class Approvals extends Context.Service<Approvals, {
     | TransactionExpired
     | NotAgentOwner
     | PolicyViolation
+    | RefundExceedsOriginal
     | InsufficientBalance
     | LivemodeUnavailable
     | ServiceUnavailable

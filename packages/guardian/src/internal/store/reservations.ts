@@ -8,8 +8,16 @@ import { Effect } from "effect"
 import { insertReservationRows } from "./batches.ts"
 import { heldRows, type ReservationChange, type StoreContext } from "./context.ts"
 import { afterRecords } from "./heldRows.ts"
-import { type AccountRef, type NewReservationRow, nonceId, reservationColumns, type ReservationSqlRow, type ReservationStatus } from "./rows.ts"
-import { toReservation } from "./sealing.ts"
+import {
+  type AccountRef,
+  type NewReservationRow,
+  nonceId,
+  reservationBinding,
+  reservationColumns,
+  type ReservationSqlRow,
+  type ReservationStatus
+} from "./rows.ts"
+import { open, toReservation } from "./sealing.ts"
 
 /** The reservation of a transfer id, if any; with `forUpdate`, locked for the caller's transaction. */
 export const findReservation = (context: StoreContext, transferId: string, options: { readonly forUpdate: boolean }) =>
@@ -116,4 +124,22 @@ export const openReservationsOf = (context: StoreContext, account: AccountRef, l
         AND (from_account = ${account.account} OR to_account = ${account.account})
       ORDER BY created_at_ms LIMIT ${limit}`)
     return yield* Effect.forEach(rows, (row) => toReservation(context.box, row))
+  })
+
+/**
+ * The sum of a transfer's refunds that count against it (D43): those reserved (in flight) and
+ * those confirmed; a failed or expired one gave its amount back. Read after what the group holds
+ * in memory is written (its new reservations, its status changes), so a refund decided earlier
+ * in the same group counts. The caller holds the refunds' sender's balance lock: every refund of
+ * one transfer debits that transfer's recipient, so no other decision adds one meanwhile.
+ */
+export const refundedOf = (context: StoreContext, originalTransferId: string) =>
+  Effect.gen(function*() {
+    const { sql } = context
+    const rows = yield* afterRecords(context, sql<{ readonly transfer_id: string; readonly amount_sealed: Uint8Array }>`
+      SELECT transfer_id, amount_sealed FROM guardian_reservations
+      WHERE refund_of = ${originalTransferId} AND status IN ('reserved', 'confirmed')`)
+    let refunded = 0n
+    for (const row of rows) refunded += yield* open(context.box, row.amount_sealed, reservationBinding(row.transfer_id))
+    return refunded
   })
