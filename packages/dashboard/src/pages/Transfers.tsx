@@ -96,7 +96,13 @@ const TransferList = ({ navigate, keyPair, refreshKey }: PageProps & { readonly 
   )
 }
 
-const TransferDetail = ({ transferId, keyPair, navigate }: PageProps & { readonly transferId: string }) => {
+/** A link to another transfer's page (a refund's original, an original's refunds, D43). */
+const TransferLink = ({ id, navigate }: { readonly id: string; readonly navigate: (path: string) => void }) => (
+  <a href={`/dashboard/transfers/${id}`} onClick={(event) => { event.preventDefault(); navigate(`/transfers/${id}`) }}><code>{id}</code> </a>
+)
+
+const TransferDetail = (props: PageProps & { readonly transferId: string }) => {
+  const { transferId, keyPair, navigate } = props
   const transfer = useLoad(() => call<Transfer>("GET", `/v1/transfers/${encodeURIComponent(transferId)}`), [transferId])
   const opened = useLoad(async () => {
     if (keyPair === undefined) return undefined
@@ -123,10 +129,104 @@ const TransferDetail = ({ transferId, keyPair, navigate }: PageProps & { readonl
           <dt>Transaction</dt><dd><code>{transfer.value.tx_hash ?? "not yet on chain"}</code></dd>
           <dt>Created</dt><dd><When iso={transfer.value.created_at} testId="transfer-created" /></dd>
           <dt>Confirmed</dt><dd>{transfer.value.confirmed_at === null ? "not yet" : <When iso={transfer.value.confirmed_at} />}</dd>
+          {transfer.value.refund_of !== null && <><dt>Refund of</dt><dd><TransferLink id={transfer.value.refund_of} navigate={navigate} /></dd></>}
+          {transfer.value.refunds.length > 0 && <><dt>Refunds</dt><dd>{transfer.value.refunds.map((id) => <TransferLink key={id} id={id} navigate={navigate} />)}</dd></>}
         </dl>
+      )}
+      {transfer.value !== undefined && keyPair !== undefined && transfer.value.direction === "received" && transfer.value.status === "confirmed" && transfer.value.confidential && (
+        <RefundAction
+          {...props}
+          keyPair={keyPair}
+          transfer={transfer.value}
+          wholeAmount={opened.value === undefined ? undefined : Amount.format(opened.value.asset, opened.value.amount)}
+        />
       )}
       <ErrorNote error={opened.error} />
     </>
+  )
+}
+
+/**
+ * The Refund action of a received, confirmed, confidential transfer (D43): the amount (the whole
+ * of it unless changed) and a memo, reviewed as a send is, then sealed here and sent back to the
+ * transfer's sender. The guardian refuses refunds that would add up to more than the transfer.
+ */
+const RefundAction = ({ transfer, wholeAmount, keyPair, session, navigate }: PageProps & {
+  readonly transfer: Transfer
+  readonly wholeAmount: string | undefined
+  readonly keyPair: EncryptionKey.KeyPair
+}) => {
+  const [fields, setFields] = useState<{ readonly amount: string; readonly memo: string } | undefined>(undefined)
+  // One Idempotency-Key per reviewed refund, kept across a repeated confirm (D6, D36).
+  const [refundKey, setRefundKey] = useState<string | undefined>(undefined)
+  const [reviewing, setReviewing] = useState<Draft | undefined>(undefined)
+  const [busy, setBusy] = useState(false)
+  const [problem, setProblem] = useState<Problem | undefined>(undefined)
+  const [refunded, setRefunded] = useState<{ readonly text: string; readonly transferId?: string } | undefined>(undefined)
+  if (fields === undefined) {
+    return (
+      <div className="row">
+        <button type="button" className="secondary" onClick={() => { setRefunded(undefined); setFields({ amount: wholeAmount ?? "", memo: "" }) }}>Refund</button>
+        {refunded !== undefined && (
+          <p className="success" role="status">
+            {refunded.text}{refunded.transferId !== undefined && <>{" "}<a href={`/dashboard/transfers/${refunded.transferId}`} onClick={(event) => { event.preventDefault(); navigate(`/transfers/${refunded.transferId}`) }}>Open it</a></>}
+          </p>
+        )}
+      </div>
+    )
+  }
+  const review = (event: FormEvent) => {
+    event.preventDefault()
+    const draft = { to: transfer.from, amount: fields.amount.trim(), memo: fields.memo }
+    const refused = checkDraft(draft)
+    if (refused !== undefined) return setProblem(problemOf(refused))
+    setProblem(undefined)
+    setRefundKey(refundKey ?? newSendKey())
+    setReviewing(draft)
+  }
+  const confirm = async () => {
+    if (reviewing === undefined || refundKey === undefined) return
+    setBusy(true)
+    setProblem(undefined)
+    try {
+      const sent = await ppsFor(keyPair).transfers.refund(
+        transfer.transfer_id,
+        { amount: reviewing.amount, ...(reviewing.memo === "" ? {} : { memo: reviewing.memo }) },
+        { idempotencyKey: refundKey }
+      )
+      setRefunded(sent.kind === "held"
+        ? { text: `Refund held for approval (${sent.held.transaction_id}).` }
+        : { text: `Sent ${reviewing.amount} USDG back to ${transfer.from}: refund ${sent.transfer.transfer_id} is ${sent.transfer.status}.`, transferId: sent.transfer.transfer_id })
+      setFields(undefined)
+      setRefundKey(undefined)
+      setReviewing(undefined)
+    } catch (caught) {
+      setProblem(problemOf(caught))
+      // No answer: the review stays, and confirming again repeats the same request (same key).
+      if (!isNetworkFailure(caught)) setReviewing(undefined)
+    } finally {
+      setBusy(false)
+    }
+  }
+  const edit = (field: "amount" | "memo") => (event: { readonly target: { readonly value: string } }) => {
+    setFields({ ...fields, [field]: event.target.value })
+    setRefundKey(undefined)
+    setProblem(undefined)
+  }
+  return (
+    <form onSubmit={review} role="dialog" aria-labelledby="refund-title" className="panel" noValidate>
+      <h2 id="refund-title">Refund to {transfer.from}</h2>
+      <label htmlFor="refund-amount">Amount (USDG){wholeAmount === undefined ? "" : `, at most the ${wholeAmount} received`}</label>
+      <input id="refund-amount" value={fields.amount} onChange={edit("amount")} inputMode="decimal" autoComplete="off" disabled={reviewing !== undefined} {...invalidProps(problem, "amount", "refund-amount-error")} />
+      <FieldError problem={problem} field="amount" id="refund-amount-error" />
+      <label htmlFor="refund-memo">Memo (optional, encrypted)</label>
+      <input id="refund-memo" value={fields.memo} onChange={edit("memo")} maxLength={512} autoComplete="off" disabled={reviewing !== undefined} {...invalidProps(problem, "memo", "refund-memo-error")} />
+      <FieldError problem={problem} field="memo" id="refund-memo-error" />
+      {reviewing === undefined
+        ? <div className="row"><button type="submit">Review</button><button type="button" className="secondary" onClick={() => { setFields(undefined); setProblem(undefined) }}>Cancel</button></div>
+        : <SendReview draft={reviewing} from={session.handle} busy={busy} refundOf={transfer.transfer_id} onConfirm={() => void confirm()} onEdit={() => { setReviewing(undefined); setProblem(undefined) }} />}
+      {problem !== undefined && problem.field !== "amount" && problem.field !== "memo" && <ProblemNote problem={problem} />}
+    </form>
   )
 }
 
@@ -152,18 +252,20 @@ const checkDraft = (draft: Draft): InputProblem | undefined => {
 /** One key per reviewed send (D6, D36): drawn from the platform's CSPRNG, never Math.random. */
 const newSendKey = () => `pps_dash_${globalThis.crypto.randomUUID()}`
 
-/** The review: what is about to be paid, said once more before it is sealed and sent. */
-const SendReview = ({ draft, from, busy, onConfirm, onEdit }: {
+/** The review: what is about to be paid, said once more before it is sealed and sent (a refund's too, D43). */
+const SendReview = ({ draft, from, busy, onConfirm, onEdit, refundOf }: {
   readonly draft: Draft
   readonly from: string
   readonly busy: boolean
   readonly onConfirm: () => void
   readonly onEdit: () => void
+  readonly refundOf?: string
 }) => (
   <div className="review" role="region" aria-labelledby="review-title" data-testid="send-review">
-    <h3 id="review-title">Review the transfer</h3>
-    <p className="figure">You are sending <span data-testid="review-amount">{draft.amount} USDG</span> to <span data-testid="review-to">{draft.to}</span></p>
+    <h3 id="review-title">{refundOf === undefined ? "Review the transfer" : "Review the refund"}</h3>
+    <p className="figure">You are sending {refundOf === undefined ? "" : "back "}<span data-testid="review-amount">{draft.amount} USDG</span> to <span data-testid="review-to">{draft.to}</span></p>
     <dl className="detail">
+      {refundOf !== undefined && <><dt>Refund of</dt><dd><code>{refundOf}</code></dd></>}
       <dt>From</dt><dd>{from}</dd>
       <dt>To</dt><dd>{draft.to}</dd>
       <dt>Amount</dt><dd>{draft.amount} USDG</dd>
