@@ -490,7 +490,7 @@ describe("pps command-line conventions", { timeout: 30_000 }, () => {
     for (const run of [negative, group, surplus]) expect(run).toMatchObject({ exitCode: 2, stdout: "" })
     expect(negative.stderr).toMatch(/^pps: --amount must be a decimal number[^\n]*\nusage: pps <command> \[options\]\n {2}send --to /)
     expect(negative.stderr).not.toMatch(/-1|keygen| {2}balance /)
-    expect(group.stderr).toMatch(/^pps: transfers needs one of: list, get\nusage: [^\n]*\n {2}transfers list [^]* {2}transfers get /)
+    expect(group.stderr).toMatch(/^pps: transfers needs one of: list, get, refund\nusage: [^\n]*\n {2}transfers list [^]* {2}transfers get /)
     expect(group.stderr).not.toContain("  send ")
     expect(surplus.stderr).toMatch(/^pps: too many arguments for decrypt-transfer: "tr_2"\nusage: [^\n]*\n {2}decrypt-transfer ID /)
   })
