@@ -195,6 +195,7 @@ export type SealedTransferFailure =
   | "deployment_unpinned"
   | "chain_unavailable"
   | "refund_amount_unknown"
+  | "not_transfer_recipient"
 
 /**
  * The transfer was not sent: its amount or memo is invalid, a key, chain, contract or
@@ -202,7 +203,8 @@ export type SealedTransferFailure =
  * a check the options ask for cannot be made (`deployment_unpinned`: before any request;
  * `chain_unavailable`: the RPC did not answer), no sender key was given for an account
  * that is not an agent (`sender_key_missing`), or a refund of the whole amount (D43) has no key
- * pair to read that amount with (`refund_amount_unknown`). The message never contains the amount or the memo.
+ * pair to read that amount with (`refund_amount_unknown`), or names a transfer this account sent
+ * (`not_transfer_recipient`: only its recipient refunds it, as the API's 403 says). The message never contains the amount or the memo.
  *
  * @since 0.1.0
  * @category errors

@@ -436,6 +436,13 @@ export const sealedRefund = Effect.fn("SealedTransfers.sealedRefund")(function*(
   keyPair: EncryptionKey.KeyPair | undefined
 ) {
   const original = yield* api.transfers.get({ params: { transfer_id: refund.transferId } })
+  // Its sender would otherwise prepare a transfer to itself (400) before the refund's own 403.
+  if (original.direction !== "received") {
+    return yield* refuse(
+      "not_transfer_recipient",
+      `transfer ${refund.transferId} was sent by this account, not received: only its recipient may refund it`
+    )
+  }
   const amount = refund.amount ?? (yield* wholeAmountOf(api, refund.transferId, keyPair))
   const transfer = {
     to: original.from,

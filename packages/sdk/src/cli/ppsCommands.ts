@@ -246,7 +246,7 @@ const refund = Command.make("refund", {
       memo: Option.getOrUndefined(flags.memo),
       idempotencyKey: key
     }), `; retry with --idempotency-key ${key}`)
-}).pipe(Command.withDescription("send up to a received transfer's amount back to its sender (D43), sealed here"))
+}).pipe(Command.withDescription("up to a received transfer's amount, sent back to its sender (D43), sealed here"))
 
 const limit = CommandLine.text("limit", "N", "how many, newest first (default 20)", {
   accepts: (value) => /^(100|[1-9][0-9]?)$/.test(value),
