@@ -29,6 +29,7 @@ const benchmarks: ReadonlyArray<readonly [string, string]> = [
   ["throughput-distributed", "The same load against the cluster topology: api nodes, workers, guardians, PostgreSQL, NATS. `throughput.ts --mode distributed`."],
   ["statements", "SQL statements per transfer in both embedded databases, sequential transfers: a machine-independent measure of the transfer path's database work. `packages/server/bench/statements.ts`."],
   ["spans", "Where a create's time goes, stage by stage, from the span log of a throughput run (`--span-log`; tracing on, so not a speed figure). `packages/server/bench/spans.ts`."],
+  ["tracing", "What a span costs the process that records it, and exports it over OTLP (JSON, protobuf), per span and per create-shaped tree. `bench:spans -- --cost` (`packages/server/bench/spanCost.ts`); `bench:throughput -- --otlp` for the whole server."],
   ["guardian", "The guardian's CPU per authorize + settle pair, alone, beside its cryptographic floor. `packages/guardian/bench/authorizeSettle.ts`."],
   ["crypto", "Median time per operation of `@pps/crypto`, one core, both backends. `packages/crypto/bench/crypto.bench.ts`."],
   ["transfers", "`POST /v1/transfers` → `confirmed` with the clients in the server's process; its goals: ≥ 500/s and ≥ 0.5 of anvil's raw rate at 64 clients, p99 ≤ 250 ms at 100/s. `packages/server/bench/transfers.bench.ts`."],

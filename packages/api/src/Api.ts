@@ -49,6 +49,8 @@ import {
   AgentNameTaken,
   AgentNotFound,
   ApiKeyNotFound,
+  ApprovalAttemptsExhausted,
+  ApprovalInProgress,
   DecryptionProofInvalid,
   EncryptionKeyAlreadyRegistered,
   EncryptionKeyInvalid,
@@ -439,6 +441,8 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
         PolicyViolation,
         RefundExceedsOriginal,
         InsufficientBalance,
+        ApprovalInProgress,
+        ApprovalAttemptsExhausted,
         LivemodeUnavailable,
         ServiceUnavailable
       ]

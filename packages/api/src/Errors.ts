@@ -730,6 +730,44 @@ export const TransactionExpired = apiError(
 )
 export type TransactionExpired = InstanceType<typeof TransactionExpired>
 
+/**
+ * 409 `approval_in_progress` (ext, D45): an earlier attempt to approve this transaction was
+ * attested, its answer never recorded (its process died), and that attestation can still be
+ * mined until its deadline: the approval is decided afresh only after it. The transaction stays
+ * pending; retry after the time in the message.
+ *
+ * @since 0.9.0
+ * @category errors
+ */
+export const ApprovalInProgress = apiError(
+  "ApprovalInProgress",
+  { code: "approval_in_progress", status: 409 },
+  (transactionId: string, liveUntil: string | null) => ({
+    message: `An earlier attempt to approve ${transactionId} was attested and can be mined until ` +
+      `${liveUntil ?? "its deadline"}; retry after that time (the transaction stays pending).`,
+    param: "transaction_id"
+  })
+)
+export type ApprovalInProgress = InstanceType<typeof ApprovalInProgress>
+
+/**
+ * 409 `approval_attempts_exhausted` (ext, D45): the guardian has re-checked this transaction for
+ * approval under as many different requests as it allows (each a fresh deadline or another
+ * policy); it decides it no more. The transaction stays pending: reject it, or let it expire.
+ *
+ * @since 0.9.0
+ * @category errors
+ */
+export const ApprovalAttemptsExhausted = apiError(
+  "ApprovalAttemptsExhausted",
+  { code: "approval_attempts_exhausted", status: 409 },
+  (transactionId: string) => ({
+    message: `${transactionId} was re-checked for approval as many times as allowed; reject it or let it expire.`,
+    param: "transaction_id"
+  })
+)
+export type ApprovalAttemptsExhausted = InstanceType<typeof ApprovalAttemptsExhausted>
+
 // ---------------------------------------------------------------------------------------------
 // Webhooks and events
 // ---------------------------------------------------------------------------------------------
@@ -808,6 +846,8 @@ export const catalogue = {
   AgentNameTaken,
   TransactionNotFound,
   TransactionExpired,
+  ApprovalInProgress,
+  ApprovalAttemptsExhausted,
   WebhookNotFound,
   EventNotFound
 } as const

@@ -278,6 +278,14 @@ export const RefusedReason = Schema.Literals([
   "transfer_id_reused",
   "nonce_reused",
   "account_frozen",
+  /**
+   * An owner's approval of a held transfer asked under a new request (a fresh deadline) while
+   * the attestation of an earlier approval of it can still be mined (`liveUntil`, its deadline):
+   * the guardian attests the transfer again only once that one is dead (D45).
+   */
+  "earlier_attestation_live",
+  /** An owner's approvals of a held transfer were decided under as many different requests as allowed (D45). */
+  "redecisions_exhausted",
   // A refund (D43) of a transfer the guardian never attested as confidential between these two
   // parties (reversed), on this chain and contract; or of one it has not settled as confirmed yet.
   "refund_original_unknown",
@@ -291,14 +299,17 @@ export const RefusedReason = Schema.Literals([
 export type RefusedReason = typeof RefusedReason.Type
 
 /**
- * The request is malformed or inconsistent, or the sender's account is frozen.
+ * The request is malformed or inconsistent, the sender's account is frozen, or an approval
+ * cannot be decided again (now, or at all).
  *
  * @since 0.1.0
  * @category results
  */
 export class Refused extends Schema.TaggedClass<Refused>()("Refused", {
   transferId: Bytes32,
-  reason: RefusedReason
+  reason: RefusedReason,
+  /** With `earlier_attestation_live`: the deadline (unix seconds) until which the earlier attestation can be mined. */
+  liveUntil: Schema.optionalKey(BaseUnits)
 }) {}
 
 /**

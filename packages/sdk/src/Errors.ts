@@ -293,6 +293,10 @@ export const RequestTimeout = define("request_timeout", "RequestTimeout")
 export const HeadersTooLarge = define("headers_too_large", "HeadersTooLarge")
 /** 409 `transaction_expired` (SPEC). */
 export const TransactionExpired = define(catalogue.TransactionExpired.code, "TransactionExpired")
+/** 409 `approval_in_progress` (D45): an earlier approval's attestation can still be mined; retry after the time in the message. */
+export const ApprovalInProgress = define(catalogue.ApprovalInProgress.code, "ApprovalInProgress")
+/** 409 `approval_attempts_exhausted` (D45): the guardian decides the approval no more; reject it or let it expire. */
+export const ApprovalAttemptsExhausted = define(catalogue.ApprovalAttemptsExhausted.code, "ApprovalAttemptsExhausted")
 /** 409 `idempotency_key_reused` (D6): the same key with another request. */
 export const IdempotencyKeyReused = define(catalogue.IdempotencyKeyReused.code, "IdempotencyKeyReused")
 /** 409 `idempotency_key_in_progress` (D6): the first request with the key still runs. */
@@ -339,7 +343,8 @@ const classes = [
   InvalidRequest, Unauthorized, InsufficientBalance, KycRequired, NotAgentOwner, PolicyViolation, LivemodeUnavailable,
   ReauthenticationRequired, TestModeOnly, RecipientNotFound, TransactionNotFound, TransferNotFound, AgentNotFound, ApiKeyNotFound,
   WebhookNotFound, EventNotFound, NotFound, MethodNotAllowed, RequestTimeout, HeadersTooLarge, TransactionExpired,
-  IdempotencyKeyReused, IdempotencyKeyInProgress, KeyShownOnce, AgentNameTaken, EncryptionKeyAlreadyRegistered, PreparedTransferUsed, PayloadTooLarge, RecipientNotConfidentialReady,
+  ApprovalInProgress, ApprovalAttemptsExhausted, IdempotencyKeyReused, IdempotencyKeyInProgress, KeyShownOnce, AgentNameTaken,
+  EncryptionKeyAlreadyRegistered, PreparedTransferUsed, PayloadTooLarge, RecipientNotConfidentialReady,
   NotTransferRecipient, TransferNotConfirmed, TransferNotConfidential, RefundExceedsOriginal,
   DecryptionProofInvalid, EncryptionKeyRequired, EncryptionKeyInvalid, InvalidPolicy, RateLimited, InternalError,
   ServiceUnavailable

@@ -75,6 +75,8 @@ const { values } = parseArgs({
     keep: { type: "boolean", default: false },
     "span-log": { type: "string" },
     "statement-log": { type: "string" },
+    otlp: { type: "boolean", default: false },
+    "otlp-protocol": { type: "string", default: "http/json" },
     help: { type: "boolean", default: false },
     ...recordOption
   }
@@ -104,6 +106,11 @@ if (values.help) {
   --statement-log DIR     embedded: the server and the guardian count their database statements
                           into DIR (PPS_STATEMENT_LOG); calls and ms in PGlite per transfer of the
                           first client level are printed at the end
+  --otlp                  embedded: what exporting traces and metrics costs. Runs everything twice, on two
+                          fresh servers: without export (span recording off, as by default), then with
+                          OTEL_EXPORTER_OTLP_ENDPOINT set to a receiver in this process (which only counts
+                          what it gets); records the difference as the \`tracing\` benchmark, not as throughput
+  --otlp-protocol P       with --otlp: http/json (the default, as the server's) or http/protobuf
   --no-record             do not append the figures to docs/benchmarks/results.jsonl
 `)
   process.exit(0)
@@ -518,9 +525,8 @@ const measureFloorMs = async () => {
   return floorMs
 }
 
-const main = async () => {
-  const floorMs = await measureFloorMs()
-
+/** One server from start to stop: set-up, the idle window, the client levels, the fixed rate. */
+const runEmbedded = async (extraEnv: Record<string, string>) => {
   const statementLog = values["statement-log"] === undefined ? undefined : path.resolve(values["statement-log"])
   let statementRows: { readonly label: string; readonly rows: ReadonlyArray<StatementRow> } | undefined
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-throughput-"))
@@ -535,7 +541,8 @@ const main = async () => {
     env: {
       CHAIN_BLOCK_TIME_MS: String(blockTimeMs),
       ...(values["span-log"] === undefined ? {} : { PPS_SPAN_LOG: path.resolve(values["span-log"]) }),
-      ...(statementLog === undefined ? {} : { PPS_STATEMENT_LOG: statementLog })
+      ...(statementLog === undefined ? {} : { PPS_STATEMENT_LOG: statementLog }),
+      ...extraEnv
     }
   })
   const baseUrl = `http://127.0.0.1:${port}`
@@ -573,7 +580,12 @@ const main = async () => {
   } finally {
     await server.stop()
   }
+  return { results, idleCpuPerSecond, statementRows, statementLog, workDir }
+}
 
+const main = async () => {
+  const floorMs = await measureFloorMs()
+  const { idleCpuPerSecond, results, statementLog, statementRows, workDir } = await runEmbedded({})
   const cpu = os.cpus()
   process.stdout.write([
     "",
@@ -605,6 +617,82 @@ const main = async () => {
   const stalled = results.some((row) => (row.byStatus["201 pending"] ?? 0) > 0)
   if (values.keep || stalled) log(`kept ${workDir}${stalled ? " (transfers still pending after the drain: see server.log)" : ""}`)
   else fs.rmSync(workDir, { recursive: true, force: true })
+}
+
+// ---- what OTLP export costs ----
+
+/** An OTLP/HTTP receiver on loopback that answers 200 and counts what it gets (for JSON, the spans too). */
+const startOtlpReceiver = async () => {
+  const counts = { requests: 0, bytes: 0, spans: 0 }
+  const receiver = http.createServer((request, response) => {
+    const chunks: Array<Buffer> = []
+    request.on("data", (chunk: Buffer) => chunks.push(chunk))
+    request.on("end", () => {
+      const body = Buffer.concat(chunks)
+      counts.requests += 1
+      counts.bytes += body.length
+      if (request.url === "/v1/traces" && (request.headers["content-type"] ?? "").startsWith("application/json")) {
+        counts.spans += (body.toString("utf8").match(/"spanId"/g) ?? []).length
+      }
+      response.writeHead(200, { "content-type": "application/json" }).end("{}")
+    })
+  })
+  await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve))
+  const { port } = receiver.address() as { port: number }
+  return { url: `http://127.0.0.1:${port}`, counts, close: () => receiver.close() }
+}
+
+/**
+ * `--otlp`: the same run on two fresh servers, without export and then with it, and the
+ * difference: CPU per confirmed transfer of the server (the guardian, a child process, exports
+ * nothing) at each level, and at rest.
+ */
+const mainOtlp = async () => {
+  const protocol = values["otlp-protocol"]
+  if (protocol !== "http/protobuf" && protocol !== "http/json") {
+    process.stderr.write(`throughput: --otlp-protocol must be http/protobuf or http/json, got ${protocol}\n`)
+    process.exit(2)
+  }
+  const receiver = await startOtlpReceiver()
+  try {
+    log("without export: span recording off (the default)")
+    const off = await runEmbedded({})
+    log(`with export: OTEL_EXPORTER_OTLP_ENDPOINT=${receiver.url} (${protocol})`)
+    const on = await runEmbedded({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: protocol })
+    for (const run of [off, on]) fs.rmSync(run.workDir, { recursive: true, force: true })
+    const confirmedWithExport = on.results.reduce((sum, row) => sum + row.confirmed, 0)
+    const rows = off.results.map((row, index) => ({ label: row.label, off: row, on: on.results[index]! }))
+    const idle = { off: off.idleCpuPerSecond["server"] ?? Number.NaN, on: on.idleCpuPerSecond["server"] ?? Number.NaN }
+    process.stdout.write([
+      "",
+      `machine: ${os.cpus()[0]?.model ?? "unknown"} (${os.cpus().length} vCPU), load average at the end ${os.loadavg().map((load) => load.toFixed(1)).join(" ")}, Node ${process.version}`,
+      `exported by the second server over its whole run (set-up and idle included): ${receiver.counts.requests} requests, ${receiver.counts.bytes} bytes` +
+        (protocol === "http/json" ? `, ${receiver.counts.spans} spans` : "") + `; ${confirmedWithExport} transfers confirmed in its measured windows`,
+      `idle server CPU ms per second: ${format(idle.off)} without export, ${format(idle.on)} with`,
+      "",
+      "| load | confirmed/s without / with export | server CPU ms per confirmed transfer without / with | difference | guardian CPU ms without / with |",
+      "|---|---:|---:|---:|---:|",
+      ...rows.map(({ label, off, on }) =>
+        `| ${label} | ${format(off.perSecond)} / ${format(on.perSecond)} | ${format(off.cpuServerMs, 2)} / ${format(on.cpuServerMs, 2)} | ${format(on.cpuServerMs - off.cpuServerMs, 2)} ms (${format(((on.cpuServerMs - off.cpuServerMs) / off.cpuServerMs) * 100)} %) | ${format(off.cpuGuardianMs, 2)} / ${format(on.cpuGuardianMs, 2)} |`
+      ),
+      ""
+    ].join("\n"))
+    recordResults("tracing", [
+      ...rows.flatMap(({ label, off, on }, index): Array<Metric> => [
+        { metric: `${label}: server CPU per confirmed transfer, no export`, value: off.cpuServerMs, unit: "ms" },
+        { metric: `${label}: server CPU per confirmed transfer, OTLP export (${protocol})`, value: on.cpuServerMs, unit: "ms" },
+        { metric: `${label}: server CPU added by OTLP export, per confirmed transfer`, value: on.cpuServerMs - off.cpuServerMs, unit: "ms", headline: index === 0 || label.endsWith("fixed") },
+        { metric: `${label}: confirmed/s, no export`, value: off.perSecond, unit: "transfers/s" },
+        { metric: `${label}: confirmed/s, OTLP export`, value: on.perSecond, unit: "transfers/s" }
+      ]),
+      { metric: "idle server CPU per second, no export", value: idle.off, unit: "ms" },
+      { metric: "idle server CPU per second, OTLP export", value: idle.on, unit: "ms" },
+      { metric: "OTLP bytes exported per confirmed transfer (whole run)", value: receiver.counts.bytes / confirmedWithExport, unit: "bytes" },
+      ...(protocol === "http/json" ? [{ metric: "spans exported per confirmed transfer (whole run)", value: receiver.counts.spans / confirmedWithExport, unit: "spans" }] : [])
+    ])
+  } finally {
+    receiver.close()
+  }
 }
 
 // ---- the distributed mode ----
@@ -727,4 +815,4 @@ const mainDistributed = async () => {
   fs.rmSync(workDir, { recursive: true, force: true })
 }
 
-await (distributed ? mainDistributed() : main())
+await (distributed ? mainDistributed() : values.otlp ? mainOtlp() : main())

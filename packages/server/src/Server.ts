@@ -3,7 +3,8 @@
  *
  * - the public listener (`HOST`:`PORT`): `/v1` (the PublicApi), its OpenAPI
  *   document at `/v1/openapi.json`, `/healthz` and `/readyz`;
- * - the admin listener (`ADMIN_HOST`:`ADMIN_PORT`, loopback by default): `/admin`.
+ * - the admin listener (`ADMIN_HOST`:`ADMIN_PORT`, loopback by default): `/admin`, and
+ *   `/metrics` (Prometheus, observability/http.ts).
  *
  * Services shared by both listeners (SQL, API keys, accounts) are provided
  * outside `HttpRouter.serve`, which builds what it is given privately per server.
@@ -59,6 +60,9 @@ import { OperationReplay } from "./platform/IdempotentOperations.ts"
 import { NodeLiveness } from "./platform/NodeLiveness.ts"
 import { SecretBox } from "./platform/SecretBox.ts"
 import { Secrets } from "./platform/Secrets.ts"
+import { MetricsRegistryLive } from "./observability/Metrics.ts"
+import { MetricsRoutes, metricsRoutePaths } from "./observability/http.ts"
+import * as Otlp from "./observability/Otlp.ts"
 import { EventsAndWebhooksLive } from "./webhooks/EventsAndWebhooksLive.ts"
 import { WebhooksHttpLive } from "./webhooks/http.ts"
 
@@ -82,7 +86,10 @@ export const routesOf = <Id extends string, Groups extends HttpApiGroup.Constrai
 const openApiPath = "/v1/openapi.json"
 
 const publicRoutes = makeRouteTable([...routesOf(PublicApi), ["GET", openApiPath], ["GET", apiReferencePath], ...healthRoutePaths, ...dashboardRoutePaths])
-const adminRoutes = makeRouteTable(routesOf(AdminApi))
+const adminRoutes = makeRouteTable([...routesOf(AdminApi), ...metricsRoutePaths])
+
+/** A request's route template on either listener, for span names. */
+const routeOf: Otlp.RouteNamer = (method, url) => publicRoutes.templateOf(method, url) ?? adminRoutes.templateOf(method, url)
 
 /**
  * The public application (routes and middleware), without a listener: tests
@@ -135,6 +142,7 @@ export const AdminApp = Layer.mergeAll(
     Layer.provide(AdminHttpLive),
     Layer.provide([AdminAuthorizationLive, RequestValidationLive])
   ),
+  MetricsRoutes,
   HttpRouter.middleware(envelopeMiddleware(adminRoutes), { global: true })
 )
 
@@ -171,7 +179,10 @@ export const ServicesLive = Layer.mergeAll(
   Layer.provideMerge(MigrationsLive),
   Layer.provideMerge(SqlLive),
   Layer.provideMerge(Secrets.layer),
-  Layer.provideMerge(DataDir.layer)
+  Layer.provideMerge(DataDir.layer),
+  // Beneath everything: whatever records a metric or a span finds this server's registry and,
+  // when configured, the OTLP tracer.
+  Layer.provideMerge(Otlp.layer(routeOf).pipe(Layer.provideMerge(MetricsRegistryLive)))
 )
 
 /**

@@ -191,6 +191,11 @@ describe("load shedding on a real server", () => {
         assert.strictEqual((listed.json as { data: Array<unknown> }).data.length, paid.length)
         const admission = Context.get(server.services, Admission)
         assert.strictEqual((yield* admission.state).inFlight, 0, "every place was given back")
+        // Operators see each refusal counted (the admin listener's /metrics).
+        const scrape = yield* send(`${server.adminUrl}/metrics`, { headers: bearer(server.adminToken) })
+        assert.strictEqual(scrape.status, 200, scrape.text)
+        assert.include(scrape.text.split("\n"), `pps_transfer_requests_shed_total ${shed.length}`)
+        assert.include(scrape.text.split("\n"), `pps_http_requests_total{method="POST",route="/v1/transfers",status="503"} ${shed.length}`)
 
         // A shed request's key was not claimed: retried one at a time, each pays once; the
         // admitted ones' keys replay their first answer.

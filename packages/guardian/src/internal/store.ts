@@ -81,6 +81,8 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       Decisions.updateDecision(context, transferId, decision, nowMs),
     insertReservation: (reservation: NewReservationRow, nowMs: number) =>
       Reservations.insertReservation(context, reservation, nowMs),
+    replaceReservation: (reservation: NewReservationRow, nowMs: number) =>
+      Reservations.replaceReservation(context, reservation, nowMs),
     setReservationStatus: (
       transferId: string,
       status: ReservationStatus,

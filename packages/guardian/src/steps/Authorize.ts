@@ -1,9 +1,10 @@
 /**
  * `authorize`, the decision path: prepare the request without state (Prepare.ts: validation,
  * the note opened, the ciphertext and the attestation), check the parties' keys (PartyKeys.ts:
- * may read the chain, once per party), then decide it under the sender's lock in the next
- * group's transaction (Decide.ts: replay, limits, balance, hold, reserve, record), answered once
- * that transaction committed. No SQL transaction spans a chain read.
+ * may read the chain, once per party), resolve an owner's approval's earlier attestation when it
+ * is asked under a new deadline (Expiry.ts: may read the chain, D45), then decide it under the
+ * sender's lock in the next group's transaction (Decide.ts: replay, limits, balance, hold,
+ * reserve, record), answered once that transaction committed. No SQL transaction spans a chain read.
  *
  * @since 0.5.0
  */
@@ -12,6 +13,7 @@ import { type AuthorizeRequest, Refused } from "../Domain.ts"
 import type { RowHints } from "../internal/store.ts"
 import { decide } from "./Decide.ts"
 import { requestDigest } from "./Digests.ts"
+import { resolveEarlierAttestation } from "./Expiry.ts"
 import { storageFailure } from "./Failures.ts"
 import type { GuardianContext } from "./GuardianContext.ts"
 import { checkKeys } from "./PartyKeys.ts"
@@ -26,6 +28,8 @@ export const authorize = Effect.fn("Guardian.authorize")(function*(context: Guar
   const prepared = prepare(request, context.keys, nowMs, context.timing)
   // Stateless refusals come first; the key check may read the chain (once per party, then cached).
   const keyCheck = typeof prepared === "string" ? { pins: [] } : yield* checkKeys(context, request)
+  // An owner's approval under a new deadline: an earlier attestation past its deadline is resolved first (D45).
+  if (request.agent?.approved === true && typeof prepared !== "string") yield* resolveEarlierAttestation(context, request, nowMs)
   const digest = requestDigest(context.keys.atRestKey, request)
   // A request refused before any lock names no row: its unit reads nothing under a lock.
   const hint: RowHints | undefined = typeof prepared === "string" || typeof keyCheck === "string"

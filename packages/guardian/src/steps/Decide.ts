@@ -3,7 +3,9 @@
  * balance row lock (SELECT … FOR UPDATE), in the group's transaction. A retry replays the
  * recorded decision; a different request under a decided transfer id is refused unless it is
  * an owner's approval of a held transfer; otherwise the request is evaluated (Evaluate.ts) and
- * its decision recorded. Re-runnable, as a unit must be: its only writes are SQL.
+ * its decision recorded. An approval attested before under another deadline is decided afresh
+ * once that attestation's reservation was released, and refused while it can still be mined
+ * (D45). Re-runnable, as a unit must be: its only writes are SQL.
  *
  * @since 0.5.0
  */
@@ -43,6 +45,35 @@ const refuse = (context: GuardianContext, transferId: string, digest: string, re
   )
 
 /**
+ * What a reservation already recorded under the transfer id answers: the same request replays
+ * it. An owner's approval of a held transfer under another request (a fresh deadline: the answer
+ * to the first was lost, D45) is decided afresh once the reservation was released: with an
+ * endpoint for the chain, the expiry sweep and `settle` release one only when the chain says its
+ * attestation can never be mined (without one, on time or on the server's word). Either way the
+ * fresh attestation takes the same nonce, so the contract applies at most one of the two. While
+ * it is still reserved, the approval is refused until its deadline. Anything else is refused.
+ * Undefined: decide afresh.
+ */
+const answerOfReservation = (
+  existing: ReservationRow,
+  request: AuthorizeRequest,
+  decided: DecisionRow | undefined,
+  digest: string,
+  sender: AccountRef
+): AuthorizeResult | undefined => {
+  const transferId = existing.transferId
+  if (existing.requestDigest === digest || request.agent?.approved !== true || decided?.held !== true) {
+    return replay(existing, digest, transferId)
+  }
+  if (existing.status === "reserved") {
+    return new Refused({ transferId, reason: "earlier_attestation_live", liveUntil: existing.deadline })
+  }
+  const sameNonce = existing.nonce === request.nonce && existing.chainId === sender.chainId &&
+    existing.contract === sender.contract && existing.fromAccount === sender.account
+  return existing.status === "confirmed" || !sameNonce ? replay(existing, digest, transferId) : undefined
+}
+
+/**
  * One decision per transfer id (a box is bound to it): another request is refused unless it is
  * an owner's approval of a held transfer, a few times at most. Otherwise a caller holding a box
  * could ask about it under policy after policy and binary-search its amount. Answers the
@@ -67,7 +98,7 @@ const refuseRedecision = Effect.fnUntraced(function*(
       : `transfer ${transferId} was asked about with a request other than the one decided; refused`,
     nowMs
   )
-  return new Refused({ transferId, reason: "transfer_id_reused" })
+  return new Refused({ transferId, reason: approval ? "redecisions_exhausted" : "transfer_id_reused" })
 })
 
 /** Records a decision under its transfer id: which request, whether held, how many re-decisions. */
@@ -112,19 +143,23 @@ export const decide = Effect.fnUntraced(function*(
   // Read under the sender's lock, as the nonce's check always was; the rows themselves only
   // when they exist (a retry, an approval): a new transfer id costs this one statement.
   const before = yield* store.recordedBefore(transferId, sender, request.nonce)
-  if (before.reserved) {
-    const existing = yield* store.findReservation(transferId, { forUpdate: false })
-    if (existing !== undefined) return replay(existing, digest, transferId)
+  const existing = before.reserved ? yield* store.findReservation(transferId, { forUpdate: false }) : undefined
+  const replayed = existing !== undefined && existing.requestDigest === digest
+  const decided = before.decided && !replayed ? yield* store.findDecision(transferId) : undefined
+  if (existing !== undefined) {
+    const answer = answerOfReservation(existing, request, decided, digest, sender)
+    if (answer !== undefined) return answer
   }
   if (balance.frozenReason !== null) return new Refused({ transferId, reason: "account_frozen" })
   // The same request is decided again (a retry; the balance may have changed since).
   const decidedUnder = decisionDigest(context.keys.atRestKey, request, digest)
-  const decided = before.decided ? yield* store.findDecision(transferId) : undefined
   if (decided !== undefined && decided.requestDigest !== decidedUnder) {
     const conflict = yield* refuseRedecision(context, request, sender, decided, nowMs)
     if (conflict !== undefined) return conflict
   }
-  const outcome = yield* evaluate(context, request, prepared, keyCheck, digest, before.nonceTaken, nowMs, balance)
+  // A released reservation of this transfer id holds the nonce: the fresh decision rewrites it.
+  const nonce = existing !== undefined ? "released" : before.nonceTaken ? "taken" : "free"
+  const outcome = yield* evaluate(context, request, prepared, keyCheck, digest, nonce, nowMs, balance)
   // Refusals of the request itself say nothing about the amount: only decisions are recorded.
   if (outcome._tag === "Refused") return outcome
   return yield* record(context, transferId, outcome, decidedUnder, decided, nowMs)

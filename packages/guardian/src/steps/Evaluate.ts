@@ -57,6 +57,15 @@ const holdForApproval = (request: AuthorizeRequest, transferId: string, amount: 
 }
 
 /**
+ * The request's nonce as the decision found it: free, taken by another transfer, or held by this
+ * transfer id's own released reservation, which an approval decided afresh rewrites (D45).
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export type NonceState = "free" | "taken" | "released"
+
+/**
  * Decides a prepared request on the sender's locked `balance`: a refusal, a violation, a hold,
  * or the reservation and its attestation.
  *
@@ -69,12 +78,12 @@ export const evaluate = Effect.fnUntraced(function*(
   prepared: Prepared,
   keyCheck: KeyCheck,
   digest: string,
-  nonceTaken: boolean,
+  nonce: NonceState,
   nowMs: number,
   balance: BalanceRow
 ) {
   const transferId = request.transferId.toLowerCase()
-  if (nonceTaken) return new Refused({ transferId, reason: "nonce_reused" })
+  if (nonce === "taken") return new Refused({ transferId, reason: "nonce_reused" })
   // First use of an address with no registered key: its key is pinned now (a concurrent
   // first use may have pinned another one, which then stands).
   for (const pin of keyCheck.pins) {
@@ -93,5 +102,5 @@ export const evaluate = Effect.fnUntraced(function*(
   if (balance.confirmed - balance.reserved < prepared.amount) return new InsufficientBalance({ transferId })
   const held = holdForApproval(request, transferId, prepared.amount)
   if (held !== undefined) return held
-  return yield* reserve(context, request, prepared, digest, balance, nowMs)
+  return yield* reserve(context, request, prepared, digest, balance, nowMs, nonce === "released")
 })

@@ -2,11 +2,14 @@
  * The expiry sweeper: every reservation past its expiry (deadline plus margin) is resolved from
  * the chain, confirmed if its attestation was mined, released otherwise. It runs outside the
  * group committer, in a transaction of its own under the sender's account lock, because it reads
- * the chain first and no SQL transaction spans a chain read.
+ * the chain first and no SQL transaction spans a chain read. An owner's approval asked again
+ * under a new deadline resolves the earlier attestation's reservation the same way, at once,
+ * once the chain is past its deadline (D45).
  *
  * @since 0.5.0
  */
 import { Clock, Effect } from "effect"
+import type { AuthorizeRequest } from "../Domain.ts"
 import * as Invariant from "../internal/Invariant.ts"
 import { applyConfirmed, release } from "./Books.ts"
 import { storage } from "./Failures.ts"
@@ -28,7 +31,9 @@ const resolveOne = Effect.fnUntraced(function*(context: GuardianContext, transfe
     senderOf(reservation),
     sql.withTransaction(Effect.gen(function*() {
       const current = yield* store.findReservation(transferId, { forUpdate: true })
-      if (current === undefined || current.status !== "reserved") return false
+      // The verdict is the chain's on the attestation read above: a reservation rewritten since
+      // (an approval decided afresh, D45) is another attestation, left for its own verdict.
+      if (current === undefined || current.status !== "reserved" || current.requestDigest !== reservation.requestDigest) return false
       if (verdict === "mined") {
         const applied = yield* applyConfirmed(context, current, true, nowMs)
         yield* Invariant.check(applied !== "overdraw", heldWithinConfirmed)
@@ -45,6 +50,33 @@ const resolveOne = Effect.fnUntraced(function*(context: GuardianContext, transfe
     )
   }
   return resolved
+})
+
+/**
+ * An owner's approval asked under another deadline than its transfer's reservation (the answer
+ * to an earlier approval was lost, D45): that earlier attestation's reservation is resolved now,
+ * as the sweep would resolve it later, once its deadline has passed: from the chain when the
+ * guardian has an endpoint for it (mined, or never minable), else once it is due (deadline plus
+ * margin), on time alone as the sweep does. The decision that follows then finds it released
+ * and decides the approval afresh. A failure here is left to the sweep: the decision then finds
+ * the reservation still held and refuses the approval for now.
+ *
+ * @since 0.9.0
+ * @category steps
+ */
+export const resolveEarlierAttestation = Effect.fnUntraced(function*(context: GuardianContext, request: AuthorizeRequest, nowMs: number) {
+  const transferId = request.transferId.toLowerCase()
+  const found = yield* storage(context.store.findReservation(transferId, { forUpdate: false }))
+  if (found === undefined || found.status !== "reserved" || found.deadline === request.deadline) return
+  const resolvable = context.chain.knows(BigInt(found.chainId)) ? nowMs > Number(found.deadline) * 1000 : found.expiresAtMs <= nowMs
+  if (!resolvable) return
+  yield* resolveOne(context, transferId).pipe(
+    Effect.catch((error) =>
+      Effect.logWarning("an earlier attestation could not be resolved yet; the sweep will").pipe(
+        Effect.annotateLogs({ transfer_id: transferId, reason: error.message })
+      )
+    )
+  )
 })
 
 /**

@@ -13,7 +13,8 @@ import type { GuardianContext } from "./GuardianContext.ts"
 import type { Prepared } from "./Prepare.ts"
 
 /**
- * A concurrent twin inserted the same transfer id first: roll back and answer from its row.
+ * A concurrent twin inserted the same transfer id first (or the released reservation an approval
+ * rewrites changed first): roll back and answer from its row.
  *
  * @since 0.5.0
  * @category errors
@@ -24,6 +25,8 @@ const encodeAuthorized = Schema.encodeSync(Authorized)
 
 /**
  * Reserves `prepared.amount` on the sender's locked `balance` and answers the attestation.
+ * `replacing`: the transfer id's released reservation is rewritten instead (D45); the release
+ * gave back its amount and its day's spend, so they are counted once.
  *
  * @since 0.5.0
  * @category steps
@@ -34,12 +37,13 @@ export const reserve = Effect.fnUntraced(function*(
   prepared: Prepared,
   digest: string,
   balance: BalanceRow,
-  nowMs: number
+  nowMs: number,
+  replacing: boolean
 ) {
   const { store, timing } = context
   const { amount, sender } = prepared
   const spendBucket = request.agent === undefined ? null : bucketOf(nowMs)
-  const inserted = yield* store.insertReservation({
+  const row = {
     transferId: request.transferId.toLowerCase(),
     chainId: sender.chainId,
     contract: sender.contract,
@@ -55,8 +59,9 @@ export const reserve = Effect.fnUntraced(function*(
     result: JSON.stringify(encodeAuthorized(prepared.authorized)),
     apiKeyId: request.apiKey ?? null,
     refundOf: request.refundOf?.toLowerCase() ?? null
-  }, nowMs)
-  if (!inserted) return yield* new TransferIdRace()
+  }
+  const written = replacing ? yield* store.replaceReservation(row, nowMs) : yield* store.insertReservation(row, nowMs)
+  if (!written) return yield* new TransferIdRace()
   yield* store.writeBalance(sender, { ...balance, reserved: balance.reserved + amount, owned: true })
   if (spendBucket !== null) yield* store.addSpend(sender, spendBucket, amount)
   return prepared.authorized

@@ -44,17 +44,23 @@ export const chainVerdict = Effect.fnUntraced(function*(context: GuardianContext
   return head.timestampSeconds <= reservation.deadline ? ("undecided" as const) : ("expired" as const)
 })
 
-/** The group's unit of a settlement: reads the reservation under its row lock and applies the outcome. */
+/**
+ * The group's unit of a settlement: reads the reservation under its row lock and applies the
+ * outcome. A failure was judged on the attestation `judged` names (its request digest): a
+ * reservation rewritten since (an approval decided afresh, D45) holds another one, which stays.
+ */
 const settleLocked = Effect.fnUntraced(function*(
   context: GuardianContext,
   transferId: string,
   outcome: "confirmed" | "failed",
-  nowMs: number
+  nowMs: number,
+  judged: string | undefined
 ) {
   const reservation = yield* context.store.findReservation(transferId, { forUpdate: true })
   if (reservation === undefined) return yield* new ReservationNotFound({ transferId })
   if (reservation.status === "reserved") {
     if (outcome === "failed") {
+      if (judged !== reservation.requestDigest) return reservation.status
       yield* release(context, reservation, "failed", nowMs)
       return "failed" as const
     }
@@ -88,9 +94,10 @@ const settleLocked = Effect.fnUntraced(function*(
 const judgeFailure = Effect.fnUntraced(function*(context: GuardianContext, transferId: string) {
   const found = yield* storage(context.store.findReservation(transferId, { forUpdate: false }))
   if (found === undefined) return yield* new ReservationNotFound({ transferId })
-  if (found.status !== "reserved") return "failed" as const
+  const judged = found.requestDigest
+  if (found.status !== "reserved") return { outcome: "failed" as const, judged }
   const verdict = yield* chainVerdict(context, found)
-  return verdict === "mined" ? "confirmed" as const : verdict === "undecided" ? "keep" as const : "failed" as const
+  return { outcome: verdict === "mined" ? "confirmed" as const : verdict === "undecided" ? "keep" as const : "failed" as const, judged }
 })
 
 /**
@@ -100,7 +107,9 @@ const judgeFailure = Effect.fnUntraced(function*(context: GuardianContext, trans
 export const settle = Effect.fn("Guardian.settle")(function*(context: GuardianContext, request: typeof SettleRequest.Type) {
   const transferId = request.transferId.toLowerCase()
   const nowMs = yield* Clock.currentTimeMillis
-  const outcome = request.outcome === "failed" ? yield* judgeFailure(context, transferId) : request.outcome
+  const { judged, outcome } = request.outcome === "failed"
+    ? yield* judgeFailure(context, transferId)
+    : { outcome: request.outcome, judged: undefined }
   if (outcome === "keep") {
     yield* Effect.logInfo("failure reported before the attestation's deadline: the reservation stays until the chain decides").pipe(
       Effect.annotateLogs({ transfer_id: transferId })
@@ -109,7 +118,7 @@ export const settle = Effect.fn("Guardian.settle")(function*(context: GuardianCo
   }
   // A confirmation needs no read first (no chain verdict): `settleLocked` reads the
   // reservation under its row lock, in the next group's transaction.
-  const status = yield* context.group.run(settleLocked(context, transferId, outcome, nowMs), { reservations: [transferId] }).pipe(
+  const status = yield* context.group.run(settleLocked(context, transferId, outcome, nowMs, judged), { reservations: [transferId] }).pipe(
     Effect.catchTag("SqlError", (error) => Effect.fail(storageFailure(error)))
   )
   yield* Effect.logDebug("settled").pipe(Effect.annotateLogs({ transfer_id: transferId, status }))

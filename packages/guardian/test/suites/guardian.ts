@@ -320,7 +320,7 @@ export const guardianSuite = (target: TargetName) =>
             assert.strictEqual(name(yield* guardian.client.authorize(approval)), "per_transaction_limit_exceeded")
           }
           const ninth = { ...held, agent: { policy: snapshot, approved: true } }
-          assert.strictEqual(name(yield* guardian.client.authorize(ninth)), "transfer_id_reused")
+          assert.strictEqual(name(yield* guardian.client.authorize(ninth)), "redecisions_exhausted")
           const health = yield* guardian.client.health
           assert.isTrue(health.alerts.some((entry) => entry.kind === "decision_conflict" && entry.account.toLowerCase() === agent.address.toLowerCase()))
           // Nothing was reserved by any of it: the whole balance is still there to spend.
@@ -345,6 +345,82 @@ export const guardianSuite = (target: TargetName) =>
           assert.deepStrictEqual(yield* guardian.client.authorize(approval), first)
           yield* guardian.client.settle({ transferId: held.transferId, outcome: "confirmed" })
           assert.strictEqual(yield* balanceOf(agent), 380n)
+        }))
+
+      it.effect("an approval whose attestation expired unused is decided afresh under the same nonce, its spend counted once (D45)", () =>
+        Effect.gen(function*() {
+          // The api server that asked died before it recorded the answer; its retry comes with a
+          // fresh deadline. No chain endpoint here: time alone decides the first one is dead.
+          const guardian = yield* TestGuardian
+          const owner = newParty()
+          const agent = newParty()
+          const bob = newParty()
+          yield* fund(agent, 500n)
+          // A daily limit that two counts of the amount would break (120 + 120 > 200).
+          const snapshot = policy({ perTransactionLimit: 400n, dailyLimit: 200n, hitlThreshold: 50n })
+          const held = confidentialRequest({
+            guardianKey: guardian.encryptionKey, from: agent, fromKeyOwner: owner, to: bob, amount: 120n, agent: { policy: snapshot, approved: false }
+          })
+          assert.strictEqual((yield* guardian.client.authorize(held))._tag, "HoldForApproval")
+          const first = { ...held, deadline: nowSeconds() + 4n, agent: { policy: snapshot, approved: true } }
+          const lost = yield* guardian.client.authorize(first)
+          assert.strictEqual(lost._tag, "Authorized")
+          // While the first attestation can still be mined, no second one: refused until its deadline.
+          const retry = { ...first, deadline: nowSeconds() + 600n }
+          const early = yield* guardian.client.authorize(retry)
+          assert.deepStrictEqual(
+            early._tag === "Refused" ? [early.reason, early.liveUntil] : [early._tag],
+            ["earlier_attestation_live", first.deadline]
+          )
+          // Deadline (≤ 4 s away: room for a loaded machine to make the early retry before it) + margin 0:
+          // dead by time alone (see the expiry test below).
+          yield* Effect.sleep("5500 millis")
+          const fresh = yield* guardian.client.authorize(retry)
+          assert.strictEqual(fresh._tag, "Authorized")
+          if (fresh._tag !== "Authorized" || lost._tag !== "Authorized") return
+          assert.strictEqual(fresh.deadline, retry.deadline)
+          assert.notStrictEqual(fresh.signature, lost.signature)
+          assert.deepStrictEqual(yield* guardian.client.authorize(retry), fresh)
+          // The first request is not answered with its dead attestation any more.
+          assert.strictEqual((yield* guardian.client.authorize(first))._tag, "Refused")
+          // Reserved once: the other 380 can move, no more; spent today 120, once (200 - 120 = 80 left).
+          const name = (result: Domain.AuthorizeResult) => result._tag === "PolicyViolation" ? result.reason : result._tag
+          const small = (amount: bigint) =>
+            confidentialRequest({ guardianKey: guardian.encryptionKey, from: agent, fromKeyOwner: owner, to: bob, amount, agent: { policy: snapshot, approved: false } })
+          assert.strictEqual(name(yield* guardian.client.authorize(small(81n))), "daily_limit_exceeded")
+          assert.strictEqual(name(yield* guardian.client.authorize(small(50n))), "Authorized")
+          assert.strictEqual((yield* guardian.client.settle({ transferId: held.transferId, outcome: "confirmed" })).status, "confirmed")
+          assert.strictEqual(yield* balanceOf(agent), 380n)
+        }))
+
+      it.effect("an approval decided afresh refuses what the balance of the moment does not cover, and reserves nothing (D45)", () =>
+        Effect.gen(function*() {
+          const guardian = yield* TestGuardian
+          const owner = newParty()
+          const agent = newParty()
+          const bob = newParty()
+          yield* fund(agent, 150n)
+          const snapshot = policy({ perTransactionLimit: 400n, dailyLimit: 1_000n, hitlThreshold: 50n })
+          const held = confidentialRequest({
+            guardianKey: guardian.encryptionKey, from: agent, fromKeyOwner: owner, to: bob, amount: 120n, agent: { policy: snapshot, approved: false }
+          })
+          assert.strictEqual((yield* guardian.client.authorize(held))._tag, "HoldForApproval")
+          const first = { ...held, deadline: nowSeconds() + 4n, agent: { policy: snapshot, approved: true } }
+          assert.strictEqual((yield* guardian.client.authorize(first))._tag, "Authorized")
+          yield* Effect.sleep("5500 millis")
+          // Meanwhile the agent spent most of its balance (the expired reservation no longer holds it).
+          const spend = confidentialRequest({
+            guardianKey: guardian.encryptionKey, from: agent, fromKeyOwner: owner, to: bob, amount: 50n, agent: { policy: snapshot, approved: false }
+          })
+          assert.strictEqual((yield* guardian.client.authorize(spend))._tag, "Authorized")
+          const retry = { ...first, deadline: nowSeconds() + 600n }
+          assert.strictEqual((yield* guardian.client.authorize(retry))._tag, "InsufficientBalance")
+          // Refused, so nothing held: the remaining 100 can still move.
+          assert.strictEqual((yield* guardian.client.authorize(confidentialRequest({
+            guardianKey: guardian.encryptionKey, from: agent, fromKeyOwner: owner, to: bob, amount: 50n, agent: { policy: snapshot, approved: false }
+          })))._tag, "Authorized")
+          assert.strictEqual((yield* guardian.client.settle({ transferId: spend.transferId, outcome: "confirmed" })).status, "confirmed")
+          assert.strictEqual(yield* balanceOf(agent), 100n)
         }))
 
       it.effect("100 concurrent authorizations on one account never overdraw it", () =>

@@ -21,8 +21,23 @@ import type { Mode } from "@pps/api/ApiKeys"
 import { AdminApi, AdminAuthorization } from "./api.ts"
 
 /**
- * Compares the presented token with `ADMIN_TOKEN` in constant time (both are
- * first hashed under a per-process key, so lengths do not leak either).
+ * Whether a presented token is `ADMIN_TOKEN`, compared in constant time (both are first hashed
+ * under a per-process key, so lengths do not leak either). The admin API and the admin
+ * listener's `/metrics` (observability/http.ts) share it.
+ *
+ * @since 0.9.0
+ * @category constructors
+ */
+export const makeAdminTokenCheck = Effect.gen(function*() {
+  const secrets = yield* Secrets
+  const compareKey = randomBytes(32)
+  const digest = (value: string) => createHmac("sha256", compareKey).update(value, "utf8").digest()
+  const expected = digest(Redacted.value(secrets.adminToken))
+  return (presented: string): boolean => timingSafeEqual(digest(presented), expected)
+})
+
+/**
+ * The admin API's bearer check (`makeAdminTokenCheck`).
  *
  * @since 0.1.0
  * @category layers
@@ -30,13 +45,10 @@ import { AdminApi, AdminAuthorization } from "./api.ts"
 export const AdminAuthorizationLive = Layer.effect(
   AdminAuthorization,
   Effect.gen(function*() {
-    const secrets = yield* Secrets
-    const compareKey = randomBytes(32)
-    const digest = (value: string) => createHmac("sha256", compareKey).update(value, "utf8").digest()
-    const expected = digest(Redacted.value(secrets.adminToken))
+    const isAdminToken = yield* makeAdminTokenCheck
     return AdminAuthorization.of({
       bearer: (httpEffect, { credential }) =>
-        timingSafeEqual(digest(Redacted.value(credential)), expected)
+        isAdminToken(Redacted.value(credential))
           ? httpEffect
           : Effect.fail(Unauthorized.of("Missing or invalid admin token."))
     })

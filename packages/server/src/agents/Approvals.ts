@@ -23,6 +23,8 @@ import type { Principal } from "@pps/api/ApiKeys"
 import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
 import { Outbox } from "../events/Outbox.ts"
 import {
+  type ApprovalAttemptsExhausted,
+  type ApprovalInProgress,
   type InsufficientBalance,
   LivemodeUnavailable,
   NotAgentOwner,
@@ -90,6 +92,8 @@ export class Approvals extends Context.Service<Approvals, {
     | PolicyViolation
     | RefundExceedsOriginal
     | InsufficientBalance
+    | ApprovalInProgress
+    | ApprovalAttemptsExhausted
     | LivemodeUnavailable
     | ServiceUnavailable
     | DependencyUnavailable

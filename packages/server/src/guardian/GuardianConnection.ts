@@ -10,6 +10,8 @@
  *   inside this process, for the test harness's speed. This process then reads the
  *   guardian's secret itself: never a deployment.
  *
+ * Every call through it is timed (`pps_guardian_call_duration_seconds`, observability/Metrics.ts).
+ *
  * @since 0.1.0
  */
 import * as path from "node:path"
@@ -17,6 +19,7 @@ import { GuardianClient, GuardianLive } from "@pps/guardian"
 import { Effect, Layer, Option } from "effect"
 import { chainIdOfMode } from "@pps/api/ApiKeys"
 import { AppConfig } from "../config/AppConfig.ts"
+import { timeGuardianCall } from "../observability/Metrics.ts"
 import { DataDir } from "../platform/DataDir.ts"
 import { DevChain } from "../settlement/DevChain.ts"
 import * as EmbeddedGuardian from "./EmbeddedGuardian.ts"
@@ -25,11 +28,22 @@ import { GuardianUnavailable } from "./errors.ts"
 // Its home was this module; importers keep finding it here.
 export { GuardianUnavailable } from "./errors.ts"
 
-/**
- * @since 0.1.0
- * @category layers
- */
-export const GuardianConnectionLive = Layer.unwrap(
+/** The client whose every call is timed under its operation's name. */
+const timed = (client: GuardianClient.GuardianClientShape): GuardianClient.GuardianClientShape => ({
+  info: client.info.pipe(timeGuardianCall("info")),
+  authorize: (request) => client.authorize(request).pipe(timeGuardianCall("authorize")),
+  settle: (request) => client.settle(request).pipe(timeGuardianCall("settle")),
+  credit: (request) => client.credit(request).pipe(timeGuardianCall("credit")),
+  sync: (request) => client.sync(request).pipe(timeGuardianCall("sync")),
+  nonZero: (request) => client.nonZero(request).pipe(timeGuardianCall("nonZero")),
+  sealedBalance: (request) => client.sealedBalance(request).pipe(timeGuardianCall("sealedBalance")),
+  sealedKeyTotals: (request) => client.sealedKeyTotals(request).pipe(timeGuardianCall("sealedKeyTotals")),
+  rotationVeto: (request) => client.rotationVeto(request).pipe(timeGuardianCall("rotationVeto")),
+  reconcile: (request) => client.reconcile(request).pipe(timeGuardianCall("reconcile")),
+  health: client.health.pipe(timeGuardianCall("health"))
+})
+
+const connection = Layer.unwrap(
   Effect.gen(function*() {
     const config = yield* AppConfig
     if (Option.isSome(config.guardianUrl)) {
@@ -66,3 +80,14 @@ export const GuardianConnectionLive = Layer.unwrap(
     })
   })
 )
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const GuardianConnectionLive = Layer.effect(
+  GuardianClient.GuardianClient,
+  Effect.gen(function*() {
+    return timed(yield* GuardianClient.GuardianClient)
+  })
+).pipe(Layer.provide(connection))

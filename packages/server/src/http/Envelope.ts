@@ -20,7 +20,9 @@
  * - 503 `service_unavailable` with `Retry-After` for a dependency's outage (platform/Unavailable.ts),
  *   and `Retry-After` on every 503 that has none of its own;
  * - one access log line per request: method, path without the query string (a
- *   decryption proof may travel there, D20), status, duration;
+ *   decryption proof may travel there, D20), status, duration; and the request counted in
+ *   `pps_http_requests_total` / `pps_http_request_duration_seconds` under its route's template
+ *   (`/v1/transfers/:transfer_id`, never the path with its ids; observability/Metrics.ts);
  * - D1's envelope and a request id on what Node's own HTTP parser refuses before
  *   any handler runs (431 headers too large, 400 malformed request line or
  *   chunked encoding, 408 too slow), see `answerClientErrors`; and an answer for
@@ -38,18 +40,21 @@ import { HttpApiError } from "effect/http-api"
 import { SqlError } from "effect/sql"
 import { Limits } from "../config/AppConfig.ts"
 import { makeId } from "../platform/Ids.ts"
+import { observeRequest, unmatchedRoute } from "../observability/Metrics.ts"
 import { errorBody, routerErrors } from "@pps/api/Errors"
 import { describeIssue } from "./RequestValidation.ts"
 import { DependencyUnavailable, retryAfterSecondsDefault } from "../platform/Unavailable.ts"
 
 /**
- * The routes a listener serves, to tell 405 from 404.
+ * The routes a listener serves, to tell 405 from 404 and to name a request's route.
  *
  * @since 0.1.0
  * @category models
  */
 export interface RouteTable {
   readonly allows: (method: string, url: string) => ReadonlyArray<string>
+  /** The template of the route `method` and `url` match (`/v1/transfers/:transfer_id`), if any. */
+  readonly templateOf: (method: string, url: string) => string | undefined
 }
 
 const methods = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const
@@ -61,10 +66,11 @@ const methods = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const
  * @category constructors
  */
 export const makeRouteTable = (routes: ReadonlyArray<readonly [method: string, path: string]>): RouteTable => {
-  const router = FindMyWay.make<true>({ ignoreTrailingSlash: false })
-  for (const [method, path] of routes) router.on(method, path as `/${string}`, true)
+  const router = FindMyWay.make<string>({ ignoreTrailingSlash: false })
+  for (const [method, path] of routes) router.on(method, path as `/${string}`, path)
   return {
-    allows: (_method, url) => methods.filter((m) => router.find(m, url) !== undefined)
+    allows: (_method, url) => methods.filter((m) => router.find(m, url) !== undefined),
+    templateOf: (method, url) => router.find(method, url)?.handler
   }
 }
 
@@ -409,6 +415,7 @@ export const envelopeMiddleware = (routes: RouteTable, stage: InnerStage = (inne
     }).pipe(Effect.annotateLogs({ request_id: requestId }))
     const final = withApiHeaders(path, HttpServerResponse.setHeader(withEnvelope(response, requestId), "x-request-id", requestId))
     const endedMs = yield* Clock.currentTimeMillis
+    yield* observeRequest(request.method, routes.templateOf(request.method, path) ?? unmatchedRoute, final.status, endedMs - startedMs)
     yield* Effect.logInfo("http request").pipe(
       Effect.annotateLogs({
         request_id: requestId,

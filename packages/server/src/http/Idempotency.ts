@@ -42,7 +42,7 @@ import * as Unavailable from "../platform/Unavailable.ts"
 import { answerServiceUnavailable } from "../platform/Unavailable.ts"
 import type { Principal } from "@pps/api/ApiKeys"
 import { CurrentPrincipal, Idempotency } from "@pps/api/Api"
-import { IdempotencyKeyInProgress, IdempotencyKeyReused, InvalidRequest, PayloadTooLarge } from "@pps/api/Errors"
+import { ApprovalInProgress, IdempotencyKeyInProgress, IdempotencyKeyReused, InvalidRequest, PayloadTooLarge } from "@pps/api/Errors"
 
 /** How often expired keys are deleted. */
 const sweepEveryMs = 10 * 60_000
@@ -242,9 +242,11 @@ const typedRefusal = (cause: Cause.Cause<unknown>): { readonly status: number; r
   if (typeof error !== "object" || error === null || !("error" in error)) return undefined
   const schema = (error.constructor as { readonly ast?: SchemaAST.AST }).ast
   const status = schema === undefined ? undefined : SchemaAST.resolve(schema)?.["httpApiStatus"]
-  // 429 says "later", not "no": a retry must run.
+  // 429, and 409 `approval_in_progress` (D45: decided once an earlier attestation is dead),
+  // say "later", not "no": a retry must run.
   if (typeof status !== "number" || status < 400 || status > 499 || status === 429) return undefined
   const { request_id: _, ...body } = (error as { readonly error: Record<string, unknown> }).error
+  if (body["code"] === ApprovalInProgress.code) return undefined
   return { status, body: JSON.stringify({ error: body }) }
 }
 
@@ -262,10 +264,11 @@ const abandon = (sql: SqlClient.SqlClient, scope: IdempotencyScope) =>
 
 /**
  * D6: the first response is replayed, an error (402, 403, 404, 422...) too: a retry after
- * the balance was topped up must not pay what the first request was refused. A 5xx
- * says the request did not complete: abandoned, so a retry runs (or resolves) it. An answer
- * that shows a secret once (D44) is not stored either: its claim, bound to the record, is left
- * for a retry to resolve from that record, as after a fault.
+ * the balance was topped up must not pay what the first request was refused. A 5xx (and
+ * a 4xx that says "later", see `typedRefusal`) says the request did not complete:
+ * abandoned, so a retry runs (or resolves) it. An answer that shows a secret once (D44) is
+ * not stored either: its claim, bound to the record, is left for a retry to resolve from
+ * that record, as after a fault.
  */
 const settleClaim = (context: IdempotencyContext, scope: IdempotencyScope, exit: Exit.Exit<HttpServerResponse.HttpServerResponse, unknown>) => {
   const refusal = Exit.isFailure(exit) ? typedRefusal(exit.cause) : undefined

@@ -10,6 +10,7 @@
 import { Effect, Option } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { errorBody } from "@pps/api/Errors"
+import { requestShed } from "../observability/Metrics.ts"
 import { Admission } from "../platform/Admission.ts"
 
 const approvalPath = /^\/v1\/agents\/transactions\/[^/]+\/approve$/
@@ -33,8 +34,9 @@ const atCapacityResponse = HttpServerResponse.jsonUnsafe(
   { status: 503 }
 )
 
+/** The refusal, counted (`pps_transfer_requests_shed_total`). */
 const atCapacity = (retryAfterSeconds: number) =>
-  Effect.succeed(HttpServerResponse.setHeader(atCapacityResponse, "retry-after", String(retryAfterSeconds)))
+  Effect.as(requestShed, HttpServerResponse.setHeader(atCapacityResponse, "retry-after", String(retryAfterSeconds)))
 
 /**
  * The early answer, the envelope's inner stage (before the body is read): a transfer decision

@@ -54,6 +54,8 @@ import { type StoredAgentTransaction, AgentTransactionStore } from "../agents/Ag
 import { type AgentTransactionRecord, toAgentTransactionRecord } from "@pps/api/Agents"
 import type { Principal } from "@pps/api/ApiKeys"
 import type {
+  ApprovalAttemptsExhausted,
+  ApprovalInProgress,
   EncryptionKeyRequired,
   InsufficientBalance,
   InvalidRequest,
@@ -178,6 +180,8 @@ export class Transfers extends Context.Service<Transfers, {
     | PolicyViolation
     | RefundExceedsOriginal
     | InsufficientBalance
+    | ApprovalInProgress
+    | ApprovalAttemptsExhausted
     | ServiceUnavailable
   >
   readonly get: (principal: Principal, transferId: string) => Effect.Effect<TransferRecord, TransferNotFound | ServiceUnavailable>

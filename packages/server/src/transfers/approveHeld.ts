@@ -9,20 +9,29 @@
  * The transfer keeps its id and replay nonce (the boxes are bound to the id; the nonce was never
  * attested, so it is still unused), with a fresh deadline: a held transaction may wait longer than
  * an attestation lives. The deadline is written to the row before the guardian is asked, so a
- * retried approval asks the same question and gets the recorded answer.
+ * retried approval asks the same question and gets the recorded answer. A retry after that
+ * deadline (its process died between the guardian's answer and the record) asks under a fresh
+ * one, and the guardian decides it again once the first attestation is dead, under the same nonce
+ * (D45): 409 `approval_in_progress` until then.
  *
  * @since 0.1.0
  */
 import { Clock, DateTime, Effect, Option } from "effect"
 import { bytesToBigInt, getAddress, type Hex } from "viem"
 import { agentTransactionEvent } from "@pps/api/Agents"
-import { LivemodeUnavailable, TransactionExpired, TransactionNotFound } from "@pps/api/Errors"
+import {
+  ApprovalAttemptsExhausted,
+  ApprovalInProgress,
+  LivemodeUnavailable,
+  TransactionExpired,
+  TransactionNotFound
+} from "@pps/api/Errors"
 import type { StoredAgentTransaction } from "../agents/AgentTransactionStore.ts"
 import { releaseAdmission } from "../platform/Admission.ts"
 import * as Invariant from "../platform/Invariant.ts"
 import * as Unavailable from "../platform/Unavailable.ts"
 import { type ChainContext, confidentialTokenOf } from "../settlement/Chains.ts"
-import { authorizeAndRecord } from "./authorize.ts"
+import { type Authorization, authorizeAndRecord } from "./authorize.ts"
 import { settleWithGuardian } from "./complete.ts"
 import type { PreparedTransfer, TransfersContext } from "./context.ts"
 import { publicAmountBinding } from "./hold.ts"
@@ -32,8 +41,11 @@ import { submitAndAwait } from "./submit.ts"
 import { transferIdBytes32 } from "./submission.ts"
 
 /**
- * A retried approval reuses the deadline it pinned while at least this much of it is
- * left (so the guardian replays its recorded answer); otherwise it takes a fresh one.
+ * A retried approval reuses the deadline it pinned while at least this much of it is left, or
+ * half the attestation's lifetime when that is shorter (so the guardian replays its recorded
+ * answer), and otherwise takes a fresh one: the transfer must have time to be mined. Under a fresh
+ * deadline the guardian decides again once the earlier attestation is dead, and refuses until
+ * then (D45).
  */
 const approvalDeadlineReuseMinSeconds = 60
 
@@ -103,8 +115,23 @@ const approveInTurn = Effect.fnUntraced(function*(context: TransfersContext, tra
     })
   )
   if (result._tag === "Hold") return yield* Effect.die(new Invariant.InvariantViolation({ invariant: "the guardian never holds an approved transfer" }))
+  if (result._tag === "ApprovalRefused") return yield* Effect.fail(notDecidedAgain(transactionId, result))
   return { transferId: prepared.transferId, submission: result.submission, view }
 })
+
+/**
+ * D45: the guardian does not decide this approval again. Until an earlier attestation's deadline
+ * (a process died between the guardian's answer and its record): 409 `approval_in_progress`, for
+ * the time it names; once its re-decisions are used up: 409 `approval_attempts_exhausted`. The
+ * transaction stays pending either way.
+ */
+const notDecidedAgain = (transactionId: string, refused: Extract<Authorization, { readonly _tag: "ApprovalRefused" }>) =>
+  refused.reason === "redecisions_exhausted"
+    ? ApprovalAttemptsExhausted.of(transactionId)
+    : ApprovalInProgress.of(
+      transactionId,
+      refused.liveUntil === null ? null : DateTime.formatIso(DateTime.makeUnsafe(Number(refused.liveUntil) * 1000))
+    )
 
 const heldBoxesOpen = "a held transfer's boxes open for the guardian (it opened them before it held the transfer)"
 
@@ -166,7 +193,8 @@ const preparedOfHeld = Effect.fnUntraced(function*(
 const approvalDeadline = Effect.fnUntraced(function*(context: TransfersContext, held: StoredAgentTransaction, nowMs: number) {
   const pinned = held.approval_deadline_seconds === null ? null : BigInt(held.approval_deadline_seconds)
   const nowSeconds = BigInt(Math.floor(nowMs / 1000))
-  const deadlineSeconds = pinned !== null && pinned - nowSeconds >= BigInt(approvalDeadlineReuseMinSeconds)
+  const reuseMinSeconds = Math.min(approvalDeadlineReuseMinSeconds, Math.floor(context.config.attestationLifetimeSeconds / 2))
+  const deadlineSeconds = pinned !== null && pinned - nowSeconds >= BigInt(reuseMinSeconds)
     ? pinned
     : nowSeconds + BigInt(context.config.attestationLifetimeSeconds)
   if (deadlineSeconds !== pinned) {

@@ -20,6 +20,7 @@ import {
   RefundExceedsOriginal,
   ServiceUnavailable
 } from "@pps/api/Errors"
+import { transferReached } from "../observability/Metrics.ts"
 import { InvariantViolation } from "../platform/Invariant.ts"
 import * as Unavailable from "../platform/Unavailable.ts"
 import { confidentialTransferCall, publicTransferCall } from "../settlement/calls.ts"
@@ -29,8 +30,10 @@ import { recordOf, type RecordWrite } from "./record.ts"
 import { transferIdBytes32, transferSubmission } from "./submission.ts"
 
 /**
- * What the authorize step ends with: recorded (the attested call to submit), or held for the
- * owner's approval (the amount the guardian read, sealed to the owner's key).
+ * What the authorize step ends with: recorded (the attested call to submit), held for the
+ * owner's approval (the amount the guardian read, sealed to the owner's key), or, for an owner's
+ * approval only, not decided again (D45): an earlier attestation of it can still be mined until
+ * `liveUntil` (unix seconds, when the guardian said), or its re-decisions are used up.
  *
  * @since 0.1.0
  * @category models
@@ -38,6 +41,11 @@ import { transferIdBytes32, transferSubmission } from "./submission.ts"
 export type Authorization =
   | { readonly _tag: "Recorded"; readonly submission: SubmissionRequest }
   | { readonly _tag: "Hold"; readonly sealedAmount: Hex }
+  | {
+    readonly _tag: "ApprovalRefused"
+    readonly reason: "earlier_attestation_live" | "redecisions_exhausted"
+    readonly liveUntil: bigint | null
+  }
 
 /**
  * The guardian's decision on a sealed transfer and, when it attests, `write`: the transfer row,
@@ -61,9 +69,11 @@ export const authorizeAndRecord = <E>(
   write: RecordWrite<E>
 ) =>
   Effect.gen(function*() {
+    yield* transferReached("created", prepared.mode)
     const decision = yield* askGuardian(context, prepared, deadlineSeconds, agent)
     const authorized = yield* authorizedOrHold(prepared, decision)
-    if (authorized._tag === "Hold") return authorized
+    if (authorized._tag === "Hold") return yield* Effect.as(transferReached("held", prepared.mode), authorized)
+    if (authorized._tag !== "Authorized") return authorized
     const callData = attestedCall(prepared, authorized)
     const submission = transferSubmission({
       transferId: prepared.transferId,
@@ -82,6 +92,7 @@ export const authorizeAndRecord = <E>(
       createdAt: DateTime.formatIso(DateTime.makeUnsafe(yield* Clock.currentTimeMillis))
     })
     yield* write(transfer, events, submission).pipe(Unavailable.database("Transfers.record"), SpanLog.stage("Transfers.record"))
+    yield* transferReached("authorized", prepared.mode)
     return { _tag: "Recorded", submission } satisfies Authorization
   }).pipe(Effect.uninterruptible)
 
@@ -113,29 +124,46 @@ const askGuardian = (
     Effect.logError("guardian unavailable", error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
   ))
 
-/** The guardian's attestation, or its hold; every other answer as the API's error. */
-const authorizedOrHold = (prepared: PreparedTransfer, decision: GuardianDomain.AuthorizeResult) => {
+/** The guardian's attestation, its hold, or an approval it does not decide again; every other answer as the API's error. */
+const authorizedOrHold = (
+  prepared: PreparedTransfer,
+  decision: GuardianDomain.AuthorizeResult
+): Effect.Effect<GuardianDomain.Authorized | Exclude<Authorization, { readonly _tag: "Recorded" }>, RefusalError> => {
   switch (decision._tag) {
     case "Authorized":
       return Effect.succeed(decision)
     case "InsufficientBalance":
-      return Effect.fail(InsufficientBalance.of())
+      return Effect.andThen(transferReached("refused", prepared.mode), Effect.fail(InsufficientBalance.of()))
     case "PolicyViolation":
-      return Effect.fail(PolicyViolation.of(decision.reason))
+      return Effect.andThen(transferReached("refused", prepared.mode), Effect.fail(PolicyViolation.of(decision.reason)))
     case "RefundExceeded":
-      return Effect.fail(RefundExceedsOriginal.of(prepared.refundOf ?? prepared.transferId))
+      return Effect.andThen(
+        transferReached("refused", prepared.mode),
+        Effect.fail(RefundExceedsOriginal.of(prepared.refundOf ?? prepared.transferId))
+      )
     case "HoldForApproval":
       return Effect.succeed({ _tag: "Hold", sealedAmount: decision.sealedAmount as Hex } as const)
     case "Refused":
+      if (decision.reason === "earlier_attestation_live" || decision.reason === "redecisions_exhausted") {
+        return Effect.succeed({ _tag: "ApprovalRefused", reason: decision.reason, liveUntil: decision.liveUntil ?? null } as const)
+      }
       return refusal(prepared, decision.reason)
   }
 }
 
+type RefusalError =
+  | InsufficientBalance
+  | PolicyViolation
+  | RefundExceedsOriginal
+  | InvalidRequest
+  | PreparedTransferUsed
+  | ServiceUnavailable
+
 /**
  * A refusal as the API answers it. A client-sealed box that does not open is the client's
- * mistake (400). A frozen account (books disagree with the chain), an approval retried after
- * its first attestation's deadline (the guardian keeps that reservation until it expires), or a
- * refund's original the guardian has not settled yet, is a state that passes: 503, retry later.
+ * mistake (400). A frozen account (books disagree with the chain) is a state that passes: 503,
+ * retry later; so is a server-sealed transfer id the guardian decided under another request
+ * (a twin it had to refuse), and a refund's original the guardian has not settled yet (D43).
  * Any other refusal is a fault of our own request.
  */
 const refusal = (prepared: PreparedTransfer, reason: GuardianDomain.RefusedReason) => {

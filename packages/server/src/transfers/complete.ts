@@ -9,6 +9,7 @@
 import { Cause, Clock, Deferred, Effect, Exit, Option, Request } from "effect"
 import type { SqlError } from "effect/sql"
 import { transferEvents } from "@pps/api/Events"
+import { transferReached } from "../observability/Metrics.ts"
 import * as Unavailable from "../platform/Unavailable.ts"
 import type { Resolution } from "../settlement/domain.ts"
 import type { TransfersContext } from "./context.ts"
@@ -97,6 +98,8 @@ const completeOnce = Effect.fnUntraced(function*(context: TransfersContext, reso
   // The mark only spares the recovery round a second settlement: not awaited. One this
   // process does not write (a crash, a shutdown) leaves the transfer to that round.
   if (settled) yield* Effect.forkIn(markSettled(context, resolution.submissionId), context.scope)
+  // Counted where the status changed: a transfer's outcome is written once, whichever node wrote it.
+  if (Option.isSome(ended)) yield* transferReached(status, resolution.mode)
   return Option.isSome(ended)
     ? ended
     : yield* context.store.findById(resolution.submissionId).pipe(Unavailable.database("Transfers.complete"))

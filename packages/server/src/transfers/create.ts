@@ -12,6 +12,7 @@ import type { Principal } from "@pps/api/ApiKeys"
 import { PreparedTransferUsed } from "@pps/api/Errors"
 import type { Asset, CreateTransferRequest } from "@pps/api/Transfers"
 import { releaseAdmission } from "../platform/Admission.ts"
+import * as Invariant from "../platform/Invariant.ts"
 import * as Unavailable from "../platform/Unavailable.ts"
 import { authorizeAndRecord } from "./authorize.ts"
 import type { PreparedTransfer, TransfersContext } from "./context.ts"
@@ -124,6 +125,9 @@ const decide = Effect.fnUntraced(function*(context: TransfersContext, sealed: Se
   const agent: GuardianDomain.AuthorizeRequest["agent"] = policy === undefined ? undefined : { policy, approved: false }
   const result = yield* authorizeAndRecord(context, prepared, deadlineSeconds, agent, recordCreated(context))
   if (result._tag === "Recorded") return { _tag: "Recorded", transferId: prepared.transferId, submission: result.submission } as const
+  if (result._tag === "ApprovalRefused") {
+    return yield* Effect.die(new Invariant.InvariantViolation({ invariant: "the guardian refuses a re-decision only to an owner's approval" }))
+  }
   return { _tag: "Held", transaction: yield* hold(context, prepared, nowMs, result.sealedAmount) } as const
 })
 

@@ -21,43 +21,12 @@ import { makeId } from "../../src/platform/Ids.ts"
 import { TransferRecord } from "@pps/api/Transfers"
 import { decryptTransfer, registerKey } from "../support/confidentialClient.ts"
 import { dumpDatabase } from "../support/dumpDatabase.ts"
+import { ownerWithAgent } from "../support/agents.ts"
 import { bearer, createAccount, decodeAnswer as decode, expectEnvelope, patchJson, postJson, send, type TestResponse } from "../support/http.ts"
 import { type DatabaseTarget, makeTestServer, TestServer, type TestServerShape } from "../support/TestServer.ts"
 
 const bytes = (hex: string) => new Uint8Array(Buffer.from(hex.replace(/^0x/, ""), "hex"))
 
-
-
-/** An owner with a registered key and faucet USDG, and one agent (with its own key) funded by a transfer. */
-const ownerWithAgent = (
-  server: TestServerShape,
-  owner: string,
-  policy: Record<string, unknown>,
-  options: { readonly faucetUsdg: string; readonly fundAgentUsdg: string }
-) =>
-  Effect.gen(function*() {
-    const account = yield* createAccount(server, owner)
-    const ownerKey = yield* registerKey(server.baseUrl, account.api_key)
-    const grant = yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(account.api_key), { amount: options.faucetUsdg }))
-    assert.strictEqual(grant.status, 200, grant.text)
-    const agent = decode(
-      AgentRecord,
-      yield* send(`${server.baseUrl}/v1/accounts/me/agents`, postJson(bearer(account.api_key), { name: "bot", spend_policy: policy })),
-      201
-    )
-    const issued = yield* send(`${server.adminUrl}/admin/keys`, postJson(bearer(server.adminToken), {
-      account_id: agent.account_id,
-      name: "agent"
-    }))
-    const agentKey = Schema.decodeUnknownSync(Schema.Struct({ api_key: Schema.String }))(issued.json).api_key
-    // The owner funds its agent with a normal transfer to @owner/bot.
-    const funding = yield* send(
-      `${server.baseUrl}/v1/transfers`,
-      postJson(bearer(account.api_key), { to: `@${owner}/bot`, amount: options.fundAgentUsdg })
-    )
-    expect(decode(TransferRecord, funding, 201)).toMatchObject({ status: "confirmed", to: `@${owner}/bot` })
-    return { owner: account, ownerKey, agent, agentKey }
-  })
 
 const eventsOf = (server: TestServerShape, accountId: string) =>
   Effect.gen(function*() {

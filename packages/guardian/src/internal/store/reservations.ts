@@ -1,6 +1,7 @@
 /**
  * Reservations: one row per attested transfer, its amount sealed at rest, its status moving
- * from `reserved` to `confirmed`, `failed` or `expired`. Inside a group, a reservation the
+ * from `reserved` to `confirmed`, `failed` or `expired` (and, released, back to `reserved` once for
+ * each fresh decision of an owner's approval, D45). Inside a group, a reservation the
  * prefetch locked is read from and changed in memory, and a new one with a free nonce is
  * recorded in memory; the group's flush writes them (internal/store/heldRows.ts).
  */
@@ -60,6 +61,37 @@ export const insertReservation = (context: StoreContext, reservation: NewReserva
     held?.reservedIds.set(reservation.transferId, true)
     if (inserted) held?.noncesTaken.set(nonce, true)
     return inserted
+  })
+
+/**
+ * Rewrites a released reservation (`expired` or `failed`) as the reservation of a fresh decision
+ * under the same transfer id and the same nonce (an owner's approval decided again, D45): the row
+ * in place, since the transfer id and the sender's nonce each name one row. False when the row is
+ * no longer released under that nonce (a late confirmation came first): nothing changed.
+ */
+export const replaceReservation = (context: StoreContext, reservation: NewReservationRow, nowMs: number) =>
+  Effect.gen(function*() {
+    const { box, sql } = context
+    const rows = yield* afterRecords(context, sql<{ readonly transfer_id: string }>`
+      UPDATE guardian_reservations
+      SET to_account = ${reservation.toAccount}, kind = ${reservation.kind}, deadline = ${reservation.deadline.toString()}::bigint,
+        expires_at_ms = ${String(reservation.expiresAtMs)}::bigint,
+        amount_sealed = ${box.seal(reservation.amount, reservationBinding(reservation.transferId))},
+        spend_bucket = ${reservation.spendBucket === null ? null : String(reservation.spendBucket)}::bigint,
+        request_digest = ${reservation.requestDigest}, result = ${reservation.result}, api_key_id = ${reservation.apiKeyId},
+        refund_of = ${reservation.refundOf},
+        created_at_ms = ${String(nowMs)}::bigint, status = 'reserved', settled_at_ms = NULL, recipient_credited = false
+      WHERE transfer_id = ${reservation.transferId} AND status IN ('expired', 'failed')
+        AND chain_id = ${reservation.chainId} AND contract = ${reservation.contract}
+        AND from_account = ${reservation.fromAccount} AND nonce = ${reservation.nonce.toString()}
+      RETURNING transfer_id`)
+    if (rows.length === 0) return false
+    // A settlement of the same group that locked the row reads it as it is now.
+    const held = yield* heldRows
+    if (held?.reservations.has(reservation.transferId) === true) {
+      held.reservations.set(reservation.transferId, { ...reservation, status: "reserved", recipientCredited: false })
+    }
+    return true
   })
 
 /** Sets a reservation's status; `recipientCredited` also marks its recipient credited, in the same write. */

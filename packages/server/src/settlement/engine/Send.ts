@@ -11,6 +11,7 @@
  */
 import { SpanLog } from "@pps/guardian"
 import { Clock, Effect, Option } from "effect"
+import { transferReached } from "../../observability/Metrics.ts"
 import { confidentialTransferBatchCall } from "../calls.ts"
 import { SettlementLimits, type SubmissionRequest } from "../domain.ts"
 import type { Relayer } from "../Relayer.ts"
@@ -82,6 +83,13 @@ const signAndRecord = (
     return group
   }))
 
+/** The transfers among `requests`, counted as `submitted` (their first signature; a re-signing is not counted). */
+const countSubmitted = (requests: ReadonlyArray<SubmissionRequest>) =>
+  Effect.forEach(requests, (request) =>
+    request.kind === "confidential_transfer" || request.kind === "public_transfer"
+      ? transferReached("submitted", request.mode)
+      : Effect.void, { discard: true })
+
 /**
  * Signs one transaction for `requests` with a fresh relayer nonce, records its bytes for all
  * of them, then broadcasts. `previous` are the entries these requests replace (a spent nonce);
@@ -108,7 +116,9 @@ export const signAndSend = (
     // instead of all picking the relayer that looked idle.
     const relayer = chosen ?? pickRelayer(context)
     relayer.inFlight += requests.length
+    const firstSignature = previous.length === 0 && resignings === 0
     return signAndRecord(context, requests, call, relayer).pipe(
+      Effect.tap(() => (firstSignature ? countSubmitted(requests) : Effect.void)),
       Effect.flatMap((group) => broadcast(context, group, resignings).pipe(SpanLog.stage("Settlement.broadcast")))
     )
   })
