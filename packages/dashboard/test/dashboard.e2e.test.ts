@@ -40,6 +40,8 @@ const sentAmount = "7.654321"
 const sentMemo = "canary-memo-5f1e9a"
 const heldAmount = "3.141592"
 const heldMemo = "canary-held-77c2"
+const refundAmount = "1.357913"
+const refundMemo = "canary-refund-3d8b"
 const passphrase = "correct horse battery staple"
 
 /** Screenshots go to docs/dashboard/ when PPS_DASHBOARD_SCREENSHOTS=1 (a developer refreshing them), else nowhere. */
@@ -322,6 +324,36 @@ describe("dashboard in Chromium", () => {
     if (screenshotDir !== undefined) await page.screenshot({ path: path.join(screenshotDir, "transfer-detail.png"), fullPage: true })
   })
 
+  it("refunds a received transfer from its detail after a review, sealed in the page (D43)", async () => {
+    const bobPps = new Pps({ apiKey: bob.api_key, baseUrl: server.baseUrl, keyPair: bobKey })
+    const paid = await bobPps.transfers.create({ to: "@alice", amount: "2.468024" })
+    const original = paid.kind === "transfer" ? paid.transfer.transfer_id : ""
+    await visit("Transfers", "Transfers", "transfers")
+    await page.locator(`a[href="/dashboard/transfers/${original}"]`).click()
+    await expect.poll(() => page.getByTestId("transfer-amount").textContent(), { timeout: 60_000 }).toBe("2.468024 USDG")
+    await page.getByRole("button", { name: "Refund" }).click()
+    // The whole amount is filled in; the holder sends back part of it.
+    expect(await page.locator("#refund-amount").inputValue()).toBe("2.468024")
+    await page.locator("#refund-amount").fill(refundAmount)
+    await page.locator("#refund-memo").fill(refundMemo)
+    await page.getByRole("button", { name: "Review" }).click()
+    const review = page.getByTestId("send-review")
+    expect(await review.textContent()).toContain(`You are sending back ${refundAmount} USDG to @bob`)
+    expect(await review.textContent()).toContain(original)
+    await checkAccessibility("refund-review")
+    await page.getByRole("button", { name: "Confirm and send" }).click()
+    await expect.poll(() => page.locator(".success").textContent(), { timeout: 90_000 })
+      .toMatch(new RegExp(`^Sent ${refundAmount.replace(".", "\\.")} USDG back to @bob: refund tr_\\w+ is (confirmed|pending)\\. Open it$`))
+    // Bob opens what came back, linked to his payment.
+    const [refund] = (await bobPps.transfers.get(original)).refunds
+    expect(await bobPps.transfers.get(refund!)).toMatchObject({ refund_of: original, direction: "received" })
+    expect(await bobPps.transfers.decrypt(refund!)).toMatchObject({ amount: 1_357_913n, memo: refundMemo })
+    // The page sent the refund sealed: no amount in its body.
+    const refunds = recorded.filter((r) => r.method === "POST" && r.url === `${origin}/v1/transfers/${original}/refund`)
+    expect(refunds).toHaveLength(1)
+    expect(JSON.parse(refunds[0]!.body)).toHaveProperty("sealed")
+  })
+
   it("creates an API key shown once, which works from outside, and revokes it at once", async () => {
     await visit("API keys", "API keys", "api-keys")
     await page.locator("#key-name").fill("ci-key")
@@ -548,8 +580,9 @@ describe("dashboard in Chromium", () => {
     await page.getByRole("button", { name: "Unlock with passkey" }).click()
     await expect.poll(() => page.getByTestId("key-status").textContent(), { timeout: 60_000 }).toBe("Unlocked in this tab.")
     await visit("Overview", "Overview", "overview-later")
-    // 100 granted, less 7.654321 sent from the page, 1 sent by API, 10 to the agent.
-    await expect.poll(() => page.getByTestId("balance-USDG").textContent(), { timeout: 60_000 }).toBe("81.345679")
+    // 100 granted, less 7.654321 sent from the page, 1 sent by API, 10 to the agent; plus 2.468024
+    // from Bob, less the 1.357913 refunded to him.
+    await expect.poll(() => page.getByTestId("balance-USDG").textContent(), { timeout: 60_000 }).toBe("82.45579")
 
     // On a phone's width the navigation folds above the page, and stays accessible.
     await page.setViewportSize({ width: 390, height: 844 })
@@ -559,7 +592,7 @@ describe("dashboard in Chromium", () => {
     // Nothing wider than the screen: wide tables scroll inside the page.
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
     await visit("Overview", "Overview", "overview-phone")
-    await expect.poll(() => page.getByTestId("balance-USDG").textContent(), { timeout: 60_000 }).toBe("81.345679")
+    await expect.poll(() => page.getByTestId("balance-USDG").textContent(), { timeout: 60_000 }).toBe("82.45579")
   })
 
   it("when the session ends elsewhere, the next request's 401 drops the unlocked key and shows sign-in", async () => {
@@ -583,7 +616,7 @@ describe("dashboard in Chromium", () => {
   it("sent no amount, memo, secret key or API key in any request, broke no CSP rule, has no serious accessibility violation, and logged no console error", () => {
     expect(recorded.length).toBeGreaterThan(20)
     const secretKey = hex(aliceKey.secretKey).slice(2)
-    const forbidden = [sentAmount, "7654321", sentMemo, heldAmount, "3141592", heldMemo, secretKey, passphrase, "hc_test_", "hc_live_"]
+    const forbidden = [sentAmount, "7654321", sentMemo, heldAmount, "3141592", heldMemo, refundAmount, "1357913", refundMemo, secretKey, passphrase, "hc_test_", "hc_live_"]
     for (const request of recorded) {
       const text = `${request.method} ${request.url}\n${JSON.stringify(request.headers)}\n${request.body}`
       for (const value of forbidden) expect(text.includes(value), `${value} in ${request.method} ${request.url}`).toBe(false)
