@@ -10,9 +10,12 @@
  *
  * Like the Promise facade (`Pps`), every POST carries an `Idempotency-Key` (yours, with
  * `withIdempotencyKey`, or 128 random bits drawn once per call) and retries of that call
- * reuse it; network failures, attempts without an answer (`attemptTimeoutMs`), 408, 429 and
- * 500/502/503/504 answers are retried with jittered exponential backoff, honouring
- * `Retry-After`. The transport is `fetch`, so it runs in Node and in browsers.
+ * reuse it. The retries are the facade's own (`internal/retry.ts`, one policy for every
+ * surface): network failures, attempts without an answer (`attemptTimeoutMs`), 408, 429, 502,
+ * 503 and 504 are retried with jittered exponential backoff, honouring `Retry-After`, for up to
+ * `retryBudgetMs` (15 s, longer than a server restart) after the first failure; 409
+ * `idempotency_key_in_progress` is waited out with the same key. The transport is `fetch`, so
+ * it runs in Node and in browsers.
  *
  * @example
  * ```ts
@@ -34,11 +37,12 @@
  */
 import { PublicApi } from "@pps/api/Api"
 import type { EncryptionKey } from "@pps/crypto"
-import { Context, Duration, Effect, Layer, Schedule } from "effect"
-import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
+import { Context, Effect, Layer } from "effect"
+import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
 import { createdTransfer } from "./internal/created.ts"
-import { IdempotencyKey as idempotencyKeyReference, newIdempotencyKey } from "./internal/idempotency.ts"
+import { IdempotencyKey as idempotencyKeyReference } from "./internal/idempotency.ts"
+import * as Retry from "./internal/retry.ts"
 import * as SealedTransfers from "./SealedTransfers.ts"
 
 /**
@@ -69,17 +73,30 @@ export interface Options {
   readonly apiKey: string
   /** Default `http://127.0.0.1:8080` (the embedded server). */
   readonly baseUrl?: string
-  /** Retries after the first attempt of a call (default 3). */
+  /** Retries after the first attempt of a call, at most (default 12; `retryBudgetMs` ends them first). */
   readonly retriesMax?: number
-  /** The first retry's delay; each next one doubles it, jittered (default 250 ms). */
+  /**
+   * How long after a call's first failed attempt a retry may still start (default 15 000 ms,
+   * longer than a server restart; 0: no retries). `Retry-After` is honoured within it.
+   */
+  readonly retryBudgetMs?: number
+  /** The first retry's delay; each next one doubles it, up to 4 s, jittered (default 250 ms). */
   readonly retryBaseDelayMs?: number
   /** How long one attempt may wait for the answer's headers before it is retried (default 30 000 ms). */
   readonly attemptTimeoutMs?: number
+  /** Told before each retry is waited for (to log it): the method, URL, Idempotency-Key, wait and cause. */
+  readonly onRetry?: (retry: RetryNotice) => void
 }
 
+/**
+ * What `Options.onRetry` is told before a retry.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export type RetryNotice = Retry.Retry
+
 const baseUrlDefault = "http://127.0.0.1:8080"
-const retriesMaxDefault = 3
-const retryBaseDelayMsDefault = 250
 // A transfer waits for settlement up to the server's create timeout (D14) before answering,
 // so an attempt must be allowed longer than that.
 const attemptTimeoutMsDefault = 30_000
@@ -112,60 +129,50 @@ export const IdempotencyKey = idempotencyKeyReference
 export const withIdempotencyKey = (key: string) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.provideService(effect, IdempotencyKey, key)
 
+/** The shared policy (`internal/retry.ts`) with this client's options. */
+const policyOf = (options: Options): Retry.Policy => ({
+  maxRetries: options.retriesMax ?? Retry.defaults.maxRetries,
+  budgetMs: options.retryBudgetMs ?? Retry.defaults.budgetMs,
+  attemptTimeoutMs: options.attemptTimeoutMs ?? attemptTimeoutMsDefault,
+  baseDelayMs: options.retryBaseDelayMs ?? Retry.defaults.baseDelayMs,
+  onRetry: options.onRetry
+})
+
 /**
- * Gives each POST its Idempotency-Key, around a client that retries: the caller's
- * (`withIdempotencyKey`), or one drawn once per call.
- * Not `HttpClient.mapRequest`: its transformations are re-run by every retry (they are
- * part of the request effect the retry repeats), which would draw a new key per attempt
- * and let a retried POST take effect twice. Here the key is set on the request value
- * the retrying client is given, so every attempt sends the same one (D6).
+ * The transport under the derived client: the bearer key, the caller's Idempotency-Key
+ * (`withIdempotencyKey`), and the shared retries at the `fetch` level: the request runs its
+ * `fetch` once, whose attempts all send one key (a POST without the caller's gets one drawn
+ * there). Retries at the `HttpClient` level would re-run the request's transformations per
+ * attempt instead, which is where a key drawn per attempt would let a POST act twice (D6).
  */
-const keepIdempotencyKey = (retrying: HttpClient.HttpClient): HttpClient.HttpClient =>
-  HttpClient.makeWith(
-    (request) =>
-      Effect.gen(function*() {
-        const built = yield* request
-        const chosen = yield* IdempotencyKey
-        return yield* retrying.execute(
-          built.method === "POST" && built.headers["idempotency-key"] === undefined
-            ? HttpClientRequest.setHeader(built, "idempotency-key", chosen ?? newIdempotencyKey())
-            : built
-        )
-      }),
-    (request: HttpClientRequest.HttpClientRequest) => Effect.succeed<HttpClientRequest.HttpClientRequest>(request)
-  )
+const transport = (options: Options) => {
+  const policy = policyOf(options)
+  return (client: HttpClient.HttpClient): HttpClient.HttpClient =>
+    client.pipe(
+      HttpClient.mapRequestEffect((request) =>
+        Effect.gen(function*() {
+          const key = yield* idempotencyKeyReference
+          const authorized = HttpClientRequest.bearerToken(request, options.apiKey)
+          return key === undefined ? authorized : HttpClientRequest.setHeader(authorized, "idempotency-key", key)
+        })
+      ),
+      HttpClient.transform((response) =>
+        Effect.gen(function*() {
+          const fetch = yield* FetchHttpClient.Fetch
+          const retrying = Retry.retryingFetch((url, init) => fetch(url, init), policy)
+          return yield* Effect.provideService(response, FetchHttpClient.Fetch, adaptFetch(retrying))
+        })
+      )
+    )
+}
+
+/** A `Client.Fetch` (a URL string) as the platform's `fetch` (Effect's fetch client passes a `URL`). */
+const adaptFetch = (fetch: (url: string, init: RequestInit) => Promise<Response>): typeof globalThis.fetch =>
+  (input, init) => fetch(input instanceof Request ? input.url : String(input), init ?? {})
 
 /**
- * Bounds one attempt: a server that took the connection but does not answer is a
- * transport failure (retried like one), not a call that waits forever.
- */
-const withAttemptTimeout = (timeoutMs: number) =>
-  HttpClient.transform((response: Effect.Effect<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError>, request) =>
-    Effect.timeoutOrElse(response, {
-      duration: Duration.millis(timeoutMs),
-      orElse: () =>
-        Effect.fail(
-          new HttpClientError.HttpClientError({
-            reason: new HttpClientError.TransportError({ request, description: `no answer within ${timeoutMs} ms` })
-          })
-        )
-    })
-  )
-
-/** The transport under the derived client: the bearer key, a bounded attempt, retries, the Idempotency-Key. */
-const transport = (options: Options) => (client: HttpClient.HttpClient): HttpClient.HttpClient =>
-  client.pipe(
-    HttpClient.mapRequest(HttpClientRequest.bearerToken(options.apiKey)),
-    withAttemptTimeout(options.attemptTimeoutMs ?? attemptTimeoutMsDefault),
-    HttpClient.retryTransient({
-      schedule: Schedule.exponential(Duration.millis(options.retryBaseDelayMs ?? retryBaseDelayMsDefault)).pipe(Schedule.jittered),
-      times: options.retriesMax ?? retriesMaxDefault
-    }),
-    keepIdempotencyKey
-  )
-
-/**
- * The client, over the `HttpClient` in context.
+ * The client, over the `HttpClient` in context. The retries run in Effect's fetch client (the
+ * `Fetch` it reads per request, wrapped here); over another `HttpClient` there are none but its own.
  *
  * @since 0.4.0
  * @category constructors

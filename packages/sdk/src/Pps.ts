@@ -3,14 +3,17 @@
  * `ApiClient`): every resource of the API, with the conventions a payments client needs
  * built in.
  *
- * - **Idempotency**: every POST carries an `Idempotency-Key` (yours, or 128 random bits),
- *   and every retry of that call reuses it, so a retried payment is never paid twice (D6,
- *   D36).
- * - **Retries**: a network failure, a timeout, 429 and 503 are retried with exponential
- *   backoff and jitter, honouring `Retry-After` (default 3 retries); 409
- *   `idempotency_key_in_progress` (the first attempt still runs on the server) is retried
- *   with the same key, for up to 90 s, until the first outcome is replayed. Each attempt
- *   may take 90 s (`defaultTimeoutMs`), longer than the server's longest create.
+ * - **Idempotency**: every POST takes an `idempotencyKey` option and carries it as its
+ *   `Idempotency-Key` (or 128 random bits drawn for the call), and every retry of that call
+ *   reuses it, so a retried payment is never paid twice (D6, D36). Keep your own key (an
+ *   order id) to run a call again after your process lost its answer.
+ * - **Retries** (`internal/retry.ts`, the one policy `ApiClient` and `pps` share): a network
+ *   failure, an attempt without an answer, 408, 429, 502, 503 and 504 are retried with
+ *   exponential backoff and jitter, honouring `Retry-After`, for up to 15 s after the first
+ *   failure (`retryBudgetMs`: longer than a server restart); 409 `idempotency_key_in_progress`
+ *   (the first attempt still runs on the server) is waited out with the same key, for up to
+ *   90 s, until the first outcome is replayed. Each attempt may take 90 s
+ *   (`defaultTimeoutMs`), longer than the server's longest create.
  * - **The contract**: every call goes through the typed client derived from `@pps/api`
  *   (as `ApiClient` is): paths and types are the contract's and answers are decoded against it.
  * - **Errors**: one class per API code (`Errors`), with `status`, `code` (typed as
@@ -56,6 +59,7 @@ import * as Client from "./Client.ts"
 import * as Confidential from "./Confidential.ts"
 import { type CreatedTransfer, createdTransfer } from "./internal/created.ts"
 import { newIdempotencyKey } from "./internal/idempotency.ts"
+import * as Retry from "./internal/retry.ts"
 import { iterate, run } from "./internal/typedClient.ts"
 import * as SealedTransfers from "./SealedTransfers.ts"
 
@@ -101,8 +105,19 @@ export interface Options {
   readonly deployment?: SealedTransfers.Deployment
   /** `"api"` (default) or `"chain"`: refuse to seal unless `rpcUrl` and `deployment` (and for an agent `ownerWallet`) let every key be checked. */
   readonly trust?: SealedTransfers.Trust
-  /** Retries after a network failure, a timeout, 429 or 503. Default 3. */
+  /**
+   * Retries of a call, at most (after a network failure, an attempt without an answer, 408,
+   * 429, 502, 503 or 504). Default 12; `retryBudgetMs` ends them first.
+   */
   readonly maxRetries?: number
+  /**
+   * How long after a call's first failed attempt a retry may still start. Default 15 000 ms:
+   * longer than a server restart (3-10 s), so a call in flight through one succeeds once.
+   * `Retry-After` is honoured within it. 0: no retries.
+   */
+  readonly retryBudgetMs?: number
+  /** Told before each retry is waited for (to log it): the method, URL, Idempotency-Key, wait and cause. */
+  readonly onRetry?: (retry: RetryNotice) => void
   /** Per attempt. Default 90 s (`defaultTimeoutMs`). */
   readonly timeoutMs?: number
   /** A fetch of your own (tests, proxies). */
@@ -199,6 +214,9 @@ export type Trust = SealedTransfers.Trust
 /** A `fetch` of your own (`Options.fetch`). @since 0.5.0 @category models */
 export type Fetch = Client.Fetch
 
+/** What `Options.onRetry` is told before a retry: method, URL, Idempotency-Key, retry number, wait and cause. @since 0.5.0 @category models */
+export type RetryNotice = Retry.Retry
+
 /** D34: a page of deliveries. @since 0.4.0 @category models */
 export type Deliveries = DeliveryPage
 
@@ -207,6 +225,17 @@ export type Event = EventPayload
 
 /** A faucet grant (ext). @since 0.4.0 @category models */
 export type Grant = typeof FaucetGrant.Type
+
+/**
+ * The options of every POST: its Idempotency-Key (1-255 characters). Without one, a key is drawn
+ * for the call (its retries reuse it), so running the call again acts again.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface Keyed {
+  readonly idempotencyKey?: string
+}
 
 /** D16: one page of a list. @since 0.3.0 @category models */
 export interface Page<A> {
@@ -239,68 +268,6 @@ export interface ListFilter {
  * @category constants
  */
 export const defaultTimeoutMs = 90_000
-
-/**
- * How long 409 `idempotency_key_in_progress` is retried: the first attempt's run ends
- * within the server's longest create (above), whatever this client's own timeout is.
- */
-const inProgressWindowMs = defaultTimeoutMs
-
-const retryable = new Set([429, 503])
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/** Whether an answer is D6's "the first request with this key still runs". */
-const inProgress = async (response: Response): Promise<boolean> => {
-  if (response.status !== 409) return false
-  const body: unknown = await response.clone().json().catch(() => undefined)
-  return typeof body === "object" && body !== null && "error" in body && typeof body.error === "object" && body.error !== null &&
-    "code" in body.error && body.error.code === "idempotency_key_in_progress"
-}
-
-const backoffMs = (attempt: number) => Math.min(500 * 2 ** attempt, 8_000) * (0.5 + Math.random() / 2)
-
-const retryAfterMs = (response: Response): number | undefined => {
-  const seconds = Number(response.headers.get("retry-after"))
-  return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : undefined
-}
-
-
-/**
- * The transport the facade gives every request: an Idempotency-Key on each POST that
- * lacks one (the same on every attempt), retries with backoff, and a per-attempt timeout.
- * A 409 `idempotency_key_in_progress` is waited out with the same key (for up to
- * `inProgressWindowMs`, apart from `maxRetries`): giving up would leave the caller with an
- * error for a payment in flight, and a new call without a key would pay twice.
- */
-const retryingFetch = (base: Client.Fetch, maxRetries: number, timeoutMs: number): Client.Fetch =>
-async (url, init) => {
-  const headers = new Headers(init.headers)
-  if ((init.method ?? "GET").toUpperCase() === "POST" && !headers.has("idempotency-key")) {
-    headers.set("idempotency-key", newIdempotencyKey())
-  }
-  let inProgressSince: number | undefined
-  for (let attempt = 0, waits = 0;;) {
-    let response: Response
-    try {
-      response = await base(url, { ...init, headers, signal: AbortSignal.timeout(timeoutMs) })
-    } catch (cause) {
-      if (attempt >= maxRetries) throw cause
-      await sleep(backoffMs(attempt++))
-      continue
-    }
-    if (await inProgress(response)) {
-      inProgressSince ??= Date.now()
-      if (Date.now() - inProgressSince >= inProgressWindowMs) return response
-      await response.body?.cancel()
-      await sleep(retryAfterMs(response) ?? backoffMs(waits++))
-      continue
-    }
-    if (!retryable.has(response.status) || attempt >= maxRetries) return response
-    await response.body?.cancel()
-    await sleep(retryAfterMs(response) ?? backoffMs(attempt))
-    attempt++
-  }
-}
 
 /**
  * The client. One per API key; safe to share.
@@ -337,11 +304,13 @@ export class Pps {
     this.#client = Client.make({
       apiKey: options.apiKey,
       ...(options.baseUrl === undefined ? {} : { baseUrl: options.baseUrl }),
-      fetch: retryingFetch(
-        options.fetch ?? ((url, init) => globalThis.fetch(url, init)),
-        options.maxRetries ?? 3,
-        options.timeoutMs ?? defaultTimeoutMs
-      )
+      fetch: Retry.retryingFetch(options.fetch ?? ((url, init) => globalThis.fetch(url, init)), {
+        maxRetries: options.maxRetries ?? Retry.defaults.maxRetries,
+        budgetMs: options.retryBudgetMs ?? Retry.defaults.budgetMs,
+        attemptTimeoutMs: options.timeoutMs ?? defaultTimeoutMs,
+        baseDelayMs: Retry.defaults.baseDelayMs,
+        onRetry: options.onRetry
+      })
     })
     this.#streamClient = Client.make({
       apiKey: options.apiKey,
@@ -480,7 +449,7 @@ export class Pps {
    * key may read about itself (D42): its policy and its held transactions' state.
    */
   readonly agents = {
-    create: (agent: { readonly name: string; readonly spend_policy: SpendPolicyInput }, options: { readonly idempotencyKey?: string } = {}): Promise<Agent> =>
+    create: (agent: { readonly name: string; readonly spend_policy: SpendPolicyInput }, options: Keyed = {}): Promise<Agent> =>
       this.#run((api) => api.agents.create({ payload: agent }), options.idempotencyKey),
     list: (): Promise<{ readonly agents: ReadonlyArray<Agent> }> => this.#run((api) => api.agents.list()),
     policy: {
@@ -505,13 +474,13 @@ export class Pps {
       create: (
         agentId: string,
         key: { readonly name: string },
-        options: { readonly idempotencyKey?: string } = {}
+        options: Keyed = {}
       ): Promise<NewAgentKey> =>
         this.#run((api) => api.agents.createKey({ params: { account_id: agentId }, payload: { name: key.name } }), options.idempotencyKey),
       list: (agentId: string): Promise<{ readonly data: ReadonlyArray<AgentKey> }> =>
         this.#run((api) => api.agents.listKeys({ params: { account_id: agentId } })),
-      revoke: (agentId: string, keyId: string): Promise<{ readonly key_id: string; readonly revoked: true }> =>
-        this.#run((api) => api.agents.revokeKey({ params: { account_id: agentId, key_id: keyId } }))
+      revoke: (agentId: string, keyId: string, options: Keyed = {}): Promise<{ readonly key_id: string; readonly revoked: true }> =>
+        this.#run((api) => api.agents.revokeKey({ params: { account_id: agentId, key_id: keyId } }), options.idempotencyKey)
     },
     /**
      * Held transactions' state (D42): `pending_approval`, `approved` (with its transfer),
@@ -528,24 +497,31 @@ export class Pps {
     list: (): Promise<{ readonly pending: ReadonlyArray<PendingTransaction> }> => this.#run((api) => api.agents.pending()),
     /** The amount the guardian would pay, and whether the agent's own note agrees. */
     open: (transactionId: string): Promise<OpenedHeldTransaction> => Confidential.openHeld(this.#client, this.#keyPair(), transactionId),
-    approve: (transactionId: string): Promise<HeldTransaction> =>
-      this.#run((api) => api.agents.approve({ params: { transaction_id: transactionId } })),
-    reject: (transactionId: string): Promise<HeldTransaction> =>
-      this.#run((api) => api.agents.reject({ params: { transaction_id: transactionId } }))
+    /**
+     * Approves it, which makes its transfer. Run again with the same `idempotencyKey` after a
+     * lost answer, it answers the decision made: never a second transfer, nor a refusal of an
+     * approval that went through.
+     */
+    approve: (transactionId: string, options: Keyed = {}): Promise<HeldTransaction> =>
+      this.#run((api) => api.agents.approve({ params: { transaction_id: transactionId } }), options.idempotencyKey),
+    reject: (transactionId: string, options: Keyed = {}): Promise<HeldTransaction> =>
+      this.#run((api) => api.agents.reject({ params: { transaction_id: transactionId } }), options.idempotencyKey)
   }
 
   /** Webhook subscriptions (D33-D35). The secret is in the create and rotate answers only. */
   readonly webhooks = {
-    create: (webhook: { readonly url: string; readonly events: ReadonlyArray<string> }): Promise<CreatedWebhook> =>
-      this.#run((api) => api.webhooks.create({ payload: webhook })),
+    /** Run again with the same `idempotencyKey`, the same subscription (and secret), never a second one. */
+    create: (webhook: { readonly url: string; readonly events: ReadonlyArray<string> }, options: Keyed = {}): Promise<CreatedWebhook> =>
+      this.#run((api) => api.webhooks.create({ payload: webhook }), options.idempotencyKey),
     list: (): Promise<{ readonly data: ReadonlyArray<WebhookRecord> }> => this.#run((api) => api.webhooks.list()),
     delete: (webhookId: string): Promise<void> => this.#run((api) => api.webhooks.remove({ params: { webhook_id: webhookId } })),
-    rotateSecret: (webhookId: string): Promise<RotatedSecret> =>
-      this.#run((api) => api.webhooks.rotateSecret({ params: { webhook_id: webhookId } })),
+    /** The key is sent, but a rotation is not bound to it: a retry after a fault rotates again (docs/api.md). */
+    rotateSecret: (webhookId: string, options: Keyed = {}): Promise<RotatedSecret> =>
+      this.#run((api) => api.webhooks.rotateSecret({ params: { webhook_id: webhookId } }), options.idempotencyKey),
     deliveries: (webhookId: string, page: { readonly limit?: number; readonly offset?: number } = {}): Promise<Deliveries> =>
       this.#run((api) => api.webhooks.deliveries({ params: { webhook_id: webhookId }, query: page })),
-    replay: (webhookId: string, eventId: string): Promise<typeof ReplayAccepted.Type> =>
-      this.#run((api) => api.webhooks.replay({ params: { webhook_id: webhookId, event_id: eventId } }))
+    replay: (webhookId: string, eventId: string, options: Keyed = {}): Promise<typeof ReplayAccepted.Type> =>
+      this.#run((api) => api.webhooks.replay({ params: { webhook_id: webhookId, event_id: eventId } }), options.idempotencyKey)
   }
 
   /** The account's API keys with last use, request count and decrypted totals (D40). */
@@ -575,6 +551,6 @@ export class Pps {
    */
   readonly faucet = (
     grant: { readonly amount: string; readonly asset?: string },
-    options: { readonly idempotencyKey?: string } = {}
+    options: Keyed = {}
   ): Promise<Grant> => this.#run((api) => api.test.faucet({ payload: grant }), options.idempotencyKey)
 }

@@ -18,9 +18,26 @@
  * module); the conventions are cli/CommandLine.ts's. The commands and their
  * outputs are a contract, documented in docs/cli.md and docs/operations.md.
  *
+ * The terminal services Effect's CLI needs come from `@effect/platform-node-shared`, an
+ * optional peer dependency of `@pps/sdk` (an application that imports the SDK needs none of
+ * it): the commands are loaded only once this entry point runs, and without that package it
+ * says how to install it.
+ *
  * @since 0.1.0
  */
-import * as CommandLine from "./cli/CommandLine.ts"
-import { describe, pps, program } from "./cli/ppsCommands.ts"
 
-CommandLine.main(pps, program, process.argv.slice(2), describe)
+/** The package the command line needs beside `@pps/sdk`, at the version `@pps/sdk` was built with. */
+const platformPackage = "@effect/platform-node-shared"
+
+/** Node's answer when that package itself is not installed (not a module missing inside it). */
+const isPlatformMissing = (error: unknown): boolean =>
+  error instanceof Error && "code" in error && error.code === "ERR_MODULE_NOT_FOUND" && error.message.includes(`'${platformPackage}'`)
+
+try {
+  const [CommandLine, commands] = await Promise.all([import("./cli/CommandLine.ts"), import("./cli/ppsCommands.ts")])
+  CommandLine.main(commands.pps, commands.program, process.argv.slice(2), commands.describe)
+} catch (error) {
+  if (!isPlatformMissing(error)) throw error
+  process.stderr.write(`pps: the command line needs ${platformPackage} beside @pps/sdk: npm install ${platformPackage}@^4.1.0\n`)
+  process.exitCode = 1
+}

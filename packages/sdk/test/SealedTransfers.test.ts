@@ -26,7 +26,7 @@ import { ApiClient, Errors, KeyFile, Pps, type PpsTypes } from "../src/index.ts"
 import * as SealedTransfers from "../src/SealedTransfers.ts"
 import { transferOf } from "./support/created.ts"
 import { type Rewrite, type RewritingProxy, startRewritingProxy } from "./support/rewritingProxy.ts"
-import { anvilRpcUrl, runNode, type ServerProcess, startServer } from "./support/server.ts"
+import { anvilRpcUrl, runNode, type ServerProcess, startServer, withoutKeyLine } from "./support/server.ts"
 
 let server: ServerProcess
 let proxy: RewritingProxy
@@ -221,7 +221,7 @@ describe("SealedTransfers against a malicious api tier", { timeout: 60_000 }, ()
         PPS_API_KEY: alice.api_key,
         PPS_BASE_URL: proxy.baseUrl,
         ...env
-      })
+      }).then(withoutKeyLine)
     const pinned = { PPS_RPC_URL: rpcUrl, PPS_CHAIN_ID: String(deployment.chainId), PPS_CONTRACT_USDG: deployment.contracts.USDG, PPS_TRUST: "chain" }
     try {
       const honest = await pps(pinned)
@@ -362,7 +362,7 @@ describe("an agent's sealed transfers, with its API key alone", { timeout: 90_00
     const home = fs.mkdtempSync(path.join(os.tmpdir(), "pps-agent-"))
     const recording = await startRecordingProxy(server.baseUrl)
     const asAgent = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
-      runNode("packages/sdk/src/cli.ts", args, { HOME: home, PPS_API_KEY: agentKey, PPS_BASE_URL: recording.baseUrl, ...env })
+      runNode("packages/sdk/src/cli.ts", args, { HOME: home, PPS_API_KEY: agentKey, PPS_BASE_URL: recording.baseUrl, ...env }).then(withoutKeyLine)
     try {
       const memo = "agent cli canary 4242"
       const sent = await asAgent(["send", "--to", "@bob", "--amount", "4.321", "--memo", memo])

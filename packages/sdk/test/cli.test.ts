@@ -48,15 +48,19 @@ const post = async (apiKey: string, route: string, body: unknown) => {
   return { status: response.status, json: (await response.json()) as Record<string, unknown> }
 }
 
+/** A POST command's own Idempotency-Key, told on stderr when it drew one (nothing else is there on success). */
+const keyLines = /^pps: Idempotency-Key (pps-[0-9a-f-]{36}) \(to repeat this request safely: --idempotency-key \1\)\n/gm
+
 const expectSuccess = (run: Run): Run => {
-  expect(run, run.stderr).toMatchObject({ exitCode: 0, stderr: "" })
+  expect(run, run.stderr).toMatchObject({ exitCode: 0 })
+  expect(run.stderr.replace(keyLines, "")).toBe("")
   return run
 }
 
 const expectD1 = (run: Run, code: string) => {
   expect(run.exitCode).toBe(1)
   expect(run.stdout).toBe("")
-  const body = JSON.parse(run.stderr) as { error: { code: string; message: string; request_id: string } }
+  const body = JSON.parse(run.stderr.replace(keyLines, "")) as { error: { code: string; message: string; request_id: string } }
   expect(body.error.code).toBe(code)
   expect(body.error.request_id).toMatch(/^req_/)
 }
@@ -367,8 +371,13 @@ describe("pps", { timeout: 90_000 }, () => {
     // The API's own refusal, as its D1 body.
     expectD1(await asAlice("policy", "set", created["account_id"]!, "--policy", '{"daily_limit_usdg":-1}'), "invalid_policy")
 
-    const hook = JSON.parse(expectSuccess(await asAlice("webhooks", "create", "--url", "https://example.com/hook", "--events", "transfer.confirmed", "--json")).stdout) as Record<string, string>
+    const subscribed = expectSuccess(await asAlice("webhooks", "create", "--url", "https://example.com/hook", "--events", "transfer.confirmed", "--json"))
+    const hook = JSON.parse(subscribed.stdout) as Record<string, string>
     expect(hook["secret"]).toMatch(/^whsec_/)
+    // The key it drew is told on stderr; run again with it, the same subscription (and secret), not a second one.
+    const drawn = [...subscribed.stderr.matchAll(keyLines)][0]?.[1] ?? "none"
+    const again = expectSuccess(await asAlice("webhooks", "create", "--url", "https://example.com/hook", "--events", "transfer.confirmed", "--idempotency-key", drawn, "--json"))
+    expect({ again: JSON.parse(again.stdout), stderr: again.stderr }).toEqual({ again: hook, stderr: "" })
     const hooks = JSON.parse(expectSuccess(await asAlice("webhooks", "list", "--json")).stdout) as { data: Array<Record<string, unknown>> }
     expect(hooks.data.map((entry) => entry["webhook_id"])).toContain(hook["webhook_id"])
     expect(JSON.stringify(hooks)).not.toContain(hook["secret"])
@@ -524,7 +533,8 @@ describe("pps command-line conventions", { timeout: 30_000 }, () => {
   it("an unreachable server is named with its URL and the cause; a malformed PPS_BASE_URL is named", async () => {
     const url = `http://127.0.0.1:${await closedPort()}`
     const [refused, malformed, notHttp] = await Promise.all([
-      offline(["balance"], { PPS_BASE_URL: url }),
+      // No retries (PPS_RETRY_BUDGET_MS=0): by default a refused connection is retried for 15 s, each retry told.
+      offline(["balance"], { PPS_BASE_URL: url, PPS_RETRY_BUDGET_MS: "0" }),
       offline(["balance"], { PPS_BASE_URL: "not a url" }),
       offline(["balance"], { PPS_BASE_URL: "localhost:8080" })
     ])

@@ -15,6 +15,7 @@ import * as Commands from "../internal/commands.ts"
 import type * as SealedTransfers from "../SealedTransfers.ts"
 import * as Webhook from "../Webhook.ts"
 import * as CommandLine from "./CommandLine.ts"
+import * as Connection from "./Connection.ts"
 import type * as McpEntry from "./McpEntry.ts"
 
 /** What `faucet` asks for without --amount: enough for the quickstart's transfers. */
@@ -36,7 +37,10 @@ environment: PPS_API_KEY (required), PPS_BASE_URL (default ${Client.defaultBaseU
   operator's deployment, pinned here), PPS_RPC_URL (needs them: the guardian's and recipient's keys
   read from the pinned contract), PPS_OWNER_WALLET (an agent's owner's wallet: with PPS_RPC_URL the
   key the agent's copy is sealed to is read from the pinned contract), PPS_TRUST=chain (refuse
-  to send unless all are set; default api: the API is trusted for what is not set)
+  to send unless all are set; default api: the API is trusted for what is not set),
+  PPS_RETRY_BUDGET_MS (default 15000: how long after a failure a request is retried, each retry
+  told on stderr; 0: never)
+idempotency: a POST command without --idempotency-key draws one and prints it on stderr
 key file: --key-file, default ~/.pps/<account_id>.key (an agent has none: agents use their owner's key)
 exit status: 0 done, 1 failed, 2 command-line mistake (nothing was sent)`
 }
@@ -75,14 +79,18 @@ const isHttpUrl = (value: string): boolean => URL.canParse(value) && ["http:", "
 const resolveKeyFile = (keyFile: Option.Option<string>, env: NodeJS.ProcessEnv): string | undefined =>
   Option.match(keyFile, { onNone: () => undefined, onSome: (file) => path.resolve(env["INIT_CWD"] ?? process.cwd(), file) })
 
+/** Where `pps` tells what is not its result: retries, a key it drew. */
+const note = (text: string): void => void process.stderr.write(text)
+
 /**
  * Runs a command's body with the client and key file every command needs, and
- * prints what it returns. `hint` ends the line of an unreachable server.
+ * prints what it returns. `hint` ends the line of an unreachable server;
+ * `generatedKey` is the POST key the command drew, told on stderr when it is sent.
  */
 const perform = (
   keyFile: Option.Option<string>,
   body: (settings: Commands.Settings) => Promise<string>,
-  hint = ""
+  options: { readonly hint?: string; readonly generatedKey?: string | undefined } = {}
 ): Effect.Effect<void, unknown> =>
   Effect.tryPromise({
     try: async () => {
@@ -95,10 +103,11 @@ const perform = (
         throw new Commands.CommandError(`PPS_BASE_URL is not a URL: ${JSON.stringify(baseUrl)} (expected http://HOST:PORT)`)
       }
       try {
-        return await body({ client: Client.make({ apiKey, baseUrl }), keyFilePath: resolveKeyFile(keyFile, env) })
+        const client = Connection.make({ apiKey, baseUrl, env, generatedKey: options.generatedKey, note })
+        return await body({ client, keyFilePath: resolveKeyFile(keyFile, env) })
       } catch (error) {
         // The SDK says "cannot reach the API at <url>: TypeError: fetch failed"; the cause tells what actually happened.
-        if (error instanceof Client.TransportError && error.reason === "unreachable") throw new Unreachable(baseUrl, error.cause, hint)
+        if (error instanceof Client.TransportError && error.reason === "unreachable") throw new Unreachable(baseUrl, error.cause, options.hint ?? "")
         throw error
       }
     },
@@ -112,12 +121,39 @@ const keyFile = Flag.String("key-file").pipe(
 )
 const jsonPrinted = CommandLine.json("accepted; the output is JSON already")
 const jsonTable = CommandLine.json("print JSON instead of a table")
-const idempotencyKey = (what: string) =>
-  CommandLine.text("idempotency-key", "KEY", `the request's Idempotency-Key (default a fresh pps-<uuid>):\nthe same key again never ${what} twice (D36)`)
-    .pipe(Flag.optional)
+/** `--idempotency-key`; `what` the request does at most once per key ("pays"), or `unbound` says why it does not. */
+const idempotencyKey = (what: string, unbound?: string) =>
+  CommandLine.text(
+    "idempotency-key",
+    "KEY",
+    `the request's Idempotency-Key (default a fresh pps-<uuid>, printed on stderr):\n${unbound ?? `the same key again never ${what} twice (D36)`}`
+  ).pipe(Flag.optional)
 const amountCheck = { accepts: (value: string) => /^\d+(\.\d+)?$/.test(value), expected: "a decimal number without sign or exponent, such as 12.5" }
 const id = (metavar: string, description: string) => Argument.String(metavar.toLowerCase()).pipe(Argument.withMetavar(metavar), Argument.withDescription(description))
-const freshKey = (given: Option.Option<string>) => Option.getOrElse(given, () => `pps-${crypto.randomUUID()}`)
+/** A POST command's Idempotency-Key: the user's, or one drawn here (`generated`, told on stderr when sent). */
+const keyOf = (given: Option.Option<string>): { readonly key: string; readonly generated: string | undefined } =>
+  Option.match(given, {
+    onSome: (key) => ({ key, generated: undefined }),
+    onNone: () => {
+      const key = `pps-${crypto.randomUUID()}`
+      return { key, generated: key }
+    }
+  })
+
+/**
+ * Runs a command's body with its Idempotency-Key: `given` (the --idempotency-key flag) or, when
+ * the flag was not, one drawn here and told on stderr as the first POST leaves. A command that
+ * takes no key (`given` undefined: it sends no POST) runs as `perform` runs it.
+ */
+const keyed = (
+  keyFile: Option.Option<string>,
+  given: Option.Option<string> | undefined,
+  body: (settings: Commands.Settings, idempotencyKey: string | undefined) => Promise<string>
+): Effect.Effect<void, unknown> => {
+  if (given === undefined) return perform(keyFile, (settings) => body(settings, undefined))
+  const { key, generated } = keyOf(given)
+  return perform(keyFile, (settings) => body(settings, key), { generatedKey: generated })
+}
 
 const keygen = Command.make("keygen", {
   keyFile,
@@ -210,7 +246,7 @@ const send = Command.make("send", {
   json: CommandLine.json("print the API's answer body instead of lines")
 }, (flags) => {
   // Printed with the result: the same key retried after a lost answer never pays twice (D36).
-  const key = freshKey(flags.idempotencyKey)
+  const { key, generated } = keyOf(flags.idempotencyKey)
   return perform(flags.keyFile, (settings) =>
     Commands.send({
       ...settings,
@@ -222,7 +258,7 @@ const send = Command.make("send", {
       asset: Option.getOrUndefined(flags.asset),
       public: flags.public,
       idempotencyKey: key
-    }), `; retry with --idempotency-key ${key}`)
+    }), { hint: `; retry with --idempotency-key ${key}`, generatedKey: generated })
 }).pipe(Command.withDescription("a transfer, sealed here: no request carries amount or memo\n(--public: a standard transfer, its amount public on chain)"))
 
 const refund = Command.make("refund", {
@@ -235,7 +271,7 @@ const refund = Command.make("refund", {
   json: CommandLine.json("print the API's answer body instead of lines")
 }, (flags) => {
   // Printed with the result: the same key retried after a lost answer never refunds twice (D36).
-  const key = freshKey(flags.idempotencyKey)
+  const { key, generated } = keyOf(flags.idempotencyKey)
   return perform(flags.keyFile, (settings) =>
     Commands.refund({
       ...settings,
@@ -245,7 +281,7 @@ const refund = Command.make("refund", {
       amount: Option.getOrUndefined(flags.amount),
       memo: Option.getOrUndefined(flags.memo),
       idempotencyKey: key
-    }), `; retry with --idempotency-key ${key}`)
+    }), { hint: `; retry with --idempotency-key ${key}`, generatedKey: generated })
 }).pipe(Command.withDescription("up to a received transfer's amount, sent back to its sender (D43), sealed here"))
 
 const limit = CommandLine.text("limit", "N", "how many, newest first (default 20)", {
@@ -282,14 +318,14 @@ const approvals = Command.make("approvals").pipe(
       perform(flags.keyFile, (settings) => Commands.listApprovals({ ...settings, json: flags.json }))).pipe(
       Command.withDescription("held agent transactions, with the amount the guardian would pay")
     ),
-    Command.make("approve", { transactionId, keyFile, json: jsonTable }, (flags) =>
-      perform(flags.keyFile, (settings) =>
-        Commands.decide({ ...settings, json: flags.json, transactionId: flags.transactionId, action: "approve" }))).pipe(
+    Command.make("approve", { transactionId, idempotencyKey: idempotencyKey("decides"), keyFile, json: jsonTable }, (flags) =>
+      keyed(flags.keyFile, flags.idempotencyKey, (settings, key) =>
+        Commands.decide({ ...settings, json: flags.json, transactionId: flags.transactionId, action: "approve", idempotencyKey: key }))).pipe(
       Command.withDescription("approve one (refused here if the agent's note disagrees)")
     ),
-    Command.make("reject", { transactionId, json: jsonTable }, (flags) =>
-      perform(Option.none(), (settings) =>
-        Commands.decide({ ...settings, json: flags.json, transactionId: flags.transactionId, action: "reject" }))).pipe(
+    Command.make("reject", { transactionId, idempotencyKey: idempotencyKey("decides"), json: jsonTable }, (flags) =>
+      keyed(Option.none(), flags.idempotencyKey, (settings, key) =>
+        Commands.decide({ ...settings, json: flags.json, transactionId: flags.transactionId, action: "reject", idempotencyKey: key }))).pipe(
       Command.withDescription("reject one")
     )
   ])
@@ -299,28 +335,20 @@ const policyJson = (description: string) => CommandLine.text("policy", "JSON", d
 const agentsCommand = (
   json: boolean,
   action: "create" | "list" | "policy-get" | "policy-set",
-  fields: { readonly name?: string; readonly agentId?: string; readonly policy?: string } = {}
+  fields: { readonly name?: string; readonly agentId?: string; readonly policy?: string; readonly idempotencyKey?: Option.Option<string> } = {}
 ) =>
-  perform(Option.none(), (settings) =>
-    Commands.agents({ ...settings, json, action, name: fields.name, agentId: fields.agentId, policy: fields.policy }))
+  keyed(Option.none(), fields.idempotencyKey, (settings, idempotencyKey) =>
+    Commands.agents({ ...settings, json, action, name: fields.name, agentId: fields.agentId, policy: fields.policy, idempotencyKey }))
 
 const agentId = id("AGENT_ID", "the agent's account id (acct_...)")
 
 const agentKeysCommand = (
   json: boolean,
   action: "create" | "list" | "revoke",
-  fields: { readonly agentId: string; readonly name?: string; readonly keyId?: string; readonly idempotencyKey?: string }
+  fields: { readonly agentId: string; readonly name?: string; readonly keyId?: string; readonly idempotencyKey?: Option.Option<string> }
 ) =>
-  perform(Option.none(), (settings) =>
-    Commands.agentKeys({
-      ...settings,
-      json,
-      action,
-      agentId: fields.agentId,
-      name: fields.name,
-      keyId: fields.keyId,
-      idempotencyKey: fields.idempotencyKey
-    }))
+  keyed(Option.none(), fields.idempotencyKey, (settings, idempotencyKey) =>
+    Commands.agentKeys({ ...settings, json, action, agentId: fields.agentId, name: fields.name, keyId: fields.keyId, idempotencyKey }))
 
 const agentKeys = Command.make("keys").pipe(
   Command.withDescription("an agent's API keys, managed by its owner (D44)"),
@@ -330,13 +358,13 @@ const agentKeys = Command.make("keys").pipe(
       name: CommandLine.text("name", "NAME", "the key's name (1-100 characters), to recognise it by"),
       idempotencyKey: idempotencyKey("creates a key"),
       json: jsonTable
-    }, (flags) => agentKeysCommand(flags.json, "create", { ...flags, idempotencyKey: freshKey(flags.idempotencyKey) })).pipe(
+    }, (flags) => agentKeysCommand(flags.json, "create", flags)).pipe(
       Command.withDescription("a key for the agent, of its mode; its value is printed this once,\nwith the owner's wallet address (the agent's PPS_TRUST=chain pin)")
     ),
     Command.make("list", { agentId, json: jsonTable }, (flags) => agentKeysCommand(flags.json, "list", flags)).pipe(
       Command.withDescription("the agent's keys (never their values): last use, requests, revoked")
     ),
-    Command.make("revoke", { agentId, keyId: id("KEY_ID", "the key's id (key_...)"), json: jsonTable }, (flags) =>
+    Command.make("revoke", { agentId, keyId: id("KEY_ID", "the key's id (key_...)"), idempotencyKey: idempotencyKey("revokes"), json: jsonTable }, (flags) =>
       agentKeysCommand(flags.json, "revoke", flags)).pipe(
       Command.withDescription("revoke one: its next request is refused (401)")
     )
@@ -349,6 +377,7 @@ const agents = Command.make("agents").pipe(
     Command.make("create", {
       name: CommandLine.text("name", "NAME", "the agent's name; its handle is @<owner>/<name>"),
       policy: policyJson("its spend policy as a JSON object, e.g. '{\"daily_limit_usdg\":100,\"per_transaction_limit_usdg\":20}'"),
+      idempotencyKey: idempotencyKey("creates an agent"),
       json: jsonTable
     }, (flags) => agentsCommand(flags.json, "create", flags)).pipe(
       Command.withDescription("an agent account with its spend policy (D21, D22)")
@@ -402,14 +431,20 @@ type WebhookAction = "create" | "list" | "delete" | "deliveries" | "replay" | "r
 const webhooksCommand = (
   json: boolean,
   action: WebhookAction,
-  fields: { readonly webhookId?: string; readonly eventId?: string; readonly url?: string; readonly events?: string } = {}
+  fields: {
+    readonly webhookId?: string
+    readonly eventId?: string
+    readonly url?: string
+    readonly events?: string
+    readonly idempotencyKey?: Option.Option<string>
+  } = {}
 ) =>
-  perform(Option.none(), (settings) =>
-    Commands.webhooks({ ...settings, json, action, webhookId: fields.webhookId, eventId: fields.eventId, url: fields.url, events: fields.events }))
+  keyed(Option.none(), fields.idempotencyKey, (settings, idempotencyKey) =>
+    Commands.webhooks({ ...settings, json, action, webhookId: fields.webhookId, eventId: fields.eventId, url: fields.url, events: fields.events, idempotencyKey }))
 
 const webhookId = id("ID", "the subscription's id (wh_...)")
 /** A webhooks command that takes the subscription's id and nothing else. */
-const webhookById = (action: "delete" | "deliveries" | "rotate-secret", description: string) =>
+const webhookById = (action: "delete" | "deliveries", description: string) =>
   Command.make(action, { webhookId, json: jsonTable }, (flags) => webhooksCommand(flags.json, action, flags)).pipe(
     Command.withDescription(description)
   )
@@ -420,6 +455,7 @@ const webhooks = Command.make("webhooks").pipe(
     Command.make("create", {
       url: CommandLine.text("url", "URL", "where the events are delivered (https)"),
       events: CommandLine.text("events", "a,b", "the event types, comma-separated, e.g. transfer.confirmed"),
+      idempotencyKey: idempotencyKey("subscribes"),
       json: jsonTable
     }, (flags) => webhooksCommand(flags.json, "create", flags)).pipe(
       Command.withDescription("a subscription; its secret is shown this once")
@@ -429,8 +465,16 @@ const webhooks = Command.make("webhooks").pipe(
     ),
     webhookById("delete", "delete one"),
     webhookById("deliveries", "its deliveries, newest first"),
-    webhookById("rotate-secret", "a new secret, shown this once"),
-    Command.make("replay", { webhookId, eventId: id("EVENT_ID", "the event's id (evt_...)"), json: jsonTable }, (flags) =>
+    Command.make("rotate-secret", { webhookId, idempotencyKey: idempotencyKey("rotates", "a rotation is not bound to it: a retry after a fault rotates again"), json: jsonTable }, (flags) =>
+      webhooksCommand(flags.json, "rotate-secret", flags)).pipe(
+      Command.withDescription("a new secret, shown this once")
+    ),
+    Command.make("replay", {
+      webhookId,
+      eventId: id("EVENT_ID", "the event's id (evt_...)"),
+      idempotencyKey: idempotencyKey("delivers"),
+      json: jsonTable
+    }, (flags) =>
       webhooksCommand(flags.json, "replay", flags)).pipe(
       Command.withDescription("deliver one event to it again")
     )
@@ -446,14 +490,8 @@ const faucet = Command.make("faucet", {
   idempotencyKey: idempotencyKey("grants"),
   json: jsonTable
 }, (flags) =>
-  perform(Option.none(), (settings) =>
-    Commands.faucet({
-      ...settings,
-      json: flags.json,
-      amount: flags.amount,
-      asset: Option.getOrUndefined(flags.asset),
-      idempotencyKey: freshKey(flags.idempotencyKey)
-    }))).pipe(
+  keyed(Option.none(), flags.idempotencyKey, (settings, idempotencyKey) =>
+    Commands.faucet({ ...settings, json: flags.json, amount: flags.amount, asset: Option.getOrUndefined(flags.asset), idempotencyKey }))).pipe(
   Command.withDescription("test USDG (default 100) shielded into the account (test keys only)")
 )
 

@@ -350,7 +350,12 @@ export const listApprovals = async (settings: Settings & { readonly json: boolea
  * one whose agent note disagrees with what the guardian would pay.
  */
 export const decide = async (
-  settings: Settings & { readonly json: boolean; readonly transactionId: string; readonly action: "approve" | "reject" }
+  settings: Settings & {
+    readonly json: boolean
+    readonly transactionId: string
+    readonly action: "approve" | "reject"
+    readonly idempotencyKey: string | undefined
+  }
 ): Promise<string> => {
   if (settings.action === "approve") {
     const { keyFile } = await accountKey(settings)
@@ -362,8 +367,11 @@ export const decide = async (
     }
   }
   const params = { transaction_id: settings.transactionId }
-  const decided = await run(settings.client, (api) =>
-    settings.action === "approve" ? api.agents.approve({ params }) : api.agents.reject({ params })).catch(inWords(settings.json))
+  const decided = await run(
+    settings.client,
+    (api) => settings.action === "approve" ? api.agents.approve({ params }) : api.agents.reject({ params }),
+    settings.idempotencyKey
+  ).catch(inWords(settings.json))
   if (settings.json) return json(decided)
   return table([
     ["transaction_id", decided.transaction_id],
@@ -462,12 +470,12 @@ export const listen = async (
     ? json({ ready: true, forward_to: settings.forwardTo, secret: settings.secret })
     : `Ready: forwarding events to ${settings.forwardTo}\nSigning secret: ${settings.secret} (verify deliveries with Webhook.verify)\n`)
   // The request is the contract's (`events.stream`); its fetch also ends on Ctrl-C, both while
-  // waiting for the answer and while reading the stream.
+  // waiting for the answer and while reading the stream. Not the command's retrying fetch: this
+  // loop reconnects by itself, for as long as it runs.
   const client = Client.make({
     apiKey: settings.client.apiKey,
     baseUrl: settings.client.baseUrl,
-    fetch: (url, init) =>
-      settings.client.fetch(url, { ...init, signal: init.signal ? AbortSignal.any([init.signal, abort.signal]) : abort.signal })
+    fetch: (url, init) => globalThis.fetch(url, { ...init, signal: init.signal ? AbortSignal.any([init.signal, abort.signal]) : abort.signal })
   })
   let failures = 0
   while (!stopped) {
@@ -554,6 +562,12 @@ const jsonObjectFlag = (flag: string, text: string): Record<string, unknown> => 
 const lines = (fields: ReadonlyArray<readonly [string, unknown]>) =>
   table(fields.map(([name, value]) => [name, typeof value === "string" ? value : JSON.stringify(value)]))
 
+/** An agent's spend policy; without an id, that of the key's own account (an agent key reads its own, D42). */
+const spendPolicy = async (settings: Settings, agentId: string | undefined) => {
+  const accountId = agentId ?? (await Account.me(settings.client)).account_id
+  return run(settings.client, (api) => api.agents.getPolicy({ params: { account_id: accountId } }))
+}
+
 /** `agents create|list` and `policy get|set`: the owner's agent accounts and their spend policies (D21-D24). */
 export const agents = async (
   settings: Settings & {
@@ -562,31 +576,30 @@ export const agents = async (
     readonly name: string | undefined
     readonly agentId: string | undefined
     readonly policy: string | undefined
+    readonly idempotencyKey: string | undefined
   }
 ): Promise<string> => {
-  const pps = new Pps({ apiKey: settings.client.apiKey, baseUrl: settings.client.baseUrl })
   switch (settings.action) {
     case "create": {
       if (settings.name === undefined || settings.policy === undefined) throw new CommandError("agents create needs --name and --policy")
-      const agent = await pps.agents.create({
-        name: settings.name,
-        spend_policy: jsonObjectFlag("policy", settings.policy) as unknown as Parameters<typeof pps.agents.create>[0]["spend_policy"]
-      })
+      const payload = { name: settings.name, spend_policy: jsonObjectFlag("policy", settings.policy) }
+      const agent = await run(settings.client, (api) => api.agents.create({ payload }), settings.idempotencyKey)
       return settings.json ? json(agent) : lines(Object.entries(agent))
     }
     case "list": {
-      const listed = await pps.agents.list()
+      const listed = await run(settings.client, (api) => api.agents.list())
       return settings.json
         ? json(listed)
         : table([["account_id", "handle", "status"], ...listed.agents.map((agent) => [agent.account_id, agent.handle, String(agent["status"] ?? "")])])
     }
     case "policy-get": {
-      const policy = await pps.agents.policy.get(settings.agentId ?? "")
+      const policy = await spendPolicy(settings, settings.agentId ?? "")
       return settings.json ? json(policy) : lines(Object.entries(policy))
     }
     case "policy-set": {
       if (settings.policy === undefined) throw new CommandError("policy set needs --policy (the fields to change, as JSON)")
-      const policy = await pps.agents.policy.update(settings.agentId ?? "", jsonObjectFlag("policy", settings.policy))
+      const patch = jsonObjectFlag("policy", settings.policy)
+      const policy = await run(settings.client, (api) => api.agents.patchPolicy({ params: { account_id: settings.agentId ?? "" }, payload: patch }))
       return settings.json ? json(policy) : lines(Object.entries(policy))
     }
   }
@@ -607,17 +620,16 @@ export const agentKeys = async (
     readonly idempotencyKey: string | undefined
   }
 ): Promise<string> => {
-  const pps = new Pps({ apiKey: settings.client.apiKey, baseUrl: settings.client.baseUrl })
+  const params = { account_id: settings.agentId }
   switch (settings.action) {
     case "create": {
       if (settings.name === undefined) throw new CommandError("agents keys create needs --name")
-      const created = await pps.agents.keys.create(settings.agentId, { name: settings.name }, {
-        ...(settings.idempotencyKey === undefined ? {} : { idempotencyKey: settings.idempotencyKey })
-      })
+      const payload = { name: settings.name }
+      const created = await run(settings.client, (api) => api.agents.createKey({ params, payload }), settings.idempotencyKey)
       return settings.json ? json(created) : lines(Object.entries(created))
     }
     case "list": {
-      const listed = await pps.agents.keys.list(settings.agentId)
+      const listed = await run(settings.client, (api) => api.agents.listKeys({ params }))
       return settings.json ? json(listed) : table([
         ["key_id", "name", "mode", "key", "last_used_at", "requests", "revoked_at"],
         ...listed.data.map((key) => [
@@ -632,7 +644,11 @@ export const agentKeys = async (
       ])
     }
     case "revoke": {
-      const revoked = await pps.agents.keys.revoke(settings.agentId, settings.keyId ?? "")
+      const revoked = await run(
+        settings.client,
+        (api) => api.agents.revokeKey({ params: { ...params, key_id: settings.keyId ?? "" } }),
+        settings.idempotencyKey
+      )
       return settings.json ? json(revoked) : `revoked ${revoked.key_id}\n`
     }
   }
@@ -643,8 +659,7 @@ export const agentKeys = async (
  * own account (an agent key reads its own policy, never another's, and changes none).
  */
 export const agentPolicy = async (settings: Settings & { readonly json: boolean; readonly agentId: string | undefined }): Promise<string> => {
-  const pps = new Pps({ apiKey: settings.client.apiKey, baseUrl: settings.client.baseUrl })
-  const policy = await pps.agents.policy.get(settings.agentId)
+  const policy = await spendPolicy(settings, settings.agentId)
   return settings.json ? json(policy) : lines(Object.entries(policy))
 }
 
@@ -653,8 +668,7 @@ export const agentPolicy = async (settings: Settings & { readonly json: boolean;
  * its transfer, rejected, expired) for the agent's key or its owner's; never an amount.
  */
 export const agentTransaction = async (settings: Settings & { readonly json: boolean; readonly transactionId: string }): Promise<string> => {
-  const pps = new Pps({ apiKey: settings.client.apiKey, baseUrl: settings.client.baseUrl })
-  const held = await pps.agents.transactions.get(settings.transactionId)
+  const held = await run(settings.client, (api) => api.agents.getTransaction({ params: { transaction_id: settings.transactionId } }))
   return settings.json ? json(held) : lines(Object.entries(held))
 }
 
@@ -667,28 +681,31 @@ export const webhooks = async (
     readonly eventId: string | undefined
     readonly url: string | undefined
     readonly events: string | undefined
+    readonly idempotencyKey: string | undefined
   }
 ): Promise<string> => {
-  const pps = new Pps({ apiKey: settings.client.apiKey, baseUrl: settings.client.baseUrl })
-  const webhookId = settings.webhookId ?? ""
+  const params = { webhook_id: settings.webhookId ?? "" }
+  const webhookId = params.webhook_id
+  const key = settings.idempotencyKey
   switch (settings.action) {
     case "create": {
       if (settings.url === undefined || settings.events === undefined) throw new CommandError("webhooks create needs --url and --events")
-      const created = await pps.webhooks.create({ url: settings.url, events: settings.events.split(",").map((event) => event.trim()) })
+      const payload = { url: settings.url, events: settings.events.split(",").map((event) => event.trim()) }
+      const created = await run(settings.client, (api) => api.webhooks.create({ payload }), key)
       // The secret is shown this once (D33).
       return settings.json ? json(created) : lines(Object.entries(created))
     }
     case "list": {
-      const listed = await pps.webhooks.list()
+      const listed = await run(settings.client, (api) => api.webhooks.list())
       return settings.json
         ? json(listed)
         : table([["webhook_id", "url", "events"], ...listed.data.map((hook) => [hook.webhook_id, hook.url, hook.events.join(",")])])
     }
     case "delete":
-      await pps.webhooks.delete(webhookId)
+      await run(settings.client, (api) => api.webhooks.remove({ params }))
       return settings.json ? json({ webhook_id: webhookId, deleted: true }) : `deleted ${webhookId}\n`
     case "deliveries": {
-      const page = await pps.webhooks.deliveries(webhookId, { limit: 100 })
+      const page = await run(settings.client, (api) => api.webhooks.deliveries({ params, query: { limit: 100 } }))
       return settings.json
         ? json(page)
         : table([
@@ -703,11 +720,11 @@ export const webhooks = async (
         ])
     }
     case "replay": {
-      const replayed = await pps.webhooks.replay(webhookId, settings.eventId ?? "")
+      const replayed = await run(settings.client, (api) => api.webhooks.replay({ params: { ...params, event_id: settings.eventId ?? "" } }), key)
       return settings.json ? json(replayed) : lines(Object.entries(replayed))
     }
     case "rotate-secret": {
-      const rotated = await pps.webhooks.rotateSecret(webhookId)
+      const rotated = await run(settings.client, (api) => api.webhooks.rotateSecret({ params }), key)
       return settings.json ? json(rotated) : lines(Object.entries(rotated))
     }
   }
@@ -718,13 +735,10 @@ export const webhooks = async (
  * balance. The grant is public on chain, so it is printed as the API answers it.
  */
 export const faucet = async (
-  settings: Settings & { readonly json: boolean; readonly amount: string; readonly asset: string | undefined; readonly idempotencyKey: string }
+  settings: Settings & { readonly json: boolean; readonly amount: string; readonly asset: string | undefined; readonly idempotencyKey: string | undefined }
 ): Promise<string> => {
-  const pps = new Pps({ apiKey: settings.client.apiKey, baseUrl: settings.client.baseUrl })
-  const granted = await pps.faucet({
-    amount: settings.amount,
-    ...(settings.asset === undefined ? {} : { asset: settings.asset })
-  }, { idempotencyKey: settings.idempotencyKey })
+  const payload = { amount: settings.amount, ...(settings.asset === undefined ? {} : { asset: settings.asset }) }
+  const granted = await run(settings.client, (api) => api.test.faucet({ payload }), settings.idempotencyKey)
   return settings.json ? json(granted) : lines(Object.entries(granted))
 }
 

@@ -21,14 +21,20 @@ export interface Run {
   readonly stderr: string
 }
 
+/** The stderr line of a `pps` POST command telling the Idempotency-Key it drew (cli/Connection.ts); group 1 is the key. */
+export const drawnKeyLine = /^pps: Idempotency-Key (pps-[0-9a-f-]{36}) \(to repeat this request safely: --idempotency-key \1\)\n/gm
+
+/** A run's output without that line: what the command said besides. */
+export const withoutKeyLine = (run: Run): Run => ({ ...run, stderr: run.stderr.replace(drawnKeyLine, "") })
+
 /** Runs a TypeScript entry point of the repository with Node and the given environment. */
-export const runNode = (entry: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>>): Promise<Run> =>
+export const runNode = (entry: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>>, timeoutMs = 30_000): Promise<Run> =>
   new Promise((resolve) => {
     execFile(
       process.execPath,
       [...nodeFlags, path.join(repositoryRoot, entry), ...args],
       // Only PATH (and the compile cache) is inherited, so no PPS_* variable of the machine leaks into a test.
-      { cwd: repositoryRoot, env: { ...childEnvironment(), ...env }, timeout: 30_000 },
+      { cwd: repositoryRoot, env: { ...childEnvironment(), ...env }, timeout: timeoutMs },
       (error, stdout, stderr) => {
         const exitCode = error === null ? 0 : typeof error.code === "number" ? error.code : -1
         resolve({ exitCode, stdout, stderr })
@@ -43,7 +49,8 @@ export interface ServerProcess {
   readonly createAccount: (handle: string) => Promise<{ readonly account_id: string; readonly api_key: string }>
   /** Issues another key for an account (an agent's too) through the admin command. */
   readonly issueKey: (accountId: string, name: string) => Promise<{ readonly key_id: string; readonly api_key: string }>
-  readonly restart: () => Promise<void>
+  /** Stops the server (SIGTERM, or with `kill` SIGKILL: nothing of it runs on) and starts it again on the same data directory and ports. */
+  readonly restart: (options?: { readonly kill?: boolean }) => Promise<void>
   readonly stop: () => Promise<void>
 }
 
@@ -75,8 +82,8 @@ export const startServer = async (options: { readonly env?: Readonly<Record<stri
     child.stdout?.on("data", (chunk: Buffer) => output.push(chunk.toString()))
     child.stderr?.on("data", (chunk: Buffer) => output.push(chunk.toString()))
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
-    const halt = async () => {
-      child.kill("SIGTERM")
+    const halt = async (signal: NodeJS.Signals = "SIGTERM") => {
+      child.kill(signal)
       const killTimer = setTimeout(() => child.kill("SIGKILL"), 15_000)
       await exited
       clearTimeout(killTimer)
@@ -100,9 +107,8 @@ export const startServer = async (options: { readonly env?: Readonly<Record<stri
     await halt()
     fs.rmSync(dataDir, { recursive: true, force: true })
   }
-  /** Stops the server (SIGTERM) and starts it again on the same data directory and ports. */
-  const restart = async () => {
-    await halt()
+  const restart = async (restartOptions: { readonly kill?: boolean } = {}) => {
+    await halt(restartOptions.kill === true ? "SIGKILL" : "SIGTERM")
     halt = await launch()
   }
 
