@@ -27,6 +27,7 @@ import {
   CreateTransferRequest,
   PreparedTransfer,
   PrepareTransferRequest,
+  RefundTransferRequest,
   SealedTransfer,
   TransferPage,
   TransferRecord,
@@ -71,11 +72,15 @@ import {
   InvalidPolicy,
   InvalidRequest,
   NotAgentOwner,
+  NotTransferRecipient,
   PayloadTooLarge,
   PolicyViolation,
   PreparedTransferUsed,
   RateLimited,
   ReauthenticationRequired,
+  RefundExceedsOriginal,
+  TransferNotConfidential,
+  TransferNotConfirmed,
   Unauthorized,
   WebhookNotFound
 } from "./Errors.ts"
@@ -304,6 +309,31 @@ export class TransfersGroup extends HttpApiGroup.make("transfers")
       success: TransferPage,
       error: InvalidRequest
     }).annotate(OpenApi.Description, "D16: transfers the caller sent or received, newest first. With `include_agents=true` (ext), also those of the caller's agents (SPEC Events: the account and any agent under it)."),
+    HttpApiEndpoint.post("refund", "/transfers/:transfer_id/refund", {
+      params: transferIdParams,
+      payload: RefundTransferRequest,
+      success: [TransferRecord.pipe(HttpApiSchema.status(201)), AgentTransactionRecord.pipe(HttpApiSchema.status(202))],
+      error: [
+        InvalidRequest,
+        TransferNotFound,
+        NotTransferRecipient,
+        TransferNotConfirmed,
+        TransferNotConfidential,
+        KycRequired,
+        LivemodeUnavailable,
+        PolicyViolation,
+        RefundExceedsOriginal,
+        InsufficientBalance,
+        RecipientNotFound,
+        RecipientNotConfidentialReady,
+        EncryptionKeyRequired,
+        PreparedTransferUsed,
+        ServiceUnavailable
+      ]
+    }).middleware(Idempotency).annotate(
+      OpenApi.Description,
+      "(ext, D43) The recipient of a confirmed confidential transfer sends up to its amount back to its sender: a new transfer, created as `POST /v1/transfers` creates one (201, or 202 for an agent's refund above its approval threshold), whose `refund_of` names the original. Either `amount` and `memo` (the server sees them for this request), or `sealed`: boxes sealed to a transfer prepared to the original's sender (`POST /v1/transfers/prepare`). The guardian refuses a refund that would take the refunds of the original above its amount (422 refund_exceeds_original)."
+    ),
     HttpApiEndpoint.get("get", "/transfers/:transfer_id", {
       params: transferIdParams,
       success: TransferRecord,
@@ -409,6 +439,7 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
         TransactionExpired,
         NotAgentOwner,
         PolicyViolation,
+        RefundExceedsOriginal,
         InsufficientBalance,
         ApprovalInProgress,
         ApprovalAttemptsExhausted,
@@ -417,7 +448,7 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
       ]
     }).middleware(Idempotency).annotate(
       OpenApi.Description,
-      "D27: re-checks limits and balance now, then signs and submits the transfer at once."
+      "D27: re-checks limits and balance now (and for a held refund, D43, what is left of its original), then signs and submits the transfer at once."
     ),
     HttpApiEndpoint.post("reject", "/agents/transactions/:transaction_id/reject", {
       params: transactionIdParams,

@@ -534,6 +534,77 @@ export const PreparedTransferUsed = apiError(
 )
 export type PreparedTransferUsed = InstanceType<typeof PreparedTransferUsed>
 
+/**
+ * 403 `not_transfer_recipient` (ext, D43): the caller sees the transfer (its sender, or the
+ * owner of an agent party) but did not receive it, and only its recipient may refund it. A
+ * caller not party to it at all is answered 404 `transfer_not_found` first (D17).
+ *
+ * @since 0.10.0
+ * @category errors
+ */
+export const NotTransferRecipient = apiError(
+  "NotTransferRecipient",
+  { code: "not_transfer_recipient", status: 403 },
+  (transferId: string) => ({ message: `Only the recipient of ${transferId} may refund it.`, param: "transfer_id" })
+)
+export type NotTransferRecipient = InstanceType<typeof NotTransferRecipient>
+
+/**
+ * 409 `transfer_not_confirmed` (ext, D43): the transfer to refund is still `pending` (try again
+ * once it is confirmed) or `failed` (nothing moved, nothing to refund); `reason` says which.
+ *
+ * @since 0.10.0
+ * @category errors
+ */
+export const TransferNotConfirmed = apiError(
+  "TransferNotConfirmed",
+  { code: "transfer_not_confirmed", status: 409 },
+  (transferId: string, status: "pending" | "failed") => ({
+    message: status === "pending"
+      ? `${transferId} is not confirmed yet: refund it once it is.`
+      : `${transferId} failed and moved nothing: there is nothing to refund.`,
+    param: "transfer_id",
+    reason: status
+  })
+)
+export type TransferNotConfirmed = InstanceType<typeof TransferNotConfirmed>
+
+/**
+ * 422 `transfer_not_confidential` (ext, D43): a standard transfer (`confidential: false`) is not
+ * refunded through the service: its amount is public, and the guardian keeps no refundable total
+ * for it. Send a transfer back instead.
+ *
+ * @since 0.10.0
+ * @category errors
+ */
+export const TransferNotConfidential = apiError(
+  "TransferNotConfidential",
+  { code: "transfer_not_confidential", status: 422 },
+  (transferId: string) => ({
+    message: `${transferId} is a standard transfer: only confidential transfers are refunded; send a transfer back instead.`,
+    param: "transfer_id"
+  })
+)
+export type TransferNotConfidential = InstanceType<typeof TransferNotConfidential>
+
+/**
+ * 422 `refund_exceeds_original` (ext, D43): with this refund, the refunds of the transfer (those
+ * confirmed and those in flight) would add up to more than its amount. The guardian decides it;
+ * the message never says by how much.
+ *
+ * @since 0.10.0
+ * @category errors
+ */
+export const RefundExceedsOriginal = apiError(
+  "RefundExceedsOriginal",
+  { code: "refund_exceeds_original", status: 422 },
+  (transferId: string) => ({
+    message: `The refunds of ${transferId} would add up to more than its amount: refund less.`,
+    param: "amount"
+  })
+)
+export type RefundExceedsOriginal = InstanceType<typeof RefundExceedsOriginal>
+
 // ---------------------------------------------------------------------------------------------
 // Agents, spend policies and approvals
 // ---------------------------------------------------------------------------------------------
@@ -764,6 +835,10 @@ export const catalogue = {
   RecipientNotConfidentialReady,
   TransferNotFound,
   PreparedTransferUsed,
+  NotTransferRecipient,
+  TransferNotConfirmed,
+  TransferNotConfidential,
+  RefundExceedsOriginal,
   InvalidPolicy,
   PolicyViolation,
   NotAgentOwner,

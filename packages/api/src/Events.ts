@@ -55,7 +55,8 @@ const common = {
 
 /**
  * `transfer.*`: SPEC.md's `transfer.confirmed` fields plus `id` and `transfer_id`.
- * `tx_hash` is null while the transfer has no transaction yet.
+ * `tx_hash` is null while the transfer has no transaction yet. A refund's events also carry
+ * `refund_of` (ext, D43), the refunded transfer's id; other transfers' events have no such key.
  *
  * @since 0.1.0
  * @category models
@@ -70,6 +71,7 @@ export const TransferEventPayload = Schema.Struct({
   confidential: Schema.Boolean,
   tx_hash: Schema.NullOr(Schema.String),
   transfer_id: Schema.String,
+  refund_of: Schema.optionalKey(Schema.String),
   timestamp: common.timestamp
 })
 export type TransferEventPayload = typeof TransferEventPayload.Type
@@ -212,6 +214,8 @@ export const transferEvents = (options: {
   readonly asset: string
   readonly confidential: boolean
   readonly txHash: string | null
+  /** A refund's refunded transfer (D43); null for any other transfer. */
+  readonly refundOf: string | null
 }): ReadonlyArray<EventInput> => {
   const side = (party: TransferParty, direction: Direction, counterparty: string): EventInput => ({
     mode: options.mode,
@@ -224,7 +228,8 @@ export const transferEvents = (options: {
       asset: options.asset,
       confidential: options.confidential,
       tx_hash: options.txHash,
-      transfer_id: options.transferId
+      transfer_id: options.transferId,
+      ...(options.refundOf === null ? {} : { refund_of: options.refundOf })
     }
   })
   const sent = side(options.sender, "sent", options.recipientDisplay)

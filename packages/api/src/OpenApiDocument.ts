@@ -34,6 +34,7 @@ export const summaries: Readonly<Record<string, string>> = {
   "transfers.list": "List transfers",
   "transfers.prepare": "Prepare a client-sealed transfer",
   "transfers.get": "Read a transfer",
+  "transfers.refund": "Refund a received transfer to its sender",
   "transfers.sealed": "Read the caller's sealed copy of a transfer",
   "agents.create": "Create an agent account",
   "agents.list": "List the caller's agents",

@@ -146,7 +146,13 @@ export const TransferRecord = Schema.Struct({
   direction: Schema.Literals(["sent", "received"]).annotate({ description: "The transfer as the caller sees it." }),
   tx_hash: Schema.NullOr(Schema.String).annotate({ description: "The settling chain transaction, once submitted." }),
   created_at: Schema.String.annotate({ description: "When it was recorded (ISO 8601 UTC, D5)." }),
-  confirmed_at: Schema.NullOr(Schema.String).annotate({ description: "When it was confirmed on chain." })
+  confirmed_at: Schema.NullOr(Schema.String).annotate({ description: "When it was confirmed on chain." }),
+  refund_of: Schema.NullOr(Schema.String).annotate({
+    description: "(ext, D43) For a refund, the transfer it refunds; null for any other transfer."
+  }),
+  refunds: Schema.Array(Schema.String).annotate({
+    description: "(ext, D43) The refunds of this transfer (their ids, oldest first, whatever their status); empty when none."
+  })
 }).annotate({
   identifier: "Transfer",
   description: "D13: a transfer as the sender or the recipient sees it. Never an amount or a memo: those are sealed to each party's key (GET /v1/transfers/{transfer_id}/sealed).",
@@ -160,7 +166,9 @@ export const TransferRecord = Schema.Struct({
     direction: "sent",
     tx_hash: "0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060",
     created_at: "2026-11-25T01:30:00.000Z",
-    confirmed_at: "2026-11-25T01:30:01.200Z"
+    confirmed_at: "2026-11-25T01:30:01.200Z",
+    refund_of: null,
+    refunds: []
   }]
 })
 export type TransferRecord = typeof TransferRecord.Type
@@ -208,6 +216,30 @@ export const SealedTransferInput = Schema.Struct({
   recipient: Schema.String.annotate({ description: "Hex: {amount, memo} sealed to the recipient's key." })
 }).annotate({ identifier: "SealedTransferInput", description: "(ext) The boxes of a client-sealed transfer." })
 export type SealedTransferInput = typeof SealedTransferInput.Type
+
+/**
+ * The body of `POST /v1/transfers/{transfer_id}/refund` (ext, D43): the money of a refund in
+ * either of create's forms. The recipient (the original's sender), the asset (the original's)
+ * and confidentiality (always) are the original transfer's, so the body names none of them.
+ *
+ * @since 0.10.0
+ * @category models
+ */
+export const RefundTransferRequest = Schema.Struct({
+  /** The plain form: the server sees the amount for the length of this request. */
+  amount: Schema.optionalKey(Schema.String.annotate({
+    description: "The plain form: how much to send back, a decimal string of the original's asset (D4). Required in the plain form: the service cannot read the original's amount to default it (D43); clients that seal (SDK, CLI, dashboard) default to the whole amount by opening their own copy.",
+    examples: ["12.5"]
+  })),
+  memo: Schema.optionalKey(Schema.String.annotate({ description: "At most 512 bytes of UTF-8, sealed to both parties; never stored in clear." })),
+  /** The sealed form: boxes sealed to a transfer prepared to the original's sender (`POST /v1/transfers/prepare`). */
+  sealed: Schema.optionalKey(Schema.suspend(() => SealedTransferInput))
+}).annotate({
+  identifier: "RefundTransferRequest",
+  description: "(ext, D43) Either `amount` (and `memo`), sealed by the server at once; or `sealed`: boxes the client sealed to a transfer it prepared to the original's sender, so no request carries the amount in clear.",
+  examples: [{ amount: "12.5", memo: "order cancelled" }]
+})
+export type RefundTransferRequest = typeof RefundTransferRequest.Type
 
 /**
  * The body of `POST /v1/transfers/prepare` (ext): the amount-free part of a transfer.

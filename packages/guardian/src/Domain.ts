@@ -151,7 +151,13 @@ export const AuthorizeRequest = Schema.Struct({
   sealedDigest: Schema.optionalKey(Bytes32),
   /** The API key that asked (an opaque id): its confirmed debits are totalled per key (D40). */
   apiKey: Schema.optionalKey(Schema.String.check(Schema.isMaxLength(64))),
-  agent: Schema.optionalKey(AgentContext)
+  agent: Schema.optionalKey(AgentContext),
+  /**
+   * A refund (D43): the transfer id of the confirmed confidential transfer it sends back, from
+   * that transfer's recipient to its sender. The guardian refuses it when the refunds of that
+   * transfer, this one included, would add up to more than its amount (`RefundExceeded`).
+   */
+  refundOf: Schema.optionalKey(Bytes32)
 })
 
 /**
@@ -225,6 +231,17 @@ export class PolicyViolation extends Schema.TaggedClass<PolicyViolation>()("Poli
 }) {}
 
 /**
+ * A refund (D43) that would take the refunds of its original transfer (confirmed and in flight,
+ * this one included) above the original's amount: nothing reserved, nothing signed.
+ *
+ * @since 0.10.0
+ * @category results
+ */
+export class RefundExceeded extends Schema.TaggedClass<RefundExceeded>()("RefundExceeded", {
+  transferId: Bytes32
+}) {}
+
+/**
  * An agent's transfer is above its approval threshold: nothing reserved, nothing signed.
  *
  * @since 0.1.0
@@ -268,7 +285,11 @@ export const RefusedReason = Schema.Literals([
    */
   "earlier_attestation_live",
   /** An owner's approvals of a held transfer were decided under as many different requests as allowed (D45). */
-  "redecisions_exhausted"
+  "redecisions_exhausted",
+  // A refund (D43) of a transfer the guardian never attested as confidential between these two
+  // parties (reversed), on this chain and contract; or of one it has not settled as confirmed yet.
+  "refund_original_unknown",
+  "refund_original_unsettled"
 ])
 
 /**
@@ -297,7 +318,7 @@ export class Refused extends Schema.TaggedClass<Refused>()("Refused", {
  * @since 0.1.0
  * @category schemas
  */
-export const AuthorizeResult = Schema.Union([Authorized, InsufficientBalance, PolicyViolation, HoldForApproval, Refused])
+export const AuthorizeResult = Schema.Union([Authorized, InsufficientBalance, PolicyViolation, RefundExceeded, HoldForApproval, Refused])
 
 /**
  * @since 0.1.0

@@ -163,7 +163,8 @@ describe("group commit with the store's prefetch", () => {
             spendBucket: null,
             requestDigest: "digest",
             result: "{}",
-            apiKeyId: null
+            apiKeyId: null,
+            refundOf: null
           }, 0)
         }), { discard: true })))
 
@@ -236,7 +237,8 @@ describe("group commit with the store's prefetch", () => {
         spendBucket: null,
         requestDigest: digest,
         result: "{}",
-        apiKeyId: null
+        apiKeyId: null,
+        refundOf: null
       }, 5)
       if (!inserted) return "race"
       yield* store.writeBalance(sender, { ...balance, reserved: balance.reserved + 10n })

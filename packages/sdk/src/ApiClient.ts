@@ -36,6 +36,7 @@
  * @since 0.4.0
  */
 import { PublicApi } from "@pps/api/Api"
+import type { EncryptionKey } from "@pps/crypto"
 import { Context, Effect, Layer } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
@@ -239,5 +240,39 @@ export const sealedTransfer = (transfer: SealedTransfers.SealedTransferRequest, 
   Effect.gen(function*() {
     const client = yield* ApiClient
     const sent = yield* SealedTransfers.sealed(client, transfer, options)
+    return createdTransfer(sent.body)
+  })
+
+/**
+ * A refund sealed here (D43): the original received transfer is read, the amount defaults to
+ * the whole of it (opened from the caller's copy with `keyPair`; an agent's key must name it),
+ * a transfer to the original's sender is prepared, checked against what `options` pin and
+ * sealed, and `POST /v1/transfers/{transfer_id}/refund` carries the boxes with the caller's
+ * Idempotency-Key (`withIdempotencyKey`). Succeeds with the refund (`kind: "transfer"`, its
+ * `refund_of` the original) or an agent's refund held for its owner; the guardian's refusal of
+ * one that would exceed the original is `RefundExceedsOriginal`.
+ *
+ * @example
+ * ```ts
+ * import { ApiClient } from "@pps/sdk"
+ * import { Effect } from "effect"
+ *
+ * const refund = ApiClient.sealedRefund({ transferId: "tr_...", amount: "2.5" }, { senderKey: keyPair.publicKey }).pipe(
+ *   ApiClient.withIdempotencyKey("refund-order-43"),
+ *   Effect.provide(ApiClient.layer({ apiKey: process.env.PPS_API_KEY! }))
+ * )
+ * ```
+ *
+ * @since 0.10.0
+ * @category requests
+ */
+export const sealedRefund = (
+  refund: SealedTransfers.SealedRefundRequest,
+  options: SealOptions = {},
+  keyPair?: EncryptionKey.KeyPair
+) =>
+  Effect.gen(function*() {
+    const client = yield* ApiClient
+    const sent = yield* SealedTransfers.sealedRefund(client, refund, options, keyPair)
     return createdTransfer(sent.body)
   })

@@ -34,6 +34,7 @@
  */
 import type { BalancesResponse } from "@pps/api/Balances"
 import type { EncryptionKeyStatus as EncryptionKeyStatusSchema, RegisteredEncryptionKey } from "@pps/api/EncryptionKeys"
+import type { SealedTransfer } from "@pps/api/Transfers"
 import { DecryptionProof, ElGamal, EncryptionKey, Note } from "@pps/crypto"
 import { Effect } from "effect"
 import type { Address } from "viem"
@@ -193,8 +194,23 @@ export const decryptTransfer = async (
   client: Client,
   keyPair: EncryptionKey.KeyPair,
   transferId: string
-): Promise<DecryptedTransfer> => {
-  const sealed = await run(client, (api) => api.transfers.sealed({ params: { transfer_id: transferId } }))
+): Promise<DecryptedTransfer> =>
+  openSealedCopy(keyPair, transferId, await run(client, (api) => api.transfers.sealed({ params: { transfer_id: transferId } })))
+
+/**
+ * Opens a sealed copy as `GET /v1/transfers/{transfer_id}/sealed` answered it (D18) with the
+ * caller's key pair, and checks it against the transfer's ciphertext; throws `ConfidentialError`
+ * when it does not open, does not match, or cannot be checked (a standard transfer's recipient).
+ * Shared by `decryptTransfer` and a refund's default amount (`SealedTransfers.sealedRefund`).
+ *
+ * @since 0.10.0
+ * @category requests
+ */
+export const openSealedCopy = (
+  keyPair: EncryptionKey.KeyPair,
+  transferId: string,
+  sealed: typeof SealedTransfer.Type
+): DecryptedTransfer => {
   const what = `GET /v1/transfers/${transferId}/sealed`
   const note = Note.openTransferNote(keyPair, Wire.hexBytes(what, "sealed_note", sealed.sealed_note), {
     chainId: BigInt(sealed.chain_id),

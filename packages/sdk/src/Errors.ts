@@ -194,13 +194,17 @@ export type SealedTransferFailure =
   | "recipient_address_mismatch"
   | "deployment_unpinned"
   | "chain_unavailable"
+  | "refund_amount_unknown"
+  | "not_transfer_recipient"
 
 /**
  * The transfer was not sent: its amount or memo is invalid, a key, chain, contract or
  * recipient address the API answered is not the one it must be (the message names both),
  * a check the options ask for cannot be made (`deployment_unpinned`: before any request;
- * `chain_unavailable`: the RPC did not answer), or no sender key was given for an account
- * that is not an agent (`sender_key_missing`). The message never contains the amount or the memo.
+ * `chain_unavailable`: the RPC did not answer), no sender key was given for an account
+ * that is not an agent (`sender_key_missing`), or a refund of the whole amount (D43) has no key
+ * pair to read that amount with (`refund_amount_unknown`), or names a transfer this account sent
+ * (`not_transfer_recipient`: only its recipient refunds it, as the API's 403 says). The message never contains the amount or the memo.
  *
  * @since 0.1.0
  * @category errors
@@ -308,6 +312,14 @@ export const AgentNameTaken = define(catalogue.AgentNameTaken.code, "AgentNameTa
 export const EncryptionKeyAlreadyRegistered = define(catalogue.EncryptionKeyAlreadyRegistered.code, "EncryptionKeyAlreadyRegistered")
 /** 409 `prepared_transfer_used`: a client-sealed transfer was already created from this preparation. */
 export const PreparedTransferUsed = define(catalogue.PreparedTransferUsed.code, "PreparedTransferUsed")
+/** 403 `not_transfer_recipient` (D43): only a transfer's recipient may refund it. */
+export const NotTransferRecipient = define(catalogue.NotTransferRecipient.code, "NotTransferRecipient")
+/** 409 `transfer_not_confirmed` (D43): the transfer to refund is pending (`reason: "pending"`) or failed. */
+export const TransferNotConfirmed = define(catalogue.TransferNotConfirmed.code, "TransferNotConfirmed")
+/** 422 `transfer_not_confidential` (D43): a standard transfer is not refunded through the service. */
+export const TransferNotConfidential = define(catalogue.TransferNotConfidential.code, "TransferNotConfidential")
+/** 422 `refund_exceeds_original` (D43): the refunds of the transfer would add up to more than it. */
+export const RefundExceedsOriginal = define(catalogue.RefundExceedsOriginal.code, "RefundExceedsOriginal")
 /** 413 `payload_too_large`. */
 export const PayloadTooLarge = define(catalogue.PayloadTooLarge.code, "PayloadTooLarge")
 /** 422 `recipient_not_confidential_ready` (SPEC): retry with `confidential: false`. */
@@ -333,6 +345,7 @@ const classes = [
   WebhookNotFound, EventNotFound, NotFound, MethodNotAllowed, RequestTimeout, HeadersTooLarge, TransactionExpired,
   ApprovalInProgress, ApprovalAttemptsExhausted, IdempotencyKeyReused, IdempotencyKeyInProgress, KeyShownOnce, AgentNameTaken,
   EncryptionKeyAlreadyRegistered, PreparedTransferUsed, PayloadTooLarge, RecipientNotConfidentialReady,
+  NotTransferRecipient, TransferNotConfirmed, TransferNotConfidential, RefundExceedsOriginal,
   DecryptionProofInvalid, EncryptionKeyRequired, EncryptionKeyInvalid, InvalidPolicy, RateLimited, InternalError,
   ServiceUnavailable
 ] as const

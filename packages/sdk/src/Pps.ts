@@ -18,8 +18,8 @@
  *   (as `ApiClient` is): paths and types are the contract's and answers are decoded against it.
  * - **Errors**: one class per API code (`Errors`), with `status`, `code` (typed as
  *   `Errors.Code`, the contract's codes), `param`, `reason` and `requestId`.
- * - **Results**: `transfers.create` answers a `CreatedTransfer` discriminated by `kind`
- *   (`"transfer"` or `"held"`, an agent's transfer held for its owner).
+ * - **Results**: `transfers.create` (and `transfers.refund`, D43) answers a `CreatedTransfer`
+ *   discriminated by `kind` (`"transfer"` or `"held"`, an agent's transfer held for its owner).
  * - **Confidentiality**: with the account's key pair, `transfers.create` seals the amount
  *   and memo here (`SealedTransfers`): nothing sent carries them in clear. An agent's key
  *   needs no key pair: its copy is sealed to its owner's key (D21). Who can open the
@@ -325,6 +325,18 @@ export class Pps {
     return keyPair
   }
 
+  /** What this client seals with and checks against (`SealedTransfers.SealOptions`), for a create or a refund. */
+  #sealOptions(senderKey: EncryptionKey.PublicKey | undefined): SealedTransfers.SealOptions {
+    return {
+      ...(senderKey === undefined ? {} : { senderKey }),
+      sealingSecret: this.#sealingSecret,
+      ...(this.#options.ownerWallet === undefined ? {} : { ownerWallet: this.#options.ownerWallet }),
+      ...(this.#options.rpcUrl === undefined ? {} : { rpcUrl: this.#options.rpcUrl }),
+      ...(this.#options.deployment === undefined ? {} : { deployment: this.#options.deployment }),
+      ...(this.#options.trust === undefined ? {} : { trust: this.#options.trust })
+    }
+  }
+
   /** Runs one call of the typed client over this facade's fetch (`internal/typedClient.ts`). */
   #run<A, E>(call: (api: ApiClient.Client) => Effect.Effect<A, E>, idempotencyKey?: string): Promise<A> {
     return run(this.#client, call, idempotencyKey)
@@ -376,14 +388,32 @@ export class Pps {
         ...(transfer.memo === undefined ? {} : { memo: transfer.memo }),
         ...(transfer.asset === undefined ? {} : { asset: transfer.asset })
       }, {
-        ...(senderKey === undefined ? {} : { senderKey }),
+        ...this.#sealOptions(senderKey),
         idempotencyKey,
-        sealingSecret: this.#sealingSecret,
-        ...(this.#options.ownerWallet === undefined ? {} : { ownerWallet: this.#options.ownerWallet }),
-        ...(this.#options.rpcUrl === undefined ? {} : { rpcUrl: this.#options.rpcUrl }),
-        ...(this.#options.deployment === undefined ? {} : { deployment: this.#options.deployment }),
-        ...(this.#options.trust === undefined ? {} : { trust: this.#options.trust }),
         ...(options.recipientAddress === undefined ? {} : { recipientAddress: options.recipientAddress })
+      })
+      return createdTransfer(answer.body)
+    },
+    /**
+     * Sends up to a received transfer's amount back to its sender (D43), sealed here as
+     * `create` is; without `amount`, the whole amount, read from this account's copy (an agent's
+     * key, whose copy is its owner's, must name the amount). Answers the refund (`kind:
+     * "transfer"`, its `refund_of` the original) or an agent's refund held for its owner.
+     */
+    refund: async (
+      transferId: string,
+      refund: { readonly amount?: string; readonly memo?: string } = {},
+      options: { readonly idempotencyKey?: string } = {}
+    ): Promise<CreatedTransfer> => {
+      const senderKey = this.#options.senderKey ?? this.#options.keyPair?.publicKey
+      const answer = await SealedTransfers.refund(this.#client, {
+        transferId,
+        ...(refund.amount === undefined ? {} : { amount: refund.amount }),
+        ...(refund.memo === undefined ? {} : { memo: refund.memo })
+      }, {
+        ...this.#sealOptions(senderKey),
+        idempotencyKey: options.idempotencyKey ?? newIdempotencyKey(),
+        ...(this.#options.keyPair === undefined ? {} : { keyPair: this.#options.keyPair })
       })
       return createdTransfer(answer.body)
     },

@@ -59,7 +59,8 @@ import { type Address, createPublicClient, getAddress, http, isAddress, sha256, 
 import * as Amount from "./Amount.ts"
 import type * as ApiClient from "./ApiClient.ts"
 import type { Client } from "./Client.ts"
-import { SealedTransferError, type SealedTransferFailure, TransportError } from "./Errors.ts"
+import { openSealedCopy } from "./Confidential.ts"
+import { ConfidentialError, SealedTransferError, type SealedTransferFailure, TransportError } from "./Errors.ts"
 import { IdempotencyKey } from "./internal/idempotency.ts"
 import { run } from "./internal/typedClient.ts"
 import * as Wire from "./internal/wire.ts"
@@ -311,17 +312,15 @@ export interface SentTransfer {
 }
 
 /**
- * Prepares, checks the keys, seals and creates a transfer over the contract's typed client,
- * with the caller's Idempotency-Key (`IdempotencyKey`) on the create; succeeds with the
- * API's answer (the Transfer, or an agent's held transaction with status 202).
- *
- * @since 0.5.0
- * @category requests
+ * Prepares a transfer to `transfer.to`, checks the answer against the caller's pins, and seals
+ * the boxes for it: the part a create and a refund (D43) share. `purpose` goes into the sealing
+ * seed beside the idempotency key, so a create and a refund never seal alike.
  */
-export const sealed = Effect.fn("SealedTransfers.sealed")(function*(
+const prepareAndSeal = Effect.fnUntraced(function*(
   api: ApiClient.Client,
   transfer: SealedTransferRequest,
-  options: SealOptions
+  options: SealOptions,
+  purpose: ReadonlyArray<string>
 ) {
   const asset = transfer.asset ?? "USDG"
   const note = yield* noteOf(asset, transfer)
@@ -340,7 +339,7 @@ export const sealed = Effect.fn("SealedTransfers.sealed")(function*(
   }
   const random = replayable
     ? Random.deterministic(Random.sealingSeed(options.sealingSecret!, [
-      "sealed-transfer",
+      ...purpose,
       idempotencyKey,
       prepared.transfer_id,
       transfer.to,
@@ -350,22 +349,128 @@ export const sealed = Effect.fn("SealedTransfers.sealed")(function*(
     ]))
     : Random.secure
   const boxes = sealBoxes(checked, note, random)
+  return {
+    asset,
+    sealed: {
+      transfer_id: prepared.transfer_id,
+      token: prepared.token,
+      guardian: Wire.hex(boxes.guardian),
+      sender: Wire.hex(boxes.sender),
+      recipient: Wire.hex(boxes.recipient)
+    }
+  }
+})
+
+/**
+ * Prepares, checks the keys, seals and creates a transfer over the contract's typed client,
+ * with the caller's Idempotency-Key (`IdempotencyKey`) on the create; succeeds with the
+ * API's answer (the Transfer, or an agent's held transaction with status 202).
+ *
+ * @since 0.5.0
+ * @category requests
+ */
+export const sealed = Effect.fn("SealedTransfers.sealed")(function*(
+  api: ApiClient.Client,
+  transfer: SealedTransferRequest,
+  options: SealOptions
+) {
+  const { asset, sealed } = yield* prepareAndSeal(api, transfer, options, ["sealed-transfer"])
   const [body, response] = yield* api.transfers.create({
-    payload: {
-      to: transfer.to,
-      asset,
-      sealed: {
-        transfer_id: prepared.transfer_id,
-        token: prepared.token,
-        guardian: Wire.hex(boxes.guardian),
-        sender: Wire.hex(boxes.sender),
-        recipient: Wire.hex(boxes.recipient)
-      }
-    },
+    payload: { to: transfer.to, asset, sealed },
     responseMode: "decoded-and-response"
   })
   return { status: response.status, body } satisfies SentTransfer
 })
+
+/**
+ * What to refund (D43): a transfer the caller received, and how much of it (a decimal string
+ * in its asset's units; default the whole amount, read from the caller's own copy).
+ *
+ * @since 0.10.0
+ * @category models
+ */
+export interface SealedRefundRequest {
+  readonly transferId: string
+  readonly amount?: string
+  readonly memo?: string
+}
+
+/**
+ * The whole amount of a received transfer, opened from the caller's own copy with its key pair.
+ * An agent's copy is sealed to its owner's key, so an agent's key must name the amount.
+ */
+const wholeAmountOf = (api: ApiClient.Client, transferId: string, keyPair: EncryptionKey.KeyPair | undefined) =>
+  keyPair === undefined
+    ? refuse(
+      "refund_amount_unknown",
+      "a refund of the whole amount reads it from your own copy of the transfer, which needs the account's key pair (an agent's copy is sealed to its owner's key): give the amount"
+    )
+    : api.transfers.sealed({ params: { transfer_id: transferId } }).pipe(
+      Effect.flatMap((copy) =>
+        Effect.try({
+          try: () => openSealedCopy(keyPair, transferId, copy),
+          catch: (cause) =>
+            cause instanceof ConfidentialError || cause instanceof TransportError
+              ? cause
+              : new TransportError("malformed_response", `GET /v1/transfers/${transferId}/sealed: an answer that cannot be read`, { cause })
+        })
+      ),
+      Effect.map((opened) => Amount.format(opened.asset, opened.amount))
+    )
+
+/**
+ * Refunds a received transfer (D43), sealed here as a create is: the original is read (its
+ * sender and asset), the amount defaults to the whole of it (opened from the caller's copy with
+ * `keyPair`), a transfer to the original's sender is prepared, checked and sealed, and
+ * `POST /v1/transfers/{transfer_id}/refund` carries the boxes, with the caller's
+ * Idempotency-Key. Succeeds with the API's answer: the refund (201), or an agent's refund held
+ * for its owner (202).
+ *
+ * @since 0.10.0
+ * @category requests
+ */
+export const sealedRefund = Effect.fn("SealedTransfers.sealedRefund")(function*(
+  api: ApiClient.Client,
+  refund: SealedRefundRequest,
+  options: SealOptions,
+  keyPair: EncryptionKey.KeyPair | undefined
+) {
+  const original = yield* api.transfers.get({ params: { transfer_id: refund.transferId } })
+  // Its sender would otherwise prepare a transfer to itself (400) before the refund's own 403.
+  if (original.direction !== "received") {
+    return yield* refuse(
+      "not_transfer_recipient",
+      `transfer ${refund.transferId} was sent by this account, not received: only its recipient may refund it`
+    )
+  }
+  const amount = refund.amount ?? (yield* wholeAmountOf(api, refund.transferId, keyPair))
+  const transfer = {
+    to: original.from,
+    amount,
+    asset: original.asset,
+    ...(refund.memo === undefined ? {} : { memo: refund.memo })
+  }
+  const { sealed } = yield* prepareAndSeal(api, transfer, options, ["sealed-refund", refund.transferId])
+  const [body, response] = yield* api.transfers.refund({
+    params: { transfer_id: refund.transferId },
+    payload: { sealed },
+    responseMode: "decoded-and-response"
+  })
+  return { status: response.status, body } satisfies SentTransfer
+})
+
+/**
+ * Refunds a received transfer (D43), sealed here; resolves with the API's answer.
+ *
+ * @since 0.10.0
+ * @category requests
+ */
+export const refund = (
+  client: Client,
+  request: SealedRefundRequest,
+  options: SendOptions & { readonly keyPair?: EncryptionKey.KeyPair }
+): Promise<SentTransfer> =>
+  run(client, (api) => sealedRefund(api, request, options, options.keyPair), options.idempotencyKey)
 
 /**
  * Prepares, checks the keys, seals and creates a transfer; resolves with the API's answer

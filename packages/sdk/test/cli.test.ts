@@ -282,6 +282,32 @@ describe("pps", { timeout: 90_000 }, () => {
     }
   })
 
+  it("transfers refund sends part of a received transfer back sealed, then the rest; more, or the sender's refund, is refused (D43)", async () => {
+    const sent = JSON.parse(expectSuccess(await asAlice("send", "--to", "@bob", "--amount", "2.5", "--json")).stdout) as Record<string, string>
+    const original = String(sent["transfer_id"])
+    const proxy = await startRecordingProxy(server.baseUrl)
+    try {
+      const part = await pps(bob.api_key, ["transfers", "refund", original, "--amount", "1.0813", "--memo", "refund canary 7781", "--json", "--key-file", "bob.key"], {
+        INIT_CWD: bobDirectory,
+        PPS_BASE_URL: proxy.baseUrl
+      })
+      expect(JSON.parse(expectSuccess(part).stdout)).toMatchObject({ status: "confirmed", to: "@alice", refund_of: original })
+      const wire = proxy.sent().toString("latin1")
+      expect(wire).toContain(`POST /v1/transfers/${original}/refund`)
+      for (const form of canaryForms({ decimal: "1.0813", baseUnits: 1_081_300n }, "refund canary 7781")) expect(wire).not.toContain(form)
+    } finally {
+      await proxy.close()
+    }
+    // The whole amount (the default) is more than is left; the rest is not.
+    expectD1(await asBob("transfers", "refund", original), "refund_exceeds_original")
+    const rest = expectSuccess(await asBob("transfers", "refund", original, "--amount", "1.4187")).stdout
+    expect(rest).toMatch(new RegExp(`\\nrefund_of\\s+${original}\\n`))
+    // The sender is told before anything is prepared or sent.
+    const bySender = await asAlice("transfers", "refund", original, "--amount", "0.1")
+    expect(bySender).toMatchObject({ exitCode: 1, stdout: "" })
+    expect(bySender.stderr).toMatch(/^pps: transfer tr_\w+ was sent by this account, not received: only its recipient may refund it\n$/)
+  })
+
   it("approvals list opens what the owner is asked to approve; approve and reject decide", async () => {
     const agent = await post(alice.api_key, "/v1/accounts/me/agents", {
       name: "cli-bot",
@@ -499,7 +525,7 @@ describe("pps command-line conventions", { timeout: 30_000 }, () => {
     for (const run of [negative, group, surplus]) expect(run).toMatchObject({ exitCode: 2, stdout: "" })
     expect(negative.stderr).toMatch(/^pps: --amount must be a decimal number[^\n]*\nusage: pps <command> \[options\]\n {2}send --to /)
     expect(negative.stderr).not.toMatch(/-1|keygen| {2}balance /)
-    expect(group.stderr).toMatch(/^pps: transfers needs one of: list, get\nusage: [^\n]*\n {2}transfers list [^]* {2}transfers get /)
+    expect(group.stderr).toMatch(/^pps: transfers needs one of: list, get, refund\nusage: [^\n]*\n {2}transfers list [^]* {2}transfers get /)
     expect(group.stderr).not.toContain("  send ")
     expect(surplus.stderr).toMatch(/^pps: too many arguments for decrypt-transfer: "tr_2"\nusage: [^\n]*\n {2}decrypt-transfer ID /)
   })

@@ -40,6 +40,8 @@ interface Fixture {
   readonly agentId: string
   readonly recipientHandle: string
   readonly transferId: string
+  /** A confidential transfer the owner received: what its refund sample refunds a cent of (D43). */
+  readonly receivedId: string
   readonly webhookId: string
   readonly heldId: string
   readonly balanceProof: string
@@ -84,6 +86,11 @@ const samples = (fixture: Fixture): Record<string, Sample> => {
     "get /v1/transfers": { method: "GET", path: "/v1/transfers" },
     "get /v1/transfers/{transfer_id}": { method: "GET", path: `/v1/transfers/${fixture.transferId}` },
     "get /v1/transfers/{transfer_id}/sealed": { method: "GET", path: `/v1/transfers/${fixture.transferId}/sealed` },
+    "post /v1/transfers/{transfer_id}/refund": {
+      method: "POST",
+      path: `/v1/transfers/${fixture.receivedId}/refund`,
+      body: { amount: "0.01" }
+    },
     "post /v1/accounts/me/agents": {
       method: "POST",
       path: "/v1/accounts/me/agents",
@@ -205,6 +212,14 @@ describe.skipIf(!postgresAvailable)("every endpoint through each dependency's ou
         postJson({ ...as, "idempotency-key": `fixture-${ulid()}` }, { to: `@${pair.recipientHandle}`, amount: "1" })
       )
       assert.strictEqual(created.status, 201, created.text)
+      // A transfer the owner received, to refund a cent of in each round (D43).
+      const recipientGrant = yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(pair.recipient.api_key), { amount: "5" }))
+      assert.strictEqual(recipientGrant.status, 200, recipientGrant.text)
+      const received = yield* send(
+        `${server.baseUrl}/v1/transfers`,
+        postJson({ ...bearer(pair.recipient.api_key), "idempotency-key": `fixture-${ulid()}` }, { to: `@${owner.handle.replace(/^@/, "")}`, amount: "2" })
+      )
+      assert.strictEqual(received.status, 201, received.text)
       const webhook = yield* send(`${server.baseUrl}/v1/webhooks`, postJson(as, { url: "https://127.0.0.1:9/hook", events: ["transfer.confirmed"] }))
       assert.strictEqual(webhook.status, 201, webhook.text)
       const agent = yield* send(`${server.baseUrl}/v1/accounts/me/agents`, postJson(as, {
@@ -230,6 +245,7 @@ describe.skipIf(!postgresAvailable)("every endpoint through each dependency's ou
         agentId,
         recipientHandle: pair.recipientHandle,
         transferId: idOf(created, "transfer_id"),
+        receivedId: idOf(received, "transfer_id"),
         webhookId: idOf(webhook, "webhook_id"),
         heldId: idOf(held, "transaction_id"),
         balanceProof: yield* balanceProof(server.baseUrl, owner.api_key, pair.senderKey)

@@ -110,7 +110,8 @@ describe("event payloads (D30)", () => {
       recipientDisplay: "@bob",
       asset: "USDG",
       confidential: true,
-      txHash: "0xabc"
+      txHash: "0xabc",
+      refundOf: null
     })
     assert.strictEqual(events.length, 2)
     assert.strictEqual(events[0]!.recipientAccountId, "acct_acme")
@@ -128,6 +129,37 @@ describe("event payloads (D30)", () => {
     assert.strictEqual(events[1]!.payload.account, "@bob")
     assert.strictEqual((events[1]!.payload as { direction: string }).direction, "received")
     assert.strictEqual((events[1]!.payload as { counterparty: string }).counterparty, "@acme/buyer")
+  })
+
+  it("a refund's events name its original on both sides (D43); other transfers' events have no refund_of key", () => {
+    const events = transferEvents({
+      event: "transfer.initiated",
+      mode: "test",
+      transferId: "tr_refund",
+      sender: { accountId: "acct_bob", handle: "bob", ownerAccountId: null },
+      recipient: { accountId: "acct_agent", handle: "acme/buyer", ownerAccountId: "acct_acme" },
+      recipientDisplay: "@acme/buyer",
+      asset: "USDG",
+      confidential: true,
+      txHash: null,
+      refundOf: "tr_original"
+    })
+    assert.deepStrictEqual(events.map((event) => (event.payload as { refund_of?: string }).refund_of), ["tr_original", "tr_original"])
+    const encoded = encodePayload(events[1]!.payload, "evt_1", "2026-11-30T00:00:00.000Z")
+    assert.strictEqual(JSON.parse(encoded.json).refund_of, "tr_original")
+    const plain = transferEvents({
+      event: "transfer.initiated",
+      mode: "test",
+      transferId: "tr_plain",
+      sender: { accountId: "acct_bob", handle: "bob", ownerAccountId: null },
+      recipient: null,
+      recipientDisplay: "0x0000000000000000000000000000000000000001",
+      asset: "USDG",
+      confidential: true,
+      txHash: null,
+      refundOf: null
+    })
+    assert.isFalse("refund_of" in JSON.parse(encodePayload(plain[0]!.payload, "evt_2", "2026-11-30T00:00:00.000Z").json))
   })
 
   it("encoding drops any field its Schema does not list: an amount or memo slipped in never reaches the JSON", () => {

@@ -224,10 +224,20 @@ const decisions = Effect.gen(function*() {
     )`
 })
 
+/**
+ * Refunds (D43): a refund's reservation names the transfer it sends back, so the refunds of a
+ * transfer (in flight and confirmed) are found, and summed, under its recipient's balance lock.
+ */
+const refunds = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`ALTER TABLE guardian_reservations ADD COLUMN refund_of text`
+  yield* sql`CREATE INDEX guardian_reservations_refund_of ON guardian_reservations (refund_of) WHERE refund_of IS NOT NULL`
+})
+
 /** Runs the migrations that have not run yet (locked, so concurrent starts run each once). */
 export const migrate = Migrator.make({})({
   loader: Migrator.fromRecord({ "0001_ledger": ledger, "0002_chain_credits": chainCredits, "0003_rotation_vetoes": rotationVetoes,
-    "0004_key_totals": keyTotals, "0005_decisions": decisions
+    "0004_key_totals": keyTotals, "0005_decisions": decisions, "0006_refunds": refunds
   }),
   table: "guardian_migrations"
 })

@@ -90,6 +90,7 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       options?: { readonly recipientCredited?: boolean }
     ) => Reservations.setReservationStatus(context, transferId, status, nowMs, options),
     dueReservations: (nowMs: number, limit: number) => Reservations.dueReservations(context, nowMs, limit),
+    refundedOf: (originalTransferId: string) => Reservations.refundedOf(context, originalTransferId),
     openReservationsOf: (account: AccountRef, limit: number) => Reservations.openReservationsOf(context, account, limit),
     spentIn: (agent: AccountRef, firstBucket: number, endBucket: number) =>
       DailySpend.spentIn(context, agent, firstBucket, endBucket),

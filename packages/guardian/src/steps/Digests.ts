@@ -16,7 +16,8 @@ const keyedDigest = (key: Uint8Array, parts: ReadonlyArray<string>): string =>
 
 /**
  * What defines the transfer. The policy and the approval flag are left out: a retry must replay
- * the first decision even if the policy changed in between.
+ * the first decision even if the policy changed in between. A refund's original (D43) is in it,
+ * appended only when present, so the digests of every other request stay what they were.
  *
  * @since 0.5.0
  * @category digests
@@ -39,7 +40,8 @@ export const requestDigest = (key: Uint8Array, request: AuthorizeRequest): strin
       request.deadline,
       request.guardianNote,
       request.sealedDigest ?? "",
-      request.apiKey ?? ""
+      request.apiKey ?? "",
+      ...(request.refundOf === undefined ? [] : ["refund_of", request.refundOf])
     ].map((part) => String(part).toLowerCase())
   )
 

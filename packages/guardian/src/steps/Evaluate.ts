@@ -1,6 +1,7 @@
 /**
  * The amount-dependent part of a decision, in D25's order (per-transaction limit, daily limit,
- * balance, approval threshold), on the sender's locked balance: the answer, and the reservation
+ * balance, approval threshold), after a refund's own rule (D43: the refunds of its original may
+ * not exceed it, Refunds.ts), on the sender's locked balance: the answer, and the reservation
  * when the answer is to authorize.
  *
  * @since 0.5.0
@@ -14,6 +15,7 @@ import type { BalanceRow } from "../internal/store.ts"
 import type { GuardianContext } from "./GuardianContext.ts"
 import type { KeyCheck } from "./PartyKeys.ts"
 import type { Prepared } from "./Prepare.ts"
+import { checkRefund } from "./Refunds.ts"
 import { reserve } from "./Reserve.ts"
 
 /** An agent's per-transaction and daily limits: the violation, or undefined when within them. */
@@ -87,6 +89,11 @@ export const evaluate = Effect.fnUntraced(function*(
   for (const pin of keyCheck.pins) {
     const pinned = yield* context.store.pinKey(pin.ref, pin.key, nowMs)
     if (pinned !== pin.key) return new Refused({ transferId, reason: pin.refusal })
+  }
+  // First: a refund larger than what is left of its original is refused whoever sends it.
+  if (request.refundOf !== undefined) {
+    const refused = yield* checkRefund(context, request.refundOf, prepared, transferId)
+    if (refused !== undefined) return refused
   }
   if (request.agent !== undefined) {
     const violation = yield* checkLimits(context, request.agent, prepared, transferId, nowMs)

@@ -46,7 +46,8 @@ const checkRequest = (request: AuthorizeRequest, nowMs: number, timing: Timing):
   const shapeOk = confidential
     ? request.toKey !== undefined && request.sealedDigest !== undefined && request.amount === undefined
     : request.toKey === undefined && request.sealedDigest === undefined && request.amount !== undefined
-  if (!shapeOk) return "inputs_inconsistent"
+  // A refund (D43) sends back a confidential transfer: it is confidential itself.
+  if (!shapeOk || (request.refundOf !== undefined && !confidential)) return "inputs_inconsistent"
   if (confidential && request.from.toLowerCase() === request.to.toLowerCase()) return "self_transfer"
   const nowSeconds = BigInt(Math.floor(nowMs / 1000))
   if (request.deadline <= nowSeconds || request.deadline > nowSeconds + BigInt(timing.deadlineHorizonSeconds)) {

@@ -57,7 +57,8 @@ export const reserve = Effect.fnUntraced(function*(
     spendBucket,
     requestDigest: digest,
     result: JSON.stringify(encodeAuthorized(prepared.authorized)),
-    apiKeyId: request.apiKey ?? null
+    apiKeyId: request.apiKey ?? null,
+    refundOf: request.refundOf?.toLowerCase() ?? null
   }
   const written = replacing ? yield* store.replaceReservation(row, nowMs) : yield* store.insertReservation(row, nowMs)
   if (!written) return yield* new TransferIdRace()

@@ -450,6 +450,56 @@ export const guardianSuite = (target: TargetName) =>
           assert.strictEqual(yield* balanceOf(bob), 27n * 37n)
         }))
 
+      it.effect("refunds (D43): only of a settled confidential transfer between the parties, reversed; concurrent ones never exceed it", () =>
+        Effect.gen(function*() {
+          const guardian = yield* TestGuardian
+          const alice = newParty()
+          const bob = newParty()
+          const carol = newParty()
+          yield* fund(alice, 1_000n)
+          // Bob's own funds are ample: only the refund rule can stop his refunds.
+          yield* fund(bob, 1_000n)
+          const paid = confidentialRequest({ guardianKey: guardian.encryptionKey, from: alice, to: bob, amount: 100n })
+          assert.strictEqual((yield* guardian.client.authorize(paid))._tag, "Authorized")
+          const refundOf = (amount: bigint, original: Domain.AuthorizeRequest = paid, from: Party = bob, to: Party = alice) => ({
+            ...confidentialRequest({ guardianKey: guardian.encryptionKey, from, to, amount }),
+            refundOf: original.transferId
+          })
+          const reasonOf = (result: Domain.AuthorizeResult) => (result._tag === "Refused" ? result.reason : result._tag)
+          // Not settled yet: a state that passes.
+          assert.strictEqual(reasonOf(yield* guardian.client.authorize(refundOf(10n))), "refund_original_unsettled")
+          yield* guardian.client.settle({ transferId: paid.transferId, outcome: "confirmed" })
+          // Another pair of parties, an unknown original, a public refund: refused before any amount rule.
+          assert.strictEqual(reasonOf(yield* guardian.client.authorize(refundOf(10n, paid, bob, carol))), "refund_original_unknown")
+          assert.strictEqual(reasonOf(yield* guardian.client.authorize(refundOf(10n, paid, carol, alice))), "refund_original_unknown")
+          assert.strictEqual(reasonOf(yield* guardian.client.authorize({ ...refundOf(10n), refundOf: newTransferId() })), "refund_original_unknown")
+          const publicRefund = { ...publicRequest({ guardianKey: guardian.encryptionKey, from: bob, to: alice, amount: 10n }), refundOf: paid.transferId }
+          assert.strictEqual(reasonOf(yield* guardian.client.authorize(publicRefund)), "inputs_inconsistent")
+
+          // Twenty at once, 30 each, of 100: three fit.
+          const racing = Array.from({ length: 20 }, () => refundOf(30n))
+          const results = yield* Effect.forEach(racing, (request) => guardian.client.authorize(request), { concurrency: "unbounded" })
+          assert.deepStrictEqual(
+            [results.filter((r) => r._tag === "Authorized").length, results.filter((r) => r._tag === "RefundExceeded").length],
+            [3, 17]
+          )
+          // A retry of a refused one is decided again, and refused again.
+          const refusedIndex = results.findIndex((r) => r._tag === "RefundExceeded")
+          assert.strictEqual((yield* guardian.client.authorize(racing[refusedIndex]!))._tag, "RefundExceeded")
+          // A failed refund gives its share back; confirmed and in-flight ones keep theirs.
+          const authorized = racing.filter((_, index) => results[index]?._tag === "Authorized")
+          yield* guardian.client.settle({ transferId: authorized[0]!.transferId, outcome: "failed" })
+          yield* guardian.client.settle({ transferId: authorized[1]!.transferId, outcome: "confirmed" })
+          assert.strictEqual((yield* guardian.client.authorize(refundOf(41n)))._tag, "RefundExceeded")
+          const last = refundOf(40n)
+          assert.strictEqual((yield* guardian.client.authorize(last))._tag, "Authorized")
+          assert.strictEqual((yield* guardian.client.authorize(refundOf(1n)))._tag, "RefundExceeded")
+          yield* Effect.forEach([authorized[2]!, last], (request) => guardian.client.settle({ transferId: request.transferId, outcome: "confirmed" }))
+          // 100 went to Bob and 100 came back.
+          assert.strictEqual(yield* balanceOf(alice), 1_000n)
+          assert.strictEqual(yield* balanceOf(bob), 1_000n)
+        }))
+
       it.effect("concurrent twins and reused nonces: each transfer id decided once, each nonce attested once", () =>
         Effect.gen(function*() {
           const guardian = yield* TestGuardian

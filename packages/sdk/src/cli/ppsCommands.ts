@@ -261,6 +261,29 @@ const send = Command.make("send", {
     }), { hint: `; retry with --idempotency-key ${key}`, generatedKey: generated })
 }).pipe(Command.withDescription("a transfer, sealed here: no request carries amount or memo\n(--public: a standard transfer, its amount public on chain)"))
 
+const refund = Command.make("refund", {
+  transferId: id("ID", "the transfer to refund (tr_...), one this account received"),
+  amount: CommandLine.text("amount", "DECIMAL", "how much to send back (default the whole amount, read from your copy);\nsealed here, never sent in clear", amountCheck).pipe(Flag.optional),
+  memo: Flag.String("memo").pipe(Flag.withMetavar("TEXT"), Flag.withDescription("a note for the original's sender (at most 512 bytes), sealed with the amount"), Flag.optional),
+  idempotencyKey: idempotencyKey("refunds"),
+  ownerWallet,
+  keyFile,
+  json: CommandLine.json("print the API's answer body instead of lines")
+}, (flags) => {
+  // Printed with the result: the same key retried after a lost answer never refunds twice (D36).
+  const { key, generated } = keyOf(flags.idempotencyKey)
+  return perform(flags.keyFile, (settings) =>
+    Commands.refund({
+      ...settings,
+      ...sendChecks(process.env, Option.getOrUndefined(flags.ownerWallet)),
+      json: flags.json,
+      transferId: flags.transferId,
+      amount: Option.getOrUndefined(flags.amount),
+      memo: Option.getOrUndefined(flags.memo),
+      idempotencyKey: key
+    }), { hint: `; retry with --idempotency-key ${key}`, generatedKey: generated })
+}).pipe(Command.withDescription("up to a received transfer's amount, sent back to its sender (D43), sealed here"))
+
 const limit = CommandLine.text("limit", "N", "how many, newest first (default 20)", {
   accepts: (value) => /^(100|[1-9][0-9]?)$/.test(value),
   expected: "an integer from 1 to 100"
@@ -282,7 +305,8 @@ const transfers = Command.make("transfers").pipe(
     Command.make("get", { transferId: id("ID", "the transfer's id (tr_...)"), keyFile, json: jsonTable }, (flags) =>
       perform(flags.keyFile, (settings) => Commands.decryptTransfer({ ...settings, json: flags.json, transferId: flags.transferId }))).pipe(
       Command.withDescription("one transfer's amount and memo, checked against the chain")
-    )
+    ),
+    refund
   ])
 )
 

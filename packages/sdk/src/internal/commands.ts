@@ -131,19 +131,23 @@ export const decryptTransfer = async (
   ])
 }
 
-/** What `send` is given: the transfer, the checks of the deployment it seals against, and how to print. */
-type SendSettings = Settings & {
+/** What a sealed `send` or `transfers refund` is checked against, and how to print it. */
+type SealSettings = Settings & {
   readonly json: boolean
-  readonly to: string
-  readonly amount: string
-  readonly memo: string | undefined
-  readonly asset: string | undefined
-  readonly public: boolean
   readonly idempotencyKey: string
   readonly ownerWallet: string | undefined
   readonly rpcUrl: string | undefined
   readonly deployment: SealedTransfers.Deployment | undefined
   readonly trust: SealedTransfers.Trust | undefined
+}
+
+/** What `send` is given: the transfer, the checks of the deployment it seals against, and how to print. */
+type SendSettings = SealSettings & {
+  readonly to: string
+  readonly amount: string
+  readonly memo: string | undefined
+  readonly asset: string | undefined
+  readonly public: boolean
 }
 
 /** A standard transfer in the plain form: its amount is public on chain anyway. */
@@ -169,25 +173,36 @@ const sendPublic = async (settings: SendSettings): Promise<SealedTransfers.SentT
  * it, checked against the chain with --owner-wallet and PPS_RPC_URL.
  */
 const sendSealed = async (settings: SendSettings): Promise<SealedTransfers.SentTransfer> => {
-  const account = await Account.me(settings.client)
-  const isAgent = account.type === "agent"
-  if (isAgent && settings.keyFilePath !== undefined) {
-    throw new UsageMistake(`${agentsUseTheirOwnersKey(account)}; send takes no --key-file with it (pin the owner's wallet with --owner-wallet)`)
-  }
-  const own = isAgent ? undefined : (await accountKey(settings, account)).keyFile.keyPair
+  const { options } = await sealOptionsOf(settings, "send")
   return SealedTransfers.send(settings.client, {
     to: settings.to,
     amount: settings.amount,
     ...(settings.memo === undefined ? {} : { memo: settings.memo }),
     ...(settings.asset === undefined ? {} : { asset: settings.asset })
-  }, {
+  }, options)
+}
+
+/**
+ * The key pair a sealed command seals with (an account's key file's; an agent has none, D21) and
+ * the options it seals with: the account's copy sealed to its own key (the answer must name it),
+ * the same request again with the same idempotency key, and the deployment's checks.
+ */
+const sealOptionsOf = async (settings: SealSettings, command: string) => {
+  const account = await Account.me(settings.client)
+  const isAgent = account.type === "agent"
+  if (isAgent && settings.keyFilePath !== undefined) {
+    throw new UsageMistake(`${agentsUseTheirOwnersKey(account)}; ${command} takes no --key-file with it (pin the owner's wallet with --owner-wallet)`)
+  }
+  const own = isAgent ? undefined : (await accountKey(settings, account)).keyFile.keyPair
+  const options: SealedTransfers.SendOptions = {
     ...(own === undefined ? {} : { senderKey: own.publicKey, sealingSecret: own.secretKey }),
     idempotencyKey: settings.idempotencyKey,
     ...(settings.ownerWallet === undefined ? {} : { ownerWallet: settings.ownerWallet }),
     ...(settings.rpcUrl === undefined ? {} : { rpcUrl: settings.rpcUrl }),
     ...(settings.deployment === undefined ? {} : { deployment: settings.deployment }),
     ...(settings.trust === undefined ? {} : { trust: settings.trust })
-  })
+  }
+  return { own, options }
 }
 
 /** Each rule of D25 in a person's words (the API's `reason`; `param` names the policy field). */
@@ -220,8 +235,11 @@ const inWords = (json: boolean) => (error: unknown): never => {
  * `ownerWallet` an agent's owner's) are checked before anything is sealed; without them the
  * api tier is trusted for the keys.
  */
-export const send = async (settings: SendSettings): Promise<string> => {
-  const answer = await (settings.public ? sendPublic(settings) : sendSealed(settings)).catch(inWords(settings.json))
+export const send = async (settings: SendSettings): Promise<string> =>
+  printCreated(await (settings.public ? sendPublic(settings) : sendSealed(settings)).catch(inWords(settings.json)), settings)
+
+/** A create's or a refund's answer: the API's body with `json`, else the transfer (or the hold) as lines. */
+const printCreated = (answer: SealedTransfers.SentTransfer, settings: { readonly json: boolean; readonly idempotencyKey: string }) => {
   if (settings.json) return json(answer.body)
   const created = createdTransfer(answer.body)
   // 202: an agent's transfer above its approval threshold waits for its owner (D26).
@@ -239,8 +257,26 @@ export const send = async (settings: SendSettings): Promise<string> => {
     ["to", created.transfer.to],
     ["asset", created.transfer.asset],
     ["confidential", String(created.transfer.confidential)],
+    ...(created.transfer.refund_of === null ? [] : [["refund_of", created.transfer.refund_of]]),
     ["idempotency_key", settings.idempotencyKey]
   ])
+}
+
+/**
+ * `transfers refund ID`: sends up to a received transfer's amount back to its sender (D43),
+ * sealed here as `send` is. Without `amount`, the whole amount, opened from the account's own
+ * copy with its key file (an agent, whose copy is its owner's, names the amount).
+ */
+export const refund = async (
+  settings: SealSettings & { readonly transferId: string; readonly amount: string | undefined; readonly memo: string | undefined }
+): Promise<string> => {
+  const { options, own } = await sealOptionsOf(settings, "transfers refund")
+  const answer = await SealedTransfers.refund(settings.client, {
+    transferId: settings.transferId,
+    ...(settings.amount === undefined ? {} : { amount: settings.amount }),
+    ...(settings.memo === undefined ? {} : { memo: settings.memo })
+  }, { ...options, ...(own === undefined ? {} : { keyPair: own }) }).catch(inWords(settings.json))
+  return printCreated(answer, settings)
 }
 
 /** `transfers list`: the newest transfers with their amounts and memos opened here. */

@@ -33,7 +33,9 @@ const Row = Schema.Struct({
   requested_at: Schema.String,
   expires_at: Schema.String,
   expires_at_ms: Schema.String,
-  decided_at: Schema.NullOr(Schema.String)
+  decided_at: Schema.NullOr(Schema.String),
+  /** A held refund's original transfer (D43); null for any other held transfer. */
+  refund_of: Schema.NullOr(Schema.String)
 })
 
 /**
@@ -82,13 +84,15 @@ export interface NewAgentTransaction extends SealedParts {
   readonly sealedDigest: string
   readonly requestedAt: string
   readonly expiresAt: string
+  readonly refundOf: string | null
 }
 
 const columns = `t.transaction_id, t.mode, t.agent_account_id, a.handle AS agent_handle, t.owner_account_id,
   t.transfer_id, t.recipient_account_id, t.recipient_address, t.recipient_display, t.asset, t.confidential,
   t.api_key_id, t.replay_nonce, t.sealed_digest, t.approval_deadline_seconds, t.status,
   iso_utc(t.requested_at) AS requested_at, iso_utc(t.expires_at) AS expires_at,
-  (extract(epoch FROM t.expires_at) * 1000)::bigint::text AS expires_at_ms, iso_utc(t.decided_at) AS decided_at`
+  (extract(epoch FROM t.expires_at) * 1000)::bigint::text AS expires_at_ms, iso_utc(t.decided_at) AS decided_at,
+  t.refund_of`
 const from = `agent_transactions t JOIN accounts a ON a.account_id = t.agent_account_id`
 
 /**
@@ -136,12 +140,12 @@ export class AgentTransactionStore extends Context.Service<AgentTransactionStore
             INSERT INTO agent_transactions (transaction_id, mode, agent_account_id, owner_account_id, transfer_id,
               recipient_account_id, recipient_address, recipient_display, asset, confidential, api_key_id, replay_nonce,
               from_key, to_key, sender_box, recipient_box, guardian_note, sealed_digest, public_amount_sealed, status,
-              requested_at, expires_at, guardian_held_amount)
+              requested_at, expires_at, guardian_held_amount, refund_of)
             VALUES (${t.transactionId}, ${t.mode}, ${t.agentAccountId}, ${t.ownerAccountId}, ${t.transferId},
               ${t.recipientAccountId}, ${t.recipientAddress}, ${t.recipientDisplay}, ${t.asset}, ${t.confidential},
               ${t.apiKeyId}, ${t.replayNonce.toString()}, ${t.fromKey}, ${t.toKey}, ${t.senderBox}, ${t.recipientBox},
               ${t.guardianNote}, ${t.sealedDigest}, ${t.publicAmountSealed}, 'pending_approval',
-              ${t.requestedAt}::timestamptz, ${t.expiresAt}::timestamptz, ${t.guardianHeldAmount})`.pipe(Effect.asVoid),
+              ${t.requestedAt}::timestamptz, ${t.expiresAt}::timestamptz, ${t.guardianHeldAmount}, ${t.refundOf})`.pipe(Effect.asVoid),
         findById: (transactionId) =>
           sql.unsafe(`SELECT ${columns} FROM ${from} WHERE t.transaction_id = $1`, [transactionId]).pipe(Effect.flatMap(one)),
         findInMode: (transactionId, mode) =>

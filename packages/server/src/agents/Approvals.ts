@@ -29,6 +29,7 @@ import {
   LivemodeUnavailable,
   NotAgentOwner,
   type PolicyViolation,
+  type RefundExceedsOriginal,
   type ServiceUnavailable,
   TransactionExpired,
   TransactionNotFound
@@ -89,6 +90,7 @@ export class Approvals extends Context.Service<Approvals, {
     | TransactionExpired
     | NotAgentOwner
     | PolicyViolation
+    | RefundExceedsOriginal
     | InsufficientBalance
     | ApprovalInProgress
     | ApprovalAttemptsExhausted

@@ -1,6 +1,6 @@
 /**
  * The gate in front of the transfer decision (platform/Admission.ts): a
- * `POST /v1/transfers` or an approval of a held agent transaction is admitted, or
+ * `POST /v1/transfers`, a refund (D43) or an approval of a held agent transaction is admitted, or
  * answered at once, before its key, body or idempotency claim cost anything, with
  * 503 `service_unavailable` and `Retry-After` (D1's envelope; the envelope
  * middleware adds the request id). Every other request passes untouched.
@@ -14,12 +14,13 @@ import { requestShed } from "../observability/Metrics.ts"
 import { Admission } from "../platform/Admission.ts"
 
 const approvalPath = /^\/v1\/agents\/transactions\/[^/]+\/approve$/
+const refundPath = /^\/v1\/transfers\/[^/]+\/refund$/
 
 /** The requests that start a transfer decision. */
 const startsTransferDecision = (request: HttpServerRequest.HttpServerRequest): boolean => {
   if (request.method !== "POST") return false
   const path = request.url.split("?")[0] ?? request.url
-  return path === "/v1/transfers" || approvalPath.test(path)
+  return path === "/v1/transfers" || approvalPath.test(path) || refundPath.test(path)
 }
 
 // Built once: past capacity a node answers hundreds of these a second, and each must cost as

@@ -35,7 +35,11 @@ const TransferRow = Schema.Struct({
   recipient_handle: Schema.NullOr(Schema.String),
   recipient_owner_account_id: Schema.NullOr(Schema.String),
   created_at: Schema.String,
-  confirmed_at: Schema.NullOr(Schema.String)
+  confirmed_at: Schema.NullOr(Schema.String),
+  /** A refund's original (D43); null for any other transfer. */
+  refund_of: Schema.NullOr(Schema.String),
+  /** The ids of this transfer's refunds (D43), oldest first, comma-separated; empty when none. */
+  refund_ids: Schema.String
 })
 
 /**
@@ -69,6 +73,8 @@ export interface NewTransfer {
   readonly ciphertext: string
   readonly callData: Uint8Array
   readonly createdAt: string
+  /** For a refund (D43), the transfer it sends back. */
+  readonly refundOf: string | null
 }
 
 /**
@@ -91,7 +97,9 @@ const columns = `t.transfer_id, t.mode, t.sender_account_id, s.handle AS sender_
   t.recipient_address, t.recipient_display, t.asset, t.confidential, t.status, t.tx_hash, t.replay_nonce,
   t.deadline_seconds, t.sealed_digest, t.ciphertext, t.guardian_settled, s.owner_account_id AS sender_owner_account_id,
   r.handle AS recipient_handle, r.owner_account_id AS recipient_owner_account_id,
-  iso_utc(t.created_at) AS created_at, iso_utc(t.confirmed_at) AS confirmed_at`
+  iso_utc(t.created_at) AS created_at, iso_utc(t.confirmed_at) AS confirmed_at, t.refund_of,
+  COALESCE((SELECT string_agg(x.transfer_id, ',' ORDER BY x.created_at, x.transfer_id) FROM transfers x
+    WHERE x.refund_of = t.transfer_id), '') AS refund_ids`
 
 /** Both parties' accounts beside the transfer `t`: its events name them without reading them again. */
 const partiesJoin = `JOIN accounts s ON s.account_id = t.sender_account_id
@@ -324,7 +332,8 @@ const insert = (sql: SqlClient.SqlClient, transfers: ReadonlyArray<NewTransfer>)
       sealed_digest: t.sealedDigest,
       ciphertext: t.ciphertext,
       call_data: t.callData,
-      created_at: t.createdAt
+      created_at: t.createdAt,
+      refund_of: t.refundOf
     })) as [Record<string, unknown>, ...Array<Record<string, unknown>>])
   }`.pipe(Effect.asVoid)
 

@@ -61,19 +61,24 @@ import type {
   InvalidRequest,
   KycRequired,
   LivemodeUnavailable,
+  NotTransferRecipient,
   PolicyViolation,
   PreparedTransferUsed,
   RecipientNotConfidentialReady,
   RecipientNotFound,
+  RefundExceedsOriginal,
   ServiceUnavailable,
   TransactionExpired,
   TransactionNotFound,
+  TransferNotConfidential,
+  TransferNotConfirmed,
   TransferNotFound
 } from "@pps/api/Errors"
 import type {
   CreateTransferRequest,
   PreparedTransfer as PreparedTransferResponse,
   PrepareTransferRequest,
+  RefundTransferRequest,
   TransferRecord
 } from "@pps/api/Transfers"
 import * as Invariant from "../platform/Invariant.ts"
@@ -85,6 +90,7 @@ import { create } from "./create.ts"
 import { prepare } from "./prepare.ts"
 import { current, get, toTransferRecord } from "./read.ts"
 import { completeOutcomes, recoverForever } from "./recover.ts"
+import { refund } from "./refund.ts"
 import { type StoredTransfer, TransferStore } from "./TransferStore.ts"
 
 export { transferIdBytes32 } from "./submission.ts"
@@ -121,6 +127,32 @@ export class Transfers extends Context.Service<Transfers, {
     | PreparedTransferUsed
     | ServiceUnavailable
   >
+  /**
+   * (ext, D43) Sends up to a received transfer's amount back to its sender: a transfer (201) whose
+   * `refund_of` is the original, or an agent's refund held for its owner (202).
+   */
+  readonly refund: (
+    principal: Principal,
+    transferId: string,
+    request: RefundTransferRequest
+  ) => Effect.Effect<
+    CreateOutcome,
+    | InvalidRequest
+    | TransferNotFound
+    | NotTransferRecipient
+    | TransferNotConfidential
+    | TransferNotConfirmed
+    | KycRequired
+    | LivemodeUnavailable
+    | RecipientNotFound
+    | RecipientNotConfidentialReady
+    | EncryptionKeyRequired
+    | PolicyViolation
+    | RefundExceedsOriginal
+    | InsufficientBalance
+    | PreparedTransferUsed
+    | ServiceUnavailable
+  >
   /** (ext) The amount-free half of a client-sealed transfer: its id, keys and token. */
   readonly prepare: (
     principal: Principal,
@@ -146,6 +178,7 @@ export class Transfers extends Context.Service<Transfers, {
     | TransactionExpired
     | LivemodeUnavailable
     | PolicyViolation
+    | RefundExceedsOriginal
     | InsufficientBalance
     | ApprovalInProgress
     | ApprovalAttemptsExhausted
@@ -175,9 +208,16 @@ export class Transfers extends Context.Service<Transfers, {
       yield* registerReplays(context)
       return Transfers.of({
         create: (principal, request) =>
-          create(context, principal, request).pipe(
+          create(context, principal, request, null).pipe(
+            Effect.catchTag("RefundExceedsOriginal", (cause) =>
+              Effect.die(new Invariant.InvariantViolation({ invariant: "only a refund is refused as exceeding its original", cause }))),
             answerServiceUnavailable,
             Effect.annotateLogs({ account_id: principal.accountId })
+          ),
+        refund: (principal, transferId, request) =>
+          refund(context, principal, transferId, request).pipe(
+            answerServiceUnavailable,
+            Effect.annotateLogs({ account_id: principal.accountId, refund_of: transferId })
           ),
         prepare: (principal, request) =>
           prepare(context, principal, request).pipe(

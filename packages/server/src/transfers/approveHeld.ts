@@ -184,7 +184,8 @@ const preparedOfHeld = Effect.fnUntraced(function*(
     sealedDigest: held.sealed_digest as Hex,
     publicAmount,
     // The guardian opened these boxes once already: it held the transfer only after that.
-    clientSealed: false
+    clientSealed: false,
+    refundOf: held.refund_of
   } satisfies PreparedTransfer
 })
 

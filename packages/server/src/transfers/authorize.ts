@@ -12,7 +12,14 @@
 import { type Domain as GuardianDomain, SpanLog } from "@pps/guardian"
 import { Clock, DateTime, Effect } from "effect"
 import { bytesToHex, type Hex, hexToBytes } from "viem"
-import { InsufficientBalance, InvalidRequest, PolicyViolation, PreparedTransferUsed, ServiceUnavailable } from "@pps/api/Errors"
+import {
+  InsufficientBalance,
+  InvalidRequest,
+  PolicyViolation,
+  PreparedTransferUsed,
+  RefundExceedsOriginal,
+  ServiceUnavailable
+} from "@pps/api/Errors"
 import { transferReached } from "../observability/Metrics.ts"
 import { InvariantViolation } from "../platform/Invariant.ts"
 import * as Unavailable from "../platform/Unavailable.ts"
@@ -20,7 +27,7 @@ import { confidentialTransferCall, publicTransferCall } from "../settlement/call
 import type { SubmissionRequest } from "../settlement/domain.ts"
 import type { PreparedTransfer, TransfersContext } from "./context.ts"
 import { recordOf, type RecordWrite } from "./record.ts"
-import { transferSubmission } from "./submission.ts"
+import { transferIdBytes32, transferSubmission } from "./submission.ts"
 
 /**
  * What the authorize step ends with: recorded (the attested call to submit), held for the
@@ -111,7 +118,8 @@ const askGuardian = (
     deadline: deadlineSeconds,
     guardianNote: bytesToHex(prepared.boxes.guardian),
     apiKey: prepared.apiKeyId,
-    ...(agent === undefined ? {} : { agent })
+    ...(agent === undefined ? {} : { agent }),
+    ...(prepared.refundOf === null ? {} : { refundOf: transferIdBytes32(prepared.refundOf) })
   }).pipe(Effect.catch((error) =>
     Effect.logError("guardian unavailable", error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
   ))
@@ -128,6 +136,11 @@ const authorizedOrHold = (
       return Effect.andThen(transferReached("refused", prepared.mode), Effect.fail(InsufficientBalance.of()))
     case "PolicyViolation":
       return Effect.andThen(transferReached("refused", prepared.mode), Effect.fail(PolicyViolation.of(decision.reason)))
+    case "RefundExceeded":
+      return Effect.andThen(
+        transferReached("refused", prepared.mode),
+        Effect.fail(RefundExceedsOriginal.of(prepared.refundOf ?? prepared.transferId))
+      )
     case "HoldForApproval":
       return Effect.succeed({ _tag: "Hold", sealedAmount: decision.sealedAmount as Hex } as const)
     case "Refused":
@@ -138,13 +151,20 @@ const authorizedOrHold = (
   }
 }
 
-type RefusalError = InsufficientBalance | PolicyViolation | InvalidRequest | PreparedTransferUsed | ServiceUnavailable
+type RefusalError =
+  | InsufficientBalance
+  | PolicyViolation
+  | RefundExceedsOriginal
+  | InvalidRequest
+  | PreparedTransferUsed
+  | ServiceUnavailable
 
 /**
  * A refusal as the API answers it. A client-sealed box that does not open is the client's
  * mistake (400). A frozen account (books disagree with the chain) is a state that passes: 503,
  * retry later; so is a server-sealed transfer id the guardian decided under another request
- * (a twin it had to refuse). Any other refusal is a fault of our own request.
+ * (a twin it had to refuse), and a refund's original the guardian has not settled yet (D43).
+ * Any other refusal is a fault of our own request.
  */
 const refusal = (prepared: PreparedTransfer, reason: GuardianDomain.RefusedReason) => {
   if (prepared.clientSealed && (reason === "note_invalid" || reason === "amount_zero")) {
@@ -156,7 +176,16 @@ const refusal = (prepared: PreparedTransfer, reason: GuardianDomain.RefusedReaso
     ))
   }
   if (prepared.clientSealed && reason === "transfer_id_reused") return Effect.fail(PreparedTransferUsed.of(prepared.transferId))
-  if (reason === "account_frozen" || reason === "transfer_id_reused") {
+  // A refund (D43) is asked once its original is confirmed here and settled with the guardian
+  // (refund.ts): an original the guardian does not have as confirmed means its books and ours
+  // disagree about it (a settlement lost on the way), which the recovery round mends.
+  if (reason === "refund_original_unknown") {
+    return Effect.logError("guardian does not know a refund's original as confirmed").pipe(
+      Effect.annotateLogs({ transfer_id: prepared.transferId, refund_of: prepared.refundOf ?? "" }),
+      Effect.andThen(Effect.fail(ServiceUnavailable.of()))
+    )
+  }
+  if (reason === "account_frozen" || reason === "transfer_id_reused" || reason === "refund_original_unsettled") {
     return Effect.logWarning("guardian refused a transfer for now").pipe(
       Effect.annotateLogs({ transfer_id: prepared.transferId, reason }),
       Effect.andThen(Effect.fail(ServiceUnavailable.of()))

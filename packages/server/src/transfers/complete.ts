@@ -135,7 +135,8 @@ export const endInOneTransaction = (context: TransfersContext, entries: Readonly
         recipientDisplay: t.recipient_display,
         asset: t.asset,
         confidential: t.confidential,
-        txHash: asked.get(t.transfer_id)?.txHash ?? null
+        txHash: asked.get(t.transfer_id)?.txHash ?? null,
+        refundOf: t.refund_of
       })
     ))
     return new Map(ended.map((t) => [t.transfer_id, t])) as ReadonlyMap<string, StoredTransfer>

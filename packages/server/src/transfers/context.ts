@@ -150,4 +150,6 @@ export interface PreparedTransfer {
    * holds 0, is the client's mistake (400), not ours.
    */
   readonly clientSealed: boolean
+  /** A refund's original (D43): the transfer it sends back, which the guardian checks it against. */
+  readonly refundOf: string | null
 }

@@ -33,17 +33,21 @@ interface Sealed {
   readonly money: Money
   readonly parties: Parties
   readonly boxed: Effect.Success<ReturnType<typeof sealBoxes>>
+  /** A refund's original (D43, refund.ts); null for any other transfer. */
+  readonly refundOf: string | null
 }
 
 /**
- * Creates a transfer: a transfer (201), or a held agent transaction (202, D26).
+ * Creates a transfer: a transfer (201), or a held agent transaction (202, D26). A refund (D43) is
+ * created here too, with `refundOf` naming its original (refund.ts fixes its recipient and asset).
  *
  * @since 0.1.0
  */
 export const create = Effect.fn("Transfers.create")(function*(
   context: TransfersContext,
   principal: Principal,
-  body: CreateTransferRequest
+  body: CreateTransferRequest,
+  refundOf: string | null
 ) {
   // 1. Amount-free rules.
   const asset = yield* assetOf(body.asset)
@@ -54,7 +58,7 @@ export const create = Effect.fn("Transfers.create")(function*(
   // 2. The boxes.
   const boxed = yield* sealBoxes(context, parties, money)
   // 3-4. In the sender's turn.
-  const decided = yield* decideInSendersTurn(context, { principal, asset, confidential, money, parties, boxed })
+  const decided = yield* decideInSendersTurn(context, { principal, asset, confidential, money, parties, boxed, refundOf })
   if (decided._tag === "Held") return { _tag: "Held", transaction: decided.transaction } satisfies CreateOutcome
   // 5. Submit and wait (D14); the outcome is also completed in the background. The wait for
   // the chain holds no place at the gate (platform/Admission.ts).
@@ -115,7 +119,8 @@ const decide = Effect.fnUntraced(function*(context: TransfersContext, sealed: Se
     boxes: boxed.boxes,
     sealedDigest: Note.sealedDigest(boxed.boxes),
     publicAmount: sealed.confidential || money._tag === "Sealed" ? null : money.amount,
-    clientSealed: money._tag === "Sealed"
+    clientSealed: money._tag === "Sealed",
+    refundOf: sealed.refundOf
   }
   const agent: GuardianDomain.AuthorizeRequest["agent"] = policy === undefined ? undefined : { policy, approved: false }
   const result = yield* authorizeAndRecord(context, prepared, deadlineSeconds, agent, recordCreated(context))

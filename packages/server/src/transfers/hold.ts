@@ -64,7 +64,8 @@ export const hold = Effect.fnUntraced(function*(
         : context.secretBox.seal(numberToBytes(prepared.publicAmount, { size: 32 }), publicAmountBinding(transactionId)),
       guardianHeldAmount: hexToBytes(sealedAmount),
       requestedAt,
-      expiresAt
+      expiresAt,
+      refundOf: prepared.refundOf
     })
     yield* context.outbox.append([agentTransactionEvent("agent.transaction.pending_approval", view, null)])
     yield* context.operations.bind("agent_transaction", transactionId)

@@ -86,6 +86,12 @@ export const TransfersHttpLive = HttpApiBuilder.group(PublicApi, "transfers", (h
           // 201 with the transfer, or 202 with the held agent transaction (D26).
           return outcome._tag === "Transfer" ? outcome.transfer : outcome.transaction
         }))
+      .handle("refund", ({ params, payload }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          const outcome = yield* transfers.refund(principal, params.transfer_id, payload)
+          return outcome._tag === "Transfer" ? outcome.transfer : outcome.transaction
+        }))
       .handle("prepare", ({ payload }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal

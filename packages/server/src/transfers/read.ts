@@ -37,7 +37,9 @@ export const toTransferRecord = (t: StoredTransfer, viewerAccountId: string): Tr
     : "received",
   tx_hash: t.tx_hash,
   created_at: t.created_at,
-  confirmed_at: t.confirmed_at
+  confirmed_at: t.confirmed_at,
+  refund_of: t.refund_of,
+  refunds: t.refund_ids === "" ? [] : t.refund_ids.split(",")
 })
 
 /**

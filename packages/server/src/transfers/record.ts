@@ -131,7 +131,8 @@ export const recordOf = (
     deadlineSeconds: attested.deadlineSeconds,
     ciphertext: attested.ciphertext,
     callData: attested.callData,
-    createdAt: attested.createdAt
+    createdAt: attested.createdAt,
+    refundOf: prepared.refundOf
   },
   events: transferEvents({
     event: "transfer.initiated",
@@ -142,6 +143,7 @@ export const recordOf = (
     recipientDisplay: prepared.recipient.display,
     asset: prepared.asset,
     confidential: prepared.confidential,
-    txHash: null
+    txHash: null,
+    refundOf: prepared.refundOf
   })
 })

@@ -68,14 +68,14 @@ export const updateKeyTotals = (
 
 const reservationCasts = [
   "::text", "::text", "::text", "::text", "::text", "::text", "::text", "::bigint", "::bigint", "::bytea", "::bigint",
-  "::text", "::text", "::bigint", "::text"
+  "::text", "::text", "::bigint", "::text", "::text"
 ]
 
 /** Inserts reservations in one statement; answers the transfer ids inserted (an existing one is skipped). */
 export const insertReservationRows = ({ box, sql }: StoreSql, entries: ReadonlyArray<NewReservation>) =>
   sql.unsafe<{ readonly transfer_id: string }>(
     `INSERT INTO guardian_reservations (transfer_id, chain_id, contract, from_account, to_account, kind, nonce, deadline,
-       expires_at_ms, amount_sealed, spend_bucket, request_digest, result, created_at_ms, api_key_id, status)
+       expires_at_ms, amount_sealed, spend_bucket, request_digest, result, created_at_ms, api_key_id, refund_of, status)
      VALUES ${valuesPlaceholders(entries.length, reservationCasts, ", 'reserved'")}
      ON CONFLICT (transfer_id) DO NOTHING
      RETURNING transfer_id`,
@@ -94,7 +94,8 @@ export const insertReservationRows = ({ box, sql }: StoreSql, entries: ReadonlyA
       reservation.requestDigest,
       reservation.result,
       String(nowMs),
-      reservation.apiKeyId
+      reservation.apiKeyId,
+      reservation.refundOf
     ])
   )
 

@@ -18,7 +18,7 @@ import {
   type ReservationSqlRow,
   type ReservationStatus
 } from "./rows.ts"
-import { toReservation } from "./sealing.ts"
+import { open, toReservation } from "./sealing.ts"
 
 /** The reservation of a transfer id, if any; with `forUpdate`, locked for the caller's transaction. */
 export const findReservation = (context: StoreContext, transferId: string, options: { readonly forUpdate: boolean }) =>
@@ -79,6 +79,7 @@ export const replaceReservation = (context: StoreContext, reservation: NewReserv
         amount_sealed = ${box.seal(reservation.amount, reservationBinding(reservation.transferId))},
         spend_bucket = ${reservation.spendBucket === null ? null : String(reservation.spendBucket)}::bigint,
         request_digest = ${reservation.requestDigest}, result = ${reservation.result}, api_key_id = ${reservation.apiKeyId},
+        refund_of = ${reservation.refundOf},
         created_at_ms = ${String(nowMs)}::bigint, status = 'reserved', settled_at_ms = NULL, recipient_credited = false
       WHERE transfer_id = ${reservation.transferId} AND status IN ('expired', 'failed')
         AND chain_id = ${reservation.chainId} AND contract = ${reservation.contract}
@@ -155,4 +156,22 @@ export const openReservationsOf = (context: StoreContext, account: AccountRef, l
         AND (from_account = ${account.account} OR to_account = ${account.account})
       ORDER BY created_at_ms LIMIT ${limit}`)
     return yield* Effect.forEach(rows, (row) => toReservation(context.box, row))
+  })
+
+/**
+ * The sum of a transfer's refunds that count against it (D43): those reserved (in flight) and
+ * those confirmed; a failed or expired one gave its amount back. Read after what the group holds
+ * in memory is written (its new reservations, its status changes), so a refund decided earlier
+ * in the same group counts. The caller holds the refunds' sender's balance lock: every refund of
+ * one transfer debits that transfer's recipient, so no other decision adds one meanwhile.
+ */
+export const refundedOf = (context: StoreContext, originalTransferId: string) =>
+  Effect.gen(function*() {
+    const { sql } = context
+    const rows = yield* afterRecords(context, sql<{ readonly transfer_id: string; readonly amount_sealed: Uint8Array }>`
+      SELECT transfer_id, amount_sealed FROM guardian_reservations
+      WHERE refund_of = ${originalTransferId} AND status IN ('reserved', 'confirmed')`)
+    let refunded = 0n
+    for (const row of rows) refunded += yield* open(context.box, row.amount_sealed, reservationBinding(row.transfer_id))
+    return refunded
   })

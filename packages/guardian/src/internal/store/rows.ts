@@ -47,6 +47,8 @@ export interface ReservationRow {
   readonly recipientCredited: boolean
   /** The API key the server says asked for the transfer (D40); null for older rows. */
   readonly apiKeyId: string | null
+  /** For a refund (D43), the transfer id of the transfer it sends back; null otherwise. */
+  readonly refundOf: string | null
 }
 
 /** An open alert as stored (docs/guardian.md, "Alerts"). */
@@ -151,6 +153,7 @@ export interface ReservationSqlRow {
   readonly status: ReservationStatus
   readonly recipient_credited: boolean
   readonly api_key_id: string | null
+  readonly refund_of: string | null
 }
 
 /** The columns of a `BalanceSqlRow`. */
@@ -158,7 +161,7 @@ export const balanceColumns = "confirmed_sealed, reserved_sealed, version::text 
 
 export const reservationColumns = `transfer_id, chain_id, contract, from_account, to_account, kind, nonce,
   deadline::text AS deadline, expires_at_ms::text AS expires_at_ms, amount_sealed, spend_bucket::text AS spend_bucket,
-  request_digest, result, status, recipient_credited, api_key_id`
+  request_digest, result, status, recipient_credited, api_key_id, refund_of`
 
 
 /** What a balance write sets (the frozen reason has its own statement). */

@@ -61,6 +61,7 @@ export const toReservation = (box: AtRestBox, row: ReservationSqlRow): Effect.Ef
       result: row.result,
       status: row.status,
       recipientCredited: row.recipient_credited,
-      apiKeyId: row.api_key_id
+      apiKeyId: row.api_key_id,
+      refundOf: row.refund_of
     }))
   )

@@ -25,6 +25,7 @@ import { sealedAttempts } from "./0015_sealed_attempts.ts"
 import { dashboardStepUp } from "./0016_dashboard_step_up.ts"
 import { heartbeatHearsControl } from "./0017_heartbeat_hears_control.ts"
 import { chainTransactions } from "./0018_chain_transactions.ts"
+import { refunds } from "./0019_refunds.ts"
 
 /**
  * @since 0.1.0
@@ -48,5 +49,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0015_sealed_attempts": sealedAttempts,
   "0016_dashboard_step_up": dashboardStepUp,
   "0017_heartbeat_hears_control": heartbeatHearsControl,
-  "0018_chain_transactions": chainTransactions
+  "0018_chain_transactions": chainTransactions,
+  "0019_refunds": refunds
 }
