@@ -158,9 +158,11 @@ export const useLive = (onSignal: Listener): void => {
   useEffect(() => subscribe((signal) => latest.current(signal)), [subscribe])
 }
 
-/** Whether a signal should refresh what shows `transferId` (its event, or a reconnection). */
+/** Whether a signal should refresh what shows `transferId` (its event, a refund's of it, or a reconnection). */
 export const concernsTransfer = (signal: LiveSignal, transferId: string): boolean =>
-  signal.kind === "connected" || (signal.event.event.startsWith("transfer.") && signal.event.transfer_id === transferId)
+  signal.kind === "connected" || (signal.event.event.startsWith("transfer.") &&
+    // A refund's events (D43) change its original's `refunds` too.
+    (signal.event.transfer_id === transferId || ("refund_of" in signal.event && signal.event.refund_of === transferId)))
 
 /** Whether a signal may change the held transactions (an agent transaction's event, or a reconnection). */
 export const concernsHeld = (signal: LiveSignal): boolean =>

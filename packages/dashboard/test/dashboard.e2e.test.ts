@@ -9,7 +9,8 @@
  * read its amount and memo back, create an API key (shown once) and use it from
  * outside, revoke it (the next call is 401), subscribe a local webhook receiver
  * and replay a delivery, approve a held agent transaction after reading its
- * amount, issue an agent's key on the Agents page (shown once) and revoke it.
+ * amount, issue an agent's key on the Agents page (shown once) and revoke it, refund a received
+ * transfer from its page after a review (D43).
  * Every request the page makes is recorded: none carries the canary amounts,
  * memos, the key file's secret or an API key. Every page is checked with
  * axe-core (no serious or critical violation) and under its CSP (no violation
@@ -35,6 +36,8 @@ const sentAmount = "7.654321"
 const sentMemo = "canary-memo-5f1e9a"
 const heldAmount = "3.141592"
 const heldMemo = "canary-held-77c2"
+const refundAmount = "1.357913"
+const refundMemo = "canary-refund-3d8b"
 const passphrase = "correct horse battery staple"
 
 let harness: Harness
@@ -223,6 +226,37 @@ describe("dashboard in Chromium", () => {
     await expect.poll(() => page.getByTestId("tx-hash").evaluate((element) => element.tagName), { timeout: 60_000 }).toBe("CODE")
     await checkAccessibility("transfer-detail")
     await shoot("transfer-detail")
+  })
+
+  it("refunds a received transfer from its page after a review, sealed in the page, linked both ways (D43)", async () => {
+    const bobPps = new Pps({ apiKey: bob.api_key, baseUrl: server.baseUrl, keyPair: harness.bobKey })
+    const paid = await bobPps.transfers.create({ to: "@alice", amount: "2.468024" })
+    const original = paid.kind === "transfer" ? paid.transfer.transfer_id : ""
+    await visit("Activity", "Activity", "activity")
+    await page.locator(`a[href="/dashboard/transfers/${original}"]`).first().click()
+    await expect.poll(() => page.getByTestId("transfer-amount").textContent(), { timeout: 60_000 }).toBe("2.468024 USDG")
+    await page.getByRole("button", { name: "Refund" }).click()
+    // The whole amount is filled in; the holder sends back part of it.
+    expect(await page.locator("#refund-amount").inputValue()).toBe("2.468024")
+    await page.locator("#refund-amount").fill(refundAmount)
+    await page.locator("#refund-memo").fill(refundMemo)
+    await page.getByRole("button", { name: "Review" }).click()
+    const review = page.getByTestId("send-review")
+    expect(await review.textContent()).toContain(`You are sending back ${refundAmount} USDG to @bob`)
+    expect(await review.textContent()).toContain(original)
+    await checkAccessibility("refund-review")
+    await page.getByRole("button", { name: "Confirm and send" }).click()
+    await expect.poll(() => page.locator(".success").textContent(), { timeout: 90_000 })
+      .toMatch(new RegExp(`^Sent ${refundAmount.replace(".", "\\.")} USDG back to @bob: refund tr_\\w+ is (confirmed|pending)\\. Open it$`))
+    // Bob opens what came back, linked to his payment; the page lists it under the original.
+    const [refund] = (await bobPps.transfers.get(original)).refunds
+    expect(await bobPps.transfers.get(refund!)).toMatchObject({ refund_of: original, direction: "received" })
+    expect(await bobPps.transfers.decrypt(refund!)).toMatchObject({ amount: 1_357_913n, memo: refundMemo })
+    await expect.poll(() => page.getByTestId("transfer-refunds").textContent(), { timeout: 60_000 }).toBe(refund)
+    // The page sent the refund sealed: no amount in its body.
+    const refunds = harness.recorded.filter((r) => r.method === "POST" && r.url === `${origin}/v1/transfers/${original}/refund`)
+    expect(refunds).toHaveLength(1)
+    expect(JSON.parse(refunds[0]!.body)).toHaveProperty("sealed")
   })
 
   it("creates an API key shown once, which works from outside, and revokes it at once", async () => {
@@ -455,8 +489,9 @@ describe("dashboard in Chromium", () => {
     await page.getByRole("button", { name: "Unlock with passkey" }).click()
     await expect.poll(() => page.getByTestId("key-status").textContent(), { timeout: 60_000 }).toBe("Unlocked in this tab.")
     await visit("Overview", "Overview", "overview-later")
-    // 100 granted, less 7.654321 sent from the page, 1 sent by API, 10 to the agent.
-    await expect.poll(() => page.getByTestId("balance-USDG").textContent(), { timeout: 60_000 }).toBe("81.345679")
+    // 100 granted, less 7.654321 sent from the page, 1 sent by API, 10 to the agent; plus 2.468024
+    // from Bob, less the 1.357913 refunded to him.
+    await expect.poll(() => page.getByTestId("balance-USDG").textContent(), { timeout: 60_000 }).toBe("82.45579")
 
     // On a phone's width the navigation folds above the page, and stays accessible.
     await page.setViewportSize(phone)
@@ -492,6 +527,6 @@ describe("dashboard in Chromium", () => {
     // The page did send transfers: the checks look at real sealed traffic.
     expect(harness.recorded.some((r) => r.method === "POST" && r.url.endsWith("/v1/transfers"))).toBe(true)
     // The sign-in page's probe and the favicon are no longer among the console's errors.
-    harness.finalChecks([sentAmount, "7654321", sentMemo, heldAmount, "3141592", heldMemo, passphrase])
+    harness.finalChecks([sentAmount, "7654321", sentMemo, heldAmount, "3141592", heldMemo, refundAmount, "1357913", refundMemo, passphrase])
   })
 })

@@ -9,7 +9,7 @@ import type { ReactNode } from "react"
 import type { PageProps } from "../App.tsx"
 import { call, type Session } from "../api.ts"
 import { concernsTransfer, seenEvents, useLive } from "../live.tsx"
-import { amountText, openTransfer } from "../opened.ts"
+import { amountText, type Opened, openTransfer } from "../opened.ts"
 import { When } from "../time.tsx"
 import { Copyable, CopyButton, Encrypted, ErrorNote, Loading, useLoad } from "../ui.tsx"
 
@@ -82,7 +82,16 @@ const Timeline = ({ transfer, session }: { readonly transfer: Transfer; readonly
   )
 }
 
-export const TransferDetail = ({ transferId, keyPair, navigate, session }: PageProps & { readonly transferId: string }) => {
+/** A link to another transfer's page: a refund's original, an original's refunds (D43). */
+const TransferLink = ({ id, navigate }: { readonly id: string; readonly navigate: (path: string) => void }) => (
+  <a href={`/dashboard/transfers/${id}`} onClick={(event) => { event.preventDefault(); navigate(`/transfers/${id}`) }}><code>{id}</code></a>
+)
+
+export const TransferDetail = ({ transferId, keyPair, navigate, session, actions }: PageProps & {
+  readonly transferId: string
+  /** What the holder can do with the transfer as read and opened (the Refund action, D43). */
+  readonly actions?: (transfer: Transfer, opened: Opened | undefined) => ReactNode
+}) => {
   const transfer = useLiveTransfer(transferId)
   const opened = useLoad(async () => keyPair === undefined ? undefined : openTransfer(keyPair, transferId), [transferId, keyPair])
   const value = transfer.value
@@ -105,7 +114,12 @@ export const TransferDetail = ({ transferId, keyPair, navigate, session }: PageP
             <dt>Memo</dt>
             <dd data-testid="transfer-memo">{opened.value !== undefined ? (opened.value.memo === "" ? "(none)" : opened.value.memo) : <Encrypted />}</dd>
             <dt>Confidential</dt><dd>{value.confidential ? "yes" : "no"}</dd>
+            {value.refund_of !== null && <><dt>Refund of</dt><dd><TransferLink id={value.refund_of} navigate={navigate} /></dd></>}
+            {value.refunds.length > 0 && (
+              <><dt>Refunds</dt><dd data-testid="transfer-refunds">{value.refunds.map((id, index) => <span key={id}>{index === 0 ? "" : ", "}<TransferLink id={id} navigate={navigate} /></span>)}</dd></>
+            )}
           </dl>
+          {actions?.(value, opened.value)}
           <h2>Timeline</h2>
           <Timeline transfer={value} session={session} />
         </>
