@@ -463,7 +463,27 @@ const clientErrorLingerMs = 1_000
  */
 export const makeNodeServer = (): Http.Server => {
   // A property of Node's http.Server since v0.x that @types/node does not declare.
-  return Object.assign(answerClientErrors(Http.createServer()), { httpAllowHalfOpen: true })
+  return endStartedAnswersOnHalfClose(Object.assign(answerClientErrors(Http.createServer()), { httpAllowHalfOpen: true }))
+}
+
+/**
+ * What `httpAllowHalfOpen` keeps open is the answer not yet begun. An answer already under way
+ * when the client half-closes (an event stream, which never ends by itself) ends with the socket,
+ * as it did before: a client that aborts a stream sends a FIN, and the stream's slot (five per
+ * key) must come back at once, not at the next failed write.
+ */
+const endStartedAnswersOnHalfClose = <S extends Http.Server>(server: S): S => {
+  const latest = new WeakMap<object, Http.ServerResponse>()
+  server.on("request", (request: Http.IncomingMessage, response: Http.ServerResponse) => {
+    latest.set(request.socket, response)
+  })
+  server.on("connection", (socket: Duplex) => {
+    socket.once("end", () => {
+      const response = latest.get(socket)
+      if (response !== undefined && response.headersSent && !response.writableFinished) socket.destroy()
+    })
+  })
+  return server
 }
 
 /**
