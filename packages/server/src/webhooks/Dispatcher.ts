@@ -99,7 +99,7 @@ const makeDispatchContext = Effect.gen(function*() {
     nodeId: `node_${ulid()}`,
     wakeup: yield* makeWakeup,
     serving: new Map(),
-    recordAttempt: yield* makeAttemptRecorder(store),
+    recorder: yield* makeAttemptRecorder(store),
     claimedAtMs: 0
   }
   return context
