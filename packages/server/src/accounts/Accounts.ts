@@ -41,6 +41,12 @@ export class Accounts extends Context.Service<Accounts, {
   readonly setKycStatus: (accountId: string, status: KycStatus) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
   readonly findByHandle: (handle: string) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
   readonly findByWalletAddress: (address: string) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
+  /** D60: whether the account, or the owner of the agent it is, is suspended. */
+  readonly isSuspended: (accountId: string) => Effect.Effect<boolean, SqlError.SqlError>
+  /** D60: sets (a time) or clears (null) the suspension; None for an unknown account. */
+  readonly setSuspended: AccountStore["Service"]["setSuspended"]
+  /** D60: the operator's directory. */
+  readonly search: AccountStore["Service"]["search"]
   /**
    * The account's custodial wallet, for signing on its behalf (key registration).
    * The key is opened for the call and never leaves the process.
@@ -74,6 +80,9 @@ export class Accounts extends Context.Service<Accounts, {
         setKycStatus: store.setKycStatus,
         findByHandle: store.findByHandle,
         findByWalletAddress: store.findByWalletAddress,
+        isSuspended: store.isSuspended,
+        setSuspended: store.setSuspended,
+        search: store.search,
         custodialSigner: (accountId) =>
           Effect.gen(function*() {
             const sealed = yield* store.walletKeySealed(accountId)

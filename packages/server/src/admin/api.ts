@@ -7,7 +7,11 @@
  */
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity } from "effect/http-api"
-import { AccountRecord, KycStatus } from "@pps/api/Accounts"
+import { AccountRecord, AccountType, KycStatus } from "@pps/api/Accounts"
+import { Page, PageLimitQuery, PageOffsetQuery } from "@pps/api/Page"
+import { OperatorAccount } from "../accounts/AccountStore.ts"
+import { AuditAction, AuditRecord } from "../audit/AuditLog.ts"
+import { WebhookHealthRecord } from "./WebhookHealth.ts"
 import { ApiKeyRecord, Mode } from "@pps/api/ApiKeys"
 import { RequestValidation } from "@pps/api/Api"
 import { AccountNotFound, ApiKeyNotFound, HandleTaken, InvalidRequest, Unauthorized } from "@pps/api/Errors"
@@ -56,6 +60,46 @@ export class AdminGroup extends HttpApiGroup.make("admin")
       }),
       success: CreatedAccount.pipe(HttpApiSchema.status(201)),
       error: [InvalidRequest, HandleTaken]
+    }),
+    // D60: the operator's directory, oldest first, in D16's envelope.
+    HttpApiEndpoint.get("listAccounts", "/accounts", {
+      query: {
+        limit: Schema.optionalKey(PageLimitQuery),
+        offset: Schema.optionalKey(PageOffsetQuery),
+        handle: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(64))),
+        type: Schema.optionalKey(AccountType),
+        kyc_status: Schema.optionalKey(KycStatus),
+        status: Schema.optionalKey(Schema.Literals(["active", "suspended"]))
+      },
+      success: Page(OperatorAccount),
+      error: InvalidRequest
+    }),
+    HttpApiEndpoint.post("suspendAccount", "/accounts/:account_id/suspend", {
+      params: { account_id: Schema.String },
+      success: OperatorAccount,
+      error: AccountNotFound
+    }),
+    HttpApiEndpoint.post("reactivateAccount", "/accounts/:account_id/reactivate", {
+      params: { account_id: Schema.String },
+      success: OperatorAccount,
+      error: AccountNotFound
+    }),
+    // D60: read-only; the holder manages its subscriptions through /v1/webhooks.
+    HttpApiEndpoint.get("accountWebhooks", "/accounts/:account_id/webhooks", {
+      params: { account_id: Schema.String },
+      success: Schema.Struct({ data: Schema.Array(WebhookHealthRecord) }),
+      error: AccountNotFound
+    }),
+    // D60: the audit log, newest first.
+    HttpApiEndpoint.get("audit", "/audit", {
+      query: {
+        limit: Schema.optionalKey(PageLimitQuery),
+        offset: Schema.optionalKey(PageOffsetQuery),
+        account_id: Schema.optionalKey(Schema.String),
+        action: Schema.optionalKey(AuditAction)
+      },
+      success: Page(AuditRecord),
+      error: InvalidRequest
     }),
     HttpApiEndpoint.get("getAccount", "/accounts/:account_id", {
       params: { account_id: Schema.String },

@@ -24,7 +24,8 @@ import type { Principal } from "@pps/api/ApiKeys"
 import { Outbox } from "../events/Outbox.ts"
 import { AgentLimitReached, AgentNameTaken, AgentNotFound, InvalidPolicy, InvalidRequest, NotAgentOwner } from "@pps/api/Errors"
 import { AppConfig } from "../config/AppConfig.ts"
-import { pageLimitDefault } from "@pps/api/Page"
+import { AuditLog } from "../audit/AuditLog.ts"
+import { pageLimitDefault, pageOf } from "@pps/api/Page"
 import { OperationReplay, type ReplayedResponse } from "../platform/IdempotentOperations.ts"
 import * as Invariant from "../platform/Invariant.ts"
 import * as Unavailable from "../platform/Unavailable.ts"
@@ -106,7 +107,8 @@ export class Agents extends Context.Service<Agents, {
         store: yield* AgentStore,
         outbox: yield* Outbox,
         operations: yield* OperationReplay,
-        agentsPerAccountMax: (yield* AppConfig).agentsPerAccountMax
+        agentsPerAccountMax: (yield* AppConfig).agentsPerAccountMax,
+        auditLog: yield* AuditLog
       }
       // D36: a retried create whose first request was cut off answers with the agent it made.
       yield* context.operations.register("agent", (agentAccountId) => createdRecord(context, agentAccountId))
@@ -129,6 +131,7 @@ interface AgentsContext {
   readonly outbox: Outbox["Service"]
   readonly operations: OperationReplay["Service"]
   readonly agentsPerAccountMax: number
+  readonly auditLog: AuditLog["Service"]
 }
 
 /** D61's answer: D16's envelope of agent records. */
@@ -212,6 +215,7 @@ const create = Effect.fn("Agents.create")(function*(
       createdAt
     })
     yield* context.operations.bind("agent", account.accountId)
+    yield* context.auditLog.record({ action: "agent.created", accountId: owner.accountId, targetId: account.accountId })
     return account
   })).pipe(
     Effect.catchTag("HandleConflict", () => Effect.fail(AgentNameTaken.of(name))),
@@ -246,6 +250,7 @@ const patchPolicy = Effect.fn("Agents.patchPolicy")(function*(
     const validated = validatePolicy(patch, current, "")
     if (!validated.ok) return yield* Effect.fail(InvalidPolicy.of(validated.issue.param, validated.issue.message))
     const policy = yield* store.updatePolicy(agent.accountId, validated.value, updatedAt)
+    yield* context.auditLog.record({ action: "policy.updated", accountId: agent.accountId, targetId: policy.policyId })
     yield* context.outbox.append([{
       mode: agent.mode,
       recipientAccountId: agent.ownerAccountId,
@@ -275,17 +280,13 @@ const page = (
   principal: Principal,
   query: { readonly limit?: number | undefined; readonly offset?: number | undefined }
 ) => {
-  const limit = query.limit ?? pageLimitDefault
-  const offset = query.offset ?? 0
+  const bounds = { limit: query.limit ?? pageLimitDefault, offset: query.offset ?? 0 }
   const rows = isAgentKey(principal)
     ? Effect.succeed([])
-    : store.pageByOwner(principal.accountId, principal.mode, { limit: limit + 1, offset }).pipe(Unavailable.database("Agents.page"))
-  return rows.pipe(Effect.map((agents): AgentPageAnswer => ({
-    data: agents.slice(0, limit).map(toAgentRecord),
-    limit,
-    offset,
-    has_more: agents.length > limit
-  })))
+    : store.pageByOwner(principal.accountId, principal.mode, { limit: bounds.limit + 1, offset: bounds.offset }).pipe(
+      Unavailable.database("Agents.page")
+    )
+  return rows.pipe(Effect.map((agents): AgentPageAnswer => pageOf(agents.map(toAgentRecord), bounds)))
 }
 
 /**

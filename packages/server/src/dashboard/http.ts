@@ -20,6 +20,7 @@
  *
  * @since 0.4.0
  */
+import { AuditLog } from "../audit/AuditLog.ts"
 import { Clock, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { SqlError } from "effect/sql"
@@ -254,6 +255,7 @@ interface RoutesContext {
   readonly auth: DashboardAuth["Service"]
   readonly config: DashboardConfig["Service"]
   readonly apiKeys: ApiKeys["Service"]
+  readonly auditLog: AuditLog["Service"]
   readonly page: ReturnType<typeof readBuiltPage>
   readonly limitSignIn: ReturnType<typeof makeSignInLimiter>
 }
@@ -457,6 +459,13 @@ const createApiKey = (context: RoutesContext) =>
   steppedUp(context, (session) =>
     body(CreateApiKeyRequest, ({ name }) =>
       context.apiKeys.issue(session.accountId, name, session.principal.mode).pipe(
+        Effect.tap((issued) =>
+          context.auditLog.record({
+            action: "api_key.created",
+            accountId: session.accountId,
+            actor: `dashboard:${session.accountId}`,
+            targetId: issued.keyId
+          })),
         Effect.tap((issued) => Effect.logInfo("api key created in the dashboard").pipe(Effect.annotateLogs({ key_id: issued.keyId, session_id: session.sessionId }))),
         Effect.map((issued) =>
           json({ key_id: issued.keyId, name: issued.name, mode: issued.mode, api_key: Redacted.value(issued.apiKey) }, 201)
@@ -473,6 +482,7 @@ const revokeApiKey = (context: RoutesContext) =>
       // A session acts in one mode (D9): a test-mode session does not touch live keys.
       const revoked = yield* context.apiKeys.revoke(keyId, { accountId: session.accountId, mode: session.principal.mode })
       if (Option.isNone(revoked)) return failure(404, "api_key_not_found", "No active API key with this id on this account in this session's mode.")
+      yield* context.auditLog.record({ action: "api_key.revoked", accountId: session.accountId, actor: `dashboard:${session.accountId}`, targetId: keyId })
       yield* Effect.logInfo("api key revoked in the dashboard").pipe(Effect.annotateLogs({ key_id: keyId, session_id: session.sessionId }))
       return json({ key_id: keyId, revoked: true })
     }))
@@ -486,6 +496,7 @@ export const DashboardRoutes = Layer.unwrap(Effect.gen(function*() {
     auth: yield* DashboardAuth,
     config: yield* DashboardConfig,
     apiKeys: yield* ApiKeys,
+    auditLog: yield* AuditLog,
     page: readBuiltPage(),
     limitSignIn: makeSignInLimiter()
   }
