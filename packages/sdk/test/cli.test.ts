@@ -360,8 +360,18 @@ describe("pps", { timeout: 90_000 }, () => {
   it("agents, policy and webhooks from the terminal", async () => {
     const created = JSON.parse(expectSuccess(await asAlice("agents", "create", "--name", "cli-two", "--policy", '{"daily_limit_usdg":10,"per_transaction_limit_usdg":5}', "--json")).stdout) as Record<string, string>
     expect(created["handle"]).toBe("@alice/cli-two")
-    const listed = JSON.parse(expectSuccess(await asAlice("agents", "list", "--json")).stdout) as { agents: Array<{ account_id: string }> }
-    expect(listed.agents.map((agent) => agent.account_id)).toContain(created["account_id"])
+    // D61: one page of GET /v1/agents, oldest first; the table names the next page's offset.
+    const listed = JSON.parse(expectSuccess(await asAlice("agents", "list", "--limit", "100", "--json")).stdout) as {
+      data: Array<{ account_id: string }>
+      limit: number
+      offset: number
+      has_more: boolean
+    }
+    expect(listed).toMatchObject({ limit: 100, offset: 0, has_more: false })
+    expect(listed.data.map((agent) => agent.account_id)).toContain(created["account_id"])
+    const firstPage = expectSuccess(await asAlice("agents", "list", "--limit", "1")).stdout
+    expect(firstPage).toMatch(/^account_id\s+handle\s+status\nacct_\S+\s+@alice\/\S+\s+active\nmore: --offset 1\n$/)
+    expect(expectSuccess(await asAlice("agents", "list", "--offset", String(listed.data.length))).stdout).toMatch(/^account_id\s+handle\s+status\n$/)
     const changed = JSON.parse(expectSuccess(await asAlice("policy", "set", created["account_id"]!, "--policy", '{"daily_limit_usdg":8}', "--json")).stdout)
     expect(changed).toMatchObject({ daily_limit_usdg: 8, per_transaction_limit_usdg: 5 })
     expect(expectSuccess(await asAlice("policy", "get", created["account_id"]!)).stdout).toMatch(/^daily_limit_usdg\s+8$/m)

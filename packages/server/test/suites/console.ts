@@ -11,6 +11,7 @@ import { Context, Effect, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { EventInput } from "@pps/api/Events"
 import { Outbox } from "../../src/events/Outbox.ts"
+import { runAdmin } from "../support/adminCli.ts"
 import { bearer, createAccount, expectEnvelope, patchJson, postJson, send } from "../support/http.ts"
 import { type DatabaseTarget, makeTestServer, TestServer, type TestServerShape } from "../support/TestServer.ts"
 import { eventually, makeTestCa, removeTestCa, startReceiver } from "../support/webhooks-receiver.ts"
@@ -316,6 +317,29 @@ export const consoleSuite = (database: DatabaseTarget) =>
           assert.strictEqual((yield* count.pipe(Effect.orDie))[0]?.n, before)
           const actors = yield* sql<{ actor: string }>`SELECT DISTINCT actor FROM audit_events WHERE account_id = ${account.account_id}`.pipe(Effect.orDie)
           expect(actors.map((row) => row.actor)).toEqual(["operator"])
+        }))
+
+      it.effect("the admin command: accounts list, suspend, reactivate, audit and webhooks list print the API's JSON", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const env = { ADMIN_URL: server.adminUrl, ADMIN_TOKEN: server.adminToken }
+          const run = (...args: ReadonlyArray<string>) =>
+            Effect.promise(() => runAdmin(args, env)).pipe(Effect.map((result) => {
+              expect(result, result.stderr).toMatchObject({ exitCode: 0, stderr: "" })
+              return JSON.parse(result.stdout) as Record<string, unknown>
+            }))
+          const account = yield* createAccount(server, "clive")
+          const listed = yield* run("accounts", "list", "--handle", "@CLIVE", "--kyc", "verified", "--limit", "5")
+          expect(listed).toMatchObject({ data: [{ account_id: account.account_id, handle: "@clive", status: "active" }], limit: 5, offset: 0, has_more: false })
+          expect(yield* run("accounts", "suspend", "--account", account.account_id)).toMatchObject({ status: "suspended" })
+          expectEnvelope(yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(account.api_key) }), 403, "account_suspended")
+          expect(yield* run("accounts", "reactivate", "--account", account.account_id)).toMatchObject({ status: "active" })
+          const audit = yield* run("audit", "--account", account.account_id, "--action", "account.suspended")
+          expect(audit).toMatchObject({ data: [{ action: "account.suspended", actor: "operator", account_id: account.account_id }], has_more: false })
+          expect(yield* run("webhooks", "list", "--account", account.account_id)).toEqual({ data: [] })
+          const missing = yield* Effect.promise(() => runAdmin(["accounts", "suspend", "--account", "acct_missing"], env))
+          expect(missing).toMatchObject({ exitCode: 1, stdout: "" })
+          expect(missing.stderr).toMatch(/^--account: .+ \(account_not_found, HTTP 404\)\n\{"error":/)
         }))
 
       it.effect(`agents: at most ${agentsPerAccountMax} per account and mode (409 agent_limit_reached); GET /v1/agents pages them`, () =>
