@@ -150,8 +150,10 @@ export class TransportError extends ReasonedError<TransportFailure> {
  * - `sealed_copy_mismatch`: it opens, but its amount is not the one the
  *   transfer's ciphertext encrypts.
  * - `sealed_copy_unverifiable`: the caller received a standard
- *   (non-confidential) transfer, whose ciphertext has no handle for the
- *   recipient, so the copy cannot be checked and is not shown.
+ *   (non-confidential) transfer that is not confirmed yet: its ciphertext has
+ *   no handle for the recipient and its public amount is not on chain yet, so
+ *   the copy cannot be checked and is not shown (once confirmed, the public
+ *   amount is the check, D62).
  * - `statement_unopenable`, `statement_mismatch`: the same for a balance statement.
  * - `balances_mismatch`: the balances endpoint accepted the proof but answered
  *   amounts other than the proven ones.
