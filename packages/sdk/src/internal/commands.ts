@@ -590,7 +590,12 @@ export const agents = async (
     }
     case "list": {
       // D61: one page of GET /v1/agents; the table says how to ask for the next.
-      const page = await run(settings.client, (api) => api.agents.page({ query: { limit: settings.limit, offset: settings.offset } }))
+      const page = await run(settings.client, (api) => api.agents.page({
+        query: {
+          ...(settings.limit === undefined ? {} : { limit: settings.limit }),
+          ...(settings.offset === undefined ? {} : { offset: settings.offset })
+        }
+      }))
       if (settings.json) return json(page)
       const rows = table([["account_id", "handle", "status"], ...page.data.map((agent) => [agent.account_id, agent.handle, agent.status])])
       return page.has_more ? `${rows}more: --offset ${page.offset + page.limit}\n` : rows

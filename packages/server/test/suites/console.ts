@@ -68,8 +68,11 @@ const policy = { daily_limit_usdg: 10, per_transaction_limit_usdg: 5 }
 const causeText = (error: unknown, depth = 0): string =>
   depth > 5 || !(error instanceof Error) ? String(error) : `${error.message} ${causeText(error.cause, depth + 1)}`
 
-const admin = (server: TestServerShape, path: string, init: RequestInit = {}) =>
-  send(`${server.adminUrl}/admin${path}`, { ...init, headers: { ...bearer(server.adminToken), ...init.headers } })
+const admin = (
+  server: TestServerShape,
+  path: string,
+  init: { readonly method?: string; readonly headers?: Record<string, string>; readonly body?: string } = {}
+) => send(`${server.adminUrl}/admin${path}`, { ...init, headers: { ...bearer(server.adminToken), ...init.headers } })
 
 const decoded = <A>(schema: Schema.Decoder<A>, response: { readonly status: number; readonly json: unknown; readonly text: string }) => {
   assert.strictEqual(response.status, 200, response.text)
