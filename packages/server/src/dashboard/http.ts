@@ -20,6 +20,7 @@
  *
  * @since 0.4.0
  */
+import { Accounts } from "../accounts/Accounts.ts"
 import { AuditLog } from "../audit/AuditLog.ts"
 import { Clock, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -27,7 +28,7 @@ import { SqlError } from "effect/sql"
 import type { AuthenticationResponseJSON, RegistrationResponseJSON } from "@simplewebauthn/server"
 import { ApiKeys } from "../apikeys/ApiKeys.ts"
 import { csrfTokenMatches, DashboardAuth, type DashboardAuthError, type DashboardSession, isSteppedUp, sessionAbsoluteMs } from "./DashboardAuth.ts"
-import { ReauthenticationRequired } from "@pps/api/Errors"
+import { AccountSuspended, ReauthenticationRequired } from "@pps/api/Errors"
 import { CreateApiKeyRequest } from "@pps/api/ApiKeys"
 import { DashboardConfig } from "./DashboardConfig.ts"
 import { fileResponse, readBuiltPage } from "./BuiltPage.ts"
@@ -256,6 +257,7 @@ interface RoutesContext {
   readonly config: DashboardConfig["Service"]
   readonly apiKeys: ApiKeys["Service"]
   readonly auditLog: AuditLog["Service"]
+  readonly accounts: Accounts["Service"]
   readonly page: ReturnType<typeof readBuiltPage>
   readonly limitSignIn: ReturnType<typeof makeSignInLimiter>
 }
@@ -317,6 +319,8 @@ const signedIn = <E, R>(context: RoutesContext, handler: Handler<E, R>) => (requ
     )
     if (Option.isNone(resolved)) return notSignedIn()
     if ("refusal" in resolved.value) return failure(403, "forbidden", resolved.value.refusal)
+    // D60: a suspended account's session is refused like its keys.
+    if (yield* context.accounts.isSuspended(resolved.value.session.accountId)) return json({ error: AccountSuspended.of().error }, 403)
     return yield* handler(resolved.value.session, request)
   }).pipe(orUnavailable("DashboardAuth.authenticate"), Effect.map(headers(context)))
 
@@ -497,6 +501,7 @@ export const DashboardRoutes = Layer.unwrap(Effect.gen(function*() {
     config: yield* DashboardConfig,
     apiKeys: yield* ApiKeys,
     auditLog: yield* AuditLog,
+    accounts: yield* Accounts,
     page: readBuiltPage(),
     limitSignIn: makeSignInLimiter()
   }
