@@ -257,6 +257,8 @@ const define = <const C extends Code>(code: C, name: string): ErrorClass<C> => {
 export const InvalidRequest = define(catalogue.InvalidRequest.code, "InvalidRequest")
 /** 401 `unauthorized` (SPEC): a missing, unknown or revoked API key. */
 export const Unauthorized = define(catalogue.Unauthorized.code, "Unauthorized")
+/** 403 `account_suspended` (D60): the key is valid, but the operator suspended its account (or the agent's owner). */
+export const AccountSuspended = define(catalogue.AccountSuspended.code, "AccountSuspended")
 /** 402 `insufficient_balance` (SPEC). */
 export const InsufficientBalance = define(catalogue.InsufficientBalance.code, "InsufficientBalance")
 /** 403 `kyc_required` (SPEC). */
@@ -310,6 +312,8 @@ export const IdempotencyKeyInProgress = define(catalogue.IdempotencyKeyInProgres
 export const KeyShownOnce = define(catalogue.KeyShownOnce.code, "KeyShownOnce")
 /** 409 `agent_name_taken`. */
 export const AgentNameTaken = define(catalogue.AgentNameTaken.code, "AgentNameTaken")
+/** 409 `agent_limit_reached` (D61): the account has as many agents in this mode as it may. */
+export const AgentLimitReached = define(catalogue.AgentLimitReached.code, "AgentLimitReached")
 /** 409 `encryption_key_already_registered`. */
 export const EncryptionKeyAlreadyRegistered = define(catalogue.EncryptionKeyAlreadyRegistered.code, "EncryptionKeyAlreadyRegistered")
 /** 409 `prepared_transfer_used`: a client-sealed transfer was already created from this preparation. */
@@ -342,10 +346,10 @@ export const InternalError = define(catalogue.InternalError.code, "InternalError
 export const ServiceUnavailable = define(catalogue.ServiceUnavailable.code, "ServiceUnavailable")
 
 const classes = [
-  InvalidRequest, Unauthorized, InsufficientBalance, KycRequired, NotAgentOwner, PolicyViolation, LivemodeUnavailable,
+  InvalidRequest, Unauthorized, AccountSuspended, InsufficientBalance, KycRequired, NotAgentOwner, PolicyViolation, LivemodeUnavailable,
   ReauthenticationRequired, TestModeOnly, RecipientNotFound, TransactionNotFound, TransferNotFound, AgentNotFound, ApiKeyNotFound,
   WebhookNotFound, EventNotFound, NotFound, MethodNotAllowed, RequestTimeout, HeadersTooLarge, TransactionExpired,
-  ApprovalInProgress, ApprovalAttemptsExhausted, IdempotencyKeyReused, IdempotencyKeyInProgress, KeyShownOnce, AgentNameTaken,
+  ApprovalInProgress, ApprovalAttemptsExhausted, IdempotencyKeyReused, IdempotencyKeyInProgress, KeyShownOnce, AgentNameTaken, AgentLimitReached,
   EncryptionKeyAlreadyRegistered, PreparedTransferUsed, PayloadTooLarge, RecipientNotConfidentialReady,
   NotTransferRecipient, TransferNotConfirmed, TransferNotConfidential, RefundExceedsOriginal,
   DecryptionProofInvalid, EncryptionKeyRequired, EncryptionKeyInvalid, InvalidPolicy, RateLimited, InternalError,
