@@ -1,7 +1,9 @@
 /**
- * The admin API (ext): operators' account and key management, served on its
- * own listener bound to loopback (`ADMIN_HOST`:`ADMIN_PORT`) and authenticated by
- * `ADMIN_TOKEN`. The `pnpm admin` command speaks it; tests and demos use it.
+ * The admin API (ext): the operator's console (accounts and their keys, the account
+ * directory, suspension, the audit log and webhook health, D60), served on its own
+ * listener bound to loopback (`ADMIN_HOST`:`ADMIN_PORT`) and authenticated by
+ * `ADMIN_TOKEN`. The `npm run -s admin --` command speaks it (docs/operations.md,
+ * "The admin command"); tests and demos use it.
  *
  * @since 0.1.0
  */
