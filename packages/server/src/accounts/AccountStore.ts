@@ -117,8 +117,15 @@ export class AccountStore extends Context.Service<AccountStore, {
   readonly setKycStatus: (accountId: string, status: KycStatus) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
   /** D60: whether the account, or the owner of the agent it is, is suspended. */
   readonly isSuspended: (accountId: string) => Effect.Effect<boolean, SqlError.SqlError>
-  /** D60: sets (a time) or clears (null) the suspension; the account as the operator sees it, None if unknown. */
-  readonly setSuspended: (accountId: string, suspendedAt: string | null) => Effect.Effect<Option.Option<OperatorAccount>, SqlError.SqlError>
+  /**
+   * D60: sets (a time) or clears (null) the account's own suspension; the account as the operator
+   * sees it (None if unknown), and whether this call changed it (a suspended account suspended
+   * again keeps its first time). The row's lock orders concurrent calls: one of them changes it.
+   */
+  readonly setSuspended: (
+    accountId: string,
+    suspendedAt: string | null
+  ) => Effect.Effect<{ readonly account: Option.Option<OperatorAccount>; readonly changed: boolean }, SqlError.SqlError>
   /** D60: the operator's listing, oldest first; `limit` rows at most. */
   readonly search: (query: AccountSearch) => Effect.Effect<ReadonlyArray<OperatorAccount>, SqlError.SqlError>
   /** The sealed custodial wallet key; opened only by settlement, never returned by the API. */
@@ -188,15 +195,20 @@ export class AccountStore extends Context.Service<AccountStore, {
             FROM accounts a LEFT JOIN accounts o ON o.account_id = a.owner_account_id
             WHERE a.account_id = ${accountId}`.pipe(Effect.map((rows) => rows[0]?.suspended === true)),
         setSuspended: (accountId, suspendedAt) =>
-          sql`
-            UPDATE accounts SET suspended_at = CASE
-              WHEN ${suspendedAt}::timestamptz IS NULL THEN NULL
-              ELSE COALESCE(suspended_at, ${suspendedAt}::timestamptz) END
-            WHERE account_id = ${accountId}
-            RETURNING ${operatorColumns}`.pipe(
-            Effect.flatMap(decodeOperator),
-            Effect.map((rows) => Option.fromNullishOr(rows[0]))
-          ),
+          Effect.gen(function*() {
+            const updated = yield* (suspendedAt === null
+              ? sql`UPDATE accounts SET suspended_at = NULL
+                  WHERE account_id = ${accountId} AND suspended_at IS NOT NULL RETURNING ${operatorColumns}`
+              : sql`UPDATE accounts SET suspended_at = ${suspendedAt}::timestamptz
+                  WHERE account_id = ${accountId} AND suspended_at IS NULL RETURNING ${operatorColumns}`).pipe(
+                Effect.flatMap(decodeOperator)
+              )
+            if (updated[0] !== undefined) return { account: Option.some(updated[0]), changed: true }
+            const current = yield* sql`SELECT ${operatorColumns} FROM accounts WHERE account_id = ${accountId}`.pipe(
+              Effect.flatMap(decodeOperator)
+            )
+            return { account: Option.fromNullishOr(current[0]), changed: false }
+          }),
         search: (query) =>
           sql`
             SELECT ${operatorColumns} FROM accounts

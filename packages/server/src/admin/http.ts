@@ -110,17 +110,15 @@ const listAccounts = (
 const setSuspended = (context: AdminContext, accountId: string, suspended: boolean) =>
   Effect.gen(function*() {
     const nowMs = yield* Clock.currentTimeMillis
-    const changed = yield* context.sql.withTransaction(Effect.gen(function*() {
-      const before = yield* context.accounts.isSuspended(accountId)
-      const after = yield* context.accounts.setSuspended(accountId, suspended ? DateTime.formatIso(DateTime.makeUnsafe(nowMs)) : null)
-      if (Option.isSome(after) && after.value.status === "suspended" !== before) {
-        yield* context.auditLog.record({ action: suspended ? "account.suspended" : "account.reactivated", accountId })
-      }
-      return after
+    const { account } = yield* context.sql.withTransaction(Effect.gen(function*() {
+      const set = yield* context.accounts.setSuspended(accountId, suspended ? DateTime.formatIso(DateTime.makeUnsafe(nowMs)) : null)
+      if (set.changed) yield* context.auditLog.record({ action: suspended ? "account.suspended" : "account.reactivated", accountId })
+      return set
     })).pipe(Unavailable.database("Admin.setSuspended"))
-    if (Option.isNone(changed)) return yield* Effect.fail(AccountNotFound.of(accountId))
-    yield* context.apiKeys.evictAccount(accountId)
-    return changed.value
+    if (Option.isNone(account)) return yield* Effect.fail(AccountNotFound.of(accountId))
+    // Asked again when nothing changed too: a retry after a lost answer still reaches every node.
+    if (suspended) yield* context.apiKeys.evictAccount(accountId)
+    return account.value
   }).pipe(answerServiceUnavailable)
 
 const audit = (
@@ -157,7 +155,7 @@ const requireAccount = ({ accounts }: AdminContext, accountId: string) =>
   )
 
 const createAccount = (
-  { accounts, apiKeys, auditLog }: AdminContext,
+  { accounts, apiKeys, auditLog, sql }: AdminContext,
   payload: { readonly handle: string; readonly type?: "personal" | "business" | undefined; readonly kyc_status?: KycStatus | undefined }
 ) =>
   Effect.gen(function*() {
@@ -168,14 +166,18 @@ const createAccount = (
         { param: "handle" }
       ))
     }
-    const account = yield* accounts.create({
-      handle,
-      type: payload.type ?? "personal",
-      kycStatus: payload.kyc_status ?? "unverified"
-    }).pipe(Effect.catchTag("HandleConflict", () => Effect.fail(HandleTaken.of(handle))))
-    const key = yield* apiKeys.issue(account.accountId, firstKeyName, "test")
-    yield* auditLog.record({ action: "account.created", accountId: account.accountId })
-    yield* auditLog.record({ action: "api_key.created", accountId: account.accountId, targetId: key.keyId })
+    // The account, its first key and their audit entries commit together.
+    const { account, key } = yield* sql.withTransaction(Effect.gen(function*() {
+      const account = yield* accounts.create({
+        handle,
+        type: payload.type ?? "personal",
+        kycStatus: payload.kyc_status ?? "unverified"
+      })
+      const key = yield* apiKeys.issue(account.accountId, firstKeyName, "test")
+      yield* auditLog.record({ action: "account.created", accountId: account.accountId })
+      yield* auditLog.record({ action: "api_key.created", accountId: account.accountId, targetId: key.keyId })
+      return { account, key }
+    })).pipe(Effect.catchTag("HandleConflict", () => Effect.fail(HandleTaken.of(handle))))
     return {
       account_id: account.accountId,
       handle: displayHandle(account.handle),
@@ -222,10 +224,11 @@ const createKey = (
       ))
     }
     const mode = payload.mode ?? Option.getOrElse(agentMode, () => "test" as const)
-    const key = yield* context.apiKeys.issue(payload.account_id, payload.name, mode).pipe(
-      Effect.tap((issued) => context.auditLog.record({ action: "api_key.created", accountId: payload.account_id, targetId: issued.keyId })),
-      Unavailable.database("ApiKeys.issue")
-    )
+    const key = yield* context.sql.withTransaction(
+      context.apiKeys.issue(payload.account_id, payload.name, mode).pipe(
+        Effect.tap((issued) => context.auditLog.record({ action: "api_key.created", accountId: payload.account_id, targetId: issued.keyId }))
+      )
+    ).pipe(Unavailable.database("ApiKeys.issue"))
     return { key_id: key.keyId, name: key.name, mode: key.mode, api_key: Redacted.value(key.apiKey) }
   }).pipe(answerServiceUnavailable)
 
@@ -263,12 +266,13 @@ export const AdminHttpLive = HttpApiBuilder.group(AdminApi, "admin", (handlers) 
       .handle("getAccount", ({ params }) =>
         requireAccount(context, params.account_id).pipe(Effect.map(toAccountRecord), answerServiceUnavailable))
       .handle("setKyc", ({ params, payload }) =>
-        context.accounts.setKycStatus(params.account_id, payload.status).pipe(
+        context.sql.withTransaction(context.accounts.setKycStatus(params.account_id, payload.status).pipe(
           Effect.tap((account) =>
             Option.isSome(account)
               ? context.auditLog.record({ action: "account.kyc_changed", accountId: params.account_id, targetId: payload.status })
               : Effect.void
-          ),
+          )
+        )).pipe(
           Unavailable.database("Admin.setKyc"),
           Effect.flatMap(Option.match({
             onNone: () => Effect.fail(AccountNotFound.of(params.account_id)),

@@ -173,11 +173,21 @@ export const consoleSuite = (database: DatabaseTarget) =>
           assert.strictEqual((yield* me(owner.api_key)).status, 200)
           assert.strictEqual((yield* me(agentKey)).status, 200)
           expectEnvelope(yield* admin(server, "/accounts/acct_missing/suspend", { method: "POST" }), 404, "account_not_found")
+          // An agent can be suspended alone, also while its owner is (each its own entry).
+          assert.strictEqual((yield* admin(server, `/accounts/${owner.account_id}/suspend`, { method: "POST" })).status, 200)
+          assert.strictEqual((yield* admin(server, `/accounts/${agent.account_id}/suspend`, { method: "POST" })).status, 200)
+          assert.strictEqual((yield* admin(server, `/accounts/${owner.account_id}/reactivate`, { method: "POST" })).status, 200)
+          expectEnvelope(yield* me(agentKey), 403, "account_suspended")
+          assert.strictEqual((yield* me(owner.api_key)).status, 200)
+          assert.strictEqual((yield* admin(server, `/accounts/${agent.account_id}/reactivate`, { method: "POST" })).status, 200)
+          assert.strictEqual((yield* me(agentKey)).status, 200)
+          expect((yield* auditOf(server, agent.account_id)).filter((e) => e.action !== "api_key.created").map((e) => e.action))
+            .toEqual(["account.reactivated", "account.suspended"])
 
           const entries = yield* auditOf(server, owner.account_id)
-          // Once each: the second suspension changed nothing, so it recorded nothing.
+          // Once each time it changed: the second suspension in a row changed nothing, so it recorded nothing.
           expect(entries.filter((e) => e.action.startsWith("account.s") || e.action === "account.reactivated").map((e) => e.action))
-            .toEqual(["account.reactivated", "account.suspended"])
+            .toEqual(["account.reactivated", "account.suspended", "account.reactivated", "account.suspended"])
           for (const entry of entries.filter((e) => e.action !== "agent.created")) {
             expect(entry).toMatchObject({ actor: "operator", ip: "127.0.0.1", request_id: expect.stringMatching(/^req_/) })
           }
