@@ -126,6 +126,8 @@ export class AccountStore extends Context.Service<AccountStore, {
     accountId: string,
     suspendedAt: string | null
   ) => Effect.Effect<{ readonly account: Option.Option<OperatorAccount>; readonly changed: boolean }, SqlError.SqlError>
+  /** D60: one account as the operator sees it. */
+  readonly operatorView: (accountId: string) => Effect.Effect<Option.Option<OperatorAccount>, SqlError.SqlError>
   /** D60: the operator's listing, oldest first; `limit` rows at most. */
   readonly search: (query: AccountSearch) => Effect.Effect<ReadonlyArray<OperatorAccount>, SqlError.SqlError>
   /** The sealed custodial wallet key; opened only by settlement, never returned by the API. */
@@ -166,6 +168,11 @@ export class AccountStore extends Context.Service<AccountStore, {
         wallet_address AS public_key, iso_utc(created_at) AS created_at, iso_utc(suspended_at) AS suspended_at`
       const decodeOperator = (rows: ReadonlyArray<unknown>) =>
         Schema.decodeUnknownEffect(Schema.Array(OperatorAccount))(rows).pipe(Effect.catchTag("SchemaError", Effect.die))
+      const operatorView = (accountId: string) =>
+        sql`SELECT ${operatorColumns} FROM accounts WHERE account_id = ${accountId}`.pipe(
+          Effect.flatMap(decodeOperator),
+          Effect.map((rows) => Option.fromNullishOr(rows[0]))
+        )
       const byId = findTogether("account_id")
       const byHandle = findTogether("handle")
       return AccountStore.of({
@@ -204,11 +211,9 @@ export class AccountStore extends Context.Service<AccountStore, {
                 Effect.flatMap(decodeOperator)
               )
             if (updated[0] !== undefined) return { account: Option.some(updated[0]), changed: true }
-            const current = yield* sql`SELECT ${operatorColumns} FROM accounts WHERE account_id = ${accountId}`.pipe(
-              Effect.flatMap(decodeOperator)
-            )
-            return { account: Option.fromNullishOr(current[0]), changed: false }
+            return { account: yield* operatorView(accountId), changed: false }
           }),
+        operatorView,
         search: (query) =>
           sql`
             SELECT ${operatorColumns} FROM accounts

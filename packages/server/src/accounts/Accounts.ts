@@ -47,6 +47,8 @@ export class Accounts extends Context.Service<Accounts, {
   readonly setSuspended: AccountStore["Service"]["setSuspended"]
   /** D60: the operator's directory. */
   readonly search: AccountStore["Service"]["search"]
+  /** D60: one account as the operator sees it (with its status). */
+  readonly operatorView: AccountStore["Service"]["operatorView"]
   /**
    * The account's custodial wallet, for signing on its behalf (key registration).
    * The key is opened for the call and never leaves the process.
@@ -83,6 +85,7 @@ export class Accounts extends Context.Service<Accounts, {
         isSuspended: store.isSuspended,
         setSuspended: store.setSuspended,
         search: store.search,
+        operatorView: store.operatorView,
         custodialSigner: (accountId) =>
           Effect.gen(function*() {
             const sealed = yield* store.walletKeySealed(accountId)

@@ -103,9 +103,10 @@ export class AdminGroup extends HttpApiGroup.make("admin")
       success: Page(AuditRecord),
       error: InvalidRequest
     }),
+    // The account record's fields, and (D60) its status, owner and suspension.
     HttpApiEndpoint.get("getAccount", "/accounts/:account_id", {
       params: { account_id: Schema.String },
-      success: AccountRecord,
+      success: OperatorAccount,
       error: AccountNotFound
     }),
     HttpApiEndpoint.post("setKyc", "/accounts/:account_id/kyc", {

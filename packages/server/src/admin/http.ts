@@ -264,7 +264,11 @@ export const AdminHttpLive = HttpApiBuilder.group(AdminApi, "admin", (handlers) 
       .handle("accountWebhooks", ({ params }) => accountWebhooks(context, params.account_id))
       .handle("audit", ({ query }) => audit(context, query))
       .handle("getAccount", ({ params }) =>
-        requireAccount(context, params.account_id).pipe(Effect.map(toAccountRecord), answerServiceUnavailable))
+        context.accounts.operatorView(params.account_id).pipe(
+          Unavailable.database("Admin.getAccount"),
+          Effect.flatMap(Option.match({ onNone: () => Effect.fail(AccountNotFound.of(params.account_id)), onSome: Effect.succeed })),
+          answerServiceUnavailable
+        ))
       .handle("setKyc", ({ params, payload }) =>
         context.sql.withTransaction(context.accounts.setKycStatus(params.account_id, payload.status).pipe(
           Effect.tap((account) =>

@@ -97,7 +97,7 @@ export interface AuditQuery {
 export class AuditLog extends Context.Service<AuditLog, {
   /** Appends one entry (in the caller's transaction, if any). */
   readonly record: (entry: AuditEntry) => Effect.Effect<void, SqlError.SqlError>
-  /** Entries newest first; `limit` rows at most. */
+  /** Entries newest first (in the order they were written); `limit` rows at most. */
   readonly list: (query: AuditQuery) => Effect.Effect<ReadonlyArray<AuditRecord>, SqlError.SqlError>
 }>()("server/audit/AuditLog") {
   static readonly layer = Layer.effect(
@@ -135,7 +135,7 @@ export class AuditLog extends Context.Service<AuditLog, {
             FROM audit_events
             WHERE ${query.accountId === undefined ? sql`TRUE` : sql`account_id = ${query.accountId}`}
               AND ${query.action === undefined ? sql`TRUE` : sql`action = ${query.action}`}
-            ORDER BY occurred_at DESC, audit_id DESC
+            ORDER BY seq DESC
             LIMIT ${query.limit} OFFSET ${query.offset}`.pipe(
             Effect.flatMap((rows) =>
               Schema.decodeUnknownEffect(Schema.Array(AuditRecord))(rows).pipe(

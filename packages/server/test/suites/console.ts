@@ -345,6 +345,13 @@ export const consoleSuite = (database: DatabaseTarget) =>
           const listed = yield* run("accounts", "list", "--handle", "@CLIVE", "--kyc", "verified", "--limit", "5")
           expect(listed).toMatchObject({ data: [{ account_id: account.account_id, handle: "@clive", status: "active" }], limit: 5, offset: 0, has_more: false })
           expect(yield* run("accounts", "suspend", "--account", account.account_id)).toMatchObject({ status: "suspended" })
+          expect(yield* run("accounts", "get", "--account", account.account_id)).toMatchObject({
+            account_id: account.account_id,
+            handle: "@clive",
+            kyc_status: "verified",
+            status: "suspended",
+            suspended_at: expect.stringMatching(/Z$/)
+          })
           expectEnvelope(yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(account.api_key) }), 403, "account_suspended")
           expect(yield* run("accounts", "reactivate", "--account", account.account_id)).toMatchObject({ status: "active" })
           const audit = yield* run("audit", "--account", account.account_id, "--action", "account.suspended")

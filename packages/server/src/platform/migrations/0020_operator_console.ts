@@ -17,6 +17,7 @@ export const operatorConsole = Effect.gen(function*() {
   yield* sql`
     CREATE TABLE audit_events (
       audit_id text PRIMARY KEY,
+      seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
       occurred_at timestamptz NOT NULL,
       action text NOT NULL,
       account_id text,
@@ -25,8 +26,9 @@ export const operatorConsole = Effect.gen(function*() {
       ip text,
       request_id text
     )`
-  yield* sql`CREATE INDEX audit_events_account ON audit_events (account_id, occurred_at, audit_id)`
-  yield* sql`CREATE INDEX audit_events_time ON audit_events (occurred_at, audit_id)`
+  // `seq` orders entries as they were written (ids drawn in one millisecond are not ordered).
+  yield* sql`CREATE INDEX audit_events_account ON audit_events (account_id, seq)`
+  yield* sql`CREATE INDEX audit_events_action ON audit_events (action, seq)`
   yield* sql.unsafe(`
     CREATE FUNCTION audit_events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
