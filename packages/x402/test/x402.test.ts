@@ -1,0 +1,209 @@
+/**
+ * The confidential x402 scheme end to end (D57): a resource server on `@x402/express` with the
+ * scheme's merchant, a client on `@x402/fetch`'s `wrapFetchWithPayment`, a real PPS server
+ * (child process: embedded PGlite, anvil, guardian). Each test states its goal; none mocks the
+ * API, the chain or the HTTP peers.
+ */
+import { EncryptionKey } from "@pps/crypto"
+import { Errors, Pps } from "@pps/sdk"
+import { x402Client, x402HTTPClient } from "@x402/core/client"
+import { decodePaymentRequiredHeader, decodePaymentSignatureHeader } from "@x402/core/http"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type ServerProcess, startServer } from "../../sdk/test/support/server.ts"
+import { Client, Scheme } from "../src/index.ts"
+import { type Shop, startShop } from "./support/shop.ts"
+
+let server: ServerProcess
+let alice: Pps
+let shopPayee: Pps
+let agent: Pps
+let shop: Shop
+
+beforeAll(async () => {
+  server = await startServer()
+  const [aliceAccount, shopAccount] = [await server.createAccount("alice"), await server.createAccount("shop")]
+  alice = new Pps({ baseUrl: server.baseUrl, apiKey: aliceAccount.api_key, keyPair: EncryptionKey.generate() })
+  shopPayee = new Pps({ baseUrl: server.baseUrl, apiKey: shopAccount.api_key, keyPair: EncryptionKey.generate() })
+  await alice.encryptionKey.register()
+  await shopPayee.encryptionKey.register()
+  await alice.faucet({ amount: "100" })
+  const created = await alice.agents.create({
+    name: "shopper",
+    spend_policy: { daily_limit_usdg: 50, per_transaction_limit_usdg: 2, hitl_threshold_usdg: 0.5 }
+  })
+  const key = await alice.agents.keys.create(created.account_id, { name: "x402" })
+  agent = new Pps({ baseUrl: server.baseUrl, apiKey: key.api_key })
+  await alice.transfers.create({ to: "@alice/shopper", amount: "10" })
+  shop = await startShop(shopPayee)
+}, 180_000)
+
+afterAll(async () => {
+  await shop?.close()
+  await server?.stop()
+}, 30_000)
+
+/** Fetch that records the PAYMENT-SIGNATURE each request carried. */
+const recording = () => {
+  const signatures: Array<string> = []
+  const fetchImpl: typeof globalThis.fetch = (input, init) => {
+    const request = new Request(input, init)
+    const signature = request.headers.get("payment-signature")
+    if (signature !== null) signatures.push(signature)
+    return globalThis.fetch(request)
+  }
+  return { signatures, fetchImpl }
+}
+
+const received = async (): Promise<Array<string>> => {
+  const ids: Array<string> = []
+  for await (const transfer of shopPayee.transfers.list()) if (transfer.direction === "received") ids.push(transfer.transfer_id)
+  return ids
+}
+
+/** The reason a 402 gives (the PAYMENT-REQUIRED header's `error`). */
+const reasonOf = (response: Response): string | undefined => {
+  const header = response.headers.get("payment-required")
+  return header === null ? undefined : decodePaymentRequiredHeader(header).error
+}
+
+const replay = (path: string, signature: string) => fetch(`${shop.baseUrl}${path}`, { headers: { "PAYMENT-SIGNATURE": signature } })
+
+describe("pps-sealed over @x402/express and @x402/fetch", { timeout: 120_000 }, () => {
+  it("pays once per request; the payee's opened copy holds the price and the binding; a replayed signature, another resource or another price is refused 402", async () => {
+    const before = await received()
+    const { signatures, fetchImpl } = recording()
+    const paid = Client.paidFetch({ payer: alice, maxPerRequest: "0.05", maxPerSession: "1" }, fetchImpl)
+    const first = await paid.fetch(`${shop.baseUrl}/weather`)
+    expect(first.status).toBe(200)
+    expect(await first.json()).toEqual({ path: "/weather", answer: 42 })
+    expect(first.headers.get("payment-response")).not.toBeNull()
+    const second = await paid.fetch(`${shop.baseUrl}/weather`)
+    expect(second.status).toBe(200)
+    const after = await received()
+    expect(after.length - before.length).toBe(2)
+    expect(signatures).toHaveLength(2)
+    expect(paid.scheme.committedUnits).toBe(2n * 13_217n)
+
+    // The payee's own copy: the price, and a memo naming the nonce of the 402 it paid.
+    const payload = decodePaymentSignatureHeader(signatures[0]!)
+    const opened = await shopPayee.transfers.decrypt(String(payload.payload["transferId"]))
+    expect(opened.amount).toBe(13_217n)
+    expect(opened.memo).toContain(`nonce=${String(payload.accepted.extra["nonce"])}`)
+
+    const replayed = await replay("/weather", signatures[0]!)
+    expect(replayed.status).toBe(402)
+    expect(reasonOf(replayed)).toBe("payment_already_used")
+    const elsewhere = await replay("/forecast", signatures[1]!)
+    expect(elsewhere.status).toBe(402)
+    expect(reasonOf(elsewhere)).toBe("No matching payment requirements")
+    const otherPrice = await replay("/pricier", signatures[1]!)
+    expect(otherPrice.status).toBe(402)
+    expect(reasonOf(otherPrice)).toBe("No matching payment requirements")
+    expect(await received()).toHaveLength(after.length)
+    expect(shop.handled.get("/forecast")).toBeUndefined()
+  })
+
+  it("ten concurrent requests carrying one payment: one transfer, one 200, nine 402 that say why", async () => {
+    const before = await received()
+    const unpaid = await fetch(`${shop.baseUrl}/weather`)
+    expect(unpaid.status).toBe(402)
+    const scheme = new Client.PpsSealedClient({ payer: alice, maxPerRequest: "0.05", maxPerSession: "1" })
+    const httpClient = new x402HTTPClient(new x402Client().register(Scheme.networks.test, scheme).setSpendControls(false))
+    const required = httpClient.getPaymentRequiredResponse((name) => unpaid.headers.get(name), await unpaid.json())
+    const headers = httpClient.encodePaymentSignatureHeader(await httpClient.createPaymentPayload(required))
+    const handledBefore = shop.handled.get("/weather") ?? 0
+    const answers = await Promise.all(Array.from({ length: 10 }, () => fetch(`${shop.baseUrl}/weather`, { headers })))
+    const statuses = answers.map((answer) => answer.status).sort()
+    expect(statuses).toEqual([200, ...Array<number>(9).fill(402)])
+    for (const answer of answers.filter((answer) => answer.status === 402)) {
+      expect(["payment_in_use", "payment_already_used"]).toContain(reasonOf(answer))
+    }
+    expect((await received()).length - before.length).toBe(1)
+    expect(shop.handled.get("/weather")).toBe(handledBefore + 1)
+  })
+
+  it("a handler failing after the payment checked out leaves it redeemable for that resource; a refund gives another back", async () => {
+    const { signatures, fetchImpl } = recording()
+    const paid = Client.paidFetch({ payer: alice, maxPerRequest: "0.05", maxPerSession: "1" }, fetchImpl)
+    const failed = await paid.fetch(`${shop.baseUrl}/flaky`)
+    expect(failed.status).toBe(503)
+    const redeemed = await replay("/flaky", signatures[0]!)
+    expect(redeemed.status).toBe(200)
+    expect(await redeemed.json()).toEqual({ path: "/flaky", answer: 43 })
+    expect(reasonOf(await replay("/flaky", signatures[0]!))).toBe("payment_already_used")
+
+    const broken = await paid.fetch(`${shop.baseUrl}/broken`)
+    expect(broken.status).toBe(500)
+    const payload = decodePaymentSignatureHeader(signatures[1]!)
+    const nonce = String(payload.accepted.extra["nonce"])
+    expect((await shop.merchant.store.get(nonce))?.state).toBe("unserved")
+    const refunded = await shop.merchant.refund(nonce)
+    expect(refunded.refunded).toBe(true)
+    const original = await alice.transfers.get(String(payload.payload["transferId"]))
+    expect(original.refunds).toHaveLength(1)
+    const back = await alice.transfers.decrypt(original.refunds[0]!)
+    expect(back).toMatchObject({ role: "recipient", amount: 12_000n })
+    expect(reasonOf(await replay("/broken", signatures[1]!))).toBe("payment_refunded")
+    expect((await shop.merchant.refund(nonce)).refunded).toBe(false)
+  })
+
+  it("an agent over its per-transaction limit fails with the rule, and nothing is paid", async () => {
+    const paid = Client.paidFetch({ payer: agent, maxPerRequest: "5", maxPerSession: "10" })
+    await expect(paid.fetch(`${shop.baseUrl}/expensive`)).rejects.toThrow(
+      /payment refused \(per_transaction_limit_exceeded, per_transaction_limit_usdg\): the agent's spend policy refused it/
+    )
+    expect(paid.scheme.lastFailure).toMatchObject({ rule: "per_transaction_limit_exceeded", field: "per_transaction_limit_usdg" })
+    expect(paid.scheme.committedUnits).toBe(0n)
+    expect(shop.handled.get("/expensive")).toBeUndefined()
+  })
+
+  it("the client's own maxima refuse before paying: per request and per session", async () => {
+    const perRequest = Client.paidFetch({ payer: alice, maxPerRequest: "0.01", maxPerSession: "1" })
+    await expect(perRequest.fetch(`${shop.baseUrl}/weather`)).rejects.toThrow(/spendControls/)
+    const perSession = Client.paidFetch({ payer: alice, maxPerRequest: "0.05", maxPerSession: "0.02" })
+    expect((await perSession.fetch(`${shop.baseUrl}/weather`)).status).toBe(200)
+    await expect(perSession.fetch(`${shop.baseUrl}/weather`)).rejects.toThrow(/payment refused \(max_per_session, maxPerSession\)/)
+  })
+
+  it("an agent above its threshold: approved within the requirement's expiry, the request is served", async () => {
+    const paid = Client.paidFetch({ payer: agent, maxPerRequest: "2", maxPerSession: "10", pollIntervalMs: 250 })
+    const answer = paid.fetch(`${shop.baseUrl}/held`)
+    const transactionId = await pendingOf()
+    await alice.approvals.approve(transactionId)
+    const served = await answer
+    expect(served.status).toBe(200)
+    expect(await served.json()).toEqual({ path: "/held", answer: 42 })
+  })
+})
+
+/** The one held transaction of the agent, once it is listed. */
+const pendingOf = async (): Promise<string> => {
+  for (let attempt = 0; attempt < 120; attempt++) {
+    const { pending } = await alice.approvals.list()
+    const held = pending.find((entry) => entry.agent === "@alice/shopper")
+    if (held !== undefined) return held.transaction_id
+    await new Promise((resolve) => setTimeout(resolve, 250))
+  }
+  throw new Error("no held transaction appeared")
+}
+
+describe("a held payment and the requirement's expiry", { timeout: 120_000 }, () => {
+  it("held past the expiry: the request fails saying it is held, and an approval after the expiry pays nothing", async () => {
+    const shortShop = await startShop(shopPayee, { validitySeconds: 6 })
+    try {
+      const before = await received()
+      const paid = Client.paidFetch({ payer: agent, maxPerRequest: "2", maxPerSession: "10", pollIntervalMs: 250 })
+      const answer = paid.fetch(`${shortShop.baseUrl}/held`)
+      const transactionId = await pendingOf()
+      await expect(answer).rejects.toThrow(/payment held for the owner's approval \(transaction atx_\w+\): not approved within \d+ s/)
+      expect(paid.scheme.lastFailure).toMatchObject({ name: "PaymentHeld", transactionId })
+      // The window ended with the requirement: the approval is refused, and nothing is paid.
+      const held = await agent.agents.transactions.get(transactionId)
+      expect(Date.parse(held.expires_at)).toBeLessThanOrEqual(Date.now())
+      await expect(alice.approvals.approve(transactionId)).rejects.toBeInstanceOf(Errors.TransactionExpired)
+      expect(await received()).toEqual(before)
+    } finally {
+      await shortShop.close()
+    }
+  })
+})
