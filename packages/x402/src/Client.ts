@@ -58,10 +58,15 @@ export class PaymentHeld extends Error {
   override readonly name = "PaymentHeld"
   readonly transactionId: string
   readonly expiresAt: string
-  constructor(transactionId: string, expiresAt: string, waitedSeconds: number) {
+  /** The window ended without an approval: final, never paid. Else the owner may still approve before `expiresAt`. */
+  readonly expired: boolean
+  constructor(transactionId: string, expiresAt: string, waitedSeconds: number, expired: boolean) {
     super(
-      `payment held for the owner's approval (transaction ${transactionId}): not approved within ${waitedSeconds} s; nothing is paid unless the owner approves before ${expiresAt}, and never after`
+      expired
+        ? `payment held for the owner's approval (transaction ${transactionId}): its window ended at ${expiresAt} without an approval; nothing was paid`
+        : `payment held for the owner's approval (transaction ${transactionId}): not approved within ${waitedSeconds} s; nothing is paid unless the owner approves before ${expiresAt}, and never after`
     )
+    this.expired = expired
     this.transactionId = transactionId
     this.expiresAt = expiresAt
   }
@@ -174,8 +179,11 @@ export class PpsSealedClient implements SchemeNetworkClient {
     this.#options.onHeld?.({ transactionId, expiresAt })
     const waitedSeconds = Math.min(requirements.maxTimeoutSeconds, Math.max(0, Math.ceil((Date.parse(expiresAt) - this.#now()) / 1000)))
     const outcome = await this.#awaitDecision(transactionId, this.#now() + waitedSeconds * 1000)
-    if (outcome === undefined) throw new PaymentHeld(transactionId, expiresAt, waitedSeconds)
-    if ("ended" in outcome) throw new PaymentRefused(`held_${outcome.ended}`, undefined, `the owner's approval of transaction ${transactionId} ended ${outcome.ended}`)
+    if (outcome === undefined) throw new PaymentHeld(transactionId, expiresAt, waitedSeconds, false)
+    if ("ended" in outcome) {
+      if (outcome.ended === "expired") throw new PaymentHeld(transactionId, expiresAt, waitedSeconds, true)
+      throw new PaymentRefused("held_rejected", undefined, `the owner rejected transaction ${transactionId}`)
+    }
     return outcome.transferId
   }
 

@@ -23,9 +23,15 @@ export interface Shop {
 /** 0.013217 USDG: a price no round number hides, for the chain canary. */
 export const weatherPrice = "0.013217"
 
-export const startShop = async (payee: Pps, options: { readonly validitySeconds?: number; readonly onHandlerFailure?: "keep" | "refund" } = {}): Promise<Shop> => {
-  const merchant = Server.merchant({ payee, payTo: "@shop", secret: randomBytes(32), ...options })
-  const accept = (price: string) => ({ accepts: { scheme: Scheme.scheme, network: Scheme.networks.test, payTo: "@shop", price, maxTimeoutSeconds: 60 }, mimeType: "application/json" })
+export const startShop = async (payee: Pps, options: { readonly validitySeconds?: number; readonly maxTimeoutSeconds?: number } = {}): Promise<Shop> => {
+  const merchant = Server.merchant({
+    payee,
+    payTo: "@shop",
+    secret: randomBytes(32),
+    ...(options.validitySeconds === undefined ? {} : { validitySeconds: options.validitySeconds })
+  })
+  const maxTimeoutSeconds = options.maxTimeoutSeconds ?? 60
+  const accept = (price: string) => ({ accepts: { scheme: Scheme.scheme, network: Scheme.networks.test, payTo: "@shop", price, maxTimeoutSeconds }, mimeType: "application/json" })
   const routes = {
     "GET /weather": accept(`$${weatherPrice}`),
     "GET /forecast": accept(`$${weatherPrice}`),
