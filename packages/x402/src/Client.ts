@@ -110,6 +110,8 @@ export class PpsSealedClient implements SchemeNetworkClient {
   readonly #maxPerSession: bigint
   /** Paid or in flight in this session, in base units. */
   #committed = 0n
+  /** The transfer of the last payment this client made (or was approved). */
+  lastTransferId: string | undefined
   /** The last failure, typed (x402's fetch wrapper keeps only its message). */
   lastFailure: PaymentHeld | PaymentRefused | undefined
 
@@ -132,6 +134,7 @@ export class PpsSealedClient implements SchemeNetworkClient {
   async createPaymentPayload(x402Version: number, requirements: PaymentRequirements, context?: PaymentPayloadContext): Promise<PaymentPayloadResult> {
     try {
       const transferId = await this.#pay(requirements, context)
+      this.lastTransferId = transferId
       return { x402Version, payload: { transferId } }
     } catch (error) {
       if (error instanceof PaymentHeld || error instanceof PaymentRefused) this.lastFailure = error

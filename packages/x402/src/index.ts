@@ -51,3 +51,10 @@ export * as ReplayStore from "./ReplayStore.ts"
  * @since 0.1.0
  */
 export * as Binding from "./Binding.ts"
+
+/**
+ * What `pps x402 fetch` runs (the SDK loads this package by name for it).
+ *
+ * @since 0.1.0
+ */
+export { cliFetch } from "./CliEntry.ts"

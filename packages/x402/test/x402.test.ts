@@ -9,7 +9,8 @@ import { Errors, Pps } from "@pps/sdk"
 import { x402Client, x402HTTPClient } from "@x402/core/client"
 import { decodePaymentRequiredHeader, decodePaymentSignatureHeader } from "@x402/core/http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type ServerProcess, startServer } from "../../sdk/test/support/server.ts"
+import { connectStdio } from "../../mcp/test/support/mcp.ts"
+import { runNode, type ServerProcess, startServer } from "../../sdk/test/support/server.ts"
 import { Client, Scheme } from "../src/index.ts"
 import { type Shop, startShop } from "./support/shop.ts"
 
@@ -17,6 +18,7 @@ let server: ServerProcess
 let alice: Pps
 let shopPayee: Pps
 let agent: Pps
+let agentKey: string
 let shop: Shop
 
 beforeAll(async () => {
@@ -32,7 +34,8 @@ beforeAll(async () => {
     spend_policy: { daily_limit_usdg: 50, per_transaction_limit_usdg: 2, hitl_threshold_usdg: 0.5 }
   })
   const key = await alice.agents.keys.create(created.account_id, { name: "x402" })
-  agent = new Pps({ baseUrl: server.baseUrl, apiKey: key.api_key })
+  agentKey = key.api_key
+  agent = new Pps({ baseUrl: server.baseUrl, apiKey: agentKey })
   await alice.transfers.create({ to: "@alice/shopper", amount: "10" })
   shop = await startShop(shopPayee)
 }, 180_000)
@@ -174,6 +177,34 @@ describe("pps-sealed over @x402/express and @x402/fetch", { timeout: 120_000 }, 
     const served = await answer
     expect(served.status).toBe(200)
     expect(await served.json()).toEqual({ path: "/held", answer: 42 })
+  })
+})
+
+describe("where agents meet it: pps x402 fetch and the MCP tool fetch_paid", { timeout: 120_000 }, () => {
+  it("an agent's key alone pays a 402 from the command line and through MCP, and a maximum below the price pays nothing", async () => {
+    const before = await received()
+    const env = { PPS_API_KEY: agentKey, PPS_BASE_URL: server.baseUrl }
+    const run = await runNode("packages/sdk/src/cli.ts", ["x402", "fetch", `${shop.baseUrl}/weather`, "--max", "0.05"], env, 60_000)
+    expect(run.stderr).toMatch(/^pps: HTTP 200, paid by transfer tr_\w+\n$/)
+    expect(JSON.parse(run.stdout)).toEqual({ path: "/weather", answer: 42 })
+    expect(run.exitCode).toBe(0)
+    const refused = await runNode("packages/sdk/src/cli.ts", ["x402", "fetch", `${shop.baseUrl}/weather`, "--max", "0.01"], env, 60_000)
+    expect(refused.exitCode).not.toBe(0)
+    expect(refused.stderr).toMatch(/spendControls/)
+
+    const mcp = await connectStdio(env)
+    try {
+      const result = await mcp.client.callTool({ name: "fetch_paid", arguments: { url: `${shop.baseUrl}/weather`, max_amount: "0.05" } })
+      expect(result.isError).not.toBe(true)
+      expect(result.structuredContent).toMatchObject({ status: 200, paid: true, content_type: expect.stringMatching(/^application\/json/), truncated: false })
+      expect(JSON.parse(String((result.structuredContent as Record<string, unknown>)["body"]))).toEqual({ path: "/weather", answer: 42 })
+      const over = await mcp.client.callTool({ name: "fetch_paid", arguments: { url: `${shop.baseUrl}/expensive`, max_amount: "5" } })
+      expect(over.isError).toBe(true)
+      expect(JSON.stringify(over.content)).toMatch(/per_transaction_limit_exceeded/)
+    } finally {
+      await mcp.close()
+    }
+    expect((await received()).length - before.length).toBe(2)
   })
 })
 

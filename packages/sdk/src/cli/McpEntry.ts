@@ -21,6 +21,8 @@ export interface Holder {
   readonly kind: "agent" | "account"
   readonly accountId: string
   readonly handle: string
+  /** The key's mode (its prefix): which x402 network `fetch_paid` pays on (D57). */
+  readonly mode: "test" | "live"
 }
 
 /**
