@@ -158,6 +158,10 @@ describe("pps-sealed over @x402/express and @x402/fetch", { timeout: 120_000 }, 
     expect(paid.scheme.lastFailure).toMatchObject({ rule: "per_transaction_limit_exceeded", field: "per_transaction_limit_usdg" })
     expect(paid.scheme.committedUnits).toBe(0n)
     expect(shop.handled.get("/expensive")).toBeUndefined()
+    // approval_expires_at that is no timestamp is the caller's mistake, named.
+    const refused = await agent.transfers.create({ to: "@shop", amount: "1", approvalExpiresAt: "tomorrow" }).catch((error: unknown) => error)
+    expect(refused).toBeInstanceOf(Errors.InvalidRequest)
+    expect(refused).toMatchObject({ status: 400, param: "approval_expires_at" })
   })
 
   it("the client's own maxima refuse before paying: per request and per session", async () => {
