@@ -7,6 +7,7 @@
  * @since 0.11.0
  */
 import type { Pps } from "../Pps.ts"
+import { loadNamed } from "./namedPackage.ts"
 
 /**
  * One paid GET: the payer's client, the URL, the most it may cost (a decimal in USDG) and the
@@ -66,20 +67,16 @@ export class X402Missing extends Error {
 const isEntry = (value: unknown): value is Entry =>
   typeof value === "object" && value !== null && "cliFetch" in value && typeof value.cliFetch === "function"
 
-const isPackageNotFound = (error: unknown): boolean =>
-  error instanceof Error && "code" in error && error.code === "ERR_MODULE_NOT_FOUND" && error.message.includes(`'${packageName}'`)
-
 /**
  * Loads `@pps/x402` by name.
  *
  * @since 0.11.0
  * @category constructors
  */
-export const load = async (): Promise<Entry> => {
-  const loaded: unknown = await import(packageName).catch((error: unknown) => {
-    if (isPackageNotFound(error)) throw new X402Missing(`x402 payments are the package ${packageName}, not installed next to @pps/sdk: npm install ${packageName}`)
-    throw error
-  })
-  if (!isEntry(loaded)) throw new X402Missing(`${packageName} does not export cliFetch(request): install the version that goes with this @pps/sdk`)
-  return loaded
-}
+export const load = (): Promise<Entry> =>
+  loadNamed(packageName, isEntry, (reason) =>
+    new X402Missing(
+      reason === "notInstalled"
+        ? `x402 payments are the package ${packageName}, not installed next to @pps/sdk: npm install ${packageName}`
+        : `${packageName} does not export cliFetch(request): install the version that goes with this @pps/sdk`
+    ))

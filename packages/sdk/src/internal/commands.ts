@@ -746,14 +746,17 @@ export const faucet = async (
 /** The key's mode, told by its prefix (SPEC "Authentication"). */
 const modeOfKey = (apiKey: string): "test" | "live" => apiKey.startsWith("hc_live_") ? "live" : "test"
 
+/** `send`'s checks of the keys it seals to, from the environment and `--owner-wallet`. */
+interface HolderChecks {
+  readonly ownerWallet: string | undefined
+  readonly rpcUrl: string | undefined
+  readonly deployment: SealedTransfers.Deployment | undefined
+  readonly trust: SealedTransfers.Trust | undefined
+}
+
 /** The holder's client for a command that pays or serves as the key's holder: an account with its key pair, or an agent. */
 const holderClient = async (
-  settings: Settings & {
-    readonly ownerWallet: string | undefined
-    readonly rpcUrl: string | undefined
-    readonly deployment: SealedTransfers.Deployment | undefined
-    readonly trust: SealedTransfers.Trust | undefined
-  },
+  settings: Settings & HolderChecks,
   what: string
 ): Promise<{ readonly pps: Pps; readonly account: Account.Account; readonly kind: "agent" | "account" }> => {
   const account = await Account.me(settings.client)
@@ -780,15 +783,7 @@ const holderClient = async (
  * stderr its status and the transfer that paid for it.
  */
 export const x402Fetch = async (
-  settings: Settings & {
-    readonly url: string
-    readonly max: string
-    readonly json: boolean
-    readonly ownerWallet: string | undefined
-    readonly rpcUrl: string | undefined
-    readonly deployment: SealedTransfers.Deployment | undefined
-    readonly trust: SealedTransfers.Trust | undefined
-  }
+  settings: Settings & HolderChecks & { readonly url: string; readonly max: string; readonly json: boolean }
 ): Promise<string> => {
   const entry = await X402Entry.load()
   const { pps } = await holderClient(settings, "x402 fetch")
@@ -811,13 +806,7 @@ export const x402Fetch = async (
  * owns it); where to reach an HTTP server is said on stderr.
  */
 export const mcp = async (
-  settings: Settings & {
-    readonly transport: McpEntry.Transport
-    readonly ownerWallet: string | undefined
-    readonly rpcUrl: string | undefined
-    readonly deployment: SealedTransfers.Deployment | undefined
-    readonly trust: SealedTransfers.Trust | undefined
-  }
+  settings: Settings & HolderChecks & { readonly transport: McpEntry.Transport }
 ): Promise<string> => {
   // The server's package first: without it nothing is asked of the API.
   const entry = await McpEntry.load()
