@@ -10,7 +10,9 @@ import { x402Client, x402HTTPClient } from "@x402/core/client"
 import { decodePaymentRequiredHeader, decodePaymentSignatureHeader } from "@x402/core/http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { connectStdio } from "../../mcp/test/support/mcp.ts"
-import { runNode, type ServerProcess, startServer } from "../../sdk/test/support/server.ts"
+import { anvilRpcUrl, chainRpc, runNode, type ServerProcess, startServer } from "../../sdk/test/support/server.ts"
+import { wrapFetchWithPayment } from "@x402/fetch"
+import { startExactShop } from "./support/exact.ts"
 import { Client, Scheme } from "../src/index.ts"
 import { type Shop, startShop } from "./support/shop.ts"
 
@@ -244,6 +246,68 @@ describe("a held payment and the requirement's expiry", { timeout: 120_000 }, ()
       expect(await received()).toEqual(before)
     } finally {
       await shortShop.close()
+    }
+  })
+})
+
+/** Every transaction of the chain so far, with its receipt's logs: what an observer of the chain reads. */
+const chainRecord = async (rpcUrl: string) => {
+  const latest = Number(await chainRpc(rpcUrl, "eth_blockNumber", []))
+  const transactions: Array<{ readonly hash: string; readonly to: string | null; readonly text: string; readonly gasUsed: bigint }> = []
+  for (let number = 0; number <= latest; number++) {
+    const block = await chainRpc(rpcUrl, "eth_getBlockByNumber", [`0x${number.toString(16)}`, true]) as {
+      readonly transactions: ReadonlyArray<{ readonly hash: string; readonly to: string | null; readonly input: string }>
+    }
+    for (const transaction of block.transactions) {
+      const receipt = await chainRpc(rpcUrl, "eth_getTransactionReceipt", [transaction.hash]) as {
+        readonly gasUsed: string
+        readonly logs: ReadonlyArray<{ readonly data: string; readonly topics: ReadonlyArray<string> }>
+      }
+      const text = [transaction.input, ...receipt.logs.flatMap((log) => [log.data, ...log.topics])].join(" ").toLowerCase()
+      transactions.push({ hash: transaction.hash, to: transaction.to?.toLowerCase() ?? null, text, gasUsed: BigInt(receipt.gasUsed) })
+    }
+  }
+  return transactions
+}
+
+/** An amount as a chain observer could find it: an ABI word, a u64, its decimal digits in ASCII. */
+const amountForms = (units: bigint, decimal: string): ReadonlyArray<string> => [
+  units.toString(16).padStart(64, "0"),
+  units.toString(16).padStart(16, "0"),
+  Buffer.from(units.toString()).toString("hex"),
+  Buffer.from(decimal).toString("hex")
+]
+
+describe("side by side with x402's exact scheme on the same anvil", { timeout: 180_000 }, () => {
+  it("the same purchase at 0.013217: exact's amount is in the chain's calldata and logs; pps-sealed's is in no block or receipt of the run", async () => {
+    const rpcUrl = anvilRpcUrl(server.dataDir)
+    const exact = await startExactShop(rpcUrl, "13217")
+    try {
+      const exactFetch = wrapFetchWithPayment(fetch, new x402Client().register(Scheme.networks.test, exact.clientScheme).setSpendControls(false))
+      const exactAnswer = await exactFetch(`${exact.baseUrl}/weather`)
+      expect(exactAnswer.status).toBe(200)
+      const sealed = Client.paidFetch({ payer: alice, maxPerRequest: "0.05", maxPerSession: "1" })
+      const sealedAnswer = await sealed.fetch(`${shop.baseUrl}/weather`)
+      expect(sealedAnswer.status).toBe(200)
+      const sealedTransfer = await alice.transfers.get(sealed.scheme.lastTransferId!)
+
+      const record = await chainRecord(rpcUrl)
+      const forms = amountForms(13_217n, "0.013217")
+      const token = exact.token.toLowerCase()
+      const exactTransactions = record.filter((transaction) => transaction.to === token && transaction.text.includes(forms[0]!))
+      // exact: transferWithAuthorization's calldata and the Transfer event carry the amount.
+      expect(exactTransactions).toHaveLength(1)
+      expect(exactTransactions[0]!.text).toContain(exact.payer.slice(2).toLowerCase())
+      // pps-sealed: no other transaction of the run, in any form, though this test and the ones
+      // before it paid 0.013217 several times.
+      for (const transaction of record.filter((transaction) => transaction.to !== token)) {
+        for (const form of forms) expect(transaction.text.includes(form), `${form} in ${transaction.hash}`).toBe(false)
+      }
+      const ours = record.find((transaction) => transaction.hash === sealedTransfer.tx_hash)
+      expect(ours).toBeDefined()
+      console.log(`gas per payment: exact transferWithAuthorization ${exactTransactions[0]!.gasUsed}, pps-sealed confidential transfer ${ours!.gasUsed}`)
+    } finally {
+      await exact.close()
     }
   })
 })
