@@ -63,6 +63,10 @@ export const startShop = async (payee: Pps, options: { readonly validitySeconds?
     count("/broken")
     response.status(500).json({ error: "always down" })
   })
+  // Unpaid: the benchmark's baseline for the time a paid request adds.
+  app.get("/free", (_request, response) => {
+    response.json({ path: "/free", answer: 42 })
+  })
   const server = http.createServer(app)
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   const { port } = server.address() as AddressInfo
