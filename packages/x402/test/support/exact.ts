@@ -37,7 +37,8 @@ const fundedAccount = async (rpcUrl: string) => {
 /** A shop selling `/weather` for `amountUnits` of the token with `exact`; the payer holds 1 token. */
 export const startExactShop = async (rpcUrl: string, amountUnits: string): Promise<ExactShop> => {
   const chain = defineChain({ id: 46630, name: "pps-test", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } })
-  const publicClient = createPublicClient({ chain, transport: viemHttp(rpcUrl) })
+  // viem polls for a receipt every 4 s by default; the blocks come every 100 ms.
+  const publicClient = createPublicClient({ chain, transport: viemHttp(rpcUrl), pollingInterval: 50 })
   const [deployer, facilitatorAccount, payerAccount, payee] = [await fundedAccount(rpcUrl), await fundedAccount(rpcUrl), await fundedAccount(rpcUrl), privateKeyToAccount(generatePrivateKey())]
   const deployerWallet = createWalletClient({ chain, transport: viemHttp(rpcUrl), account: deployer })
   const deployed = await publicClient.waitForTransactionReceipt({ hash: await deployerWallet.deployContract({ abi: Token.abi, bytecode: Token.bytecode }) })
