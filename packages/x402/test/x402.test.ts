@@ -4,13 +4,19 @@
  * (child process: embedded PGlite, anvil, guardian). Each test states its goal; none mocks the
  * API, the chain or the HTTP peers.
  */
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { EncryptionKey } from "@pps/crypto"
-import { Errors, Pps } from "@pps/sdk"
+import { Errors, KeyFile, Pps } from "@pps/sdk"
 import { x402Client, x402HTTPClient } from "@x402/core/client"
 import { decodePaymentRequiredHeader, decodePaymentSignatureHeader } from "@x402/core/http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { connectStdio } from "../../mcp/test/support/mcp.ts"
-import { anvilRpcUrl, chainRpc, runNode, type ServerProcess, startServer } from "../../sdk/test/support/server.ts"
+import { childEnvironment } from "../../../scripts/childEnvironment.ts"
+import { freePort } from "../../../scripts/freePort.ts"
+import { anvilRpcUrl, chainRpc, repositoryRoot, runNode, type ServerProcess, startServer } from "../../sdk/test/support/server.ts"
 import { wrapFetchWithPayment } from "@x402/fetch"
 import { startExactShop } from "./support/exact.ts"
 import { Client, Scheme } from "../src/index.ts"
@@ -19,6 +25,7 @@ import { type Shop, startShop } from "./support/shop.ts"
 let server: ServerProcess
 let alice: Pps
 let shopPayee: Pps
+let shopKey: { readonly apiKey: string; readonly keyPair: EncryptionKey.KeyPair; readonly accountId: string }
 let agent: Pps
 let agentKey: string
 let shop: Shop
@@ -27,7 +34,8 @@ beforeAll(async () => {
   server = await startServer()
   const [aliceAccount, shopAccount] = [await server.createAccount("alice"), await server.createAccount("shop")]
   alice = new Pps({ baseUrl: server.baseUrl, apiKey: aliceAccount.api_key, keyPair: EncryptionKey.generate() })
-  shopPayee = new Pps({ baseUrl: server.baseUrl, apiKey: shopAccount.api_key, keyPair: EncryptionKey.generate() })
+  shopKey = { apiKey: shopAccount.api_key, keyPair: EncryptionKey.generate(), accountId: shopAccount.account_id }
+  shopPayee = new Pps({ baseUrl: server.baseUrl, apiKey: shopKey.apiKey, keyPair: shopKey.keyPair })
   await alice.encryptionKey.register()
   await shopPayee.encryptionKey.register()
   await alice.faucet({ amount: "100" })
@@ -211,6 +219,39 @@ describe("where agents meet it: pps x402 fetch and the MCP tool fetch_paid", { t
       await mcp.close()
     }
     expect((await received()).length - before.length).toBe(2)
+  })
+})
+
+describe("examples/x402-paywall", { timeout: 120_000 }, () => {
+  it("started by its one command, it sells its answer for its price", async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), "pps-x402-paywall-"))
+    const keyFile = KeyFile.defaultPath(shopKey.accountId, home)
+    KeyFile.write(keyFile, { accountId: shopKey.accountId, keyPair: shopKey.keyPair }, { overwrite: false })
+    const port = await freePort()
+    const child = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", "server.ts"], {
+      cwd: path.join(repositoryRoot, "examples/x402-paywall"),
+      env: { ...childEnvironment(), PPS_API_KEY: shopKey.apiKey, PPS_KEY_FILE: keyFile, PAYEE: "@shop", PORT: String(port), PPS_BASE_URL: server.baseUrl },
+      stdio: ["ignore", "ignore", "pipe"]
+    })
+    try {
+      const said = await new Promise<string>((resolve, reject) => {
+        let text = ""
+        child.stderr?.on("data", (chunk: Buffer) => {
+          text += chunk.toString()
+          if (text.includes("\n")) resolve(text)
+        })
+        child.once("exit", (code) => reject(new Error(`the example exited ${code}: ${text}`)))
+      })
+      expect(said).toBe(`x402-paywall: GET http://127.0.0.1:${port}/answer costs 0.013217 USDG, paid to @shop with pps-sealed\n`)
+      const paid = Client.paidFetch({ payer: alice, maxPerRequest: "0.02", maxPerSession: "0.02" })
+      const answer = await paid.fetch(`http://127.0.0.1:${port}/answer`)
+      expect(answer.status).toBe(200)
+      expect(await answer.json()).toMatchObject({ answer: 42 })
+      expect((await shopPayee.transfers.decrypt(paid.scheme.lastTransferId!)).amount).toBe(13_217n)
+    } finally {
+      child.kill("SIGTERM")
+      fs.rmSync(home, { recursive: true, force: true })
+    }
   })
 })
 
