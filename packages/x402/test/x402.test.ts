@@ -19,11 +19,13 @@ import { freePort } from "../../../scripts/freePort.ts"
 import { anvilRpcUrl, chainRpc, repositoryRoot, runNode, type ServerProcess, startServer } from "../../sdk/test/support/server.ts"
 import { wrapFetchWithPayment } from "@x402/fetch"
 import { startExactShop } from "./support/exact.ts"
-import { Client, Scheme } from "../src/index.ts"
+import { canaryForms, startRecordingProxy } from "../../server/test/support/recordingProxy.ts"
+import { Binding, Client, Scheme } from "../src/index.ts"
 import { type Shop, startShop } from "./support/shop.ts"
 
 let server: ServerProcess
 let alice: Pps
+let aliceKey: { readonly apiKey: string; readonly keyPair: EncryptionKey.KeyPair }
 let shopPayee: Pps
 let shopKey: { readonly apiKey: string; readonly keyPair: EncryptionKey.KeyPair; readonly accountId: string }
 let agent: Pps
@@ -33,7 +35,8 @@ let shop: Shop
 beforeAll(async () => {
   server = await startServer()
   const [aliceAccount, shopAccount] = [await server.createAccount("alice"), await server.createAccount("shop")]
-  alice = new Pps({ baseUrl: server.baseUrl, apiKey: aliceAccount.api_key, keyPair: EncryptionKey.generate() })
+  aliceKey = { apiKey: aliceAccount.api_key, keyPair: EncryptionKey.generate() }
+  alice = new Pps({ baseUrl: server.baseUrl, apiKey: aliceKey.apiKey, keyPair: aliceKey.keyPair })
   shopKey = { apiKey: shopAccount.api_key, keyPair: EncryptionKey.generate(), accountId: shopAccount.account_id }
   shopPayee = new Pps({ baseUrl: server.baseUrl, apiKey: shopKey.apiKey, keyPair: shopKey.keyPair })
   await alice.encryptionKey.register()
@@ -114,6 +117,26 @@ describe("pps-sealed over @x402/express and @x402/fetch", { timeout: 120_000 }, 
     expect(reasonOf(otherPrice)).toBe("No matching payment requirements")
     expect(await received()).toHaveLength(after.length)
     expect(shop.handled.get("/forecast")).toBeUndefined()
+  })
+
+  it("PPS's api tier sees no amount and no memo: every byte the payer's and the payee's clients send it", async () => {
+    const proxy = await startRecordingProxy(server.baseUrl)
+    const proxiedShop = await startShop(new Pps({ baseUrl: proxy.baseUrl, apiKey: shopKey.apiKey, keyPair: shopKey.keyPair }))
+    try {
+      const payer = new Pps({ baseUrl: proxy.baseUrl, apiKey: aliceKey.apiKey, keyPair: aliceKey.keyPair })
+      const { signatures, fetchImpl } = recording()
+      const paid = Client.paidFetch({ payer, maxPerRequest: "20", maxPerSession: "20" }, fetchImpl)
+      expect((await paid.fetch(`${proxiedShop.baseUrl}/canary`)).status).toBe(200)
+      const { accepted } = decodePaymentSignatureHeader(signatures[0]!)
+      const memo = Binding.memoOf(String(accepted.extra["resource"]), String(accepted.extra["nonce"]), String(accepted.extra["expiresAt"]))
+      const wire = proxy.sent().toString("latin1")
+      expect(wire).toContain("POST /v1/transfers")
+      expect(wire).toContain("/sealed")
+      for (const form of canaryForms({ decimal: "12.345679", baseUnits: 12_345_679n }, memo)) expect(wire, form).not.toContain(form)
+    } finally {
+      await proxiedShop.close()
+      await proxy.close()
+    }
   })
 
   it("ten concurrent requests carrying one payment: one transfer, one 200, nine 402 that say why", async () => {

@@ -2,7 +2,8 @@
  * A resource server for the tests: Express with `@x402/express`'s `paymentMiddleware` over the
  * scheme's merchant, on a loopback port. Routes: `/weather` and `/forecast` (the same price,
  * two resources), `/pricier` (another price), `/flaky` (fails on its first request, then
- * serves), `/broken` (always fails), `/expensive` (3 USDG), `/held` (1 USDG).
+ * serves), `/broken` (always fails), `/expensive` (3 USDG), `/held` (1 USDG), `/canary`
+ * (12.345679 USDG), `/free` (unpaid).
  */
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -39,7 +40,9 @@ export const startShop = async (payee: Pps, options: { readonly validitySeconds?
     "GET /flaky": accept("$0.011"),
     "GET /broken": accept("$0.012"),
     "GET /expensive": accept("$3"),
-    "GET /held": accept("$1")
+    "GET /held": accept("$1"),
+    // Eight digits in base units: a shorter number turns up by chance in hex and base64.
+    "GET /canary": accept("$12.345679")
   }
   const handled = new Map<string, number>()
   const app = express()
@@ -49,7 +52,7 @@ export const startShop = async (payee: Pps, options: { readonly validitySeconds?
     handled.set(path, n)
     return n
   }
-  for (const path of ["/weather", "/forecast", "/pricier", "/expensive", "/held"]) {
+  for (const path of ["/weather", "/forecast", "/pricier", "/expensive", "/held", "/canary"]) {
     app.get(path, (_request, response) => {
       count(path)
       response.json({ path, answer: 42 })
