@@ -349,9 +349,18 @@ describe("pps", { timeout: 90_000 }, () => {
     expect(state).toMatchObject({ status: "approved", transfer_status: "confirmed" })
     expect(JSON.stringify(state)).not.toMatch(/2500000|hold me|"amount"/)
     expect(expectSuccess(await asAlice("agents", "transactions", "get", String(secondHeld.json["transaction_id"]))).stdout).toMatch(/^status\s+rejected$/m)
-    // Revoked by its owner, the agent's key is refused on its next request.
-    expect(expectSuccess(await asAlice("agents", "keys", "revoke", agentId, issued["key_id"]!)).stdout).toBe(`revoked ${issued["key_id"]}\n`)
+    // Replaced in one step (D56): a new key (named as the old one), and the old key refused at once.
+    const rotated = JSON.parse(expectSuccess(await asAlice("agents", "keys", "rotate", agentId, issued["key_id"]!, "--json")).stdout) as Record<string, string>
+    expect(rotated).toMatchObject({ name: "bot", mode: "test", account_id: agentId, replaced_key_id: issued["key_id"] })
+    expect(rotated["api_key"]).toMatch(/^hc_test_/)
     expectD1(await asAgent("agents", "policy"), "unauthorized")
+    const asRotated = (...args: ReadonlyArray<string>) => pps(rotated["api_key"]!, args)
+    expect(JSON.parse(expectSuccess(await asRotated("agents", "policy", "--json")).stdout)).toMatchObject({ daily_limit_usdg: 100 })
+    // A revoked key is not replaced again.
+    expectD1(await asAlice("agents", "keys", "rotate", agentId, issued["key_id"]!), "key_not_found")
+    // Revoked by its owner, the agent's key is refused on its next request.
+    expect(expectSuccess(await asAlice("agents", "keys", "revoke", agentId, rotated["key_id"]!)).stdout).toBe(`revoked ${rotated["key_id"]}\n`)
+    expectD1(await asRotated("agents", "policy"), "unauthorized")
     const unknown = await asAlice("approvals", "frobnicate")
     expect(unknown.exitCode).toBe(2)
     expect(unknown.stderr).toMatch(/^pps: unknown approvals command "frobnicate"/)

@@ -606,14 +606,15 @@ export const agents = async (
 }
 
 /**
- * `agents keys create|list|revoke` (D44): the owner's keys for one of its agents. `create` prints
- * the key's value this once (nothing keeps it), with the owner's wallet address, which an agent's
- * client pins to check its owner's key against the chain (`PPS_TRUST=chain`).
+ * `agents keys create|list|revoke|rotate` (D44, D56): the owner's keys for one of its agents.
+ * `create` and `rotate` print the key's value this once (nothing keeps it), with the owner's
+ * wallet address, which an agent's client pins to check its owner's key against the chain
+ * (`PPS_TRUST=chain`); `rotate` revokes the old key in the same transaction.
  */
 export const agentKeys = async (
   settings: Settings & {
     readonly json: boolean
-    readonly action: "create" | "list" | "revoke"
+    readonly action: "create" | "list" | "revoke" | "rotate"
     readonly agentId: string
     readonly name: string | undefined
     readonly keyId: string | undefined
@@ -650,6 +651,15 @@ export const agentKeys = async (
         settings.idempotencyKey
       )
       return settings.json ? json(revoked) : `revoked ${revoked.key_id}\n`
+    }
+    case "rotate": {
+      const payload = settings.name === undefined ? {} : { name: settings.name }
+      const rotated = await run(
+        settings.client,
+        (api) => api.agents.rotateKey({ params: { ...params, key_id: settings.keyId ?? "" }, payload }),
+        settings.idempotencyKey
+      )
+      return settings.json ? json(rotated) : lines(Object.entries(rotated))
     }
   }
 }

@@ -12,13 +12,17 @@
  *   as for the holder's own keys); an owner's API key is not asked.
  * - Revocation is the one path every key takes (`ApiKeys.revoke`): evicted here and broadcast
  *   to the other nodes before the answer, so the next request with the key is 401.
+ * - Replacement (D56, `ApiKeys.replace`): the new key and the old key's revocation commit in one
+ *   transaction, then the old key is evicted and broadcast as a revocation is. An owner whose
+ *   agent's key leaked gets a working key and a dead one in one call, with no moment in which
+ *   the agent has none or both.
  *
  * @since 0.9.0
  */
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { displayHandle } from "@pps/api/Accounts"
-import type { ApiKeyRecord, CreatedAgentApiKey, Principal } from "@pps/api/ApiKeys"
+import type { ApiKeyRecord, CreatedAgentApiKey, Principal, RotatedAgentApiKey } from "@pps/api/ApiKeys"
 import {
   type AgentNotFound,
   ApiKeyNotFound,
@@ -55,6 +59,15 @@ export class AgentKeys extends Context.Service<AgentKeys, {
     agentAccountId: string,
     keyId: string
   ) => Effect.Effect<{ readonly key_id: string; readonly revoked: true }, AgentNotFound | NotAgentOwner | ApiKeyNotFound | DependencyUnavailable>
+  readonly rotate: (
+    principal: Principal,
+    agentAccountId: string,
+    keyId: string,
+    name: Option.Option<string>
+  ) => Effect.Effect<
+    RotatedAgentApiKey,
+    AgentNotFound | NotAgentOwner | ApiKeyNotFound | ReauthenticationRequired | DependencyUnavailable
+  >
 }>()("server/agents/AgentKeys") {
   static readonly layer = Layer.effect(
     AgentKeys,
@@ -72,7 +85,8 @@ export class AgentKeys extends Context.Service<AgentKeys, {
       return AgentKeys.of({
         create: (principal, agentAccountId, name) => create(context, principal, agentAccountId, name),
         list: (principal, agentAccountId) => list(context, principal, agentAccountId),
-        revoke: (principal, agentAccountId, keyId) => revoke(context, principal, agentAccountId, keyId)
+        revoke: (principal, agentAccountId, keyId) => revoke(context, principal, agentAccountId, keyId),
+        rotate: (principal, agentAccountId, keyId, name) => rotate(context, principal, agentAccountId, keyId, name)
       })
     })
   )
@@ -87,6 +101,14 @@ interface AgentKeysContext {
   readonly operations: OperationReplay["Service"]
 }
 
+/** The owner's wallet address: the agents' amounts are sealed to the key registered for it. */
+const ownerAddress = (context: AgentKeysContext, principal: Principal, step: string) =>
+  context.accounts.get(principal.accountId).pipe(
+    Unavailable.database(step),
+    Effect.flatMap(Invariant.some("an authenticated principal's account exists")),
+    Effect.map((owner) => owner.walletAddress)
+  )
+
 const create = Effect.fn("AgentKeys.create")(function*(
   context: AgentKeysContext,
   principal: Principal,
@@ -96,10 +118,7 @@ const create = Effect.fn("AgentKeys.create")(function*(
   const agent = yield* ownedAgent(context, principal, agentAccountId)
   // After ownership: a stranger's probe is answered 404/403, not with a passkey prompt.
   yield* requireStepUp
-  const owner = yield* context.accounts.get(principal.accountId).pipe(
-    Unavailable.database("AgentKeys.create"),
-    Effect.flatMap(Invariant.some("an authenticated principal's account exists"))
-  )
+  const walletAddress = yield* ownerAddress(context, principal, "AgentKeys.create")
   // The key's row and the idempotency key's link to it commit together (D36), and the answer
   // that carries the value is not stored for replay.
   const issued = yield* context.sql.withTransaction(Effect.gen(function*() {
@@ -117,7 +136,51 @@ const create = Effect.fn("AgentKeys.create")(function*(
     api_key: Redacted.value(issued.apiKey),
     account_id: agent.accountId,
     agent: displayHandle(agent.handle),
-    owner_address: owner.walletAddress
+    owner_address: walletAddress
+  }
+})
+
+/**
+ * D56: a new key for the agent and the old one revoked, in one transaction (`ApiKeys.replace`).
+ * The new key is named as the old one unless a name is given. Only an active key of the agent's
+ * mode is replaced: a revoked one is 404 `key_not_found` (a retry without an Idempotency-Key must
+ * not make a second new key), as is another account's.
+ */
+const rotate = Effect.fn("AgentKeys.rotate")(function*(
+  context: AgentKeysContext,
+  principal: Principal,
+  agentAccountId: string,
+  keyId: string,
+  name: Option.Option<string>
+) {
+  const agent = yield* ownedAgent(context, principal, agentAccountId)
+  yield* requireStepUp
+  const walletAddress = yield* ownerAddress(context, principal, "AgentKeys.rotate")
+  const keys = yield* context.apiKeys.list(agent.accountId).pipe(Unavailable.database("AgentKeys.rotate"))
+  const old = keys.find((key) => key.key_id === keyId && key.mode === agent.mode && key.revoked_at === null)
+  if (old === undefined) return yield* Effect.fail(ApiKeyNotFound.of(keyId))
+  const holder = { accountId: agent.accountId, mode: agent.mode }
+  const replaced = yield* context.apiKeys.replace(
+    keyId,
+    holder,
+    Option.getOrElse(name, () => old.name),
+    (issued) => context.operations.bindShownOnce("api_key", issued.keyId)
+  ).pipe(Unavailable.database("AgentKeys.rotate"))
+  // Revoked by a concurrent call between the read and the transaction: nothing was written.
+  if (Option.isNone(replaced)) return yield* Effect.fail(ApiKeyNotFound.of(keyId))
+  const issued = replaced.value
+  yield* Effect.logInfo("agent api key replaced by its owner").pipe(
+    Effect.annotateLogs({ key_id: issued.keyId, replaced_key_id: keyId, agent_account_id: agent.accountId })
+  )
+  return {
+    key_id: issued.keyId,
+    name: issued.name,
+    mode: issued.mode,
+    api_key: Redacted.value(issued.apiKey),
+    account_id: agent.accountId,
+    agent: displayHandle(agent.handle),
+    owner_address: walletAddress,
+    replaced_key_id: keyId
   }
 })
 
