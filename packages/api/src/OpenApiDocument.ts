@@ -43,6 +43,7 @@ export const summaries: Readonly<Record<string, string>> = {
   "agents.createKey": "Create an API key for an agent",
   "agents.listKeys": "List an agent's API keys",
   "agents.revokeKey": "Revoke an agent's API key",
+  "agents.rotateKey": "Replace an agent's API key in one step",
   "agents.getTransaction": "Read a held agent transaction's state",
   "agents.pending": "List held agent transactions",
   "agents.sealedTransaction": "Read a held transaction sealed to the owner's key",
