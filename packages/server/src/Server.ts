@@ -38,6 +38,7 @@ import { AccountsHttpLive } from "./accounts/http.ts"
 import { EventsHttpLive } from "./events/http.ts"
 import { AdminApi } from "./admin/api.ts"
 import { AdminAuthorizationLive, AdminHttpLive } from "./admin/http.ts"
+import { Reseal } from "./admin/Reseal.ts"
 import { ApiKeys } from "./apikeys/ApiKeys.ts"
 import { AppConfig, servesApi } from "./config/AppConfig.ts"
 import { HealthRoutes, healthRoutePaths } from "./health/http.ts"
@@ -161,6 +162,7 @@ export const ServicesLive = Layer.mergeAll(
   Admission.layer,
   FaucetGrants.layer,
   VetoRelayLive,
+  Reseal.layer,
   DashboardAuth.layer.pipe(Layer.provideMerge(DashboardConfig.layer))
 ).pipe(
   // An owner's keys for its agents are API keys: the one service that issues, caches and revokes them.

@@ -15,7 +15,7 @@ import { bytesToHex, hexToBytes, type LocalAccount } from "viem"
 import { generatePrivateKey, privateKeyToAccount, privateKeyToAddress } from "viem/accounts"
 import { makeId } from "../platform/Ids.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
-import { AccountStore, type HandleConflict } from "./AccountStore.ts"
+import { AccountStore, type HandleConflict, type SealedWallet } from "./AccountStore.ts"
 import type { Account, AccountType, KycStatus } from "@pps/api/Accounts"
 
 /**
@@ -46,6 +46,8 @@ export class Accounts extends Context.Service<Accounts, {
    * The key is opened for the call and never leaves the process.
    */
   readonly custodialSigner: (accountId: string) => Effect.Effect<LocalAccount, SqlError.SqlError>
+  /** D54: every custodial wallet as sealed, never opened here (the operator's backup). */
+  readonly sealedWallets: Effect.Effect<ReadonlyArray<SealedWallet>, SqlError.SqlError>
 }>()("server/accounts/Accounts") {
   static readonly layer = Layer.effect(
     Accounts,
@@ -74,6 +76,7 @@ export class Accounts extends Context.Service<Accounts, {
         setKycStatus: store.setKycStatus,
         findByHandle: store.findByHandle,
         findByWalletAddress: store.findByWalletAddress,
+        sealedWallets: store.sealedWallets,
         custodialSigner: (accountId) =>
           Effect.gen(function*() {
             const sealed = yield* store.walletKeySealed(accountId)

@@ -98,6 +98,7 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   adminToken: Option.none(),
   apiKeyPepper: Option.none(),
   walletKek: Option.none(),
+  walletKekAccepted: Option.none(),
   rateLimitPerSecond: 1_000,
   rateLimitBurst: 1_000,
   apiKeyCacheTtlMs: 30_000,
