@@ -161,12 +161,17 @@ export const makeTestServer = <R = never>(options: {
   readonly database?: DatabaseTarget
   readonly config?: Partial<AppConfigShape>
   readonly extraPublic?: Layer.Layer<never, never, R>
+  /** A data directory (and, on PostgreSQL, a database URL) the caller owns and keeps: a restart on the same state. */
+  readonly dataDir?: string
+  readonly databaseUrl?: string
 } = {}) =>
   Layer.effect(
     TestServer,
     Effect.gen(function*() {
-      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-test-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+      const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "pps-test-"))
+      if (options.dataDir === undefined) {
+        yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+      }
       const logs: Array<string> = []
       const capture = Logger.make((options) => {
         logs.push(formatLogLine(options))
@@ -175,7 +180,7 @@ export const makeTestServer = <R = never>(options: {
       const database = options.database ?? pglite
       const config = database.name === "postgres"
         ? testConfig(dataDir, {
-          databaseUrl: Option.some(Redacted.make(yield* freshPostgresDatabase)),
+          databaseUrl: Option.some(Redacted.make(options.databaseUrl ?? (yield* freshPostgresDatabase))),
           ...distributedSecrets,
           ...options.config
         })
