@@ -166,6 +166,14 @@ export class AccountsGroup extends HttpApiGroup.make("accounts")
       OpenApi.Description,
       "(ext, D12) Registers the account's encryption public key on chain, with a proof of possession per asset contract."
     ),
+    HttpApiEndpoint.post("rotateEncryptionKey", "/accounts/me/encryption-key/rotate", {
+      payload: RegisterEncryptionKeyRequest,
+      success: RegisteredEncryptionKey,
+      error: [EncryptionKeyInvalid, EncryptionKeyRequired, NotAgentOwner, ReauthenticationRequired, LivemodeUnavailable, ServiceUnavailable]
+    }).middleware(Idempotency).annotate(
+      OpenApi.Description,
+      "(ext, D55) Replaces the account's registered encryption key (to rotate it, or to recover after losing it: the old key is not needed) and keeps its balance: the guardian re-encrypts it to the new key and attests, the account's wallet co-signs, and the chain checks both and the new key's proof of possession per asset contract. Transfers sealed afterwards use the new key. 503 while the account has transfers in flight (retry). A dashboard session needs a recent passkey confirmation."
+    ),
     HttpApiEndpoint.get("balances", "/accounts/me/balances", {
       query: { decryption_proof: Schema.optionalKey(Schema.String) },
       // Declared so clients that cannot send a body on GET (fetch) send the proof here rather

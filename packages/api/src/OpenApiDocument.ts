@@ -27,6 +27,7 @@ export const summaries: Readonly<Record<string, string>> = {
   "accounts.me": "Read the caller's account",
   "accounts.encryptionKey": "Read the encryption key status and what a proof binds",
   "accounts.registerEncryptionKey": "Register the account's encryption key",
+  "accounts.rotateEncryptionKey": "Replace the account's encryption key, keeping its balance",
   "accounts.balances": "Read balances (non-zero flags, or amounts with a decryption proof)",
   "accounts.apiKeys": "List the account's API keys with their sealed totals",
   "accounts.sealedBalances": "Read the balances sealed to the account's key",

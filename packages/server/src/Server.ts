@@ -39,6 +39,7 @@ import { EventsHttpLive } from "./events/http.ts"
 import { AdminApi } from "./admin/api.ts"
 import { AdminAuthorizationLive, AdminHttpLive } from "./admin/http.ts"
 import { Reseal } from "./admin/Reseal.ts"
+import { KeyRotations } from "./accounts/KeyRotations.ts"
 import { ApiKeys } from "./apikeys/ApiKeys.ts"
 import { AppConfig, servesApi } from "./config/AppConfig.ts"
 import { HealthRoutes, healthRoutePaths } from "./health/http.ts"
@@ -163,6 +164,7 @@ export const ServicesLive = Layer.mergeAll(
   FaucetGrants.layer,
   VetoRelayLive,
   Reseal.layer,
+  KeyRotations.layer,
   DashboardAuth.layer.pipe(Layer.provideMerge(DashboardConfig.layer))
 ).pipe(
   // An owner's keys for its agents are API keys: the one service that issues, caches and revokes them.

@@ -60,6 +60,18 @@ export interface KeyCheck {
 
 const refKey = (ref: AccountRef) => `${ref.chainId}/${ref.contract}/${ref.account}`
 
+/**
+ * D55: a registered key can change (`rotateEncryptionKey`): the account's remembered key is
+ * forgotten when its rotation is attested and again once it is mined, so the next lookup reads
+ * the registry.
+ *
+ * @since 0.12.0
+ * @category mutations
+ */
+export const forgetKnownKey = (cache: PartyKeyCache, ref: AccountRef): void => {
+  cache.known.delete(refKey(ref))
+}
+
 const remember = (cache: PartyKeyCache, ref: AccountRef, key: string, source: "registered" | "pinned") => {
   // A crude bound: forgetting costs one read again, never correctness.
   if (cache.known.size >= keyCacheMax) cache.known.clear()

@@ -19,7 +19,7 @@ import type { Mode } from "@pps/api/ApiKeys"
  * @since 0.1.0
  * @category models
  */
-export type SubmissionKind = "confidential_transfer" | "public_transfer" | "register_key" | "rotation_veto"
+export type SubmissionKind = "confidential_transfer" | "public_transfer" | "register_key" | "rotation_veto" | "rotate_key"
 
 /**
  * `recorded`: in the database, not yet signed. `sent`: signed and broadcast
@@ -100,7 +100,9 @@ export const gasLimits: Record<SubmissionKind, bigint> = {
   public_transfer: 200_000n,
   register_key: 150_000n,
   // Measured 45,411 (docs/benchmarks.md).
-  rotation_veto: 100_000n
+  rotation_veto: 100_000n,
+  // D55: measured 106,572 (ConfidentialToken v2's gas bench).
+  rotate_key: 200_000n
 }
 
 /**
