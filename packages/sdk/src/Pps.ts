@@ -430,7 +430,14 @@ export class Pps {
    */
   readonly encryptionKey = {
     status: (): Promise<EncryptionKeyStatus> => Confidential.encryptionKeyStatus(this.#client),
-    register: (): Promise<Registration> => Confidential.registerKey(this.#client, this.#keyPair())
+    register: (): Promise<Registration> => Confidential.registerKey(this.#client, this.#keyPair()),
+    /**
+     * D55: replaces the registered key by `newKeyPair`'s, keeping the balance (the guardian
+     * re-encrypts it); the old key is not needed, so this is also a lost key's recovery. Make a
+     * new `Pps` with the new key pair afterwards.
+     */
+    rotate: (newKeyPair: EncryptionKey.KeyPair, options: Keyed = {}): Promise<Registration> =>
+      Confidential.rotateKey(this.#client, newKeyPair, options)
   }
 
   /** Balances, decrypted here and proven to the API (D20); `prove` makes the proof only. */

@@ -167,6 +167,10 @@ const registerKey = Command.make("register-key", { keyFile, json: jsonPrinted },
   Command.withDescription("register the key with the service (idempotent)")
 )
 
+const rotateKey = Command.make("rotate-key", { keyFile, json: jsonPrinted }, (flags) => perform(flags.keyFile, Commands.rotateKey)).pipe(
+  Command.withDescription("replace the registered key by a new one, keeping the balance (D55);\nalso the recovery of a lost key. The old key file is kept beside the new one")
+)
+
 const balance = Command.make(
   "balance",
   { keyFile, json: jsonTable },
@@ -589,6 +593,7 @@ export const pps = Command.make("pps").pipe(
   Command.withSubcommands([
     keygen,
     registerKey,
+    rotateKey,
     balance,
     send,
     transfers,
