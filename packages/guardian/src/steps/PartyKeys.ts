@@ -12,7 +12,7 @@ import type { AccountRef } from "../internal/store.ts"
 import { storage } from "./Failures.ts"
 import { type GuardianContext, refFor } from "./GuardianContext.ts"
 
-/** Registered keys remembered in memory (a registered key never changes: the contract refuses a second registration). */
+/** Registered keys remembered in memory (a key changes only by a rotation, D55, which forgets it: `forgetKnownKey`). */
 const keyCacheMax = 100_000
 
 /**

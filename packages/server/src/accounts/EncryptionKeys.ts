@@ -99,10 +99,11 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
 
 /**
  * What the steps share. `registered`: the registered keys read so far, by account and mode. A
- * registered key never changes: a row's key is written once (a second registration of another
- * key is refused), `registered_at` once, and no row is deleted; so a key read registered on any
- * node is that account's key for good, and every transfer need not read its parties' keys again
- * (two statements fewer per transfer). Only registered keys are kept; bounded, emptied when full.
+ * registered key changes only by a rotation (D55, `replaced`), which forgets it on this node; a
+ * second registration of another key is refused and no row is deleted, so every transfer need not
+ * read its parties' keys again (two statements fewer per transfer). Another api node keeps the old
+ * key until it restarts or its cache is emptied: D55's record names that gap. Only registered keys
+ * are kept; bounded, emptied when full.
  */
 interface EncryptionKeysContext {
   readonly sql: SqlClient.SqlClient
