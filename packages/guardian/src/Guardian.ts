@@ -270,6 +270,7 @@ const makeContext = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timi
     group,
     accountLane,
     partyKeys: makePartyKeyCache(),
+    rotationsPending: new Map(),
     followLocks: new Map(chain.chainIds.map((chainId) => [chainId, Semaphore.makeUnsafe(1)] as const)),
     signer: getAddress(keys.info.signer),
     signerAccount: privateKeyToAccount(bytesToHex(keys.signerPrivateKey)),

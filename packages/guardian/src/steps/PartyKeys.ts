@@ -61,6 +61,14 @@ export interface KeyCheck {
 const refKey = (ref: AccountRef) => `${ref.chainId}/${ref.contract}/${ref.account}`
 
 /**
+ * An account's key in the guardian's in-memory maps: `chain/contract/account`.
+ *
+ * @since 0.12.0
+ * @category constructors
+ */
+export const refKeyOf = refKey
+
+/**
  * D55: a registered key can change (`rotateEncryptionKey`): the account's remembered key is
  * forgotten when its rotation is attested and again once it is mined, so the next lookup reads
  * the registry.

@@ -158,13 +158,14 @@ const rotateOn = Effect.fn("KeyRotations.rotateOn")(function*(
   }).pipe(Effect.catch(retryLater("submitting to the chain")))
   const outcome = yield* context.settlement.awaitResolution(submissionId, rotationWaitMs).pipe(Effect.catch(retryLater("awaiting the chain")))
   if (Option.isNone(outcome)) return yield* Effect.fail(ServiceUnavailable.of("The key rotation is still being mined; retry the same request."))
+  // Mined or refused, the guardian lifts its hold on the account's transfers (and forgets its key).
+  yield* context.guardian.forgetKey({ chainId: BigInt(chain.chainId), contract, account: rotation.wallet }).pipe(
+    Effect.catch((error) => Effect.logWarning("key rotation: the guardian did not forget the old key", error))
+  )
   if (outcome.value._tag === "Failed") {
     // The balance moved between the attestation and the mining (a credit, a transfer): a retry attests afresh.
     return yield* retryLater("the chain refused the rotation (the balance changed meanwhile)")(submissionId)
   }
-  yield* context.guardian.forgetKey({ chainId: BigInt(chain.chainId), contract, account: rotation.wallet }).pipe(
-    Effect.catch((error) => Effect.logWarning("key rotation: the guardian did not forget the old key", error))
-  )
 })
 
 const rotate = Effect.fn("KeyRotations.rotate")(function*(

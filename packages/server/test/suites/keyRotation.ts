@@ -14,7 +14,8 @@
 import { assert, describe, expect, layer } from "@effect/vitest"
 import { EncryptionKey } from "@pps/crypto"
 import { Client, Confidential } from "@pps/sdk/internal"
-import { Effect } from "effect"
+import { Context, Effect } from "effect"
+import { GuardianClient } from "@pps/guardian"
 import { TransferRecord } from "@pps/api/Transfers"
 import { ulid } from "../../src/platform/Ids.ts"
 import { decryptTransfer, fundedPair, registerKey } from "../support/confidentialClient.ts"
@@ -76,6 +77,32 @@ export const keyRotationSuite = (database: DatabaseTarget) =>
           assert.strictEqual(yield* usdgOf(server, alice.api_key, third), "224")
           // The recipient's side is untouched.
           assert.strictEqual(yield* usdgOf(server, pair.recipient.api_key, pair.recipientKey), "26.75")
+
+
+          // While a rotation is attested and not yet reported mined, the guardian attests no transfer
+          // to or from the account (a retryable 503); once it hears the outcome, they flow again.
+          const guardian = Context.get(server.services, GuardianClient.GuardianClient)
+          const me = (yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(alice.api_key) })).json as { public_key: string }
+          const status2 = yield* Effect.promise(() => Confidential.encryptionKeyStatus(clientOf(server, alice.api_key)))
+          const held = {
+            chainId: BigInt(status2.chain_id),
+            contract: status2.contracts.USDG,
+            account: me.public_key
+          }
+          yield* guardian.keyRotation({
+            ...held,
+            newKey: `0x${Buffer.from(EncryptionKey.generate().publicKey).toString("hex")}`,
+            nonce: 1n << 200n,
+            deadline: BigInt(Math.floor(Date.now() / 1000) + 600)
+          }).pipe(Effect.orDie)
+          const duringRotation = yield* send(`${server.baseUrl}/v1/transfers`, postJson({ ...bearer(pair.recipient.api_key), "idempotency-key": `t-${ulid()}` }, {
+            to: alice.handle,
+            amount: "1"
+          }))
+          assert.strictEqual(duringRotation.status, 503, duringRotation.text)
+          yield* guardian.forgetKey(held).pipe(Effect.orDie)
+          yield* transferConfirmed(server, pair.recipient.api_key, alice.handle, "1")
+          assert.strictEqual(yield* usdgOf(server, alice.api_key, third), "225")
 
           for (const line of server.logs) {
             for (const canary of ["220250000", "4125000", "224000000", "220.25", "4.125"]) assert.notInclude(line, canary)
