@@ -101,35 +101,27 @@ const encryptionKey = (context: HandlersContext) =>
     }
   }).pipe(answerServiceUnavailable)
 
-const registerEncryptionKey = (
-  context: HandlersContext,
-  payload: { readonly public_key: string; readonly proofs: { readonly USDG: string; readonly ETH: string } }
-) =>
+/** A key and its proofs as bytes (the request schema checked each is 0x-prefixed hex). */
+const keyInputOf = (payload: KeyPayload) => ({
+  publicKey: hexToBytes(payload.public_key as Hex),
+  proofs: { USDG: hexToBytes(payload.proofs.USDG as Hex), ETH: hexToBytes(payload.proofs.ETH as Hex) }
+})
+
+type KeyPayload = { readonly public_key: string; readonly proofs: { readonly USDG: string; readonly ETH: string } }
+
+const registerEncryptionKey = (context: HandlersContext, payload: KeyPayload) =>
   Effect.gen(function*() {
     const principal = yield* CurrentPrincipal
-    const registered = yield* context.keys.register({
-      accountId: principal.accountId,
-      mode: principal.mode,
-      // The request schema checked each is 0x-prefixed hex.
-      publicKey: hexToBytes(payload.public_key as Hex),
-      proofs: { USDG: hexToBytes(payload.proofs.USDG as Hex), ETH: hexToBytes(payload.proofs.ETH as Hex) }
-    })
+    const registered = yield* context.keys.register({ accountId: principal.accountId, mode: principal.mode, ...keyInputOf(payload) })
     return { public_key: bytesToHex(registered), confidential_ready: true as const }
   }).pipe(answerServiceUnavailable)
 
 /** D55: the key replaced, the balance kept; a dashboard session confirms with its passkey first. */
-const rotateEncryptionKey = (
-  context: HandlersContext,
-  payload: { readonly public_key: string; readonly proofs: { readonly USDG: string; readonly ETH: string } }
-) =>
+const rotateEncryptionKey = (context: HandlersContext, payload: KeyPayload) =>
   Effect.gen(function*() {
     const principal = yield* CurrentPrincipal
     yield* requireStepUp
-    const rotated = yield* context.rotations.rotate(principal, {
-      // The request schema checked each is 0x-prefixed hex.
-      publicKey: hexToBytes(payload.public_key as Hex),
-      proofs: { USDG: hexToBytes(payload.proofs.USDG as Hex), ETH: hexToBytes(payload.proofs.ETH as Hex) }
-    })
+    const rotated = yield* context.rotations.rotate(principal, keyInputOf(payload))
     return { public_key: bytesToHex(rotated), confidential_ready: true as const }
   })
 

@@ -31,7 +31,7 @@ import {
   type ReauthenticationRequired
 } from "@pps/api/Errors"
 import { Accounts } from "../accounts/Accounts.ts"
-import { ApiKeys } from "../apikeys/ApiKeys.ts"
+import { ApiKeys, type IssuedApiKey } from "../apikeys/ApiKeys.ts"
 import { requireStepUp } from "../dashboard/DashboardAuth.ts"
 import { OperationReplay } from "../platform/IdempotentOperations.ts"
 import * as Invariant from "../platform/Invariant.ts"
@@ -109,6 +109,21 @@ const ownerAddress = (context: AgentKeysContext, principal: Principal, step: str
     Effect.map((owner) => owner.walletAddress)
   )
 
+/** The answer that carries a new key's value (D44: this once). */
+const answerOf = (
+  issued: IssuedApiKey,
+  agent: { readonly accountId: string; readonly handle: string },
+  walletAddress: string
+): CreatedAgentApiKey => ({
+  key_id: issued.keyId,
+  name: issued.name,
+  mode: issued.mode,
+  api_key: Redacted.value(issued.apiKey),
+  account_id: agent.accountId,
+  agent: displayHandle(agent.handle),
+  owner_address: walletAddress
+})
+
 const create = Effect.fn("AgentKeys.create")(function*(
   context: AgentKeysContext,
   principal: Principal,
@@ -129,15 +144,7 @@ const create = Effect.fn("AgentKeys.create")(function*(
   yield* Effect.logInfo("agent api key created by its owner").pipe(
     Effect.annotateLogs({ key_id: issued.keyId, agent_account_id: agent.accountId })
   )
-  return {
-    key_id: issued.keyId,
-    name: issued.name,
-    mode: issued.mode,
-    api_key: Redacted.value(issued.apiKey),
-    account_id: agent.accountId,
-    agent: displayHandle(agent.handle),
-    owner_address: walletAddress
-  }
+  return answerOf(issued, agent, walletAddress)
 })
 
 /**
@@ -168,20 +175,10 @@ const rotate = Effect.fn("AgentKeys.rotate")(function*(
   ).pipe(Unavailable.database("AgentKeys.rotate"))
   // Revoked by a concurrent call between the read and the transaction: nothing was written.
   if (Option.isNone(replaced)) return yield* Effect.fail(ApiKeyNotFound.of(keyId))
-  const issued = replaced.value
   yield* Effect.logInfo("agent api key replaced by its owner").pipe(
-    Effect.annotateLogs({ key_id: issued.keyId, replaced_key_id: keyId, agent_account_id: agent.accountId })
+    Effect.annotateLogs({ key_id: replaced.value.keyId, replaced_key_id: keyId, agent_account_id: agent.accountId })
   )
-  return {
-    key_id: issued.keyId,
-    name: issued.name,
-    mode: issued.mode,
-    api_key: Redacted.value(issued.apiKey),
-    account_id: agent.accountId,
-    agent: displayHandle(agent.handle),
-    owner_address: walletAddress,
-    replaced_key_id: keyId
-  }
+  return { ...answerOf(replaced.value, agent, walletAddress), replaced_key_id: keyId }
 })
 
 /** The agent's keys of its mode; this node's counted usage first, so the figures are current. */
