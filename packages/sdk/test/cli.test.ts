@@ -460,6 +460,21 @@ describe("pps", { timeout: 90_000 }, () => {
       await new Promise((resolve) => receiver.close(resolve))
     }
   }, 180_000)
+
+  // Last: it replaces Bob's key, with which the tests above open his transfers.
+  it("rotate-key replaces the registered key keeping the balance; the old key file is kept beside the new one (D55)", async () => {
+    const before = expectSuccess(await asBob("balance")).stdout
+    const oldFile = fs.readFileSync(bobKeyFile, "utf8")
+    const rotated = JSON.parse(expectSuccess(await asBob("rotate-key")).stdout) as Record<string, string | null>
+    expect(rotated).toMatchObject({ account_id: bob.account_id, key_file: bobKeyFile })
+    expect(rotated["public_key"]).not.toBe((JSON.parse(oldFile) as Record<string, string>)["public_key"])
+    expect(fs.readFileSync(String(rotated["replaced_key_file"]), "utf8")).toBe(oldFile)
+    expect((JSON.parse(fs.readFileSync(bobKeyFile, "utf8")) as Record<string, string>)["public_key"]).toBe(rotated["public_key"])
+    expect(fs.statSync(bobKeyFile).mode & 0o777).toBe(0o600)
+    expect(fs.existsSync(`${bobKeyFile}.next`)).toBe(false)
+    // The balance reads the same with the new key.
+    expect(expectSuccess(await asBob("balance")).stdout).toBe(before)
+  }, 120_000)
 })
 
 /** A loopback port nobody listens on (checked free, outside the ephemeral range: see scripts/freePort.ts). */
