@@ -46,12 +46,8 @@ export const keyRotation = Effect.fn("Guardian.keyRotation")(function*(context: 
   return yield* context.accountLane.alone(ref, Effect.gen(function*() {
     // Held first, then checked: an authorization arriving now waits for the rotation.
     context.rotationsPending.set(holdKey, Number(request.deadline) * 1000)
-    const release = Effect.sync(() => context.rotationsPending.delete(holdKey))
-    const open = yield* storage(context.store.openReservationsOf(ref, 1)).pipe(Effect.tapError(() => release))
-    if (open.length > 0) {
-      yield* release
-      return yield* new KeyRotationBusy({ account: request.account, reason: "reservations_open" })
-    }
+    const open = yield* storage(context.store.openReservationsOf(ref, 1))
+    if (open.length > 0) return yield* new KeyRotationBusy({ account: request.account, reason: "reservations_open" })
     const head = yield* context.chain.head(request.chainId)
     const onChain = yield* context.chain.encryptedBalance(request.chainId, contract, account, head.blockNumber)
     const balance = yield* storage(context.store.readBalance(ref))
@@ -59,10 +55,7 @@ export const keyRotation = Effect.fn("Guardian.keyRotation")(function*(context: 
     const handle = Point.parse(onChain.guardianHandle, { allowIdentity: true })
     const matched = balance.confirmed >= 0n && commitment.ok && handle.ok &&
       ElGamal.matches(context.keys.encryption.secretKey, commitment.value, handle.value, balance.confirmed)
-    if (!matched) {
-      yield* release
-      return yield* new KeyRotationBusy({ account: request.account, reason: "books_behind_chain" })
-    }
+    if (!matched) return yield* new KeyRotationBusy({ account: request.account, reason: "books_behind_chain" })
     // The balance under a fresh opening, for the new key and the guardian's own (the contract's order).
     const ciphertext = ElGamal.encryptWith(ElGamal.newOpening(balance.confirmed), [parsed.value, context.keys.encryption.publicKey])
     const [ownerHandle, guardianHandle] = ciphertext.handles
@@ -96,7 +89,8 @@ export const keyRotation = Effect.fn("Guardian.keyRotation")(function*(context: 
       balanceDigest,
       guardianSignature: signature
     }
-  }))
+    // Nothing attested (busy, a chain or storage failure): the account's transfers flow again.
+  }).pipe(Effect.onError(() => Effect.sync(() => context.rotationsPending.delete(holdKey)))))
 })
 
 /**

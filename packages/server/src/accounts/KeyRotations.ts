@@ -102,8 +102,13 @@ const rotateOn = Effect.fn("KeyRotations.rotateOn")(function*(
   asset: Asset
 ) {
   const contract = confidentialTokenOf(chain, asset)
+  // Mined or refused, the guardian lifts its hold on the account's transfers (and forgets its key).
+  const forget = context.guardian.forgetKey({ chainId: BigInt(chain.chainId), contract, account: rotation.wallet }).pipe(
+    Effect.catch((error) => Effect.logWarning("key rotation: the guardian did not forget the old key", error))
+  )
   const registered = yield* context.keys.keyOfAddressIn(chain, contract, rotation.wallet).pipe(Effect.catch(retryLater("reading the key registry")))
-  if (Option.isSome(registered) && bytesToHex(registered.value) === bytesToHex(rotation.publicKey)) return
+  // Done already (a retry after an answer that came too late): the guardian hears it again.
+  if (Option.isSome(registered) && bytesToHex(registered.value) === bytesToHex(rotation.publicKey)) return yield* forget
   const nonce = yield* context.transfers.nextNonce(rotation.accountId, rotation.mode).pipe(Effect.catch(retryLater("taking a nonce")))
   const deadline = BigInt(Math.floor((yield* Clock.currentTimeMillis) / 1000) + context.attestationLifetimeSeconds)
   const newKey = toEvmPoint(rotation.publicKey)
@@ -158,10 +163,7 @@ const rotateOn = Effect.fn("KeyRotations.rotateOn")(function*(
   }).pipe(Effect.catch(retryLater("submitting to the chain")))
   const outcome = yield* context.settlement.awaitResolution(submissionId, rotationWaitMs).pipe(Effect.catch(retryLater("awaiting the chain")))
   if (Option.isNone(outcome)) return yield* Effect.fail(ServiceUnavailable.of("The key rotation is still being mined; retry the same request."))
-  // Mined or refused, the guardian lifts its hold on the account's transfers (and forgets its key).
-  yield* context.guardian.forgetKey({ chainId: BigInt(chain.chainId), contract, account: rotation.wallet }).pipe(
-    Effect.catch((error) => Effect.logWarning("key rotation: the guardian did not forget the old key", error))
-  )
+  yield* forget
   if (outcome.value._tag === "Failed") {
     // The balance moved between the attestation and the mining (a credit, a transfer): a retry attests afresh.
     return yield* retryLater("the chain refused the rotation (the balance changed meanwhile)")(submissionId)
