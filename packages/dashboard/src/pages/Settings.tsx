@@ -12,7 +12,7 @@ import { type FormEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
 import { type AccountRecord, call, withStepUp } from "../api.ts"
 import { ppsFor } from "../pps.ts"
-import { forgetKey, keyFileText, parseKeyFile, publicKeyHex, storedKeyInfo, storeKey, storeKeyUnderPasskey, unlockKey, unlockKeyWithPasskey } from "../keyStore.ts"
+import { checkPassphrase, forgetKey, keyFileText, parseKeyFile, publicKeyHex, storedKeyInfo, storeKey, storeKeyUnderPasskey, unlockKey, unlockKeyWithPasskey } from "../keyStore.ts"
 import { browserTimeZone, knownTimeZones, useTimeZone, When } from "../time.tsx"
 import { Empty, ErrorNote, Loading, Page, useLoad } from "../ui.tsx"
 
@@ -74,14 +74,19 @@ const EncryptionKeySection = ({ session, keyPair, onKey }: PageProps & { readonl
   })
   /** D55: a new key made here replaces the registered one; the balance is kept, the old key not needed. */
   const replace = run(async () => {
+    // The new key is stored as the key here is (a passkey's stays under the passkey); a passphrase
+    // is checked first, so the new key never exists in this tab alone.
+    const underThePasskey = underPasskey || stored.value?.protection === "passkey"
+    if (!underThePasskey) checkPassphrase(passphrase)
     if (!globalThis.confirm("Replace the registered key with a new one made here? Your balance is kept. Transfers from before open only with the old key.")) return
     const next = EncryptionKey.generate()
     await withStepUp(() => ppsFor(next).encryptionKey.rotate(next))
-    await keep(next)
+    // Registered now: the key file is offered before anything else can fail.
     setDownload(URL.createObjectURL(new Blob([keyFileText(session.account_id, next)], { type: "application/json" })))
-    setPassphrase("")
     onKey(next)
     registered.reload()
+    await (underThePasskey ? storeKeyUnderPasskey(session.account_id, next) : storeKey(session.account_id, next, passphrase))
+    setPassphrase("")
     setNote("A new key was made here and registered; your balance was re-encrypted to it. Download the new key file: transfers from now on open only with it.")
   })
   const forget = run(async () => {
