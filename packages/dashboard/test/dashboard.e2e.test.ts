@@ -519,6 +519,8 @@ describe("dashboard in Chromium", () => {
     // The balance is kept, opened with the new key.
     await visit("Overview", "Overview", "overview-after-replace")
     await expect.poll(() => page.getByTestId("balance-USDG").textContent(), { timeout: 60_000 }).toBe("82.45579")
+    // Left on another page than the Overview, which the next test navigates to.
+    await visit("Activity", "Activity", "activity-after-replace")
   })
 
   it("when the session ends elsewhere, the next request's 401 drops the unlocked key and shows sign-in", async () => {
