@@ -610,7 +610,7 @@ describe("roles", () => {
 })
 
 describe("gas", () => {
-  it("a steady-state confidential transfer costs at most 115k gas (108.8k in v1; the sender's co-signature, D51, adds ~5.3k)", async () => {
+  it("a steady-state confidential transfer costs at most 115k gas (108.6k in v1; the sender's co-signature, D51, adds ~5.4k)", async () => {
     const sender = await fundedParty(1_000_000n)
     const recipient = await fundedParty(1_000_000n)
     // Warm-up: each side's first debit turns its handle sums from zero to non-zero (new slots).

@@ -114,7 +114,12 @@ const setup = Effect.acquireRelease(
       if (wallet === undefined) throw new Error(`no wallet for ${address}`)
       return wallet
     }
-    return { anvil, client, relayer, addresses, faucet, send, newChainParty, outsiderShield, walletOf }
+    /** A wallet that holds no key of its own (an agent's) but co-signs its debits. */
+    const knowWallet = (wallet: PrivateKeyAccount) => {
+      wallets.set(wallet.address.toLowerCase(), wallet)
+      return wallet.address
+    }
+    return { anvil, client, relayer, addresses, faucet, send, newChainParty, outsiderShield, walletOf, knowWallet }
   }),
   ({ anvil }) => Effect.promise(() => anvil.stop())
 )
@@ -361,7 +366,7 @@ describe("the guardian against anvil", () => {
 
         // An agent's wallet has no registered key: its balance is encrypted to its owner's. The
         // first key used for it is pinned; another one is refused afterwards.
-        const agent: Party = { address: privateKeyToAccount(generatePrivateKey()).address, keys: alice.keys }
+        const agent: Party = { address: chain.knowWallet(privateKeyToAccount(generatePrivateKey())), keys: alice.keys }
         const funding = confidentialRequest({ guardianKey: key, from: alice, to: agent, amount: 200n, chainId, contract })
         const funded = yield* guardian.client.authorize(funding)
         if (funded._tag !== "Authorized") return assert.fail(reasonOf(funded))

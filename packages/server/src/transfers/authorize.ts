@@ -212,10 +212,18 @@ const refusal = (prepared: PreparedTransfer, reason: GuardianDomain.RefusedReaso
  */
 const senderTypedData = (prepared: PreparedTransfer, authorized: GuardianDomain.Authorized): Attestation.TypedData => {
   const { ciphertext } = authorized
+  // C ‖ D_from (‖ D_to) ‖ D_guardian, as the contract hashes the call's points.
   const points = [ciphertext.commitment, ciphertext.fromHandle, ...(prepared.confidential ? [ciphertext.toHandle!] : []), ciphertext.guardianHandle]
   const ciphertextDigest = keccak256(concatHex(points as Array<Hex>))
   const domain = Attestation.domain(BigInt(prepared.chainId), prepared.contract)
-  const common = { from: prepared.senderAddress, to: prepared.recipient.address, transferId: prepared.bindingId, nonce: prepared.nonce, ciphertextDigest, deadline: authorized.deadline }
+  const common = {
+    from: prepared.senderAddress,
+    to: prepared.recipient.address,
+    transferId: prepared.bindingId,
+    nonce: prepared.nonce,
+    ciphertextDigest,
+    deadline: authorized.deadline
+  }
   return prepared.confidential
     ? Attestation.confidentialTransfer(domain, { ...common, sealedDigest: prepared.sealedDigest })
     : Attestation.publicTransfer(domain, { ...common, amount: prepared.publicAmount! })
