@@ -169,16 +169,34 @@ const checkedKeyStatus = async (client: Client) => {
  * @category requests
  */
 export const registerKey = async (client: Client, keyPair: EncryptionKey.KeyPair): Promise<Registration> => {
+  const payload = await keyPayload(client, keyPair)
+  return run(client, (api) => api.accounts.registerEncryptionKey({ payload }))
+}
+
+/** The public key and its proof of possession for each asset contract, bound to the account. */
+const keyPayload = async (client: Client, keyPair: EncryptionKey.KeyPair) => {
   const status = await checkedKeyStatus(client)
   const proofOf = (contract: Address) =>
     Wire.hex(EncryptionKey.proveOwnership(keyPair, { chainId: BigInt(status.chain_id), contract, account: status.account_address }))
-  return run(client, (api) =>
-    api.accounts.registerEncryptionKey({
-      payload: {
-        public_key: Wire.hex(keyPair.publicKey),
-        proofs: { USDG: proofOf(status.contracts.USDG), ETH: proofOf(status.contracts.ETH) }
-      }
-    }))
+  return {
+    public_key: Wire.hex(keyPair.publicKey),
+    proofs: { USDG: proofOf(status.contracts.USDG), ETH: proofOf(status.contracts.ETH) }
+  }
+}
+
+/**
+ * D55: replaces the account's registered key by the new key pair's, keeping the balance (the
+ * guardian re-encrypts it to the new key). The old key is not needed: this is also how a holder
+ * that lost it recovers. Transfers sealed before stay readable only with the old key; every one
+ * after, with the new. Rotating to the key already registered is harmless (it finishes a rotation
+ * an earlier call left half-mined); 503 while transfers of the account are in flight (retry).
+ *
+ * @since 0.12.0
+ * @category requests
+ */
+export const rotateKey = async (client: Client, newKeyPair: EncryptionKey.KeyPair, options: { readonly idempotencyKey?: string } = {}): Promise<Registration> => {
+  const payload = await keyPayload(client, newKeyPair)
+  return run(client, (api) => api.accounts.rotateEncryptionKey({ payload }), options.idempotencyKey)
 }
 
 /**

@@ -458,7 +458,14 @@ export class Pps {
    */
   readonly encryptionKey = {
     status: (): Promise<EncryptionKeyStatus> => Confidential.encryptionKeyStatus(this.#client),
-    register: (): Promise<Registration> => Confidential.registerKey(this.#client, this.#keyPair())
+    register: (): Promise<Registration> => Confidential.registerKey(this.#client, this.#keyPair()),
+    /**
+     * D55: replaces the registered key by `newKeyPair`'s, keeping the balance (the guardian
+     * re-encrypts it); the old key is not needed, so this is also a lost key's recovery. Make a
+     * new `Pps` with the new key pair afterwards.
+     */
+    rotate: (newKeyPair: EncryptionKey.KeyPair, options: Keyed = {}): Promise<Registration> =>
+      Confidential.rotateKey(this.#client, newKeyPair, options)
   }
 
   /** Balances, decrypted here and proven to the API (D20); `prove` makes the proof only. */
@@ -504,7 +511,9 @@ export class Pps {
      * The agent's API keys, managed by its owner (D44; an agent key is refused 403
      * `not_agent_owner`). `create` answers the key's value once: nothing keeps it, and a retry
      * with the same idempotency key answers 409 `key_shown_once` (revoke that key and create
-     * another). `revoke` takes effect on the key's next request (401).
+     * another). `revoke` takes effect on the key's next request (401). `rotate` (D56) replaces a
+     * leaked key in one step: the new key (its value once, named as the old one unless a name is
+     * given) and the old key's revocation commit together.
      */
     keys: {
       create: (
@@ -516,7 +525,21 @@ export class Pps {
       list: (agentId: string): Promise<{ readonly data: ReadonlyArray<AgentKey> }> =>
         this.#run((api) => api.agents.listKeys({ params: { account_id: agentId } })),
       revoke: (agentId: string, keyId: string, options: Keyed = {}): Promise<{ readonly key_id: string; readonly revoked: true }> =>
-        this.#run((api) => api.agents.revokeKey({ params: { account_id: agentId, key_id: keyId } }), options.idempotencyKey)
+        this.#run((api) => api.agents.revokeKey({ params: { account_id: agentId, key_id: keyId } }), options.idempotencyKey),
+      rotate: (
+        agentId: string,
+        keyId: string,
+        key: { readonly name?: string } = {},
+        options: Keyed = {}
+      ): Promise<NewAgentKey & { readonly replaced_key_id: string }> =>
+        this.#run(
+          (api) =>
+            api.agents.rotateKey({
+              params: { account_id: agentId, key_id: keyId },
+              payload: key.name === undefined ? {} : { name: key.name }
+            }),
+          options.idempotencyKey
+        )
     },
     /**
      * Held transactions' state (D42): `pending_approval`, `approved` (with its transfer),

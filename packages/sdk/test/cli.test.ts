@@ -353,9 +353,18 @@ describe("pps", { timeout: 90_000 }, () => {
     expect(state).toMatchObject({ status: "approved", transfer_status: "confirmed" })
     expect(JSON.stringify(state)).not.toMatch(/2500000|hold me|"amount"/)
     expect(expectSuccess(await asAlice("agents", "transactions", "get", String(secondHeld.json["transaction_id"]))).stdout).toMatch(/^status\s+rejected$/m)
-    // Revoked by its owner, the agent's key is refused on its next request.
-    expect(expectSuccess(await asAlice("agents", "keys", "revoke", agentId, issued["key_id"]!)).stdout).toBe(`revoked ${issued["key_id"]}\n`)
+    // Replaced in one step (D56): a new key (named as the old one), and the old key refused at once.
+    const rotated = JSON.parse(expectSuccess(await asAlice("agents", "keys", "rotate", agentId, issued["key_id"]!, "--json")).stdout) as Record<string, string>
+    expect(rotated).toMatchObject({ name: "bot", mode: "test", account_id: agentId, replaced_key_id: issued["key_id"] })
+    expect(rotated["api_key"]).toMatch(/^hc_test_/)
     expectD1(await asAgent("agents", "policy"), "unauthorized")
+    const asRotated = (...args: ReadonlyArray<string>) => pps(rotated["api_key"]!, args)
+    expect(JSON.parse(expectSuccess(await asRotated("agents", "policy", "--json")).stdout)).toMatchObject({ daily_limit_usdg: 100 })
+    // A revoked key is not replaced again.
+    expectD1(await asAlice("agents", "keys", "rotate", agentId, issued["key_id"]!), "key_not_found")
+    // Revoked by its owner, the agent's key is refused on its next request.
+    expect(expectSuccess(await asAlice("agents", "keys", "revoke", agentId, rotated["key_id"]!)).stdout).toBe(`revoked ${rotated["key_id"]}\n`)
+    expectD1(await asRotated("agents", "policy"), "unauthorized")
     const unknown = await asAlice("approvals", "frobnicate")
     expect(unknown.exitCode).toBe(2)
     expect(unknown.stderr).toMatch(/^pps: unknown approvals command "frobnicate"/)
@@ -465,6 +474,21 @@ describe("pps", { timeout: 90_000 }, () => {
       await new Promise((resolve) => receiver.close(resolve))
     }
   }, 180_000)
+
+  // Last: it replaces Bob's key, with which the tests above open his transfers.
+  it("rotate-key replaces the registered key keeping the balance; the old key file is kept beside the new one (D55)", async () => {
+    const before = expectSuccess(await asBob("balance")).stdout
+    const oldFile = fs.readFileSync(bobKeyFile, "utf8")
+    const rotated = JSON.parse(expectSuccess(await asBob("rotate-key")).stdout) as Record<string, string | null>
+    expect(rotated).toMatchObject({ account_id: bob.account_id, key_file: bobKeyFile })
+    expect(rotated["public_key"]).not.toBe((JSON.parse(oldFile) as Record<string, string>)["public_key"])
+    expect(fs.readFileSync(String(rotated["replaced_key_file"]), "utf8")).toBe(oldFile)
+    expect((JSON.parse(fs.readFileSync(bobKeyFile, "utf8")) as Record<string, string>)["public_key"]).toBe(rotated["public_key"])
+    expect(fs.statSync(bobKeyFile).mode & 0o777).toBe(0o600)
+    expect(fs.existsSync(`${bobKeyFile}.next`)).toBe(false)
+    // The balance reads the same with the new key.
+    expect(expectSuccess(await asBob("balance")).stdout).toBe(before)
+  }, 120_000)
 })
 
 /** A loopback port nobody listens on (checked free, outside the ephemeral range: see scripts/freePort.ts). */

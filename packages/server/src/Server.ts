@@ -40,6 +40,8 @@ import { AdminApi } from "./admin/api.ts"
 import { AdminAuthorizationLive, AdminHttpLive } from "./admin/http.ts"
 import { WebhookHealth } from "./admin/WebhookHealth.ts"
 import { AuditLog } from "./audit/AuditLog.ts"
+import { Reseal } from "./admin/Reseal.ts"
+import { KeyRotations } from "./accounts/KeyRotations.ts"
 import { ApiKeys } from "./apikeys/ApiKeys.ts"
 import { AppConfig, servesApi } from "./config/AppConfig.ts"
 import { HealthRoutes, healthRoutePaths } from "./health/http.ts"
@@ -163,6 +165,8 @@ export const ServicesLive = Layer.mergeAll(
   Admission.layer,
   FaucetGrants.layer,
   VetoRelayLive,
+  Reseal.layer,
+  KeyRotations.layer,
   DashboardAuth.layer,
   WebhookHealth.layer
 ).pipe(

@@ -167,6 +167,10 @@ const registerKey = Command.make("register-key", { keyFile, json: jsonPrinted },
   Command.withDescription("register the key with the service (idempotent)")
 )
 
+const rotateKey = Command.make("rotate-key", { keyFile, json: jsonPrinted }, (flags) => perform(flags.keyFile, Commands.rotateKey)).pipe(
+  Command.withDescription("replace the registered key by a new one, keeping the balance (D55);\nalso the recovery of a lost key. The old key file is kept beside the new one")
+)
+
 const balance = Command.make(
   "balance",
   { keyFile, json: jsonTable },
@@ -361,11 +365,24 @@ const agentId = id("AGENT_ID", "the agent's account id (acct_...)")
 
 const agentKeysCommand = (
   json: boolean,
-  action: "create" | "list" | "revoke",
-  fields: { readonly agentId: string; readonly name?: string; readonly keyId?: string; readonly idempotencyKey?: Option.Option<string> }
+  action: "create" | "list" | "revoke" | "rotate",
+  fields: {
+    readonly agentId: string
+    readonly name?: string | Option.Option<string>
+    readonly keyId?: string
+    readonly idempotencyKey?: Option.Option<string>
+  }
 ) =>
   keyed(Option.none(), fields.idempotencyKey, (settings, idempotencyKey) =>
-    Commands.agentKeys({ ...settings, json, action, agentId: fields.agentId, name: fields.name, keyId: fields.keyId, idempotencyKey }))
+    Commands.agentKeys({
+      ...settings,
+      json,
+      action,
+      agentId: fields.agentId,
+      name: typeof fields.name === "object" ? Option.getOrUndefined(fields.name) : fields.name,
+      keyId: fields.keyId,
+      idempotencyKey
+    }))
 
 const agentKeys = Command.make("keys").pipe(
   Command.withDescription("an agent's API keys, managed by its owner (D44)"),
@@ -384,6 +401,15 @@ const agentKeys = Command.make("keys").pipe(
     Command.make("revoke", { agentId, keyId: id("KEY_ID", "the key's id (key_...)"), idempotencyKey: idempotencyKey("revokes"), json: jsonTable }, (flags) =>
       agentKeysCommand(flags.json, "revoke", flags)).pipe(
       Command.withDescription("revoke one: its next request is refused (401)")
+    ),
+    Command.make("rotate", {
+      agentId,
+      keyId: id("KEY_ID", "the key to replace (key_...)"),
+      name: CommandLine.text("name", "NAME", "the new key's name (default: the old key's)").pipe(Flag.optional),
+      idempotencyKey: idempotencyKey("replaces the key"),
+      json: jsonTable
+    }, (flags) => agentKeysCommand(flags.json, "rotate", flags)).pipe(
+      Command.withDescription("replace a leaked key in one step (D56): a new key, its value printed\nthis once, and the old one revoked in the same transaction (its next request: 401)")
     )
   ])
 )
@@ -617,6 +643,7 @@ export const pps = Command.make("pps").pipe(
   Command.withSubcommands([
     keygen,
     registerKey,
+    rotateKey,
     balance,
     send,
     transfers,

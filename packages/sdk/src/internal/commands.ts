@@ -107,6 +107,32 @@ export const registerKey = async (settings: Settings): Promise<string> => {
   return json({ account_id: accountId, public_key: registration.public_key, confidential_ready: registration.confidential_ready })
 }
 
+/**
+ * `rotate-key` (D55): a new key replaces the registered one and the balance is kept (the guardian
+ * re-encrypts it). The old key is not needed, so this is also the recovery of a lost key. The new
+ * key is written to `<key file>.next` before anything is sent (a run cut off reuses it), and only
+ * once the service answers does it become the key file, the old one kept beside it as
+ * `<key file>.replaced-<time>` (transfers sealed before the rotation open only with it).
+ */
+export const rotateKey = async (settings: Settings): Promise<string> => {
+  const account = await Account.me(settings.client)
+  if (account.type === "agent") throw new UsageMistake(`${agentsUseTheirOwnersKey(account)}; rotate-key is for an account's key`)
+  const status = await Confidential.encryptionKeyStatus(settings.client)
+  if (status.public_key === null) {
+    throw new CommandError(`account ${account.account_id} has no registered key to replace: use keygen and register-key`)
+  }
+  const filePath = settings.keyFilePath ?? KeyFile.defaultPath(account.account_id)
+  const nextPath = `${filePath}.next`
+  if (!fs.existsSync(nextPath)) KeyFile.write(nextPath, { accountId: account.account_id, keyPair: EncryptionKey.generate() }, { overwrite: false })
+  const next = KeyFile.read(nextPath)
+  if (next.accountId !== account.account_id) throw new CommandError(`${nextPath} holds another account's key; move it away first`)
+  const rotated = await Confidential.rotateKey(settings.client, next.keyPair)
+  const replacedPath = fs.existsSync(filePath) ? `${filePath}.replaced-${new Date().toISOString().replace(/[:.]/g, "-")}` : null
+  if (replacedPath !== null) fs.renameSync(filePath, replacedPath)
+  fs.renameSync(nextPath, filePath)
+  return json({ account_id: account.account_id, public_key: rotated.public_key, key_file: filePath, replaced_key_file: replacedPath })
+}
+
 /** `balance`: a table of the proven balances, or with `json` the endpoint's body unchanged. */
 export const balance = async (settings: Settings & { readonly json: boolean }): Promise<string> => {
   const { keyFile } = await accountKey(settings)
@@ -615,14 +641,15 @@ export const agents = async (
 }
 
 /**
- * `agents keys create|list|revoke` (D44): the owner's keys for one of its agents. `create` prints
- * the key's value this once (nothing keeps it), with the owner's wallet address, which an agent's
- * client pins to check its owner's key against the chain (`PPS_TRUST=chain`).
+ * `agents keys create|list|revoke|rotate` (D44, D56): the owner's keys for one of its agents.
+ * `create` and `rotate` print the key's value this once (nothing keeps it), with the owner's
+ * wallet address, which an agent's client pins to check its owner's key against the chain
+ * (`PPS_TRUST=chain`); `rotate` revokes the old key in the same transaction.
  */
 export const agentKeys = async (
   settings: Settings & {
     readonly json: boolean
-    readonly action: "create" | "list" | "revoke"
+    readonly action: "create" | "list" | "revoke" | "rotate"
     readonly agentId: string
     readonly name: string | undefined
     readonly keyId: string | undefined
@@ -659,6 +686,15 @@ export const agentKeys = async (
         settings.idempotencyKey
       )
       return settings.json ? json(revoked) : `revoked ${revoked.key_id}\n`
+    }
+    case "rotate": {
+      const payload = settings.name === undefined ? {} : { name: settings.name }
+      const rotated = await run(
+        settings.client,
+        (api) => api.agents.rotateKey({ params: { ...params, key_id: settings.keyId ?? "" }, payload }),
+        settings.idempotencyKey
+      )
+      return settings.json ? json(rotated) : lines(Object.entries(rotated))
     }
   }
 }

@@ -91,6 +91,18 @@ export interface AccountSearch {
 /** `%` and `_` (and the escape itself) match literally in a LIKE pattern. */
 const likeLiteral = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
 
+/**
+ * A custodial wallet as stored: its key sealed under `WALLET_KEK`.
+ *
+ * @since 0.12.0
+ * @category models
+ */
+export interface SealedWallet {
+  readonly accountId: string
+  readonly walletAddress: string
+  readonly walletKeySealed: Uint8Array
+}
+
 /** A point read by primary key or by handle; those asked in the same turn share one SELECT. */
 class FindAccount extends Request.Class<
   { readonly column: "account_id" | "handle"; readonly value: string },
@@ -132,6 +144,8 @@ export class AccountStore extends Context.Service<AccountStore, {
   readonly search: (query: AccountSearch) => Effect.Effect<ReadonlyArray<OperatorAccount>, SqlError.SqlError>
   /** The sealed custodial wallet key; opened only by settlement, never returned by the API. */
   readonly walletKeySealed: (accountId: string) => Effect.Effect<Option.Option<Uint8Array>, SqlError.SqlError>
+  /** D54: every custodial wallet as sealed (for the operator's backup), in account id order. */
+  readonly sealedWallets: Effect.Effect<ReadonlyArray<SealedWallet>, SqlError.SqlError>
 }>()("server/accounts/AccountStore") {
   static readonly layer = Layer.effect(
     AccountStore,
@@ -226,7 +240,17 @@ export class AccountStore extends Context.Service<AccountStore, {
         walletKeySealed: (accountId) =>
           sql<{ wallet_key_sealed: Uint8Array }>`SELECT wallet_key_sealed FROM accounts WHERE account_id = ${accountId}`.pipe(
             Effect.map((rows) => Option.fromNullishOr(rows[0]?.wallet_key_sealed).pipe(Option.map((b) => new Uint8Array(b))))
+          ),
+        sealedWallets: sql<{ account_id: string; wallet_address: string; wallet_key_sealed: Uint8Array }>`
+          SELECT account_id, wallet_address, wallet_key_sealed FROM accounts ORDER BY account_id`.pipe(
+          Effect.map((rows) =>
+            rows.map((row) => ({
+              accountId: row.account_id,
+              walletAddress: row.wallet_address,
+              walletKeySealed: new Uint8Array(row.wallet_key_sealed)
+            }))
           )
+        )
       })
     })
   )

@@ -16,7 +16,7 @@ import { bytesToHex, type Hex, hexToBytes, type LocalAccount } from "viem"
 import { generatePrivateKey, privateKeyToAccount, privateKeyToAddress } from "viem/accounts"
 import { makeId } from "../platform/Ids.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
-import { AccountStore, type HandleConflict } from "./AccountStore.ts"
+import { AccountStore, type HandleConflict, type SealedWallet } from "./AccountStore.ts"
 import type { Account, AccountType, KycStatus } from "@pps/api/Accounts"
 
 /**
@@ -55,6 +55,8 @@ export class Accounts extends Context.Service<Accounts, {
    * The key is opened for the call and never leaves the process.
    */
   readonly custodialSigner: (accountId: string) => Effect.Effect<LocalAccount, SqlError.SqlError>
+  /** D54: every custodial wallet as sealed, never opened here (the operator's backup). */
+  readonly sealedWallets: Effect.Effect<ReadonlyArray<SealedWallet>, SqlError.SqlError>
   /**
    * The account's own signature over a transfer's typed data, the co-signature every debit
    * needs beside the guardian's (D51), made with its custodial wallet key: deterministic
@@ -101,6 +103,7 @@ export class Accounts extends Context.Service<Accounts, {
         setSuspended: store.setSuspended,
         search: store.search,
         operatorView: store.operatorView,
+        sealedWallets: store.sealedWallets,
         custodialSigner: (accountId) => Effect.map(openWalletKey(accountId), (key) => privateKeyToAccount(bytesToHex(key))),
         signTransfer: (accountId, typedData) => Effect.map(openWalletKey(accountId), (key) => Attestation.sign(key, typedData))
       })

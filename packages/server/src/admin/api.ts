@@ -16,7 +16,7 @@ import { AuditAction, AuditRecord } from "../audit/AuditLog.ts"
 import { WebhookHealthRecord } from "./WebhookHealth.ts"
 import { ApiKeyRecord, Mode } from "@pps/api/ApiKeys"
 import { RequestValidation } from "@pps/api/Api"
-import { AccountNotFound, ApiKeyNotFound, HandleTaken, InvalidRequest, Unauthorized } from "@pps/api/Errors"
+import { AccountNotFound, ApiKeyNotFound, HandleTaken, InvalidRequest, ServiceUnavailable, Unauthorized } from "@pps/api/Errors"
 
 /**
  * Bearer `ADMIN_TOKEN`.
@@ -47,6 +47,45 @@ export const CreatedAccount = Schema.Struct({
  * @category models
  */
 export const CreatedKey = Schema.Struct({ key_id: Schema.String, name: Schema.String, mode: Mode, api_key: Schema.String })
+
+const ColumnOutcome = Schema.Struct({
+  resealed: Schema.Int,
+  already_current: Schema.Int,
+  changed_meanwhile: Schema.Int,
+  remaining: Schema.Int,
+  unopenable: Schema.Int,
+  unopenable_ids: Schema.Array(Schema.String)
+})
+
+/**
+ * D54: a re-seal's outcome (or the status, which opens nothing): the current KEK's id, the accepted
+ * ones, per column what was done and what is left under another KEK.
+ *
+ * @since 0.12.0
+ * @category models
+ */
+export const ResealOutcome = Schema.Struct({
+  kek_id: Schema.String,
+  accepted_kek_ids: Schema.Array(Schema.String),
+  columns: Schema.Record(Schema.String, ColumnOutcome),
+  remaining: Schema.Int
+})
+
+/**
+ * D54: the custodial wallets as sealed under `WALLET_KEK` (no key opens here), for a backup that
+ * proves itself on restore: each value, what it is bound to, and the address it must yield.
+ *
+ * @since 0.12.0
+ * @category models
+ */
+export const SealedWallets = Schema.Struct({
+  kek_id: Schema.String,
+  wallets: Schema.Array(Schema.Struct({
+    account_id: Schema.String,
+    address: Schema.String,
+    wallet_key_sealed: Schema.String.annotate({ description: "base64" })
+  }))
+})
 
 /**
  * @since 0.1.0
@@ -136,7 +175,10 @@ export class AdminGroup extends HttpApiGroup.make("admin")
       params: { key_id: Schema.String },
       success: Schema.Struct({ key_id: Schema.String, revoked: Schema.Literal(true) }),
       error: ApiKeyNotFound
-    })
+    }),
+    HttpApiEndpoint.post("resealWalletKek", "/wallet-kek/reseal", { success: ResealOutcome, error: ServiceUnavailable }),
+    HttpApiEndpoint.get("walletKekStatus", "/wallet-kek/status", { success: ResealOutcome, error: ServiceUnavailable }),
+    HttpApiEndpoint.get("sealedWallets", "/wallet-kek/sealed-wallets", { success: SealedWallets, error: ServiceUnavailable })
   )
   .middleware(AdminAuthorization)
   .prefix("/admin")

@@ -113,7 +113,8 @@ const program: CommandLine.Program = {
   prefix: "",
   unrepeatedFlags: [],
   footer: `  help [COMMAND]                                      this text, or one command's with its flags (also --help, -h)
-environment: ADMIN_URL, ADMIN_TOKEN, DATA_DIR (default ./.data); chain deploy: DATABASE_URL,
+environment: ADMIN_URL, ADMIN_TOKEN, DATA_DIR (default ./.data); wallet-kek backup|restore:
+  PPS_BACKUP_PASSPHRASE, WALLET_KEK (else DATA_DIR/secrets.json); chain deploy: DATABASE_URL,
   RPC_URL_TESTNET|RPC_URL_MAINNET, OPERATOR_KEY_TESTNET|OPERATOR_KEY_MAINNET, GUARDIAN_URL,
   GUARDIAN_SHARED_SECRET, FAUCET_KEY_TESTNET (or --faucet-address)
 exit status: 0 done, 1 failed, 2 command-line mistake (nothing was sent)`
@@ -301,12 +302,58 @@ const chainDeploy = Command.make("deploy", {
     Effect.flatMap((output) => CommandLine.print(`${JSON.stringify(output)}\n`))
   )).pipe(Command.withDescription("deploy the contracts on an external chain (run on the operator's machine)"))
 
+/** Loaded only for these commands: the others need no crypto or secrets file. */
+const walletKekStep = <A>(name: string, step: (module: typeof import("./walletKek.ts")) => Effect.Effect<A, { readonly message: string }>) =>
+  Effect.promise(() => import("./walletKek.ts")).pipe(
+    Effect.flatMap(step),
+    Effect.mapError((error) => new CliError(`wallet-kek ${name} failed: ${error.message}`)),
+    Effect.flatMap((output) => CommandLine.print(`${JSON.stringify(output)}\n`))
+  )
+
+const statusOfServer = () => call("GET", "/wallet-kek/status") as Promise<{ kek_id: string; remaining: number }>
+
+const walletKek = Command.make("wallet-kek").pipe(
+  Command.withDescription("rotate and back up WALLET_KEK, the key sealing custodial wallets (D54)"),
+  Command.withSubcommands([
+    Command.make("stage", { json }, () => walletKekStep("stage", (module) => module.stage)).pipe(
+      Command.withDescription("embedded mode: a fresh KEK in DATA_DIR/secrets.json, the old one kept to open;\nthen restart the server")
+    ),
+    Command.make("rotate", { json }, () => perform(() => call("POST", "/wallet-kek/reseal"))).pipe(
+      Command.withDescription("re-seal every value under the server's current KEK (resumable: run it again)")
+    ),
+    Command.make("status", { json }, () => perform(statusOfServer)).pipe(
+      Command.withDescription("the server's KEK and how many values are left under another")
+    ),
+    Command.make("finish", { json }, () =>
+      Effect.tryPromise({ try: statusOfServer, catch: (error) => error }).pipe(
+        Effect.flatMap((status) => walletKekStep("finish", (module) => module.finish(status)))
+      )).pipe(
+      Command.withDescription("embedded mode: drop the old KEK from DATA_DIR/secrets.json once nothing is left under it")
+    ),
+    Command.make("backup", { out: CommandLine.text("out", "FILE", "the backup file to write (not overwritten)"), json }, (flags) =>
+      Effect.tryPromise({ try: () => call("GET", "/wallet-kek/sealed-wallets"), catch: (error) => error }).pipe(
+        Effect.flatMap((sealed) =>
+          walletKekStep("backup", (module) => module.backup(flags.out, sealed))
+        )
+      )).pipe(
+      Command.withDescription("the KEK under PPS_BACKUP_PASSPHRASE and every wallet sealed under it, checked, in FILE")
+    ),
+    Command.make("restore", {
+      in: CommandLine.text("in", "FILE", "a backup written by wallet-kek backup"),
+      print: CommandLine.toggle("print", "print the KEK (for WALLET_KEK) instead of writing DATA_DIR/secrets.json"),
+      json
+    }, (flags) => walletKekStep("restore", (module) => module.restore(flags.in, flags.print))).pipe(
+      Command.withDescription("check a backup opens every wallet it holds and install its KEK")
+    )
+  ])
+)
+
 const chain = Command.make("chain").pipe(
   Command.withDescription("the contracts"),
   Command.withSubcommands([chainDeploy])
 )
 
 /** The admin command tree, in the order the usage lists it. */
-const admin = Command.make("admin").pipe(Command.withSubcommands([accounts, keys, audit, webhooks, chain]))
+const admin = Command.make("admin").pipe(Command.withSubcommands([accounts, keys, audit, webhooks, walletKek, chain]))
 
 CommandLine.main(admin, program, process.argv.slice(2), describe)

@@ -13,7 +13,9 @@ import { ApiKeys } from "../apikeys/ApiKeys.ts"
 import { DashboardAuth } from "../dashboard/DashboardAuth.ts"
 import { DashboardConfig } from "../dashboard/DashboardConfig.ts"
 import { AccountNotFound, ApiKeyNotFound, HandleTaken, InvalidRequest, Unauthorized } from "@pps/api/Errors"
+import { SecretBox } from "../platform/SecretBox.ts"
 import { Secrets } from "../platform/Secrets.ts"
+import { Reseal } from "./Reseal.ts"
 import * as Unavailable from "../platform/Unavailable.ts"
 import { answerServiceUnavailable } from "../platform/Unavailable.ts"
 import type { KycStatus } from "@pps/api/Accounts"
@@ -65,6 +67,8 @@ const firstKeyName = "default"
 
 /** What the handlers share. */
 interface AdminContext {
+  readonly reseal: Reseal["Service"]
+  readonly box: SecretBox["Service"]
   readonly accounts: Accounts["Service"]
   readonly apiKeys: ApiKeys["Service"]
   readonly agents: AgentStore["Service"]
@@ -247,6 +251,8 @@ const listKeys = (context: AdminContext, accountId: string) =>
 export const AdminHttpLive = HttpApiBuilder.group(AdminApi, "admin", (handlers) =>
   Effect.gen(function*() {
     const context: AdminContext = {
+      reseal: yield* Reseal,
+      box: yield* SecretBox,
       accounts: yield* Accounts,
       apiKeys: yield* ApiKeys,
       agents: yield* AgentStore,
@@ -299,6 +305,28 @@ export const AdminHttpLive = HttpApiBuilder.group(AdminApi, "admin", (handlers) 
             onNone: () => Effect.fail(ApiKeyNotFound.of(params.key_id)),
             onSome: () => Effect.succeed({ key_id: params.key_id, revoked: true as const })
           })),
+          answerServiceUnavailable
+        ))
+      .handle("resealWalletKek", () =>
+        context.reseal.run.pipe(
+          Effect.tap((outcome) =>
+            Effect.logInfo("wallet KEK re-seal").pipe(Effect.annotateLogs({ kek_id: outcome.kek_id, remaining: outcome.remaining }))
+          ),
+          Unavailable.database("Reseal.run"),
+          answerServiceUnavailable
+        ))
+      .handle("walletKekStatus", () => context.reseal.status.pipe(Unavailable.database("Reseal.status"), answerServiceUnavailable))
+      .handle("sealedWallets", () =>
+        context.accounts.sealedWallets.pipe(
+          Effect.map((wallets) => ({
+            kek_id: context.box.currentKekId,
+            wallets: wallets.map((wallet) => ({
+              account_id: wallet.accountId,
+              address: wallet.walletAddress,
+              wallet_key_sealed: Buffer.from(wallet.walletKeySealed).toString("base64")
+            }))
+          })),
+          Unavailable.database("Accounts.sealedWallets"),
           answerServiceUnavailable
         ))
   }))

@@ -38,7 +38,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import { Clock, Context, DateTime, Duration, Effect, Layer, Option, Redacted, Schedule, Semaphore } from "effect"
-import type { SqlError } from "effect/sql"
+import { SqlClient, type SqlError } from "effect/sql"
 import { AppConfig } from "../config/AppConfig.ts"
 import { makeId } from "../platform/Ids.ts"
 import { Secrets } from "../platform/Secrets.ts"
@@ -131,6 +131,19 @@ export class ApiKeys extends Context.Service<ApiKeys, {
    * (given `holder`) not that account's key of that mode.
    */
   readonly revoke: (keyId: string, holder?: KeyHolder) => Effect.Effect<Option.Option<string>, SqlError.SqlError>
+  /**
+   * D56: replaces an active key of `holder` by a new one named `name`. The new key's row, the old
+   * key's revocation and whatever `alongside` writes (an Idempotency-Key's link) commit in one
+   * transaction, so there is never a moment with both keys active or neither; the old key is then
+   * evicted and its revocation broadcast exactly as `revoke` does. None when `keyId` is not an
+   * active key of the holder (nothing is written).
+   */
+  readonly replace: (
+    keyId: string,
+    holder: KeyHolder,
+    name: string,
+    alongside: (issued: IssuedApiKey) => Effect.Effect<void, SqlError.SqlError>
+  ) => Effect.Effect<Option.Option<IssuedApiKey>, SqlError.SqlError>
   readonly exists: (keyId: string) => Effect.Effect<boolean, SqlError.SqlError>
   /**
    * D60: forgets every cached verification of the account's keys and of its agents' keys, here
@@ -149,6 +162,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
       const distributed = Option.isSome(config.databaseUrl)
       const context: ApiKeysContext = {
         store: yield* ApiKeyStore,
+        sql: yield* SqlClient.SqlClient,
         pepper: Redacted.value((yield* Secrets).apiKeyPepper),
         control,
         liveness: yield* NodeLiveness,
@@ -168,6 +182,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
         verify: (presented, options) => verify(context, presented, options),
         list: context.store.listByAccount,
         revoke: (keyId, holder) => revoke(context, keyId, holder),
+        replace: (keyId, holder, name, alongside) => replace(context, keyId, holder, name, alongside),
         exists: context.store.exists,
         evictAccount: (accountId) => evictAccount(context, accountId),
         flushUsage: flush
@@ -179,6 +194,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
 /** What the steps share: the store, the revocation channel, and the cache and counts this node keeps. */
 interface ApiKeysContext {
   readonly store: ApiKeyStore["Service"]
+  readonly sql: SqlClient.SqlClient
   readonly pepper: Uint8Array
   readonly control: EventBus["Service"]["control"]
   readonly liveness: NodeLiveness["Service"]
@@ -388,12 +404,40 @@ const evictAccount = (context: ApiKeysContext, accountId: string) =>
 const revoke = Effect.fn("ApiKeys.revoke")(function*(context: ApiKeysContext, keyId: string, holder?: KeyHolder) {
   const nowMs = yield* Clock.currentTimeMillis
   const revoked = yield* context.store.revoke(keyId, DateTime.formatIso(DateTime.makeUnsafe(nowMs)), holder)
-  // Evict before answering, so the very next request with the key is refused;
-  // the epoch stops verifications that read the row before the update from
-  // caching it afterwards.
-  evict(context, keyId)
-  if (Option.isSome(revoked) && Option.isSome(context.control)) {
-    yield* broadcastRevocation(context, context.control.value, keyId)
-  }
+  yield* announceRevocation(context, keyId, Option.isSome(revoked))
   return revoked
+})
+
+/**
+ * After the revocation committed: evict before answering, so the very next request with the key
+ * is refused (the epoch stops verifications that read the row before the update from caching it
+ * afterwards), and tell the other nodes when it was an active key.
+ */
+const announceRevocation = (context: ApiKeysContext, keyId: string, wasActive: boolean) =>
+  Effect.gen(function*() {
+    evict(context, keyId)
+    if (wasActive && Option.isSome(context.control)) {
+      yield* broadcastRevocation(context, context.control.value, keyId)
+    }
+  })
+
+const replace = Effect.fn("ApiKeys.replace")(function*(
+  context: ApiKeysContext,
+  keyId: string,
+  holder: KeyHolder,
+  name: string,
+  alongside: (issued: IssuedApiKey) => Effect.Effect<void, SqlError.SqlError>
+) {
+  const nowMs = yield* Clock.currentTimeMillis
+  const replaced = yield* context.sql.withTransaction(Effect.gen(function*() {
+    const revoked = yield* context.store.revoke(keyId, DateTime.formatIso(DateTime.makeUnsafe(nowMs)), holder)
+    if (Option.isNone(revoked)) return Option.none<IssuedApiKey>()
+    const issued = yield* issue(context, holder.accountId, name, holder.mode)
+    yield* alongside(issued)
+    return Option.some(issued)
+  }))
+  // Only once committed: an eviction inside the transaction could be undone by a verification
+  // reading the row before the commit and caching it under the new epoch.
+  if (Option.isSome(replaced)) yield* announceRevocation(context, keyId, true)
+  return replaced
 })

@@ -69,6 +69,8 @@ export interface AppConfigShape {
   readonly adminToken: Option.Option<Redacted.Redacted<string>>
   readonly apiKeyPepper: Option.Option<Redacted.Redacted<string>>
   readonly walletKek: Option.Option<Redacted.Redacted<string>>
+  /** D54: KEKs that open sealed values but never seal, comma-separated base64 (a rotation in progress). */
+  readonly walletKekAccepted: Option.Option<Redacted.Redacted<string>>
   /** D7 token bucket per API key: sustained requests per second and burst size. */
   readonly rateLimitPerSecond: number
   readonly rateLimitBurst: number
@@ -309,6 +311,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   adminToken: Config.option(Config.Redacted("ADMIN_TOKEN")),
   apiKeyPepper: Config.option(Config.Redacted("API_KEY_PEPPER")),
   walletKek: Config.option(Config.Redacted("WALLET_KEK")),
+  walletKekAccepted: Config.option(Config.Redacted("WALLET_KEK_ACCEPTED")),
   rateLimitPerSecond: Config.Int("RATE_LIMIT_PER_SECOND").pipe(Config.withDefault(200)),
   rateLimitBurst: Config.Int("RATE_LIMIT_BURST").pipe(Config.withDefault(400)),
   apiKeyCacheTtlMs: Config.Int("API_KEY_CACHE_TTL_MS").pipe(Config.withDefault(30_000)),
@@ -395,6 +398,7 @@ export const environmentVariables = [
   "ADMIN_TOKEN",
   "API_KEY_PEPPER",
   "WALLET_KEK",
+  "WALLET_KEK_ACCEPTED",
   "RATE_LIMIT_PER_SECOND",
   "RATE_LIMIT_BURST",
   "API_KEY_CACHE_TTL_MS",
