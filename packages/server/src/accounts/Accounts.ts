@@ -16,7 +16,7 @@ import { bytesToHex, type Hex, hexToBytes, type LocalAccount } from "viem"
 import { generatePrivateKey, privateKeyToAccount, privateKeyToAddress } from "viem/accounts"
 import { makeId } from "../platform/Ids.ts"
 import { SecretBox } from "../platform/SecretBox.ts"
-import { AccountStore, type HandleConflict } from "./AccountStore.ts"
+import { AccountStore, type HandleConflict, type SealedWallet } from "./AccountStore.ts"
 import type { Account, AccountType, KycStatus } from "@pps/api/Accounts"
 
 /**
@@ -42,11 +42,21 @@ export class Accounts extends Context.Service<Accounts, {
   readonly setKycStatus: (accountId: string, status: KycStatus) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
   readonly findByHandle: (handle: string) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
   readonly findByWalletAddress: (address: string) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
+  /** D60: whether the account, or the owner of the agent it is, is suspended. */
+  readonly isSuspended: (accountId: string) => Effect.Effect<boolean, SqlError.SqlError>
+  /** D60: sets (a time) or clears (null) the suspension; None for an unknown account. */
+  readonly setSuspended: AccountStore["Service"]["setSuspended"]
+  /** D60: the operator's directory. */
+  readonly search: AccountStore["Service"]["search"]
+  /** D60: one account as the operator sees it (with its status). */
+  readonly operatorView: AccountStore["Service"]["operatorView"]
   /**
    * The account's custodial wallet, for signing on its behalf (key registration).
    * The key is opened for the call and never leaves the process.
    */
   readonly custodialSigner: (accountId: string) => Effect.Effect<LocalAccount, SqlError.SqlError>
+  /** D54: every custodial wallet as sealed, never opened here (the operator's backup). */
+  readonly sealedWallets: Effect.Effect<ReadonlyArray<SealedWallet>, SqlError.SqlError>
   /**
    * The account's own signature over a transfer's typed data, the co-signature every debit
    * needs beside the guardian's (D51), made with its custodial wallet key: deterministic
@@ -89,6 +99,11 @@ export class Accounts extends Context.Service<Accounts, {
         setKycStatus: store.setKycStatus,
         findByHandle: store.findByHandle,
         findByWalletAddress: store.findByWalletAddress,
+        isSuspended: store.isSuspended,
+        setSuspended: store.setSuspended,
+        search: store.search,
+        operatorView: store.operatorView,
+        sealedWallets: store.sealedWallets,
         custodialSigner: (accountId) => Effect.map(openWalletKey(accountId), (key) => privateKeyToAccount(bytesToHex(key))),
         signTransfer: (accountId, typedData) => Effect.map(openWalletKey(accountId), (key) => Attestation.sign(key, typedData))
       })

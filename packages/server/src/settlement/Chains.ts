@@ -125,7 +125,8 @@ export class Chains extends Context.Service<Chains, {
   )
 }
 
-const keyBinding = (mode: Mode, role: string, position: number) => `pps/chain-key/v1/${mode}/${role}/${position}`
+/** What a chain key's sealed value is bound to (D54's re-seal opens it with the same). */
+export const chainKeyBinding = (mode: Mode, role: string, position: number) => `pps/chain-key/v1/${mode}/${role}/${position}`
 
 /** The embedded chain's generated keys: read them, or generate and store them the first time. */
 const embeddedKeys = (mode: Mode, relayerCount: number) =>
@@ -139,7 +140,7 @@ const embeddedKeys = (mode: Mode, relayerCount: number) =>
         if (rows[0] === undefined) return Option.none<LocalAccount>()
         // A stored key that does not open: WALLET_KEK is not the one it was sealed under (or the
         // row was altered). No retry helps; the operator must restore the key.
-        const key = yield* box.open(new Uint8Array(rows[0].key_sealed), keyBinding(mode, role, position)).pipe(
+        const key = yield* box.open(new Uint8Array(rows[0].key_sealed), chainKeyBinding(mode, role, position)).pipe(
           Effect.mapError((cause) =>
             new ChainError({ message: `the embedded ${mode} chain's ${role} key does not open with WALLET_KEK`, cause, retryable: false })
           )
@@ -152,7 +153,7 @@ const embeddedKeys = (mode: Mode, relayerCount: number) =>
         if (Option.isSome(found)) return found.value
         const privateKey = generatePrivateKey()
         const account = localAccount(privateKey)
-        const sealed = box.seal(hexToBytes(privateKey), keyBinding(mode, role, position))
+        const sealed = box.seal(hexToBytes(privateKey), chainKeyBinding(mode, role, position))
         yield* sql`
           INSERT INTO chain_keys (mode, role, position, address, key_sealed)
           VALUES (${mode}, ${role}, ${position}, ${account.address}, ${sealed})`

@@ -19,7 +19,7 @@ import type { Mode } from "@pps/api/ApiKeys"
  * @since 0.1.0
  * @category models
  */
-export type SubmissionKind = "confidential_transfer" | "public_transfer" | "register_key" | "rotation_veto"
+export type SubmissionKind = "confidential_transfer" | "public_transfer" | "register_key" | "rotation_veto" | "rotate_key"
 
 /**
  * `recorded`: in the database, not yet signed. `sent`: signed and broadcast
@@ -101,7 +101,10 @@ export const gasLimits: Record<SubmissionKind, bigint> = {
   public_transfer: 260_000n,
   register_key: 150_000n,
   // Measured 63,411 in v2 (the bounded veto's counter, D52; docs/benchmarks.md).
-  rotation_veto: 100_000n
+  rotation_veto: 100_000n,
+  // D55: measured 106,572 over a funded balance (ConfidentialToken v2's gas bench); a balance
+  // never funded (its six words still zero) adds six fresh slots, ~120k more.
+  rotate_key: 350_000n
 }
 
 /**
