@@ -43,14 +43,15 @@ import { confirmedEvent, EventsServicesLive, newAccount, newWebhook } from "../t
 import { type Metric, recordOption, recordResults } from "../../../scripts/benchRecord.ts"
 
 const { values: options } = parseArgs({
+  // pnpm passes its `--` separator on: after it every option would be read as a positional.
+  args: process.argv.slice(2).filter((arg) => arg !== "--"),
   options: {
     deliveries: { type: "string", default: "2000" },
     pairs: { type: "string", default: "1" },
     subscriptions: { type: "string", default: "1,50" },
     timeout: { type: "string", default: "120" },
     ...recordOption
-  },
-  allowPositionals: true
+  }
 })
 const deliveriesPerRound = Number(options.deliveries)
 const pairs = Number(options.pairs)
