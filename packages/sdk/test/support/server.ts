@@ -1,13 +1,16 @@
 /**
  * The real server for the command-line tests: `packages/server/src/main.ts` as
  * a child process, exactly as `npm start` runs it (embedded PGlite, anvil and
- * guardian), in a fresh data directory on free loopback ports; and the CLI and
- * the admin command run as child processes against it.
+ * guardian), in a fresh data directory on free loopback ports; the admin command
+ * run as a child process against it, and `pps` run in this process through its
+ * command line's entry (`runPps`), or as a child process (`runNode`).
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as CommandLine from "../../src/cli/CommandLine.ts"
+import * as ppsCommands from "../../src/cli/ppsCommands.ts"
 import { freePort } from "../../../../scripts/freePort.ts"
 import { childEnvironment } from "../../../../scripts/childEnvironment.ts"
 
@@ -41,6 +44,27 @@ export const runNode = (entry: string, args: ReadonlyArray<string>, env: Readonl
       }
     )
   })
+
+/**
+ * Runs `pps ARGS` in this process, as `node packages/sdk/src/cli.ts ARGS` runs it in its own
+ * (the same command tree, conventions and exit statuses, through `CommandLine.run`), with `env`
+ * as its whole environment (nothing of this process's leaks in, as `runNode`'s only PATH does),
+ * the repository root as its working directory and `env.HOME` (else this user's) as its home;
+ * what it printed is captured. Starting Node on the sources costs 1-5 s a run on this machine:
+ * the command-line tests run dozens. `quickstart.test.ts` and `listen` still run the real command.
+ */
+export const runPps = async (args: ReadonlyArray<string>, env: Readonly<Record<string, string>>): Promise<Run> => {
+  let stdout = ""
+  let stderr = ""
+  const exitCode = await CommandLine.run(ppsCommands.pps, ppsCommands.program, args, ppsCommands.describe, {
+    env: { ...env },
+    cwd: repositoryRoot,
+    homeDirectory: env["HOME"] ?? os.homedir(),
+    stdout: (text) => void (stdout += text),
+    stderr: (text) => void (stderr += text)
+  })
+  return { exitCode, stdout, stderr }
+}
 
 export interface ServerProcess {
   readonly baseUrl: string

@@ -122,7 +122,7 @@ class CliError extends Error {}
 const describe = (error: unknown): string => `${error instanceof Error ? error.message : String(error)}\n`
 
 /** Runs one request (or more) and prints the command's JSON output. */
-const perform = (request: () => Promise<unknown>): Effect.Effect<void, unknown> =>
+const perform = (request: () => Promise<unknown>): Effect.Effect<void, unknown, CommandLine.Invocation> =>
   Effect.tryPromise({ try: request, catch: (error) => error }).pipe(
     Effect.flatMap((output) => CommandLine.print(`${JSON.stringify(output)}\n`))
   )
