@@ -2,8 +2,8 @@
  * The real server for the command-line tests: `packages/server/src/main.ts` as
  * a child process, exactly as `npm start` runs it (embedded PGlite, anvil and
  * guardian), in a fresh data directory on free loopback ports; the admin command
- * run as a child process against it, and `pps` run in this process through its
- * command line's entry (`runPps`), or as a child process (`runNode`).
+ * (server/test/support/adminCli.ts) and `pps` (`runPps`) run against it in this process
+ * through their command lines' entries, or any entry point as a child process (`runNode`).
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
@@ -11,6 +11,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as CommandLine from "../../src/cli/CommandLine.ts"
 import * as ppsCommands from "../../src/cli/ppsCommands.ts"
+import { runAdmin } from "../../../server/test/support/adminCli.ts"
 import { freePort } from "../../../../scripts/freePort.ts"
 import { childEnvironment } from "../../../../scripts/childEnvironment.ts"
 
@@ -137,16 +138,12 @@ export const startServer = async (options: { readonly env?: Readonly<Record<stri
   }
 
   const createAccount = async (handle: string) => {
-    const run = await runNode("packages/server/src/admin/cli.ts", ["accounts", "create", "--handle", handle, "--kyc", "verified"], {
-      DATA_DIR: dataDir
-    })
+    const run = await runAdmin(["accounts", "create", "--handle", handle, "--kyc", "verified"], { DATA_DIR: dataDir })
     if (run.exitCode !== 0) throw new Error(`admin accounts create failed: ${run.stderr}`)
     return JSON.parse(run.stdout) as { account_id: string; api_key: string }
   }
   const issueKey = async (accountId: string, name: string) => {
-    const run = await runNode("packages/server/src/admin/cli.ts", ["keys", "create", "--account", accountId, "--name", name], {
-      DATA_DIR: dataDir
-    })
+    const run = await runAdmin(["keys", "create", "--account", accountId, "--name", name], { DATA_DIR: dataDir })
     if (run.exitCode !== 0) throw new Error(`admin keys create failed: ${run.stderr}`)
     return JSON.parse(run.stdout) as { key_id: string; api_key: string }
   }

@@ -1,0 +1,231 @@
+/**
+ * The admin command's commands, declared with Effect's CLI module: what `cli.ts` (the
+ * `npm run -s admin` entry) runs on this process's invocation, and what a test runs through
+ * `CommandLine.run` with an invocation of its own. Each reads the admin API's address from the
+ * invocation's environment (ADMIN_URL, ADMIN_TOKEN) or from the files under its DATA_DIR.
+ *
+ * @since 0.9.0
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as CommandLine from "@pps/sdk/CommandLine"
+import * as Command from "effect/cli/Command"
+import * as Flag from "effect/cli/Flag"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+
+const kycStatuses = ["unverified", "pending", "verified", "enhanced"] as const
+
+/** The API's request fields the commands send, and the flag each comes from: an API refusal names the flag. */
+const flagOfParam: Readonly<Record<string, string>> = {
+  handle: "--handle",
+  type: "--type",
+  kyc_status: "--kyc",
+  status: "--status",
+  account_id: "--account",
+  name: "--name",
+  mode: "--mode",
+  key_id: "--key-id"
+}
+
+const readJson = (file: string): Record<string, unknown> | undefined => {
+  try {
+    return JSON.parse(fs.readFileSync(file, "utf8")) as Record<string, unknown>
+  } catch {
+    return undefined
+  }
+}
+
+const isHttpUrl = (value: string): boolean =>
+  URL.canParse(value) && ["http:", "https:"].includes(new URL(value).protocol)
+
+/** Where the admin API is, from the invocation's environment or the data directory's files (relative to where it was typed). */
+const connection = (invocation: CommandLine.InvocationShape) => {
+  const env = invocation.env
+  const dataDir = path.resolve(invocation.cwd, env["DATA_DIR"] ?? "./.data")
+  const adminFile = path.join(dataDir, "admin.json")
+  const fromEnv = env["ADMIN_URL"]
+  const url = fromEnv ?? readJson(adminFile)?.["admin_url"]
+  const token = env["ADMIN_TOKEN"] ?? readJson(path.join(dataDir, "secrets.json"))?.["admin_token"]
+  if (typeof url !== "string" || typeof token !== "string") {
+    throw new CliError(
+      `cannot find the admin API: set ADMIN_URL and ADMIN_TOKEN, or start the embedded server (it writes them under ${dataDir})`
+    )
+  }
+  const source = fromEnv === undefined ? `admin_url in ${adminFile}` : "ADMIN_URL"
+  if (!isHttpUrl(url)) throw new CliError(`${source} is not a URL: ${JSON.stringify(url)} (expected http://HOST:PORT)`)
+  // Where the address came from decides what the operator should change when nothing answers there.
+  const hint = fromEnv === undefined
+    ? `the address is from ${adminFile}; set ADMIN_URL, or DATA_DIR to the running server's data directory`
+    : "set ADMIN_URL to the admin listener's address"
+  return { url: url.replace(/\/$/, ""), token, hint }
+}
+
+/** The D1 error object of an API answer, when the body is one. */
+const errorObjectOf = (text: string): { readonly code: string; readonly message: string; readonly param?: unknown } | undefined => {
+  try {
+    const body = JSON.parse(text) as { error?: { code?: unknown; message?: unknown; param?: unknown } }
+    const error = body.error
+    if (typeof error?.code !== "string" || typeof error.message !== "string") return undefined
+    return { code: error.code, message: error.message, param: error.param }
+  } catch {
+    return undefined
+  }
+}
+
+/** One request to the admin API: its JSON answer, or a `CliError` naming what failed. */
+type Call = (method: "GET" | "POST", route: string, body?: unknown) => Promise<Record<string, unknown>>
+
+const callIn = (invocation: CommandLine.InvocationShape): Call => async (method, route, body) => {
+  const { hint, token, url } = connection(invocation)
+  let response: Response
+  try {
+    response = await fetch(`${url}/admin${route}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    })
+  } catch (cause) {
+    throw new CliError(`cannot reach the server at ${url}: ${CommandLine.networkFailure(cause)} (is it running? ${hint})`)
+  }
+  const text = await response.text()
+  if (!response.ok) {
+    const error = errorObjectOf(text)
+    if (error === undefined) throw new CliError(text || `HTTP ${response.status}`)
+    const flag = typeof error.param === "string" ? flagOfParam[error.param] : undefined
+    // A readable line naming the flag, then the D1 body unchanged as the last line (request_id included) for scripts.
+    throw new CliError(`${flag === undefined ? "" : `${flag}: `}${error.message} (${error.code}, HTTP ${response.status})\n${text.trimEnd()}`)
+  }
+  return JSON.parse(text) as Record<string, unknown>
+}
+
+/**
+ * How the admin command names itself (as the README runs it), and what every usage says after the commands.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export const program: CommandLine.Program = {
+  invocation: "npm run -s admin --",
+  prefix: "",
+  unrepeatedFlags: [],
+  footer: `  help [COMMAND]                                      this text, or one command's with its flags (also --help, -h)
+environment: ADMIN_URL, ADMIN_TOKEN, DATA_DIR (default ./.data); chain deploy: DATABASE_URL,
+  RPC_URL_TESTNET|RPC_URL_MAINNET, OPERATOR_KEY_TESTNET|OPERATOR_KEY_MAINNET, GUARDIAN_URL,
+  GUARDIAN_SHARED_SECRET, FAUCET_KEY_TESTNET (or --faucet-address)
+exit status: 0 done, 1 failed, 2 command-line mistake (nothing was sent)`
+}
+
+/** The operation failed: exit 1. */
+class CliError extends Error {}
+
+/**
+ * A failed command's stderr: its error's message.
+ *
+ * @since 0.9.0
+ * @category errors
+ */
+export const describe = (error: unknown): string => `${error instanceof Error ? error.message : String(error)}\n`
+
+/** Runs one request (or more) through the invocation's admin API and prints the command's JSON output. */
+const perform = (request: (call: Call) => Promise<unknown>): Effect.Effect<void, unknown, CommandLine.Invocation> =>
+  CommandLine.Invocation.use((invocation) => Effect.tryPromise({ try: () => request(callIn(invocation)), catch: (error) => error })).pipe(
+    Effect.flatMap((output) => CommandLine.print(`${JSON.stringify(output)}\n`))
+  )
+
+const json = CommandLine.json("accepted; the output is always one JSON document")
+const account = CommandLine.text("account", "ACCOUNT_ID", "the account's id (acct_...)")
+const mode = (description: string) => CommandLine.choice("mode", ["test", "live"], description)
+
+const accountsCreate = Command.make("create", {
+  handle: CommandLine.text("handle", "H", "the account's handle, without the @"),
+  type: CommandLine.choice("type", ["personal", "business"], "the kind of account (default personal)").pipe(Flag.optional),
+  kyc: CommandLine.choice("kyc", kycStatuses, "its KYC status (default unverified)").pipe(Flag.optional),
+  json
+}, (flags) =>
+  perform(async (call) => {
+    const created = await call("POST", "/accounts", {
+      handle: flags.handle,
+      ...Option.match(flags.type, { onNone: () => ({}), onSome: (type) => ({ type }) }),
+      ...Option.match(flags.kyc, { onNone: () => ({}), onSome: (kyc) => ({ kyc_status: kyc }) })
+    })
+    return { account_id: created["account_id"], handle: created["handle"], api_key: created["api_key"], key_id: created["key_id"] }
+  })).pipe(Command.withDescription("an account and its first API key (printed this once)"))
+
+const accounts = Command.make("accounts").pipe(
+  Command.withDescription("the service's accounts"),
+  Command.withSubcommands([
+    accountsCreate,
+    Command.make("set-kyc", { account, status: CommandLine.choice("status", kycStatuses, "the new KYC status"), json }, (flags) =>
+      perform((call) => call("POST", `/accounts/${encodeURIComponent(flags.account)}/kyc`, { status: flags.status }))).pipe(
+      Command.withDescription("change an account's KYC status")
+    ),
+    Command.make("get", { account, json }, (flags) => perform((call) => call("GET", `/accounts/${encodeURIComponent(flags.account)}`))).pipe(
+      Command.withDescription("one account")
+    ),
+    Command.make("invite", { account, json }, (flags) =>
+      perform((call) => call("POST", `/accounts/${encodeURIComponent(flags.account)}/invites`))).pipe(
+      Command.withDescription("a one-time dashboard enrollment link, valid 24 h")
+    )
+  ])
+)
+
+const keys = Command.make("keys").pipe(
+  Command.withDescription("the API keys of an account"),
+  Command.withSubcommands([
+    Command.make("create", {
+      account,
+      name: CommandLine.text("name", "NAME", "the key's name"),
+      mode: mode("test or live (default test; an agent's key: its own mode only)").pipe(Flag.optional),
+      json
+    }, (flags) =>
+      perform(async (call) => {
+        const created = await call("POST", "/keys", {
+          account_id: flags.account,
+          name: flags.name,
+          ...Option.match(flags.mode, { onNone: () => ({}), onSome: (mode) => ({ mode }) })
+        })
+        return { key_id: created["key_id"], name: created["name"], api_key: created["api_key"], mode: created["mode"] }
+      })).pipe(Command.withDescription("another API key for an account (printed this once)")),
+    Command.make("list", { account, json }, (flags) => perform((call) => call("GET", `/accounts/${encodeURIComponent(flags.account)}/keys`))).pipe(
+      Command.withDescription("an account's API keys (no secrets)")
+    ),
+    Command.make("revoke", { keyId: CommandLine.text("key-id", "KEY_ID", "the key's id (key_...)"), json }, (flags) =>
+      perform((call) => call("POST", `/keys/${encodeURIComponent(flags.keyId)}/revoke`))).pipe(
+      Command.withDescription("revoke one at once")
+    )
+  ])
+)
+
+const isAddress = (value: string): value is `0x${string}` => /^0x[0-9a-fA-F]{40}$/.test(value)
+
+const chainDeploy = Command.make("deploy", {
+  mode: mode("which chain: test (RPC_URL_TESTNET) or live (RPC_URL_MAINNET)"),
+  faucetAddress: Flag.String("faucet-address").pipe(
+    Flag.withMetavar("0x..."),
+    Flag.withDescription("the test faucet's address (default: FAUCET_KEY_TESTNET's)"),
+    Flag.filterMap((value) => isAddress(value) ? Option.some(value) : Option.none(), () => "a 0x address"),
+    Flag.optional
+  ),
+  json
+}, (flags) =>
+  // Loaded only here: the other commands need no chain or database.
+  Effect.promise(() => import("./deploy.ts")).pipe(
+    Effect.flatMap(({ deployStep }) => deployStep(flags.mode, flags.faucetAddress)),
+    Effect.mapError((error) => new CliError(`chain deploy failed: ${error.message}`)),
+    Effect.flatMap((output) => CommandLine.print(`${JSON.stringify(output)}\n`))
+  )).pipe(Command.withDescription("deploy the contracts on an external chain (run on the operator's machine)"))
+
+const chain = Command.make("chain").pipe(
+  Command.withDescription("the contracts"),
+  Command.withSubcommands([chainDeploy])
+)
+
+/**
+ * The admin command tree, in the order the usage lists it.
+ *
+ * @since 0.9.0
+ * @category commands
+ */
+export const admin = Command.make("admin").pipe(Command.withSubcommands([accounts, keys, chain]))
+
