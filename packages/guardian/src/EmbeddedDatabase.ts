@@ -34,7 +34,7 @@ export const databaseThreadings = ["own", "caller"] as const
  * directory does (initdb), and closes it: a template for `seedFromTemplate`. Nothing is written
  * to it afterwards.
  *
- * @since 0.9.0
+ * @since 0.10.0
  * @category constructors
  */
 export const initialiseTemplate = async (directory: string): Promise<void> => {
@@ -52,7 +52,7 @@ export const initialiseTemplate = async (directory: string): Promise<void> => {
  * `dataDir` and renamed into place, so a process stopped midway leaves no half database there;
  * an empty `dataDir` is replaced, one with other files in it is refused (as initdb refuses it).
  *
- * @since 0.9.0
+ * @since 0.10.0
  * @category constructors
  */
 export const seedFromTemplate = (dataDir: string, template: string): void => {

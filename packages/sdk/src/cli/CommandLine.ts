@@ -79,7 +79,7 @@ export interface Program {
  * output streams. The process's own (`processInvocation`) when run as a command; a test runs a
  * command in its own process with its own (`run`), and reads what it printed.
  *
- * @since 0.9.0
+ * @since 0.10.0
  * @category models
  */
 export interface InvocationShape {
@@ -95,7 +95,7 @@ export interface InvocationShape {
  * The invocation a command runs in (see `InvocationShape`): commands read their environment
  * and write their output through it, never through `process` directly.
  *
- * @since 0.9.0
+ * @since 0.10.0
  * @category services
  */
 export class Invocation extends Context.Service<Invocation, InvocationShape>()("@pps/sdk/cli/Invocation") {}
@@ -103,7 +103,7 @@ export class Invocation extends Context.Service<Invocation, InvocationShape>()("
 /**
  * This process's environment, directories and output streams.
  *
- * @since 0.9.0
+ * @since 0.10.0
  * @category constructors
  */
 export const processInvocation = (): InvocationShape => ({
@@ -432,7 +432,7 @@ const isShowHelp = (error: unknown): boolean =>
  * streams) and resolves with its exit status ({@link exitCodes}); `describe` turns a command's
  * failure into its stderr text. Never rejects.
  *
- * @since 0.9.0
+ * @since 0.10.0
  * @category running
  */
 export const run = <Name extends string, Input, ContextInput, E>(

@@ -4,7 +4,7 @@
  * `CommandLine.run` with an invocation of its own. Each reads the admin API's address from the
  * invocation's environment (ADMIN_URL, ADMIN_TOKEN) or from the files under its DATA_DIR.
  *
- * @since 0.9.0
+ * @since 0.10.0
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -102,7 +102,7 @@ const callIn = (invocation: CommandLine.InvocationShape): Call => async (method,
 /**
  * How the admin command names itself (as the README runs it), and what every usage says after the commands.
  *
- * @since 0.9.0
+ * @since 0.10.0
  * @category models
  */
 export const program: CommandLine.Program = {
@@ -122,7 +122,7 @@ class CliError extends Error {}
 /**
  * A failed command's stderr: its error's message.
  *
- * @since 0.9.0
+ * @since 0.10.0
  * @category errors
  */
 export const describe = (error: unknown): string => `${error instanceof Error ? error.message : String(error)}\n`
@@ -224,7 +224,7 @@ const chain = Command.make("chain").pipe(
 /**
  * The admin command tree, in the order the usage lists it.
  *
- * @since 0.9.0
+ * @since 0.10.0
  * @category commands
  */
 export const admin = Command.make("admin").pipe(Command.withSubcommands([accounts, keys, chain]))
