@@ -9,11 +9,11 @@ import { execFile, spawn, type ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as CommandLine from "../../src/cli/CommandLine.ts"
 import * as ppsCommands from "../../src/cli/ppsCommands.ts"
 import { runAdmin } from "../../../server/test/support/adminCli.ts"
 import { freePort } from "../../../../scripts/freePort.ts"
 import { childEnvironment } from "../../../../scripts/childEnvironment.ts"
+import { runCaptured } from "../../../../scripts/commandLineRun.ts"
 
 export const repositoryRoot = path.resolve(import.meta.dirname, "../../../..")
 const nodeFlags = ["--disable-warning=ExperimentalWarning"]
@@ -54,18 +54,12 @@ export const runNode = (entry: string, args: ReadonlyArray<string>, env: Readonl
  * what it printed is captured. Starting Node on the sources costs 1-5 s a run on this machine:
  * the command-line tests run dozens. `quickstart.test.ts` and `listen` still run the real command.
  */
-export const runPps = async (args: ReadonlyArray<string>, env: Readonly<Record<string, string>>): Promise<Run> => {
-  let stdout = ""
-  let stderr = ""
-  const exitCode = await CommandLine.run(ppsCommands.pps, ppsCommands.program, args, ppsCommands.describe, {
-    env: { ...env },
+export const runPps = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>>): Promise<Run> =>
+  runCaptured({ root: ppsCommands.pps, program: ppsCommands.program, describe: ppsCommands.describe }, args, {
+    env,
     cwd: repositoryRoot,
-    homeDirectory: env["HOME"] ?? os.homedir(),
-    stdout: (text) => void (stdout += text),
-    stderr: (text) => void (stderr += text)
+    homeDirectory: env["HOME"] ?? os.homedir()
   })
-  return { exitCode, stdout, stderr }
-}
 
 export interface ServerProcess {
   readonly baseUrl: string

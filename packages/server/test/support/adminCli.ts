@@ -8,9 +8,9 @@
 import { execFile } from "node:child_process"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as CommandLine from "@pps/sdk/CommandLine"
 import { freePort } from "../../../../scripts/freePort.ts"
 import { childEnvironment } from "../../../../scripts/childEnvironment.ts"
+import { runCaptured } from "../../../../scripts/commandLineRun.ts"
 import { admin, describe, program } from "../../src/admin/commands.ts"
 
 const entry = path.resolve(import.meta.dirname, "../../src/admin/cli.ts")
@@ -27,18 +27,8 @@ export interface AdminRun {
  * variable of the machine leaks in), this process's working directory and home; what it printed is
  * captured. Starting Node on the sources costs 1-5 s a run on this machine.
  */
-export const runAdmin = async (args: ReadonlyArray<string>, env: Readonly<Record<string, string>>): Promise<AdminRun> => {
-  let stdout = ""
-  let stderr = ""
-  const exitCode = await CommandLine.run(admin, program, args, describe, {
-    env: { ...env },
-    cwd: process.cwd(),
-    homeDirectory: os.homedir(),
-    stdout: (text) => void (stdout += text),
-    stderr: (text) => void (stderr += text)
-  })
-  return { exitCode, stdout, stderr }
-}
+export const runAdmin = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>>): Promise<AdminRun> =>
+  runCaptured({ root: admin, program, describe }, args, { env, cwd: process.cwd(), homeDirectory: os.homedir() })
 
 /** Runs the admin command as a child process; only PATH (and the compile cache) is inherited, so no ADMIN_* variable of the machine leaks in. */
 export const runAdminProcess = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>>): Promise<AdminRun> =>
