@@ -190,7 +190,12 @@ export const CreateTransferRequest = Schema.Struct({
   confidential: Schema.optionalKey(Schema.Boolean.annotate({ description: "Default true; false sends a standard transfer whose amount is public on chain." })),
   memo: Schema.optionalKey(Schema.String.annotate({ description: "At most 512 bytes of UTF-8, sealed to both parties; never stored in clear." })),
   /** The sealed form (ext): the client sealed amount and memo itself; see `SealedTransferInput`. */
-  sealed: Schema.optionalKey(Schema.suspend(() => SealedTransferInput))
+  sealed: Schema.optionalKey(Schema.suspend(() => SealedTransferInput)),
+  /** (ext, D57) The latest end of a hold's approval window, when an agent's transfer is held. */
+  approval_expires_at: Schema.optionalKey(Schema.String.annotate({
+    description: "(ext, D57) ISO 8601. When an agent's transfer is held for its owner (D26), its approval window ends at this time if that is earlier than the server's window: an approval later than it is refused 409 `transaction_expired` and never pays. An x402 payment sets it to the requirement's expiry. No effect on a transfer that is not held.",
+    examples: ["2026-11-29T12:00:00.000Z"]
+  }))
 }).annotate({
   identifier: "CreateTransferRequest",
   description: "Either `amount` (and `memo`): the server seals them at once and keeps neither; or `sealed`: boxes the client sealed to a prepared transfer, so no request carries the amount in clear (the client should check the keys the prepare step answers: docs/security.md).",

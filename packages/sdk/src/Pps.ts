@@ -371,13 +371,23 @@ export class Pps {
    */
   readonly transfers = {
     create: async (
-      transfer: { readonly to: string; readonly amount: string; readonly memo?: string; readonly asset?: string; readonly confidential?: boolean },
+      transfer: {
+        readonly to: string
+        readonly amount: string
+        readonly memo?: string
+        readonly asset?: string
+        readonly confidential?: boolean
+        /** (D57) ISO 8601: a hold's approval window ends no later than this (an x402 requirement's expiry). */
+        readonly approvalExpiresAt?: string
+      },
       /** `recipientAddress`: the address a handle `to` must resolve to (else the API's resolution is trusted). */
       options: { readonly idempotencyKey?: string; readonly recipientAddress?: string } = {}
     ): Promise<CreatedTransfer> => {
       const idempotencyKey = options.idempotencyKey ?? newIdempotencyKey()
       if (transfer.confidential === false) {
-        const answer = await this.#run((api) => api.transfers.create({ payload: { ...transfer, confidential: false } }), idempotencyKey)
+        const { approvalExpiresAt, ...plain } = transfer
+        const payload = { ...plain, confidential: false, ...(approvalExpiresAt === undefined ? {} : { approval_expires_at: approvalExpiresAt }) }
+        const answer = await this.#run((api) => api.transfers.create({ payload }), idempotencyKey)
         return createdTransfer(answer)
       }
       // Without either, an agent's key: its copy is sealed to its owner's key as answered (checked with ownerWallet).
@@ -386,7 +396,8 @@ export class Pps {
         to: transfer.to,
         amount: transfer.amount,
         ...(transfer.memo === undefined ? {} : { memo: transfer.memo }),
-        ...(transfer.asset === undefined ? {} : { asset: transfer.asset })
+        ...(transfer.asset === undefined ? {} : { asset: transfer.asset }),
+        ...(transfer.approvalExpiresAt === undefined ? {} : { approvalExpiresAt: transfer.approvalExpiresAt })
       }, {
         ...this.#sealOptions(senderKey),
         idempotencyKey,

@@ -563,6 +563,29 @@ const mcp = Command.make("mcp", {
   Command.withDescription("an MCP server for AI agents (package @pps/mcp): pay, transfers,\nspend policy, approvals; balance with an account's key file")
 )
 
+const x402Fetch = Command.make("fetch", {
+  url: id("URL", "the http(s) URL to GET"),
+  max: CommandLine.text("max", "DECIMAL", "the most this request may cost, in USDG (e.g. 0.05)", amountCheck),
+  ownerWallet,
+  keyFile,
+  json: CommandLine.json("print {status, content_type, transfer_id, body} as JSON")
+}, (flags) =>
+  perform(flags.keyFile, (settings, invocation) =>
+    Commands.x402Fetch({
+      ...settings,
+      ...sendChecks(invocation.env, Option.getOrUndefined(flags.ownerWallet)),
+      url: flags.url,
+      max: flags.max,
+      json: flags.json
+    }))).pipe(
+  Command.withDescription("GET a URL, paying its 402 with the confidential x402 scheme (pps-sealed,\npackage @pps/x402): sealed here, at most --max USDG, once for this request")
+)
+
+const x402 = Command.make("x402").pipe(
+  Command.withSubcommands([x402Fetch]),
+  Command.withDescription("HTTP 402 payments (x402) with the confidential scheme pps-sealed (D57)")
+)
+
 /**
  * The `pps` command tree, in the order the usage lists it.
  *
@@ -584,6 +607,7 @@ export const pps = Command.make("pps").pipe(
     listen,
     keys,
     decryptTransfer,
-    mcp
+    mcp,
+    x402
   ])
 )

@@ -25,6 +25,7 @@ import { Pps } from "../Pps.ts"
 import * as SealedTransfers from "../SealedTransfers.ts"
 import * as Webhook from "../Webhook.ts"
 import * as McpEntry from "../cli/McpEntry.ts"
+import * as X402Entry from "../cli/X402Entry.ts"
 import { createdTransfer } from "./created.ts"
 import { run } from "./typedClient.ts"
 
@@ -747,29 +748,26 @@ export const faucet = async (
   return settings.json ? json(granted) : lines(Object.entries(granted))
 }
 
-/**
- * `mcp`: the MCP server (`@pps/mcp`) for the key's holder. An agent's key needs nothing else
- * (its transfers are sealed to its owner's key as the API answers it, checked against the chain
- * with --owner-wallet and PPS_RPC_URL, as `send` does); an
- * account's key needs its key file, for sealing and for the balances it decrypts. Serves until
- * the client leaves or the process is stopped, and prints nothing on stdout (stdio's protocol
- * owns it); where to reach an HTTP server is said on stderr.
- */
-export const mcp = async (
-  settings: Settings & {
-    readonly transport: McpEntry.Transport
-    readonly ownerWallet: string | undefined
-    readonly rpcUrl: string | undefined
-    readonly deployment: SealedTransfers.Deployment | undefined
-    readonly trust: SealedTransfers.Trust | undefined
-  }
-): Promise<string> => {
-  // The server's package first: without it nothing is asked of the API.
-  const entry = await McpEntry.load()
+/** The key's mode, told by its prefix (SPEC "Authentication"). */
+const modeOfKey = (apiKey: string): "test" | "live" => apiKey.startsWith("hc_live_") ? "live" : "test"
+
+/** `send`'s checks of the keys it seals to, from the environment and `--owner-wallet`. */
+interface HolderChecks {
+  readonly ownerWallet: string | undefined
+  readonly rpcUrl: string | undefined
+  readonly deployment: SealedTransfers.Deployment | undefined
+  readonly trust: SealedTransfers.Trust | undefined
+}
+
+/** The holder's client for a command that pays or serves as the key's holder: an account with its key pair, or an agent. */
+const holderClient = async (
+  settings: Settings & HolderChecks,
+  what: string
+): Promise<{ readonly pps: Pps; readonly account: Account.Account; readonly kind: "agent" | "account" }> => {
   const account = await Account.me(settings.client)
   const kind = account.type === "agent" ? "agent" : "account"
   if (kind === "agent" && settings.keyFilePath !== undefined) {
-    throw new UsageMistake(`${agentsUseTheirOwnersKey(account)}; mcp takes no --key-file with it (pin the owner's wallet with --owner-wallet)`)
+    throw new UsageMistake(`${agentsUseTheirOwnersKey(account)}; ${what} takes no --key-file with it (pin the owner's wallet with --owner-wallet)`)
   }
   const keyPair = kind === "agent" ? undefined : (await accountKey(settings, account)).keyFile.keyPair
   const pps = new Pps({
@@ -781,9 +779,46 @@ export const mcp = async (
     ...(settings.deployment === undefined ? {} : { deployment: settings.deployment }),
     ...(settings.trust === undefined ? {} : { trust: settings.trust })
   })
+  return { pps, account, kind }
+}
+
+/**
+ * `x402 fetch URL --max AMOUNT` (D57): a GET that pays a 402 of the confidential x402 scheme
+ * (package `@pps/x402`, loaded by name) at most AMOUNT USDG; prints the answer's body, and on
+ * stderr its status and the transfer that paid for it.
+ */
+export const x402Fetch = async (
+  settings: Settings & HolderChecks & { readonly url: string; readonly max: string; readonly json: boolean }
+): Promise<string> => {
+  const entry = await X402Entry.load()
+  const { pps } = await holderClient(settings, "x402 fetch")
+  const answer = await entry.cliFetch({ pps, url: settings.url, max: settings.max, mode: modeOfKey(settings.client.apiKey) }).catch((error: unknown) => {
+    throw new CommandError(error instanceof Error ? error.message.replace(/^Failed to create payment payload: /, "") : String(error))
+  })
+  if (settings.json) {
+    return json({ status: answer.status, content_type: answer.contentType, transfer_id: answer.transferId ?? null, body: answer.body })
+  }
+  settings.note(`pps: HTTP ${answer.status}${answer.transferId === undefined ? ", nothing paid" : `, paid by transfer ${answer.transferId}`}\n`)
+  return answer.body.endsWith("\n") ? answer.body : `${answer.body}\n`
+}
+
+/**
+ * `mcp`: the MCP server (`@pps/mcp`) for the key's holder. An agent's key needs nothing else
+ * (its transfers are sealed to its owner's key as the API answers it, checked against the chain
+ * with --owner-wallet and PPS_RPC_URL, as `send` does); an
+ * account's key needs its key file, for sealing and for the balances it decrypts. Serves until
+ * the client leaves or the process is stopped, and prints nothing on stdout (stdio's protocol
+ * owns it); where to reach an HTTP server is said on stderr.
+ */
+export const mcp = async (
+  settings: Settings & HolderChecks & { readonly transport: McpEntry.Transport }
+): Promise<string> => {
+  // The server's package first: without it nothing is asked of the API.
+  const entry = await McpEntry.load()
+  const { pps, account, kind } = await holderClient(settings, "mcp")
   await entry.serve({
     pps,
-    holder: { kind, accountId: account.account_id, handle: account.handle },
+    holder: { kind, accountId: account.account_id, handle: account.handle, mode: modeOfKey(settings.client.apiKey) },
     transport: settings.transport,
     announce: settings.note
   })

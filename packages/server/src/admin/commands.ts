@@ -207,11 +207,16 @@ const chainDeploy = Command.make("deploy", {
     Flag.filterMap((value) => isAddress(value) ? Option.some(value) : Option.none(), () => "a 0x address"),
     Flag.optional
   ),
+  migrate: Flag.Boolean("migrate").pipe(
+    Flag.withDescription(
+      "replace a recorded ConfidentialToken of an older version (v1) by a v2 deployment (D53; what the old one holds stays there)"
+    )
+  ),
   json
 }, (flags) =>
   // Loaded only here: the other commands need no chain or database.
   Effect.promise(() => import("./deploy.ts")).pipe(
-    Effect.flatMap(({ deployStep }) => deployStep(flags.mode, flags.faucetAddress)),
+    Effect.flatMap(({ deployStep }) => deployStep(flags.mode, flags.faucetAddress, flags.migrate)),
     Effect.mapError((error) => new CliError(`chain deploy failed: ${error.message}`)),
     Effect.flatMap((output) => CommandLine.print(`${JSON.stringify(output)}\n`))
   )).pipe(Command.withDescription("deploy the contracts on an external chain (run on the operator's machine)"))

@@ -89,6 +89,11 @@ export interface AppConfigShape {
   readonly logLevel: "Trace" | "Debug" | "Info" | "Warn" | "Error"
   /** External testnet node; absent means embedded anvil in `dataDir/chain`. */
   readonly rpcUrlTestnet: Option.Option<string>
+  /**
+   * Replace a recorded ConfidentialToken of an older version by a new deployment at start
+   * (the embedded chain's migration to v2, D53); without it the start refuses such a record.
+   */
+  readonly migrateContracts: boolean
   /** External mainnet node; absent means live mode is unavailable (D9). */
   readonly rpcUrlMainnet: Option.Option<string>
   /** Embedded anvil's block interval (interval mining: automine jams under load). */
@@ -305,6 +310,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   shutdownTimeoutMs: Config.Int("SHUTDOWN_TIMEOUT_MS").pipe(Config.withDefault(10_000)),
   logLevel: Config.Literals(logLevels, "LOG_LEVEL").pipe(Config.withDefault("Info" as const)),
   rpcUrlTestnet: Config.option(Config.String("RPC_URL_TESTNET")),
+  migrateContracts: Config.Boolean("MIGRATE_CONTRACTS").pipe(Config.withDefault(false)),
   rpcUrlMainnet: Config.option(Config.String("RPC_URL_MAINNET")),
   chainBlockTimeMs: Config.Int("CHAIN_BLOCK_TIME_MS").pipe(Config.withDefault(200)),
   chainConfirmations: Config.Int("CHAIN_CONFIRMATIONS").pipe(Config.withDefault(1)),
@@ -391,6 +397,7 @@ export const environmentVariables = [
   "LOG_LEVEL",
   "RPC_URL_TESTNET",
   "RPC_URL_MAINNET",
+  "MIGRATE_CONTRACTS",
   "CHAIN_BLOCK_TIME_MS",
   "CHAIN_CONFIRMATIONS",
   "NODE_ROLE",

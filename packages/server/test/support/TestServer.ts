@@ -108,6 +108,7 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   shutdownTimeoutMs: 1_000,
   logLevel: "Info",
   rpcUrlTestnet: Option.none(),
+  migrateContracts: false,
   rpcUrlMainnet: Option.none(),
   chainBlockTimeMs: 100,
   chainConfirmations: 1,
