@@ -11,6 +11,7 @@ import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchem
 import { AccountRecord } from "./Accounts.ts"
 import {
   AgentList,
+  AgentPage,
   AgentRecord,
   AgentTransactionRecord,
   CreateAgentRequest,
@@ -46,6 +47,7 @@ import {
   WebhookList
 } from "./Webhooks.ts"
 import {
+  AgentLimitReached,
   AgentNameTaken,
   AgentNotFound,
   ApiKeyNotFound,
@@ -82,6 +84,7 @@ import {
   TransferNotConfidential,
   TransferNotConfirmed,
   Unauthorized,
+  AccountSuspended,
   WebhookNotFound
 } from "./Errors.ts"
 
@@ -101,7 +104,7 @@ export class CurrentPrincipal extends Context.Service<CurrentPrincipal, Principa
  */
 export class Authorization extends HttpApiMiddleware.Service<Authorization, { provides: CurrentPrincipal }>()(
   "@pps/api/Authorization",
-  { security: { bearer: HttpApiSecurity.bearer }, error: [Unauthorized, RateLimited] }
+  { security: { bearer: HttpApiSecurity.bearer }, error: [Unauthorized, AccountSuspended, RateLimited] }
 ) {}
 
 /**
@@ -366,14 +369,22 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
     HttpApiEndpoint.post("create", "/accounts/me/agents", {
       payload: CreateAgentRequest,
       success: AgentRecord.pipe(HttpApiSchema.status(201)),
-      error: [InvalidRequest, InvalidPolicy, NotAgentOwner, AgentNameTaken]
+      error: [InvalidRequest, InvalidPolicy, NotAgentOwner, AgentNameTaken, AgentLimitReached]
     }).middleware(Idempotency).annotate(
       OpenApi.Description,
       "D21: creates an agent account @owner/name with its own custodial wallet and its spend policy (D22)."
     ),
     HttpApiEndpoint.get("list", "/accounts/me/agents", { success: AgentList }).annotate(
       OpenApi.Description,
-      "The agents of the caller's account, oldest first."
+      "The agents of the caller's account (in the key's mode), oldest first: all of them, at most `AGENTS_PER_ACCOUNT_MAX` (D61)."
+    ),
+    HttpApiEndpoint.get("page", "/agents", {
+      query: { limit: Schema.optionalKey(PageLimitQuery), offset: Schema.optionalKey(PageOffsetQuery) },
+      success: AgentPage,
+      error: InvalidRequest
+    }).annotate(
+      OpenApi.Description,
+      "(ext, D61) The agents of the caller's account (in the key's mode), oldest first, one page at a time in D16's envelope; an agent key sees none."
     ),
     HttpApiEndpoint.get("getPolicy", "/agents/:account_id/spend-policy", {
       params: agentIdParams,

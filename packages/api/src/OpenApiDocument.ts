@@ -38,6 +38,7 @@ export const summaries: Readonly<Record<string, string>> = {
   "transfers.sealed": "Read the caller's sealed copy of a transfer",
   "agents.create": "Create an agent account",
   "agents.list": "List the caller's agents",
+  "agents.page": "List the caller's agents, a page at a time",
   "agents.getPolicy": "Read an agent's spend policy",
   "agents.patchPolicy": "Update an agent's spend policy",
   "agents.createKey": "Create an API key for an agent",

@@ -312,5 +312,14 @@ export const SealedTransfer = Schema.Struct({
    * (null): its amount is public in the transaction.
    */
   commitment: Schema.String.annotate({ description: "The on-chain amount commitment C, to check the note against." }),
-  handle: Schema.NullOr(Schema.String).annotate({ description: "This party's decryption handle; null for a standard transfer's recipient." })
+  handle: Schema.NullOr(Schema.String).annotate({ description: "This party's decryption handle; null for a standard transfer's recipient." }),
+  /**
+   * D62: a standard (`confidential: false`) transfer pays its amount in clear on chain; once it
+   * is confirmed, that public amount as the transaction's `PublicTransfer` event shows it (read
+   * back from the chain, never stored), to check the sealed copy against. Null for a
+   * confidential transfer, and until a standard one is confirmed.
+   */
+  public_amount: Schema.NullOr(Schema.String).annotate({
+    description: "(D62) A confirmed standard transfer's amount as its transaction shows it publicly (D4's decimal form); null for a confidential transfer or one not yet confirmed."
+  })
 }).annotate({ identifier: "SealedTransfer", description: "(ext, D18) The caller's own copy of a transfer's amount and memo, sealed to its key." })

@@ -200,7 +200,8 @@ export const decryptTransfer = async (
 /**
  * Opens a sealed copy as `GET /v1/transfers/{transfer_id}/sealed` answered it (D18) with the
  * caller's key pair, and checks it against the transfer's ciphertext; throws `ConfidentialError`
- * when it does not open, does not match, or cannot be checked (a standard transfer's recipient).
+ * when it does not open, does not match, or cannot be checked (a standard transfer's recipient before
+ * it is confirmed; once it is, the public amount its transaction paid is the check, D62).
  * Shared by `decryptTransfer` and a refund's default amount (`SealedTransfers.sealedRefund`).
  *
  * @since 0.10.0
@@ -223,12 +224,21 @@ export const openSealedCopy = (
       `the sealed copy of transfer ${transferId} does not open with this key (${note.reason}); is it the key registered for this account?`
     )
   }
+  // D62: a standard transfer's amount is public in its transaction; once confirmed, the copy
+  // must say the same amount (for either party).
+  if (sealed.public_amount !== null && Amount.format(sealed.asset, note.value.amount) !== sealed.public_amount) {
+    throw new ConfidentialError(
+      "sealed_copy_mismatch",
+      `the sealed copy of transfer ${transferId} does not match the amount its transaction paid in public: do not trust it`
+    )
+  }
   // A standard transfer's recipient gets no handle: its ciphertext encrypts the debit to the
-  // sender and the guardian only (the amount is public in the transaction).
+  // sender and the guardian only. Its public amount is the check; before confirmation there is none.
   if (sealed.handle === null) {
+    if (sealed.public_amount !== null) return openedCopy(sealed, note.value)
     throw new ConfidentialError(
       "sealed_copy_unverifiable",
-      `transfer ${transferId} is a standard transfer: the API gives its recipient no ciphertext to check the sealed copy against`
+      `transfer ${transferId} is a standard transfer not yet confirmed: its public amount is not on chain yet to check the sealed copy against`
     )
   }
   const commitment = Wire.point(what, "commitment", sealed.commitment)
@@ -238,14 +248,19 @@ export const openSealedCopy = (
       `the sealed copy of transfer ${transferId} does not match the transfer's ciphertext: do not trust it`
     )
   }
-  return {
-    transferId: sealed.transfer_id,
-    role: sealed.role,
-    asset: sealed.asset,
-    amount: note.value.amount,
-    memo: note.value.memo
-  }
+  return openedCopy(sealed, note.value)
 }
+
+const openedCopy = (
+  sealed: typeof SealedTransfer.Type,
+  note: { readonly amount: bigint; readonly memo: string }
+): DecryptedTransfer => ({
+  transferId: sealed.transfer_id,
+  role: sealed.role,
+  asset: sealed.asset,
+  amount: note.amount,
+  memo: note.memo
+})
 
 /**
  * Opens the guardian's balance statements, checks each against the account's

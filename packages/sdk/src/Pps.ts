@@ -159,6 +159,14 @@ export interface SpendPolicyInput {
 /** D21. @since 0.3.0 @category models */
 export type Agent = AgentRecord
 
+/** A page of agents (`agents.page`, D61), in D16's envelope. @since 0.11.0 @category models */
+export interface AgentPage {
+  readonly data: ReadonlyArray<Agent>
+  readonly limit: number
+  readonly offset: number
+  readonly has_more: boolean
+}
+
 /** The account of the client's key (`accounts.me()`). @since 0.9.0 @category models */
 export type Account = AccountRecord
 
@@ -342,6 +350,15 @@ export class Pps {
     return run(this.#client, call, idempotencyKey)
   }
 
+  /** Every page of `GET /v1/agents`, as one async iteration. */
+  async *#agentPages(limit: number): AsyncGenerator<Agent> {
+    for (let offset = 0;; offset += limit) {
+      const page = await this.#run((api) => api.agents.page({ query: { limit, offset } }))
+      yield* page.data
+      if (!page.has_more) return
+    }
+  }
+
   /** Every page of `transfers.list`, as one async iteration. */
   async *#transferPages(filter: ListFilter): AsyncGenerator<Transfer> {
     const limit = filter.pageSize ?? 100
@@ -463,6 +480,14 @@ export class Pps {
     create: (agent: { readonly name: string; readonly spend_policy: SpendPolicyInput }, options: Keyed = {}): Promise<Agent> =>
       this.#run((api) => api.agents.create({ payload: agent }), options.idempotencyKey),
     list: (): Promise<{ readonly agents: ReadonlyArray<Agent> }> => this.#run((api) => api.agents.list()),
+    /**
+     * One page of the agents (`GET /v1/agents`, D61), oldest first: `{ data, limit, offset, has_more }`.
+     * An account has at most `AGENTS_PER_ACCOUNT_MAX` agents per mode (default 100).
+     */
+    page: (page: { readonly limit?: number; readonly offset?: number } = {}): Promise<AgentPage> =>
+      this.#run((api) => api.agents.page({ query: page })),
+    /** Every agent, oldest first, reading `GET /v1/agents` a page at a time (D61). */
+    all: (options: { readonly pageSize?: number } = {}): AsyncGenerator<Agent> => this.#agentPages(options.pageSize ?? 100),
     policy: {
       /**
        * The owner reads any of its agents' policies; an agent key its own (D42). Without

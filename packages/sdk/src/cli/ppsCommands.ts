@@ -341,10 +341,27 @@ const policyJson = (description: string) => CommandLine.text("policy", "JSON", d
 const agentsCommand = (
   json: boolean,
   action: "create" | "list" | "policy-get" | "policy-set",
-  fields: { readonly name?: string; readonly agentId?: string; readonly policy?: string; readonly idempotencyKey?: Option.Option<string> } = {}
+  fields: {
+    readonly name?: string
+    readonly agentId?: string
+    readonly policy?: string
+    readonly idempotencyKey?: Option.Option<string>
+    readonly limit?: number
+    readonly offset?: number
+  } = {}
 ) =>
   keyed(Option.none(), fields.idempotencyKey, (settings, idempotencyKey) =>
-    Commands.agents({ ...settings, json, action, name: fields.name, agentId: fields.agentId, policy: fields.policy, idempotencyKey }))
+    Commands.agents({
+      ...settings,
+      json,
+      action,
+      name: fields.name,
+      agentId: fields.agentId,
+      policy: fields.policy,
+      idempotencyKey,
+      limit: fields.limit,
+      offset: fields.offset
+    }))
 
 const agentId = id("AGENT_ID", "the agent's account id (acct_...)")
 
@@ -388,8 +405,18 @@ const agents = Command.make("agents").pipe(
     }, (flags) => agentsCommand(flags.json, "create", flags)).pipe(
       Command.withDescription("an agent account with its spend policy (D21, D22)")
     ),
-    Command.make("list", { json: jsonTable }, (flags) => agentsCommand(flags.json, "list")).pipe(
-      Command.withDescription("the account's agents")
+    Command.make("list", {
+      limit: CommandLine.text("limit", "N", "how many, oldest first (default 20)", {
+        accepts: (value) => /^(100|[1-9][0-9]?)$/.test(value),
+        expected: "an integer from 1 to 100"
+      }).pipe(Flag.withDefault("20"), Flag.map(Number)),
+      offset: CommandLine.text("offset", "N", "how many to skip (default 0)", {
+        accepts: (value) => /^(0|[1-9][0-9]{0,14})$/.test(value),
+        expected: "an integer from 0"
+      }).pipe(Flag.withDefault("0"), Flag.map(Number)),
+      json: jsonTable
+    }, (flags) => agentsCommand(flags.json, "list", { limit: flags.limit, offset: flags.offset })).pipe(
+      Command.withDescription("a page of the account's agents (D61)")
     ),
     agentKeys,
     Command.make("policy", {

@@ -583,6 +583,8 @@ export const agents = async (
     readonly agentId: string | undefined
     readonly policy: string | undefined
     readonly idempotencyKey: string | undefined
+    readonly limit?: number | undefined
+    readonly offset?: number | undefined
   }
 ): Promise<string> => {
   switch (settings.action) {
@@ -593,10 +595,16 @@ export const agents = async (
       return settings.json ? json(agent) : lines(Object.entries(agent))
     }
     case "list": {
-      const listed = await run(settings.client, (api) => api.agents.list())
-      return settings.json
-        ? json(listed)
-        : table([["account_id", "handle", "status"], ...listed.agents.map((agent) => [agent.account_id, agent.handle, String(agent["status"] ?? "")])])
+      // D61: one page of GET /v1/agents; the table says how to ask for the next.
+      const page = await run(settings.client, (api) => api.agents.page({
+        query: {
+          ...(settings.limit === undefined ? {} : { limit: settings.limit }),
+          ...(settings.offset === undefined ? {} : { offset: settings.offset })
+        }
+      }))
+      if (settings.json) return json(page)
+      const rows = table([["account_id", "handle", "status"], ...page.data.map((agent) => [agent.account_id, agent.handle, agent.status])])
+      return page.has_more ? `${rows}more: --offset ${page.offset + page.limit}\n` : rows
     }
     case "policy-get": {
       const policy = await spendPolicy(settings, settings.agentId ?? "")

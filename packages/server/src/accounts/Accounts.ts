@@ -42,6 +42,14 @@ export class Accounts extends Context.Service<Accounts, {
   readonly setKycStatus: (accountId: string, status: KycStatus) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
   readonly findByHandle: (handle: string) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
   readonly findByWalletAddress: (address: string) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
+  /** D60: whether the account, or the owner of the agent it is, is suspended. */
+  readonly isSuspended: (accountId: string) => Effect.Effect<boolean, SqlError.SqlError>
+  /** D60: sets (a time) or clears (null) the suspension; None for an unknown account. */
+  readonly setSuspended: AccountStore["Service"]["setSuspended"]
+  /** D60: the operator's directory. */
+  readonly search: AccountStore["Service"]["search"]
+  /** D60: one account as the operator sees it (with its status). */
+  readonly operatorView: AccountStore["Service"]["operatorView"]
   /**
    * The account's custodial wallet, for signing on its behalf (key registration).
    * The key is opened for the call and never leaves the process.
@@ -89,6 +97,10 @@ export class Accounts extends Context.Service<Accounts, {
         setKycStatus: store.setKycStatus,
         findByHandle: store.findByHandle,
         findByWalletAddress: store.findByWalletAddress,
+        isSuspended: store.isSuspended,
+        setSuspended: store.setSuspended,
+        search: store.search,
+        operatorView: store.operatorView,
         custodialSigner: (accountId) => Effect.map(openWalletKey(accountId), (key) => privateKeyToAccount(bytesToHex(key))),
         signTransfer: (accountId, typedData) => Effect.map(openWalletKey(accountId), (key) => Attestation.sign(key, typedData))
       })

@@ -25,7 +25,10 @@ const flagOfParam: Readonly<Record<string, string>> = {
   account_id: "--account",
   name: "--name",
   mode: "--mode",
-  key_id: "--key-id"
+  key_id: "--key-id",
+  limit: "--limit",
+  offset: "--offset",
+  action: "--action"
 }
 
 const readJson = (file: string): Record<string, unknown> | undefined => {
@@ -152,6 +155,44 @@ const accountsCreate = Command.make("create", {
     return { account_id: created["account_id"], handle: created["handle"], api_key: created["api_key"], key_id: created["key_id"] }
   })).pipe(Command.withDescription("an account and its first API key (printed this once)"))
 
+/** D16's page bounds as flags (`--limit` 1-100, `--offset` from 0). */
+const pageFlags = (order: string) => ({
+  limit: CommandLine.text("limit", "N", `how many (1-100, default 20), ${order}`, {
+    accepts: (value) => /^(100|[1-9][0-9]?)$/.test(value),
+    expected: "an integer from 1 to 100"
+  }).pipe(Flag.optional),
+  offset: CommandLine.text("offset", "N", "how many to skip (default 0)", {
+    accepts: (value) => /^(0|[1-9][0-9]{0,14})$/.test(value),
+    expected: "an integer from 0"
+  }).pipe(Flag.optional)
+})
+
+/** A query string of the flags given (none given: none sent, the API's defaults apply). */
+const queryOf = (entries: Readonly<Record<string, Option.Option<string>>>): string => {
+  const query = new URLSearchParams()
+  for (const [name, value] of Object.entries(entries)) if (Option.isSome(value)) query.set(name, value.value)
+  const text = query.toString()
+  return text === "" ? "" : `?${text}`
+}
+
+const accountsList = Command.make("list", {
+  handle: CommandLine.text("handle", "TEXT", "only handles containing TEXT (case-insensitive; a leading @ is ignored)").pipe(Flag.optional),
+  type: CommandLine.choice("type", ["personal", "business", "agent"], "only accounts of this kind").pipe(Flag.optional),
+  kyc: CommandLine.choice("kyc", kycStatuses, "only accounts with this KYC status").pipe(Flag.optional),
+  status: CommandLine.choice("status", ["active", "suspended"], "only active or only suspended accounts").pipe(Flag.optional),
+  ...pageFlags("oldest first"),
+  json
+}, (flags) =>
+  perform((call) =>
+    call("GET", `/accounts${queryOf({
+      handle: flags.handle,
+      type: flags.type,
+      kyc_status: flags.kyc,
+      status: flags.status,
+      limit: flags.limit,
+      offset: flags.offset
+    })}`))).pipe(Command.withDescription("the accounts, a page at a time: {data,limit,offset,has_more}"))
+
 const accounts = Command.make("accounts").pipe(
   Command.withDescription("the service's accounts"),
   Command.withSubcommands([
@@ -166,6 +207,51 @@ const accounts = Command.make("accounts").pipe(
     Command.make("invite", { account, json }, (flags) =>
       perform((call) => call("POST", `/accounts/${encodeURIComponent(flags.account)}/invites`))).pipe(
       Command.withDescription("a one-time dashboard enrollment link, valid 24 h")
+    ),
+    accountsList,
+    Command.make("suspend", { account, json }, (flags) =>
+      perform((call) => call("POST", `/accounts/${encodeURIComponent(flags.account)}/suspend`))).pipe(
+      Command.withDescription("refuse the account's keys and its agents' (403 account_suspended);\nwhat is under way finishes")
+    ),
+    Command.make("reactivate", { account, json }, (flags) =>
+      perform((call) => call("POST", `/accounts/${encodeURIComponent(flags.account)}/reactivate`))).pipe(
+      Command.withDescription("accept the account's keys again")
+    )
+  ])
+)
+
+const auditActions = [
+  "account.created",
+  "account.kyc_changed",
+  "account.suspended",
+  "account.reactivated",
+  "api_key.created",
+  "api_key.revoked",
+  "passkey.added",
+  "passkey.removed",
+  "invite.issued",
+  "invite.used",
+  "agent.created",
+  "policy.updated"
+] as const
+
+const audit = Command.make("audit", {
+  account: CommandLine.text("account", "ACCOUNT_ID", "only entries about this account (acct_...)").pipe(Flag.optional),
+  action: CommandLine.choice("action", auditActions, "only entries of this action").pipe(Flag.optional),
+  ...pageFlags("newest first"),
+  json
+}, (flags) =>
+  perform((call) =>
+    call("GET", `/audit${queryOf({ account_id: flags.account, action: flags.action, limit: flags.limit, offset: flags.offset })}`))).pipe(
+  Command.withDescription("the audit log of security actions: who, when, from where (ip, request_id)")
+)
+
+const webhooks = Command.make("webhooks").pipe(
+  Command.withDescription("webhook subscriptions (read-only)"),
+  Command.withSubcommands([
+    Command.make("list", { account, json }, (flags) =>
+      perform((call) => call("GET", `/accounts/${encodeURIComponent(flags.account)}/webhooks`))).pipe(
+      Command.withDescription("an account's subscriptions with their delivery health")
     )
   ])
 )
@@ -232,5 +318,5 @@ const chain = Command.make("chain").pipe(
  * @since 0.10.0
  * @category commands
  */
-export const admin = Command.make("admin").pipe(Command.withSubcommands([accounts, keys, chain]))
+export const admin = Command.make("admin").pipe(Command.withSubcommands([accounts, keys, audit, webhooks, chain]))
 

@@ -1,5 +1,5 @@
 /**
- * `pnpm admin chain deploy --mode test|live`: the operator's administrative step that
+ * `npm run -s admin -- chain deploy --mode test|live`: the operator's administrative step that
  * deploys the contracts on an external chain and records their addresses for the api
  * nodes (the contracts' owner key is never on an api node, docs/security.md).
  *

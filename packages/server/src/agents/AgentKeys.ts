@@ -15,6 +15,7 @@
  *
  * @since 0.9.0
  */
+import { AuditLog } from "../audit/AuditLog.ts"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { displayHandle } from "@pps/api/Accounts"
@@ -64,7 +65,8 @@ export class AgentKeys extends Context.Service<AgentKeys, {
         store: yield* AgentStore,
         accounts: yield* Accounts,
         apiKeys: yield* ApiKeys,
-        operations: yield* OperationReplay
+        operations: yield* OperationReplay,
+        auditLog: yield* AuditLog
       }
       // D44: a retried create never shows the value again (it is not kept) nor makes a second key.
       yield* context.operations.register("api_key", (keyId) =>
@@ -85,6 +87,7 @@ interface AgentKeysContext {
   readonly accounts: Accounts["Service"]
   readonly apiKeys: ApiKeys["Service"]
   readonly operations: OperationReplay["Service"]
+  readonly auditLog: AuditLog["Service"]
 }
 
 const create = Effect.fn("AgentKeys.create")(function*(
@@ -105,6 +108,7 @@ const create = Effect.fn("AgentKeys.create")(function*(
   const issued = yield* context.sql.withTransaction(Effect.gen(function*() {
     const issued = yield* context.apiKeys.issue(agent.accountId, name, agent.mode)
     yield* context.operations.bindShownOnce("api_key", issued.keyId)
+    yield* context.auditLog.record({ action: "api_key.created", accountId: agent.accountId, targetId: issued.keyId })
     return issued
   })).pipe(Unavailable.database("AgentKeys.create"))
   yield* Effect.logInfo("agent api key created by its owner").pipe(
@@ -147,6 +151,9 @@ const revoke = Effect.fn("AgentKeys.revoke")(function*(
     const revokedBefore = keys.some((key) => key.key_id === keyId && key.mode === agent.mode && key.revoked_at !== null)
     if (!revokedBefore) return yield* Effect.fail(ApiKeyNotFound.of(keyId))
   } else {
+    yield* context.auditLog.record({ action: "api_key.revoked", accountId: agent.accountId, targetId: keyId }).pipe(
+      Unavailable.database("AgentKeys.revoke")
+    )
     yield* Effect.logInfo("agent api key revoked by its owner").pipe(
       Effect.annotateLogs({ key_id: keyId, agent_account_id: agent.accountId })
     )

@@ -38,6 +38,7 @@ export const AgentsHttpLive = HttpApiBuilder.group(PublicApi, "agents", (handler
       .handle("list", () =>
         withPrincipal((principal) =>
           agents.list(principal).pipe(Effect.map((list) => ({ agents: list })))))
+      .handle("page", ({ query }) => withPrincipal((principal) => agents.page(principal, query)))
       .handle("getPolicy", ({ params }) =>
         withPrincipal((principal) => agents.getPolicy(principal, params.account_id)))
       .handle("createKey", ({ params, payload }) =>

@@ -65,6 +65,23 @@ export class InvalidApiKey extends Error {
 }
 
 /**
+ * D60: the key is valid, but its account (or its agent's owner) is suspended: 403
+ * `account_suspended`, not 401, so its holder learns why.
+ *
+ * @since 0.11.0
+ * @category errors
+ */
+export class SuspendedAccountKey extends Error {
+  override readonly name = "SuspendedAccountKey"
+  readonly _tag = "SuspendedAccountKey" as const
+  readonly accountId: string
+  constructor(accountId: string) {
+    super(`API key of suspended account ${accountId}`)
+    this.accountId = accountId
+  }
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -104,7 +121,10 @@ export class ApiKeys extends Context.Service<ApiKeys, {
    * `countUse: false` for a re-check of a key already counted for its request (a long-lived
    * response asking whether its key was revoked meanwhile): usage counts requests, not checks.
    */
-  readonly verify: (presented: string, options?: { readonly countUse?: boolean }) => Effect.Effect<Principal, InvalidApiKey | SqlError.SqlError>
+  readonly verify: (
+    presented: string,
+    options?: { readonly countUse?: boolean }
+  ) => Effect.Effect<Principal, InvalidApiKey | SuspendedAccountKey | SqlError.SqlError>
   readonly list: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, SqlError.SqlError>
   /**
    * Some(account id) when an active key was revoked; None when unknown, already revoked, or
@@ -112,6 +132,12 @@ export class ApiKeys extends Context.Service<ApiKeys, {
    */
   readonly revoke: (keyId: string, holder?: KeyHolder) => Effect.Effect<Option.Option<string>, SqlError.SqlError>
   readonly exists: (keyId: string) => Effect.Effect<boolean, SqlError.SqlError>
+  /**
+   * D60: forgets every cached verification of the account's keys and of its agents' keys, here
+   * and (like a revocation) on every other live node before answering; called once a suspension
+   * is committed, so the next request with any of those keys reads the suspension.
+   */
+  readonly evictAccount: (accountId: string) => Effect.Effect<void>
   /** Writes the counted usage now (also runs on its own schedule and at shutdown). */
   readonly flushUsage: Effect.Effect<void>
 }>()("server/apikeys/ApiKeys") {
@@ -143,6 +169,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
         list: context.store.listByAccount,
         revoke: (keyId, holder) => revoke(context, keyId, holder),
         exists: context.store.exists,
+        evictAccount: (accountId) => evictAccount(context, accountId),
         flushUsage: flush
       })
     })
@@ -171,9 +198,15 @@ interface ApiKeysContext {
   cacheLive: boolean
 }
 
-const evict = (context: ApiKeysContext, keyId: string) => {
+/**
+ * Forgets the cached verifications of a key (`key_…`), or of every key of an account and of its
+ * agents (`acct_…`, D60): the revocation channel carries either, told apart by their prefix.
+ */
+const evict = (context: ApiKeysContext, id: string) => {
   context.revocationEpoch += 1
-  for (const [cacheKey, entry] of context.cache) if (entry.principal.keyId === keyId) context.cache.delete(cacheKey)
+  const matches = (principal: Principal) =>
+    principal.keyId === id || principal.accountId === id || principal.ownerAccountId === id
+  for (const [cacheKey, entry] of context.cache) if (matches(entry.principal)) context.cache.delete(cacheKey)
 }
 
 /**
@@ -290,6 +323,8 @@ const verify = Effect.fn("ApiKeys.verify")(function*(
   }
   const row = found.value
   if (row.revoked) return yield* Effect.fail(new InvalidApiKey("revoked"))
+  // Never cached: a reactivation then needs no eviction.
+  if (row.suspended) return yield* Effect.fail(new SuspendedAccountKey(row.account_id))
   const principal: Principal = {
     keyId: row.key_id,
     accountId: row.account_id,
@@ -343,6 +378,12 @@ const broadcastRevocation = (context: ApiKeysContext, control: Option.Option.Val
     ),
     Effect.catch((error) => Effect.logWarning("api key revocation not confirmed by NATS", error))
   )
+
+const evictAccount = (context: ApiKeysContext, accountId: string) =>
+  Effect.suspend(() => {
+    evict(context, accountId)
+    return Option.isSome(context.control) ? broadcastRevocation(context, context.control.value, accountId) : Effect.void
+  }).pipe(Effect.withSpan("ApiKeys.evictAccount"))
 
 const revoke = Effect.fn("ApiKeys.revoke")(function*(context: ApiKeysContext, keyId: string, holder?: KeyHolder) {
   const nowMs = yield* Clock.currentTimeMillis

@@ -171,6 +171,12 @@ export interface AppConfigShape {
   readonly attestationLifetimeSeconds: number
   /** D26: how long a held agent transaction waits for its owner's decision. */
   readonly approvalWindowMs: number
+  /**
+   * D61: the most agents one account may have in each mode. Bounds what one owner can make the
+   * service keep (a wallet, a policy and keys per agent) and keeps `GET /v1/accounts/me/agents`,
+   * which SPEC lists whole, one bounded answer.
+   */
+  readonly agentsPerAccountMax: number
   /** How often held transactions past their window are marked expired (at most 60 s late, so at most 50 s). */
   readonly approvalSweepIntervalMs: number
   /**
@@ -208,6 +214,15 @@ export interface AppConfigShape {
    */
   readonly otlp?: OtlpSettings | undefined
 }
+
+/**
+ * The highest `AGENTS_PER_ACCOUNT_MAX` accepted: the unpaged SPEC list of an account's agents must
+ * stay one answer well under the 64 KiB a body may have elsewhere (an agent record is ~200 bytes).
+ *
+ * @since 0.11.0
+ * @category constants
+ */
+export const agentsPerAccountMaxCeiling = 1_000
 
 /**
  * The values of `OTEL_EXPORTER_OTLP_PROTOCOL` the server speaks (OTLP over HTTP; not gRPC).
@@ -336,6 +351,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   transferAdmissionMaxInFlight: Config.Int("TRANSFER_ADMISSION_MAX_IN_FLIGHT").pipe(Config.withDefault(1_024)),
   attestationLifetimeSeconds: Config.Int("ATTESTATION_LIFETIME_SECONDS").pipe(Config.withDefault(600)),
   approvalWindowMs: Config.Int("APPROVAL_WINDOW_MS").pipe(Config.withDefault(24 * 60 * 60 * 1000)),
+  agentsPerAccountMax: Config.Int("AGENTS_PER_ACCOUNT_MAX").pipe(Config.withDefault(100)),
   approvalSweepIntervalMs: Config.Int("APPROVAL_SWEEP_INTERVAL_MS").pipe(Config.withDefault(10_000)),
   faucetKeyTestnet: Config.option(Config.Redacted("FAUCET_KEY_TESTNET")),
   natsUrl: Config.option(Config.String("NATS_URL")),
@@ -417,6 +433,7 @@ export const environmentVariables = [
   "TRANSFER_ADMISSION_MAX_IN_FLIGHT",
   "ATTESTATION_LIFETIME_SECONDS",
   "APPROVAL_WINDOW_MS",
+  "AGENTS_PER_ACCOUNT_MAX",
   "APPROVAL_SWEEP_INTERVAL_MS",
   "FAUCET_KEY_TESTNET",
   "NATS_URL",
@@ -485,6 +502,10 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("ser
       // step itself takes well under 10 s.
       if (config.approvalWindowMs < 1 || config.approvalSweepIntervalMs < 1 || config.approvalSweepIntervalMs > 50_000) {
         return yield* Effect.die(new Error("APPROVAL_WINDOW_MS must be >= 1 and APPROVAL_SWEEP_INTERVAL_MS within 1-50000"))
+      }
+      // The SPEC list (`GET /v1/accounts/me/agents`) answers every agent in one response.
+      if (config.agentsPerAccountMax < 1 || config.agentsPerAccountMax > agentsPerAccountMaxCeiling) {
+        return yield* Effect.die(new Error(`AGENTS_PER_ACCOUNT_MAX must be within 1-${agentsPerAccountMaxCeiling}`))
       }
       if (config.transferAdmissionTargetMs < 0 || config.transferAdmissionMaxInFlight < 1) {
         return yield* Effect.die(new Error("TRANSFER_ADMISSION_TARGET_MS must be >= 0 and TRANSFER_ADMISSION_MAX_IN_FLIGHT >= 1"))

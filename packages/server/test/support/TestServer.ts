@@ -133,6 +133,7 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   transferAdmissionMaxInFlight: 1_024,
   attestationLifetimeSeconds: 600,
   approvalWindowMs: 24 * 60 * 60 * 1000,
+  agentsPerAccountMax: 100,
   approvalSweepIntervalMs: 1_000,
   faucetKeyTestnet: Option.none(),
   natsUrl: Option.none(),
