@@ -53,6 +53,14 @@ export interface AppConfigShape {
    */
   readonly embeddedDatabaseThread: EmbeddedDatabase.DatabaseThreading
   /**
+   * Embedded mode: a directory holding a freshly initialised PGlite cluster
+   * (`EmbeddedDatabase.initialiseTemplate`), copied to `DATA_DIR/pglite` (and the embedded
+   * guardian's) when that holds no database yet, instead of initialising one there. The test
+   * suite sets it (one initialisation a run instead of one a server); unset, a first start
+   * initialises its own.
+   */
+  readonly embeddedDatabaseTemplate: Option.Option<string>
+  /**
    * Where a plain-form transfer's boxes are sealed: on the event loop (`caller`, the default) or
    * on a worker thread of their own (`own`: ~1.5 ms of pure computation a transfer off the event
    * loop, but on the 2-core VM it lost under overload, docs/benchmarks.md); see
@@ -306,6 +314,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   embeddedDatabaseThread: Config.Literals(EmbeddedDatabase.databaseThreadings, "EMBEDDED_DATABASE_THREAD").pipe(
     Config.withDefault("caller" as const)
   ),
+  embeddedDatabaseTemplate: Config.option(Config.String("EMBEDDED_DATABASE_TEMPLATE")),
   sealingThread: Config.Literals(sealingThreads, "SEALING_THREAD").pipe(Config.withDefault("caller" as const)),
   senderConcurrency: Config.Int("SENDER_CONCURRENCY").pipe(Config.withDefault(8)),
   adminToken: Config.option(Config.Redacted("ADMIN_TOKEN")),
@@ -393,6 +402,7 @@ export const environmentVariables = [
   "DATABASE_URL",
   "DATABASE_POOL_MAX",
   "EMBEDDED_DATABASE_THREAD",
+  "EMBEDDED_DATABASE_TEMPLATE",
   "SEALING_THREAD",
   "SENDER_CONCURRENCY",
   "ADMIN_TOKEN",

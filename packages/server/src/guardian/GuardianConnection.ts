@@ -67,7 +67,8 @@ const connection = Layer.unwrap(
         chains,
         logLevel: config.logLevel,
         confirmations: config.chainConfirmations,
-        startTimeoutMs: config.guardianStartTimeoutMs
+        startTimeoutMs: config.guardianStartTimeoutMs,
+        databaseTemplate: Option.getOrUndefined(config.embeddedDatabaseTemplate)
       })
     }
     // TEST ONLY (see the module header): this process opens the guardian's secret.
@@ -76,7 +77,7 @@ const connection = Layer.unwrap(
       Effect.mapError((error) => new GuardianUnavailable({ message: error.message }))
     )
     return GuardianClient.GuardianClient.layerInProcess({
-      database: { _tag: "pglite", dataDir: guardianDir },
+      database: { _tag: "pglite", dataDir: guardianDir, template: Option.getOrUndefined(config.embeddedDatabaseTemplate) },
       secret,
       chains
     })
