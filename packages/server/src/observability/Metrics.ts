@@ -164,6 +164,8 @@ export type GuardianOperation =
   | "nonZero"
   | "sealedBalance"
   | "sealedKeyTotals"
+  | "keyRotation"
+  | "forgetKey"
   | "rotationVeto"
   | "reconcile"
   | "health"

@@ -8,6 +8,7 @@
 import { SpanLog } from "@pps/guardian"
 import { Effect } from "effect"
 import type { Principal } from "@pps/api/ApiKeys"
+import { InvalidRequest } from "@pps/api/Errors"
 import type { CreateTransferRequest } from "@pps/api/Transfers"
 import { releaseAdmission } from "../platform/Admission.ts"
 import type { TransfersContext } from "./context.ts"
@@ -34,12 +35,13 @@ export const create = Effect.fn("Transfers.create")(function*(
   const asset = yield* assetOf(body.asset)
   const money = yield* moneyOf(body, asset)
   const confidential = body.confidential ?? true
+  const approvalEndsAtMs = yield* approvalEndOf(body)
   const parties = yield* resolveParties(context, principal, body.to, asset, confidential)
   yield* checkPreparedToken(context, principal, asset, parties, money)
   // 2. The boxes.
   const boxed = yield* sealBoxes(context, parties, money)
   // 3-4. In the sender's turn.
-  const decided = yield* decideInSendersTurn(context, { principal, asset, confidential, money, parties, boxed, refundOf })
+  const decided = yield* decideInSendersTurn(context, { principal, asset, confidential, money, parties, boxed, refundOf, approvalEndsAtMs })
   if (decided._tag === "Held") return { _tag: "Held", transaction: decided.transaction } satisfies CreateOutcome
   // 5. Submit and wait (D14); the outcome is also completed in the background. The wait for
   // the chain holds no place at the gate (platform/Admission.ts).
@@ -47,6 +49,22 @@ export const create = Effect.fn("Transfers.create")(function*(
   const stored = yield* submitAndAwait(context, decided.transferId, decided.submission)
   return { _tag: "Transfer", transfer: toTransferRecord(stored, principal.accountId) } satisfies CreateOutcome
 })
+
+/**
+ * `approval_expires_at` (D57) read: an ISO 8601 timestamp with its offset, else 400 naming it.
+ * The hold takes the earlier of it and the server's window (hold.ts).
+ */
+const approvalEndOf = (body: CreateTransferRequest) => {
+  const text = body.approval_expires_at
+  if (text === undefined) return Effect.succeed(null)
+  const ms = isoTimestamp.test(text) ? Date.parse(text) : Number.NaN
+  return Number.isFinite(ms)
+    ? Effect.succeed(ms)
+    : Effect.fail(InvalidRequest.of("`approval_expires_at` must be an ISO 8601 timestamp with its offset (2026-11-29T12:00:00Z).", { param: "approval_expires_at" }))
+}
+
+/** A date and time with seconds and an offset (`Z` or `±hh:mm`): what D5 answers, and nothing looser. */
+const isoTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/
 
 /**
  * Steps 3-4 in the sender's actor turn (turn.ts; the agent's, for an agent): policy, nonce, the

@@ -53,6 +53,8 @@ export interface Sealed {
   readonly boxed: Effect.Success<ReturnType<typeof sealBoxes>>
   /** A refund's original (D43, refund.ts); null for any other transfer. */
   readonly refundOf: string | null
+  /** The latest end of a hold's approval window the caller asked for (D57); null: the server's window. */
+  readonly approvalEndsAtMs: number | null
 }
 
 /**
@@ -79,6 +81,7 @@ interface Ask {
   readonly deadlineSeconds: bigint
   readonly agent: GuardianDomain.AuthorizeRequest["agent"]
   readonly nowMs: number
+  readonly approvalEndsAtMs: number | null
 }
 
 /**
@@ -121,12 +124,12 @@ const afterDecision = Effect.fnUntraced(function*(
 ) {
   const { prepared } = ask
   if (decision._tag === "GuardianError") return yield* guardianUnavailable(decision)
-  const result = yield* recordDecision(prepared, decision, recordCreated(context))
+  const result = yield* recordDecision(context, prepared, decision, recordCreated(context))
   if (result._tag === "Recorded") return { _tag: "Recorded", transferId: prepared.transferId, submission: result.submission } satisfies Decided
   if (result._tag === "ApprovalRefused") {
     return yield* Effect.die(new Invariant.InvariantViolation({ invariant: "the guardian refuses a re-decision only to an owner's approval" }))
   }
-  return { _tag: "Held", transaction: yield* hold(context, prepared, ask.nowMs, result.sealedAmount) } satisfies Decided
+  return { _tag: "Held", transaction: yield* hold(context, prepared, ask.nowMs, result.sealedAmount, ask.approvalEndsAtMs) } satisfies Decided
 })
 
 /** A transfer's amount-free state as of its turn: policy, prepared id, nonce; then what the guardian is asked. */
@@ -168,7 +171,7 @@ const askOf = Effect.fnUntraced(function*(context: TransfersContext, sealed: Sea
     refundOf: sealed.refundOf
   }
   const agent: GuardianDomain.AuthorizeRequest["agent"] = policy === undefined ? undefined : { policy, approved: false }
-  return { prepared, deadlineSeconds, agent, nowMs } satisfies Ask
+  return { prepared, deadlineSeconds, agent, nowMs, approvalEndsAtMs: sealed.approvalEndsAtMs } satisfies Ask
 })
 
 /**
