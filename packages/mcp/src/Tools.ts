@@ -106,7 +106,7 @@ export const paidBodyCharsMax = 20_000
  * @category tools
  */
 export const FetchPaid = Tool.make("fetch_paid", {
-  description: "GET `url`; when it answers 402 Payment Required with the pps-sealed x402 scheme, pay it (sealed on this machine, at most `max_amount` USDG, once for this request) and answer the resource. A payment above the approval threshold waits for the owner until the requirement's maxTimeoutSeconds, then fails saying it is held, with the transaction id: an approval after that pays for a request that was not served (wait_for_approval tells whether it happened), and calling fetch_paid again asks for a new 402 and pays again.",
+  description: "GET `url`; when it answers 402 Payment Required with the pps-sealed x402 scheme, pay it (sealed on this machine, at most `max_amount` USDG, once for this request) and answer the resource. A payment above the approval threshold waits for the owner until the requirement's maxTimeoutSeconds, then fails saying it is held, with the transaction id; the hold ends then too, so an approval after that is refused and pays nothing. Calling fetch_paid again asks for a new 402 and a new approval.",
   parameters: Schema.Struct({
     url: Schema.String.check(Schema.isPattern(/^https?:\/\/\S+$/)).annotate({ description: "An http(s) URL." }),
     max_amount: Schema.String.check(Schema.isPattern(/^\d+(\.\d+)?$/)).annotate({

@@ -8,9 +8,10 @@
  *
  * Limits: a maximum per request (mapped onto x402's spend controls for USDG, and checked again
  * here) and per session (this client's lifetime, counting payments in flight). An agent's
- * payment held for its owner's approval gets the requirement's expiry as its approval window;
- * the client waits up to the requirement's `maxTimeoutSeconds` for the decision, then fails
- * with `PaymentHeld`. An agent's spend policy refusing it fails with `PaymentRefused` naming
+ * payment held for its owner's approval gets as its approval window the earlier of the
+ * requirement's expiry and the end of the client's wait (`maxTimeoutSeconds`): the client waits
+ * that long for the decision, then fails with `PaymentHeld`, and an approval after that is refused
+ * (409 `transaction_expired`), so nothing is ever paid for a request the client gave up on. An agent's spend policy refusing it fails with `PaymentRefused` naming
  * the rule. (`wrapFetchWithPayment` rethrows these as errors with the same message; the last
  * failure is also kept, typed, in `lastFailure`.)
  *
@@ -167,13 +168,16 @@ export class PpsSealedClient implements SchemeNetworkClient {
 
   async #transfer(requirements: PaymentRequirements, issued: Requirement.Issued, amount: bigint): Promise<string> {
     const { payer } = this.#options
+    // The owner may approve only while this client still waits: approved after it gives up, the
+    // payment would buy a request nobody is there to receive.
+    const waitEndsMs = Math.min(Requirement.expiryMsOf(issued.expiresAt), this.#now() + requirements.maxTimeoutSeconds * 1000)
     const created = await payer.transfers.create(
       {
         to: requirements.payTo,
         amount: usdg(amount),
         memo: Binding.memoOf(issued.resource, issued.nonce, issued.expiresAt),
         asset: Scheme.asset,
-        approvalExpiresAt: issued.expiresAt
+        approvalExpiresAt: new Date(waitEndsMs).toISOString()
       },
       { idempotencyKey: Binding.idempotencyKeyOf(requirements.network, issued.nonce) }
     ).catch((error: unknown) => Promise.reject(refusalOf(error)))
@@ -182,7 +186,9 @@ export class PpsSealedClient implements SchemeNetworkClient {
     this.#options.onHeld?.({ transactionId, expiresAt })
     const waitedSeconds = Math.min(requirements.maxTimeoutSeconds, Math.max(0, Math.ceil((Date.parse(expiresAt) - this.#now()) / 1000)))
     const outcome = await this.#awaitDecision(transactionId, this.#now() + waitedSeconds * 1000)
-    if (outcome === undefined) throw new PaymentHeld(transactionId, expiresAt, waitedSeconds, false)
+    // The wait ends with the hold's window (or earlier, when the server's window is shorter than
+    // the wait): past it no approval can pay, so the failure says it is final.
+    if (outcome === undefined) throw new PaymentHeld(transactionId, expiresAt, waitedSeconds, this.#now() >= Date.parse(expiresAt))
     if ("ended" in outcome) {
       if (outcome.ended === "expired") throw new PaymentHeld(transactionId, expiresAt, waitedSeconds, true)
       throw new PaymentRefused("held_rejected", undefined, `the owner rejected transaction ${transactionId}`)
