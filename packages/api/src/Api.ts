@@ -501,9 +501,12 @@ export class TestGroup extends HttpApiGroup.make("test")
 export class EventsGroup extends HttpApiGroup.make("events")
   .add(
     HttpApiEndpoint.get("stream", "/events/stream", {
-      query: { after: Schema.optionalKey(Schema.String.annotate({ description: "Continue after this event id (as `Last-Event-ID`)." })) },
+      query: {
+        after: Schema.optionalKey(Schema.String.annotate({ description: "Continue after this event id or stream cursor (as `Last-Event-ID`)." })),
+        types: Schema.optionalKey(Schema.String.annotate({ description: "Only these event types, comma-separated (D58)." }))
+      },
       headers: {
-        "last-event-id": Schema.optionalKey(Schema.String.annotate({ description: "Continue after this event id (SSE's reconnection header)." }))
+        "last-event-id": Schema.optionalKey(Schema.String.annotate({ description: "Continue after this event id or stream cursor (SSE's reconnection header)." }))
       },
       // Server-sent events: `id: <event_id>`, `event: <type>`, `data: <the webhook payload>`,
       // blank line; `: keep-alive` comments. The server writes them itself (it returns the
@@ -513,7 +516,7 @@ export class EventsGroup extends HttpApiGroup.make("events")
       error: [InvalidRequest, NotAgentOwner]
     }).annotate(
       OpenApi.Description,
-      "(ext) Server-sent events: every event a webhook of this account would receive, in the key's mode, with the same payload, in id order, a few seconds after it is recorded. Resumable: `Last-Event-ID` (or `after`) continues after that event; without one, the stream starts now. Account keys only (an agent's events go to its owner, D30)."
+      "(ext) Server-sent events: every event a webhook of this account would receive (or those of `types`), in the key's mode, with the same payload, in commit order, as soon as it is recorded (D58). Resumable: `Last-Event-ID` (or `after`) continues after that event or cursor, with nothing skipped or repeated; without one, the stream starts now. Account keys only (an agent's events go to its owner, D30)."
     )
   )
   .middleware(Authorization)

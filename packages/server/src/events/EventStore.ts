@@ -87,12 +87,54 @@ const findForAccount = ({ columns, sql }: EventStoreContext, eventId: string, ac
     sql`SELECT ${columns} FROM events WHERE event_id = ${eventId} AND account_id = ${accountId} AND mode = ${mode}`
   ).pipe(Effect.map((found) => Option.fromNullishOr(found[0])))
 
-const listAfter = ({ columns, sql }: EventStoreContext, query: ListAfterQuery) =>
-  rows(sql`
-    SELECT ${columns} FROM events
-    WHERE account_id = ${query.accountId} AND mode = ${query.mode} AND event_id > ${query.afterEventId}
-      AND created_at < ${query.createdBefore}::timestamptz
-    ORDER BY event_id LIMIT ${query.limit}`)
+const positionColumns = (sql: SqlClient.SqlClient) => sql`tx_id::text AS tx_id, seq::text AS seq`
+
+const PositionRow = Schema.Struct({ tx_id: Schema.String, seq: Schema.String })
+const decodePositions = Schema.decodeUnknownEffect(Schema.Array(PositionRow))
+const positionRows = (statement: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>) =>
+  Effect.flatMap(statement, (found) => rowsDecode(decodePositions(found))).pipe(
+    Effect.map((decoded) => Option.fromNullishOr(decoded[0]).pipe(Option.map((row): EventPosition => ({ txId: row.tx_id, seq: row.seq }))))
+  )
+
+const positionOf = ({ sql }: EventStoreContext, eventId: string, accountId: string, mode: Mode) =>
+  positionRows(sql`
+    SELECT ${positionColumns(sql)} FROM events WHERE event_id = ${eventId} AND account_id = ${accountId} AND mode = ${mode}`)
+
+// The earliest position among the events with a larger id: resuming just before it misses none of them.
+const firstPositionAfterId = ({ sql }: EventStoreContext, eventId: string, accountId: string, mode: Mode) =>
+  positionRows(sql`
+    SELECT ${positionColumns(sql)} FROM events WHERE account_id = ${accountId} AND mode = ${mode} AND event_id > ${eventId}
+    ORDER BY tx_id, seq LIMIT 1`)
+
+// Every transaction with an id below the snapshot's xmin has ended: rows of later ones sort after.
+const visibleFrom = ({ sql }: EventStoreContext) =>
+  sql<{ readonly xmin: string }>`SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`.pipe(
+    Effect.map((found): EventPosition => ({ txId: found[0]?.xmin ?? "0", seq: "0" }))
+  )
+
+const SettledRow = Schema.Struct({ ...EventRow.fields, ...PositionRow.fields, settled: Schema.Boolean })
+const decodeSettled = Schema.decodeUnknownEffect(Schema.Array(SettledRow))
+
+const listAfterPosition = ({ columns, sql }: EventStoreContext, query: ListAfterPositionQuery) =>
+  sql`
+    SELECT ${columns}, ${positionColumns(sql)}, tx_id < pg_snapshot_xmin(pg_current_snapshot()) AS settled
+    FROM events
+    WHERE account_id = ${query.accountId} AND mode = ${query.mode}
+      AND (tx_id, seq) > (${query.after.txId}::xid8, ${query.after.seq}::bigint)
+      ${query.types.length === 0 ? sql`` : sql`AND ${sql.in("type", query.types)}`}
+    ORDER BY tx_id, seq LIMIT ${query.limit}`.pipe(
+    Effect.flatMap((found) => rowsDecode(decodeSettled(found))),
+    Effect.map((found): PositionedPage => {
+      // Ordered by transaction id, so the settled rows are a prefix; the rest wait for the
+      // transactions before them to end.
+      const settled = found.filter((row) => row.settled)
+      return {
+        events: settled.map((row) => ({ ...toEvent(row), position: { txId: row.tx_id, seq: row.seq } })),
+        heldBack: settled.length < found.length
+      }
+    }),
+    Effect.withSpan("EventStore.listAfterPosition")
+  )
 
 const deleteOlderThan = ({ sql }: EventStoreContext, cutoff: string) =>
   sql<{ event_id: string }>`
@@ -102,17 +144,42 @@ const deleteOlderThan = ({ sql }: EventStoreContext, cutoff: string) =>
     RETURNING e.event_id`.pipe(Effect.map((deleted) => deleted.length), Effect.withSpan("EventStore.deleteOlderThan"))
 
 /**
- * What `listAfter` reads.
+ * Where an event sits in the stream's order (D58): its transaction's id, then its sequence
+ * number within the table. Decimal strings (64-bit values).
  *
- * @since 0.8.0
+ * @since 0.9.0
  * @category models
  */
-export interface ListAfterQuery {
+export interface EventPosition {
+  readonly txId: string
+  readonly seq: string
+}
+
+/**
+ * What `listAfterPosition` reads.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface ListAfterPositionQuery {
   readonly accountId: string
   readonly mode: Mode
-  readonly afterEventId: string
-  readonly createdBefore: string
+  readonly after: EventPosition
+  /** Only these types; empty for all. */
+  readonly types: ReadonlyArray<string>
   readonly limit: number
+}
+
+/**
+ * A page of the stream: the events now safe to hand out, in order, and whether later rows
+ * were seen that wait for an earlier transaction to end (the reader asks again soon).
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface PositionedPage {
+  readonly events: ReadonlyArray<StoredEvent & { readonly position: EventPosition }>
+  readonly heldBack: boolean
 }
 
 /**
@@ -134,11 +201,18 @@ export class EventStore extends Context.Service<EventStore, {
     accountId: string,
     mode: Mode
   ) => Effect.Effect<Option.Option<StoredEvent>, SqlError.SqlError>
-  /**
-   * The account's events of a mode after `afterEventId` in id order, created before
-   * `createdBefore` (the live stream's settle window), at most `limit`.
-   */
-  readonly listAfter: (query: ListAfterQuery) => Effect.Effect<ReadonlyArray<StoredEvent>, SqlError.SqlError>
+  /** Where an event of this account and mode sits in the stream's order (D58). */
+  readonly positionOf: (eventId: string, accountId: string, mode: Mode) => Effect.Effect<Option.Option<EventPosition>, SqlError.SqlError>
+  /** The earliest position among the account's events whose id sorts after `eventId`. */
+  readonly firstPositionAfterId: (
+    eventId: string,
+    accountId: string,
+    mode: Mode
+  ) => Effect.Effect<Option.Option<EventPosition>, SqlError.SqlError>
+  /** A position every event committed from now on sorts after (the snapshot's xmin, D58). */
+  readonly visibleFrom: Effect.Effect<EventPosition, SqlError.SqlError>
+  /** The account's events after a position, in stream order, only those safe to hand out (D58). */
+  readonly listAfterPosition: (query: ListAfterPositionQuery) => Effect.Effect<PositionedPage, SqlError.SqlError>
   /** Deletes events created before `cutoff` that no pending delivery needs; returns how many. */
   readonly deleteOlderThan: (cutoff: string) => Effect.Effect<number, SqlError.SqlError>
 }>()("server/events/EventStore") {
@@ -154,7 +228,10 @@ export class EventStore extends Context.Service<EventStore, {
         unpublished: (limit) => unpublished(context, limit),
         markPublished: (eventIds, publishedAt) => markPublished(context, eventIds, publishedAt),
         findForAccount: (eventId, accountId, mode) => findForAccount(context, eventId, accountId, mode),
-        listAfter: (query) => listAfter(context, query),
+        positionOf: (eventId, accountId, mode) => positionOf(context, eventId, accountId, mode),
+        firstPositionAfterId: (eventId, accountId, mode) => firstPositionAfterId(context, eventId, accountId, mode),
+        visibleFrom: visibleFrom(context),
+        listAfterPosition: (query) => listAfterPosition(context, query),
         deleteOlderThan: (cutoff) => deleteOlderThan(context, cutoff)
       })
     })

@@ -26,6 +26,7 @@ import { dashboardStepUp } from "./0016_dashboard_step_up.ts"
 import { heartbeatHearsControl } from "./0017_heartbeat_hears_control.ts"
 import { chainTransactions } from "./0018_chain_transactions.ts"
 import { refunds } from "./0019_refunds.ts"
+import { eventPositions } from "./0020_event_positions.ts"
 
 /**
  * @since 0.1.0
@@ -50,5 +51,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0016_dashboard_step_up": dashboardStepUp,
   "0017_heartbeat_hears_control": heartbeatHearsControl,
   "0018_chain_transactions": chainTransactions,
-  "0019_refunds": refunds
+  "0019_refunds": refunds,
+  "0020_event_positions": eventPositions
 }
