@@ -21,7 +21,7 @@ import {
 } from "./Agents.ts"
 import { EncryptionKeyStatus, RegisterEncryptionKeyRequest, RegisteredEncryptionKey } from "./EncryptionKeys.ts"
 import { BalancesResponse, SealedBalances } from "./Balances.ts"
-import { EventPayload } from "./Events.ts"
+import { EventPayload, EventRecord } from "./Events.ts"
 import { FaucetGrant, FaucetGrantPage, FaucetRequest } from "./Faucet.ts"
 import {
   CreateTransferRequest,
@@ -33,7 +33,7 @@ import {
   TransferRecord,
   TransferStatus
 } from "./Transfers.ts"
-import { PageLimitQuery, pageLimitDefault, pageLimitMax, PageOffsetQuery } from "./Page.ts"
+import { Page, PageLimitQuery, pageLimitDefault, pageLimitMax, PageOffsetQuery } from "./Page.ts"
 import { completeDocument } from "./OpenApiDocument.ts"
 import { pathId } from "./PathIds.ts"
 import { ApiKeyFiguresList, ApiKeyList, CreateApiKeyRequest, CreatedAgentApiKey, type Principal, RevokedApiKey } from "./ApiKeys.ts"
@@ -43,7 +43,9 @@ import {
   DeliveryPage,
   ReplayAccepted,
   RotatedSecret,
-  WebhookList
+  UpdateWebhookRequest,
+  WebhookList,
+  WebhookRecord
 } from "./Webhooks.ts"
 import {
   AgentNameTaken,
@@ -216,6 +218,20 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.get("list", "/webhooks", { success: WebhookList, error: NotAgentOwner }).annotate(
       OpenApi.Description,
       "The account's subscriptions in the key's mode, newest first, without secrets."
+    ),
+    HttpApiEndpoint.get("get", "/webhooks/:webhook_id", {
+      params: webhookIdParams,
+      success: WebhookRecord,
+      error: [WebhookNotFound, NotAgentOwner]
+    }).annotate(OpenApi.Description, "(ext, D59) One subscription, without its secret."),
+    HttpApiEndpoint.patch("update", "/webhooks/:webhook_id", {
+      params: webhookIdParams,
+      payload: UpdateWebhookRequest,
+      success: WebhookRecord,
+      error: [InvalidRequest, WebhookNotFound, NotAgentOwner]
+    }).annotate(
+      OpenApi.Description,
+      "(ext, D59) Changes a subscription's url, events or enabled; absent fields stay. A disabled subscription gets no new deliveries; its pending ones wait until it is enabled."
     ),
     HttpApiEndpoint.delete("remove", "/webhooks/:webhook_id", {
       params: webhookIdParams,
@@ -492,13 +508,35 @@ export class TestGroup extends HttpApiGroup.make("test")
   .prefix("/v1")
 {}
 
+const EventPage = Page(EventRecord).annotate({ identifier: "EventPage", description: "D59: events, newest first." })
+
 /**
- * `/v1/events/stream` (ext): the account's events as they happen, as server-sent events.
+ * `/v1/events` (ext, D59): the account's recorded events; `/v1/events/stream`: as they happen,
+ * as server-sent events (D58).
  *
  * @since 0.3.0
  * @category groups
  */
 export class EventsGroup extends HttpApiGroup.make("events")
+  .add(
+    HttpApiEndpoint.get("list", "/events", {
+      query: {
+        limit: Schema.optionalKey(PageLimitQuery),
+        offset: Schema.optionalKey(PageOffsetQuery),
+        type: Schema.optionalKey(Schema.String.annotate({ description: "Only events of these types, comma-separated." }))
+      },
+      success: EventPage,
+      error: [InvalidRequest, NotAgentOwner]
+    }).annotate(
+      OpenApi.Description,
+      `(ext, D59) The account's events in the key's mode, newest first, as long as they are kept (D35); limit 1-${pageLimitMax} (default ${pageLimitDefault}). No amounts.`
+    ),
+    HttpApiEndpoint.get("get", "/events/:event_id", {
+      params: { event_id: pathId("evt", () => EventNotFound.of("with that id")) },
+      success: EventRecord,
+      error: [EventNotFound, NotAgentOwner]
+    }).annotate(OpenApi.Description, "(ext, D59) One event of the account in the key's mode; 404 `event_not_found` past retention.")
+  )
   .add(
     HttpApiEndpoint.get("stream", "/events/stream", {
       query: {

@@ -19,16 +19,19 @@
  *
  * @since 0.3.0
  */
-import { Duration, Effect, Option, Stream } from "effect"
+import { Duration, Effect, Option, Schema, Stream } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import type { Principal } from "@pps/api/ApiKeys"
 import { CurrentPrincipal, PublicApi } from "@pps/api/Api"
-import { InvalidRequest, NotAgentOwner } from "@pps/api/Errors"
+import { EventNotFound, InvalidRequest, NotAgentOwner } from "@pps/api/Errors"
+import { EventPayload, type EventRecord, type StoredEvent } from "@pps/api/Events"
+import { pageLimitDefault } from "@pps/api/Page"
 import { parseEventTypes } from "@pps/api/Webhooks"
 import { AppConfig } from "../config/AppConfig.ts"
 import { rateLimitedResponse, RequestAuthentication } from "../http/Authorization.ts"
-import { database } from "../platform/Unavailable.ts"
+import * as Invariant from "../platform/Invariant.ts"
+import { answerServiceUnavailable, database } from "../platform/Unavailable.ts"
 import { EventFeed } from "./EventFeed.ts"
 import { type EventPosition, EventStore } from "./EventStore.ts"
 import type { Wakeup } from "./Wakeup.ts"
@@ -205,13 +208,13 @@ const resumeCursor = (request: HttpServerRequest.HttpServerRequest, after: strin
   return Effect.succeed(resumeFrom)
 }
 
-/** The `types` filter: known event types, comma-separated; empty for all. */
-const typesFilter = (types: string | undefined) => {
+/** The `types` (or `type`) filter: known event types, comma-separated; empty for all. */
+const typesFilter = (types: string | undefined, param = "types") => {
   if (types === undefined || types.trim() === "") return Effect.succeed<ReadonlyArray<string>>([])
   const parsed = parseEventTypes(types.split(",").map((name) => name.trim()))
   return parsed._tag === "Ok"
     ? Effect.succeed(parsed.types)
-    : Effect.fail(InvalidRequest.of(parsed.message.replace("The body field 'events", "The query parameter 'types"), { param: "types" }))
+    : Effect.fail(InvalidRequest.of(parsed.message.replace("The body field 'events", `The query parameter '${param}`), { param }))
 }
 
 /**
@@ -270,6 +273,55 @@ const streamResponse = (
   )
 }
 
+/** The caller, an account key: an agent's events go to its owner (D30). */
+const ownerPrincipal = Effect.gen(function*() {
+  const principal = yield* CurrentPrincipal
+  if (principal.ownerAccountId !== null) {
+    return yield* Effect.fail(NotAgentOwner.of("An agent's events go to its owner's stream and list (D30)."))
+  }
+  return principal
+})
+
+const decodePayload = Schema.decodeUnknownEffect(Schema.fromJsonString(EventPayload))
+// Payloads are written through these schemas (Outbox): one that does not decode is a defect.
+const payloadDecodes = Invariant.orDie("a stored event's payload decodes with the schema it was encoded with")
+
+/** D59: a stored event in Stripe's shape, its payload under `data.object`. */
+const toEventRecord = (event: StoredEvent) =>
+  payloadDecodes(decodePayload(event.payload)).pipe(Effect.map((payload): EventRecord => ({
+    id: event.eventId,
+    object: "event",
+    type: event.type,
+    created_at: event.createdAt,
+    livemode: event.mode === "live",
+    data: { object: payload }
+  })))
+
+/** `GET /v1/events` (D59). */
+const listEvents = (
+  store: EventStore["Service"],
+  query: { readonly limit?: number; readonly offset?: number; readonly type?: string }
+) =>
+  Effect.gen(function*() {
+    const principal = yield* ownerPrincipal
+    const types = yield* typesFilter(query.type, "type")
+    const limit = query.limit ?? pageLimitDefault
+    const offset = query.offset ?? 0
+    const page = yield* store.listPage({ accountId: principal.accountId, mode: principal.mode, types, limit, offset }).pipe(
+      database("EventsHttp.list")
+    )
+    return { data: yield* Effect.forEach(page.events, toEventRecord), limit, offset, has_more: page.hasMore }
+  })
+
+/** `GET /v1/events/{id}` (D59): 404 `event_not_found` for another account's, another mode's or a deleted one. */
+const getEvent = (store: EventStore["Service"], eventId: string) =>
+  Effect.gen(function*() {
+    const principal = yield* ownerPrincipal
+    const found = yield* store.findForAccount(eventId, principal.accountId, principal.mode).pipe(database("EventsHttp.get"))
+    if (Option.isNone(found)) return yield* Effect.fail(EventNotFound.of(eventId))
+    return yield* toEventRecord(found.value)
+  })
+
 /**
  * @since 0.3.0
  * @category layers
@@ -281,12 +333,12 @@ export const EventsHttpLive = HttpApiBuilder.group(PublicApi, "events", (handler
     const authentication = yield* RequestAuthentication
     const { eventStreamMaxLifetimeMs } = yield* AppConfig
     const slots = makeStreamSlots({ perKey: streamsPerKeyMax, perNode: streamsPerNodeMax })
-    return handlers.handle("stream", ({ query }) =>
+    return handlers
+      .handle("list", ({ query }) => listEvents(store, query).pipe(answerServiceUnavailable))
+      .handle("get", ({ params }) => getEvent(store, params.event_id).pipe(answerServiceUnavailable))
+      .handle("stream", ({ query }) =>
       Effect.gen(function*() {
-        const principal = yield* CurrentPrincipal
-        if (principal.ownerAccountId !== null) {
-          return yield* Effect.fail(NotAgentOwner.of("An agent's events go to its owner's stream (D30)."))
-        }
+        const principal = yield* ownerPrincipal
         const resumeFrom = yield* resumeCursor(yield* HttpServerRequest.HttpServerRequest, query.after)
         const types = yield* typesFilter(query.types)
         // Held for the request's scope, which closes when the response stream ends or the
@@ -303,5 +355,5 @@ export const EventsHttpLive = HttpApiBuilder.group(PublicApi, "events", (handler
         const start = yield* startPosition(store, principal, resumeFrom)
         const events = eventPages(store, principal, types, wakeup, start)
         return streamResponse(principal, resumeFrom, start, events, streamEnd(stillAuthorized, eventStreamMaxLifetimeMs))
-      }))
+      }).pipe(answerServiceUnavailable))
   }))

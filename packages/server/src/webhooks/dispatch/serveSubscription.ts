@@ -43,7 +43,7 @@ export const serveSubscription = (
         heldUntilMs = nowMs + leaseMs
       }
       for (const delivery of due) {
-        const held = yield* attempt(context, webhookId, sending.url, secrets, delivery)
+        const held = yield* attempt(context, webhookId, sending, secrets, delivery)
         if (held === undefined) return
         heldUntilMs = held
       }
