@@ -38,6 +38,7 @@ import { AccountsHttpLive } from "./accounts/http.ts"
 import { EventsHttpLive } from "./events/http.ts"
 import { AdminApi } from "./admin/api.ts"
 import { AdminAuthorizationLive, AdminHttpLive } from "./admin/http.ts"
+import { AdminWebhookLoopbackLive } from "./admin/webhookLoopbackHttp.ts"
 import { ApiKeys } from "./apikeys/ApiKeys.ts"
 import { AppConfig, servesApi } from "./config/AppConfig.ts"
 import { HealthRoutes, healthRoutePaths } from "./health/http.ts"
@@ -139,7 +140,7 @@ export const WorkerApp = Layer.mergeAll(
  */
 export const AdminApp = Layer.mergeAll(
   HttpApiBuilder.layer(AdminApi).pipe(
-    Layer.provide(AdminHttpLive),
+    Layer.provide([AdminHttpLive, AdminWebhookLoopbackLive]),
     Layer.provide([AdminAuthorizationLive, RequestValidationLive])
   ),
   MetricsRoutes,

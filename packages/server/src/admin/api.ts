@@ -11,6 +11,7 @@ import { AccountRecord, KycStatus } from "@pps/api/Accounts"
 import { ApiKeyRecord, Mode } from "@pps/api/ApiKeys"
 import { RequestValidation } from "@pps/api/Api"
 import { AccountNotFound, ApiKeyNotFound, HandleTaken, InvalidRequest, Unauthorized } from "@pps/api/Errors"
+import { AdminWebhookLoopbackGroup } from "./webhookLoopback.ts"
 
 /**
  * Bearer `ADMIN_TOKEN`.
@@ -99,5 +100,9 @@ export class AdminGroup extends HttpApiGroup.make("admin")
  * @since 0.1.0
  * @category api
  */
-export class AdminApi extends HttpApi.make("pps-admin").add(AdminGroup).middleware(RequestValidation) {}
+export class AdminApi extends HttpApi.make("pps-admin")
+  .add(AdminGroup)
+  .add(AdminWebhookLoopbackGroup.middleware(AdminAuthorization))
+  .middleware(RequestValidation)
+{}
 
