@@ -87,13 +87,14 @@ const findForAccount = ({ columns, sql }: EventStoreContext, eventId: string, ac
     sql`SELECT ${columns} FROM events WHERE event_id = ${eventId} AND account_id = ${accountId} AND mode = ${mode}`
   ).pipe(Effect.map((found) => Option.fromNullishOr(found[0])))
 
-// Newest first, as the transfer list (D16); one more than the page says whether more follow.
+// Newest first (by position, D58: ids drawn in one millisecond are not ordered), as the transfer
+// list (D16); one more than the page says whether more follow.
 const listPage = ({ columns, sql }: EventStoreContext, query: ListPageQuery) =>
   rows(sql`
     SELECT ${columns} FROM events
     WHERE account_id = ${query.accountId} AND mode = ${query.mode}
       ${query.types.length === 0 ? sql`` : sql`AND ${sql.in("type", query.types)}`}
-    ORDER BY event_id DESC LIMIT ${query.limit + 1} OFFSET ${query.offset}`).pipe(
+    ORDER BY tx_id DESC, seq DESC LIMIT ${query.limit + 1} OFFSET ${query.offset}`).pipe(
     Effect.map((found) => ({ events: found.slice(0, query.limit), hasMore: found.length > query.limit })),
     Effect.withSpan("EventStore.listPage")
   )
