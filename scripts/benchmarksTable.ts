@@ -40,7 +40,8 @@ const benchmarks: ReadonlyArray<readonly [string, string]> = [
   ["contracts-rpc", "What one chain call costs the calling process, per transport. `packages/contracts/bench/rpc.ts`."],
   ["pglite", "What a PGlite statement costs, by shape (statements, transactions, round trips). `packages/server/bench/pgliteRoundTrips.ts`."],
   ["side-tables", "Partial indexes against side tables for the server's \"still to do\" sets. `packages/server/bench/sideTables.ts`."],
-  ["fault", "The fault-injection harness: servers killed under load, invariants checked. `packages/server/bench/fault.ts`."]
+  ["fault", "The fault-injection harness: servers killed under load, invariants checked. `packages/server/bench/fault.ts`."],
+  ["x402", "A paid HTTP request with the confidential x402 scheme (D57): 402 → paid → 200 beside the unpaid request and x402's public `exact`, and gas per payment beside `transferWithAuthorization`, on one anvil with 100 ms blocks. `packages/x402/bench/paid.ts`."]
 ]
 
 const requiredText = ["benchmark", "metric", "unit", "command", "commit", "date", "machine"] as const

@@ -19,6 +19,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import { Page } from "./Page.ts"
 import { ChainId, TokenContract } from "./Chain.ts"
 import { canonicalAccountHandle } from "./Accounts.ts"
 import type { Mode } from "./ApiKeys.ts"
@@ -574,6 +575,14 @@ export type AgentRecord = typeof AgentRecord.Type
  * @category models
  */
 export const AgentList = Schema.Struct({ agents: Schema.Array(AgentRecord).annotate({ description: "Oldest first." }) }).annotate({ identifier: "AgentList" })
+
+/**
+ * D61: a page of the caller's agents (`GET /v1/agents`), oldest first, in D16's envelope.
+ *
+ * @since 0.11.0
+ * @category models
+ */
+export const AgentPage = Page(AgentRecord).annotate({ identifier: "AgentPage", description: "D61: a page of the caller's agents, oldest first." })
 
 // A spend policy as a client writes it. The schema leaves it open (`Unknown`) on purpose:
 // `validatePolicy` checks the whole object so every failure answers 400 `invalid_policy`

@@ -11,6 +11,7 @@ import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchem
 import { AccountRecord } from "./Accounts.ts"
 import {
   AgentList,
+  AgentPage,
   AgentRecord,
   AgentTransactionRecord,
   CreateAgentRequest,
@@ -36,7 +37,16 @@ import {
 import { Page, PageLimitQuery, pageLimitDefault, pageLimitMax, PageOffsetQuery } from "./Page.ts"
 import { completeDocument } from "./OpenApiDocument.ts"
 import { pathId } from "./PathIds.ts"
-import { ApiKeyFiguresList, ApiKeyList, CreateApiKeyRequest, CreatedAgentApiKey, type Principal, RevokedApiKey } from "./ApiKeys.ts"
+import {
+  ApiKeyFiguresList,
+  ApiKeyList,
+  CreateApiKeyRequest,
+  CreatedAgentApiKey,
+  type Principal,
+  RevokedApiKey,
+  RotateApiKeyRequest,
+  RotatedAgentApiKey
+} from "./ApiKeys.ts"
 import {
   CreatedWebhook,
   CreateWebhookRequest,
@@ -48,6 +58,7 @@ import {
   WebhookRecord
 } from "./Webhooks.ts"
 import {
+  AgentLimitReached,
   AgentNameTaken,
   AgentNotFound,
   ApiKeyNotFound,
@@ -84,6 +95,7 @@ import {
   TransferNotConfidential,
   TransferNotConfirmed,
   Unauthorized,
+  AccountSuspended,
   WebhookNotFound
 } from "./Errors.ts"
 
@@ -103,7 +115,7 @@ export class CurrentPrincipal extends Context.Service<CurrentPrincipal, Principa
  */
 export class Authorization extends HttpApiMiddleware.Service<Authorization, { provides: CurrentPrincipal }>()(
   "@pps/api/Authorization",
-  { security: { bearer: HttpApiSecurity.bearer }, error: [Unauthorized, RateLimited] }
+  { security: { bearer: HttpApiSecurity.bearer }, error: [Unauthorized, AccountSuspended, RateLimited] }
 ) {}
 
 /**
@@ -158,6 +170,14 @@ export class AccountsGroup extends HttpApiGroup.make("accounts")
     }).annotate(
       OpenApi.Description,
       "(ext, D12) Registers the account's encryption public key on chain, with a proof of possession per asset contract."
+    ),
+    HttpApiEndpoint.post("rotateEncryptionKey", "/accounts/me/encryption-key/rotate", {
+      payload: RegisterEncryptionKeyRequest,
+      success: RegisteredEncryptionKey,
+      error: [EncryptionKeyInvalid, EncryptionKeyRequired, NotAgentOwner, ReauthenticationRequired, LivemodeUnavailable, ServiceUnavailable]
+    }).middleware(Idempotency).annotate(
+      OpenApi.Description,
+      "(ext, D55) Replaces the account's registered encryption key (to rotate it, or to recover after losing it: the old key is not needed) and keeps its balance: the guardian re-encrypts it to the new key and attests, the account's wallet co-signs, and the chain checks both and the new key's proof of possession per asset contract. Transfers sealed afterwards use the new key. 503 while the account has transfers in flight (retry). A dashboard session needs a recent passkey confirmation."
     ),
     HttpApiEndpoint.get("balances", "/accounts/me/balances", {
       query: { decryption_proof: Schema.optionalKey(Schema.String) },
@@ -382,14 +402,22 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
     HttpApiEndpoint.post("create", "/accounts/me/agents", {
       payload: CreateAgentRequest,
       success: AgentRecord.pipe(HttpApiSchema.status(201)),
-      error: [InvalidRequest, InvalidPolicy, NotAgentOwner, AgentNameTaken]
+      error: [InvalidRequest, InvalidPolicy, NotAgentOwner, AgentNameTaken, AgentLimitReached]
     }).middleware(Idempotency).annotate(
       OpenApi.Description,
       "D21: creates an agent account @owner/name with its own custodial wallet and its spend policy (D22)."
     ),
     HttpApiEndpoint.get("list", "/accounts/me/agents", { success: AgentList }).annotate(
       OpenApi.Description,
-      "The agents of the caller's account, oldest first."
+      "The agents of the caller's account (in the key's mode), oldest first: all of them, at most `AGENTS_PER_ACCOUNT_MAX` (D61)."
+    ),
+    HttpApiEndpoint.get("page", "/agents", {
+      query: { limit: Schema.optionalKey(PageLimitQuery), offset: Schema.optionalKey(PageOffsetQuery) },
+      success: AgentPage,
+      error: InvalidRequest
+    }).annotate(
+      OpenApi.Description,
+      "(ext, D61) The agents of the caller's account (in the key's mode), oldest first, one page at a time in D16's envelope; an agent key sees none."
     ),
     HttpApiEndpoint.get("getPolicy", "/agents/:account_id/spend-policy", {
       params: agentIdParams,
@@ -417,6 +445,15 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
     }).middleware(Idempotency).annotate(
       OpenApi.Description,
       "(ext, D44) Revokes one of the agent's keys: the next request with it answers 401. Revoking a revoked key answers the same; owner only."
+    ),
+    HttpApiEndpoint.post("rotateKey", "/agents/:account_id/keys/:key_id/rotate", {
+      params: agentKeyIdParams,
+      payload: RotateApiKeyRequest,
+      success: RotatedAgentApiKey.pipe(HttpApiSchema.status(201)),
+      error: [InvalidRequest, AgentNotFound, NotAgentOwner, ApiKeyNotFound, ReauthenticationRequired]
+    }).middleware(Idempotency).annotate(
+      OpenApi.Description,
+      "(ext, D56) Replaces one of the agent's active keys in one step: a new key (named as the old one unless `name` is given) and the old key's revocation commit together, and the next request with the old key answers 401. Its value is in this answer only; a retry with the same Idempotency-Key answers 409 key_shown_once. A key already revoked, or not the agent's: 404 key_not_found. Owner only; a dashboard session needs a recent passkey confirmation."
     ),
     HttpApiEndpoint.patch("patchPolicy", "/agents/:account_id/spend-policy", {
       params: agentIdParams,

@@ -191,3 +191,31 @@ export const RevokedApiKey = Schema.Struct({
   key_id: Schema.String.annotate({ description: "The revoked key." }),
   revoked: Schema.Literal(true)
 }).annotate({ identifier: "RevokedApiKey" })
+
+/**
+ * The body that replaces a key (D56): the new key's name, by default the old key's.
+ *
+ * @since 0.12.0
+ * @category models
+ */
+export const RotateApiKeyRequest = Schema.Struct({ name: Schema.optionalKey(ApiKeyName) }).annotate({
+  identifier: "RotateApiKeyRequest",
+  examples: [{}, { name: "shopping-bot-2" }]
+})
+export type RotateApiKeyRequest = typeof RotateApiKeyRequest.Type
+
+/**
+ * A key that replaced another (D56): the new key, its value in this answer only, and the key it
+ * revoked in the same transaction.
+ *
+ * @since 0.12.0
+ * @category models
+ */
+export const RotatedAgentApiKey = Schema.Struct({
+  ...CreatedAgentApiKey.fields,
+  replaced_key_id: Schema.String.annotate({ description: "The key this one replaced: revoked when this answer was written." })
+}).annotate({
+  identifier: "RotatedAgentApiKey",
+  description: "(ext, D56) An agent's new API key, its value shown in this answer only, and the key it replaced (revoked)."
+})
+export type RotatedAgentApiKey = typeof RotatedAgentApiKey.Type

@@ -164,6 +164,21 @@ export const Unauthorized = apiError("Unauthorized", { code: "unauthorized", sta
 export type Unauthorized = InstanceType<typeof Unauthorized>
 
 /**
+ * 403 `account_suspended` (ext, D60): the key is valid, but the operator suspended its account
+ * (or, for an agent's key, the agent's owner). Nothing the account started is lost: what was
+ * under way finishes; only new requests are refused until the operator reactivates it.
+ *
+ * @since 0.11.0
+ * @category errors
+ */
+export const AccountSuspended = apiError(
+  "AccountSuspended",
+  { code: "account_suspended", status: 403 },
+  (message: string = "This account is suspended by the operator; contact them to have it reactivated.") => ({ message })
+)
+export type AccountSuspended = InstanceType<typeof AccountSuspended>
+
+/**
  * 429 `rate_limited` (ext, D7): the API key sent more requests than its limit;
  * the response carries `Retry-After`.
  *
@@ -700,6 +715,18 @@ export const AgentNameTaken = apiError("AgentNameTaken", { code: "agent_name_tak
 export type AgentNameTaken = InstanceType<typeof AgentNameTaken>
 
 /**
+ * 409 `agent_limit_reached` (ext, D61): the owner already has as many agents, in the key's mode,
+ * as one account may have (`AGENTS_PER_ACCOUNT_MAX`); the message names the limit.
+ *
+ * @since 0.11.0
+ * @category errors
+ */
+export const AgentLimitReached = apiError("AgentLimitReached", { code: "agent_limit_reached", status: 409 }, (limit: number) => ({
+  message: `This account already has ${limit} agents in this mode, the most one account may have.`
+}))
+export type AgentLimitReached = InstanceType<typeof AgentLimitReached>
+
+/**
  * 404 `transaction_not_found` (SPEC, D27, D42): no pending agent transaction with that
  * id in the key's mode (unknown, or already decided) for a decision; for a read (`held:
  * "any"`), no agent transaction of the caller's (its owner's or its agent's) with that id.
@@ -811,6 +838,7 @@ export type EventNotFound = InstanceType<typeof EventNotFound>
  */
 export const catalogue = {
   Unauthorized,
+  AccountSuspended,
   RateLimited,
   InvalidRequest,
   PayloadTooLarge,
@@ -844,6 +872,7 @@ export const catalogue = {
   NotAgentOwner,
   AgentNotFound,
   AgentNameTaken,
+  AgentLimitReached,
   TransactionNotFound,
   TransactionExpired,
   ApprovalInProgress,

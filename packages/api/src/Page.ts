@@ -63,3 +63,20 @@ export const Page = <S extends Schema.Top>(entry: S) =>
     offset: Schema.Int.annotate({ description: "Entries skipped before this page." }),
     has_more: Schema.Boolean.annotate({ description: "Whether entries follow this page (ask again with offset + limit)." })
   })
+
+/**
+ * D16's envelope from rows read one past the page (`limit + 1`, so a further row says that
+ * another page follows).
+ *
+ * @since 0.11.0
+ * @category constructors
+ */
+export const pageOf = <A>(
+  rows: ReadonlyArray<A>,
+  page: { readonly limit: number; readonly offset: number }
+): { readonly data: ReadonlyArray<A>; readonly limit: number; readonly offset: number; readonly has_more: boolean } => ({
+  data: rows.slice(0, page.limit),
+  limit: page.limit,
+  offset: page.offset,
+  has_more: rows.length > page.limit
+})

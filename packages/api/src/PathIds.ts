@@ -20,7 +20,7 @@ import type * as SchemaIssue from "effect/SchemaIssue"
  * @since 0.1.0
  * @category models
  */
-export type IdPrefix = "acct" | "key" | "tr" | "atx" | "pol" | "wh" | "evt" | "dlv" | "req" | "grant"
+export type IdPrefix = "acct" | "key" | "tr" | "atx" | "pol" | "wh" | "evt" | "dlv" | "req" | "grant" | "aud"
 
 /**
  * The body of a not-found answer: D1's envelope, without the request id (the

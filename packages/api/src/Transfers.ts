@@ -190,7 +190,12 @@ export const CreateTransferRequest = Schema.Struct({
   confidential: Schema.optionalKey(Schema.Boolean.annotate({ description: "Default true; false sends a standard transfer whose amount is public on chain." })),
   memo: Schema.optionalKey(Schema.String.annotate({ description: "At most 512 bytes of UTF-8, sealed to both parties; never stored in clear." })),
   /** The sealed form (ext): the client sealed amount and memo itself; see `SealedTransferInput`. */
-  sealed: Schema.optionalKey(Schema.suspend(() => SealedTransferInput))
+  sealed: Schema.optionalKey(Schema.suspend(() => SealedTransferInput)),
+  /** (ext, D57) The latest end of a hold's approval window, when an agent's transfer is held. */
+  approval_expires_at: Schema.optionalKey(Schema.String.annotate({
+    description: "(ext, D57) ISO 8601. When an agent's transfer is held for its owner (D26), its approval window ends at this time if that is earlier than the server's window: an approval later than it is refused 409 `transaction_expired` and never pays. An x402 payment sets it to the requirement's expiry. No effect on a transfer that is not held.",
+    examples: ["2026-11-29T12:00:00.000Z"]
+  }))
 }).annotate({
   identifier: "CreateTransferRequest",
   description: "Either `amount` (and `memo`): the server seals them at once and keeps neither; or `sealed`: boxes the client sealed to a prepared transfer, so no request carries the amount in clear (the client should check the keys the prepare step answers: docs/security.md).",
@@ -307,5 +312,14 @@ export const SealedTransfer = Schema.Struct({
    * (null): its amount is public in the transaction.
    */
   commitment: Schema.String.annotate({ description: "The on-chain amount commitment C, to check the note against." }),
-  handle: Schema.NullOr(Schema.String).annotate({ description: "This party's decryption handle; null for a standard transfer's recipient." })
+  handle: Schema.NullOr(Schema.String).annotate({ description: "This party's decryption handle; null for a standard transfer's recipient." }),
+  /**
+   * D62: a standard (`confidential: false`) transfer pays its amount in clear on chain; once it
+   * is confirmed, that public amount as the transaction's `PublicTransfer` event shows it (read
+   * back from the chain, never stored), to check the sealed copy against. Null for a
+   * confidential transfer, and until a standard one is confirmed.
+   */
+  public_amount: Schema.NullOr(Schema.String).annotate({
+    description: "(D62) A confirmed standard transfer's amount as its transaction shows it publicly (D4's decimal form); null for a confidential transfer or one not yet confirmed."
+  })
 }).annotate({ identifier: "SealedTransfer", description: "(ext, D18) The caller's own copy of a transfer's amount and memo, sealed to its key." })

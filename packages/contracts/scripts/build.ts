@@ -23,7 +23,7 @@ const sourceDirectory = join(packageDirectory, "contracts", "src")
 const artifactDirectory = join(packageDirectory, "src", "artifacts")
 
 /** The contracts that get an artifact module; libraries and abstract bases are inlined into them. */
-export const deployableContracts = ["TestUSDG", "WrappedEther", "ConfidentialToken"] as const
+export const deployableContracts = ["TestUSDG", "WrappedEther", "ConfidentialToken", "Eip3009TestToken"] as const
 
 /**
  * Fixed compiler settings.

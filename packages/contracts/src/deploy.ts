@@ -8,7 +8,10 @@
  * deploys nothing, and a restart after the chain was lost, or after a crash between two
  * deployments, deploys exactly what is missing. A ConfidentialToken from before the timelock
  * (its owner could rotate the guardian at once, and so sign away any balance) is never reused:
- * a new one replaces it, and whatever the old one holds stays there.
+ * a new one replaces it, and whatever the old one holds stays there. A ConfidentialToken of an
+ * older version (v1: debits without the account's co-signature, D51) is refused
+ * (`OlderConfidentialTokenError`) unless `replaceOlderVersions` is set, since replacing it leaves
+ * its balances behind: the operator's migration (D53, docs/operations.md) decides that.
  *
  * @since 0.1.0
  */
@@ -67,6 +70,37 @@ export interface DeployOptions {
   readonly previous?: Partial<Addresses> | undefined
   /** Receipt polling interval. Default 100 ms. */
   readonly receiptPollingMs?: number
+  /**
+   * Deploy a new ConfidentialToken in place of a recorded one of an older version (the
+   * migration, D53). Without it such a record fails the deployment with `OlderConfidentialTokenError`.
+   */
+  readonly replaceOlderVersions?: boolean
+}
+
+/**
+ * The ConfidentialToken version this package deploys (its `VERSION()` and EIP-712 domain version).
+ *
+ * @since 0.5.0
+ * @category constants
+ */
+export const confidentialTokenVersion = "2"
+
+/**
+ * A recorded ConfidentialToken answers an older `VERSION()` than `confidentialTokenVersion`:
+ * this release cannot use it, and replacing it is a migration the operator starts (D53).
+ *
+ * @since 0.5.0
+ * @category errors
+ */
+export class OlderConfidentialTokenError extends Error {
+  override readonly name = "OlderConfidentialTokenError"
+  readonly token: Address
+  readonly version: string
+  constructor(token: Address, version: string) {
+    super(`the recorded ConfidentialToken ${token} is version ${version}; this release needs version ${confidentialTokenVersion}`)
+    this.token = token
+    this.version = version
+  }
 }
 
 /**
@@ -112,7 +146,7 @@ export const guardianRotationDelaySecondsFor = (chainId: number): bigint =>
 const deployGas = {
   testUsdg: 1_300_000n,
   wrappedEther: 1_100_000n,
-  confidentialToken: 3_600_000n
+  confidentialToken: 4_700_000n
 } as const
 
 /** `address` (checksummed) when code is deployed there, otherwise undefined. */
@@ -132,6 +166,15 @@ const wrapsAsset = async (client: PublicClient, token: Address, asset: Address):
   const wrapped = await client.readContract({ address: token, abi: ConfidentialToken.abi, functionName: "asset" })
   return getAddress(wrapped) === asset
 }
+
+/**
+ * The `VERSION()` of the ConfidentialToken at `token` (every version answers it).
+ *
+ * @since 0.5.0
+ * @category getters
+ */
+export const versionOf = (client: PublicClient, token: Address): Promise<string> =>
+  client.readContract({ address: token, abi: ConfidentialToken.abi, functionName: "VERSION" })
 
 /**
  * Whether the ConfidentialToken at `token` has the rotation timelock. One from before it has no
@@ -180,7 +223,11 @@ export const deploy = async (options: DeployOptions): Promise<Addresses> => {
     if (
       existing !== undefined && (await wrapsAsset(client, existing, asset)) &&
       (await hasRotationTimelock(client, existing))
-    ) return existing
+    ) {
+      const version = await versionOf(client, existing)
+      if (version === confidentialTokenVersion) return existing
+      if (options.replaceOlderVersions !== true) throw new OlderConfidentialTokenError(existing, version)
+    }
     return deployContract(
       sender,
       encodeDeployData({

@@ -3,7 +3,8 @@
  * `signTypedData` and `hashTypedData` take. The contract exposes the matching type hashes
  * (CONFIDENTIAL_TRANSFER_TYPEHASH, ...) and a test checks the two agree.
  *
- * ConfidentialTransfer and PublicTransfer are the guardian's attestations (the fixed
+ * ConfidentialTransfer and PublicTransfer are the guardian's attestations and, in version 2, the
+ * sender's authorisations over the same typed data (the fixed
  * cross-package interface); KeyRegistration is an account's consent to `registerFor`, which
  * lets a relayer pay for the account's key registration; CancelGuardianRotation is the current
  * guardian's veto of a pending rotation, which anyone may submit.
@@ -25,7 +26,7 @@ export const domainName = "PPS ConfidentialToken"
  * @since 0.1.0
  * @category constants
  */
-export const domainVersion = "1"
+export const domainVersion = "2"
 
 /**
  * The EIP-712 domain of the ConfidentialToken at `verifyingContract` on chain `chainId`.
@@ -89,3 +90,25 @@ export const cancelGuardianRotationTypes = {
  * @category constants
  */
 export const keyProofTag = "PPS/v1/key-pop"
+
+/**
+ * `rotateEncryptionKey`'s typed data (version 2), signed by both the current guardian and the
+ * account over the same digest. `previousBalanceDigest` is keccak256 of the six words of the
+ * account's stored balance (`encryptedBalanceOf`: commitment, owner handle, guardian handle,
+ * each x ‖ y) at the time the guardian attests; `balanceDigest` is keccak256 of the new
+ * balance's three points in the same order. `nonce` is from the account's transfer nonce space.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export const keyRotationTypes = {
+  KeyRotation: [
+    { name: "account", type: "address" },
+    { name: "nonce", type: "uint256" },
+    { name: "keyX", type: "uint256" },
+    { name: "keyY", type: "uint256" },
+    { name: "previousBalanceDigest", type: "bytes32" },
+    { name: "balanceDigest", type: "bytes32" },
+    { name: "deadline", type: "uint64" }
+  ]
+} as const

@@ -1,7 +1,8 @@
 /**
  * confidentialTransferBatch against a real anvil: batches of 1, 8 and 32 apply each item once;
  * an item already applied, expired or wrongly signed is skipped with its reason while the others
- * apply; the same batch sent again applies nothing; and the on-chain balances equal the
+ * apply; an item without its sender's own signature (D51) is skipped as well; the same batch
+ * sent again applies nothing; and the on-chain balances equal the
  * off-chain sums and decrypt to balances that still add up to everything shielded.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -35,6 +36,8 @@ const parties: Array<Party> = []
 interface Item {
   readonly request: ConfidentialTransferRequest
   readonly signature: Hex
+  /** The sender's own signature over the same typed data. */
+  readonly accountSignature: Hex
   readonly amount: bigint
 }
 
@@ -73,7 +76,12 @@ const newItem = async (from: Party, to: Party, amount: bigint, deadline?: bigint
     nonce: from.nextNonce++,
     deadline: deadline ?? (await chain.latestTimestamp()) + 3600n
   })
-  return { request, signature: await signConfidential(chain.guardian, domain(), request), amount }
+  return {
+    request,
+    signature: await signConfidential(chain.guardian, domain(), request),
+    accountSignature: await signConfidential(from.account, domain(), request),
+    amount
+  }
 }
 
 /** `count` items over the parties, sender i → recipient i+1 (parties repeat past ten). */
@@ -86,7 +94,11 @@ const newItems = async (count: number, offset = 0): Promise<Array<Item>> => {
 }
 
 const batchData = (items: ReadonlyArray<Item>) =>
-  encodeFunctionData({ abi, functionName: "confidentialTransferBatch", args: [items.map((item) => item.request), items.map((item) => item.signature)] })
+  encodeFunctionData({
+    abi,
+    functionName: "confidentialTransferBatch",
+    args: [items.map((item) => item.request), items.map((item) => item.signature), items.map((item) => item.accountSignature)]
+  })
 
 const sendBatch = (items: ReadonlyArray<Item>) => chain.send(relayer, token, batchData(items), 14_000_000n)
 
@@ -143,7 +155,7 @@ describe("confidentialTransferBatch", () => {
   it("skips an item applied before (by a single transfer) and applies the others", async () => {
     const items = await newItems(8, 3)
     const early = items[4]!
-    await chain.send(relayer, token, encodeFunctionData({ abi, functionName: "confidentialTransfer", args: [early.request, early.signature] }))
+    await chain.send(relayer, token, encodeFunctionData({ abi, functionName: "confidentialTransfer", args: [early.request, early.signature, early.accountSignature] }))
     mirror([early])
     const receipt = await sendBatch(items)
     const { applied, skipped } = outcomes(receipt)
@@ -203,16 +215,68 @@ describe("confidentialTransferBatch", () => {
     await expectBalancesConserved()
   })
 
+  it("skips an item without its sender's signature (guardian alone, the account alone, a signature over another transfer), and applies the rest", async () => {
+    const [good1, guardianOnly, accountOnly, otherTransfer, byRecipient, good2] = [
+      await newItem(parties[0]!, parties[1]!, 13n),
+      await newItem(parties[1]!, parties[2]!, 14n),
+      await newItem(parties[2]!, parties[3]!, 15n),
+      await newItem(parties[3]!, parties[4]!, 16n),
+      await newItem(parties[4]!, parties[5]!, 17n),
+      await newItem(parties[5]!, parties[6]!, 18n)
+    ]
+    const elsewhere = await newItem(parties[3]!, parties[4]!, 16n)
+    const items: Array<Item> = [
+      good1!,
+      // The guardian signs both places: what an attacker holding only the guardian's secret can make.
+      { ...guardianOnly!, accountSignature: guardianOnly!.signature },
+      // The sender signs both places: what the account's wallet alone can make.
+      { ...accountOnly!, signature: accountOnly!.accountSignature },
+      // The sender's signature over another transfer of its own.
+      { ...otherTransfer!, accountSignature: elsewhere.accountSignature },
+      // Signed by the recipient instead of the sender.
+      { ...byRecipient!, accountSignature: await signConfidential(parties[5]!.account, domain(), byRecipient!.request) },
+      good2!
+    ]
+    const receipt = await sendBatch(items)
+    const { applied, skipped } = outcomes(receipt)
+    expect(applied).toEqual([good1!.request.transferId, good2!.request.transferId])
+    expect(skipped).toEqual(new Map([
+      [guardianOnly!.request.transferId, 3],
+      [accountOnly!.request.transferId, 2],
+      [otherTransfer!.request.transferId, 3],
+      [byRecipient!.request.transferId, 3]
+    ]))
+    for (const item of [guardianOnly!, accountOnly!, otherTransfer!, byRecipient!]) expect(await nonceUsed(item)).toBe(false)
+    mirror([good1!, good2!])
+    await expectBalancesConserved()
+    // With both signatures the skipped item applies, once: the same batch again is a replay.
+    const retried = await sendBatch([guardianOnly!])
+    expect(outcomes(retried).applied).toEqual([guardianOnly!.request.transferId])
+    mirror([guardianOnly!])
+    const replayed = await sendBatch([guardianOnly!])
+    expect([...outcomes(replayed).skipped.values()]).toEqual([0])
+    await expectBalancesConserved()
+  })
+
   it("refuses arrays of different lengths", async () => {
     const [item] = await newItems(1)
     await chain.expectRevert(
       {
         account: relayer.address,
         to: token,
-        data: encodeFunctionData({ abi, functionName: "confidentialTransferBatch", args: [[item!.request], [item!.signature, item!.signature]] })
+        data: encodeFunctionData({ abi, functionName: "confidentialTransferBatch", args: [[item!.request], [item!.signature, item!.signature], [item!.accountSignature]] })
       },
       "BatchLengthMismatch",
       [1n, 2n]
+    )
+    await chain.expectRevert(
+      {
+        account: relayer.address,
+        to: token,
+        data: encodeFunctionData({ abi, functionName: "confidentialTransferBatch", args: [[item!.request], [item!.signature], []] })
+      },
+      "BatchLengthMismatch",
+      [1n, 0n]
     )
   })
 })

@@ -40,7 +40,7 @@ import * as TypedData from "../src/typedData.ts"
 import { makeSender } from "../src/internal/transactions.ts"
 import { type Chain, errorAbi, startChain } from "./helpers/chain.ts"
 import { type EvmPoint, type KeyPair, makeKeyPair, proveKeyPossession } from "./helpers/elgamal.ts"
-import { confidentialRequest, publicRequest, signConfidential, signPublic } from "./helpers/transfers.ts"
+import { confidentialRequest, keyRotationRequest, publicRequest, signConfidential, signPublic } from "./helpers/transfers.ts"
 
 const abi = ConfidentialToken.abi
 const executionWindowSeconds = 1_209_600n
@@ -278,6 +278,55 @@ describe("cancelGuardianRotation", () => {
   })
 })
 
+describe("bounded veto (D52)", () => {
+  it("a vetoing guardian delays its replacement by two proposals of the same signer, not for ever", async () => {
+    const successor = privateKeyToAccount(generatePrivateKey())
+    const successorKey = makeKeyPair()
+    const relay = (signature: Hex) => chain.send(relayer, token, call.cancelBySignature(signature))
+    const vetoesUsed = () =>
+      chain.client.readContract({ address: token, abi, functionName: "guardianVetoesUsed", args: [chain.guardian.address, successor.address] })
+    expect(await chain.client.readContract({ address: token, abi, functionName: "MAX_GUARDIAN_VETOES_PER_SIGNER" })).toBe(2n)
+    for (let round = 1n; round <= 2n; round++) {
+      const proposal = await propose(successor.address, successorKey.evm)
+      await relay(await signCancel(chain.guardian, proposal.proposalId, successor.address))
+      await expectNothingPending()
+      expect(await vetoesUsed()).toBe(round)
+    }
+    // The third proposal of the same signer: the guardian's veto is refused, simulated and mined.
+    const third = await propose(successor.address, successorKey.evm)
+    const veto = await signCancel(chain.guardian, third.proposalId, successor.address)
+    await chain.expectRevert({ account: relayer.address, to: token, data: call.cancelBySignature(veto) }, "GuardianVetoesExhausted", [successor.address])
+    await expect(chain.send(relayer, token, call.cancelBySignature(veto), 200_000n)).rejects.toThrow(/reverted/)
+    // Another signer proposed meanwhile would have had its own two vetoes; this one goes through.
+    await chain.advanceTime(delaySeconds)
+    await chain.send(relayer, token, call.execute())
+    expect(await read("guardianSigner")).toBe(successor.address)
+    expect(await read("guardianEncryptionKey")).toEqual(successorKey.evm)
+
+    // The new guardian has its own vetoes against a proposal back to the old one.
+    const back = await propose(chain.guardian.address, chain.guardianKey.evm)
+    await relay(await signCancel(successor, back.proposalId, chain.guardian.address))
+    await expectNothingPending()
+    // Restore the original guardian for the other tests (its second proposal, vetoable but not vetoed).
+    await propose(chain.guardian.address, chain.guardianKey.evm)
+    await chain.advanceTime(delaySeconds)
+    await chain.send(relayer, token, call.execute())
+    expect(await read("guardianSigner")).toBe(chain.guardian.address)
+  })
+
+  it("the owner can still cancel a proposal the guardian may no longer veto", async () => {
+    const successor = privateKeyToAccount(generatePrivateKey())
+    for (let round = 0; round < 2; round++) {
+      const proposal = await propose(successor.address, makeKeyPair().evm)
+      await chain.send(relayer, token, call.cancelBySignature(await signCancel(chain.guardian, proposal.proposalId, successor.address)))
+    }
+    await propose(successor.address, makeKeyPair().evm)
+    await chain.send(chain.owner, token, call.cancel())
+    await expectNothingPending()
+    expect(await read("guardianSigner")).toBe(chain.guardian.address)
+  })
+})
+
 /** A registered account holding `amount` shielded USDG. */
 const fundedVictim = async (amount: bigint) => {
   const account = await chain.newAccount()
@@ -311,7 +360,7 @@ describe("the review's drain", () => {
     const drainData = encodeFunctionData({
       abi,
       functionName: "publicTransfer",
-      args: [drain, await signPublic(evil, { chainId: chain.chainId, contract: token }, drain)]
+      args: [drain, await signPublic(evil, { chainId: chain.chainId, contract: token }, drain), await signPublic(evil, { chainId: chain.chainId, contract: token }, drain)]
     })
 
     const proposal = await propose(evil.address, evilKey.evm)
@@ -411,7 +460,7 @@ describe("every owner path", () => {
         })
         const signature = await signConfidential(owner, domain, request)
         await chain.expectRevert(
-          tokenCall(encodeFunctionData({ abi, functionName: "confidentialTransfer", args: [request, signature] })),
+          tokenCall(encodeFunctionData({ abi, functionName: "confidentialTransfer", args: [request, signature, signature] })),
           "GuardianSignatureInvalid"
         )
       },
@@ -429,7 +478,7 @@ describe("every owner path", () => {
           deadline
         })
         const signature = await signConfidential(owner, domain, request)
-        await succeeds(token, encodeFunctionData({ abi, functionName: "confidentialTransferBatch", args: [[request], [signature]] }))
+        await succeeds(token, encodeFunctionData({ abi, functionName: "confidentialTransferBatch", args: [[request], [signature], [signature]] }))
       },
       publicTransfer: async () => {
         const request = publicRequest({
@@ -443,7 +492,18 @@ describe("every owner path", () => {
         })
         const signature = await signPublic(owner, domain, request)
         await chain.expectRevert(
-          tokenCall(encodeFunctionData({ abi, functionName: "publicTransfer", args: [request, signature] })),
+          tokenCall(encodeFunctionData({ abi, functionName: "publicTransfer", args: [request, signature, signature] })),
+          "GuardianSignatureInvalid"
+        )
+      },
+      rotateEncryptionKey: async () => {
+        // The owner's key for the victim, with a valid proof bound to the victim: without the
+        // guardian's attestation (and the victim's consent) the key and balance stay.
+        const proof = proveKeyPossession(ownerKey, { chainId: chain.chainId, contract: token, account: victim.account.address })
+        const { request, sign } = await keyRotationRequest(chain, token, victim.account.address, ownerKey, 0n, deadline)
+        const signature = await sign(owner)
+        await chain.expectRevert(
+          tokenCall(encodeFunctionData({ abi, functionName: "rotateEncryptionKey", args: [request, proof, signature, signature] })),
           "GuardianSignatureInvalid"
         )
       },

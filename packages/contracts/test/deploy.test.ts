@@ -13,6 +13,7 @@ import * as Deploy from "../src/deploy.ts"
 import * as Faucet from "../src/faucet.ts"
 import { makeSender } from "../src/internal/transactions.ts"
 import * as BeforeTimelock from "./fixtures/ConfidentialTokenBeforeTimelock.ts"
+import * as V1 from "./fixtures/ConfidentialTokenV1.ts"
 import { type Chain, startChain } from "./helpers/chain.ts"
 import { G, toEvm } from "./helpers/elgamal.ts"
 
@@ -100,6 +101,40 @@ describe("Deploy", () => {
     expect(addresses.confidentialUsdg).not.toBe(legacy)
     expect(addresses.confidentialEth).toBe(chain.addresses.confidentialEth)
     expect(await rotationDelayOf(addresses.confidentialUsdg)).toBe(Deploy.testChainGuardianRotationDelaySeconds)
+    expect(await deployerNonce()).toBe(before + 1)
+  })
+
+  it("refuses a recorded ConfidentialToken of version 1 (no co-signature) unless migrating, then replaces it (D53)", async () => {
+    const other = await chain.newAccount()
+    const receipt = await makeSender(chain.client, other, 20).send({
+      to: null,
+      data: encodeDeployData({
+        abi: V1.abi,
+        bytecode: V1.bytecode,
+        args: [chain.addresses.usdg, chain.owner.address, chain.guardian.address, chain.guardianKey.evm, 60n]
+      }),
+      gas: 4_000_000n
+    })
+    const v1 = getAddress(receipt.contractAddress as Address)
+    expect(await Deploy.versionOf(chain.client, v1)).toBe("1")
+    const before = await deployerNonce()
+    const refusal = await deployAgain({ ...chain.addresses, confidentialUsdg: v1 }).catch((error: unknown) => error)
+    expect(refusal).toBeInstanceOf(Deploy.OlderConfidentialTokenError)
+    expect(refusal).toMatchObject({ token: v1, version: "1" })
+    expect(await deployerNonce()).toBe(before)
+    const migrated = await Deploy.deploy({
+      client: chain.client,
+      deployer: chain.owner,
+      owner: chain.owner.address,
+      guardianSigner: chain.guardian.address,
+      guardianEncryptionKey: chain.guardianKey.evm,
+      previous: { ...chain.addresses, confidentialUsdg: v1 },
+      replaceOlderVersions: true,
+      receiptPollingMs: 20
+    })
+    expect(migrated.confidentialUsdg).not.toBe(v1)
+    expect({ ...migrated, confidentialUsdg: v1 }).toEqual({ ...chain.addresses, confidentialUsdg: v1 })
+    expect(await Deploy.versionOf(chain.client, migrated.confidentialUsdg)).toBe(Deploy.confidentialTokenVersion)
     expect(await deployerNonce()).toBe(before + 1)
   })
 

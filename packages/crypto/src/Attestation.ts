@@ -2,7 +2,8 @@
  * The guardian's attestation: EIP-712 typed data over a transfer, signed with the
  * guardian's secp256k1 key and checked on chain with ecrecover (low-s only).
  *
- * domain = { name: "PPS ConfidentialToken", version: "1", chainId, verifyingContract }
+ * domain = { name: "PPS ConfidentialToken", version: "2", chainId, verifyingContract }
+ * (version 2: ConfidentialToken v2, D53, where the sender signs the same typed data beside the guardian, D51)
  * ConfidentialTransfer(address from,address to,bytes32 transferId,uint256 nonce,
  *   bytes32 ciphertextDigest,bytes32 sealedDigest,uint64 deadline)
  * PublicTransfer(address from,address to,bytes32 transferId,uint256 nonce,uint256 amount,
@@ -39,7 +40,7 @@ export const domainName = "PPS ConfidentialToken"
  * @since 0.1.0
  * @category constants
  */
-export const domainVersion = "1"
+export const domainVersion = "2"
 
 /**
  * The EIP-712 struct types, in viem's form.

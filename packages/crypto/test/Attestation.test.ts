@@ -35,7 +35,7 @@ const domainSeparator = keccak256(
     [
       utf8Hash("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"),
       utf8Hash("PPS ConfidentialToken"),
-      utf8Hash("1"),
+      utf8Hash("2"),
       46630n,
       token
     ]

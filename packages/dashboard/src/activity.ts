@@ -95,10 +95,14 @@ const transferEntry = (transfer: Transfer, handle: string, opened: Opened | unde
   }
 }
 
-/** Whether the holder can open a transfer's amount: a standard transfer received has no copy to check (the SDK refuses it). */
+/**
+ * Whether the holder can open a transfer's amount: a standard transfer received is checked
+ * against the amount its transaction paid in public, which exists once it is confirmed (D62);
+ * before that the SDK refuses it.
+ */
 const opens = (transfer: Transfer, handle: string) => {
   const entry = transferEntry(transfer, handle, undefined)
-  return entry.kind === "transfer" && (transfer.confidential || entry.direction === "sent")
+  return entry.kind === "transfer" && (transfer.confidential || entry.direction === "sent" || transfer.status === "confirmed")
 }
 
 export interface Activity {

@@ -102,6 +102,21 @@ const stepUp = async (): Promise<void> => {
   if (!verified.ok) throw await problemOf(verified)
 }
 
+/**
+ * Runs `act` (an SDK call over the session); on `reauthentication_required`, steps up once and
+ * runs it again, as `call` does for the page's own requests.
+ */
+export const withStepUp = async <A>(act: () => Promise<A>): Promise<A> => {
+  try {
+    return await act()
+  } catch (caught) {
+    const code = typeof caught === "object" && caught !== null && "code" in caught ? caught.code : undefined
+    if (code !== "reauthentication_required") throw caught
+    await stepUp()
+    return act()
+  }
+}
+
 /** A JSON call to the dashboard's own endpoints or to `/v1`; on `reauthentication_required`, steps up once and retries. */
 export const call = async <A>(method: "GET" | "POST" | "PATCH" | "DELETE", path: string, body?: unknown): Promise<A> => {
   const send = () =>

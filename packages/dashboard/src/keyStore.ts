@@ -110,8 +110,16 @@ const wrappingKey = async (passphrase: string, salt: Uint8Array): Promise<Crypto
 }
 
 /** Stores a key pair for the account, sealed under the passphrase (replacing any earlier one). */
-export const storeKey = async (accountId: string, keyPair: EncryptionKey.KeyPair, passphrase: string): Promise<void> => {
+/**
+ * Refuses a passphrase too short to protect a key (checked before anything is sent, where a key
+ * would otherwise exist in memory only).
+ */
+export const checkPassphrase = (passphrase: string): void => {
   if (passphrase.length < 8) throw new KeyProblem("Choose a passphrase of at least 8 characters.")
+}
+
+export const storeKey = async (accountId: string, keyPair: EncryptionKey.KeyPair, passphrase: string): Promise<void> => {
+  checkPassphrase(passphrase)
   const salt = crypto.getRandomValues(new Uint8Array(16))
   const { iv, sealed } = await seal(await wrappingKey(passphrase, salt), keyPair)
   const stored: StoredKey = { account_id: accountId, public_key: hex(keyPair.publicKey), protection: "passphrase", salt, iv, sealed_secret: sealed }

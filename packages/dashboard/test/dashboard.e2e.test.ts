@@ -10,7 +10,7 @@
  * outside, revoke it (the next call is 401), subscribe a local webhook receiver
  * and replay a delivery, approve a held agent transaction after reading its
  * amount, issue an agent's key on the Agents page (shown once) and revoke it, refund a received
- * transfer from its page after a review (D43).
+ * transfer from its page after a review (D43), replace the encryption key keeping the balance (D55).
  * Every request the page makes is recorded: none carries the canary amounts,
  * memos, the key file's secret or an API key. Every page is checked with
  * axe-core (no serious or critical violation) and under its CSP (no violation
@@ -502,6 +502,25 @@ describe("dashboard in Chromium", () => {
     // Nothing wider than the screen, and no cell cut off: each row is a card.
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(phone.width)
     expect(await page.locator("table.data td").evaluateAll((cells) => cells.filter((cell) => cell.getBoundingClientRect().right > 390).length)).toBe(0)
+  })
+
+  it("replaces the encryption key from Settings after a passkey confirmation, and the balance reads with the new key (D55)", async () => {
+    await visit("Settings", "Settings", "settings-before-replace")
+    const before = await page.getByText(/^Registered key:/).textContent()
+    page.once("dialog", (dialog) => void dialog.accept())
+    await page.getByRole("button", { name: "Replace the key (keeps the balance)" }).click()
+    await expect.poll(async () => (await alerts()).join(" ") || await page.getByRole("status").textContent().catch(() => ""), { timeout: 120_000 })
+      .toMatch(/^A new key was made here and registered/)
+    await expect.poll(() => page.getByTestId("key-status").textContent()).toBe("Unlocked in this tab.")
+    // Another key is registered, and the new key file is offered once.
+    await expect.poll(() => page.getByText(/^Registered key:/).textContent()).not.toBe(before)
+    await page.getByTestId("key-file-next-step").waitFor()
+    await checkAccessibility("settings after a key replacement")
+    // The balance is kept, opened with the new key.
+    await visit("Overview", "Overview", "overview-after-replace")
+    await expect.poll(() => page.getByTestId("balance-USDG").textContent(), { timeout: 60_000 }).toBe("82.45579")
+    // Left on another page than the Overview, which the next test navigates to.
+    await visit("Activity", "Activity", "activity-after-replace")
   })
 
   it("when the session ends elsewhere, the next request's 401 drops the unlocked key and shows sign-in", async () => {

@@ -571,6 +571,47 @@ export const RotationVetoRequest = Schema.Struct({
 export const RotationVetoResult = Schema.NullOr(RotationVeto)
 
 /**
+ * D55: the guardian's re-encryption of an account's balance to a new key. `nonce` is one of the
+ * account's replay nonces (the contract's bitmap, shared with its transfers); `deadline` in
+ * seconds since the epoch.
+ *
+ * @since 0.12.0
+ * @category schemas
+ */
+export const KeyRotationRequest = Schema.Struct({
+  chainId: ChainId,
+  contract: AddressHex,
+  account: AddressHex,
+  newKey: PointHex,
+  nonce: Schema.BigIntFromString,
+  deadline: Schema.BigIntFromString
+})
+
+/**
+ * The balance encrypted to the new key and the guardian's (three 64-byte points), the digests of
+ * the balance it replaces and of the new one, and the guardian's EIP-712 `KeyRotation` signature.
+ *
+ * @since 0.12.0
+ * @category schemas
+ */
+export const KeyRotationResult = Schema.Struct({
+  commitment: PointHex,
+  ownerHandle: PointHex,
+  guardianHandle: PointHex,
+  previousBalanceDigest: Bytes32,
+  balanceDigest: Bytes32,
+  guardianSignature: BytesHex
+})
+
+/**
+ * D55: after a rotation was mined, the account's remembered key is forgotten.
+ *
+ * @since 0.12.0
+ * @category schemas
+ */
+export const ForgetKeyRequest = Schema.Struct({ chainId: ChainId, contract: AddressHex, account: AddressHex })
+
+/**
  * The guardian's health. `ready`: its storage answers (alerts and frozen accounts never
  * take it out of service: each concerns one balance). `alertCount` and `frozenAccounts`
  * count; `alerts` lists the oldest open alerts (at most `alertsListedMax`).
@@ -631,6 +672,18 @@ export class CreditIdReused extends Schema.TaggedError<CreditIdReused>()("Credit
 export class CreditRefused extends Schema.TaggedError<CreditRefused>()("CreditRefused", {
   creditId: Schema.String,
   reason: Schema.Literals(["credits_come_from_the_chain"])
+}) {}
+
+/**
+ * D55: the balance could change under a key rotation (an open reservation, books behind the
+ * chain), or the new key does not parse: nothing was signed; retry once it settles.
+ *
+ * @since 0.12.0
+ * @category errors
+ */
+export class KeyRotationBusy extends Schema.TaggedError<KeyRotationBusy>()("KeyRotationBusy", {
+  account: AddressHex,
+  reason: Schema.Literals(["reservations_open", "books_behind_chain", "new_key_invalid"])
 }) {}
 
 /**

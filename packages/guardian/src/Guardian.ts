@@ -57,6 +57,10 @@ import type {
   ReservationNotFound,
   RotationVetoRequest,
   RotationVetoResult,
+  ForgetKeyRequest,
+  KeyRotationBusy,
+  KeyRotationRequest,
+  KeyRotationResult,
   SealedBalanceRequest,
   SealedBalanceResult,
   SealedKeyTotalsResult,
@@ -78,6 +82,7 @@ import type { GuardianContext } from "./steps/GuardianContext.ts"
 import { health } from "./steps/Health.ts"
 import { makePartyKeyCache } from "./steps/PartyKeys.ts"
 import { reconcile, reconcileAll } from "./steps/Reconcile.ts"
+import { forgetPartyKey, keyRotation } from "./steps/KeyRotation.ts"
 import { rotationVeto } from "./steps/RotationVeto.ts"
 import { settle } from "./steps/Settle.ts"
 import { nonZero, sealedBalance, sealedKeyTotals } from "./steps/Statements.ts"
@@ -158,6 +163,12 @@ export interface GuardianShape {
   readonly rotationVeto: (
     request: typeof RotationVetoRequest.Type
   ) => Effect.Effect<typeof RotationVetoResult.Type, GuardianError>
+  /** D55: the account's balance re-encrypted to a new key, attested (`rotateEncryptionKey`). */
+  readonly keyRotation: (
+    request: typeof KeyRotationRequest.Type
+  ) => Effect.Effect<typeof KeyRotationResult.Type, KeyRotationBusy | GuardianError>
+  /** D55: forgets the account's remembered key once its rotation is mined. */
+  readonly forgetKey: (request: typeof ForgetKeyRequest.Type) => Effect.Effect<void>
   /** D40: every API key's total of confirmed debits from the account, each sealed to its key. */
   readonly sealedKeyTotals: (
     request: typeof SealedBalanceRequest.Type
@@ -259,6 +270,7 @@ const makeContext = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timi
     group,
     accountLane,
     partyKeys: makePartyKeyCache(),
+    rotationsPending: new Map(),
     followLocks: new Map(chain.chainIds.map((chainId) => [chainId, Semaphore.makeUnsafe(1)] as const)),
     signer: getAddress(keys.info.signer),
     signerAccount: privateKeyToAccount(bytesToHex(keys.signerPrivateKey)),
@@ -281,6 +293,8 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
     reconcile: (request) => reconcile(context, request),
     health: health(context),
     rotationVeto: (request) => rotationVeto(context, request),
+    keyRotation: (request) => keyRotation(context, request),
+    forgetKey: (request) => forgetPartyKey(context, request),
     resolveDueReservations: resolveDueReservations(context),
     reconcileAll: reconcileAll(context),
     followChain: (chainId) => followChain(context, chainId)

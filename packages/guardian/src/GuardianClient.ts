@@ -38,6 +38,8 @@ export interface GuardianClientShape {
   readonly sealedBalance: GuardianShape["sealedBalance"]
   readonly sealedKeyTotals: GuardianShape["sealedKeyTotals"]
   readonly rotationVeto: GuardianShape["rotationVeto"]
+  readonly keyRotation: GuardianShape["keyRotation"]
+  readonly forgetKey: (request: Parameters<GuardianShape["forgetKey"]>[0]) => Effect.Effect<void, GuardianError>
   readonly reconcile: GuardianShape["reconcile"]
   readonly health: Effect.Effect<Effect.Success<GuardianShape["health"]>, GuardianError>
 }
@@ -80,6 +82,8 @@ const failover = (clients: ReadonlyArray<GuardianClientShape>): GuardianClientSh
     sealedBalance: (request) => via((client) => client.sealedBalance(request)),
     sealedKeyTotals: (request) => via((client) => client.sealedKeyTotals(request)),
     rotationVeto: (request) => via((client) => client.rotationVeto(request)),
+    keyRotation: (request) => via((client) => client.keyRotation(request)),
+    forgetKey: (request) => via((client) => client.forgetKey(request)),
     reconcile: (request) => via((client) => client.reconcile(request)),
     health: via((client) => client.health)
   }
@@ -173,6 +177,8 @@ export class GuardianClient extends Context.Service<GuardianClient, GuardianClie
         sealedBalance: guardian.sealedBalance,
         sealedKeyTotals: guardian.sealedKeyTotals,
         rotationVeto: guardian.rotationVeto,
+        keyRotation: guardian.keyRotation,
+        forgetKey: guardian.forgetKey,
         reconcile: guardian.reconcile,
         health: guardian.health
       })
@@ -227,6 +233,8 @@ export class GuardianClient extends Context.Service<GuardianClient, GuardianClie
           sealedBalance: (request) => call(client.SealedBalance(request)),
           sealedKeyTotals: (request) => call(client.SealedKeyTotals(request)),
           rotationVeto: (request) => call(client.RotationVeto(request)),
+          keyRotation: (request) => call(client.KeyRotation(request)),
+          forgetKey: (request) => call(client.ForgetKey(request)),
           reconcile: (request) => call(client.Reconcile(request)),
           health: call(client.Health())
         })

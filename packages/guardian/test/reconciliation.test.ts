@@ -20,7 +20,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { assert, describe, layer } from "@effect/vitest"
 import { Anvil, ConfidentialTokenArtifact, Deploy, Faucet, TestUsdgArtifact } from "@pps/contracts"
-import { EncryptionKey, Note } from "@pps/crypto"
+import { Attestation, EncryptionKey, Note } from "@pps/crypto"
 import { Context, Effect, Layer, Metric, Redacted, Schedule } from "effect"
 import {
   type Address,
@@ -84,8 +84,10 @@ const setup = Effect.acquireRelease(
       if (receipt.status !== "success") throw new Error(`transaction ${hash} reverted`)
       return receipt
     }
+    const wallets = new Map<string, PrivateKeyAccount>()
     const newChainParty = async (): Promise<ChainParty> => {
       const wallet = await fundedWallet()
+      wallets.set(wallet.address.toLowerCase(), wallet)
       const keys = EncryptionKey.generate()
       const proof = EncryptionKey.proveOwnership(keys, { chainId, contract: addresses.confidentialUsdg, account: wallet.address })
       const key = { x: BigInt(`0x${Buffer.from(keys.publicKey.subarray(0, 32)).toString("hex")}`), y: BigInt(`0x${Buffer.from(keys.publicKey.subarray(32)).toString("hex")}`) }
@@ -106,7 +108,18 @@ const setup = Effect.acquireRelease(
       const receipt = await send(outsider, encodeFunctionData({ abi: ConfidentialTokenArtifact.abi, functionName: "shield", args: [to, amount] }))
       return receipt.transactionHash
     }
-    return { anvil, client, relayer, addresses, faucet, send, newChainParty, outsiderShield }
+    /** A party's wallet by address: its co-signature (D51) goes beside the guardian's attestation. */
+    const walletOf = (address: string) => {
+      const wallet = wallets.get(address.toLowerCase())
+      if (wallet === undefined) throw new Error(`no wallet for ${address}`)
+      return wallet
+    }
+    /** A wallet that holds no key of its own (an agent's) but co-signs its debits. */
+    const knowWallet = (wallet: PrivateKeyAccount) => {
+      wallets.set(wallet.address.toLowerCase(), wallet)
+      return wallet.address
+    }
+    return { anvil, client, relayer, addresses, faucet, send, newChainParty, outsiderShield, walletOf, knowWallet }
   }),
   ({ anvil }) => Effect.promise(() => anvil.stop())
 )
@@ -115,12 +128,24 @@ class ChainFixture extends Context.Service<ChainFixture, Effect.Success<typeof s
 
 const point = (hex: string) => ({ x: BigInt(`0x${hex.slice(2, 66)}`), y: BigInt(`0x${hex.slice(66, 130)}`) })
 
-const submit = (
+const submit = async (
   chain: Effect.Success<typeof setup>,
   request: Domain.AuthorizeRequest,
   authorized: Domain.Authorized
-) =>
-  chain.send(chain.relayer, encodeFunctionData({
+) => {
+  // The sender signs the very typed data the guardian attested (D51).
+  const accountSignature = await chain.walletOf(request.from).signTypedData(
+    Attestation.confidentialTransfer(Attestation.domain(chainId, chain.addresses.confidentialUsdg), {
+      from: getAddress(request.from),
+      to: getAddress(request.to),
+      transferId: request.transferId as Hex,
+      nonce: request.nonce,
+      ciphertextDigest: authorized.ciphertextDigest as Hex,
+      sealedDigest: request.sealedDigest as Hex,
+      deadline: request.deadline
+    })
+  )
+  return chain.send(chain.relayer, encodeFunctionData({
     abi: ConfidentialTokenArtifact.abi,
     functionName: "confidentialTransfer",
     args: [{
@@ -134,8 +159,9 @@ const submit = (
       guardianHandle: point(authorized.ciphertext.guardianHandle),
       sealedDigest: request.sealedDigest as Hex,
       deadline: request.deadline
-    }, authorized.signature as Hex]
+    }, authorized.signature as Hex, accountSignature]
   }))
+}
 
 const hexKey = (party: Party) => `0x${Buffer.from(party.keys.publicKey).toString("hex")}`
 
@@ -340,7 +366,7 @@ describe("the guardian against anvil", () => {
 
         // An agent's wallet has no registered key: its balance is encrypted to its owner's. The
         // first key used for it is pinned; another one is refused afterwards.
-        const agent: Party = { address: privateKeyToAccount(generatePrivateKey()).address, keys: alice.keys }
+        const agent: Party = { address: chain.knowWallet(privateKeyToAccount(generatePrivateKey())), keys: alice.keys }
         const funding = confidentialRequest({ guardianKey: key, from: alice, to: agent, amount: 200n, chainId, contract })
         const funded = yield* guardian.client.authorize(funding)
         if (funded._tag !== "Authorized") return assert.fail(reasonOf(funded))

@@ -13,7 +13,19 @@ import type * as McpEntry from "@pps/sdk/McpEntry"
 import { Clock, Duration, Effect, type Layer } from "effect"
 import type { Tool } from "effect/ai"
 import * as Refusals from "./Refusals.ts"
-import { AccountTools, AgentTools, approvalWaitSecondsMax, type GetTransfer, type ListTransfers, type Pay, type ToolRefused, type WaitForApproval } from "./Tools.ts"
+import { Client as X402Client, Scheme as X402Scheme } from "@pps/x402"
+import {
+  AccountTools,
+  AgentTools,
+  approvalWaitSecondsMax,
+  type FetchPaid,
+  type GetTransfer,
+  type ListTransfers,
+  paidBodyCharsMax,
+  type Pay,
+  ToolRefused,
+  type WaitForApproval
+} from "./Tools.ts"
 
 /**
  * How often `wait_for_approval` asks: a decision is a person's click, so an answer within a
@@ -110,6 +122,39 @@ const waitForApproval = Effect.fn("McpTools.waitForApproval")(function*(pps: Pps
   }
 })
 
+/**
+ * `fetch_paid` (D57): one GET through `@x402/fetch` with the scheme's client, whose per-request
+ * and per-session maxima are both `max_amount` (one call pays for one request at most). A
+ * refusal or a hold is the scheme's own sentence (the rule, or the held transaction and its
+ * window).
+ */
+const fetchPaid = Effect.fn("McpTools.fetchPaid")(function*(pps: Pps, holder: McpEntry.Holder, params: Tool.Parameters<typeof FetchPaid>) {
+  const paid = yield* Effect.try({
+    try: () =>
+      X402Client.paidFetch({
+        payer: pps,
+        maxPerRequest: params.max_amount,
+        maxPerSession: params.max_amount,
+        network: holder.mode === "live" ? X402Scheme.networks.main : X402Scheme.networks.test
+      }),
+    catch: (error) => new ToolRefused({ message: `not sent: ${error instanceof Error ? error.message : String(error)}` })
+  })
+  const response = yield* Effect.tryPromise({
+    try: () => paid.fetch(params.url),
+    catch: (error) => new ToolRefused({ message: `not served: ${error instanceof Error ? error.message.replace(/^Failed to create payment payload: /, "") : String(error)}` })
+  })
+  const text = yield* Effect.tryPromise({ try: () => response.text(), catch: () => new ToolRefused({ message: "the answer's body could not be read" }) })
+  const transferId = paid.scheme.lastTransferId
+  return {
+    status: response.status,
+    paid: transferId !== undefined,
+    ...(transferId === undefined ? {} : { transfer_id: transferId }),
+    content_type: response.headers.get("content-type") ?? "",
+    body: text.slice(0, paidBodyCharsMax),
+    truncated: text.length > paidBodyCharsMax
+  }
+})
+
 const balance = Effect.fn("McpTools.balance")(function*(pps: Pps) {
   const read = yield* attempt(() => pps.balances.read(), Refusals.ofRead)
   return { balances: read.balances.map((entry) => ({ asset: entry.asset, amount: entry.amount })) }
@@ -127,7 +172,8 @@ export const agentHandlers = (settings: McpEntry.Settings): Layer.Layer<Tool.Han
     get_transfer: (params) => getTransfer(settings.pps, params),
     list_transfers: (params) => listTransfers(settings.pps, params),
     get_spend_policy: () => getSpendPolicy(settings.pps, settings.holder),
-    wait_for_approval: (params) => waitForApproval(settings.pps, params)
+    wait_for_approval: (params) => waitForApproval(settings.pps, params),
+    fetch_paid: (params) => fetchPaid(settings.pps, settings.holder, params)
   })
 
 /**
@@ -141,5 +187,6 @@ export const accountHandlers = (settings: McpEntry.Settings): Layer.Layer<Tool.H
     pay: (params) => pay(settings.pps, params),
     balance: () => balance(settings.pps),
     get_transfer: (params) => getTransfer(settings.pps, params),
-    list_transfers: (params) => listTransfers(settings.pps, params)
+    list_transfers: (params) => listTransfers(settings.pps, params),
+    fetch_paid: (params) => fetchPaid(settings.pps, settings.holder, params)
   })

@@ -95,6 +95,35 @@ export const Pay = Tool.make("pay", {
   failure: ToolRefused
 }).annotate(Tool.Title, "Pay").annotate(Tool.Destructive, true).annotate(Tool.Idempotent, false).annotate(Tool.Strict, true)
 
+/** The most of a paid answer's body `fetch_paid` hands the model: a page of JSON or text, not a download. */
+export const paidBodyCharsMax = 20_000
+
+/**
+ * `fetch_paid` (D57): a GET of a URL that answers 402 with the confidential x402 scheme, paid
+ * through PPS on this machine (`@pps/x402`'s client), at most `max_amount`.
+ *
+ * @since 0.2.0
+ * @category tools
+ */
+export const FetchPaid = Tool.make("fetch_paid", {
+  description: "GET `url`; when it answers 402 Payment Required with the pps-sealed x402 scheme, pay it (sealed on this machine, at most `max_amount` USDG, once for this request) and answer the resource. A payment above the approval threshold waits for the owner until the requirement's maxTimeoutSeconds, then fails saying it is held, with the transaction id: an approval after that pays for a request that was not served (wait_for_approval tells whether it happened), and calling fetch_paid again asks for a new 402 and pays again.",
+  parameters: Schema.Struct({
+    url: Schema.String.check(Schema.isPattern(/^https?:\/\/\S+$/)).annotate({ description: "An http(s) URL." }),
+    max_amount: Schema.String.check(Schema.isPattern(/^\d+(\.\d+)?$/)).annotate({
+      description: "The most this request may cost, a decimal string in USDG such as \"0.05\"."
+    })
+  }),
+  success: Schema.Struct({
+    status: Schema.Number.annotate({ description: "The HTTP status of the final answer." }),
+    paid: Schema.Boolean.annotate({ description: "Whether a payment was made for it." }),
+    transfer_id: Schema.optionalKey(Schema.String.annotate({ description: "The payment's transfer (get_transfer follows it)." })),
+    content_type: Schema.String,
+    body: Schema.String.annotate({ description: `The answer's body as text, at most ${paidBodyCharsMax} characters.` }),
+    truncated: Schema.Boolean
+  }),
+  failure: ToolRefused
+}).annotate(Tool.Title, "Fetch a paid resource").annotate(Tool.Destructive, true).annotate(Tool.Idempotent, false).annotate(Tool.Strict, true)
+
 /**
  * `get_transfer`: one transfer as the API answers it (D13: no amount, no memo).
  *
@@ -193,7 +222,7 @@ export const Balance = reading(Tool.make("balance", {
  * @since 0.1.0
  * @category toolkits
  */
-export const AgentTools = Toolkit.make(Pay, GetTransfer, ListTransfers, GetSpendPolicy, WaitForApproval)
+export const AgentTools = Toolkit.make(Pay, GetTransfer, ListTransfers, GetSpendPolicy, WaitForApproval, FetchPaid)
 
 /**
  * The tools of an account's key with its key file.
@@ -201,4 +230,4 @@ export const AgentTools = Toolkit.make(Pay, GetTransfer, ListTransfers, GetSpend
  * @since 0.1.0
  * @category toolkits
  */
-export const AccountTools = Toolkit.make(Pay, Balance, GetTransfer, ListTransfers)
+export const AccountTools = Toolkit.make(Pay, Balance, GetTransfer, ListTransfers, FetchPaid)

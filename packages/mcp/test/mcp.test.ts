@@ -42,7 +42,7 @@ afterAll(async () => {
   fs.rmSync(aliceHome, { recursive: true, force: true })
 }, 30_000)
 
-const accountTools = ["pay", "balance", "get_transfer", "list_transfers"]
+const accountTools = ["pay", "balance", "get_transfer", "list_transfers", "fetch_paid"]
 
 /** Neither what the MCP server sent the API (through the proxy) nor its stderr holds the canary, in any form. */
 const expectNoCanary = (sent: Buffer, stderr: string, canary: { readonly decimal: string; readonly baseUnits: bigint }, memo: string) => {
@@ -170,7 +170,7 @@ describe("pps mcp with an account's key and its key file", { timeout: 60_000 }, 
   })
 })
 
-const agentTools = ["pay", "get_transfer", "list_transfers", "get_spend_policy", "wait_for_approval"]
+const agentTools = ["pay", "get_transfer", "list_transfers", "get_spend_policy", "wait_for_approval", "fetch_paid"]
 
 describe("pps mcp with an agent's key alone", { timeout: 60_000 }, () => {
   it("pays under the threshold, refuses over the per-transaction limit by name, holds above the threshold until the owner approves", async () => {

@@ -169,16 +169,34 @@ const checkedKeyStatus = async (client: Client) => {
  * @category requests
  */
 export const registerKey = async (client: Client, keyPair: EncryptionKey.KeyPair): Promise<Registration> => {
+  const payload = await keyPayload(client, keyPair)
+  return run(client, (api) => api.accounts.registerEncryptionKey({ payload }))
+}
+
+/** The public key and its proof of possession for each asset contract, bound to the account. */
+const keyPayload = async (client: Client, keyPair: EncryptionKey.KeyPair) => {
   const status = await checkedKeyStatus(client)
   const proofOf = (contract: Address) =>
     Wire.hex(EncryptionKey.proveOwnership(keyPair, { chainId: BigInt(status.chain_id), contract, account: status.account_address }))
-  return run(client, (api) =>
-    api.accounts.registerEncryptionKey({
-      payload: {
-        public_key: Wire.hex(keyPair.publicKey),
-        proofs: { USDG: proofOf(status.contracts.USDG), ETH: proofOf(status.contracts.ETH) }
-      }
-    }))
+  return {
+    public_key: Wire.hex(keyPair.publicKey),
+    proofs: { USDG: proofOf(status.contracts.USDG), ETH: proofOf(status.contracts.ETH) }
+  }
+}
+
+/**
+ * D55: replaces the account's registered key by the new key pair's, keeping the balance (the
+ * guardian re-encrypts it to the new key). The old key is not needed: this is also how a holder
+ * that lost it recovers. Transfers sealed before stay readable only with the old key; every one
+ * after, with the new. Rotating to the key already registered is harmless (it finishes a rotation
+ * an earlier call left half-mined); 503 while transfers of the account are in flight (retry).
+ *
+ * @since 0.12.0
+ * @category requests
+ */
+export const rotateKey = async (client: Client, newKeyPair: EncryptionKey.KeyPair, options: { readonly idempotencyKey?: string } = {}): Promise<Registration> => {
+  const payload = await keyPayload(client, newKeyPair)
+  return run(client, (api) => api.accounts.rotateEncryptionKey({ payload }), options.idempotencyKey)
 }
 
 /**
@@ -200,7 +218,8 @@ export const decryptTransfer = async (
 /**
  * Opens a sealed copy as `GET /v1/transfers/{transfer_id}/sealed` answered it (D18) with the
  * caller's key pair, and checks it against the transfer's ciphertext; throws `ConfidentialError`
- * when it does not open, does not match, or cannot be checked (a standard transfer's recipient).
+ * when it does not open, does not match, or cannot be checked (a standard transfer's recipient before
+ * it is confirmed; once it is, the public amount its transaction paid is the check, D62).
  * Shared by `decryptTransfer` and a refund's default amount (`SealedTransfers.sealedRefund`).
  *
  * @since 0.10.0
@@ -223,12 +242,21 @@ export const openSealedCopy = (
       `the sealed copy of transfer ${transferId} does not open with this key (${note.reason}); is it the key registered for this account?`
     )
   }
+  // D62: a standard transfer's amount is public in its transaction; once confirmed, the copy
+  // must say the same amount (for either party).
+  if (sealed.public_amount !== null && Amount.format(sealed.asset, note.value.amount) !== sealed.public_amount) {
+    throw new ConfidentialError(
+      "sealed_copy_mismatch",
+      `the sealed copy of transfer ${transferId} does not match the amount its transaction paid in public: do not trust it`
+    )
+  }
   // A standard transfer's recipient gets no handle: its ciphertext encrypts the debit to the
-  // sender and the guardian only (the amount is public in the transaction).
+  // sender and the guardian only. Its public amount is the check; before confirmation there is none.
   if (sealed.handle === null) {
+    if (sealed.public_amount !== null) return openedCopy(sealed, note.value)
     throw new ConfidentialError(
       "sealed_copy_unverifiable",
-      `transfer ${transferId} is a standard transfer: the API gives its recipient no ciphertext to check the sealed copy against`
+      `transfer ${transferId} is a standard transfer not yet confirmed: its public amount is not on chain yet to check the sealed copy against`
     )
   }
   const commitment = Wire.point(what, "commitment", sealed.commitment)
@@ -238,14 +266,19 @@ export const openSealedCopy = (
       `the sealed copy of transfer ${transferId} does not match the transfer's ciphertext: do not trust it`
     )
   }
-  return {
-    transferId: sealed.transfer_id,
-    role: sealed.role,
-    asset: sealed.asset,
-    amount: note.value.amount,
-    memo: note.value.memo
-  }
+  return openedCopy(sealed, note.value)
 }
+
+const openedCopy = (
+  sealed: typeof SealedTransfer.Type,
+  note: { readonly amount: bigint; readonly memo: string }
+): DecryptedTransfer => ({
+  transferId: sealed.transfer_id,
+  role: sealed.role,
+  asset: sealed.asset,
+  amount: note.amount,
+  memo: note.memo
+})
 
 /**
  * Opens the guardian's balance statements, checks each against the account's

@@ -150,8 +150,10 @@ export class TransportError extends ReasonedError<TransportFailure> {
  * - `sealed_copy_mismatch`: it opens, but its amount is not the one the
  *   transfer's ciphertext encrypts.
  * - `sealed_copy_unverifiable`: the caller received a standard
- *   (non-confidential) transfer, whose ciphertext has no handle for the
- *   recipient, so the copy cannot be checked and is not shown.
+ *   (non-confidential) transfer that is not confirmed yet: its ciphertext has
+ *   no handle for the recipient and its public amount is not on chain yet, so
+ *   the copy cannot be checked and is not shown (once confirmed, the public
+ *   amount is the check, D62).
  * - `statement_unopenable`, `statement_mismatch`: the same for a balance statement.
  * - `balances_mismatch`: the balances endpoint accepted the proof but answered
  *   amounts other than the proven ones.
@@ -255,6 +257,8 @@ const define = <const C extends Code>(code: C, name: string): ErrorClass<C> => {
 export const InvalidRequest = define(catalogue.InvalidRequest.code, "InvalidRequest")
 /** 401 `unauthorized` (SPEC): a missing, unknown or revoked API key. */
 export const Unauthorized = define(catalogue.Unauthorized.code, "Unauthorized")
+/** 403 `account_suspended` (D60): the key is valid, but the operator suspended its account (or the agent's owner). */
+export const AccountSuspended = define(catalogue.AccountSuspended.code, "AccountSuspended")
 /** 402 `insufficient_balance` (SPEC). */
 export const InsufficientBalance = define(catalogue.InsufficientBalance.code, "InsufficientBalance")
 /** 403 `kyc_required` (SPEC). */
@@ -308,6 +312,8 @@ export const IdempotencyKeyInProgress = define(catalogue.IdempotencyKeyInProgres
 export const KeyShownOnce = define(catalogue.KeyShownOnce.code, "KeyShownOnce")
 /** 409 `agent_name_taken`. */
 export const AgentNameTaken = define(catalogue.AgentNameTaken.code, "AgentNameTaken")
+/** 409 `agent_limit_reached` (D61): the account has as many agents in this mode as it may. */
+export const AgentLimitReached = define(catalogue.AgentLimitReached.code, "AgentLimitReached")
 /** 409 `encryption_key_already_registered`. */
 export const EncryptionKeyAlreadyRegistered = define(catalogue.EncryptionKeyAlreadyRegistered.code, "EncryptionKeyAlreadyRegistered")
 /** 409 `prepared_transfer_used`: a client-sealed transfer was already created from this preparation. */
@@ -340,10 +346,10 @@ export const InternalError = define(catalogue.InternalError.code, "InternalError
 export const ServiceUnavailable = define(catalogue.ServiceUnavailable.code, "ServiceUnavailable")
 
 const classes = [
-  InvalidRequest, Unauthorized, InsufficientBalance, KycRequired, NotAgentOwner, PolicyViolation, LivemodeUnavailable,
+  InvalidRequest, Unauthorized, AccountSuspended, InsufficientBalance, KycRequired, NotAgentOwner, PolicyViolation, LivemodeUnavailable,
   ReauthenticationRequired, TestModeOnly, RecipientNotFound, TransactionNotFound, TransferNotFound, AgentNotFound, ApiKeyNotFound,
   WebhookNotFound, EventNotFound, NotFound, MethodNotAllowed, RequestTimeout, HeadersTooLarge, TransactionExpired,
-  ApprovalInProgress, ApprovalAttemptsExhausted, IdempotencyKeyReused, IdempotencyKeyInProgress, KeyShownOnce, AgentNameTaken,
+  ApprovalInProgress, ApprovalAttemptsExhausted, IdempotencyKeyReused, IdempotencyKeyInProgress, KeyShownOnce, AgentNameTaken, AgentLimitReached,
   EncryptionKeyAlreadyRegistered, PreparedTransferUsed, PayloadTooLarge, RecipientNotConfidentialReady,
   NotTransferRecipient, TransferNotConfirmed, TransferNotConfidential, RefundExceedsOriginal,
   DecryptionProofInvalid, EncryptionKeyRequired, EncryptionKeyInvalid, InvalidPolicy, RateLimited, InternalError,

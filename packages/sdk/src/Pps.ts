@@ -159,6 +159,14 @@ export interface SpendPolicyInput {
 /** D21. @since 0.3.0 @category models */
 export type Agent = AgentRecord
 
+/** A page of agents (`agents.page`, D61), in D16's envelope. @since 0.11.0 @category models */
+export interface AgentPage {
+  readonly data: ReadonlyArray<Agent>
+  readonly limit: number
+  readonly offset: number
+  readonly has_more: boolean
+}
+
 /** The account of the client's key (`accounts.me()`). @since 0.9.0 @category models */
 export type Account = AccountRecord
 
@@ -355,6 +363,15 @@ export class Pps {
     return run(this.#client, call, idempotencyKey)
   }
 
+  /** Every page of `GET /v1/agents`, as one async iteration. */
+  async *#agentPages(limit: number): AsyncGenerator<Agent> {
+    for (let offset = 0;; offset += limit) {
+      const page = await this.#run((api) => api.agents.page({ query: { limit, offset } }))
+      yield* page.data
+      if (!page.has_more) return
+    }
+  }
+
   /** Every page of `transfers.list`, as one async iteration. */
   async *#transferPages(filter: ListFilter): AsyncGenerator<Transfer> {
     const limit = filter.pageSize ?? 100
@@ -384,13 +401,23 @@ export class Pps {
    */
   readonly transfers = {
     create: async (
-      transfer: { readonly to: string; readonly amount: string; readonly memo?: string; readonly asset?: string; readonly confidential?: boolean },
+      transfer: {
+        readonly to: string
+        readonly amount: string
+        readonly memo?: string
+        readonly asset?: string
+        readonly confidential?: boolean
+        /** (D57) ISO 8601: a hold's approval window ends no later than this (an x402 requirement's expiry). */
+        readonly approvalExpiresAt?: string
+      },
       /** `recipientAddress`: the address a handle `to` must resolve to (else the API's resolution is trusted). */
       options: { readonly idempotencyKey?: string; readonly recipientAddress?: string } = {}
     ): Promise<CreatedTransfer> => {
       const idempotencyKey = options.idempotencyKey ?? newIdempotencyKey()
       if (transfer.confidential === false) {
-        const answer = await this.#run((api) => api.transfers.create({ payload: { ...transfer, confidential: false } }), idempotencyKey)
+        const { approvalExpiresAt, ...plain } = transfer
+        const payload = { ...plain, confidential: false, ...(approvalExpiresAt === undefined ? {} : { approval_expires_at: approvalExpiresAt }) }
+        const answer = await this.#run((api) => api.transfers.create({ payload }), idempotencyKey)
         return createdTransfer(answer)
       }
       // Without either, an agent's key: its copy is sealed to its owner's key as answered (checked with ownerWallet).
@@ -399,7 +426,8 @@ export class Pps {
         to: transfer.to,
         amount: transfer.amount,
         ...(transfer.memo === undefined ? {} : { memo: transfer.memo }),
-        ...(transfer.asset === undefined ? {} : { asset: transfer.asset })
+        ...(transfer.asset === undefined ? {} : { asset: transfer.asset }),
+        ...(transfer.approvalExpiresAt === undefined ? {} : { approvalExpiresAt: transfer.approvalExpiresAt })
       }, {
         ...this.#sealOptions(senderKey),
         idempotencyKey,
@@ -443,7 +471,14 @@ export class Pps {
    */
   readonly encryptionKey = {
     status: (): Promise<EncryptionKeyStatus> => Confidential.encryptionKeyStatus(this.#client),
-    register: (): Promise<Registration> => Confidential.registerKey(this.#client, this.#keyPair())
+    register: (): Promise<Registration> => Confidential.registerKey(this.#client, this.#keyPair()),
+    /**
+     * D55: replaces the registered key by `newKeyPair`'s, keeping the balance (the guardian
+     * re-encrypts it); the old key is not needed, so this is also a lost key's recovery. Make a
+     * new `Pps` with the new key pair afterwards.
+     */
+    rotate: (newKeyPair: EncryptionKey.KeyPair, options: Keyed = {}): Promise<Registration> =>
+      Confidential.rotateKey(this.#client, newKeyPair, options)
   }
 
   /** Balances, decrypted here and proven to the API (D20); `prove` makes the proof only. */
@@ -465,6 +500,14 @@ export class Pps {
     create: (agent: { readonly name: string; readonly spend_policy: SpendPolicyInput }, options: Keyed = {}): Promise<Agent> =>
       this.#run((api) => api.agents.create({ payload: agent }), options.idempotencyKey),
     list: (): Promise<{ readonly agents: ReadonlyArray<Agent> }> => this.#run((api) => api.agents.list()),
+    /**
+     * One page of the agents (`GET /v1/agents`, D61), oldest first: `{ data, limit, offset, has_more }`.
+     * An account has at most `AGENTS_PER_ACCOUNT_MAX` agents per mode (default 100).
+     */
+    page: (page: { readonly limit?: number; readonly offset?: number } = {}): Promise<AgentPage> =>
+      this.#run((api) => api.agents.page({ query: page })),
+    /** Every agent, oldest first, reading `GET /v1/agents` a page at a time (D61). */
+    all: (options: { readonly pageSize?: number } = {}): AsyncGenerator<Agent> => this.#agentPages(options.pageSize ?? 100),
     policy: {
       /**
        * The owner reads any of its agents' policies; an agent key its own (D42). Without
@@ -481,7 +524,9 @@ export class Pps {
      * The agent's API keys, managed by its owner (D44; an agent key is refused 403
      * `not_agent_owner`). `create` answers the key's value once: nothing keeps it, and a retry
      * with the same idempotency key answers 409 `key_shown_once` (revoke that key and create
-     * another). `revoke` takes effect on the key's next request (401).
+     * another). `revoke` takes effect on the key's next request (401). `rotate` (D56) replaces a
+     * leaked key in one step: the new key (its value once, named as the old one unless a name is
+     * given) and the old key's revocation commit together.
      */
     keys: {
       create: (
@@ -493,7 +538,21 @@ export class Pps {
       list: (agentId: string): Promise<{ readonly data: ReadonlyArray<AgentKey> }> =>
         this.#run((api) => api.agents.listKeys({ params: { account_id: agentId } })),
       revoke: (agentId: string, keyId: string, options: Keyed = {}): Promise<{ readonly key_id: string; readonly revoked: true }> =>
-        this.#run((api) => api.agents.revokeKey({ params: { account_id: agentId, key_id: keyId } }), options.idempotencyKey)
+        this.#run((api) => api.agents.revokeKey({ params: { account_id: agentId, key_id: keyId } }), options.idempotencyKey),
+      rotate: (
+        agentId: string,
+        keyId: string,
+        key: { readonly name?: string } = {},
+        options: Keyed = {}
+      ): Promise<NewAgentKey & { readonly replaced_key_id: string }> =>
+        this.#run(
+          (api) =>
+            api.agents.rotateKey({
+              params: { account_id: agentId, key_id: keyId },
+              payload: key.name === undefined ? {} : { name: key.name }
+            }),
+          options.idempotencyKey
+        )
     },
     /**
      * Held transactions' state (D42): `pending_approval`, `approved` (with its transfer),

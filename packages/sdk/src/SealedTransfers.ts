@@ -85,6 +85,8 @@ export interface SealedTransferRequest {
   readonly amount: string
   readonly memo?: string
   readonly asset?: string
+  /** (D57) ISO 8601: if an agent's transfer is held, its approval window ends no later than this (an x402 requirement's expiry). */
+  readonly approvalExpiresAt?: string
 }
 
 /**
@@ -376,7 +378,12 @@ export const sealed = Effect.fn("SealedTransfers.sealed")(function*(
 ) {
   const { asset, sealed } = yield* prepareAndSeal(api, transfer, options, ["sealed-transfer"])
   const [body, response] = yield* api.transfers.create({
-    payload: { to: transfer.to, asset, sealed },
+    payload: {
+      to: transfer.to,
+      asset,
+      sealed,
+      ...(transfer.approvalExpiresAt === undefined ? {} : { approval_expires_at: transfer.approvalExpiresAt })
+    },
     responseMode: "decoded-and-response"
   })
   return { status: response.status, body } satisfies SentTransfer

@@ -96,6 +96,12 @@ describe("Pps", { timeout: 60_000 }, () => {
     const pps = new Pps({ apiKey: alice.api_key, baseUrl: server.baseUrl, keyPair: aliceKey })
     const agent = await pps.agents.create({ name: "facade-bot", spend_policy: { daily_limit_usdg: 50, per_transaction_limit_usdg: 20, hitl_threshold_usdg: 1 } })
     expect((await pps.agents.list()).agents.map((a) => a.account_id)).toContain(agent.account_id)
+    // D61: the paged list, one page and every page, in the same order as the whole list.
+    const whole = (await pps.agents.list()).agents.map((a) => a.account_id)
+    const all: Array<string> = []
+    for await (const each of pps.agents.all({ pageSize: 1 })) all.push(each.account_id)
+    expect(all).toEqual(whole)
+    expect(await pps.agents.page({ limit: 1 })).toMatchObject({ limit: 1, offset: 0, has_more: whole.length > 1, data: [{ account_id: whole[0] }] })
     expect(await pps.agents.policy.update(agent.account_id, { daily_limit_usdg: 40 })).toMatchObject({ daily_limit_usdg: 40 })
     expect(await pps.agents.policy.get(agent.account_id)).toMatchObject({ daily_limit_usdg: 40, hitl_threshold_usdg: 1 })
     await pps.transfers.create({ to: agent.handle, amount: "10" })

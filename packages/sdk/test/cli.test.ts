@@ -232,15 +232,19 @@ describe("pps", { timeout: 90_000 }, () => {
     expect((refused as Error).message).not.toMatch(/12\.5|12500000|lunch/)
   })
 
-  it("a standard transfer: the sender's copy checks out, the recipient's cannot be checked and is not shown", async () => {
+  it("a standard transfer: both parties' copies check out against the amount its transaction paid in public (D62)", async () => {
     // `send --public`: the plain form, the API's answer printed as received.
     const standard = JSON.parse(expectSuccess(await asAlice("send", "--to", "@bob", "--amount", "2", "--memo", "public", "--public", "--json")).stdout) as Record<string, unknown>
     expect(standard).toMatchObject({ confidential: false, status: "confirmed", to: "@bob", direction: "sent" })
     const id = String(standard["transfer_id"])
     const [sender, recipient] = await Promise.all([asAlice("decrypt-transfer", id, "--json"), asBob("decrypt-transfer", id, "--json")])
     expect(expectSuccess(sender).stdout).toBe(`${JSON.stringify({ transfer_id: id, amount: "2", memo: "public" })}\n`)
-    expect(recipient).toMatchObject({ exitCode: 1, stdout: "" })
-    expect(recipient.stderr).toMatch(/^pps: transfer tr_\w+ is a standard transfer: the API gives its recipient no ciphertext/)
+    expect(expectSuccess(recipient).stdout).toBe(`${JSON.stringify({ transfer_id: id, amount: "2", memo: "public" })}\n`)
+    // The recipient's list shows the amount, no longer `(sealed_copy_unverifiable)`.
+    const listed = JSON.parse(expectSuccess(await asBob("transfers", "list", "--limit", "5", "--json")).stdout) as {
+      data: Array<Record<string, string>>
+    }
+    expect(listed.data.find((row) => row["transfer_id"] === id)).toMatchObject({ direction: "received", amount: "2", memo: "public" })
   })
 
   it("send seals amount and memo here (the wire carries neither); transfers list and keys open them here", async () => {
@@ -349,9 +353,18 @@ describe("pps", { timeout: 90_000 }, () => {
     expect(state).toMatchObject({ status: "approved", transfer_status: "confirmed" })
     expect(JSON.stringify(state)).not.toMatch(/2500000|hold me|"amount"/)
     expect(expectSuccess(await asAlice("agents", "transactions", "get", String(secondHeld.json["transaction_id"]))).stdout).toMatch(/^status\s+rejected$/m)
-    // Revoked by its owner, the agent's key is refused on its next request.
-    expect(expectSuccess(await asAlice("agents", "keys", "revoke", agentId, issued["key_id"]!)).stdout).toBe(`revoked ${issued["key_id"]}\n`)
+    // Replaced in one step (D56): a new key (named as the old one), and the old key refused at once.
+    const rotated = JSON.parse(expectSuccess(await asAlice("agents", "keys", "rotate", agentId, issued["key_id"]!, "--json")).stdout) as Record<string, string>
+    expect(rotated).toMatchObject({ name: "bot", mode: "test", account_id: agentId, replaced_key_id: issued["key_id"] })
+    expect(rotated["api_key"]).toMatch(/^hc_test_/)
     expectD1(await asAgent("agents", "policy"), "unauthorized")
+    const asRotated = (...args: ReadonlyArray<string>) => pps(rotated["api_key"]!, args)
+    expect(JSON.parse(expectSuccess(await asRotated("agents", "policy", "--json")).stdout)).toMatchObject({ daily_limit_usdg: 100 })
+    // A revoked key is not replaced again.
+    expectD1(await asAlice("agents", "keys", "rotate", agentId, issued["key_id"]!), "key_not_found")
+    // Revoked by its owner, the agent's key is refused on its next request.
+    expect(expectSuccess(await asAlice("agents", "keys", "revoke", agentId, rotated["key_id"]!)).stdout).toBe(`revoked ${rotated["key_id"]}\n`)
+    expectD1(await asRotated("agents", "policy"), "unauthorized")
     const unknown = await asAlice("approvals", "frobnicate")
     expect(unknown.exitCode).toBe(2)
     expect(unknown.stderr).toMatch(/^pps: unknown approvals command "frobnicate"/)
@@ -360,8 +373,18 @@ describe("pps", { timeout: 90_000 }, () => {
   it("agents, policy and webhooks from the terminal", async () => {
     const created = JSON.parse(expectSuccess(await asAlice("agents", "create", "--name", "cli-two", "--policy", '{"daily_limit_usdg":10,"per_transaction_limit_usdg":5}', "--json")).stdout) as Record<string, string>
     expect(created["handle"]).toBe("@alice/cli-two")
-    const listed = JSON.parse(expectSuccess(await asAlice("agents", "list", "--json")).stdout) as { agents: Array<{ account_id: string }> }
-    expect(listed.agents.map((agent) => agent.account_id)).toContain(created["account_id"])
+    // D61: one page of GET /v1/agents, oldest first; the table names the next page's offset.
+    const listed = JSON.parse(expectSuccess(await asAlice("agents", "list", "--limit", "100", "--json")).stdout) as {
+      data: Array<{ account_id: string }>
+      limit: number
+      offset: number
+      has_more: boolean
+    }
+    expect(listed).toMatchObject({ limit: 100, offset: 0, has_more: false })
+    expect(listed.data.map((agent) => agent.account_id)).toContain(created["account_id"])
+    const firstPage = expectSuccess(await asAlice("agents", "list", "--limit", "1")).stdout
+    expect(firstPage).toMatch(/^account_id\s+handle\s+status\nacct_\S+\s+@alice\/\S+\s+active\nmore: --offset 1\n$/)
+    expect(expectSuccess(await asAlice("agents", "list", "--offset", String(listed.data.length))).stdout).toMatch(/^account_id\s+handle\s+status\n$/)
     const changed = JSON.parse(expectSuccess(await asAlice("policy", "set", created["account_id"]!, "--policy", '{"daily_limit_usdg":8}', "--json")).stdout)
     expect(changed).toMatchObject({ daily_limit_usdg: 8, per_transaction_limit_usdg: 5 })
     expect(expectSuccess(await asAlice("policy", "get", created["account_id"]!)).stdout).toMatch(/^daily_limit_usdg\s+8$/m)
@@ -456,6 +479,21 @@ describe("pps", { timeout: 90_000 }, () => {
       await new Promise((resolve) => receiver.close(resolve))
     }
   }, 180_000)
+
+  // Last: it replaces Bob's key, with which the tests above open his transfers.
+  it("rotate-key replaces the registered key keeping the balance; the old key file is kept beside the new one (D55)", async () => {
+    const before = expectSuccess(await asBob("balance")).stdout
+    const oldFile = fs.readFileSync(bobKeyFile, "utf8")
+    const rotated = JSON.parse(expectSuccess(await asBob("rotate-key")).stdout) as Record<string, string | null>
+    expect(rotated).toMatchObject({ account_id: bob.account_id, key_file: bobKeyFile })
+    expect(rotated["public_key"]).not.toBe((JSON.parse(oldFile) as Record<string, string>)["public_key"])
+    expect(fs.readFileSync(String(rotated["replaced_key_file"]), "utf8")).toBe(oldFile)
+    expect((JSON.parse(fs.readFileSync(bobKeyFile, "utf8")) as Record<string, string>)["public_key"]).toBe(rotated["public_key"])
+    expect(fs.statSync(bobKeyFile).mode & 0o777).toBe(0o600)
+    expect(fs.existsSync(`${bobKeyFile}.next`)).toBe(false)
+    // The balance reads the same with the new key.
+    expect(expectSuccess(await asBob("balance")).stdout).toBe(before)
+  }, 120_000)
 })
 
 /** A loopback port nobody listens on (checked free, outside the ephemeral range: see scripts/freePort.ts). */

@@ -50,6 +50,7 @@ const program = Effect.gen(function*() {
         from: privateKeyToAddress(`0x${Buffer.from(scalarFrom(label)).toString("hex")}`),
         to: recipient,
         fromKey: keyPairFrom(label),
+        fromSigningKey: scalarFrom(label),
         toKey: recipientKey,
         amount: BigInt(i + 1),
         nonce: BigInt(Math.floor(i / sendersCount)),

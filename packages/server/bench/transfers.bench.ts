@@ -56,6 +56,7 @@ const rawRate = Effect.gen(function*() {
         from: privateKeyToAddress(`0x${Buffer.from(scalarFrom(label)).toString("hex")}`),
         to: privateKeyToAddress(`0x${Buffer.from(scalarFrom("raw/recipient")).toString("hex")}`),
         fromKey: keyPairFrom(label),
+        fromSigningKey: scalarFrom(label),
         toKey: keyPairFrom("raw/recipient"),
         amount: BigInt(i + 1),
         nonce: BigInt(Math.floor(i / 32)),

@@ -38,6 +38,10 @@ import { AccountsHttpLive } from "./accounts/http.ts"
 import { EventsHttpLive } from "./events/http.ts"
 import { AdminApi } from "./admin/api.ts"
 import { AdminAuthorizationLive, AdminHttpLive } from "./admin/http.ts"
+import { WebhookHealth } from "./admin/WebhookHealth.ts"
+import { AuditLog } from "./audit/AuditLog.ts"
+import { Reseal } from "./admin/Reseal.ts"
+import { KeyRotations } from "./accounts/KeyRotations.ts"
 import { AdminWebhookLoopbackLive } from "./admin/webhookLoopbackHttp.ts"
 import { ApiKeys } from "./apikeys/ApiKeys.ts"
 import { AppConfig, servesApi } from "./config/AppConfig.ts"
@@ -162,8 +166,14 @@ export const ServicesLive = Layer.mergeAll(
   Admission.layer,
   FaucetGrants.layer,
   VetoRelayLive,
-  DashboardAuth.layer.pipe(Layer.provideMerge(DashboardConfig.layer))
+  Reseal.layer,
+  KeyRotations.layer,
+  DashboardAuth.layer,
+  WebhookHealth.layer
 ).pipe(
+  // D60: every step that records a security action appends here; the client address it notes
+  // is read behind the same trusted proxies as the dashboard's.
+  Layer.provideMerge(AuditLog.layer.pipe(Layer.provideMerge(DashboardConfig.layer))),
   // An owner's keys for its agents are API keys: the one service that issues, caches and revokes them.
   Layer.provideMerge(ApiKeys.layer),
   // Agents and approvals use Transfers and the agent stores it brings.

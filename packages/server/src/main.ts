@@ -30,6 +30,21 @@ import { ListenersLive, ServicesLive } from "./Server.ts"
  */
 export const adminFileName = "admin.json"
 
+/**
+ * What the embedded default is (issue 45, item 4), said at every start: one machine, one user,
+ * every key on it. docs/security.md ("The embedded default") says the same at length.
+ *
+ * @since 0.12.0
+ * @category constants
+ */
+export const embeddedTrustNote =
+  `  Embedded default: one machine, one user, every key on it. This user's files hold the\n` +
+  `  custodial wallet keys with the WALLET_KEK that opens them (secrets.json), the guardian's\n` +
+  `  secret and books (guardian/) and the chain: whoever runs as this user, or copies this data\n` +
+  `  directory, can read every amount and move every account's funds. It is for development and\n` +
+  `  tests by the one person who holds it. For confidentiality from the operator, run the guardian\n` +
+  `  on its own host (GUARDIAN_URL); see docs/security.md, "The embedded default".\n\n`
+
 const announce = Effect.gen(function*() {
   const config = yield* AppConfig
   const dataDir = yield* DataDir
@@ -58,6 +73,8 @@ const announce = Effect.gen(function*() {
   // The trust note is plain on purpose: a separate process is not a separate party.
   const trust = Option.isSome(config.guardianUrl)
     ? ""
+    : Option.isNone(config.databaseUrl)
+    ? embeddedTrustNote
     : `  The guardian runs as a separate process, but on this machine under this user: whoever\n` +
       `  runs the server can read its files, so the operator is still trusted with amounts.\n` +
       `  For confidentiality from the operator, run the guardian on its own host (GUARDIAN_URL).\n\n`

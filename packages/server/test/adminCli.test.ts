@@ -55,7 +55,7 @@ describe("admin command line", { timeout: 30_000 }, () => {
     }
     expect(none.stderr).toMatch(/^usage: npm run -s admin -- /)
     expect(unknown.stderr).toMatch(/^unknown command "frobnicate"\nusage: /)
-    expect(group.stderr).toMatch(/^accounts needs one of: create, set-kyc, get, invite\n/)
+    expect(group.stderr).toMatch(/^accounts needs one of: create, set-kyc, get, invite, list, suspend, reactivate\n/)
     expect(flag.stderr).toMatch(/^unknown option "--frob"\n/)
     expect(foreignFlag.stderr).toMatch(/^accounts get does not take --handle\n/)
     expect(missingValue.stderr).toMatch(/^--handle needs a value\n/)
@@ -94,11 +94,32 @@ describe("admin command line", { timeout: 30_000 }, () => {
       expect(create.stdout).toMatch(new RegExp(`\\n {6}${flag.replace(/[|]/g, "\\|")}\\s+\\S`))
     }
     // Every command's synopsis offers --json.
-    const synopses = all.stdout.split("\n").filter((line) => /^ {2}(accounts|keys|chain) /.test(line))
-    expect(synopses).toHaveLength(8)
+    const synopses = all.stdout.split("\n").filter((line) => /^ {2}(accounts|keys|audit|webhooks|chain)\b/.test(line))
+    expect(synopses).toHaveLength(13)
     for (const line of synopses) expect(line).toContain("[--json]")
     // With or without --json, the same request is made (here: to nowhere, exit 1 with the same line).
     expect(withJson).toMatchObject({ exitCode: 1, stdout: "", stderr: without.stderr })
+  })
+
+  it("the console's commands check their flags before any request: page bounds, filters, a required account", async () => {
+    const nowhere = { ADMIN_URL: `http://127.0.0.1:${await closedPort()}`, ADMIN_TOKEN: "adm_unused" }
+    const [limit, offset, type, status, action, webhooks, suspend] = await Promise.all([
+      admin(["accounts", "list", "--limit", "101"], nowhere),
+      admin(["audit", "--offset", "-1"], nowhere),
+      admin(["accounts", "list", "--type", "robot"], nowhere),
+      admin(["accounts", "list", "--status", "frozen"], nowhere),
+      admin(["audit", "--action", "key.created"], nowhere),
+      admin(["webhooks", "list"], nowhere),
+      admin(["accounts", "suspend"], nowhere)
+    ])
+    for (const run of [limit, offset, type, status, action, webhooks, suspend]) expect(run).toMatchObject({ exitCode: 2, stdout: "" })
+    expect(limit.stderr).toMatch(/^--limit must be an integer from 1 to 100, not "101"\n/)
+    expect(offset.stderr).toMatch(/^--offset must be an integer from 0, not "-1"\n/)
+    expect(type.stderr).toMatch(/^--type must be one of personal\|business\|agent, not "robot"\n/)
+    expect(status.stderr).toMatch(/^--status must be one of active\|suspended, not "frozen"\n/)
+    expect(action.stderr).toMatch(/^--action must be one of account\.created\|/)
+    expect(webhooks.stderr).toMatch(/^webhooks list needs --account\n/)
+    expect(suspend.stderr).toMatch(/^accounts suspend needs --account\n/)
   })
 
   it("a mistake prints one line, then the usage of the command concerned only, exit 2", async () => {

@@ -164,4 +164,30 @@ describe.skipIf(!natsAvailable || !postgresAvailable)("API-key revocation pushed
       assert.strictEqual((yield* send(`${a.adminUrl}/admin/keys/${after.key_id}/revoke`, postJson(admin, {}))).status, 200)
       assert.strictEqual(yield* statusOn(b, after.api_key), 401, "B hears revocations again")
     })), { timeout: 120_000 })
+
+  it.live("D60: suspended on one node, the account's and its agent's keys are refused at once by the other (cached there)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const a = yield* node(natsUrl)
+      const b = yield* node(natsUrl)
+      yield* eventually(Effect.sync(() => cacheOnLines(a) > 0 && cacheOnLines(b) > 0 ? true : undefined), "both caches on")
+      const admin = bearer(a.adminToken)
+      const owner = yield* createAccount(a, `suspend-${ulid().toLowerCase().slice(-8)}`)
+      const agent = yield* send(`${a.baseUrl}/v1/accounts/me/agents`, postJson(bearer(owner.api_key), {
+        name: "bot",
+        spend_policy: { daily_limit_usdg: 1, per_transaction_limit_usdg: 1 }
+      }))
+      assert.strictEqual(agent.status, 201, agent.text)
+      const agentId = (agent.json as { account_id: string }).account_id
+      const issued = yield* send(`${a.adminUrl}/admin/keys`, postJson(admin, { account_id: agentId, name: "bot" }))
+      const agentKey = Schema.decodeUnknownSync(CreatedKey)(issued.json).api_key
+      const statusOn = (server: { readonly baseUrl: string }, key: string) =>
+        send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(key) }).pipe(Effect.map((response) => response.status))
+      // Verified, so cached, on B.
+      for (const key of [owner.api_key, agentKey]) assert.strictEqual(yield* statusOn(b, key), 200)
+      assert.strictEqual((yield* send(`${a.adminUrl}/admin/accounts/${owner.account_id}/suspend`, postJson(admin, {}))).status, 200)
+      assert.strictEqual(yield* statusOn(b, owner.api_key), 403, "node B refuses the owner's key at once")
+      assert.strictEqual(yield* statusOn(b, agentKey), 403, "and its agent's")
+      assert.strictEqual((yield* send(`${b.adminUrl}/admin/accounts/${owner.account_id}/reactivate`, postJson(admin, {}))).status, 200)
+      for (const server of [a, b]) for (const key of [owner.api_key, agentKey]) assert.strictEqual(yield* statusOn(server, key), 200)
+    })), { timeout: 120_000 })
 })

@@ -13,7 +13,7 @@ import { confidentialTransferBatchCall, confidentialTransferCall, publicTransfer
 const hex = (bytes: number): Hex => `0x${randomBytes(bytes).toString("hex")}`
 const point = () => new Uint8Array(randomBytes(64))
 
-const singleCall = (signatureBytes = 65) =>
+const singleCall = (signatureBytes = 65, accountSignatureBytes = 65) =>
   confidentialTransferCall({
     from: getAddress(hex(20)),
     to: getAddress(hex(20)),
@@ -22,7 +22,7 @@ const singleCall = (signatureBytes = 65) =>
     ciphertext: { commitment: point(), fromHandle: point(), toHandle: point(), guardianHandle: point() },
     sealedDigest: hex(32),
     deadlineSeconds: BigInt(hex(8))
-  }, hex(signatureBytes))
+  }, { guardian: hex(signatureBytes), account: hex(accountSignatureBytes) })
 
 /** The batch as viem encodes it from the decoded single calls (the way it was built before). */
 const viemBatch = (calls: ReadonlyArray<Hex>): Hex => {
@@ -30,14 +30,14 @@ const viemBatch = (calls: ReadonlyArray<Hex>): Hex => {
   return encodeFunctionData({
     abi: ConfidentialTokenArtifact.abi,
     functionName: "confidentialTransferBatch",
-    args: [decoded.map((call) => call.args[0]), decoded.map((call) => call.args[1])] as never
+    args: [decoded.map((call) => call.args[0]), decoded.map((call) => call.args[1]), decoded.map((call) => call.args[2])] as never
   })
 }
 
 describe("confidentialTransferBatchCall", () => {
   it("gives viem's bytes for batches of 1 to 64, signatures of any length included", () => {
     for (const count of [1, 2, 3, 8, 31, 32, 64]) {
-      const calls = Array.from({ length: count }, (_, index) => singleCall(index % 7 === 3 ? 64 + index : 65))
+      const calls = Array.from({ length: count }, (_, index) => singleCall(index % 7 === 3 ? 64 + index : 65, index % 5 === 2 ? 60 + index : 65))
       assert.strictEqual(confidentialTransferBatchCall(calls), viemBatch(calls), `a batch of ${count}`)
     }
     // Upper-case hex in the recorded calldata reads the same.
@@ -60,13 +60,15 @@ describe("confidentialTransferBatchCall", () => {
       fromHandle: point(),
       guardianHandle: point(),
       deadlineSeconds: 9n
-    }, hex(65))
+    }, { guardian: hex(65), account: hex(65) })
     const malformed: ReadonlyArray<Hex> = [
       publicCall,
       good.slice(0, -64) as Hex, // its tail cut short
       `${good}00` as Hex, // a byte too many
-      `${good.slice(0, 10 + 14 * 64)}${"00".repeat(31)}ff${good.slice(10 + 15 * 64)}` as Hex, // the signature's offset moved
-      `${good.slice(0, 10 + 15 * 64)}${"ff".repeat(32)}${good.slice(10 + 16 * 64)}` as Hex, // a signature length beyond the data
+      `${good.slice(0, 10 + 14 * 64)}${"00".repeat(31)}ff${good.slice(10 + 15 * 64)}` as Hex, // the guardian signature's offset moved
+      `${good.slice(0, 10 + 15 * 64)}${"00".repeat(31)}ff${good.slice(10 + 16 * 64)}` as Hex, // the account signature's offset moved
+      `${good.slice(0, 10 + 16 * 64)}${"ff".repeat(32)}${good.slice(10 + 17 * 64)}` as Hex, // a guardian signature length beyond the data
+      `${good.slice(0, 10 + 16 * 64)}${"00".repeat(31)}80${good.slice(10 + 17 * 64)}` as Hex, // the guardian signature longer, over the account's offset
       `${good.slice(0, 20)}zz${good.slice(22)}` as Hex, // not hex
       `${good}0` as Hex, // an odd digit at the end
       `${good}zz` as Hex // a non-hex tail

@@ -52,6 +52,11 @@ describe("server process", () => {
       const [port, adminPort, port2, adminPort2] = await Promise.all([freePort(), freePort(), freePort(), freePort()])
       const first = start(dataDir, port, adminPort)
       await waitHealthy(port)
+      // The banner says what the embedded default is (it follows the listeners by a moment).
+      const bannerDeadline = Date.now() + 10_000
+      while (!first.output().includes("every key on it") && Date.now() < bannerDeadline) await new Promise((r) => setTimeout(r, 100))
+      assert.include(first.output(), "Embedded default: one machine, one user, every key on it.")
+      assert.include(first.output(), "can read every amount and move every account's funds")
       assert.isTrue(fs.existsSync(path.join(dataDir, "server.lock")))
       assert.isTrue(fs.existsSync(path.join(dataDir, "secrets.json")))
       assert.strictEqual(fs.statSync(path.join(dataDir, "secrets.json")).mode & 0o777, 0o600)

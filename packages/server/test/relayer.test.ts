@@ -173,6 +173,7 @@ describe("relayer nonces on embedded anvil", () => {
           from: address("held-sender"),
           to: address("held-recipient"),
           fromKey: keyPairFrom("held-sender"),
+          fromSigningKey: scalarFrom("held-sender"),
           toKey: keyPairFrom("held-recipient"),
           amount: BigInt(100 + i),
           nonce: BigInt(i),

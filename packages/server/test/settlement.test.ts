@@ -55,7 +55,7 @@ suite("settlement on embedded anvil", () => {
         const now = (yield* Effect.promise(() => chain.client.getBlock())).timestamp
         const recipient = address("recipient")
         const recipientKey = keyPairFrom("recipient")
-        const senders = Array.from({ length: 8 }, (_, i) => ({ address: address(`sender-${i}`), key: keyPairFrom(`sender-${i}`) }))
+        const senders = Array.from({ length: 8 }, (_, i) => ({ address: address(`sender-${i}`), key: keyPairFrom(`sender-${i}`), signingKey: scalarFrom(`sender-${i}`) }))
         /** A confidential USDG transfer from `sender` to the recipient, attested by `signer`. */
         const transfer = (options: {
           readonly label: string
@@ -73,6 +73,7 @@ suite("settlement on embedded anvil", () => {
             from: options.sender.address,
             to: recipient,
             fromKey: options.sender.key,
+            fromSigningKey: options.sender.signingKey,
             toKey: recipientKey,
             amount: options.amount,
             nonce: options.nonce,
@@ -198,6 +199,7 @@ suite("settlement on embedded anvil", () => {
             from: address(`batch-sender-${sender}`),
             to: address("batch-recipient"),
             fromKey: keyPairFrom(`batch-sender-${sender}`),
+            fromSigningKey: scalarFrom(`batch-sender-${sender}`),
             toKey: recipientKey,
             amount: 7n,
             nonce,
@@ -269,6 +271,7 @@ suite("settlement on embedded anvil", () => {
             from: address(`turn-sender-${i}`),
             to: address("turn-recipient"),
             fromKey: keyPairFrom(`turn-sender-${i}`),
+            fromSigningKey: scalarFrom(`turn-sender-${i}`),
             toKey: recipientKey,
             amount: 3n,
             nonce: 0n,
@@ -308,6 +311,7 @@ suite("settlement on embedded anvil", () => {
             from: address("gap-sender"),
             to: address("gap-recipient"),
             fromKey: keyPairFrom("gap-sender"),
+            fromSigningKey: scalarFrom("gap-sender"),
             toKey: recipientKey,
             amount: 3n,
             nonce,

@@ -21,19 +21,22 @@ interface IERC20Minimal {
 /// proof of possession that is verified here, on chain.
 ///
 /// Amount-dependent rules (enough balance, ciphertext well formed, spend limits) are decided
-/// by the guardian, which signs an EIP-712 attestation per transfer. The attestation, not
-/// msg.sender, authorises the debit, so any relayer can submit it. Replays are refused with a
+/// by the guardian, which signs an EIP-712 attestation per transfer. A debit also needs the
+/// sender's own signature over the very same typed data (version 2): the two signatures, not
+/// msg.sender, authorise it, so any relayer can submit it. Replays are refused with a
 /// per-sender unordered nonce bitmap (Permit2 style): exactly once, in any submission order.
 ///
-/// No single key moves funds. The guardian signer authorises debits but holds nothing; the owner
-/// holds no path to any balance: it can only propose a new guardian, which takes effect after a
-/// delay fixed at deployment (at least 48 hours on mainnet) and which the current guardian (or
-/// the owner) can cancel until then. There is no pause, no upgrade and no sweep.
+/// No single key moves funds. The guardian signer attests debits but cannot make one without the
+/// sender's signature; the sender's wallet cannot debit without the guardian's attestation; the
+/// owner holds no path to any balance: it can only propose a new guardian, which takes effect
+/// after a delay fixed at deployment (at least 48 hours on mainnet) and which the current
+/// guardian can veto at most twice per proposed signer (the owner can always cancel its own).
+/// There is no pause, no upgrade and no sweep.
 contract ConfidentialToken {
     // ---------------------------------------------------------------- constants
 
     string public constant NAME = "PPS ConfidentialToken";
-    string public constant VERSION = "1";
+    string public constant VERSION = "2";
 
     bytes32 public constant CONFIDENTIAL_TRANSFER_TYPEHASH = keccak256(
         "ConfidentialTransfer(address from,address to,bytes32 transferId,uint256 nonce,bytes32 ciphertextDigest,bytes32 sealedDigest,uint64 deadline)"
@@ -43,6 +46,15 @@ contract ConfidentialToken {
     );
     bytes32 public constant KEY_REGISTRATION_TYPEHASH =
         keccak256("KeyRegistration(address account,uint256 keyX,uint256 keyY)");
+    /// Signed by both the guardian (the new balance encrypts the same amount as the current one)
+    /// and the account (it wants the new key), for `rotateEncryptionKey`.
+    bytes32 public constant KEY_ROTATION_TYPEHASH = keccak256(
+        "KeyRotation(address account,uint256 nonce,uint256 keyX,uint256 keyY,bytes32 previousBalanceDigest,bytes32 balanceDigest,uint64 deadline)"
+    );
+    /// How many proposals to the same new signer the same guardian may veto. The next proposal to
+    /// that signer can only be cancelled by the owner: a guardian delays its replacement by at
+    /// most this many rotation delays, and cannot prevent it.
+    uint256 public constant MAX_GUARDIAN_VETOES_PER_SIGNER = 2;
     // CANCEL_GUARDIAN_ROTATION_TYPEHASH and MAINNET_CHAIN_ID have no getter on purpose: the
     // dispatcher compares selectors one by one in ascending order (22 gas each), and these two
     // would sort before publicTransfer's and shield's and make every unshield and shield
@@ -111,7 +123,9 @@ contract ConfidentialToken {
         /// The attestation's deadline has passed.
         DeadlineExpired,
         /// The signature is malformed, high-s, or not the current guardian's over these fields.
-        GuardianSignatureInvalid
+        GuardianSignatureInvalid,
+        /// The account signature is malformed, high-s, or not the sender's over these fields.
+        AccountSignatureInvalid
     }
 
     /// A proposed guardian rotation. `newSigner` is zero when none is pending.
@@ -132,6 +146,19 @@ contract ConfidentialToken {
         uint256 amount;
         Point commitment;
         Point fromHandle;
+        Point guardianHandle;
+        uint64 deadline;
+    }
+
+    /// A key rotation as submitted: the account's new encryption key and its balance encrypted
+    /// to it (commitment, owner handle, guardian handle), to replace the current one. The three
+    /// balance points must stay consecutive: their digest is taken over calldata in one run.
+    struct KeyRotationRequest {
+        address account;
+        uint256 nonce;
+        Point newKey;
+        Point commitment;
+        Point ownerHandle;
         Point guardianHandle;
         uint64 deadline;
     }
@@ -165,6 +192,9 @@ contract ConfidentialToken {
     uint256 private rotationProposalCount;
     /// At most one rotation is pending at a time.
     GuardianRotation private pendingRotation;
+    /// Vetoes used by a guardian signer against proposals of one new signer. No public getter of
+    /// its own name (dispatch cost); `guardianVetoesUsed` reads it.
+    mapping(address guardian => mapping(address newSigner => uint256 count)) private vetoes;
 
     // ---------------------------------------------------------------- events
 
@@ -180,6 +210,15 @@ contract ConfidentialToken {
     );
     event GuardianRotationCancelled(uint256 indexed proposalId, address indexed newSigner, address cancelledBy);
     event KeyRegistered(address indexed account, Point encryptionKey);
+    /// An account's key replaced and its balance re-encrypted to it (`rotateEncryptionKey`).
+    event EncryptionKeyRotated(
+        address indexed account,
+        uint256 nonce,
+        Point encryptionKey,
+        Point commitment,
+        Point ownerHandle,
+        Point guardianHandle
+    );
     event Shielded(address indexed from, address indexed to, uint256 amount);
     event ConfidentialTransfer(
         address indexed from,
@@ -230,6 +269,8 @@ contract ConfidentialToken {
     error NoGuardianRotationPending();
     error GuardianRotationNotReady(uint64 executableAt);
     error GuardianRotationExpired(uint64 expiresAt);
+    error GuardianVetoesExhausted(address newSigner);
+    error KeyNotRegistered(address account);
 
     // ---------------------------------------------------------------- construction and roles
 
@@ -329,15 +370,29 @@ contract ConfidentialToken {
     /// `CancelGuardianRotation(proposalId, newSigner)` signature; anyone may submit it. The
     /// guardian never sends transactions and its signer holds no ether, exactly as for its
     /// attestations, so a signature any account can relay is its only practical way to act.
+    ///
+    /// Bounded (D52): a guardian may veto proposals of the same new signer at most
+    /// `MAX_GUARDIAN_VETOES_PER_SIGNER` times. An owner replacing a guardian that vetoes
+    /// proposes the same signer again; the third proposal goes through after its delay. A
+    /// compromised guardian can so delay its replacement by two delays, never prevent it.
     function cancelGuardianRotationBySignature(bytes calldata guardianSignature) external {
         GuardianRotation storage pending = pendingRotation;
         // Checked before the signature, so a signature over a finished proposal reads as
         // "nothing pending" rather than as a bad signature.
-        if (pending.newSigner == address(0)) revert NoGuardianRotationPending();
-        bytes32 structHash =
-            keccak256(abi.encode(CANCEL_GUARDIAN_ROTATION_TYPEHASH, pending.proposalId, pending.newSigner));
+        address newSigner = pending.newSigner;
+        if (newSigner == address(0)) revert NoGuardianRotationPending();
+        bytes32 structHash = keccak256(abi.encode(CANCEL_GUARDIAN_ROTATION_TYPEHASH, pending.proposalId, newSigner));
         _requireGuardianSignature(structHash, guardianSignature);
-        _cancelGuardianRotation(guardianSigner);
+        address signer = guardianSigner;
+        uint256 used = vetoes[signer][newSigner];
+        if (used >= MAX_GUARDIAN_VETOES_PER_SIGNER) revert GuardianVetoesExhausted(newSigner);
+        vetoes[signer][newSigner] = used + 1;
+        _cancelGuardianRotation(signer);
+    }
+
+    /// How many of its vetoes `guardian` has used against proposals of `newSigner`.
+    function guardianVetoesUsed(address guardian, address newSigner) external view returns (uint256) {
+        return vetoes[guardian][newSigner];
     }
 
     function _cancelGuardianRotation(address cancelledBy) private {
@@ -386,6 +441,73 @@ contract ConfidentialToken {
         emit KeyRegistered(account, encryptionKey);
     }
 
+    /// Replaces `request.account`'s encryption key with `request.newKey` and its encrypted
+    /// balance with the three points of the request (the same amount, encrypted to the new key
+    /// and the current guardian key). Needs all of: the proof of possession of the new key bound
+    /// to the account (as for `register`), the guardian's KeyRotation attestation (the new
+    /// ciphertext holds the amount the current one does: only the guardian can tell) and the
+    /// account's signature over the same typed data (the account wants this key). The attested
+    /// `previousBalanceDigest` is checked against the stored balance, so a transfer that lands
+    /// between attestation and submission makes this revert (`GuardianSignatureInvalid`) rather
+    /// than drop that transfer's amount. The nonce is the sender nonce of transfers: exactly once,
+    /// and `isNonceUsed` tells whether it applied. Anyone may submit it.
+    function rotateEncryptionKey(
+        KeyRotationRequest calldata request,
+        bytes calldata proof,
+        bytes calldata guardianSignature,
+        bytes calldata accountSignature
+    ) external {
+        if (block.timestamp > request.deadline) revert DeadlineExpired(request.deadline);
+        address account = request.account;
+        Point storage stored = encryptionKeys[account];
+        if (stored.x == 0 && stored.y == 0) revert KeyNotRegistered(account);
+        _requireEncryptionKey(request.newKey.x, request.newKey.y);
+        _verifyProofOfPossession(account, request.newKey.x, request.newKey.y, proof);
+        EncryptedBalance storage balance = balances[account];
+        bytes32 digest = _hashTypedData(
+            keccak256(
+                abi.encode(
+                    KEY_ROTATION_TYPEHASH,
+                    account,
+                    request.nonce,
+                    request.newKey.x,
+                    request.newKey.y,
+                    _balanceDigest(balance),
+                    _digestPoints(request.commitment, 3),
+                    request.deadline
+                )
+            )
+        );
+        if (_recover(digest, guardianSignature) != guardianSigner) revert GuardianSignatureInvalid();
+        if (_recover(digest, accountSignature) != account) revert AccountSignatureInvalid(account);
+        _useNonce(account, request.nonce);
+        BN254.requireValid(request.commitment.x, request.commitment.y);
+        BN254.requireValid(request.ownerHandle.x, request.ownerHandle.y);
+        BN254.requireValid(request.guardianHandle.x, request.guardianHandle.y);
+        balance.commitment = request.commitment;
+        balance.ownerHandle = request.ownerHandle;
+        balance.guardianHandle = request.guardianHandle;
+        stored.x = request.newKey.x;
+        stored.y = request.newKey.y;
+        emit EncryptionKeyRotated(
+            account, request.nonce, request.newKey, request.commitment, request.ownerHandle, request.guardianHandle
+        );
+    }
+
+    /// keccak256 of a stored balance's six words (commitment, owner handle, guardian handle).
+    function _balanceDigest(EncryptedBalance storage balance) private view returns (bytes32) {
+        return keccak256(
+            abi.encode(
+                balance.commitment.x,
+                balance.commitment.y,
+                balance.ownerHandle.x,
+                balance.ownerHandle.y,
+                balance.guardianHandle.x,
+                balance.guardianHandle.y
+            )
+        );
+    }
+
     /// Schnorr proof of knowledge of s with s·PK = H: z·PK == R + c·H with
     /// c = keccak256("PPS/v1/key-pop", chainId, contract, account, PK, R) mod n.
     function _verifyProofOfPossession(address account, uint256 keyX, uint256 keyY, bytes calldata proof)
@@ -430,18 +552,23 @@ contract ConfidentialToken {
     // ---------------------------------------------------------------- transfers
 
     /// Debits (C, D_from, D_guardian) from `request.from` and credits (C, D_to, D_guardian) to
-    /// `request.to`, authorised by the guardian's ConfidentialTransfer attestation.
+    /// `request.to`, authorised by the guardian's ConfidentialTransfer attestation and by
+    /// `request.from`'s signature over the same typed data (D51: neither alone moves anything).
     /// `request.sealedDigest` commits to the sealed boxes (amount and memo for sender and
     /// recipient) that are kept off chain. The request is one static struct, so its calldata is
     /// the same as that of flat parameters, without the stack limit of eleven of them.
-    function confidentialTransfer(ConfidentialTransferRequest calldata request, bytes calldata guardianSignature)
-        external
-    {
+    function confidentialTransfer(
+        ConfidentialTransferRequest calldata request,
+        bytes calldata guardianSignature,
+        bytes calldata accountSignature
+    ) external {
         // The recipient's registration is not re-checked here (a cold SLOAD, 2.1k gas a
         // transfer): the guardian attests D_to = r·PK_to against the registered key, which it
-        // cannot do for an unregistered recipient, and a registered key never changes.
+        // cannot do for an unregistered recipient.
         if (block.timestamp > request.deadline) revert DeadlineExpired(request.deadline);
-        _requireGuardianSignature(_confidentialStructHash(request), guardianSignature);
+        _requireBothSignatures(
+            _hashTypedData(_confidentialStructHash(request)), request.from, guardianSignature, accountSignature
+        );
         _useNonce(request.from, request.nonce);
         _applyConfidential(request);
     }
@@ -454,17 +581,19 @@ contract ConfidentialToken {
     /// is queued, so no single attestation over a batch can exist without a second guardian
     /// round trip per batch, which would put the guardian back on the settlement path.
     ///
-    /// An item whose replay nonce is used, whose deadline has passed or whose signature is not
-    /// the guardian's is skipped with `ConfidentialTransferSkipped` and changes nothing; the
-    /// others still apply. Points the guardian attested are valid, so a precompile failure on a
+    /// An item whose replay nonce is used, whose deadline has passed, whose first signature is not
+    /// the guardian's or whose second is not its sender's is skipped with
+    /// `ConfidentialTransferSkipped` and changes nothing; the others still apply. Points the guardian attested are valid, so a precompile failure on a
     /// point (which only a forged item could carry, and a forged item fails its signature check
     /// before any point is added) reverts the whole batch. Returns how many items applied.
     function confidentialTransferBatch(
         ConfidentialTransferRequest[] calldata requests,
-        bytes[] calldata guardianSignatures
+        bytes[] calldata guardianSignatures,
+        bytes[] calldata accountSignatures
     ) external returns (uint256 applied) {
         uint256 count = requests.length;
         if (guardianSignatures.length != count) revert BatchLengthMismatch(count, guardianSignatures.length);
+        if (accountSignatures.length != count) revert BatchLengthMismatch(count, accountSignatures.length);
         // Read once for the whole batch: neither changes within a transaction.
         bytes32 separator = domainSeparator();
         address signer = guardianSigner;
@@ -476,17 +605,20 @@ contract ConfidentialToken {
             mapping(uint256 => uint256) storage bitmap = nonceBitmap[request.from];
             uint256 word = bitmap[request.nonce >> 8];
             SkipReason reason;
+            bytes32 digest;
             if (word & bit != 0) {
                 reason = SkipReason.NonceUsed;
             } else if (block.timestamp > request.deadline) {
                 reason = SkipReason.DeadlineExpired;
             } else if (
                 _recoverOrZero(
-                    keccak256(abi.encodePacked("\x19\x01", separator, _confidentialStructHash(request))),
+                    digest = keccak256(abi.encodePacked("\x19\x01", separator, _confidentialStructHash(request))),
                     guardianSignatures[i]
                 ) != signer
             ) {
                 reason = SkipReason.GuardianSignatureInvalid;
+            } else if (_recoverOrZero(digest, accountSignatures[i]) != request.from || request.from == address(0)) {
+                reason = SkipReason.AccountSignatureInvalid;
             } else {
                 bitmap[request.nonce >> 8] = word | bit;
                 _applyConfidential(request);
@@ -531,8 +663,13 @@ contract ConfidentialToken {
 
     /// Debits (C, D_from, D_guardian) from `request.from` and pays `request.amount` public units
     /// to `request.to`, authorised by the guardian's PublicTransfer attestation that the
-    /// ciphertext encrypts that amount. With `to == from` this is the unshield.
-    function publicTransfer(PublicTransferRequest calldata request, bytes calldata guardianSignature) external {
+    /// ciphertext encrypts that amount and by `request.from`'s signature over the same typed data
+    /// (amount and recipient included). With `to == from` this is the unshield.
+    function publicTransfer(
+        PublicTransferRequest calldata request,
+        bytes calldata guardianSignature,
+        bytes calldata accountSignature
+    ) external {
         if (block.timestamp > request.deadline) revert DeadlineExpired(request.deadline);
         if (request.to == address(0)) revert ZeroAddress();
         if (request.amount == 0 || request.amount >= BN254.N) revert AmountOutOfRange(request.amount);
@@ -548,7 +685,7 @@ contract ConfidentialToken {
                 request.deadline
             )
         );
-        _requireGuardianSignature(structHash, guardianSignature);
+        _requireBothSignatures(_hashTypedData(structHash), request.from, guardianSignature, accountSignature);
         _useNonce(request.from, request.nonce);
         _debit(balances[request.from], request.commitment, request.fromHandle, request.guardianHandle);
         emit PublicTransfer(
@@ -611,6 +748,19 @@ contract ConfidentialToken {
     }
 
     // ---------------------------------------------------------------- signatures
+
+    /// The guardian's attestation and the sender's authorisation, both over `digest`: the same
+    /// typed data, so the sender signs exactly what the guardian attested. A zero `from` is
+    /// refused (ecrecover's failure value must never pass for an account).
+    function _requireBothSignatures(
+        bytes32 digest,
+        address from,
+        bytes calldata guardianSignature,
+        bytes calldata accountSignature
+    ) private view {
+        if (_recover(digest, guardianSignature) != guardianSigner) revert GuardianSignatureInvalid();
+        if (from == address(0) || _recover(digest, accountSignature) != from) revert AccountSignatureInvalid(from);
+    }
 
     function _requireGuardianSignature(bytes32 structHash, bytes calldata signature) private view {
         // guardianSigner is never zero, so a failed ecrecover (zero) never matches it.

@@ -42,6 +42,8 @@ export interface Chain {
   readonly chainId: number
   readonly owner: LocalAccount
   readonly guardian: LocalAccount
+  /** The guardian signer's private key, for the test that hands it to an attacker's process. */
+  readonly guardianSecret: Hex
   readonly guardianKey: KeyPair
   readonly addresses: Deploy.Addresses
   readonly newAccount: () => Promise<LocalAccount>
@@ -77,7 +79,8 @@ export const startChain = async (options: StartChainOptions = {}): Promise<Chain
   }
 
   const owner = await newAccount()
-  const guardian = privateKeyToAccount(generatePrivateKey())
+  const guardianSecret = generatePrivateKey()
+  const guardian = privateKeyToAccount(guardianSecret)
   const guardianKey = makeKeyPair()
   const addresses = await Deploy.deploy({
     client,
@@ -132,6 +135,7 @@ export const startChain = async (options: StartChainOptions = {}): Promise<Chain
     chainId: anvil.chainId,
     owner,
     guardian,
+    guardianSecret,
     guardianKey,
     addresses,
     newAccount,

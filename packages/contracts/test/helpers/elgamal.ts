@@ -60,9 +60,8 @@ export interface KeyPair {
   readonly evm: EvmPoint
 }
 
-/** s in [1, n), PK = s⁻¹·H, so that s·PK = H. */
-export const makeKeyPair = (): KeyPair => {
-  const secret = randomScalar()
+/** s in [1, n), PK = s⁻¹·H, so that s·PK = H; a fresh s unless one is given. */
+export const makeKeyPair = (secret = randomScalar()): KeyPair => {
   const publicKey = mul(H, bn254.fields.Fr.inv(secret))
   return { secret, publicKey, evm: toEvm(publicKey) }
 }

@@ -2,8 +2,10 @@
  * Builders for ConfidentialToken requests and the guardian's attestations over them, plus an
  * off-chain ledger that sums the same ciphertexts the contract sums, to compare the two.
  */
-import { type Address, type Hex, type LocalAccount, numberToHex, toHex } from "viem"
+import { type Address, encodeAbiParameters, type Hex, keccak256, type LocalAccount, numberToHex, toHex } from "viem"
+import * as ConfidentialToken from "../../src/artifacts/ConfidentialToken.ts"
 import * as TypedData from "../../src/typedData.ts"
+import type { Chain } from "./chain.ts"
 import { randomBytes } from "@noble/curves/utils.js"
 import { bn254 } from "@noble/curves/bn254.js"
 import { digestPoints, encrypt, type EvmPoint, fromEvm, type KeyPair, toEvm } from "./elgamal.ts"
@@ -131,6 +133,64 @@ export const signPublic = (signer: LocalAccount, domain: Domain, request: Public
       deadline: request.deadline
     }
   })
+
+export interface KeyRotationRequest {
+  readonly account: Address
+  readonly nonce: bigint
+  readonly newKey: EvmPoint
+  readonly commitment: EvmPoint
+  readonly ownerHandle: EvmPoint
+  readonly guardianHandle: EvmPoint
+  readonly deadline: bigint
+}
+
+/** keccak256 of an encrypted balance's six words, as the contract's `previousBalanceDigest`. */
+export const balanceDigest = (balance: { commitment: EvmPoint; ownerHandle: EvmPoint; guardianHandle: EvmPoint }): Hex =>
+  keccak256(
+    encodeAbiParameters(
+      Array(6).fill({ type: "uint256" }),
+      [balance.commitment, balance.ownerHandle, balance.guardianHandle].flatMap((point) => [point.x, point.y])
+    )
+  )
+
+/**
+ * A key rotation of `account` to `newKey` whose new balance encrypts `amount` (what the guardian
+ * would compute from its books), and `sign`, which signs its KeyRotation typed data against the
+ * balance stored on chain when it is called (the guardian's and the account's signatures alike).
+ */
+export const keyRotationRequest = async (
+  chain: Chain,
+  token: Address,
+  account: Address,
+  newKey: KeyPair,
+  amount: bigint,
+  deadline: bigint,
+  nonce = 0n,
+  guardianKey: KeyPair = chain.guardianKey
+) => {
+  const { commitment, handles } = encrypt(amount, [newKey.publicKey, guardianKey.publicKey])
+  const [ownerHandle, guardianHandle] = handles.map(toEvm)
+  if (ownerHandle === undefined || guardianHandle === undefined) throw new Error("two handles")
+  const request: KeyRotationRequest = { account, nonce, newKey: newKey.evm, commitment: toEvm(commitment), ownerHandle, guardianHandle, deadline }
+  const sign = async (signer: LocalAccount, previous?: Hex): Promise<Hex> => {
+    const stored = await chain.client.readContract({ address: token, abi: ConfidentialToken.abi, functionName: "encryptedBalanceOf", args: [account] })
+    return signer.signTypedData({
+      domain: TypedData.domain(chain.chainId, token),
+      types: TypedData.keyRotationTypes,
+      primaryType: "KeyRotation",
+      message: {
+        account,
+        nonce,
+        keyX: request.newKey.x,
+        keyY: request.newKey.y,
+        previousBalanceDigest: previous ?? balanceDigest(stored),
+        balanceDigest: digestPoints([request.commitment, request.ownerHandle, request.guardianHandle]),
+        deadline
+      }
+    })
+  }
+  return { request, sign }
+}
 
 export interface Triple {
   commitment: G1Point

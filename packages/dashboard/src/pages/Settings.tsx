@@ -1,16 +1,18 @@
 /**
  * Settings: the encryption key in this browser (import the key file, or
  * generate one here and register it with its proof, D12; kept in IndexedDB
- * under a passphrase; never sent), KYC status, passkeys and sessions.
+ * under a passphrase; never sent), its replacement (D55: a new key made here,
+ * the balance kept; also the recovery of a lost key, after a passkey
+ * confirmation), KYC status, passkeys and sessions.
  */
 import { EncryptionKey } from "@pps/crypto"
 import { startRegistration } from "@simplewebauthn/browser"
 import type { PublicKeyCredentialCreationOptionsJSON } from "@simplewebauthn/browser"
 import { type FormEvent, useState } from "react"
 import type { PageProps } from "../App.tsx"
-import { type AccountRecord, call } from "../api.ts"
+import { type AccountRecord, call, withStepUp } from "../api.ts"
 import { ppsFor } from "../pps.ts"
-import { forgetKey, keyFileText, parseKeyFile, publicKeyHex, storedKeyInfo, storeKey, storeKeyUnderPasskey, unlockKey, unlockKeyWithPasskey } from "../keyStore.ts"
+import { checkPassphrase, forgetKey, keyFileText, parseKeyFile, publicKeyHex, storedKeyInfo, storeKey, storeKeyUnderPasskey, unlockKey, unlockKeyWithPasskey } from "../keyStore.ts"
 import { browserTimeZone, knownTimeZones, useTimeZone, When } from "../time.tsx"
 import { Empty, ErrorNote, Loading, Page, useLoad } from "../ui.tsx"
 
@@ -70,6 +72,23 @@ const EncryptionKeySection = ({ session, keyPair, onKey }: PageProps & { readonl
     registered.reload()
     setNote("Key generated here and registered with its proof. Download the key file and keep it safe: it is the only copy outside this browser.")
   })
+  /** D55: a new key made here replaces the registered one; the balance is kept, the old key not needed. */
+  const replace = run(async () => {
+    // The new key is stored as the key here is (a passkey's stays under the passkey); a passphrase
+    // is checked first, so the new key never exists in this tab alone.
+    const underThePasskey = underPasskey || stored.value?.protection === "passkey"
+    if (!underThePasskey) checkPassphrase(passphrase)
+    if (!globalThis.confirm("Replace the registered key with a new one made here? Your balance is kept. Transfers from before open only with the old key.")) return
+    const next = EncryptionKey.generate()
+    await withStepUp(() => ppsFor(next).encryptionKey.rotate(next))
+    // Registered now: the key file is offered before anything else can fail.
+    setDownload(URL.createObjectURL(new Blob([keyFileText(session.account_id, next)], { type: "application/json" })))
+    onKey(next)
+    registered.reload()
+    await (underThePasskey ? storeKeyUnderPasskey(session.account_id, next) : storeKey(session.account_id, next, passphrase))
+    setPassphrase("")
+    setNote("A new key was made here and registered; your balance was re-encrypted to it. Download the new key file: transfers from now on open only with it.")
+  })
   const forget = run(async () => {
     if (!globalThis.confirm("Remove the key from this browser? You will need the key file to read amounts here again.")) return
     await forgetKey(session.account_id)
@@ -119,6 +138,12 @@ const EncryptionKeySection = ({ session, keyPair, onKey }: PageProps & { readonl
       </form>
       {registered.value?.public_key === null && (
         <button type="button" className="secondary" disabled={busy} onClick={() => void generate()}>Generate a key here and register it</button>
+      )}
+      {registered.value?.public_key != null && (
+        <>
+          <p className="muted">Lost the key, or think it leaked? Replace it: a new key is made here and your balance is re-encrypted to it (the old key is not needed).</p>
+          <button type="button" className="secondary" disabled={busy} onClick={() => void replace()}>Replace the key (keeps the balance)</button>
+        </>
       )}
       {download !== undefined && <KeyFileNextStep href={download} fileName={`${session.account_id}.key`} />}
       {stored.value !== undefined && <button type="button" className="danger" disabled={busy} onClick={() => void forget()}>Remove key from this browser</button>}

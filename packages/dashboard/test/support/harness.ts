@@ -110,16 +110,6 @@ export const startHarness = async (env: Readonly<Record<string, string>> = {}): 
   const axeFindings: Array<string> = []
   const consoleErrors: Array<{ readonly text: string; readonly url: string }> = []
   const provoked: Array<{ readonly why: string; readonly text: RegExp; readonly url: RegExp }> = []
-  /**
-   * Failed loads that may happen, and that the page recovers from, without a test causing them
-   * for sure: a tab that navigates several times in a few seconds opens an event stream on each
-   * page, and Chromium can keep an aborted stream's socket open a moment, so the session's stream
-   * slots (5 per node, docs/api.md) may all be held and the next stream refused (429). The page
-   * opens it again 5 s later (`src/live.tsx`).
-   */
-  const tolerated: ReadonlyArray<{ readonly why: string; readonly text: RegExp; readonly url: RegExp }> = [
-    { why: "a stream refused while a navigated-away page's slot is still held", text: /status of 429/, url: /\/v1\/events\/stream$/ }
-  ]
 
   const watchConsole = (watched: Page) => {
     watched.on("console", (message: ConsoleMessage) => {
@@ -200,7 +190,7 @@ export const startHarness = async (env: Readonly<Record<string, string>> = {}): 
     // The console: no error but the failed loads provoked on purpose, and each of those was seen
     // (so the watch itself works).
     const unexplained = consoleErrors.filter((e) =>
-      ![...provoked, ...tolerated].some((p) => p.text.test(e.text) && p.url.test(e.url)))
+      !provoked.some((p) => p.text.test(e.text) && p.url.test(e.url)))
     expect(unexplained).toEqual([])
     for (const p of provoked) expect(consoleErrors.some((e) => p.text.test(e.text) && p.url.test(e.url)), p.why).toBe(true)
   }

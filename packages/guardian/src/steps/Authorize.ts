@@ -16,6 +16,7 @@ import { requestDigest } from "./Digests.ts"
 import { resolveEarlierAttestation } from "./Expiry.ts"
 import { storageFailure } from "./Failures.ts"
 import type { GuardianContext } from "./GuardianContext.ts"
+import { rotationHold } from "./KeyRotation.ts"
 import { checkKeys } from "./PartyKeys.ts"
 import { prepare } from "./Prepare.ts"
 
@@ -25,6 +26,8 @@ import { prepare } from "./Prepare.ts"
  */
 export const authorize = Effect.fn("Guardian.authorize")(function*(context: GuardianContext, request: AuthorizeRequest) {
   const nowMs = yield* Clock.currentTimeMillis
+  // D55: no transfer to or from an account while its key rotation is being mined.
+  yield* rotationHold(context, request, nowMs)
   const prepared = prepare(request, context.keys, nowMs, context.timing)
   // Stateless refusals come first; the key check may read the chain (once per party, then cached).
   const keyCheck = typeof prepared === "string" ? { pins: [] } : yield* checkKeys(context, request)

@@ -38,6 +38,11 @@ export interface GuardianContext {
   readonly accountLane: AccountLane
   /** Keys known for good and key lookups under way (PartyKeys.ts). */
   readonly partyKeys: PartyKeyCache
+  /**
+   * D55: accounts whose key rotation is attested and not yet known mined, by `refKey`, with the
+   * attestation's deadline (ms): no transfer to or from them is attested meanwhile (KeyRotation.ts).
+   */
+  readonly rotationsPending: Map<string, number>
   /** One follower step at a time per chain (the loop and `sync` share it). */
   readonly followLocks: ReadonlyMap<bigint, Semaphore.Semaphore>
   /** The guardian's signer, whose appointments the follower looks for. */

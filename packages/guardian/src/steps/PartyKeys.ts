@@ -12,7 +12,7 @@ import type { AccountRef } from "../internal/store.ts"
 import { storage } from "./Failures.ts"
 import { type GuardianContext, refFor } from "./GuardianContext.ts"
 
-/** Registered keys remembered in memory (a registered key never changes: the contract refuses a second registration). */
+/** Registered keys remembered in memory (a key changes only by a rotation, D55, which forgets it: `forgetKnownKey`). */
 const keyCacheMax = 100_000
 
 /**
@@ -59,6 +59,26 @@ export interface KeyCheck {
 }
 
 const refKey = (ref: AccountRef) => `${ref.chainId}/${ref.contract}/${ref.account}`
+
+/**
+ * An account's key in the guardian's in-memory maps: `chain/contract/account`.
+ *
+ * @since 0.12.0
+ * @category constructors
+ */
+export const refKeyOf = refKey
+
+/**
+ * D55: a registered key can change (`rotateEncryptionKey`): the account's remembered key is
+ * forgotten when its rotation is attested and again once it is mined, so the next lookup reads
+ * the registry.
+ *
+ * @since 0.12.0
+ * @category mutations
+ */
+export const forgetKnownKey = (cache: PartyKeyCache, ref: AccountRef): void => {
+  cache.known.delete(refKey(ref))
+}
 
 const remember = (cache: PartyKeyCache, ref: AccountRef, key: string, source: "registered" | "pinned") => {
   // A crude bound: forgetting costs one read again, never correctness.

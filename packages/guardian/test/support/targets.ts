@@ -125,6 +125,8 @@ export const makeTarget = (
           sealedBalance: (request) => logged(direct.sealedBalance(request)),
           sealedKeyTotals: (request) => logged(direct.sealedKeyTotals(request)),
           rotationVeto: (request) => logged(direct.rotationVeto(request)),
+          keyRotation: (request) => logged(direct.keyRotation(request)),
+          forgetKey: (request) => logged(direct.forgetKey(request)),
           reconcile: (request) => logged(direct.reconcile(request)),
           health: logged(direct.health)
         }

@@ -9,6 +9,7 @@
  * @since 0.5.0
  */
 import type { Pps } from "../Pps.ts"
+import { loadNamed } from "./namedPackage.ts"
 
 /**
  * Whose key the server holds: an agent's (it pays under its spend policy, sealed to its
@@ -21,6 +22,8 @@ export interface Holder {
   readonly kind: "agent" | "account"
   readonly accountId: string
   readonly handle: string
+  /** The key's mode (its prefix): which x402 network `fetch_paid` pays on (D57). */
+  readonly mode: "test" | "live"
 }
 
 /**
@@ -77,10 +80,6 @@ export class McpMissing extends Error {
 const isEntry = (value: unknown): value is Entry =>
   typeof value === "object" && value !== null && "serve" in value && typeof value.serve === "function"
 
-/** Node's answer when the package itself is not found (not a module missing inside it). */
-const isPackageNotFound = (error: unknown): boolean =>
-  error instanceof Error && "code" in error && error.code === "ERR_MODULE_NOT_FOUND" && error.message.includes(`'${packageName}'`)
-
 /**
  * Loads `@pps/mcp`; fails with `McpMissing` when it is not installed, or is not an entry point
  * of this shape.
@@ -88,11 +87,10 @@ const isPackageNotFound = (error: unknown): boolean =>
  * @since 0.5.0
  * @category loading
  */
-export const load = async (): Promise<Entry> => {
-  const loaded: unknown = await import(packageName).catch((error: unknown) => {
-    if (isPackageNotFound(error)) throw new McpMissing(`the MCP server is the package ${packageName}, not installed next to @pps/sdk: npm install ${packageName}`)
-    throw error
-  })
-  if (!isEntry(loaded)) throw new McpMissing(`${packageName} does not export serve(settings): install the version that goes with this @pps/sdk`)
-  return loaded
-}
+export const load = (): Promise<Entry> =>
+  loadNamed(packageName, isEntry, (reason) =>
+    new McpMissing(
+      reason === "notInstalled"
+        ? `the MCP server is the package ${packageName}, not installed next to @pps/sdk: npm install ${packageName}`
+        : `${packageName} does not export serve(settings): install the version that goes with this @pps/sdk`
+    ))

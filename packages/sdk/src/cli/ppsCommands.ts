@@ -166,6 +166,10 @@ const registerKey = Command.make("register-key", { keyFile, json: jsonPrinted },
   Command.withDescription("register the key with the service (idempotent)")
 )
 
+const rotateKey = Command.make("rotate-key", { keyFile, json: jsonPrinted }, (flags) => perform(flags.keyFile, Commands.rotateKey)).pipe(
+  Command.withDescription("replace the registered key by a new one, keeping the balance (D55);\nalso the recovery of a lost key. The old key file is kept beside the new one")
+)
+
 const balance = Command.make(
   "balance",
   { keyFile, json: jsonTable },
@@ -334,20 +338,50 @@ const policyJson = (description: string) => CommandLine.text("policy", "JSON", d
 const agentsCommand = (
   json: boolean,
   action: "create" | "list" | "policy-get" | "policy-set",
-  fields: { readonly name?: string; readonly agentId?: string; readonly policy?: string; readonly idempotencyKey?: Option.Option<string> } = {}
+  fields: {
+    readonly name?: string
+    readonly agentId?: string
+    readonly policy?: string
+    readonly idempotencyKey?: Option.Option<string>
+    readonly limit?: number
+    readonly offset?: number
+  } = {}
 ) =>
   keyed(Option.none(), fields.idempotencyKey, (settings, idempotencyKey) =>
-    Commands.agents({ ...settings, json, action, name: fields.name, agentId: fields.agentId, policy: fields.policy, idempotencyKey }))
+    Commands.agents({
+      ...settings,
+      json,
+      action,
+      name: fields.name,
+      agentId: fields.agentId,
+      policy: fields.policy,
+      idempotencyKey,
+      limit: fields.limit,
+      offset: fields.offset
+    }))
 
 const agentId = id("AGENT_ID", "the agent's account id (acct_...)")
 
 const agentKeysCommand = (
   json: boolean,
-  action: "create" | "list" | "revoke",
-  fields: { readonly agentId: string; readonly name?: string; readonly keyId?: string; readonly idempotencyKey?: Option.Option<string> }
+  action: "create" | "list" | "revoke" | "rotate",
+  fields: {
+    readonly agentId: string
+    readonly name?: string | Option.Option<string>
+    readonly keyId?: string
+    readonly idempotencyKey?: Option.Option<string>
+  }
 ) =>
   keyed(Option.none(), fields.idempotencyKey, (settings, idempotencyKey) =>
-    Commands.agentKeys({ ...settings, json, action, agentId: fields.agentId, name: fields.name, keyId: fields.keyId, idempotencyKey }))
+    Commands.agentKeys({
+      ...settings,
+      json,
+      action,
+      agentId: fields.agentId,
+      name: typeof fields.name === "object" ? Option.getOrUndefined(fields.name) : fields.name,
+      keyId: fields.keyId,
+      idempotencyKey
+    }))
 
 const agentKeys = Command.make("keys").pipe(
   Command.withDescription("an agent's API keys, managed by its owner (D44)"),
@@ -366,6 +400,15 @@ const agentKeys = Command.make("keys").pipe(
     Command.make("revoke", { agentId, keyId: id("KEY_ID", "the key's id (key_...)"), idempotencyKey: idempotencyKey("revokes"), json: jsonTable }, (flags) =>
       agentKeysCommand(flags.json, "revoke", flags)).pipe(
       Command.withDescription("revoke one: its next request is refused (401)")
+    ),
+    Command.make("rotate", {
+      agentId,
+      keyId: id("KEY_ID", "the key to replace (key_...)"),
+      name: CommandLine.text("name", "NAME", "the new key's name (default: the old key's)").pipe(Flag.optional),
+      idempotencyKey: idempotencyKey("replaces the key"),
+      json: jsonTable
+    }, (flags) => agentKeysCommand(flags.json, "rotate", flags)).pipe(
+      Command.withDescription("replace a leaked key in one step (D56): a new key, its value printed\nthis once, and the old one revoked in the same transaction (its next request: 401)")
     )
   ])
 )
@@ -381,8 +424,18 @@ const agents = Command.make("agents").pipe(
     }, (flags) => agentsCommand(flags.json, "create", flags)).pipe(
       Command.withDescription("an agent account with its spend policy (D21, D22)")
     ),
-    Command.make("list", { json: jsonTable }, (flags) => agentsCommand(flags.json, "list")).pipe(
-      Command.withDescription("the account's agents")
+    Command.make("list", {
+      limit: CommandLine.text("limit", "N", "how many, oldest first (default 20)", {
+        accepts: (value) => /^(100|[1-9][0-9]?)$/.test(value),
+        expected: "an integer from 1 to 100"
+      }).pipe(Flag.withDefault("20"), Flag.map(Number)),
+      offset: CommandLine.text("offset", "N", "how many to skip (default 0)", {
+        accepts: (value) => /^(0|[1-9][0-9]{0,14})$/.test(value),
+        expected: "an integer from 0"
+      }).pipe(Flag.withDefault("0"), Flag.map(Number)),
+      json: jsonTable
+    }, (flags) => agentsCommand(flags.json, "list", { limit: flags.limit, offset: flags.offset })).pipe(
+      Command.withDescription("a page of the account's agents (D61)")
     ),
     agentKeys,
     Command.make("policy", {
@@ -610,6 +663,29 @@ const mcp = Command.make("mcp", {
   Command.withDescription("an MCP server for AI agents (package @pps/mcp): pay, transfers,\nspend policy, approvals; balance with an account's key file")
 )
 
+const x402Fetch = Command.make("fetch", {
+  url: id("URL", "the http(s) URL to GET"),
+  max: CommandLine.text("max", "DECIMAL", "the most this request may cost, in USDG (e.g. 0.05)", amountCheck),
+  ownerWallet,
+  keyFile,
+  json: CommandLine.json("print {status, content_type, transfer_id, body} as JSON")
+}, (flags) =>
+  perform(flags.keyFile, (settings) =>
+    Commands.x402Fetch({
+      ...settings,
+      ...sendChecks(process.env, Option.getOrUndefined(flags.ownerWallet)),
+      url: flags.url,
+      max: flags.max,
+      json: flags.json
+    }))).pipe(
+  Command.withDescription("GET a URL, paying its 402 with the confidential x402 scheme (pps-sealed,\npackage @pps/x402): sealed here, at most --max USDG, once for this request")
+)
+
+const x402 = Command.make("x402").pipe(
+  Command.withSubcommands([x402Fetch]),
+  Command.withDescription("HTTP 402 payments (x402) with the confidential scheme pps-sealed (D57)")
+)
+
 /**
  * The `pps` command tree, in the order the usage lists it.
  *
@@ -620,6 +696,7 @@ export const pps = Command.make("pps").pipe(
   Command.withSubcommands([
     keygen,
     registerKey,
+    rotateKey,
     balance,
     send,
     transfers,
@@ -632,6 +709,7 @@ export const pps = Command.make("pps").pipe(
     listen,
     keys,
     decryptTransfer,
-    mcp
+    mcp,
+    x402
   ])
 )

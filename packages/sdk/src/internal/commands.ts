@@ -27,6 +27,7 @@ import { Pps } from "../Pps.ts"
 import * as SealedTransfers from "../SealedTransfers.ts"
 import * as Webhook from "../Webhook.ts"
 import * as McpEntry from "../cli/McpEntry.ts"
+import * as X402Entry from "../cli/X402Entry.ts"
 import { createdTransfer } from "./created.ts"
 import { run } from "./typedClient.ts"
 
@@ -106,6 +107,32 @@ export const registerKey = async (settings: Settings): Promise<string> => {
   const { accountId, keyFile } = await accountKey(settings, account)
   const registration = await Confidential.registerKey(settings.client, keyFile.keyPair)
   return json({ account_id: accountId, public_key: registration.public_key, confidential_ready: registration.confidential_ready })
+}
+
+/**
+ * `rotate-key` (D55): a new key replaces the registered one and the balance is kept (the guardian
+ * re-encrypts it). The old key is not needed, so this is also the recovery of a lost key. The new
+ * key is written to `<key file>.next` before anything is sent (a run cut off reuses it), and only
+ * once the service answers does it become the key file, the old one kept beside it as
+ * `<key file>.replaced-<time>` (transfers sealed before the rotation open only with it).
+ */
+export const rotateKey = async (settings: Settings): Promise<string> => {
+  const account = await Account.me(settings.client)
+  if (account.type === "agent") throw new UsageMistake(`${agentsUseTheirOwnersKey(account)}; rotate-key is for an account's key`)
+  const status = await Confidential.encryptionKeyStatus(settings.client)
+  if (status.public_key === null) {
+    throw new CommandError(`account ${account.account_id} has no registered key to replace: use keygen and register-key`)
+  }
+  const filePath = settings.keyFilePath ?? KeyFile.defaultPath(account.account_id)
+  const nextPath = `${filePath}.next`
+  if (!fs.existsSync(nextPath)) KeyFile.write(nextPath, { accountId: account.account_id, keyPair: EncryptionKey.generate() }, { overwrite: false })
+  const next = KeyFile.read(nextPath)
+  if (next.accountId !== account.account_id) throw new CommandError(`${nextPath} holds another account's key; move it away first`)
+  const rotated = await Confidential.rotateKey(settings.client, next.keyPair)
+  const replacedPath = fs.existsSync(filePath) ? `${filePath}.replaced-${new Date().toISOString().replace(/[:.]/g, "-")}` : null
+  if (replacedPath !== null) fs.renameSync(filePath, replacedPath)
+  fs.renameSync(nextPath, filePath)
+  return json({ account_id: account.account_id, public_key: rotated.public_key, key_file: filePath, replaced_key_file: replacedPath })
 }
 
 /** `balance`: a table of the proven balances, or with `json` the endpoint's body unchanged. */
@@ -625,6 +652,8 @@ export const agents = async (
     readonly agentId: string | undefined
     readonly policy: string | undefined
     readonly idempotencyKey: string | undefined
+    readonly limit?: number | undefined
+    readonly offset?: number | undefined
   }
 ): Promise<string> => {
   switch (settings.action) {
@@ -635,10 +664,16 @@ export const agents = async (
       return settings.json ? json(agent) : lines(Object.entries(agent))
     }
     case "list": {
-      const listed = await run(settings.client, (api) => api.agents.list())
-      return settings.json
-        ? json(listed)
-        : table([["account_id", "handle", "status"], ...listed.agents.map((agent) => [agent.account_id, agent.handle, String(agent["status"] ?? "")])])
+      // D61: one page of GET /v1/agents; the table says how to ask for the next.
+      const page = await run(settings.client, (api) => api.agents.page({
+        query: {
+          ...(settings.limit === undefined ? {} : { limit: settings.limit }),
+          ...(settings.offset === undefined ? {} : { offset: settings.offset })
+        }
+      }))
+      if (settings.json) return json(page)
+      const rows = table([["account_id", "handle", "status"], ...page.data.map((agent) => [agent.account_id, agent.handle, agent.status])])
+      return page.has_more ? `${rows}more: --offset ${page.offset + page.limit}\n` : rows
     }
     case "policy-get": {
       const policy = await spendPolicy(settings, settings.agentId ?? "")
@@ -654,14 +689,15 @@ export const agents = async (
 }
 
 /**
- * `agents keys create|list|revoke` (D44): the owner's keys for one of its agents. `create` prints
- * the key's value this once (nothing keeps it), with the owner's wallet address, which an agent's
- * client pins to check its owner's key against the chain (`PPS_TRUST=chain`).
+ * `agents keys create|list|revoke|rotate` (D44, D56): the owner's keys for one of its agents.
+ * `create` and `rotate` print the key's value this once (nothing keeps it), with the owner's
+ * wallet address, which an agent's client pins to check its owner's key against the chain
+ * (`PPS_TRUST=chain`); `rotate` revokes the old key in the same transaction.
  */
 export const agentKeys = async (
   settings: Settings & {
     readonly json: boolean
-    readonly action: "create" | "list" | "revoke"
+    readonly action: "create" | "list" | "revoke" | "rotate"
     readonly agentId: string
     readonly name: string | undefined
     readonly keyId: string | undefined
@@ -698,6 +734,15 @@ export const agentKeys = async (
         settings.idempotencyKey
       )
       return settings.json ? json(revoked) : `revoked ${revoked.key_id}\n`
+    }
+    case "rotate": {
+      const payload = settings.name === undefined ? {} : { name: settings.name }
+      const rotated = await run(
+        settings.client,
+        (api) => api.agents.rotateKey({ params: { ...params, key_id: settings.keyId ?? "" }, payload }),
+        settings.idempotencyKey
+      )
+      return settings.json ? json(rotated) : lines(Object.entries(rotated))
     }
   }
 }
@@ -810,29 +855,26 @@ export const faucet = async (
   return settings.json ? json(granted) : lines(Object.entries(granted))
 }
 
-/**
- * `mcp`: the MCP server (`@pps/mcp`) for the key's holder. An agent's key needs nothing else
- * (its transfers are sealed to its owner's key as the API answers it, checked against the chain
- * with --owner-wallet and PPS_RPC_URL, as `send` does); an
- * account's key needs its key file, for sealing and for the balances it decrypts. Serves until
- * the client leaves or the process is stopped, and prints nothing on stdout (stdio's protocol
- * owns it); where to reach an HTTP server is said on stderr.
- */
-export const mcp = async (
-  settings: Settings & {
-    readonly transport: McpEntry.Transport
-    readonly ownerWallet: string | undefined
-    readonly rpcUrl: string | undefined
-    readonly deployment: SealedTransfers.Deployment | undefined
-    readonly trust: SealedTransfers.Trust | undefined
-  }
-): Promise<string> => {
-  // The server's package first: without it nothing is asked of the API.
-  const entry = await McpEntry.load()
+/** The key's mode, told by its prefix (SPEC "Authentication"). */
+const modeOfKey = (apiKey: string): "test" | "live" => apiKey.startsWith("hc_live_") ? "live" : "test"
+
+/** `send`'s checks of the keys it seals to, from the environment and `--owner-wallet`. */
+interface HolderChecks {
+  readonly ownerWallet: string | undefined
+  readonly rpcUrl: string | undefined
+  readonly deployment: SealedTransfers.Deployment | undefined
+  readonly trust: SealedTransfers.Trust | undefined
+}
+
+/** The holder's client for a command that pays or serves as the key's holder: an account with its key pair, or an agent. */
+const holderClient = async (
+  settings: Settings & HolderChecks,
+  what: string
+): Promise<{ readonly pps: Pps; readonly account: Account.Account; readonly kind: "agent" | "account" }> => {
   const account = await Account.me(settings.client)
   const kind = account.type === "agent" ? "agent" : "account"
   if (kind === "agent" && settings.keyFilePath !== undefined) {
-    throw new UsageMistake(`${agentsUseTheirOwnersKey(account)}; mcp takes no --key-file with it (pin the owner's wallet with --owner-wallet)`)
+    throw new UsageMistake(`${agentsUseTheirOwnersKey(account)}; ${what} takes no --key-file with it (pin the owner's wallet with --owner-wallet)`)
   }
   const keyPair = kind === "agent" ? undefined : (await accountKey(settings, account)).keyFile.keyPair
   const pps = new Pps({
@@ -844,9 +886,46 @@ export const mcp = async (
     ...(settings.deployment === undefined ? {} : { deployment: settings.deployment }),
     ...(settings.trust === undefined ? {} : { trust: settings.trust })
   })
+  return { pps, account, kind }
+}
+
+/**
+ * `x402 fetch URL --max AMOUNT` (D57): a GET that pays a 402 of the confidential x402 scheme
+ * (package `@pps/x402`, loaded by name) at most AMOUNT USDG; prints the answer's body, and on
+ * stderr its status and the transfer that paid for it.
+ */
+export const x402Fetch = async (
+  settings: Settings & HolderChecks & { readonly url: string; readonly max: string; readonly json: boolean }
+): Promise<string> => {
+  const entry = await X402Entry.load()
+  const { pps } = await holderClient(settings, "x402 fetch")
+  const answer = await entry.cliFetch({ pps, url: settings.url, max: settings.max, mode: modeOfKey(settings.client.apiKey) }).catch((error: unknown) => {
+    throw new CommandError(error instanceof Error ? error.message.replace(/^Failed to create payment payload: /, "") : String(error))
+  })
+  if (settings.json) {
+    return json({ status: answer.status, content_type: answer.contentType, transfer_id: answer.transferId ?? null, body: answer.body })
+  }
+  process.stderr.write(`pps: HTTP ${answer.status}${answer.transferId === undefined ? ", nothing paid" : `, paid by transfer ${answer.transferId}`}\n`)
+  return answer.body.endsWith("\n") ? answer.body : `${answer.body}\n`
+}
+
+/**
+ * `mcp`: the MCP server (`@pps/mcp`) for the key's holder. An agent's key needs nothing else
+ * (its transfers are sealed to its owner's key as the API answers it, checked against the chain
+ * with --owner-wallet and PPS_RPC_URL, as `send` does); an
+ * account's key needs its key file, for sealing and for the balances it decrypts. Serves until
+ * the client leaves or the process is stopped, and prints nothing on stdout (stdio's protocol
+ * owns it); where to reach an HTTP server is said on stderr.
+ */
+export const mcp = async (
+  settings: Settings & HolderChecks & { readonly transport: McpEntry.Transport }
+): Promise<string> => {
+  // The server's package first: without it nothing is asked of the API.
+  const entry = await McpEntry.load()
+  const { pps, account, kind } = await holderClient(settings, "mcp")
   await entry.serve({
     pps,
-    holder: { kind, accountId: account.account_id, handle: account.handle },
+    holder: { kind, accountId: account.account_id, handle: account.handle, mode: modeOfKey(settings.client.apiKey) },
     transport: settings.transport,
     announce: (line) => void process.stderr.write(line)
   })

@@ -53,6 +53,56 @@ export interface NewAccount {
   readonly createdAt: string
 }
 
+/**
+ * An account as the operator's console shows it (D60): the account record's fields, its owner
+ * (agents) and whether it is suspended.
+ *
+ * @since 0.11.0
+ * @category models
+ */
+export const OperatorAccount = Schema.Struct({
+  account_id: Schema.String,
+  handle: Schema.String,
+  type: AccountType,
+  kyc_status: KycStatus,
+  status: Schema.Literals(["active", "suspended"]),
+  owner_account_id: Schema.NullOr(Schema.String),
+  public_key: Schema.String,
+  created_at: Schema.String,
+  suspended_at: Schema.NullOr(Schema.String)
+})
+export type OperatorAccount = typeof OperatorAccount.Type
+
+/**
+ * The operator's account search (D60): `handle` matches a part of the handle, case-insensitively.
+ *
+ * @since 0.11.0
+ * @category models
+ */
+export interface AccountSearch {
+  readonly handle?: string | undefined
+  readonly type?: AccountType | undefined
+  readonly kycStatus?: KycStatus | undefined
+  readonly status?: "active" | "suspended" | undefined
+  readonly limit: number
+  readonly offset: number
+}
+
+/** `%` and `_` (and the escape itself) match literally in a LIKE pattern. */
+const likeLiteral = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
+
+/**
+ * A custodial wallet as stored: its key sealed under `WALLET_KEK`.
+ *
+ * @since 0.12.0
+ * @category models
+ */
+export interface SealedWallet {
+  readonly accountId: string
+  readonly walletAddress: string
+  readonly walletKeySealed: Uint8Array
+}
+
 /** A point read by primary key or by handle; those asked in the same turn share one SELECT. */
 class FindAccount extends Request.Class<
   { readonly column: "account_id" | "handle"; readonly value: string },
@@ -77,8 +127,25 @@ export class AccountStore extends Context.Service<AccountStore, {
   /** Wallet addresses are stored checksummed; the lookup ignores case. */
   readonly findByWalletAddress: (address: string) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
   readonly setKycStatus: (accountId: string, status: KycStatus) => Effect.Effect<Option.Option<Account>, SqlError.SqlError>
+  /** D60: whether the account, or the owner of the agent it is, is suspended. */
+  readonly isSuspended: (accountId: string) => Effect.Effect<boolean, SqlError.SqlError>
+  /**
+   * D60: sets (a time) or clears (null) the account's own suspension; the account as the operator
+   * sees it (None if unknown), and whether this call changed it (a suspended account suspended
+   * again keeps its first time). The row's lock orders concurrent calls: one of them changes it.
+   */
+  readonly setSuspended: (
+    accountId: string,
+    suspendedAt: string | null
+  ) => Effect.Effect<{ readonly account: Option.Option<OperatorAccount>; readonly changed: boolean }, SqlError.SqlError>
+  /** D60: one account as the operator sees it. */
+  readonly operatorView: (accountId: string) => Effect.Effect<Option.Option<OperatorAccount>, SqlError.SqlError>
+  /** D60: the operator's listing, oldest first; `limit` rows at most. */
+  readonly search: (query: AccountSearch) => Effect.Effect<ReadonlyArray<OperatorAccount>, SqlError.SqlError>
   /** The sealed custodial wallet key; opened only by settlement, never returned by the API. */
   readonly walletKeySealed: (accountId: string) => Effect.Effect<Option.Option<Uint8Array>, SqlError.SqlError>
+  /** D54: every custodial wallet as sealed (for the operator's backup), in account id order. */
+  readonly sealedWallets: Effect.Effect<ReadonlyArray<SealedWallet>, SqlError.SqlError>
 }>()("server/accounts/AccountStore") {
   static readonly layer = Layer.effect(
     AccountStore,
@@ -110,6 +177,16 @@ export class AccountStore extends Context.Service<AccountStore, {
           readBatchMax,
           false
         )
+      const operatorColumns = sql`account_id, '@' || handle AS handle, type, kyc_status,
+        CASE WHEN suspended_at IS NULL THEN 'active' ELSE 'suspended' END AS status, owner_account_id,
+        wallet_address AS public_key, iso_utc(created_at) AS created_at, iso_utc(suspended_at) AS suspended_at`
+      const decodeOperator = (rows: ReadonlyArray<unknown>) =>
+        Schema.decodeUnknownEffect(Schema.Array(OperatorAccount))(rows).pipe(Effect.catchTag("SchemaError", Effect.die))
+      const operatorView = (accountId: string) =>
+        sql`SELECT ${operatorColumns} FROM accounts WHERE account_id = ${accountId}`.pipe(
+          Effect.flatMap(decodeOperator),
+          Effect.map((rows) => Option.fromNullishOr(rows[0]))
+        )
       const byId = findTogether("account_id")
       const byHandle = findTogether("handle")
       return AccountStore.of({
@@ -133,10 +210,47 @@ export class AccountStore extends Context.Service<AccountStore, {
             (id: string) => sql`UPDATE accounts SET kyc_status = ${status} WHERE account_id = ${id} RETURNING ${columns}`,
             accountId
           ),
+        isSuspended: (accountId) =>
+          sql<{ suspended: boolean }>`
+            SELECT (a.suspended_at IS NOT NULL OR o.suspended_at IS NOT NULL) AS suspended
+            FROM accounts a LEFT JOIN accounts o ON o.account_id = a.owner_account_id
+            WHERE a.account_id = ${accountId}`.pipe(Effect.map((rows) => rows[0]?.suspended === true)),
+        setSuspended: (accountId, suspendedAt) =>
+          Effect.gen(function*() {
+            const updated = yield* (suspendedAt === null
+              ? sql`UPDATE accounts SET suspended_at = NULL
+                  WHERE account_id = ${accountId} AND suspended_at IS NOT NULL RETURNING ${operatorColumns}`
+              : sql`UPDATE accounts SET suspended_at = ${suspendedAt}::timestamptz
+                  WHERE account_id = ${accountId} AND suspended_at IS NULL RETURNING ${operatorColumns}`).pipe(
+                Effect.flatMap(decodeOperator)
+              )
+            if (updated[0] !== undefined) return { account: Option.some(updated[0]), changed: true }
+            return { account: yield* operatorView(accountId), changed: false }
+          }),
+        operatorView,
+        search: (query) =>
+          sql`
+            SELECT ${operatorColumns} FROM accounts
+            WHERE ${query.handle === undefined ? sql`TRUE` : sql`handle LIKE ${`%${likeLiteral(query.handle.toLowerCase())}%`}`}
+              AND ${query.type === undefined ? sql`TRUE` : sql`type = ${query.type}`}
+              AND ${query.kycStatus === undefined ? sql`TRUE` : sql`kyc_status = ${query.kycStatus}`}
+              AND ${query.status === undefined ? sql`TRUE` : query.status === "suspended" ? sql`suspended_at IS NOT NULL` : sql`suspended_at IS NULL`}
+            ORDER BY created_at, account_id
+            LIMIT ${query.limit} OFFSET ${query.offset}`.pipe(Effect.flatMap(decodeOperator)),
         walletKeySealed: (accountId) =>
           sql<{ wallet_key_sealed: Uint8Array }>`SELECT wallet_key_sealed FROM accounts WHERE account_id = ${accountId}`.pipe(
             Effect.map((rows) => Option.fromNullishOr(rows[0]?.wallet_key_sealed).pipe(Option.map((b) => new Uint8Array(b))))
+          ),
+        sealedWallets: sql<{ account_id: string; wallet_address: string; wallet_key_sealed: Uint8Array }>`
+          SELECT account_id, wallet_address, wallet_key_sealed FROM accounts ORDER BY account_id`.pipe(
+          Effect.map((rows) =>
+            rows.map((row) => ({
+              accountId: row.account_id,
+              walletAddress: row.wallet_address,
+              walletKeySealed: new Uint8Array(row.wallet_key_sealed)
+            }))
           )
+        )
       })
     })
   )

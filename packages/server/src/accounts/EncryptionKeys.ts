@@ -60,8 +60,15 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
   >
   /** The registered key of one of our accounts. */
   readonly keyOfAccount: (accountId: string, mode: Mode) => Effect.Effect<Option.Option<Uint8Array>, SqlError.SqlError>
+  /**
+   * D55: the account's key was replaced on chain: the row holds the new key and this node forgets
+   * the one it remembered.
+   */
+  readonly replaced: (accountId: string, mode: Mode, publicKey: Uint8Array) => Effect.Effect<void, SqlError.SqlError>
   /** The key the chain's registry holds for any address (USDG's registry). */
   readonly keyOfAddress: (chain: ChainContext, address: Address) => Effect.Effect<Option.Option<Uint8Array>, ChainError>
+  /** The same in one contract's registry. */
+  readonly keyOfAddressIn: (chain: ChainContext, contract: Address, address: Address) => Effect.Effect<Option.Option<Uint8Array>, ChainError>
 }>()("server/accounts/EncryptionKeys") {
   static readonly layer = Layer.effect(
     EncryptionKeys,
@@ -75,7 +82,16 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
       return EncryptionKeys.of({
         register: (input) => register(context, input),
         keyOfAccount: (accountId, mode) => keyOfAccount(context, accountId, mode),
-        keyOfAddress
+        replaced: (accountId, mode, publicKey) =>
+          Effect.gen(function*() {
+            const now = DateTime.formatIso(DateTime.makeUnsafe(yield* Clock.currentTimeMillis))
+            yield* context.sql`
+              UPDATE encryption_keys SET public_key = ${publicKey}, registered_at = ${now}::timestamptz
+              WHERE account_id = ${accountId} AND mode = ${mode}`
+            context.registered.delete(`${mode}:${accountId}`)
+          }),
+        keyOfAddress,
+        keyOfAddressIn
       })
     })
   )
@@ -83,10 +99,11 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
 
 /**
  * What the steps share. `registered`: the registered keys read so far, by account and mode. A
- * registered key never changes: a row's key is written once (a second registration of another
- * key is refused), `registered_at` once, and no row is deleted; so a key read registered on any
- * node is that account's key for good, and every transfer need not read its parties' keys again
- * (two statements fewer per transfer). Only registered keys are kept; bounded, emptied when full.
+ * registered key changes only by a rotation (D55, `replaced`), which forgets it on this node; a
+ * second registration of another key is refused and no row is deleted, so every transfer need not
+ * read its parties' keys again (two statements fewer per transfer). Another api node keeps the old
+ * key until it restarts or its cache is emptied: D55's record names that gap. Only registered keys
+ * are kept; bounded, emptied when full.
  */
 interface EncryptionKeysContext {
   readonly sql: SqlClient.SqlClient
@@ -97,18 +114,14 @@ interface EncryptionKeysContext {
 
 const registeredMax = 50_000
 
-interface Registration {
-  readonly accountId: string
-  readonly mode: Mode
-  readonly publicKey: Uint8Array
-  readonly proofs: Readonly<Record<Asset, Uint8Array>>
-}
 
-const keyOfAddress = (chain: ChainContext, address: Address) =>
+const keyOfAddress = (chain: ChainContext, address: Address) => keyOfAddressIn(chain, chain.contracts.confidentialUsdg, address)
+
+const keyOfAddressIn = (chain: ChainContext, contract: Address, address: Address) =>
   Effect.tryPromise({
     try: () =>
       chain.client.readContract({
-        address: chain.contracts.confidentialUsdg,
+        address: contract,
         abi: ConfidentialTokenArtifact.abi,
         functionName: "encryptionKeyOf",
         args: [address]
@@ -158,8 +171,25 @@ const chainUnavailable = (cause: ChainError | ChainUnavailable) =>
     ))
   )
 
-/** The key parses and the client proved it holds it, for every asset's contract. */
-const verifiedKey = (chain: ChainContext, input: Registration, wallet: Address) =>
+/**
+ * @since 0.12.0
+ * @category models
+ */
+export interface Registration {
+  readonly accountId: string
+  readonly mode: Mode
+  readonly publicKey: Uint8Array
+  readonly proofs: Readonly<Record<Asset, Uint8Array>>
+}
+
+/**
+ * The key parses and the client proved it holds it, for every asset's contract (registration
+ * and D55's rotation alike).
+ *
+ * @since 0.12.0
+ * @category steps
+ */
+export const verifiedKey = (chain: ChainContext, input: Registration, wallet: Address) =>
   Effect.gen(function*() {
     const parsed = EncryptionKey.parsePublicKey(input.publicKey)
     if (!parsed.ok) return yield* Effect.fail(EncryptionKeyInvalid.of("public_key", parsed.reason))

@@ -19,6 +19,8 @@ import { Settlement } from "../settlement/Settlement.ts"
 import { Accounts } from "./Accounts.ts"
 import { toAccountRecord } from "@pps/api/Accounts"
 import { EncryptionKeys } from "./EncryptionKeys.ts"
+import { KeyRotations } from "./KeyRotations.ts"
+import { requireStepUp } from "../dashboard/DashboardAuth.ts"
 
 
 const ProofBody = Schema.Struct({ decryption_proof: Schema.optionalKey(Schema.String) })
@@ -62,6 +64,7 @@ const proofOf = (query: string | undefined) =>
 interface HandlersContext {
   readonly accounts: Accounts["Service"]
   readonly keys: EncryptionKeys["Service"]
+  readonly rotations: KeyRotations["Service"]
   readonly balances: Balances["Service"]
   readonly apiKeys: ApiKeys["Service"]
   readonly settlement: Settlement["Service"]
@@ -98,21 +101,29 @@ const encryptionKey = (context: HandlersContext) =>
     }
   }).pipe(answerServiceUnavailable)
 
-const registerEncryptionKey = (
-  context: HandlersContext,
-  payload: { readonly public_key: string; readonly proofs: { readonly USDG: string; readonly ETH: string } }
-) =>
+/** A key and its proofs as bytes (the request schema checked each is 0x-prefixed hex). */
+const keyInputOf = (payload: KeyPayload) => ({
+  publicKey: hexToBytes(payload.public_key as Hex),
+  proofs: { USDG: hexToBytes(payload.proofs.USDG as Hex), ETH: hexToBytes(payload.proofs.ETH as Hex) }
+})
+
+type KeyPayload = { readonly public_key: string; readonly proofs: { readonly USDG: string; readonly ETH: string } }
+
+const registerEncryptionKey = (context: HandlersContext, payload: KeyPayload) =>
   Effect.gen(function*() {
     const principal = yield* CurrentPrincipal
-    const registered = yield* context.keys.register({
-      accountId: principal.accountId,
-      mode: principal.mode,
-      // The request schema checked each is 0x-prefixed hex.
-      publicKey: hexToBytes(payload.public_key as Hex),
-      proofs: { USDG: hexToBytes(payload.proofs.USDG as Hex), ETH: hexToBytes(payload.proofs.ETH as Hex) }
-    })
+    const registered = yield* context.keys.register({ accountId: principal.accountId, mode: principal.mode, ...keyInputOf(payload) })
     return { public_key: bytesToHex(registered), confidential_ready: true as const }
   }).pipe(answerServiceUnavailable)
+
+/** D55: the key replaced, the balance kept; a dashboard session confirms with its passkey first. */
+const rotateEncryptionKey = (context: HandlersContext, payload: KeyPayload) =>
+  Effect.gen(function*() {
+    const principal = yield* CurrentPrincipal
+    yield* requireStepUp
+    const rotated = yield* context.rotations.rotate(principal, keyInputOf(payload))
+    return { public_key: bytesToHex(rotated), confidential_ready: true as const }
+  })
 
 const listApiKeys = (context: HandlersContext) =>
   Effect.gen(function*() {
@@ -161,6 +172,7 @@ export const AccountsHttpLive = HttpApiBuilder.group(PublicApi, "accounts", (han
     const context: HandlersContext = {
       accounts: yield* Accounts,
       keys: yield* EncryptionKeys,
+      rotations: yield* KeyRotations,
       balances: yield* Balances,
       apiKeys: yield* ApiKeys,
       settlement: yield* Settlement
@@ -169,6 +181,7 @@ export const AccountsHttpLive = HttpApiBuilder.group(PublicApi, "accounts", (han
       .handle("me", () => me(context))
       .handle("encryptionKey", () => encryptionKey(context))
       .handle("registerEncryptionKey", ({ payload }) => registerEncryptionKey(context, payload))
+      .handle("rotateEncryptionKey", ({ payload }) => rotateEncryptionKey(context, payload))
       .handle("balances", ({ query }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal

@@ -35,7 +35,10 @@ const flagOfParam: Readonly<Record<string, string>> = {
   account_id: "--account",
   name: "--name",
   mode: "--mode",
-  key_id: "--key-id"
+  key_id: "--key-id",
+  limit: "--limit",
+  offset: "--offset",
+  action: "--action"
 }
 
 const readJson = (file: string): Record<string, unknown> | undefined => {
@@ -110,7 +113,8 @@ const program: CommandLine.Program = {
   prefix: "",
   unrepeatedFlags: [],
   footer: `  help [COMMAND]                                      this text, or one command's with its flags (also --help, -h)
-environment: ADMIN_URL, ADMIN_TOKEN, DATA_DIR (default ./.data); chain deploy: DATABASE_URL,
+environment: ADMIN_URL, ADMIN_TOKEN, DATA_DIR (default ./.data); wallet-kek backup|restore:
+  PPS_BACKUP_PASSPHRASE, WALLET_KEK (else DATA_DIR/secrets.json); chain deploy: DATABASE_URL,
   RPC_URL_TESTNET|RPC_URL_MAINNET, OPERATOR_KEY_TESTNET|OPERATOR_KEY_MAINNET, GUARDIAN_URL,
   GUARDIAN_SHARED_SECRET, FAUCET_KEY_TESTNET (or --faucet-address)
 exit status: 0 done, 1 failed, 2 command-line mistake (nothing was sent)`
@@ -146,6 +150,44 @@ const accountsCreate = Command.make("create", {
     return { account_id: created["account_id"], handle: created["handle"], api_key: created["api_key"], key_id: created["key_id"] }
   })).pipe(Command.withDescription("an account and its first API key (printed this once)"))
 
+/** D16's page bounds as flags (`--limit` 1-100, `--offset` from 0). */
+const pageFlags = (order: string) => ({
+  limit: CommandLine.text("limit", "N", `how many (1-100, default 20), ${order}`, {
+    accepts: (value) => /^(100|[1-9][0-9]?)$/.test(value),
+    expected: "an integer from 1 to 100"
+  }).pipe(Flag.optional),
+  offset: CommandLine.text("offset", "N", "how many to skip (default 0)", {
+    accepts: (value) => /^(0|[1-9][0-9]{0,14})$/.test(value),
+    expected: "an integer from 0"
+  }).pipe(Flag.optional)
+})
+
+/** A query string of the flags given (none given: none sent, the API's defaults apply). */
+const queryOf = (entries: Readonly<Record<string, Option.Option<string>>>): string => {
+  const query = new URLSearchParams()
+  for (const [name, value] of Object.entries(entries)) if (Option.isSome(value)) query.set(name, value.value)
+  const text = query.toString()
+  return text === "" ? "" : `?${text}`
+}
+
+const accountsList = Command.make("list", {
+  handle: CommandLine.text("handle", "TEXT", "only handles containing TEXT (case-insensitive; a leading @ is ignored)").pipe(Flag.optional),
+  type: CommandLine.choice("type", ["personal", "business", "agent"], "only accounts of this kind").pipe(Flag.optional),
+  kyc: CommandLine.choice("kyc", kycStatuses, "only accounts with this KYC status").pipe(Flag.optional),
+  status: CommandLine.choice("status", ["active", "suspended"], "only active or only suspended accounts").pipe(Flag.optional),
+  ...pageFlags("oldest first"),
+  json
+}, (flags) =>
+  perform(() =>
+    call("GET", `/accounts${queryOf({
+      handle: flags.handle,
+      type: flags.type,
+      kyc_status: flags.kyc,
+      status: flags.status,
+      limit: flags.limit,
+      offset: flags.offset
+    })}`))).pipe(Command.withDescription("the accounts, a page at a time: {data,limit,offset,has_more}"))
+
 const accounts = Command.make("accounts").pipe(
   Command.withDescription("the service's accounts"),
   Command.withSubcommands([
@@ -160,6 +202,51 @@ const accounts = Command.make("accounts").pipe(
     Command.make("invite", { account, json }, (flags) =>
       perform(() => call("POST", `/accounts/${encodeURIComponent(flags.account)}/invites`))).pipe(
       Command.withDescription("a one-time dashboard enrollment link, valid 24 h")
+    ),
+    accountsList,
+    Command.make("suspend", { account, json }, (flags) =>
+      perform(() => call("POST", `/accounts/${encodeURIComponent(flags.account)}/suspend`))).pipe(
+      Command.withDescription("refuse the account's keys and its agents' (403 account_suspended);\nwhat is under way finishes")
+    ),
+    Command.make("reactivate", { account, json }, (flags) =>
+      perform(() => call("POST", `/accounts/${encodeURIComponent(flags.account)}/reactivate`))).pipe(
+      Command.withDescription("accept the account's keys again")
+    )
+  ])
+)
+
+const auditActions = [
+  "account.created",
+  "account.kyc_changed",
+  "account.suspended",
+  "account.reactivated",
+  "api_key.created",
+  "api_key.revoked",
+  "passkey.added",
+  "passkey.removed",
+  "invite.issued",
+  "invite.used",
+  "agent.created",
+  "policy.updated"
+] as const
+
+const audit = Command.make("audit", {
+  account: CommandLine.text("account", "ACCOUNT_ID", "only entries about this account (acct_...)").pipe(Flag.optional),
+  action: CommandLine.choice("action", auditActions, "only entries of this action").pipe(Flag.optional),
+  ...pageFlags("newest first"),
+  json
+}, (flags) =>
+  perform(() =>
+    call("GET", `/audit${queryOf({ account_id: flags.account, action: flags.action, limit: flags.limit, offset: flags.offset })}`))).pipe(
+  Command.withDescription("the audit log of security actions: who, when, from where (ip, request_id)")
+)
+
+const webhooks = Command.make("webhooks").pipe(
+  Command.withDescription("webhook subscriptions (read-only)"),
+  Command.withSubcommands([
+    Command.make("list", { account, json }, (flags) =>
+      perform(() => call("GET", `/accounts/${encodeURIComponent(flags.account)}/webhooks`))).pipe(
+      Command.withDescription("an account's subscriptions with their delivery health")
     )
   ])
 )
@@ -220,14 +307,65 @@ const chainDeploy = Command.make("deploy", {
     Flag.filterMap((value) => isAddress(value) ? Option.some(value) : Option.none(), () => "a 0x address"),
     Flag.optional
   ),
+  migrate: Flag.Boolean("migrate").pipe(
+    Flag.withDescription(
+      "replace a recorded ConfidentialToken of an older version (v1) by a v2 deployment (D53; what the old one holds stays there)"
+    )
+  ),
   json
 }, (flags) =>
   // Loaded only here: the other commands need no chain or database.
   Effect.promise(() => import("./deploy.ts")).pipe(
-    Effect.flatMap(({ deployStep }) => deployStep(flags.mode, flags.faucetAddress)),
+    Effect.flatMap(({ deployStep }) => deployStep(flags.mode, flags.faucetAddress, flags.migrate)),
     Effect.mapError((error) => new CliError(`chain deploy failed: ${error.message}`)),
     Effect.flatMap((output) => CommandLine.print(`${JSON.stringify(output)}\n`))
   )).pipe(Command.withDescription("deploy the contracts on an external chain (run on the operator's machine)"))
+
+/** Loaded only for these commands: the others need no crypto or secrets file. */
+const walletKekStep = <A>(name: string, step: (module: typeof import("./walletKek.ts")) => Effect.Effect<A, { readonly message: string }>) =>
+  Effect.promise(() => import("./walletKek.ts")).pipe(
+    Effect.flatMap(step),
+    Effect.mapError((error) => new CliError(`wallet-kek ${name} failed: ${error.message}`)),
+    Effect.flatMap((output) => CommandLine.print(`${JSON.stringify(output)}\n`))
+  )
+
+const statusOfServer = () => call("GET", "/wallet-kek/status") as Promise<{ kek_id: string; remaining: number }>
+
+const walletKek = Command.make("wallet-kek").pipe(
+  Command.withDescription("rotate and back up WALLET_KEK, the key sealing custodial wallets (D54)"),
+  Command.withSubcommands([
+    Command.make("stage", { json }, () => walletKekStep("stage", (module) => module.stage)).pipe(
+      Command.withDescription("embedded mode: a fresh KEK in DATA_DIR/secrets.json, the old one kept to open;\nthen restart the server")
+    ),
+    Command.make("rotate", { json }, () => perform(() => call("POST", "/wallet-kek/reseal"))).pipe(
+      Command.withDescription("re-seal every value under the server's current KEK (resumable: run it again)")
+    ),
+    Command.make("status", { json }, () => perform(statusOfServer)).pipe(
+      Command.withDescription("the server's KEK and how many values are left under another")
+    ),
+    Command.make("finish", { json }, () =>
+      Effect.tryPromise({ try: statusOfServer, catch: (error) => error }).pipe(
+        Effect.flatMap((status) => walletKekStep("finish", (module) => module.finish(status)))
+      )).pipe(
+      Command.withDescription("embedded mode: drop the old KEK from DATA_DIR/secrets.json once nothing is left under it")
+    ),
+    Command.make("backup", { out: CommandLine.text("out", "FILE", "the backup file to write (not overwritten)"), json }, (flags) =>
+      Effect.tryPromise({ try: () => call("GET", "/wallet-kek/sealed-wallets"), catch: (error) => error }).pipe(
+        Effect.flatMap((sealed) =>
+          walletKekStep("backup", (module) => module.backup(flags.out, sealed))
+        )
+      )).pipe(
+      Command.withDescription("the KEK under PPS_BACKUP_PASSPHRASE and every wallet sealed under it, checked, in FILE")
+    ),
+    Command.make("restore", {
+      in: CommandLine.text("in", "FILE", "a backup written by wallet-kek backup"),
+      print: CommandLine.toggle("print", "print the KEK (for WALLET_KEK) instead of writing DATA_DIR/secrets.json"),
+      json
+    }, (flags) => walletKekStep("restore", (module) => module.restore(flags.in, flags.print))).pipe(
+      Command.withDescription("check a backup opens every wallet it holds and install its KEK")
+    )
+  ])
+)
 
 const chain = Command.make("chain").pipe(
   Command.withDescription("the contracts"),
@@ -235,6 +373,6 @@ const chain = Command.make("chain").pipe(
 )
 
 /** The admin command tree, in the order the usage lists it. */
-const admin = Command.make("admin").pipe(Command.withSubcommands([accounts, keys, webhookLoopback, chain]))
+const admin = Command.make("admin").pipe(Command.withSubcommands([accounts, keys, audit, webhooks, webhookLoopback, walletKek, chain]))
 
 CommandLine.main(admin, program, process.argv.slice(2), describe)

@@ -1,5 +1,5 @@
 /**
- * `pnpm admin chain deploy --mode test|live`: the operator's administrative step that
+ * `npm run -s admin -- chain deploy --mode test|live`: the operator's administrative step that
  * deploys the contracts on an external chain and records their addresses for the api
  * nodes (the contracts' owner key is never on an api node, docs/security.md).
  *
@@ -73,7 +73,7 @@ export const deployConfig = (mode: Mode) =>
  * @since 0.2.0
  * @category constructors
  */
-export const deployStep = (mode: Mode, faucetAddress: Option.Option<Address>) =>
+export const deployStep = (mode: Mode, faucetAddress: Option.Option<Address>, replaceOlderVersions = false) =>
   Effect.gen(function*() {
     const config = yield* deployConfig(mode)
     const owner = yield* Effect.try({
@@ -88,7 +88,10 @@ export const deployStep = (mode: Mode, faucetAddress: Option.Option<Address>) =>
     const sql = yield* SqlClient.SqlClient
     const run = Effect.gen(function*() {
       yield* migrate
-      return yield* deployAndRecord(mode, client, config.rpcUrl, owner, Option.toArray(faucet))
+      return yield* deployAndRecord(mode, client, config.rpcUrl, owner, Option.toArray(faucet), {
+        replaceOlderVersions,
+        howToMigrate: `To move to it, run \`npm run -s admin -- chain deploy --mode ${mode} --migrate\``
+      })
     })
     // One connection holds the lock for the whole step (an advisory lock is per session).
     const contracts = yield* sql.withTransaction(

@@ -87,6 +87,17 @@ export class AgentStore extends Context.Service<AgentStore, {
     ownerAccountId: string,
     mode: Mode
   ) => Effect.Effect<ReadonlyArray<StoredAgent>, SqlError.SqlError>
+  /** One page of `listByOwner`'s order: at most `limit` agents after skipping `offset`. */
+  readonly pageByOwner: (
+    ownerAccountId: string,
+    mode: Mode,
+    page: { readonly limit: number; readonly offset: number }
+  ) => Effect.Effect<ReadonlyArray<StoredAgent>, SqlError.SqlError>
+  /**
+   * How many agents the owner has in the mode, read with the owner's account row locked (inside
+   * the caller's transaction): two creates of one owner count one after the other (D61).
+   */
+  readonly countForCreate: (ownerAccountId: string, mode: Mode) => Effect.Effect<number, SqlError.SqlError>
   /** Any agent by id, in every mode: for the operator and for replaying an operation that made it. */
   readonly findAgent: (accountId: string) => Effect.Effect<Option.Option<StoredAgent>, SqlError.SqlError>
   /**
@@ -152,6 +163,20 @@ export class AgentStore extends Context.Service<AgentStore, {
             WHERE g.owner_account_id = ${ownerAccountId} AND g.mode = ${mode}
             ORDER BY g.created_at, g.account_id`.pipe(
             Effect.map((rows) => rows.map(toAgent))
+          ),
+        pageByOwner: (ownerAccountId, mode, page) =>
+          sql<AgentRow>`
+            SELECT ${agentColumns} FROM agents g JOIN accounts a ON a.account_id = g.account_id
+            WHERE g.owner_account_id = ${ownerAccountId} AND g.mode = ${mode}
+            ORDER BY g.created_at, g.account_id
+            LIMIT ${page.limit} OFFSET ${page.offset}`.pipe(
+            Effect.map((rows) => rows.map(toAgent))
+          ),
+        countForCreate: (ownerAccountId, mode) =>
+          sql`SELECT 1 FROM accounts WHERE account_id = ${ownerAccountId} FOR UPDATE`.pipe(
+            Effect.andThen(sql<{ count: string }>`
+              SELECT count(*)::text AS count FROM agents WHERE owner_account_id = ${ownerAccountId} AND mode = ${mode}`),
+            Effect.map((rows) => Number(rows[0]?.count ?? "0"))
           ),
         findAgent: (accountId) =>
           sql<AgentRow>`

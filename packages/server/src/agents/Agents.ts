@@ -22,7 +22,10 @@ import { Accounts } from "../accounts/Accounts.ts"
 import { agentNamePattern, displayHandle } from "@pps/api/Accounts"
 import type { Principal } from "@pps/api/ApiKeys"
 import { Outbox } from "../events/Outbox.ts"
-import { AgentNameTaken, AgentNotFound, InvalidPolicy, InvalidRequest, NotAgentOwner } from "@pps/api/Errors"
+import { AgentLimitReached, AgentNameTaken, AgentNotFound, InvalidPolicy, InvalidRequest, NotAgentOwner } from "@pps/api/Errors"
+import { AppConfig } from "../config/AppConfig.ts"
+import { AuditLog } from "../audit/AuditLog.ts"
+import { pageLimitDefault, pageOf } from "@pps/api/Page"
 import { OperationReplay, type ReplayedResponse } from "../platform/IdempotentOperations.ts"
 import * as Invariant from "../platform/Invariant.ts"
 import * as Unavailable from "../platform/Unavailable.ts"
@@ -75,8 +78,16 @@ export class Agents extends Context.Service<Agents, {
   readonly create: (
     principal: Principal,
     request: { readonly name: string; readonly spend_policy?: unknown }
-  ) => Effect.Effect<AgentRecord, InvalidRequest | InvalidPolicy | NotAgentOwner | AgentNameTaken | DependencyUnavailable>
+  ) => Effect.Effect<
+    AgentRecord,
+    InvalidRequest | InvalidPolicy | NotAgentOwner | AgentNameTaken | AgentLimitReached | DependencyUnavailable
+  >
   readonly list: (principal: Principal) => Effect.Effect<ReadonlyArray<AgentRecord>, DependencyUnavailable>
+  /** D61: one page of `list`, in D16's envelope. */
+  readonly page: (
+    principal: Principal,
+    query: { readonly limit?: number | undefined; readonly offset?: number | undefined }
+  ) => Effect.Effect<AgentPageAnswer, DependencyUnavailable>
   readonly getPolicy: (
     principal: Principal,
     agentAccountId: string
@@ -95,13 +106,16 @@ export class Agents extends Context.Service<Agents, {
         accounts: yield* Accounts,
         store: yield* AgentStore,
         outbox: yield* Outbox,
-        operations: yield* OperationReplay
+        operations: yield* OperationReplay,
+        agentsPerAccountMax: (yield* AppConfig).agentsPerAccountMax,
+        auditLog: yield* AuditLog
       }
       // D36: a retried create whose first request was cut off answers with the agent it made.
       yield* context.operations.register("agent", (agentAccountId) => createdRecord(context, agentAccountId))
       return Agents.of({
         create: (principal, request) => create(context, principal, request),
         list: (principal) => list(context, principal),
+        page: (principal, query) => page(context, principal, query),
         getPolicy: (principal, agentAccountId) => getPolicy(context, principal, agentAccountId),
         patchPolicy: (principal, agentAccountId, patch) => patchPolicy(context, principal, agentAccountId, patch)
       })
@@ -116,6 +130,16 @@ interface AgentsContext {
   readonly store: AgentStore["Service"]
   readonly outbox: Outbox["Service"]
   readonly operations: OperationReplay["Service"]
+  readonly agentsPerAccountMax: number
+  readonly auditLog: AuditLog["Service"]
+}
+
+/** D61's answer: D16's envelope of agent records. */
+interface AgentPageAnswer {
+  readonly data: ReadonlyArray<AgentRecord>
+  readonly limit: number
+  readonly offset: number
+  readonly has_more: boolean
 }
 
 /** An agent's policy is created with it, in the same transaction. */
@@ -172,6 +196,9 @@ const create = Effect.fn("Agents.create")(function*(
   // The account's handle is unique, and owner/name is unique per owner: a conflict on
   // either is the same name taken.
   const agent = yield* sql.withTransaction(Effect.gen(function*() {
+    // D61: counted with the owner's row locked, so concurrent creates cannot pass the cap together.
+    const count = yield* store.countForCreate(owner.accountId, principal.mode)
+    if (count >= context.agentsPerAccountMax) return yield* Effect.fail(AgentLimitReached.of(context.agentsPerAccountMax))
     const account = yield* accounts.create({
       handle: `${owner.handle}/${name}`,
       type: "agent",
@@ -188,6 +215,7 @@ const create = Effect.fn("Agents.create")(function*(
       createdAt
     })
     yield* context.operations.bind("agent", account.accountId)
+    yield* context.auditLog.record({ action: "agent.created", accountId: owner.accountId, targetId: account.accountId })
     return account
   })).pipe(
     Effect.catchTag("HandleConflict", () => Effect.fail(AgentNameTaken.of(name))),
@@ -222,6 +250,7 @@ const patchPolicy = Effect.fn("Agents.patchPolicy")(function*(
     const validated = validatePolicy(patch, current, "")
     if (!validated.ok) return yield* Effect.fail(InvalidPolicy.of(validated.issue.param, validated.issue.message))
     const policy = yield* store.updatePolicy(agent.accountId, validated.value, updatedAt)
+    yield* context.auditLog.record({ action: "policy.updated", accountId: agent.accountId, targetId: policy.policyId })
     yield* context.outbox.append([{
       mode: agent.mode,
       recipientAccountId: agent.ownerAccountId,
@@ -244,6 +273,21 @@ const list = ({ store }: AgentsContext, principal: Principal) =>
       Unavailable.database("Agents.list"),
       Effect.map((agents) => agents.map(toAgentRecord))
     )
+
+/** D61: one more row than the page is read, to tell whether another page follows. */
+const page = (
+  { store }: AgentsContext,
+  principal: Principal,
+  query: { readonly limit?: number | undefined; readonly offset?: number | undefined }
+) => {
+  const bounds = { limit: query.limit ?? pageLimitDefault, offset: query.offset ?? 0 }
+  const rows = isAgentKey(principal)
+    ? Effect.succeed([])
+    : store.pageByOwner(principal.accountId, principal.mode, { limit: bounds.limit + 1, offset: bounds.offset }).pipe(
+      Unavailable.database("Agents.page")
+    )
+  return rows.pipe(Effect.map((agents): AgentPageAnswer => pageOf(agents.map(toAgentRecord), bounds)))
+}
 
 /**
  * D42: an agent's key reads its own policy (it cannot change it); for any other id it is

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import type { Principal } from "@pps/api/ApiKeys"
 import { CurrentPrincipal, PublicApi } from "@pps/api/Api"
@@ -38,6 +38,7 @@ export const AgentsHttpLive = HttpApiBuilder.group(PublicApi, "agents", (handler
       .handle("list", () =>
         withPrincipal((principal) =>
           agents.list(principal).pipe(Effect.map((list) => ({ agents: list })))))
+      .handle("page", ({ query }) => withPrincipal((principal) => agents.page(principal, query)))
       .handle("getPolicy", ({ params }) =>
         withPrincipal((principal) => agents.getPolicy(principal, params.account_id)))
       .handle("createKey", ({ params, payload }) =>
@@ -46,6 +47,9 @@ export const AgentsHttpLive = HttpApiBuilder.group(PublicApi, "agents", (handler
         withPrincipal((principal) => agentKeys.list(principal, params.account_id)))
       .handle("revokeKey", ({ params }) =>
         withPrincipal((principal) => agentKeys.revoke(principal, params.account_id, params.key_id)))
+      .handle("rotateKey", ({ params, payload }) =>
+        withPrincipal((principal) =>
+          agentKeys.rotate(principal, params.account_id, params.key_id, Option.fromUndefinedOr(payload.name))))
       .handle("patchPolicy", ({ params, payload }) =>
         withPrincipal((principal) => agents.patchPolicy(principal, params.account_id, payload)))
       .handle("pending", () =>

@@ -17,7 +17,9 @@ const KeyWithAccountRow = Schema.Struct({
   key_hash: Schema.Uint8Array,
   revoked: Schema.Boolean,
   account_type: AccountType,
-  owner_account_id: Schema.NullOr(Schema.String)
+  owner_account_id: Schema.NullOr(Schema.String),
+  /** D60: the key's account, or the owner of the agent it is, is suspended. */
+  suspended: Schema.Boolean
 })
 export type KeyWithAccount = typeof KeyWithAccountRow.Type
 
@@ -91,8 +93,10 @@ export class ApiKeyStore extends Context.Service<ApiKeyStore, {
         findByHash: (keyHash) =>
           sql`
             SELECT k.key_id, k.account_id, k.mode, k.key_hash, (k.revoked_at IS NOT NULL) AS revoked,
-                   a.type AS account_type, a.owner_account_id
+                   a.type AS account_type, a.owner_account_id,
+                   (a.suspended_at IS NOT NULL OR o.suspended_at IS NOT NULL) AS suspended
             FROM api_keys k JOIN accounts a ON a.account_id = k.account_id
+            LEFT JOIN accounts o ON o.account_id = a.owner_account_id
             WHERE k.key_hash = ${keyHash}
           `.pipe(Effect.flatMap(decode(KeyWithAccountRow)), Effect.map((rows) => Option.fromNullishOr(rows[0]))),
         listByAccount: (accountId) =>

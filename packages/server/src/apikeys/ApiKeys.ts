@@ -38,7 +38,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import { Clock, Context, DateTime, Duration, Effect, Layer, Option, Redacted, Schedule, Semaphore } from "effect"
-import type { SqlError } from "effect/sql"
+import { SqlClient, type SqlError } from "effect/sql"
 import { AppConfig } from "../config/AppConfig.ts"
 import { makeId } from "../platform/Ids.ts"
 import { Secrets } from "../platform/Secrets.ts"
@@ -61,6 +61,23 @@ export class InvalidApiKey extends Error {
   constructor(reason: "malformed" | "unknown" | "revoked") {
     super(`API key refused: ${reason}`)
     this.reason = reason
+  }
+}
+
+/**
+ * D60: the key is valid, but its account (or its agent's owner) is suspended: 403
+ * `account_suspended`, not 401, so its holder learns why.
+ *
+ * @since 0.11.0
+ * @category errors
+ */
+export class SuspendedAccountKey extends Error {
+  override readonly name = "SuspendedAccountKey"
+  readonly _tag = "SuspendedAccountKey" as const
+  readonly accountId: string
+  constructor(accountId: string) {
+    super(`API key of suspended account ${accountId}`)
+    this.accountId = accountId
   }
 }
 
@@ -104,14 +121,36 @@ export class ApiKeys extends Context.Service<ApiKeys, {
    * `countUse: false` for a re-check of a key already counted for its request (a long-lived
    * response asking whether its key was revoked meanwhile): usage counts requests, not checks.
    */
-  readonly verify: (presented: string, options?: { readonly countUse?: boolean }) => Effect.Effect<Principal, InvalidApiKey | SqlError.SqlError>
+  readonly verify: (
+    presented: string,
+    options?: { readonly countUse?: boolean }
+  ) => Effect.Effect<Principal, InvalidApiKey | SuspendedAccountKey | SqlError.SqlError>
   readonly list: (accountId: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, SqlError.SqlError>
   /**
    * Some(account id) when an active key was revoked; None when unknown, already revoked, or
    * (given `holder`) not that account's key of that mode.
    */
   readonly revoke: (keyId: string, holder?: KeyHolder) => Effect.Effect<Option.Option<string>, SqlError.SqlError>
+  /**
+   * D56: replaces an active key of `holder` by a new one named `name`. The new key's row, the old
+   * key's revocation and whatever `alongside` writes (an Idempotency-Key's link) commit in one
+   * transaction, so there is never a moment with both keys active or neither; the old key is then
+   * evicted and its revocation broadcast exactly as `revoke` does. None when `keyId` is not an
+   * active key of the holder (nothing is written).
+   */
+  readonly replace: (
+    keyId: string,
+    holder: KeyHolder,
+    name: string,
+    alongside: (issued: IssuedApiKey) => Effect.Effect<void, SqlError.SqlError>
+  ) => Effect.Effect<Option.Option<IssuedApiKey>, SqlError.SqlError>
   readonly exists: (keyId: string) => Effect.Effect<boolean, SqlError.SqlError>
+  /**
+   * D60: forgets every cached verification of the account's keys and of its agents' keys, here
+   * and (like a revocation) on every other live node before answering; called once a suspension
+   * is committed, so the next request with any of those keys reads the suspension.
+   */
+  readonly evictAccount: (accountId: string) => Effect.Effect<void>
   /** Writes the counted usage now (also runs on its own schedule and at shutdown). */
   readonly flushUsage: Effect.Effect<void>
 }>()("server/apikeys/ApiKeys") {
@@ -123,6 +162,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
       const distributed = Option.isSome(config.databaseUrl)
       const context: ApiKeysContext = {
         store: yield* ApiKeyStore,
+        sql: yield* SqlClient.SqlClient,
         pepper: Redacted.value((yield* Secrets).apiKeyPepper),
         control,
         liveness: yield* NodeLiveness,
@@ -142,7 +182,9 @@ export class ApiKeys extends Context.Service<ApiKeys, {
         verify: (presented, options) => verify(context, presented, options),
         list: context.store.listByAccount,
         revoke: (keyId, holder) => revoke(context, keyId, holder),
+        replace: (keyId, holder, name, alongside) => replace(context, keyId, holder, name, alongside),
         exists: context.store.exists,
+        evictAccount: (accountId) => evictAccount(context, accountId),
         flushUsage: flush
       })
     })
@@ -152,6 +194,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
 /** What the steps share: the store, the revocation channel, and the cache and counts this node keeps. */
 interface ApiKeysContext {
   readonly store: ApiKeyStore["Service"]
+  readonly sql: SqlClient.SqlClient
   readonly pepper: Uint8Array
   readonly control: EventBus["Service"]["control"]
   readonly liveness: NodeLiveness["Service"]
@@ -171,9 +214,15 @@ interface ApiKeysContext {
   cacheLive: boolean
 }
 
-const evict = (context: ApiKeysContext, keyId: string) => {
+/**
+ * Forgets the cached verifications of a key (`key_…`), or of every key of an account and of its
+ * agents (`acct_…`, D60): the revocation channel carries either, told apart by their prefix.
+ */
+const evict = (context: ApiKeysContext, id: string) => {
   context.revocationEpoch += 1
-  for (const [cacheKey, entry] of context.cache) if (entry.principal.keyId === keyId) context.cache.delete(cacheKey)
+  const matches = (principal: Principal) =>
+    principal.keyId === id || principal.accountId === id || principal.ownerAccountId === id
+  for (const [cacheKey, entry] of context.cache) if (matches(entry.principal)) context.cache.delete(cacheKey)
 }
 
 /**
@@ -290,6 +339,8 @@ const verify = Effect.fn("ApiKeys.verify")(function*(
   }
   const row = found.value
   if (row.revoked) return yield* Effect.fail(new InvalidApiKey("revoked"))
+  // Never cached: a reactivation then needs no eviction.
+  if (row.suspended) return yield* Effect.fail(new SuspendedAccountKey(row.account_id))
   const principal: Principal = {
     keyId: row.key_id,
     accountId: row.account_id,
@@ -344,15 +395,49 @@ const broadcastRevocation = (context: ApiKeysContext, control: Option.Option.Val
     Effect.catch((error) => Effect.logWarning("api key revocation not confirmed by NATS", error))
   )
 
+const evictAccount = (context: ApiKeysContext, accountId: string) =>
+  Effect.suspend(() => {
+    evict(context, accountId)
+    return Option.isSome(context.control) ? broadcastRevocation(context, context.control.value, accountId) : Effect.void
+  }).pipe(Effect.withSpan("ApiKeys.evictAccount"))
+
 const revoke = Effect.fn("ApiKeys.revoke")(function*(context: ApiKeysContext, keyId: string, holder?: KeyHolder) {
   const nowMs = yield* Clock.currentTimeMillis
   const revoked = yield* context.store.revoke(keyId, DateTime.formatIso(DateTime.makeUnsafe(nowMs)), holder)
-  // Evict before answering, so the very next request with the key is refused;
-  // the epoch stops verifications that read the row before the update from
-  // caching it afterwards.
-  evict(context, keyId)
-  if (Option.isSome(revoked) && Option.isSome(context.control)) {
-    yield* broadcastRevocation(context, context.control.value, keyId)
-  }
+  yield* announceRevocation(context, keyId, Option.isSome(revoked))
   return revoked
+})
+
+/**
+ * After the revocation committed: evict before answering, so the very next request with the key
+ * is refused (the epoch stops verifications that read the row before the update from caching it
+ * afterwards), and tell the other nodes when it was an active key.
+ */
+const announceRevocation = (context: ApiKeysContext, keyId: string, wasActive: boolean) =>
+  Effect.gen(function*() {
+    evict(context, keyId)
+    if (wasActive && Option.isSome(context.control)) {
+      yield* broadcastRevocation(context, context.control.value, keyId)
+    }
+  })
+
+const replace = Effect.fn("ApiKeys.replace")(function*(
+  context: ApiKeysContext,
+  keyId: string,
+  holder: KeyHolder,
+  name: string,
+  alongside: (issued: IssuedApiKey) => Effect.Effect<void, SqlError.SqlError>
+) {
+  const nowMs = yield* Clock.currentTimeMillis
+  const replaced = yield* context.sql.withTransaction(Effect.gen(function*() {
+    const revoked = yield* context.store.revoke(keyId, DateTime.formatIso(DateTime.makeUnsafe(nowMs)), holder)
+    if (Option.isNone(revoked)) return Option.none<IssuedApiKey>()
+    const issued = yield* issue(context, holder.accountId, name, holder.mode)
+    yield* alongside(issued)
+    return Option.some(issued)
+  }))
+  // Only once committed: an eviction inside the transaction could be undone by a verification
+  // reading the row before the commit and caching it under the new epoch.
+  if (Option.isSome(replaced)) yield* announceRevocation(context, keyId, true)
+  return replaced
 })

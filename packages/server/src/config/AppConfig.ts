@@ -69,6 +69,8 @@ export interface AppConfigShape {
   readonly adminToken: Option.Option<Redacted.Redacted<string>>
   readonly apiKeyPepper: Option.Option<Redacted.Redacted<string>>
   readonly walletKek: Option.Option<Redacted.Redacted<string>>
+  /** D54: KEKs that open sealed values but never seal, comma-separated base64 (a rotation in progress). */
+  readonly walletKekAccepted: Option.Option<Redacted.Redacted<string>>
   /** D7 token bucket per API key: sustained requests per second and burst size. */
   readonly rateLimitPerSecond: number
   readonly rateLimitBurst: number
@@ -81,6 +83,11 @@ export interface AppConfigShape {
   readonly logLevel: "Trace" | "Debug" | "Info" | "Warn" | "Error"
   /** External testnet node; absent means embedded anvil in `dataDir/chain`. */
   readonly rpcUrlTestnet: Option.Option<string>
+  /**
+   * Replace a recorded ConfidentialToken of an older version by a new deployment at start
+   * (the embedded chain's migration to v2, D53); without it the start refuses such a record.
+   */
+  readonly migrateContracts: boolean
   /** External mainnet node; absent means live mode is unavailable (D9). */
   readonly rpcUrlMainnet: Option.Option<string>
   /** Embedded anvil's block interval (interval mining: automine jams under load). */
@@ -158,6 +165,12 @@ export interface AppConfigShape {
   readonly attestationLifetimeSeconds: number
   /** D26: how long a held agent transaction waits for its owner's decision. */
   readonly approvalWindowMs: number
+  /**
+   * D61: the most agents one account may have in each mode. Bounds what one owner can make the
+   * service keep (a wallet, a policy and keys per agent) and keeps `GET /v1/accounts/me/agents`,
+   * which SPEC lists whole, one bounded answer.
+   */
+  readonly agentsPerAccountMax: number
   /** How often held transactions past their window are marked expired (at most 60 s late, so at most 50 s). */
   readonly approvalSweepIntervalMs: number
   /**
@@ -195,6 +208,15 @@ export interface AppConfigShape {
    */
   readonly otlp?: OtlpSettings | undefined
 }
+
+/**
+ * The highest `AGENTS_PER_ACCOUNT_MAX` accepted: the unpaged SPEC list of an account's agents must
+ * stay one answer well under the 64 KiB a body may have elsewhere (an agent record is ~200 bytes).
+ *
+ * @since 0.11.0
+ * @category constants
+ */
+export const agentsPerAccountMaxCeiling = 1_000
 
 /**
  * The values of `OTEL_EXPORTER_OTLP_PROTOCOL` the server speaks (OTLP over HTTP; not gRPC).
@@ -289,6 +311,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   adminToken: Config.option(Config.Redacted("ADMIN_TOKEN")),
   apiKeyPepper: Config.option(Config.Redacted("API_KEY_PEPPER")),
   walletKek: Config.option(Config.Redacted("WALLET_KEK")),
+  walletKekAccepted: Config.option(Config.Redacted("WALLET_KEK_ACCEPTED")),
   rateLimitPerSecond: Config.Int("RATE_LIMIT_PER_SECOND").pipe(Config.withDefault(200)),
   rateLimitBurst: Config.Int("RATE_LIMIT_BURST").pipe(Config.withDefault(400)),
   apiKeyCacheTtlMs: Config.Int("API_KEY_CACHE_TTL_MS").pipe(Config.withDefault(30_000)),
@@ -296,6 +319,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   shutdownTimeoutMs: Config.Int("SHUTDOWN_TIMEOUT_MS").pipe(Config.withDefault(10_000)),
   logLevel: Config.Literals(logLevels, "LOG_LEVEL").pipe(Config.withDefault("Info" as const)),
   rpcUrlTestnet: Config.option(Config.String("RPC_URL_TESTNET")),
+  migrateContracts: Config.Boolean("MIGRATE_CONTRACTS").pipe(Config.withDefault(false)),
   rpcUrlMainnet: Config.option(Config.String("RPC_URL_MAINNET")),
   chainBlockTimeMs: Config.Int("CHAIN_BLOCK_TIME_MS").pipe(Config.withDefault(200)),
   chainConfirmations: Config.Int("CHAIN_CONFIRMATIONS").pipe(Config.withDefault(1)),
@@ -321,6 +345,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   transferAdmissionMaxInFlight: Config.Int("TRANSFER_ADMISSION_MAX_IN_FLIGHT").pipe(Config.withDefault(1_024)),
   attestationLifetimeSeconds: Config.Int("ATTESTATION_LIFETIME_SECONDS").pipe(Config.withDefault(600)),
   approvalWindowMs: Config.Int("APPROVAL_WINDOW_MS").pipe(Config.withDefault(24 * 60 * 60 * 1000)),
+  agentsPerAccountMax: Config.Int("AGENTS_PER_ACCOUNT_MAX").pipe(Config.withDefault(100)),
   approvalSweepIntervalMs: Config.Int("APPROVAL_SWEEP_INTERVAL_MS").pipe(Config.withDefault(10_000)),
   faucetKeyTestnet: Config.option(Config.Redacted("FAUCET_KEY_TESTNET")),
   natsUrl: Config.option(Config.String("NATS_URL")),
@@ -373,6 +398,7 @@ export const environmentVariables = [
   "ADMIN_TOKEN",
   "API_KEY_PEPPER",
   "WALLET_KEK",
+  "WALLET_KEK_ACCEPTED",
   "RATE_LIMIT_PER_SECOND",
   "RATE_LIMIT_BURST",
   "API_KEY_CACHE_TTL_MS",
@@ -381,6 +407,7 @@ export const environmentVariables = [
   "LOG_LEVEL",
   "RPC_URL_TESTNET",
   "RPC_URL_MAINNET",
+  "MIGRATE_CONTRACTS",
   "CHAIN_BLOCK_TIME_MS",
   "CHAIN_CONFIRMATIONS",
   "NODE_ROLE",
@@ -400,6 +427,7 @@ export const environmentVariables = [
   "TRANSFER_ADMISSION_MAX_IN_FLIGHT",
   "ATTESTATION_LIFETIME_SECONDS",
   "APPROVAL_WINDOW_MS",
+  "AGENTS_PER_ACCOUNT_MAX",
   "APPROVAL_SWEEP_INTERVAL_MS",
   "FAUCET_KEY_TESTNET",
   "NATS_URL",
@@ -468,6 +496,10 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("ser
       // step itself takes well under 10 s.
       if (config.approvalWindowMs < 1 || config.approvalSweepIntervalMs < 1 || config.approvalSweepIntervalMs > 50_000) {
         return yield* Effect.die(new Error("APPROVAL_WINDOW_MS must be >= 1 and APPROVAL_SWEEP_INTERVAL_MS within 1-50000"))
+      }
+      // The SPEC list (`GET /v1/accounts/me/agents`) answers every agent in one response.
+      if (config.agentsPerAccountMax < 1 || config.agentsPerAccountMax > agentsPerAccountMaxCeiling) {
+        return yield* Effect.die(new Error(`AGENTS_PER_ACCOUNT_MAX must be within 1-${agentsPerAccountMaxCeiling}`))
       }
       if (config.transferAdmissionTargetMs < 0 || config.transferAdmissionMaxInFlight < 1) {
         return yield* Effect.die(new Error("TRANSFER_ADMISSION_TARGET_MS must be >= 0 and TRANSFER_ADMISSION_MAX_IN_FLIGHT >= 1"))

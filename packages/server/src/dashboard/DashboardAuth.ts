@@ -24,6 +24,7 @@
  *
  * @since 0.4.0
  */
+import { AuditLog } from "../audit/AuditLog.ts"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import {
   generateAuthenticationOptions,
@@ -243,7 +244,7 @@ export class DashboardAuth extends Context.Service<DashboardAuth, {
     DashboardAuth,
     Effect.gen(function*() {
       const { origin, rpId, mode } = yield* DashboardConfig
-      const context: DashboardAuthContext = { sql: yield* SqlClient.SqlClient, origin, rpId, mode }
+      const context: DashboardAuthContext = { sql: yield* SqlClient.SqlClient, origin, rpId, mode, auditLog: yield* AuditLog }
       return DashboardAuth.of({
         invite: (accountId) => invite(context, accountId),
         enrollOptions: (inviteToken) => enrollOptions(context, inviteToken),
@@ -271,6 +272,7 @@ interface DashboardAuthContext {
   readonly origin: string
   readonly rpId: string
   readonly mode: Mode
+  readonly auditLog: AuditLog["Service"]
 }
 
 const decodeSessions = Schema.decodeUnknownEffect(Schema.Array(SessionRow))
@@ -461,6 +463,8 @@ const enrollVerify = Effect.fn("DashboardAuth.enrollVerify")(function*(
       RETURNING account_id`
     if (spent.length === 0) return yield* inviteInvalid()
     yield* storePasskey(context, accountId, credential, name)
+    yield* context.auditLog.record({ action: "invite.used", accountId, actor: "invite", targetId: credential.id })
+    yield* context.auditLog.record({ action: "passkey.added", accountId, actor: "invite", targetId: credential.id })
     return yield* openSession(context, accountId, userAgent, credential.id)
   }))
 })
@@ -498,6 +502,12 @@ const addPasskeyVerify = Effect.fn("DashboardAuth.addPasskeyVerify")(function*(
   if (taken.accountId !== session.accountId) return yield* ceremonyInvalid
   const credential = yield* verifyRegistration(context, response, taken.challenge)
   const added = yield* storePasskey(context, session.accountId, credential, name)
+  yield* context.auditLog.record({
+    action: "passkey.added",
+    accountId: session.accountId,
+    actor: `dashboard:${session.accountId}`,
+    targetId: added.credential_id
+  })
   yield* Effect.logInfo("dashboard passkey added").pipe(Effect.annotateLogs({ session_id: session.sessionId, credential_id: added.credential_id }))
   return added
 })
@@ -537,7 +547,7 @@ const passkeys = ({ sql }: DashboardAuthContext, accountId: string) =>
     FROM dashboard_passkeys WHERE account_id = ${accountId} ORDER BY created_at, credential_id`
 
 const removePasskey = Effect.fn("DashboardAuth.removePasskey")(function*(
-  { sql }: DashboardAuthContext,
+  { auditLog, sql }: DashboardAuthContext,
   session: DashboardSession,
   credentialId: string
 ) {
@@ -553,6 +563,7 @@ const removePasskey = Effect.fn("DashboardAuth.removePasskey")(function*(
       return yield* new DashboardAuthError({ reason: "last_passkey", message: "This is the account's only passkey; add another before removing it." })
     }
     yield* sql`DELETE FROM dashboard_passkeys WHERE credential_id = ${credentialId} AND account_id = ${accountId}`
+    yield* auditLog.record({ action: "passkey.removed", accountId, actor: `dashboard:${accountId}`, targetId: credentialId })
     // A passkey removed (lost, or someone else's) must not leave the sessions it opened alive.
     const now = yield* Clock.currentTimeMillis
     return yield* sql<{ session_id: string }>`

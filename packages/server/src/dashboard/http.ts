@@ -20,13 +20,15 @@
  *
  * @since 0.4.0
  */
+import { Accounts } from "../accounts/Accounts.ts"
+import { AuditLog } from "../audit/AuditLog.ts"
 import { Clock, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { SqlError } from "effect/sql"
 import type { AuthenticationResponseJSON, RegistrationResponseJSON } from "@simplewebauthn/server"
 import { ApiKeys } from "../apikeys/ApiKeys.ts"
 import { csrfTokenMatches, DashboardAuth, type DashboardAuthError, type DashboardSession, isSteppedUp, sessionAbsoluteMs } from "./DashboardAuth.ts"
-import { ReauthenticationRequired } from "@pps/api/Errors"
+import { AccountSuspended, ReauthenticationRequired } from "@pps/api/Errors"
 import { CreateApiKeyRequest } from "@pps/api/ApiKeys"
 import { DashboardConfig } from "./DashboardConfig.ts"
 import { fileResponse, readBuiltPage } from "./BuiltPage.ts"
@@ -254,6 +256,8 @@ interface RoutesContext {
   readonly auth: DashboardAuth["Service"]
   readonly config: DashboardConfig["Service"]
   readonly apiKeys: ApiKeys["Service"]
+  readonly auditLog: AuditLog["Service"]
+  readonly accounts: Accounts["Service"]
   readonly page: ReturnType<typeof readBuiltPage>
   readonly limitSignIn: ReturnType<typeof makeSignInLimiter>
 }
@@ -315,6 +319,8 @@ const signedIn = <E, R>(context: RoutesContext, handler: Handler<E, R>) => (requ
     )
     if (Option.isNone(resolved)) return notSignedIn()
     if ("refusal" in resolved.value) return failure(403, "forbidden", resolved.value.refusal)
+    // D60: a suspended account's session is refused like its keys.
+    if (yield* context.accounts.isSuspended(resolved.value.session.accountId)) return json({ error: AccountSuspended.of().error }, 403)
     return yield* handler(resolved.value.session, request)
   }).pipe(orUnavailable("DashboardAuth.authenticate"), Effect.map(headers(context)))
 
@@ -457,6 +463,13 @@ const createApiKey = (context: RoutesContext) =>
   steppedUp(context, (session) =>
     body(CreateApiKeyRequest, ({ name }) =>
       context.apiKeys.issue(session.accountId, name, session.principal.mode).pipe(
+        Effect.tap((issued) =>
+          context.auditLog.record({
+            action: "api_key.created",
+            accountId: session.accountId,
+            actor: `dashboard:${session.accountId}`,
+            targetId: issued.keyId
+          })),
         Effect.tap((issued) => Effect.logInfo("api key created in the dashboard").pipe(Effect.annotateLogs({ key_id: issued.keyId, session_id: session.sessionId }))),
         Effect.map((issued) =>
           json({ key_id: issued.keyId, name: issued.name, mode: issued.mode, api_key: Redacted.value(issued.apiKey) }, 201)
@@ -473,6 +486,7 @@ const revokeApiKey = (context: RoutesContext) =>
       // A session acts in one mode (D9): a test-mode session does not touch live keys.
       const revoked = yield* context.apiKeys.revoke(keyId, { accountId: session.accountId, mode: session.principal.mode })
       if (Option.isNone(revoked)) return failure(404, "api_key_not_found", "No active API key with this id on this account in this session's mode.")
+      yield* context.auditLog.record({ action: "api_key.revoked", accountId: session.accountId, actor: `dashboard:${session.accountId}`, targetId: keyId })
       yield* Effect.logInfo("api key revoked in the dashboard").pipe(Effect.annotateLogs({ key_id: keyId, session_id: session.sessionId }))
       return json({ key_id: keyId, revoked: true })
     }))
@@ -486,6 +500,8 @@ export const DashboardRoutes = Layer.unwrap(Effect.gen(function*() {
     auth: yield* DashboardAuth,
     config: yield* DashboardConfig,
     apiKeys: yield* ApiKeys,
+    auditLog: yield* AuditLog,
+    accounts: yield* Accounts,
     page: readBuiltPage(),
     limitSignIn: makeSignInLimiter()
   }

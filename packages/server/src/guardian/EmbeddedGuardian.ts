@@ -468,6 +468,8 @@ const delegating = (current: Ref.Ref<Running>): GuardianClient.GuardianClientSha
     sealedBalance: (request) => Effect.flatMap(client, (c) => c.sealedBalance(request)),
     sealedKeyTotals: (request) => Effect.flatMap(client, (c) => c.sealedKeyTotals(request)),
     rotationVeto: (request) => Effect.flatMap(client, (c) => c.rotationVeto(request)),
+    keyRotation: (request) => Effect.flatMap(client, (c) => c.keyRotation(request)),
+    forgetKey: (request) => Effect.flatMap(client, (c) => c.forgetKey(request)),
     reconcile: (request) => Effect.flatMap(client, (c) => c.reconcile(request)),
     health: Effect.flatMap(client, (c) => c.health)
   }

@@ -39,6 +39,8 @@ const timed = (client: GuardianClient.GuardianClientShape): GuardianClient.Guard
   sealedBalance: (request) => client.sealedBalance(request).pipe(timeGuardianCall("sealedBalance")),
   sealedKeyTotals: (request) => client.sealedKeyTotals(request).pipe(timeGuardianCall("sealedKeyTotals")),
   rotationVeto: (request) => client.rotationVeto(request).pipe(timeGuardianCall("rotationVeto")),
+  keyRotation: (request) => client.keyRotation(request).pipe(timeGuardianCall("keyRotation")),
+  forgetKey: (request) => client.forgetKey(request).pipe(timeGuardianCall("forgetKey")),
   reconcile: (request) => client.reconcile(request).pipe(timeGuardianCall("reconcile")),
   health: client.health.pipe(timeGuardianCall("health"))
 })

@@ -24,7 +24,8 @@ import type { SqlError } from "effect/sql"
 import { ApiKeys } from "../apikeys/ApiKeys.ts"
 import { Authorization, CurrentPrincipal } from "@pps/api/Api"
 import type { Principal } from "@pps/api/ApiKeys"
-import { RateLimited, Unauthorized } from "@pps/api/Errors"
+import { AccountSuspended, RateLimited, Unauthorized } from "@pps/api/Errors"
+import { Accounts } from "../accounts/Accounts.ts"
 import { CurrentSession, DashboardAuth, type DashboardSession } from "../dashboard/DashboardAuth.ts"
 import { DashboardConfig } from "../dashboard/DashboardConfig.ts"
 import { sessionOfRequest } from "../dashboard/http.ts"
@@ -43,6 +44,8 @@ export type Authentication =
   | { readonly _tag: "Unauthorized" }
   /** 403 `forbidden`: a session's state-changing request without its origin or CSRF token. */
   | { readonly _tag: "Forbidden"; readonly message: string }
+  /** 403 `account_suspended` (D60): valid credentials of a suspended account (or of its agent). */
+  | { readonly _tag: "Suspended" }
 
 /**
  * 429 `rate_limited` in D1's envelope with `Retry-After`. Answered as a response rather
@@ -92,6 +95,7 @@ export class RequestAuthentication extends Context.Service<RequestAuthentication
       const apiKeys = yield* ApiKeys
       const dashboardAuth = yield* DashboardAuth
       const dashboardConfig = yield* DashboardConfig
+      const accounts = yield* Accounts
       const authenticate = (
         request: HttpServerRequest.HttpServerRequest,
         presented: string,
@@ -108,9 +112,11 @@ export class RequestAuthentication extends Context.Service<RequestAuthentication
               Effect.provideService(DashboardConfig, dashboardConfig)
             )
             if (Option.isSome(fromSession)) {
-              return "refusal" in fromSession.value
-                ? { _tag: "Forbidden", message: fromSession.value.refusal } as const
-                : { _tag: "Principal", principal: fromSession.value.session.principal, session: fromSession.value.session } as const
+              if ("refusal" in fromSession.value) return { _tag: "Forbidden", message: fromSession.value.refusal } as const
+              const session = fromSession.value.session
+              // D60: a session of a suspended account is refused like its keys.
+              if (yield* accounts.isSuspended(session.accountId)) return { _tag: "Suspended" } as const
+              return { _tag: "Principal", principal: session.principal, session } as const
             }
           }
           return yield* apiKeys.verify(presented, options).pipe(
@@ -119,6 +125,11 @@ export class RequestAuthentication extends Context.Service<RequestAuthentication
               Effect.logInfo("api key refused").pipe(
                 Effect.annotateLogs("reason", error.reason),
                 Effect.as({ _tag: "Unauthorized" } as const)
+              )),
+            Effect.catchTag("SuspendedAccountKey", (error) =>
+              Effect.logInfo("api key refused").pipe(
+                Effect.annotateLogs({ reason: "account_suspended", account_id: error.accountId }),
+                Effect.as({ _tag: "Suspended" } as const)
               ))
           )
         })
@@ -159,6 +170,7 @@ export const AuthorizationLive = Layer.effect(
             return HttpServerResponse.jsonUnsafe({ error: { code: "forbidden", message: found.message } }, { status: 403 })
           }
           if (found._tag === "Unauthorized") return yield* Effect.fail(Unauthorized.of())
+          if (found._tag === "Suspended") return yield* Effect.fail(AccountSuspended.of())
           const principal = found.principal
           const decision = yield* limiter.take(principal.keyId)
           if (!decision.allowed) return rateLimitedResponse(decision.retryAfterSeconds)

@@ -30,6 +30,7 @@
  *
  * @since 0.1.0
  */
+import { CurrentRequestId } from "./CurrentRequestId.ts"
 import * as Http from "node:http"
 import type { Duplex } from "node:stream"
 import { NodeHttpServerRequest } from "@effect/platform-node"
@@ -412,7 +413,7 @@ export const envelopeMiddleware = (routes: RouteTable, stage: InnerStage = (inne
         Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(Limits.bodyBytesMax)),
         Effect.catchCause((cause) => responseForCause(cause, request, routes))
       )
-    }).pipe(Effect.annotateLogs({ request_id: requestId }))
+    }).pipe(Effect.annotateLogs({ request_id: requestId }), Effect.provideService(CurrentRequestId, requestId))
     const final = withApiHeaders(path, HttpServerResponse.setHeader(withEnvelope(response, requestId), "x-request-id", requestId))
     const endedMs = yield* Clock.currentTimeMillis
     yield* observeRequest(request.method, routes.templateOf(request.method, path) ?? unmatchedRoute, final.status, endedMs - startedMs)

@@ -163,6 +163,8 @@ export type GuardianOperation =
   | "nonZero"
   | "sealedBalance"
   | "sealedKeyTotals"
+  | "keyRotation"
+  | "forgetKey"
   | "rotationVeto"
   | "reconcile"
   | "health"

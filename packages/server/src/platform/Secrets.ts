@@ -9,12 +9,12 @@
  *
  * @since 0.1.0
  */
-import { randomBytes } from "node:crypto"
-import * as fs from "node:fs"
 import * as path from "node:path"
 import { Context, Data, Effect, Layer, Option, Redacted } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { DataDir } from "./DataDir.ts"
+import * as SecretsFileModule from "./SecretsFile.ts"
+import type { SecretsFile } from "./SecretsFile.ts"
 
 /**
  * A secret is missing or malformed.
@@ -33,6 +33,8 @@ export interface SecretsShape {
   readonly apiKeyPepper: Redacted.Redacted<Uint8Array>
   /** AES-256-GCM key sealing custodial wallet keys at rest (exactly 32 bytes). */
   readonly walletKek: Redacted.Redacted<Uint8Array>
+  /** D54: further KEKs that open what they sealed but never seal (during a rotation). */
+  readonly walletKekAccepted: ReadonlyArray<Redacted.Redacted<Uint8Array>>
   /** Bearer token of the admin listener. */
   readonly adminToken: Redacted.Redacted<string>
 }
@@ -43,41 +45,26 @@ export interface SecretsShape {
  * @since 0.1.0
  * @category constants
  */
-export const secretsFileName = "secrets.json"
+export const secretsFileName = SecretsFileModule.secretsFileName
 
 const pepperBytesMin = 32
-const kekBytes = 32
 const adminTokenLengthMin = 32
 
-const decodeKek = (text: string): Option.Option<Uint8Array> => {
-  const bytes = Buffer.from(text, "base64")
-  return bytes.length === kekBytes ? Option.some(new Uint8Array(bytes)) : Option.none()
-}
-
-interface SecretsFile {
-  readonly api_key_pepper: string
-  readonly wallet_kek: string
-  readonly admin_token: string
-}
-
-const generate = (): SecretsFile => ({
-  api_key_pepper: randomBytes(32).toString("base64"),
-  wallet_kek: randomBytes(kekBytes).toString("base64"),
-  admin_token: `adm_${randomBytes(32).toString("base64url")}`
-})
+const decodeKek = (text: string): Option.Option<Uint8Array> => Option.fromUndefinedOr(SecretsFileModule.decodeKekText(text))
 
 const readOrCreateFile = (file: string): Effect.Effect<SecretsFile, SecretsError> =>
   Effect.try({
-    try: () => {
-      if (!fs.existsSync(file)) {
-        const tmp = `${file}.${process.pid}.tmp`
-        fs.writeFileSync(tmp, JSON.stringify(generate(), null, 2) + "\n", { mode: 0o600, flag: "wx" })
-        fs.renameSync(tmp, file)
-      }
-      return JSON.parse(fs.readFileSync(file, "utf8")) as SecretsFile
-    },
+    try: () => SecretsFileModule.readOrCreateSecretsFile(file),
     catch: (cause) => new SecretsError({ message: `cannot read or create ${file}: ${String(cause)}` })
   })
+
+/** D54: the accepted KEKs, comma-separated base64 (configuration), or the file's list. */
+const acceptedKeks = (texts: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<Redacted.Redacted<Uint8Array>>, SecretsError> =>
+  Effect.forEach(texts.filter((text) => text.trim() !== ""), (text) =>
+    Option.match(decodeKek(text), {
+      onSome: (kek) => Effect.succeed(Redacted.make(kek)),
+      onNone: () => Effect.fail(new SecretsError({ message: "WALLET_KEK_ACCEPTED must list 32-byte keys, base64-encoded, comma-separated" }))
+    }))
 
 /**
  * @since 0.1.0
@@ -115,12 +102,17 @@ export class Secrets extends Context.Service<Secrets, SecretsShape>()("server/pl
         onSome: Effect.succeed,
         onNone: () => Effect.fail(new SecretsError({ message: "WALLET_KEK must be 32 bytes, base64-encoded" }))
       })
+      const accepted = yield* acceptedKeks(Option.match(config.walletKekAccepted, {
+        onSome: (text) => Redacted.value(text).split(","),
+        onNone: () => Option.match(file, { onSome: (f) => f.wallet_kek_accepted ?? [], onNone: () => [] })
+      }))
       if (adminToken.length < adminTokenLengthMin) {
         return yield* new SecretsError({ message: `ADMIN_TOKEN must be at least ${adminTokenLengthMin} characters` })
       }
       return {
         apiKeyPepper: Redacted.make(pepper),
         walletKek: Redacted.make(kek),
+        walletKekAccepted: accepted,
         adminToken: Redacted.make(adminToken)
       }
     })

@@ -28,7 +28,7 @@
  *
  * @since 0.1.0
  */
-import { type Deploy, RpcTransport, TestUsdgArtifact } from "@pps/contracts"
+import { Deploy, RpcTransport, TestUsdgArtifact } from "@pps/contracts"
 import { Context, Data, DateTime, Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import {
@@ -125,7 +125,8 @@ export class Chains extends Context.Service<Chains, {
   )
 }
 
-const keyBinding = (mode: Mode, role: string, position: number) => `pps/chain-key/v1/${mode}/${role}/${position}`
+/** What a chain key's sealed value is bound to (D54's re-seal opens it with the same). */
+export const chainKeyBinding = (mode: Mode, role: string, position: number) => `pps/chain-key/v1/${mode}/${role}/${position}`
 
 /** The embedded chain's generated keys: read them, or generate and store them the first time. */
 const embeddedKeys = (mode: Mode, relayerCount: number) =>
@@ -139,7 +140,7 @@ const embeddedKeys = (mode: Mode, relayerCount: number) =>
         if (rows[0] === undefined) return Option.none<LocalAccount>()
         // A stored key that does not open: WALLET_KEK is not the one it was sealed under (or the
         // row was altered). No retry helps; the operator must restore the key.
-        const key = yield* box.open(new Uint8Array(rows[0].key_sealed), keyBinding(mode, role, position)).pipe(
+        const key = yield* box.open(new Uint8Array(rows[0].key_sealed), chainKeyBinding(mode, role, position)).pipe(
           Effect.mapError((cause) =>
             new ChainError({ message: `the embedded ${mode} chain's ${role} key does not open with WALLET_KEK`, cause, retryable: false })
           )
@@ -152,7 +153,7 @@ const embeddedKeys = (mode: Mode, relayerCount: number) =>
         if (Option.isSome(found)) return found.value
         const privateKey = generatePrivateKey()
         const account = localAccount(privateKey)
-        const sealed = box.seal(hexToBytes(privateKey), keyBinding(mode, role, position))
+        const sealed = box.seal(hexToBytes(privateKey), chainKeyBinding(mode, role, position))
         yield* sql`
           INSERT INTO chain_keys (mode, role, position, address, key_sealed)
           VALUES (${mode}, ${role}, ${position}, ${account.address}, ${sealed})`
@@ -237,15 +238,20 @@ export const deployAndRecord = (
   client: PublicClient,
   rpcUrl: string,
   owner: LocalAccount,
-  minters: ReadonlyArray<Address>
+  minters: ReadonlyArray<Address>,
+  migration: { readonly replaceOlderVersions: boolean; readonly howToMigrate: string }
 ) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const guardian = yield* GuardianIdentity
     const previous = yield* recordedContracts(mode)
-    const contracts = yield* deployContracts({ client, owner, guardian, previous: Option.getOrUndefined(previous) }).pipe(
-      Effect.mapError((cause) => new ChainError({ message: `deploying the ${mode} contracts failed`, cause, retryable: true }))
-    )
+    const contracts = yield* deployContracts({
+      client,
+      owner,
+      guardian,
+      previous: Option.getOrUndefined(previous),
+      replaceOlderVersions: migration.replaceOlderVersions
+    }).pipe(Effect.mapError((cause) => deploymentError(mode, cause, migration.howToMigrate)))
     yield* Effect.tryPromise({
       try: () => grantMinters(client, rpcUrl, owner, contracts.usdg, minters),
       catch: (cause) => new ChainError({ message: `making the faucet a test USDG minter on ${mode} failed`, cause, retryable: true })
@@ -258,6 +264,21 @@ export const deployAndRecord = (
       ON CONFLICT (mode) DO UPDATE SET addresses = EXCLUDED.addresses, chain_id = EXCLUDED.chain_id, updated_at = EXCLUDED.updated_at`
     return contracts
   })
+
+/**
+ * A deployment that failed; a recorded ConfidentialToken of an older version is not retried but
+ * named, with the way to migrate it (D53): replacing it leaves what it holds behind.
+ */
+const deploymentError = (mode: Mode, cause: unknown, howToMigrate: string) =>
+  cause instanceof Deploy.OlderConfidentialTokenError
+    ? new ChainError({
+      message: `the ${mode} chain's recorded ConfidentialToken ${cause.token} is version ${cause.version}; ` +
+        `this release needs version ${Deploy.confidentialTokenVersion} (a new deployment, D53). ${howToMigrate} ` +
+        `(docs/operations.md, "Upgrading the contracts to version 2")`,
+      cause,
+      retryable: false
+    })
+    : new ChainError({ message: `deploying the ${mode} contracts failed`, cause, retryable: true })
 
 /** `setMinter(m, true)` from the test USDG's owner for each minter that is not one yet. */
 const grantMinters = async (
@@ -334,7 +355,10 @@ const embeddedTestnet = (rpcUrl: string) =>
         try: () => cheats.setBalance({ address: account.address, value: embeddedBalanceWei }),
         catch: (cause) => new ChainError({ message: "funding the embedded accounts failed", cause, retryable: true })
       }), { discard: true })
-    const contracts = yield* deployAndRecord("test", client, rpcUrl, owner, [faucet.address])
+    const contracts = yield* deployAndRecord("test", client, rpcUrl, owner, [faucet.address], {
+      replaceOlderVersions: config.migrateContracts,
+      howToMigrate: "To move to it, stop the server and start it once with `MIGRATE_CONTRACTS=true npm start`"
+    })
     yield* forgetLegacyOwner
     yield* Effect.logInfo("embedded chain ready").pipe(Effect.annotateLogs({ rpc_url: rpcUrl, ...contracts }))
     return {

@@ -17,7 +17,7 @@ import type { Resolution, SubmissionKind, SubmissionRequest, SubmissionStatus } 
 const SubmissionRow = Schema.Struct({
   submission_id: Schema.String,
   mode: Mode,
-  kind: Schema.Literals(["confidential_transfer", "public_transfer", "register_key", "rotation_veto"]),
+  kind: Schema.Literals(["confidential_transfer", "public_transfer", "register_key", "rotation_veto", "rotate_key"]),
   target: Schema.String,
   call_data: Schema.Uint8Array,
   gas_limit: Schema.String,

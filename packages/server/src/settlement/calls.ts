@@ -50,7 +50,19 @@ export interface TransferCiphertext {
 }
 
 /**
- * `confidentialTransfer(request, guardianSignature)`.
+ * The two signatures a debit carries in ConfidentialToken v2 (D51): the guardian's attestation
+ * and the sender's own signature over the same typed data.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface DebitSignatures {
+  readonly guardian: Hex
+  readonly account: Hex
+}
+
+/**
+ * `confidentialTransfer(request, guardianSignature, accountSignature)`.
  *
  * @since 0.1.0
  * @category constructors
@@ -65,7 +77,7 @@ export const confidentialTransferCall = (
     readonly sealedDigest: Hex
     readonly deadlineSeconds: bigint
   },
-  guardianSignature: Hex
+  signatures: DebitSignatures
 ): Hex =>
   encodeFunctionData({
     abi: ConfidentialTokenArtifact.abi,
@@ -83,7 +95,8 @@ export const confidentialTransferCall = (
         sealedDigest: request.sealedDigest,
         deadline: request.deadlineSeconds
       },
-      guardianSignature
+      signatures.guardian,
+      signatures.account
     ]
   })
 
@@ -95,9 +108,9 @@ const confidentialTransferBatchSelector = toFunctionSelector(
 /** ABI words of one `ConfidentialTransferRequest`: a static tuple of 14 words (its four points are two words each). */
 const requestWords = 14
 const word = 32
-/** Bytes of one single call's arguments before its signature's bytes: the request, the signature's offset, its length. */
+/** Bytes of one single call's head: the request, then the two signatures' offsets. */
 const requestBytes = requestWords * word
-const signatureOffset = requestBytes + word
+const headBytes = requestBytes + 2 * word
 
 /** A big-endian ABI word holding `value`. */
 const uintWord = (value: number): Uint8Array => {
@@ -114,31 +127,41 @@ const hexOfBytes = (bytes: Uint8Array): Hex => `0x${Buffer.from(bytes.buffer, by
 
 const hexBytesPattern = /^0x(?:[0-9a-fA-F]{2})*$/
 
+interface SingleCall {
+  readonly request: Uint8Array
+  /** The guardian's and the account's signatures, each its ABI-encoded `bytes` tail (length word and padded data). */
+  readonly signatures: readonly [Uint8Array, Uint8Array]
+}
+
 /**
- * A single call's request words and signature bytes (its ABI-encoded `bytes` tail: length word
- * and padded data), read by position; undefined unless it is exactly the encoding
- * `confidentialTransferCall` writes.
+ * A single call's request words and signature tails, read by position; undefined unless it is
+ * exactly the encoding `confidentialTransferCall` writes (the two tails back to back, in order).
  */
-const splitSingleCall = (data: Hex): { readonly request: Uint8Array; readonly signature: Uint8Array } | undefined => {
+const splitSingleCall = (data: Hex): SingleCall | undefined => {
   if (data.slice(0, 10).toLowerCase() !== confidentialTransferSelector) return undefined
   // Buffer's decoder would stop at a non-hex digit or drop an odd one at the end.
   if (!hexBytesPattern.test(data)) return undefined
   const args = bytesOfHex(data).subarray(4)
-  if (args.length < signatureOffset + word) return undefined
+  if (args.length < headBytes + word) return undefined
   const view = new DataView(args.buffer, args.byteOffset, args.byteLength)
   const readWord = (at: number) =>
     // Every word the layout uses is small: its first 28 bytes are zero.
-    args.subarray(at, at + word - 4).every((byte) => byte === 0) ? view.getUint32(at + word - 4) : undefined
-  if (readWord(requestBytes) !== signatureOffset) return undefined
-  const signatureLength = readWord(signatureOffset)
-  if (signatureLength === undefined || args.length !== signatureOffset + word + paddedLength(signatureLength)) return undefined
-  return { request: args.subarray(0, requestBytes), signature: args.subarray(signatureOffset) }
+    at + word <= args.length && args.subarray(at, at + word - 4).every((byte) => byte === 0) ? view.getUint32(at + word - 4) : undefined
+  if (readWord(requestBytes) !== headBytes) return undefined
+  const guardianLength = readWord(headBytes)
+  if (guardianLength === undefined) return undefined
+  const accountAt = headBytes + word + paddedLength(guardianLength)
+  if (readWord(requestBytes + word) !== accountAt) return undefined
+  const accountLength = readWord(accountAt)
+  if (accountLength === undefined || args.length !== accountAt + word + paddedLength(accountLength)) return undefined
+  return { request: args.subarray(0, requestBytes), signatures: [args.subarray(headBytes, accountAt), args.subarray(accountAt)] }
 }
 
 /**
- * `confidentialTransferBatch(requests, guardianSignatures)` from the recorded calldata of single
- * `confidentialTransfer` calls: the batch carries each item's request and attestation unchanged,
- * so what the guardian signed is what the contract checks. Undefined when a call is not a
+ * `confidentialTransferBatch(requests, guardianSignatures, accountSignatures)` from the recorded
+ * calldata of single `confidentialTransfer` calls: the batch carries each item's request and
+ * both its signatures unchanged, so what the guardian and the sender signed is what the
+ * contract checks. Undefined when a call is not a
  * confidential transfer (it must then be sent on its own).
  *
  * Assembled from the single calls' bytes: a request is a static tuple, so its words are the
@@ -150,31 +173,47 @@ const splitSingleCall = (data: Hex): { readonly request: Uint8Array; readonly si
  * @category constructors
  */
 export const confidentialTransferBatchCall = (singleCalls: ReadonlyArray<Hex>): Hex | undefined => {
-  const items = []
+  const items: Array<SingleCall> = []
   for (const data of singleCalls) {
     const item = splitSingleCall(data)
     if (item === undefined) return undefined
     items.push(item)
   }
   const count = items.length
-  // Head: the two arrays' offsets. Then requests[] (length, the requests in place) and bytes[]
-  // (length, one offset per item from the start of the offsets, then each item's tail).
-  const requestsAt = 2 * word
-  const signaturesAt = requestsAt + word + count * requestBytes
-  const parts: Array<Uint8Array> = [bytesOfHex(confidentialTransferBatchSelector), uintWord(requestsAt), uintWord(signaturesAt), uintWord(count)]
+  // Head: the three arrays' offsets. Then requests[] (length, the requests in place) and two
+  // bytes[] (each: length, one offset per item from the start of its offsets, then the tails).
+  const requestsAt = 3 * word
+  const signatureArrays = [0, 1].map((which) => signatureArray(items.map((item) => item.signatures[which]!)))
+  const guardianAt = requestsAt + word + count * requestBytes
+  const accountAt = guardianAt + byteLength(signatureArrays[0]!)
+  const parts: Array<Uint8Array> = [
+    bytesOfHex(confidentialTransferBatchSelector),
+    uintWord(requestsAt),
+    uintWord(guardianAt),
+    uintWord(accountAt),
+    uintWord(count)
+  ]
   for (const item of items) parts.push(item.request)
-  parts.push(uintWord(count))
-  let tailAt = count * word
-  for (const item of items) {
-    parts.push(uintWord(tailAt))
-    tailAt += item.signature.length
-  }
-  for (const item of items) parts.push(item.signature)
+  for (const array of signatureArrays) parts.push(...array)
   return hexOfBytes(concatBytes(parts))
 }
 
+const byteLength = (parts: ReadonlyArray<Uint8Array>) => parts.reduce((sum, part) => sum + part.length, 0)
+
+/** A `bytes[]` in ABI form from its items' tails: the count, one offset per item (from the first offset), the tails. */
+const signatureArray = (tails: ReadonlyArray<Uint8Array>): Array<Uint8Array> => {
+  const parts = [uintWord(tails.length)]
+  let tailAt = tails.length * word
+  for (const tail of tails) {
+    parts.push(uintWord(tailAt))
+    tailAt += tail.length
+  }
+  parts.push(...tails)
+  return parts
+}
+
 /**
- * `publicTransfer(request, guardianSignature)` (confidential: false, or unshield when `to` is `from`).
+ * `publicTransfer(request, guardianSignature, accountSignature)` (confidential: false, or unshield when `to` is `from`).
  *
  * @since 0.1.0
  * @category constructors
@@ -191,7 +230,7 @@ export const publicTransferCall = (
     readonly guardianHandle: Uint8Array
     readonly deadlineSeconds: bigint
   },
-  guardianSignature: Hex
+  signatures: DebitSignatures
 ): Hex =>
   encodeFunctionData({
     abi: ConfidentialTokenArtifact.abi,
@@ -208,6 +247,7 @@ export const publicTransferCall = (
         guardianHandle: toEvmPoint(request.guardianHandle),
         deadline: request.deadlineSeconds
       },
-      guardianSignature
+      signatures.guardian,
+      signatures.account
     ]
   })

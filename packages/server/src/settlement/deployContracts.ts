@@ -21,15 +21,20 @@ export const deployContracts = (options: {
   readonly owner: LocalAccount
   readonly guardian: { readonly signerAddress: `0x${string}`; readonly encryptionKey: Uint8Array }
   readonly previous: Deploy.Addresses | undefined
+  readonly replaceOlderVersions: boolean
 }) =>
-  Effect.tryPromise(() =>
-    Deploy.deploy({
-      client: options.client,
-      deployer: options.owner,
-      owner: options.owner.address,
-      guardianSigner: options.guardian.signerAddress,
-      guardianEncryptionKey: toEvmPoint(options.guardian.encryptionKey),
-      previous: options.previous,
-      receiptPollingMs: 50
-    })
-  )
+  Effect.tryPromise({
+    try: () =>
+      Deploy.deploy({
+        client: options.client,
+        deployer: options.owner,
+        owner: options.owner.address,
+        guardianSigner: options.guardian.signerAddress,
+        guardianEncryptionKey: toEvmPoint(options.guardian.encryptionKey),
+        previous: options.previous,
+        replaceOlderVersions: options.replaceOlderVersions,
+        receiptPollingMs: 50
+      }),
+    // The deployment's own error as it is: the caller tells an older recorded version from a fault.
+    catch: (cause) => cause
+  })

@@ -19,7 +19,7 @@ import type { Mode } from "@pps/api/ApiKeys"
  * @since 0.1.0
  * @category models
  */
-export type SubmissionKind = "confidential_transfer" | "public_transfer" | "register_key" | "rotation_veto"
+export type SubmissionKind = "confidential_transfer" | "public_transfer" | "register_key" | "rotation_veto" | "rotate_key"
 
 /**
  * `recorded`: in the database, not yet signed. `sent`: signed and broadcast
@@ -88,19 +88,23 @@ export type Resolution =
 
 /**
  * Gas limits given explicitly (an estimate would run against state that may be
- * stale by inclusion). Measured (docs/benchmarks.md): a steady confidential
- * transfer uses 108.8k, a sender's first debit after a shield 262.7k, a public
- * transfer 91.3k, a registration 90.3k; each limit leaves room above the worst case.
+ * stale by inclusion). Measured (docs/benchmarks.md), ConfidentialToken v2 with the
+ * sender's co-signature (D51): a steady confidential transfer uses 114.0k, a sender's first
+ * debit after a shield 268.0k, a public transfer 97.2k (its first debit after a shield, to a
+ * fresh address, about 200k), a registration 90.4k; each limit leaves room above the worst case.
  *
  * @since 0.1.0
  * @category constants
  */
 export const gasLimits: Record<SubmissionKind, bigint> = {
   confidential_transfer: 350_000n,
-  public_transfer: 200_000n,
+  public_transfer: 260_000n,
   register_key: 150_000n,
-  // Measured 45,411 (docs/benchmarks.md).
-  rotation_veto: 100_000n
+  // Measured 63,411 in v2 (the bounded veto's counter, D52; docs/benchmarks.md).
+  rotation_veto: 100_000n,
+  // D55: measured 106,572 over a funded balance (ConfidentialToken v2's gas bench); a balance
+  // never funded (its six words still zero) adds six fresh slots, ~120k more.
+  rotate_key: 350_000n
 }
 
 /**

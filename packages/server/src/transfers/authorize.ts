@@ -5,13 +5,16 @@
  *
  * The guardian opens its box, computes the ciphertext, checks an agent's limits, the balance and
  * the approval threshold, reserves, and signs the attestation, or answers a policy violation
- * (403), insufficient balance (402), or "hold for approval" (nothing reserved or signed).
+ * (403), insufficient balance (402), or "hold for approval" (nothing reserved or signed). An
+ * attested transfer is then co-signed by the sender's custodial wallet (D51: the contract needs
+ * both signatures) before it is recorded, so the recorded call is the one every resubmission sends.
  *
  * @since 0.1.0
  */
+import { Attestation } from "@pps/crypto"
 import { type Domain as GuardianDomain, SpanLog } from "@pps/guardian"
 import { Clock, DateTime, Effect } from "effect"
-import { bytesToHex, type Hex, hexToBytes } from "viem"
+import { bytesToHex, concatHex, type Hex, hexToBytes, keccak256 } from "viem"
 import {
   InsufficientBalance,
   InvalidRequest,
@@ -23,7 +26,7 @@ import {
 import { transferReached } from "../observability/Metrics.ts"
 import { InvariantViolation } from "../platform/Invariant.ts"
 import * as Unavailable from "../platform/Unavailable.ts"
-import { confidentialTransferCall, publicTransferCall } from "../settlement/calls.ts"
+import { confidentialTransferCall, type DebitSignatures, publicTransferCall } from "../settlement/calls.ts"
 import type { SubmissionRequest } from "../settlement/domain.ts"
 import type { PreparedTransfer, TransfersContext } from "./context.ts"
 import { recordOf, type RecordWrite } from "./record.ts"
@@ -74,7 +77,7 @@ export const authorizeAndRecord = <E>(
     const authorized = yield* authorizedOrHold(prepared, decision)
     if (authorized._tag === "Hold") return yield* Effect.as(transferReached("held", prepared.mode), authorized)
     if (authorized._tag !== "Authorized") return authorized
-    const callData = attestedCall(prepared, authorized)
+    const callData = yield* attestedCall(context, prepared, authorized)
     const submission = transferSubmission({
       transferId: prepared.transferId,
       mode: prepared.mode,
@@ -202,8 +205,42 @@ const refusal = (prepared: PreparedTransfer, reason: GuardianDomain.RefusedReaso
   )
 }
 
-/** The attested call: the contract's confidential or public transfer, with the guardian's signature. */
-const attestedCall = (prepared: PreparedTransfer, authorized: GuardianDomain.Authorized): Hex => {
+/**
+ * The typed data the sender signs: what the contract will hash from the call we build, from our
+ * own transfer and the guardian's ciphertext points (the same fields the guardian attested; if
+ * the guardian attested anything else, one of the two signatures fails on chain).
+ */
+const senderTypedData = (prepared: PreparedTransfer, authorized: GuardianDomain.Authorized): Attestation.TypedData => {
+  const { ciphertext } = authorized
+  // C ‖ D_from (‖ D_to) ‖ D_guardian, as the contract hashes the call's points.
+  const points = [ciphertext.commitment, ciphertext.fromHandle, ...(prepared.confidential ? [ciphertext.toHandle!] : []), ciphertext.guardianHandle]
+  const ciphertextDigest = keccak256(concatHex(points as Array<Hex>))
+  const domain = Attestation.domain(BigInt(prepared.chainId), prepared.contract)
+  const common = {
+    from: prepared.senderAddress,
+    to: prepared.recipient.address,
+    transferId: prepared.bindingId,
+    nonce: prepared.nonce,
+    ciphertextDigest,
+    deadline: authorized.deadline
+  }
+  return prepared.confidential
+    ? Attestation.confidentialTransfer(domain, { ...common, sealedDigest: prepared.sealedDigest })
+    : Attestation.publicTransfer(domain, { ...common, amount: prepared.publicAmount! })
+}
+
+/**
+ * The attested call: the contract's confidential or public transfer with the guardian's
+ * attestation and the sender's own signature over the same typed data, made with its custodial
+ * wallet key (an agent's own wallet for an agent). The guardian never holds that key.
+ */
+const attestedCall = (context: TransfersContext, prepared: PreparedTransfer, authorized: GuardianDomain.Authorized) =>
+  context.accounts.signTransfer(prepared.sender.accountId, senderTypedData(prepared, authorized)).pipe(
+    Unavailable.database("Transfers.coSign"),
+    Effect.map((account) => callWith(prepared, authorized, { guardian: authorized.signature as Hex, account }))
+  )
+
+const callWith = (prepared: PreparedTransfer, authorized: GuardianDomain.Authorized, signatures: DebitSignatures): Hex => {
   const { ciphertext } = authorized
   return prepared.confidential
     ? confidentialTransferCall({
@@ -219,7 +256,7 @@ const attestedCall = (prepared: PreparedTransfer, authorized: GuardianDomain.Aut
       },
       sealedDigest: prepared.sealedDigest,
       deadlineSeconds: authorized.deadline
-    }, authorized.signature as Hex)
+    }, signatures)
     : publicTransferCall({
       from: prepared.senderAddress,
       to: prepared.recipient.address,
@@ -230,5 +267,5 @@ const attestedCall = (prepared: PreparedTransfer, authorized: GuardianDomain.Aut
       fromHandle: hexToBytes(ciphertext.fromHandle as Hex),
       guardianHandle: hexToBytes(ciphertext.guardianHandle as Hex),
       deadlineSeconds: authorized.deadline
-    }, authorized.signature as Hex)
+    }, signatures)
 }

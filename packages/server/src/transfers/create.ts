@@ -9,7 +9,7 @@ import { Note } from "@pps/crypto"
 import { Clock, Effect, Option } from "effect"
 import { getAddress } from "viem"
 import type { Principal } from "@pps/api/ApiKeys"
-import { PreparedTransferUsed } from "@pps/api/Errors"
+import { InvalidRequest, PreparedTransferUsed } from "@pps/api/Errors"
 import type { Asset, CreateTransferRequest } from "@pps/api/Transfers"
 import { releaseAdmission } from "../platform/Admission.ts"
 import * as Invariant from "../platform/Invariant.ts"
@@ -35,6 +35,8 @@ interface Sealed {
   readonly boxed: Effect.Success<ReturnType<typeof sealBoxes>>
   /** A refund's original (D43, refund.ts); null for any other transfer. */
   readonly refundOf: string | null
+  /** The latest end of a hold's approval window the caller asked for (D57); null: the server's window. */
+  readonly approvalEndsAtMs: number | null
 }
 
 /**
@@ -53,12 +55,13 @@ export const create = Effect.fn("Transfers.create")(function*(
   const asset = yield* assetOf(body.asset)
   const money = yield* moneyOf(body, asset)
   const confidential = body.confidential ?? true
+  const approvalEndsAtMs = yield* approvalEndOf(body)
   const parties = yield* resolveParties(context, principal, body.to, asset, confidential)
   yield* checkPreparedToken(context, principal, asset, parties, money)
   // 2. The boxes.
   const boxed = yield* sealBoxes(context, parties, money)
   // 3-4. In the sender's turn.
-  const decided = yield* decideInSendersTurn(context, { principal, asset, confidential, money, parties, boxed, refundOf })
+  const decided = yield* decideInSendersTurn(context, { principal, asset, confidential, money, parties, boxed, refundOf, approvalEndsAtMs })
   if (decided._tag === "Held") return { _tag: "Held", transaction: decided.transaction } satisfies CreateOutcome
   // 5. Submit and wait (D14); the outcome is also completed in the background. The wait for
   // the chain holds no place at the gate (platform/Admission.ts).
@@ -66,6 +69,22 @@ export const create = Effect.fn("Transfers.create")(function*(
   const stored = yield* submitAndAwait(context, decided.transferId, decided.submission)
   return { _tag: "Transfer", transfer: toTransferRecord(stored, principal.accountId) } satisfies CreateOutcome
 })
+
+/**
+ * `approval_expires_at` (D57) read: an ISO 8601 timestamp with its offset, else 400 naming it.
+ * The hold takes the earlier of it and the server's window (hold.ts).
+ */
+const approvalEndOf = (body: CreateTransferRequest) => {
+  const text = body.approval_expires_at
+  if (text === undefined) return Effect.succeed(null)
+  const ms = isoTimestamp.test(text) ? Date.parse(text) : Number.NaN
+  return Number.isFinite(ms)
+    ? Effect.succeed(ms)
+    : Effect.fail(InvalidRequest.of("`approval_expires_at` must be an ISO 8601 timestamp with its offset (2026-11-29T12:00:00Z).", { param: "approval_expires_at" }))
+}
+
+/** A date and time with seconds and an offset (`Z` or `±hh:mm`): what D5 answers, and nothing looser. */
+const isoTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/
 
 /**
  * Steps 3-4 in the sender's lane (the agent's, for an agent): policy, nonce, authorize, record,
@@ -128,7 +147,7 @@ const decide = Effect.fnUntraced(function*(context: TransfersContext, sealed: Se
   if (result._tag === "ApprovalRefused") {
     return yield* Effect.die(new Invariant.InvariantViolation({ invariant: "the guardian refuses a re-decision only to an owner's approval" }))
   }
-  return { _tag: "Held", transaction: yield* hold(context, prepared, nowMs, result.sealedAmount) } as const
+  return { _tag: "Held", transaction: yield* hold(context, prepared, nowMs, result.sealedAmount, sealed.approvalEndsAtMs) } as const
 })
 
 /**

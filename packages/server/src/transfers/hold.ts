@@ -30,11 +30,14 @@ export const hold = Effect.fnUntraced(function*(
   context: TransfersContext,
   prepared: PreparedTransfer,
   nowMs: number,
-  sealedAmount: Hex
+  sealedAmount: Hex,
+  /** The caller's latest end of the window (D57: an x402 requirement's expiry); null: the server's. */
+  approvalEndsAtMs: number | null
 ) {
   const transactionId = makeId("atx", nowMs)
   const requestedAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs))
-  const expiresAt = DateTime.formatIso(DateTime.makeUnsafe(nowMs + context.config.approvalWindowMs))
+  const windowEndMs = nowMs + context.config.approvalWindowMs
+  const expiresAt = DateTime.formatIso(DateTime.makeUnsafe(approvalEndsAtMs === null ? windowEndMs : Math.min(windowEndMs, approvalEndsAtMs)))
   // Only the owner is ever asked: the agent's owner id is set on every agent account.
   const ownerAccountId = prepared.sender.ownerAccountId!
   const view = {

@@ -16,6 +16,7 @@ import { confidentialTokenOf } from "../settlement/Chains.ts"
 import { TransferStatus } from "@pps/api/Transfers"
 import { transferIdBytes32, Transfers } from "./Transfers.ts"
 import { TransferStore } from "./TransferStore.ts"
+import { publicAmountOnChain } from "./publicAmount.ts"
 
 
 const isoTimestamp = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(\.\d{1,6})?)?(?:Z|[+-](\d{2}):(\d{2}))$/
@@ -137,16 +138,25 @@ export const TransfersHttpLive = HttpApiBuilder.group(PublicApi, "transfers", (h
           const role = transfers.record(t, principal.accountId).direction === "sent" ? "sender" as const : "recipient" as const
           const ciphertext = JSON.parse(t.ciphertext) as { commitment: string; fromHandle: string; toHandle?: string }
           const box = role === "sender" ? boxes.senderBox : boxes.recipientBox
+          const contract = confidentialTokenOf(chain, t.asset)
+          // D62: a standard transfer's amount is public once it is on chain; it is read back from there.
+          const publicAmount = t.confidential || t.status !== "confirmed" || t.tx_hash === null
+            ? null
+            : yield* publicAmountOnChain(chain, { transferId: t.transfer_id, asset: t.asset, contract, txHash: t.tx_hash }).pipe(
+              Unavailable.answerServiceUnavailable,
+              Effect.flatMap(Invariant.some("a confirmed standard transfer's receipt holds its PublicTransfer event"))
+            )
           return {
             transfer_id: t.transfer_id,
             role,
             asset: t.asset,
             chain_id: chain.chainId,
-            contract: confidentialTokenOf(chain, t.asset),
+            contract,
             binding_id: transferIdBytes32(t.transfer_id),
             sealed_note: bytesToHex(box),
             commitment: ciphertext.commitment,
-            handle: role === "sender" ? ciphertext.fromHandle : ciphertext.toHandle ?? null
+            handle: role === "sender" ? ciphertext.fromHandle : ciphertext.toHandle ?? null,
+            public_amount: publicAmount
           }
         }))
   }))

@@ -15,7 +15,7 @@
 import { assert, describe, expect, layer } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { AgentRecord, AgentTransactionRecord, SpendPolicyRecord } from "@pps/api/Agents"
-import { ApiKeyList, CreatedAgentApiKey } from "@pps/api/ApiKeys"
+import { ApiKeyList, CreatedAgentApiKey, RotatedAgentApiKey } from "@pps/api/ApiKeys"
 import { TransferRecord } from "@pps/api/Transfers"
 import { makeId } from "../../src/platform/Ids.ts"
 import { registerKey } from "../support/confidentialClient.ts"
@@ -137,6 +137,70 @@ export const agentKeysSuite = (database: DatabaseTarget) =>
           const after = decode(ApiKeyList, yield* send(keysUrl(server, agent.account_id), { headers: bearer(owner.api_key) }), 200).data
           assert.isNotNull(after.find((key) => key.key_id === created.key_id)?.revoked_at)
           assert.isNull(after.find((key) => key.key_id === second.key_id)?.revoked_at)
+        }))
+
+      it.effect("the owner replaces a leaked agent key in one step (D56): the new key works, the old one is 401 at once", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const owner = yield* createAccount(server, "rhea")
+          const stranger = yield* createAccount(server, "rolf")
+          const agent = yield* createAgent(server, owner.api_key, "courier", { daily_limit_usdg: 10, per_transaction_limit_usdg: 5 })
+          const leaked = decode(CreatedAgentApiKey, yield* createKey(server, owner.api_key, agent.account_id, "courier-key"), 201)
+          const spare = decode(CreatedAgentApiKey, yield* createKey(server, owner.api_key, agent.account_id, "spare"), 201)
+          const rotateUrl = (keyId: string) => `${keysUrl(server, agent.account_id)}/${keyId}/rotate`
+          const rotate = (key: string, keyId: string, body: Record<string, unknown>, idempotencyKey?: string) =>
+            send(rotateUrl(keyId), postJson({ ...bearer(key), ...(idempotencyKey === undefined ? {} : { "idempotency-key": idempotencyKey }) }, body))
+          // The leaked key is in use (and cached) a moment before.
+          assert.strictEqual((yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(leaked.api_key) })).status, 200)
+
+          // Nobody but the owner: the agent's own key, a stranger.
+          for (const key of [leaked.api_key, stranger.api_key]) {
+            expectEnvelope(yield* rotate(key, leaked.key_id, {}), 403, "not_agent_owner")
+          }
+          assert.strictEqual(expectEnvelope(yield* rotate(owner.api_key, leaked.key_id, { name: "" }), 400, "invalid_request").param, "name")
+          // Still one key then: nothing was written by the refusals.
+          assert.strictEqual((yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(leaked.api_key) })).status, 200)
+
+          const answer = yield* rotate(owner.api_key, leaked.key_id, {}, "rotate-courier-1")
+          const rotated = decode(RotatedAgentApiKey, answer, 201)
+          expect(rotated).toMatchObject({
+            name: "courier-key",
+            mode: "test",
+            account_id: agent.account_id,
+            agent: "@rhea/courier",
+            replaced_key_id: leaked.key_id
+          })
+          assert.notStrictEqual(rotated.key_id, leaked.key_id)
+          assert.match(rotated.api_key, /^hc_test_[A-Za-z0-9_-]{43}$/)
+          // The old key is refused on its very next request; the new one acts for the agent; the spare is untouched.
+          expectEnvelope(yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(leaked.api_key) }), 401, "unauthorized")
+          expect((yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(rotated.api_key) })).json).toMatchObject({
+            account_id: agent.account_id
+          })
+          assert.strictEqual((yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(spare.api_key) })).status, 200)
+
+          // A retry of the same call: no third key and no value shown again.
+          const retried = yield* rotate(owner.api_key, leaked.key_id, {}, "rotate-courier-1")
+          assert.include(expectEnvelope(retried, 409, "key_shown_once").message, rotated.key_id)
+          assert.notInclude(retried.text, rotated.api_key)
+          // Without the key, a revoked key is not replaced twice.
+          expectEnvelope(yield* rotate(owner.api_key, leaked.key_id, {}), 404, "key_not_found")
+          // Another name; an unknown key.
+          const renamed = decode(RotatedAgentApiKey, yield* rotate(owner.api_key, rotated.key_id, { name: "courier-2" }), 201)
+          assert.strictEqual(renamed.name, "courier-2")
+          expectEnvelope(yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(rotated.api_key) }), 401, "unauthorized")
+          expectEnvelope(yield* rotate(owner.api_key, makeId("key", Date.now()), {}), 404, "key_not_found")
+          expectEnvelope(yield* rotate(owner.api_key, owner.key_id, {}), 404, "key_not_found")
+
+          const keys = decode(ApiKeyList, yield* send(keysUrl(server, agent.account_id), { headers: bearer(owner.api_key) }), 200).data
+          expect(keys.map((key) => [key.key_id, key.revoked_at === null])).toEqual([
+            [leaked.key_id, false],
+            [spare.key_id, true],
+            [rotated.key_id, false],
+            [renamed.key_id, true]
+          ])
+          const dump = yield* dumpDatabase.pipe(Effect.provide(server.services))
+          for (const value of [rotated.api_key, renamed.api_key]) assert.notInclude(dump, value.slice("hc_test_".length))
         }))
 
       it.effect("an agent reads its own policy and its held transactions' state, as its owner does; nobody else; never an amount", () =>

@@ -98,6 +98,33 @@ describe("dashboard sign-in and sessions", () => {
         expectEnvelope(yield* send(`${server.adminUrl}/admin/accounts/acct_01JZZZZZZZZZZZZZZZZZZZZZZZ/invites`, { method: "POST", headers: bearer(server.adminToken) }), 404, "account_not_found")
       }))
 
+    it.effect("D60: a suspended account's session is refused (403 account_suspended) on /v1 and the dashboard's routes; the enrollment is audited", () =>
+      Effect.gen(function*() {
+        const { server, alice, cookie } = yield* enroll("suzie")
+        const withCookie = { headers: { cookie: `${cookieName}=${cookie}` } }
+        const admin = (path: string) => send(`${server.adminUrl}/admin${path}`, { method: "POST", headers: bearer(server.adminToken) })
+        assert.strictEqual((yield* admin(`/accounts/${alice.account_id}/suspend`)).status, 200)
+        expectEnvelope(yield* send(`${server.baseUrl}/v1/accounts/me`, withCookie), 403, "account_suspended")
+        const own = yield* send(`${server.baseUrl}/dashboard/api/session`, withCookie)
+        assert.strictEqual(own.status, 403, own.text)
+        assert.strictEqual((own.json as { error: { code: string } }).error.code, "account_suspended")
+        assert.strictEqual((yield* admin(`/accounts/${alice.account_id}/reactivate`)).status, 200)
+        assert.strictEqual((yield* send(`${server.baseUrl}/v1/accounts/me`, withCookie)).status, 200)
+        assert.strictEqual((yield* send(`${server.baseUrl}/dashboard/api/session`, withCookie)).status, 200)
+        const audit = yield* send(`${server.adminUrl}/admin/audit?account_id=${alice.account_id}`, { headers: bearer(server.adminToken) })
+        const entries = (audit.json as { data: ReadonlyArray<{ action: string; actor: string; ip: string | null }> }).data
+        assert.deepStrictEqual(entries.map((e) => `${e.action} ${e.actor}`).reverse(), [
+          "account.created operator",
+          "api_key.created operator",
+          "invite.issued operator",
+          "invite.used invite",
+          "passkey.added invite",
+          "account.suspended operator",
+          "account.reactivated operator"
+        ])
+        for (const entry of entries) assert.strictEqual(entry.ip, "127.0.0.1")
+      }))
+
     it.effect("every state change needs the Origin and the CSRF token; keys created here are shown once and revoked at once", () =>
       Effect.gen(function*() {
         const { server, alice: carol, cookie, csrf } = yield* enroll("carol")

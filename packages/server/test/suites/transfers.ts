@@ -16,7 +16,7 @@ import { hexToBytes, type Hex } from "viem"
 import { Accounts } from "../../src/accounts/Accounts.ts"
 import type { AppConfigShape } from "../../src/config/AppConfig.ts"
 import { Settlement } from "../../src/settlement/Settlement.ts"
-import { balanceProof, decryptTransfer, registerKey } from "../support/confidentialClient.ts"
+import { balanceProof, decryptTransfer, fundedPair, registerKey } from "../support/confidentialClient.ts"
 import { bearer, createAccount, expectEnvelope, postJson, send } from "../support/http.ts"
 import { canaryForms, recordingProxy } from "../support/recordingProxy.ts"
 import { type DatabaseTarget, makeTestServer, TestServer } from "../support/TestServer.ts"
@@ -433,6 +433,34 @@ export const transfersSuite = (database: DatabaseTarget, config: Partial<AppConf
           assert.strictEqual(replayedRefusal.headers.get("idempotent-replayed"), "true")
           // A new key is a new request: it is paid.
           assert.strictEqual((yield* post(dave.api_key, tooMuch, { "idempotency-key": "too-much-2" })).status, 201)
+        }))
+
+      it.effect("D62: a standard transfer's public amount, read back from its transaction, opens for both parties", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const { recipient, recipientHandle, recipientKey, sender, senderKey } = yield* fundedPair(server, "10")
+          const created = yield* send(
+            `${server.baseUrl}/v1/transfers`,
+            postJson(bearer(sender.api_key), { to: `@${recipientHandle}`, amount: "1.25", confidential: false, memo: "public pay" })
+          )
+          assert.strictEqual(created.status, 201, created.text)
+          const transfer = Schema.decodeUnknownSync(TransferRecord)(created.json)
+          expect(transfer).toMatchObject({ confidential: false, status: "confirmed" })
+          // The transfer's representation stays amount-free (SPEC, D13): the amount is only in the sealed read.
+          const read = yield* send(`${server.baseUrl}/v1/transfers/${transfer.transfer_id}`, { headers: bearer(recipient.api_key) })
+          assert.notInclude(read.text, "1.25")
+          for (const [party, key, keyPair] of [["sender", sender.api_key, senderKey], ["recipient", recipient.api_key, recipientKey]] as const) {
+            const sealed = yield* send(`${server.baseUrl}/v1/transfers/${transfer.transfer_id}/sealed`, { headers: bearer(key) })
+            expect(sealed.json, party).toMatchObject({ role: party, public_amount: "1.25", handle: party === "sender" ? expect.any(String) : null })
+            const opened = yield* decryptTransfer(server.baseUrl, key, keyPair, transfer.transfer_id)
+            expect(opened, party).toMatchObject({ role: party, amount: 1_250_000n, memo: "public pay" })
+          }
+          // A confidential transfer's sealed read has none.
+          const secret = yield* send(`${server.baseUrl}/v1/transfers`, postJson(bearer(sender.api_key), { to: `@${recipientHandle}`, amount: "2" }))
+          const secretId = Schema.decodeUnknownSync(TransferRecord)(secret.json).transfer_id
+          for (const key of [sender.api_key, recipient.api_key]) {
+            expect((yield* send(`${server.baseUrl}/v1/transfers/${secretId}/sealed`, { headers: bearer(key) })).json).toMatchObject({ public_amount: null })
+          }
         }))
 
       it.effect("account reads asked together (each create reads its sender and recipient) each get their own row", () =>

@@ -98,6 +98,7 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   adminToken: Option.none(),
   apiKeyPepper: Option.none(),
   walletKek: Option.none(),
+  walletKekAccepted: Option.none(),
   rateLimitPerSecond: 1_000,
   rateLimitBurst: 1_000,
   apiKeyCacheTtlMs: 30_000,
@@ -105,6 +106,7 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   shutdownTimeoutMs: 1_000,
   logLevel: "Info",
   rpcUrlTestnet: Option.none(),
+  migrateContracts: false,
   rpcUrlMainnet: Option.none(),
   chainBlockTimeMs: 100,
   chainConfirmations: 1,
@@ -129,6 +131,7 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   transferAdmissionMaxInFlight: 1_024,
   attestationLifetimeSeconds: 600,
   approvalWindowMs: 24 * 60 * 60 * 1000,
+  agentsPerAccountMax: 100,
   approvalSweepIntervalMs: 1_000,
   faucetKeyTestnet: Option.none(),
   natsUrl: Option.none(),
@@ -160,12 +163,17 @@ export const makeTestServer = <R = never>(options: {
   readonly database?: DatabaseTarget
   readonly config?: Partial<AppConfigShape>
   readonly extraPublic?: Layer.Layer<never, never, R>
+  /** A data directory (and, on PostgreSQL, a database URL) the caller owns and keeps: a restart on the same state. */
+  readonly dataDir?: string
+  readonly databaseUrl?: string
 } = {}) =>
   Layer.effect(
     TestServer,
     Effect.gen(function*() {
-      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-test-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+      const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "pps-test-"))
+      if (options.dataDir === undefined) {
+        yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+      }
       const logs: Array<string> = []
       const capture = Logger.make((options) => {
         logs.push(formatLogLine(options))
@@ -174,7 +182,7 @@ export const makeTestServer = <R = never>(options: {
       const database = options.database ?? pglite
       const config = database.name === "postgres"
         ? testConfig(dataDir, {
-          databaseUrl: Option.some(Redacted.make(yield* freshPostgresDatabase)),
+          databaseUrl: Option.some(Redacted.make(options.databaseUrl ?? (yield* freshPostgresDatabase))),
           ...distributedSecrets,
           ...options.config
         })

@@ -63,7 +63,7 @@ export const makeTestGuardian = (seed: string): TestGuardian => {
 export const transferIdFrom = (label: string): Hex =>
   numberToHex(BigInt(`0x${createHash("sha256").update(label).digest("hex").slice(0, 32)}`), { size: 32 })
 
-/** A guardian-signed confidential transfer, deterministic in its label. */
+/** A confidential transfer signed by the guardian and by its sender (D51), deterministic in its label. */
 export const signedConfidentialTransfer = (options: {
   readonly label: string
   readonly guardian: TestGuardian
@@ -72,6 +72,8 @@ export const signedConfidentialTransfer = (options: {
   readonly from: Address
   readonly to: Address
   readonly fromKey: EncryptionKey.KeyPair
+  /** The sender wallet's secp256k1 key: its co-signature (D51) goes beside the guardian's. */
+  readonly fromSigningKey: Uint8Array
   readonly toKey: EncryptionKey.KeyPair
   readonly amount: bigint
   readonly nonce: bigint
@@ -98,7 +100,10 @@ export const signedConfidentialTransfer = (options: {
       deadline: options.deadlineSeconds
     }
   )
-  const signature = Attestation.sign(options.guardian.signingKey, typedData)
+  const signatures = {
+    guardian: Attestation.sign(options.guardian.signingKey, typedData),
+    account: Attestation.sign(options.fromSigningKey, typedData)
+  }
   return {
     submissionId: `tr_${options.label}`,
     mode: "test",
@@ -112,7 +117,7 @@ export const signedConfidentialTransfer = (options: {
       ciphertext: { commitment: ciphertext.commitment, fromHandle: fromHandle!, toHandle: toHandle!, guardianHandle: guardianHandle! },
       sealedDigest,
       deadlineSeconds: options.deadlineSeconds
-    }, signature),
+    }, signatures),
     gasLimit: gasLimits.confidential_transfer,
     deadlineSeconds: options.deadlineSeconds,
     replayKey: { sender: options.from, nonce: options.nonce, transferId }
@@ -197,6 +202,7 @@ export const transferBetweenParties = (guardian: TestGuardian, chain: ChainConte
     from: address(`${label}-sender`),
     to: address(`${label}-recipient`),
     fromKey: keyPairFrom(`${label}-sender`),
+    fromSigningKey: scalarFrom(`${label}-sender`),
     toKey: keyPairFrom(`${label}-recipient`),
     amount: 100n,
     nonce: 0n,

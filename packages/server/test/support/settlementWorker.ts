@@ -33,7 +33,7 @@ const program = Effect.gen(function*() {
   const recipient = privateKeyToAddress(`0x${Buffer.from(scalarFrom(`${seed}/recipient`)).toString("hex")}`)
   const senders = Array.from({ length: sendersCount }, (_, i) => {
     const label = `${seed}/sender-${i}`
-    return { address: privateKeyToAddress(`0x${Buffer.from(scalarFrom(label)).toString("hex")}`), key: keyPairFrom(label) }
+    return { address: privateKeyToAddress(`0x${Buffer.from(scalarFrom(label)).toString("hex")}`), key: keyPairFrom(label), signingKey: scalarFrom(label) }
   })
   const requests = Array.from({ length: batchSize }, (_, i) => {
     const sender = senders[i % sendersCount]!
@@ -45,6 +45,7 @@ const program = Effect.gen(function*() {
       from: sender.address,
       to: recipient,
       fromKey: sender.key,
+      fromSigningKey: sender.signingKey,
       toKey: recipientKey,
       amount: BigInt(i + 1),
       nonce: BigInt(Math.floor(i / sendersCount)),

@@ -1,0 +1,203 @@
+/**
+ * D55: a holder replaces its encryption key, or recovers after losing it, and keeps its balance.
+ *
+ * Nothing here needs the old key: the guardian knows the balance and re-encrypts it to the new
+ * key. So rotation and recovery are one operation; what differs is how the holder proves it is
+ * the holder: its API key, its dashboard passkey, or (having lost both) an operator's invite,
+ * which enrolls a new passkey (D41) that then rotates. Per asset contract:
+ *
+ * 1. the new key's proof of possession (bound to chain, contract and the account's wallet) is
+ *    checked here, as a registration's is (the contract checks it again);
+ * 2. the guardian re-encrypts the balance to the new key and attests it (`KeyRotation`), bound to
+ *    the balance it replaces and to one of the account's replay nonces; it refuses while the
+ *    balance could move under it (503 here: retry);
+ * 3. the account's custodial wallet signs the same `KeyRotation` digest;
+ * 4. `rotateEncryptionKey` goes to the chain through settlement, and is awaited;
+ * 5. the guardian and this node forget the old key, and the row holds the new one.
+ *
+ * A contract whose registry already holds the new key is skipped, so a retry after a cut-off
+ * finishes the others. Every transfer sealed after the answer uses the new key; what was sealed to
+ * the old one stays readable only with the old one.
+ *
+ * @since 0.12.0
+ */
+import { ConfidentialTokenArtifact, TypedData } from "@pps/contracts"
+import { GuardianClient } from "@pps/guardian"
+import { Clock, Context, Effect, Layer, Option } from "effect"
+import { type Address, bytesToHex, encodeFunctionData, getAddress, type Hex, hexToBytes, type LocalAccount } from "viem"
+import type { Principal } from "@pps/api/ApiKeys"
+import {
+  EncryptionKeyInvalid,
+  EncryptionKeyRequired,
+  InternalError,
+  LivemodeUnavailable,
+  NotAgentOwner,
+  ServiceUnavailable
+} from "@pps/api/Errors"
+import { type Asset, assets } from "@pps/api/Transfers"
+import { AppConfig } from "../config/AppConfig.ts"
+import * as Invariant from "../platform/Invariant.ts"
+import * as Unavailable from "../platform/Unavailable.ts"
+import { toEvmPoint } from "../settlement/calls.ts"
+import { type ChainContext, confidentialTokenOf } from "../settlement/Chains.ts"
+import { gasLimits } from "../settlement/domain.ts"
+import { Settlement } from "../settlement/Settlement.ts"
+import { TransferStore } from "../transfers/TransferStore.ts"
+import { Accounts } from "./Accounts.ts"
+import { EncryptionKeys, type Registration, verifiedKey } from "./EncryptionKeys.ts"
+
+/** A rotation is mined within a few blocks; past this the request answers 503 and a retry continues it. */
+const rotationWaitMs = 30_000
+
+/**
+ * @since 0.12.0
+ * @category services
+ */
+export class KeyRotations extends Context.Service<KeyRotations, {
+  /** Replaces the principal's registered key by `publicKey` (idempotent for the same key). */
+  readonly rotate: (
+    principal: Principal,
+    input: { readonly publicKey: Uint8Array; readonly proofs: Readonly<Record<Asset, Uint8Array>> }
+  ) => Effect.Effect<
+    Uint8Array,
+    EncryptionKeyInvalid | EncryptionKeyRequired | NotAgentOwner | LivemodeUnavailable | ServiceUnavailable | InternalError
+  >
+}>()("server/accounts/KeyRotations") {
+  static readonly layer = Layer.effect(
+    KeyRotations,
+    Effect.gen(function*() {
+      const context: KeyRotationsContext = {
+        accounts: yield* Accounts,
+        keys: yield* EncryptionKeys,
+        settlement: yield* Settlement,
+        transfers: yield* TransferStore,
+        guardian: yield* GuardianClient.GuardianClient,
+        attestationLifetimeSeconds: (yield* AppConfig).attestationLifetimeSeconds
+      }
+      return KeyRotations.of({ rotate: (principal, input) => rotate(context, principal, input) })
+    })
+  )
+}
+
+interface KeyRotationsContext {
+  readonly accounts: Accounts["Service"]
+  readonly keys: EncryptionKeys["Service"]
+  readonly settlement: Settlement["Service"]
+  readonly transfers: TransferStore["Service"]
+  readonly guardian: GuardianClient.GuardianClient["Service"]
+  readonly attestationLifetimeSeconds: number
+}
+
+/** A step that could not finish now: 503, and the same request later continues it. */
+const retryLater = (what: string) => (cause: unknown) =>
+  Effect.logWarning(`key rotation: ${what}`, cause).pipe(
+    Effect.andThen(Effect.fail(ServiceUnavailable.of(`The key rotation could not finish (${what}); retry the same request.`)))
+  )
+
+/** The rotation of one asset contract: attested, co-signed, mined. */
+const rotateOn = Effect.fn("KeyRotations.rotateOn")(function*(
+  context: KeyRotationsContext,
+  chain: ChainContext,
+  rotation: Registration & { readonly wallet: Address; readonly signer: LocalAccount },
+  asset: Asset
+) {
+  const contract = confidentialTokenOf(chain, asset)
+  // Mined or refused, the guardian lifts its hold on the account's transfers (and forgets its key).
+  const forget = context.guardian.forgetKey({ chainId: BigInt(chain.chainId), contract, account: rotation.wallet }).pipe(
+    Effect.catch((error) => Effect.logWarning("key rotation: the guardian did not forget the old key", error))
+  )
+  const registered = yield* context.keys.keyOfAddressIn(chain, contract, rotation.wallet).pipe(Effect.catch(retryLater("reading the key registry")))
+  // Done already (a retry after an answer that came too late): the guardian hears it again.
+  if (Option.isSome(registered) && bytesToHex(registered.value) === bytesToHex(rotation.publicKey)) return yield* forget
+  const nonce = yield* context.transfers.nextNonce(rotation.accountId, rotation.mode).pipe(Effect.catch(retryLater("taking a nonce")))
+  const deadline = BigInt(Math.floor((yield* Clock.currentTimeMillis) / 1000) + context.attestationLifetimeSeconds)
+  const newKey = toEvmPoint(rotation.publicKey)
+  const attested = yield* context.guardian.keyRotation({
+    chainId: BigInt(chain.chainId),
+    contract,
+    account: rotation.wallet,
+    newKey: bytesToHex(rotation.publicKey),
+    nonce,
+    deadline
+  }).pipe(Effect.catch(retryLater("the guardian did not attest (transfers of the account in flight, or unreachable)")))
+  const message = {
+    account: rotation.wallet,
+    nonce,
+    keyX: newKey.x,
+    keyY: newKey.y,
+    previousBalanceDigest: attested.previousBalanceDigest as Hex,
+    balanceDigest: attested.balanceDigest as Hex,
+    deadline
+  }
+  const accountSignature = yield* Effect.promise(() =>
+    rotation.signer.signTypedData({
+      domain: TypedData.domain(chain.chainId, contract),
+      types: TypedData.keyRotationTypes,
+      primaryType: "KeyRotation",
+      message
+    })
+  )
+  const request = {
+    account: rotation.wallet,
+    nonce,
+    newKey,
+    commitment: toEvmPoint(hexToBytes(attested.commitment as Hex)),
+    ownerHandle: toEvmPoint(hexToBytes(attested.ownerHandle as Hex)),
+    guardianHandle: toEvmPoint(hexToBytes(attested.guardianHandle as Hex)),
+    deadline
+  }
+  const submissionId = `rot_${rotation.accountId}_${rotation.mode}_${asset}_${nonce}`
+  yield* context.settlement.submit({
+    submissionId,
+    mode: rotation.mode,
+    kind: "rotate_key",
+    target: contract,
+    data: encodeFunctionData({
+      abi: ConfidentialTokenArtifact.abi,
+      functionName: "rotateEncryptionKey",
+      args: [request, bytesToHex(rotation.proofs[asset]), attested.guardianSignature as Hex, accountSignature]
+    }),
+    gasLimit: gasLimits.rotate_key,
+    deadlineSeconds: deadline,
+    replayKey: null
+  }).pipe(Effect.catch(retryLater("submitting to the chain")))
+  const outcome = yield* context.settlement.awaitResolution(submissionId, rotationWaitMs).pipe(Effect.catch(retryLater("awaiting the chain")))
+  if (Option.isNone(outcome)) return yield* Effect.fail(ServiceUnavailable.of("The key rotation is still being mined; retry the same request."))
+  yield* forget
+  if (outcome.value._tag === "Failed") {
+    // The balance moved between the attestation and the mining (a credit, a transfer): a retry attests afresh.
+    return yield* retryLater("the chain refused the rotation (the balance changed meanwhile)")(submissionId)
+  }
+})
+
+const rotate = Effect.fn("KeyRotations.rotate")(function*(
+  context: KeyRotationsContext,
+  principal: Principal,
+  input: { readonly publicKey: Uint8Array; readonly proofs: Readonly<Record<Asset, Uint8Array>> }
+) {
+  // An agent's balance is encrypted to its owner's key: the owner's rotation is the one that counts.
+  if (principal.ownerAccountId !== null) {
+    return yield* Effect.fail(NotAgentOwner.of("An agent's amounts are sealed to its owner's key; the owner rotates its own key."))
+  }
+  const chain = yield* Option.match(context.settlement.chain(principal.mode), {
+    onNone: () => Effect.fail(LivemodeUnavailable.of()),
+    onSome: Effect.succeed
+  })
+  const account = yield* context.accounts.get(principal.accountId).pipe(
+    Unavailable.database("KeyRotations.rotate"),
+    Unavailable.answerServiceUnavailable,
+    Effect.flatMap(Invariant.some("an authenticated principal's account exists"))
+  )
+  const wallet = getAddress(account.walletAddress)
+  const registration: Registration = { accountId: principal.accountId, mode: principal.mode, ...input }
+  const publicKey = yield* verifiedKey(chain, registration, wallet)
+  const current = yield* context.keys.keyOfAccount(principal.accountId, principal.mode).pipe(Effect.catch(retryLater("reading the key")))
+  if (Option.isNone(current)) return yield* Effect.fail(EncryptionKeyRequired.of())
+  const signer = yield* context.accounts.custodialSigner(principal.accountId).pipe(Effect.catch(retryLater("opening the wallet")))
+  for (const asset of Object.keys(assets) as Array<Asset>) {
+    yield* rotateOn(context, chain, { ...registration, publicKey, wallet, signer }, asset)
+  }
+  yield* context.keys.replaced(principal.accountId, principal.mode, publicKey).pipe(Effect.catch(retryLater("recording the key")))
+  yield* Effect.logInfo("encryption key rotated").pipe(Effect.annotateLogs({ account_id: principal.accountId, mode: principal.mode }))
+  return publicKey
+})

@@ -1,0 +1,135 @@
+/**
+ * Goal (D55): a holder replaces its encryption key, or recovers after losing it, and keeps its
+ * balance: on embedded anvil with ConfidentialToken v2, the real guardian and either database.
+ *
+ * - Alice, funded and having sent a transfer, rotates to a new key without using the old one (as
+ *   a holder that lost it would): her balance reads with the new key and no longer with the old;
+ *   a transfer to her afterwards opens with the new key only; she still sends, and her balance
+ *   adds up. A second rotation (the new key lost too) works the same; the same key again is
+ *   harmless (nothing more on chain).
+ * - Refusals: an invalid proof (422 `encryption_key_invalid`), an account with no key (422
+ *   `encryption_key_required`), an agent's key (403 `not_agent_owner`). No answer or log line
+ *   carries the canary amounts.
+ */
+import { assert, describe, expect, layer } from "@effect/vitest"
+import { EncryptionKey } from "@pps/crypto"
+import { Client, Confidential } from "@pps/sdk/internal"
+import { Context, Effect } from "effect"
+import { GuardianClient } from "@pps/guardian"
+import { TransferRecord } from "@pps/api/Transfers"
+import { ulid } from "../../src/platform/Ids.ts"
+import { decryptTransfer, fundedPair, registerKey } from "../support/confidentialClient.ts"
+import { bearer, createAccount, decodeAnswer, expectEnvelope, postJson, send } from "../support/http.ts"
+import { type DatabaseTarget, makeTestServer, TestServer, type TestServerShape } from "../support/TestServer.ts"
+
+const clientOf = (server: TestServerShape, apiKey: string) => Client.make({ baseUrl: server.baseUrl, apiKey })
+
+const transferConfirmed = (server: TestServerShape, apiKey: string, to: string, amount: string) =>
+  send(`${server.baseUrl}/v1/transfers`, postJson({ ...bearer(apiKey), "idempotency-key": `t-${ulid()}` }, { to, amount })).pipe(
+    Effect.map((response) => decodeAnswer(TransferRecord, response, 201)),
+    Effect.tap((transfer) => Effect.sync(() => assert.strictEqual(transfer.status, "confirmed")))
+  )
+
+const usdgOf = (server: TestServerShape, apiKey: string, keyPair: EncryptionKey.KeyPair) =>
+  Effect.promise(() => Confidential.readBalances(clientOf(server, apiKey), keyPair)).pipe(
+    Effect.map((read) => read.balances.find((entry) => entry.asset === "USDG")?.amount)
+  )
+
+const rotate = (server: TestServerShape, apiKey: string, keyPair: EncryptionKey.KeyPair) =>
+  Effect.tryPromise({ try: () => Confidential.rotateKey(clientOf(server, apiKey), keyPair), catch: (error) => error })
+
+export const keyRotationSuite = (database: DatabaseTarget) =>
+  describe("encryption key rotation and recovery (D55)", () => {
+    layer(makeTestServer({ database }), { timeout: "300 seconds", excludeTestServices: true })(database.name, (it) => {
+      it.effect("a holder replaces its key without the old one and keeps its balance; later transfers open with the new key", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const pair = yield* fundedPair(server, "250.75")
+          const alice = pair.sender
+          yield* transferConfirmed(server, alice.api_key, `@${pair.recipientHandle}`, "30.5")
+          assert.strictEqual(yield* usdgOf(server, alice.api_key, pair.senderKey), "220.25")
+
+          // The old key is not used: this is what a holder who lost it does.
+          const second = EncryptionKey.generate()
+          const rotated = yield* rotate(server, alice.api_key, second)
+          expect(rotated).toEqual({ public_key: `0x${Buffer.from(second.publicKey).toString("hex")}`, confidential_ready: true })
+          const status = yield* Effect.promise(() => Confidential.encryptionKeyStatus(clientOf(server, alice.api_key)))
+          assert.strictEqual(status.public_key, rotated.public_key)
+          assert.strictEqual(yield* usdgOf(server, alice.api_key, second), "220.25")
+          // The old key no longer reads the balance (its handle is gone from the chain).
+          const stale = yield* Effect.flip(Effect.tryPromise(() => Confidential.readBalances(clientOf(server, alice.api_key), pair.senderKey)))
+          assert.isDefined(stale)
+
+          // Credited after the rotation: the sealed copy opens with the new key only.
+          const incoming = yield* transferConfirmed(server, pair.recipient.api_key, `@${alice.handle.replace(/^@/, "")}`, "4.125")
+          const opened = yield* decryptTransfer(server.baseUrl, alice.api_key, second, incoming.transfer_id)
+          assert.strictEqual(opened.amount, 4_125_000n)
+          const refused = yield* Effect.flip(Effect.tryPromise(() => Confidential.decryptTransfer(clientOf(server, alice.api_key), pair.senderKey, incoming.transfer_id)))
+          assert.isDefined(refused)
+          // She still sends, and what she holds adds up.
+          yield* transferConfirmed(server, alice.api_key, `@${pair.recipientHandle}`, "0.375")
+          assert.strictEqual(yield* usdgOf(server, alice.api_key, second), "224")
+
+          // Lost again: a third key, the same way; the same key once more is harmless.
+          const third = EncryptionKey.generate()
+          yield* rotate(server, alice.api_key, third)
+          yield* rotate(server, alice.api_key, third)
+          assert.strictEqual(yield* usdgOf(server, alice.api_key, third), "224")
+          // The recipient's side is untouched.
+          assert.strictEqual(yield* usdgOf(server, pair.recipient.api_key, pair.recipientKey), "26.75")
+
+
+          // While a rotation is attested and not yet reported mined, the guardian attests no transfer
+          // to or from the account (a retryable 503); once it hears the outcome, they flow again.
+          const guardian = Context.get(server.services, GuardianClient.GuardianClient)
+          const me = (yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(alice.api_key) })).json as { public_key: string }
+          const status2 = yield* Effect.promise(() => Confidential.encryptionKeyStatus(clientOf(server, alice.api_key)))
+          const held = {
+            chainId: BigInt(status2.chain_id),
+            contract: status2.contracts.USDG,
+            account: me.public_key
+          }
+          yield* guardian.keyRotation({
+            ...held,
+            newKey: `0x${Buffer.from(EncryptionKey.generate().publicKey).toString("hex")}`,
+            nonce: 1n << 200n,
+            deadline: BigInt(Math.floor(Date.now() / 1000) + 600)
+          }).pipe(Effect.orDie)
+          const duringRotation = yield* send(`${server.baseUrl}/v1/transfers`, postJson({ ...bearer(pair.recipient.api_key), "idempotency-key": `t-${ulid()}` }, {
+            to: alice.handle,
+            amount: "1"
+          }))
+          assert.strictEqual(duringRotation.status, 503, duringRotation.text)
+          yield* guardian.forgetKey(held).pipe(Effect.orDie)
+          yield* transferConfirmed(server, pair.recipient.api_key, alice.handle, "1")
+          assert.strictEqual(yield* usdgOf(server, alice.api_key, third), "225")
+
+          for (const line of server.logs) {
+            for (const canary of ["220250000", "4125000", "224000000", "220.25", "4.125"]) assert.notInclude(line, canary)
+          }
+        }))
+
+      it.effect("refused: an invalid proof, an account with no key, an agent's key", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const owner = yield* createAccount(server, `rot-${ulid().toLowerCase().slice(-8)}`)
+          const url = `${server.baseUrl}/v1/accounts/me/encryption-key/rotate`
+          const key = EncryptionKey.generate()
+          const body = { public_key: `0x${Buffer.from(key.publicKey).toString("hex")}`, proofs: { USDG: `0x${"11".repeat(96)}`, ETH: `0x${"11".repeat(96)}` } }
+          // No key registered yet: a valid proof still has nothing to replace.
+          const unregistered = yield* Effect.flip(rotate(server, owner.api_key, key))
+          assert.include(String(unregistered), "encryption_key_required")
+          expectEnvelope(yield* send(url, postJson(bearer(owner.api_key), body)), 422, "encryption_key_invalid")
+          yield* registerKey(server.baseUrl, owner.api_key)
+          expectEnvelope(yield* send(url, postJson(bearer(owner.api_key), body)), 422, "encryption_key_invalid")
+          const agent = (yield* send(`${server.baseUrl}/v1/accounts/me/agents`, postJson(bearer(owner.api_key), {
+            name: "rotor",
+            spend_policy: { daily_limit_usdg: 1, per_transaction_limit_usdg: 1 }
+          }))).json as { account_id: string }
+          const agentKey = ((yield* send(`${server.baseUrl}/v1/agents/${agent.account_id}/keys`, postJson(bearer(owner.api_key), { name: "k" }))).json as {
+            api_key: string
+          }).api_key
+          expectEnvelope(yield* send(url, postJson(bearer(agentKey), body)), 403, "not_agent_owner")
+        }))
+    })
+  })
