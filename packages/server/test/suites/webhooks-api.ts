@@ -532,13 +532,13 @@ export const webhooksApiSuite = (database: DatabaseTarget) =>
           const server = yield* TestServer
           const kim = yield* createAccount(server, `wh-kimd59-${database.name}`)
           const handle = `@wh-kimd59-${database.name}`
-          const created = yield* createWebhook(server, kim.api_key, "/fail-kim")
+          const created = yield* createWebhook(server, kim.api_key, "/fail-kimd59")
           const url = `${server.baseUrl}/v1/webhooks/${created.webhook_id}`
           const got = yield* send(url, { headers: bearer(kim.api_key) })
           assert.deepStrictEqual(got.json, { webhook_id: created.webhook_id, url: created.url, events: created.events, enabled: true, created_at: created.created_at })
           // A receiver answering 500: the delivery stays pending with `http_500`.
           yield* appendEvents(server, [confirmed(kim.account_id, handle)])
-          yield* waitForRequests("/fail-kim", 1)
+          yield* waitForRequests("/fail-kimd59", 1)
           const failed = yield* eventually(
             send(`${url}/deliveries`, { headers: bearer(kim.api_key) }).pipe(Effect.map((answer) => {
               const entry = (answer.json as { data: Array<{ status: string; failure_reason: string | null }> }).data[0]
@@ -556,22 +556,22 @@ export const webhooksApiSuite = (database: DatabaseTarget) =>
           yield* Effect.sleep("1 second")
           assert.isFalse(receiver.requests.some((request) => request.body.toString("utf8").includes("tr_while_disabled")))
           const moved = yield* send(url, patchJson(bearer(kim.api_key), {
-            url: `${receiver.url}/kim`,
+            url: `${receiver.url}/kimd59`,
             events: ["transfer.confirmed", "transfer.failed"],
             enabled: true
           }))
           assert.deepStrictEqual(moved.json, {
             webhook_id: created.webhook_id,
-            url: `${receiver.url}/kim`,
+            url: `${receiver.url}/kimd59`,
             events: ["transfer.confirmed", "transfer.failed"],
             enabled: true,
             created_at: created.created_at
           })
           yield* appendEvents(server, [confirmed(kim.account_id, handle, "test", { transfer_id: "tr_after_enable" })])
-          const [delivered] = yield* waitForRequests("/kim", 1)
+          const [delivered] = yield* waitForRequests("/kimd59", 1)
           verifyDelivery(delivered!, created.secret)
           assert.include(delivered!.body.toString("utf8"), "tr_after_enable")
-          assert.isFalse(requestsTo("/kim").some((request) => request.body.toString("utf8").includes("tr_while_disabled")))
+          assert.isFalse(requestsTo("/kimd59").some((request) => request.body.toString("utf8").includes("tr_while_disabled")))
 
           // Refusals: a bad URL or event (400 with the param), another account's id (404).
           expectEnvelope(yield* send(url, patchJson(bearer(kim.api_key), { url: "https://10.0.0.8/x" })), 400, "invalid_request")
