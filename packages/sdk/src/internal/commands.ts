@@ -472,6 +472,24 @@ const parseEvents = (buffer: string): { readonly events: ReadonlyArray<StreamedE
 }
 
 /**
+ * One event forwarded to `forwardTo`, signed as a webhook delivery; the receiver's status, or
+ * `failed: <why>` (refused, timed out, name not found), not only "fetch failed".
+ */
+const forward = async (forwardTo: string, secret: string, event: StreamedEvent): Promise<string> => {
+  const headers = Webhook.signedHeaders({
+    payload: event.data,
+    secret,
+    eventId: event.id,
+    deliveryId: `dlv_local_${globalThis.crypto.randomUUID()}`,
+    timestampSeconds: Math.floor(Date.now() / 1000)
+  })
+  return fetch(forwardTo, { method: "POST", headers, body: event.data }).then(
+    (answer) => String(answer.status),
+    (cause: unknown) => `failed: ${networkFailure(cause)}`
+  )
+}
+
+/**
  * `listen --forward-to URL`: like `stripe listen`. Receives the account's events from the
  * live stream (`GET /v1/events/stream`) and forwards each to `forwardTo`, signed with a
  * local secret (printed first) exactly as a webhook delivery is, so the receiver's
@@ -545,19 +563,7 @@ export const listen = async (
             lastEventId = event.id
             continue
           }
-          const deliveryId = `dlv_local_${globalThis.crypto.randomUUID()}`
-          const headers = Webhook.signedHeaders({
-            payload: event.data,
-            secret: settings.secret,
-            eventId: event.id,
-            deliveryId,
-            timestampSeconds: Math.floor(Date.now() / 1000)
-          })
-          // A failure says why (refused, timed out, name not found), not only "fetch failed".
-          const status = await fetch(settings.forwardTo, { method: "POST", headers, body: event.data }).then(
-            (answer) => String(answer.status),
-            (cause: unknown) => `failed: ${networkFailure(cause)}`
-          )
+          const status = await forward(settings.forwardTo, settings.secret, event)
           // Forwarded (whatever the receiver answered): the next connection resumes after it.
           lastEventId = event.id
           const at = new Date().toISOString()
