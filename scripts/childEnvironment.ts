@@ -1,6 +1,8 @@
 /**
- * What a test's child process inherits from the machine: `PATH` (to find its tools) and Node's
- * compile cache directory when the toolchain set one (`NODE_COMPILE_CACHE`, scripts/toolchain.sh).
+ * What a test's child process inherits from the machine: `PATH` (to find its tools), Node's
+ * compile cache directory when the toolchain set one (`NODE_COMPILE_CACHE`, scripts/toolchain.sh),
+ * and the run's initialised PGlite cluster (`EMBEDDED_DATABASE_TEMPLATE`, scripts/pgliteTemplate.ts)
+ * so a server or guardian it starts copies it instead of initialising its own database.
  * Nothing else, so no `PPS_*`, `ADMIN_*` or `GUARDIAN_*` variable of the machine leaks into a test.
  *
  * Why the cache: CI's slowest test files start Node processes on the TypeScript sources over and
@@ -9,5 +11,10 @@
  */
 export const childEnvironment = (): Record<string, string> => {
   const cache = process.env["NODE_COMPILE_CACHE"]
-  return { PATH: process.env["PATH"] ?? "", ...(cache === undefined ? {} : { NODE_COMPILE_CACHE: cache }) }
+  const template = process.env["EMBEDDED_DATABASE_TEMPLATE"]
+  return {
+    PATH: process.env["PATH"] ?? "",
+    ...(cache === undefined ? {} : { NODE_COMPILE_CACHE: cache }),
+    ...(template === undefined ? {} : { EMBEDDED_DATABASE_TEMPLATE: template })
+  }
 }

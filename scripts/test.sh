@@ -8,16 +8,13 @@ results="${TMPDIR:-/tmp}/pps-vitest-$$.json"
 # waiting on anvil's blocks, child processes and timers rather than on the CPU: on the 2-core
 # machine the suite took 17.7 min one file at a time, 10.0 min two at a time and 8.9 min three at
 # a time (2026-11-26); two keeps the slowest tests further from their timeouts than three.
-pnpm exec vitest run --maxWorkers=2 --reporter=default --reporter=json --outputFile.json="$results" "$@"
+# scripts/slowestFiles.ts lists the slowest files at the end, with their setup and import time.
+pnpm exec vitest run --maxWorkers=2 --reporter=default --reporter=./scripts/slowestFiles.ts --reporter=json --outputFile.json="$results" "$@"
 status=$?
 if [ -f "$results" ]; then
   node -e '
     const r = JSON.parse(require("node:fs").readFileSync(process.argv[1], "utf8"));
     const skipped = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
-    // The slowest files first: where CI time goes (its aim is 20 minutes).
-    const files = r.testResults.map((f) => [f.endTime - f.startTime, f.name]).sort((a, b) => b[0] - a[0]);
-    console.log("Slowest test files:");
-    for (const [ms, name] of files.slice(0, 15)) console.log(`  ${(ms / 1000).toFixed(1).padStart(6)} s  ${require("node:path").relative(process.cwd(), name)}`);
     console.log(`Tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${skipped} skipped`);
   ' "$results"
   rm -f "$results"

@@ -5,6 +5,8 @@ export default defineConfig({
   test: {
     ...testProcess,
     name: "mcp",
-    include: ["test/**/*.test.ts"]
+    include: ["test/**/*.test.ts"],
+    // One initialised PGlite cluster for the run, copied by every server and guardian started.
+    globalSetup: ["../../scripts/pgliteTemplate.ts"]
   }
 })

@@ -5,6 +5,8 @@ export default defineConfig({
   test: {
     ...testProcess,
     name: "x402",
-    include: ["test/**/*.test.ts"]
+    include: ["test/**/*.test.ts"],
+    // One initialised PGlite cluster for the run, copied by every server started.
+    globalSetup: ["../../scripts/pgliteTemplate.ts"]
   }
 })

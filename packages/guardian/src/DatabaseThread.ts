@@ -129,8 +129,7 @@ export class ThreadedPGlite {
 const serve = async (dataDir: string | undefined) => {
   let db: PreparedStatementPGlite
   try {
-    db = new PreparedStatementPGlite(dataDir)
-    await db.waitReady
+    db = await PreparedStatementPGlite.open(dataDir)
   } catch (error) {
     parentPort!.postMessage({ kind: "failed", error: toErrorData(error) } satisfies Started)
     return

@@ -133,6 +133,7 @@ export const options = Effect.gen(function*() {
   const rpcUrls = yield* Config.String("GUARDIAN_RPC_URLS").pipe(Config.withDefault(""))
   const timing = yield* timingConfig
   const approvedText = yield* Config.String("GUARDIAN_APPROVED_ROTATIONS").pipe(Config.withDefault(""))
+  const template = yield* Config.option(Config.String("EMBEDDED_DATABASE_TEMPLATE"))
   const guardianDir = path.resolve(dataDir, "guardian")
   const secret = Option.isSome(configuredSecret)
     ? yield* Effect.try({ try: () => Redacted.make(decodeSecret(Redacted.value(configuredSecret.value))), catch: (cause) => cause as Error })
@@ -152,7 +153,7 @@ export const options = Effect.gen(function*() {
   const result: GuardianOptions = {
     database: Option.isSome(databaseUrl)
       ? { _tag: "postgres", url: databaseUrl.value, poolMax }
-      : { _tag: "pglite", dataDir: guardianDir },
+      : { _tag: "pglite", dataDir: guardianDir, template: Option.getOrUndefined(template) },
     secret,
     chains,
     timing,

@@ -32,7 +32,12 @@ import { migrate } from "./internal/migrations.ts"
  * @category models
  */
 export type DatabaseOptions =
-  | { readonly _tag: "pglite"; readonly dataDir: string }
+  | {
+    readonly _tag: "pglite"
+    readonly dataDir: string
+    /** A freshly initialised cluster to copy when `dataDir` has no database yet (`EmbeddedDatabase.seedFromTemplate`). */
+    readonly template?: string | undefined
+  }
   | { readonly _tag: "postgres"; readonly url: Redacted.Redacted<string>; readonly poolMax?: number }
 
 /**
@@ -97,14 +102,16 @@ export const decodeSecret = (text: string): Uint8Array => {
   return bytes
 }
 
-const pgliteLayer = (dataDir: string) =>
+const pgliteLayer = (dataDir: string, template: string | undefined) =>
   PgliteClient.layerFrom(
-    lockDataDir(dataDir).pipe(Effect.andThen(makeEmbeddedClient(path.join(dataDir, "pglite"), pgliteCloseTimeoutMs)))
+    lockDataDir(dataDir).pipe(
+      Effect.andThen(makeEmbeddedClient(path.join(dataDir, "pglite"), pgliteCloseTimeoutMs, undefined, undefined, template))
+    )
   )
 
 const sqlLayer = (database: DatabaseOptions) =>
   database._tag === "pglite"
-    ? pgliteLayer(database.dataDir)
+    ? pgliteLayer(database.dataDir, database.template)
     : PgClient.layer({ url: database.url, maxConnections: database.poolMax ?? 10, applicationName: "pps-guardian" })
 
 /**

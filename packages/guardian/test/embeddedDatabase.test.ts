@@ -16,9 +16,11 @@ import { ThreadedPGlite } from "../src/DatabaseThread.ts"
 import {
   type DatabaseThreading,
   defaultMaintenanceSchedule,
+  initialiseTemplate,
   makeEmbeddedClient,
   nextGrowthCheckMs,
-  PreparedStatementPGlite
+  PreparedStatementPGlite,
+  seedFromTemplate
 } from "../src/EmbeddedDatabase.ts"
 
 const schema = `CREATE TABLE t (
@@ -371,4 +373,41 @@ describe("EmbeddedDatabase: on a thread of its own", () => {
     assert.deepStrictEqual(outcome, { failed: true, code: "08003", message: "the embedded database is closed", query: undefined })
     assert.strictEqual(threaded.exitCode, 1, "terminated")
   }, 60_000)
+})
+
+describe("EmbeddedDatabase: started from a template", () => {
+  it("a directory with no database starts as a copy of an initialised cluster; one with a database, or other files, is not touched", async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "pps-db-template-"))
+    const template = path.join(root, "template")
+    try {
+      await initialiseTemplate(template)
+      const templateFiles = fs.readdirSync(template, { recursive: true }).length
+      // A fresh directory (absent, then an empty one): seeded, and the database opens there and keeps what it commits.
+      for (const dataDir of [path.join(root, "absent"), fs.mkdtempSync(path.join(root, "empty-"))]) {
+        await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+          const sql = yield* PgliteClient.PgliteClient
+          yield* sql.unsafe(schema)
+          yield* sql`INSERT INTO t (id) VALUES ('kept')`
+        }).pipe(Effect.provide(PgliteClient.layerFrom(makeEmbeddedClient(dataDir, 5_000, undefined, "caller", template))))))
+        assert.isTrue(fs.existsSync(path.join(dataDir, "PG_VERSION")))
+        assert.deepStrictEqual(fs.readdirSync(root).filter((name) => name.includes(".template-")), [])
+        // Opened again with the template: the database found is left as it is.
+        const rows = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+          const sql = yield* PgliteClient.PgliteClient
+          return yield* sql<{ readonly id: string }>`SELECT id FROM t`
+        }).pipe(Effect.provide(PgliteClient.layerFrom(makeEmbeddedClient(dataDir, 5_000, undefined, "caller", template))))))
+        assert.deepStrictEqual(rows, [{ id: "kept" }])
+      }
+      // The template itself is never opened: nothing of the databases above reached it.
+      assert.strictEqual(fs.readdirSync(template, { recursive: true }).length, templateFiles)
+      // A directory holding other files is no database of ours: refused, left as it was.
+      const occupied = fs.mkdtempSync(path.join(root, "occupied-"))
+      fs.writeFileSync(path.join(occupied, "notes.txt"), "mine")
+      assert.throws(() => seedFromTemplate(occupied, template))
+      assert.deepStrictEqual(fs.readdirSync(occupied), ["notes.txt"])
+      assert.deepStrictEqual(fs.readdirSync(root).filter((name) => name.includes(".template-")), [])
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true })
+    }
+  }, 120_000)
 })

@@ -26,7 +26,7 @@ import { ApiClient, Errors, KeyFile, Pps, type PpsTypes } from "../src/index.ts"
 import * as SealedTransfers from "../src/SealedTransfers.ts"
 import { transferOf } from "./support/created.ts"
 import { type Rewrite, type RewritingProxy, startRewritingProxy } from "./support/rewritingProxy.ts"
-import { anvilRpcUrl, chainRpc, runNode, type ServerProcess, startServer, withoutKeyLine } from "./support/server.ts"
+import { anvilRpcUrl, chainRpc, runPps, type ServerProcess, startServer, withoutKeyLine } from "./support/server.ts"
 
 let server: ServerProcess
 let proxy: RewritingProxy
@@ -207,7 +207,7 @@ describe("SealedTransfers against a malicious api tier", { timeout: 60_000 }, ()
     const keyFile = path.join(home, "alice.key")
     KeyFile.write(keyFile, { accountId: alice.account_id, keyPair: aliceKey }, { overwrite: false })
     const pps = (env: Readonly<Record<string, string>>) =>
-      runNode("packages/sdk/src/cli.ts", ["send", "--to", "@bob", "--amount", amount, "--memo", memo, "--key-file", keyFile], {
+      runPps(["send", "--to", "@bob", "--amount", amount, "--memo", memo, "--key-file", keyFile], {
         HOME: home,
         PPS_API_KEY: alice.api_key,
         PPS_BASE_URL: proxy.baseUrl,
@@ -353,7 +353,7 @@ describe("an agent's sealed transfers, with its API key alone", { timeout: 90_00
     const home = fs.mkdtempSync(path.join(os.tmpdir(), "pps-agent-"))
     const recording = await startRecordingProxy(server.baseUrl)
     const asAgent = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
-      runNode("packages/sdk/src/cli.ts", args, { HOME: home, PPS_API_KEY: agentKey, PPS_BASE_URL: recording.baseUrl, ...env }).then(withoutKeyLine)
+      runPps(args, { HOME: home, PPS_API_KEY: agentKey, PPS_BASE_URL: recording.baseUrl, ...env }).then(withoutKeyLine)
     try {
       const memo = "agent cli canary 4242"
       const sent = await asAgent(["send", "--to", "@bob", "--amount", "4.321", "--memo", memo])

@@ -7,6 +7,9 @@
  * never a secret key or an amount; help exits 0 on stdout and describes every
  * flag, every command takes --json, and a command-line mistake exits 2 with a
  * `pps:` line and the usage of that command on stderr, before any request.
+ * `pps` runs in this process through its command line's entry with its own environment, home
+ * and output streams (support/server.ts, `runPps`); `listen` and quickstart.test.ts run the
+ * real command as a child process.
  */
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -22,7 +25,7 @@ import * as Client from "../src/Client.ts"
 import * as Confidential from "../src/Confidential.ts"
 import { KeyFile, Webhook } from "../src/index.ts"
 import { canaryForms, startRecordingProxy } from "../../server/test/support/recordingProxy.ts"
-import { repositoryRoot, type Run, runNode, type ServerProcess, startServer } from "./support/server.ts"
+import { repositoryRoot, type Run, runPps, type ServerProcess, startServer } from "./support/server.ts"
 
 let server: ServerProcess
 let alice: { readonly account_id: string; readonly api_key: string }
@@ -34,7 +37,7 @@ const bobKeyFile = path.join(bobDirectory, "bob.key")
 let transferId = ""
 
 const pps = (apiKey: string, args: ReadonlyArray<string>, extraEnv: Readonly<Record<string, string>> = {}): Promise<Run> =>
-  runNode("packages/sdk/src/cli.ts", args, { HOME: aliceHome, PPS_API_KEY: apiKey, PPS_BASE_URL: server.baseUrl, ...extraEnv })
+  runPps(args, { HOME: aliceHome, PPS_API_KEY: apiKey, PPS_BASE_URL: server.baseUrl, ...extraEnv })
 const asAlice = (...args: ReadonlyArray<string>) => pps(alice.api_key, args)
 const asBob = (...args: ReadonlyArray<string>) =>
   pps(bob.api_key, [...args, "--key-file", "bob.key"], { INIT_CWD: bobDirectory })
@@ -78,10 +81,9 @@ afterAll(async () => {
   fs.rmSync(bobDirectory, { recursive: true, force: true })
 }, 30_000)
 
-// Each step runs a few CLI processes (about a second each on this machine).
-// Each test runs up to a dozen `pps` processes one after another; each starts Node on the
-// TypeScript sources (the contract, Effect's HttpApiClient, crypto), 1-1.5 s on a quiet machine
-// and 2-5 s on the shared 2-core one under load, where 30 s did not always cover a test.
+// Each test runs up to a dozen `pps` commands one after another, in this process (runPps: the
+// entry's command tree and conventions with this test's environment and captured output);
+// `listen` runs as the real command in a child process, stopped by a signal as a user stops it.
 describe("pps", { timeout: 90_000 }, () => {
   it("keygen writes a 0600 key file in a 0700 directory, prints no secret, and refuses to overwrite it", async () => {
     const first = JSON.parse(expectSuccess(await asAlice("keygen")).stdout) as Record<string, string>
@@ -502,7 +504,7 @@ const closedPort = freePort
 describe("pps command-line conventions", { timeout: 30_000 }, () => {
   // No server is needed: a wrong command line fails before any request.
   const offline = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
-    runNode("packages/sdk/src/cli.ts", args, { PPS_API_KEY: "hc_test_unused", PPS_BASE_URL: "http://127.0.0.1:1", ...env })
+    runPps(args, { PPS_API_KEY: "hc_test_unused", PPS_BASE_URL: "http://127.0.0.1:1", ...env })
 
   it("--help, -h and help print the usage on stdout and exit 0; a command's help is its own usage", async () => {
     const [long, short, word, command, commandWord] = await Promise.all([

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Pps } from "../src/index.ts"
 import { transferOf } from "./support/created.ts"
 import { startHop } from "./support/hop.ts"
-import { runNode, type ServerProcess, startServer } from "./support/server.ts"
+import { runPps, type ServerProcess, startServer } from "./support/server.ts"
 
 /**
  * The retry budget these calls get. The default (15 s, `internal/retry.ts`) outlasts a restart
@@ -105,11 +105,9 @@ describe("through a server restart", { timeout: 150_000 }, () => {
     const { hop, restarted } = await restartingHop((request) => request.method === "POST" && request.path === "/v1/webhooks")
     try {
       const started = Date.now()
-      const run = await runNode(
-        "packages/sdk/src/cli.ts",
+      const run = await runPps(
         ["webhooks", "create", "--url", "https://example.com/through-restart", "--events", "transfer.confirmed", "--json"],
-        { PPS_API_KEY: alice.api_key, PPS_BASE_URL: hop.baseUrl, PPS_RETRY_BUDGET_MS: String(retryBudgetMs) },
-        retryBudgetMs + 30_000
+        { PPS_API_KEY: alice.api_key, PPS_BASE_URL: hop.baseUrl, PPS_RETRY_BUDGET_MS: String(retryBudgetMs) }
       )
       const restartMs = await restarted()
       console.info(`pps webhooks create through a restart: restart ${restartMs} ms, command ${Date.now() - started} ms`)

@@ -5,12 +5,14 @@
  * flag value outside its allowed values) named on stderr with the usage of the
  * command concerned and exit 2, before any request; an unreachable or malformed
  * admin URL named with its cause, exit 1. docs/cli.md, docs/operations.md "The admin command".
+ * The command runs in this process through its command tree (support/adminCli.ts), and once,
+ * for `--help`, as the real command in a child process.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { closedPort, runAdmin } from "./support/adminCli.ts"
+import { closedPort, runAdmin, runAdminProcess } from "./support/adminCli.ts"
 
 // An empty data directory, so nothing of a server running on this machine is found.
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-admin-cli-"))
@@ -22,7 +24,7 @@ afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }))
 describe("admin command line", { timeout: 30_000 }, () => {
   it("--help, -h and help print the usage on stdout and exit 0; a command's help is its own usage", async () => {
     const [long, short, word, command, group] = await Promise.all([
-      admin(["--help"]),
+      runAdminProcess(["--help"], { DATA_DIR: dataDir }),
       admin(["-h"]),
       admin(["help"]),
       admin(["accounts", "create", "--help"]),

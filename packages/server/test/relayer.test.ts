@@ -10,15 +10,29 @@
  * the one the chain expects (a race in the pool under load) is sent again in nonce order.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Clock, Effect, Option } from "effect"
 import type { Hex } from "viem"
 import { privateKeyToAccount, privateKeyToAddress } from "viem/accounts"
 import { type Relayer, makeRelayer, type SignedCall } from "../src/settlement/Relayer.ts"
 import type { ChainContext } from "../src/settlement/Chains.ts"
+import { SettlementLimits } from "../src/settlement/domain.ts"
 import { Settlement } from "../src/settlement/Settlement.ts"
-import { keyPairFrom, makeTestGuardian, onEmbeddedChain, scalarFrom, signedConfidentialTransfer } from "./support/chainFixtures.ts"
+import {
+  advanceEngineClock,
+  engineClockTick,
+  keyPairFrom,
+  makeTestGuardian,
+  onEmbeddedChain,
+  onEmbeddedChainOnTestClock,
+  scalarFrom,
+  signedConfidentialTransfer
+} from "./support/chainFixtures.ts"
+import { eventually } from "./support/webhooks-receiver.ts"
 
 const guardian = makeTestGuardian("relayer-test")
+
+/** How long (real time) a wait may take on a loaded two-core machine. */
+const waitRealMs = 60_000
 
 /** What the relayer tests do on the chain: fund an account of their own, send, wait for a receipt. */
 const onChain = (chain: ChainContext) =>
@@ -147,20 +161,22 @@ describe("relayer nonces on embedded anvil", () => {
     })), 120_000)
 
   it.live("a relayer's next transaction the node's pool holds is sent again in nonce order, and every transfer confirms", () =>
-    onEmbeddedChain(guardian, { relayerCount: 1 }, (chain) => Effect.gen(function*() {
+    // The engine on a TestClock (the node and the database on the live one): its held-pool check
+    // and its rebroadcast age pass when the test moves its clock, not in real seconds.
+    onEmbeddedChainOnTestClock(guardian, { relayerCount: 1 }, (chain) => Effect.gen(function*() {
       const settlement = yield* Settlement
       const client = chain.client
       const anvil = (method: string, params: ReadonlyArray<unknown>) =>
         Effect.promise(() => client.request({ method: method as never, params: params as never }))
-      const poolHolds = (kind: "pending" | "queued", count: number) =>
-        Effect.gen(function*() {
-          for (let tries = 0; tries < 100; tries++) {
-            const status = (yield* anvil("txpool_status", [])) as { readonly pending: Hex; readonly queued: Hex }
-            if (Number(status[kind]) === count) return
-            yield* Effect.sleep(50)
-          }
-          assert.fail(`the pool never held ${count} ${kind}`)
-        })
+      /** Waits (in real time; with `tick`, moving the engine's clock too) until the node's pool holds `count` `kind`. */
+      const poolHolds = (kind: "pending" | "queued", count: number, tick?: Effect.Effect<void>) =>
+        eventually(
+          anvil("txpool_status", []).pipe(
+            Effect.map((status) => Number((status as { readonly pending: Hex; readonly queued: Hex })[kind]) === count ? true : undefined)
+          ),
+          `the pool holding ${count} ${kind}`,
+          { timeoutMs: waitRealMs, ...(tick === undefined ? {} : { tick }) }
+        )
       const relayer = chain.relayers[0]!.address
       const address = (label: string) => privateKeyToAddress(`0x${Buffer.from(scalarFrom(label)).toString("hex")}`)
       const now = (yield* Effect.promise(() => client.getBlock())).timestamp
@@ -179,6 +195,7 @@ describe("relayer nonces on embedded anvil", () => {
           nonce: BigInt(i),
           deadlineSeconds: now + 600n
         })
+      const engineStartedMs = yield* Clock.currentTimeMillis
 
       // Mining paused. The first transaction reaches the pool, and the node loses it.
       yield* anvil("evm_setIntervalMining", [0])
@@ -197,19 +214,30 @@ describe("relayer nonces on embedded anvil", () => {
       // The chain passes the lost nonce without it: the second now carries the very nonce the chain
       // expects, and the pool still holds it queued, as anvil's race leaves a transaction.
       yield* anvil("anvil_setNonce", [relayer, `0x${(lostNonce + 1).toString(16)}`])
-      yield* anvil("evm_setIntervalMining", [1])
       yield* anvil("anvil_mine", ["0x2"])
       yield* poolHolds("queued", 2)
 
-      // The second and third are sent again in nonce order, a few seconds late (SettlementLimits.
-      // heldCheckAfterMs), well before the 15-s rebroadcast age; the first, its nonce spent, is
-      // signed anew once it reaches that age.
-      const confirmedWithin = (r: typeof first, ms: number) =>
-        settlement.awaitResolution(r.submissionId, ms).pipe(Effect.map((outcome) => {
-          assert.isTrue(Option.isSome(outcome) && outcome.value._tag === "Confirmed", Option.isSome(outcome) ? outcome.value._tag : `still pending after ${ms} ms`)
-        }))
-      yield* Effect.forEach([second, third], (r) => confirmedWithin(r, 12_000), { concurrency: 2 })
-      yield* confirmedWithin(first, 45_000)
-    })), 120_000)
+      // Past the held check's age (SettlementLimits.heldCheckAfterMs), well before the 15-s
+      // rebroadcast age, the second and third are sent again in nonce order: the node takes them
+      // (pending), a block mines them, and they confirm while the engine's clock is still short
+      // of the rebroadcast age.
+      yield* advanceEngineClock(SettlementLimits.heldCheckAfterMs + 1_000)
+      yield* poolHolds("pending", 2, engineClockTick)
+      yield* anvil("anvil_mine", ["0x1"])
+      const outcomeOf = (r: typeof first) => settlement.awaitResolution(r.submissionId, 0).pipe(Effect.map(Option.getOrUndefined))
+      const confirmed = (r: typeof first, what: string) =>
+        eventually(outcomeOf(r), what, { tick: engineClockTick, timeoutMs: waitRealMs }).pipe(
+          Effect.map((outcome) => assert.strictEqual(outcome._tag, "Confirmed", what))
+        )
+      yield* confirmed(second, "the second's outcome")
+      yield* confirmed(third, "the third's outcome")
+      const heldResentAfterMs = (yield* Clock.currentTimeMillis) - engineStartedMs
+      assert.isBelow(heldResentAfterMs, SettlementLimits.rebroadcastAfterMs, "sent again and confirmed before the rebroadcast age")
+
+      // The first, its nonce spent, is signed anew once it reaches the rebroadcast age, and confirms.
+      yield* anvil("evm_setIntervalMining", [1])
+      yield* advanceEngineClock(SettlementLimits.rebroadcastAfterMs)
+      yield* confirmed(first, "the first's outcome")
+    })), 180_000)
 })
 

@@ -14,7 +14,8 @@ import { EncryptionKey } from "@pps/crypto"
 import axe from "axe-core"
 import type { Browser, BrowserContext, ConsoleMessage, Page } from "playwright-core"
 import { expect } from "vitest"
-import { runNode, type ServerProcess, startServer } from "../../../sdk/test/support/server.ts"
+import { runAdmin } from "../../../server/test/support/adminCli.ts"
+import { type ServerProcess, startServer } from "../../../sdk/test/support/server.ts"
 import { launchChromium } from "./browser.ts"
 
 /** Screenshots go to docs/dashboard/ when PPS_DASHBOARD_SCREENSHOTS=1 (a developer refreshing them), else nowhere. */
@@ -156,7 +157,7 @@ export const startHarness = async (env: Readonly<Record<string, string>> = {}): 
   }
 
   const admin = async (...args: Array<string>) => {
-    const run = await runNode("packages/server/src/admin/cli.ts", args, { DATA_DIR: server.dataDir })
+    const run = await runAdmin(args, { DATA_DIR: server.dataDir })
     if (run.exitCode !== 0) throw new Error(`admin ${args.join(" ")} failed: ${run.stderr}`)
     return JSON.parse(run.stdout) as Record<string, string>
   }

@@ -18,6 +18,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Layer, Logger, Redacted, References } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { SqlClient } from "effect/sql"
+import { pgliteTemplate } from "../../../../scripts/pgliteTemplate.ts"
 import { type ChainReader, GuardianClient, GuardianLive, GuardianServer, type Guardian } from "../../src/index.ts"
 import { freshPostgresDatabase } from "./postgres.ts"
 
@@ -97,7 +98,7 @@ export const makeTarget = (
         yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
       }
       const database: GuardianLive.DatabaseOptions = name === "in-process/pglite"
-        ? { _tag: "pglite", dataDir }
+        ? { _tag: "pglite", dataDir, template: pgliteTemplate() }
         : { _tag: "postgres", url: Redacted.make(yield* freshPostgresDatabase), poolMax: 8 }
       const services = yield* Layer.build(
         GuardianLive.layerWithStorage({ database, secret: testSecret, timing: { ...fastTiming, ...options.timing }, chains: options.chains ?? [],
@@ -118,6 +119,7 @@ export const makeTarget = (
         client = {
           info: logged(direct.info),
           authorize: (request) => logged(direct.authorize(request)),
+          authorizeMany: (requests) => logged(direct.authorizeMany(requests)),
           settle: (request) => logged(direct.settle(request)),
           credit: (request) => logged(direct.credit(request)),
           sync: (request) => logged(direct.sync(request)),

@@ -20,6 +20,7 @@
  *
  * @since 0.5.0
  */
+import * as os from "node:os"
 import * as NodeChildProcessSpawner from "@effect/platform-node-shared/NodeChildProcessSpawner"
 import * as NodeFileSystem from "@effect/platform-node-shared/NodeFileSystem"
 import * as NodePath from "@effect/platform-node-shared/NodePath"
@@ -31,6 +32,7 @@ import * as CliConfig from "effect/cli/CliConfig"
 import type * as CliError from "effect/cli/CliError"
 import * as CliOutput from "effect/cli/CliOutput"
 import * as Command from "effect/cli/Command"
+import * as Context from "effect/Context"
 import * as Flag from "effect/cli/Flag"
 import * as GlobalFlag from "effect/cli/GlobalFlag"
 import type * as HelpDoc from "effect/cli/HelpDoc"
@@ -71,11 +73,52 @@ export interface Program {
   readonly unrepeatedFlags: ReadonlyArray<string>
 }
 
+/**
+ * What one run of a command line reads from and writes to outside its words: the environment,
+ * the directory it was typed in, the user's home directory (where `~/.pps` is), and its two
+ * output streams. The process's own (`processInvocation`) when run as a command; a test runs a
+ * command in its own process with its own (`run`), and reads what it printed.
+ *
+ * @since 0.10.0
+ * @category models
+ */
+export interface InvocationShape {
+  readonly env: Readonly<Record<string, string | undefined>>
+  /** Where relative paths are read from. */
+  readonly cwd: string
+  readonly homeDirectory: string
+  readonly stdout: (text: string) => void
+  readonly stderr: (text: string) => void
+}
+
+/**
+ * The invocation a command runs in (see `InvocationShape`): commands read their environment
+ * and write their output through it, never through `process` directly.
+ *
+ * @since 0.10.0
+ * @category services
+ */
+export class Invocation extends Context.Service<Invocation, InvocationShape>()("@pps/sdk/cli/Invocation") {}
+
+/**
+ * This process's environment, directories and output streams.
+ *
+ * @since 0.10.0
+ * @category constructors
+ */
+export const processInvocation = (): InvocationShape => ({
+  env: process.env,
+  cwd: process.cwd(),
+  homeDirectory: os.homedir(),
+  stdout: (text) => void process.stdout.write(text),
+  stderr: (text) => void process.stderr.write(text)
+})
+
 /** The command tree, the program's words, and the help document Effect builds for a command path. */
 interface Cli {
   readonly root: Command.Command.Any
   readonly info: Program
-  readonly helpDoc: (commandPath: ReadonlyArray<string>) => Effect.Effect<HelpDoc.HelpDoc>
+  readonly helpDoc: (commandPath: ReadonlyArray<string>) => Effect.Effect<HelpDoc.HelpDoc, never, Invocation>
 }
 
 /** `--help` and `-h` only: no --version, --completions, --log-level or --wizard. */
@@ -170,9 +213,9 @@ const leafPaths = (root: Command.Command.Any, commandPath: ReadonlyArray<string>
  * `<path> --help` with a presenter that keeps it instead of printing it.
  */
 const helpDocOf = <Name extends string, Input, ContextInput, E>(
-  root: Command.Command<Name, Input, ContextInput, E, never>,
+  root: Command.Command<Name, Input, ContextInput, E, Invocation>,
   commandPath: ReadonlyArray<string>
-): Effect.Effect<HelpDoc.HelpDoc> =>
+): Effect.Effect<HelpDoc.HelpDoc, never, Invocation> =>
   Effect.suspend(() => {
     let kept: HelpDoc.HelpDoc | undefined
     const keep = CliOutput.layerPresenter({
@@ -234,7 +277,7 @@ const details = (docs: ReadonlyArray<HelpDoc.HelpDoc>): ReadonlyArray<string> =>
 }
 
 /** The usage for a command path: every command's summary at the root, else each command under it in full. */
-const usageOf = (cli: Cli, commandPath: ReadonlyArray<string>): Effect.Effect<string> =>
+const usageOf = (cli: Cli, commandPath: ReadonlyArray<string>): Effect.Effect<string, never, Invocation> =>
   Effect.gen(function*() {
     const docs = yield* Effect.forEach(leafPaths(cli.root, commandPath), cli.helpDoc)
     const body = commandPath.length <= 1 ? docs.map(summary) : details(docs)
@@ -242,7 +285,7 @@ const usageOf = (cli: Cli, commandPath: ReadonlyArray<string>): Effect.Effect<st
   })
 
 /** Every flag some command of the tree takes, so a mistake can tell a misplaced flag from an unknown one. */
-const flagsOfTree = (cli: Cli): Effect.Effect<ReadonlySet<string>> =>
+const flagsOfTree = (cli: Cli): Effect.Effect<ReadonlySet<string>, never, Invocation> =>
   Effect.map(
     Effect.forEach(leafPaths(cli.root, [cli.root.name]), cli.helpDoc),
     (docs) => new Set(docs.flatMap((doc) => doc.flags.map((flag) => `--${flag.name}`)))
@@ -253,7 +296,7 @@ const metavarOf = (doc: HelpDoc.HelpDoc, name: string): string =>
   doc.args?.find((argument) => argument.name === name)?.type ?? name.toUpperCase()
 
 /** One line naming a mistake Effect's parser found, in this command line's words. */
-const mistake = (cli: Cli, error: CliError.NonShowHelpErrors, doc: HelpDoc.HelpDoc): Effect.Effect<string> =>
+const mistake = (cli: Cli, error: CliError.NonShowHelpErrors, doc: HelpDoc.HelpDoc): Effect.Effect<string, never, Invocation> =>
   Effect.gen(function*() {
     const command = words(doc.commandPath ?? [cli.root.name])
     switch (error._tag) {
@@ -288,11 +331,11 @@ const mistake = (cli: Cli, error: CliError.NonShowHelpErrors, doc: HelpDoc.HelpD
   })
 
 /** Why a command line is wrong (or "" for none given), then the usage of the command it concerns: for stderr. */
-const usageMistake = (cli: Cli, commandPath: ReadonlyArray<string>, reason: string): Effect.Effect<string> =>
+const usageMistake = (cli: Cli, commandPath: ReadonlyArray<string>, reason: string): Effect.Effect<string, never, Invocation> =>
   Effect.map(usageOf(cli, commandPath), (usage) => `${reason === "" ? "" : `${cli.info.prefix}${reason}\n`}${usage}\n`)
 
-const stdout = (output: string) => Effect.sync(() => void process.stdout.write(output))
-const stderr = (output: string) => Effect.sync(() => void process.stderr.write(output))
+const stdout = (output: string): Effect.Effect<void, never, Invocation> => Invocation.useSync((invocation) => invocation.stdout(output))
+const stderr = (output: string): Effect.Effect<void, never, Invocation> => Invocation.useSync((invocation) => invocation.stderr(output))
 
 /** The words that may follow a command with subcommands: `list, get`. */
 const nextWords = (cli: Cli, commandPath: ReadonlyArray<string>): string => {
@@ -301,28 +344,30 @@ const nextWords = (cli: Cli, commandPath: ReadonlyArray<string>): string => {
 }
 
 /** Effect's help and parse events, printed in this module's format: help on stdout, mistakes on stderr. */
-const presenter = (cli: Cli) =>
+const presenter = (cli: Cli, invocation: InvocationShape) =>
   CliOutput.layerPresenter({
-    present: (event) => {
-      switch (event._tag) {
-        case "Help": {
-          if (event.reason === "Requested") return Effect.flatMap(usageOf(cli, event.commandPath), (usage) => stdout(`${usage}\n`))
-          // Implicit: a command with subcommands was given none, or no command was given at all.
-          const reason = event.commandPath.length <= 1 ? "" : `${words(event.commandPath)} needs one of: ${nextWords(cli, event.commandPath)}`
-          return Effect.flatMap(usageMistake(cli, event.commandPath, reason), stderr)
-        }
-        case "InvalidInvocation": {
-          const [first] = event.errors
-          return Effect.gen(function*() {
-            const reason = first === undefined ? "" : yield* mistake(cli, first, event.helpDoc)
-            yield* stderr(yield* usageMistake(cli, event.commandPath, reason))
-          })
-        }
-        case "Version":
-          return Effect.void
-      }
-    }
+    present: (event) => presentEvent(cli, event).pipe(Effect.provideService(Invocation, invocation))
   })
+
+const presentEvent = (cli: Cli, event: CliOutput.Presenter.Event): Effect.Effect<void, never, Invocation> => {
+  switch (event._tag) {
+    case "Help": {
+      if (event.reason === "Requested") return Effect.flatMap(usageOf(cli, event.commandPath), (usage) => stdout(`${usage}\n`))
+      // Implicit: a command with subcommands was given none, or no command was given at all.
+      const reason = event.commandPath.length <= 1 ? "" : `${words(event.commandPath)} needs one of: ${nextWords(cli, event.commandPath)}`
+      return Effect.flatMap(usageMistake(cli, event.commandPath, reason), stderr)
+    }
+    case "InvalidInvocation": {
+      const [first] = event.errors
+      return Effect.gen(function*() {
+        const reason = first === undefined ? "" : yield* mistake(cli, first, event.helpDoc)
+        yield* stderr(yield* usageMistake(cli, event.commandPath, reason))
+      })
+    }
+    case "Version":
+      return Effect.void
+  }
+}
 
 /**
  * The words of a help request, when the command line is one: `help WORDS...`, or
@@ -355,7 +400,7 @@ const resolveHelp = (root: Command.Command.Any, asked: ReadonlyArray<string>) =>
  * Help is answered here rather than by Effect's `--help`, which shows the whole
  * usage (exit 0) for `frobnicate --help`; here an unknown command is a mistake.
  */
-const help = (cli: Cli, asked: ReadonlyArray<string>): Effect.Effect<number> =>
+const help = (cli: Cli, asked: ReadonlyArray<string>): Effect.Effect<number, never, Invocation> =>
   Effect.gen(function*() {
     const { path, unknown } = resolveHelp(cli.root, asked)
     if (unknown === undefined) {
@@ -383,21 +428,23 @@ const isShowHelp = (error: unknown): boolean =>
   typeof error === "object" && error !== null && "_tag" in error && error._tag === "ShowHelp"
 
 /**
- * Runs the command line on `argv` and sets the process's exit status
- * ({@link exitCodes}); `describe` turns a command's failure into its stderr text.
+ * Runs the command line on `argv` in `invocation` (its environment, directories and output
+ * streams) and resolves with its exit status ({@link exitCodes}); `describe` turns a command's
+ * failure into its stderr text. Never rejects.
  *
- * @since 0.5.0
+ * @since 0.10.0
  * @category running
  */
-export const main = <Name extends string, Input, ContextInput, E>(
-  root: Command.Command<Name, Input, ContextInput, E, never>,
+export const run = <Name extends string, Input, ContextInput, E>(
+  root: Command.Command<Name, Input, ContextInput, E, Invocation>,
   info: Program,
   argv: ReadonlyArray<string>,
-  describe: (error: unknown) => string
-): void => {
+  describe: (error: unknown) => string,
+  invocation: InvocationShape
+): Promise<number> => {
   const cli: Cli = { root, info, helpDoc: (commandPath) => helpDocOf(root, commandPath) }
   const asked = helpWords(argv)
-  const run = asked !== undefined ? help(cli, asked) : Effect.gen(function*() {
+  const program = asked !== undefined ? help(cli, asked) : Effect.gen(function*() {
     const exit = yield* Effect.exit(Command.runWith(root, { version: "" })(argv))
     if (Exit.isSuccess(exit)) return exitCodes.done
     const error = Cause.findErrorOption(exit.cause)
@@ -411,15 +458,34 @@ export const main = <Name extends string, Input, ContextInput, E>(
     yield* stderr(Option.isSome(error) ? describe(error.value) : `${info.prefix}${Cause.pretty(exit.cause)}\n`)
     return exitCodes.failed
   })
-  Effect.runPromise(run.pipe(Effect.provide(Layer.mergeAll(presenter(cli), cliConfig, platform)))).then(
-    (code) => {
-      process.exitCode = code
-    },
+  return Effect.runPromise(program.pipe(
+    Effect.provide(Layer.mergeAll(presenter(cli, invocation), cliConfig, platform)),
+    Effect.provideService(Invocation, invocation)
+  )).then(
+    (code) => code,
     (defect: unknown) => {
-      process.stderr.write(`${info.prefix}${defect instanceof Error ? defect.message : String(defect)}\n`)
-      process.exitCode = exitCodes.failed
+      invocation.stderr(`${info.prefix}${defect instanceof Error ? defect.message : String(defect)}\n`)
+      return exitCodes.failed
     }
   )
+}
+
+/**
+ * Runs the command line on `argv` as this process ({@link processInvocation}) and sets the
+ * process's exit status.
+ *
+ * @since 0.5.0
+ * @category running
+ */
+export const main = <Name extends string, Input, ContextInput, E>(
+  root: Command.Command<Name, Input, ContextInput, E, Invocation>,
+  info: Program,
+  argv: ReadonlyArray<string>,
+  describe: (error: unknown) => string
+): void => {
+  void run(root, info, argv, describe, processInvocation()).then((code) => {
+    process.exitCode = code
+  })
 }
 
 /** Plain words for the errno codes Node's fetch hides behind `TypeError: fetch failed`. */

@@ -75,43 +75,49 @@ const isHttpUrl = (value: string): boolean => URL.canParse(value) && ["http:", "
  * A relative --key-file is read from where the user typed the command: npm and
  * pnpm run scripts from the repository root, and say where they were started in INIT_CWD.
  */
-const resolveKeyFile = (keyFile: Option.Option<string>, env: NodeJS.ProcessEnv): string | undefined =>
-  Option.match(keyFile, { onNone: () => undefined, onSome: (file) => path.resolve(env["INIT_CWD"] ?? process.cwd(), file) })
-
-/** Where `pps` tells what is not its result: retries, a key it drew. */
-const note = (text: string): void => void process.stderr.write(text)
+const resolveKeyFile = (keyFile: Option.Option<string>, invocation: CommandLine.InvocationShape): string | undefined =>
+  Option.match(keyFile, { onNone: () => undefined, onSome: (file) => path.resolve(invocation.env["INIT_CWD"] ?? invocation.cwd, file) })
 
 /**
- * Runs a command's body with the client and key file every command needs, and
- * prints what it returns. `hint` ends the line of an unreachable server;
- * `generatedKey` is the POST key the command drew, told on stderr when it is sent.
+ * Runs a command's body with the client and key file every command needs (and the invocation,
+ * for what else it reads of the environment or prints), and prints what it returns. `hint`
+ * ends the line of an unreachable server; `generatedKey` is the POST key the command drew, told
+ * on stderr when it is sent. Retries and that key are told on the invocation's stderr.
  */
 const perform = (
   keyFile: Option.Option<string>,
-  body: (settings: Commands.Settings) => Promise<string>,
+  body: (settings: Commands.Settings, invocation: CommandLine.InvocationShape) => Promise<string>,
   options: { readonly hint?: string; readonly generatedKey?: string | undefined } = {}
-): Effect.Effect<void, unknown> =>
-  Effect.tryPromise({
-    try: async () => {
-      const env = process.env
-      const apiKey = env["PPS_API_KEY"]
-      if (apiKey === undefined || apiKey === "") throw new Commands.CommandError("PPS_API_KEY is not set: export the account's API key")
-      // An empty PPS_BASE_URL means the default, as before; anything else must be an http(s) URL.
-      const baseUrl = env["PPS_BASE_URL"] || Client.defaultBaseUrl
-      if (!isHttpUrl(baseUrl)) {
-        throw new Commands.CommandError(`PPS_BASE_URL is not a URL: ${JSON.stringify(baseUrl)} (expected http://HOST:PORT)`)
-      }
-      try {
-        const client = Connection.make({ apiKey, baseUrl, env, generatedKey: options.generatedKey, note })
-        return await body({ client, keyFilePath: resolveKeyFile(keyFile, env) })
-      } catch (error) {
-        // The SDK says "cannot reach the API at <url>: TypeError: fetch failed"; the cause tells what actually happened.
-        if (error instanceof Client.TransportError && error.reason === "unreachable") throw new Unreachable(baseUrl, error.cause, options.hint ?? "")
-        throw error
-      }
-    },
-    catch: (error) => error
-  }).pipe(Effect.flatMap(CommandLine.print))
+): Effect.Effect<void, unknown, CommandLine.Invocation> =>
+  CommandLine.Invocation.use((invocation) =>
+    Effect.tryPromise({
+      try: async () => {
+        const env = invocation.env
+        const apiKey = env["PPS_API_KEY"]
+        if (apiKey === undefined || apiKey === "") throw new Commands.CommandError("PPS_API_KEY is not set: export the account's API key")
+        // An empty PPS_BASE_URL means the default, as before; anything else must be an http(s) URL.
+        const baseUrl = env["PPS_BASE_URL"] || Client.defaultBaseUrl
+        if (!isHttpUrl(baseUrl)) {
+          throw new Commands.CommandError(`PPS_BASE_URL is not a URL: ${JSON.stringify(baseUrl)} (expected http://HOST:PORT)`)
+        }
+        try {
+          const client = Connection.make({ apiKey, baseUrl, env, generatedKey: options.generatedKey, note: invocation.stderr })
+          const settings: Commands.Settings = {
+            client,
+            keyFilePath: resolveKeyFile(keyFile, invocation),
+            homeDirectory: invocation.homeDirectory,
+            note: invocation.stderr
+          }
+          return await body(settings, invocation)
+        } catch (error) {
+          // The SDK says "cannot reach the API at <url>: TypeError: fetch failed"; the cause tells what actually happened.
+          if (error instanceof Client.TransportError && error.reason === "unreachable") throw new Unreachable(baseUrl, error.cause, options.hint ?? "")
+          throw error
+        }
+      },
+      catch: (error) => error
+    })
+  ).pipe(Effect.flatMap(CommandLine.print))
 
 const keyFile = Flag.String("key-file").pipe(
   Flag.withMetavar("FILE"),
@@ -148,7 +154,7 @@ const keyed = (
   keyFile: Option.Option<string>,
   given: Option.Option<string> | undefined,
   body: (settings: Commands.Settings, idempotencyKey: string | undefined) => Promise<string>
-): Effect.Effect<void, unknown> => {
+): Effect.Effect<void, unknown, CommandLine.Invocation> => {
   if (given === undefined) return perform(keyFile, (settings) => body(settings, undefined))
   const { key, generated } = keyOf(given)
   return perform(keyFile, (settings) => body(settings, key), { generatedKey: generated })
@@ -207,7 +213,7 @@ const deploymentOf = (env: NodeJS.ProcessEnv): SealedTransfers.Deployment | unde
  * send's checks of the deployment it seals against, from the environment (a mistake there is
  * exit 1, as before); --owner-wallet, when given, pins the owner's wallet instead of PPS_OWNER_WALLET.
  */
-const sendChecks = (env: NodeJS.ProcessEnv, ownerWalletFlag: string | undefined): {
+const sendChecks = (env: CommandLine.InvocationShape["env"], ownerWalletFlag: string | undefined): {
   readonly ownerWallet: string | undefined
   readonly rpcUrl: string | undefined
   readonly deployment: SealedTransfers.Deployment | undefined
@@ -250,10 +256,10 @@ const send = Command.make("send", {
 }, (flags) => {
   // Printed with the result: the same key retried after a lost answer never pays twice (D36).
   const { key, generated } = keyOf(flags.idempotencyKey)
-  return perform(flags.keyFile, (settings) =>
+  return perform(flags.keyFile, (settings, invocation) =>
     Commands.send({
       ...settings,
-      ...sendChecks(process.env, Option.getOrUndefined(flags.ownerWallet)),
+      ...sendChecks(invocation.env, Option.getOrUndefined(flags.ownerWallet)),
       json: flags.json,
       to: flags.to,
       amount: flags.amount,
@@ -275,10 +281,10 @@ const refund = Command.make("refund", {
 }, (flags) => {
   // Printed with the result: the same key retried after a lost answer never refunds twice (D36).
   const { key, generated } = keyOf(flags.idempotencyKey)
-  return perform(flags.keyFile, (settings) =>
+  return perform(flags.keyFile, (settings, invocation) =>
     Commands.refund({
       ...settings,
-      ...sendChecks(process.env, Option.getOrUndefined(flags.ownerWallet)),
+      ...sendChecks(invocation.env, Option.getOrUndefined(flags.ownerWallet)),
       json: flags.json,
       transferId: flags.transferId,
       amount: Option.getOrUndefined(flags.amount),
@@ -591,7 +597,7 @@ const listen = Command.make("listen", {
     process.once("SIGINT", () => resolve())
     process.once("SIGTERM", () => resolve())
   })
-  return perform(Option.none(), (settings) =>
+  return perform(Option.none(), (settings, invocation) =>
     Commands.listenSecret(settings).then((secret) =>
     Commands.listen({
       ...settings,
@@ -599,7 +605,7 @@ const listen = Command.make("listen", {
       forwardTo: flags.forwardTo,
       events: Option.getOrUndefined(flags.events),
       secret,
-      out: (line) => process.stdout.write(line),
+      out: invocation.stdout,
       stop
     })))
 }).pipe(
@@ -654,10 +660,10 @@ const mcp = Command.make("mcp", {
   keyFile,
   json: CommandLine.json("accepted; changes nothing (MCP's messages are JSON)")
 }, (flags) =>
-  perform(flags.keyFile, (settings) =>
+  perform(flags.keyFile, (settings, invocation) =>
     Commands.mcp({
       ...settings,
-      ...sendChecks(process.env, Option.getOrUndefined(flags.ownerWallet)),
+      ...sendChecks(invocation.env, Option.getOrUndefined(flags.ownerWallet)),
       transport: mcpTransport(flags.http)
     }))).pipe(
   Command.withDescription("an MCP server for AI agents (package @pps/mcp): pay, transfers,\nspend policy, approvals; balance with an account's key file")
@@ -670,10 +676,10 @@ const x402Fetch = Command.make("fetch", {
   keyFile,
   json: CommandLine.json("print {status, content_type, transfer_id, body} as JSON")
 }, (flags) =>
-  perform(flags.keyFile, (settings) =>
+  perform(flags.keyFile, (settings, invocation) =>
     Commands.x402Fetch({
       ...settings,
-      ...sendChecks(process.env, Option.getOrUndefined(flags.ownerWallet)),
+      ...sendChecks(invocation.env, Option.getOrUndefined(flags.ownerWallet)),
       url: flags.url,
       max: flags.max,
       json: flags.json

@@ -36,10 +36,15 @@ export class CommandError extends Error {
   override readonly name = "CommandError"
 }
 
-/** What every command needs: the client, and the key file named by --key-file, if any. */
+/**
+ * What every command needs: the client, the key file named by --key-file (if any), the home
+ * directory the default key file is under, and where to tell what is not the result (stderr).
+ */
 export interface Settings {
   readonly client: Client.Client
   readonly keyFilePath: string | undefined
+  readonly homeDirectory: string
+  readonly note: (text: string) => void
 }
 
 const json = (value: unknown) => `${JSON.stringify(value)}\n`
@@ -63,7 +68,7 @@ const accountKey = async (
   if (account.type === "agent") {
     throw new CommandError(`${agentsUseTheirOwnersKey(account)}; this command needs it: run it with the owner's API key`)
   }
-  const filePath = settings.keyFilePath ?? KeyFile.defaultPath(account.account_id)
+  const filePath = settings.keyFilePath ?? KeyFile.defaultPath(account.account_id, settings.homeDirectory)
   const keyFile = KeyFile.read(filePath)
   if (keyFile.accountId !== account.account_id) {
     throw new CommandError(
@@ -81,7 +86,7 @@ const accountKey = async (
 export const keygen = async (settings: Settings & { readonly force: boolean }): Promise<string> => {
   const account = await Account.me(settings.client)
   if (account.type === "agent") throw new UsageMistake(`${agentsUseTheirOwnersKey(account)}; keygen is for an account's key`)
-  const filePath = settings.keyFilePath ?? KeyFile.defaultPath(account.account_id)
+  const filePath = settings.keyFilePath ?? KeyFile.defaultPath(account.account_id, settings.homeDirectory)
   if (!settings.force && fs.existsSync(filePath)) {
     throw new CommandError(`${filePath} exists already and may hold the only copy of a key; use --force to replace it`)
   }
@@ -911,7 +916,7 @@ export const x402Fetch = async (
   if (settings.json) {
     return json({ status: answer.status, content_type: answer.contentType, transfer_id: answer.transferId ?? null, body: answer.body })
   }
-  process.stderr.write(`pps: HTTP ${answer.status}${answer.transferId === undefined ? ", nothing paid" : `, paid by transfer ${answer.transferId}`}\n`)
+  settings.note(`pps: HTTP ${answer.status}${answer.transferId === undefined ? ", nothing paid" : `, paid by transfer ${answer.transferId}`}\n`)
   return answer.body.endsWith("\n") ? answer.body : `${answer.body}\n`
 }
 
@@ -933,7 +938,7 @@ export const mcp = async (
     pps,
     holder: { kind, accountId: account.account_id, handle: account.handle, mode: modeOfKey(settings.client.apiKey) },
     transport: settings.transport,
-    announce: (line) => void process.stderr.write(line)
+    announce: settings.note
   })
   return ""
 }

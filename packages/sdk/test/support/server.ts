@@ -1,15 +1,19 @@
 /**
  * The real server for the command-line tests: `packages/server/src/main.ts` as
  * a child process, exactly as `npm start` runs it (embedded PGlite, anvil and
- * guardian), in a fresh data directory on free loopback ports; and the CLI and
- * the admin command run as child processes against it.
+ * guardian), in a fresh data directory on free loopback ports; the admin command
+ * (server/test/support/adminCli.ts) and `pps` (`runPps`) run against it in this process
+ * through their command lines' entries, or any entry point as a child process (`runNode`).
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as ppsCommands from "../../src/cli/ppsCommands.ts"
+import { runAdmin } from "../../../server/test/support/adminCli.ts"
 import { freePort } from "../../../../scripts/freePort.ts"
 import { childEnvironment } from "../../../../scripts/childEnvironment.ts"
+import { runCaptured } from "../../../../scripts/commandLineRun.ts"
 
 export const repositoryRoot = path.resolve(import.meta.dirname, "../../../..")
 const nodeFlags = ["--disable-warning=ExperimentalWarning"]
@@ -40,6 +44,21 @@ export const runNode = (entry: string, args: ReadonlyArray<string>, env: Readonl
         resolve({ exitCode, stdout, stderr })
       }
     )
+  })
+
+/**
+ * Runs `pps ARGS` in this process, as `node packages/sdk/src/cli.ts ARGS` runs it in its own
+ * (the same command tree, conventions and exit statuses, through `CommandLine.run`), with `env`
+ * as its whole environment (nothing of this process's leaks in, as `runNode`'s only PATH does),
+ * the repository root as its working directory and `env.HOME` (else this user's) as its home;
+ * what it printed is captured. Starting Node on the sources costs 1-5 s a run on this machine:
+ * the command-line tests run dozens. `quickstart.test.ts` and `listen` still run the real command.
+ */
+export const runPps = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>>): Promise<Run> =>
+  runCaptured({ root: ppsCommands.pps, program: ppsCommands.program, describe: ppsCommands.describe }, args, {
+    env,
+    cwd: repositoryRoot,
+    homeDirectory: env["HOME"] ?? os.homedir()
   })
 
 export interface ServerProcess {
@@ -113,16 +132,12 @@ export const startServer = async (options: { readonly env?: Readonly<Record<stri
   }
 
   const createAccount = async (handle: string) => {
-    const run = await runNode("packages/server/src/admin/cli.ts", ["accounts", "create", "--handle", handle, "--kyc", "verified"], {
-      DATA_DIR: dataDir
-    })
+    const run = await runAdmin(["accounts", "create", "--handle", handle, "--kyc", "verified"], { DATA_DIR: dataDir })
     if (run.exitCode !== 0) throw new Error(`admin accounts create failed: ${run.stderr}`)
     return JSON.parse(run.stdout) as { account_id: string; api_key: string }
   }
   const issueKey = async (accountId: string, name: string) => {
-    const run = await runNode("packages/server/src/admin/cli.ts", ["keys", "create", "--account", accountId, "--name", name], {
-      DATA_DIR: dataDir
-    })
+    const run = await runAdmin(["keys", "create", "--account", accountId, "--name", name], { DATA_DIR: dataDir })
     if (run.exitCode !== 0) throw new Error(`admin keys create failed: ${run.stderr}`)
     return JSON.parse(run.stdout) as { key_id: string; api_key: string }
   }

@@ -103,6 +103,53 @@ export interface SealedWallet {
   readonly walletKeySealed: Uint8Array
 }
 
+/**
+ * D60: the operator console's reads and the suspension switch, over the same table.
+ */
+const operatorQueries = (
+  sql: SqlClient.SqlClient
+): Pick<AccountStore["Service"], "isSuspended" | "setSuspended" | "operatorView" | "search"> => {
+  const operatorColumns = sql`account_id, '@' || handle AS handle, type, kyc_status,
+    CASE WHEN suspended_at IS NULL THEN 'active' ELSE 'suspended' END AS status, owner_account_id,
+    wallet_address AS public_key, iso_utc(created_at) AS created_at, iso_utc(suspended_at) AS suspended_at`
+  const decodeOperator = (rows: ReadonlyArray<unknown>) =>
+    Schema.decodeUnknownEffect(Schema.Array(OperatorAccount))(rows).pipe(Effect.catchTag("SchemaError", Effect.die))
+  const operatorView = (accountId: string) =>
+    sql`SELECT ${operatorColumns} FROM accounts WHERE account_id = ${accountId}`.pipe(
+      Effect.flatMap(decodeOperator),
+      Effect.map((rows) => Option.fromNullishOr(rows[0]))
+    )
+  return {
+    isSuspended: (accountId) =>
+      sql<{ suspended: boolean }>`
+        SELECT (a.suspended_at IS NOT NULL OR o.suspended_at IS NOT NULL) AS suspended
+        FROM accounts a LEFT JOIN accounts o ON o.account_id = a.owner_account_id
+        WHERE a.account_id = ${accountId}`.pipe(Effect.map((rows) => rows[0]?.suspended === true)),
+    setSuspended: (accountId, suspendedAt) =>
+      Effect.gen(function*() {
+        const updated = yield* (suspendedAt === null
+          ? sql`UPDATE accounts SET suspended_at = NULL
+              WHERE account_id = ${accountId} AND suspended_at IS NOT NULL RETURNING ${operatorColumns}`
+          : sql`UPDATE accounts SET suspended_at = ${suspendedAt}::timestamptz
+              WHERE account_id = ${accountId} AND suspended_at IS NULL RETURNING ${operatorColumns}`).pipe(
+            Effect.flatMap(decodeOperator)
+          )
+        if (updated[0] !== undefined) return { account: Option.some(updated[0]), changed: true }
+        return { account: yield* operatorView(accountId), changed: false }
+      }),
+    operatorView,
+    search: (query) =>
+      sql`
+        SELECT ${operatorColumns} FROM accounts
+        WHERE ${query.handle === undefined ? sql`TRUE` : sql`handle LIKE ${`%${likeLiteral(query.handle.toLowerCase())}%`}`}
+          AND ${query.type === undefined ? sql`TRUE` : sql`type = ${query.type}`}
+          AND ${query.kycStatus === undefined ? sql`TRUE` : sql`kyc_status = ${query.kycStatus}`}
+          AND ${query.status === undefined ? sql`TRUE` : query.status === "suspended" ? sql`suspended_at IS NOT NULL` : sql`suspended_at IS NULL`}
+        ORDER BY created_at, account_id
+        LIMIT ${query.limit} OFFSET ${query.offset}`.pipe(Effect.flatMap(decodeOperator))
+  }
+}
+
 /** A point read by primary key or by handle; those asked in the same turn share one SELECT. */
 class FindAccount extends Request.Class<
   { readonly column: "account_id" | "handle"; readonly value: string },
@@ -177,16 +224,6 @@ export class AccountStore extends Context.Service<AccountStore, {
           readBatchMax,
           false
         )
-      const operatorColumns = sql`account_id, '@' || handle AS handle, type, kyc_status,
-        CASE WHEN suspended_at IS NULL THEN 'active' ELSE 'suspended' END AS status, owner_account_id,
-        wallet_address AS public_key, iso_utc(created_at) AS created_at, iso_utc(suspended_at) AS suspended_at`
-      const decodeOperator = (rows: ReadonlyArray<unknown>) =>
-        Schema.decodeUnknownEffect(Schema.Array(OperatorAccount))(rows).pipe(Effect.catchTag("SchemaError", Effect.die))
-      const operatorView = (accountId: string) =>
-        sql`SELECT ${operatorColumns} FROM accounts WHERE account_id = ${accountId}`.pipe(
-          Effect.flatMap(decodeOperator),
-          Effect.map((rows) => Option.fromNullishOr(rows[0]))
-        )
       const byId = findTogether("account_id")
       const byHandle = findTogether("handle")
       return AccountStore.of({
@@ -210,33 +247,7 @@ export class AccountStore extends Context.Service<AccountStore, {
             (id: string) => sql`UPDATE accounts SET kyc_status = ${status} WHERE account_id = ${id} RETURNING ${columns}`,
             accountId
           ),
-        isSuspended: (accountId) =>
-          sql<{ suspended: boolean }>`
-            SELECT (a.suspended_at IS NOT NULL OR o.suspended_at IS NOT NULL) AS suspended
-            FROM accounts a LEFT JOIN accounts o ON o.account_id = a.owner_account_id
-            WHERE a.account_id = ${accountId}`.pipe(Effect.map((rows) => rows[0]?.suspended === true)),
-        setSuspended: (accountId, suspendedAt) =>
-          Effect.gen(function*() {
-            const updated = yield* (suspendedAt === null
-              ? sql`UPDATE accounts SET suspended_at = NULL
-                  WHERE account_id = ${accountId} AND suspended_at IS NOT NULL RETURNING ${operatorColumns}`
-              : sql`UPDATE accounts SET suspended_at = ${suspendedAt}::timestamptz
-                  WHERE account_id = ${accountId} AND suspended_at IS NULL RETURNING ${operatorColumns}`).pipe(
-                Effect.flatMap(decodeOperator)
-              )
-            if (updated[0] !== undefined) return { account: Option.some(updated[0]), changed: true }
-            return { account: yield* operatorView(accountId), changed: false }
-          }),
-        operatorView,
-        search: (query) =>
-          sql`
-            SELECT ${operatorColumns} FROM accounts
-            WHERE ${query.handle === undefined ? sql`TRUE` : sql`handle LIKE ${`%${likeLiteral(query.handle.toLowerCase())}%`}`}
-              AND ${query.type === undefined ? sql`TRUE` : sql`type = ${query.type}`}
-              AND ${query.kycStatus === undefined ? sql`TRUE` : sql`kyc_status = ${query.kycStatus}`}
-              AND ${query.status === undefined ? sql`TRUE` : query.status === "suspended" ? sql`suspended_at IS NOT NULL` : sql`suspended_at IS NULL`}
-            ORDER BY created_at, account_id
-            LIMIT ${query.limit} OFFSET ${query.offset}`.pipe(Effect.flatMap(decodeOperator)),
+        ...operatorQueries(sql),
         walletKeySealed: (accountId) =>
           sql<{ wallet_key_sealed: Uint8Array }>`SELECT wallet_key_sealed FROM accounts WHERE account_id = ${accountId}`.pipe(
             Effect.map((rows) => Option.fromNullishOr(rows[0]?.wallet_key_sealed).pipe(Option.map((b) => new Uint8Array(b))))

@@ -24,6 +24,7 @@
 import { createCipheriv, createDecipheriv, randomBytes, scryptSync } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as CommandLine from "@pps/sdk/CommandLine"
 import { Data, Effect, Schema } from "effect"
 import { bytesToHex } from "viem"
 import { privateKeyToAddress } from "viem/accounts"
@@ -74,16 +75,20 @@ export type BackupFile = typeof BackupFile.Type
 /** The sealed wallets as the admin API lists them (`GET /admin/wallet-kek/sealed-wallets`). */
 const SealedWallets = Schema.Struct({ kek_id: Schema.String, wallets: BackupFile.fields.wallets })
 
-const passphrase = Effect.suspend(() => {
-  const value = process.env["PPS_BACKUP_PASSPHRASE"]
+/** A variable of the command's environment (the invocation's, so an in-process run sees its own). */
+const variable = (name: string) => CommandLine.Invocation.use((invocation) => Effect.succeed(invocation.env[name]))
+
+const passphrase = Effect.gen(function*() {
+  const value = yield* variable("PPS_BACKUP_PASSPHRASE")
   if (value === undefined || value.length < passphraseLengthMin) {
-    return fail(`set PPS_BACKUP_PASSPHRASE to the backup's passphrase (at least ${passphraseLengthMin} characters)`)
+    return yield* fail(`set PPS_BACKUP_PASSPHRASE to the backup's passphrase (at least ${passphraseLengthMin} characters)`)
   }
-  return Effect.succeed(value)
+  return value
 })
 
-const dataDirOf = () => path.resolve(process.env["DATA_DIR"] ?? "./.data")
-const secretsPathOf = () => path.join(dataDirOf(), secretsFileName)
+/** `DATA_DIR/secrets.json`, relative paths read from the command's working directory. */
+const secretsPath = CommandLine.Invocation.use((invocation) =>
+  Effect.succeed(path.join(path.resolve(invocation.cwd, invocation.env["DATA_DIR"] ?? "./.data"), secretsFileName)))
 
 const tryIo = <A>(what: string, run: () => A) =>
   Effect.try({ try: run, catch: (cause) => new WalletKekError({ message: `${what}: ${cause instanceof Error ? cause.message : String(cause)}` }) })
@@ -91,12 +96,12 @@ const tryIo = <A>(what: string, run: () => A) =>
 /** Embedded mode only: the secrets file, refused when `WALLET_KEK` is configured (the file's is then unused). */
 const embeddedSecrets = (step: string) =>
   Effect.gen(function*() {
-    if (process.env["WALLET_KEK"] !== undefined) {
+    if ((yield* variable("WALLET_KEK")) !== undefined) {
       return yield* fail(
         `wallet-kek ${step} edits the embedded mode's ${secretsFileName}; WALLET_KEK is set, so change WALLET_KEK and WALLET_KEK_ACCEPTED in the configuration instead (docs/operations.md)`
       )
     }
-    const file = secretsPathOf()
+    const file = yield* secretsPath
     const found = yield* tryIo(`cannot read ${file}`, () => readSecretsFile(file))
     if (found === undefined) return yield* fail(`no ${file}: set DATA_DIR to the embedded server's data directory`)
     return { file, secrets: found }
@@ -171,7 +176,7 @@ const wrapKey = (secret: string, salt: Uint8Array) => scryptSync(secret, salt, 3
 
 /** The KEK configured here: `WALLET_KEK`, else the embedded data directory's file. */
 const localKek = Effect.gen(function*() {
-  const configured = process.env["WALLET_KEK"]
+  const configured = yield* variable("WALLET_KEK")
   if (configured !== undefined) return yield* kekOf(configured, "WALLET_KEK")
   const { file, secrets } = yield* embeddedSecrets("backup")
   return yield* kekOf(secrets.wallet_kek, `wallet_kek in ${file}`)
@@ -209,7 +214,7 @@ export const backup = (out: string, answer: unknown) =>
       wrapped_kek: wrapped.toString("base64"),
       wallets: sealed.wallets
     }
-    const target = path.resolve(out)
+    const target = path.resolve(yield* CommandLine.Invocation.use((invocation) => Effect.succeed(invocation.cwd)), out)
     yield* tryIo(`cannot write ${target}`, () => fs.writeFileSync(target, JSON.stringify(contents, null, 2) + "\n", { mode: 0o600, flag: "wx" }))
     return { file: target, kek_id: kekId, wallets: sealed.wallets.length }
   })
@@ -228,7 +233,7 @@ const unwrap = (contents: BackupFile, secret: string) =>
 /** Embedded: the restored KEK seals from the next start; a different key found there still opens. */
 const installEmbedded = (kekText: string) =>
   Effect.gen(function*() {
-    const file = secretsPathOf()
+    const file = yield* secretsPath
     const existed = yield* tryIo(`cannot read ${file}`, () => readSecretsFile(file) !== undefined)
     const secrets: SecretsFile = yield* tryIo(`cannot read or create ${file}`, () => readOrCreateSecretsFile(file))
     const others = [secrets.wallet_kek, ...(secrets.wallet_kek_accepted ?? [])].filter((text) => text !== kekText && existed)
@@ -246,7 +251,8 @@ const installEmbedded = (kekText: string) =>
 export const restore = (input: string, print: boolean) =>
   Effect.gen(function*() {
     const secret = yield* passphrase
-    const text = yield* tryIo(`cannot read ${input}`, () => fs.readFileSync(path.resolve(input), "utf8"))
+    const cwd = yield* CommandLine.Invocation.use((invocation) => Effect.succeed(invocation.cwd))
+    const text = yield* tryIo(`cannot read ${input}`, () => fs.readFileSync(path.resolve(cwd, input), "utf8"))
     const parsed = yield* tryIo(`${input} is not JSON`, () => JSON.parse(text) as unknown)
     const contents = yield* Schema.decodeUnknownEffect(BackupFile)(parsed).pipe(
       Effect.mapError(() => new WalletKekError({ message: `${input} is not a ${backupFormat} file` }))
@@ -257,7 +263,7 @@ export const restore = (input: string, print: boolean) =>
     const kekText = Buffer.from(kek).toString("base64")
     const base = { kek_id: contents.kek_id, wallets_checked: contents.wallets.length }
     if (print) return { ...base, wallet_kek: kekText }
-    if (process.env["WALLET_KEK"] !== undefined) {
+    if ((yield* variable("WALLET_KEK")) !== undefined) {
       return yield* fail("WALLET_KEK is set: run restore with --print and put the key in the configuration")
     }
     const installed = yield* installEmbedded(kekText)

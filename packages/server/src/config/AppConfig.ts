@@ -53,18 +53,20 @@ export interface AppConfigShape {
    */
   readonly embeddedDatabaseThread: EmbeddedDatabase.DatabaseThreading
   /**
+   * Embedded mode: a directory holding a freshly initialised PGlite cluster
+   * (`EmbeddedDatabase.initialiseTemplate`), copied to `DATA_DIR/pglite` (and the embedded
+   * guardian's) when that holds no database yet, instead of initialising one there. The test
+   * suite sets it (one initialisation a run instead of one a server); unset, a first start
+   * initialises its own.
+   */
+  readonly embeddedDatabaseTemplate: Option.Option<string>
+  /**
    * Where a plain-form transfer's boxes are sealed: on the event loop (`caller`, the default) or
    * on a worker thread of their own (`own`: ~1.5 ms of pure computation a transfer off the event
    * loop, but on the 2-core VM it lost under overload, docs/benchmarks.md); see
    * `transfers/TransferSealer.ts`.
    */
   readonly sealingThread: SealingThread
-  /**
-   * How many of one sender's new transfers run at once in its actor (`platform/Lanes.ts`):
-   * the guardian decides each under the sender's balance lock. 1 decides them one at a time, in
-   * arrival order (the actor before 2026-11-28).
-   */
-  readonly senderConcurrency: number
   /** Secrets; absent values are generated once into `dataDir` in embedded mode. */
   readonly adminToken: Option.Option<Redacted.Redacted<string>>
   readonly apiKeyPepper: Option.Option<Redacted.Redacted<string>>
@@ -306,8 +308,8 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   embeddedDatabaseThread: Config.Literals(EmbeddedDatabase.databaseThreadings, "EMBEDDED_DATABASE_THREAD").pipe(
     Config.withDefault("caller" as const)
   ),
+  embeddedDatabaseTemplate: Config.option(Config.String("EMBEDDED_DATABASE_TEMPLATE")),
   sealingThread: Config.Literals(sealingThreads, "SEALING_THREAD").pipe(Config.withDefault("caller" as const)),
-  senderConcurrency: Config.Int("SENDER_CONCURRENCY").pipe(Config.withDefault(8)),
   adminToken: Config.option(Config.Redacted("ADMIN_TOKEN")),
   apiKeyPepper: Config.option(Config.Redacted("API_KEY_PEPPER")),
   walletKek: Config.option(Config.Redacted("WALLET_KEK")),
@@ -393,8 +395,8 @@ export const environmentVariables = [
   "DATABASE_URL",
   "DATABASE_POOL_MAX",
   "EMBEDDED_DATABASE_THREAD",
+  "EMBEDDED_DATABASE_TEMPLATE",
   "SEALING_THREAD",
-  "SENDER_CONCURRENCY",
   "ADMIN_TOKEN",
   "API_KEY_PEPPER",
   "WALLET_KEK",
@@ -483,9 +485,6 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("ser
       }
       if (config.eventStreamMaxLifetimeMs < 1_000) {
         return yield* Effect.die(new Error("EVENT_STREAM_MAX_LIFETIME_MS must be at least 1000"))
-      }
-      if (config.senderConcurrency < 1 || config.senderConcurrency > 64) {
-        return yield* Effect.die(new Error("SENDER_CONCURRENCY must be within 1-64"))
       }
       if (config.webhookConcurrency < 1 || config.eventRelayPollMs < 1 || config.webhookDispatchPollMs < 1) {
         return yield* Effect.die(

@@ -59,6 +59,8 @@ export interface EmbeddedGuardianOptions {
   readonly confirmations: number
   /** How long a start may take: PGlite (WASM) and the mcl backend load in a few seconds, slower under load. */
   readonly startTimeoutMs: number
+  /** The server's EMBEDDED_DATABASE_TEMPLATE, passed to the guardian for its own database. */
+  readonly databaseTemplate?: string | undefined
 }
 
 /** SIGTERM lets the guardian close PGlite (bounded by 5 s there) and release its lock; then SIGKILL. */
@@ -205,6 +207,7 @@ export const childEnvironment = (
     GUARDIAN_CONFIRMATIONS: String(Math.max(0, options.confirmations - 1)),
     ...environment,
     DATA_DIR: options.dataDir,
+    ...(options.databaseTemplate === undefined ? {} : { EMBEDDED_DATABASE_TEMPLATE: options.databaseTemplate }),
     GUARDIAN_HOST: "127.0.0.1",
     GUARDIAN_PORT: String(port),
     GUARDIAN_SHARED_SECRET: Redacted.value(token),
@@ -461,6 +464,7 @@ const delegating = (current: Ref.Ref<Running>): GuardianClient.GuardianClientSha
   return {
     info: Effect.flatMap(client, (c) => c.info),
     authorize: (request) => Effect.flatMap(client, (c) => c.authorize(request)),
+    authorizeMany: (requests) => Effect.flatMap(client, (c) => c.authorizeMany(requests)),
     settle: (request) => Effect.flatMap(client, (c) => c.settle(request)),
     credit: (request) => Effect.flatMap(client, (c) => c.credit(request)),
     sync: (request) => Effect.flatMap(client, (c) => c.sync(request)),

@@ -32,6 +32,7 @@ export { GuardianUnavailable } from "./errors.ts"
 const timed = (client: GuardianClient.GuardianClientShape): GuardianClient.GuardianClientShape => ({
   info: client.info.pipe(timeGuardianCall("info")),
   authorize: (request) => client.authorize(request).pipe(timeGuardianCall("authorize")),
+  authorizeMany: (requests) => client.authorizeMany(requests).pipe(timeGuardianCall("authorizeMany")),
   settle: (request) => client.settle(request).pipe(timeGuardianCall("settle")),
   credit: (request) => client.credit(request).pipe(timeGuardianCall("credit")),
   sync: (request) => client.sync(request).pipe(timeGuardianCall("sync")),
@@ -67,7 +68,8 @@ const connection = Layer.unwrap(
         chains,
         logLevel: config.logLevel,
         confirmations: config.chainConfirmations,
-        startTimeoutMs: config.guardianStartTimeoutMs
+        startTimeoutMs: config.guardianStartTimeoutMs,
+        databaseTemplate: Option.getOrUndefined(config.embeddedDatabaseTemplate)
       })
     }
     // TEST ONLY (see the module header): this process opens the guardian's secret.
@@ -76,7 +78,7 @@ const connection = Layer.unwrap(
       Effect.mapError((error) => new GuardianUnavailable({ message: error.message }))
     )
     return GuardianClient.GuardianClient.layerInProcess({
-      database: { _tag: "pglite", dataDir: guardianDir },
+      database: { _tag: "pglite", dataDir: guardianDir, template: Option.getOrUndefined(config.embeddedDatabaseTemplate) },
       secret,
       chains
     })

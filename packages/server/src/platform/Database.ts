@@ -35,14 +35,19 @@ import { migrations } from "./migrations/index.ts"
 const pgliteCloseTimeoutMs = 5_000
 
 /**
- * Embedded PGlite in a directory (or in memory with `undefined`).
+ * Embedded PGlite in a directory (or in memory with `undefined`), started from `template`
+ * when the directory holds no database yet (`EMBEDDED_DATABASE_TEMPLATE`).
  *
  * @since 0.1.0
  * @category layers
  */
-export const pgliteLayer = (dataDir: string | undefined, threading: EmbeddedDatabase.DatabaseThreading = "caller") =>
+export const pgliteLayer = (
+  dataDir: string | undefined,
+  threading: EmbeddedDatabase.DatabaseThreading = "caller",
+  template: string | undefined = undefined
+) =>
   PgliteClient.layerFrom(
-    EmbeddedDatabase.makeEmbeddedClient(dataDir, pgliteCloseTimeoutMs, EmbeddedDatabase.defaultMaintenanceSchedule, threading)
+    EmbeddedDatabase.makeEmbeddedClient(dataDir, pgliteCloseTimeoutMs, EmbeddedDatabase.defaultMaintenanceSchedule, threading, template)
   )
 
 /**
@@ -62,7 +67,7 @@ export const SqlLive = Layer.unwrap(
       })
     }
     const dataDir = yield* DataDir
-    return pgliteLayer(path.join(dataDir.path, "pglite"), config.embeddedDatabaseThread)
+    return pgliteLayer(path.join(dataDir.path, "pglite"), config.embeddedDatabaseThread, Option.getOrUndefined(config.embeddedDatabaseTemplate))
   })
 )
 

@@ -20,14 +20,17 @@
  * Time comes from Effect's Clock and jitter from Effect's Random: TestClock
  * drives the whole schedule in tests.
  *
- * The lease (30 s) is renewed before every attempt (in the statement that
- * records the previous one) and outlasts an attempt (10 s), so it never
- * lapses mid-attempt. A node that dies leaves leases that
+ * The lease (30 s) is known to have 25 s left before every attempt (set by
+ * the statement that records a previous one, or renewed) and outlasts an
+ * attempt (10 s), so it never lapses mid-attempt. A sender does not wait for
+ * an attempt's record before its next request: the records are written in
+ * batches (dispatch/recordAttempts.ts), and every record of a batch is
+ * written before the sender reads the next (dispatch/serveSubscription.ts). A node that dies leaves leases that
  * expire after 30 s (distributed mode); in embedded mode the process holds the
  * data directory lock, so at start it drops the leases its dead predecessor
  * left and resumes at once. Deleting a subscription cancels its pending
- * deliveries in SQL and interrupts this node's attempt in flight; an attempt
- * in flight elsewhere finishes but cannot revive the delivery (see
+ * deliveries in SQL and interrupts this node's attempt in flight; attempts
+ * under way elsewhere finish but cannot revive a delivery (see
  * store/recordAttempts.ts). A database outage fails a round or a subscription's serving, typed
  * (`DependencyUnavailable`), is logged, and is retried: the worker keeps going through it.
  *
@@ -99,7 +102,7 @@ const makeDispatchContext = Effect.gen(function*() {
     nodeId: `node_${ulid()}`,
     wakeup: yield* makeWakeup,
     serving: new Map(),
-    recordAttempt: yield* makeAttemptRecorder(store),
+    recorder: yield* makeAttemptRecorder(store),
     claimedAtMs: 0
   }
   return context

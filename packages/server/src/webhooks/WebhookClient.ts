@@ -37,6 +37,16 @@ import { type AddressPolicy, checkUrl, makeAddressPolicy, refusalOf, type UrlRef
 export const attemptTimeoutMs = 10_000
 
 /**
+ * The keep-alive pool of every subscription's host (the HTTPS agent also gets the operator's
+ * `SecureContext`): a pooled socket was pinned and checked when it connected. Exported for the
+ * rate benchmark's bare client (bench/webhookRate.ts), which must post with the same settings.
+ *
+ * @since 0.8.0
+ * @category constants
+ */
+export const webhookAgentOptions = { keepAlive: true, maxSockets: 32 } as const
+
+/**
  * Why an attempt got no HTTP status (recorded in the attempt log as is).
  *
  * @since 0.1.0
@@ -304,11 +314,10 @@ export class WebhookClient extends Context.Service<WebhookClient, {
       lookup: pinnedLookup(policy, options.resolver ?? systemResolver),
       // Keep-alive pools per host: a pooled socket was pinned and checked when it connected.
       httpsAgent: new https.Agent({
-        keepAlive: true,
-        maxSockets: 32,
+        ...webhookAgentOptions,
         ...(secureContext === undefined ? {} : { secureContext })
       }),
-      httpAgent: new http.Agent({ keepAlive: true, maxSockets: 32 })
+      httpAgent: new http.Agent(webhookAgentOptions)
     })
     const context: ClientContext = {
       timeoutMs: options.timeoutMs ?? attemptTimeoutMs,

@@ -13,6 +13,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Logger, Option, Redacted, References } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { SqlClient } from "effect/sql"
+import { pgliteTemplate } from "../../../../scripts/pgliteTemplate.ts"
 import { ulid } from "../../src/platform/Ids.ts"
 import { type AppConfigShape, AppConfig } from "../../src/config/AppConfig.ts"
 import { formatLogLine } from "../../src/platform/Logging.ts"
@@ -90,11 +91,12 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   databaseUrl: Option.none(),
   databasePoolMax: 5,
   embeddedDatabaseThread: "caller",
+  // The run's initialised cluster (scripts/pgliteTemplate.ts, the projects' global setup).
+  embeddedDatabaseTemplate: Option.fromNullishOr(pgliteTemplate()),
   // The default; the transfers suite on PostgreSQL and the invariants (canary, conservation) seal
   // on the thread (transfers.postgres.test.ts, transfers-invariants.test.ts), and
   // transferSealer.test.ts covers the thread alone.
   sealingThread: "caller",
-  senderConcurrency: 8,
   adminToken: Option.none(),
   apiKeyPepper: Option.none(),
   walletKek: Option.none(),

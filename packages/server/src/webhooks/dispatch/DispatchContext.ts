@@ -4,13 +4,13 @@
  *
  * @since 0.8.0
  */
-import { DateTime, type Effect, type Fiber, type Scope } from "effect"
+import { DateTime, type Fiber, type Scope } from "effect"
 import type { AppConfig } from "../../config/AppConfig.ts"
 import type { Wakeup } from "../../events/Wakeup.ts"
 import type { SecretBox } from "../../platform/SecretBox.ts"
-import type { DependencyUnavailable } from "../../platform/Unavailable.ts"
 import { attemptTimeoutMs, type WebhookClient } from "../WebhookClient.ts"
-import type { AttemptRecord, RecordedAttempt, WebhookStore } from "../WebhookStore.ts"
+import type { WebhookStore } from "../WebhookStore.ts"
+import type { AttemptRecorder } from "./recordAttempts.ts"
 
 /** A subscription's lease: renewed before each attempt, so it must outlast one. */
 export const leaseMs = 30_000
@@ -22,9 +22,20 @@ export const leaseMs = 30_000
  * with room for clocks that disagree between nodes.
  */
 export const leaseFreshMs = 5_000
-/** Attempt results written per statement (at most one per served subscription is waiting). */
+/** Attempt results written per statement (at most `dueBatchMax` per served subscription are waiting). */
 export const recordBatchMax = 256
-/** Due deliveries read per query while serving a subscription. */
+/**
+ * How long the result writer waits, at most, for the results of requests in flight before it
+ * writes a batch (recordAttempts.ts): a commit syncs the disk (a few milliseconds, on the
+ * embedded database's thread, which is the caller's), so results written one a commit bound a
+ * busy subscription at one sync a delivery.
+ */
+export const recordLingerMs = 10
+/**
+ * Due deliveries read per query while serving a subscription; also how many of its attempts may
+ * be sent before their results are written (serveSubscription.ts waits for them all before it
+ * reads again).
+ */
 export const dueBatchMax = 50
 /** The shortest wait between claim rounds, so a due delivery another node is serving cannot spin the loop. */
 export const idleWaitMinMs = 20
@@ -62,8 +73,8 @@ export interface DispatchContext {
   readonly wakeup: Wakeup
   /** The subscriptions this node serves now, so a delete can interrupt its server. */
   readonly serving: Map<string, Serving>
-  /** Writes an attempt's result with others waiting (see recordAttempts.ts). */
-  readonly recordAttempt: (attempt: AttemptRecord) => Effect.Effect<RecordedAttempt, DependencyUnavailable>
+  /** Queues attempts' results to be written together, and counts requests in flight (see recordAttempts.ts). */
+  readonly recorder: AttemptRecorder
   /**
    * The clock reading of the last round's claim: `waitForWork` looks for what falls due after
    * it, not after its own later reading, so a delivery that fell due while the claim's query

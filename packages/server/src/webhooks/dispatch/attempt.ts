@@ -7,12 +7,14 @@
  *
  * @since 0.8.0
  */
-import { Clock, Effect, Random } from "effect"
+import { Clock, Deferred, Effect, Random } from "effect"
 import * as Invariant from "../../platform/Invariant.ts"
+import type { DependencyUnavailable } from "../../platform/Unavailable.ts"
 import { secretBinding } from "@pps/api/Webhooks"
 import { nextRetryDelayMs, parseRetryAfterMs } from "../RetrySchedule.ts"
 import { deliveryHeaders } from "../Signature.ts"
-import type { DueDelivery, SendingInfo } from "../WebhookStore.ts"
+import type { AttemptOutcome } from "../WebhookClient.ts"
+import type { AttemptRecord, DueDelivery, RecordedAttempt, SendingInfo } from "../WebhookStore.ts"
 import { type DispatchContext, iso, leaseMs } from "./DispatchContext.ts"
 
 const encoder = new TextEncoder()
@@ -42,8 +44,24 @@ export const openSecrets = Effect.fn("Dispatcher.openSecrets")(function*(
 })
 
 /**
- * Sends one delivery and records its result. Returns the lease's new end when this node still
- * holds it; undefined when it was lost (or the subscription deleted): the sender stops.
+ * An attempt sent, its result queued to be written.
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export interface SentAttempt {
+  readonly delivery: DueDelivery
+  readonly attemptNumber: number
+  readonly outcome: AttemptOutcome
+  readonly status: AttemptRecord["status"]
+  /** The lease's end the record sets. */
+  readonly leaseUntilMs: number
+  readonly written: Deferred.Deferred<RecordedAttempt, DependencyUnavailable>
+}
+
+/**
+ * Sends one delivery and queues its result to be written; the caller waits for the write with
+ * {@link settle}. The delivery counts as delivered only once that write commits.
  *
  * @since 0.8.0
  */
@@ -63,7 +81,9 @@ export const attempt = Effect.fn("Dispatcher.attempt")(function*(
     timestampSeconds: Math.floor(startedMs / 1_000),
     body
   })
-  const outcome = yield* context.client.send({ url: target.url, headers, body, loopbackGranted: target.loopback_allowed })
+  const outcome = yield* context.recorder.sending(
+    context.client.send({ url: target.url, headers, body, loopbackGranted: target.loopback_allowed })
+  )
   const finishedMs = yield* Clock.currentTimeMillis
   const attemptNumber = delivery.attempt_count + 1
   const succeeded = outcome.statusCode !== undefined && outcome.statusCode >= 200 && outcome.statusCode < 300
@@ -77,7 +97,7 @@ export const attempt = Effect.fn("Dispatcher.attempt")(function*(
     nextAttemptAt: iso(finishedMs + delayMs)
   }
   const leaseUntilMs = finishedMs + leaseMs
-  const { leaseHeld, recorded } = yield* context.recordAttempt({
+  const written = yield* context.recorder.record({
     webhookId,
     leaseUntil: iso(leaseUntilMs),
     deliveryId: delivery.delivery_id,
@@ -89,16 +109,30 @@ export const attempt = Effect.fn("Dispatcher.attempt")(function*(
     error: outcome.error,
     status
   })
+  const sent: SentAttempt = { delivery, attemptNumber, outcome, status, leaseUntilMs, written }
+  return sent
+})
+
+/**
+ * Waits until a sent attempt's result is written, and logs it. Returns the lease's new end when
+ * this node still holds it; undefined when it was lost (or the subscription deleted): the sender
+ * stops.
+ *
+ * @since 0.8.0
+ */
+export const settle = Effect.fnUntraced(function*(webhookId: string, sent: SentAttempt) {
+  const { leaseHeld, recorded } = yield* Deferred.await(sent.written)
+  const { delivery, outcome, status } = sent
   yield* Effect.logInfo("webhook attempt").pipe(Effect.annotateLogs({
     webhook_id: webhookId,
     delivery_id: delivery.delivery_id,
     event_id: delivery.event_id,
-    attempt: attemptNumber,
+    attempt: sent.attemptNumber,
     status_code: outcome.statusCode ?? null,
     error: outcome.error ?? null,
     duration_ms: outcome.durationMs,
     outcome: typeof status === "string" ? status : "retry",
     recorded
   }))
-  return leaseHeld ? leaseUntilMs : undefined
+  return leaseHeld ? sent.leaseUntilMs : undefined
 })

@@ -1,0 +1,282 @@
+/**
+ * Webhook delivery rate against a bare Node client (issue 49, goal 6: ≥ 0.5 of the bare rate with
+ * 1 subscription and with 50), in one run, on loopback only.
+ *
+ *   node --disable-warning=ExperimentalWarning bench/webhookRate.ts [--deliveries 2000]
+ *     [--pairs 1] [--subscriptions 1,50] [--timeout 120] [--no-record]
+ *
+ * One HTTPS receiver in a child process (bench/webhooks-receiver.ts, a throwaway CA, answers 200).
+ * For each subscription count S, alternating A B B A (`--pairs` times):
+ *
+ * - A, the service: the embedded default (PGlite with durable commits, the in-process bus, the
+ *   delivery worker with its configured concurrency) with S subscriptions; `--deliveries` events
+ *   appended through the outbox, spread over the S accounts, timed from before the append to the
+ *   moment every one of their deliveries is recorded `succeeded` in the database (read once the
+ *   receiver has counted them all): fan-out, claim, sign, POST, record.
+ * - B, the bare client: `node:https` with the worker's agent settings (keep-alive, the same socket
+ *   limit, the same `SecureContext`), S loops posting one request at a time each (as the worker
+ *   serves a subscription: one request of a subscription open at once), the same payload bytes
+ *   (read from the service's events), signed per request with the subscription's secret and the
+ *   same header set (Signature.ts), recording nothing.
+ *
+ * Both warm up first (JIT, TLS sessions, the pool). Prints one JSON line per subscription count
+ * and the ratio A/B (the mean of the A rounds over the mean of the B rounds); the load average is
+ * recorded with the results, since the machine may be shared.
+ */
+import { fork } from "node:child_process"
+import * as fs from "node:fs"
+import * as https from "node:https"
+import * as os from "node:os"
+import * as path from "node:path"
+import { parseArgs } from "node:util"
+import * as tls from "node:tls"
+import { Context, Effect, Layer, Logger, Option, References } from "effect"
+import { SqlClient } from "effect/sql"
+import { AppConfig } from "../src/config/AppConfig.ts"
+import { Outbox } from "../src/events/Outbox.ts"
+import { ulid } from "../src/platform/Ids.ts"
+import { deliveryHeaders } from "../src/webhooks/Signature.ts"
+import { webhookAgentOptions } from "../src/webhooks/WebhookClient.ts"
+import { testConfig } from "../test/support/TestServer.ts"
+import { makeTestCa, removeTestCa, type TestCa } from "../test/support/webhooks-receiver.ts"
+import { confirmedEvent, EventsServicesLive, newAccount, newWebhook } from "../test/support/webhooks-services.ts"
+import { type Metric, recordOption, recordResults } from "../../../scripts/benchRecord.ts"
+
+const { values: options } = parseArgs({
+  // pnpm passes its `--` separator on: after it every option would be read as a positional.
+  args: process.argv.slice(2).filter((arg) => arg !== "--"),
+  options: {
+    deliveries: { type: "string", default: "2000" },
+    pairs: { type: "string", default: "1" },
+    subscriptions: { type: "string", default: "1,50" },
+    timeout: { type: "string", default: "120" },
+    ...recordOption
+  }
+})
+const deliveriesPerRound = Number(options.deliveries)
+const pairs = Number(options.pairs)
+const subscriptionCounts = options.subscriptions.split(",").map(Number)
+const roundTimeoutMs = Number(options.timeout) * 1000
+const warmUpDeliveries = 200
+
+interface RemoteReceiver {
+  readonly url: string
+  readonly count: () => Promise<number>
+  readonly reset: () => void
+  readonly stop: () => void
+}
+
+/** The receiver in a child process (its TLS work off this process's CPU), driven over IPC. */
+const startRemoteReceiver = (caDir: string) =>
+  new Promise<RemoteReceiver>((resolve) => {
+    const child = fork(new URL("./webhooks-receiver.ts", import.meta.url).pathname, [], {
+      env: { ...process.env, PPS_BENCH_CA_DIR: caDir },
+      execArgv: ["--disable-warning=ExperimentalWarning"]
+    })
+    const count = () =>
+      new Promise<number>((answer) => {
+        const listener = (message: Record<string, unknown>) => {
+          if ("count" in message) {
+            child.off("message", listener)
+            answer(Number(message["count"]))
+          }
+        }
+        child.on("message", listener)
+        child.send("count")
+      })
+    child.once("message", (message: { url: string }) =>
+      resolve({ url: message.url, count, reset: () => child.send("reset"), stop: () => child.kill() }))
+  })
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Polls `done` every few milliseconds until it holds; dies after the round's time limit. */
+const waitUntil = (what: string, done: () => Promise<boolean>) =>
+  Effect.promise(async () => {
+    const deadline = Date.now() + roundTimeoutMs
+    while (!(await done())) {
+      if (Date.now() > deadline) throw new Error(`timed out after ${roundTimeoutMs} ms waiting for ${what}`)
+      await sleep(5)
+    }
+  })
+
+interface Subscriber {
+  readonly accountId: string
+  readonly handle: string
+  readonly path: string
+  readonly secret: string
+}
+
+/** The service with `count` subscriptions on the receiver, in the current scope. */
+const buildService = (ca: TestCa, receiverUrl: string, count: number) =>
+  Effect.gen(function*() {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-bench-rate-"))
+    yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+    const services = yield* Layer.build(
+      EventsServicesLive.pipe(
+        Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, { webhookCaFile: Option.some(ca.caFile) }))),
+        Layer.provide(Layer.mergeAll(Logger.layer([Logger.consolePretty()]), Layer.succeed(References.MinimumLogLevel, "Warn")))
+      )
+    )
+    const subscribers: Array<Subscriber> = []
+    for (let n = 0; n < count; n++) {
+      const account = yield* newAccount(services, `rate-${count}-${n}`)
+      const pathname = `/s${count}-${n}`
+      const created = yield* newWebhook(services, { accountId: account.accountId, mode: "test" }, `${receiverUrl}${pathname}`)
+      subscribers.push({ ...account, path: pathname, secret: created.secret })
+    }
+    return { services, subscribers }
+  })
+
+type Service = Effect.Success<ReturnType<typeof buildService>>
+
+const succeededCount = (services: Service["services"]) =>
+  Effect.gen(function*() {
+    const sql = Context.get(services, SqlClient.SqlClient)
+    const [row] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'succeeded'`
+    return row?.n ?? 0
+  }).pipe(Effect.orDie)
+
+/**
+ * A: `deliveries` events through the service, from before the append until every delivery is
+ * recorded `succeeded`. Returns deliveries a second.
+ */
+const serviceRound = (service: Service, receiver: RemoteReceiver, deliveries: number) =>
+  Effect.gen(function*() {
+    const { services, subscribers } = service
+    const outbox = Context.get(services, Outbox)
+    const before = yield* succeededCount(services)
+    receiver.reset()
+    const startedMs = performance.now()
+    const events = Array.from({ length: deliveries }, (_, i) => {
+      const subscriber = subscribers[i % subscribers.length]!
+      return confirmedEvent(subscriber.accountId, subscriber.handle, "test", `tr_${ulid()}`)
+    })
+    // As the transfers path appends: many small commits, not one (at most 50 events each).
+    for (let i = 0; i < events.length; i += 50) yield* outbox.append(events.slice(i, i + 50)).pipe(Effect.orDie)
+    yield* waitUntil("the receiver to count every delivery", async () => (await receiver.count()) >= deliveries)
+    const recorded = () => Effect.runPromise(succeededCount(services)).then((n) => n - before >= deliveries)
+    yield* waitUntil("every delivery to be recorded", recorded)
+    return deliveries / ((performance.now() - startedMs) / 1000)
+  })
+
+/** The payload bytes the service sent, to post the same ones. */
+const storedPayloads = (services: Service["services"]) =>
+  Effect.gen(function*() {
+    const sql = Context.get(services, SqlClient.SqlClient)
+    const rows = yield* sql<{ payload: string }>`
+      SELECT e.payload FROM webhook_deliveries d JOIN events e ON e.event_id = d.event_id LIMIT 500`
+    return rows.map((row) => new TextEncoder().encode(row.payload))
+  }).pipe(Effect.orDie)
+
+/** One signed POST on the bare agent; resolves with the status. */
+const barePost = (agent: https.Agent, url: URL, subscriber: Subscriber, body: Uint8Array) =>
+  new Promise<number>((resolve, reject) => {
+    const headers = deliveryHeaders({
+      secrets: [subscriber.secret],
+      eventId: `evt_${ulid()}`,
+      deliveryId: `dlv_${ulid()}`,
+      timestampSeconds: Math.floor(Date.now() / 1000),
+      body
+    })
+    const request = https.request({
+      hostname: url.hostname,
+      port: url.port,
+      path: subscriber.path,
+      method: "POST",
+      headers: { ...headers, "content-length": String(body.byteLength) },
+      agent
+    }, (response) => {
+      response.resume()
+      response.once("end", () => resolve(response.statusCode ?? 0))
+      response.once("error", reject)
+    })
+    request.once("error", reject)
+    request.end(body)
+  })
+
+/**
+ * B: the bare client, one loop per subscription posting one request at a time, `deliveries` in
+ * all. Returns deliveries a second.
+ */
+const bareRound = async (
+  agent: https.Agent,
+  receiverUrl: string,
+  subscribers: ReadonlyArray<Subscriber>,
+  payloads: ReadonlyArray<Uint8Array>,
+  deliveries: number
+) => {
+  const url = new URL(receiverUrl)
+  let next = 0
+  const startedMs = performance.now()
+  const loop = async (subscriber: Subscriber) => {
+    while (next < deliveries) {
+      const body = payloads[next % payloads.length]!
+      next += 1
+      const status = await barePost(agent, url, subscriber, body)
+      if (status !== 200) throw new Error(`the receiver answered ${status}`)
+    }
+  }
+  await Promise.all(subscribers.map(loop))
+  return deliveries / ((performance.now() - startedMs) / 1000)
+}
+
+const mean = (values: ReadonlyArray<number>) => values.reduce((sum, value) => sum + value, 0) / values.length
+
+/** Warm-up, then `pairs` × A B B A for one subscription count. */
+const measure = (ca: TestCa, receiver: RemoteReceiver, count: number) =>
+  Effect.gen(function*() {
+    const service = yield* buildService(ca, receiver.url, count)
+    const agent = new https.Agent({
+      ...webhookAgentOptions,
+      secureContext: tls.createSecureContext({ ca: [...tls.rootCertificates, fs.readFileSync(ca.caFile, "utf8")] })
+    })
+    yield* Effect.addFinalizer(() => Effect.sync(() => agent.destroy()))
+    yield* serviceRound(service, receiver, warmUpDeliveries)
+    const payloads = yield* storedPayloads(service.services)
+    const bare = (deliveries: number) =>
+      Effect.promise(() => bareRound(agent, receiver.url, service.subscribers, payloads, deliveries))
+    yield* bare(warmUpDeliveries)
+    const a: Array<number> = []
+    const b: Array<number> = []
+    for (let pair = 0; pair < pairs; pair++) {
+      a.push(yield* serviceRound(service, receiver, deliveriesPerRound))
+      b.push(yield* bare(deliveriesPerRound))
+      b.push(yield* bare(deliveriesPerRound))
+      a.push(yield* serviceRound(service, receiver, deliveriesPerRound))
+    }
+    const round = (values: ReadonlyArray<number>) => values.map((value) => Math.round(value))
+    return {
+      subscriptions: count,
+      deliveriesPerRound,
+      serviceDeliveriesPerSecond: round(a),
+      bareDeliveriesPerSecond: round(b),
+      service: Math.round(mean(a)),
+      bare: Math.round(mean(b)),
+      ratio: Number((mean(a) / mean(b)).toFixed(3)),
+      loadAverage: os.loadavg().map((load) => load.toFixed(1)).join(" ")
+    }
+  }).pipe(Effect.scoped)
+
+const main = Effect.gen(function*() {
+  const ca = makeTestCa()
+  yield* Effect.addFinalizer(() => Effect.sync(() => removeTestCa(ca)))
+  const receiver = yield* Effect.acquireRelease(
+    Effect.promise(() => startRemoteReceiver(ca.dir)),
+    (r) => Effect.sync(() => r.stop())
+  )
+  const metrics: Array<Metric> = []
+  for (const count of subscriptionCounts) {
+    const result = yield* measure(ca, receiver, count)
+    console.log(JSON.stringify(result))
+    const label = `${count} subscription${count === 1 ? "" : "s"}`
+    metrics.push(
+      { metric: `${label}: service deliveries/s`, value: result.service, unit: "deliveries/s" },
+      { metric: `${label}: bare client deliveries/s`, value: result.bare, unit: "deliveries/s" },
+      { metric: `${label}: service / bare`, value: result.ratio, unit: "ratio", goal: ">= 0.5", headline: true }
+    )
+  }
+  recordResults("webhook-rate", metrics)
+}).pipe(Effect.scoped)
+
+await Effect.runPromise(main)
