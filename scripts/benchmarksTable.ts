@@ -35,6 +35,7 @@ const benchmarks: ReadonlyArray<readonly [string, string]> = [
   ["transfers", "`POST /v1/transfers` → `confirmed` with the clients in the server's process; its goals: ≥ 500/s and ≥ 0.5 of anvil's raw rate at 64 clients, p99 ≤ 250 ms at 100/s. `packages/server/bench/transfers.bench.ts`."],
   ["settlement", "The chain adapter alone: `Settlement.submit` → confirmed beside anvil's raw rate. `packages/server/bench/settlement.bench.ts`."],
   ["webhooks", "Webhook deliveries per second to a local HTTPS receiver, and commit → first attempt latency. `packages/server/bench/webhooks.bench.ts`."],
+  ["listen", "`pps listen`: an event's commit → its arrival at the forwarded-to receiver, one node on PGlite and two api nodes on PostgreSQL (D58). `packages/server/bench/listen.bench.ts`."],
   ["webhook-rate", "The service's delivery rate (events → signed deliveries recorded, embedded default) against a bare `node:https` client posting the same signed payloads with the same agent settings to the same receiver and recording nothing, alternating A B B A in one run, with 1 and with 50 subscriptions; goal (issue 49): ≥ 0.5 of the bare rate. `packages/server/bench/webhookRate.ts`."],
   ["contracts-gas", "Receipt `gasUsed` of each ConfidentialToken function on a fresh anvil. `packages/contracts/bench/gas.ts`."],
   ["contracts-rpc", "What one chain call costs the calling process, per transport. `packages/contracts/bench/rpc.ts`."],

@@ -22,7 +22,7 @@ import {
 } from "./Agents.ts"
 import { EncryptionKeyStatus, RegisterEncryptionKeyRequest, RegisteredEncryptionKey } from "./EncryptionKeys.ts"
 import { BalancesResponse, SealedBalances } from "./Balances.ts"
-import { EventPayload } from "./Events.ts"
+import { EventPayload, EventRecord } from "./Events.ts"
 import { FaucetGrant, FaucetGrantPage, FaucetRequest } from "./Faucet.ts"
 import {
   CreateTransferRequest,
@@ -34,7 +34,7 @@ import {
   TransferRecord,
   TransferStatus
 } from "./Transfers.ts"
-import { PageLimitQuery, pageLimitDefault, pageLimitMax, PageOffsetQuery } from "./Page.ts"
+import { Page, PageLimitQuery, pageLimitDefault, pageLimitMax, PageOffsetQuery } from "./Page.ts"
 import { completeDocument } from "./OpenApiDocument.ts"
 import { pathId } from "./PathIds.ts"
 import {
@@ -53,7 +53,9 @@ import {
   DeliveryPage,
   ReplayAccepted,
   RotatedSecret,
-  WebhookList
+  UpdateWebhookRequest,
+  WebhookList,
+  WebhookRecord
 } from "./Webhooks.ts"
 import {
   AgentLimitReached,
@@ -236,6 +238,20 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.get("list", "/webhooks", { success: WebhookList, error: NotAgentOwner }).annotate(
       OpenApi.Description,
       "The account's subscriptions in the key's mode, newest first, without secrets."
+    ),
+    HttpApiEndpoint.get("get", "/webhooks/:webhook_id", {
+      params: webhookIdParams,
+      success: WebhookRecord,
+      error: [WebhookNotFound, NotAgentOwner]
+    }).annotate(OpenApi.Description, "(ext, D59) One subscription, without its secret."),
+    HttpApiEndpoint.patch("update", "/webhooks/:webhook_id", {
+      params: webhookIdParams,
+      payload: UpdateWebhookRequest,
+      success: WebhookRecord,
+      error: [InvalidRequest, WebhookNotFound, NotAgentOwner]
+    }).annotate(
+      OpenApi.Description,
+      "(ext, D59) Changes a subscription's url, events or enabled; absent fields stay. A disabled subscription gets no new deliveries; its pending ones wait until it is enabled."
     ),
     HttpApiEndpoint.delete("remove", "/webhooks/:webhook_id", {
       params: webhookIdParams,
@@ -529,18 +545,43 @@ export class TestGroup extends HttpApiGroup.make("test")
   .prefix("/v1")
 {}
 
+const EventPage = Page(EventRecord).annotate({ identifier: "EventPage", description: "D59: events, newest first." })
+
 /**
- * `/v1/events/stream` (ext): the account's events as they happen, as server-sent events.
+ * `/v1/events` (ext, D59): the account's recorded events; `/v1/events/stream`: as they happen,
+ * as server-sent events (D58).
  *
  * @since 0.3.0
  * @category groups
  */
 export class EventsGroup extends HttpApiGroup.make("events")
   .add(
+    HttpApiEndpoint.get("list", "/events", {
+      query: {
+        limit: Schema.optionalKey(PageLimitQuery),
+        offset: Schema.optionalKey(PageOffsetQuery),
+        type: Schema.optionalKey(Schema.String.annotate({ description: "Only events of these types, comma-separated." }))
+      },
+      success: EventPage,
+      error: [InvalidRequest, NotAgentOwner]
+    }).annotate(
+      OpenApi.Description,
+      `(ext, D59) The account's events in the key's mode, newest first, as long as they are kept (D35); limit 1-${pageLimitMax} (default ${pageLimitDefault}). No amounts.`
+    ),
+    HttpApiEndpoint.get("get", "/events/:event_id", {
+      params: { event_id: pathId("evt", () => EventNotFound.of("with that id")) },
+      success: EventRecord,
+      error: [EventNotFound, NotAgentOwner]
+    }).annotate(OpenApi.Description, "(ext, D59) One event of the account in the key's mode; 404 `event_not_found` past retention.")
+  )
+  .add(
     HttpApiEndpoint.get("stream", "/events/stream", {
-      query: { after: Schema.optionalKey(Schema.String.annotate({ description: "Continue after this event id (as `Last-Event-ID`)." })) },
+      query: {
+        after: Schema.optionalKey(Schema.String.annotate({ description: "Continue after this event id or stream cursor (as `Last-Event-ID`)." })),
+        types: Schema.optionalKey(Schema.String.annotate({ description: "Only these event types, comma-separated (D58)." }))
+      },
       headers: {
-        "last-event-id": Schema.optionalKey(Schema.String.annotate({ description: "Continue after this event id (SSE's reconnection header)." }))
+        "last-event-id": Schema.optionalKey(Schema.String.annotate({ description: "Continue after this event id or stream cursor (SSE's reconnection header)." }))
       },
       // Server-sent events: `id: <event_id>`, `event: <type>`, `data: <the webhook payload>`,
       // blank line; `: keep-alive` comments. The server writes them itself (it returns the
@@ -550,7 +591,7 @@ export class EventsGroup extends HttpApiGroup.make("events")
       error: [InvalidRequest, NotAgentOwner]
     }).annotate(
       OpenApi.Description,
-      "(ext) Server-sent events: every event a webhook of this account would receive, in the key's mode, with the same payload, in id order, a few seconds after it is recorded. Resumable: `Last-Event-ID` (or `after`) continues after that event; without one, the stream starts now. Account keys only (an agent's events go to its owner, D30)."
+      "(ext) Server-sent events: every event a webhook of this account would receive (or those of `types`), in the key's mode, with the same payload, in commit order, as soon as it is recorded (D58). Resumable: `Last-Event-ID` (or `after`) continues after that event or cursor, with nothing skipped or repeated; without one, the stream starts now. Account keys only (an agent's events go to its owner, D30)."
     )
   )
   .middleware(Authorization)

@@ -239,6 +239,23 @@ export const transferEvents = (options: {
 }
 
 /**
+ * An event as `GET /v1/events` and `GET /v1/events/{id}` show it (D59): Stripe's event shape,
+ * the webhook payload under `data.object`. No amount, as in every payload.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export const EventRecord = Schema.Struct({
+  id: Schema.String.annotate({ description: "`evt_` + ULID; the payload's `id` and deliveries' `Webhook-Id`." }),
+  object: Schema.Literal("event"),
+  type: EventType,
+  created_at: Schema.String.annotate({ description: "When it was recorded (ISO 8601 UTC)." }),
+  livemode: Schema.Boolean.annotate({ description: "true for a live key's event, false for a test key's (D9)." }),
+  data: Schema.Struct({ object: EventPayload.annotate({ description: "The payload every delivery of the event sends." }) })
+}).annotate({ identifier: "Event", description: "D59: one recorded event, as long as it is kept (D35)." })
+export type EventRecord = typeof EventRecord.Type
+
+/**
  * An event as stored.
  *
  * @since 0.1.0

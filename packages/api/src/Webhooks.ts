@@ -38,6 +38,7 @@ export const WebhookRecord = Schema.Struct({
   webhook_id: Schema.String.annotate({ description: "`wh_` + ULID." }),
   url: Schema.String.annotate({ description: "Where deliveries are POSTed." }),
   events: Schema.Array(EventType).annotate({ description: "The event types delivered." }),
+  enabled: Schema.Boolean.annotate({ description: "D59: false while disabled (no new deliveries; pending ones wait)." }),
   created_at: Schema.String.annotate({ description: "ISO 8601 UTC." })
 }).annotate({
   identifier: "Webhook",
@@ -46,10 +47,30 @@ export const WebhookRecord = Schema.Struct({
     webhook_id: "wh_01JAZ3Y8X6Q4M2N7P5R9S0T1V2",
     url: "https://example.com/hooks/pps",
     events: ["transfer.confirmed"],
+    enabled: true,
     created_at: "2026-11-25T01:00:00.000Z"
   }]
 })
 export type WebhookRecord = typeof WebhookRecord.Type
+
+/**
+ * `PATCH /v1/webhooks/{id}` body (D59): the fields to change; absent ones stay.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export const UpdateWebhookRequest = Schema.Struct({
+  url: Schema.optionalKey(Schema.String.annotate({ description: "A new URL, under the same rules as at creation (D33, D59)." })),
+  events: Schema.optionalKey(
+    Schema.Array(Schema.String.annotate({ description: `An event type: ${eventTypes.join(", ")}.` }))
+      .annotate({ description: "The new event types (replacing the old), at least one." })
+  ),
+  enabled: Schema.optionalKey(Schema.Boolean.annotate({ description: "false disables the subscription, true enables it again." }))
+}).annotate({
+  identifier: "UpdateWebhookRequest",
+  examples: [{ enabled: false }, { url: "https://example.com/hooks/v2", events: ["transfer.confirmed"] }]
+})
+export type UpdateWebhookRequest = typeof UpdateWebhookRequest.Type
 
 /**
  * The create answer: the record and, this once, the secret.
@@ -111,7 +132,11 @@ export const DeliveryRecord = Schema.Struct({
   retry_count: Schema.Int.annotate({ description: "Attempts after the first." }),
   created_at: Schema.String.annotate({ description: "When the delivery was queued (ISO 8601 UTC)." }),
   last_attempt_at: Schema.NullOr(Schema.String).annotate({ description: "When it was last tried." }),
-  next_attempt_at: Schema.NullOr(Schema.String).annotate({ description: "The scheduled retry, if any (D34's schedule)." })
+  next_attempt_at: Schema.NullOr(Schema.String).annotate({ description: "The scheduled retry, if any (D34's schedule)." }),
+  failure_reason: Schema.NullOr(Schema.String).annotate({
+    description: "D59: why the last attempt failed: `http_<status>`, `dns_error`, `timeout`, `tls_error`, `ssrf_refused`, " +
+      "`connection_refused`, `connection_reset`, `network_error` or `invalid_url`; null after a success or before any attempt."
+  })
 }).annotate({ identifier: "Delivery", description: "D34: one delivery of an event to a subscription." })
 export type DeliveryRecord = typeof DeliveryRecord.Type
 
@@ -184,6 +209,7 @@ export interface Webhook {
   readonly mode: Mode
   readonly url: string
   readonly eventTypes: ReadonlyArray<EventType>
+  readonly enabled: boolean
   readonly createdAt: string
 }
 
@@ -195,6 +221,7 @@ export const toWebhookRecord = (webhook: Webhook): WebhookRecord => ({
   webhook_id: webhook.webhookId,
   url: webhook.url,
   events: webhook.eventTypes,
+  enabled: webhook.enabled,
   created_at: webhook.createdAt
 })
 

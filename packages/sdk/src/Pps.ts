@@ -47,10 +47,10 @@
 import type { AccountRecord } from "@pps/api/Accounts"
 import type { AgentRecord, AgentTransactionRecord, PendingAgentTransaction, SpendPolicyRecord } from "@pps/api/Agents"
 import type { ApiKeyRecord, CreatedAgentApiKey } from "@pps/api/ApiKeys"
-import type { EventPayload } from "@pps/api/Events"
+import type { EventPayload, EventRecord } from "@pps/api/Events"
 import type { FaucetGrant } from "@pps/api/Faucet"
 import type { TransferRecord } from "@pps/api/Transfers"
-import type { CreatedWebhook, DeliveryPage, ReplayAccepted, RotatedSecret, WebhookRecord } from "@pps/api/Webhooks"
+import type { CreatedWebhook, DeliveryPage, ReplayAccepted, RotatedSecret, UpdateWebhookRequest, WebhookRecord } from "@pps/api/Webhooks"
 import { type EncryptionKey, Random } from "@pps/crypto"
 import type { Effect } from "effect"
 import type * as ApiClient from "./ApiClient.ts"
@@ -227,6 +227,19 @@ export type RetryNotice = Retry.Retry
 
 /** D34: a page of deliveries. @since 0.4.0 @category models */
 export type Deliveries = DeliveryPage
+
+/**
+ * A page of `GET /v1/events` (D59).
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface EventPage {
+  readonly data: ReadonlyArray<EventRecord>
+  readonly limit: number
+  readonly offset: number
+  readonly has_more: boolean
+}
 
 /** An event as a webhook receives it (D30), from the live stream. @since 0.4.0 @category models */
 export type Event = EventPayload
@@ -567,12 +580,17 @@ export class Pps {
       this.#run((api) => api.agents.reject({ params: { transaction_id: transactionId } }), options.idempotencyKey)
   }
 
-  /** Webhook subscriptions (D33-D35). The secret is in the create and rotate answers only. */
+  /** Webhook subscriptions (D33-D35, D59). The secret is in the create and rotate answers only. */
   readonly webhooks = {
     /** Run again with the same `idempotencyKey`, the same subscription (and secret), never a second one. */
     create: (webhook: { readonly url: string; readonly events: ReadonlyArray<string> }, options: Keyed = {}): Promise<CreatedWebhook> =>
       this.#run((api) => api.webhooks.create({ payload: webhook }), options.idempotencyKey),
     list: (): Promise<{ readonly data: ReadonlyArray<WebhookRecord> }> => this.#run((api) => api.webhooks.list()),
+    /** One subscription (D59). */
+    get: (webhookId: string): Promise<WebhookRecord> => this.#run((api) => api.webhooks.get({ params: { webhook_id: webhookId } })),
+    /** Changes its url, events or enabled (D59); a disabled subscription gets no new deliveries. */
+    update: (webhookId: string, changes: UpdateWebhookRequest): Promise<WebhookRecord> =>
+      this.#run((api) => api.webhooks.update({ params: { webhook_id: webhookId }, payload: changes })),
     delete: (webhookId: string): Promise<void> => this.#run((api) => api.webhooks.remove({ params: { webhook_id: webhookId } })),
     /** The key is sent, but a rotation is not bound to it: a retry after a fault rotates again (docs/api.md). */
     rotateSecret: (webhookId: string, options: Keyed = {}): Promise<RotatedSecret> =>
@@ -596,6 +614,11 @@ export class Pps {
    * as `lastEventId` to miss nothing. Neither retried nor timed out (it is open for long).
    */
   readonly events = {
+    /** The account's recorded events, newest first, within retention (D59): Stripe's event shape, no amounts. */
+    list: (query: { readonly limit?: number; readonly offset?: number; readonly type?: string } = {}): Promise<EventPage> =>
+      this.#run((api) => api.events.list({ query })),
+    /** One recorded event (D59). */
+    get: (eventId: string): Promise<EventRecord> => this.#run((api) => api.events.get({ params: { event_id: eventId } })),
     stream: async (options: { readonly lastEventId?: string } = {}): Promise<AsyncIterable<Event>> => {
       const headers = options.lastEventId === undefined ? {} : { "last-event-id": options.lastEventId }
       const stream = await run(this.#streamClient, (api) => api.events.stream({ query: {}, headers }))

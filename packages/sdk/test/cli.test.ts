@@ -425,9 +425,14 @@ describe("pps", { timeout: 90_000 }, () => {
       })
     })
     const port = await new Promise<number>((resolve) => receiver.listen(0, "127.0.0.1", () => resolve((receiver.address() as net.AddressInfo).port)))
-    const listener = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", path.join(repositoryRoot, "packages/sdk/src/cli.ts"), "listen", "--forward-to", `http://127.0.0.1:${port}/hook`, "--json"], {
+    // D58: the signing secret is this account's on this machine (kept under HOME), the same every run.
+    const printed = await pps(bob.api_key, ["listen", "--forward-to", "http://127.0.0.1:9/x", "--print-secret"])
+    expect(printed.exitCode, printed.stderr).toBe(0)
+    expect(printed.stdout).toMatch(/^whsec_[A-Za-z0-9+/=]+\n$/)
+    expect((await pps(bob.api_key, ["listen", "--forward-to", "http://127.0.0.1:9/x", "--print-secret"])).stdout).toBe(printed.stdout)
+    const listener = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", path.join(repositoryRoot, "packages/sdk/src/cli.ts"), "listen", "--forward-to", `http://127.0.0.1:${port}/hook`, "--events", "transfer.initiated,transfer.confirmed", "--json"], {
       cwd: repositoryRoot,
-      env: { ...childEnvironment(), PPS_API_KEY: bob.api_key, PPS_BASE_URL: server.baseUrl },
+      env: { ...childEnvironment(), HOME: aliceHome, PPS_API_KEY: bob.api_key, PPS_BASE_URL: server.baseUrl },
       stdio: ["ignore", "pipe", "pipe"]
     })
     const lines: Array<Record<string, unknown>> = []
@@ -448,12 +453,12 @@ describe("pps", { timeout: 90_000 }, () => {
     try {
       await waitFor("the ready line", () => lines.length > 0)
       const secret = String(lines[0]?.["secret"])
-      expect(secret).toMatch(/^whsec_/)
+      expect(`${secret}\n`).toBe(printed.stdout)
       // The server ends the first stream (its lifetime) before any event arrived; paid while
       // listen waits to reconnect, the events must still come: it resumes from the cursor the
       // stream opened with, not from when it reconnects.
       await waitFor("the first stream's end", () => lines.some((line) => line["reconnecting"] === true))
-      expect(lines.find((line) => line["reconnecting"] === true)?.["after"]).toMatch(/^evt_/)
+      expect(lines.find((line) => line["reconnecting"] === true)?.["after"]).toMatch(/^pos_[0-9]+_[0-9]+$/)
       expect((await post(alice.api_key, "/v1/transfers", { to: "@bob", amount: "0.5" })).status).toBe(201)
       const statuses = () => lines.filter((line) => "status" in line).map((line) => line["status"])
       await waitFor("two deliveries", () => received.length >= 2 && statuses().length >= 2)

@@ -42,6 +42,7 @@ import { WebhookHealth } from "./admin/WebhookHealth.ts"
 import { AuditLog } from "./audit/AuditLog.ts"
 import { Reseal } from "./admin/Reseal.ts"
 import { KeyRotations } from "./accounts/KeyRotations.ts"
+import { AdminWebhookLoopbackLive } from "./admin/webhookLoopbackHttp.ts"
 import { ApiKeys } from "./apikeys/ApiKeys.ts"
 import { AppConfig, servesApi } from "./config/AppConfig.ts"
 import { HealthRoutes, healthRoutePaths } from "./health/http.ts"
@@ -143,7 +144,7 @@ export const WorkerApp = Layer.mergeAll(
  */
 export const AdminApp = Layer.mergeAll(
   HttpApiBuilder.layer(AdminApi).pipe(
-    Layer.provide(AdminHttpLive),
+    Layer.provide([AdminHttpLive, AdminWebhookLoopbackLive]),
     Layer.provide([AdminAuthorizationLive, RequestValidationLive])
   ),
   MetricsRoutes,

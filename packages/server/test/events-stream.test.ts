@@ -309,8 +309,8 @@ describe("the live event stream (ext)", () => {
           const opened = Date.now()
           const first = yield* openStream(streamUrl, frank.api_key)
           assert.strictEqual(first.status, 200)
-          assert.isTrue(yield* within(2_000, () => /^id: evt_/m.test(first.text())))
-          const cursor = /^id: (evt_[0-9A-Z]{26})$/m.exec(first.text())![1]!
+          assert.isTrue(yield* within(2_000, () => /^id: pos_/m.test(first.text())))
+          const cursor = /^id: (pos_[0-9]+_[0-9]+)$/m.exec(first.text())![1]!
           assert.isTrue(yield* within(6_000, first.hasEnded), "the stream outlived its lifetime")
           assert.isAtLeast(Date.now() - opened, 2_900)
           assert.include(first.text(), ": closed: the stream reached its maximum lifetime")

@@ -61,8 +61,8 @@ const strict = WebhookClient.make({
   timeoutMs: 3_000
 })
 
-const send = (client: typeof strict, url: string) =>
-  client.send({ url, headers: { "content-type": "application/json" }, body: new TextEncoder().encode("{}") })
+const send = (client: typeof strict, url: string, loopbackGranted = false) =>
+  client.send({ url, headers: { "content-type": "application/json" }, body: new TextEncoder().encode("{}"), loopbackGranted })
 
 describe("SSRF defences", () => {
   it.effect("30+ bypass attempts are refused and the loopback receiver sees none of them", () =>
@@ -151,6 +151,34 @@ describe("SSRF defences", () => {
       const untrusted = WebhookClient.make({ policy: makeAddressPolicy({ allowLoopback: true, allowedPrivateCidrs: [] }) })
       const refused = yield* send(untrusted, `https://127.0.0.1:${receiver.port}/`)
       assert.strictEqual(refused.error, "tls_error")
+    }))
+
+  it.effect("D59: a loopback grant opens loopback for that request only, never the service's own ports, whatever the name", () =>
+    Effect.gen(function*() {
+      const own = WebhookClient.make({
+        policy: makeAddressPolicy({ allowLoopback: false, allowedPrivateCidrs: [] }),
+        extraCaPem: loadCa(),
+        resolver,
+        ownPorts: [receiver.port]
+      })
+      const other = WebhookClient.make({
+        policy: makeAddressPolicy({ allowLoopback: false, allowedPrivateCidrs: [] }),
+        extraCaPem: loadCa(),
+        resolver,
+        ownPorts: [receiver.port + 1]
+      })
+      const before = receiver.requests.length
+      // Without the grant: refused before connecting; with it, delivered.
+      assert.strictEqual((yield* send(other, `https://127.0.0.1:${receiver.port}/granted`)).error, "ssrf_refused")
+      assert.strictEqual((yield* send(other, `https://127.0.0.1:${receiver.port}/granted`, true)).statusCode, 200)
+      assert.strictEqual(receiver.requests.length, before + 1)
+      // The same port as the service's own: refused with the grant, by literal and by a name resolving to loopback.
+      assert.strictEqual((yield* send(own, `https://127.0.0.1:${receiver.port}/own`, true)).error, "ssrf_refused")
+      assert.strictEqual((yield* send(own, `https://receiver.test:${receiver.port}/own`, true)).error, "ssrf_refused")
+      assert.strictEqual(receiver.requests.length, before + 1)
+      assert.deepStrictEqual(own.check(`http://127.0.0.1:${receiver.port}/`, true), { _tag: "Refused", reason: "own_port" })
+      assert.deepStrictEqual(own.check(`http://127.0.0.1:${receiver.port}/`, false), { _tag: "Refused", reason: "scheme" })
+      assert.strictEqual(own.check(`http://127.0.0.1:${receiver.port + 5}/`, true)._tag, "Ok")
     }))
 
   it.effect("an operator allow-list opens a private range, never the metadata addresses", () =>

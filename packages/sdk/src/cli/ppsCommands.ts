@@ -13,7 +13,6 @@ import { Argument, Command, Flag } from "effect/cli"
 import * as Client from "../Client.ts"
 import * as Commands from "../internal/commands.ts"
 import type * as SealedTransfers from "../SealedTransfers.ts"
-import * as Webhook from "../Webhook.ts"
 import * as CommandLine from "./CommandLine.ts"
 import * as Connection from "./Connection.ts"
 import type * as McpEntry from "./McpEntry.ts"
@@ -486,24 +485,35 @@ const policy = Command.make("policy").pipe(
   ])
 )
 
-type WebhookAction = "create" | "list" | "delete" | "deliveries" | "replay" | "rotate-secret"
+type WebhookAction = "create" | "list" | "get" | "update" | "delete" | "deliveries" | "replay" | "rotate-secret"
 const webhooksCommand = (
   json: boolean,
   action: WebhookAction,
   fields: {
     readonly webhookId?: string
     readonly eventId?: string
-    readonly url?: string
-    readonly events?: string
+    readonly url?: string | undefined
+    readonly events?: string | undefined
+    readonly enabled?: boolean | undefined
     readonly idempotencyKey?: Option.Option<string>
   } = {}
 ) =>
   keyed(Option.none(), fields.idempotencyKey, (settings, idempotencyKey) =>
-    Commands.webhooks({ ...settings, json, action, webhookId: fields.webhookId, eventId: fields.eventId, url: fields.url, events: fields.events, idempotencyKey }))
+    Commands.webhooks({
+      ...settings,
+      json,
+      action,
+      webhookId: fields.webhookId,
+      eventId: fields.eventId,
+      url: fields.url,
+      events: fields.events,
+      enabled: fields.enabled,
+      idempotencyKey
+    }))
 
 const webhookId = id("ID", "the subscription's id (wh_...)")
 /** A webhooks command that takes the subscription's id and nothing else. */
-const webhookById = (action: "delete" | "deliveries", description: string) =>
+const webhookById = (action: "get" | "delete" | "deliveries", description: string) =>
   Command.make(action, { webhookId, json: jsonTable }, (flags) => webhooksCommand(flags.json, action, flags)).pipe(
     Command.withDescription(description)
   )
@@ -522,6 +532,20 @@ const webhooks = Command.make("webhooks").pipe(
     Command.make("list", { json: jsonTable }, (flags) => webhooksCommand(flags.json, "list")).pipe(
       Command.withDescription("the subscriptions (no secrets)")
     ),
+    webhookById("get", "one subscription (D59)"),
+    Command.make("update", {
+      webhookId,
+      url: CommandLine.text("url", "URL", "a new URL").pipe(Flag.optional),
+      events: CommandLine.text("events", "a,b", "the new event types, comma-separated").pipe(Flag.optional),
+      enabled: CommandLine.choice("enabled", ["true", "false"], "false pauses its deliveries, true resumes them").pipe(Flag.optional),
+      json: jsonTable
+    }, (flags) =>
+      webhooksCommand(flags.json, "update", {
+        webhookId: flags.webhookId,
+        url: Option.getOrUndefined(flags.url),
+        events: Option.getOrUndefined(flags.events),
+        enabled: Option.getOrUndefined(Option.map(flags.enabled, (value) => value === "true"))
+      })).pipe(Command.withDescription("change its url, events or enabled (D59)")),
     webhookById("delete", "delete one"),
     webhookById("deliveries", "its deliveries, newest first"),
     Command.make("rotate-secret", { webhookId, idempotencyKey: idempotencyKey("rotates", "a rotation is not bound to it: a retry after a fault rotates again"), json: jsonTable }, (flags) =>
@@ -559,23 +583,52 @@ const listen = Command.make("listen", {
     accepts: isHttpUrl,
     expected: "an http(s) URL such as http://127.0.0.1:3000/hook"
   }),
+  events: CommandLine.text("events", "a,b", "only these event types, comma-separated (default all)").pipe(Flag.optional),
+  printSecret: CommandLine.toggle("print-secret", "print the signing secret (stable for this account and mode on this machine) and exit"),
   json: CommandLine.json("print one JSON object a line (the secret, each delivery) instead of text")
 }, (flags) => {
+  if (flags.printSecret) {
+    return perform(Option.none(), async (settings) => {
+      const secret = await Commands.listenSecret(settings)
+      return flags.json ? `${JSON.stringify({ secret })}\n` : `${secret}\n`
+    })
+  }
   const stop = new Promise<void>((resolve) => {
     process.once("SIGINT", () => resolve())
     process.once("SIGTERM", () => resolve())
   })
   return perform(Option.none(), (settings, invocation) =>
+    Commands.listenSecret(settings).then((secret) =>
     Commands.listen({
       ...settings,
       json: flags.json,
       forwardTo: flags.forwardTo,
-      secret: Webhook.generateSecret(),
+      events: Option.getOrUndefined(flags.events),
+      secret,
       out: invocation.stdout,
       stop
-    }))
+    })))
 }).pipe(
-  Command.withDescription("receive the account's events live and forward each to URL,\nsigned with a local secret it prints (Ctrl-C stops)")
+  Command.withDescription("receive the account's events live and forward each to URL,\nsigned with this account's listen secret it prints (Ctrl-C stops)")
+)
+
+const events = Command.make("events").pipe(
+  Command.withDescription("the account's recorded events, within retention (D59)"),
+  Command.withSubcommands([
+    Command.make("list", {
+      type: CommandLine.text("type", "a,b", "only these event types, comma-separated").pipe(Flag.optional),
+      json: jsonTable
+    }, (flags) =>
+      perform(Option.none(), (settings) =>
+        Commands.events({ ...settings, json: flags.json, action: "list", eventId: undefined, type: Option.getOrUndefined(flags.type), limit: 100 }))).pipe(
+      Command.withDescription("the newest 100, newest first")
+    ),
+    Command.make("get", { eventId: id("EVENT_ID", "the event's id (evt_...)"), json: jsonTable }, (flags) =>
+      perform(Option.none(), (settings) =>
+        Commands.events({ ...settings, json: flags.json, action: "get", eventId: flags.eventId, type: undefined, limit: undefined }))).pipe(
+      Command.withDescription("one event, its payload under data.object")
+    )
+  ])
 )
 
 const keys = Command.make("keys", { keyFile, json: jsonTable }, (flags) =>
@@ -657,6 +710,7 @@ export const pps = Command.make("pps").pipe(
     agents,
     policy,
     webhooks,
+    events,
     faucet,
     listen,
     keys,

@@ -9,13 +9,15 @@
  * @since 0.1.0
  */
 import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import type { PolicyRule } from "@pps/api/Errors"
 import { EncryptionKey } from "@pps/crypto"
 import { Effect, Option } from "effect"
 import { HttpClientResponse } from "effect/http"
 import * as Account from "../Account.ts"
 import * as Amount from "../Amount.ts"
-import { UsageMistake } from "../cli/CommandLine.ts"
+import { networkFailure, UsageMistake } from "../cli/CommandLine.ts"
 import * as ApiKeys from "../ApiKeys.ts"
 import * as Client from "../Client.ts"
 import * as Confidential from "../Confidential.ts"
@@ -475,6 +477,24 @@ const parseEvents = (buffer: string): { readonly events: ReadonlyArray<StreamedE
 }
 
 /**
+ * One event forwarded to `forwardTo`, signed as a webhook delivery; the receiver's status, or
+ * `failed: <why>` (refused, timed out, name not found), not only "fetch failed".
+ */
+const forward = async (forwardTo: string, secret: string, event: StreamedEvent): Promise<string> => {
+  const headers = Webhook.signedHeaders({
+    payload: event.data,
+    secret,
+    eventId: event.id,
+    deliveryId: `dlv_local_${globalThis.crypto.randomUUID()}`,
+    timestampSeconds: Math.floor(Date.now() / 1000)
+  })
+  return fetch(forwardTo, { method: "POST", headers, body: event.data }).then(
+    (answer) => String(answer.status),
+    (cause: unknown) => `failed: ${networkFailure(cause)}`
+  )
+}
+
+/**
  * `listen --forward-to URL`: like `stripe listen`. Receives the account's events from the
  * live stream (`GET /v1/events/stream`) and forwards each to `forwardTo`, signed with a
  * local secret (printed first) exactly as a webhook delivery is, so the receiver's
@@ -487,6 +507,8 @@ export const listen = async (
     readonly json: boolean
     readonly forwardTo: string
     readonly secret: string
+    /** D58: only these event types (the stream filters them), comma-separated; all when undefined. */
+    readonly events?: string | undefined
     readonly out: (line: string) => void
     readonly stop: Promise<void>
   }
@@ -517,7 +539,7 @@ export const listen = async (
       // `id:` without data), and that cursor is where a first connection resumes.
       const response = await run(client, (api) =>
         api.events.stream({
-          query: {},
+          query: settings.events === undefined ? {} : { types: settings.events },
           headers: lastEventId === undefined ? {} : { "last-event-id": lastEventId },
           responseMode: "response-only"
         }).pipe(Effect.map(HttpClientResponse.toWeb)))
@@ -546,23 +568,13 @@ export const listen = async (
             lastEventId = event.id
             continue
           }
-          const deliveryId = `dlv_local_${globalThis.crypto.randomUUID()}`
-          const headers = Webhook.signedHeaders({
-            payload: event.data,
-            secret: settings.secret,
-            eventId: event.id,
-            deliveryId,
-            timestampSeconds: Math.floor(Date.now() / 1000)
-          })
-          const status = await fetch(settings.forwardTo, { method: "POST", headers, body: event.data }).then(
-            (answer) => String(answer.status),
-            (cause: unknown) => `failed (${cause instanceof Error ? cause.message : String(cause)})`
-          )
+          const status = await forward(settings.forwardTo, settings.secret, event)
           // Forwarded (whatever the receiver answered): the next connection resumes after it.
           lastEventId = event.id
+          const at = new Date().toISOString()
           settings.out(settings.json
-            ? json({ event_id: event.id, type: event.type, status })
-            : `${new Date().toISOString()}  ${event.type.padEnd(34)} ${event.id}  -> ${status}\n`)
+            ? json({ event_id: event.id, type: event.type, status, at })
+            : `${at}  ${event.type.padEnd(34)} ${event.id}  -> ${status}\n`)
         }
       }
     } catch (error) {
@@ -578,6 +590,48 @@ export const listen = async (
     await new Promise((resolve) => setTimeout(resolve, waitMs))
   }
   return ""
+}
+
+/** `events list|get` (D59): the account's recorded events, within retention; no amounts. */
+export const events = async (
+  settings: Settings & {
+    readonly json: boolean
+    readonly action: "list" | "get"
+    readonly eventId: string | undefined
+    readonly type: string | undefined
+    readonly limit: number | undefined
+  }
+): Promise<string> => {
+  if (settings.action === "get") {
+    const event = await run(settings.client, (api) => api.events.get({ params: { event_id: settings.eventId ?? "" } }))
+    return json(event)
+  }
+  const query = { ...(settings.type === undefined ? {} : { type: settings.type }), ...(settings.limit === undefined ? {} : { limit: settings.limit }) }
+  const page = await run(settings.client, (api) => api.events.list({ query }))
+  return settings.json
+    ? json(page)
+    : table([["id", "type", "created_at"], ...page.data.map((event) => [event.id, event.type, event.created_at])])
+}
+
+/**
+ * D58: `listen`'s signing secret, stable per account and mode on this machine: kept beside the
+ * key files (`~/.pps/listen-<account_id>-<mode>.secret`, 0600), drawn on first use, so a
+ * receiver configured once keeps verifying across runs (`listen --print-secret`).
+ */
+export const listenSecret = async (settings: Settings, homeDirectory: string = os.homedir()): Promise<string> => {
+  const me = await Account.me(settings.client)
+  const mode = settings.client.apiKey.startsWith("hc_live_") ? "live" : "test"
+  const file = path.join(homeDirectory, ".pps", `listen-${me.account_id}-${mode}.secret`)
+  try {
+    const kept = fs.readFileSync(file, "utf8").trim()
+    if (kept.startsWith("whsec_")) return kept
+  } catch {
+    // None yet: drawn below.
+  }
+  const secret = Webhook.generateSecret()
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 })
+  fs.writeFileSync(file, `${secret}\n`, { mode: 0o600 })
+  return secret
 }
 
 /** A JSON object given on the command line (`--policy '{"daily_limit_usdg":100}'`). */
@@ -726,11 +780,12 @@ export const agentTransaction = async (settings: Settings & { readonly json: boo
 export const webhooks = async (
   settings: Settings & {
     readonly json: boolean
-    readonly action: "create" | "list" | "delete" | "deliveries" | "replay" | "rotate-secret"
+    readonly action: "create" | "list" | "get" | "update" | "delete" | "deliveries" | "replay" | "rotate-secret"
     readonly webhookId: string | undefined
     readonly eventId: string | undefined
     readonly url: string | undefined
     readonly events: string | undefined
+    readonly enabled?: boolean | undefined
     readonly idempotencyKey: string | undefined
   }
 ): Promise<string> => {
@@ -749,7 +804,25 @@ export const webhooks = async (
       const listed = await run(settings.client, (api) => api.webhooks.list())
       return settings.json
         ? json(listed)
-        : table([["webhook_id", "url", "events"], ...listed.data.map((hook) => [hook.webhook_id, hook.url, hook.events.join(",")])])
+        : table([
+          ["webhook_id", "url", "events", "enabled"],
+          ...listed.data.map((hook) => [hook.webhook_id, hook.url, hook.events.join(","), String(hook.enabled)])
+        ])
+    }
+    case "get": {
+      const hook = await run(settings.client, (api) => api.webhooks.get({ params }))
+      return settings.json ? json(hook) : lines(Object.entries(hook))
+    }
+    case "update": {
+      // D59: only the flags given change.
+      const payload = {
+        ...(settings.url === undefined ? {} : { url: settings.url }),
+        ...(settings.events === undefined ? {} : { events: settings.events.split(",").map((event) => event.trim()) }),
+        ...(settings.enabled === undefined ? {} : { enabled: settings.enabled })
+      }
+      if (Object.keys(payload).length === 0) throw new CommandError("webhooks update needs --url, --events or --enabled")
+      const hook = await run(settings.client, (api) => api.webhooks.update({ params, payload }))
+      return settings.json ? json(hook) : lines(Object.entries(hook))
     }
     case "delete":
       await run(settings.client, (api) => api.webhooks.remove({ params }))
@@ -759,13 +832,14 @@ export const webhooks = async (
       return settings.json
         ? json(page)
         : table([
-          ["delivery_id", "event_id", "status", "retries", "response_status"],
+          ["delivery_id", "event_id", "status", "retries", "response_status", "failure_reason"],
           ...page.data.map((delivery) => [
             delivery.delivery_id,
             delivery.event_id,
             delivery.status,
             String(delivery.retry_count),
-            String(delivery.response_status_code ?? "")
+            String(delivery.response_status_code ?? ""),
+            delivery.failure_reason ?? ""
           ])
         ])
     }

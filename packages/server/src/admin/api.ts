@@ -17,6 +17,7 @@ import { WebhookHealthRecord } from "./WebhookHealth.ts"
 import { ApiKeyRecord, Mode } from "@pps/api/ApiKeys"
 import { RequestValidation } from "@pps/api/Api"
 import { AccountNotFound, ApiKeyNotFound, HandleTaken, InvalidRequest, ServiceUnavailable, Unauthorized } from "@pps/api/Errors"
+import { AdminWebhookLoopbackGroup } from "./webhookLoopback.ts"
 
 /**
  * Bearer `ADMIN_TOKEN`.
@@ -188,5 +189,9 @@ export class AdminGroup extends HttpApiGroup.make("admin")
  * @since 0.1.0
  * @category api
  */
-export class AdminApi extends HttpApi.make("pps-admin").add(AdminGroup).middleware(RequestValidation) {}
+export class AdminApi extends HttpApi.make("pps-admin")
+  .add(AdminGroup)
+  .add(AdminWebhookLoopbackGroup.middleware(AdminAuthorization))
+  .middleware(RequestValidation)
+{}
 

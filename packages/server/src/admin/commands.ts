@@ -284,6 +284,25 @@ const keys = Command.make("keys").pipe(
   ])
 )
 
+/** D59: loopback delivery for an account's webhooks (a developer's receiver), per mode, without a restart. */
+const webhookLoopback = Command.make("webhook-loopback").pipe(
+  Command.withDescription("let an account's webhooks deliver to a receiver on this machine (never the service's own ports)"),
+  Command.withSubcommands([
+    ...(["allow", "deny"] as const).map((verb) =>
+      Command.make(verb, { account, mode: mode("test or live (default test)").pipe(Flag.optional), json }, (flags) =>
+        perform((call) =>
+          call("POST", `/accounts/${encodeURIComponent(flags.account)}/webhook-loopback`, {
+            mode: Option.getOrElse(flags.mode, () => "test"),
+            allowed: verb === "allow"
+          }))).pipe(Command.withDescription(verb === "allow" ? "allow loopback receivers" : "refuse them again"))
+    ),
+    Command.make("get", { account, json }, (flags) =>
+      perform((call) => call("GET", `/accounts/${encodeURIComponent(flags.account)}/webhook-loopback`))).pipe(
+      Command.withDescription("whether each mode may deliver to loopback")
+    )
+  ])
+)
+
 const isAddress = (value: string): value is `0x${string}` => /^0x[0-9a-fA-F]{40}$/.test(value)
 
 const chainDeploy = Command.make("deploy", {
@@ -370,5 +389,5 @@ const chain = Command.make("chain").pipe(
  * @since 0.10.0
  * @category commands
  */
-export const admin = Command.make("admin").pipe(Command.withSubcommands([accounts, keys, audit, webhooks, walletKek, chain]))
+export const admin = Command.make("admin").pipe(Command.withSubcommands([accounts, keys, audit, webhooks, webhookLoopback, walletKek, chain]))
 

@@ -87,12 +87,100 @@ const findForAccount = ({ columns, sql }: EventStoreContext, eventId: string, ac
     sql`SELECT ${columns} FROM events WHERE event_id = ${eventId} AND account_id = ${accountId} AND mode = ${mode}`
   ).pipe(Effect.map((found) => Option.fromNullishOr(found[0])))
 
-const listAfter = ({ columns, sql }: EventStoreContext, query: ListAfterQuery) =>
+// Newest first (by position, D58: ids drawn in one millisecond are not ordered), as the transfer
+// list (D16); one more than the page says whether more follow.
+const listPage = ({ columns, sql }: EventStoreContext, query: ListPageQuery) =>
   rows(sql`
     SELECT ${columns} FROM events
-    WHERE account_id = ${query.accountId} AND mode = ${query.mode} AND event_id > ${query.afterEventId}
-      AND created_at < ${query.createdBefore}::timestamptz
-    ORDER BY event_id LIMIT ${query.limit}`)
+    WHERE account_id = ${query.accountId} AND mode = ${query.mode}
+      ${query.types.length === 0 ? sql`` : sql`AND ${sql.in("type", query.types)}`}
+    ORDER BY tx_id DESC, seq DESC LIMIT ${query.limit + 1} OFFSET ${query.offset}`).pipe(
+    Effect.map((found) => ({ events: found.slice(0, query.limit), hasMore: found.length > query.limit })),
+    Effect.withSpan("EventStore.listPage")
+  )
+
+const positionColumns = (sql: SqlClient.SqlClient) => sql`tx_id::text AS tx_id, seq::text AS seq`
+
+const PositionRow = Schema.Struct({ tx_id: Schema.String, seq: Schema.String })
+const decodePositions = Schema.decodeUnknownEffect(Schema.Array(PositionRow))
+const positionRows = (statement: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>) =>
+  Effect.flatMap(statement, (found) => rowsDecode(decodePositions(found))).pipe(
+    Effect.map((decoded) => Option.fromNullishOr(decoded[0]).pipe(Option.map((row): EventPosition => ({ txId: row.tx_id, seq: row.seq }))))
+  )
+
+const positionOf = ({ sql }: EventStoreContext, eventId: string, accountId: string, mode: Mode) =>
+  positionRows(sql`
+    SELECT ${positionColumns(sql)} FROM events WHERE event_id = ${eventId} AND account_id = ${accountId} AND mode = ${mode}`)
+
+// The earliest position among the events with a larger id: resuming just before it misses none of them.
+const firstPositionAfterId = ({ sql }: EventStoreContext, eventId: string, accountId: string, mode: Mode) =>
+  positionRows(sql`
+    SELECT ${positionColumns(sql)} FROM events WHERE account_id = ${accountId} AND mode = ${mode} AND event_id > ${eventId}
+    ORDER BY tx_id, seq LIMIT 1`)
+
+/**
+ * D58's visibility watermark, read before the rows it guards: every transaction of this
+ * database with a smaller id has ended (so its rows are visible to any later statement), and
+ * every transaction that has not ended has an id at or above it. It is the smallest id among
+ * this database's running transactions (`pg_stat_activity`), or the snapshot's xmax when none
+ * runs: a transaction that gets its id after this read gets a larger one. Other databases on
+ * the same PostgreSQL server do not hold it back, as the snapshot's xmin (server-wide) would.
+ * `backend_xid` is 32 bits: widened to 64 next to xmax (ids in use lie within 2^31 of it).
+ */
+const watermark = ({ sql }: EventStoreContext) =>
+  sql<{ readonly xmax: string; readonly running: ReadonlyArray<string> | null }>`
+    SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xmax,
+      (SELECT array_agg(backend_xid::text) FROM pg_stat_activity
+        WHERE datid = (SELECT oid FROM pg_database WHERE datname = current_database())
+          AND backend_xid IS NOT NULL AND pid <> pg_backend_pid()) AS running`.pipe(
+    Effect.map((found) => {
+      const xmax = BigInt(found[0]?.xmax ?? "0")
+      return (found[0]?.running ?? []).reduce((lowest, xid) => {
+        const widened = widenXid(xmax, BigInt(xid))
+        return widened < lowest ? widened : lowest
+      }, xmax)
+    }),
+    Effect.withSpan("EventStore.watermark")
+  )
+
+const epochSpan = 1n << 32n
+const halfEpoch = 1n << 31n
+
+/** A 32-bit transaction id as the 64-bit one nearest `reference`. */
+export const widenXid = (reference: bigint, xid: bigint): bigint => {
+  const candidate = (reference - (reference % epochSpan)) + xid
+  if (candidate > reference + halfEpoch) return candidate - epochSpan
+  if (candidate < reference - halfEpoch) return candidate + epochSpan
+  return candidate
+}
+
+const visibleFrom = (context: EventStoreContext) =>
+  watermark(context).pipe(Effect.map((lowest): EventPosition => ({ txId: lowest.toString(), seq: "0" })))
+
+const PositionedRow = Schema.Struct({ ...EventRow.fields, ...PositionRow.fields })
+const decodePositioned = Schema.decodeUnknownEffect(Schema.Array(PositionedRow))
+
+const listAfterPosition = (context: EventStoreContext, query: ListAfterPositionQuery) =>
+  Effect.gen(function*() {
+    const { columns, sql } = context
+    // First the watermark, then the rows: the rows' snapshot is taken after it (D58).
+    const below = yield* watermark(context)
+    const found = yield* sql`
+      SELECT ${columns}, ${positionColumns(sql)}
+      FROM events
+      WHERE account_id = ${query.accountId} AND mode = ${query.mode}
+        AND (tx_id, seq) > (${query.after.txId}::xid8, ${query.after.seq}::bigint)
+        ${query.types.length === 0 ? sql`` : sql`AND ${sql.in("type", query.types)}`}
+      ORDER BY tx_id, seq LIMIT ${query.limit}`.pipe(Effect.flatMap((rows) => rowsDecode(decodePositioned(rows))))
+    // Ordered by transaction id, so the settled rows are a prefix; the rest wait for the
+    // transactions before them to end.
+    const settled = found.filter((row) => BigInt(row.tx_id) < below)
+    const page: PositionedPage = {
+      events: settled.map((row) => ({ ...toEvent(row), position: { txId: row.tx_id, seq: row.seq } })),
+      heldBack: settled.length < found.length
+    }
+    return page
+  }).pipe(Effect.withSpan("EventStore.listAfterPosition"))
 
 const deleteOlderThan = ({ sql }: EventStoreContext, cutoff: string) =>
   sql<{ event_id: string }>`
@@ -102,17 +190,57 @@ const deleteOlderThan = ({ sql }: EventStoreContext, cutoff: string) =>
     RETURNING e.event_id`.pipe(Effect.map((deleted) => deleted.length), Effect.withSpan("EventStore.deleteOlderThan"))
 
 /**
- * What `listAfter` reads.
+ * Where an event sits in the stream's order (D58): its transaction's id, then its sequence
+ * number within the table. Decimal strings (64-bit values).
  *
- * @since 0.8.0
+ * @since 0.9.0
  * @category models
  */
-export interface ListAfterQuery {
+export interface EventPosition {
+  readonly txId: string
+  readonly seq: string
+}
+
+/**
+ * What `listPage` reads (`GET /v1/events`, D59).
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface ListPageQuery {
   readonly accountId: string
   readonly mode: Mode
-  readonly afterEventId: string
-  readonly createdBefore: string
+  /** Only these types; empty for all. */
+  readonly types: ReadonlyArray<string>
   readonly limit: number
+  readonly offset: number
+}
+
+/**
+ * What `listAfterPosition` reads.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface ListAfterPositionQuery {
+  readonly accountId: string
+  readonly mode: Mode
+  readonly after: EventPosition
+  /** Only these types; empty for all. */
+  readonly types: ReadonlyArray<string>
+  readonly limit: number
+}
+
+/**
+ * A page of the stream: the events now safe to hand out, in order, and whether later rows
+ * were seen that wait for an earlier transaction to end (the reader asks again soon).
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface PositionedPage {
+  readonly events: ReadonlyArray<StoredEvent & { readonly position: EventPosition }>
+  readonly heldBack: boolean
 }
 
 /**
@@ -134,11 +262,22 @@ export class EventStore extends Context.Service<EventStore, {
     accountId: string,
     mode: Mode
   ) => Effect.Effect<Option.Option<StoredEvent>, SqlError.SqlError>
-  /**
-   * The account's events of a mode after `afterEventId` in id order, created before
-   * `createdBefore` (the live stream's settle window), at most `limit`.
-   */
-  readonly listAfter: (query: ListAfterQuery) => Effect.Effect<ReadonlyArray<StoredEvent>, SqlError.SqlError>
+  /** The account's events of a mode, newest first, a page at a time (D59). */
+  readonly listPage: (
+    query: ListPageQuery
+  ) => Effect.Effect<{ readonly events: ReadonlyArray<StoredEvent>; readonly hasMore: boolean }, SqlError.SqlError>
+  /** Where an event of this account and mode sits in the stream's order (D58). */
+  readonly positionOf: (eventId: string, accountId: string, mode: Mode) => Effect.Effect<Option.Option<EventPosition>, SqlError.SqlError>
+  /** The earliest position among the account's events whose id sorts after `eventId`. */
+  readonly firstPositionAfterId: (
+    eventId: string,
+    accountId: string,
+    mode: Mode
+  ) => Effect.Effect<Option.Option<EventPosition>, SqlError.SqlError>
+  /** A position every event committed from now on sorts after (the watermark, D58). */
+  readonly visibleFrom: Effect.Effect<EventPosition, SqlError.SqlError>
+  /** The account's events after a position, in stream order, only those safe to hand out (D58). */
+  readonly listAfterPosition: (query: ListAfterPositionQuery) => Effect.Effect<PositionedPage, SqlError.SqlError>
   /** Deletes events created before `cutoff` that no pending delivery needs; returns how many. */
   readonly deleteOlderThan: (cutoff: string) => Effect.Effect<number, SqlError.SqlError>
 }>()("server/events/EventStore") {
@@ -154,7 +293,11 @@ export class EventStore extends Context.Service<EventStore, {
         unpublished: (limit) => unpublished(context, limit),
         markPublished: (eventIds, publishedAt) => markPublished(context, eventIds, publishedAt),
         findForAccount: (eventId, accountId, mode) => findForAccount(context, eventId, accountId, mode),
-        listAfter: (query) => listAfter(context, query),
+        listPage: (query) => listPage(context, query),
+        positionOf: (eventId, accountId, mode) => positionOf(context, eventId, accountId, mode),
+        firstPositionAfterId: (eventId, accountId, mode) => firstPositionAfterId(context, eventId, accountId, mode),
+        visibleFrom: visibleFrom(context),
+        listAfterPosition: (query) => listAfterPosition(context, query),
         deleteOlderThan: (cutoff) => deleteOlderThan(context, cutoff)
       })
     })

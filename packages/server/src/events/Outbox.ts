@@ -13,6 +13,7 @@ import { Clock, Context, DateTime, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { makeId } from "../platform/Ids.ts"
 import { encodePayload, type EventInput, type StoredEvent } from "@pps/api/Events"
+import { EventFeed } from "./EventFeed.ts"
 import { EventStore } from "./EventStore.ts"
 import { makeWakeup, type Wakeup } from "./Wakeup.ts"
 
@@ -21,10 +22,11 @@ interface OutboxContext {
   readonly sql: SqlClient.SqlClient
   readonly store: EventStore["Service"]
   readonly committed: Wakeup
+  readonly feed: EventFeed["Service"]
 }
 
 const append = Effect.fn("Outbox.append")(function*(
-  { committed, sql, store }: OutboxContext,
+  { committed, feed, sql, store }: OutboxContext,
   events: ReadonlyArray<EventInput>
 ) {
   const nowMs = yield* Clock.currentTimeMillis
@@ -46,7 +48,11 @@ const append = Effect.fn("Outbox.append")(function*(
   yield* store.insert(stored)
   // Runs after the caller's outermost commit (at once without a transaction);
   // discarded on rollback, so a rolled-back event is never announced.
-  if (stored.length > 0) yield* sql.afterCommit(committed.wake)
+  // The live streams of the accounts concerned are woken too, on every node (D58).
+  if (stored.length > 0) {
+    const accountIds = [...new Set(stored.map((event) => event.accountId))]
+    yield* sql.afterCommit(Effect.andThen(committed.wake, feed.announce(accountIds)))
+  }
   return stored
 })
 
@@ -69,12 +75,13 @@ export class Outbox extends Context.Service<Outbox, {
       const context: OutboxContext = {
         sql: yield* SqlClient.SqlClient,
         store: yield* EventStore,
-        committed: yield* makeWakeup
+        committed: yield* makeWakeup,
+        feed: yield* EventFeed
       }
       return Outbox.of({
         committed: context.committed,
         append: (events) => append(context, events)
       })
     })
-  ).pipe(Layer.provideMerge(EventStore.layer))
+  ).pipe(Layer.provideMerge(Layer.mergeAll(EventStore.layer, EventFeed.layer)))
 }

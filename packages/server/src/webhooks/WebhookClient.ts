@@ -24,9 +24,9 @@ import * as http from "node:http"
 import * as https from "node:https"
 import type { LookupFunction } from "node:net"
 import * as tls from "node:tls"
-import { Context, Data, Effect, Layer, Option } from "effect"
+import { Context, Data, Effect, Layer, Option, Redacted } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
-import { type AddressPolicy, checkUrl, makeAddressPolicy, refusalOf } from "./AddressPolicy.ts"
+import { type AddressPolicy, checkUrl, makeAddressPolicy, refusalOf, type UrlRefusal } from "./AddressPolicy.ts"
 
 /**
  * D31: an attempt that has not completed in 10 s has failed.
@@ -132,20 +132,72 @@ const pinnedLookup = (policy: AddressPolicy, resolver: Resolver): LookupFunction
   )
 }
 
-/** What every attempt is sent with, built once by `WebhookClient.make`. */
-interface ClientContext {
+/** How attempts under one address policy connect: its lookup and its own socket pools. */
+interface Route {
   readonly policy: AddressPolicy
-  readonly timeoutMs: number
   readonly lookup: LookupFunction
   readonly httpsAgent: https.Agent
   readonly httpAgent: http.Agent
+}
+
+/** What every attempt is sent with, built once by `WebhookClient.make`. */
+interface ClientContext {
+  readonly timeoutMs: number
+  /** The operator's policy (configuration). */
+  readonly strict: Route
+  /**
+   * D59: the same with loopback allowed, for accounts the operator granted it; separate pools,
+   * so a socket opened under a grant is never reused after it is withdrawn.
+   */
+  readonly loopback: Route
+  /** D59: ports of the service itself, never reached through a loopback grant. */
+  readonly ownPorts: ReadonlySet<number>
 }
 
 interface OutgoingRequest {
   readonly url: string
   readonly headers: Record<string, string>
   readonly body: Uint8Array
+  /** D59: the subscription's account may deliver to loopback (the operator's grant). */
+  readonly loopbackGranted: boolean
 }
+
+/** A URL's port, the scheme's default when it names none; undefined for a URL that does not parse. */
+const portOf = (text: string): number | undefined => {
+  if (!URL.canParse(text)) return undefined
+  const url = new URL(text)
+  return url.port === "" ? (url.protocol === "https:" ? 443 : 80) : Number(url.port)
+}
+
+/**
+ * The route of a request: a grant opens loopback, except to the service's own ports, which stay
+ * refused whatever the host name resolves to (the strict policy refuses every loopback address).
+ */
+const routeFor = (context: ClientContext, url: string, loopbackGranted: boolean): Route => {
+  const port = portOf(url)
+  return loopbackGranted && port !== undefined && !context.ownPorts.has(port) ? context.loopback : context.strict
+}
+
+/**
+ * Checks a subscription URL for an account (D33, D59): the operator's policy, opened to loopback
+ * when the account holds a grant, never to the service's own ports (`own_port`).
+ */
+const checkFor = (context: ClientContext, url: string, loopbackGranted: boolean): UrlCheck => {
+  const route = routeFor(context, url, loopbackGranted)
+  const checked = checkUrl(route.policy, url)
+  if (checked._tag === "Refused" && loopbackGranted && route === context.strict && checkUrl(context.loopback.policy, url)._tag === "Ok") {
+    return { _tag: "Refused", reason: "own_port" }
+  }
+  return checked
+}
+
+/**
+ * The verdict on a subscription URL.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export type UrlCheck = { readonly _tag: "Ok"; readonly url: URL } | { readonly _tag: "Refused"; readonly reason: UrlRefusal | "own_port" }
 
 /** One POST, settled (never rejected) with its outcome. */
 const sendPromise = (context: ClientContext, request: OutgoingRequest, signal: AbortSignal) =>
@@ -153,11 +205,12 @@ const sendPromise = (context: ClientContext, request: OutgoingRequest, signal: A
     const startedMs = performance.now()
     const done = (outcome: Omit<AttemptOutcome, "durationMs">) =>
       resolve({ ...outcome, durationMs: Math.round(performance.now() - startedMs) })
-    const checked = checkUrl(context.policy, request.url)
+    const route = routeFor(context, request.url, request.loopbackGranted)
+    const checked = checkFor(context, request.url, request.loopbackGranted)
     if (checked._tag === "Refused") {
       return done({
         statusCode: undefined,
-        error: checked.reason === "address" ? "ssrf_refused" : "invalid_url",
+        error: checked.reason === "address" || checked.reason === "own_port" || checked.reason === "scheme" ? "ssrf_refused" : "invalid_url",
         retryAfter: undefined
       })
     }
@@ -171,8 +224,8 @@ const sendPromise = (context: ClientContext, request: OutgoingRequest, signal: A
       path: `${url.pathname}${url.search}`,
       method: "POST",
       headers: { ...request.headers, "content-length": String(request.body.byteLength) },
-      agent: secure ? context.httpsAgent : context.httpAgent,
-      lookup: context.lookup,
+      agent: secure ? route.httpsAgent : route.httpAgent,
+      lookup: route.lookup,
       signal
     }, (response) => {
       const statusCode = response.statusCode
@@ -204,11 +257,37 @@ const sendPromise = (context: ClientContext, request: OutgoingRequest, signal: A
   })
 
 /**
+ * D59: the service's own ports, which a loopback grant never opens: the public and admin
+ * listeners' (when configured, not 0) and those of the parts it talks to (guardian, chain, NATS,
+ * PostgreSQL) when given by URL. Embedded parts on ports drawn at start are not listed: a grant is
+ * for a developer's machine, and the docs say to keep receivers off those.
+ *
+ * @since 0.9.0
+ * @category constructors
+ */
+export const ownPortsOf = (config: AppConfig["Service"]): ReadonlyArray<number> => {
+  const urls = [
+    ...[config.guardianUrl, config.rpcUrlTestnet, config.rpcUrlMainnet, config.natsUrl].flatMap((url) => Option.isSome(url) ? [url.value] : []),
+    ...Option.match(config.databaseUrl, { onNone: () => [], onSome: (url) => [Redacted.value(url)] })
+  ]
+  const defaults: Record<string, number> = { "https:": 443, "http:": 80, "postgres:": 5432, "postgresql:": 5432, "nats:": 4222 }
+  const fromUrls = urls.flatMap((text) => {
+    if (!URL.canParse(text)) return []
+    const url = new URL(text)
+    const port = url.port === "" ? defaults[url.protocol] : Number(url.port)
+    return port === undefined ? [] : [port]
+  })
+  return [config.port, config.adminPort, ...fromUrls].filter((port) => port > 0)
+}
+
+/**
  * @since 0.1.0
  * @category services
  */
 export class WebhookClient extends Context.Service<WebhookClient, {
   readonly policy: AddressPolicy
+  /** D59: checks a subscription URL for an account with or without the operator's loopback grant. */
+  readonly check: (url: string, loopbackGranted: boolean) => UrlCheck
   /** Sends one POST; never fails: every outcome is an AttemptOutcome. */
   readonly send: (request: OutgoingRequest) => Effect.Effect<AttemptOutcome>
 }>()("server/webhooks/WebhookClient") {
@@ -222,24 +301,33 @@ export class WebhookClient extends Context.Service<WebhookClient, {
     readonly extraCaPem?: string | undefined
     readonly resolver?: Resolver | undefined
     readonly timeoutMs?: number | undefined
+    /** D59: ports of the service itself (never reached through a loopback grant). */
+    readonly ownPorts?: ReadonlyArray<number> | undefined
   }) => {
     // One TLS context built once: handing `ca` to the agent instead would make it
     // concatenate every root certificate into the pool key on each request.
     const secureContext = options.extraCaPem === undefined
       ? undefined
       : tls.createSecureContext({ ca: [...tls.rootCertificates, options.extraCaPem] })
-    const context: ClientContext = {
-      policy: options.policy,
-      timeoutMs: options.timeoutMs ?? attemptTimeoutMs,
-      lookup: pinnedLookup(options.policy, options.resolver ?? systemResolver),
+    const route = (policy: AddressPolicy): Route => ({
+      policy,
+      lookup: pinnedLookup(policy, options.resolver ?? systemResolver),
+      // Keep-alive pools per host: a pooled socket was pinned and checked when it connected.
       httpsAgent: new https.Agent({
         ...webhookAgentOptions,
         ...(secureContext === undefined ? {} : { secureContext })
       }),
       httpAgent: new http.Agent(webhookAgentOptions)
+    })
+    const context: ClientContext = {
+      timeoutMs: options.timeoutMs ?? attemptTimeoutMs,
+      strict: route(options.policy),
+      loopback: options.policy.allowLoopback ? route(options.policy) : route({ ...options.policy, allowLoopback: true }),
+      ownPorts: new Set(options.ownPorts ?? [])
     }
     return WebhookClient.of({
       policy: options.policy,
+      check: (url, loopbackGranted) => checkFor(context, url, loopbackGranted),
       send: (request) => Effect.promise((signal) => sendPromise(context, request, signal)).pipe(Effect.withSpan("WebhookClient.send"))
     })
   }
@@ -270,7 +358,7 @@ export class WebhookClient extends Context.Service<WebhookClient, {
           catch: (cause) => new WebhookClientConfigInvalid({ message: "WEBHOOK_CA_FILE cannot be read", cause })
         })
         : undefined
-      return WebhookClient.make({ policy, extraCaPem })
+      return WebhookClient.make({ policy, extraCaPem, ownPorts: ownPortsOf(config) })
     })
   )
 }

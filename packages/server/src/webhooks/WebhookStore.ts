@@ -39,9 +39,9 @@ import {
   type StoreContext
 } from "./store/rows.ts"
 import * as Subscriptions from "./store/subscriptions.ts"
-import { type RotateSecretOptions } from "./store/subscriptions.ts"
+import { type RotateSecretOptions, type UpdateOptions } from "./store/subscriptions.ts"
 
-export type { AttemptRecord, ClaimOptions, DueBatch, DueDelivery, NewDelivery, RecordedAttempt, RotateSecretOptions, SendingInfo }
+export type { AttemptRecord, ClaimOptions, DueBatch, DueDelivery, NewDelivery, RecordedAttempt, RotateSecretOptions, SendingInfo, UpdateOptions }
 
 /**
  * @since 0.1.0
@@ -59,6 +59,11 @@ export class WebhookStore extends Context.Service<WebhookStore, {
   /** Marks it deleted and cancels its pending deliveries, in one transaction; false when not found. */
   readonly softDelete: (webhookId: string, accountId: string, mode: Mode, at: string) => Effect.Effect<boolean, SqlError.SqlError>
   readonly rotateSecret: (options: RotateSecretOptions) => Effect.Effect<boolean, SqlError.SqlError>
+  /** D59: changes url, events or enabled; None when not found. */
+  readonly update: (options: UpdateOptions) => Effect.Effect<Option.Option<Webhook>, SqlError.SqlError>
+  /** D59: whether the operator lets the account (in the mode) deliver to loopback. */
+  readonly loopbackGranted: (accountId: string, mode: Mode) => Effect.Effect<boolean, SqlError.SqlError>
+  readonly setLoopbackGrant: (accountId: string, mode: Mode, allowed: boolean, at: string) => Effect.Effect<void, SqlError.SqlError>
   /** Active subscriptions of these accounts (for fan-out). */
   readonly subscribersOf: (accountIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Webhook>, SqlError.SqlError>
   /** Inserts deliveries; a second fan-out of the same event to the same subscription is ignored. */
@@ -108,6 +113,9 @@ const storeOf = (context: StoreContext): WebhookStore["Service"] =>
     findActive: (webhookId, accountId, mode) => Subscriptions.findActive(context, webhookId, accountId, mode),
     softDelete: (webhookId, accountId, mode, at) => Subscriptions.softDelete(context, webhookId, accountId, mode, at),
     rotateSecret: (options) => Subscriptions.rotateSecret(context, options),
+    update: (options) => Subscriptions.update(context, options),
+    loopbackGranted: (accountId, mode) => Subscriptions.loopbackGranted(context, accountId, mode),
+    setLoopbackGrant: (accountId, mode, allowed, at) => Subscriptions.setLoopbackGrant(context, accountId, mode, allowed, at),
     subscribersOf: (accountIds) => Subscriptions.subscribersOf(context, accountIds),
     sendingInfo: (webhookId) => Subscriptions.sendingInfo(context, webhookId),
     insertDeliveries: (rows, nextAttemptAt) => Deliveries.insertDeliveries(context, rows, nextAttemptAt),

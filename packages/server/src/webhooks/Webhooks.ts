@@ -1,6 +1,6 @@
 /**
- * Webhook subscriptions for the API (D33-D35): create, list, delete, rotate
- * the secret (ext), read the delivery history, replay an event.
+ * Webhook subscriptions for the API (D33-D35, D59): create, list, read and change one, delete,
+ * rotate the secret (ext), read the delivery history, replay an event.
  *
  * Everything is scoped to the caller's account and mode: another account's
  * subscription, or one of the other mode, is not found. Secrets are generated
@@ -16,7 +16,7 @@
 import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import type { EventNotFound, InvalidRequest, WebhookNotFound } from "@pps/api/Errors"
-import type { CreatedWebhook, DeliveryPage, RotatedSecret, WebhookRecord } from "@pps/api/Webhooks"
+import type { CreatedWebhook, DeliveryPage, RotatedSecret, UpdateWebhookRequest, WebhookRecord } from "@pps/api/Webhooks"
 import { AppConfig } from "../config/AppConfig.ts"
 import { EventStore } from "../events/EventStore.ts"
 import { OperationReplay } from "../platform/IdempotentOperations.ts"
@@ -42,6 +42,14 @@ export class Webhooks extends Context.Service<Webhooks, {
     input: { readonly url: string; readonly events: ReadonlyArray<string> }
   ) => Effect.Effect<CreatedWebhook, InvalidRequest | DependencyUnavailable>
   readonly list: (owner: Owner) => Effect.Effect<ReadonlyArray<WebhookRecord>, DependencyUnavailable>
+  /** D59. */
+  readonly get: (owner: Owner, webhookId: string) => Effect.Effect<WebhookRecord, WebhookNotFound | DependencyUnavailable>
+  /** D59: url, events, enabled. */
+  readonly update: (
+    owner: Owner,
+    webhookId: string,
+    input: UpdateWebhookRequest
+  ) => Effect.Effect<WebhookRecord, InvalidRequest | WebhookNotFound | DependencyUnavailable>
   readonly remove: (owner: Owner, webhookId: string) => Effect.Effect<void, WebhookNotFound | DependencyUnavailable>
   readonly rotateSecret: (
     owner: Owner,
@@ -78,6 +86,8 @@ export class Webhooks extends Context.Service<Webhooks, {
       return Webhooks.of({
         create: (owner, input) => Subscriptions.create(context, owner, input),
         list: (owner) => Subscriptions.list(context, owner),
+        get: (owner, webhookId) => Subscriptions.get(context, owner, webhookId),
+        update: (owner, webhookId, input) => Subscriptions.update(context, owner, webhookId, input),
         remove: (owner, webhookId) => Subscriptions.remove(context, owner, webhookId),
         rotateSecret: (owner, webhookId) => Subscriptions.rotateSecret(context, owner, webhookId),
         deliveries: (owner, webhookId, page) => Deliveries.deliveries(context, owner, webhookId, page),

@@ -47,6 +47,14 @@ export const WebhooksHttpLive = HttpApiBuilder.group(PublicApi, "webhooks", (han
         Effect.gen(function*() {
           return { data: yield* webhooks.list(yield* currentOwner) }
         }).pipe(answerServiceUnavailable))
+      .handle("get", ({ params }) =>
+        Effect.gen(function*() {
+          return yield* webhooks.get(yield* currentOwner, params.webhook_id)
+        }).pipe(answerServiceUnavailable))
+      .handle("update", ({ params, payload }) =>
+        Effect.gen(function*() {
+          return yield* webhooks.update(yield* currentOwner, params.webhook_id, payload)
+        }).pipe(answerServiceUnavailable))
       .handle("remove", ({ params }) =>
         Effect.gen(function*() {
           yield* webhooks.remove(yield* currentOwner, params.webhook_id)

@@ -6,13 +6,15 @@
  * amount or memo reaches a payload, a row or a log line.
  */
 import { createHmac } from "node:crypto"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
 import { afterAll, assert, describe, layer } from "@effect/vitest"
 import { Context, Effect, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { EventInput } from "@pps/api/Events"
 import { Outbox } from "../../src/events/Outbox.ts"
 import { WebhookStore } from "../../src/webhooks/WebhookStore.ts"
-import { bearer, createAccount, expectEnvelope, postJson, send } from "../support/http.ts"
+import { bearer, createAccount, expectEnvelope, patchJson, postJson, send } from "../support/http.ts"
 import { type DatabaseTarget, makeTestServer, TestServer, type TestServerShape } from "../support/TestServer.ts"
 import { eventually, makeTestCa, type ReceivedRequest, removeTestCa, startReceiver } from "../support/webhooks-receiver.ts"
 
@@ -58,6 +60,26 @@ const createWebhook = (server: TestServerShape, apiKey: string, path: string, ev
     })
   )
 
+/** A plain-http receiver on loopback (a developer's), answering 200; closed with the scope. */
+const startPlainReceiver = Effect.acquireRelease(
+  Effect.promise(async () => {
+    const bodies: Array<string> = []
+    const server = http.createServer((request, response) => {
+      let text = ""
+      request.on("data", (chunk: Buffer) => {
+        text += chunk.toString("utf8")
+      })
+      request.on("end", () => {
+        bodies.push(text)
+        response.writeHead(200).end()
+      })
+    })
+    const port = await new Promise<number>((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as AddressInfo).port)))
+    return { bodies, url: `http://127.0.0.1:${port}`, close: () => server.close() }
+  }),
+  (receiver) => Effect.sync(receiver.close)
+)
+
 const requestsTo = (path: string) => receiver.requests.filter((request) => request.path === path)
 const waitForRequests = (path: string, count: number) =>
   eventually(Effect.sync(() => (requestsTo(path).length >= count ? requestsTo(path) : undefined)), `${count} requests to ${path}`)
@@ -91,7 +113,7 @@ export const webhooksApiSuite = (database: DatabaseTarget) =>
           const list = yield* send(`${server.baseUrl}/v1/webhooks`, { headers: bearer(alice.api_key) })
           assert.strictEqual(list.status, 200)
           assert.deepStrictEqual(list.json, {
-            data: [{ webhook_id: created.webhook_id, url: created.url, events: created.events, created_at: created.created_at }]
+            data: [{ webhook_id: created.webhook_id, url: created.url, events: created.events, enabled: true, created_at: created.created_at }]
           })
           assert.notInclude(list.text, created.secret)
           // The secret is stored sealed: not in any row, not in any log line.
@@ -504,5 +526,137 @@ export const webhooksApiSuite = (database: DatabaseTarget) =>
             assert.notInclude(line, MEMO_CANARY)
           }
         }))
+
+      it.effect("D59: one subscription is read and changed (url, events, enabled); a disabled one gets nothing until enabled; failures carry their reason", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const kim = yield* createAccount(server, `wh-kimd59-${database.name}`)
+          const handle = `@wh-kimd59-${database.name}`
+          const created = yield* createWebhook(server, kim.api_key, "/fail-kimd59")
+          const url = `${server.baseUrl}/v1/webhooks/${created.webhook_id}`
+          const got = yield* send(url, { headers: bearer(kim.api_key) })
+          assert.deepStrictEqual(got.json, { webhook_id: created.webhook_id, url: created.url, events: created.events, enabled: true, created_at: created.created_at })
+          // A receiver answering 500: the delivery stays pending with `http_500`.
+          yield* appendEvents(server, [confirmed(kim.account_id, handle)])
+          yield* waitForRequests("/fail-kimd59", 1)
+          const failed = yield* eventually(
+            send(`${url}/deliveries`, { headers: bearer(kim.api_key) }).pipe(Effect.map((answer) => {
+              const entry = (answer.json as { data: Array<{ status: string; failure_reason: string | null }> }).data[0]
+              return entry?.failure_reason === "http_500" ? entry : undefined
+            })),
+            "the failed delivery's reason"
+          )
+          assert.strictEqual(failed.status, "pending")
+
+          // Disabled: a new event makes no delivery; enabled with a new URL and events, the next one is delivered there.
+          const disabled = yield* send(url, patchJson(bearer(kim.api_key), { enabled: false }))
+          assert.strictEqual(disabled.status, 200, disabled.text)
+          assert.isFalse((disabled.json as { enabled: boolean }).enabled)
+          yield* appendEvents(server, [confirmed(kim.account_id, handle, "test", { transfer_id: "tr_while_disabled" })])
+          yield* Effect.sleep("1 second")
+          assert.isFalse(receiver.requests.some((request) => request.body.toString("utf8").includes("tr_while_disabled")))
+          const moved = yield* send(url, patchJson(bearer(kim.api_key), {
+            url: `${receiver.url}/kimd59`,
+            events: ["transfer.confirmed", "transfer.failed"],
+            enabled: true
+          }))
+          assert.deepStrictEqual(moved.json, {
+            webhook_id: created.webhook_id,
+            url: `${receiver.url}/kimd59`,
+            events: ["transfer.confirmed", "transfer.failed"],
+            enabled: true,
+            created_at: created.created_at
+          })
+          yield* appendEvents(server, [confirmed(kim.account_id, handle, "test", { transfer_id: "tr_after_enable" })])
+          const [delivered] = yield* waitForRequests("/kimd59", 1)
+          verifyDelivery(delivered!, created.secret)
+          assert.include(delivered!.body.toString("utf8"), "tr_after_enable")
+          assert.isFalse(requestsTo("/kimd59").some((request) => request.body.toString("utf8").includes("tr_while_disabled")))
+
+          // Refusals: a bad URL or event (400 with the param), another account's id (404).
+          expectEnvelope(yield* send(url, patchJson(bearer(kim.api_key), { url: "https://10.0.0.8/x" })), 400, "invalid_request")
+          const badEvents = expectEnvelope(yield* send(url, patchJson(bearer(kim.api_key), { events: ["nope"] })), 400, "invalid_request")
+          assert.strictEqual(badEvents.param, "events.0")
+          const stranger = yield* createAccount(server, `wh-stranger-${database.name}`)
+          expectEnvelope(yield* send(url, { headers: bearer(stranger.api_key) }), 404, "webhook_not_found")
+          expectEnvelope(yield* send(url, patchJson(bearer(stranger.api_key), { enabled: false })), 404, "webhook_not_found")
+        }))
+
+      it.effect("D59: GET /v1/events lists the account's events newest first in Stripe's shape, and GET /v1/events/{id} reads one; no amounts", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const lea = yield* createAccount(server, `wh-leander-${database.name}`)
+          const handle = `@wh-leander-${database.name}`
+          const stored = yield* appendEvents(server, [
+            confirmed(lea.account_id, handle, "test", { transfer_id: "tr_lea_1" }),
+            confirmed(lea.account_id, handle, "test", { transfer_id: "tr_lea_2" }),
+            confirmed(lea.account_id, handle, "live", { transfer_id: "tr_lea_live" })
+          ])
+          const listed = yield* send(`${server.baseUrl}/v1/events?limit=1`, { headers: bearer(lea.api_key) })
+          assert.strictEqual(listed.status, 200, listed.text)
+          const page = listed.json as { data: Array<Record<string, unknown>>; has_more: boolean; limit: number; offset: number }
+          assert.strictEqual(page.has_more, true)
+          assert.deepStrictEqual(page.data[0], {
+            id: stored[1]!.eventId,
+            object: "event",
+            type: "transfer.confirmed",
+            created_at: stored[1]!.createdAt,
+            livemode: false,
+            data: { object: JSON.parse(stored[1]!.payload) }
+          })
+          const all = yield* send(`${server.baseUrl}/v1/events?type=transfer.confirmed`, { headers: bearer(lea.api_key) })
+          assert.deepStrictEqual((all.json as { data: Array<{ id: string }> }).data.map((event) => event.id), [stored[1]!.eventId, stored[0]!.eventId])
+          const none = yield* send(`${server.baseUrl}/v1/events?type=transfer.failed`, { headers: bearer(lea.api_key) })
+          assert.deepStrictEqual((none.json as { data: Array<unknown> }).data, [])
+          expectEnvelope(yield* send(`${server.baseUrl}/v1/events?type=nope`, { headers: bearer(lea.api_key) }), 400, "invalid_request")
+          const one = yield* send(`${server.baseUrl}/v1/events/${stored[0]!.eventId}`, { headers: bearer(lea.api_key) })
+          assert.strictEqual((one.json as { id: string }).id, stored[0]!.eventId)
+          // The live event is not the test key's; another account's is not found either.
+          expectEnvelope(yield* send(`${server.baseUrl}/v1/events/${stored[2]!.eventId}`, { headers: bearer(lea.api_key) }), 404, "event_not_found")
+          const stranger = yield* createAccount(server, `wh-leander-stranger-${database.name}`)
+          expectEnvelope(yield* send(`${server.baseUrl}/v1/events/${stored[0]!.eventId}`, { headers: bearer(stranger.api_key) }), 404, "event_not_found")
+          assert.notInclude(all.text, "amount")
+        }))
+    })
+
+    // D59: loopback closed by configuration, opened per account by the operator, without a restart.
+    layer(makeTestServer({ database, config: { webhookAllowInsecureLoopback: false, port: 18_480 } }), {
+      timeout: "60 seconds",
+      excludeTestServices: true
+    })(`${database.name}, loopback closed`, (it) => {
+      it.effect("D59: the refusal names the operator's grant; once granted, a loopback receiver gets deliveries, never on the service's own port", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const local = yield* startPlainReceiver
+          const max = yield* createAccount(server, `wh-max-${database.name}`)
+          const body = { url: `${local.url}/hook`, events: ["transfer.confirmed"] }
+          const refused = expectEnvelope(yield* send(`${server.baseUrl}/v1/webhooks`, postJson(bearer(max.api_key), body)), 400, "invalid_request")
+          assert.include(refused.message, `webhook-loopback allow --account ${max.account_id} --mode test`)
+          const grant = (allowed: boolean) =>
+            send(`${server.adminUrl}/admin/accounts/${max.account_id}/webhook-loopback`, postJson(bearer(server.adminToken), { mode: "test", allowed }))
+          assert.deepStrictEqual((yield* grant(true)).json, { account_id: max.account_id, mode: "test", allowed: true })
+          const created = yield* send(`${server.baseUrl}/v1/webhooks`, postJson(bearer(max.api_key), body))
+          assert.strictEqual(created.status, 201, created.text)
+          // The service's own port (PORT) stays refused.
+          const own = expectEnvelope(
+            yield* send(`${server.baseUrl}/v1/webhooks`, postJson(bearer(max.api_key), { ...body, url: "http://127.0.0.1:18480/hook" })),
+            400,
+            "invalid_request"
+          )
+          assert.include(own.message, "port of this service")
+          yield* appendEvents(server, [confirmed(max.account_id, `@wh-max-${database.name}`)])
+          yield* eventually(Effect.sync(() => local.bodies.length >= 1 ? true : undefined), "a delivery to the loopback receiver")
+          // Withdrawn: the next attempt is refused as SSRF, and the delivery says so.
+          yield* grant(false)
+          yield* appendEvents(server, [confirmed(max.account_id, `@wh-max-${database.name}`, "test", { transfer_id: "tr_after_withdrawal" })])
+          const webhookId = (created.json as { webhook_id: string }).webhook_id
+          yield* eventually(
+            send(`${server.baseUrl}/v1/webhooks/${webhookId}/deliveries`, { headers: bearer(max.api_key) }).pipe(
+              Effect.map((answer) => (answer.json as { data: Array<{ failure_reason: string | null }> }).data.some((entry) => entry.failure_reason === "ssrf_refused") ? true : undefined)
+            ),
+            "the refused attempt's reason"
+          )
+          assert.strictEqual(local.bodies.length, 1)
+        }).pipe(Effect.scoped))
     })
   })

@@ -27,6 +27,8 @@ import { heartbeatHearsControl } from "./0017_heartbeat_hears_control.ts"
 import { chainTransactions } from "./0018_chain_transactions.ts"
 import { refunds } from "./0019_refunds.ts"
 import { operatorConsole } from "./0021_operator_console.ts"
+import { eventPositions } from "./0022_event_positions.ts"
+import { webhookManagement } from "./0023_webhook_management.ts"
 
 /**
  * @since 0.1.0
@@ -52,5 +54,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0017_heartbeat_hears_control": heartbeatHearsControl,
   "0018_chain_transactions": chainTransactions,
   "0019_refunds": refunds,
-  "0021_operator_console": operatorConsole
+  "0021_operator_console": operatorConsole,
+  "0022_event_positions": eventPositions,
+  "0023_webhook_management": webhookManagement
 }

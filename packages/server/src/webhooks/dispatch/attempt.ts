@@ -68,7 +68,7 @@ export interface SentAttempt {
 export const attempt = Effect.fn("Dispatcher.attempt")(function*(
   context: DispatchContext,
   webhookId: string,
-  url: string,
+  target: { readonly url: string; readonly loopback_allowed: boolean },
   secrets: readonly [string, string?],
   delivery: DueDelivery
 ) {
@@ -81,7 +81,9 @@ export const attempt = Effect.fn("Dispatcher.attempt")(function*(
     timestampSeconds: Math.floor(startedMs / 1_000),
     body
   })
-  const outcome = yield* context.recorder.sending(context.client.send({ url, headers, body }))
+  const outcome = yield* context.recorder.sending(
+    context.client.send({ url: target.url, headers, body, loopbackGranted: target.loopback_allowed })
+  )
   const finishedMs = yield* Clock.currentTimeMillis
   const attemptNumber = delivery.attempt_count + 1
   const succeeded = outcome.statusCode !== undefined && outcome.statusCode >= 200 && outcome.statusCode < 300

@@ -88,7 +88,7 @@ export const serveSubscription = (
       const secrets = yield* openSecrets(context, webhookId, sending, nowMs)
       for (const delivery of due) {
         if (!(yield* keepLease(context, webhookId, state))) break
-        state.unsettled.push(yield* attempt(context, webhookId, sending.url, secrets, delivery))
+        state.unsettled.push(yield* attempt(context, webhookId, sending, secrets, delivery))
       }
       yield* settleSent(webhookId, state, true)
       if (state.lost) return

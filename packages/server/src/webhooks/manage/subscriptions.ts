@@ -16,20 +16,46 @@ import {
   secretBinding,
   subscriptionsPerAccountMax,
   toWebhookRecord,
+  type UpdateWebhookRequest,
   type WebhookRecord
 } from "@pps/api/Webhooks"
 import { makeId } from "../../platform/Ids.ts"
 import { database } from "../../platform/Unavailable.ts"
-import { checkUrl, type UrlRefusal } from "../AddressPolicy.ts"
+import type { UrlRefusal } from "../AddressPolicy.ts"
 import { generateSecret } from "../Signature.ts"
 import { encoder, iso, type Owner, type WebhooksContext } from "./WebhooksContext.ts"
 
-const urlMessages: Record<UrlRefusal, string> = {
-  malformed: "The body field 'url' is not a valid absolute URL.",
-  scheme: "The body field 'url' must use https (http is allowed only to loopback when the operator enables it).",
-  credentials: "The body field 'url' must not contain a user name or password.",
-  address: "The body field 'url' points to an address deliveries may not reach (private, loopback, link-local or metadata)."
+/**
+ * How to get a receiver on this machine accepted (D59): the operator's grant for the account,
+ * named in every refusal a local receiver can meet.
+ */
+const loopbackHow = (owner: Owner) =>
+  `A receiver on this machine (http://127.0.0.1:PORT/...) needs the operator to allow loopback for this account: ` +
+  `npm run -s admin -- webhook-loopback allow --account ${owner.accountId} --mode ${owner.mode} (no restart needed).`
+
+const urlMessage = (reason: UrlRefusal | "own_port", owner: Owner): string => {
+  switch (reason) {
+    case "malformed":
+      return "The body field 'url' is not a valid absolute URL."
+    case "scheme":
+      return `The body field 'url' must use https. ${loopbackHow(owner)}`
+    case "credentials":
+      return "The body field 'url' must not contain a user name or password."
+    case "address":
+      return `The body field 'url' points to an address deliveries may not reach (private, loopback, link-local or metadata). ${loopbackHow(owner)}`
+    case "own_port":
+      return "The body field 'url' names a port of this service itself; a loopback receiver must listen on another port."
+  }
 }
+
+/** D33 and D59: a subscription URL, checked for its account (with the operator's loopback grant, if any). */
+const checkedUrl = Effect.fn("Webhooks.checkedUrl")(function*({ client, store }: WebhooksContext, owner: Owner, url: string) {
+  const granted = yield* store.loopbackGranted(owner.accountId, owner.mode)
+  const checked = client.check(url, granted)
+  if (checked._tag === "Refused") return yield* Effect.fail(InvalidRequest.of(urlMessage(checked.reason, owner), { param: "url" }))
+  // The normalised form (WHATWG): what is shown is what deliveries use.
+  return checked.url.href
+})
 
 /**
  * The caller's subscription, or 404 `webhook_not_found`.
@@ -46,14 +72,12 @@ export const requireWebhook = ({ store }: WebhooksContext, owner: Owner, webhook
 
 /** @since 0.8.0 */
 export const create = Effect.fn("Webhooks.create")(function*(
-  { box, client, operations, sql, store }: WebhooksContext,
+  context: WebhooksContext,
   owner: Owner,
   input: { readonly url: string; readonly events: ReadonlyArray<string> }
 ) {
-  const checked = checkUrl(client.policy, input.url)
-  if (checked._tag === "Refused") {
-    return yield* Effect.fail(InvalidRequest.of(urlMessages[checked.reason], { param: "url" }))
-  }
+  const { box, operations, sql, store } = context
+  const url = yield* checkedUrl(context, owner, input.url)
   const parsed = parseEventTypes(input.events)
   if (parsed._tag === "Invalid") return yield* Effect.fail(InvalidRequest.of(parsed.message, { param: parsed.param }))
   if ((yield* store.countActive(owner.accountId, owner.mode)) >= subscriptionsPerAccountMax) {
@@ -68,9 +92,9 @@ export const create = Effect.fn("Webhooks.create")(function*(
     webhookId,
     accountId: owner.accountId,
     mode: owner.mode,
-    // The normalised form (WHATWG): what is shown is what deliveries use.
-    url: checked.url.href,
+    url,
     eventTypes: parsed.types,
+    enabled: true,
     createdAt: iso(nowMs)
   }
   yield* sql.withTransaction(Effect.gen(function*() {
@@ -94,6 +118,44 @@ export const list = ({ store }: WebhooksContext, owner: Owner) =>
     Effect.map((rows): ReadonlyArray<WebhookRecord> => rows.map(toWebhookRecord)),
     database("Webhooks.list")
   )
+
+/** D59: one subscription of the caller's. */
+export const get = (context: WebhooksContext, owner: Owner, webhookId: string) =>
+  requireWebhook(context, owner, webhookId).pipe(Effect.map(toWebhookRecord), database("Webhooks.get"))
+
+/**
+ * D59: changes url, events or enabled; absent fields stay, and each present one is checked as at
+ * creation. Disabling keeps the pending deliveries, which wait until the subscription is enabled.
+ */
+export const update = Effect.fn("Webhooks.update")(function*(
+  context: WebhooksContext,
+  owner: Owner,
+  webhookId: string,
+  input: UpdateWebhookRequest
+) {
+  yield* requireWebhook(context, owner, webhookId)
+  const url = input.url === undefined ? undefined : yield* checkedUrl(context, owner, input.url)
+  let eventTypes: ReadonlyArray<string> | undefined
+  if (input.events !== undefined) {
+    const parsed = parseEventTypes(input.events)
+    if (parsed._tag === "Invalid") return yield* Effect.fail(InvalidRequest.of(parsed.message, { param: parsed.param }))
+    eventTypes = parsed.types
+  }
+  const nowMs = yield* Clock.currentTimeMillis
+  const updated = yield* context.store.update({
+    webhookId,
+    accountId: owner.accountId,
+    mode: owner.mode,
+    url,
+    eventTypes,
+    enabled: input.enabled,
+    at: iso(nowMs)
+  })
+  if (Option.isNone(updated)) return yield* Effect.fail(WebhookNotFound.of(webhookId))
+  // Enabled again: its waiting deliveries are due now, so the dispatcher looks at once.
+  if (input.enabled === true) yield* context.dispatcher.wake
+  return toWebhookRecord(updated.value)
+}, database("Webhooks.update"))
 
 /** @since 0.8.0 */
 export const remove = Effect.fn("Webhooks.remove")(function*(

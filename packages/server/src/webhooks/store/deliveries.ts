@@ -5,7 +5,7 @@
  * @since 0.8.0
  */
 import { Effect, Option } from "effect"
-import { dueOf, type NewDelivery, type StoreContext, toDeliveryRecord } from "./rows.ts"
+import { dueOf, loopbackAllowed, type NewDelivery, type StoreContext, toDeliveryRecord } from "./rows.ts"
 
 /** Inserts deliveries; a second fan-out of the same event to the same subscription is ignored. */
 export const insertDeliveries = ({ sql }: StoreContext, rows: ReadonlyArray<NewDelivery>, nextAttemptAt: string) =>
@@ -31,7 +31,7 @@ export const listDeliveries = ({ deliveries, sql }: StoreContext, webhookId: str
   deliveries(sql`
     SELECT d.delivery_id, d.event_id, e.type AS event, d.status, d.response_status_code, d.attempt_count,
            iso_utc(d.created_at) AS created_at, iso_utc(d.last_attempt_at) AS last_attempt_at,
-           iso_utc(d.next_attempt_at) AS next_attempt_at
+           iso_utc(d.next_attempt_at) AS next_attempt_at, d.last_error
     FROM webhook_deliveries d JOIN events e ON e.event_id = d.event_id
     WHERE d.webhook_id = ${webhookId} AND d.status <> 'cancelled'
     ORDER BY d.created_at DESC, d.delivery_id DESC
@@ -47,14 +47,14 @@ export const nextDueAfter = ({ sql }: StoreContext, now: string) =>
 
 /**
  * A subscription's sending info and its due deliveries (oldest due first, at most `limit`), in
- * one statement; None when it is deleted. One statement, not the subscription then its
+ * one statement; None when it is deleted or disabled (D59: its deliveries wait). One statement, not the subscription then its
  * deliveries: at a steady trickle of events every serving round serves one delivery, so a
  * second statement a round is a large share of the statements a delivery costs. The
  * subscription's columns repeat on each row.
  */
 export const dueDeliveries = ({ sendingDue, sql }: StoreContext, webhookId: string, now: string, limit: number) =>
   sendingDue(sql`
-    SELECT w.url, w.secret_sealed, w.previous_secret_sealed,
+    SELECT w.url, ${loopbackAllowed(sql)}, w.secret_sealed, w.previous_secret_sealed,
            iso_utc(w.previous_secret_expires_at) AS previous_secret_expires_at,
            d.delivery_id, d.event_id, d.payload, d.attempt_count, d.created_at
     FROM webhooks w
@@ -66,5 +66,5 @@ export const dueDeliveries = ({ sendingDue, sql }: StoreContext, webhookId: stri
       ORDER BY d.next_attempt_at, d.delivery_id
       LIMIT ${limit}
     ) d ON true
-    WHERE w.webhook_id = ${webhookId} AND w.deleted_at IS NULL
+    WHERE w.webhook_id = ${webhookId} AND w.deleted_at IS NULL AND w.disabled_at IS NULL
     ORDER BY d.next_attempt_at, d.delivery_id`).pipe(Effect.map(dueOf))

@@ -27,7 +27,7 @@ export const claimSubscriptions = ({ sql }: StoreContext, { leaseUntil, limit, n
     UPDATE webhooks SET lease_owner = ${nodeId}, lease_until = ${leaseUntil}::timestamptz
     WHERE webhook_id IN (
       SELECT w.webhook_id FROM webhooks w
-      WHERE w.deleted_at IS NULL
+      WHERE w.deleted_at IS NULL AND w.disabled_at IS NULL
         AND (w.lease_until IS NULL OR w.lease_until < ${now}::timestamptz)
         AND EXISTS (
           SELECT 1 FROM webhook_deliveries d

@@ -17,6 +17,7 @@ const WebhookRow = Schema.Struct({
   mode: Mode,
   url: Schema.String,
   event_types: Schema.String,
+  enabled: Schema.Boolean,
   created_at: Schema.String
 })
 
@@ -29,6 +30,7 @@ export const toWebhook = (row: typeof WebhookRow.Type): Webhook => ({
   mode: row.mode,
   url: row.url,
   eventTypes: decodeEventTypes(row.event_types.split(",")),
+  enabled: row.enabled,
   createdAt: row.created_at
 })
 
@@ -41,11 +43,13 @@ const DeliveryRow = Schema.Struct({
   attempt_count: Schema.Number,
   created_at: Schema.String,
   last_attempt_at: Schema.NullOr(Schema.String),
-  next_attempt_at: Schema.NullOr(Schema.String)
+  next_attempt_at: Schema.NullOr(Schema.String),
+  last_error: Schema.NullOr(Schema.String)
 })
 
 const SendingRow = Schema.Struct({
   url: Schema.String,
+  loopback_allowed: Schema.Boolean,
   secret_sealed: Schema.Uint8Array,
   previous_secret_sealed: Schema.NullOr(Schema.Uint8Array),
   previous_secret_expires_at: Schema.NullOr(Schema.String)
@@ -142,12 +146,37 @@ export const toDeliveryRecord = (row: typeof DeliveryRow.Type): DeliveryRecord =
   retry_count: Math.max(0, row.attempt_count - 1),
   created_at: row.created_at,
   last_attempt_at: row.last_attempt_at,
-  next_attempt_at: row.next_attempt_at
+  next_attempt_at: row.next_attempt_at,
+  failure_reason: failureReason(row)
 })
+
+/**
+ * D59: why the last attempt failed, from what the attempt log kept (an error class, or a status).
+ * A success, or no attempt yet, has none; `cancelled` (an attempt cut short by a stopping node)
+ * is no failure of the receiver's.
+ */
+const failureReason = (row: typeof DeliveryRow.Type): string | null => {
+  if (row.status === "succeeded") return null
+  if (row.last_error !== null) return row.last_error === "cancelled" ? null : row.last_error
+  if (row.response_status_code !== null && (row.response_status_code < 200 || row.response_status_code > 299)) {
+    return `http_${row.response_status_code}`
+  }
+  return null
+}
+
+/**
+ * D59: whether the subscription's account may deliver to loopback, read at each attempt (the
+ * operator's grant takes effect without a restart). `w` is the webhooks row.
+ *
+ * @internal
+ */
+export const loopbackAllowed = (sql: SqlClient.SqlClient) =>
+  sql`EXISTS (SELECT 1 FROM webhook_loopback_accounts g WHERE g.account_id = w.account_id AND g.mode = w.mode) AS loopback_allowed`
 
 /** pg hands back Buffers; the secret box wants plain bytes. */
 export const plainSecrets = (row: SendingInfo): SendingInfo => ({
   url: row.url,
+  loopback_allowed: row.loopback_allowed,
   secret_sealed: new Uint8Array(row.secret_sealed),
   previous_secret_sealed: row.previous_secret_sealed === null ? null : new Uint8Array(row.previous_secret_sealed),
   previous_secret_expires_at: row.previous_secret_expires_at
@@ -208,7 +237,7 @@ export interface StoreContext {
  */
 export const makeStoreContext = (sql: SqlClient.SqlClient): StoreContext => ({
   sql,
-  webhookColumns: sql`webhook_id, account_id, mode, url, event_types, iso_utc(created_at) AS created_at`,
+  webhookColumns: sql`webhook_id, account_id, mode, url, event_types, disabled_at IS NULL AS enabled, iso_utc(created_at) AS created_at`,
   webhooks: decoder(WebhookRow),
   deliveries: decoder(DeliveryRow),
   sending: decoder(SendingRow),

@@ -7,7 +7,7 @@
 import { Effect, Option } from "effect"
 import type { Mode } from "@pps/api/ApiKeys"
 import type { Webhook } from "@pps/api/Webhooks"
-import { plainSecrets, type StoreContext, toWebhook } from "./rows.ts"
+import { loopbackAllowed, plainSecrets, type StoreContext, toWebhook } from "./rows.ts"
 
 /** @since 0.8.0 */
 export const insert = Effect.fn("WebhookStore.insert")(function*(
@@ -100,14 +100,64 @@ export const subscribersOf = ({ sql, webhookColumns, webhooks }: StoreContext, a
     ? Effect.succeed([])
     : webhooks(sql`
         SELECT ${webhookColumns} FROM webhooks
-        WHERE ${sql.in("account_id", accountIds)} AND deleted_at IS NULL`).pipe(
+        WHERE ${sql.in("account_id", accountIds)} AND deleted_at IS NULL AND disabled_at IS NULL`).pipe(
       Effect.map((rows) => rows.map(toWebhook))
     )
 
 /** @since 0.8.0 */
 export const sendingInfo = ({ sending, sql }: StoreContext, webhookId: string) =>
   sending(sql`
-    SELECT url, secret_sealed, previous_secret_sealed, iso_utc(previous_secret_expires_at) AS previous_secret_expires_at
-    FROM webhooks WHERE webhook_id = ${webhookId} AND deleted_at IS NULL`).pipe(
+    SELECT url, ${loopbackAllowed(sql)}, secret_sealed, previous_secret_sealed, iso_utc(previous_secret_expires_at) AS previous_secret_expires_at
+    FROM webhooks w WHERE webhook_id = ${webhookId} AND deleted_at IS NULL`).pipe(
     Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), plainSecrets))
   )
+
+/**
+ * The changes of {@link update} (D59): absent fields stay.
+ *
+ * @since 0.9.0
+ * @category models
+ */
+export interface UpdateOptions {
+  readonly webhookId: string
+  readonly accountId: string
+  readonly mode: Mode
+  readonly url: string | undefined
+  readonly eventTypes: ReadonlyArray<string> | undefined
+  readonly enabled: boolean | undefined
+  readonly at: string
+}
+
+/** Changes a subscription's url, events or enabled state; None when not found. */
+export const update = ({ sql, webhookColumns, webhooks }: StoreContext, options: UpdateOptions) =>
+  webhooks(sql`
+    UPDATE webhooks SET
+      url = COALESCE(${options.url ?? null}, url),
+      event_types = COALESCE(${options.eventTypes?.join(",") ?? null}, event_types),
+      disabled_at = ${
+    options.enabled === undefined
+      ? sql`disabled_at`
+      : options.enabled
+      ? sql`NULL`
+      : sql`COALESCE(disabled_at, ${options.at}::timestamptz)`
+  }
+    WHERE webhook_id = ${options.webhookId} AND account_id = ${options.accountId} AND mode = ${options.mode}
+      AND deleted_at IS NULL
+    RETURNING ${webhookColumns}`).pipe(
+    Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toWebhook)),
+    Effect.withSpan("WebhookStore.update")
+  )
+
+/** D59: whether the operator lets this account (in this mode) deliver to loopback. */
+export const loopbackGranted = ({ sql }: StoreContext, accountId: string, mode: Mode) =>
+  sql`SELECT 1 FROM webhook_loopback_accounts WHERE account_id = ${accountId} AND mode = ${mode}`.pipe(
+    Effect.map((rows) => rows.length > 0)
+  )
+
+/** D59: the operator grants (or withdraws) loopback delivery for an account in a mode. */
+export const setLoopbackGrant = ({ sql }: StoreContext, accountId: string, mode: Mode, allowed: boolean, at: string) =>
+  (allowed
+    ? sql`
+        INSERT INTO webhook_loopback_accounts (account_id, mode, granted_at) VALUES (${accountId}, ${mode}, ${at}::timestamptz)
+        ON CONFLICT (account_id, mode) DO NOTHING`
+    : sql`DELETE FROM webhook_loopback_accounts WHERE account_id = ${accountId} AND mode = ${mode}`).pipe(Effect.asVoid)
