@@ -129,7 +129,8 @@ export class ThreadedPGlite {
 const serve = async (dataDir: string | undefined) => {
   let db: PreparedStatementPGlite
   try {
-    db = await PreparedStatementPGlite.open(dataDir)
+    db = new PreparedStatementPGlite(dataDir)
+    await db.waitReady
   } catch (error) {
     parentPort!.postMessage({ kind: "failed", error: toErrorData(error) } satisfies Started)
     return

@@ -717,37 +717,3 @@ export class GuardianError extends Schema.TaggedError<GuardianError>()("Guardian
     return this.retryable ?? this.reason !== "unauthorized"
   }
 }
-
-/**
- * A sender's actor turn (D63): its transfers in arrival order, decided in that order in one
- * group. At most 64 (the group committer's and the RPC batch's bound).
- *
- * @since 0.9.0
- * @category schemas
- */
-export const AuthorizeManyRequest = Schema.Struct({
-  requests: Schema.Array(AuthorizeRequest).check(Schema.isMinLength(1), Schema.isMaxLength(64))
-})
-
-/**
- * One unit's outcome in an `authorizeMany`: its decision, or the operating failure that kept it
- * from being decided (the units beside it are answered on their own).
- *
- * @since 0.9.0
- * @category schemas
- */
-export const AuthorizeOutcome = Schema.Union([AuthorizeResult, GuardianError])
-
-/**
- * @since 0.9.0
- * @category models
- */
-export type AuthorizeOutcome = typeof AuthorizeOutcome.Type
-
-/**
- * The outcomes of an `authorizeMany`, in the order of its requests.
- *
- * @since 0.9.0
- * @category schemas
- */
-export const AuthorizeManyResult = Schema.Array(AuthorizeOutcome)

@@ -86,18 +86,6 @@ export const durableStartParams: ReadonlyArray<string> = [
 ]
 
 /**
- * The embedded database's memory budget (D64): PostgreSQL's shared buffers at 32 MB instead of
- * PGlite's 128 MB. Its pages are read through the file system, whose page cache the kernel
- * already keeps, so a smaller pool costs a copy, not a disk read; 128 MB of buffers made up
- * ~150 MB of each process's resident memory (WebAssembly memory never shrinks once touched).
- * Nothing here changes what a commit waits for.
- *
- * @since 0.9.0
- * @category constants
- */
-export const memoryBudgetStartParams: ReadonlyArray<string> = ["-c", "shared_buffers=32MB"]
-
-/**
  * The options that make a PGlite in `dataDir` durable, merged under the caller's own (which win).
  * A database in memory (no directory) or behind a URL scheme (`memory://`, `idb://`, ...) is left
  * as PGlite makes it.
@@ -108,4 +96,4 @@ export const memoryBudgetStartParams: ReadonlyArray<string> = ["-c", "shared_buf
 export const durableOptions = (dataDir: string | undefined, options: PGliteOptions | undefined): PGliteOptions | undefined =>
   dataDir === undefined || dataDir.includes("://")
     ? options
-    : { fs: new DurableNodeFS(dataDir), startParams: [...durableStartParams, ...memoryBudgetStartParams], ...options }
+    : { fs: new DurableNodeFS(dataDir), startParams: [...durableStartParams], ...options }

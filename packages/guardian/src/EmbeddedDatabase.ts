@@ -97,7 +97,11 @@ export const makeEmbeddedClient = (
         (db) => Effect.promise(() => db.close(closeTimeoutMs))
       ).pipe(Effect.map((db) => db.asClient()))
       : Effect.acquireRelease(
-        Effect.promise(() => PreparedStatementPGlite.open(dataDir)),
+        Effect.promise(async () => {
+          const db = new PreparedStatementPGlite(dataDir)
+          await db.waitReady
+          return db
+        }),
         (db) => Effect.promise(() => db.close()).pipe(Effect.timeoutOption(closeTimeoutMs), Effect.ignore)
       )
     const client = yield* PgliteClient.fromClient({ liveClient: pglite })

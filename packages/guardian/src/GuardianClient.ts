@@ -31,7 +31,6 @@ import { type GuardianOptions, layer as guardianLayer } from "./GuardianLive.ts"
 export interface GuardianClientShape {
   readonly info: Effect.Effect<GuardianShape["info"], GuardianError>
   readonly authorize: GuardianShape["authorize"]
-  readonly authorizeMany: GuardianShape["authorizeMany"]
   readonly settle: GuardianShape["settle"]
   readonly credit: GuardianShape["credit"]
   readonly sync: GuardianShape["sync"]
@@ -76,7 +75,6 @@ const failover = (clients: ReadonlyArray<GuardianClientShape>): GuardianClientSh
   return {
     info: via((client) => client.info),
     authorize: (request) => via((client) => client.authorize(request)),
-    authorizeMany: (requests) => via((client) => client.authorizeMany(requests)),
     settle: (request) => via((client) => client.settle(request)),
     credit: (request) => via((client) => client.credit(request)),
     sync: (request) => via((client) => client.sync(request)),
@@ -172,7 +170,6 @@ export class GuardianClient extends Context.Service<GuardianClient, GuardianClie
       return GuardianClient.of({
         info: Effect.succeed(guardian.info),
         authorize: guardian.authorize,
-        authorizeMany: guardian.authorizeMany,
         settle: guardian.settle,
         credit: guardian.credit,
         sync: guardian.sync,
@@ -229,7 +226,6 @@ export class GuardianClient extends Context.Service<GuardianClient, GuardianClie
         return GuardianClient.of({
           info: call(client.Info()),
           authorize: (request) => call(client.Authorize(request)),
-          authorizeMany: (requests) => call(client.AuthorizeMany({ requests })),
           settle: (request) => call(client.Settle(request)),
           credit: (request) => call(client.Credit(request)),
           sync: (request) => call(client.Sync(request)),

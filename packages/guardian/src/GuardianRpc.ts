@@ -5,8 +5,7 @@
  *
  * | rpc | who calls it | answers |
  * |---|---|---|
- * | `Authorize` | server, per approval (and older servers, per transfer) | Authorized (ciphertext + signature) or a refusal |
- * | `AuthorizeMany` | server, per sender's actor turn (D63): its transfers in arrival order | each one's decision (or its failure), in order |
+ * | `Authorize` | server, per transfer (and per approval) | Authorized (ciphertext + signature) or a refusal |
  * | `Settle` | settlement, once the chain decided | the reservation's final status |
  * | `Credit` | tests and chain-free deployments only (a followed chain's credits come from its events) | applied / duplicate |
  * | `Sync` | the faucet, once its grant is mined | synced / pending / not_found |
@@ -24,8 +23,6 @@ import { Duration, Schema } from "effect"
 import { Rpc, RpcGroup, RpcSerialization } from "effect/rpc"
 import {
   AccountKeyMismatch,
-  AuthorizeManyRequest,
-  AuthorizeManyResult,
   AuthorizeRequest,
   AuthorizeResult,
   CreditIdReused,
@@ -61,7 +58,6 @@ import {
  */
 export class GuardianRpcs extends RpcGroup.make(
   Rpc.make("Authorize", { payload: AuthorizeRequest, success: AuthorizeResult, error: GuardianError }),
-  Rpc.make("AuthorizeMany", { payload: AuthorizeManyRequest, success: AuthorizeManyResult, error: GuardianError }),
   Rpc.make("Settle", { payload: SettleRequest, success: SettleResult, error: Schema.Union([ReservationNotFound, GuardianError]) }),
   Rpc.make("Credit", { payload: CreditRequest, success: CreditResult, error: Schema.Union([CreditIdReused, CreditRefused, GuardianError]) }),
   Rpc.make("Sync", { payload: SyncRequest, success: SyncResult, error: GuardianError }),

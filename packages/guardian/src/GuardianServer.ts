@@ -30,7 +30,6 @@ export const HandlersLive = GuardianRpcs.toLayer(
     const guardian = yield* Guardian
     return GuardianRpcs.of({
       Authorize: (request) => guardian.authorize(request),
-      AuthorizeMany: ({ requests }) => guardian.authorizeMany(requests),
       Settle: (request) => guardian.settle(request),
       Credit: (request) => guardian.credit(request),
       Sync: (request) => guardian.sync(request),

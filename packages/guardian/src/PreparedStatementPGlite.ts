@@ -27,8 +27,6 @@
  * @since 0.1.0
  */
 import { PGlite, type PGliteOptions, parse, protocol, type QueryOptions, type Results } from "@electric-sql/pglite"
-import * as fs from "node:fs"
-import * as path from "node:path"
 import { durableOptions } from "./DurableNodeFS.ts"
 import * as StatementLog from "./StatementLog.ts"
 
@@ -90,25 +88,6 @@ const attachQuery = (error: unknown, query: string, params: ReadonlyArray<unknow
 export class PreparedStatementPGlite extends PGlite {
   readonly #prepared = new Map<string, Prepared>()
   #nextName = 0
-
-  /**
-   * Opens the database in `dataDir` (in memory with `undefined`), ready. A directory without a
-   * database yet is created (PostgreSQL's initdb, in this process's WebAssembly memory) and then
-   * opened again (D64): the creation grows the WebAssembly memory to ~560 MB, which never shrinks,
-   * and the instance that did it is dropped with it; reopened, the same database holds ~150 MB.
-   *
-   * @since 0.9.0
-   */
-  static async open(dataDir: string | undefined): Promise<PreparedStatementPGlite> {
-    const created = dataDir !== undefined && !dataDir.includes("://") && !fs.existsSync(path.join(dataDir, "PG_VERSION"))
-    const db = new PreparedStatementPGlite(dataDir)
-    await db.waitReady
-    if (!created) return db
-    await db.close()
-    const reopened = new PreparedStatementPGlite(dataDir)
-    await reopened.waitReady
-    return reopened
-  }
 
   constructor(dataDir?: string, options?: PGliteOptions) {
     // On disk, every commit is synced to it (DurableNodeFS.ts); in memory, PGlite as it is.

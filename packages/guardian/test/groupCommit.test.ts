@@ -101,34 +101,6 @@ describe("group commit", () => {
       assert.deepStrictEqual([1, 2, 3, 4, 5, 6, 7, 8].map((id) => runs.get(id)), [2, 2, 2, 2, 2, 1, 1, 1])
     }).pipe(Effect.scoped, Effect.provide(Sql)), 30_000)
 
-  it.live("runMany's units run in the order given, next to each other; after a rollback, alone in that order, each with its own outcome", () =>
-    Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* sql`CREATE TABLE IF NOT EXISTS ordered (seq serial PRIMARY KEY, id int UNIQUE)`
-      const order: Array<number> = []
-      const ordered = (id: number, refusedId: number) =>
-        Effect.gen(function*() {
-          order.push(id)
-          yield* sql`INSERT INTO ordered (id) VALUES (${id})`
-          if (id === refusedId) return yield* new Refused({ id })
-          return id
-        })
-      // Hinted units (the prefetch reads nothing here): a lone unhinted caller would run alone at once.
-      const committer = yield* GroupCommit.make<string>((body) => body)
-      // A caller of its own holds the committer; then a turn of five whose third unit fails.
-      const first = yield* holding(committer, Effect.succeed(0))
-      const turn = yield* Effect.forkChild(committer.runMany([10, 11, 12, 13, 14].map((id) => ({ unit: ordered(id, 12), hint: `unit ${id}` }))))
-      yield* queuedBehind(committer, 1)
-      yield* first.release
-      yield* Fiber.join(first.fiber)
-      const exits = yield* Fiber.join(turn)
-      assert.deepStrictEqual(exits.map((exit) => Exit.isSuccess(exit) ? exit.value : "failed"), [10, 11, "failed", 13, 14])
-      // In the group up to the failure, then each alone, in the same order.
-      assert.deepStrictEqual(order, [10, 11, 12, 10, 11, 12, 13, 14])
-      const rows = yield* sql<{ id: number }>`SELECT id FROM ordered ORDER BY seq`
-      assert.deepStrictEqual(rows.map((row) => row.id), [10, 11, 13, 14])
-    }).pipe(Effect.scoped, Effect.provide(Sql)), 30_000)
-
   it.live("a call after the committer stopped is answered as interrupted, not left waiting", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient

@@ -1,131 +1,143 @@
 /**
- * The per-key lane (src/KeyedLanes.ts): an actor's turns drain the items queued while the key was
- * busy, in arrival order, into one turn each answered on its own; what runs alone runs by itself;
- * and work starts in arrival order, so that work running alone is never overtaken by items that
- * arrive after it.
+ * The per-key lane (src/KeyedLanes.ts): how many of a key's works run at once, what runs alone,
+ * and that work starts in arrival order, so that work running alone is never starved by a stream
+ * of work running alongside.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, type Scope } from "effect"
+import { Deferred, Effect, Fiber, type Scope } from "effect"
 import * as KeyedLanes from "../src/KeyedLanes.ts"
+
+/** Places a key, as `SENDER_CONCURRENCY` sets them. */
+const alongsideMax = 8
 
 /** Lets every runnable fiber go as far as it can. */
 const settle = Effect.gen(function*() {
   for (let i = 0; i < 50; i++) yield* Effect.yieldNow
 })
 
-/**
- * A turn runner that records each turn's items, waits for `release` of its turn (by number), and
- * answers each item with its label, or fails the ones named "bad".
- */
-const recorder = () => {
-  const turns: Array<ReadonlyArray<string>> = []
-  const releases: Array<Deferred.Deferred<void>> = []
-  const release = (turn: number) =>
-    Effect.gen(function*() {
-      while (releases.length <= turn) yield* settle
-      yield* Deferred.succeed(releases[turn]!, undefined)
-    })
-  const run = (_key: string, items: ReadonlyArray<string>) =>
-    Effect.gen(function*() {
-      turns.push(items)
-      const gate = yield* Deferred.make<void>()
-      releases.push(gate)
-      yield* Deferred.await(gate)
-      return items.map((item) => (item === "bad" ? Exit.fail(`refused ${item}`) : Exit.succeed(`done ${item}`)))
-    })
-  return { turns, release, run }
-}
+/** A work that says it started, then runs until released. */
+const work = (label: string, started: Array<string>, running: { now: number; most: number }, release: Deferred.Deferred<void>) =>
+  Effect.gen(function*() {
+    started.push(label)
+    running.now++
+    running.most = Math.max(running.most, running.now)
+    yield* Deferred.await(release)
+    running.now--
+  })
 
-/** Runs a test with lanes closed when it ends. */
-const scoped = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) => Effect.scoped(effect)
+/** Runs a test with lanes of `alongsideMax` places a key, closed when it ends. */
+const inTurns = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) => Effect.scoped(effect)
 
 describe("KeyedLanes", () => {
-  it.effect("drains the items that arrive while a turn runs into the next turn, in arrival order, each answered on its own", () =>
-    scoped(Effect.gen(function*() {
-      const lanes = yield* KeyedLanes.make
-      const actor = recorder()
-      const submit = lanes.turns(actor.run, 3)
-      const first = yield* Effect.forkChild(submit("acct_1", "a"))
+  it.effect("runs up to alongsideMax works of a key alongside each other, the rest after, in arrival order", () =>
+    inTurns(Effect.gen(function*() {
+      const turns = yield* KeyedLanes.make(alongsideMax)
+      const started: Array<string> = []
+      const running = { now: 0, most: 0 }
+      const releases = yield* Effect.forEach(Array.from({ length: alongsideMax + 3 }), () => Deferred.make<void>())
+      const fibers = yield* Effect.forEach(releases, (release, i) =>
+        Effect.forkChild(turns.alongside("acct_1", work(`a${i}`, started, running, release))))
       yield* settle
-      assert.deepStrictEqual(actor.turns, [["a"]])
-      // While turn 0 runs: five more arrive; a turn takes three at most.
-      const rest = yield* Effect.forEach(["b", "bad", "c", "d", "e"], (item) => Effect.forkChild(Effect.exit(submit("acct_1", item))))
-      // Another key's turn runs beside it.
-      const other = yield* Effect.forkChild(submit("acct_2", "x"))
+      assert.strictEqual(running.now, alongsideMax)
+      assert.deepStrictEqual(started, Array.from({ length: alongsideMax }, (_, i) => `a${i}`))
+      // Another key is not held up by this one's.
+      const other = yield* Deferred.make<void>()
+      const otherFiber = yield* Effect.forkChild(turns.alongside("acct_2", work("b0", started, { now: 0, most: 0 }, other)))
       yield* settle
-      assert.deepStrictEqual(actor.turns, [["a"], ["x"]])
-      yield* actor.release(1)
-      assert.strictEqual(yield* Fiber.join(other), "done x")
-      yield* actor.release(0)
-      assert.strictEqual(yield* Fiber.join(first), "done a")
-      yield* actor.release(2)
-      yield* actor.release(3)
-      const exits = yield* Fiber.joinAll(rest)
-      assert.deepStrictEqual(actor.turns, [["a"], ["x"], ["b", "bad", "c"], ["d", "e"]])
-      assert.deepStrictEqual(exits, [
-        Exit.succeed("done b"),
-        Exit.fail("refused bad"),
-        Exit.succeed("done c"),
-        Exit.succeed("done d"),
-        Exit.succeed("done e")
-      ])
+      assert.include(started, "b0")
+      yield* Deferred.succeed(other, undefined)
+      yield* Fiber.join(otherFiber)
+      // A place given back goes to the first work waiting for one.
+      yield* Deferred.succeed(releases[2]!, undefined)
+      yield* settle
+      assert.strictEqual(started.at(-1), `a${alongsideMax}`)
+      for (const release of releases) yield* Deferred.succeed(release, undefined)
+      yield* Fiber.joinAll(fibers)
+      assert.strictEqual(running.most, alongsideMax)
+      assert.strictEqual(started.length, alongsideMax + 4)
     })))
 
-  it.effect("runs alone work by itself; an item that arrives after it joins no turn queued before it", () =>
-    scoped(Effect.gen(function*() {
-      const lanes = yield* KeyedLanes.make
-      const actor = recorder()
-      const submit = lanes.turns(actor.run, 64)
-      const events: Array<string> = []
-      const a = yield* Effect.forkChild(submit("acct_1", "a"))
+  it.effect("runs alone work by itself, after what arrived before it and before what arrived after it", () =>
+    inTurns(Effect.gen(function*() {
+      const turns = yield* KeyedLanes.make(alongsideMax)
+      const started: Array<string> = []
+      const running = { now: 0, most: 0 }
+      const [first, second, alone, later] = yield* Effect.forEach([0, 1, 2, 3], () => Deferred.make<void>())
+      const a = yield* Effect.forkChild(turns.alongside("acct_1", work("first", started, running, first!)))
+      const b = yield* Effect.forkChild(turns.alongside("acct_1", work("second", started, running, second!)))
       yield* settle
-      const b = yield* Effect.forkChild(submit("acct_1", "b"))
+      let aloneSaw = -1
+      const c = yield* Effect.forkChild(turns.alone(
+        "acct_1",
+        Effect.gen(function*() {
+          aloneSaw = running.now
+          yield* work("alone", started, running, alone!)
+        })
+      ))
       yield* settle
-      const aloneDone = yield* Deferred.make<void>()
-      const alone = yield* Effect.forkChild(lanes.alone("acct_1", Effect.sync(() => events.push(`alone after ${actor.turns.length} turns`)).pipe(
-        Effect.andThen(Deferred.await(aloneDone))
-      )))
+      // A place is free, but the work that arrives now waits behind the one waiting to run alone.
+      const d = yield* Effect.forkChild(turns.alongside("acct_1", work("later", started, running, later!)))
       yield* settle
-      // Arrives after the alone work: a turn of its own after it, not b's (queued before it).
-      const c = yield* Effect.forkChild(submit("acct_1", "c"))
+      assert.deepStrictEqual(started, ["first", "second"])
+      yield* Deferred.succeed(first!, undefined)
       yield* settle
-      yield* actor.release(0)
-      assert.strictEqual(yield* Fiber.join(a), "done a")
-      yield* actor.release(1)
-      assert.strictEqual(yield* Fiber.join(b), "done b")
+      assert.deepStrictEqual(started, ["first", "second"], "it waits for every work of the key to end")
+      yield* Deferred.succeed(second!, undefined)
       yield* settle
-      assert.deepStrictEqual(events, ["alone after 2 turns"])
-      assert.deepStrictEqual(actor.turns, [["a"], ["b"]], "c waits behind the alone work")
-      yield* Deferred.succeed(aloneDone, undefined)
-      yield* Fiber.join(alone)
-      yield* actor.release(2)
-      assert.strictEqual(yield* Fiber.join(c), "done c")
-      assert.deepStrictEqual(actor.turns, [["a"], ["b"], ["c"]])
+      assert.deepStrictEqual(started, ["first", "second", "alone"])
+      assert.strictEqual(aloneSaw, 0)
+      yield* Deferred.succeed(alone!, undefined)
+      yield* settle
+      assert.deepStrictEqual(started, ["first", "second", "alone", "later"])
+      yield* Deferred.succeed(later!, undefined)
+      yield* Fiber.joinAll([a, b, c, d])
     })))
 
-  it.effect("a caller that hangs up while its turn waits leaves it; once its turn has started, it waits for its outcome", () =>
-    scoped(Effect.gen(function*() {
-      const lanes = yield* KeyedLanes.make
-      const actor = recorder()
-      const submit = lanes.turns(actor.run, 64)
-      const a = yield* Effect.forkChild(submit("acct_1", "a"))
+  it.effect("with one place (SENDER_CONCURRENCY=1, the guardian's account lane), alongside work runs one at a time in arrival order", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const turns = yield* KeyedLanes.make(1)
+      const started: Array<string> = []
+      const running = { now: 0, most: 0 }
+      const releases = yield* Effect.forEach([0, 1, 2], () => Deferred.make<void>())
+      const fibers = yield* Effect.forEach(releases, (release, i) =>
+        Effect.forkChild(turns.alongside("acct_1", work(`a${i}`, started, running, release))))
+      for (const [i, release] of releases.entries()) {
+        yield* settle
+        assert.deepStrictEqual(started, Array.from({ length: i + 1 }, (_, k) => `a${k}`))
+        yield* Deferred.succeed(release, undefined)
+      }
+      yield* Fiber.joinAll(fibers)
+      assert.strictEqual(running.most, 1)
+    })))
+
+  it.effect("an interrupted wait takes no place, and a failed work gives its place back", () =>
+    inTurns(Effect.gen(function*() {
+      const turns = yield* KeyedLanes.make(alongsideMax)
+      const started: Array<string> = []
+      const running = { now: 0, most: 0 }
+      const releases = yield* Effect.forEach(Array.from({ length: alongsideMax }), () => Deferred.make<void>())
+      const fibers = yield* Effect.forEach(releases, (release, i) =>
+        Effect.forkChild(turns.alongside("acct_1", work(`a${i}`, started, running, release))))
       yield* settle
-      const gone = yield* Effect.forkChild(submit("acct_1", "gone"))
-      const kept = yield* Effect.forkChild(submit("acct_1", "kept"))
+      const waiting = yield* Effect.forkChild(turns.alongside("acct_1", Effect.sync(() => started.push("interrupted"))))
       yield* settle
-      yield* Fiber.interrupt(gone)
-      yield* actor.release(0)
-      yield* Fiber.join(a)
-      // Turn 1 started without the item whose caller left.
-      yield* settle
-      assert.deepStrictEqual(actor.turns, [["a"], ["kept"]])
-      // Its caller hangs up now: the turn has started, so the interruption waits for the outcome.
-      const interrupted = yield* Effect.forkChild(Fiber.interrupt(kept))
-      yield* settle
-      assert.isUndefined(kept.pollUnsafe(), "still waiting for its started turn")
-      yield* actor.release(1)
-      yield* Fiber.join(interrupted)
-      // The turn ran to its end: the item's work was done, whatever its caller did.
-      assert.deepStrictEqual(actor.turns, [["a"], ["kept"]])
+      yield* Fiber.interrupt(waiting)
+      const failed = yield* turns.alongside("acct_2", Effect.fail("no")).pipe(Effect.flip)
+      assert.strictEqual(failed, "no")
+      for (const release of releases) yield* Deferred.succeed(release, undefined)
+      yield* Fiber.joinAll(fibers)
+      assert.notInclude(started, "interrupted")
+      // Every place is free again: alongsideMax works run at once on both keys, and then one alone.
+      for (const key of ["acct_1", "acct_2"]) {
+        const more = yield* Effect.forEach(Array.from({ length: alongsideMax }), () => Deferred.make<void>())
+        const counted = { now: 0, most: 0 }
+        const moreFibers = yield* Effect.forEach(more, (release, i) =>
+          Effect.forkChild(turns.alongside(key, work(`${key}-m${i}`, started, counted, release))))
+        yield* settle
+        assert.strictEqual(counted.now, alongsideMax, key)
+        for (const release of more) yield* Deferred.succeed(release, undefined)
+        yield* Fiber.joinAll(moreFibers)
+        assert.strictEqual(yield* turns.alone(key, Effect.succeed("alone")), "alone")
+      }
     })))
 })

@@ -206,48 +206,6 @@ const commandOf = (pid: number): string => {
   }
 }
 
-/** A process's resident memory now (`VmRSS`) or at its peak so far (`VmHWM`), in MB; NaN once it is gone. */
-const residentMb = (pid: number | undefined, field: "VmRSS" | "VmHWM" = "VmRSS"): number => {
-  if (pid === undefined) return Number.NaN
-  try {
-    const match = fs.readFileSync(`/proc/${pid}/status`, "utf8").match(new RegExp(`^${field}:\\s+(\\d+) kB`, "m"))
-    return match === null ? Number.NaN : Number(match[1]) / 1024
-  } catch {
-    return Number.NaN
-  }
-}
-
-/** Resident MB per process (server, guardian, anvil). */
-type Resident = { readonly server: number; readonly guardian: number; readonly anvil: number }
-const sampleResident = (processes: Processes, field: "VmRSS" | "VmHWM" = "VmRSS"): Resident => ({
-  server: residentMb(processes.server, field),
-  guardian: residentMb(processes.guardian, field),
-  anvil: residentMb(processes.anvil, field)
-})
-
-/** Bytes under `dir` (its files, recursively); 0 when it does not exist. */
-const bytesUnder = (dir: string): number => {
-  if (!fs.existsSync(dir)) return 0
-  return fs.readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile())
-    .reduce((sum, entry) => sum + fs.statSync(path.join(entry.parentPath, entry.name)).size, 0)
-}
-
-/**
- * Each embedded store's tables and indexes on disk (PostgreSQL's `base/`: the write-ahead log,
- * recycled in 16 MB segments, is not counted), in bytes.
- */
-const storeBytes = (dataDir: string) => ({
-  api: bytesUnder(path.join(dataDir, "pglite", "base")),
-  guardian: bytesUnder(path.join(dataDir, "guardian", "pglite", "base"))
-})
-
-/**
- * How long the storage figure waits after the last level: the embedded database vacuums its
- * tables every 30 s or more (EmbeddedDatabase.ts), so one round has run on what the load left.
- */
-const vacuumWaitMs = 40_000
-
 interface Processes {
   readonly server: number
   readonly guardian: number | undefined
@@ -590,13 +548,9 @@ const runEmbedded = async (extraEnv: Record<string, string>) => {
   const baseUrl = `http://127.0.0.1:${port}`
   const results: Array<ReturnType<typeof summarize> & { label: string }> = []
   let idleCpuPerSecond: Record<string, number> = {}
-  const memory: { atStart?: Resident; afterIdle?: Resident; levels: Array<{ label: string; resident: Resident }>; peak?: Resident } = { levels: [] }
-  let storage: Storage | undefined
   try {
     log(`starting the server (embedded default, ${blockTimeMs} ms blocks) in ${workDir}`)
     await server.start()
-    memory.atStart = sampleResident(findProcesses(dataDir))
-    log(`  resident MB right after start: ${JSON.stringify(memory.atStart)}`)
     const adminToken = (JSON.parse(fs.readFileSync(path.join(dataDir, "secrets.json"), "utf8")) as { admin_token: string }).admin_token
     const accounts = await setUp(baseUrl, `http://127.0.0.1:${adminPort}`, adminToken)
     const processes = findProcesses(dataDir)
@@ -607,15 +561,12 @@ const runEmbedded = async (extraEnv: Record<string, string>) => {
     const idle = await measured("idle", () => sampleCpu(processes), () => sleep(idleMs).then(() => []))
     idleCpuPerSecond = Object.fromEntries(Object.entries(idle.cpu).map(([name, ms]) => [name, ms / (idle.elapsedMs / 1000)]))
     log(`  idle CPU ms per second: ${JSON.stringify(idleCpuPerSecond)}`)
-    memory.afterIdle = sampleResident(processes)
-    const storedBefore = storeBytes(dataDir)
     for (const clients of clientLevels) {
       log(`${clients} clients for ${windowMs / 1000} s ...`)
       // The logs are rewritten every second: the reading after the window waits for one more.
       const statementsBefore = statementLog === undefined ? undefined : readStatements(statementLog)
       const result = await measured(`${clients} clients`, () => sampleCpu(processes), closedLoop([baseUrl], accounts, clients))
       results.push({ label: result.label, ...summarize(result) })
-      memory.levels.push({ label: result.label, resident: sampleResident(processes) })
       log(`  ${JSON.stringify(results.at(-1))}`)
       if (statementLog !== undefined && statementsBefore !== undefined && statementRows === undefined) {
         await sleep(1_200)
@@ -625,72 +576,16 @@ const runEmbedded = async (extraEnv: Record<string, string>) => {
     log(`${fixedRatePerSecond} transfers/s for ${fixedRateMs / 1000} s ...`)
     const fixed = await measured(`${fixedRatePerSecond}/s fixed`, () => sampleCpu(processes), openLoop([baseUrl], accounts))
     results.push({ label: fixed.label, ...summarize(fixed) })
-    memory.levels.push({ label: fixed.label, resident: sampleResident(processes) })
     log(`  ${JSON.stringify(results.at(-1))}`)
-    memory.peak = sampleResident(processes, "VmHWM")
-    log(`waiting ${vacuumWaitMs / 1000} s for the service's own vacuum round, then the stores' size ...`)
-    await sleep(vacuumWaitMs)
-    storage = { confirmed: results.reduce((sum, row) => sum + row.confirmed, 0), before: storedBefore, after: storeBytes(dataDir) }
   } finally {
     await server.stop()
   }
-  return { results, idleCpuPerSecond, statementRows, statementLog, workDir, memory, storage }
-}
-
-/** The resident memory and storage figures (issue 49's goal 7), as the run prints them. */
-const memoryLines = (
-  memory: MemorySamples,
-  storage: Storage | undefined
-): Array<string> => {
-  const row = (label: string, resident: Resident | undefined) =>
-    resident === undefined
-      ? []
-      : [`| ${label} | ${format(resident.server, 0)} | ${format(resident.guardian, 0)} | ${format(resident.anvil, 0)} | ${format(resident.server + resident.guardian, 0)} |`]
-  const perTransfer = (store: "api" | "guardian") =>
-    storage === undefined || storage.confirmed === 0 ? Number.NaN : (storage.after[store] - storage.before[store]) / storage.confirmed
-  return [
-    "| resident MB | server | guardian | anvil | server + guardian |",
-    "|---|---:|---:|---:|---:|",
-    ...row("right after start", memory.atStart),
-    ...row("idle, after set-up", memory.afterIdle),
-    ...memory.levels.flatMap(({ label, resident }) => row(`after ${label}`, resident)),
-    ...row("peak (VmHWM)", memory.peak),
-    "",
-    storage === undefined
-      ? "stores: not measured"
-      : `bytes on disk per confirmed transfer (tables and indexes, after the service's own vacuum; ${storage.confirmed} confirmed): api database ${format(perTransfer("api"), 0)}, guardian database ${format(perTransfer("guardian"), 0)}`
-  ]
-}
-
-type MemorySamples = {
-  readonly atStart?: Resident
-  readonly afterIdle?: Resident
-  readonly levels: ReadonlyArray<{ readonly label: string; readonly resident: Resident }>
-  readonly peak?: Resident
-}
-type Storage = { readonly confirmed: number; readonly before: ReturnType<typeof storeBytes>; readonly after: ReturnType<typeof storeBytes> }
-
-const memoryMetrics = (memory: MemorySamples, storage: Storage | undefined): Array<Metric> => {
-  const loaded = memory.levels.reduce((most, { resident }) => Math.max(most, resident.server + resident.guardian), 0)
-  return [
-    ...(memory.atStart === undefined ? [] : [{
-      metric: "server + guardian resident right after start",
-      value: memory.atStart.server + memory.atStart.guardian,
-      unit: "MB",
-      goal: "<= 400",
-      headline: true
-    } satisfies Metric]),
-    { metric: "server + guardian resident under load (most after a level)", value: loaded, unit: "MB", goal: "<= 700", headline: true } satisfies Metric,
-    ...(storage === undefined || storage.confirmed === 0 ? [] : [
-      { metric: "api database bytes per confirmed transfer", value: (storage.after.api - storage.before.api) / storage.confirmed, unit: "bytes", goal: "<= 3072", headline: true } satisfies Metric,
-      { metric: "guardian database bytes per confirmed transfer", value: (storage.after.guardian - storage.before.guardian) / storage.confirmed, unit: "bytes" }
-    ])
-  ]
+  return { results, idleCpuPerSecond, statementRows, statementLog, workDir }
 }
 
 const main = async () => {
   const floorMs = await measureFloorMs()
-  const { idleCpuPerSecond, memory, results, statementLog, statementRows, storage, workDir } = await runEmbedded({})
+  const { idleCpuPerSecond, results, statementLog, statementRows, workDir } = await runEmbedded({})
   const cpu = os.cpus()
   process.stdout.write([
     "",
@@ -704,11 +599,8 @@ const main = async () => {
     ...results.map((row) =>
       `| ${row.label} | ${format(row.perSecond)} | ${Object.entries(row.byStatus).map(([status, count]) => `${status}: ${count}`).join(", ")} | ${format(row.p50, 0)} / ${format(row.p99, 0)} | ${format(row.cpuServerMs)} (${format(row.cpuServerEventLoopMs)}) / ${format(row.cpuGuardianMs)} / ${format(row.cpuAnvilMs)} / ${format(row.cpuLoadMs)} | ${format((row.cpuServerMs + row.cpuGuardianMs) / floorMs)}× |`
     ),
-    "",
-    ...memoryLines(memory, storage),
     ""
   ].join("\n"))
-  recordResults("memory", memoryMetrics(memory, storage))
   recordResults("throughput", levelMetrics(results.map((row) => ({ ...row, serviceCpuMs: row.cpuServerMs + row.cpuGuardianMs })), floorMs))
   if (statementRows !== undefined) {
     process.stdout.write(

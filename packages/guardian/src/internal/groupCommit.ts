@@ -21,12 +21,6 @@
  *
  * One group runs at a time; callers arriving meanwhile form the next group. There is no
  * added wait: a lone call on an idle guardian is its own group at once.
- *
- * `runMany` queues several units as one caller (D63: a sender's actor turn, `authorizeMany`):
- * they run in the order given, next to each other in one group, each seeing the writes of those
- * before it, and each answered with its own outcome. When the group fails they run again alone,
- * each in its own transaction and still in that order, so a unit that fails (a transfer id's
- * race) costs the units after it nothing but their own re-run.
  */
 import { Cause, Deferred, Effect, Exit, Option, Predicate, Queue, type Scope } from "effect"
 import { type SqlError, SqlClient } from "effect/sql"
@@ -44,10 +38,10 @@ const failureKind = (cause: Cause.Cause<unknown>): string => {
 /** Units per group: bounds one transaction's length and its row locks. */
 const groupMax = 64
 
-/** One caller's units, with their answer closed over (the queue holds units of every type). */
+/** One caller's unit, with its answer closed over (the queue holds units of every type). */
 interface Pending<H> {
-  /** What the units will lock, for the group's prefetch (none: the units read their own rows). */
-  readonly hints: ReadonlyArray<H>
+  /** What the unit will lock, for the group's prefetch (none: the unit reads its own rows). */
+  readonly hint: H | undefined
   /** Runs the unit inside the group's transaction and keeps its value for `answer`. */
   readonly step: Effect.Effect<void, unknown>
   /** Answers the caller with the kept value (after the group committed). */
@@ -64,13 +58,6 @@ export interface GroupCommit<H> {
    * `hint` says what it will lock: the group reads those rows first, together.
    */
   readonly run: <A, E>(unit: Effect.Effect<A, E>, hint?: H) => Effect.Effect<A, E | SqlError.SqlError>
-  /**
-   * Runs `units` in the order given, next to each other in the next group's transaction; answers
-   * each one's outcome once that transaction committed (or, after a rollback, once its own did).
-   */
-  readonly runMany: <A, E>(
-    units: ReadonlyArray<{ readonly unit: Effect.Effect<A, E>; readonly hint: H | undefined }>
-  ) => Effect.Effect<ReadonlyArray<Exit.Exit<A, E | SqlError.SqlError>>>
   /** Units queued for the next group (for tests: to know a group's callers have all arrived). */
   readonly queued: Effect.Effect<number>
 }
@@ -123,9 +110,7 @@ export const make = <H = never>(
       Effect.forkScoped
     )
     return {
-      run: <A, E>(unit: Effect.Effect<A, E>, hint?: H) =>
-        Effect.flatMap(enqueue(committer, [{ unit, hint }]), (exits) => exits[0]!),
-      runMany: (units) => enqueue(committer, units),
+      run: <A, E>(unit: Effect.Effect<A, E>, hint?: H) => enqueue(committer, unit, hint),
       queued: Queue.size(committer.queue)
     }
   })
@@ -137,8 +122,8 @@ const runGroup = <H>(committer: Committer<H>, group: ReadonlyArray<Pending<H>>) 
     // A lone unit that names no rows has nothing to prefetch: its own transaction, at once. One
     // that names rows runs as a group of one, so that its rows are read together too (a chain
     // follower's step names every log's reservation and credit: one read each instead of one a log).
-    if (group.length === 1 && group[0]!.hints.length === 0) return yield* group[0]!.alone
-    const hints = group.flatMap((pending) => pending.hints)
+    if (group.length === 1 && group[0]!.hint === undefined) return yield* group[0]!.alone
+    const hints = group.flatMap((pending) => (pending.hint === undefined ? [] : [pending.hint]))
     const together = yield* Effect.exit(committer.sql.withTransaction(committer.session(
       Effect.andThen(committer.prefetch(hints), Effect.forEach(group, (pending) => pending.step, { discard: true }))
     )))
@@ -165,37 +150,27 @@ const stop = <H>(committer: Committer<H>) =>
     Effect.flatMap((left) => Effect.sync(() => [...committer.running, ...left].forEach((pending) => pending.abandon())))
   )
 
-/**
- * Queues one caller's units for the next group; answers each one's outcome once the transaction
- * holding it committed. Interrupted only by a shutdown (every unit then answers so).
- */
-const enqueue = <H, A, E>(
-  committer: Committer<H>,
-  units: ReadonlyArray<{ readonly unit: Effect.Effect<A, E>; readonly hint: H | undefined }>
-): Effect.Effect<ReadonlyArray<Exit.Exit<A, E | SqlError.SqlError>>> =>
+/** Queues one caller's unit for the next group; answers once the transaction holding it committed. */
+const enqueue = <H, A, E>(committer: Committer<H>, unit: Effect.Effect<A, E>, hint: H | undefined): Effect.Effect<A, E | SqlError.SqlError> =>
   Effect.suspend(() => {
     // A call after shutdown is answered as one cut by it, instead of waiting for ever.
-    if (committer.stopped) return Effect.succeed(units.map(() => Exit.interrupt()))
-    const done = Deferred.makeUnsafe<ReadonlyArray<Exit.Exit<A, E | SqlError.SqlError>>>()
-    const kept: Array<Exit.Exit<A, E | SqlError.SqlError>> = []
+    if (committer.stopped) return Effect.interrupt
+    const done = Deferred.makeUnsafe<A, E | SqlError.SqlError>()
+    let kept: Exit.Exit<A> | undefined
     const pending: Pending<H> = {
-      hints: units.flatMap(({ hint }) => (hint === undefined ? [] : [hint])),
-      step: Effect.suspend(() => {
-        kept.length = 0
-        return Effect.forEach(units, ({ unit }) => Effect.map(unit, (value) => void kept.push(Exit.succeed(value))), { discard: true })
+      hint,
+      step: Effect.map(unit, (value) => {
+        kept = Exit.succeed(value)
       }),
       answer: () => {
-        Deferred.doneUnsafe(done, Exit.succeed([...kept]))
+        if (kept !== undefined) Deferred.doneUnsafe(done, kept)
       },
-      // Each unit in its own transaction, in order: one that fails fails alone.
-      alone: Effect.forEach(units, ({ unit }) => Effect.exit(committer.sql.withTransaction(committer.session(unit)))).pipe(
-        Effect.map((exits) => {
-          Deferred.doneUnsafe(done, Exit.succeed(exits))
-        })
-      ),
+      alone: Effect.exit(committer.sql.withTransaction(committer.session(unit))).pipe(Effect.map((exit) => {
+        Deferred.doneUnsafe(done, exit)
+      })),
       // A no-op for a caller already answered (its Deferred is done).
       abandon: () => {
-        Deferred.doneUnsafe(done, Exit.succeed(units.map(() => Exit.interrupt())))
+        Deferred.doneUnsafe(done, Exit.failCause(Cause.interrupt()))
       }
     }
     return Queue.offer(committer.queue, pending).pipe(Effect.andThen(Deferred.await(done)))

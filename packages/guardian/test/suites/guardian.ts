@@ -450,47 +450,6 @@ export const guardianSuite = (target: TargetName) =>
           assert.strictEqual(yield* balanceOf(bob), 27n * 37n)
         }))
 
-      it.effect("authorizeMany (D63) decides in the order given: a refused or held unit reserves nothing and blocks none after it", () =>
-        Effect.gen(function*() {
-          const guardian = yield* TestGuardian
-          const alice = newParty()
-          const bob = newParty()
-          yield* fund(alice, 100n)
-          const key = guardian.encryptionKey
-          const amounts = [60n, 50n, 40n, 1n]
-          const requests = amounts.map((amount) => confidentialRequest({ guardianKey: key, from: alice, to: bob, amount }))
-          // A unit refused before any lock (its deadline passed) in the middle of the turn.
-          const late = confidentialRequest({ guardianKey: key, from: alice, to: bob, amount: 1n, deadline: nowSeconds() - 10n })
-          const turn = [requests[0]!, requests[1]!, late, requests[2]!, requests[3]!]
-          const tags = (outcomes: ReadonlyArray<Domain.AuthorizeOutcome>) =>
-            outcomes.map((outcome) => (outcome._tag === "Refused" ? `Refused:${outcome.reason}` : outcome._tag))
-          // In order: 60 fits; 50 does not (40 left); the late one is refused; 40 sees 60's
-          // reservation and fits exactly; 1 does not. Decided in any other order, 50 could fit.
-          const expected = ["Authorized", "InsufficientBalance", "Refused:deadline_out_of_range", "Authorized", "InsufficientBalance"]
-          assert.deepStrictEqual(tags(yield* guardian.client.authorizeMany(turn)), expected)
-          // Idempotent per unit: the same turn again replays each decision and reserves nothing more.
-          assert.deepStrictEqual(tags(yield* guardian.client.authorizeMany(turn)), expected)
-          for (const request of [requests[0]!, requests[2]!]) {
-            assert.strictEqual((yield* guardian.client.settle({ transferId: request.transferId, outcome: "confirmed" })).status, "confirmed")
-          }
-          assert.strictEqual(yield* balanceOf(alice), 0n)
-          assert.strictEqual(yield* balanceOf(bob), 100n)
-
-          // An agent's turn: a held unit (above the approval threshold) reserves nothing and takes
-          // no share of the day; the units after it are decided as if it were not there.
-          const owner = newParty()
-          const agent = newParty()
-          yield* fund(agent, 100n)
-          const snapshot = policy({ perTransactionLimit: 80n, dailyLimit: 70n, hitlThreshold: 50n })
-          const agentTurn = [60n, 40n, 30n, 1n].map((amount) =>
-            confidentialRequest({ guardianKey: key, from: agent, fromKeyOwner: owner, to: bob, amount, agent: { policy: snapshot, approved: false } }))
-          const agentOutcomes = yield* guardian.client.authorizeMany(agentTurn)
-          assert.deepStrictEqual(
-            agentOutcomes.map((outcome) => (outcome._tag === "PolicyViolation" ? `PolicyViolation:${outcome.reason}` : outcome._tag)),
-            ["HoldForApproval", "Authorized", "Authorized", "PolicyViolation:daily_limit_exceeded"]
-          )
-        }))
-
       it.effect("refunds (D43): only of a settled confidential transfer between the parties, reversed; concurrent ones never exceed it", () =>
         Effect.gen(function*() {
           const guardian = yield* TestGuardian

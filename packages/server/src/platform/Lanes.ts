@@ -3,12 +3,12 @@
  * is built on too), as a service: the sender's lane (the card's per-account and per-agent actor),
  * and one-at-a-time work by id (a faucet grant, a prepared transfer's creates).
  *
- * - A sender's (an agent's) new transfers are decided in its actor's turns (D63,
- *   `transfers/turn.ts`): the transfers that arrive while a turn runs are drained, in arrival
- *   order, into the next one, which asks the guardian about all of them in one ordered call and
- *   records them together. Balance and policy checks are serialized by the actor and still
- *   batched; the guardian decides a turn's transfers in its order, each seeing the reservations
- *   of those before it.
+ * - A sender's (an agent's) new transfers run `alongside` each other, up to `SENDER_CONCURRENCY`
+ *   (default 8): the nonce, the guardian's decision and the record. Every balance-sensitive
+ *   decision is still taken one at a time where its state lives: the guardian decides a sender's
+ *   amounts under its balance lock (its group commit runs them in sequence, each seeing those
+ *   before it), the database hands out each replay nonce once, and the contract refuses a reused
+ *   nonce; on several api nodes a sender's transfers already reach the guardian from several lanes.
  * - What must not interleave with them runs `alone`: an owner's decision on a held transaction
  *   (D27), which reads and changes the held row, a rejection, and the agent's expiry sweep.
  *
@@ -18,12 +18,20 @@
  * @since 0.5.0
  */
 import * as KeyedLanes from "@pps/platform/KeyedLanes"
-import { Context, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
+import { AppConfig } from "../config/AppConfig.ts"
 
 /**
  * @since 0.5.0
  * @category services
  */
 export class Lanes extends Context.Service<Lanes, KeyedLanes.KeyedLanes>()("server/platform/Lanes") {
-  static readonly layer = Layer.effect(Lanes, KeyedLanes.make)
+  /** `SENDER_CONCURRENCY` places a key. */
+  static readonly layer = Layer.effect(
+    Lanes,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      return yield* KeyedLanes.make(config.senderConcurrency)
+    })
+  )
 }

@@ -11,9 +11,9 @@
  *    recipient, amount and r to the guardian), with a fresh opening {amount, r} and the
  *    transfer's id (`TransferSealer`), or the sealed form's boxes and token. The
  *    plaintext amount and memo are not kept beyond this step. Then, in the sender's
- *    actor (per account, per agent for agents; `turn.ts`, D63: the transfers queued while a
- *    turn ran drained in arrival order into the next, an owner's decision on a held one
- *    alone: `platform/Lanes.ts`): for an agent, D25's amount-free rules with the
+ *    lane (per account, per agent for agents; a sender's new transfers
+ *    `SENDER_CONCURRENCY` at a time, an owner's decision on a held one alone:
+ *    `platform/Lanes.ts`), `create.ts`: for an agent, D25's amount-free rules with the
  *    policy in force now (asset, recipient, active hours: 403 `policy_violation`); a
  *    fresh replay nonce; steps 3 and 4.
  * 3. `authorize.ts`: guardian `authorize`: it opens its box, computes the ciphertext,

@@ -74,22 +74,6 @@ export const authorizeAndRecord = <E>(
   Effect.gen(function*() {
     yield* transferReached("created", prepared.mode)
     const decision = yield* askGuardian(context, prepared, deadlineSeconds, agent)
-    return yield* recordDecision(context, prepared, decision, write)
-  }).pipe(Effect.uninterruptible)
-
-/**
- * What follows the guardian's decision on one transfer: its record when attested (`write`), its
- * hold, or the API's error. Shared by a lone decision (an approval) and a sender's turn (turn.ts).
- *
- * @since 0.9.0
- */
-export const recordDecision = <E>(
-  context: TransfersContext,
-  prepared: PreparedTransfer,
-  decision: GuardianDomain.AuthorizeResult,
-  write: RecordWrite<E>
-) =>
-  Effect.gen(function*() {
     const authorized = yield* authorizedOrHold(prepared, decision)
     if (authorized._tag === "Hold") return yield* Effect.as(transferReached("held", prepared.mode), authorized)
     if (authorized._tag !== "Authorized") return authorized
@@ -113,51 +97,35 @@ export const recordDecision = <E>(
     yield* write(transfer, events, submission).pipe(Unavailable.database("Transfers.record"), SpanLog.stage("Transfers.record"))
     yield* transferReached("authorized", prepared.mode)
     return { _tag: "Recorded", submission } satisfies Authorization
-  })
+  }).pipe(Effect.uninterruptible)
 
-/**
- * The guardian's request for a prepared transfer.
- *
- * @since 0.9.0
- */
-export const authorizeRequestOf = (
-  prepared: PreparedTransfer,
-  deadlineSeconds: bigint,
-  agent: GuardianDomain.AuthorizeRequest["agent"]
-): GuardianDomain.AuthorizeRequest => ({
-  transferId: prepared.bindingId,
-  chainId: BigInt(prepared.chainId),
-  contract: prepared.contract,
-  kind: prepared.confidential ? "confidential" : "public",
-  from: prepared.senderAddress,
-  to: prepared.recipient.address,
-  fromKey: bytesToHex(prepared.fromKey),
-  ...(prepared.confidential
-    ? { toKey: bytesToHex(prepared.toKey!), sealedDigest: prepared.sealedDigest }
-    : { amount: prepared.publicAmount! }),
-  nonce: prepared.nonce,
-  deadline: deadlineSeconds,
-  guardianNote: bytesToHex(prepared.boxes.guardian),
-  apiKey: prepared.apiKeyId,
-  ...(agent === undefined ? {} : { agent }),
-  ...(prepared.refundOf === null ? {} : { refundOf: transferIdBytes32(prepared.refundOf) })
-})
-
-/**
- * The guardian's outage (or a call it did not answer) as the API says it: 503, retry later.
- *
- * @since 0.9.0
- */
-export const guardianUnavailable = (error: unknown) =>
-  Effect.logError("guardian unavailable", error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
-
-/** The guardian's answer to one transfer. */
+/** The guardian's answer; its outage (or a call it did not answer) is 503, retry later. */
 const askGuardian = (
   context: TransfersContext,
   prepared: PreparedTransfer,
   deadlineSeconds: bigint,
   agent: GuardianDomain.AuthorizeRequest["agent"]
-) => context.guardian.authorize(authorizeRequestOf(prepared, deadlineSeconds, agent)).pipe(Effect.catch(guardianUnavailable))
+) =>
+  context.guardian.authorize({
+    transferId: prepared.bindingId,
+    chainId: BigInt(prepared.chainId),
+    contract: prepared.contract,
+    kind: prepared.confidential ? "confidential" : "public",
+    from: prepared.senderAddress,
+    to: prepared.recipient.address,
+    fromKey: bytesToHex(prepared.fromKey),
+    ...(prepared.confidential
+      ? { toKey: bytesToHex(prepared.toKey!), sealedDigest: prepared.sealedDigest }
+      : { amount: prepared.publicAmount! }),
+    nonce: prepared.nonce,
+    deadline: deadlineSeconds,
+    guardianNote: bytesToHex(prepared.boxes.guardian),
+    apiKey: prepared.apiKeyId,
+    ...(agent === undefined ? {} : { agent }),
+    ...(prepared.refundOf === null ? {} : { refundOf: transferIdBytes32(prepared.refundOf) })
+  }).pipe(Effect.catch((error) =>
+    Effect.logError("guardian unavailable", error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
+  ))
 
 /** The guardian's attestation, its hold, or an approval it does not decide again; every other answer as the API's error. */
 const authorizedOrHold = (

@@ -33,7 +33,6 @@ import { preparationKey } from "./preparation.ts"
 import { answerRecorded, RecordTransfer, recordBatchMax, recordInOneTransaction } from "./record.ts"
 import { TransferSealer } from "./TransferSealer.ts"
 import { TransferStore } from "./TransferStore.ts"
-import { type Decided, decideTurn, type Sealed, turnMax, type TurnError } from "./turn.ts"
 
 /**
  * The services and shared state of the transfer steps.
@@ -51,10 +50,8 @@ export interface TransfersContext {
   readonly guardian: typeof GuardianClient.GuardianClient.Service
   readonly guardianIdentity: typeof GuardianIdentity.Service
   readonly outbox: typeof Outbox.Service
-  /** The sender's lane (its `alone` work) and a prepared transfer's. */
+  /** A sender's turns (the sender's lane) and a prepared transfer's. */
   readonly lanes: typeof Lanes.Service
-  /** Queues a sealed transfer for its sender's next actor turn (turn.ts, D63) and answers its outcome. */
-  readonly senderTurn: (sender: string, sealed: Sealed) => Effect.Effect<Decided, TurnError>
   readonly agentStore: typeof AgentStore.Service
   readonly heldStore: typeof AgentTransactionStore.Service
   readonly secretBox: typeof SecretBox.Service
@@ -80,7 +77,6 @@ export interface TransfersContext {
  */
 export const makeTransfersContext = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const lanes = yield* Lanes
   const context: TransfersContext = {
     config: yield* AppConfig,
     sql,
@@ -91,8 +87,7 @@ export const makeTransfersContext = Effect.gen(function*() {
     guardian: yield* GuardianClient.GuardianClient,
     guardianIdentity: yield* GuardianIdentity,
     outbox: yield* Outbox,
-    lanes,
-    senderTurn: lanes.turns((_sender, items: ReadonlyArray<Sealed>) => decideTurn(context, items), turnMax),
+    lanes: yield* Lanes,
     agentStore: yield* AgentStore,
     heldStore: yield* AgentTransactionStore,
     secretBox: yield* SecretBox,
