@@ -69,11 +69,18 @@ const samples = (fixture: Fixture): Record<string, Sample> => {
       path: "/v1/accounts/me/encryption-key",
       body: { public_key: `0x${"ab".repeat(64)}`, proofs: { USDG: `0x${"cd".repeat(96)}`, ETH: `0x${"ef".repeat(96)}` } }
     },
+    "post /v1/accounts/me/encryption-key/rotate": {
+      method: "POST",
+      path: "/v1/accounts/me/encryption-key/rotate",
+      body: { public_key: `0x${"ab".repeat(64)}`, proofs: { USDG: `0x${"cd".repeat(96)}`, ETH: `0x${"ef".repeat(96)}` } }
+    },
     "get /v1/accounts/me/balances": { method: "GET", path: `/v1/accounts/me/balances?proof=${encodeURIComponent(fixture.balanceProof)}` },
     "get /v1/accounts/me/api-keys": { method: "GET", path: "/v1/accounts/me/api-keys" },
     "get /v1/accounts/me/balances/sealed": { method: "GET", path: "/v1/accounts/me/balances/sealed" },
     "post /v1/webhooks": { method: "POST", path: "/v1/webhooks", body: { url: "https://127.0.0.1:9/hook", events: ["transfer.confirmed"] } },
     "get /v1/webhooks": { method: "GET", path: "/v1/webhooks" },
+    "get /v1/webhooks/{webhook_id}": { method: "GET", path: `/v1/webhooks/${fixture.webhookId}` },
+    "patch /v1/webhooks/{webhook_id}": { method: "PATCH", path: `/v1/webhooks/${fixture.webhookId}`, body: { enabled: true } },
     "delete /v1/webhooks/{webhook_id}": { method: "DELETE", path: `/v1/webhooks/${unknownWebhook}` },
     "post /v1/webhooks/{webhook_id}/rotate-secret": { method: "POST", path: `/v1/webhooks/${fixture.webhookId}/rotate-secret` },
     "get /v1/webhooks/{webhook_id}/deliveries": { method: "GET", path: `/v1/webhooks/${fixture.webhookId}/deliveries` },
@@ -109,6 +116,11 @@ const samples = (fixture: Fixture): Record<string, Sample> => {
       method: "POST",
       path: `/v1/agents/${fixture.agentId}/keys/${makeId("key", Date.now())}/revoke`
     },
+    "post /v1/agents/{account_id}/keys/{key_id}/rotate": {
+      method: "POST",
+      path: `/v1/agents/${fixture.agentId}/keys/${makeId("key", Date.now())}/rotate`
+    },
+    "get /v1/agents": { method: "GET", path: "/v1/agents" },
     "get /v1/agents/transactions/pending": { method: "GET", path: "/v1/agents/transactions/pending" },
     "get /v1/agents/transactions/{transaction_id}": { method: "GET", path: `/v1/agents/transactions/${fixture.heldId}` },
     "get /v1/agents/transactions/{transaction_id}/sealed": {
@@ -125,7 +137,9 @@ const samples = (fixture: Fixture): Record<string, Sample> => {
     },
     "post /v1/test/faucet": { method: "POST", path: "/v1/test/faucet", body: { amount: "1" } },
     "get /v1/test/faucet/grants": { method: "GET", path: "/v1/test/faucet/grants" },
-    "get /v1/events/stream": { method: "GET", path: "/v1/events/stream" }
+    "get /v1/events/stream": { method: "GET", path: "/v1/events/stream" },
+    "get /v1/events": { method: "GET", path: "/v1/events" },
+    "get /v1/events/{event_id}": { method: "GET", path: `/v1/events/${makeId("evt", Date.now())}` }
   }
 }
 

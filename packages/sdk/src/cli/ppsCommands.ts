@@ -588,8 +588,8 @@ const listen = Command.make("listen", {
   json: CommandLine.json("print one JSON object a line (the secret, each delivery) instead of text")
 }, (flags) => {
   if (flags.printSecret) {
-    return perform(Option.none(), async (settings) => {
-      const secret = await Commands.listenSecret(settings)
+    return perform(Option.none(), async (settings, invocation) => {
+      const secret = await Commands.listenSecret(settings, invocation.homeDirectory)
       return flags.json ? `${JSON.stringify({ secret })}\n` : `${secret}\n`
     })
   }
@@ -598,7 +598,7 @@ const listen = Command.make("listen", {
     process.once("SIGTERM", () => resolve())
   })
   return perform(Option.none(), (settings, invocation) =>
-    Commands.listenSecret(settings).then((secret) =>
+    Commands.listenSecret(settings, invocation.homeDirectory).then((secret) =>
     Commands.listen({
       ...settings,
       json: flags.json,

@@ -313,10 +313,9 @@ const chainDeploy = Command.make("deploy", {
     Flag.filterMap((value) => isAddress(value) ? Option.some(value) : Option.none(), () => "a 0x address"),
     Flag.optional
   ),
-  migrate: Flag.Boolean("migrate").pipe(
-    Flag.withDescription(
-      "replace a recorded ConfidentialToken of an older version (v1) by a v2 deployment (D53; what the old one holds stays there)"
-    )
+  migrate: CommandLine.toggle(
+    "migrate",
+    "replace a recorded ConfidentialToken of an older version (v1) by a v2 deployment (D53; what the old one holds stays there)"
   ),
   json
 }, (flags) =>
