@@ -118,7 +118,8 @@ const samples = (fixture: Fixture): Record<string, Sample> => {
     },
     "post /v1/agents/{account_id}/keys/{key_id}/rotate": {
       method: "POST",
-      path: `/v1/agents/${fixture.agentId}/keys/${makeId("key", Date.now())}/rotate`
+      path: `/v1/agents/${fixture.agentId}/keys/${makeId("key", Date.now())}/rotate`,
+      body: {}
     },
     "get /v1/agents": { method: "GET", path: "/v1/agents" },
     "get /v1/agents/transactions/pending": { method: "GET", path: "/v1/agents/transactions/pending" },
