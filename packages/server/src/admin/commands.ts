@@ -131,11 +131,13 @@ class CliError extends Error {}
  */
 export const describe = (error: unknown): string => `${error instanceof Error ? error.message : String(error)}\n`
 
+/** One request (or more) through the invocation's admin API: its answer, for a step that goes on with it. */
+const answerOf = <A>(request: (call: Call) => Promise<A>): Effect.Effect<A, unknown, CommandLine.Invocation> =>
+  CommandLine.Invocation.use((invocation) => Effect.tryPromise({ try: () => request(callIn(invocation)), catch: (error) => error }))
+
 /** Runs one request (or more) through the invocation's admin API and prints the command's JSON output. */
 const perform = (request: (call: Call) => Promise<unknown>): Effect.Effect<void, unknown, CommandLine.Invocation> =>
-  CommandLine.Invocation.use((invocation) => Effect.tryPromise({ try: () => request(callIn(invocation)), catch: (error) => error })).pipe(
-    Effect.flatMap((output) => CommandLine.print(`${JSON.stringify(output)}\n`))
-  )
+  answerOf(request).pipe(Effect.flatMap((output) => CommandLine.print(`${JSON.stringify(output)}\n`)))
 
 const json = CommandLine.json("accepted; the output is always one JSON document")
 const account = CommandLine.text("account", "ACCOUNT_ID", "the account's id (acct_...)")
@@ -338,10 +340,6 @@ const walletKekStep = <A>(
   )
 
 const statusOfServer = (call: Call) => call("GET", "/wallet-kek/status") as Promise<{ kek_id: string; remaining: number }>
-
-/** One admin API request's answer, for a step that goes on with it. */
-const answerOf = <A>(request: (call: Call) => Promise<A>) =>
-  CommandLine.Invocation.use((invocation) => Effect.tryPromise({ try: () => request(callIn(invocation)), catch: (error) => error }))
 
 const walletKek = Command.make("wallet-kek").pipe(
   Command.withDescription("rotate and back up WALLET_KEK, the key sealing custodial wallets (D54)"),

@@ -25,7 +25,7 @@ import { createCipheriv, createDecipheriv, randomBytes, scryptSync } from "node:
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as CommandLine from "@pps/sdk/CommandLine"
-import { Data, Effect, Schema } from "effect"
+import { Data, DateTime, Effect, Schema } from "effect"
 import { bytesToHex } from "viem"
 import { privateKeyToAddress } from "viem/accounts"
 import { walletKeyBinding } from "../accounts/Accounts.ts"
@@ -208,7 +208,7 @@ export const backup = (out: string, answer: unknown) =>
     const wrapped = Buffer.concat([nonce, cipher.update(kek), cipher.final(), cipher.getAuthTag()])
     const contents: BackupFile = {
       format: backupFormat,
-      created_at: new Date().toISOString(),
+      created_at: DateTime.formatIso(yield* DateTime.now),
       kek_id: kekId,
       kdf: { name: "scrypt", N: scryptCost.N, r: scryptCost.r, p: scryptCost.p, salt: salt.toString("base64") },
       wrapped_kek: wrapped.toString("base64"),
