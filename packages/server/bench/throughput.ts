@@ -243,6 +243,54 @@ const sampleCpu = (processes: Processes): CpuSample => ({
   anvil: processes.anvil === undefined ? Number.NaN : cpuMs(processes.anvil) ?? Number.NaN
 })
 
+// ---- processes and their resident memory ----
+
+/** Resident memory of one process (`VmRSS`, what the kernel holds in RAM for it), in MB; NaN once it is gone. */
+const residentMb = (pid: number | undefined): number => {
+  if (pid === undefined) return Number.NaN
+  try {
+    const kb = /^VmRSS:\s+(\d+) kB$/m.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]
+    return kb === undefined ? Number.NaN : Number(kb) / 1024
+  } catch {
+    return Number.NaN
+  }
+}
+
+interface Resident {
+  readonly server: number
+  readonly guardian: number
+  readonly anvil: number
+}
+
+const sampleResident = (processes: Processes): Resident => ({
+  server: residentMb(processes.server),
+  guardian: residentMb(processes.guardian),
+  anvil: residentMb(processes.anvil)
+})
+
+/** How often resident memory is read under load (its peak over a window is what a host must hold). */
+const residentSampleMs = 500
+
+/**
+ * Runs `during` while reading each process's resident memory every `residentSampleMs`; returns
+ * the highest reading of each (D67: a level's figure is its peak, not its end).
+ */
+const peakResident = async <A>(processes: Processes, during: () => Promise<A>): Promise<{ readonly value: A; readonly peak: Resident }> => {
+  let peak = sampleResident(processes)
+  const read = () => {
+    const now = sampleResident(processes)
+    peak = { server: Math.max(peak.server, now.server), guardian: Math.max(peak.guardian, now.guardian), anvil: Math.max(peak.anvil, now.anvil) }
+  }
+  const timer = setInterval(read, residentSampleMs)
+  try {
+    const value = await during()
+    read()
+    return { value, peak }
+  } finally {
+    clearInterval(timer)
+  }
+}
+
 // ---- HTTP ----
 
 interface Answer {
@@ -512,6 +560,54 @@ const levelMetrics = (
   })
 ]
 
+/**
+ * The memory goals (D67), in MB of resident memory of the server and its guardian together: with
+ * nothing to do, and at the peak of the 256-client level.
+ */
+const idleResidentGoal = "<= 400"
+const loadResidentGoal = "<= 700"
+
+const serviceResident = (resident: Resident) => resident.server + resident.guardian
+
+const residentTable = (
+  start: Resident | undefined,
+  idle: Resident | undefined,
+  rows: ReadonlyArray<{ readonly label: string; readonly resident: Resident }>
+) => {
+  const line = (when: string, resident: Resident | undefined) =>
+    resident === undefined
+      ? `| ${when} | n/a | n/a | n/a | n/a |`
+      : `| ${when} | ${format(resident.server, 0)} | ${format(resident.guardian, 0)} | ${format(resident.anvil, 0)} | ${format(serviceResident(resident), 0)} |`
+  return [
+    "| resident memory, MB (VmRSS) | server | guardian | anvil | server + guardian |",
+    "|---|---:|---:|---:|---:|",
+    line("once ready, before any request", start),
+    line(`idle (set-up done, ${idleMs / 1000} s without traffic)`, idle),
+    ...rows.map((row) => line(`${row.label}, peak`, row.resident))
+  ].join("\n")
+}
+
+const residentMetrics = (
+  idle: Resident | undefined,
+  rows: ReadonlyArray<{ readonly label: string; readonly resident: Resident }>
+): Array<Metric> => [
+  ...(idle === undefined ? [] : [
+    { metric: "idle: server + guardian resident memory", value: serviceResident(idle), unit: "MB", goal: idleResidentGoal, headline: true } satisfies Metric,
+    { metric: "idle: server resident memory", value: idle.server, unit: "MB" },
+    { metric: "idle: guardian resident memory", value: idle.guardian, unit: "MB" }
+  ]),
+  ...rows.flatMap((row): Array<Metric> => [
+    {
+      metric: `${row.label}: server + guardian resident memory, peak`,
+      value: serviceResident(row.resident),
+      unit: "MB",
+      ...(row.label === "256 clients" ? { goal: loadResidentGoal, headline: true } : {})
+    },
+    { metric: `${row.label}: server resident memory, peak`, value: row.resident.server, unit: "MB" },
+    { metric: `${row.label}: guardian resident memory, peak`, value: row.resident.guardian, unit: "MB" }
+  ])
+]
+
 const format = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : "n/a")
 
 /**
@@ -546,11 +642,15 @@ const runEmbedded = async (extraEnv: Record<string, string>) => {
     }
   })
   const baseUrl = `http://127.0.0.1:${port}`
-  const results: Array<ReturnType<typeof summarize> & { label: string }> = []
+  const results: Array<ReturnType<typeof summarize> & { label: string; resident: Resident }> = []
   let idleCpuPerSecond: Record<string, number> = {}
+  let startResident: Resident | undefined
+  let idleResident: Resident | undefined
   try {
     log(`starting the server (embedded default, ${blockTimeMs} ms blocks) in ${workDir}`)
     await server.start()
+    startResident = sampleResident(findProcesses(dataDir))
+    log(`  resident MB once ready: ${JSON.stringify(startResident)}`)
     const adminToken = (JSON.parse(fs.readFileSync(path.join(dataDir, "secrets.json"), "utf8")) as { admin_token: string }).admin_token
     const accounts = await setUp(baseUrl, `http://127.0.0.1:${adminPort}`, adminToken)
     const processes = findProcesses(dataDir)
@@ -561,12 +661,16 @@ const runEmbedded = async (extraEnv: Record<string, string>) => {
     const idle = await measured("idle", () => sampleCpu(processes), () => sleep(idleMs).then(() => []))
     idleCpuPerSecond = Object.fromEntries(Object.entries(idle.cpu).map(([name, ms]) => [name, ms / (idle.elapsedMs / 1000)]))
     log(`  idle CPU ms per second: ${JSON.stringify(idleCpuPerSecond)}`)
+    idleResident = sampleResident(processes)
+    log(`  idle resident MB: ${JSON.stringify(idleResident)}`)
     for (const clients of clientLevels) {
       log(`${clients} clients for ${windowMs / 1000} s ...`)
       // The logs are rewritten every second: the reading after the window waits for one more.
       const statementsBefore = statementLog === undefined ? undefined : readStatements(statementLog)
-      const result = await measured(`${clients} clients`, () => sampleCpu(processes), closedLoop([baseUrl], accounts, clients))
-      results.push({ label: result.label, ...summarize(result) })
+      const { value: result, peak } = await peakResident(processes, () =>
+        measured(`${clients} clients`, () => sampleCpu(processes), closedLoop([baseUrl], accounts, clients))
+      )
+      results.push({ label: result.label, ...summarize(result), resident: peak })
       log(`  ${JSON.stringify(results.at(-1))}`)
       if (statementLog !== undefined && statementsBefore !== undefined && statementRows === undefined) {
         await sleep(1_200)
@@ -574,18 +678,20 @@ const runEmbedded = async (extraEnv: Record<string, string>) => {
       }
     }
     log(`${fixedRatePerSecond} transfers/s for ${fixedRateMs / 1000} s ...`)
-    const fixed = await measured(`${fixedRatePerSecond}/s fixed`, () => sampleCpu(processes), openLoop([baseUrl], accounts))
-    results.push({ label: fixed.label, ...summarize(fixed) })
+    const { value: fixed, peak } = await peakResident(processes, () =>
+      measured(`${fixedRatePerSecond}/s fixed`, () => sampleCpu(processes), openLoop([baseUrl], accounts))
+    )
+    results.push({ label: fixed.label, ...summarize(fixed), resident: peak })
     log(`  ${JSON.stringify(results.at(-1))}`)
   } finally {
     await server.stop()
   }
-  return { results, idleCpuPerSecond, statementRows, statementLog, workDir }
+  return { results, idleCpuPerSecond, startResident, idleResident, statementRows, statementLog, workDir }
 }
 
 const main = async () => {
   const floorMs = await measureFloorMs()
-  const { idleCpuPerSecond, results, statementLog, statementRows, workDir } = await runEmbedded({})
+  const { idleCpuPerSecond, idleResident, results, startResident, statementLog, statementRows, workDir } = await runEmbedded({})
   const cpu = os.cpus()
   process.stdout.write([
     "",
@@ -599,9 +705,14 @@ const main = async () => {
     ...results.map((row) =>
       `| ${row.label} | ${format(row.perSecond)} | ${Object.entries(row.byStatus).map(([status, count]) => `${status}: ${count}`).join(", ")} | ${format(row.p50, 0)} / ${format(row.p99, 0)} | ${format(row.cpuServerMs)} (${format(row.cpuServerEventLoopMs)}) / ${format(row.cpuGuardianMs)} / ${format(row.cpuAnvilMs)} / ${format(row.cpuLoadMs)} | ${format((row.cpuServerMs + row.cpuGuardianMs) / floorMs)}× |`
     ),
+    "",
+    residentTable(startResident, idleResident, results),
     ""
   ].join("\n"))
-  recordResults("throughput", levelMetrics(results.map((row) => ({ ...row, serviceCpuMs: row.cpuServerMs + row.cpuGuardianMs })), floorMs))
+  recordResults("throughput", [
+    ...levelMetrics(results.map((row) => ({ ...row, serviceCpuMs: row.cpuServerMs + row.cpuGuardianMs })), floorMs),
+    ...residentMetrics(idleResident, results)
+  ])
   if (statementRows !== undefined) {
     process.stdout.write(
       `database statements per confirmed transfer, ${statementRows.label} (PPS_STATEMENT_LOG in ${statementLog}):\n\n${statementTable(statementRows.rows)}\n`
