@@ -39,6 +39,32 @@ interface Prepared {
   readonly rowDescription: BackendMessage | undefined
 }
 
+/**
+ * PostgreSQL's memory settings for the embedded database, after PGlite's start parameters (D67).
+ *
+ * Why: PGlite's cluster comes with `shared_buffers = 128MB`, and Emscripten zeroes the shared
+ * memory it maps, so all of it was resident in each process (~150 MB of WebAssembly memory, which
+ * never shrinks) whatever the database's size. 16 MB caches the service's hot pages (each table's
+ * latest rows and its indexes' upper levels); a page read past it comes from the operating
+ * system's page cache, one file read, not the disk. `wal_buffers` stays at the 4 MB it had
+ * (PostgreSQL derives it from `shared_buffers`: 512 kB at 16 MB), room for a group commit's WAL.
+ * docs/benchmarks.md ("Resident memory") has what it saved and what it cost.
+ *
+ * @since 0.12.0
+ * @category constants
+ */
+export const memoryStartParams: ReadonlyArray<string> = ["-c", "shared_buffers=16MB", "-c", "wal_buffers=4MB"]
+
+/**
+ * The options a `PreparedStatementPGlite` opens with: durable on disk (DurableNodeFS.ts), and
+ * `memoryStartParams` after whichever start parameters apply (the caller's, the durable ones, or
+ * PGlite's own): PostgreSQL takes the last `-c` of a setting, so these hold in every case.
+ */
+const embeddedOptions = (dataDir: string | undefined, options: PGliteOptions | undefined): PGliteOptions => {
+  const chosen = durableOptions(dataDir, options) ?? {}
+  return { ...chosen, startParams: [...(chosen.startParams ?? PGlite.defaultStartParams), ...memoryStartParams] }
+}
+
 /** Bounds the named statements held by the backend (and their plans in its memory). */
 const maxPreparedStatements = 512
 
@@ -90,8 +116,10 @@ export class PreparedStatementPGlite extends PGlite {
   #nextName = 0
 
   constructor(dataDir?: string, options?: PGliteOptions) {
-    // On disk, every commit is synced to it (DurableNodeFS.ts); in memory, PGlite as it is.
-    super(dataDir, durableOptions(dataDir, options))
+    // On disk, every commit is synced to it (DurableNodeFS.ts); in memory, PGlite as it is. Both
+    // with PostgreSQL's memory bounded (memoryStartParams).
+    // One options object: given no directory, PGlite ignores its second argument.
+    super({ ...(dataDir === undefined ? {} : { dataDir }), ...embeddedOptions(dataDir, options) })
     // This instance's own table of parsers (PGlite copies the defaults into each instance).
     const pglites = this.parsers[byteaOid]
     if (pglites !== undefined) this.parsers[byteaOid] = byteaParser(pglites)

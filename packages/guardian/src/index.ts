@@ -37,6 +37,9 @@ export * as GuardianRpc from "./GuardianRpc.ts"
 /** @since 0.1.0 */
 export * as GuardianServer from "./GuardianServer.ts"
 
+/** @since 0.12.0 */
+export * as ProcessMemory from "./ProcessMemory.ts"
+
 /** @since 0.7.0 */
 export * as SqlValues from "./SqlValues.ts"
 

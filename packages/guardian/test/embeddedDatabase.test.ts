@@ -184,6 +184,21 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
     }
   }, 120_000)
 
+  it("runs PostgreSQL with D67's memory settings, on disk (synced) and in memory", async () => {
+    const directory = fs.mkdtempSync(path.join(os.tmpdir(), "pps-embedded-memory-"))
+    const settings = "SELECT current_setting('shared_buffers') AS shared_buffers, current_setting('wal_buffers') AS wal_buffers, current_setting('fsync') AS fsync"
+    for (const [where, dataDir, fsync] of [["on disk", path.join(directory, "pglite"), "on"], ["in memory", undefined, "off"]] as const) {
+      const db = new PreparedStatementPGlite(dataDir)
+      try {
+        // 128MB (PGlite's cluster) kept ~150 MB of WebAssembly memory resident in each process.
+        assert.deepStrictEqual((await db.query(settings)).rows, [{ shared_buffers: "16MB", wal_buffers: "4MB", fsync }], where)
+      } finally {
+        await db.close()
+      }
+    }
+    fs.rmSync(directory, { recursive: true, force: true })
+  }, 60_000)
+
   for (const threading of ["caller", "own"] satisfies ReadonlyArray<DatabaseThreading>) {
     it.effect(`serves the SQL client on the ${threading} thread: statements, transactions, rollback, error classes`, () =>
       Effect.gen(function*() {

@@ -1,7 +1,8 @@
 /**
  * What the embedded guardian child is started with: the server's confirmation depth carried
  * over (the guardian counts the blocks on top of an event's block, the server the block
- * itself), an explicit GUARDIAN_CONFIRMATIONS kept, and nothing of the server's own secrets.
+ * itself), an explicit GUARDIAN_CONFIRMATIONS kept, nothing of the server's own secrets, and
+ * D67's malloc settings (the server's own when it has them).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Redacted } from "effect"
@@ -33,5 +34,14 @@ describe("the embedded guardian's environment", () => {
     assert.strictEqual(environment["PATH"], "/usr/bin")
     for (const name of ["DATABASE_URL", "SERVER_SECRET", "GUARDIAN_SECRET"]) assert.isUndefined(environment[name], name)
     assert.strictEqual(environment["GUARDIAN_SHARED_SECRET"], "shared")
+  })
+
+  it("bounds glibc's malloc as npm start does, unless the server's environment sets it otherwise", () => {
+    const plain: Record<string, string> = childEnvironment(options, 9000, token, {})
+    assert.strictEqual(plain["MALLOC_ARENA_MAX"], "2")
+    assert.strictEqual(plain["MALLOC_MMAP_THRESHOLD_"], "32768")
+    const set: Record<string, string> = childEnvironment(options, 9000, token, { MALLOC_ARENA_MAX: "4" })
+    assert.strictEqual(set["MALLOC_ARENA_MAX"], "4")
+    assert.strictEqual(set["MALLOC_MMAP_THRESHOLD_"], "32768")
   })
 })

@@ -22,6 +22,8 @@
  *   does not kill it behind the supervisor's back: the server stops it in order. A guardian
  *   still shutting down from a killed server is stopped at the next start (its pid file),
  *   like the embedded anvil (DevChain), before its data-directory lock could refuse us.
+ * - **Its memory.** The child starts with the node flags and malloc settings the server gets
+ *   from `npm start` (`ProcessMemory`, D67); the server's own malloc settings win when it has them.
  *
  * On one machine under one user this separates processes, not people: the operator (that
  * user) can still read `DATA_DIR/guardian`. The confidential deployment is the guardian on a
@@ -35,7 +37,7 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { GuardianClient } from "@pps/guardian"
+import { GuardianClient, ProcessMemory } from "@pps/guardian"
 import { Clock, Context, Effect, Exit, Layer, Option, Redacted, Ref, Scope } from "effect"
 import { GuardianUnavailable } from "./errors.ts"
 
@@ -205,6 +207,7 @@ export const childEnvironment = (
   }
   return {
     GUARDIAN_CONFIRMATIONS: String(Math.max(0, options.confirmations - 1)),
+    ...ProcessMemory.withMallocEnvironment(parent),
     ...environment,
     DATA_DIR: options.dataDir,
     ...(options.databaseTemplate === undefined ? {} : { EMBEDDED_DATABASE_TEMPLATE: options.databaseTemplate }),
@@ -241,7 +244,7 @@ const spawnChild = (environment: Record<string, string>, pidFile: string) =>
   Effect.acquireRelease(
     Effect.try({
       try: (): GuardianChild => {
-        const child = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", guardianMainPath], {
+        const child = spawn(process.execPath, [...ProcessMemory.nodeFlags, "--disable-warning=ExperimentalWarning", guardianMainPath], {
           env: environment,
           // stdin: the pipe whose closing tells the guardian we are gone. Its logs go where ours go.
           stdio: ["pipe", "inherit", "inherit"],

@@ -20,6 +20,7 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { ProcessMemory } from "@pps/guardian"
 import { freePort, groupAlive, registerGroup, strayGroups, unregisterGroup, waitGroupGone } from "../../scripts/cluster/processGroups.ts"
 
 export { freePort, strayGroups }
@@ -139,8 +140,9 @@ export interface ServerTargetOptions {
 }
 
 /**
- * The api server exactly as `npm start` runs it (src/main.ts), embedded default:
- * PGlite, in-process guardian, anvil as its child, all under `dataDir`.
+ * The api server exactly as `npm start` runs it (src/main.ts, with scripts/start.sh's node flags
+ * and malloc settings: ProcessMemory, D67), embedded default: PGlite, its guardian child, anvil
+ * as its child, all under `dataDir`.
  */
 export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
   let group: number | undefined
@@ -150,9 +152,10 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
   const start = async () => {
     starts++
     fs.writeSync(log, `\n--- start ${starts} at ${new Date().toISOString()} ---\n`)
-    const spawned = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", mainPath], {
+    const spawned = spawn(process.execPath, [...ProcessMemory.nodeFlags, "--disable-warning=ExperimentalWarning", mainPath], {
       env: {
         ...process.env,
+        ...ProcessMemory.withMallocEnvironment(process.env),
         DATA_DIR: options.dataDir,
         PORT: String(options.port),
         ADMIN_PORT: String(options.adminPort),

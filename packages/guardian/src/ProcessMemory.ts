@@ -1,0 +1,55 @@
+/**
+ * How a service process on Node is started so that its resident memory stays near what it uses
+ * (D67): the server and its embedded guardian get these from `npm start` (scripts/start.sh, which
+ * repeats the values: a shell script cannot import them), the guardian's child process from the
+ * server (`EmbeddedGuardian`), and the benchmarks' and tests' servers from their harness.
+ *
+ * Why, measured on the 2-vCPU VM (docs/benchmarks.md, "Resident memory"):
+ * - `--max-semi-space-size=8` (MB): V8 grew each process's young generation to 2 x 64 MB on this
+ *   24 GB machine and kept ~80-110 MB of it resident with nothing to do. Objects that survive
+ *   are few (a request's garbage dies young), so a scavenge costs by what survives, not by the
+ *   size: smaller semi-spaces scavenge more often, each as quick.
+ * - `MALLOC_ARENA_MAX=2`: glibc gives each thread that allocates its own 64 MB arena; V8's
+ *   compiler threads (PGlite's WebAssembly is tiered up to TurboFan in the background) each left
+ *   one behind, 20-35 MB resident apiece.
+ * - `MALLOC_MMAP_THRESHOLD_=32768`: that compilation takes ~600 MB of V8 zone memory, in 32 KB
+ *   segments; from the heap, glibc keeps what was freed in the middle of it resident for good
+ *   (~60 MB a process). At 32 KB they are mapped and unmapped instead, returned when freed. A
+ *   fixed threshold also stops glibc raising it (its default is dynamic, up to 32 MB).
+ *
+ * None of them changes what the program does; a variable the operator set keeps its value.
+ *
+ * @since 0.12.0
+ */
+
+/**
+ * Node's command-line flags for a service process (before the script's path).
+ *
+ * @since 0.12.0
+ * @category constants
+ */
+export const nodeFlags: ReadonlyArray<string> = ["--max-semi-space-size=8"]
+
+/**
+ * glibc's malloc settings, read from the environment when the process starts (so they must be in
+ * the environment it is spawned with; no other C library reads them, and none is harmed by them).
+ *
+ * @since 0.12.0
+ * @category constants
+ */
+export const mallocEnvironment: Readonly<Record<string, string>> = {
+  MALLOC_ARENA_MAX: "2",
+  MALLOC_MMAP_THRESHOLD_: "32768"
+}
+
+/**
+ * `mallocEnvironment`, each value the one `environment` already has when it has one.
+ *
+ * @since 0.12.0
+ * @category constructors
+ */
+export const withMallocEnvironment = (environment: Readonly<Record<string, string | undefined>>): Record<string, string> => {
+  const result: Record<string, string> = {}
+  for (const [name, value] of Object.entries(mallocEnvironment)) result[name] = environment[name] ?? value
+  return result
+}
