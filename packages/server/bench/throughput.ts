@@ -54,6 +54,7 @@ import { type Cluster, dropDatabases, startCluster } from "../scripts/cluster/cl
 import { readEnvFile, writeRunEnvFile } from "../scripts/cluster/envFile.ts"
 import { defaultWorkerNodes } from "../scripts/cluster/topology.ts"
 import { readSpans, stages, table } from "./spanSummary.ts"
+import { measureStores, type StoreSize, storeTable } from "./storeSizes.ts"
 import { perTransfer, readStatements, type StatementRow, statementTable } from "./statementSummary.ts"
 import { percentile } from "./stats.ts"
 import { type Metric, recordOption, recordResults } from "../../../scripts/benchRecord.ts"
@@ -608,6 +609,15 @@ const residentMetrics = (
   ])
 ]
 
+/** D67's storage goal: KB of the api database per transfer (every row, 30 days of events, vacuumed). */
+const apiStoreGoal = "<= 3"
+
+const storeMetrics = (stores: { readonly api: StoreSize; readonly guardian: StoreSize }): Array<Metric> => [
+  { metric: "api database per transfer", value: stores.api.bytes / 1024 / stores.api.transfers, unit: "KB", goal: apiStoreGoal, headline: true },
+  { metric: "guardian database per transfer", value: stores.guardian.bytes / 1024 / stores.api.transfers, unit: "KB" },
+  { metric: "transfers in the api database", value: stores.api.transfers, unit: "transfers" }
+]
+
 const format = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : "n/a")
 
 /**
@@ -686,12 +696,14 @@ const runEmbedded = async (extraEnv: Record<string, string>) => {
   } finally {
     await server.stop()
   }
-  return { results, idleCpuPerSecond, startResident, idleResident, statementRows, statementLog, workDir }
+  log("the stores, once the service's maintenance has run over them ...")
+  const stores = await measureStores(dataDir)
+  return { results, idleCpuPerSecond, startResident, idleResident, stores, statementRows, statementLog, workDir }
 }
 
 const main = async () => {
   const floorMs = await measureFloorMs()
-  const { idleCpuPerSecond, idleResident, results, startResident, statementLog, statementRows, workDir } = await runEmbedded({})
+  const { idleCpuPerSecond, idleResident, results, startResident, statementLog, statementRows, stores, workDir } = await runEmbedded({})
   const cpu = os.cpus()
   process.stdout.write([
     "",
@@ -707,12 +719,12 @@ const main = async () => {
     ),
     "",
     residentTable(startResident, idleResident, results),
-    ""
+    "",
+    storeTable("api database", stores.api, stores.api.transfers),
+    storeTable("guardian database", stores.guardian, stores.api.transfers)
   ].join("\n"))
-  recordResults("throughput", [
-    ...levelMetrics(results.map((row) => ({ ...row, serviceCpuMs: row.cpuServerMs + row.cpuGuardianMs })), floorMs),
-    ...residentMetrics(idleResident, results)
-  ])
+  recordResults("throughput", levelMetrics(results.map((row) => ({ ...row, serviceCpuMs: row.cpuServerMs + row.cpuGuardianMs })), floorMs))
+  recordResults("memory", [...residentMetrics(idleResident, results), ...storeMetrics(stores)])
   if (statementRows !== undefined) {
     process.stdout.write(
       `database statements per confirmed transfer, ${statementRows.label} (PPS_STATEMENT_LOG in ${statementLog}):\n\n${statementTable(statementRows.rows)}\n`

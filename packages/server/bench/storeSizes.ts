@@ -1,0 +1,106 @@
+/**
+ * What each embedded store holds per transfer (D67): the api server's database and the guardian's,
+ * read after the server has stopped, once the service's own maintenance has run over them
+ * (`VACUUM (ANALYZE)` of each table, as `EmbeddedDatabase` does every 30 s or more: dead row
+ * versions' space made reusable, not given back to the file system). Each table's size is
+ * `pg_total_relation_size` (its heap, indexes, TOAST and free space), divided by the transfers the
+ * api database holds: every row a transfer made counts, and so do rows that are not a
+ * transfer's (accounts, keys: a fixed cost a long run spreads thin). Events stay
+ * `EVENT_RETENTION_DAYS` (D35, 30 by default), so a run shorter than that holds every event it
+ * made, as a service at steady state holds its last 30 days'. The write-ahead log is apart:
+ * PostgreSQL recycles its segments (up to `min_wal_size`, 80 MB), a fixed cost, not one per
+ * transfer.
+ *
+ * The throughput benchmark prints these after its run (embedded mode); alone, on a data
+ * directory a run kept (`--keep`), with no server running on it:
+ *   sh scripts/toolchain.sh node --disable-warning=ExperimentalWarning packages/server/bench/storeSizes.ts DATA_DIR
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { EmbeddedDatabase } from "@pps/guardian"
+
+export interface TableSize {
+  readonly name: string
+  readonly rows: number
+  readonly bytes: number
+}
+
+export interface StoreSize {
+  readonly tables: ReadonlyArray<TableSize>
+  /** Every table together. */
+  readonly bytes: number
+  readonly walBytes: number
+  /** Rows of its `transfers` table (the api database's; 0 where there is none). */
+  readonly transfers: number
+}
+
+const directoryBytes = (directory: string): number =>
+  fs.existsSync(directory)
+    ? fs.readdirSync(directory, { withFileTypes: true }).reduce(
+      (sum, entry) => sum + (entry.isDirectory() ? directoryBytes(path.join(directory, entry.name)) : fs.statSync(path.join(directory, entry.name)).size),
+      0
+    )
+    : 0
+
+/** Opens the store in `pgliteDirectory` (no process may have it open), maintains it as the service does, and reads its sizes. */
+export const measureStore = async (pgliteDirectory: string): Promise<StoreSize> => {
+  const db = new EmbeddedDatabase.PreparedStatementPGlite(pgliteDirectory)
+  try {
+    const listed = await db.query<{ name: string }>(
+      `SELECT c.oid::regclass::text AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+       WHERE c.relkind = 'r' AND n.nspname = 'public' ORDER BY 1`
+    )
+    for (const { name } of listed.rows) await db.exec(`VACUUM (ANALYZE) ${name}`)
+    const sized = await db.query<{ name: string; rows: string; bytes: string }>(
+      `SELECT c.oid::regclass::text AS name, greatest(c.reltuples, 0)::bigint::text AS rows, pg_total_relation_size(c.oid)::text AS bytes
+       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+       WHERE c.relkind = 'r' AND n.nspname = 'public' ORDER BY pg_total_relation_size(c.oid) DESC`
+    )
+    const tables = sized.rows.map((row) => ({ name: row.name, rows: Number(row.rows), bytes: Number(row.bytes) }))
+    const hasTransfers = tables.some((table) => table.name === "transfers")
+    const transfers = hasTransfers ? Number((await db.query<{ n: string }>("SELECT count(*)::text AS n FROM transfers")).rows[0]!.n) : 0
+    return {
+      tables,
+      bytes: tables.reduce((sum, table) => sum + table.bytes, 0),
+      walBytes: directoryBytes(path.join(pgliteDirectory, "pg_wal")),
+      transfers
+    }
+  } finally {
+    await db.close()
+  }
+}
+
+/** The server's store and its embedded guardian's, in a server's `DATA_DIR`. */
+export const measureStores = async (dataDir: string) => ({
+  api: await measureStore(path.join(dataDir, "pglite")),
+  guardian: await measureStore(path.join(dataDir, "guardian", "pglite"))
+})
+
+const kb = (bytes: number) => (bytes / 1024).toFixed(2)
+
+/** A store's tables as a Markdown table, largest first, per transfer of `transfers`; tables under 1 % of the store are summed in one row. */
+export const storeTable = (label: string, store: StoreSize, transfers: number): string => {
+  const shown = store.tables.filter((table) => table.bytes >= store.bytes / 100)
+  const rest = store.tables.filter((table) => table.bytes < store.bytes / 100)
+  const line = (name: string, rows: number, bytes: number) => `| ${name} | ${rows} | ${kb(bytes)} | ${kb(bytes / transfers)} |`
+  return [
+    `${label}: ${kb(store.bytes / transfers)} KB per transfer (${transfers} transfers; ${(store.bytes / 1024 / 1024).toFixed(1)} MB of tables, write-ahead log ${(store.walBytes / 1024 / 1024).toFixed(0)} MB apart)`,
+    "",
+    "| table | rows | KB | KB per transfer |",
+    "|---|---:|---:|---:|",
+    ...shown.map((table) => line(table.name, table.rows, table.bytes)),
+    ...(rest.length === 0 ? [] : [line(`${rest.length} others`, rest.reduce((sum, table) => sum + table.rows, 0), rest.reduce((sum, table) => sum + table.bytes, 0))]),
+    ""
+  ].join("\n")
+}
+
+if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const dataDir = process.argv[2]
+  if (dataDir === undefined) {
+    process.stderr.write("usage: storeSizes.ts DATA_DIR (a stopped server's)\n")
+    process.exit(2)
+  }
+  const { api, guardian } = await measureStores(dataDir)
+  process.stdout.write(`${storeTable("api database", api, api.transfers)}\n${storeTable("guardian database", guardian, api.transfers)}`)
+}
