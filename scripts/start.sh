@@ -15,9 +15,7 @@ if [ "${PPS_SKIP_DASHBOARD_BUILD:-}" != "1" ] && ! pnpm --silent --filter @pps/d
 fi
 # Memory (D67; the same values as packages/guardian/src/ProcessMemory.ts, which the server hands
 # to its guardian child): a young generation of 2 x 8 MB instead of V8's 2 x 64 MB on a large
-# machine, at most two glibc arenas, and allocations of 32 KB or more mapped (returned when freed:
-# the WebAssembly compiler's 32 KB zone segments, ~600 MB at its peak). A value already in the
-# environment is kept.
+# machine, and at most two glibc arenas (the WebAssembly compiler's threads each left one behind).
+# A value already in the environment is kept.
 export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"
-export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-32768}"
 exec node --max-semi-space-size=8 --disable-warning=ExperimentalWarning packages/server/src/main.ts "$@"

@@ -10,12 +10,13 @@
  *   are few (a request's garbage dies young), so a scavenge costs by what survives, not by the
  *   size: smaller semi-spaces scavenge more often, each as quick.
  * - `MALLOC_ARENA_MAX=2`: glibc gives each thread that allocates its own 64 MB arena; V8's
- *   compiler threads (PGlite's WebAssembly is tiered up to TurboFan in the background) each left
- *   one behind, 20-35 MB resident apiece.
- * - `MALLOC_MMAP_THRESHOLD_=32768`: that compilation takes ~600 MB of V8 zone memory, in 32 KB
- *   segments; from the heap, glibc keeps what was freed in the middle of it resident for good
- *   (~60 MB a process). At 32 KB they are mapped and unmapped instead, returned when freed. A
- *   fixed threshold also stops glibc raising it (its default is dynamic, up to 32 MB).
+ *   compiler threads (PGlite's WebAssembly is tiered up to TurboFan in the background, ~600 MB of
+ *   zone memory at its peak) each left one behind, 20-35 MB resident apiece.
+ *
+ * Tried and left out: `MALLOC_MMAP_THRESHOLD_=32768` returned that compiler's freed memory too
+ * (another ~60 MB a process at idle, ~120 under load) but maps and unmaps every allocation of
+ * 32 KB or more, Node's 64 KB socket read buffers among them: the 256-client rate fell
+ * (docs/benchmarks/notes/2026-11-29-resident-memory.md).
  *
  * None of them changes what the program does; a variable the operator set keeps its value.
  *
@@ -38,8 +39,7 @@ export const nodeFlags: ReadonlyArray<string> = ["--max-semi-space-size=8"]
  * @category constants
  */
 export const mallocEnvironment: Readonly<Record<string, string>> = {
-  MALLOC_ARENA_MAX: "2",
-  MALLOC_MMAP_THRESHOLD_: "32768"
+  MALLOC_ARENA_MAX: "2"
 }
 
 /**
