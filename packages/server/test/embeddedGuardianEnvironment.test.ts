@@ -37,7 +37,9 @@ describe("the embedded guardian's environment", () => {
   })
 
   it("bounds glibc's malloc as npm start does, unless the server's environment sets it otherwise", () => {
-    assert.strictEqual(childEnvironment(options, 9000, token, {})["MALLOC_ARENA_MAX"], "2")
-    assert.strictEqual(childEnvironment(options, 9000, token, { MALLOC_ARENA_MAX: "4" })["MALLOC_ARENA_MAX"], "4")
+    const plain: Record<string, string> = childEnvironment(options, 9000, token, {})
+    assert.strictEqual(plain["MALLOC_ARENA_MAX"], "2")
+    const set: Record<string, string> = childEnvironment(options, 9000, token, { MALLOC_ARENA_MAX: "4" })
+    assert.strictEqual(set["MALLOC_ARENA_MAX"], "4")
   })
 })
