@@ -26,6 +26,7 @@ const endMarker = (section: Section) => `<!-- benchmarks:${section}:end -->`
  */
 const benchmarks: ReadonlyArray<readonly [string, string]> = [
   ["throughput", "The server process (embedded default: PGlite, guardian child, anvil) loaded over loopback HTTP from another process; its goals: ≥ 300 confirmed/s, ≤ 5 ms of server + guardian CPU a transfer, p99 ≤ 250 ms at 100/s. `packages/server/bench/throughput.ts`."],
+  ["memory", "Resident memory (`VmRSS`) of the server, its guardian and anvil from the throughput bench's embedded run (idle after the set-up, and each level's peak), and each embedded store's size per transfer after the service's own `VACUUM`; goals (issue 49, D67): server + guardian ≤ 400 MB idle and ≤ 700 MB at 256 clients, ≤ 3 KB of api database per transfer. `packages/server/bench/throughput.ts`, `storeSizes.ts`."],
   ["throughput-distributed", "The same load against the cluster topology: api nodes, workers, guardians, PostgreSQL, NATS. `throughput.ts --mode distributed`."],
   ["statements", "SQL statements per transfer in both embedded databases, sequential transfers: a machine-independent measure of the transfer path's database work. `packages/server/bench/statements.ts`."],
   ["spans", "Where a create's time goes, stage by stage, from the span log of a throughput run (`--span-log`; tracing on, so not a speed figure). `packages/server/bench/spans.ts`."],
