@@ -253,7 +253,14 @@ const ciphertextsFor = (
           Effect.tryPromise(() => chain.client.getBlock({ blockNumber })).pipe(Effect.map((block) => block.timestamp))
       }, { version, latest: atLatest, currentSinceSeconds: nowSeconds - proofLifetimeMaxSeconds }), { concurrency: "unbounded" })
     for (const recent of located) {
-      if (Option.isSome(recent)) found.set(recent.value.ciphertext.asset, recent.value)
+      if (Option.isNone(recent)) continue
+      found.set(recent.value.ciphertext.asset, recent.value)
+      // How often proofs are overtaken, and by how much: a block count, never an amount.
+      if (recent.value.blockNumber !== latestBlock) {
+        yield* Effect.logDebug("decryption proof checked against a recent block").pipe(
+          Effect.annotateLogs({ asset: recent.value.ciphertext.asset, blocksBehind: Number(latestBlock - recent.value.blockNumber) })
+        )
+      }
     }
     return found
   }).pipe(Effect.catch(unavailable("reading balances on chain")))
