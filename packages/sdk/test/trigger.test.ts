@@ -124,7 +124,12 @@ describe("pps trigger", { timeout: 180_000 }, () => {
     const file = path.join(home, ".pps", `trigger-${alice.account_id}.json`)
     const kept = JSON.parse(fs.readFileSync(file, "utf8")) as Record<string, string>
     await pps.agents.keys.revoke(kept["agent_id"]!, kept["key_id"]!)
-    printed(await trigger(["agent.policy.updated", "--json"]))
+    // Without --json, one `name  value` line each, the key drawn told on stderr.
+    const text = await trigger(["agent.policy.updated"])
+    expect(text.exitCode, text.stderr).toBe(0)
+    expect(text.stdout).toMatch(/^event {12}agent\.policy\.updated\nagent {12}acct_\S+ \(@alice\/trigger\)\npolicy_id {8}pol_\S+\nupdated_at {7}\S+\nidempotency_key {2}(pps-[0-9a-f-]{36})\n$/)
+    const drawn = /idempotency_key +(\S+)/.exec(text.stdout)?.[1]
+    expect(text.stderr).toBe(`pps: Idempotency-Key ${drawn} (to repeat this request safely: --idempotency-key ${drawn})\n`)
     const replaced = JSON.parse(fs.readFileSync(file, "utf8")) as Record<string, string>
     expect(replaced["agent_id"]).toBe(kept["agent_id"])
     expect(replaced["key_id"]).not.toBe(kept["key_id"])
@@ -141,7 +146,7 @@ describe("pps trigger", { timeout: 180_000 }, () => {
     expect(failed.stderr).toMatch(/^pps: transfer\.failed cannot be triggered: a transfer fails only when the chain does not settle it/)
     const unknown = await trigger(["transfer.exploded"])
     expect(unknown.exitCode).toBe(2)
-    expect(unknown.stderr.split("\n")[0]).toContain("transfer.initiated|transfer.confirmed")
+    expect(unknown.stderr.split("\n")[0]).toMatch(/^pps: EVENT must be one of transfer\.initiated\|transfer\.confirmed\|\S+, not "transfer\.exploded"$/)
     expect((await pps.events.list()).data.length).toBe(before)
   })
 })

@@ -616,10 +616,11 @@ const listen = Command.make("listen", {
 const trigger = Command.make("trigger", {
   event: Argument.String("event").pipe(
     Argument.withMetavar("EVENT"),
-    Argument.withDescription(`the event type to make happen, one of:\n${Trigger.triggerableTypes.join(", ")}`),
+    Argument.withDescription(`the event type to make happen, one of (transfer.failed is refused:\nonly the chain fails a transfer):\n${Trigger.triggerableTypes.join("\n")}`),
+    // CommandLine completes the line: "EVENT must be <this>, not <value>".
     Argument.filterMap(
       (value) => Option.fromNullishOr(Trigger.triggerableTypes.find((type) => type === value)),
-      (value) => `EVENT must be one of ${Trigger.triggerableTypes.join("|")}, not ${JSON.stringify(value)}`
+      () => `one of ${Trigger.triggerableTypes.join("|")}`
     )
   ),
   idempotencyKey: idempotencyKey("makes the event happen"),
