@@ -102,7 +102,7 @@ try {
   record("shield, to a funded address", (await shield(alice.account.address, 10n ** 9n)).gasUsed)
   await shield(bob.account.address, 10n ** 9n)
 
-  record("confidentialTransfer, sender's first debit after a shield", (await transfer(alice, bob)).receipt.gasUsed, "nine zero→non-zero slots: both sides' handle sums and the nonce word")
+  record("confidentialTransfer, sender's first debit after a shield", (await transfer(alice, bob)).receipt.gasUsed, "five zero→non-zero slots: both sides' two handle words and the nonce word")
   await transfer(bob, alice)
   const steady: Array<bigint> = []
   let calldataBytes = 0
@@ -114,7 +114,7 @@ try {
   record("**confidentialTransfer, steady state**", median(steady), `median of ${steadyRounds}; both parties funded, nonce word warm; calldata ${calldataBytes} B`)
   record("confidentialTransfer, first nonce of a new bitmap word", (await transfer(alice, bob, 256n)).receipt.gasUsed, "one in 256 transfers per sender")
   const carol = await registered()
-  record("confidentialTransfer, first credit to a never-funded recipient", (await transfer(alice, carol)).receipt.gasUsed, "six zero→non-zero slots")
+  record("confidentialTransfer, first credit to a never-funded recipient", (await transfer(alice, carol)).receipt.gasUsed, "three zero→non-zero slots")
 
   // Batches (confidentialTransferBatch): every party funded and already debited and credited
   // once, so each figure is the steady state. "Distinct" gives each item its own sender and
