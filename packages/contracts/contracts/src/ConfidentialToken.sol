@@ -550,7 +550,7 @@ contract ConfidentialToken {
         if (to == address(0)) revert ZeroAddress();
         if (amount == 0 || amount >= BN254.N) revert AmountOutOfRange(amount);
         (uint256 x, uint256 y) = BN254.mul(BN254.G_X, BN254.G_Y, amount);
-        _addInto(_slotOf(balances[to]), x, y, new uint256[](0));
+        _addInto(_slotOf(balances[to]), x, y, _workspace(8));
         emit Shielded(msg.sender, to, amount);
         if (!asset.transferFrom(msg.sender, address(this), amount)) revert AssetTransferFailed();
     }
@@ -576,7 +576,7 @@ contract ConfidentialToken {
             _hashTypedData(_confidentialStructHash(request)), request.from, guardianSignature, accountSignature
         );
         _useNonce(request.from, request.nonce);
-        _applyConfidential(request, new uint256[](0));
+        _applyConfidential(request, _workspace(8));
     }
 
     /// Applies many confidential transfers in one transaction: one relayer signature and one
@@ -603,7 +603,7 @@ contract ConfidentialToken {
         // Read once for the whole batch: neither changes within a transaction.
         bytes32 separator = domainSeparator();
         address signer = guardianSigner;
-        uint256[] memory roots = new uint256[](_rootTableLength(count));
+        uint256 work = _workspace(_rootTableLength(count));
         for (uint256 i; i < count; ++i) {
             ConfidentialTransferRequest calldata request = requests[i];
             // The nonce first: an item sent again is skipped before paying for ecrecover, and is
@@ -628,7 +628,7 @@ contract ConfidentialToken {
                 reason = SkipReason.AccountSignatureInvalid;
             } else {
                 bitmap[request.nonce >> 8] = word | bit;
-                _applyConfidential(request, roots);
+                _applyConfidential(request, work);
                 ++applied;
                 continue;
             }
@@ -652,10 +652,10 @@ contract ConfidentialToken {
     }
 
     /// The effects of an attested confidential transfer whose nonce has just been used.
-    /// `roots` keeps the y of each sum written, for a later item of the batch that reads it.
-    function _applyConfidential(ConfidentialTransferRequest calldata request, uint256[] memory roots) private {
-        _debit(_slotOf(balances[request.from]), request.commitment, request.fromHandle, request.guardianHandle, roots);
-        _credit(_slotOf(balances[request.to]), request.commitment, request.toHandle, request.guardianHandle, roots);
+    /// `work` (`_workspace`) keeps the y of each sum written, for a later item of the batch that reads it.
+    function _applyConfidential(ConfidentialTransferRequest calldata request, uint256 work) private {
+        _debit(_slotOf(balances[request.from]), request.commitment, request.fromHandle, request.guardianHandle, work);
+        _credit(_slotOf(balances[request.to]), request.commitment, request.toHandle, request.guardianHandle, work);
         emit ConfidentialTransfer(
             request.from,
             request.to,
@@ -695,7 +695,7 @@ contract ConfidentialToken {
         );
         _requireBothSignatures(_hashTypedData(structHash), request.from, guardianSignature, accountSignature);
         _useNonce(request.from, request.nonce);
-        _debit(_slotOf(balances[request.from]), request.commitment, request.fromHandle, request.guardianHandle, new uint256[](0));
+        _debit(_slotOf(balances[request.from]), request.commitment, request.fromHandle, request.guardianHandle, _workspace(8));
         emit PublicTransfer(
             request.from,
             request.to,
@@ -734,13 +734,13 @@ contract ConfidentialToken {
         Point calldata commitment,
         Point calldata ownerHandle,
         Point calldata guardianHandle,
-        uint256[] memory roots
+        uint256 work
     ) private {
         // Unchecked: the slots of one struct, as solc computes them (no wrap below 2^256 − 2).
         unchecked {
-            _addInto(slot, commitment.x, commitment.y, roots);
-            _addInto(slot + 1, ownerHandle.x, ownerHandle.y, roots);
-            _addInto(slot + 2, guardianHandle.x, guardianHandle.y, roots);
+            _addInto(slot, commitment.x, commitment.y, work);
+            _addInto(slot + 1, ownerHandle.x, ownerHandle.y, work);
+            _addInto(slot + 2, guardianHandle.x, guardianHandle.y, work);
         }
     }
 
@@ -749,12 +749,12 @@ contract ConfidentialToken {
         Point calldata commitment,
         Point calldata ownerHandle,
         Point calldata guardianHandle,
-        uint256[] memory roots
+        uint256 work
     ) private {
         unchecked {
-            _addInto(slot, commitment.x, BN254.negateY(commitment.y), roots);
-            _addInto(slot + 1, ownerHandle.x, BN254.negateY(ownerHandle.y), roots);
-            _addInto(slot + 2, guardianHandle.x, BN254.negateY(guardianHandle.y), roots);
+            _addInto(slot, commitment.x, BN254.negateY(commitment.y), work);
+            _addInto(slot + 1, ownerHandle.x, BN254.negateY(ownerHandle.y), work);
+            _addInto(slot + 2, guardianHandle.x, BN254.negateY(guardianHandle.y), work);
         }
     }
 
@@ -765,59 +765,69 @@ contract ConfidentialToken {
         }
     }
 
-    /// Adds (x, y) to the compressed point in storage slot `slot` (BN254.compress,
-    /// BN254.decompress, written out in one block: this runs six times per transfer). `roots`
-    /// (length zero or a power of two) keeps the y of the sum written to each slot, at index
-    /// slot mod its length, so that a later item of the same batch touching the same slot skips
-    /// the modexp. A y found there is used only when y² = x³ + 3 and its parity matches the
-    /// stored bit, which only the right y satisfies, so an entry another slot overwrote costs a
-    /// precompile call, never a wrong point. Reverts with `InvalidPoint` when (x, y) is not a
-    /// valid point.
-    function _addInto(uint256 slot, uint256 x, uint256 y, uint256[] memory roots) private {
-        bool success = true;
+    /// Memory for `_addInto`, laid out once per call (a batch, a transfer, a shield), so that the
+    /// six points of a transfer write only what changes:
+    ///   work + 0x000 … 0x0a0  modexp input: 32, 32, 32 (lengths), x³ + 3, (p + 1) / 4, p
+    ///   work + 0x0c0 … 0x120  ecAdd input: the stored sum's x and y (modexp writes y there), the
+    ///                         added point's x and y; ecAdd writes the new sum over the first two
+    ///   work + 0x140          mask of the table of roots (its length, a power of two, minus one)
+    ///   work + 0x160 …        the table of roots: y of the sum last written to each slot, at
+    ///                         index slot & mask
+    /// The table is not zeroed: whatever memory held before is only ever a candidate y, checked.
+    function _workspace(uint256 entries) private pure returns (uint256 work) {
         uint256 p = BN254.P;
         uint256 exponent = BN254.SQRT_EXPONENT;
+        assembly ("memory-safe") {
+            work := mload(0x40)
+            mstore(0x40, add(work, add(0x160, shl(5, entries))))
+            mstore(work, 0x20)
+            mstore(add(work, 0x20), 0x20)
+            mstore(add(work, 0x40), 0x20)
+            mstore(add(work, 0x80), exponent)
+            mstore(add(work, 0xa0), p)
+            mstore(add(work, 0x140), sub(entries, 1))
+        }
+    }
+
+    /// Adds (x, y) to the compressed point in storage slot `slot` (BN254.compress and
+    /// BN254.decompress, written out here: this runs six times per transfer), in the memory of
+    /// `_workspace`. The stored sum's y comes from the table of roots when the entry at its slot
+    /// holds a y < p with y² = x³ + 3 and the stored parity, which only the right y satisfies (x
+    /// and the parity fix the point), so an entry another slot overwrote costs a modexp, never
+    /// a wrong point; otherwise from the modexp precompile (0x05), y = ±(x³ + 3)^((p+1)/4). The new
+    /// sum's y goes into the table for a later item of the batch. Reverts with `InvalidPoint`
+    /// when (x, y) is not a valid point.
+    function _addInto(uint256 slot, uint256 x, uint256 y, uint256 work) private {
+        bool success = true;
+        uint256 p = BN254.P;
         assembly ("memory-safe") {
             let word := sload(slot)
             let sumX := and(word, sub(shl(255, 1), 1))
             let sumY := 0
-            let entry := 0
-            let length := mload(roots)
-            if length { entry := add(add(roots, 0x20), shl(5, and(slot, sub(length, 1)))) }
-            let buffer := mload(0x40)
+            let entry := add(add(work, 0x160), shl(5, and(slot, mload(add(work, 0x140)))))
+            // 0 is the identity, (0, 0), stored as such; no other point has x = 0.
             if word {
                 let square := addmod(mulmod(mulmod(sumX, sumX, p), sumX, p), 3, p)
-                let parity := shr(255, word)
-                let found := 0
-                if entry {
-                    sumY := mload(entry)
-                    // y < P keeps P − y in range; no point has y = 0 (G1 has odd order), so a
-                    // zero entry never passes.
-                    found := and(and(lt(sumY, p), eq(and(sumY, 1), parity)), eq(mulmod(sumY, sumY, p), square))
-                }
-                if iszero(found) {
-                    mstore(buffer, 0x20)
-                    mstore(add(buffer, 0x20), 0x20)
-                    mstore(add(buffer, 0x40), 0x20)
-                    mstore(add(buffer, 0x60), square)
-                    mstore(add(buffer, 0x80), exponent)
-                    mstore(add(buffer, 0xa0), p)
+                sumY := mload(entry)
+                if iszero(and(and(lt(sumY, p), eq(and(sumY, 1), shr(255, word))), eq(mulmod(sumY, sumY, p), square))) {
+                    mstore(add(work, 0x60), square)
                     // All the gas: the price differs between forks (EIP-2565, EIP-7883), and the
                     // input is fixed-size and valid, so only running out of gas can fail it.
-                    success := staticcall(gas(), 0x05, buffer, 0xc0, buffer, 0x20)
-                    sumY := mload(buffer)
-                    if xor(and(sumY, 1), parity) { sumY := sub(p, sumY) }
+                    success := staticcall(gas(), 0x05, work, 0xc0, add(work, 0xe0), 0x20)
+                    sumY := mload(add(work, 0xe0))
+                    // No point has y = 0 (G1 has odd order), so p − y < p.
+                    if xor(and(sumY, 1), shr(255, word)) { sumY := sub(p, sumY) }
                 }
             }
-            mstore(buffer, sumX)
-            mstore(add(buffer, 0x20), sumY)
-            mstore(add(buffer, 0x40), x)
-            mstore(add(buffer, 0x60), y)
-            success := and(success, staticcall(150, 0x06, buffer, 0x80, buffer, 0x40))
-            sumX := mload(buffer)
-            sumY := mload(add(buffer, 0x20))
+            mstore(add(work, 0xc0), sumX)
+            mstore(add(work, 0xe0), sumY)
+            mstore(add(work, 0x100), x)
+            mstore(add(work, 0x120), y)
+            success := and(success, staticcall(150, 0x06, add(work, 0xc0), 0x80, add(work, 0xc0), 0x40))
+            sumX := mload(add(work, 0xc0))
+            sumY := mload(add(work, 0xe0))
             sstore(slot, or(sumX, shl(255, sumY)))
-            if entry { mstore(entry, sumY) }
+            mstore(entry, sumY)
         }
         if (!success) revert BN254.InvalidPoint();
     }
