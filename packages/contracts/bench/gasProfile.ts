@@ -6,6 +6,7 @@
  * and calldata) is the receipt's gasUsed minus the execution gas the trace shows.
  *
  * Usage: pnpm --filter @pps/contracts gas:profile. Prints a markdown table; records nothing.
+ * GAS_PROFILE_HARDFORK=prague runs anvil at that fork; GAS_PROFILE_OPCODES=1 lists every opcode.
  */
 import { createPublicClient, createTestClient, encodeDeployData, encodeFunctionData, type Hex, http, type LocalAccount, maxUint256, parseEther, parseEventLogs, size } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
@@ -53,7 +54,9 @@ const profile = (logs: ReadonlyArray<StructLog>): Map<string, number> => {
   return byKind
 }
 
-const anvil = await Anvil.start({ blockTimeSeconds: 0.1 })
+/** GAS_PROFILE_HARDFORK=prague prices the precompiles as before Osaka (modexp under EIP-2565). */
+const hardfork = process.env.GAS_PROFILE_HARDFORK
+const anvil = await Anvil.start({ blockTimeSeconds: 0.1, ...(hardfork === undefined ? {} : { hardfork }) })
 try {
   const transport = http(anvil.rpcUrl)
   const client = createPublicClient({ transport, pollingInterval: 20 })
