@@ -610,7 +610,7 @@ describe("roles", () => {
 })
 
 describe("gas", () => {
-  it("a steady-state confidential transfer costs at most 112k gas (111.2k measured: 108.6k in v1, the sender's co-signature, D51, adds ~5.4k, three-word balances, D66, take ~2.8k off)", async () => {
+  it("a steady-state confidential transfer costs at most 112k gas (111.0k measured: 108.6k in v1, the sender's co-signature, D51, adds ~5.4k, three-word balances, D66, take ~3k off)", async () => {
     const sender = await fundedParty(1_000_000n)
     const recipient = await fundedParty(1_000_000n)
     // Warm-up: each side's first debit turns its handle sums from zero to non-zero (new slots).
