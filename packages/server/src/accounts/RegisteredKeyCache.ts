@@ -86,7 +86,9 @@ const subscribeReplacements = (state: CacheState, control: Option.Option.Value<E
       },
       onReliable: () => {
         state.epoch += 1
+        const turnedOn = !state.live
         state.live = true
+        if (turnedOn) runFork(Effect.logInfo("encryption key cache on: replacements arrive over NATS"))
       }
     })
   })
