@@ -9,7 +9,8 @@
  * side of a confidential transfer are booked from the contract's events, exactly once
  * (also when settle came first, and across a restart with a rewound cursor); an outsider's
  * deposit never freezes anything; a mismatch raises an alert and the account's transfers
- * go on; the keys the guardian encrypts to are the registered (or pinned) ones.
+ * go on; the keys the guardian encrypts to are the registered (or pinned) ones. A key rotation
+ * (D55) and a transfer to the rotating account are never both attested.
  *
  * The shared guardian's follower loop is off (`chainPollIntervalMs: 0`): tests drive it
  * with `sync`, so the order of events and settlements is theirs to choose. The restart
