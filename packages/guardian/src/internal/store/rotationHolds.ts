@@ -10,22 +10,14 @@ import type { AccountRef } from "./rows.ts"
 
 /**
  * Holds the account until `untilMs`, never shortening a hold already there (an earlier
- * attestation of the account may still be mined); answers the hold it replaced, if any.
+ * attestation of the account may still be mined).
  */
-export const holdForRotation = (context: StoreContext, account: AccountRef, untilMs: number, nowMs: number) =>
-  Effect.gen(function*() {
-    const { sql } = context
-    const earlier = yield* sql<{ readonly until_ms: string }>`
-      SELECT until_ms::text AS until_ms FROM guardian_key_rotation_holds
-      WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}`
-    yield* sql`
-      INSERT INTO guardian_key_rotation_holds (chain_id, contract, account, until_ms, created_at_ms)
-      VALUES (${account.chainId}, ${account.contract}, ${account.account}, ${String(untilMs)}::bigint, ${String(nowMs)}::bigint)
-      ON CONFLICT (chain_id, contract, account)
-      DO UPDATE SET until_ms = GREATEST(guardian_key_rotation_holds.until_ms, EXCLUDED.until_ms)`
-    const row = earlier[0]
-    return row === undefined ? undefined : Number(row.until_ms)
-  })
+export const holdForRotation = ({ sql }: StoreContext, account: AccountRef, untilMs: number, nowMs: number) =>
+  sql`
+    INSERT INTO guardian_key_rotation_holds (chain_id, contract, account, until_ms, created_at_ms)
+    VALUES (${account.chainId}, ${account.contract}, ${account.account}, ${String(untilMs)}::bigint, ${String(nowMs)}::bigint)
+    ON CONFLICT (chain_id, contract, account)
+    DO UPDATE SET until_ms = GREATEST(guardian_key_rotation_holds.until_ms, EXCLUDED.until_ms)`.pipe(Effect.asVoid)
 
 /** Lifts the account's hold (its rotation was mined or refused). */
 export const liftRotationHold = ({ sql }: StoreContext, account: AccountRef) =>
