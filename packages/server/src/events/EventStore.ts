@@ -126,6 +126,11 @@ const firstPositionAfterId = ({ sql }: EventStoreContext, eventId: string, accou
  * runs: a transaction that gets its id after this read gets a larger one. Other databases on
  * the same PostgreSQL server do not hold it back, as the snapshot's xmin (server-wide) would.
  * `backend_xid` is 32 bits: widened to 64 next to xmax (ids in use lie within 2^31 of it).
+ * `pg_current_snapshot()` is the statement's snapshot, taken before pg_stat_activity is read: a
+ * transaction missing from that read got its id after the snapshot, so at or above its xmax.
+ * PostgreSQL shows every session's `datid` and `backend_xid` to every role (only the query, state
+ * and client are kept from a role without pg_read_all_stats), so the service's role needs no grant
+ * (docs/operations.md, "Database"; test/events-watermark-role.postgres.test.ts).
  */
 const watermark = ({ sql }: EventStoreContext) =>
   sql<{ readonly xmax: string; readonly running: ReadonlyArray<string> | null }>`
