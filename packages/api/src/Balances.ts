@@ -20,12 +20,15 @@ export const BalancesResponse = Schema.Struct({
     }).annotate({ identifier: "BalanceNonZero" }),
     Schema.Struct({
       asset: Schema.String.annotate({ description: "USDG or ETH." }),
-      amount: Schema.String.annotate({ description: "The amount the caller proved with its decryption proof (D20), as a decimal string." })
+      amount: Schema.String.annotate({ description: "The amount the caller proved with its decryption proof (D20), as a decimal string." }),
+      as_of_block: Schema.Int.annotate({
+        description: "(ext, D63) The block whose balance ciphertext the proof was checked against: the latest, or a recent one when a confirmation replaced the ciphertext after the proof was made. The amount is the balance as of that block."
+      })
     }).annotate({ identifier: "BalanceProven" })
   ]))
 }).annotate({
   identifier: "Balances",
-  description: "Per asset: without a decryption proof whether it is non-zero (D19); with one, the proven amount (D20).",
+  description: "Per asset: without a decryption proof whether it is non-zero (D19); with one, the proven amount (D20) and the block it is as of (D63).",
   examples: [{ balances: [{ asset: "USDG", non_zero: true }, { asset: "ETH", non_zero: false }] }]
 })
 

@@ -455,7 +455,8 @@ export type EncryptionKeyAlreadyRegistered = InstanceType<typeof EncryptionKeyAl
 
 /**
  * 422 `decryption_proof_invalid`: the proof is malformed, expired, for another
- * account or chain, or does not match the balance ciphertext (SPEC, D20).
+ * account or chain, names a ciphertext no recent block holds, or does not match the
+ * balance ciphertext (SPEC, D20, D63).
  *
  * @since 0.1.0
  * @category errors

@@ -43,6 +43,11 @@ export interface StartOptions {
   readonly blockTimeSeconds?: number
   /** Block gas limit. Default anvil's (30M); raise it for throughput runs. */
   readonly blockGasLimit?: bigint
+  /**
+   * EVM hardfork (`--hardfork`, e.g. "prague"). Default anvil's newest; the gas profile uses an
+   * older one to price precompiles as chains that have not upgraded do (D66).
+   */
+  readonly hardfork?: string
   /** File to load state from and dump it to; none keeps the chain in memory only. */
   readonly statePath?: string
   /** Seconds between state dumps when `statePath` is set. Default 1. */
@@ -158,6 +163,7 @@ const commandLine = (port: number, chainId: number, options: StartOptions): Arra
     "--silent"
   ]
   if (options.blockGasLimit !== undefined) args.push("--gas-limit", options.blockGasLimit.toString())
+  if (options.hardfork !== undefined) args.push("--hardfork", options.hardfork)
   if (options.statePath !== undefined) {
     args.push("--state", options.statePath, "--state-interval", String(options.stateIntervalSeconds ?? 1))
   }

@@ -110,7 +110,10 @@ export interface VerifyContext {
   readonly nowSeconds: bigint
   /** Longest accepted distance from now to the expiry; D20 sets 300 s. */
   readonly lifetimeMaxSeconds: bigint
-  /** The current on-chain ciphertext of an asset, or `undefined` for an unknown asset. */
+  /**
+   * The on-chain ciphertext of an asset to check the proof against, or `undefined` for an
+   * unknown asset: the current one, or (D63) the recent one whose version the proof names.
+   */
   readonly balanceOf: (asset: string) => BalanceCiphertext | undefined
 }
 
@@ -387,9 +390,27 @@ export const verifyEntry = (
 }
 
 /**
+ * Checks a bundle's expiry: now ≤ expiry ≤ now + lifetimeMax. A verifier that must read
+ * something costly before `verify` (D63: the server looks for the ciphertext a proof names
+ * among recent blocks) runs this first, so an expired proof costs no read.
+ *
+ * @since 0.9.0
+ * @category validation
+ */
+export const checkExpiry = (
+  bundle: Bundle,
+  nowSeconds: bigint,
+  lifetimeMaxSeconds: bigint
+): Result<void, DecryptionProofError> => {
+  if (bundle.expiresAtSeconds < nowSeconds) return fail("proof_expired")
+  if (bundle.expiresAtSeconds > nowSeconds + lifetimeMaxSeconds) return fail("proof_expiry_too_far")
+  return succeed(undefined)
+}
+
+/**
  * Verifies a bundle: decodes it, checks now ≤ expiry ≤ now + lifetimeMax, checks every
- * asset is known and its ciphertext version is the current one, and verifies every proof
- * against the current on-chain ciphertext, the context's chain, account and key. Returns
+ * asset is known and its ciphertext version is the one `balanceOf` gives, and verifies every
+ * proof against that ciphertext, the context's chain, account and key. Returns
  * the proven (asset, amount) pairs, in bundle order.
  *
  * @since 0.1.0
@@ -402,8 +423,8 @@ export const verify = (
   const decoded = decode(text)
   if (!decoded.ok) return decoded
   const bundle = decoded.value
-  if (bundle.expiresAtSeconds < context.nowSeconds) return fail("proof_expired")
-  if (bundle.expiresAtSeconds > context.nowSeconds + context.lifetimeMaxSeconds) return fail("proof_expiry_too_far")
+  const expiry = checkExpiry(bundle, context.nowSeconds, context.lifetimeMaxSeconds)
+  if (!expiry.ok) return expiry
   const proven: Array<{ readonly asset: string; readonly amount: bigint }> = []
   for (const entry of bundle.entries) {
     const ciphertext = context.balanceOf(entry.asset)

@@ -136,6 +136,16 @@ describeEachBackend("DecryptionProof", ({ propertyRuns }) => {
     expect(DecryptionProof.verify(tooLong, context)).toEqual({ ok: false, reason: "proof_expiry_too_far" })
     const lastSecond = prove([{ asset: "USDG", amount, ciphertext: usdg }], nowSeconds)
     assert.isTrue(DecryptionProof.verify(lastSecond, context).ok)
+    // The same bounds through checkExpiry alone (D63: checked before any chain read).
+    const expiryOf = (text: string) => {
+      const decoded = DecryptionProof.decode(text)
+      if (!decoded.ok) throw new Error(decoded.reason)
+      return DecryptionProof.checkExpiry(decoded.value, nowSeconds, 300n)
+    }
+    expect(expiryOf(expired)).toEqual({ ok: false, reason: "proof_expired" })
+    expect(expiryOf(tooLong)).toEqual({ ok: false, reason: "proof_expiry_too_far" })
+    assert.isTrue(expiryOf(lastSecond).ok)
+    assert.isTrue(expiryOf(prove([{ asset: "USDG", amount, ciphertext: usdg }], nowSeconds + 300n)).ok)
   })
 
   it("refuses proofs for another account, chain, key, or a stale or unknown ciphertext", () => {

@@ -82,7 +82,7 @@ import type { GuardianContext } from "./steps/GuardianContext.ts"
 import { health } from "./steps/Health.ts"
 import { makePartyKeyCache } from "./steps/PartyKeys.ts"
 import { reconcile, reconcileAll } from "./steps/Reconcile.ts"
-import { forgetPartyKey, keyRotation } from "./steps/KeyRotation.ts"
+import { forgetPartyKey, keyRotation, loadRotationHolds } from "./steps/KeyRotation.ts"
 import { rotationVeto } from "./steps/RotationVeto.ts"
 import { settle } from "./steps/Settle.ts"
 import { nonZero, sealedBalance, sealedKeyTotals } from "./steps/Statements.ts"
@@ -168,7 +168,7 @@ export interface GuardianShape {
     request: typeof KeyRotationRequest.Type
   ) => Effect.Effect<typeof KeyRotationResult.Type, KeyRotationBusy | GuardianError>
   /** D55: forgets the account's remembered key once its rotation is mined. */
-  readonly forgetKey: (request: typeof ForgetKeyRequest.Type) => Effect.Effect<void>
+  readonly forgetKey: (request: typeof ForgetKeyRequest.Type) => Effect.Effect<void, GuardianError>
   /** D40: every API key's total of confirmed debits from the account, each sealed to its key. */
   readonly sealedKeyTotals: (
     request: typeof SealedBalanceRequest.Type
@@ -281,6 +281,8 @@ const makeContext = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timi
 /** The service: each operation one step over the context. */
 const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, approvedRotations: ReadonlyArray<Address>) {
   const context: GuardianContext = yield* makeContext(keys, timing, approvedRotations)
+  // D55: a rotation's hold outlives a restart inside its window.
+  yield* loadRotationHolds(context)
   return Guardian.of({
     info: { signer: keys.info.signer, encryptionKey: keys.info.encryptionKey },
     authorize: (request) => authorize(context, request),

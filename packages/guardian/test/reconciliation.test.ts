@@ -9,7 +9,8 @@
  * side of a confidential transfer are booked from the contract's events, exactly once
  * (also when settle came first, and across a restart with a rewound cursor); an outsider's
  * deposit never freezes anything; a mismatch raises an alert and the account's transfers
- * go on; the keys the guardian encrypts to are the registered (or pinned) ones.
+ * go on; the keys the guardian encrypts to are the registered (or pinned) ones. A key rotation
+ * (D55) and a transfer to the rotating account are never both attested.
  *
  * The shared guardian's follower loop is off (`chainPollIntervalMs: 0`): tests drive it
  * with `sync`, so the order of events and settlements is theirs to choose. The restart
@@ -21,7 +22,7 @@ import * as path from "node:path"
 import { assert, describe, layer } from "@effect/vitest"
 import { Anvil, ConfidentialTokenArtifact, Deploy, Faucet, TestUsdgArtifact } from "@pps/contracts"
 import { Attestation, EncryptionKey, Note } from "@pps/crypto"
-import { Context, Effect, Layer, Metric, Redacted, Schedule } from "effect"
+import { Context, Effect, Fiber, Layer, Metric, Redacted, Result, Schedule } from "effect"
 import {
   type Address,
   createPublicClient,
@@ -490,6 +491,40 @@ describe("the guardian against anvil", () => {
               assert.strictEqual((yield* guardian.client.reconcile({ chainId, contract, account: erin.address })).status, "matched")
             }))
         }).pipe(Effect.ensuring(Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true }))))
+      }))
+
+    it.effect("a key rotation and a transfer to the rotating account never both get attested, however they interleave (D55)", () =>
+      Effect.gen(function*() {
+        const guardian = yield* TestGuardian
+        const chain = yield* ChainFixture
+        const contract: Address = chain.addresses.confidentialUsdg
+        const outcomes: Array<string> = []
+        for (let round = 0; round < 6; round++) {
+          const alice = yield* Effect.promise(() => chain.newChainParty())
+          const bob = yield* Effect.promise(() => chain.newChainParty())
+          yield* synced(guardian, yield* Effect.promise(() => chain.faucet.shieldUsdg(alice.address, 100n)))
+          const request = confidentialRequest({ guardianKey: guardian.encryptionKey, from: alice, to: bob, amount: 10n, chainId, contract })
+          // The transfer first: past the early check, it reads its parties' keys from the chain
+          // (new parties: nothing remembered) while its recipient's rotation is placed.
+          const transfer = yield* Effect.forkChild(Effect.result(guardian.client.authorize(request)))
+          yield* Effect.sleep("1 millis")
+          const rotation = yield* Effect.result(guardian.client.keyRotation({
+            chainId,
+            contract,
+            account: bob.address,
+            newKey: `0x${Buffer.from(EncryptionKey.generate().publicKey).toString("hex")}`,
+            nonce: nextNonce(),
+            deadline: nowSeconds() + 600n
+          }))
+          const decided = yield* Fiber.join(transfer)
+          const transferAttested = Result.isSuccess(decided) && decided.success._tag === "Authorized"
+          const rotationAttested = Result.isSuccess(rotation)
+          assert.isFalse(transferAttested && rotationAttested, `round ${round}: the transfer and the rotation were both attested`)
+          outcomes.push(transferAttested ? "transfer" : rotationAttested ? "rotation" : "neither")
+          // As the server does once the rotation is mined or refused: the hold is lifted.
+          yield* guardian.client.forgetKey({ chainId, contract, account: bob.address })
+        }
+        assert.notInclude(outcomes, "neither")
       }))
   })
 })

@@ -112,7 +112,7 @@ export interface BalanceProof {
 
 /**
  * The balances endpoint's answer to a proof: `body` exactly as received, and
- * its entries.
+ * its entries, each with the block its amount is as of (`as_of_block`, D63).
  *
  * @since 0.1.0
  * @category models
@@ -343,7 +343,7 @@ const readBalancesOnce = async (client: Client, keyPair: EncryptionKey.KeyPair):
     if (!("amount" in entry)) {
       throw new TransportError("malformed_response", `GET /v1/accounts/me/balances answered no amount for ${entry.asset} to a proof`)
     }
-    return { asset: entry.asset, amount: entry.amount }
+    return { asset: entry.asset, amount: entry.amount, as_of_block: entry.as_of_block }
   })
   // The endpoint answers the amounts the proof claims; anything else is a fault worth refusing.
   const expected = proven.map((balance) => `${balance.asset}=${Amount.format(balance.asset, balance.amount)}`).sort()
@@ -358,9 +358,12 @@ const readBalancesOnce = async (client: Client, keyPair: EncryptionKey.KeyPair):
 
 /**
  * The account's balances through a decryption proof (`GET /v1/accounts/me/balances`).
- * When a balance changes between reading the statements and sending the proof,
- * the API refuses the proof (422 `decryption_proof_invalid`): the read is then
- * made once more from fresh statements.
+ * When a balance changes between reading the statements and sending the proof, the
+ * API checks the proof against the recent block whose ciphertext it was made from
+ * and says so in each entry's `as_of_block` (D63). Past that window (32 blocks, or
+ * a ciphertext replaced longer ago than a proof lives) it refuses the proof
+ * (422 `decryption_proof_invalid`): the read is then made once more from fresh
+ * statements, a fallback that a client proving at once rarely needs.
  *
  * @since 0.1.0
  * @category requests

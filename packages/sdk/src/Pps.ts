@@ -619,9 +619,11 @@ export class Pps {
       this.#run((api) => api.events.list({ query })),
     /** One recorded event (D59). */
     get: (eventId: string): Promise<EventRecord> => this.#run((api) => api.events.get({ params: { event_id: eventId } })),
-    stream: async (options: { readonly lastEventId?: string } = {}): Promise<AsyncIterable<Event>> => {
+    /** `types`: only events of these types (the server filters them, D58); all when absent. */
+    stream: async (options: { readonly lastEventId?: string; readonly types?: ReadonlyArray<string> } = {}): Promise<AsyncIterable<Event>> => {
       const headers = options.lastEventId === undefined ? {} : { "last-event-id": options.lastEventId }
-      const stream = await run(this.#streamClient, (api) => api.events.stream({ query: {}, headers }))
+      const query = options.types === undefined ? {} : { types: options.types.join(",") }
+      const stream = await run(this.#streamClient, (api) => api.events.stream({ query, headers }))
       return iterate(this.#streamClient, stream)
     }
   }

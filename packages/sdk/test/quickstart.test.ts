@@ -57,7 +57,7 @@ describe("the README's quickstart", () => {
     // What the comments promise: alice's 87.5 after sending 12.5 of 100 and (later) funding her agent,
     // bob's 12.5 as JSON before the agent paid him, the memo opened by bob, the agent's two payments.
     expect(run.stdout).toMatch(/USDG\s+87\.5/)
-    expect(run.stdout).toContain(`{"balances":[{"asset":"USDG","amount":"12.5"},{"asset":"ETH","amount":"0"}]}`)
+    expect(run.stdout).toMatch(/\{"balances":\[\{"asset":"USDG","amount":"12\.5","as_of_block":\d+\},\{"asset":"ETH","amount":"0","as_of_block":\d+\}\]\}/)
     expect(run.stdout).toMatch(/received\s+@alice\s+@bob\s+USDG\s+12\.5\s+lunch money/)
     const held = /\{"transaction_id":"(atx_[0-9A-Z]+)","status":"pending_approval"/.exec(run.stdout)
     expect(held, run.stdout).not.toBeNull()

@@ -60,6 +60,8 @@ import { percentile } from "./stats.ts"
 import { type Metric, recordOption, recordResults } from "../../../scripts/benchRecord.ts"
 
 const { values } = parseArgs({
+  // pnpm passes its `--` separator on: after it every option would be read as a positional.
+  args: process.argv.slice(2).filter((arg) => arg !== "--"),
   options: {
     clients: { type: "string", default: "64,256,1024" },
     seconds: { type: "string", default: "20" },

@@ -3,7 +3,9 @@
  * approve (docs/guardian.md): the owner proposes (anvil impersonates the owner, whose key the
  * embedded server never keeps), the guardian signs the cancellation, a relayer submits
  * it, and the proposal is gone well before its delay runs out. One contract whose reads
- * fail does not hold back the others' vetoes (L4).
+ * fail does not hold back the others' vetoes (L4). Past D52's bound (two vetoes of proposals of
+ * the same signer) the relay submits nothing: it reads the contract's count, says so once at
+ * info, and the third proposal stays pending, to execute after its delay.
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { ConfidentialTokenArtifact } from "@pps/contracts"
@@ -15,8 +17,10 @@ import { makeTestServer, TestServer } from "./support/TestServer.ts"
 
 const read = <A>(run: () => Promise<A>) => Effect.promise(run)
 
+const deadSigner: Address = "0x000000000000000000000000000000000000dEaD"
+
 /** The owner (impersonated on anvil) proposes an unapproved guardian rotation on `token`. */
-const proposeRotation = (chain: ChainContext, token: Address) =>
+const proposeRotation = (chain: ChainContext, token: Address, newSigner: Address = deadSigner) =>
   Effect.gen(function*() {
     const owner = yield* read(() => chain.client.readContract({ address: token, abi: ConfidentialTokenArtifact.abi, functionName: "owner" }))
     const cheats = createTestClient({ mode: "anvil", transport: http(chain.rpcUrl) })
@@ -29,14 +33,14 @@ const proposeRotation = (chain: ChainContext, token: Address) =>
         data: encodeFunctionData({
           abi: ConfidentialTokenArtifact.abi,
           functionName: "proposeGuardianRotation",
-          args: ["0x000000000000000000000000000000000000dEaD", { x: 1n, y: 2n }]
+          args: [newSigner, { x: 1n, y: 2n }]
         }),
         gas: 400_000n,
         chain: null
       }))
     const receipt = yield* read(() => chain.client.waitForTransactionReceipt({ hash, pollingInterval: 50 }))
     assert.strictEqual(receipt.status, "success")
-    assert.strictEqual((yield* pendingSigner(chain, token)), "0x000000000000000000000000000000000000dEaD")
+    assert.strictEqual((yield* pendingSigner(chain, token)), newSigner)
   })
 
 const pendingSigner = (chain: ChainContext, token: Address) =>
@@ -83,5 +87,33 @@ describe("guardian rotation veto relay", () => {
         const failures = server.logs.filter((line) => line.includes("relaying the guardian's veto failed for one contract"))
         assert.isTrue(failures.some((line) => line.includes(broken)), "the failing contract is logged by id")
       }).pipe(Effect.scoped))
+
+    it.effect("past the bound (D52) the relay submits no veto: it says so at info and the proposal stays pending", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const chain = Option.getOrThrow(Context.get(server.services, Settlement).chain("test"))
+        const token = chain.contracts.confidentialUsdg
+        const signer: Address = "0x000000000000000000000000000000000000bEEF"
+        // Two proposals of one signer: the guardian vetoes each, the relay submits each.
+        for (let round = 0; round < 2; round++) {
+          yield* proposeRotation(chain, token, signer)
+          assert.isTrue(yield* clearedWithin50s(chain, token), `proposal ${round + 1} was not vetoed`)
+        }
+        yield* proposeRotation(chain, token, signer)
+        const third = (yield* read(() =>
+          chain.client.readContract({ address: token, abi: ConfidentialTokenArtifact.abi, functionName: "pendingGuardianRotation" })
+        )).proposalId.toString()
+        const said = (line: string) => line.includes("vetoes of this signer are used up") && line.includes(`"proposal_id":"${third}"`)
+        yield* Effect.suspend(() => server.logs.some(said) ? Effect.void : Effect.fail("not yet" as const)).pipe(
+          Effect.retry(Schedule.spaced("500 millis").pipe(Schedule.upTo({ duration: "40 seconds" }))),
+          Effect.orDie
+        )
+        // A round later still pending, nothing relayed for it, and said once only.
+        yield* Effect.sleep("16 seconds")
+        assert.strictEqual(yield* pendingSigner(chain, token), signer)
+        const relayed = server.logs.filter((line) => line.includes("relayed the guardian's veto") && line.includes(`"proposal_id":"${third}"`))
+        assert.deepStrictEqual(relayed, [])
+        assert.strictEqual(server.logs.filter(said).length, 1)
+      }), 150_000)
   })
 })

@@ -32,6 +32,11 @@ library BN254 {
     uint256 internal constant H_X = 0x2ed763c0ab0b46b7ee62866787ec3a8fb38390065436982cda5d1691085246fb;
     uint256 internal constant H_Y = 0x003193607c15a0df207e5f5a1e026e6dd9321fc9592facc48b9e8f32b69065b2;
 
+    /// (p + 1) / 4: since p ≡ 3 (mod 4), v^((p+1)/4) is a square root of v whenever v is a square.
+    uint256 internal constant SQRT_EXPONENT = 0xc19139cb84c680a6e14116da060561765e05aa45a1c72a34f082305b61f3f52;
+    /// Bit 255 of a compressed point holds the parity of y; x < P < 2^254 fills the bits below.
+    uint256 internal constant PARITY_BIT = 1 << 255;
+
     uint256 private constant EC_ADD_GAS = 150;
     uint256 private constant EC_MUL_GAS = 6000;
 
@@ -75,6 +80,41 @@ library BN254 {
     function negateY(uint256 y) internal pure returns (uint256) {
         if (y >= P) revert InvalidPoint();
         return y == 0 ? 0 : P - y;
+    }
+
+    /// One storage word for a valid point: x with the parity of y in bit 255. The identity (0, 0)
+    /// compresses to 0, and no other point does: x = 0 would need y² = 3, and 3 is not a
+    /// square mod p. Only for points that ecAdd produced or validated: nothing is checked here.
+    function compress(uint256 x, uint256 y) internal pure returns (uint256) {
+        return x | (y << 255);
+    }
+
+    /// The point `compress` stored: y = ±(x³ + 3)^((p+1)/4) through the modexp precompile (0x05),
+    /// the root whose parity matches the stored bit. The word must come from `compress` of a
+    /// valid point, so the square root exists and is not checked again. (The transfer path does
+    /// the same inline, ConfidentialToken._addInto.)
+    function decompress(uint256 word) internal view returns (uint256 x, uint256 y) {
+        if (word == 0) return (0, 0);
+        x = word & (PARITY_BIT - 1);
+        uint256 square = addmod(mulmod(mulmod(x, x, P), x, P), 3, P);
+        uint256 p = P;
+        bool success;
+        assembly ("memory-safe") {
+            let buffer := mload(0x40)
+            mstore(buffer, 0x20)
+            mstore(add(buffer, 0x20), 0x20)
+            mstore(add(buffer, 0x40), 0x20)
+            mstore(add(buffer, 0x60), square)
+            mstore(add(buffer, 0x80), SQRT_EXPONENT)
+            mstore(add(buffer, 0xa0), p)
+            // All the gas: the price differs between forks (EIP-2565, EIP-7883), and the input
+            // is fixed-size and valid, so only running out of gas can fail it.
+            success := staticcall(gas(), 0x05, buffer, 0xc0, buffer, 0x20)
+            y := mload(buffer)
+        }
+        if (!success) revert InvalidPoint();
+        // y is never 0 for a point other than the identity (G1 has odd order), so P − y < P.
+        if ((y ^ (word >> 255)) & 1 != 0) y = P - y;
     }
 
     /// Whether (x, y) is a valid G1 point (the identity included): ecAdd with the identity

@@ -97,6 +97,14 @@ contract ConfidentialToken {
         Point guardianHandle;
     }
 
+    /// An encrypted balance as stored: each point compressed to one word (BN254.compress), three
+    /// words instead of six (D66). `encryptedBalanceOf` returns the points in full.
+    struct StoredBalance {
+        uint256 commitment;
+        uint256 ownerHandle;
+        uint256 guardianHandle;
+    }
+
     /// A confidential transfer as submitted: the fields of the ConfidentialTransfer attestation,
     /// with the four points in place of their digest. The points must stay consecutive: the
     /// ciphertext digest is taken over their calldata in one run.
@@ -182,7 +190,7 @@ contract ConfidentialToken {
     Point private guardianKey;
 
     mapping(address account => Point) private encryptionKeys;
-    mapping(address account => EncryptedBalance) private balances;
+    mapping(address account => StoredBalance) private balances;
     /// Used replay nonces of each sender: bit (nonce & 255) of word (nonce >> 8).
     mapping(address sender => mapping(uint256 word => uint256 bits)) public nonceBitmap;
 
@@ -463,7 +471,7 @@ contract ConfidentialToken {
         if (stored.x == 0 && stored.y == 0) revert KeyNotRegistered(account);
         _requireEncryptionKey(request.newKey.x, request.newKey.y);
         _verifyProofOfPossession(account, request.newKey.x, request.newKey.y, proof);
-        EncryptedBalance storage balance = balances[account];
+        StoredBalance storage balance = balances[account];
         bytes32 digest = _hashTypedData(
             keccak256(
                 abi.encode(
@@ -484,9 +492,9 @@ contract ConfidentialToken {
         BN254.requireValid(request.commitment.x, request.commitment.y);
         BN254.requireValid(request.ownerHandle.x, request.ownerHandle.y);
         BN254.requireValid(request.guardianHandle.x, request.guardianHandle.y);
-        balance.commitment = request.commitment;
-        balance.ownerHandle = request.ownerHandle;
-        balance.guardianHandle = request.guardianHandle;
+        balance.commitment = BN254.compress(request.commitment.x, request.commitment.y);
+        balance.ownerHandle = BN254.compress(request.ownerHandle.x, request.ownerHandle.y);
+        balance.guardianHandle = BN254.compress(request.guardianHandle.x, request.guardianHandle.y);
         stored.x = request.newKey.x;
         stored.y = request.newKey.y;
         emit EncryptionKeyRotated(
@@ -494,18 +502,17 @@ contract ConfidentialToken {
         );
     }
 
-    /// keccak256 of a stored balance's six words (commitment, owner handle, guardian handle).
-    function _balanceDigest(EncryptedBalance storage balance) private view returns (bytes32) {
-        return keccak256(
-            abi.encode(
-                balance.commitment.x,
-                balance.commitment.y,
-                balance.ownerHandle.x,
-                balance.ownerHandle.y,
-                balance.guardianHandle.x,
-                balance.guardianHandle.y
-            )
-        );
+    /// keccak256 of a stored balance's three points in full (commitment, owner handle, guardian
+    /// handle), x || y each: what `encryptedBalanceOf` returns, so the signers can compute it.
+    function _balanceDigest(StoredBalance storage balance) private view returns (bytes32) {
+        return keccak256(abi.encode(_expand(balance)));
+    }
+
+    /// A stored balance with its points decompressed.
+    function _expand(StoredBalance storage balance) private view returns (EncryptedBalance memory expanded) {
+        (expanded.commitment.x, expanded.commitment.y) = BN254.decompress(balance.commitment);
+        (expanded.ownerHandle.x, expanded.ownerHandle.y) = BN254.decompress(balance.ownerHandle);
+        (expanded.guardianHandle.x, expanded.guardianHandle.y) = BN254.decompress(balance.guardianHandle);
     }
 
     /// Schnorr proof of knowledge of s with s·PK = H: z·PK == R + c·H with
@@ -543,8 +550,7 @@ contract ConfidentialToken {
         if (to == address(0)) revert ZeroAddress();
         if (amount == 0 || amount >= BN254.N) revert AmountOutOfRange(amount);
         (uint256 x, uint256 y) = BN254.mul(BN254.G_X, BN254.G_Y, amount);
-        Point storage commitment = balances[to].commitment;
-        (commitment.x, commitment.y) = BN254.add(commitment.x, commitment.y, x, y);
+        _addInto(_slotOf(balances[to]), x, y, _workspace(8));
         emit Shielded(msg.sender, to, amount);
         if (!asset.transferFrom(msg.sender, address(this), amount)) revert AssetTransferFailed();
     }
@@ -570,7 +576,7 @@ contract ConfidentialToken {
             _hashTypedData(_confidentialStructHash(request)), request.from, guardianSignature, accountSignature
         );
         _useNonce(request.from, request.nonce);
-        _applyConfidential(request);
+        _applyConfidential(request, _workspace(8));
     }
 
     /// Applies many confidential transfers in one transaction: one relayer signature and one
@@ -597,6 +603,7 @@ contract ConfidentialToken {
         // Read once for the whole batch: neither changes within a transaction.
         bytes32 separator = domainSeparator();
         address signer = guardianSigner;
+        uint256 work = _workspace(_rootTableLength(count));
         for (uint256 i; i < count; ++i) {
             ConfidentialTransferRequest calldata request = requests[i];
             // The nonce first: an item sent again is skipped before paying for ecrecover, and is
@@ -621,7 +628,7 @@ contract ConfidentialToken {
                 reason = SkipReason.AccountSignatureInvalid;
             } else {
                 bitmap[request.nonce >> 8] = word | bit;
-                _applyConfidential(request);
+                _applyConfidential(request, work);
                 ++applied;
                 continue;
             }
@@ -645,9 +652,10 @@ contract ConfidentialToken {
     }
 
     /// The effects of an attested confidential transfer whose nonce has just been used.
-    function _applyConfidential(ConfidentialTransferRequest calldata request) private {
-        _debit(balances[request.from], request.commitment, request.fromHandle, request.guardianHandle);
-        _credit(balances[request.to], request.commitment, request.toHandle, request.guardianHandle);
+    /// `work` (`_workspace`) keeps the y of each sum written, for a later item of the batch that reads it.
+    function _applyConfidential(ConfidentialTransferRequest calldata request, uint256 work) private {
+        _debit(_slotOf(balances[request.from]), request.commitment, request.fromHandle, request.guardianHandle, work);
+        _credit(_slotOf(balances[request.to]), request.commitment, request.toHandle, request.guardianHandle, work);
         emit ConfidentialTransfer(
             request.from,
             request.to,
@@ -687,7 +695,7 @@ contract ConfidentialToken {
         );
         _requireBothSignatures(_hashTypedData(structHash), request.from, guardianSignature, accountSignature);
         _useNonce(request.from, request.nonce);
-        _debit(balances[request.from], request.commitment, request.fromHandle, request.guardianHandle);
+        _debit(_slotOf(balances[request.from]), request.commitment, request.fromHandle, request.guardianHandle, _workspace(8));
         emit PublicTransfer(
             request.from,
             request.to,
@@ -722,29 +730,113 @@ contract ConfidentialToken {
     }
 
     function _credit(
-        EncryptedBalance storage balance,
+        uint256 slot,
         Point calldata commitment,
         Point calldata ownerHandle,
-        Point calldata guardianHandle
+        Point calldata guardianHandle,
+        uint256 work
     ) private {
-        _addInto(balance.commitment, commitment.x, commitment.y);
-        _addInto(balance.ownerHandle, ownerHandle.x, ownerHandle.y);
-        _addInto(balance.guardianHandle, guardianHandle.x, guardianHandle.y);
+        // Unchecked: the slots of one struct, as solc computes them (no wrap below 2^256 − 2).
+        unchecked {
+            _addInto(slot, commitment.x, commitment.y, work);
+            _addInto(slot + 1, ownerHandle.x, ownerHandle.y, work);
+            _addInto(slot + 2, guardianHandle.x, guardianHandle.y, work);
+        }
     }
 
     function _debit(
-        EncryptedBalance storage balance,
+        uint256 slot,
         Point calldata commitment,
         Point calldata ownerHandle,
-        Point calldata guardianHandle
+        Point calldata guardianHandle,
+        uint256 work
     ) private {
-        _addInto(balance.commitment, commitment.x, BN254.negateY(commitment.y));
-        _addInto(balance.ownerHandle, ownerHandle.x, BN254.negateY(ownerHandle.y));
-        _addInto(balance.guardianHandle, guardianHandle.x, BN254.negateY(guardianHandle.y));
+        unchecked {
+            _addInto(slot, commitment.x, BN254.negateY(commitment.y), work);
+            _addInto(slot + 1, ownerHandle.x, BN254.negateY(ownerHandle.y), work);
+            _addInto(slot + 2, guardianHandle.x, BN254.negateY(guardianHandle.y), work);
+        }
     }
 
-    function _addInto(Point storage sum, uint256 x, uint256 y) private {
-        (sum.x, sum.y) = BN254.add(sum.x, sum.y, x, y);
+    /// The first of a stored balance's three slots (commitment, owner handle, guardian handle).
+    function _slotOf(StoredBalance storage balance) private pure returns (uint256 slot) {
+        assembly ("memory-safe") {
+            slot := balance.slot
+        }
+    }
+
+    /// Memory for `_addInto`, laid out once per call (a batch, a transfer, a shield), so that the
+    /// six points of a transfer write only what changes:
+    ///   work + 0x000 … 0x0a0  modexp input: 32, 32, 32 (lengths), x³ + 3, (p + 1) / 4, p
+    ///   work + 0x0c0 … 0x120  ecAdd input: the stored sum's x and y (modexp writes y there), the
+    ///                         added point's x and y; ecAdd writes the new sum over the first two
+    ///   work + 0x140          mask of the table of roots (its length, a power of two, minus one)
+    ///   work + 0x160 …        the table of roots: y of the sum last written to each slot, at
+    ///                         index slot & mask
+    /// The table is not zeroed: whatever memory held before is only ever a candidate y, checked.
+    function _workspace(uint256 entries) private pure returns (uint256 work) {
+        uint256 p = BN254.P;
+        uint256 exponent = BN254.SQRT_EXPONENT;
+        assembly ("memory-safe") {
+            work := mload(0x40)
+            mstore(0x40, add(work, add(0x160, shl(5, entries))))
+            mstore(work, 0x20)
+            mstore(add(work, 0x20), 0x20)
+            mstore(add(work, 0x40), 0x20)
+            mstore(add(work, 0x80), exponent)
+            mstore(add(work, 0xa0), p)
+            mstore(add(work, 0x140), sub(entries, 1))
+        }
+    }
+
+    /// Adds (x, y) to the compressed point in storage slot `slot` (BN254.compress and
+    /// BN254.decompress, written out here: this runs six times per transfer), in the memory of
+    /// `_workspace`. The stored sum's y comes from the table of roots when the entry at its slot
+    /// holds a y < p with y² = x³ + 3 and the stored parity, which only the right y satisfies (x
+    /// and the parity fix the point), so an entry another slot overwrote costs a modexp, never
+    /// a wrong point; otherwise from the modexp precompile (0x05), y = ±(x³ + 3)^((p+1)/4). The new
+    /// sum's y goes into the table for a later item of the batch. Reverts with `InvalidPoint`
+    /// when (x, y) is not a valid point.
+    function _addInto(uint256 slot, uint256 x, uint256 y, uint256 work) private {
+        bool success = true;
+        uint256 p = BN254.P;
+        assembly ("memory-safe") {
+            let word := sload(slot)
+            let sumX := and(word, sub(shl(255, 1), 1))
+            let sumY := 0
+            let entry := add(add(work, 0x160), shl(5, and(slot, mload(add(work, 0x140)))))
+            // 0 is the identity, (0, 0), stored as such; no other point has x = 0.
+            if word {
+                let square := addmod(mulmod(mulmod(sumX, sumX, p), sumX, p), 3, p)
+                sumY := mload(entry)
+                if iszero(and(and(lt(sumY, p), eq(and(sumY, 1), shr(255, word))), eq(mulmod(sumY, sumY, p), square))) {
+                    mstore(add(work, 0x60), square)
+                    // All the gas: the price differs between forks (EIP-2565, EIP-7883), and the
+                    // input is fixed-size and valid, so only running out of gas can fail it.
+                    success := staticcall(gas(), 0x05, work, 0xc0, add(work, 0xe0), 0x20)
+                    sumY := mload(add(work, 0xe0))
+                    // No point has y = 0 (G1 has odd order), so p − y < p.
+                    if xor(and(sumY, 1), shr(255, word)) { sumY := sub(p, sumY) }
+                }
+            }
+            mstore(add(work, 0xc0), sumX)
+            mstore(add(work, 0xe0), sumY)
+            mstore(add(work, 0x100), x)
+            mstore(add(work, 0x120), y)
+            success := and(success, staticcall(150, 0x06, add(work, 0xc0), 0x80, add(work, 0xc0), 0x40))
+            sumX := mload(add(work, 0xc0))
+            sumY := mload(add(work, 0xe0))
+            sstore(slot, or(sumX, shl(255, sumY)))
+            mstore(entry, sumY)
+        }
+        if (!success) revert BN254.InvalidPoint();
+    }
+
+    /// The length of a batch's table of square roots: a power of two with room for sixteen entries
+    /// per item (each item writes six sums), so two parties' points seldom share an entry.
+    function _rootTableLength(uint256 count) private pure returns (uint256 length) {
+        length = 16;
+        while (length < count * 16) length <<= 1;
     }
 
     // ---------------------------------------------------------------- signatures
@@ -844,7 +936,7 @@ contract ConfidentialToken {
     }
 
     function encryptedBalanceOf(address account) external view returns (EncryptedBalance memory) {
-        return balances[account];
+        return _expand(balances[account]);
     }
 
     function isNonceUsed(address sender, uint256 nonce) external view returns (bool) {

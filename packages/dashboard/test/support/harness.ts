@@ -111,17 +111,6 @@ export const startHarness = async (env: Readonly<Record<string, string>> = {}): 
   const axeFindings: Array<string> = []
   const consoleErrors: Array<{ readonly text: string; readonly url: string }> = []
   const provoked: Array<{ readonly why: string; readonly text: RegExp; readonly url: RegExp }> = []
-  /**
-   * Failed loads that may happen without a test causing them for sure, and that the page
-   * recovers from. One: a balance read whose proof was built from statements a confirmation
-   * changed a moment later is refused (422 `decryption_proof_invalid`, D20) and the SDK reads
-   * again at once (`Confidential.readBalances`); the browser logs the refusal. Since events reach
-   * the page at commit (D58), a refresh can land in that moment. Open in issue 46.
-   */
-  const tolerated: ReadonlyArray<{ readonly why: string; readonly text: RegExp; readonly url: RegExp }> = [
-    { why: "a balance proof overtaken by a confirmation, read again by the SDK", text: /status of 422/, url: /\/v1\/accounts\/me\/balances$/ }
-  ]
-
   const watchConsole = (watched: Page) => {
     watched.on("console", (message: ConsoleMessage) => {
       if (message.type() !== "error") return
@@ -199,9 +188,11 @@ export const startHarness = async (env: Readonly<Record<string, string>> = {}): 
     expect(cspViolations).toEqual([])
     expect(axeFindings).toEqual([])
     // The console: no error but the failed loads provoked on purpose, and each of those was seen
-    // (so the watch itself works).
+    // (so the watch itself works). Nothing else is tolerated: a balance proof overtaken by a
+    // confirmation, once refused 422 and read again by the SDK, is now answered as of the block
+    // it was made from (D63).
     const unexplained = consoleErrors.filter((e) =>
-      ![...provoked, ...tolerated].some((p) => p.text.test(e.text) && p.url.test(e.url)))
+      !provoked.some((p) => p.text.test(e.text) && p.url.test(e.url)))
     expect(unexplained).toEqual([])
     for (const p of provoked) expect(consoleErrors.some((e) => p.text.test(e.text) && p.url.test(e.url)), p.why).toBe(true)
   }

@@ -234,10 +234,30 @@ const refunds = Effect.gen(function*() {
   yield* sql`CREATE INDEX guardian_reservations_refund_of ON guardian_reservations (refund_of) WHERE refund_of IS NOT NULL`
 })
 
+/**
+ * D55: an account's key rotation hold, kept with the books so that a restart inside the window
+ * still refuses the account's transfers. One row per account while its rotation's attestation can
+ * be mined: until `ForgetKey` deletes it or `until_ms` (the attestation's deadline plus the
+ * reservation margin) passes.
+ */
+const keyRotationHolds = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`
+    CREATE TABLE guardian_key_rotation_holds (
+      chain_id text NOT NULL,
+      contract text NOT NULL,
+      account text NOT NULL,
+      until_ms bigint NOT NULL,
+      created_at_ms bigint NOT NULL,
+      PRIMARY KEY (chain_id, contract, account)
+    )`
+})
+
 /** Runs the migrations that have not run yet (locked, so concurrent starts run each once). */
 export const migrate = Migrator.make({})({
   loader: Migrator.fromRecord({ "0001_ledger": ledger, "0002_chain_credits": chainCredits, "0003_rotation_vetoes": rotationVetoes,
-    "0004_key_totals": keyTotals, "0005_decisions": decisions, "0006_refunds": refunds
+    "0004_key_totals": keyTotals, "0005_decisions": decisions, "0006_refunds": refunds,
+    "0007_key_rotation_holds": keyRotationHolds
   }),
   table: "guardian_migrations"
 })

@@ -10,7 +10,7 @@
  * Each operation is a step over the store's context (the SQL client, the at-rest box), in a
  * module named for what it keeps: internal/store/balances.ts, reservations.ts, decisions.ts,
  * dailySpend.ts, keyTotals.ts, credits.ts, chainCursors.ts, alerts.ts, rotationVetoes.ts,
- * keyPins.ts; the group transaction's held rows and flush in heldRows.ts and batches.ts, its
+ * rotationHolds.ts, keyPins.ts; the group transaction's held rows and flush in heldRows.ts and batches.ts, its
  * prefetch in prefetch.ts, sealing at rest in sealing.ts. `makeStore` only wires them.
  */
 import type { Effect } from "effect"
@@ -28,6 +28,7 @@ import * as KeyPins from "./store/keyPins.ts"
 import * as KeyTotals from "./store/keyTotals.ts"
 import * as Prefetch from "./store/prefetch.ts"
 import * as Reservations from "./store/reservations.ts"
+import * as RotationHolds from "./store/rotationHolds.ts"
 import * as RotationVetoes from "./store/rotationVetoes.ts"
 import type {
   AccountRef,
@@ -126,6 +127,10 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       RotationVetoes.latestRotationVeto(context, chainId, contract, newSigner),
     rotationVetoOf: (chainId: string, contract: string, proposalId: bigint) =>
       RotationVetoes.rotationVetoOf(context, chainId, contract, proposalId),
+    holdForRotation: (account: AccountRef, untilMs: number, nowMs: number) =>
+      RotationHolds.holdForRotation(context, account, untilMs, nowMs),
+    liftRotationHold: (account: AccountRef) => RotationHolds.liftRotationHold(context, account),
+    rotationHolds: (nowMs: number) => RotationHolds.rotationHolds(context, nowMs),
     pinnedKey: (account: AccountRef) => KeyPins.pinnedKey(context, account),
     pinKey: (account: AccountRef, publicKey: string, nowMs: number) => KeyPins.pinKey(context, account, publicKey, nowMs)
   }

@@ -16,7 +16,7 @@ import { requestDigest } from "./Digests.ts"
 import { resolveEarlierAttestation } from "./Expiry.ts"
 import { storageFailure } from "./Failures.ts"
 import type { GuardianContext } from "./GuardianContext.ts"
-import { rotationHold } from "./KeyRotation.ts"
+import { rotationHold, rotationUnavailable } from "./KeyRotation.ts"
 import { checkKeys } from "./PartyKeys.ts"
 import { prepare } from "./Prepare.ts"
 
@@ -26,7 +26,8 @@ import { prepare } from "./Prepare.ts"
  */
 export const authorize = Effect.fn("Guardian.authorize")(function*(context: GuardianContext, request: AuthorizeRequest) {
   const nowMs = yield* Clock.currentTimeMillis
-  // D55: no transfer to or from an account while its key rotation is being mined.
+  // D55: no transfer to or from an account while its key rotation is being mined (the early
+  // answer; the decision unit checks again, race-free).
   yield* rotationHold(context, request, nowMs)
   const prepared = prepare(request, context.keys, nowMs, context.timing)
   // Stateless refusals come first; the key check may read the chain (once per party, then cached).
@@ -49,6 +50,7 @@ export const authorize = Effect.fn("Guardian.authorize")(function*(context: Guar
       Effect.succeed(new Refused({ transferId: request.transferId.toLowerCase(), reason: "transfer_id_reused" }))),
     Effect.mapError(storageFailure)
   )
+  if (result._tag === "RotationHeld") return yield* Effect.fail(rotationUnavailable())
   yield* Effect.logDebug("authorize decided").pipe(
     Effect.annotateLogs({ transfer_id: request.transferId, decision: result._tag })
   )

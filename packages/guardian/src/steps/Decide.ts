@@ -5,7 +5,8 @@
  * an owner's approval of a held transfer; otherwise the request is evaluated (Evaluate.ts) and
  * its decision recorded. An approval attested before under another deadline is decided afresh
  * once that attestation's reservation was released, and refused while it can still be mined
- * (D45). Re-runnable, as a unit must be: its only writes are SQL.
+ * (D45). A party under a key rotation's hold gets nothing decided (`RotationHeld`, D55).
+ * Re-runnable, as a unit must be: its only writes are SQL.
  *
  * @since 0.5.0
  */
@@ -16,6 +17,7 @@ import { alert } from "./Alerts.ts"
 import { decisionDigest } from "./Digests.ts"
 import { evaluate } from "./Evaluate.ts"
 import type { GuardianContext } from "./GuardianContext.ts"
+import { heldByRotation, RotationHeld } from "./KeyRotation.ts"
 import type { KeyCheck } from "./PartyKeys.ts"
 import type { Prepared } from "./Prepare.ts"
 import { TransferIdRace } from "./Reserve.ts"
@@ -138,6 +140,9 @@ export const decide = Effect.fnUntraced(function*(
   const transferId = request.transferId.toLowerCase()
   if (typeof prepared === "string") return yield* refuse(context, transferId, digest, prepared)
   if (typeof keyCheck === "string") return yield* refuse(context, transferId, digest, keyCheck)
+  // D55: checked in the unit, so a rotation's hold placed before it runs is seen, and one placed
+  // after it sees the reservation this unit records (KeyRotation.ts). Nothing is read or written.
+  if (heldByRotation(context, request, nowMs)) return new RotationHeld()
   const { sender } = prepared
   const balance = yield* store.lockBalance(sender)
   // Read under the sender's lock, as the nonce's check always was; the rows themselves only

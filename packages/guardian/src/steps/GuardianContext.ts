@@ -39,8 +39,9 @@ export interface GuardianContext {
   /** Keys known for good and key lookups under way (PartyKeys.ts). */
   readonly partyKeys: PartyKeyCache
   /**
-   * D55: accounts whose key rotation is attested and not yet known mined, by `refKey`, with the
-   * attestation's deadline (ms): no transfer to or from them is attested meanwhile (KeyRotation.ts).
+   * D55: accounts whose key rotation is attested and not yet known mined or refused, by `refKey`,
+   * with the instant (ms) the hold lasts until: no transfer to or from them is attested meanwhile.
+   * The in-memory copy of `guardian_key_rotation_holds`, read back at start-up (KeyRotation.ts).
    */
   readonly rotationsPending: Map<string, number>
   /** One follower step at a time per chain (the loop and `sync` share it). */

@@ -6,30 +6,119 @@
  * guardian alone replaces nothing.
  *
  * The step refuses (`KeyRotationBusy`, retry later) while anything could change the balance
- * under the rotation: an open reservation of the account (an attested debit not yet resolved),
- * or books that do not match the chain (a credit not yet booked). The attestation binds the
- * balance it read (`previousBalanceDigest`): if the balance changes before it is mined, the
- * contract refuses it, and nothing is lost. Once attested, the account is held
- * (`rotationsPending`, `rotationHold`) until the rotation is reported mined (`ForgetKey`) or its
- * deadline passes: a transfer to or from it attested meanwhile and mined after the rotation would
- * add a handle under the old key to the new balance. The hold is in memory: a guardian restart
- * within the window forgets it (D55's record names the gap), as does a reservation committed in
- * the instant between the hold and the check of open reservations.
+ * under the rotation: an open reservation of the account (an attested debit or credit not yet
+ * resolved), or books that do not match the chain (a credit not yet booked). The attestation
+ * binds the balance it read (`previousBalanceDigest`): if the balance changes before it is mined,
+ * the contract refuses it, and nothing is lost.
+ *
+ * Once attested, the account is held until the rotation is reported mined or refused
+ * (`ForgetKey`) or its attestation can no longer be mined (deadline plus the reservation margin):
+ * a transfer to or from it attested meanwhile and mined after the rotation would add a handle
+ * under the old key to the new balance. The hold is decided where reservations are: the check
+ * that no reservation is open and the hold's row are one unit of the group committer, in its
+ * transaction, and every decision checks the hold inside its own unit (Decide.ts). The in-memory
+ * copy (`rotationsPending`) is set before the hold's unit is queued, so a decision unit that runs
+ * after it sees the hold, and one that ran before it left a reservation the unit sees: a
+ * reservation and a hold never both stand. The row (`guardian_key_rotation_holds`) is read back
+ * at start-up, so a restart inside the window keeps the hold. One guardian serves at a time
+ * (Lease.ts), so this process's committer is the one place decisions are made.
  *
  * @since 0.12.0
  */
 import { TypedData } from "@pps/contracts"
 import { ElGamal, EncryptionKey, Point } from "@pps/crypto"
-import { Effect } from "effect"
+import { Clock, Data, Effect } from "effect"
 import { bytesToHex, getAddress, type Hex, hexToBytes, keccak256 } from "viem"
 import { type ForgetKeyRequest, GuardianError, KeyRotationBusy, type KeyRotationRequest } from "../Domain.ts"
 import * as Invariant from "../internal/Invariant.ts"
+import type { AccountRef } from "../internal/store.ts"
 import { noEndpoint, storage } from "./Failures.ts"
 import { type GuardianContext, refFor } from "./GuardianContext.ts"
 import { forgetKnownKey, refKeyOf } from "./PartyKeys.ts"
 
 /** The EVM words of a 64-byte point encoding. */
 const wordsOf = (point: Uint8Array) => ({ x: BigInt(bytesToHex(point.subarray(0, 32))), y: BigInt(bytesToHex(point.subarray(32, 64))) })
+
+/**
+ * What a decision unit answers for a party under a rotation hold: nothing is decided, and
+ * `authorize` answers a retryable outage (503 at the API) once the group committed.
+ *
+ * @since 0.13.0
+ * @category models
+ */
+export class RotationHeld extends Data.TaggedClass("RotationHeld")<{}> {}
+
+/**
+ * The answer to a transfer held back by a rotation.
+ *
+ * @since 0.13.0
+ * @category constructors
+ */
+export const rotationUnavailable = () =>
+  new GuardianError({ reason: "unavailable", message: "a party's encryption key is being rotated; retry shortly", retryable: true })
+
+/** The instant a live hold of `key` lasts until, or undefined (none, or past it: then forgotten). */
+const liveHold = (context: GuardianContext, key: string, nowMs: number): number | undefined => {
+  const until = context.rotationsPending.get(key)
+  if (until === undefined || until >= nowMs) return until
+  context.rotationsPending.delete(key)
+  return undefined
+}
+
+/**
+ * Whether either party of a transfer is held by a rotation at `nowMs`. A plain read of the
+ * in-memory copy, cheap enough for every decision unit.
+ *
+ * @since 0.13.0
+ * @category steps
+ */
+export const heldByRotation = (
+  context: GuardianContext,
+  request: { readonly chainId: bigint; readonly contract: string; readonly from: string; readonly to: string },
+  nowMs: number
+): boolean => {
+  if (context.rotationsPending.size === 0) return false
+  return [request.from, request.to].some((party) =>
+    liveHold(context, refKeyOf(refFor(request.chainId, request.contract, party)), nowMs) !== undefined
+  )
+}
+
+/**
+ * Refuses, as a retryable outage, an authorization naming an account under a rotation hold: the
+ * early answer, before the chain is read. The decision unit checks again (Decide.ts): that check
+ * is the one that cannot race the hold's placement.
+ *
+ * @since 0.12.0
+ * @category steps
+ */
+export const rotationHold = (
+  context: GuardianContext,
+  request: { readonly chainId: bigint; readonly contract: string; readonly from: string; readonly to: string },
+  nowMs: number
+) => Effect.suspend(() => heldByRotation(context, request, nowMs) ? Effect.fail(rotationUnavailable()) : Effect.void)
+
+/**
+ * The hold's unit, run by the group committer after every decision unit queued before it: no
+ * reservation of the account may be open (from it or to it), and then the hold's row is written in
+ * the same transaction. False: a reservation is open. Re-runnable: its only writes are SQL.
+ */
+const placeHold = (context: GuardianContext, ref: AccountRef, untilMs: number, nowMs: number) =>
+  Effect.gen(function*() {
+    const open = yield* context.store.openReservationsOf(ref, 1)
+    if (open.length > 0) return false
+    yield* context.store.holdForRotation(ref, untilMs, nowMs)
+    return true
+  })
+
+/**
+ * Lifts the account's hold, in memory and in its row. A row that stays (storage failed) only
+ * keeps the account's transfers waiting until its instant: the safe way to fail.
+ */
+const liftHold = (context: GuardianContext, ref: AccountRef) =>
+  Effect.sync(() => context.rotationsPending.delete(refKeyOf(ref))).pipe(
+    Effect.andThen(context.store.liftRotationHold(ref)),
+    Effect.catch((error) => Effect.logWarning("key rotation: the hold's row was not deleted; it lapses at its instant", error))
+  )
 
 /**
  * @since 0.12.0
@@ -43,89 +132,107 @@ export const keyRotation = Effect.fn("Guardian.keyRotation")(function*(context: 
   const parsed = EncryptionKey.parsePublicKey(hexToBytes(request.newKey as Hex))
   if (!parsed.ok) return yield* new KeyRotationBusy({ account: request.account, reason: "new_key_invalid" })
   const holdKey = refKeyOf(ref)
+  // Held as long as the attestation can be mined: its deadline, plus the margin reservations keep
+  // for a chain whose clock runs behind this one.
+  const untilMs = (Number(request.deadline) + context.timing.reservationMarginSeconds) * 1000
   return yield* context.accountLane.alone(ref, Effect.gen(function*() {
-    // Held first, then checked: an authorization arriving now waits for the rotation.
-    context.rotationsPending.set(holdKey, Number(request.deadline) * 1000)
-    const open = yield* storage(context.store.openReservationsOf(ref, 1))
-    if (open.length > 0) return yield* new KeyRotationBusy({ account: request.account, reason: "reservations_open" })
-    const head = yield* context.chain.head(request.chainId)
-    const onChain = yield* context.chain.encryptedBalance(request.chainId, contract, account, head.blockNumber)
-    const balance = yield* storage(context.store.readBalance(ref))
-    const commitment = Point.parse(onChain.commitment, { allowIdentity: true })
-    const handle = Point.parse(onChain.guardianHandle, { allowIdentity: true })
-    const matched = balance.confirmed >= 0n && commitment.ok && handle.ok &&
-      ElGamal.matches(context.keys.encryption.secretKey, commitment.value, handle.value, balance.confirmed)
-    if (!matched) return yield* new KeyRotationBusy({ account: request.account, reason: "books_behind_chain" })
-    // The balance under a fresh opening, for the new key and the guardian's own (the contract's order).
-    const ciphertext = ElGamal.encryptWith(ElGamal.newOpening(balance.confirmed), [parsed.value, context.keys.encryption.publicKey])
-    const [ownerHandle, guardianHandle] = ciphertext.handles
-    const previousBalanceDigest = keccak256(new Uint8Array([...onChain.commitment, ...onChain.ownerHandle, ...onChain.guardianHandle]))
-    const balanceDigest = ElGamal.digest(ciphertext)
-    const key = wordsOf(parsed.value)
-    const signature = yield* Effect.tryPromise(() =>
-      context.signerAccount.signTypedData({
-        domain: TypedData.domain(Number(request.chainId), contract),
-        types: TypedData.keyRotationTypes,
-        primaryType: "KeyRotation",
-        message: {
-          account,
-          nonce: request.nonce,
-          keyX: key.x,
-          keyY: key.y,
-          previousBalanceDigest,
-          balanceDigest,
-          deadline: request.deadline
-        }
-      })
-    ).pipe(Invariant.orDie("the guardian's local signing key signs any well-formed typed data"))
-    // The account's key will change: forget the one remembered, so the next lookup reads the chain.
-    forgetKnownKey(context.partyKeys, ref)
-    yield* Effect.logInfo("key rotation attested").pipe(Effect.annotateLogs({ account: ref.account, nonce: request.nonce.toString() }))
-    return {
-      commitment: bytesToHex(ciphertext.commitment),
-      ownerHandle: bytesToHex(ownerHandle!),
-      guardianHandle: bytesToHex(guardianHandle!),
-      previousBalanceDigest,
-      balanceDigest,
-      guardianSignature: signature
-    }
-    // Nothing attested (busy, a chain or storage failure): the account's transfers flow again.
-  }).pipe(Effect.onError(() => Effect.sync(() => context.rotationsPending.delete(holdKey)))))
+    const nowMs = yield* Clock.currentTimeMillis
+    // An earlier attestation of the account may still be mined: a failure here keeps its hold.
+    const earlier = liveHold(context, holdKey, nowMs)
+    // In memory first, then the unit: a decision unit after it sees the hold, one before it left a reservation it sees.
+    context.rotationsPending.set(holdKey, Math.max(earlier ?? 0, untilMs))
+    return yield* Effect.gen(function*() {
+      const placed = yield* context.group.run(placeHold(context, ref, untilMs, nowMs)).pipe(storage)
+      if (!placed) return yield* new KeyRotationBusy({ account: request.account, reason: "reservations_open" })
+      return yield* attest(context, request, ref, parsed.value)
+    }).pipe(
+      // Nothing attested (busy, a chain or storage failure): the account's transfers flow again.
+      Effect.onError(() => earlier === undefined ? liftHold(context, ref) : Effect.void)
+    )
+  }))
+})
+
+/** The new ciphertext and the guardian's signature, once the books are seen to match the chain. */
+const attest = Effect.fnUntraced(function*(
+  context: GuardianContext,
+  request: typeof KeyRotationRequest.Type,
+  ref: AccountRef,
+  newKey: EncryptionKey.PublicKey
+) {
+  const account = getAddress(request.account)
+  const contract = getAddress(request.contract)
+  const head = yield* context.chain.head(request.chainId)
+  const onChain = yield* context.chain.encryptedBalance(request.chainId, contract, account, head.blockNumber)
+  const balance = yield* storage(context.store.readBalance(ref))
+  const commitment = Point.parse(onChain.commitment, { allowIdentity: true })
+  const handle = Point.parse(onChain.guardianHandle, { allowIdentity: true })
+  const matched = balance.confirmed >= 0n && commitment.ok && handle.ok &&
+    ElGamal.matches(context.keys.encryption.secretKey, commitment.value, handle.value, balance.confirmed)
+  if (!matched) return yield* new KeyRotationBusy({ account: request.account, reason: "books_behind_chain" })
+  // The balance under a fresh opening, for the new key and the guardian's own (the contract's order).
+  const ciphertext = ElGamal.encryptWith(ElGamal.newOpening(balance.confirmed), [newKey, context.keys.encryption.publicKey])
+  const [ownerHandle, guardianHandle] = ciphertext.handles
+  const previousBalanceDigest = keccak256(new Uint8Array([...onChain.commitment, ...onChain.ownerHandle, ...onChain.guardianHandle]))
+  const balanceDigest = ElGamal.digest(ciphertext)
+  const key = wordsOf(newKey)
+  const signature = yield* Effect.tryPromise(() =>
+    context.signerAccount.signTypedData({
+      domain: TypedData.domain(Number(request.chainId), contract),
+      types: TypedData.keyRotationTypes,
+      primaryType: "KeyRotation",
+      message: {
+        account,
+        nonce: request.nonce,
+        keyX: key.x,
+        keyY: key.y,
+        previousBalanceDigest,
+        balanceDigest,
+        deadline: request.deadline
+      }
+    })
+  ).pipe(Invariant.orDie("the guardian's local signing key signs any well-formed typed data"))
+  // The account's key will change: forget the one remembered, so the next lookup reads the chain.
+  forgetKnownKey(context.partyKeys, ref)
+  yield* Effect.logInfo("key rotation attested").pipe(Effect.annotateLogs({ account: ref.account, nonce: request.nonce.toString() }))
+  return {
+    commitment: bytesToHex(ciphertext.commitment),
+    ownerHandle: bytesToHex(ownerHandle!),
+    guardianHandle: bytesToHex(guardianHandle!),
+    previousBalanceDigest,
+    balanceDigest,
+    guardianSignature: signature
+  }
 })
 
 /**
- * After a rotation was mined: the account's remembered key is forgotten (the next lookup reads
- * the new one from the chain's registry).
+ * After a rotation was mined or refused: the account's remembered key is forgotten (the next
+ * lookup reads the new one from the chain's registry) and its hold lifted, row first.
  *
  * @since 0.12.0
  * @category steps
  */
-export const forgetPartyKey = (context: GuardianContext, request: typeof ForgetKeyRequest.Type) =>
-  Effect.sync(() => {
-    const ref = refFor(request.chainId, request.contract, request.account)
-    forgetKnownKey(context.partyKeys, ref)
-    context.rotationsPending.delete(refKeyOf(ref))
-  })
+export const forgetPartyKey = (context: GuardianContext, request: typeof ForgetKeyRequest.Type) => {
+  const ref = refFor(request.chainId, request.contract, request.account)
+  return context.accountLane.alone(
+    ref,
+    storage(context.store.liftRotationHold(ref)).pipe(Effect.andThen(Effect.sync(() => {
+      forgetKnownKey(context.partyKeys, ref)
+      context.rotationsPending.delete(refKeyOf(ref))
+    })))
+  )
+}
 
 /**
- * Refuses, as a retryable outage, an authorization naming an account whose rotation is attested
- * and neither reported mined nor past its deadline.
+ * The holds standing at start-up, read from their rows into the in-memory copy (a restart inside
+ * a rotation's window keeps the account held).
  *
- * @since 0.12.0
+ * @since 0.13.0
  * @category steps
  */
-export const rotationHold = (context: GuardianContext, request: { readonly chainId: bigint; readonly contract: string; readonly from: string; readonly to: string }, nowMs: number) =>
-  Effect.suspend(() => {
-    if (context.rotationsPending.size === 0) return Effect.void
-    for (const party of [request.from, request.to]) {
-      const key = refKeyOf(refFor(request.chainId, request.contract, party))
-      const until = context.rotationsPending.get(key)
-      if (until === undefined) continue
-      if (until < nowMs) {
-        context.rotationsPending.delete(key)
-        continue
-      }
-      return Effect.fail(new GuardianError({ reason: "unavailable", message: "a party's encryption key is being rotated; retry shortly", retryable: true }))
-    }
-    return Effect.void
+export const loadRotationHolds = (context: GuardianContext) =>
+  Effect.gen(function*() {
+    const nowMs = yield* Clock.currentTimeMillis
+    const holds = yield* context.store.rotationHolds(nowMs)
+    for (const hold of holds) context.rotationsPending.set(refKeyOf(hold.account), hold.untilMs)
+    if (holds.length > 0) yield* Effect.logInfo("key rotation holds restored").pipe(Effect.annotateLogs({ holds: holds.length }))
   })

@@ -16,6 +16,7 @@ import type * as SealedTransfers from "../SealedTransfers.ts"
 import * as CommandLine from "./CommandLine.ts"
 import * as Connection from "./Connection.ts"
 import type * as McpEntry from "./McpEntry.ts"
+import * as Trigger from "../internal/trigger.ts"
 
 /** What `faucet` asks for without --amount: enough for the quickstart's transfers. */
 const faucetAmountDefault = "100"
@@ -612,6 +613,34 @@ const listen = Command.make("listen", {
   Command.withDescription("receive the account's events live and forward each to URL,\nsigned with this account's listen secret it prints (Ctrl-C stops)")
 )
 
+const trigger = Command.make("trigger", {
+  event: Argument.String("event").pipe(
+    Argument.withMetavar("EVENT"),
+    Argument.withDescription(`the event type to make happen, one of (transfer.failed is refused:\nonly the chain fails a transfer):\n${Trigger.triggerableTypes.join("\n")}`),
+    // CommandLine completes the line: "EVENT must be <this>, not <value>".
+    Argument.filterMap(
+      (value) => Option.fromNullishOr(Trigger.triggerableTypes.find((type) => type === value)),
+      () => `one of ${Trigger.triggerableTypes.join("|")}`
+    )
+  ),
+  idempotencyKey: idempotencyKey("makes the event happen"),
+  json: CommandLine.json("print one JSON object instead of lines")
+}, (flags) => {
+  // Each step's key is derived from this one (printed with the result), so a repeat acts once (D36).
+  const { key, generated } = keyOf(flags.idempotencyKey)
+  return perform(Option.none(), (settings, invocation) =>
+    Trigger.trigger({
+      ...settings,
+      json: flags.json,
+      event: flags.event,
+      idempotencyKey: key,
+      // The agent's requests are retried and told on stderr as the command's own are.
+      connect: (apiKey) => Connection.make({ apiKey, baseUrl: settings.client.baseUrl, env: invocation.env, generatedKey: undefined, note: invocation.stderr })
+    }), { generatedKey: generated })
+}).pipe(
+  Command.withDescription("make EVENT happen for real in test mode (D64): the account's agent `trigger`,\nfunded by the faucet, pays it, is held, approved, rejected, lapses or has its policy\nchanged, so the event is recorded, streamed and delivered; prints the ids (test keys only)")
+)
+
 const events = Command.make("events").pipe(
   Command.withDescription("the account's recorded events, within retention (D59)"),
   Command.withSubcommands([
@@ -713,6 +742,7 @@ export const pps = Command.make("pps").pipe(
     events,
     faucet,
     listen,
+    trigger,
     keys,
     decryptTransfer,
     mcp,

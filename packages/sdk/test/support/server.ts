@@ -66,8 +66,8 @@ export interface ServerProcess {
   readonly dataDir: string
   /** Creates an account with verified KYC through the admin command; its API key. */
   readonly createAccount: (handle: string) => Promise<{ readonly account_id: string; readonly api_key: string }>
-  /** Issues another key for an account (an agent's too) through the admin command. */
-  readonly issueKey: (accountId: string, name: string) => Promise<{ readonly key_id: string; readonly api_key: string }>
+  /** Issues another key for an account (an agent's too) through the admin command; `mode` test (the default) or live. */
+  readonly issueKey: (accountId: string, name: string, mode?: "test" | "live") => Promise<{ readonly key_id: string; readonly api_key: string }>
   /** Stops the server (SIGTERM, or with `kill` SIGKILL: nothing of it runs on) and starts it again on the same data directory and ports. */
   readonly restart: (options?: { readonly kill?: boolean }) => Promise<void>
   readonly stop: () => Promise<void>
@@ -136,8 +136,8 @@ export const startServer = async (options: { readonly env?: Readonly<Record<stri
     if (run.exitCode !== 0) throw new Error(`admin accounts create failed: ${run.stderr}`)
     return JSON.parse(run.stdout) as { account_id: string; api_key: string }
   }
-  const issueKey = async (accountId: string, name: string) => {
-    const run = await runAdmin(["keys", "create", "--account", accountId, "--name", name], { DATA_DIR: dataDir })
+  const issueKey = async (accountId: string, name: string, mode: "test" | "live" = "test") => {
+    const run = await runAdmin(["keys", "create", "--account", accountId, "--name", name, "--mode", mode], { DATA_DIR: dataDir })
     if (run.exitCode !== 0) throw new Error(`admin keys create failed: ${run.stderr}`)
     return JSON.parse(run.stdout) as { key_id: string; api_key: string }
   }

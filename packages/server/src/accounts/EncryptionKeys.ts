@@ -31,6 +31,7 @@ import { gasLimits } from "../settlement/domain.ts"
 import { type ChainUnavailable, Settlement } from "../settlement/Settlement.ts"
 import { type Asset, assets } from "@pps/api/Transfers"
 import { Accounts } from "./Accounts.ts"
+import * as RegisteredKeyCache from "./RegisteredKeyCache.ts"
 import * as Invariant from "../platform/Invariant.ts"
 import * as Unavailable from "../platform/Unavailable.ts"
 import { DependencyUnavailable } from "../platform/Unavailable.ts"
@@ -61,8 +62,8 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
   /** The registered key of one of our accounts. */
   readonly keyOfAccount: (accountId: string, mode: Mode) => Effect.Effect<Option.Option<Uint8Array>, SqlError.SqlError>
   /**
-   * D55: the account's key was replaced on chain: the row holds the new key and this node forgets
-   * the one it remembered.
+   * D55: the account's key was replaced on chain: the row holds the new key, and this node and
+   * every other live node forget the one they remembered (RegisteredKeyCache.ts).
    */
   readonly replaced: (accountId: string, mode: Mode, publicKey: Uint8Array) => Effect.Effect<void, SqlError.SqlError>
   /** The key the chain's registry holds for any address (USDG's registry). */
@@ -77,7 +78,7 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
         sql: yield* SqlClient.SqlClient,
         accounts: yield* Accounts,
         settlement: yield* Settlement,
-        registered: new Map<string, Uint8Array>()
+        registered: yield* RegisteredKeyCache.make
       }
       return EncryptionKeys.of({
         register: (input) => register(context, input),
@@ -88,7 +89,7 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
             yield* context.sql`
               UPDATE encryption_keys SET public_key = ${publicKey}, registered_at = ${now}::timestamptz
               WHERE account_id = ${accountId} AND mode = ${mode}`
-            context.registered.delete(`${mode}:${accountId}`)
+            yield* context.registered.forgetEverywhere(`${mode}:${accountId}`)
           }),
         keyOfAddress,
         keyOfAddressIn
@@ -99,21 +100,16 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
 
 /**
  * What the steps share. `registered`: the registered keys read so far, by account and mode. A
- * registered key changes only by a rotation (D55, `replaced`), which forgets it on this node; a
- * second registration of another key is refused and no row is deleted, so every transfer need not
- * read its parties' keys again (two statements fewer per transfer). Another api node keeps the old
- * key until it restarts or its cache is emptied: D55's record names that gap. Only registered keys
- * are kept; bounded, emptied when full.
+ * registered key changes only by a rotation (D55, `replaced`), which forgets it on every node
+ * (RegisteredKeyCache.ts); a second registration of another key is refused and no row is deleted.
+ * Only registered keys are kept.
  */
 interface EncryptionKeysContext {
   readonly sql: SqlClient.SqlClient
   readonly accounts: Accounts["Service"]
   readonly settlement: Settlement["Service"]
-  readonly registered: Map<string, Uint8Array>
+  readonly registered: RegisteredKeyCache.RegisteredKeyCache
 }
-
-const registeredMax = 50_000
-
 
 const keyOfAddress = (chain: ChainContext, address: Address) => keyOfAddressIn(chain, chain.contracts.confidentialUsdg, address)
 
@@ -133,23 +129,14 @@ const keyOfAddressIn = (chain: ChainContext, contract: Address, address: Address
   }))
 
 const keyOfAccount = ({ registered, sql }: EncryptionKeysContext, accountId: string, mode: Mode) =>
-  Effect.suspend(() => {
-    const cacheKey = `${mode}:${accountId}`
-    const known = registered.get(cacheKey)
-    if (known !== undefined) return Effect.succeed(Option.some(known))
-    return sql<{ public_key: Uint8Array }>`
+  registered.readThrough(
+    `${mode}:${accountId}`,
+    sql<{ public_key: Uint8Array }>`
       SELECT public_key FROM encryption_keys
       WHERE account_id = ${accountId} AND mode = ${mode} AND registered_at IS NOT NULL`.pipe(
-      Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), (row) => new Uint8Array(row.public_key))),
-      Effect.tap((key) =>
-        Effect.sync(() => {
-          if (Option.isNone(key)) return
-          if (registered.size >= registeredMax) registered.clear()
-          registered.set(cacheKey, key.value)
-        })
-      )
+      Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), (row) => new Uint8Array(row.public_key)))
     )
-  })
+  )
 
 const isRegisteredOn = (chain: ChainContext, contract: Address, account: Address) =>
   Effect.tryPromise({

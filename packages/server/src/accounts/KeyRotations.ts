@@ -13,7 +13,8 @@
  *    balance could move under it (503 here: retry);
  * 3. the account's custodial wallet signs the same `KeyRotation` digest;
  * 4. `rotateEncryptionKey` goes to the chain through settlement, and is awaited;
- * 5. the guardian and this node forget the old key, and the row holds the new one.
+ * 5. the row holds the new key and every api node forgets the old one (RegisteredKeyCache.ts);
+ *    then the guardian lifts its hold on the account's transfers and forgets the old key.
  *
  * A contract whose registry already holds the new key is skipped, so a retry after a cut-off
  * finishes the others. Every transfer sealed after the answer uses the new key; what was sealed to
@@ -102,13 +103,9 @@ const rotateOn = Effect.fn("KeyRotations.rotateOn")(function*(
   asset: Asset
 ) {
   const contract = confidentialTokenOf(chain, asset)
-  // Mined or refused, the guardian lifts its hold on the account's transfers (and forgets its key).
-  const forget = context.guardian.forgetKey({ chainId: BigInt(chain.chainId), contract, account: rotation.wallet }).pipe(
-    Effect.catch((error) => Effect.logWarning("key rotation: the guardian did not forget the old key", error))
-  )
   const registered = yield* context.keys.keyOfAddressIn(chain, contract, rotation.wallet).pipe(Effect.catch(retryLater("reading the key registry")))
-  // Done already (a retry after an answer that came too late): the guardian hears it again.
-  if (Option.isSome(registered) && bytesToHex(registered.value) === bytesToHex(rotation.publicKey)) return yield* forget
+  // Done already (a retry after an answer that came too late): the guardian hears it with the others.
+  if (Option.isSome(registered) && bytesToHex(registered.value) === bytesToHex(rotation.publicKey)) return
   const nonce = yield* context.transfers.nextNonce(rotation.accountId, rotation.mode).pipe(Effect.catch(retryLater("taking a nonce")))
   const deadline = BigInt(Math.floor((yield* Clock.currentTimeMillis) / 1000) + context.attestationLifetimeSeconds)
   const newKey = toEvmPoint(rotation.publicKey)
@@ -163,12 +160,22 @@ const rotateOn = Effect.fn("KeyRotations.rotateOn")(function*(
   }).pipe(Effect.catch(retryLater("submitting to the chain")))
   const outcome = yield* context.settlement.awaitResolution(submissionId, rotationWaitMs).pipe(Effect.catch(retryLater("awaiting the chain")))
   if (Option.isNone(outcome)) return yield* Effect.fail(ServiceUnavailable.of("The key rotation is still being mined; retry the same request."))
-  yield* forget
   if (outcome.value._tag === "Failed") {
-    // The balance moved between the attestation and the mining (a credit, a transfer): a retry attests afresh.
+    // The balance moved between the attestation and the mining (a credit, a transfer): a retry
+    // attests afresh. Refused, the attestation can never be mined: the hold is lifted now.
+    yield* forgetOn(context, chain, rotation.wallet, asset)
     return yield* retryLater("the chain refused the rotation (the balance changed meanwhile)")(submissionId)
   }
 })
+
+/**
+ * The guardian lifts its hold on the account's transfers in one asset's contract and forgets its
+ * key. Not lifted (the guardian unreachable), the hold lapses at the attestation's deadline.
+ */
+const forgetOn = (context: KeyRotationsContext, chain: ChainContext, wallet: Address, asset: Asset) =>
+  context.guardian.forgetKey({ chainId: BigInt(chain.chainId), contract: confidentialTokenOf(chain, asset), account: wallet }).pipe(
+    Effect.catch((error) => Effect.logWarning("key rotation: the guardian did not lift its hold", error))
+  )
 
 const rotate = Effect.fn("KeyRotations.rotate")(function*(
   context: KeyRotationsContext,
@@ -197,7 +204,10 @@ const rotate = Effect.fn("KeyRotations.rotate")(function*(
   for (const asset of Object.keys(assets) as Array<Asset>) {
     yield* rotateOn(context, chain, { ...registration, publicKey, wallet, signer }, asset)
   }
+  // Every node forgets the old key before the guardian lifts its holds: a transfer let through
+  // then is sealed to the new key wherever it is made.
   yield* context.keys.replaced(principal.accountId, principal.mode, publicKey).pipe(Effect.catch(retryLater("recording the key")))
+  for (const asset of Object.keys(assets) as Array<Asset>) yield* forgetOn(context, chain, wallet, asset)
   yield* Effect.logInfo("encryption key rotated").pipe(Effect.annotateLogs({ account_id: principal.accountId, mode: principal.mode }))
   return publicKey
 })

@@ -5,9 +5,11 @@
  * - Without a proof: per asset, whether the balance is non-zero — a predicate
  *   the guardian answers; no amount crosses.
  * - With a decryption proof (client-made, docs/crypto.md): the server checks it
- *   against the current on-chain ciphertext (ΣC, ΣD_owner) and the account's
- *   registered key, and returns the amounts the client proved. The server learns
- *   the amounts the client chose to reveal, for this response only.
+ *   against the on-chain ciphertext (ΣC, ΣD_owner) it was made from, the latest or
+ *   (D63) a recent block's (RecentCiphertexts.ts), and the account's registered
+ *   key, and returns the amounts the client proved, each with the block it is as
+ *   of. The server learns the amounts the client chose to reveal, for this
+ *   response only.
  * - The sealed statement (ext): the guardian's statement of the balance sealed to
  *   the account's key, with the on-chain ciphertext and its version, from which a
  *   client decrypts and builds its proof.
@@ -23,7 +25,7 @@ import { ConfidentialTokenArtifact } from "@pps/contracts"
 import { DecryptionProof, type Point } from "@pps/crypto"
 import { GuardianClient } from "@pps/guardian"
 import { Clock, Context, Effect, Layer, Option } from "effect"
-import { bytesToHex, getAddress, keccak256 } from "viem"
+import { BaseError, bytesToHex, ContractFunctionZeroDataError, getAddress, keccak256 } from "viem"
 import { Accounts } from "../accounts/Accounts.ts"
 import { type Account, isKycSufficient } from "@pps/api/Accounts"
 import { EncryptionKeys } from "../accounts/EncryptionKeys.ts"
@@ -42,6 +44,7 @@ import * as Invariant from "../platform/Invariant.ts"
 import * as Unavailable from "../platform/Unavailable.ts"
 import { answerServiceUnavailable } from "../platform/Unavailable.ts"
 import { type Asset, assets, formatAmount } from "@pps/api/Transfers"
+import { type AtBlock, locate } from "./RecentCiphertexts.ts"
 
 /** D20: a proof older than 5 minutes is refused; so is one that claims to live longer. */
 const proofLifetimeMaxSeconds = 300n
@@ -79,7 +82,7 @@ export class Balances extends Context.Service<Balances, {
     KycRequired | LivemodeUnavailable | ServiceUnavailable
   >
   readonly proven: (principal: Principal, proof: string) => Effect.Effect<
-    ReadonlyArray<{ readonly asset: string; readonly amount: string }>,
+    ReadonlyArray<{ readonly asset: string; readonly amount: string; readonly as_of_block: number }>,
     KycRequired | LivemodeUnavailable | EncryptionKeyRequired | DecryptionProofInvalid | ServiceUnavailable
   >
   readonly sealed: (principal: Principal) => Effect.Effect<
@@ -172,26 +175,95 @@ const registeredKey = ({ keys }: BalancesContext, keyHolder: Account, principal:
     Effect.flatMap(Option.match({ onNone: () => Effect.fail(EncryptionKeyRequired.of()), onSome: Effect.succeed }))
   )
 
-const onChain = (chain: ChainContext, wallet: `0x${string}`) =>
-  Effect.forEach(assetNames, (asset) =>
-    Effect.tryPromise(() =>
+/** Whether a read failed because the contract had no code at that block (viem's zero data). */
+const contractAbsent = (error: unknown): boolean =>
+  error instanceof BaseError && error.walk((cause) => cause instanceof ContractFunctionZeroDataError) !== null
+
+/**
+ * One asset's ciphertext, at `blockNumber` or else the latest block; None when the contract had
+ * no code there (a block before its deployment, D63's walk). Other failures are the node's.
+ */
+const ciphertextAt = (chain: ChainContext, wallet: `0x${string}`, asset: Asset, blockNumber?: bigint) =>
+  Effect.tryPromise({
+    try: () =>
       chain.client.readContract({
         address: confidentialTokenOf(chain, asset),
         abi: ConfidentialTokenArtifact.abi,
         functionName: "encryptedBalanceOf",
-        args: [wallet]
-      })
-    ).pipe(Effect.map((balance): OnChainBalance => {
+        args: [wallet],
+        ...(blockNumber === undefined ? {} : { blockNumber })
+      }),
+    catch: (error) => error
+  }).pipe(
+    Effect.map((balance) => {
       const commitment = fromEvmPoint(balance.commitment)
       const ownerHandle = fromEvmPoint(balance.ownerHandle)
-      return {
+      return Option.some<OnChainBalance>({
         asset,
         contract: confidentialTokenOf(chain, asset),
         commitment,
         ownerHandle,
         ciphertextVersion: ciphertextVersionOf(commitment, ownerHandle)
+      })
+    }),
+    Effect.catch((error) => contractAbsent(error) ? Effect.succeed(Option.none<OnChainBalance>()) : Effect.fail(error))
+  )
+
+/** Every asset's ciphertext at `blockNumber` (else the latest); a deployed contract has code there. */
+const allAt = (chain: ChainContext, wallet: `0x${string}`, blockNumber?: bigint) =>
+  Effect.forEach(assetNames, (asset) =>
+    ciphertextAt(chain, wallet, asset, blockNumber).pipe(
+      Effect.flatMap(Option.match({
+        onNone: () => Effect.fail(new Error(`no ${asset} contract code at the block read`)),
+        onSome: Effect.succeed
+      }))
+    ), { concurrency: "unbounded" })
+
+const onChain = (chain: ChainContext, wallet: `0x${string}`) =>
+  allAt(chain, wallet).pipe(Effect.catch(unavailable("reading balances on chain")))
+
+/**
+ * D63: per asset of the bundle, the ciphertext its proof names, read at the latest block or
+ * found among the recent ones (RecentCiphertexts.ts); an asset with none found keeps the latest,
+ * which then fails the proof as stale. All reads are at one block number, so the assets' answers
+ * are of the same state.
+ */
+const ciphertextsFor = (
+  chain: ChainContext,
+  wallet: `0x${string}`,
+  bundle: DecryptionProof.Bundle,
+  nowSeconds: bigint
+) =>
+  Effect.gen(function*() {
+    // cacheTime 0: viem otherwise answers a block number up to its polling interval old.
+    const latestBlock = yield* Effect.tryPromise(() => chain.client.getBlockNumber({ cacheTime: 0 }))
+    const latest = yield* allAt(chain, wallet, latestBlock)
+    const found = new Map<string, AtBlock<OnChainBalance>>()
+    for (const balance of latest) found.set(balance.asset, { ciphertext: balance, blockNumber: latestBlock })
+    const wanted = bundle.entries.flatMap((entry) => {
+      const atLatest = found.get(entry.asset)
+      return atLatest === undefined ? [] : [{ version: entry.ciphertextVersion, atLatest }]
+    })
+    // A bundle naming an asset there is none of fails as such: no walk for it or the others.
+    if (wanted.length !== bundle.entries.length) return found
+    const located = yield* Effect.forEach(wanted, ({ atLatest, version }) =>
+      locate({
+        ciphertextAt: (blockNumber) => ciphertextAt(chain, wallet, atLatest.ciphertext.asset, blockNumber),
+        timestampOf: (blockNumber) =>
+          Effect.tryPromise(() => chain.client.getBlock({ blockNumber })).pipe(Effect.map((block) => block.timestamp))
+      }, { version, latest: atLatest, currentSinceSeconds: nowSeconds - proofLifetimeMaxSeconds }), { concurrency: "unbounded" })
+    for (const recent of located) {
+      if (Option.isNone(recent)) continue
+      found.set(recent.value.ciphertext.asset, recent.value)
+      // How often proofs are overtaken, and by how much: a block count, never an amount.
+      if (recent.value.blockNumber !== latestBlock) {
+        yield* Effect.logDebug("decryption proof checked against a recent block").pipe(
+          Effect.annotateLogs({ asset: recent.value.ciphertext.asset, blocksBehind: Number(latestBlock - recent.value.blockNumber) })
+        )
       }
-    })), { concurrency: "unbounded" }).pipe(Effect.catch(unavailable("reading balances on chain")))
+    }
+    return found
+  }).pipe(Effect.catch(unavailable("reading balances on chain")))
 
 const nonZero = (context: BalancesContext, principal: Principal) =>
   Effect.gen(function*() {
@@ -203,12 +275,22 @@ const nonZero = (context: BalancesContext, principal: Principal) =>
     return assetNames.map((asset, i) => ({ asset, non_zero: result[i]?.nonZero ?? false }))
   })
 
+/**
+ * D20, D63: the amounts a proof shows, each as of the block whose ciphertext it was checked
+ * against. The cheap checks (encoding, expiry) come first, so a refused proof costs no chain read;
+ * the proof is always checked against the key registered now (a key replaced inside the window,
+ * D55, does not verify an old proof).
+ */
 const proven = (context: BalancesContext, principal: Principal, proof: string) =>
   Effect.gen(function*() {
     const { chain, keyHolder, wallet } = yield* holderOf(context, principal)
     const publicKey = yield* registeredKey(context, keyHolder, principal)
-    const balances = yield* onChain(chain, wallet)
     const nowSeconds = BigInt(Math.floor((yield* Clock.currentTimeMillis) / 1000))
+    const bundle = DecryptionProof.decode(proof)
+    if (!bundle.ok) return yield* Effect.fail(DecryptionProofInvalid.of(bundle.reason))
+    const expiry = DecryptionProof.checkExpiry(bundle.value, nowSeconds, proofLifetimeMaxSeconds)
+    if (!expiry.ok) return yield* Effect.fail(DecryptionProofInvalid.of(expiry.reason))
+    const ciphertexts = yield* ciphertextsFor(chain, wallet, bundle.value, nowSeconds)
     const verified = DecryptionProof.verify(proof, {
       chainId: BigInt(chain.chainId),
       account: wallet,
@@ -216,7 +298,7 @@ const proven = (context: BalancesContext, principal: Principal, proof: string) =
       nowSeconds,
       lifetimeMaxSeconds: proofLifetimeMaxSeconds,
       balanceOf: (asset) => {
-        const found = balances.find((b) => b.asset === asset)
+        const found = ciphertexts.get(asset)?.ciphertext
         return found === undefined ? undefined : {
           contract: found.contract,
           commitment: found.commitment as Point.Point,
@@ -226,7 +308,14 @@ const proven = (context: BalancesContext, principal: Principal, proof: string) =
       }
     })
     if (!verified.ok) return yield* Effect.fail(DecryptionProofInvalid.of(verified.reason))
-    return verified.value.map(({ amount, asset }) => ({ asset, amount: formatAmount(amount, asset as Asset) }))
+    return yield* Effect.forEach(verified.value, ({ amount, asset }) =>
+      Invariant.some("a verified entry's asset had its ciphertext read")(Option.fromNullishOr(ciphertexts.get(asset))).pipe(
+        Effect.map((located) => ({
+          asset,
+          amount: formatAmount(amount, asset as Asset),
+          as_of_block: Number(located.blockNumber)
+        }))
+      ))
   })
 
 const sealed = (context: BalancesContext, principal: Principal) =>

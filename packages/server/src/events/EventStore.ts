@@ -99,13 +99,21 @@ const listPage = ({ columns, sql }: EventStoreContext, query: ListPageQuery) =>
     Effect.withSpan("EventStore.listPage")
   )
 
-const positionColumns = (sql: SqlClient.SqlClient) => sql`tx_id::text AS tx_id, seq::text AS seq`
+/**
+ * A row's position as decimal text (64-bit values), under names of their own: an `ORDER BY tx_id,
+ * seq` resolves a bare name to an output column before a table column, so text columns named
+ * `tx_id` and `seq` would sort the stream as strings ("1000" before "996", seq "10" before "9"),
+ * and a page's last row would no longer be its furthest: the next page would hand out again
+ * the rows after it, or skip those a LIMIT left out.
+ */
+const positionColumns = (sql: SqlClient.SqlClient) => sql`tx_id::text AS position_tx_id, seq::text AS position_seq`
 
-const PositionRow = Schema.Struct({ tx_id: Schema.String, seq: Schema.String })
+const PositionRow = Schema.Struct({ position_tx_id: Schema.String, position_seq: Schema.String })
 const decodePositions = Schema.decodeUnknownEffect(Schema.Array(PositionRow))
+const toPosition = (row: typeof PositionRow.Type): EventPosition => ({ txId: row.position_tx_id, seq: row.position_seq })
 const positionRows = (statement: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>) =>
   Effect.flatMap(statement, (found) => rowsDecode(decodePositions(found))).pipe(
-    Effect.map((decoded) => Option.fromNullishOr(decoded[0]).pipe(Option.map((row): EventPosition => ({ txId: row.tx_id, seq: row.seq }))))
+    Effect.map((decoded) => Option.fromNullishOr(decoded[0]).pipe(Option.map(toPosition)))
   )
 
 const positionOf = ({ sql }: EventStoreContext, eventId: string, accountId: string, mode: Mode) =>
@@ -126,6 +134,11 @@ const firstPositionAfterId = ({ sql }: EventStoreContext, eventId: string, accou
  * runs: a transaction that gets its id after this read gets a larger one. Other databases on
  * the same PostgreSQL server do not hold it back, as the snapshot's xmin (server-wide) would.
  * `backend_xid` is 32 bits: widened to 64 next to xmax (ids in use lie within 2^31 of it).
+ * `pg_current_snapshot()` is the statement's snapshot, taken before pg_stat_activity is read: a
+ * transaction missing from that read got its id after the snapshot, so at or above its xmax.
+ * PostgreSQL shows every session's `datid` and `backend_xid` to every role (only the query, state
+ * and client are kept from a role without pg_read_all_stats), so the service's role needs no grant
+ * (docs/operations.md, "Database"; test/events-watermark-role.postgres.test.ts).
  */
 const watermark = ({ sql }: EventStoreContext) =>
   sql<{ readonly xmax: string; readonly running: ReadonlyArray<string> | null }>`
@@ -174,9 +187,9 @@ const listAfterPosition = (context: EventStoreContext, query: ListAfterPositionQ
       ORDER BY tx_id, seq LIMIT ${query.limit}`.pipe(Effect.flatMap((rows) => rowsDecode(decodePositioned(rows))))
     // Ordered by transaction id, so the settled rows are a prefix; the rest wait for the
     // transactions before them to end.
-    const settled = found.filter((row) => BigInt(row.tx_id) < below)
+    const settled = found.filter((row) => BigInt(row.position_tx_id) < below)
     const page: PositionedPage = {
-      events: settled.map((row) => ({ ...toEvent(row), position: { txId: row.tx_id, seq: row.seq } })),
+      events: settled.map((row) => ({ ...toEvent(row), position: toPosition(row) })),
       heldBack: settled.length < found.length
     }
     return page

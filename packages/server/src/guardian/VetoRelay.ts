@@ -11,6 +11,11 @@
  * every node and every round submits a veto at most once (Settlement), and a proposal
  * already cancelled or executed is left alone.
  *
+ * D52 bounds the vetoes: a guardian may veto proposals of the same new signer
+ * `MAX_GUARDIAN_VETOES_PER_SIGNER` times. The relay reads the contract's count first and submits
+ * nothing past the bound (the call could only revert and spend gas); it says once, at info, that
+ * the proposal will execute after its delay, which is the bound working as designed.
+ *
  * @since 0.3.0
  */
 import { GuardianClient } from "@pps/guardian"
@@ -25,12 +30,29 @@ import { Settlement } from "../settlement/Settlement.ts"
 const relayEveryMs = 15_000
 
 /**
+ * Whether the contract's current guardian has used its vetoes of proposals naming `newSigner`
+ * (D52): a veto submitted now would revert with `GuardianVetoesExhausted`.
+ */
+const vetoesExhausted = (chain: ChainContext, contract: Address, newSigner: Address) =>
+  Effect.tryPromise(async () => {
+    const token = { address: contract, abi: ConfidentialTokenArtifact.abi } as const
+    const [signer, vetoesMax] = await Promise.all([
+      chain.client.readContract({ ...token, functionName: "guardianSigner" }),
+      chain.client.readContract({ ...token, functionName: "MAX_GUARDIAN_VETOES_PER_SIGNER" })
+    ])
+    const used = await chain.client.readContract({ ...token, functionName: "guardianVetoesUsed", args: [signer, newSigner] })
+    return used >= vetoesMax
+  })
+
+/**
  * @since 0.3.0
  * @category layers
  */
 export const VetoRelayLive = Layer.effectDiscard(Effect.gen(function*() {
   const guardian = yield* GuardianClient.GuardianClient
   const settlement = yield* Settlement
+  /** Proposals already said to be past the bound, so the log says it once per proposal and node. */
+  const exhaustedSaid = new Set<string>()
 
   // Our own contracts only, each asked for the very proposal it holds: a contract anyone can
   // deploy, or a flood of alerts, neither costs the relayers gas nor hides a veto from the relay.
@@ -44,6 +66,19 @@ export const VetoRelayLive = Layer.effectDiscard(Effect.gen(function*() {
         })
       )
       if (pending.newSigner === "0x0000000000000000000000000000000000000000") return
+      if (yield* vetoesExhausted(chain, contract, pending.newSigner)) {
+        const key = `${chain.chainId}_${getAddress(contract)}_${pending.proposalId}`
+        if (exhaustedSaid.has(key)) return
+        exhaustedSaid.add(key)
+        return yield* Effect.logInfo(
+          "the guardian's vetoes of this signer are used up (D52): the proposal executes after its delay unless the owner cancels it"
+        ).pipe(Effect.annotateLogs({
+          contract,
+          proposal_id: pending.proposalId.toString(),
+          new_signer: pending.newSigner,
+          executable_at: pending.executableAt.toString()
+        }))
+      }
       const veto = yield* guardian.rotationVeto({
         chainId: BigInt(chain.chainId),
         contract,

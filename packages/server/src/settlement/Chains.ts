@@ -258,10 +258,19 @@ export const deployAndRecord = (
     })
     const now = DateTime.formatIso(yield* DateTime.now)
     const encoded = JSON.stringify(contracts)
-    yield* sql`
-      INSERT INTO chain_deployments (mode, chain_id, addresses, updated_at)
-      VALUES (${mode}, ${chainIdOfMode[mode]}, ${encoded}, ${now}::timestamptz)
-      ON CONFLICT (mode) DO UPDATE SET addresses = EXCLUDED.addresses, chain_id = EXCLUDED.chain_id, updated_at = EXCLUDED.updated_at`
+    // D53: a replaced ConfidentialToken's registry is not the new one's. Every key of the mode
+    // counts as unregistered again, so `confidential_ready` says false until the holder registers
+    // its key on the new contracts (the same request as a first registration; only the holder can
+    // prove possession for the new address).
+    const replaced = Option.isSome(previous) &&
+      (previous.value.confidentialUsdg !== contracts.confidentialUsdg || previous.value.confidentialEth !== contracts.confidentialEth)
+    yield* sql.withTransaction(Effect.gen(function*() {
+      yield* sql`
+        INSERT INTO chain_deployments (mode, chain_id, addresses, updated_at)
+        VALUES (${mode}, ${chainIdOfMode[mode]}, ${encoded}, ${now}::timestamptz)
+        ON CONFLICT (mode) DO UPDATE SET addresses = EXCLUDED.addresses, chain_id = EXCLUDED.chain_id, updated_at = EXCLUDED.updated_at`
+      if (replaced) yield* sql`UPDATE encryption_keys SET registered_at = NULL WHERE mode = ${mode}`
+    }))
     return contracts
   })
 
@@ -334,6 +343,21 @@ const awaitRecordedContracts = (mode: Mode, client: PublicClient) =>
       })
       if (code === undefined || code === "0x") {
         return yield* Effect.fail(new ChainError({ message: `the recorded ${mode} contract ${address} has no code on chain`, retryable: false }))
+      }
+    }
+    // D53: an api node of this release never sends its calls to an older ConfidentialToken; the
+    // operator's deploy step replaces it (the embedded chain's start checks the same in Deploy.deploy).
+    for (const token of [found.confidentialUsdg, found.confidentialEth]) {
+      const version = yield* Effect.tryPromise({
+        try: () => Deploy.versionOf(client, token),
+        catch: (cause) => new ChainError({ message: `reading the ${mode} contracts failed`, cause, retryable: true })
+      })
+      if (version !== Deploy.confidentialTokenVersion) {
+        return yield* Effect.fail(deploymentError(
+          mode,
+          new Deploy.OlderConfidentialTokenError(token, version),
+          `To move to it, the operator runs \`npm run -s admin -- chain deploy --mode ${mode} --migrate\``
+        ))
       }
     }
     return found
