@@ -4,8 +4,10 @@
  * With no configuration it runs the embedded mode: PGlite and generated secrets
  * in `DATA_DIR` (default `./.data`), the public API on 127.0.0.1:8080 and the
  * admin API on 127.0.0.1:8081, and the guardian as a child process with its own
- * directory and secret (`DATA_DIR/guardian`, which this process never opens). SIGTERM/SIGINT drain in-flight requests (up to
- * `SHUTDOWN_TIMEOUT_MS`) and close everything in reverse order: the listeners, the background
+ * directory and secret (`DATA_DIR/guardian`, which this process never opens). SIGTERM/SIGINT end the
+ * open event streams at once (StopRequested: they would never finish, and their clients resume
+ * against the next server), drain in-flight requests (up to `SHUTDOWN_TIMEOUT_MS`) and close
+ * everything in reverse order: the listeners, the background
  * work, then the guardian child and the embedded anvil (each in a process group of its own, so a
  * signal to `npm start`'s group reaches this process alone); the process then exits 0.
  *
@@ -19,6 +21,7 @@ import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { AppConfig } from "./config/AppConfig.ts"
 import { DataDir } from "./platform/DataDir.ts"
 import { loggingLayer } from "./platform/Logging.ts"
+import { StopRequestedFromSignals } from "./platform/StopRequested.ts"
 import { secretsFileName } from "./platform/Secrets.ts"
 import { ListenersLive, ServicesLive } from "./Server.ts"
 
@@ -87,7 +90,9 @@ const announce = Effect.gen(function*() {
 const MainLive = Layer.effectDiscard(announce).pipe(
   Layer.provideMerge(ListenersLive),
   Layer.provideMerge(ServicesLive),
-  Layer.provideMerge(AppConfig.layer)
+  Layer.provideMerge(AppConfig.layer),
+  // Built first and closed last: the signal is heard while the listeners drain.
+  Layer.provideMerge(StopRequestedFromSignals)
 )
 
 const LoggingLive = Layer.unwrap(Effect.gen(function*() {

@@ -15,7 +15,10 @@
  * with `Retry-After`), an hour at most (then it ends and the client resumes), a heartbeat
  * comment every 15 s (a dead peer's socket errors on a write instead of lingering idle),
  * and its credentials are checked again every 2 s, so a revoked key's stream ends as
- * its next request would be refused (SPEC Authentication 5).
+ * its next request would be refused (SPEC Authentication 5). A stream also ends as soon as the
+ * process is asked to stop (StopRequested), saying so, so the listeners' drain does not wait
+ * `SHUTDOWN_TIMEOUT_MS` for a stream that would never finish and the client resumes against
+ * the next server with `Last-Event-ID`.
  *
  * @since 0.3.0
  */
@@ -31,6 +34,7 @@ import { parseEventTypes } from "@pps/api/Webhooks"
 import { AppConfig } from "../config/AppConfig.ts"
 import { rateLimitedResponse, RequestAuthentication } from "../http/Authorization.ts"
 import * as Invariant from "../platform/Invariant.ts"
+import { StopRequested } from "../platform/StopRequested.ts"
 import { answerServiceUnavailable, database } from "../platform/Unavailable.ts"
 import { EventFeed } from "./EventFeed.ts"
 import { type EventPosition, EventStore } from "./EventStore.ts"
@@ -175,10 +179,11 @@ const eventPages = (
     }))
 
 /**
- * What ends a stream: its lifetime, or its credentials no longer valid (a failed check ends it
- * too: a client resumes, and its next request is checked afresh).
+ * What ends a stream: its lifetime, its credentials no longer valid (a failed check ends it
+ * too: a client resumes, and its next request is checked afresh), or the process stopping (a
+ * stream opened while it stops ends at once, like the open ones).
  */
-const streamEnd = (stillAuthorized: Effect.Effect<boolean, unknown>, lifetimeMs: number) => {
+const streamEnd = (stillAuthorized: Effect.Effect<boolean, unknown>, lifetimeMs: number, stopRequested: Effect.Effect<void>) => {
   const revoked = Effect.gen(function*() {
     for (;;) {
       yield* Effect.sleep(Duration.millis(streamReauthorizeEveryMs))
@@ -188,12 +193,13 @@ const streamEnd = (stillAuthorized: Effect.Effect<boolean, unknown>, lifetimeMs:
       if (!valid) return "the credentials are no longer valid" as const
     }
   })
-  return Effect.raceFirst(
+  return Effect.raceAllFirst([
     Effect.sleep(Duration.millis(lifetimeMs)).pipe(
       Effect.as("the stream reached its maximum lifetime; resume with Last-Event-ID" as const)
     ),
-    revoked
-  ).pipe(Effect.tap((reason) => Effect.logInfo("event stream ended by the server").pipe(Effect.annotateLogs({ reason }))))
+    revoked,
+    stopRequested.pipe(Effect.as("the server is stopping; resume with Last-Event-ID" as const))
+  ]).pipe(Effect.tap((reason) => Effect.logInfo("event stream ended by the server").pipe(Effect.annotateLogs({ reason }))))
 }
 
 /** The stream's cursor from `Last-Event-ID` or `after`; undefined when neither is given. */
@@ -332,6 +338,7 @@ export const EventsHttpLive = HttpApiBuilder.group(PublicApi, "events", (handler
     const feed = yield* EventFeed
     const authentication = yield* RequestAuthentication
     const { eventStreamMaxLifetimeMs } = yield* AppConfig
+    const stopRequested = yield* StopRequested
     const slots = makeStreamSlots({ perKey: streamsPerKeyMax, perNode: streamsPerNodeMax })
     return handlers
       .handle("list", ({ query }) => listEvents(store, query).pipe(answerServiceUnavailable))
@@ -354,6 +361,6 @@ export const EventsHttpLive = HttpApiBuilder.group(PublicApi, "events", (handler
         // Without a cursor, from now: an event committed before the request is not this stream's.
         const start = yield* startPosition(store, principal, resumeFrom)
         const events = eventPages(store, principal, types, wakeup, start)
-        return streamResponse(principal, resumeFrom, start, events, streamEnd(stillAuthorized, eventStreamMaxLifetimeMs))
+        return streamResponse(principal, resumeFrom, start, events, streamEnd(stillAuthorized, eventStreamMaxLifetimeMs, stopRequested))
       }).pipe(answerServiceUnavailable))
   }))
