@@ -66,11 +66,6 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
    * every other live node forget the one they remembered (RegisteredKeyCache.ts).
    */
   readonly replaced: (accountId: string, mode: Mode, publicKey: Uint8Array) => Effect.Effect<void, SqlError.SqlError>
-  /**
-   * D55: the guardian refused a key this node sealed to (a replacement this node did not hear in
-   * time): forgets every key this node remembers, so the next transfer reads them again.
-   */
-  readonly forgetRemembered: Effect.Effect<void>
   /** The key the chain's registry holds for any address (USDG's registry). */
   readonly keyOfAddress: (chain: ChainContext, address: Address) => Effect.Effect<Option.Option<Uint8Array>, ChainError>
   /** The same in one contract's registry. */
@@ -96,7 +91,6 @@ export class EncryptionKeys extends Context.Service<EncryptionKeys, {
               WHERE account_id = ${accountId} AND mode = ${mode}`
             yield* context.registered.forgetEverywhere(`${mode}:${accountId}`)
           }),
-        forgetRemembered: context.registered.forgetAll,
         keyOfAddress,
         keyOfAddressIn
       })

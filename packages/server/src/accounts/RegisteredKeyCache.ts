@@ -12,10 +12,6 @@
  * missed a message. An eviction, here or heard, also stops a read that started before it from
  * remembering what it read (the epoch). Embedded mode is one process: nothing to tell.
  *
- * A node that neither answered the broadcast in time nor noticed its loss of NATS can still seal a
- * transfer to a replaced key; the guardian refuses it (it checks keys against the chain), and the
- * node then forgets everything it remembers (`forgetAll`), so the client's retry reads keys again.
- *
  * @since 0.13.0
  */
 import { Effect, Option, type Scope } from "effect"
@@ -47,12 +43,6 @@ export interface RegisteredKeyCache {
   ) => Effect.Effect<Option.Option<Uint8Array>, E>
   /** Forgets the key on this node, then on every other live node (waits for their answers, bounded). */
   readonly forgetEverywhere: (cacheKey: string) => Effect.Effect<void>
-  /**
-   * Forgets every key this node remembers, and stops reads under way from remembering theirs: the
-   * guardian refused a key this node sealed to (a replacement it did not hear). Rare; the next
-   * transfer reads its parties' keys again.
-   */
-  readonly forgetAll: Effect.Effect<void>
 }
 
 /** The cache's state, shared by reads, evictions and the channel's callbacks. */
@@ -130,10 +120,6 @@ export const make: Effect.Effect<RegisteredKeyCache, never, AppConfig | EventBus
     )
   return {
     readThrough: (cacheKey, read) => readThrough(state, cacheKey, read),
-    forgetAll: Effect.sync(() => {
-      state.epoch += 1
-      state.keys.clear()
-    }),
     forgetEverywhere: (cacheKey) =>
       Effect.sync(() => evict(state, cacheKey)).pipe(Effect.andThen(tellOthers(cacheKey)), Effect.withSpan("RegisteredKeyCache.forgetEverywhere"))
   }

@@ -74,7 +74,7 @@ export const authorizeAndRecord = <E>(
   Effect.gen(function*() {
     yield* transferReached("created", prepared.mode)
     const decision = yield* askGuardian(context, prepared, deadlineSeconds, agent)
-    const authorized = yield* authorizedOrHold(context, prepared, decision)
+    const authorized = yield* authorizedOrHold(prepared, decision)
     if (authorized._tag === "Hold") return yield* Effect.as(transferReached("held", prepared.mode), authorized)
     if (authorized._tag !== "Authorized") return authorized
     const callData = yield* attestedCall(context, prepared, authorized)
@@ -129,7 +129,6 @@ const askGuardian = (
 
 /** The guardian's attestation, its hold, or an approval it does not decide again; every other answer as the API's error. */
 const authorizedOrHold = (
-  context: TransfersContext,
   prepared: PreparedTransfer,
   decision: GuardianDomain.AuthorizeResult
 ): Effect.Effect<GuardianDomain.Authorized | Exclude<Authorization, { readonly _tag: "Recorded" }>, RefusalError> => {
@@ -151,7 +150,7 @@ const authorizedOrHold = (
       if (decision.reason === "earlier_attestation_live" || decision.reason === "redecisions_exhausted") {
         return Effect.succeed({ _tag: "ApprovalRefused", reason: decision.reason, liveUntil: decision.liveUntil ?? null } as const)
       }
-      return refusal(context, prepared, decision.reason)
+      return refusal(prepared, decision.reason)
   }
 }
 
@@ -168,11 +167,9 @@ type RefusalError =
  * mistake (400). A frozen account (books disagree with the chain) is a state that passes: 503,
  * retry later; so is a server-sealed transfer id the guardian decided under another request
  * (a twin it had to refuse), and a refund's original the guardian has not settled yet (D43).
- * A party's key the chain no longer holds is a rotation this node did not hear (D55): it forgets
- * the keys it remembers and answers 503, so the retry seals to the registered key. Any other
- * refusal is a fault of our own request.
+ * Any other refusal is a fault of our own request.
  */
-const refusal = (context: TransfersContext, prepared: PreparedTransfer, reason: GuardianDomain.RefusedReason) => {
+const refusal = (prepared: PreparedTransfer, reason: GuardianDomain.RefusedReason) => {
   if (prepared.clientSealed && (reason === "note_invalid" || reason === "amount_zero")) {
     return Effect.fail(InvalidRequest.of(
       reason === "amount_zero"
@@ -191,7 +188,6 @@ const refusal = (context: TransfersContext, prepared: PreparedTransfer, reason: 
       Effect.andThen(Effect.fail(ServiceUnavailable.of()))
     )
   }
-  if (reason === "sender_key_not_registered" || reason === "recipient_key_not_registered") return staleKey(context, prepared, reason)
   if (reason === "account_frozen" || reason === "transfer_id_reused" || reason === "refund_original_unsettled") {
     return Effect.logWarning("guardian refused a transfer for now").pipe(
       Effect.annotateLogs({ transfer_id: prepared.transferId, reason }),
@@ -202,31 +198,12 @@ const refusal = (context: TransfersContext, prepared: PreparedTransfer, reason: 
     Effect.annotateLogs({ transfer_id: prepared.transferId, reason }),
     Effect.andThen(Effect.die(
       new InvariantViolation({
-        invariant: "the guardian refuses a server-sealed transfer only for a frozen account, a reused transfer id or a replaced key",
+        invariant: "the guardian refuses a server-sealed transfer only for a frozen account or a reused transfer id",
         cause: `guardian refused: ${reason}`
       })
     ))
   )
 }
-
-/**
- * D55: the guardian checks parties' keys against the chain, so a key refused here was replaced by
- * a rotation this node did not hear of (it neither answered the broadcast in time nor noticed its
- * loss of NATS, RegisteredKeyCache.ts). Nothing was recorded for the attempt (the guardian
- * records no refusal; the idempotency claim of a 503 is abandoned), so the retry, with the same
- * Idempotency-Key, runs afresh and reads the keys again.
- */
-const staleKey = (
-  context: TransfersContext,
-  prepared: PreparedTransfer,
-  reason: "sender_key_not_registered" | "recipient_key_not_registered"
-) =>
-  context.keys.forgetRemembered.pipe(
-    Effect.andThen(Effect.logWarning("guardian refused a replaced encryption key: this node forgot the keys it remembered").pipe(
-      Effect.annotateLogs({ transfer_id: prepared.transferId, reason })
-    )),
-    Effect.andThen(Effect.fail(ServiceUnavailable.of()))
-  )
 
 /**
  * The typed data the sender signs: what the contract will hash from the call we build, from our

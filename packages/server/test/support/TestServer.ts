@@ -28,8 +28,8 @@ export interface TestServerShape {
   readonly dataDir: string
   /** Every log line written so far, after redaction. */
   readonly logs: ReadonlyArray<string>
-  /** The server's services and its configuration, to inspect state directly (e.g. dump the database). */
-  readonly services: Context.Context<Layer.Success<typeof ServicesLive> | AppConfig>
+  /** The server's services, to inspect state directly (e.g. dump the database). */
+  readonly services: Context.Context<Layer.Success<typeof ServicesLive>>
 }
 
 /**
