@@ -17,8 +17,9 @@
  * - the proof's lifetime: the ciphertext found must have been current at some moment within
  *   the last `lifetimeMaxSeconds` (D20's longest proof life). A live proof honestly made was made
  *   within that time from a ciphertext current when it was read, so an older one is no client's
- *   recent read; with slow blocks (12 s: 32 blocks are over 6 minutes) this is the bound that
- *   ends the walk, with the dev chain's fast ones (a block each 200 ms) the block count does.
+ *   recent read. It is checked on the block found (one timestamp read), not on the way: a
+ *   version that no block holds still costs the walk its 32 reads per asset (a bound left to
+ *   tighten: stop on the replacing block's timestamp while walking).
  *
  * The module reads the chain only through a `ChainView`, so the walk's reads can be counted in a
  * unit test (balances-recent.test.ts) and driven on a real chain (balances-recent.pglite.test.ts).
