@@ -13,6 +13,7 @@ import * as Command from "effect/cli/Command"
 import * as Flag from "effect/cli/Flag"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import { auditActions } from "../audit/auditActions.ts"
 
 const kycStatuses = ["unverified", "pending", "verified", "enhanced"] as const
 
@@ -223,20 +224,6 @@ const accounts = Command.make("accounts").pipe(
   ])
 )
 
-const auditActions = [
-  "account.created",
-  "account.kyc_changed",
-  "account.suspended",
-  "account.reactivated",
-  "api_key.created",
-  "api_key.revoked",
-  "passkey.added",
-  "passkey.removed",
-  "invite.issued",
-  "invite.used",
-  "agent.created",
-  "policy.updated"
-] as const
 
 const audit = Command.make("audit", {
   account: CommandLine.text("account", "ACCOUNT_ID", "only entries about this account (acct_...)").pipe(Flag.optional),

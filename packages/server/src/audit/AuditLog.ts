@@ -21,6 +21,7 @@ import { DashboardConfig } from "../dashboard/DashboardConfig.ts"
 import { CurrentSession } from "../dashboard/DashboardAuth.ts"
 import * as Invariant from "../platform/Invariant.ts"
 import { makeId } from "../platform/Ids.ts"
+import { auditActions } from "./auditActions.ts"
 
 /**
  * What was done. Stable names: operators filter on them (`admin audit --action`).
@@ -28,20 +29,7 @@ import { makeId } from "../platform/Ids.ts"
  * @since 0.11.0
  * @category models
  */
-export const AuditAction = Schema.Literals([
-  "account.created",
-  "account.kyc_changed",
-  "account.suspended",
-  "account.reactivated",
-  "api_key.created",
-  "api_key.revoked",
-  "passkey.added",
-  "passkey.removed",
-  "invite.issued",
-  "invite.used",
-  "agent.created",
-  "policy.updated"
-])
+export const AuditAction = Schema.Literals(auditActions)
 export type AuditAction = typeof AuditAction.Type
 
 /**
