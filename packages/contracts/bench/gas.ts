@@ -7,15 +7,14 @@
  * Usage: pnpm --filter @pps/contracts gas [--no-record]. The figures are appended to
  * docs/benchmarks/results.jsonl (scripts/benchRecord.ts), the source of docs/benchmarks.md's tables.
  */
-import { createPublicClient, createTestClient, encodeDeployData, encodeFunctionData, type Hex, http, type LocalAccount, maxUint256, parseEther, parseEventLogs, size } from "viem"
+import { encodeDeployData, encodeFunctionData, type Hex, type LocalAccount, maxUint256, parseEventLogs, size } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import * as Anvil from "../src/anvil.ts"
 import * as ConfidentialToken from "../src/artifacts/ConfidentialToken.ts"
 import * as TestUSDG from "../src/artifacts/TestUSDG.ts"
 import * as WrappedEther from "../src/artifacts/WrappedEther.ts"
 import * as TypedData from "../src/typedData.ts"
 import * as Deploy from "../src/deploy.ts"
-import { makeSender, type Sender } from "../src/internal/transactions.ts"
+import { startBenchChain } from "./benchChain.ts"
 import { digestPoints, encrypt, type KeyPair, makeKeyPair, proveKeyPossession, toEvm } from "../test/helpers/elgamal.ts"
 import { balanceDigest, confidentialRequest, publicRequest, signConfidential, signPublic } from "../test/helpers/transfers.ts"
 import { type Goal, recordResults } from "../../../scripts/benchRecord.ts"
@@ -31,22 +30,8 @@ const rows: Array<[string, string, string]> = []
 const median = (values: ReadonlyArray<bigint>): bigint => [...values].sort((a, b) => Number(a - b))[values.length >> 1] ?? 0n
 const record = (operation: string, gas: bigint, note = "") => rows.push([operation, gas.toLocaleString("en-US"), note])
 
-const anvil = await Anvil.start({ blockTimeSeconds: 0.1 })
+const { anvil, client, testClient, send, newAccount } = await startBenchChain({ blockTimeSeconds: 0.1 })
 try {
-  const transport = http(anvil.rpcUrl)
-  const client = createPublicClient({ transport, pollingInterval: 20 })
-  const testClient = createTestClient({ mode: "anvil", transport })
-  const senders = new Map<string, Sender>()
-  const send = (account: LocalAccount, to: `0x${string}` | null, data: Hex, gas = 6_000_000n) => {
-    const sender = senders.get(account.address) ?? makeSender(client, account, 20)
-    senders.set(account.address, sender)
-    return sender.send({ to, data, gas })
-  }
-  const newAccount = async () => {
-    const account = privateKeyToAccount(generatePrivateKey())
-    await testClient.setBalance({ address: account.address, value: parseEther("100") })
-    return account
-  }
 
   const owner = await newAccount()
   const guardian = privateKeyToAccount(generatePrivateKey())

@@ -8,13 +8,12 @@
  * Usage: pnpm --filter @pps/contracts gas:profile. Prints a markdown table; records nothing.
  * GAS_PROFILE_HARDFORK=prague runs anvil at that fork; GAS_PROFILE_OPCODES=1 lists every opcode.
  */
-import { createPublicClient, createTestClient, encodeDeployData, encodeFunctionData, type Hex, http, type LocalAccount, maxUint256, parseEther, parseEventLogs, size } from "viem"
+import { encodeDeployData, encodeFunctionData, type Hex, type LocalAccount, maxUint256, parseEventLogs, size } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import * as Anvil from "../src/anvil.ts"
 import * as ConfidentialToken from "../src/artifacts/ConfidentialToken.ts"
 import * as TestUSDG from "../src/artifacts/TestUSDG.ts"
 import * as Deploy from "../src/deploy.ts"
-import { makeSender, type Sender } from "../src/internal/transactions.ts"
+import { startBenchChain } from "./benchChain.ts"
 import { type KeyPair, makeKeyPair, proveKeyPossession } from "../test/helpers/elgamal.ts"
 import { confidentialRequest, signConfidential } from "../test/helpers/transfers.ts"
 
@@ -56,22 +55,8 @@ const profile = (logs: ReadonlyArray<StructLog>): Map<string, number> => {
 
 /** GAS_PROFILE_HARDFORK=prague prices the precompiles as before Osaka (modexp under EIP-2565). */
 const hardfork = process.env.GAS_PROFILE_HARDFORK
-const anvil = await Anvil.start({ blockTimeSeconds: 0.1, ...(hardfork === undefined ? {} : { hardfork }) })
+const { anvil, client, send, newAccount } = await startBenchChain({ blockTimeSeconds: 0.1, ...(hardfork === undefined ? {} : { hardfork }) })
 try {
-  const transport = http(anvil.rpcUrl)
-  const client = createPublicClient({ transport, pollingInterval: 20 })
-  const testClient = createTestClient({ mode: "anvil", transport })
-  const senders = new Map<string, Sender>()
-  const send = (account: LocalAccount, to: `0x${string}` | null, data: Hex, gas = 6_000_000n) => {
-    const sender = senders.get(account.address) ?? makeSender(client, account, 20)
-    senders.set(account.address, sender)
-    return sender.send({ to, data, gas })
-  }
-  const newAccount = async () => {
-    const account = privateKeyToAccount(generatePrivateKey())
-    await testClient.setBalance({ address: account.address, value: parseEther("100") })
-    return account
-  }
   const owner = await newAccount()
   const guardian = privateKeyToAccount(generatePrivateKey())
   const guardianKey = makeKeyPair()
