@@ -141,14 +141,16 @@ try {
   await pay(alice.account.address)
   record("publicTransfer to self (unshield), steady", (await pay(alice.account.address)).gasUsed)
 
-  {
-    // Key rotation (rotateEncryptionKey): alice's key replaced, her balance re-encrypted (the
-    // amount is irrelevant to gas; the guardian computes it from its books).
+  // Key rotation (rotateEncryptionKey): the party's balance re-encrypted to a new key (the amount
+  // is irrelevant to gas; the guardian computes it from its books). A registered party's key is
+  // replaced with a proof of possession; an agent wallet (no key registered, D68) has only its
+  // balance re-encrypted, with no proof.
+  const rotation = async (party: Party, proved: boolean) => {
     const newKey = makeKeyPair()
     const { commitment, handles } = encrypt(1n, [newKey.publicKey, guardianKey.publicKey])
     const [ownerHandle, guardianHandle] = handles.map(toEvm)
-    const request = { account: alice.account.address, nonce: alice.nonce++, newKey: newKey.evm, commitment: toEvm(commitment), ownerHandle: ownerHandle!, guardianHandle: guardianHandle!, deadline: 2n ** 40n }
-    const stored = await client.readContract({ address: token, abi, functionName: "encryptedBalanceOf", args: [alice.account.address] })
+    const request = { account: party.account.address, nonce: party.nonce++, newKey: newKey.evm, commitment: toEvm(commitment), ownerHandle: ownerHandle!, guardianHandle: guardianHandle!, deadline: 2n ** 40n }
+    const stored = await client.readContract({ address: token, abi, functionName: "encryptedBalanceOf", args: [party.account.address] })
     const message = {
       account: request.account,
       nonce: request.nonce,
@@ -159,9 +161,15 @@ try {
       deadline: request.deadline
     }
     const sign = (signer: LocalAccount) => signer.signTypedData({ domain: TypedData.domain(anvil.chainId, token), types: TypedData.keyRotationTypes, primaryType: "KeyRotation", message })
-    const proof = proveKeyPossession(newKey, { chainId: anvil.chainId, contract: token, account: alice.account.address })
-    const receipt = await send(owner, token, encodeFunctionData({ abi, functionName: "rotateEncryptionKey", args: [request, proof, await sign(guardian), await sign(alice.account)] }))
-    record("rotateEncryptionKey (proof of possession, guardian + account signatures)", receipt.gasUsed)
+    const proof = proved ? proveKeyPossession(newKey, { chainId: anvil.chainId, contract: token, account: party.account.address }) : "0x"
+    return send(owner, token, encodeFunctionData({ abi, functionName: "rotateEncryptionKey", args: [request, proof, await sign(guardian), await sign(party.account)] }))
+  }
+  record("rotateEncryptionKey (proof of possession, guardian + account signatures)", (await rotation(alice, true)).gasUsed)
+  {
+    // An agent wallet: paid once with its owner's (bob's) key, never registered.
+    const agent: Party = { account: await newAccount(), key: bob.key, nonce: 0n }
+    await transfer(bob, agent)
+    record("rotateEncryptionKey, agent wallet (no key registered: balance only, no proof)", (await rotation(agent, false)).gasUsed)
   }
 
   // Guardian rotation last: it replaces the guardian every row above signs with.

@@ -3,7 +3,9 @@
  * balance re-encrypted to the new key, only with the new key's proof of possession, the
  * guardian's attestation and the account's signature over the same KeyRotation typed data.
  * The balance then decrypts under the new key to what it held, later transfers are readable
- * with it, a stale attestation (a transfer landed in between) and a replay revert.
+ * with it, a stale attestation (a transfer landed in between) and a replay revert. An account
+ * with no registered key (an agent wallet, D68) has its balance re-encrypted the same way, with
+ * no proof of possession and nothing registered.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Address, encodeFunctionData, type Hex, keccak256, type LocalAccount, parseEventLogs, stringToHex } from "viem"
@@ -114,8 +116,8 @@ describe("rotateEncryptionKey", () => {
     // Expired, unregistered, and the identity as a key.
     const expired = { ...request, deadline: (await chain.latestTimestamp()) - 1n }
     await chain.expectRevert(call(rotateData(expired, proof, byGuardian, byAccount)), "DeadlineExpired")
-    const stranger = privateKeyToAccount(generatePrivateKey()).address
-    await chain.expectRevert(call(rotateData({ ...request, account: stranger }, proof, byGuardian, byAccount)), "KeyNotRegistered", [stranger])
+    // A registered account needs the proof: an empty one (an agent's way, below) does not do.
+    await chain.expectRevert(call(rotateData(request, "0x", byGuardian, byAccount)), "ProofOfPossessionInvalid")
     await chain.expectRevert(call(rotateData({ ...request, newKey: { x: 0n, y: 0n } }, proof, byGuardian, byAccount)), "InvalidEncryptionKey")
     // All three: it applies, once.
     await chain.send(relayer, token, rotateData(request, proof, byGuardian, byAccount))
@@ -138,6 +140,49 @@ describe("rotateEncryptionKey", () => {
     const fresh = await keyRotationRequest(chain, token, holder.account.address, newKey, 800n, await deadlineIn(600n), 20n)
     await chain.send(relayer, token, rotateData(fresh.request, proof, await fresh.sign(chain.guardian), await fresh.sign(holder.account)))
     await expectDecryptsTo(holder.account.address, newKey, 800n)
+  })
+
+  it("re-encrypts the balance of an account with no key (an agent wallet) with both signatures and no proof; registers nothing (D68)", async () => {
+    const owner = await fundedParty(2_000n)
+    const peer = await fundedParty(0n)
+    // The agent: a wallet with no registered key, paid with its owner's key as its balance's key.
+    const agent: Party = { account: await chain.newAccount(), key: owner.key, nextNonce: 0n }
+    await transfer(owner, agent, 900n)
+    await expectDecryptsTo(agent.account.address, owner.key, 900n)
+    const newKey = makeKeyPair()
+    const nonce = agent.nextNonce++
+    const { request, sign } = await keyRotationRequest(chain, token, agent.account.address, newKey, 900n, await deadlineIn(600n), nonce)
+    const byGuardian = await sign(chain.guardian)
+    const byAgent = await sign(agent.account)
+    const call = (data: Hex) => ({ account: relayer.address, to: token, data })
+    // The guardian alone, the agent alone, and a proof where none is due all revert.
+    await chain.expectRevert(call(rotateData(request, "0x", byGuardian, byGuardian)), "AccountSignatureInvalid", [agent.account.address])
+    await chain.expectRevert(call(rotateData(request, "0x", byAgent, byAgent)), "GuardianSignatureInvalid")
+    const proof = proveKeyPossession(newKey, { chainId: chain.chainId, contract: token, account: agent.account.address })
+    await chain.expectRevert(call(rotateData(request, proof, byGuardian, byAgent)), "ProofOfPossessionInvalid")
+    // Both: it applies, and only the balance changes.
+    const receipt = await chain.send(relayer, token, rotateData(request, "0x", byGuardian, byAgent))
+    expect(parseEventLogs({ abi, logs: receipt.logs, eventName: "EncryptionKeyRotated" })).toEqual([])
+    const [event] = parseEventLogs({ abi, logs: receipt.logs, eventName: "BalanceReencrypted" })
+    expect(event?.args).toEqual({
+      account: agent.account.address,
+      nonce,
+      encryptionKey: newKey.evm,
+      commitment: request.commitment,
+      ownerHandle: request.ownerHandle,
+      guardianHandle: request.guardianHandle
+    })
+    expect(await keyOf(agent.account.address)).toEqual({ x: 0n, y: 0n })
+    await expectDecryptsTo(agent.account.address, newKey, 900n)
+    await expect(expectDecryptsTo(agent.account.address, owner.key, 900n)).rejects.toThrow()
+    // Once: a replay reverts.
+    await chain.expectRevert(call(rotateData(request, "0x", byGuardian, byAgent)), "GuardianSignatureInvalid")
+    // The agent pays and is paid under the new key.
+    agent.key = newKey
+    await transfer(agent, peer, 250n)
+    await transfer(owner, agent, 100n)
+    await expectDecryptsTo(agent.account.address, newKey, 750n)
+    await expectDecryptsTo(peer.account.address, peer.key, 250n)
   })
 
   it("publishes its type hash equal to the TypedData definition", async () => {

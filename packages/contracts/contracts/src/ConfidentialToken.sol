@@ -227,6 +227,16 @@ contract ConfidentialToken {
         Point ownerHandle,
         Point guardianHandle
     );
+    /// The balance of an account with no registered key (an agent wallet) re-encrypted to
+    /// `encryptionKey` by `rotateEncryptionKey` (D68); nothing is registered.
+    event BalanceReencrypted(
+        address indexed account,
+        uint256 nonce,
+        Point encryptionKey,
+        Point commitment,
+        Point ownerHandle,
+        Point guardianHandle
+    );
     event Shielded(address indexed from, address indexed to, uint256 amount);
     event ConfidentialTransfer(
         address indexed from,
@@ -278,7 +288,6 @@ contract ConfidentialToken {
     error GuardianRotationNotReady(uint64 executableAt);
     error GuardianRotationExpired(uint64 expiresAt);
     error GuardianVetoesExhausted(address newSigner);
-    error KeyNotRegistered(address account);
 
     // ---------------------------------------------------------------- construction and roles
 
@@ -459,6 +468,13 @@ contract ConfidentialToken {
     /// between attestation and submission makes this revert (`GuardianSignatureInvalid`) rather
     /// than drop that transfer's amount. The nonce is the sender nonce of transfers: exactly once,
     /// and `isNonceUsed` tells whether it applied. Anyone may submit it.
+    ///
+    /// An account with no registered key (an agent wallet, whose balance is encrypted to its
+    /// owner's key: D68) has only its balance re-encrypted, with an empty `proof`: nothing is
+    /// registered, so there is no key whose possession to prove, and the guardian's attestation
+    /// and the account's signature are both still needed (`BalanceReencrypted`). One function
+    /// rather than a second one: a new selector could sort before the transfer paths' and make
+    /// every transfer dearer (see the dispatch note above).
     function rotateEncryptionKey(
         KeyRotationRequest calldata request,
         bytes calldata proof,
@@ -468,9 +484,10 @@ contract ConfidentialToken {
         if (block.timestamp > request.deadline) revert DeadlineExpired(request.deadline);
         address account = request.account;
         Point storage stored = encryptionKeys[account];
-        if (stored.x == 0 && stored.y == 0) revert KeyNotRegistered(account);
+        bool registered = stored.x != 0 || stored.y != 0;
         _requireEncryptionKey(request.newKey.x, request.newKey.y);
-        _verifyProofOfPossession(account, request.newKey.x, request.newKey.y, proof);
+        if (registered) _verifyProofOfPossession(account, request.newKey.x, request.newKey.y, proof);
+        else if (proof.length != 0) revert ProofOfPossessionInvalid();
         StoredBalance storage balance = balances[account];
         bytes32 digest = _hashTypedData(
             keccak256(
@@ -495,6 +512,12 @@ contract ConfidentialToken {
         balance.commitment = BN254.compress(request.commitment.x, request.commitment.y);
         balance.ownerHandle = BN254.compress(request.ownerHandle.x, request.ownerHandle.y);
         balance.guardianHandle = BN254.compress(request.guardianHandle.x, request.guardianHandle.y);
+        if (!registered) {
+            emit BalanceReencrypted(
+                account, request.nonce, request.newKey, request.commitment, request.ownerHandle, request.guardianHandle
+            );
+            return;
+        }
         stored.x = request.newKey.x;
         stored.y = request.newKey.y;
         emit EncryptionKeyRotated(
