@@ -584,7 +584,12 @@ export const KeyRotationRequest = Schema.Struct({
   account: AddressHex,
   newKey: PointHex,
   nonce: Schema.BigIntFromString,
-  deadline: Schema.BigIntFromString
+  deadline: Schema.BigIntFromString,
+  /**
+   * D68: set for an agent wallet (an account with no registered key, its balance encrypted to
+   * the key pinned for it): its owner's wallet, whose key registered on chain must be `newKey`.
+   */
+  keyOwner: Schema.optionalKey(AddressHex)
 })
 
 /**
@@ -676,14 +681,28 @@ export class CreditRefused extends Schema.TaggedError<CreditRefused>()("CreditRe
 
 /**
  * D55: the balance could change under a key rotation (an open reservation, books behind the
- * chain), or the new key does not parse: nothing was signed; retry once it settles.
+ * chain), or the new key does not parse, or (D68, an agent wallet) is not its owner's registered
+ * key: nothing was signed; retry once it settles.
  *
  * @since 0.12.0
  * @category errors
  */
 export class KeyRotationBusy extends Schema.TaggedError<KeyRotationBusy>()("KeyRotationBusy", {
   account: AddressHex,
-  reason: Schema.Literals(["reservations_open", "books_behind_chain", "new_key_invalid"])
+  reason: Schema.Literals(["reservations_open", "books_behind_chain", "new_key_invalid", "new_key_not_owners"])
+}) {}
+
+/**
+ * D68: an agent wallet's rotation with nothing to do: its balance is encrypted to the new key
+ * already (a retry after the rotation was mined), or no key is pinned for it in this contract
+ * (it never took part in a transfer there: the next one pins the owner's key then).
+ *
+ * @since 0.14.0
+ * @category errors
+ */
+export class KeyRotationNotNeeded extends Schema.TaggedError<KeyRotationNotNeeded>()("KeyRotationNotNeeded", {
+  account: AddressHex,
+  reason: Schema.Literals(["key_current", "no_pinned_key"])
 }) {}
 
 /**

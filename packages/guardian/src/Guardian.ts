@@ -59,6 +59,7 @@ import type {
   RotationVetoResult,
   ForgetKeyRequest,
   KeyRotationBusy,
+  KeyRotationNotNeeded,
   KeyRotationRequest,
   KeyRotationResult,
   SealedBalanceRequest,
@@ -163,11 +164,11 @@ export interface GuardianShape {
   readonly rotationVeto: (
     request: typeof RotationVetoRequest.Type
   ) => Effect.Effect<typeof RotationVetoResult.Type, GuardianError>
-  /** D55: the account's balance re-encrypted to a new key, attested (`rotateEncryptionKey`). */
+  /** D55: the account's balance re-encrypted to a new key, attested (`rotateEncryptionKey`); D68: an agent wallet's too. */
   readonly keyRotation: (
     request: typeof KeyRotationRequest.Type
-  ) => Effect.Effect<typeof KeyRotationResult.Type, KeyRotationBusy | GuardianError>
-  /** D55: forgets the account's remembered key once its rotation is mined. */
+  ) => Effect.Effect<typeof KeyRotationResult.Type, KeyRotationBusy | KeyRotationNotNeeded | GuardianError>
+  /** D55: forgets the account's remembered key once its rotation is mined; D68: moves an agent's pin if it was. */
   readonly forgetKey: (request: typeof ForgetKeyRequest.Type) => Effect.Effect<void, GuardianError>
   /** D40: every API key's total of confirmed debits from the account, each sealed to its key. */
   readonly sealedKeyTotals: (
@@ -271,6 +272,7 @@ const makeContext = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timi
     accountLane,
     partyKeys: makePartyKeyCache(),
     rotationsPending: new Map(),
+    pinsMoved: new Map(),
     followLocks: new Map(chain.chainIds.map((chainId) => [chainId, Semaphore.makeUnsafe(1)] as const)),
     signer: getAddress(keys.info.signer),
     signerAccount: privateKeyToAccount(bytesToHex(keys.signerPrivateKey)),

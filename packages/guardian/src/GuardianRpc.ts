@@ -34,6 +34,7 @@ import {
   HealthResult,
   InfoResult,
   KeyRotationBusy,
+  KeyRotationNotNeeded,
   KeyRotationRequest,
   KeyRotationResult,
   NonZeroRequest,
@@ -74,7 +75,7 @@ export class GuardianRpcs extends RpcGroup.make(
   }),
   Rpc.make("Reconcile", { payload: ReconcileRequest, success: ReconcileResult, error: GuardianError }),
   Rpc.make("RotationVeto", { payload: RotationVetoRequest, success: RotationVetoResult, error: GuardianError }),
-  Rpc.make("KeyRotation", { payload: KeyRotationRequest, success: KeyRotationResult, error: Schema.Union([KeyRotationBusy, GuardianError]) }),
+  Rpc.make("KeyRotation", { payload: KeyRotationRequest, success: KeyRotationResult, error: Schema.Union([KeyRotationBusy, KeyRotationNotNeeded, GuardianError]) }),
   Rpc.make("ForgetKey", { payload: ForgetKeyRequest, success: Schema.Void, error: GuardianError }),
   Rpc.make("Health", { success: HealthResult }),
   Rpc.make("Info", { success: InfoResult })

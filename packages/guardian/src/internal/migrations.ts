@@ -253,11 +253,32 @@ const keyRotationHolds = Effect.gen(function*() {
     )`
 })
 
+/**
+ * D68: an agent wallet's attested rotations: the key its pin moves to if the chain's balance
+ * becomes the attested one (`balance_digest`, the attestation's fresh ciphertext, which only a
+ * mined rotation puts there), and the instant past which it can no longer be mined. Deleted
+ * when the pin moves, or once that instant has passed.
+ */
+const keyRepins = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`
+    CREATE TABLE guardian_key_repins (
+      chain_id text NOT NULL,
+      contract text NOT NULL,
+      account text NOT NULL,
+      balance_digest text NOT NULL,
+      new_key text NOT NULL,
+      until_ms bigint NOT NULL,
+      created_at_ms bigint NOT NULL,
+      PRIMARY KEY (chain_id, contract, account, balance_digest)
+    )`
+})
+
 /** Runs the migrations that have not run yet (locked, so concurrent starts run each once). */
 export const migrate = Migrator.make({})({
   loader: Migrator.fromRecord({ "0001_ledger": ledger, "0002_chain_credits": chainCredits, "0003_rotation_vetoes": rotationVetoes,
     "0004_key_totals": keyTotals, "0005_decisions": decisions, "0006_refunds": refunds,
-    "0007_key_rotation_holds": keyRotationHolds
+    "0007_key_rotation_holds": keyRotationHolds, "0008_key_repins": keyRepins
   }),
   table: "guardian_migrations"
 })

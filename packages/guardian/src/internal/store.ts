@@ -132,6 +132,11 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
     liftRotationHold: (account: AccountRef) => RotationHolds.liftRotationHold(context, account),
     rotationHolds: (nowMs: number) => RotationHolds.rotationHolds(context, nowMs),
     pinnedKey: (account: AccountRef) => KeyPins.pinnedKey(context, account),
-    pinKey: (account: AccountRef, publicKey: string, nowMs: number) => KeyPins.pinKey(context, account, publicKey, nowMs)
+    pinKey: (account: AccountRef, publicKey: string, nowMs: number) => KeyPins.pinKey(context, account, publicKey, nowMs),
+    recordRepin: (account: AccountRef, repin: Parameters<typeof KeyPins.recordRepin>[2], nowMs: number) =>
+      KeyPins.recordRepin(context, account, repin, nowMs),
+    pendingRepins: (account: AccountRef) => KeyPins.pendingRepins(context, account),
+    resolveRepins: (account: AccountRef, newKey: string | undefined, nowMs: number) =>
+      KeyPins.resolveRepins(context, account, newKey, nowMs)
   }
 }

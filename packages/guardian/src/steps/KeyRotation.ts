@@ -28,13 +28,13 @@
 import { TypedData } from "@pps/contracts"
 import { ElGamal, EncryptionKey, Point } from "@pps/crypto"
 import { Clock, Data, Effect } from "effect"
-import { bytesToHex, getAddress, type Hex, hexToBytes, keccak256 } from "viem"
-import { type ForgetKeyRequest, GuardianError, KeyRotationBusy, type KeyRotationRequest } from "../Domain.ts"
+import { bytesToHex, getAddress, type Hex, hexToBytes } from "viem"
+import { type ForgetKeyRequest, GuardianError, KeyRotationBusy, KeyRotationNotNeeded, type KeyRotationRequest } from "../Domain.ts"
 import * as Invariant from "../internal/Invariant.ts"
 import type { AccountRef } from "../internal/store.ts"
 import { noEndpoint, storage } from "./Failures.ts"
 import { type GuardianContext, refFor } from "./GuardianContext.ts"
-import { forgetKnownKey, refKeyOf } from "./PartyKeys.ts"
+import { forgetKnownKey, refKeyOf, settleRepins, storedBalanceDigest } from "./PartyKeys.ts"
 
 /** The EVM words of a 64-byte point encoding. */
 const wordsOf = (point: Uint8Array) => ({ x: BigInt(bytesToHex(point.subarray(0, 32))), y: BigInt(bytesToHex(point.subarray(32, 64))) })
@@ -136,6 +136,8 @@ export const keyRotation = Effect.fn("Guardian.keyRotation")(function*(context: 
   // for a chain whose clock runs behind this one.
   const untilMs = (Number(request.deadline) + context.timing.reservationMarginSeconds) * 1000
   return yield* context.accountLane.alone(ref, Effect.gen(function*() {
+    // D68: an agent wallet's balance is encrypted to its pinned key, which follows its owner's.
+    if (request.keyOwner !== undefined) yield* agentMayRotate(context, request, ref, request.keyOwner)
     const nowMs = yield* Clock.currentTimeMillis
     // An earlier attestation of the account may still be mined: a failure here keeps its hold.
     const earlier = liveHold(context, holdKey, nowMs)
@@ -144,12 +146,44 @@ export const keyRotation = Effect.fn("Guardian.keyRotation")(function*(context: 
     return yield* Effect.gen(function*() {
       const placed = yield* context.group.run(placeHold(context, ref, untilMs, nowMs)).pipe(storage)
       if (!placed) return yield* new KeyRotationBusy({ account: request.account, reason: "reservations_open" })
-      return yield* attest(context, request, ref, parsed.value)
+      const attested = yield* attest(context, request, ref, parsed.value)
+      // Recorded before it is answered: the pin moves once the chain holds this very ciphertext.
+      if (request.keyOwner !== undefined) {
+        const repin = { balanceDigest: attested.balanceDigest, newKey: request.newKey.toLowerCase(), untilMs }
+        yield* storage(context.store.recordRepin(ref, repin, nowMs))
+      }
+      return attested
     }).pipe(
       // Nothing attested (busy, a chain or storage failure): the account's transfers flow again.
       Effect.onError(() => earlier === undefined ? liftHold(context, ref) : Effect.void)
     )
   }))
+})
+
+/**
+ * D68: whether an agent wallet's balance may be re-encrypted to `request.newKey`. An earlier
+ * rotation seen mined moves the pin first, so a retry after one finds its key current. The new
+ * key must be the one registered on chain for `keyOwner` now (read afresh): the guardian does
+ * not know who owns an agent, but it re-encrypts an agent's balance only to a key whose holder
+ * proved possession to the contract and whose wallet consented to it, as its owner's rotation
+ * did just before. With no pin there is nothing to rotate: the agent's next transfer pins the
+ * key the server then sends.
+ */
+const agentMayRotate = Effect.fnUntraced(function*(
+  context: GuardianContext,
+  request: typeof KeyRotationRequest.Type,
+  ref: AccountRef,
+  keyOwner: string
+) {
+  yield* settleRepins(context, ref)
+  const pinned = yield* storage(context.store.pinnedKey(ref))
+  const newKey = request.newKey.toLowerCase()
+  if (pinned === undefined) return yield* new KeyRotationNotNeeded({ account: request.account, reason: "no_pinned_key" })
+  if (pinned === newKey) return yield* new KeyRotationNotNeeded({ account: request.account, reason: "key_current" })
+  const ownersKey = yield* context.chain.encryptionKeyOf(request.chainId, getAddress(request.contract), getAddress(keyOwner))
+  if (ownersKey === undefined || bytesToHex(ownersKey).toLowerCase() !== newKey) {
+    return yield* new KeyRotationBusy({ account: request.account, reason: "new_key_not_owners" })
+  }
 })
 
 /** The new ciphertext and the guardian's signature, once the books are seen to match the chain. */
@@ -172,7 +206,7 @@ const attest = Effect.fnUntraced(function*(
   // The balance under a fresh opening, for the new key and the guardian's own (the contract's order).
   const ciphertext = ElGamal.encryptWith(ElGamal.newOpening(balance.confirmed), [newKey, context.keys.encryption.publicKey])
   const [ownerHandle, guardianHandle] = ciphertext.handles
-  const previousBalanceDigest = keccak256(new Uint8Array([...onChain.commitment, ...onChain.ownerHandle, ...onChain.guardianHandle]))
+  const previousBalanceDigest = storedBalanceDigest(onChain)
   const balanceDigest = ElGamal.digest(ciphertext)
   const key = wordsOf(newKey)
   const signature = yield* Effect.tryPromise(() =>
@@ -206,7 +240,8 @@ const attest = Effect.fnUntraced(function*(
 
 /**
  * After a rotation was mined or refused: the account's remembered key is forgotten (the next
- * lookup reads the new one from the chain's registry) and its hold lifted, row first.
+ * lookup reads the new one from the chain's registry; D68: an agent's pin moves if the chain
+ * holds its attested balance) and its hold lifted, row first.
  *
  * @since 0.12.0
  * @category steps
@@ -215,10 +250,14 @@ export const forgetPartyKey = (context: GuardianContext, request: typeof ForgetK
   const ref = refFor(request.chainId, request.contract, request.account)
   return context.accountLane.alone(
     ref,
-    storage(context.store.liftRotationHold(ref)).pipe(Effect.andThen(Effect.sync(() => {
-      forgetKnownKey(context.partyKeys, ref)
-      context.rotationsPending.delete(refKeyOf(ref))
-    })))
+    // D68: an agent's pin moves first if its rotation was mined, then the hold is lifted.
+    settleRepins(context, ref).pipe(
+      Effect.andThen(storage(context.store.liftRotationHold(ref))),
+      Effect.andThen(Effect.sync(() => {
+        forgetKnownKey(context.partyKeys, ref)
+        context.rotationsPending.delete(refKeyOf(ref))
+      }))
+    )
   )
 }
 

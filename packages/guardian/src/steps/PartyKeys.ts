@@ -5,8 +5,9 @@
  *
  * @since 0.5.0
  */
-import { Effect } from "effect"
-import { bytesToHex, getAddress } from "viem"
+import { Clock, Effect } from "effect"
+import { bytesToHex, getAddress, keccak256 } from "viem"
+import type { EncryptedBalance } from "../ChainReader.ts"
 import type { AuthorizeRequest, GuardianError, RefusedReason } from "../Domain.ts"
 import type { AccountRef } from "../internal/store.ts"
 import { storage } from "./Failures.ts"
@@ -17,7 +18,8 @@ const keyCacheMax = 100_000
 
 /**
  * Keys known for good, by `chain/contract/account`: registered keys (the contract refuses a
- * second registration, so a registered key never changes) and pinned keys (never unpinned).
+ * second registration, so a registered key changes only by a rotation, which forgets it) and
+ * pinned keys (never unpinned; D68: moved only by an agent's mined rotation, which forgets it).
  * Only positive answers are remembered: an unregistered account may register. Lookups under
  * way are shared: a burst of transfers to one new party reads the chain once.
  *
@@ -87,6 +89,43 @@ const remember = (cache: PartyKeyCache, ref: AccountRef, key: string, source: "r
 }
 
 /**
+ * The contract's digest of a stored balance (its three points, x || y each), as a KeyRotation
+ * attestation binds it.
+ *
+ * @since 0.14.0
+ * @category digests
+ */
+export const storedBalanceDigest = (balance: EncryptedBalance) =>
+  keccak256(new Uint8Array([...balance.commitment, ...balance.ownerHandle, ...balance.guardianHandle]))
+
+/**
+ * D68: an agent wallet's attested rotations checked against the chain. If its balance there is
+ * one of their ciphertexts (fresh openings the guardian made: only that rotation, mined, puts it
+ * there), the pin moves to that rotation's key; the others are dropped once they can no longer be
+ * mined. The moved pin is also kept in memory (`pinsMoved`) before any hold is lifted, so a
+ * decision unit that checked keys before the move refuses the old key (Decide.ts). Run alone in
+ * the account's lane. Answers the pin's key when it moved.
+ *
+ * @since 0.14.0
+ * @category steps
+ */
+export const settleRepins = Effect.fnUntraced(function*(context: GuardianContext, ref: AccountRef) {
+  const pending = yield* storage(context.store.pendingRepins(ref))
+  if (pending.length === 0) return undefined
+  const chainId = BigInt(ref.chainId)
+  const head = yield* context.chain.head(chainId)
+  const onChain = yield* context.chain.encryptedBalance(chainId, getAddress(ref.contract), getAddress(ref.account), head.blockNumber)
+  const digest = storedBalanceDigest(onChain).toLowerCase()
+  const mined = pending.find((repin) => repin.balanceDigest.toLowerCase() === digest)
+  yield* storage(context.store.resolveRepins(ref, mined?.newKey, yield* Clock.currentTimeMillis))
+  if (mined === undefined) return undefined
+  context.pinsMoved.set(refKey(ref), mined.newKey)
+  forgetKnownKey(context.partyKeys, ref)
+  yield* Effect.logInfo("agent key pin moved after its rotation").pipe(Effect.annotateLogs({ account: ref.account }))
+  return mined.newKey
+})
+
+/**
  * The key the guardian must encrypt this party's copy to: the key pinned for the address
  * (an address with no registration, e.g. an agent, whose balance is encrypted to its
  * owner's key: the first key used for it), else its registered key on chain; undefined
@@ -97,8 +136,11 @@ const remember = (cache: PartyKeyCache, ref: AccountRef, key: string, source: "r
 const lookUpKey = Effect.fnUntraced(function*(context: GuardianContext, ref: AccountRef) {
   const pinned = yield* storage(context.store.pinnedKey(ref))
   if (pinned !== undefined) {
-    remember(context.partyKeys, ref, pinned, "pinned")
-    return pinned
+    // D68: a rotation of the agent's balance may be mined with no ForgetKey heard (the server cut
+    // off, the hold lapsed): the chain tells, before the pin is used again.
+    const key = (yield* context.accountLane.alone(ref, settleRepins(context, ref))) ?? pinned
+    remember(context.partyKeys, ref, key, "pinned")
+    return key
   }
   const registered = yield* context.chain.encryptionKeyOf(BigInt(ref.chainId), getAddress(ref.contract), getAddress(ref.account))
   if (registered === undefined) return undefined
@@ -147,3 +189,20 @@ export const checkKeys = Effect.fnUntraced(function*(context: GuardianContext, r
   }
   return { pins } satisfies KeyCheck
 })
+
+/**
+ * D68: the refusal for a request naming an agent wallet whose pin moved (in this process) to
+ * another key than the request's: read in the decision unit, so a decision whose keys were checked
+ * before the move, and which runs after the rotation's hold was lifted, still refuses the old key.
+ *
+ * @since 0.14.0
+ * @category steps
+ */
+export const pinMovedAway = (context: GuardianContext, request: AuthorizeRequest): RefusedReason | undefined => {
+  if (context.pinsMoved.size === 0) return undefined
+  const movedFrom = context.pinsMoved.get(refKey(refFor(request.chainId, request.contract, request.from)))
+  if (movedFrom !== undefined && movedFrom !== request.fromKey.toLowerCase()) return "sender_key_not_registered"
+  if (request.toKey === undefined) return undefined
+  const movedTo = context.pinsMoved.get(refKey(refFor(request.chainId, request.contract, request.to)))
+  return movedTo !== undefined && movedTo !== request.toKey.toLowerCase() ? "recipient_key_not_registered" : undefined
+}

@@ -26,7 +26,7 @@ import { ConfidentialTokenArtifact, TypedData } from "@pps/contracts"
 import { GuardianClient } from "@pps/guardian"
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { type Address, bytesToHex, encodeFunctionData, getAddress, type Hex, hexToBytes, type LocalAccount } from "viem"
-import type { Principal } from "@pps/api/ApiKeys"
+import type { Mode, Principal } from "@pps/api/ApiKeys"
 import {
   EncryptionKeyInvalid,
   EncryptionKeyRequired,
@@ -43,6 +43,7 @@ import { toEvmPoint } from "../settlement/calls.ts"
 import { type ChainContext, confidentialTokenOf } from "../settlement/Chains.ts"
 import { gasLimits } from "../settlement/domain.ts"
 import { Settlement } from "../settlement/Settlement.ts"
+import { AgentStore } from "../agents/AgentStore.ts"
 import { TransferStore } from "../transfers/TransferStore.ts"
 import { Accounts } from "./Accounts.ts"
 import { EncryptionKeys, type Registration, verifiedKey } from "./EncryptionKeys.ts"
@@ -72,6 +73,7 @@ export class KeyRotations extends Context.Service<KeyRotations, {
         keys: yield* EncryptionKeys,
         settlement: yield* Settlement,
         transfers: yield* TransferStore,
+        agents: yield* AgentStore,
         guardian: yield* GuardianClient.GuardianClient,
         attestationLifetimeSeconds: (yield* AppConfig).attestationLifetimeSeconds
       }
@@ -85,6 +87,7 @@ interface KeyRotationsContext {
   readonly keys: EncryptionKeys["Service"]
   readonly settlement: Settlement["Service"]
   readonly transfers: TransferStore["Service"]
+  readonly agents: AgentStore["Service"]
   readonly guardian: GuardianClient.GuardianClient["Service"]
   readonly attestationLifetimeSeconds: number
 }
@@ -95,30 +98,68 @@ const retryLater = (what: string) => (cause: unknown) =>
     Effect.andThen(Effect.fail(ServiceUnavailable.of(`The key rotation could not finish (${what}); retry the same request.`)))
   )
 
-/** The rotation of one asset contract: attested, co-signed, mined. */
+/**
+ * One wallet whose balance a rotation re-encrypts: the owner's (its key replaced, proved) or,
+ * D68, one of its agents' (no key registered: only the balance, to the owner's new key, no proof).
+ */
+interface RotatingWallet {
+  readonly accountId: string
+  readonly mode: Mode
+  readonly wallet: Address
+  readonly signer: LocalAccount
+  readonly publicKey: Uint8Array
+  /** The new key's proof of possession bound to this wallet; "0x" for an agent's. */
+  readonly proof: (asset: Asset) => Hex
+  /** D68: for an agent, its owner's wallet, whose registered key the guardian checks is the new one. */
+  readonly keyOwner?: Address
+}
+
+/**
+ * The guardian's attestation of one wallet's rotation in one asset contract, or none when there is
+ * nothing to do: the owner's registry holds the new key already (a retry after an answer that came
+ * too late), or (D68) an agent's balance is under the new key already, or it has none there.
+ */
+const attestOn = Effect.fn("KeyRotations.attestOn")(function*(
+  context: KeyRotationsContext,
+  chain: ChainContext,
+  rotating: RotatingWallet,
+  contract: Address
+) {
+  if (rotating.keyOwner === undefined) {
+    const registered = yield* context.keys.keyOfAddressIn(chain, contract, rotating.wallet).pipe(Effect.catch(retryLater("reading the key registry")))
+    if (Option.isSome(registered) && bytesToHex(registered.value) === bytesToHex(rotating.publicKey)) return Option.none()
+  }
+  const nonce = yield* context.transfers.nextNonce(rotating.accountId, rotating.mode).pipe(Effect.catch(retryLater("taking a nonce")))
+  const deadline = BigInt(Math.floor((yield* Clock.currentTimeMillis) / 1000) + context.attestationLifetimeSeconds)
+  return yield* context.guardian.keyRotation({
+    chainId: BigInt(chain.chainId),
+    contract,
+    account: rotating.wallet,
+    newKey: bytesToHex(rotating.publicKey),
+    nonce,
+    deadline,
+    ...(rotating.keyOwner === undefined ? {} : { keyOwner: rotating.keyOwner })
+  }).pipe(
+    Effect.map((attested) => Option.some({ ...attested, nonce, deadline })),
+    Effect.catchTag("KeyRotationNotNeeded", () => Effect.succeed(Option.none())),
+    Effect.catch(retryLater("the guardian did not attest (transfers of the account in flight, or unreachable)"))
+  )
+})
+
+/** The rotation of one wallet in one asset contract: attested, co-signed, mined. */
 const rotateOn = Effect.fn("KeyRotations.rotateOn")(function*(
   context: KeyRotationsContext,
   chain: ChainContext,
-  rotation: Registration & { readonly wallet: Address; readonly signer: LocalAccount },
+  rotating: RotatingWallet,
   asset: Asset
 ) {
   const contract = confidentialTokenOf(chain, asset)
-  const registered = yield* context.keys.keyOfAddressIn(chain, contract, rotation.wallet).pipe(Effect.catch(retryLater("reading the key registry")))
-  // Done already (a retry after an answer that came too late): the guardian hears it with the others.
-  if (Option.isSome(registered) && bytesToHex(registered.value) === bytesToHex(rotation.publicKey)) return
-  const nonce = yield* context.transfers.nextNonce(rotation.accountId, rotation.mode).pipe(Effect.catch(retryLater("taking a nonce")))
-  const deadline = BigInt(Math.floor((yield* Clock.currentTimeMillis) / 1000) + context.attestationLifetimeSeconds)
-  const newKey = toEvmPoint(rotation.publicKey)
-  const attested = yield* context.guardian.keyRotation({
-    chainId: BigInt(chain.chainId),
-    contract,
-    account: rotation.wallet,
-    newKey: bytesToHex(rotation.publicKey),
-    nonce,
-    deadline
-  }).pipe(Effect.catch(retryLater("the guardian did not attest (transfers of the account in flight, or unreachable)")))
+  const attestation = yield* attestOn(context, chain, rotating, contract)
+  if (Option.isNone(attestation)) return
+  const { nonce, deadline, ...attested } = attestation.value
+  const newKey = toEvmPoint(rotating.publicKey)
   const message = {
-    account: rotation.wallet,
+    account: rotating.wallet,
     nonce,
     keyX: newKey.x,
     keyY: newKey.y,
@@ -127,7 +168,7 @@ const rotateOn = Effect.fn("KeyRotations.rotateOn")(function*(
     deadline
   }
   const accountSignature = yield* Effect.promise(() =>
-    rotation.signer.signTypedData({
+    rotating.signer.signTypedData({
       domain: TypedData.domain(chain.chainId, contract),
       types: TypedData.keyRotationTypes,
       primaryType: "KeyRotation",
@@ -135,7 +176,7 @@ const rotateOn = Effect.fn("KeyRotations.rotateOn")(function*(
     })
   )
   const request = {
-    account: rotation.wallet,
+    account: rotating.wallet,
     nonce,
     newKey,
     commitment: toEvmPoint(hexToBytes(attested.commitment as Hex)),
@@ -143,16 +184,16 @@ const rotateOn = Effect.fn("KeyRotations.rotateOn")(function*(
     guardianHandle: toEvmPoint(hexToBytes(attested.guardianHandle as Hex)),
     deadline
   }
-  const submissionId = `rot_${rotation.accountId}_${rotation.mode}_${asset}_${nonce}`
+  const submissionId = `rot_${rotating.accountId}_${rotating.mode}_${asset}_${nonce}`
   yield* context.settlement.submit({
     submissionId,
-    mode: rotation.mode,
+    mode: rotating.mode,
     kind: "rotate_key",
     target: contract,
     data: encodeFunctionData({
       abi: ConfidentialTokenArtifact.abi,
       functionName: "rotateEncryptionKey",
-      args: [request, bytesToHex(rotation.proofs[asset]), attested.guardianSignature as Hex, accountSignature]
+      args: [request, rotating.proof(asset), attested.guardianSignature as Hex, accountSignature]
     }),
     gasLimit: gasLimits.rotate_key,
     deadlineSeconds: deadline,
@@ -163,7 +204,7 @@ const rotateOn = Effect.fn("KeyRotations.rotateOn")(function*(
   if (outcome.value._tag === "Failed") {
     // The balance moved between the attestation and the mining (a credit, a transfer): a retry
     // attests afresh. Refused, the attestation can never be mined: the hold is lifted now.
-    yield* forgetOn(context, chain, rotation.wallet, asset)
+    yield* forgetOn(context, chain, rotating.wallet, asset)
     return yield* retryLater("the chain refused the rotation (the balance changed meanwhile)")(submissionId)
   }
 })
@@ -177,12 +218,37 @@ const forgetOn = (context: KeyRotationsContext, chain: ChainContext, wallet: Add
     Effect.catch((error) => Effect.logWarning("key rotation: the guardian did not lift its hold", error))
   )
 
+/**
+ * D68: the owner's agents, as wallets to rotate with it: their balances are encrypted to the key
+ * the guardian pinned for them, the owner's, which must follow it. Their wallets are custodial.
+ */
+const agentWallets = Effect.fn("KeyRotations.agentWallets")(function*(
+  context: KeyRotationsContext,
+  owner: RotatingWallet
+) {
+  const agents = yield* context.agents.listByOwner(owner.accountId, owner.mode).pipe(Effect.catch(retryLater("listing the agents")))
+  const wallets: Array<RotatingWallet> = []
+  for (const agent of agents) {
+    const signer = yield* context.accounts.custodialSigner(agent.accountId).pipe(Effect.catch(retryLater("opening an agent's wallet")))
+    wallets.push({
+      accountId: agent.accountId,
+      mode: owner.mode,
+      wallet: getAddress(agent.walletAddress),
+      signer,
+      publicKey: owner.publicKey,
+      proof: () => "0x",
+      keyOwner: owner.wallet
+    })
+  }
+  return wallets
+})
+
 const rotate = Effect.fn("KeyRotations.rotate")(function*(
   context: KeyRotationsContext,
   principal: Principal,
   input: { readonly publicKey: Uint8Array; readonly proofs: Readonly<Record<Asset, Uint8Array>> }
 ) {
-  // An agent's balance is encrypted to its owner's key: the owner's rotation is the one that counts.
+  // An agent's balance is encrypted to its owner's key: the owner's rotation carries it (D68).
   if (principal.ownerAccountId !== null) {
     return yield* Effect.fail(NotAgentOwner.of("An agent's amounts are sealed to its owner's key; the owner rotates its own key."))
   }
@@ -201,13 +267,19 @@ const rotate = Effect.fn("KeyRotations.rotate")(function*(
   const current = yield* context.keys.keyOfAccount(principal.accountId, principal.mode).pipe(Effect.catch(retryLater("reading the key")))
   if (Option.isNone(current)) return yield* Effect.fail(EncryptionKeyRequired.of())
   const signer = yield* context.accounts.custodialSigner(principal.accountId).pipe(Effect.catch(retryLater("opening the wallet")))
+  const owner: RotatingWallet = { accountId: principal.accountId, mode: principal.mode, wallet, signer, publicKey, proof: (asset) => bytesToHex(input.proofs[asset]) }
+  const agents = yield* agentWallets(context, owner)
+  // Per contract, the owner first: the guardian re-encrypts an agent's balance only to the key
+  // registered for its owner there (D68).
   for (const asset of Object.keys(assets) as Array<Asset>) {
-    yield* rotateOn(context, chain, { ...registration, publicKey, wallet, signer }, asset)
+    for (const rotating of [owner, ...agents]) yield* rotateOn(context, chain, rotating, asset)
   }
-  // Every node forgets the old key before the guardian lifts its holds: a transfer let through
-  // then is sealed to the new key wherever it is made.
+  // Every node forgets the old key before the guardian lifts its holds (and moves the agents'
+  // pins): a transfer let through then is sealed to the new key wherever it is made.
   yield* context.keys.replaced(principal.accountId, principal.mode, publicKey).pipe(Effect.catch(retryLater("recording the key")))
-  for (const asset of Object.keys(assets) as Array<Asset>) yield* forgetOn(context, chain, wallet, asset)
-  yield* Effect.logInfo("encryption key rotated").pipe(Effect.annotateLogs({ account_id: principal.accountId, mode: principal.mode }))
+  for (const asset of Object.keys(assets) as Array<Asset>) {
+    for (const rotating of [owner, ...agents]) yield* forgetOn(context, chain, rotating.wallet, asset)
+  }
+  yield* Effect.logInfo("encryption key rotated").pipe(Effect.annotateLogs({ account_id: principal.accountId, mode: principal.mode, agents: agents.length }))
   return publicKey
 })

@@ -7,18 +7,27 @@
  *   a transfer to her afterwards opens with the new key only; she still sends, and her balance
  *   adds up. A second rotation (the new key lost too) works the same; the same key again is
  *   harmless (nothing more on chain).
+ * - D68: an owner with an agent that has paid (its key pinned at the guardian) rotates: the agent's
+ *   balance follows (it reads with the new key's proof, its ciphertext no longer opens with the old
+ *   key), and afterwards it pays and is paid (201, confirmed); the same request again is harmless.
  * - Refusals: an invalid proof (422 `encryption_key_invalid`), an account with no key (422
  *   `encryption_key_required`), an agent's key (403 `not_agent_owner`). No answer or log line
  *   carries the canary amounts.
  */
 import { assert, describe, expect, layer } from "@effect/vitest"
-import { EncryptionKey } from "@pps/crypto"
+import { ConfidentialTokenArtifact } from "@pps/contracts"
+import { DecryptionProof, ElGamal, EncryptionKey, type Point } from "@pps/crypto"
 import { Client, Confidential } from "@pps/sdk/internal"
-import { Context, Effect } from "effect"
+import { Context, Effect, Option } from "effect"
+import { getAddress } from "viem"
 import { GuardianClient } from "@pps/guardian"
 import { TransferRecord } from "@pps/api/Transfers"
+import { ciphertextVersionOf } from "../../src/balances/Balances.ts"
 import { ulid } from "../../src/platform/Ids.ts"
+import { fromEvmPoint } from "../../src/settlement/calls.ts"
+import { Settlement } from "../../src/settlement/Settlement.ts"
 import { decryptTransfer, fundedPair, registerKey } from "../support/confidentialClient.ts"
+import { ownerWithAgent } from "../support/agents.ts"
 import { bearer, createAccount, decodeAnswer, expectEnvelope, postJson, send } from "../support/http.ts"
 import { type DatabaseTarget, makeTestServer, TestServer, type TestServerShape } from "../support/TestServer.ts"
 
@@ -34,6 +43,43 @@ const usdgOf = (server: TestServerShape, apiKey: string, keyPair: EncryptionKey.
   Effect.promise(() => Confidential.readBalances(clientOf(server, apiKey), keyPair)).pipe(
     Effect.map((read) => read.balances.find((entry) => entry.asset === "USDG")?.amount)
   )
+
+/**
+ * An agent's USDG balance as its owner reads it: the agent's ciphertext on chain tried with
+ * `keyPair` (whether it decrypts to `amount`), and the API's answer to a decryption proof of
+ * `amount` made with `keyPair` over that ciphertext, sent with the agent's API key.
+ */
+const agentUsdgProved = (server: TestServerShape, agentKey: string, keyPair: EncryptionKey.KeyPair, amount: bigint) =>
+  Effect.gen(function*() {
+    const chain = Option.getOrThrow(Context.get(server.services, Settlement).chain("test"))
+    const wallet = getAddress(((yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(agentKey) })).json as { public_key: string }).public_key)
+    const contract = chain.contracts.confidentialUsdg
+    const stored = yield* Effect.promise(() =>
+      chain.client.readContract({ address: contract, abi: ConfidentialTokenArtifact.abi, functionName: "encryptedBalanceOf", args: [wallet] })
+    )
+    const commitment = fromEvmPoint(stored.commitment) as Point.Point
+    const handle = fromEvmPoint(stored.ownerHandle) as Point.Point
+    const proof = DecryptionProof.prove({
+      keyPair,
+      chainId: BigInt(chain.chainId),
+      account: wallet,
+      expiresAtSeconds: BigInt(Math.floor(Date.now() / 1000) + 120),
+      claims: [{ asset: "USDG", amount, ciphertext: { contract, commitment, handle, ciphertextVersion: ciphertextVersionOf(commitment, handle) } }]
+    })
+    const answer = yield* send(`${server.baseUrl}/v1/accounts/me/balances`, { headers: { ...bearer(agentKey), "x-decryption-proof": proof } })
+    return { decrypts: ElGamal.matches(keyPair.secretKey, commitment, handle, amount), answer }
+  })
+
+/** The agent's USDG read with the owner's `keyPair`: it decrypts, and the API answers the amount to the proof. */
+const expectAgentUsdg = (server: TestServerShape, agentKey: string, keyPair: EncryptionKey.KeyPair, amount: bigint, shown: string) =>
+  agentUsdgProved(server, agentKey, keyPair, amount).pipe(Effect.tap(({ answer, decrypts }) =>
+    Effect.sync(() => {
+      assert.isTrue(decrypts)
+      assert.strictEqual(answer.status, 200, answer.text)
+      const usdg = (answer.json as { balances: ReadonlyArray<{ asset: string; amount?: string }> }).balances.find((entry) => entry.asset === "USDG")
+      assert.strictEqual(usdg?.amount, shown)
+    })
+  ))
 
 const rotate = (server: TestServerShape, apiKey: string, keyPair: EncryptionKey.KeyPair) =>
   Effect.tryPromise({ try: () => Confidential.rotateKey(clientOf(server, apiKey), keyPair), catch: (error) => error })
@@ -107,6 +153,44 @@ export const keyRotationSuite = (database: DatabaseTarget) =>
           for (const line of server.logs) {
             for (const canary of ["220250000", "4125000", "224000000", "220.25", "4.125"]) assert.notInclude(line, canary)
           }
+        }))
+
+      it.effect("an owner's rotation carries its agents (D68): the agent pays and is paid after it, its balance under the new key only", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const suffix = ulid().toLowerCase().slice(-8)
+          const peer = yield* createAccount(server, `peer-${suffix}`)
+          yield* registerKey(server.baseUrl, peer.api_key)
+          const ownerHandle = `own-${suffix}`
+          const { owner, ownerKey, agentKey } = yield* ownerWithAgent(server, ownerHandle, {
+            daily_limit_usdg: 1000,
+            per_transaction_limit_usdg: 500
+          }, { faucetUsdg: "100", fundAgentUsdg: "40" })
+          // The agent has paid under the owner's first key: the guardian pinned that key for it.
+          yield* transferConfirmed(server, agentKey, `@peer-${suffix}`, "2.5")
+          yield* expectAgentUsdg(server, agentKey, ownerKey, 37_500_000n, "37.5")
+
+          const next = EncryptionKey.generate()
+          yield* rotate(server, owner.api_key, next)
+          // The agent's balance followed: the owner reads it with the new key's proof; its
+          // ciphertext on chain no longer decrypts with the old key, whose proof is refused.
+          yield* expectAgentUsdg(server, agentKey, next, 37_500_000n, "37.5")
+          const stale = yield* agentUsdgProved(server, agentKey, ownerKey, 37_500_000n)
+          assert.isFalse(stale.decrypts)
+          expectEnvelope(stale.answer, 422, "decryption_proof_invalid")
+
+          // It pays and is paid (201, confirmed), its copies sealed to the new key.
+          const paid = yield* transferConfirmed(server, agentKey, `@peer-${suffix}`, "1.25")
+          assert.strictEqual((yield* decryptTransfer(server.baseUrl, agentKey, next, paid.transfer_id)).amount, 1_250_000n)
+          yield* transferConfirmed(server, peer.api_key, `@${ownerHandle}/bot`, "3")
+          yield* transferConfirmed(server, owner.api_key, `@${ownerHandle}/bot`, "0.75")
+          yield* expectAgentUsdg(server, agentKey, next, 40_000_000n, "40")
+          assert.strictEqual(yield* usdgOf(server, owner.api_key, next), "59.25")
+
+          // The same request again finishes nothing more and changes nothing.
+          yield* rotate(server, owner.api_key, next)
+          yield* transferConfirmed(server, agentKey, `@peer-${suffix}`, "1")
+          yield* expectAgentUsdg(server, agentKey, next, 39_000_000n, "39")
         }))
 
       it.effect("refused: an invalid proof, an account with no key, an agent's key", () =>
