@@ -20,8 +20,8 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { assert, describe, layer } from "@effect/vitest"
-import { Anvil, ConfidentialTokenArtifact, Deploy, Faucet, TestUsdgArtifact } from "@pps/contracts"
-import { Attestation, EncryptionKey, Note } from "@pps/crypto"
+import { Anvil, ConfidentialTokenArtifact, Deploy, Faucet, TestUsdgArtifact, TypedData } from "@pps/contracts"
+import { Attestation, ElGamal, EncryptionKey, Note, type Point } from "@pps/crypto"
 import { Context, Effect, Fiber, Layer, Metric, Redacted, Result, Schedule } from "effect"
 import {
   type Address,
@@ -525,6 +525,94 @@ describe("the guardian against anvil", () => {
           yield* guardian.client.forgetKey({ chainId, contract, account: bob.address })
         }
         assert.notInclude(outcomes, "neither")
+      }))
+
+    it.effect("an agent's pin follows its owner's rotation (D68): only to the owner's registered key, moved once the re-encrypted balance is mined", () =>
+      Effect.gen(function*() {
+        const guardian = yield* TestGuardian
+        const chain = yield* ChainFixture
+        const contract: Address = chain.addresses.confidentialUsdg
+        const alice = yield* Effect.promise(() => chain.newChainParty())
+        const bob = yield* Effect.promise(() => chain.newChainParty())
+        // Carol's registered key stands for alice's after her rotation: the key the agent's balance follows.
+        const carol = yield* Effect.promise(() => chain.newChainParty())
+        yield* synced(guardian, yield* Effect.promise(() => chain.faucet.shieldUsdg(alice.address, 1_000n)))
+        const key = guardian.encryptionKey
+        const agentWallet = privateKeyToAccount(generatePrivateKey())
+        const agent: Party = { address: chain.knowWallet(agentWallet), keys: alice.keys }
+        const funding = confidentialRequest({ guardianKey: key, from: alice, to: agent, amount: 300n, chainId, contract })
+        const funded = yield* guardian.client.authorize(funding)
+        if (funded._tag !== "Authorized") return assert.fail(funded._tag)
+        yield* synced(guardian, (yield* Effect.promise(() => submit(chain, funding, funded))).transactionHash)
+        yield* guardian.client.settle({ transferId: funding.transferId, outcome: "confirmed" })
+        const rotation = (newKey: Party, keyOwner: Party, account: Address = agent.address) =>
+          ({ chainId, contract, account, newKey: hexKey(newKey), nonce: nextNonce(), deadline: nowSeconds() + 600n, keyOwner: keyOwner.address })
+        const refusal = (request: ReturnType<typeof rotation>) =>
+          Effect.flip(guardian.client.keyRotation(request)).pipe(Effect.map((error) => `${error._tag}:${"reason" in error ? error.reason : ""}`))
+        // Not the named owner's registered key; the key pinned already; an address with no pin.
+        assert.strictEqual(yield* refusal(rotation(carol, bob)), "KeyRotationBusy:new_key_not_owners")
+        assert.strictEqual(yield* refusal(rotation(alice, alice)), "KeyRotationNotNeeded:key_current")
+        assert.strictEqual(yield* refusal(rotation(carol, carol, privateKeyToAccount(generatePrivateKey()).address)), "KeyRotationNotNeeded:no_pinned_key")
+        const reasonOf = (result: Domain.AuthorizeResult) => (result._tag === "Refused" ? result.reason : result._tag)
+        const pays = (keyOwner: Party) =>
+          guardian.client.authorize(confidentialRequest({ guardianKey: key, from: agent, fromKeyOwner: keyOwner, to: bob, amount: 10n, chainId, contract }))
+
+        // Attested, never mined, its outcome reported: the pin stays.
+        yield* guardian.client.keyRotation(rotation(carol, carol))
+        yield* guardian.client.forgetKey({ chainId, contract, account: agent.address })
+        assert.strictEqual(reasonOf(yield* pays(carol)), "sender_key_not_registered")
+
+        // Attested and mined: held until reported, then the pin is carol's key.
+        const request = rotation(carol, carol)
+        const attested = yield* guardian.client.keyRotation(request)
+        const newKey = point(hexKey(carol))
+        const accountSignature = yield* Effect.promise(() =>
+          agentWallet.signTypedData({
+            domain: TypedData.domain(Number(chainId), contract),
+            types: TypedData.keyRotationTypes,
+            primaryType: "KeyRotation",
+            message: {
+              account: agentWallet.address,
+              nonce: request.nonce,
+              keyX: newKey.x,
+              keyY: newKey.y,
+              previousBalanceDigest: attested.previousBalanceDigest as Hex,
+              balanceDigest: attested.balanceDigest as Hex,
+              deadline: request.deadline
+            }
+          })
+        )
+        yield* Effect.promise(() => chain.send(chain.relayer, encodeFunctionData({
+          abi: ConfidentialTokenArtifact.abi,
+          functionName: "rotateEncryptionKey",
+          args: [{
+            account: agentWallet.address,
+            nonce: request.nonce,
+            newKey,
+            commitment: point(attested.commitment),
+            ownerHandle: point(attested.ownerHandle),
+            guardianHandle: point(attested.guardianHandle),
+            deadline: request.deadline
+          }, "0x", attested.guardianSignature as Hex, accountSignature]
+        })))
+        assert.strictEqual((yield* Effect.flip(pays(carol)))._tag, "GuardianError")
+        yield* guardian.client.forgetKey({ chainId, contract, account: agent.address })
+        assert.strictEqual(reasonOf(yield* pays(alice)), "sender_key_not_registered")
+        assert.strictEqual(yield* refusal(rotation(carol, carol)), "KeyRotationNotNeeded:key_current")
+        // The agent pays under the new key; the contract takes it and the books match the chain.
+        const spend = confidentialRequest({ guardianKey: key, from: agent, fromKeyOwner: carol, to: bob, amount: 50n, chainId, contract })
+        const spent = yield* guardian.client.authorize(spend)
+        if (spent._tag !== "Authorized") return assert.fail(reasonOf(spent))
+        yield* synced(guardian, (yield* Effect.promise(() => submit(chain, spend, spent))).transactionHash)
+        yield* guardian.client.settle({ transferId: spend.transferId, outcome: "confirmed" })
+        assert.strictEqual((yield* guardian.client.reconcile({ chainId, contract, account: agent.address })).status, "matched")
+        // Its balance on chain opens with the new key, and no longer with the old one.
+        const stored = yield* Effect.promise(() =>
+          chain.client.readContract({ address: contract, abi: ConfidentialTokenArtifact.abi, functionName: "encryptedBalanceOf", args: [agentWallet.address] })
+        )
+        const pointBytes = (words: { readonly x: bigint; readonly y: bigint }) => hexToBytes(`0x${words.x.toString(16).padStart(64, "0")}${words.y.toString(16).padStart(64, "0")}`) as Point.Point
+        const opens = (keys: EncryptionKey.KeyPair) => ElGamal.matches(keys.secretKey, pointBytes(stored.commitment), pointBytes(stored.ownerHandle), 250n)
+        assert.deepStrictEqual([opens(carol.keys), opens(alice.keys)], [true, false])
       }))
   })
 })
