@@ -82,7 +82,8 @@ export class KeyRotations extends Context.Service<KeyRotations, {
   )
 }
 
-interface KeyRotationsContext {
+/** @internal exported for the cut-off test, which runs one contract's step alone. */
+export interface KeyRotationsContext {
   readonly accounts: Accounts["Service"]
   readonly keys: EncryptionKeys["Service"]
   readonly settlement: Settlement["Service"]
@@ -102,7 +103,7 @@ const retryLater = (what: string) => (cause: unknown) =>
  * One wallet whose balance a rotation re-encrypts: the owner's (its key replaced, proved) or,
  * D68, one of its agents' (no key registered: only the balance, to the owner's new key, no proof).
  */
-interface RotatingWallet {
+export interface RotatingWallet {
   readonly accountId: string
   readonly mode: Mode
   readonly wallet: Address
@@ -146,8 +147,12 @@ const attestOn = Effect.fn("KeyRotations.attestOn")(function*(
   )
 })
 
-/** The rotation of one wallet in one asset contract: attested, co-signed, mined. */
-const rotateOn = Effect.fn("KeyRotations.rotateOn")(function*(
+/**
+ * The rotation of one wallet in one asset contract: attested, co-signed, mined.
+ *
+ * @internal exported for the cut-off test, which runs it alone (a rotation stopped after it).
+ */
+export const rotateOn = Effect.fn("KeyRotations.rotateOn")(function*(
   context: KeyRotationsContext,
   chain: ChainContext,
   rotating: RotatingWallet,

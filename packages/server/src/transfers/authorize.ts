@@ -29,6 +29,7 @@ import * as Unavailable from "../platform/Unavailable.ts"
 import { confidentialTransferCall, type DebitSignatures, publicTransferCall } from "../settlement/calls.ts"
 import type { SubmissionRequest } from "../settlement/domain.ts"
 import type { PreparedTransfer, TransfersContext } from "./context.ts"
+import { rotationUnfinished } from "./keyRefusal.ts"
 import { recordOf, type RecordWrite } from "./record.ts"
 import { transferIdBytes32, transferSubmission } from "./submission.ts"
 
@@ -74,6 +75,7 @@ export const authorizeAndRecord = <E>(
   Effect.gen(function*() {
     yield* transferReached("created", prepared.mode)
     const decision = yield* askGuardian(context, prepared, deadlineSeconds, agent)
+    yield* rotationUnfinished(context, prepared, decision)
     const authorized = yield* authorizedOrHold(prepared, decision)
     if (authorized._tag === "Hold") return yield* Effect.as(transferReached("held", prepared.mode), authorized)
     if (authorized._tag !== "Authorized") return authorized

@@ -19,13 +19,18 @@ import { ConfidentialTokenArtifact } from "@pps/contracts"
 import { DecryptionProof, ElGamal, EncryptionKey, type Point } from "@pps/crypto"
 import { Client, Confidential } from "@pps/sdk/internal"
 import { Context, Effect, Option } from "effect"
-import { getAddress } from "viem"
+import { bytesToHex, getAddress } from "viem"
 import { GuardianClient } from "@pps/guardian"
 import { TransferRecord } from "@pps/api/Transfers"
+import { Accounts } from "../../src/accounts/Accounts.ts"
+import { EncryptionKeys } from "../../src/accounts/EncryptionKeys.ts"
+import { type KeyRotationsContext, rotateOn } from "../../src/accounts/KeyRotations.ts"
+import { AgentStore } from "../../src/agents/AgentStore.ts"
 import { ciphertextVersionOf } from "../../src/balances/Balances.ts"
 import { ulid } from "../../src/platform/Ids.ts"
 import { fromEvmPoint } from "../../src/settlement/calls.ts"
 import { Settlement } from "../../src/settlement/Settlement.ts"
+import { TransferStore } from "../../src/transfers/TransferStore.ts"
 import { decryptTransfer, fundedPair, registerKey } from "../support/confidentialClient.ts"
 import { ownerWithAgent } from "../support/agents.ts"
 import { bearer, createAccount, decodeAnswer, expectEnvelope, postJson, send } from "../support/http.ts"
@@ -80,6 +85,38 @@ const expectAgentUsdg = (server: TestServerShape, agentKey: string, keyPair: Enc
       assert.strictEqual(usdg?.amount, shown)
     })
   ))
+
+/**
+ * The first step of an owner's rotation alone (its USDG contract, attested, co-signed, mined),
+ * as a request cut off right after it leaves things. Answers the owner's wallet in that contract.
+ */
+const cutOffRotation = (server: TestServerShape, apiKey: string, keyPair: EncryptionKey.KeyPair) =>
+  Effect.gen(function*() {
+    const settlement = Context.get(server.services, Settlement)
+    const chain = Option.getOrThrow(settlement.chain("test"))
+    const accounts = Context.get(server.services, Accounts)
+    const me = (yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(apiKey) })).json as { account_id: string; public_key: string }
+    const wallet = getAddress(me.public_key)
+    const context: KeyRotationsContext = {
+      accounts,
+      keys: Context.get(server.services, EncryptionKeys),
+      settlement,
+      transfers: Context.get(server.services, TransferStore),
+      agents: Context.get(server.services, AgentStore),
+      guardian: Context.get(server.services, GuardianClient.GuardianClient),
+      attestationLifetimeSeconds: 600
+    }
+    const proof = EncryptionKey.proveOwnership(keyPair, { chainId: BigInt(chain.chainId), contract: chain.contracts.confidentialUsdg, account: wallet })
+    yield* rotateOn(context, chain, {
+      accountId: me.account_id,
+      mode: "test",
+      wallet,
+      signer: yield* accounts.custodialSigner(me.account_id).pipe(Effect.orDie),
+      publicKey: keyPair.publicKey,
+      proof: () => bytesToHex(proof)
+    }, "USDG").pipe(Effect.orDie)
+    return { chainId: BigInt(chain.chainId), contract: chain.contracts.confidentialUsdg, account: wallet }
+  })
 
 const rotate = (server: TestServerShape, apiKey: string, keyPair: EncryptionKey.KeyPair) =>
   Effect.tryPromise({ try: () => Confidential.rotateKey(clientOf(server, apiKey), keyPair), catch: (error) => error })
@@ -191,6 +228,39 @@ export const keyRotationSuite = (database: DatabaseTarget) =>
           yield* rotate(server, owner.api_key, next)
           yield* transferConfirmed(server, agentKey, `@peer-${suffix}`, "1")
           yield* expectAgentUsdg(server, agentKey, next, 39_000_000n, "39")
+        }))
+
+      it.effect("a rotation cut off after the owner's first contract: a refused key is a 503 meanwhile, and the same request finishes it (D68)", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const suffix = ulid().toLowerCase().slice(-8)
+          const peer = yield* createAccount(server, `peer-${suffix}`)
+          yield* registerKey(server.baseUrl, peer.api_key)
+          const ownerHandle = `cut-${suffix}`
+          const { owner, agentKey } = yield* ownerWithAgent(server, ownerHandle, { daily_limit_usdg: 1000, per_transaction_limit_usdg: 500 }, {
+            faucetUsdg: "50",
+            fundAgentUsdg: "20"
+          })
+          const next = EncryptionKey.generate()
+          // The owner's USDG rotation alone, mined, and nothing after it (the request cut off there);
+          // its hold then lapses (here: lifted, as the guardian does past the deadline).
+          const ownerWallet = yield* cutOffRotation(server, owner.api_key, next)
+          const guardian = Context.get(server.services, GuardianClient.GuardianClient)
+          yield* guardian.forgetKey(ownerWallet).pipe(Effect.orDie)
+          // The agent's balance is still under the old key: it pays a third party as before.
+          yield* transferConfirmed(server, agentKey, `@peer-${suffix}`, "1")
+          // The owner's USDG key on chain is no longer the one this server seals to: 503, not 500.
+          const refused = yield* send(`${server.baseUrl}/v1/transfers`, postJson({ ...bearer(owner.api_key), "idempotency-key": `t-${ulid()}` }, {
+            to: `@${ownerHandle}/bot`,
+            amount: "1"
+          }))
+          expectEnvelope(refused, 503, "service_unavailable")
+          // The same request again: the owner's USDG is skipped, the rest done; all flows again.
+          yield* rotate(server, owner.api_key, next)
+          yield* transferConfirmed(server, owner.api_key, `@${ownerHandle}/bot`, "1")
+          yield* transferConfirmed(server, agentKey, `@peer-${suffix}`, "1")
+          yield* expectAgentUsdg(server, agentKey, next, 19_000_000n, "19")
+          assert.strictEqual(yield* usdgOf(server, owner.api_key, next), "29")
         }))
 
       it.effect("refused: an invalid proof, an account with no key, an agent's key", () =>
