@@ -16,9 +16,17 @@
  * 5. the row holds the new key and every api node forgets the old one (RegisteredKeyCache.ts);
  *    then the guardian lifts its hold on the account's transfers and forgets the old key.
  *
- * A contract whose registry already holds the new key is skipped, so a retry after a cut-off
- * finishes the others. Every transfer sealed after the answer uses the new key; what was sealed to
- * the old one stays readable only with the old one.
+ * D68: the owner's rotation carries its agents. An agent wallet has no registered key; its balance
+ * is encrypted to the key the guardian pinned for it, the owner's. So in each contract, after the
+ * owner's step, each agent's balance is re-encrypted the same way to the owner's new key (the agent's
+ * custodial wallet signs; no proof: nothing is registered), and the guardian moves its pin once the
+ * chain holds that balance; step 5 then covers the agents too.
+ *
+ * A contract whose registry already holds the new key is skipped (an agent the guardian answers
+ * `KeyRotationNotNeeded` for, too), so a retry after a cut-off finishes the others. Meanwhile a key
+ * refusal that the chain's newer key explains answers 503 (transfers/keyRefusal.ts). Every transfer
+ * sealed after the answer uses the new key; what was sealed to the old one stays readable only with
+ * the old one.
  *
  * @since 0.12.0
  */
