@@ -59,6 +59,9 @@ import { EncryptionKeys, type Registration, verifiedKey } from "./EncryptionKeys
 /** A rotation is mined within a few blocks; past this the request answers 503 and a retry continues it. */
 const rotationWaitMs = 30_000
 
+/** D68: how many agents' rotations of one contract are under way at once. */
+const agentsAtOnce = 8
+
 /**
  * @since 0.12.0
  * @category services
@@ -283,9 +286,11 @@ const rotate = Effect.fn("KeyRotations.rotate")(function*(
   const owner: RotatingWallet = { accountId: principal.accountId, mode: principal.mode, wallet, signer, publicKey, proof: (asset) => bytesToHex(input.proofs[asset]) }
   const agents = yield* agentWallets(context, owner)
   // Per contract, the owner first: the guardian re-encrypts an agent's balance only to the key
-  // registered for its owner there (D68).
+  // registered for its owner there (D68). The agents' are independent of each other: a few at a
+  // time, so an owner with many agents waits for a few blocks, not one per agent.
   for (const asset of Object.keys(assets) as Array<Asset>) {
-    for (const rotating of [owner, ...agents]) yield* rotateOn(context, chain, rotating, asset)
+    yield* rotateOn(context, chain, owner, asset)
+    yield* Effect.forEach(agents, (agent) => rotateOn(context, chain, agent, asset), { concurrency: agentsAtOnce, discard: true })
   }
   // Every node forgets the old key before the guardian lifts its holds (and moves the agents'
   // pins): a transfer let through then is sealed to the new key wherever it is made.
