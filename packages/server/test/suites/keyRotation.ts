@@ -155,6 +155,14 @@ export const keyRotationSuite = (database: DatabaseTarget) =>
           const opened = openWith(bobOld)
           assert.isTrue(opened.ok && opened.value.amount === 30_000_000n)
           assert.isFalse(openWith(bobNew).ok)
+          // The SDK checks a copy against its party's handle, now under the new key: neither key alone passes.
+          const sdkRefusal = (keyPair: EncryptionKey.KeyPair) =>
+            Effect.flip(Effect.tryPromise({
+              try: () => Confidential.decryptTransfer(clientOf(server, bob.api_key), keyPair, approved.transfer_id ?? ""),
+              catch: (error) => error as Confidential.ConfidentialError
+            }))
+          assert.strictEqual((yield* sdkRefusal(bobNew)).reason, "sealed_copy_unopenable")
+          assert.strictEqual((yield* sdkRefusal(bobOld)).reason, "sealed_copy_mismatch")
         }))
 
       it.effect("refused: an invalid proof, an account with no key, an agent's key", () =>
