@@ -4,7 +4,7 @@
  * recipient rules of the policy in force now are checked, the guardian decides the limits and the
  * balance now (`approved: true` skips only the threshold), and the transfer is recorded and
  * submitted exactly as a new one (authorize.ts, record.ts, submit.ts), with the boxes sealed at
- * its create.
+ * its create and its parties' keys as they are now (D55: either may have rotated since).
  *
  * The transfer keeps its id and replay nonce (the boxes are bound to the id; the nonce was never
  * attested, so it is still unused), with a fresh deadline: a held transaction may wait longer than
