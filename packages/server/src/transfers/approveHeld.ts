@@ -170,8 +170,10 @@ const preparedOfHeld = Effect.fnUntraced(function*(
     : yield* accountOf(held.recipient_account_id, "a held transaction's recipient account exists (accounts are never deleted)")
   const keyNow = (account: Account | null, address: string) => partyKeyOf(context, chain, account, address, "Transfers.approveHeld")
   const fromKey = yield* keyNow(agentAccount, agentAccount.walletAddress).pipe(Effect.flatMap(Invariant.some(keyKept)))
-  const toKeyNow = yield* keyNow(recipientAccount, held.recipient_address)
-  const toKey = held.confidential ? yield* Invariant.some(keyKept)(toKeyNow) : Option.getOrNull(toKeyNow)
+  // A standard transfer's recipient gets no handle, so no key of it is sent (authorize.ts).
+  const toKey = held.confidential
+    ? yield* keyNow(recipientAccount, held.recipient_address).pipe(Effect.flatMap(Invariant.some(keyKept)))
+    : null
   const parts = yield* context.heldStore.sealedParts(held.transaction_id).pipe(Unavailable.database("Transfers.approveHeld"))
   const publicAmount = parts.publicAmountSealed === null ? null : bytesToBigInt(
     yield* context.secretBox.open(parts.publicAmountSealed, publicAmountBinding(held.transaction_id)).pipe(
