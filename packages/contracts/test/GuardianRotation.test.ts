@@ -478,7 +478,7 @@ describe("every owner path", () => {
           deadline
         })
         const signature = await signConfidential(owner, domain, request)
-        await succeeds(token, encodeFunctionData({ abi, functionName: "confidentialTransferBatch", args: [[request], [signature], [signature]] }))
+        await succeeds(token, encodeFunctionData({ abi, functionName: "confidentialTransferBatch", args: [[request], [signature], [signature], []] }))
       },
       publicTransfer: async () => {
         const request = publicRequest({
