@@ -848,15 +848,17 @@ contract ConfidentialToken {
                     ok := and(and(lt(candidate, p_), eq(and(candidate, 1), parity_)), eq(mulmod(candidate, candidate, p_), square_))
                 }
                 sumY := calldataload(hintAt)
-                if iszero(isRoot(sumY, square, parity, p)) { sumY := mload(entry) }
                 if iszero(isRoot(sumY, square, parity, p)) {
-                    mstore(add(work, 0x60), square)
-                    // All the gas: the price differs between forks (EIP-2565, EIP-7883), and the
-                    // input is fixed-size and valid, so only running out of gas can fail it.
-                    success := staticcall(gas(), 0x05, work, 0xc0, add(work, 0xe0), 0x20)
-                    sumY := mload(add(work, 0xe0))
-                    // No point has y = 0 (G1 has odd order), so p − y < p.
-                    if xor(and(sumY, 1), parity) { sumY := sub(p, sumY) }
+                    sumY := mload(entry)
+                    if iszero(isRoot(sumY, square, parity, p)) {
+                        mstore(add(work, 0x60), square)
+                        // All the gas: the price differs between forks (EIP-2565, EIP-7883), and
+                        // the input is fixed-size and valid, so only running out of gas can fail it.
+                        success := staticcall(gas(), 0x05, work, 0xc0, add(work, 0xe0), 0x20)
+                        sumY := mload(add(work, 0xe0))
+                        // No point has y = 0 (G1 has odd order), so p − y < p.
+                        if xor(and(sumY, 1), parity) { sumY := sub(p, sumY) }
+                    }
                 }
             }
             mstore(add(work, 0xc0), sumX)
