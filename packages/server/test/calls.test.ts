@@ -7,8 +7,15 @@
 import { randomBytes } from "node:crypto"
 import { ConfidentialTokenArtifact } from "@pps/contracts"
 import { assert, describe, it } from "@effect/vitest"
-import { decodeFunctionData, encodeFunctionData, getAddress, type Hex } from "viem"
-import { batchItems, confidentialTransferBatchCall, confidentialTransferCall, publicTransferCall } from "../src/settlement/calls.ts"
+import { decodeFunctionData, encodeFunctionData, encodeFunctionResult, getAddress, type Hex } from "viem"
+import {
+  balanceRoots,
+  batchItems,
+  confidentialTransferBatchCall,
+  confidentialTransferCall,
+  encryptedBalancesOfCall,
+  publicTransferCall
+} from "../src/settlement/calls.ts"
 
 const hex = (bytes: number): Hex => `0x${randomBytes(bytes).toString("hex")}`
 const point = () => new Uint8Array(randomBytes(64))
@@ -92,5 +99,32 @@ describe("confidentialTransferBatchCall", () => {
     for (const [index, data] of malformed.entries()) {
       assert.isUndefined(confidentialTransferBatchCall([good, data]), `malformed call ${index}`)
     }
+  })
+})
+
+describe("encryptedBalancesOf, the read of root hints (D70)", () => {
+  const abi = ConfidentialTokenArtifact.abi
+  const evmPoint = () => ({ x: BigInt(hex(32)), y: BigInt(hex(32)) })
+
+  it("calls and reads as viem does", () => {
+    for (const count of [0, 1, 2, 64]) {
+      const accounts = Array.from({ length: count }, () => getAddress(hex(20)))
+      assert.strictEqual(encryptedBalancesOfCall(accounts), encodeFunctionData({ abi, functionName: "encryptedBalancesOf", args: [accounts] }))
+      const balances = Array.from({ length: count }, () => ({ commitment: evmPoint(), ownerHandle: evmPoint(), guardianHandle: evmPoint() }))
+      const result = encodeFunctionResult({ abi, functionName: "encryptedBalancesOf", result: balances })
+      assert.deepStrictEqual(
+        balanceRoots(result, count),
+        balances.map((balance) => ({ commitment: { y: balance.commitment.y }, ownerHandle: { y: balance.ownerHandle.y }, guardianHandle: { y: balance.guardianHandle.y } }))
+      )
+    }
+  })
+
+  it("reads no roots from a result that is not that many balances", () => {
+    const balance = { commitment: evmPoint(), ownerHandle: evmPoint(), guardianHandle: evmPoint() }
+    const result = encodeFunctionResult({ abi, functionName: "encryptedBalancesOf", result: [balance, balance] })
+    assert.isUndefined(balanceRoots(result, 3))
+    assert.isUndefined(balanceRoots(`${result}00` as Hex, 2))
+    assert.isUndefined(balanceRoots(`0x${"00".repeat(31)}40${result.slice(66)}` as Hex, 2), "another offset")
+    assert.isUndefined(balanceRoots("0x", 0))
   })
 })

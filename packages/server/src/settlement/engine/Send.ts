@@ -9,11 +9,11 @@
  *
  * @since 0.5.0
  */
-import { ConfidentialTokenArtifact, RootHints } from "@pps/contracts"
+import { RootHints } from "@pps/contracts"
 import { SpanLog } from "@pps/guardian"
 import { Clock, Effect, Option } from "effect"
 import { transferReached } from "../../observability/Metrics.ts"
-import { type BatchItems, batchItems, encodeBatch } from "../calls.ts"
+import { balanceRoots, type BatchItems, batchItems, encodeBatch, encryptedBalancesOfCall } from "../calls.ts"
 import { SettlementLimits, type SubmissionRequest } from "../domain.ts"
 import type { Relayer } from "../Relayer.ts"
 import { appliedElsewhere } from "./ChainReads.ts"
@@ -65,23 +65,22 @@ const callFor = (context: EngineContext, requests: ReadonlyArray<SubmissionReque
  * either only costs the contract its recovery, never a wrong balance, so neither holds up
  * the batch.
  */
-const readRootHints = (context: EngineContext, token: SubmissionRequest["target"], batch: BatchItems) =>
-  rpc(context, "reading balances for root hints", (client) =>
-    client.readContract({
-      address: token,
-      abi: ConfidentialTokenArtifact.abi,
-      functionName: "encryptedBalancesOf",
-      args: [RootHints.hintedAccounts(batch.parties)]
-    })).pipe(
-      Effect.map((balances) => RootHints.rootHints(batch.parties, balances)),
-      Effect.catch((error) =>
-        Effect.logDebug("root hints not read; the batch goes without").pipe(
-          Effect.annotateLogs({ error: String(error.cause) }),
-          Effect.as([])
-        )
-      ),
-      SpanLog.stage("Settlement.rootHints")
-    )
+const readRootHints = (context: EngineContext, token: SubmissionRequest["target"], batch: BatchItems) => {
+  const accounts = RootHints.hintedAccounts(batch.parties)
+  return rpc(context, "reading balances for root hints", (client) => client.call({ to: token, data: encryptedBalancesOfCall(accounts) })).pipe(
+    Effect.map(({ data }) => {
+      const balances = data === undefined ? undefined : balanceRoots(data, accounts.length)
+      return balances === undefined ? [] : RootHints.rootHints(batch.parties, balances)
+    }),
+    Effect.catch((error) =>
+      Effect.logDebug("root hints not read; the batch goes without").pipe(
+        Effect.annotateLogs({ error: String(error.cause) }),
+        Effect.as([])
+      )
+    ),
+    SpanLog.stage("Settlement.rootHints")
+  )
+}
 
 /**
  * Signs the call with `relayer`, records the bytes for all of `requests`, and tracks them.
