@@ -272,7 +272,6 @@ const makeContext = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timi
     accountLane,
     partyKeys: makePartyKeyCache(),
     rotationsPending: new Map(),
-    pinsMoved: new Map(),
     followLocks: new Map(chain.chainIds.map((chainId) => [chainId, Semaphore.makeUnsafe(1)] as const)),
     signer: getAddress(keys.info.signer),
     signerAccount: privateKeyToAccount(bytesToHex(keys.signerPrivateKey)),

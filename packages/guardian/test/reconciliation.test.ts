@@ -25,6 +25,7 @@ import { Attestation, ElGamal, EncryptionKey, Note, type Point } from "@pps/cryp
 import { Context, Effect, Fiber, Layer, Metric, Redacted, Result, Schedule } from "effect"
 import {
   type Address,
+  bytesToHex,
   createPublicClient,
   createTestClient,
   createWalletClient,
@@ -78,11 +79,15 @@ const setup = Effect.acquireRelease(
       receiptPollingMs: 20
     })
     const faucet = Faucet.make({ client, minter: owner, usdg: addresses.usdg, confidentialUsdg: addresses.confidentialUsdg, receiptPollingMs: 20 })
-    const send = async (from: PrivateKeyAccount, data: Hex) => {
+    /** A call of the token under an explicit gas limit: its receipt, reverted or not. */
+    const sendWithGas = async (from: PrivateKeyAccount, data: Hex, gas: bigint) => {
       const wallet = createWalletClient({ account: from, chain, transport })
-      const hash = await wallet.sendTransaction({ to: addresses.confidentialUsdg, data, gas: 1_000_000n })
-      const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 20 })
-      if (receipt.status !== "success") throw new Error(`transaction ${hash} reverted`)
+      const hash = await wallet.sendTransaction({ to: addresses.confidentialUsdg, data, gas })
+      return client.waitForTransactionReceipt({ hash, pollingInterval: 20 })
+    }
+    const send = async (from: PrivateKeyAccount, data: Hex) => {
+      const receipt = await sendWithGas(from, data, 1_000_000n)
+      if (receipt.status !== "success") throw new Error(`transaction ${receipt.transactionHash} reverted`)
       return receipt
     }
     const wallets = new Map<string, PrivateKeyAccount>()
@@ -120,7 +125,7 @@ const setup = Effect.acquireRelease(
       wallets.set(wallet.address.toLowerCase(), wallet)
       return wallet.address
     }
-    return { anvil, client, relayer, addresses, faucet, send, newChainParty, outsiderShield, walletOf, knowWallet }
+    return { anvil, client, relayer, addresses, faucet, send, sendWithGas, newChainParty, outsiderShield, walletOf, knowWallet }
   }),
   ({ anvil }) => Effect.promise(() => anvil.stop())
 )
@@ -163,6 +168,65 @@ const submit = async (
     }, authorized.signature as Hex, accountSignature]
   }))
 }
+
+/**
+ * The `rotateEncryptionKey` calldata of an attested rotation, co-signed by the account's wallet as
+ * the server does it (KeyRotations.ts); `proof` is empty for an agent wallet (D68).
+ */
+const rotationCall = (
+  contract: Address,
+  wallet: PrivateKeyAccount,
+  request: { readonly nonce: bigint; readonly deadline: bigint; readonly newKey: string },
+  attested: typeof Domain.KeyRotationResult.Type,
+  proof: Hex
+) =>
+  Effect.gen(function*() {
+    const newKey = point(request.newKey)
+    const accountSignature = yield* Effect.promise(() =>
+      wallet.signTypedData({
+        domain: TypedData.domain(Number(chainId), contract),
+        types: TypedData.keyRotationTypes,
+        primaryType: "KeyRotation",
+        message: {
+          account: wallet.address,
+          nonce: request.nonce,
+          keyX: newKey.x,
+          keyY: newKey.y,
+          previousBalanceDigest: attested.previousBalanceDigest as Hex,
+          balanceDigest: attested.balanceDigest as Hex,
+          deadline: request.deadline
+        }
+      })
+    )
+    return encodeFunctionData({
+      abi: ConfidentialTokenArtifact.abi,
+      functionName: "rotateEncryptionKey",
+      args: [{
+        account: wallet.address,
+        nonce: request.nonce,
+        newKey,
+        commitment: point(attested.commitment),
+        ownerHandle: point(attested.ownerHandle),
+        guardianHandle: point(attested.guardianHandle),
+        deadline: request.deadline
+      }, proof, attested.guardianSignature as Hex, accountSignature]
+    })
+  })
+
+/**
+ * A key rotation of `party` attested by the guardian and co-signed by its wallet, as the server
+ * makes it (KeyRotations.ts): its calldata, what a failure report names, and the new key pair.
+ */
+const attestedRotation = (guardian: TestGuardianShape, chain: Effect.Success<typeof setup>, party: ChainParty, deadline: bigint) =>
+  Effect.gen(function*() {
+    const contract = chain.addresses.confidentialUsdg
+    const newKeys = EncryptionKey.generate()
+    const request = { nonce: nextNonce(), deadline, newKey: bytesToHex(newKeys.publicKey) }
+    const attested = yield* guardian.client.keyRotation({ chainId, contract, account: party.address, ...request })
+    const proof = EncryptionKey.proveOwnership(newKeys, { chainId, contract, account: party.address })
+    const data = yield* rotationCall(contract, party.wallet, request, attested, bytesToHex(proof))
+    return { data, failed: { nonce: request.nonce, deadline, previousBalanceDigest: attested.previousBalanceDigest }, newKeys }
+  })
 
 const hexKey = (party: Party) => `0x${Buffer.from(party.keys.publicKey).toString("hex")}`
 
@@ -564,38 +628,9 @@ describe("the guardian against anvil", () => {
 
         // The agent's wallet co-signs the attested rotation and a relayer sends it (no proof: D68).
         const mine = (request: ReturnType<typeof rotation>, attested: typeof Domain.KeyRotationResult.Type) =>
-          Effect.gen(function*() {
-            const newKey = point(request.newKey)
-            const accountSignature = yield* Effect.promise(() =>
-              agentWallet.signTypedData({
-                domain: TypedData.domain(Number(chainId), contract),
-                types: TypedData.keyRotationTypes,
-                primaryType: "KeyRotation",
-                message: {
-                  account: agentWallet.address,
-                  nonce: request.nonce,
-                  keyX: newKey.x,
-                  keyY: newKey.y,
-                  previousBalanceDigest: attested.previousBalanceDigest as Hex,
-                  balanceDigest: attested.balanceDigest as Hex,
-                  deadline: request.deadline
-                }
-              })
-            )
-            yield* Effect.promise(() => chain.send(chain.relayer, encodeFunctionData({
-              abi: ConfidentialTokenArtifact.abi,
-              functionName: "rotateEncryptionKey",
-              args: [{
-                account: agentWallet.address,
-                nonce: request.nonce,
-                newKey,
-                commitment: point(attested.commitment),
-                ownerHandle: point(attested.ownerHandle),
-                guardianHandle: point(attested.guardianHandle),
-                deadline: request.deadline
-              }, "0x", attested.guardianSignature as Hex, accountSignature]
-            })))
-          })
+          rotationCall(contract, agentWallet, request, attested, "0x").pipe(
+            Effect.flatMap((data) => Effect.promise(() => chain.send(chain.relayer, data)))
+          )
 
         // Attested and mined: held until reported, then the pin is carol's key.
         const request = rotation(carol, carol)
@@ -627,6 +662,54 @@ describe("the guardian against anvil", () => {
         yield* Effect.sleep("4200 millis")
         assert.strictEqual(reasonOf(yield* pays(carol)), "sender_key_not_registered")
         assert.strictEqual(reasonOf(yield* pays(dave)), "Authorized")
+      }))
+
+    it.effect("a rotation reported failed keeps its hold while its attestation can still be mined; the chain showing it dead lifts it (D55)", () =>
+      Effect.gen(function*() {
+        const guardian = yield* TestGuardian
+        const chain = yield* ChainFixture
+        const contract: Address = chain.addresses.confidentialUsdg
+        const alice = yield* Effect.promise(() => chain.newChainParty())
+        yield* synced(guardian, yield* Effect.promise(() => chain.faucet.shieldUsdg(alice.address, 100n)))
+        /** Alice pays 1 to `to` under the key given for it: the guardian's answer, or "held" (its rotation hold). */
+        const payTo = (to: Party) =>
+          guardian.client.authorize(confidentialRequest({ guardianKey: guardian.encryptionKey, from: alice, to, amount: 1n, chainId, contract })).pipe(
+            Effect.map((answer) => answer._tag === "Refused" ? answer.reason : answer._tag),
+            Effect.catchTag("GuardianError", (error) => Effect.succeed(error.reason === "unavailable" ? "held" : error.message))
+          )
+        const report = (party: Party, failed?: (typeof Domain.ForgetKeyRequest.Type)["failed"]) =>
+          guardian.client.forgetKey({ chainId, contract, account: party.address, ...(failed === undefined ? {} : { failed }) })
+
+        // Out of gas: the revert changes nothing on chain, and the same calldata is mined later.
+        const bob = yield* Effect.promise(() => chain.newChainParty())
+        const bobs = yield* attestedRotation(guardian, chain, bob, nowSeconds() + 600n)
+        assert.strictEqual((yield* Effect.promise(() => chain.sendWithGas(chain.relayer, bobs.data, 60_000n))).status, "reverted")
+        yield* report(bob, bobs.failed)
+        assert.strictEqual(yield* payTo(bob), "held", "a transfer to Bob under his old key, attested now, could be mined after the rotation")
+        assert.strictEqual((yield* Effect.promise(() => chain.sendWithGas(chain.relayer, bobs.data, 1_000_000n))).status, "success")
+        yield* report(bob)
+        assert.strictEqual(yield* payTo(bob), "recipient_key_not_registered")
+        assert.strictEqual(yield* payTo({ address: bob.address, keys: bobs.newKeys }), "Authorized")
+
+        // The balance moved after the attestation (an outsider's shield): the contract refuses it for good.
+        const carol = yield* Effect.promise(() => chain.newChainParty())
+        const carols = yield* attestedRotation(guardian, chain, carol, nowSeconds() + 600n)
+        yield* Effect.promise(() => chain.outsiderShield(carol.address, 5n))
+        assert.strictEqual((yield* Effect.promise(() => chain.sendWithGas(chain.relayer, carols.data, 1_000_000n))).status, "reverted")
+        assert.strictEqual(yield* payTo(carol), "held")
+        yield* report(carol, carols.failed)
+        assert.strictEqual(yield* payTo(carol), "Authorized")
+
+        // Never sent, and the chain's time is past its deadline.
+        const dave = yield* Effect.promise(() => chain.newChainParty())
+        const daves = yield* attestedRotation(guardian, chain, dave, nowSeconds() + 2n)
+        yield* report(dave, daves.failed)
+        assert.strictEqual(yield* payTo(dave), "held")
+        while ((yield* Effect.promise(() => chain.client.getBlock({ blockTag: "latest" }))).timestamp <= daves.failed.deadline) {
+          yield* Effect.sleep("200 millis")
+        }
+        yield* report(dave, daves.failed)
+        assert.strictEqual(yield* payTo(dave), "Authorized")
       }))
   })
 })

@@ -44,11 +44,6 @@ export interface GuardianContext {
    * The in-memory copy of `guardian_key_rotation_holds`, read back at start-up (KeyRotation.ts).
    */
   readonly rotationsPending: Map<string, number>
-  /**
-   * D68: agent wallets whose pin moved in this process, by `refKey`, with the key it moved to: a
-   * decision unit refuses another key for them (a decision whose keys were checked before the move).
-   */
-  readonly pinsMoved: Map<string, string>
   /** One follower step at a time per chain (the loop and `sync` share it). */
   readonly followLocks: ReadonlyMap<bigint, Semaphore.Semaphore>
   /** The guardian's signer, whose appointments the follower looks for. */

@@ -17,11 +17,17 @@ import { type GuardianContext, refFor } from "./GuardianContext.ts"
 const keyCacheMax = 100_000
 
 /**
- * Keys known for good, by `chain/contract/account`: registered keys (the contract refuses a
- * second registration, so a registered key changes only by a rotation, which forgets it) and
- * pinned keys (never unpinned; D68: moved only by an agent's mined rotation, which forgets it).
- * Only positive answers are remembered: an unregistered account may register. Lookups under
- * way are shared: a burst of transfers to one new party reads the chain once.
+ * Keys known for good, by `chain/contract/account`: registered keys (changed only by a rotation,
+ * D55, which forgets them) and pinned keys (moved only by an agent's mined rotation, D68,
+ * which forgets them). Only positive answers are remembered: an unregistered account may
+ * register. Lookups under way are shared: a burst of transfers to one new party reads the chain
+ * once.
+ *
+ * `generations` tells a lookup or a key check that a forget overtook it: every forget takes the
+ * next generation and records it against its party; what started under an earlier generation
+ * than its party's last forget is stale. A lookup that read the registry before a rotation and
+ * finishes after its forget would otherwise remember the old key for good. `floor`: the records
+ * are cleared past their bound, and then whatever started before counts as forgotten.
  *
  * @since 0.5.0
  * @category models
@@ -29,13 +35,18 @@ const keyCacheMax = 100_000
 export interface PartyKeyCache {
   readonly known: Map<string, { readonly key: string; readonly source: "registered" | "pinned" }>
   readonly lookups: Map<string, Effect.Effect<string | undefined, GuardianError>>
+  readonly generations: { current: number; floor: number; readonly forgotten: Map<string, number> }
 }
 
 /**
  * @since 0.5.0
  * @category constructors
  */
-export const makePartyKeyCache = (): PartyKeyCache => ({ known: new Map(), lookups: new Map() })
+export const makePartyKeyCache = (): PartyKeyCache => ({
+  known: new Map(),
+  lookups: new Map(),
+  generations: { current: 0, floor: 0, forgotten: new Map() }
+})
 
 /**
  * A party whose key the decision pins in its transaction (it has neither a pin nor a
@@ -51,14 +62,24 @@ export interface KeyPin {
 }
 
 /**
- * What the key check found: the keys to pin in the decision's transaction.
+ * What the key check found: the keys to pin in the decision's transaction, and the generation it
+ * started under (a forget of a party since makes it stale: `keysForgottenSince`).
  *
  * @since 0.5.0
  * @category models
  */
 export interface KeyCheck {
   readonly pins: ReadonlyArray<KeyPin>
+  readonly generation: number
 }
+
+/**
+ * A key check of nothing (a request refused before its keys matter), under the current generation.
+ *
+ * @since 0.13.0
+ * @category constructors
+ */
+export const noKeyCheck = (cache: PartyKeyCache): KeyCheck => ({ pins: [], generation: cache.generations.current })
 
 const refKey = (ref: AccountRef) => `${ref.chainId}/${ref.contract}/${ref.account}`
 
@@ -73,19 +94,50 @@ export const refKeyOf = refKey
 /**
  * D55: a registered key can change (`rotateEncryptionKey`): the account's remembered key is
  * forgotten when its rotation is attested and again once it is mined, so the next lookup reads
- * the registry.
+ * the registry. A lookup under way is no longer shared, and neither it nor a key check that
+ * started before this forget counts (the next generation, recorded against the account).
  *
  * @since 0.12.0
  * @category mutations
  */
 export const forgetKnownKey = (cache: PartyKeyCache, ref: AccountRef): void => {
-  cache.known.delete(refKey(ref))
+  const id = refKey(ref)
+  const { generations } = cache
+  // A crude bound, as for the keys: past it, everything under way counts as forgotten.
+  if (generations.forgotten.size >= keyCacheMax) {
+    generations.forgotten.clear()
+    generations.floor = generations.current + 1
+  }
+  generations.current += 1
+  generations.forgotten.set(id, generations.current)
+  cache.known.delete(id)
+  cache.lookups.delete(id)
 }
 
-const remember = (cache: PartyKeyCache, ref: AccountRef, key: string, source: "registered" | "pinned") => {
+/** Whether `id`'s key was forgotten after `generation` began. */
+const forgottenSince = (cache: PartyKeyCache, id: string, generation: number): boolean =>
+  generation < cache.generations.floor || (cache.generations.forgotten.get(id) ?? 0) > generation
+
+/**
+ * Whether a party's key was forgotten since the key check under `generation` started: a
+ * rotation overtook it, and the keys it checked may be the old ones. The decision unit asks,
+ * beside the rotation's hold (Decide.ts), and decides nothing then (a retry checks afresh).
+ *
+ * @since 0.13.0
+ * @category steps
+ */
+export const keysForgottenSince = (
+  cache: PartyKeyCache,
+  request: { readonly chainId: bigint; readonly contract: string; readonly from: string; readonly to: string },
+  generation: number
+): boolean =>
+  cache.generations.forgotten.size + cache.generations.floor > 0 &&
+  [request.from, request.to].some((party) => forgottenSince(cache, refKey(refFor(request.chainId, request.contract, party)), generation))
+
+const remember = (cache: PartyKeyCache, ref: AccountRef, found: { readonly key: string; readonly source: "registered" | "pinned" }) => {
   // A crude bound: forgetting costs one read again, never correctness.
   if (cache.known.size >= keyCacheMax) cache.known.clear()
-  cache.known.set(refKey(ref), { key, source })
+  cache.known.set(refKey(ref), found)
 }
 
 /**
@@ -102,9 +154,9 @@ export const storedBalanceDigest = (balance: EncryptedBalance) =>
  * D68: an agent wallet's attested rotations checked against the chain. If its balance there is
  * one of their ciphertexts (fresh openings the guardian made: only that rotation, mined, puts it
  * there), the pin moves to that rotation's key; the others are dropped once they can no longer be
- * mined. The moved pin is also kept in memory (`pinsMoved`) before any hold is lifted, so a
- * decision unit that checked keys before the move refuses the old key (Decide.ts). Run alone in
- * the account's lane. Answers the pin's key when it moved.
+ * mined. The move forgets the remembered key (`forgetKnownKey`) before any hold is lifted, so a
+ * decision whose keys were checked before it is stale in its unit (`keysForgottenSince`,
+ * Decide.ts). Run alone in the account's lane. Answers the pin's key when it moved.
  *
  * @since 0.14.0
  * @category steps
@@ -119,7 +171,6 @@ export const settleRepins = Effect.fnUntraced(function*(context: GuardianContext
   const mined = pending.find((repin) => repin.balanceDigest.toLowerCase() === digest)
   yield* storage(context.store.resolveRepins(ref, mined?.newKey, yield* Clock.currentTimeMillis))
   if (mined === undefined) return undefined
-  context.pinsMoved.set(refKey(ref), mined.newKey)
   forgetKnownKey(context.partyKeys, ref)
   yield* Effect.logInfo("agent key pin moved after its rotation").pipe(Effect.annotateLogs({ account: ref.account }))
   return mined.newKey
@@ -138,30 +189,44 @@ const lookUpKey = Effect.fnUntraced(function*(context: GuardianContext, ref: Acc
   if (pinned !== undefined) {
     // D68: a rotation of the agent's balance may be mined with no ForgetKey heard (the server cut
     // off, the hold lapsed): the chain tells, before the pin is used again.
-    const key = (yield* context.accountLane.alone(ref, settleRepins(context, ref))) ?? pinned
-    remember(context.partyKeys, ref, key, "pinned")
-    return key
+    const moved = yield* context.accountLane.alone(ref, settleRepins(context, ref))
+    return { key: moved ?? pinned, source: "pinned" as const }
   }
   const registered = yield* context.chain.encryptionKeyOf(BigInt(ref.chainId), getAddress(ref.contract), getAddress(ref.account))
-  if (registered === undefined) return undefined
-  const key = bytesToHex(registered).toLowerCase()
-  remember(context.partyKeys, ref, key, "registered")
-  return key
+  return registered === undefined ? undefined : { key: bytesToHex(registered).toLowerCase(), source: "registered" as const }
 })
 
-/** The key `ref`'s balance is encrypted to, from memory, or one shared lookup. */
-const expectedKeyOf = (context: GuardianContext, ref: AccountRef): Effect.Effect<string | undefined, GuardianError> =>
+/**
+ * The key `ref`'s balance is encrypted to, from memory, or one shared `lookup`, whose answer is
+ * remembered only if no forget of `ref` overtook it (`generations`).
+ *
+ * @since 0.13.0
+ * @category steps
+ */
+export const cachedKeyOf = (
+  cache: PartyKeyCache,
+  ref: AccountRef,
+  lookup: Effect.Effect<{ readonly key: string; readonly source: "registered" | "pinned" } | undefined, GuardianError>
+): Effect.Effect<string | undefined, GuardianError> =>
   Effect.suspend(() => {
-    const { known, lookups } = context.partyKeys
+    const { known, lookups } = cache
     const id = refKey(ref)
     const cached = known.get(id)
     if (cached !== undefined) return Effect.succeed(cached.key)
     const running = lookups.get(id)
     if (running !== undefined) return running
-    const lookup = lookUpKey(context, ref).pipe(Effect.ensuring(Effect.sync(() => lookups.delete(id))))
-    return Effect.flatMap(Effect.cached(lookup), (shared) => {
-      lookups.set(id, shared)
-      return shared
+    const startedUnder = cache.generations.current
+    const remembered = lookup.pipe(Effect.map((found) => {
+      if (found !== undefined && !forgottenSince(cache, id, startedUnder)) remember(cache, ref, found)
+      return found?.key
+    }))
+    return Effect.flatMap(Effect.cached(remembered), (shared) => {
+      // A forget drops the entry; a lookup started after it may have put its own there since.
+      const settled = shared.pipe(Effect.ensuring(Effect.sync(() => {
+        if (lookups.get(id) === settled) lookups.delete(id)
+      })))
+      lookups.set(id, settled)
+      return settled
     })
   })
 
@@ -174,7 +239,8 @@ const expectedKeyOf = (context: GuardianContext, ref: AccountRef): Effect.Effect
  * @category steps
  */
 export const checkKeys = Effect.fnUntraced(function*(context: GuardianContext, request: AuthorizeRequest) {
-  if (!context.chain.knows(request.chainId)) return { pins: [] } satisfies KeyCheck
+  const generation = context.partyKeys.generations.current
+  if (!context.chain.knows(request.chainId)) return { pins: [], generation } satisfies KeyCheck
   const parties: Array<KeyPin> = [
     { ref: refFor(request.chainId, request.contract, request.from), key: request.fromKey.toLowerCase(), refusal: "sender_key_not_registered" }
   ]
@@ -183,26 +249,10 @@ export const checkKeys = Effect.fnUntraced(function*(context: GuardianContext, r
   }
   const pins: Array<KeyPin> = []
   for (const party of parties) {
-    const expected = yield* expectedKeyOf(context, party.ref)
+    const expected = yield* cachedKeyOf(context.partyKeys, party.ref, lookUpKey(context, party.ref))
     if (expected === undefined) pins.push(party)
     else if (expected !== party.key) return party.refusal
   }
-  return { pins } satisfies KeyCheck
+  return { pins, generation } satisfies KeyCheck
 })
 
-/**
- * D68: the refusal for a request naming an agent wallet whose pin moved (in this process) to
- * another key than the request's: read in the decision unit, so a decision whose keys were checked
- * before the move, and which runs after the rotation's hold was lifted, still refuses the old key.
- *
- * @since 0.14.0
- * @category steps
- */
-export const pinMovedAway = (context: GuardianContext, request: AuthorizeRequest): RefusedReason | undefined => {
-  if (context.pinsMoved.size === 0) return undefined
-  const movedFrom = context.pinsMoved.get(refKey(refFor(request.chainId, request.contract, request.from)))
-  if (movedFrom !== undefined && movedFrom !== request.fromKey.toLowerCase()) return "sender_key_not_registered"
-  if (request.toKey === undefined) return undefined
-  const movedTo = context.pinsMoved.get(refKey(refFor(request.chainId, request.contract, request.to)))
-  return movedTo !== undefined && movedTo !== request.toKey.toLowerCase() ? "recipient_key_not_registered" : undefined
-}

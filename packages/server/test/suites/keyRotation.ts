@@ -10,16 +10,20 @@
  * - D68: an owner with an agent that has paid (its key pinned at the guardian) rotates: the agent's
  *   balance follows (it reads with the new key's proof, its ciphertext no longer opens with the old
  *   key), and afterwards it pays and is paid (201, confirmed); the same request again is harmless.
+ * - An agent's transfer held before its recipient rotated: the owner's approval is attested under
+ *   the recipient's key of now (200, confirmed; the balance reads with the new key), and the
+ *   recipient's copy stays sealed to the key of its create (opens with the old key only).
  * - Refusals: an invalid proof (422 `encryption_key_invalid`), an account with no key (422
  *   `encryption_key_required`), an agent's key (403 `not_agent_owner`). No answer or log line
  *   carries the canary amounts.
  */
 import { assert, describe, expect, layer } from "@effect/vitest"
 import { ConfidentialTokenArtifact } from "@pps/contracts"
-import { DecryptionProof, ElGamal, EncryptionKey, type Point } from "@pps/crypto"
+import { DecryptionProof, ElGamal, EncryptionKey, Note, type Point } from "@pps/crypto"
 import { Client, Confidential } from "@pps/sdk/internal"
-import { Context, Effect, Option } from "effect"
-import { bytesToHex, getAddress } from "viem"
+import { Context, Effect, Option, Schema } from "effect"
+import { bytesToHex, getAddress, type Hex, hexToBytes } from "viem"
+import { AgentTransactionRecord } from "@pps/api/Agents"
 import { GuardianClient } from "@pps/guardian"
 import { TransferRecord } from "@pps/api/Transfers"
 import { Accounts } from "../../src/accounts/Accounts.ts"
@@ -35,6 +39,9 @@ import { decryptTransfer, fundedPair, registerKey } from "../support/confidentia
 import { ownerWithAgent } from "../support/agents.ts"
 import { bearer, createAccount, decodeAnswer, expectEnvelope, postJson, send } from "../support/http.ts"
 import { type DatabaseTarget, makeTestServer, TestServer, type TestServerShape } from "../support/TestServer.ts"
+
+/** A party's sealed copy of a transfer (`GET /v1/transfers/{id}/sealed`), the fields it opens with. */
+const SealedCopy = Schema.Struct({ chain_id: Schema.Number, contract: Schema.String, binding_id: Schema.String, sealed_note: Schema.String })
 
 const clientOf = (server: TestServerShape, apiKey: string) => Client.make({ baseUrl: server.baseUrl, apiKey })
 
@@ -261,6 +268,53 @@ export const keyRotationSuite = (database: DatabaseTarget) =>
           yield* transferConfirmed(server, agentKey, `@peer-${suffix}`, "1")
           yield* expectAgentUsdg(server, agentKey, next, 19_000_000n, "19")
           assert.strictEqual(yield* usdgOf(server, owner.api_key, next), "29")
+        }))
+
+      it.effect("an agent's transfer held before its recipient rotated is approved under the recipient's new key and confirms", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const suffix = ulid().toLowerCase().slice(-8)
+          const bob = yield* createAccount(server, `held-bob-${suffix}`)
+          const bobOld = yield* registerKey(server.baseUrl, bob.api_key)
+          const { agentKey, owner } = yield* ownerWithAgent(server, `held-olga-${suffix}`, {
+            daily_limit_usdg: 100,
+            per_transaction_limit_usdg: 50,
+            hitl_threshold_usdg: 25
+          }, { faucetUsdg: "100", fundAgentUsdg: "40" })
+          const held = decodeAnswer(
+            AgentTransactionRecord,
+            yield* send(`${server.baseUrl}/v1/transfers`, postJson(bearer(agentKey), { to: `@held-bob-${suffix}`, amount: "30" })),
+            202
+          )
+          // The hold stored Bob's key of then; he replaces it before the owner decides.
+          const bobNew = EncryptionKey.generate()
+          yield* rotate(server, bob.api_key, bobNew)
+          const approval = yield* send(`${server.baseUrl}/v1/agents/transactions/${held.transaction_id}/approve`, postJson(bearer(owner.api_key), {}))
+          const approved = decodeAnswer(AgentTransactionRecord, approval, 200)
+          expect(approved).toMatchObject({ status: "approved", transfer_status: "confirmed" })
+          // The chain credited his new key's balance (its handle is under the new key)...
+          assert.strictEqual(yield* usdgOf(server, bob.api_key, bobNew), "30")
+          // ...while his copy of the amount and memo stays as the create sealed it: to the old key.
+          const copy = Schema.decodeUnknownSync(SealedCopy)(
+            (yield* send(`${server.baseUrl}/v1/transfers/${approved.transfer_id}/sealed`, { headers: bearer(bob.api_key) })).json
+          )
+          const openWith = (keyPair: EncryptionKey.KeyPair) =>
+            Note.openTransferNote(keyPair, hexToBytes(copy.sealed_note as Hex), {
+              chainId: BigInt(copy.chain_id),
+              contract: getAddress(copy.contract),
+              transferId: hexToBytes(copy.binding_id as Hex)
+            }, "recipient")
+          const opened = openWith(bobOld)
+          assert.isTrue(opened.ok && opened.value.amount === 30_000_000n)
+          assert.isFalse(openWith(bobNew).ok)
+          // The SDK checks a copy against its party's handle, now under the new key: neither key alone passes.
+          const sdkRefusal = (keyPair: EncryptionKey.KeyPair) =>
+            Effect.flip(Effect.tryPromise({
+              try: () => Confidential.decryptTransfer(clientOf(server, bob.api_key), keyPair, approved.transfer_id ?? ""),
+              catch: (error) => error as Confidential.ConfidentialError
+            }))
+          assert.strictEqual((yield* sdkRefusal(bobNew)).reason, "sealed_copy_unopenable")
+          assert.strictEqual((yield* sdkRefusal(bobOld)).reason, "sealed_copy_mismatch")
         }))
 
       it.effect("refused: an invalid proof, an account with no key, an agent's key", () =>
