@@ -57,13 +57,17 @@ const callFor = (context: EngineContext, requests: ReadonlyArray<SubmissionReque
   )
 }
 
+/** How long a batch waits for its root hints' read (a view of one call; ~0.2 ms on a local node). */
+const rootHintsReadMs = 1_000
+
 /**
  * The batch's root hints (D70): the y of each balance point it reads, from one
  * `encryptedBalancesOf` of its parties at the latest block, so the contract checks each stored
  * point's y instead of recovering it (4k gas each under Osaka pricing, six per transfer). A
  * balance a transaction in flight changes is hinted stale, and a failed read sends no hints:
- * either only costs the contract its recovery, never a wrong balance, so neither holds up
- * the batch.
+ * either only costs the contract its recovery, never a wrong balance. A read slower than
+ * `rootHintsReadMs` is given up for the same reason: the batch (and the relayer's slot) does
+ * not wait for a node that is slow to answer a view.
  */
 const readRootHints = (context: EngineContext, token: SubmissionRequest["target"], batch: BatchItems) => {
   const accounts = RootHints.hintedAccounts(batch.parties)
@@ -71,6 +75,10 @@ const readRootHints = (context: EngineContext, token: SubmissionRequest["target"
     Effect.map(({ data }) => {
       const balances = data === undefined ? undefined : balanceRoots(data, accounts.length)
       return balances === undefined ? [] : RootHints.rootHints(batch.parties, balances)
+    }),
+    Effect.timeoutOrElse({
+      duration: rootHintsReadMs,
+      orElse: () => Effect.as(Effect.logDebug("root hints not read in time; the batch goes without"), [])
     }),
     Effect.catch((error) =>
       Effect.logDebug("root hints not read; the batch goes without").pipe(
