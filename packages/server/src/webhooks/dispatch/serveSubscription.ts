@@ -91,9 +91,6 @@ export const serveSubscription = (
         state.unsettled.push(yield* attempt(context, webhookId, sending, secrets, delivery))
       }
       yield* settleSent(webhookId, state, true)
-      // A short batch was all that was due when it was read: stop without reading again (one
-      // statement a served burst). What fell due since is claimed by the round the release
-      // wakes (claimRound.ts), as any delivery of a free subscription is.
-      if (state.lost || due.length < dueBatchMax) return
+      if (state.lost) return
     }
   }).pipe(storeUnavailable)
