@@ -93,9 +93,9 @@ export const keyProofTag = "PPS/v1/key-pop"
 
 /**
  * `rotateEncryptionKey`'s typed data (version 2), signed by both the current guardian and the
- * account over the same digest. `previousBalanceDigest` is keccak256 of the six words of the
- * account's stored balance (`encryptedBalanceOf`: commitment, owner handle, guardian handle,
- * each x ‖ y) at the time the guardian attests; `balanceDigest` is keccak256 of the new
+ * account over the same digest. `previousBalanceDigest` is keccak256 of the six words
+ * `encryptedBalanceOf` returns for the account's balance (commitment, owner handle, guardian
+ * handle, each x ‖ y: the three stored words decompressed, D66) at the time the guardian attests; `balanceDigest` is keccak256 of the new
  * balance's three points in the same order. `nonce` is from the account's transfer nonce space.
  *
  * @since 0.5.0

@@ -604,12 +604,24 @@ export const KeyRotationResult = Schema.Struct({
 })
 
 /**
- * D55: after a rotation was mined, the account's remembered key is forgotten.
+ * D55: after a rotation was mined, the account's remembered key is forgotten and its hold lifted.
+ * `failed`: the server saw the rotation's transaction fail (a revert, or not mined in its wait);
+ * its attestation (`nonce`, `deadline`, the `previousBalanceDigest` it bound) may still be mined by
+ * anyone holding its calldata, so the hold is lifted only once the chain shows it never can be.
  *
  * @since 0.12.0
  * @category schemas
  */
-export const ForgetKeyRequest = Schema.Struct({ chainId: ChainId, contract: AddressHex, account: AddressHex })
+export const ForgetKeyRequest = Schema.Struct({
+  chainId: ChainId,
+  contract: AddressHex,
+  account: AddressHex,
+  failed: Schema.optionalKey(Schema.Struct({
+    nonce: Schema.BigIntFromString,
+    deadline: Schema.BigIntFromString,
+    previousBalanceDigest: Bytes32
+  }))
+})
 
 /**
  * The guardian's health. `ready`: its storage answers (alerts and frozen accounts never

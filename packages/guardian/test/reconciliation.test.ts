@@ -20,11 +20,12 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { assert, describe, layer } from "@effect/vitest"
-import { Anvil, ConfidentialTokenArtifact, Deploy, Faucet, TestUsdgArtifact } from "@pps/contracts"
+import { Anvil, ConfidentialTokenArtifact, Deploy, Faucet, TestUsdgArtifact, TypedData } from "@pps/contracts"
 import { Attestation, EncryptionKey, Note } from "@pps/crypto"
 import { Context, Effect, Fiber, Layer, Metric, Redacted, Result, Schedule } from "effect"
 import {
   type Address,
+  bytesToHex,
   createPublicClient,
   createTestClient,
   createWalletClient,
@@ -78,11 +79,15 @@ const setup = Effect.acquireRelease(
       receiptPollingMs: 20
     })
     const faucet = Faucet.make({ client, minter: owner, usdg: addresses.usdg, confidentialUsdg: addresses.confidentialUsdg, receiptPollingMs: 20 })
-    const send = async (from: PrivateKeyAccount, data: Hex) => {
+    /** A call of the token under an explicit gas limit: its receipt, reverted or not. */
+    const sendWithGas = async (from: PrivateKeyAccount, data: Hex, gas: bigint) => {
       const wallet = createWalletClient({ account: from, chain, transport })
-      const hash = await wallet.sendTransaction({ to: addresses.confidentialUsdg, data, gas: 1_000_000n })
-      const receipt = await client.waitForTransactionReceipt({ hash, pollingInterval: 20 })
-      if (receipt.status !== "success") throw new Error(`transaction ${hash} reverted`)
+      const hash = await wallet.sendTransaction({ to: addresses.confidentialUsdg, data, gas })
+      return client.waitForTransactionReceipt({ hash, pollingInterval: 20 })
+    }
+    const send = async (from: PrivateKeyAccount, data: Hex) => {
+      const receipt = await sendWithGas(from, data, 1_000_000n)
+      if (receipt.status !== "success") throw new Error(`transaction ${receipt.transactionHash} reverted`)
       return receipt
     }
     const wallets = new Map<string, PrivateKeyAccount>()
@@ -120,7 +125,7 @@ const setup = Effect.acquireRelease(
       wallets.set(wallet.address.toLowerCase(), wallet)
       return wallet.address
     }
-    return { anvil, client, relayer, addresses, faucet, send, newChainParty, outsiderShield, walletOf, knowWallet }
+    return { anvil, client, relayer, addresses, faucet, send, sendWithGas, newChainParty, outsiderShield, walletOf, knowWallet }
   }),
   ({ anvil }) => Effect.promise(() => anvil.stop())
 )
@@ -163,6 +168,50 @@ const submit = async (
     }, authorized.signature as Hex, accountSignature]
   }))
 }
+
+/**
+ * A key rotation of `party` attested by the guardian and co-signed by its wallet, as the server
+ * makes it (KeyRotations.ts): its calldata, what a failure report names, and the new key pair.
+ */
+const attestedRotation = (guardian: TestGuardianShape, chain: Effect.Success<typeof setup>, party: ChainParty, deadline: bigint) =>
+  Effect.gen(function*() {
+    const contract = chain.addresses.confidentialUsdg
+    const newKeys = EncryptionKey.generate()
+    const nonce = nextNonce()
+    const attested = yield* guardian.client.keyRotation({ chainId, contract, account: party.address, newKey: bytesToHex(newKeys.publicKey), nonce, deadline })
+    const newKey = point(bytesToHex(newKeys.publicKey))
+    const accountSignature = yield* Effect.promise(() =>
+      party.wallet.signTypedData({
+        domain: TypedData.domain(Number(chainId), contract),
+        types: TypedData.keyRotationTypes,
+        primaryType: "KeyRotation",
+        message: {
+          account: party.address,
+          nonce,
+          keyX: newKey.x,
+          keyY: newKey.y,
+          previousBalanceDigest: attested.previousBalanceDigest as Hex,
+          balanceDigest: attested.balanceDigest as Hex,
+          deadline
+        }
+      })
+    )
+    const proof = EncryptionKey.proveOwnership(newKeys, { chainId, contract, account: party.address })
+    const data = encodeFunctionData({
+      abi: ConfidentialTokenArtifact.abi,
+      functionName: "rotateEncryptionKey",
+      args: [{
+        account: party.address,
+        nonce,
+        newKey,
+        commitment: point(attested.commitment),
+        ownerHandle: point(attested.ownerHandle),
+        guardianHandle: point(attested.guardianHandle),
+        deadline
+      }, bytesToHex(proof), attested.guardianSignature as Hex, accountSignature]
+    })
+    return { data, failed: { nonce, deadline, previousBalanceDigest: attested.previousBalanceDigest }, newKeys }
+  })
 
 const hexKey = (party: Party) => `0x${Buffer.from(party.keys.publicKey).toString("hex")}`
 
@@ -525,6 +574,54 @@ describe("the guardian against anvil", () => {
           yield* guardian.client.forgetKey({ chainId, contract, account: bob.address })
         }
         assert.notInclude(outcomes, "neither")
+      }))
+
+    it.effect("a rotation reported failed keeps its hold while its attestation can still be mined; the chain showing it dead lifts it (D55)", () =>
+      Effect.gen(function*() {
+        const guardian = yield* TestGuardian
+        const chain = yield* ChainFixture
+        const contract: Address = chain.addresses.confidentialUsdg
+        const alice = yield* Effect.promise(() => chain.newChainParty())
+        yield* synced(guardian, yield* Effect.promise(() => chain.faucet.shieldUsdg(alice.address, 100n)))
+        /** Alice pays 1 to `to` under the key given for it: the guardian's answer, or "held" (its rotation hold). */
+        const payTo = (to: Party) =>
+          guardian.client.authorize(confidentialRequest({ guardianKey: guardian.encryptionKey, from: alice, to, amount: 1n, chainId, contract })).pipe(
+            Effect.map((answer) => answer._tag === "Refused" ? answer.reason : answer._tag),
+            Effect.catchTag("GuardianError", (error) => Effect.succeed(error.reason === "unavailable" ? "held" : error.message))
+          )
+        const report = (party: Party, failed?: (typeof Domain.ForgetKeyRequest.Type)["failed"]) =>
+          guardian.client.forgetKey({ chainId, contract, account: party.address, ...(failed === undefined ? {} : { failed }) })
+
+        // Out of gas: the revert changes nothing on chain, and the same calldata is mined later.
+        const bob = yield* Effect.promise(() => chain.newChainParty())
+        const bobs = yield* attestedRotation(guardian, chain, bob, nowSeconds() + 600n)
+        assert.strictEqual((yield* Effect.promise(() => chain.sendWithGas(chain.relayer, bobs.data, 60_000n))).status, "reverted")
+        yield* report(bob, bobs.failed)
+        assert.strictEqual(yield* payTo(bob), "held", "a transfer to Bob under his old key, attested now, could be mined after the rotation")
+        assert.strictEqual((yield* Effect.promise(() => chain.sendWithGas(chain.relayer, bobs.data, 1_000_000n))).status, "success")
+        yield* report(bob)
+        assert.strictEqual(yield* payTo(bob), "recipient_key_not_registered")
+        assert.strictEqual(yield* payTo({ address: bob.address, keys: bobs.newKeys }), "Authorized")
+
+        // The balance moved after the attestation (an outsider's shield): the contract refuses it for good.
+        const carol = yield* Effect.promise(() => chain.newChainParty())
+        const carols = yield* attestedRotation(guardian, chain, carol, nowSeconds() + 600n)
+        yield* Effect.promise(() => chain.outsiderShield(carol.address, 5n))
+        assert.strictEqual((yield* Effect.promise(() => chain.sendWithGas(chain.relayer, carols.data, 1_000_000n))).status, "reverted")
+        assert.strictEqual(yield* payTo(carol), "held")
+        yield* report(carol, carols.failed)
+        assert.strictEqual(yield* payTo(carol), "Authorized")
+
+        // Never sent, and the chain's time is past its deadline.
+        const dave = yield* Effect.promise(() => chain.newChainParty())
+        const daves = yield* attestedRotation(guardian, chain, dave, nowSeconds() + 2n)
+        yield* report(dave, daves.failed)
+        assert.strictEqual(yield* payTo(dave), "held")
+        while ((yield* Effect.promise(() => chain.client.getBlock({ blockTag: "latest" }))).timestamp <= daves.failed.deadline) {
+          yield* Effect.sleep("200 millis")
+        }
+        yield* report(dave, daves.failed)
+        assert.strictEqual(yield* payTo(dave), "Authorized")
       }))
   })
 })

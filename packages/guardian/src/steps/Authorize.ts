@@ -17,7 +17,7 @@ import { resolveEarlierAttestation } from "./Expiry.ts"
 import { storageFailure } from "./Failures.ts"
 import type { GuardianContext } from "./GuardianContext.ts"
 import { rotationHold, rotationUnavailable } from "./KeyRotation.ts"
-import { checkKeys } from "./PartyKeys.ts"
+import { checkKeys, noKeyCheck } from "./PartyKeys.ts"
 import { prepare } from "./Prepare.ts"
 
 /**
@@ -31,7 +31,7 @@ export const authorize = Effect.fn("Guardian.authorize")(function*(context: Guar
   yield* rotationHold(context, request, nowMs)
   const prepared = prepare(request, context.keys, nowMs, context.timing)
   // Stateless refusals come first; the key check may read the chain (once per party, then cached).
-  const keyCheck = typeof prepared === "string" ? { pins: [] } : yield* checkKeys(context, request)
+  const keyCheck = typeof prepared === "string" ? noKeyCheck(context.partyKeys) : yield* checkKeys(context, request)
   // An owner's approval under a new deadline: an earlier attestation past its deadline is resolved first (D45).
   if (request.agent?.approved === true && typeof prepared !== "string") yield* resolveEarlierAttestation(context, request, nowMs)
   const digest = requestDigest(context.keys.atRestKey, request)

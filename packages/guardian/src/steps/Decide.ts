@@ -18,7 +18,7 @@ import { decisionDigest } from "./Digests.ts"
 import { evaluate } from "./Evaluate.ts"
 import type { GuardianContext } from "./GuardianContext.ts"
 import { heldByRotation, RotationHeld } from "./KeyRotation.ts"
-import type { KeyCheck } from "./PartyKeys.ts"
+import { type KeyCheck, keysForgottenSince } from "./PartyKeys.ts"
 import type { Prepared } from "./Prepare.ts"
 import { TransferIdRace } from "./Reserve.ts"
 
@@ -141,8 +141,11 @@ export const decide = Effect.fnUntraced(function*(
   if (typeof prepared === "string") return yield* refuse(context, transferId, digest, prepared)
   if (typeof keyCheck === "string") return yield* refuse(context, transferId, digest, keyCheck)
   // D55: checked in the unit, so a rotation's hold placed before it runs is seen, and one placed
-  // after it sees the reservation this unit records (KeyRotation.ts). Nothing is read or written.
-  if (heldByRotation(context, request, nowMs)) return new RotationHeld()
+  // after it sees the reservation this unit records (KeyRotation.ts); and a rotation that came and
+  // went while the keys were checked made that check stale (PartyKeys.ts). Nothing is read or written.
+  if (heldByRotation(context, request, nowMs) || keysForgottenSince(context.partyKeys, request, keyCheck.generation)) {
+    return new RotationHeld()
+  }
   const { sender } = prepared
   const balance = yield* store.lockBalance(sender)
   // Read under the sender's lock, as the nonce's check always was; the rows themselves only

@@ -11,8 +11,9 @@
  * binds the balance it read (`previousBalanceDigest`): if the balance changes before it is mined,
  * the contract refuses it, and nothing is lost.
  *
- * Once attested, the account is held until the rotation is reported mined or refused
- * (`ForgetKey`) or its attestation can no longer be mined (deadline plus the reservation margin):
+ * Once attested, the account is held until the rotation is reported mined (`ForgetKey`), or
+ * reported failed and the chain shows its attestation can never be mined (`stillMinable`: a
+ * revert for want of gas is not such a proof), or its deadline plus the reservation margin passes:
  * a transfer to or from it attested meanwhile and mined after the rotation would add a handle
  * under the old key to the new balance. The hold is decided where reservations are: the check
  * that no reservation is open and the hold's row are one unit of the group committer, in its
@@ -35,6 +36,10 @@ import type { AccountRef } from "../internal/store.ts"
 import { noEndpoint, storage } from "./Failures.ts"
 import { type GuardianContext, refFor } from "./GuardianContext.ts"
 import { forgetKnownKey, refKeyOf } from "./PartyKeys.ts"
+
+/** What a `KeyRotation` binds of the balance it replaces: keccak256 of its three points, as the contract hashes them. */
+const balanceDigestOf = (onChain: { readonly commitment: Uint8Array; readonly ownerHandle: Uint8Array; readonly guardianHandle: Uint8Array }) =>
+  keccak256(new Uint8Array([...onChain.commitment, ...onChain.ownerHandle, ...onChain.guardianHandle]))
 
 /** The EVM words of a 64-byte point encoding. */
 const wordsOf = (point: Uint8Array) => ({ x: BigInt(bytesToHex(point.subarray(0, 32))), y: BigInt(bytesToHex(point.subarray(32, 64))) })
@@ -172,7 +177,7 @@ const attest = Effect.fnUntraced(function*(
   // The balance under a fresh opening, for the new key and the guardian's own (the contract's order).
   const ciphertext = ElGamal.encryptWith(ElGamal.newOpening(balance.confirmed), [newKey, context.keys.encryption.publicKey])
   const [ownerHandle, guardianHandle] = ciphertext.handles
-  const previousBalanceDigest = keccak256(new Uint8Array([...onChain.commitment, ...onChain.ownerHandle, ...onChain.guardianHandle]))
+  const previousBalanceDigest = balanceDigestOf(onChain)
   const balanceDigest = ElGamal.digest(ciphertext)
   const key = wordsOf(newKey)
   const signature = yield* Effect.tryPromise(() =>
@@ -205,21 +210,51 @@ const attest = Effect.fnUntraced(function*(
 })
 
 /**
- * After a rotation was mined or refused: the account's remembered key is forgotten (the next
- * lookup reads the new one from the chain's registry) and its hold lifted, row first.
+ * Whether a rotation's attestation reported failed can still be mined, judged at the block
+ * `GUARDIAN_CONFIRMATIONS` deep (as `chainVerdict` judges a transfer's): not when its nonce is
+ * used (it was mined after all, or the nonce went to another transaction), nor once the chain's
+ * time is past its deadline, nor once the account's balance is no longer the one it bound (the
+ * contract checks that digest, and a balance never returns to the same points). A revert for want
+ * of gas, or a transaction dropped, leaves all three as they were: anyone holding its calldata can
+ * still get it mined. Without an endpoint for the chain: yes (the hold lapses at its instant).
+ */
+const stillMinable = Effect.fnUntraced(function*(
+  context: GuardianContext,
+  ref: AccountRef,
+  failed: NonNullable<typeof ForgetKeyRequest.Type["failed"]>
+) {
+  const chainId = BigInt(ref.chainId)
+  if (!context.chain.knows(chainId)) return true
+  const contract = getAddress(ref.contract)
+  const account = getAddress(ref.account)
+  const head = yield* context.chain.headAtDepth(chainId, context.timing.chainConfirmations)
+  if (head.timestampSeconds > failed.deadline) return false
+  if (yield* context.chain.isNonceUsed(chainId, contract, account, failed.nonce, head.blockNumber)) return false
+  const onChain = yield* context.chain.encryptedBalance(chainId, contract, account, head.blockNumber)
+  return balanceDigestOf(onChain) === failed.previousBalanceDigest.toLowerCase()
+})
+
+/**
+ * After a rotation was mined, or failed in a way the chain shows final: the account's remembered
+ * key is forgotten (the next lookup reads the registry) and its hold lifted, row first. A failure
+ * whose attestation can still be mined keeps the hold: until a retry's rotation is mined and
+ * reported, or the chain shows it dead, or its instant (deadline plus margin) passes.
  *
  * @since 0.12.0
  * @category steps
  */
 export const forgetPartyKey = (context: GuardianContext, request: typeof ForgetKeyRequest.Type) => {
   const ref = refFor(request.chainId, request.contract, request.account)
-  return context.accountLane.alone(
-    ref,
-    storage(context.store.liftRotationHold(ref)).pipe(Effect.andThen(Effect.sync(() => {
-      forgetKnownKey(context.partyKeys, ref)
-      context.rotationsPending.delete(refKeyOf(ref))
-    })))
-  )
+  return context.accountLane.alone(ref, Effect.gen(function*() {
+    if (request.failed !== undefined && (yield* stillMinable(context, ref, request.failed))) {
+      return yield* Effect.logWarning("key rotation reported failed while its attestation can still be mined: the hold stays").pipe(
+        Effect.annotateLogs({ account: ref.account, nonce: request.failed.nonce.toString() })
+      )
+    }
+    yield* storage(context.store.liftRotationHold(ref))
+    forgetKnownKey(context.partyKeys, ref)
+    context.rotationsPending.delete(refKeyOf(ref))
+  }))
 }
 
 /**

@@ -16,10 +16,16 @@ import { type GuardianContext, refFor } from "./GuardianContext.ts"
 const keyCacheMax = 100_000
 
 /**
- * Keys known for good, by `chain/contract/account`: registered keys (the contract refuses a
- * second registration, so a registered key never changes) and pinned keys (never unpinned).
- * Only positive answers are remembered: an unregistered account may register. Lookups under
- * way are shared: a burst of transfers to one new party reads the chain once.
+ * Keys known for good, by `chain/contract/account`: registered keys (changed only by a rotation,
+ * D55, which forgets them) and pinned keys (never unpinned). Only positive answers are
+ * remembered: an unregistered account may register. Lookups under way are shared: a burst of
+ * transfers to one new party reads the chain once.
+ *
+ * `generations` tells a lookup or a key check that a forget overtook it: every forget takes the
+ * next generation and records it against its party; what started under an earlier generation
+ * than its party's last forget is stale. A lookup that read the registry before a rotation and
+ * finishes after its forget would otherwise remember the old key for good. `floor`: the records
+ * are cleared past their bound, and then whatever started before counts as forgotten.
  *
  * @since 0.5.0
  * @category models
@@ -27,13 +33,18 @@ const keyCacheMax = 100_000
 export interface PartyKeyCache {
   readonly known: Map<string, { readonly key: string; readonly source: "registered" | "pinned" }>
   readonly lookups: Map<string, Effect.Effect<string | undefined, GuardianError>>
+  readonly generations: { current: number; floor: number; readonly forgotten: Map<string, number> }
 }
 
 /**
  * @since 0.5.0
  * @category constructors
  */
-export const makePartyKeyCache = (): PartyKeyCache => ({ known: new Map(), lookups: new Map() })
+export const makePartyKeyCache = (): PartyKeyCache => ({
+  known: new Map(),
+  lookups: new Map(),
+  generations: { current: 0, floor: 0, forgotten: new Map() }
+})
 
 /**
  * A party whose key the decision pins in its transaction (it has neither a pin nor a
@@ -49,14 +60,24 @@ export interface KeyPin {
 }
 
 /**
- * What the key check found: the keys to pin in the decision's transaction.
+ * What the key check found: the keys to pin in the decision's transaction, and the generation it
+ * started under (a forget of a party since makes it stale: `keysForgottenSince`).
  *
  * @since 0.5.0
  * @category models
  */
 export interface KeyCheck {
   readonly pins: ReadonlyArray<KeyPin>
+  readonly generation: number
 }
+
+/**
+ * A key check of nothing (a request refused before its keys matter), under the current generation.
+ *
+ * @since 0.13.0
+ * @category constructors
+ */
+export const noKeyCheck = (cache: PartyKeyCache): KeyCheck => ({ pins: [], generation: cache.generations.current })
 
 const refKey = (ref: AccountRef) => `${ref.chainId}/${ref.contract}/${ref.account}`
 
@@ -71,19 +92,50 @@ export const refKeyOf = refKey
 /**
  * D55: a registered key can change (`rotateEncryptionKey`): the account's remembered key is
  * forgotten when its rotation is attested and again once it is mined, so the next lookup reads
- * the registry.
+ * the registry. A lookup under way is no longer shared, and neither it nor a key check that
+ * started before this forget counts (the next generation, recorded against the account).
  *
  * @since 0.12.0
  * @category mutations
  */
 export const forgetKnownKey = (cache: PartyKeyCache, ref: AccountRef): void => {
-  cache.known.delete(refKey(ref))
+  const id = refKey(ref)
+  const { generations } = cache
+  // A crude bound, as for the keys: past it, everything under way counts as forgotten.
+  if (generations.forgotten.size >= keyCacheMax) {
+    generations.forgotten.clear()
+    generations.floor = generations.current + 1
+  }
+  generations.current += 1
+  generations.forgotten.set(id, generations.current)
+  cache.known.delete(id)
+  cache.lookups.delete(id)
 }
 
-const remember = (cache: PartyKeyCache, ref: AccountRef, key: string, source: "registered" | "pinned") => {
+/** Whether `id`'s key was forgotten after `generation` began. */
+const forgottenSince = (cache: PartyKeyCache, id: string, generation: number): boolean =>
+  generation < cache.generations.floor || (cache.generations.forgotten.get(id) ?? 0) > generation
+
+/**
+ * Whether a party's key was forgotten since the key check under `generation` started: a
+ * rotation overtook it, and the keys it checked may be the old ones. The decision unit asks,
+ * beside the rotation's hold (Decide.ts), and decides nothing then (a retry checks afresh).
+ *
+ * @since 0.13.0
+ * @category steps
+ */
+export const keysForgottenSince = (
+  cache: PartyKeyCache,
+  request: { readonly chainId: bigint; readonly contract: string; readonly from: string; readonly to: string },
+  generation: number
+): boolean =>
+  cache.generations.forgotten.size + cache.generations.floor > 0 &&
+  [request.from, request.to].some((party) => forgottenSince(cache, refKey(refFor(request.chainId, request.contract, party)), generation))
+
+const remember = (cache: PartyKeyCache, ref: AccountRef, found: { readonly key: string; readonly source: "registered" | "pinned" }) => {
   // A crude bound: forgetting costs one read again, never correctness.
   if (cache.known.size >= keyCacheMax) cache.known.clear()
-  cache.known.set(refKey(ref), { key, source })
+  cache.known.set(refKey(ref), found)
 }
 
 /**
@@ -96,30 +148,42 @@ const remember = (cache: PartyKeyCache, ref: AccountRef, key: string, source: "r
  */
 const lookUpKey = Effect.fnUntraced(function*(context: GuardianContext, ref: AccountRef) {
   const pinned = yield* storage(context.store.pinnedKey(ref))
-  if (pinned !== undefined) {
-    remember(context.partyKeys, ref, pinned, "pinned")
-    return pinned
-  }
+  if (pinned !== undefined) return { key: pinned, source: "pinned" as const }
   const registered = yield* context.chain.encryptionKeyOf(BigInt(ref.chainId), getAddress(ref.contract), getAddress(ref.account))
-  if (registered === undefined) return undefined
-  const key = bytesToHex(registered).toLowerCase()
-  remember(context.partyKeys, ref, key, "registered")
-  return key
+  return registered === undefined ? undefined : { key: bytesToHex(registered).toLowerCase(), source: "registered" as const }
 })
 
-/** The key `ref`'s balance is encrypted to, from memory, or one shared lookup. */
-const expectedKeyOf = (context: GuardianContext, ref: AccountRef): Effect.Effect<string | undefined, GuardianError> =>
+/**
+ * The key `ref`'s balance is encrypted to, from memory, or one shared `lookup`, whose answer is
+ * remembered only if no forget of `ref` overtook it (`generations`).
+ *
+ * @since 0.13.0
+ * @category steps
+ */
+export const cachedKeyOf = (
+  cache: PartyKeyCache,
+  ref: AccountRef,
+  lookup: Effect.Effect<{ readonly key: string; readonly source: "registered" | "pinned" } | undefined, GuardianError>
+): Effect.Effect<string | undefined, GuardianError> =>
   Effect.suspend(() => {
-    const { known, lookups } = context.partyKeys
+    const { known, lookups } = cache
     const id = refKey(ref)
     const cached = known.get(id)
     if (cached !== undefined) return Effect.succeed(cached.key)
     const running = lookups.get(id)
     if (running !== undefined) return running
-    const lookup = lookUpKey(context, ref).pipe(Effect.ensuring(Effect.sync(() => lookups.delete(id))))
-    return Effect.flatMap(Effect.cached(lookup), (shared) => {
-      lookups.set(id, shared)
-      return shared
+    const startedUnder = cache.generations.current
+    const remembered = lookup.pipe(Effect.map((found) => {
+      if (found !== undefined && !forgottenSince(cache, id, startedUnder)) remember(cache, ref, found)
+      return found?.key
+    }))
+    return Effect.flatMap(Effect.cached(remembered), (shared) => {
+      // A forget drops the entry; a lookup started after it may have put its own there since.
+      const settled = shared.pipe(Effect.ensuring(Effect.sync(() => {
+        if (lookups.get(id) === settled) lookups.delete(id)
+      })))
+      lookups.set(id, settled)
+      return settled
     })
   })
 
@@ -132,7 +196,8 @@ const expectedKeyOf = (context: GuardianContext, ref: AccountRef): Effect.Effect
  * @category steps
  */
 export const checkKeys = Effect.fnUntraced(function*(context: GuardianContext, request: AuthorizeRequest) {
-  if (!context.chain.knows(request.chainId)) return { pins: [] } satisfies KeyCheck
+  const generation = context.partyKeys.generations.current
+  if (!context.chain.knows(request.chainId)) return { pins: [], generation } satisfies KeyCheck
   const parties: Array<KeyPin> = [
     { ref: refFor(request.chainId, request.contract, request.from), key: request.fromKey.toLowerCase(), refusal: "sender_key_not_registered" }
   ]
@@ -141,9 +206,9 @@ export const checkKeys = Effect.fnUntraced(function*(context: GuardianContext, r
   }
   const pins: Array<KeyPin> = []
   for (const party of parties) {
-    const expected = yield* expectedKeyOf(context, party.ref)
+    const expected = yield* cachedKeyOf(context.partyKeys, party.ref, lookUpKey(context, party.ref))
     if (expected === undefined) pins.push(party)
     else if (expected !== party.key) return party.refusal
   }
-  return { pins } satisfies KeyCheck
+  return { pins, generation } satisfies KeyCheck
 })

@@ -161,19 +161,32 @@ const rotateOn = Effect.fn("KeyRotations.rotateOn")(function*(
   const outcome = yield* context.settlement.awaitResolution(submissionId, rotationWaitMs).pipe(Effect.catch(retryLater("awaiting the chain")))
   if (Option.isNone(outcome)) return yield* Effect.fail(ServiceUnavailable.of("The key rotation is still being mined; retry the same request."))
   if (outcome.value._tag === "Failed") {
-    // The balance moved between the attestation and the mining (a credit, a transfer): a retry
-    // attests afresh. Refused, the attestation can never be mined: the hold is lifted now.
-    yield* forgetOn(context, chain, rotation.wallet, asset)
-    return yield* retryLater("the chain refused the rotation (the balance changed meanwhile)")(submissionId)
+    // A revert (the balance moved since the attestation, or gas ran out) or no inclusion: a retry
+    // attests afresh. The guardian lifts its hold only once the chain shows this attestation can
+    // never be mined; anyone holding its calldata could otherwise still get it mined.
+    yield* forgetOn(context, chain, rotation.wallet, asset, { nonce, deadline, previousBalanceDigest: attested.previousBalanceDigest })
+    return yield* retryLater("the chain did not apply the rotation")(submissionId)
   }
 })
 
 /**
  * The guardian lifts its hold on the account's transfers in one asset's contract and forgets its
- * key. Not lifted (the guardian unreachable), the hold lapses at the attestation's deadline.
+ * key; after a `failed` rotation, only once the chain shows its attestation dead. Not lifted (the
+ * guardian unreachable), the hold lapses at the attestation's deadline plus the guardian's margin.
  */
-const forgetOn = (context: KeyRotationsContext, chain: ChainContext, wallet: Address, asset: Asset) =>
-  context.guardian.forgetKey({ chainId: BigInt(chain.chainId), contract: confidentialTokenOf(chain, asset), account: wallet }).pipe(
+const forgetOn = (
+  context: KeyRotationsContext,
+  chain: ChainContext,
+  wallet: Address,
+  asset: Asset,
+  failed?: NonNullable<Parameters<KeyRotationsContext["guardian"]["forgetKey"]>[0]["failed"]>
+) =>
+  context.guardian.forgetKey({
+    chainId: BigInt(chain.chainId),
+    contract: confidentialTokenOf(chain, asset),
+    account: wallet,
+    ...(failed === undefined ? {} : { failed })
+  }).pipe(
     Effect.catch((error) => Effect.logWarning("key rotation: the guardian did not lift its hold", error))
   )
 

@@ -53,6 +53,10 @@ export type StoredAgentTransaction = typeof Row.Type
  * @category models
  */
 export interface SealedParts {
+  /**
+   * The keys the boxes were sealed to at the create. An approval does not reuse them: the
+   * chain's ciphertext goes to the parties' keys of its own time (D55, approveHeld.ts).
+   */
   readonly fromKey: Uint8Array
   readonly toKey: Uint8Array | null
   readonly senderBox: Uint8Array

@@ -102,8 +102,9 @@ export const gasLimits: Record<SubmissionKind, bigint> = {
   register_key: 150_000n,
   // Measured 63,411 in v2 (the bounded veto's counter, D52; docs/benchmarks.md).
   rotation_veto: 100_000n,
-  // D55: measured 106,572 over a funded balance (ConfidentialToken v2's gas bench); a balance
-  // never funded (its six words still zero) adds six fresh slots, ~120k more.
+  // D55: measured 105,304 over a funded balance (ConfidentialToken v2's gas bench,
+  // docs/benchmarks.md); a balance never funded (its three words still zero, D66) writes three
+  // fresh slots, ~60k more.
   rotate_key: 350_000n
 }
 

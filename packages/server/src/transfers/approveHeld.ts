@@ -4,7 +4,7 @@
  * recipient rules of the policy in force now are checked, the guardian decides the limits and the
  * balance now (`approved: true` skips only the threshold), and the transfer is recorded and
  * submitted exactly as a new one (authorize.ts, record.ts, submit.ts), with the boxes sealed at
- * its create.
+ * its create and its parties' keys as they are now (D55: either may have rotated since).
  *
  * The transfer keeps its id and replay nonce (the boxes are bound to the id; the nonce was never
  * attested, so it is still unused), with a fresh deadline: a held transaction may wait longer than
@@ -18,6 +18,7 @@
  */
 import { Clock, DateTime, Effect, Option } from "effect"
 import { bytesToBigInt, getAddress, type Hex } from "viem"
+import type { Account } from "@pps/api/Accounts"
 import { agentTransactionEvent } from "@pps/api/Agents"
 import {
   ApprovalAttemptsExhausted,
@@ -36,7 +37,7 @@ import { settleWithGuardian } from "./complete.ts"
 import type { PreparedTransfer, TransfersContext } from "./context.ts"
 import { publicAmountBinding } from "./hold.ts"
 import { recordAlongside } from "./record.ts"
-import { checkPolicy, namesOf } from "./resolve.ts"
+import { checkPolicy, namesOf, partyKeyOf } from "./resolve.ts"
 import { submitAndAwait } from "./submit.ts"
 import { transferIdBytes32 } from "./submission.ts"
 
@@ -147,7 +148,15 @@ const releaseUnlessRecorded = (context: TransfersContext, transferId: string) =>
     Effect.flatMap((recorded) => Option.isSome(recorded) ? Effect.void : settleWithGuardian(context, transferId, "failed"))
   )
 
-/** The held transfer as its create sealed it, with its parties as they are now. */
+const keyKept = "a party's key, registered when its transfer was held, stays registered (a rotation replaces it, D55)"
+
+/**
+ * The held transfer as its create sealed it, with its parties and their keys as they are now.
+ * D55: the keys are read again, not taken from the hold: the guardian encrypts the chain's
+ * ciphertext (the handles added to each party's balance) to them and checks them against the key
+ * registry, so after a party rotated, its key of the hold would be refused. The boxes stay as the
+ * create sealed them, to the keys of then: a party that rotated opens its copy with its old key.
+ */
 const preparedOfHeld = Effect.fnUntraced(function*(
   context: TransfersContext,
   held: StoredAgentTransaction,
@@ -159,6 +168,12 @@ const preparedOfHeld = Effect.fnUntraced(function*(
   const recipientAccount = held.recipient_account_id === null
     ? null
     : yield* accountOf(held.recipient_account_id, "a held transaction's recipient account exists (accounts are never deleted)")
+  const keyNow = (account: Account | null, address: string) => partyKeyOf(context, chain, account, address, "Transfers.approveHeld")
+  const fromKey = yield* keyNow(agentAccount, agentAccount.walletAddress).pipe(Effect.flatMap(Invariant.some(keyKept)))
+  // A standard transfer's recipient gets no handle, so no key of it is sent (authorize.ts).
+  const toKey = held.confidential
+    ? yield* keyNow(recipientAccount, held.recipient_address).pipe(Effect.flatMap(Invariant.some(keyKept)))
+    : null
   const parts = yield* context.heldStore.sealedParts(held.transaction_id).pipe(Unavailable.database("Transfers.approveHeld"))
   const publicAmount = parts.publicAmountSealed === null ? null : bytesToBigInt(
     yield* context.secretBox.open(parts.publicAmountSealed, publicAmountBinding(held.transaction_id)).pipe(
@@ -178,8 +193,8 @@ const preparedOfHeld = Effect.fnUntraced(function*(
     confidential: held.confidential,
     apiKeyId: held.api_key_id,
     nonce: BigInt(held.replay_nonce),
-    fromKey: parts.fromKey,
-    toKey: parts.toKey,
+    fromKey,
+    toKey,
     boxes: { sender: parts.senderBox, recipient: parts.recipientBox, guardian: parts.guardianNote },
     sealedDigest: held.sealed_digest as Hex,
     publicAmount,

@@ -86,6 +86,27 @@ const chainUnavailable = (operation: string) => (error: { readonly message: stri
   new Unavailable.DependencyUnavailable({ dependency: "chain", operation, retryable: true, detail: error.message })
 
 /**
+ * The key a party's amounts are encrypted to now: for one of our accounts its key holder's (an
+ * agent's owner's, D11), as registered; for an outside address the chain registry's. A rotation
+ * (D55) changes it, so an approval reads it again rather than reuse the key its hold was made with.
+ *
+ * @since 0.12.0
+ */
+export const partyKeyOf = (
+  context: TransfersContext,
+  chain: ChainContext,
+  account: Account | null,
+  address: string,
+  operation: string
+): Effect.Effect<Option.Option<Uint8Array>, Unavailable.DependencyUnavailable> =>
+  account === null
+    ? context.keys.keyOfAddress(chain, getAddress(address)).pipe(Effect.mapError(chainUnavailable(operation)))
+    : principalOf(context, account).pipe(
+      Effect.flatMap((holder) => context.keys.keyOfAccount(holder.accountId, chain.mode)),
+      Unavailable.database(operation)
+    )
+
+/**
  * The recipient of `to`: one of our accounts (by handle or address) with its key holder's key, or
  * an outside address with the key the chain's registry holds for it.
  *
@@ -116,10 +137,7 @@ export const resolveRecipient = Effect.fnUntraced(function*(
     if (account.value.accountId === sender.accountId) {
       return yield* Effect.fail(InvalidRequest.of("A transfer to yourself is not allowed.", { param: "to" }))
     }
-    const keyHolder = yield* principalOf(context, account.value)
-    const key = yield* context.keys.keyOfAccount(keyHolder.accountId, chain.mode).pipe(
-      Unavailable.database("Transfers.resolveRecipient")
-    )
+    const key = yield* partyKeyOf(context, chain, account.value, account.value.walletAddress, "Transfers.resolveRecipient")
     return {
       account: account.value,
       address: getAddress(account.value.walletAddress),
@@ -128,9 +146,7 @@ export const resolveRecipient = Effect.fnUntraced(function*(
     } satisfies Recipient
   }
   const address = getAddress((ref as { readonly address: Address }).address)
-  const key = yield* context.keys.keyOfAddress(chain, address).pipe(
-    Effect.mapError(chainUnavailable("Transfers.resolveRecipient"))
-  )
+  const key = yield* partyKeyOf(context, chain, null, address, "Transfers.resolveRecipient")
   return { account: null, address, display: address, key } satisfies Recipient
 })
 
@@ -173,9 +189,7 @@ export const resolveParties = Effect.fnUntraced(function*(
   )
   yield* policyFirst(namesOf(recipient))
   if (confidential && Option.isNone(recipient.key)) return yield* Effect.fail(RecipientNotConfidentialReady.of())
-  const senderKey = yield* context.keys.keyOfAccount(senderPrincipal.accountId, principal.mode).pipe(
-    Unavailable.database("Transfers.resolve")
-  )
+  const senderKey = yield* partyKeyOf(context, chain, senderPrincipal, sender.walletAddress, "Transfers.resolve")
   if (Option.isNone(senderKey)) return yield* Effect.fail(EncryptionKeyRequired.of())
   return { sender, isAgent, chain, recipient, senderKey: senderKey.value, contract: confidentialTokenOf(chain, asset) }
 })

@@ -7,20 +7,29 @@
  *   a transfer to her afterwards opens with the new key only; she still sends, and her balance
  *   adds up. A second rotation (the new key lost too) works the same; the same key again is
  *   harmless (nothing more on chain).
+ * - An agent's transfer held before its recipient rotated: the owner's approval is attested under
+ *   the recipient's key of now (200, confirmed; the balance reads with the new key), and the
+ *   recipient's copy stays sealed to the key of its create (opens with the old key only).
  * - Refusals: an invalid proof (422 `encryption_key_invalid`), an account with no key (422
  *   `encryption_key_required`), an agent's key (403 `not_agent_owner`). No answer or log line
  *   carries the canary amounts.
  */
 import { assert, describe, expect, layer } from "@effect/vitest"
-import { EncryptionKey } from "@pps/crypto"
+import { EncryptionKey, Note } from "@pps/crypto"
 import { Client, Confidential } from "@pps/sdk/internal"
-import { Context, Effect } from "effect"
+import { Context, Effect, Schema } from "effect"
+import { getAddress, type Hex, hexToBytes } from "viem"
+import { AgentTransactionRecord } from "@pps/api/Agents"
 import { GuardianClient } from "@pps/guardian"
 import { TransferRecord } from "@pps/api/Transfers"
 import { ulid } from "../../src/platform/Ids.ts"
+import { ownerWithAgent } from "../support/agents.ts"
 import { decryptTransfer, fundedPair, registerKey } from "../support/confidentialClient.ts"
 import { bearer, createAccount, decodeAnswer, expectEnvelope, postJson, send } from "../support/http.ts"
 import { type DatabaseTarget, makeTestServer, TestServer, type TestServerShape } from "../support/TestServer.ts"
+
+/** A party's sealed copy of a transfer (`GET /v1/transfers/{id}/sealed`), the fields it opens with. */
+const SealedCopy = Schema.Struct({ chain_id: Schema.Number, contract: Schema.String, binding_id: Schema.String, sealed_note: Schema.String })
 
 const clientOf = (server: TestServerShape, apiKey: string) => Client.make({ baseUrl: server.baseUrl, apiKey })
 
@@ -107,6 +116,53 @@ export const keyRotationSuite = (database: DatabaseTarget) =>
           for (const line of server.logs) {
             for (const canary of ["220250000", "4125000", "224000000", "220.25", "4.125"]) assert.notInclude(line, canary)
           }
+        }))
+
+      it.effect("an agent's transfer held before its recipient rotated is approved under the recipient's new key and confirms", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const suffix = ulid().toLowerCase().slice(-8)
+          const bob = yield* createAccount(server, `held-bob-${suffix}`)
+          const bobOld = yield* registerKey(server.baseUrl, bob.api_key)
+          const { agentKey, owner } = yield* ownerWithAgent(server, `held-olga-${suffix}`, {
+            daily_limit_usdg: 100,
+            per_transaction_limit_usdg: 50,
+            hitl_threshold_usdg: 25
+          }, { faucetUsdg: "100", fundAgentUsdg: "40" })
+          const held = decodeAnswer(
+            AgentTransactionRecord,
+            yield* send(`${server.baseUrl}/v1/transfers`, postJson(bearer(agentKey), { to: `@held-bob-${suffix}`, amount: "30" })),
+            202
+          )
+          // The hold stored Bob's key of then; he replaces it before the owner decides.
+          const bobNew = EncryptionKey.generate()
+          yield* rotate(server, bob.api_key, bobNew)
+          const approval = yield* send(`${server.baseUrl}/v1/agents/transactions/${held.transaction_id}/approve`, postJson(bearer(owner.api_key), {}))
+          const approved = decodeAnswer(AgentTransactionRecord, approval, 200)
+          expect(approved).toMatchObject({ status: "approved", transfer_status: "confirmed" })
+          // The chain credited his new key's balance (its handle is under the new key)...
+          assert.strictEqual(yield* usdgOf(server, bob.api_key, bobNew), "30")
+          // ...while his copy of the amount and memo stays as the create sealed it: to the old key.
+          const copy = Schema.decodeUnknownSync(SealedCopy)(
+            (yield* send(`${server.baseUrl}/v1/transfers/${approved.transfer_id}/sealed`, { headers: bearer(bob.api_key) })).json
+          )
+          const openWith = (keyPair: EncryptionKey.KeyPair) =>
+            Note.openTransferNote(keyPair, hexToBytes(copy.sealed_note as Hex), {
+              chainId: BigInt(copy.chain_id),
+              contract: getAddress(copy.contract),
+              transferId: hexToBytes(copy.binding_id as Hex)
+            }, "recipient")
+          const opened = openWith(bobOld)
+          assert.isTrue(opened.ok && opened.value.amount === 30_000_000n)
+          assert.isFalse(openWith(bobNew).ok)
+          // The SDK checks a copy against its party's handle, now under the new key: neither key alone passes.
+          const sdkRefusal = (keyPair: EncryptionKey.KeyPair) =>
+            Effect.flip(Effect.tryPromise({
+              try: () => Confidential.decryptTransfer(clientOf(server, bob.api_key), keyPair, approved.transfer_id ?? ""),
+              catch: (error) => error as Confidential.ConfidentialError
+            }))
+          assert.strictEqual((yield* sdkRefusal(bobNew)).reason, "sealed_copy_unopenable")
+          assert.strictEqual((yield* sdkRefusal(bobOld)).reason, "sealed_copy_mismatch")
         }))
 
       it.effect("refused: an invalid proof, an account with no key, an agent's key", () =>

@@ -46,7 +46,7 @@ export const listAlerts = ({ sql }: StoreContext, limit: number) =>
     readonly explanation: string
   }>`
     SELECT chain_id, contract, account, kind, since_ms::text AS since_ms, last_seen_ms::text AS last_seen_ms, explanation
-    FROM guardian_alerts ORDER BY since_ms, chain_id, contract, account, kind LIMIT ${limit}`.pipe(
+    FROM guardian_alerts ORDER BY guardian_alerts.since_ms, chain_id, contract, account, kind LIMIT ${limit}`.pipe(
     Effect.map((rows) =>
       rows.map((row): AlertRow => ({
         chainId: row.chain_id,
