@@ -1,7 +1,7 @@
 /**
  * Which commits wait for the disk. Every commit does (PostgreSQL's default, and the embedded
  * database's since it syncs its WAL: the guardian package's `DurableNodeFS`), except those this
- * module's combinator runs.
+ * module's combinators run.
  *
  * @since 0.8.0
  */
