@@ -14,7 +14,7 @@ import * as TestUSDG from "../src/artifacts/TestUSDG.ts"
 import * as WrappedEther from "../src/artifacts/WrappedEther.ts"
 import * as TypedData from "../src/typedData.ts"
 import * as Deploy from "../src/deploy.ts"
-import { startBenchChain } from "./benchChain.ts"
+import { batchCalldata, startBenchChain } from "./benchChain.ts"
 import { digestPoints, encrypt, type KeyPair, makeKeyPair, proveKeyPossession, toEvm } from "../test/helpers/elgamal.ts"
 import { balanceDigest, confidentialRequest, publicRequest, signConfidential, signPublic } from "../test/helpers/transfers.ts"
 import { type Goal, recordResults } from "../../../scripts/benchRecord.ts"
@@ -108,12 +108,13 @@ try {
   // slots and nonce words warm.
   const crowd = await Promise.all(Array.from({ length: 64 }, registered))
   await Promise.all(crowd.map((party) => shield(party.account.address, 10n ** 9n)))
-  const batch = async (pairs: ReadonlyArray<readonly [Party, Party]>) => {
+  // With root hints (D70) read as the relayer reads them, unless `hinted` is false.
+  const batch = async (pairs: ReadonlyArray<readonly [Party, Party]>, hinted = true) => {
     const items = await Promise.all(pairs.map(async ([from, to]) => {
       const request = confidentialRequest({ from: from.account.address, to: to.account.address, amount: 1_000n, fromKey: from.key, toKey: to.key, guardianKey, nonce: from.nonce++, deadline: 2n ** 40n })
       return { request, signature: await signConfidential(guardian, domain, request), accountSignature: await signConfidential(from.account, domain, request) }
     }))
-    const data = encodeFunctionData({ abi, functionName: "confidentialTransferBatch", args: [items.map((item) => item.request), items.map((item) => item.signature), items.map((item) => item.accountSignature)] })
+    const data = await batchCalldata(client, token, items, hinted)
     const receipt = await send(owner, token, data, 14_000_000n)
     if (parseEventLogs({ abi, logs: receipt.logs, eventName: "ConfidentialTransfer" }).length !== pairs.length) throw new Error("a batch item was skipped")
     return { receipt, calldataBytes: size(data) }
@@ -128,9 +129,17 @@ try {
       record(
         `confidentialTransferBatch of ${count}, ${label}: per transfer`,
         receipt.gasUsed / BigInt(count),
-        `${receipt.gasUsed.toLocaleString("en-US")} in all; calldata ${Math.round(bytes / count)} B per transfer`
+        `${receipt.gasUsed.toLocaleString("en-US")} in all; calldata ${Math.round(bytes / count)} B per transfer; root hints`
       )
     }
+  }
+  {
+    const { receipt, calldataBytes: bytes } = await batch(distinct(32), false)
+    record(
+      "confidentialTransferBatch of 32, distinct senders and recipients, no root hints: per transfer",
+      receipt.gasUsed / 32n,
+      `${receipt.gasUsed.toLocaleString("en-US")} in all; calldata ${Math.round(bytes / 32)} B per transfer; every stored point's y by modexp`
+    )
   }
 
   const pay = async (to: `0x${string}`) => {
@@ -186,16 +195,14 @@ process.stdout.write(`| operation | gas | note |\n|---|---:|---|\n${rows.map((ro
 /**
  * The goals the rows are held to: the contract tests assert the steady state ≤ 115k (v2, D51); batched
  * settlement was asked for ≤ 75k per transfer in a batch of 32, and issue 49 for ≤ 70k with distinct
- * parties (not reached, D66). Bold rows are the history's headline.
+ * parties (met with root hints, D70). Bold rows are the history's headline.
  */
-const gasGoal = (operation: string): Goal | undefined =>
-  operation.includes("steady state")
-    ? "<= 115000"
-    : operation.includes("Batch of 32, distinct")
-      ? "<= 70000"
-      : operation.includes("Batch of 32")
-        ? "<= 75000"
-        : undefined
+const gasGoal = (operation: string): Goal | undefined => {
+  if (operation.includes("steady state")) return "<= 115000"
+  if (operation.includes("no root hints")) return undefined
+  if (operation.includes("Batch of 32, distinct")) return "<= 70000"
+  return operation.includes("Batch of 32") ? "<= 75000" : undefined
+}
 recordResults("contracts-gas", rows.map(([operation, gas]) => {
   const goal = gasGoal(operation)
   return {
@@ -203,6 +210,6 @@ recordResults("contracts-gas", rows.map(([operation, gas]) => {
     value: Number(gas.replaceAll(",", "")),
     unit: "gas",
     ...(goal === undefined ? {} : { goal }),
-    headline: operation.startsWith("**") || operation.includes("Batch of 32")
+    headline: operation.startsWith("**") || (operation.includes("Batch of 32") && !operation.includes("no root hints"))
   }
 }))

@@ -13,7 +13,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import * as ConfidentialToken from "../src/artifacts/ConfidentialToken.ts"
 import * as TestUSDG from "../src/artifacts/TestUSDG.ts"
 import * as Deploy from "../src/deploy.ts"
-import { startBenchChain } from "./benchChain.ts"
+import { batchCalldata, startBenchChain } from "./benchChain.ts"
 import { type KeyPair, makeKeyPair, proveKeyPossession } from "../test/helpers/elgamal.ts"
 import { confidentialRequest, signConfidential } from "../test/helpers/transfers.ts"
 
@@ -84,7 +84,7 @@ try {
       const request = confidentialRequest({ from: from.account.address, to: to.account.address, amount: 1_000n, fromKey: from.key, toKey: to.key, guardianKey, nonce: from.nonce++, deadline: 2n ** 40n })
       return { request, signature: await signConfidential(guardian, domain, request), accountSignature: await signConfidential(from.account, domain, request) }
     }))
-    const data = encodeFunctionData({ abi, functionName: "confidentialTransferBatch", args: [items.map((item) => item.request), items.map((item) => item.signature), items.map((item) => item.accountSignature)] })
+    const data = await batchCalldata(client, token, items)
     const receipt = await send(owner, token, data, 14_000_000n)
     if (parseEventLogs({ abi, logs: receipt.logs, eventName: "ConfidentialTransfer" }).length !== pairs.length) throw new Error("a batch item was skipped")
     return { receipt, calldataBytes: size(data) }

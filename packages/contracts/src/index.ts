@@ -31,3 +31,6 @@ export * as WrappedEtherArtifact from "./artifacts/WrappedEther.ts"
 
 /** @since 0.4.0 */
 export * as RpcTransport from "./rpcTransport.ts"
+
+/** @since 0.7.0 */
+export * as RootHints from "./rootHints.ts"

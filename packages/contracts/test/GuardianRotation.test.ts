@@ -478,7 +478,7 @@ describe("every owner path", () => {
           deadline
         })
         const signature = await signConfidential(owner, domain, request)
-        await succeeds(token, encodeFunctionData({ abi, functionName: "confidentialTransferBatch", args: [[request], [signature], [signature]] }))
+        await succeeds(token, encodeFunctionData({ abi, functionName: "confidentialTransferBatch", args: [[request], [signature], [signature], []] }))
       },
       publicTransfer: async () => {
         const request = publicRequest({
@@ -618,7 +618,7 @@ describe("the delay is fixed at deployment", () => {
   it("on a test chain: 0 is allowed (propose and execute in one block's time), more than 30 days is not", async () => {
     const deployer = await chain.newAccount()
     const sender = makeSender(chain.client, deployer, 20)
-    const receipt = await sender.send({ to: null, data: deployData(0n), gas: 3_600_000n })
+    const receipt = await sender.send({ to: null, data: deployData(0n), gas: 4_000_000n })
     const instant = receipt.contractAddress as Address
     expect(await read("rotationDelaySeconds", instant)).toBe(0n)
     const next = privateKeyToAccount(generatePrivateKey())
@@ -627,7 +627,7 @@ describe("the delay is fixed at deployment", () => {
     expect(await read("guardianSigner", instant)).toBe(next.address)
 
     await expectDeployReverts(chain.client, deployer.address, deployData(delayMaxSeconds + 1n), [delayMaxSeconds + 1n, 0n, delayMaxSeconds])
-    await sender.send({ to: null, data: deployData(delayMaxSeconds), gas: 3_600_000n })
+    await sender.send({ to: null, data: deployData(delayMaxSeconds), gas: 4_000_000n })
   })
 })
 
@@ -686,7 +686,7 @@ describe("on mainnet (chain id 4663)", () => {
         await expectDeployReverts(client, deployer.address, data(delay), [delay, floor, delayMaxSeconds])
       }
       // Mined, not only simulated: the deployment transaction itself reverts.
-      await expect(sender.send({ to: null, data: data(5n), gas: 3_600_000n })).rejects.toThrow(/reverted/)
+      await expect(sender.send({ to: null, data: data(5n), gas: 4_000_000n })).rejects.toThrow(/reverted/)
       // Deploy.deploy asking for a short delay on mainnet fails the same way.
       await expect(
         Deploy.deploy({
@@ -700,7 +700,7 @@ describe("on mainnet (chain id 4663)", () => {
         })
       ).rejects.toThrow(/reverted/)
 
-      const exact = await sender.send({ to: null, data: data(floor), gas: 3_600_000n })
+      const exact = await sender.send({ to: null, data: data(floor), gas: 4_000_000n })
       expect(await client.readContract({ address: exact.contractAddress as Address, abi, functionName: "rotationDelaySeconds" })).toBe(floor)
       const addresses = await Deploy.deploy({
         client,

@@ -30,6 +30,7 @@
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads"
 import type { PGliteInterface, Results } from "@electric-sql/pglite"
 import { PreparedStatementPGlite } from "./PreparedStatementPGlite.ts"
+import { collectGarbage } from "./ProcessMemory.ts"
 import { answerCalls, type Started, startThread, ThreadCalls, toErrorData } from "./ThreadCalls.ts"
 
 /** The options a statement may carry across: the row shape only (the SQL client sets no other). */
@@ -131,6 +132,8 @@ const serve = async (dataDir: string | undefined) => {
   try {
     db = new PreparedStatementPGlite(dataDir)
     await db.waitReady
+    // This thread's heap is its own: what opening left unreferenced is collected here (ProcessMemory).
+    collectGarbage()
   } catch (error) {
     parentPort!.postMessage({ kind: "failed", error: toErrorData(error) } satisfies Started)
     return

@@ -11,6 +11,7 @@ import { PgliteClient } from "@effect/sql-pglite"
 import { Cause, Clock, Duration, Effect } from "effect"
 import { ThreadedPGlite } from "./DatabaseThread.ts"
 import { PreparedStatementPGlite } from "./PreparedStatementPGlite.ts"
+import { collectGarbage } from "./ProcessMemory.ts"
 
 export { PreparedStatementPGlite } from "./PreparedStatementPGlite.ts"
 
@@ -100,6 +101,8 @@ export const makeEmbeddedClient = (
         Effect.promise(async () => {
           const db = new PreparedStatementPGlite(dataDir)
           await db.waitReady
+          // What opening left unreferenced (a first start's initdb instance among it) given back now.
+          collectGarbage()
           return db
         }),
         (db) => Effect.promise(() => db.close()).pipe(Effect.timeoutOption(closeTimeoutMs), Effect.ignore)

@@ -199,6 +199,25 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
     fs.rmSync(directory, { recursive: true, force: true })
   }, 60_000)
 
+  it("collects garbage once the database is open, when the process has `gc` (D67: a first start's initdb instance)", async () => {
+    const exposed = globalThis.gc
+    const collections: Array<number> = []
+    // `gc` as `--expose-gc` (ProcessMemory.nodeFlags) gives it; vitest's workers start without it.
+    const counting = (): void => void collections.push(Date.now())
+    globalThis.gc = counting as NodeJS.GCFunction
+    try {
+      const tables = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+        const sql = yield* PgliteClient.PgliteClient
+        assert.strictEqual(collections.length, 1, "collected once the database was open")
+        return yield* sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM pg_class`
+      }).pipe(Effect.provide(PgliteClient.layerFrom(makeEmbeddedClient(undefined, 5_000, undefined, "caller"))))))
+      assert.isAbove(tables[0]!.n, 0)
+      assert.strictEqual(collections.length, 1)
+    } finally {
+      globalThis.gc = exposed
+    }
+  }, 60_000)
+
   for (const threading of ["caller", "own"] satisfies ReadonlyArray<DatabaseThreading>) {
     it.effect(`serves the SQL client on the ${threading} thread: statements, transactions, rollback, error classes`, () =>
       Effect.gen(function*() {

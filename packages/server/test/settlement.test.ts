@@ -9,14 +9,15 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { ConfidentialTokenArtifact } from "@pps/contracts"
+import { ConfidentialTokenArtifact, RootHints } from "@pps/contracts"
 import { ElGamal, Point } from "@pps/crypto"
 import { assert, describe as suite, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { SqlClient } from "effect/sql"
-import type { Hex } from "viem"
+import { decodeFunctionData, type Hex } from "viem"
 import { privateKeyToAddress } from "viem/accounts"
 import type { ChainContext } from "../src/settlement/Chains.ts"
+import type { SubmissionRequest } from "../src/settlement/domain.ts"
 import { Settlement } from "../src/settlement/Settlement.ts"
 import { keyPairFrom, makeTestGuardian, scalarFrom, settlementLayer, signedConfidentialTransfer } from "./support/chainFixtures.ts"
 
@@ -262,9 +263,9 @@ suite("settlement on embedded anvil", () => {
         const chain = Option.getOrThrow(settlement.chain("test"))
         const now = (yield* Effect.promise(() => chain.client.getBlock())).timestamp
         const recipientKey = keyPairFrom("turn-recipient")
-        const together = Array.from({ length: 6 }, (_, i) =>
+        const turn = (round: number) => Array.from({ length: 6 }, (_, i) =>
           signedConfidentialTransfer({
-            label: `turn-${i}`,
+            label: `turn-${round}-${i}`,
             guardian,
             chainId: chain.chainId,
             contract: chain.contracts.confidentialUsdg,
@@ -274,19 +275,47 @@ suite("settlement on embedded anvil", () => {
             fromSigningKey: scalarFrom(`turn-sender-${i}`),
             toKey: recipientKey,
             amount: 3n,
-            nonce: 0n,
+            nonce: BigInt(round),
             deadlineSeconds: now + 600n
           }))
-        // As the transfers recorded in one transaction submit: all in the same turn.
-        yield* Effect.forEach(together, (request) => settlement.submit(request), { concurrency: "unbounded", discard: true })
-        const outcomes = yield* Effect.forEach(together, (request) => settlement.awaitResolution(request.submissionId, 30_000), {
-          concurrency: "unbounded"
-        })
-        for (const outcome of outcomes) assert.isTrue(Option.isSome(outcome) && outcome.value._tag === "Confirmed", describe(outcome))
-        yield* expectAppliedOnce(chain, together.map((request) => request.replayKey!.transferId))
-        // Eight relayers with nothing in flight: without gathering the turn, each call would leave alone.
-        const hashes = new Set(outcomes.flatMap((outcome) => Option.isSome(outcome) && outcome.value.txHash !== null ? [outcome.value.txHash] : []))
-        assert.strictEqual(hashes.size, 1, `${hashes.size} transactions for ${together.length} transfers submitted together`)
+        /** Submits the turn's transfers together and returns the one transaction that carried them. */
+        const submitTogether = (together: ReadonlyArray<SubmissionRequest>) =>
+          Effect.gen(function*() {
+            // As the transfers recorded in one transaction submit: all in the same turn.
+            yield* Effect.forEach(together, (request) => settlement.submit(request), { concurrency: "unbounded", discard: true })
+            const outcomes = yield* Effect.forEach(together, (request) => settlement.awaitResolution(request.submissionId, 30_000), {
+              concurrency: "unbounded"
+            })
+            for (const outcome of outcomes) assert.isTrue(Option.isSome(outcome) && outcome.value._tag === "Confirmed", describe(outcome))
+            yield* expectAppliedOnce(chain, together.map((request) => request.replayKey!.transferId))
+            // Eight relayers with nothing in flight: without gathering the turn, each call would leave alone.
+            const hashes = new Set(outcomes.flatMap((outcome) => Option.isSome(outcome) && outcome.value.txHash !== null ? [outcome.value.txHash] : []))
+            assert.strictEqual(hashes.size, 1, `${hashes.size} transactions for ${together.length} transfers submitted together`)
+            return [...hashes][0]!
+          })
+        yield* submitTogether(turn(0))
+        // Every party's three points are stored now (the first turn debited each sender and
+        // credited the recipient), so the second turn's batch carries their roots (D70): what
+        // `encryptedBalancesOf` gave just before its block, each party hinted at its first item.
+        const hash = yield* submitTogether(turn(1))
+        const transaction = yield* Effect.promise(() => chain.client.getTransaction({ hash }))
+        const call = decodeFunctionData({ abi: ConfidentialTokenArtifact.abi, data: transaction.input })
+        assert.strictEqual(call.functionName, "confidentialTransferBatch")
+        if (call.functionName === "confidentialTransferBatch") {
+          const [requests, , , hints] = call.args
+          const before = yield* Effect.promise(() =>
+            chain.client.readContract({
+              address: chain.contracts.confidentialUsdg,
+              abi: ConfidentialTokenArtifact.abi,
+              functionName: "encryptedBalancesOf",
+              args: [RootHints.hintedAccounts(requests)],
+              blockNumber: transaction.blockNumber! - 1n
+            })
+          )
+          assert.deepStrictEqual(hints, RootHints.rootHints(requests, before))
+          // Six senders' three points each, and the recipient's at its first item.
+          assert.strictEqual(hints.filter((hint) => hint !== 0n).length, 6 * 3 + 3)
+        }
       }).pipe(Effect.provide(settlementLayer(dataDir, guardian, { relayerCount: 8, settlementBatchMax: 32 })))
     }).pipe(Effect.scoped), { timeout: 120_000 })
 

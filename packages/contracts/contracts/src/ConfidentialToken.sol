@@ -86,6 +86,8 @@ contract ConfidentialToken {
 
     uint256 private constant PROOF_OF_POSSESSION_LENGTH = 96;
     uint256 private constant SIGNATURE_LENGTH = 65;
+    /// Root hints per batch item: the sender's three stored points, then the recipient's.
+    uint256 private constant ROOT_HINTS_PER_ITEM = 6;
 
     // ---------------------------------------------------------------- types
 
@@ -268,7 +270,7 @@ contract ConfidentialToken {
     error DeadlineExpired(uint64 deadline);
     error NonceUsed(address sender, uint256 nonce);
     error SignatureMalformed();
-    error BatchLengthMismatch(uint256 requests, uint256 signatures);
+    error BatchLengthMismatch(uint256 requests, uint256 given);
     error SignatureHighS();
     error GuardianSignatureInvalid();
     error AssetTransferFailed();
@@ -550,7 +552,7 @@ contract ConfidentialToken {
         if (to == address(0)) revert ZeroAddress();
         if (amount == 0 || amount >= BN254.N) revert AmountOutOfRange(amount);
         (uint256 x, uint256 y) = BN254.mul(BN254.G_X, BN254.G_Y, amount);
-        _addInto(_slotOf(balances[to]), x, y, _workspace(8));
+        _addInto(_slotOf(balances[to]), x, y, msg.data.length, _workspace(8));
         emit Shielded(msg.sender, to, amount);
         if (!asset.transferFrom(msg.sender, address(this), amount)) revert AssetTransferFailed();
     }
@@ -576,7 +578,7 @@ contract ConfidentialToken {
             _hashTypedData(_confidentialStructHash(request)), request.from, guardianSignature, accountSignature
         );
         _useNonce(request.from, request.nonce);
-        _applyConfidential(request, _workspace(8));
+        _applyConfidential(request, msg.data.length, _workspace(8));
     }
 
     /// Applies many confidential transfers in one transaction: one relayer signature and one
@@ -592,14 +594,33 @@ contract ConfidentialToken {
     /// `ConfidentialTransferSkipped` and changes nothing; the others still apply. Points the guardian attested are valid, so a precompile failure on a
     /// point (which only a forged item could carry, and a forged item fails its signature check
     /// before any point is added) reverts the whole batch. Returns how many items applied.
+    ///
+    /// `rootHints` (D70) is empty or holds six words per item: the y of the sender's and then the
+    /// recipient's stored commitment, owner handle and guardian handle as the submitter expects
+    /// them, 0 for none. Reading a stored point otherwise costs a modexp square root (4k gas
+    /// under Osaka pricing). A hint is only a candidate, checked as the batch's table of roots
+    /// is (`_addInto`): a wrong, stale or missing one costs that modexp and never changes a
+    /// sum, so hints are not signed and anyone submitting may supply them.
     function confidentialTransferBatch(
         ConfidentialTransferRequest[] calldata requests,
         bytes[] calldata guardianSignatures,
-        bytes[] calldata accountSignatures
+        bytes[] calldata accountSignatures,
+        uint256[] calldata rootHints
     ) external returns (uint256 applied) {
         uint256 count = requests.length;
         if (guardianSignatures.length != count) revert BatchLengthMismatch(count, guardianSignatures.length);
         if (accountSignatures.length != count) revert BatchLengthMismatch(count, accountSignatures.length);
+        // Item i's hints start at calldata byte hintAt + i · hintStep. Without hints, every item
+        // reads them at the end of calldata, where calldataload gives zeros.
+        uint256 hintAt = msg.data.length;
+        uint256 hintStep;
+        if (rootHints.length != 0) {
+            if (rootHints.length != count * ROOT_HINTS_PER_ITEM) revert BatchLengthMismatch(count, rootHints.length);
+            assembly ("memory-safe") {
+                hintAt := rootHints.offset
+            }
+            hintStep = ROOT_HINTS_PER_ITEM * 32;
+        }
         // Read once for the whole batch: neither changes within a transaction.
         bytes32 separator = domainSeparator();
         address signer = guardianSigner;
@@ -628,7 +649,10 @@ contract ConfidentialToken {
                 reason = SkipReason.AccountSignatureInvalid;
             } else {
                 bitmap[request.nonce >> 8] = word | bit;
-                _applyConfidential(request, work);
+                // Unchecked: a calldata position, below 2^32.
+                unchecked {
+                    _applyConfidential(request, hintAt + i * hintStep, work);
+                }
                 ++applied;
                 continue;
             }
@@ -652,10 +676,15 @@ contract ConfidentialToken {
     }
 
     /// The effects of an attested confidential transfer whose nonce has just been used.
-    /// `work` (`_workspace`) keeps the y of each sum written, for a later item of the batch that reads it.
-    function _applyConfidential(ConfidentialTransferRequest calldata request, uint256 work) private {
-        _debit(_slotOf(balances[request.from]), request.commitment, request.fromHandle, request.guardianHandle, work);
-        _credit(_slotOf(balances[request.to]), request.commitment, request.toHandle, request.guardianHandle, work);
+    /// `hintAt` is the calldata position of its six root hints (`confidentialTransferBatch`; the
+    /// end of calldata for none). `work` (`_workspace`) keeps the y of each sum written, for a
+    /// later item of the batch that reads it.
+    function _applyConfidential(ConfidentialTransferRequest calldata request, uint256 hintAt, uint256 work) private {
+        _debit(_slotOf(balances[request.from]), request.commitment, request.fromHandle, request.guardianHandle, hintAt, work);
+        // Unchecked: a calldata position, below 2^32.
+        unchecked {
+            _credit(_slotOf(balances[request.to]), request.commitment, request.toHandle, request.guardianHandle, hintAt + 0x60, work);
+        }
         emit ConfidentialTransfer(
             request.from,
             request.to,
@@ -695,7 +724,9 @@ contract ConfidentialToken {
         );
         _requireBothSignatures(_hashTypedData(structHash), request.from, guardianSignature, accountSignature);
         _useNonce(request.from, request.nonce);
-        _debit(_slotOf(balances[request.from]), request.commitment, request.fromHandle, request.guardianHandle, _workspace(8));
+        _debit(
+            _slotOf(balances[request.from]), request.commitment, request.fromHandle, request.guardianHandle, msg.data.length, _workspace(8)
+        );
         emit PublicTransfer(
             request.from,
             request.to,
@@ -734,13 +765,15 @@ contract ConfidentialToken {
         Point calldata commitment,
         Point calldata ownerHandle,
         Point calldata guardianHandle,
+        uint256 hintAt,
         uint256 work
     ) private {
-        // Unchecked: the slots of one struct, as solc computes them (no wrap below 2^256 − 2).
+        // Unchecked: the slots of one struct, as solc computes them (no wrap below 2^256 − 2),
+        // and calldata positions.
         unchecked {
-            _addInto(slot, commitment.x, commitment.y, work);
-            _addInto(slot + 1, ownerHandle.x, ownerHandle.y, work);
-            _addInto(slot + 2, guardianHandle.x, guardianHandle.y, work);
+            _addInto(slot, commitment.x, commitment.y, hintAt, work);
+            _addInto(slot + 1, ownerHandle.x, ownerHandle.y, hintAt + 0x20, work);
+            _addInto(slot + 2, guardianHandle.x, guardianHandle.y, hintAt + 0x40, work);
         }
     }
 
@@ -749,12 +782,13 @@ contract ConfidentialToken {
         Point calldata commitment,
         Point calldata ownerHandle,
         Point calldata guardianHandle,
+        uint256 hintAt,
         uint256 work
     ) private {
         unchecked {
-            _addInto(slot, commitment.x, BN254.negateY(commitment.y), work);
-            _addInto(slot + 1, ownerHandle.x, BN254.negateY(ownerHandle.y), work);
-            _addInto(slot + 2, guardianHandle.x, BN254.negateY(guardianHandle.y), work);
+            _addInto(slot, commitment.x, BN254.negateY(commitment.y), hintAt, work);
+            _addInto(slot + 1, ownerHandle.x, BN254.negateY(ownerHandle.y), hintAt + 0x20, work);
+            _addInto(slot + 2, guardianHandle.x, BN254.negateY(guardianHandle.y), hintAt + 0x40, work);
         }
     }
 
@@ -791,13 +825,14 @@ contract ConfidentialToken {
 
     /// Adds (x, y) to the compressed point in storage slot `slot` (BN254.compress and
     /// BN254.decompress, written out here: this runs six times per transfer), in the memory of
-    /// `_workspace`. The stored sum's y comes from the table of roots when the entry at its slot
-    /// holds a y < p with y² = x³ + 3 and the stored parity, which only the right y satisfies (x
-    /// and the parity fix the point), so an entry another slot overwrote costs a modexp, never
-    /// a wrong point; otherwise from the modexp precompile (0x05), y = ±(x³ + 3)^((p+1)/4). The new
-    /// sum's y goes into the table for a later item of the batch. Reverts with `InvalidPoint`
-    /// when (x, y) is not a valid point.
-    function _addInto(uint256 slot, uint256 x, uint256 y, uint256 work) private {
+    /// `_workspace`. The stored sum's y is the first of these that is a root: the submitter's hint
+    /// (the calldata word at `hintAt`, D70), the table of roots' entry at its slot; a root being
+    /// a y < p with y² = x³ + 3 and the stored parity, which only the right y satisfies (x and
+    /// the parity fix the point), so a stale hint or an entry another slot overwrote costs a
+    /// modexp, never a wrong point. Failing both, the modexp precompile (0x05) gives
+    /// y = ±(x³ + 3)^((p+1)/4). The new sum's y goes into the table for a later item of the batch.
+    /// Reverts with `InvalidPoint` when (x, y) is not a valid point.
+    function _addInto(uint256 slot, uint256 x, uint256 y, uint256 hintAt, uint256 work) private {
         bool success = true;
         uint256 p = BN254.P;
         assembly ("memory-safe") {
@@ -808,15 +843,22 @@ contract ConfidentialToken {
             // 0 is the identity, (0, 0), stored as such; no other point has x = 0.
             if word {
                 let square := addmod(mulmod(mulmod(sumX, sumX, p), sumX, p), 3, p)
-                sumY := mload(entry)
-                if iszero(and(and(lt(sumY, p), eq(and(sumY, 1), shr(255, word))), eq(mulmod(sumY, sumY, p), square))) {
-                    mstore(add(work, 0x60), square)
-                    // All the gas: the price differs between forks (EIP-2565, EIP-7883), and the
-                    // input is fixed-size and valid, so only running out of gas can fail it.
-                    success := staticcall(gas(), 0x05, work, 0xc0, add(work, 0xe0), 0x20)
-                    sumY := mload(add(work, 0xe0))
-                    // No point has y = 0 (G1 has odd order), so p − y < p.
-                    if xor(and(sumY, 1), shr(255, word)) { sumY := sub(p, sumY) }
+                let parity := shr(255, word)
+                function isRoot(candidate, square_, parity_, p_) -> ok {
+                    ok := and(and(lt(candidate, p_), eq(and(candidate, 1), parity_)), eq(mulmod(candidate, candidate, p_), square_))
+                }
+                sumY := calldataload(hintAt)
+                if iszero(isRoot(sumY, square, parity, p)) {
+                    sumY := mload(entry)
+                    if iszero(isRoot(sumY, square, parity, p)) {
+                        mstore(add(work, 0x60), square)
+                        // All the gas: the price differs between forks (EIP-2565, EIP-7883), and
+                        // the input is fixed-size and valid, so only running out of gas can fail it.
+                        success := staticcall(gas(), 0x05, work, 0xc0, add(work, 0xe0), 0x20)
+                        sumY := mload(add(work, 0xe0))
+                        // No point has y = 0 (G1 has odd order), so p − y < p.
+                        if xor(and(sumY, 1), parity) { sumY := sub(p, sumY) }
+                    }
                 }
             }
             mstore(add(work, 0xc0), sumX)
@@ -937,6 +979,15 @@ contract ConfidentialToken {
 
     function encryptedBalanceOf(address account) external view returns (EncryptedBalance memory) {
         return _expand(balances[account]);
+    }
+
+    /// `encryptedBalanceOf` for many accounts in one call: what a relayer reads to hint the
+    /// stored points' roots to `confidentialTransferBatch` (D70).
+    function encryptedBalancesOf(address[] calldata accounts) external view returns (EncryptedBalance[] memory out) {
+        out = new EncryptedBalance[](accounts.length);
+        for (uint256 i; i < accounts.length; ++i) {
+            out[i] = _expand(balances[accounts[i]]);
+        }
     }
 
     function isNonceUsed(address sender, uint256 nonce) external view returns (bool) {

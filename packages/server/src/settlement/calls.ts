@@ -4,8 +4,8 @@
  *
  * @since 0.1.0
  */
-import { ConfidentialTokenArtifact } from "@pps/contracts"
-import { type Address, bytesToBigInt, concatBytes, encodeFunctionData, getAbiItem, type Hex, numberToBytes, toFunctionSelector } from "viem"
+import { ConfidentialTokenArtifact, type RootHints } from "@pps/contracts"
+import { type Address, bytesToBigInt, bytesToHex, concatBytes, encodeFunctionData, getAbiItem, type Hex, numberToBytes, toFunctionSelector } from "viem"
 
 /**
  * A BN254 point in the contract's form.
@@ -104,6 +104,7 @@ const confidentialTransferSelector = toFunctionSelector(getAbiItem({ abi: Confid
 const confidentialTransferBatchSelector = toFunctionSelector(
   getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "confidentialTransferBatch" })
 )
+const encryptedBalancesOfSelector = toFunctionSelector(getAbiItem({ abi: ConfidentialTokenArtifact.abi, name: "encryptedBalancesOf" }))
 
 /** ABI words of one `ConfidentialTransferRequest`: a static tuple of 14 words (its four points are two words each). */
 const requestWords = 14
@@ -116,6 +117,14 @@ const headBytes = requestBytes + 2 * word
 const uintWord = (value: number): Uint8Array => {
   const out = new Uint8Array(word)
   new DataView(out.buffer).setUint32(word - 4, value)
+  return out
+}
+
+/** A big-endian ABI word holding `value` (< 2^256), without viem's detour through hex. */
+const uint256Word = (value: bigint): Uint8Array => {
+  const out = new Uint8Array(word)
+  const view = new DataView(out.buffer)
+  for (let at = word - 8; at >= 0; at -= 8, value >>= 64n) view.setBigUint64(at, value & 0xffffffffffffffffn)
   return out
 }
 
@@ -158,44 +167,87 @@ const splitSingleCall = (data: Hex): SingleCall | undefined => {
 }
 
 /**
- * `confidentialTransferBatch(requests, guardianSignatures, accountSignatures)` from the recorded
- * calldata of single `confidentialTransfer` calls: the batch carries each item's request and
- * both its signatures unchanged, so what the guardian and the sender signed is what the
- * contract checks. Undefined when a call is not a
- * confidential transfer (it must then be sent on its own).
+ * The single `confidentialTransfer` calls a batch is made of, read from their recorded calldata,
+ * and each item's sender and recipient (the accounts whose balances the batch reads: what the
+ * relayer hints, D70).
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export interface BatchItems {
+  readonly items: ReadonlyArray<SingleCall>
+  readonly parties: ReadonlyArray<RootHints.BatchParties>
+}
+
+/**
+ * The calls as batch items; undefined when one is not a well-formed single confidential transfer
+ * (it must then be sent on its own).
+ *
+ * @since 0.7.0
+ * @category constructors
+ */
+export const batchItems = (singleCalls: ReadonlyArray<Hex>): BatchItems | undefined => {
+  const items: Array<SingleCall> = []
+  const parties: Array<RootHints.BatchParties> = []
+  for (const data of singleCalls) {
+    const item = splitSingleCall(data)
+    if (item === undefined) return undefined
+    items.push(item)
+    // The request's first two words: from and to, each an address in its low 20 bytes.
+    parties.push({ from: bytesToHex(item.request.subarray(12, word)), to: bytesToHex(item.request.subarray(word + 12, 2 * word)) })
+  }
+  return { items, parties }
+}
+
+/**
+ * `confidentialTransferBatch(requests, guardianSignatures, accountSignatures, rootHints)`: the
+ * batch carries each item's request and both its signatures unchanged, so what the guardian
+ * and the sender signed is what the contract checks. `rootHints` (empty, or six words per item:
+ * `RootHints.rootHints`) are not signed: the contract checks each one and falls back when it
+ * is wrong (D70).
  *
  * Assembled from the single calls' bytes: a request is a static tuple, so its words are the
  * same in both encodings, and a signature's `bytes` tail is copied as it is (decoding every
  * item with viem and encoding the batch again cost ~0.15 ms of the server's CPU a transfer).
  * test/calls.test.ts checks the bytes against viem's `encodeFunctionData`.
  *
- * @since 0.1.0
+ * @since 0.7.0
  * @category constructors
  */
-export const confidentialTransferBatchCall = (singleCalls: ReadonlyArray<Hex>): Hex | undefined => {
-  const items: Array<SingleCall> = []
-  for (const data of singleCalls) {
-    const item = splitSingleCall(data)
-    if (item === undefined) return undefined
-    items.push(item)
-  }
+export const encodeBatch = ({ items }: BatchItems, rootHints: ReadonlyArray<bigint>): Hex => {
   const count = items.length
-  // Head: the three arrays' offsets. Then requests[] (length, the requests in place) and two
-  // bytes[] (each: length, one offset per item from the start of its offsets, then the tails).
-  const requestsAt = 3 * word
+  // Head: the four arrays' offsets. Then requests[] (length, the requests in place), two
+  // bytes[] (each: length, one offset per item from the start of its offsets, then the tails)
+  // and uint256[] (length, the words).
+  const requestsAt = 4 * word
   const signatureArrays = [0, 1].map((which) => signatureArray(items.map((item) => item.signatures[which]!)))
   const guardianAt = requestsAt + word + count * requestBytes
   const accountAt = guardianAt + byteLength(signatureArrays[0]!)
+  const hintsAt = accountAt + byteLength(signatureArrays[1]!)
   const parts: Array<Uint8Array> = [
     bytesOfHex(confidentialTransferBatchSelector),
     uintWord(requestsAt),
     uintWord(guardianAt),
     uintWord(accountAt),
+    uintWord(hintsAt),
     uintWord(count)
   ]
   for (const item of items) parts.push(item.request)
   for (const array of signatureArrays) parts.push(...array)
+  parts.push(uintWord(rootHints.length))
+  for (const hint of rootHints) parts.push(uint256Word(hint))
   return hexOfBytes(concatBytes(parts))
+}
+
+/**
+ * `encodeBatch` of `batchItems(singleCalls)`; undefined when a call is not a confidential transfer.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const confidentialTransferBatchCall = (singleCalls: ReadonlyArray<Hex>, rootHints: ReadonlyArray<bigint> = []): Hex | undefined => {
+  const batch = batchItems(singleCalls)
+  return batch === undefined ? undefined : encodeBatch(batch, rootHints)
 }
 
 const byteLength = (parts: ReadonlyArray<Uint8Array>) => parts.reduce((sum, part) => sum + part.length, 0)
@@ -210,6 +262,42 @@ const signatureArray = (tails: ReadonlyArray<Uint8Array>): Array<Uint8Array> => 
   }
   parts.push(...tails)
   return parts
+}
+
+/**
+ * `encryptedBalancesOf(accounts)`, the read a batch's root hints come from (D70). Encoded and
+ * its result read here rather than by viem: viem's decoder took ~28 µs of CPU per transfer of a
+ * batch of 32 (64 balances), more than assembling the batch itself. test/calls.test.ts checks
+ * both against viem.
+ *
+ * @since 0.7.0
+ * @category constructors
+ */
+export const encryptedBalancesOfCall = (accounts: ReadonlyArray<Address>): Hex =>
+  `${encryptedBalancesOfSelector}${"0".repeat(62)}20${accounts.length.toString(16).padStart(64, "0")}${
+    accounts.map((account) => account.slice(2).toLowerCase().padStart(64, "0")).join("")
+  }`
+
+/** Words of one `EncryptedBalance` in the result: three points, x and y each. */
+const balanceWords = 6
+
+/**
+ * The y of each point of `encryptedBalancesOf`'s result for `count` accounts; undefined when
+ * the result is not that many balances.
+ *
+ * @since 0.7.0
+ * @category constructors
+ */
+export const balanceRoots = (result: Hex, count: number): Array<RootHints.StoredBalancePoints> | undefined => {
+  // 0x, then the array's offset and length words, then six words per balance.
+  const digits = 2 * word
+  if (result.length !== 2 + digits * (2 + count * balanceWords)) return undefined
+  const wordAt = (index: number) => BigInt(`0x${result.slice(2 + digits * index, 2 + digits * (index + 1))}`)
+  if (wordAt(0) !== 32n || wordAt(1) !== BigInt(count)) return undefined
+  return Array.from({ length: count }, (_, item) => {
+    const first = 2 + item * balanceWords
+    return { commitment: { y: wordAt(first + 1) }, ownerHandle: { y: wordAt(first + 3) }, guardianHandle: { y: wordAt(first + 5) } }
+  })
 }
 
 /**

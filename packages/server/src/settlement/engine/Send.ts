@@ -9,10 +9,11 @@
  *
  * @since 0.5.0
  */
+import { RootHints } from "@pps/contracts"
 import { SpanLog } from "@pps/guardian"
 import { Clock, Effect, Option } from "effect"
 import { transferReached } from "../../observability/Metrics.ts"
-import { confidentialTransferBatchCall } from "../calls.ts"
+import { balanceRoots, type BatchItems, batchItems, encodeBatch, encryptedBalancesOfCall } from "../calls.ts"
 import { SettlementLimits, type SubmissionRequest } from "../domain.ts"
 import type { Relayer } from "../Relayer.ts"
 import { appliedElsewhere } from "./ChainReads.ts"
@@ -34,17 +35,59 @@ export const isNonceTooLow = (error: unknown) => /nonce too low|nonce has alread
  */
 export const isAlreadyKnown = (error: unknown) => /already known|known transaction|already imported/i.test(String(error))
 
+/** A transaction to sign. */
+interface Call {
+  readonly to: SubmissionRequest["target"]
+  readonly data: SubmissionRequest["data"]
+  readonly gas: bigint
+}
+
 /**
  * The transaction for `requests`: a single call alone, several confidential transfers as one
- * `confidentialTransferBatch` (gas: the sum of the items' limits, each sized for its worst case).
+ * `confidentialTransferBatch` with root hints (gas: the sum of the items' limits, each sized for
+ * its worst case). Undefined when a call is not a confidential transfer.
  */
-const callFor = (requests: ReadonlyArray<SubmissionRequest>) => {
+const callFor = (context: EngineContext, requests: ReadonlyArray<SubmissionRequest>): Effect.Effect<Call | undefined> => {
   const first = requests[0]!
-  if (requests.length === 1) return { to: first.target, data: first.data, gas: first.gasLimit }
-  const data = confidentialTransferBatchCall(requests.map((request) => request.data))
-  return data === undefined
-    ? undefined
-    : { to: first.target, data, gas: requests.reduce((sum, request) => sum + request.gasLimit, 0n) }
+  if (requests.length === 1) return Effect.succeed({ to: first.target, data: first.data, gas: first.gasLimit })
+  const batch = batchItems(requests.map((request) => request.data))
+  if (batch === undefined) return Effect.succeed(undefined)
+  return readRootHints(context, first.target, batch).pipe(
+    Effect.map((hints) => ({ to: first.target, data: encodeBatch(batch, hints), gas: requests.reduce((sum, request) => sum + request.gasLimit, 0n) }))
+  )
+}
+
+/** How long a batch waits for its root hints' read (a view of one call; ~0.2 ms on a local node). */
+const rootHintsReadMs = 1_000
+
+/**
+ * The batch's root hints (D70): the y of each balance point it reads, from one
+ * `encryptedBalancesOf` of its parties at the latest block, so the contract checks each stored
+ * point's y instead of recovering it (4k gas each under Osaka pricing, six per transfer). A
+ * balance a transaction in flight changes is hinted stale, and a failed read sends no hints:
+ * either only costs the contract its recovery, never a wrong balance. A read slower than
+ * `rootHintsReadMs` is given up for the same reason: the batch (and the relayer's slot) does
+ * not wait for a node that is slow to answer a view.
+ */
+const readRootHints = (context: EngineContext, token: SubmissionRequest["target"], batch: BatchItems) => {
+  const accounts = RootHints.hintedAccounts(batch.parties)
+  return rpc(context, "reading balances for root hints", (client) => client.call({ to: token, data: encryptedBalancesOfCall(accounts) })).pipe(
+    Effect.map(({ data }) => {
+      const balances = data === undefined ? undefined : balanceRoots(data, accounts.length)
+      return balances === undefined ? [] : RootHints.rootHints(batch.parties, balances)
+    }),
+    Effect.timeoutOrElse({
+      duration: rootHintsReadMs,
+      orElse: () => Effect.as(Effect.logDebug("root hints not read in time; the batch goes without"), [])
+    }),
+    Effect.catch((error) =>
+      Effect.logDebug("root hints not read; the batch goes without").pipe(
+        Effect.annotateLogs({ error: String(error.cause) }),
+        Effect.as([])
+      )
+    ),
+    SpanLog.stage("Settlement.rootHints")
+  )
 }
 
 /**
@@ -56,7 +99,7 @@ const callFor = (requests: ReadonlyArray<SubmissionRequest>) => {
 const signAndRecord = (
   context: EngineContext,
   requests: ReadonlyArray<SubmissionRequest>,
-  call: { readonly to: SubmissionRequest["target"]; readonly data: SubmissionRequest["data"]; readonly gas: bigint },
+  call: Call,
   relayer: Relayer
 ): Effect.Effect<ReadonlyArray<Tracked>, StepError> =>
   Effect.uninterruptible(Effect.gen(function*() {
@@ -107,20 +150,21 @@ export const signAndSend = (
 ): Effect.Effect<void, StepError> =>
   Effect.suspend(() => {
     for (const tracked of previous) untrack(context, tracked)
-    const call = callFor(requests)
-    // Not batchable after all (calldata that is not a confidential transfer): one by one.
-    if (call === undefined) {
-      return Effect.forEach(requests, (request) => signAndSend(context, [request], [], chosen, resignings), { discard: true })
-    }
-    // Counted before signing, so concurrent submissions spread over the pool
-    // instead of all picking the relayer that looked idle.
-    const relayer = chosen ?? pickRelayer(context)
-    relayer.inFlight += requests.length
-    const firstSignature = previous.length === 0 && resignings === 0
-    return signAndRecord(context, requests, call, relayer).pipe(
-      Effect.tap(() => (firstSignature ? countSubmitted(requests) : Effect.void)),
-      Effect.flatMap((group) => broadcast(context, group, resignings).pipe(SpanLog.stage("Settlement.broadcast")))
-    )
+    return callFor(context, requests).pipe(Effect.flatMap((call) => {
+      // Not batchable after all (calldata that is not a confidential transfer): one by one.
+      if (call === undefined) {
+        return Effect.forEach(requests, (request) => signAndSend(context, [request], [], chosen, resignings), { discard: true })
+      }
+      // Counted before signing, so concurrent submissions spread over the pool
+      // instead of all picking the relayer that looked idle.
+      const relayer = chosen ?? pickRelayer(context)
+      relayer.inFlight += requests.length
+      const firstSignature = previous.length === 0 && resignings === 0
+      return signAndRecord(context, requests, call, relayer).pipe(
+        Effect.tap(() => (firstSignature ? countSubmitted(requests) : Effect.void)),
+        Effect.flatMap((group) => broadcast(context, group, resignings).pipe(SpanLog.stage("Settlement.broadcast")))
+      )
+    }))
   })
 
 /**
