@@ -694,14 +694,22 @@ export class CreditRefused extends Schema.TaggedError<CreditRefused>()("CreditRe
 /**
  * D55: the balance could change under a key rotation (an open reservation, books behind the
  * chain), or the new key does not parse, or (D68, an agent wallet) is not its owner's registered
- * key: nothing was signed; retry once it settles.
+ * key: nothing was signed; retry once it settles. Also refused for good: an account with no
+ * registered key named without `keyOwner`, or a registered one named with it (D68).
  *
  * @since 0.12.0
  * @category errors
  */
 export class KeyRotationBusy extends Schema.TaggedError<KeyRotationBusy>()("KeyRotationBusy", {
   account: AddressHex,
-  reason: Schema.Literals(["reservations_open", "books_behind_chain", "new_key_invalid", "new_key_not_owners"])
+  reason: Schema.Literals([
+    "reservations_open",
+    "books_behind_chain",
+    "new_key_invalid",
+    "new_key_not_owners",
+    "account_not_registered",
+    "account_registered"
+  ])
 }) {}
 
 /**

@@ -611,12 +611,17 @@ describe("the guardian against anvil", () => {
         yield* guardian.client.settle({ transferId: funding.transferId, outcome: "confirmed" })
         const rotation = (newKey: Party, keyOwner: Party, account: Address = agent.address) =>
           ({ chainId, contract, account, newKey: hexKey(newKey), nonce: nextNonce(), deadline: nowSeconds() + 600n, keyOwner: keyOwner.address })
-        const refusal = (request: ReturnType<typeof rotation>) =>
+        const refusal = (request: Parameters<typeof guardian.client.keyRotation>[0]) =>
           Effect.flip(guardian.client.keyRotation(request)).pipe(Effect.map((error) => `${error._tag}:${"reason" in error ? error.reason : ""}`))
         // Not the named owner's registered key; the key pinned already; an address with no pin.
         assert.strictEqual(yield* refusal(rotation(carol, bob)), "KeyRotationBusy:new_key_not_owners")
         assert.strictEqual(yield* refusal(rotation(alice, alice)), "KeyRotationNotNeeded:key_current")
         assert.strictEqual(yield* refusal(rotation(carol, carol, privateKeyToAccount(generatePrivateKey()).address)), "KeyRotationNotNeeded:no_pinned_key")
+        // Named without an owner, an unregistered wallet is no D55 rotation: no key of the api tier's
+        // choosing, sent with no proof; and a registered one is no agent.
+        const { keyOwner: _owner, ...ownerless } = rotation(carol, carol)
+        assert.strictEqual(yield* refusal(ownerless), "KeyRotationBusy:account_not_registered")
+        assert.strictEqual(yield* refusal(rotation(carol, carol, bob.address)), "KeyRotationBusy:account_registered")
         const reasonOf = (result: Domain.AuthorizeResult) => (result._tag === "Refused" ? result.reason : result._tag)
         const pays = (keyOwner: Party) =>
           guardian.client.authorize(confidentialRequest({ guardianKey: key, from: agent, fromKeyOwner: keyOwner, to: bob, amount: 10n, chainId, contract }))
@@ -632,9 +637,11 @@ describe("the guardian against anvil", () => {
             Effect.flatMap((data) => Effect.promise(() => chain.send(chain.relayer, data)))
           )
 
-        // Attested and mined: held until reported, then the pin is carol's key.
+        // Attested and mined: held until reported, then the pin is carol's key, though an outsider's
+        // shield to the agent changed its balance (not its handles) before the report.
         const request = rotation(carol, carol)
         yield* mine(request, yield* guardian.client.keyRotation(request))
+        yield* synced(guardian, yield* Effect.promise(() => chain.outsiderShield(agent.address, 1n)))
         assert.strictEqual((yield* Effect.flip(pays(carol)))._tag, "GuardianError")
         yield* guardian.client.forgetKey({ chainId, contract, account: agent.address })
         assert.strictEqual(reasonOf(yield* pays(alice)), "sender_key_not_registered")
@@ -651,7 +658,7 @@ describe("the guardian against anvil", () => {
           chain.client.readContract({ address: contract, abi: ConfidentialTokenArtifact.abi, functionName: "encryptedBalanceOf", args: [agentWallet.address] })
         )
         const pointBytes = (words: { readonly x: bigint; readonly y: bigint }) => hexToBytes(`0x${words.x.toString(16).padStart(64, "0")}${words.y.toString(16).padStart(64, "0")}`) as Point.Point
-        const opens = (keys: EncryptionKey.KeyPair) => ElGamal.matches(keys.secretKey, pointBytes(stored.commitment), pointBytes(stored.ownerHandle), 250n)
+        const opens = (keys: EncryptionKey.KeyPair) => ElGamal.matches(keys.secretKey, pointBytes(stored.commitment), pointBytes(stored.ownerHandle), 251n)
         assert.deepStrictEqual([opens(carol.keys), opens(alice.keys)], [true, false])
 
         // Mined and never reported (the server cut off): once the hold lapses, the next key lookup

@@ -274,11 +274,22 @@ const keyRepins = Effect.gen(function*() {
     )`
 })
 
+/**
+ * D68: a repin is told mined by the attested handles alone (`handles_digest`: the owner's and
+ * the guardian's handle), not the whole balance: a permissionless `shield` to the agent adds to
+ * the commitment after the rotation is mined and would hide it for ever. A row written before
+ * (a whole-balance digest) matches nothing and lapses at its instant.
+ */
+const repinHandles = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`ALTER TABLE guardian_key_repins RENAME COLUMN balance_digest TO handles_digest`
+})
+
 /** Runs the migrations that have not run yet (locked, so concurrent starts run each once). */
 export const migrate = Migrator.make({})({
   loader: Migrator.fromRecord({ "0001_ledger": ledger, "0002_chain_credits": chainCredits, "0003_rotation_vetoes": rotationVetoes,
     "0004_key_totals": keyTotals, "0005_decisions": decisions, "0006_refunds": refunds,
-    "0007_key_rotation_holds": keyRotationHolds, "0008_key_repins": keyRepins
+    "0007_key_rotation_holds": keyRotationHolds, "0008_key_repins": keyRepins, "0009_repin_handles": repinHandles
   }),
   table: "guardian_migrations"
 })

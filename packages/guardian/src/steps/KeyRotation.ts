@@ -35,7 +35,7 @@ import * as Invariant from "../internal/Invariant.ts"
 import type { AccountRef } from "../internal/store.ts"
 import { noEndpoint, storage } from "./Failures.ts"
 import { type GuardianContext, refFor } from "./GuardianContext.ts"
-import { forgetKnownKey, refKeyOf, settleRepins, storedBalanceDigest as balanceDigestOf } from "./PartyKeys.ts"
+import { forgetKnownKey, refKeyOf, repinHandlesDigest, settleRepins, storedBalanceDigest as balanceDigestOf } from "./PartyKeys.ts"
 
 /** The EVM words of a 64-byte point encoding. */
 const wordsOf = (point: Uint8Array) => ({ x: BigInt(bytesToHex(point.subarray(0, 32))), y: BigInt(bytesToHex(point.subarray(32, 64))) })
@@ -137,8 +137,7 @@ export const keyRotation = Effect.fn("Guardian.keyRotation")(function*(context: 
   // for a chain whose clock runs behind this one.
   const untilMs = (Number(request.deadline) + context.timing.reservationMarginSeconds) * 1000
   return yield* context.accountLane.alone(ref, Effect.gen(function*() {
-    // D68: an agent wallet's balance is encrypted to its pinned key, which follows its owner's.
-    if (request.keyOwner !== undefined) yield* agentMayRotate(context, request, ref, request.keyOwner)
+    yield* mayRotate(context, request, ref)
     const nowMs = yield* Clock.currentTimeMillis
     // An earlier attestation of the account may still be mined: a failure here keeps its hold.
     const earlier = liveHold(context, holdKey, nowMs)
@@ -148,9 +147,10 @@ export const keyRotation = Effect.fn("Guardian.keyRotation")(function*(context: 
       const placed = yield* context.group.run(placeHold(context, ref, untilMs, nowMs)).pipe(storage)
       if (!placed) return yield* new KeyRotationBusy({ account: request.account, reason: "reservations_open" })
       const attested = yield* attest(context, request, ref, parsed.value)
-      // Recorded before it is answered: the pin moves once the chain holds this very ciphertext.
+      // Recorded before it is answered: the pin moves once the chain holds these very handles.
       if (request.keyOwner !== undefined) {
-        const repin = { balanceDigest: attested.balanceDigest, newKey: request.newKey.toLowerCase(), untilMs }
+        const handlesDigest = repinHandlesDigest(hexToBytes(attested.ownerHandle as Hex), hexToBytes(attested.guardianHandle as Hex))
+        const repin = { handlesDigest, newKey: request.newKey.toLowerCase(), untilMs }
         yield* storage(context.store.recordRepin(ref, repin, nowMs))
       }
       return attested
@@ -159,6 +159,24 @@ export const keyRotation = Effect.fn("Guardian.keyRotation")(function*(context: 
       Effect.onError(() => earlier === undefined ? liftHold(context, ref) : Effect.void)
     )
   }))
+})
+
+/**
+ * Whose balance may be re-encrypted. Without `keyOwner` (D55), an account with a key registered
+ * on chain: the contract then wants a proof of possession of the new key. With it (D68), an
+ * unregistered agent wallet, to its owner's key only (`agentMayRotate`). Either way: else an api
+ * tier could re-encrypt an unregistered wallet to any key it holds and submit it with no proof.
+ * Registrations are never removed, so the answer cannot change before the rotation is mined.
+ */
+const mayRotate = Effect.fnUntraced(function*(context: GuardianContext, request: typeof KeyRotationRequest.Type, ref: AccountRef) {
+  const registered = yield* context.chain.encryptionKeyOf(request.chainId, getAddress(request.contract), getAddress(request.account))
+  if (request.keyOwner === undefined) {
+    if (registered === undefined) return yield* new KeyRotationBusy({ account: request.account, reason: "account_not_registered" })
+    return
+  }
+  if (registered !== undefined) return yield* new KeyRotationBusy({ account: request.account, reason: "account_registered" })
+  // D68: an agent wallet's balance is encrypted to its pinned key, which follows its owner's.
+  yield* agentMayRotate(context, request, ref, request.keyOwner)
 })
 
 /**

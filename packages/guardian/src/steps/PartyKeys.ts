@@ -151,12 +151,25 @@ export const storedBalanceDigest = (balance: EncryptedBalance) =>
   keccak256(new Uint8Array([...balance.commitment, ...balance.ownerHandle, ...balance.guardianHandle]))
 
 /**
- * D68: an agent wallet's attested rotations checked against the chain. If its balance there is
- * one of their ciphertexts (fresh openings the guardian made: only that rotation, mined, puts it
- * there), the pin moves to that rotation's key; the others are dropped once they can no longer be
- * mined. The move forgets the remembered key (`forgetKnownKey`) before any hold is lifted, so a
- * decision whose keys were checked before it is stale in its unit (`keysForgottenSince`,
- * Decide.ts). Run alone in the account's lane. Answers the pin's key when it moved.
+ * D68: what tells an agent's rotation mined: the digest of its owner's and guardian's handles,
+ * fresh points the guardian made for that attestation. A `shield` to the agent (anyone may send
+ * one) adds to the commitment only, and a transfer, which adds to the handles, waits for the hold
+ * and then for the lookup that settles first (`lookUpKey`); so the handles stay the attested ones
+ * until the pin has moved.
+ *
+ * @since 0.14.0
+ * @category digests
+ */
+export const repinHandlesDigest = (ownerHandle: Uint8Array, guardianHandle: Uint8Array) =>
+  keccak256(new Uint8Array([...ownerHandle, ...guardianHandle])).toLowerCase()
+
+/**
+ * D68: an agent wallet's attested rotations checked against the chain. If its handles there are
+ * one of theirs (`repinHandlesDigest`: only that rotation, mined, puts them there), the pin moves
+ * to that rotation's key; the others are dropped once they can no longer be mined. The move
+ * forgets the remembered key (`forgetKnownKey`) before any hold is lifted, so a decision whose
+ * keys were checked before it is stale in its unit (`keysForgottenSince`, Decide.ts). Run alone
+ * in the account's lane. Answers the pin's key when it moved.
  *
  * @since 0.14.0
  * @category steps
@@ -167,8 +180,8 @@ export const settleRepins = Effect.fnUntraced(function*(context: GuardianContext
   const chainId = BigInt(ref.chainId)
   const head = yield* context.chain.head(chainId)
   const onChain = yield* context.chain.encryptedBalance(chainId, getAddress(ref.contract), getAddress(ref.account), head.blockNumber)
-  const digest = storedBalanceDigest(onChain).toLowerCase()
-  const mined = pending.find((repin) => repin.balanceDigest.toLowerCase() === digest)
+  const digest = repinHandlesDigest(onChain.ownerHandle, onChain.guardianHandle)
+  const mined = pending.find((repin) => repin.handlesDigest.toLowerCase() === digest)
   yield* storage(context.store.resolveRepins(ref, mined?.newKey, yield* Clock.currentTimeMillis))
   if (mined === undefined) return undefined
   forgetKnownKey(context.partyKeys, ref)
@@ -255,4 +268,3 @@ export const checkKeys = Effect.fnUntraced(function*(context: GuardianContext, r
   }
   return { pins, generation } satisfies KeyCheck
 })
-

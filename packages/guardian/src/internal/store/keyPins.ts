@@ -27,27 +27,27 @@ export const pinKey = (context: StoreContext, account: AccountRef, publicKey: st
   })
 
 /**
- * D68: an attested rotation of the account's balance to `newKey`, whose new balance digests to
- * `balanceDigest`, mineable until `untilMs`.
+ * D68: an attested rotation of the account's balance to `newKey`, whose fresh handles digest to
+ * `handlesDigest` (`repinHandlesDigest`), mineable until `untilMs`.
  */
 export const recordRepin = (
   { sql }: StoreContext,
   account: AccountRef,
-  repin: { readonly balanceDigest: string; readonly newKey: string; readonly untilMs: number },
+  repin: { readonly handlesDigest: string; readonly newKey: string; readonly untilMs: number },
   nowMs: number
 ) =>
   sql`
-    INSERT INTO guardian_key_repins (chain_id, contract, account, balance_digest, new_key, until_ms, created_at_ms)
-    VALUES (${account.chainId}, ${account.contract}, ${account.account}, ${repin.balanceDigest}, ${repin.newKey},
+    INSERT INTO guardian_key_repins (chain_id, contract, account, handles_digest, new_key, until_ms, created_at_ms)
+    VALUES (${account.chainId}, ${account.contract}, ${account.account}, ${repin.handlesDigest}, ${repin.newKey},
       ${String(repin.untilMs)}::bigint, ${String(nowMs)}::bigint)
     ON CONFLICT DO NOTHING`.pipe(Effect.asVoid)
 
 /** D68: the account's attested rotations not yet resolved. */
 export const pendingRepins = ({ sql }: StoreContext, account: AccountRef) =>
-  sql<{ readonly balance_digest: string; readonly new_key: string; readonly until_ms: string }>`
-    SELECT balance_digest, new_key, until_ms::text AS until_ms FROM guardian_key_repins
+  sql<{ readonly handles_digest: string; readonly new_key: string; readonly until_ms: string }>`
+    SELECT handles_digest, new_key, until_ms::text AS until_ms FROM guardian_key_repins
     WHERE chain_id = ${account.chainId} AND contract = ${account.contract} AND account = ${account.account}`.pipe(
-    Effect.map((rows) => rows.map((row) => ({ balanceDigest: row.balance_digest, newKey: row.new_key, untilMs: Number(row.until_ms) })))
+    Effect.map((rows) => rows.map((row) => ({ handlesDigest: row.handles_digest, newKey: row.new_key, untilMs: Number(row.until_ms) })))
   )
 
 /**
