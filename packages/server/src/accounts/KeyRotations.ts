@@ -32,7 +32,7 @@
  */
 import { ConfidentialTokenArtifact, TypedData } from "@pps/contracts"
 import { GuardianClient } from "@pps/guardian"
-import { Clock, Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Option } from "effect"
 import { type Address, bytesToHex, encodeFunctionData, getAddress, type Hex, hexToBytes, type LocalAccount } from "viem"
 import type { Mode, Principal } from "@pps/api/ApiKeys"
 import {
@@ -272,6 +272,22 @@ const agentWallets = Effect.fn("KeyRotations.agentWallets")(function*(
   return wallets
 })
 
+/**
+ * D68: the agents' rotations in one contract, a few at a time. Each runs to its end before the
+ * first failure is answered: one cut off mid-submit would leave its nonce spent and its hold
+ * standing to its deadline for nothing.
+ */
+const rotateAgentsOn = Effect.fnUntraced(function*(
+  context: KeyRotationsContext,
+  chain: ChainContext,
+  agents: ReadonlyArray<RotatingWallet>,
+  asset: Asset
+) {
+  const exits = yield* Effect.forEach(agents, (agent) => Effect.exit(rotateOn(context, chain, agent, asset)), { concurrency: agentsAtOnce })
+  const failed = exits.find(Exit.isFailure)
+  if (failed !== undefined) return yield* Effect.failCause(failed.cause)
+})
+
 const rotate = Effect.fn("KeyRotations.rotate")(function*(
   context: KeyRotationsContext,
   principal: Principal,
@@ -303,11 +319,15 @@ const rotate = Effect.fn("KeyRotations.rotate")(function*(
   // time, so an owner with many agents waits for a few blocks, not one per agent.
   for (const asset of Object.keys(assets) as Array<Asset>) {
     yield* rotateOn(context, chain, owner, asset)
-    yield* Effect.forEach(agents, (agent) => rotateOn(context, chain, agent, asset), { concurrency: agentsAtOnce, discard: true })
+    yield* rotateAgentsOn(context, chain, agents, asset)
   }
   // Every node forgets the old key before the guardian lifts its holds (and moves the agents'
   // pins): a transfer let through then is sealed to the new key wherever it is made.
   yield* context.keys.replaced(principal.accountId, principal.mode, publicKey).pipe(Effect.catch(retryLater("recording the key")))
+  // An agent with no pin at its pass may have been pinned to the old key since, by a payment
+  // sealed before every node forgot it: once more, now nothing is sealed to it. The agents done
+  // already answer `KeyRotationNotNeeded` (a nonce and a guardian call each).
+  for (const asset of Object.keys(assets) as Array<Asset>) yield* rotateAgentsOn(context, chain, agents, asset)
   for (const asset of Object.keys(assets) as Array<Asset>) {
     for (const rotating of [owner, ...agents]) yield* forgetOn(context, chain, rotating.wallet, asset)
   }
