@@ -288,7 +288,8 @@ const rotateAgentsOn = Effect.fnUntraced(function*(
   if (failed !== undefined) return yield* Effect.failCause(failed.cause)
 })
 
-const rotate = Effect.fn("KeyRotations.rotate")(function*(
+/** @internal exported for the test of an agent first paid during its owner's rotation. */
+export const rotate = Effect.fn("KeyRotations.rotate")(function*(
   context: KeyRotationsContext,
   principal: Principal,
   input: { readonly publicKey: Uint8Array; readonly proofs: Readonly<Record<Asset, Uint8Array>> }

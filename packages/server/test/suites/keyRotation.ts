@@ -28,7 +28,7 @@ import { GuardianClient } from "@pps/guardian"
 import { TransferRecord } from "@pps/api/Transfers"
 import { Accounts } from "../../src/accounts/Accounts.ts"
 import { EncryptionKeys } from "../../src/accounts/EncryptionKeys.ts"
-import { type KeyRotationsContext, rotateOn } from "../../src/accounts/KeyRotations.ts"
+import { type KeyRotationsContext, rotate as rotateWith, rotateOn } from "../../src/accounts/KeyRotations.ts"
 import { AgentStore } from "../../src/agents/AgentStore.ts"
 import { ciphertextVersionOf } from "../../src/balances/Balances.ts"
 import { ulid } from "../../src/platform/Ids.ts"
@@ -235,6 +235,57 @@ export const keyRotationSuite = (database: DatabaseTarget) =>
           yield* rotate(server, owner.api_key, next)
           yield* transferConfirmed(server, agentKey, `@peer-${suffix}`, "1")
           yield* expectAgentUsdg(server, agentKey, next, 39_000_000n, "39")
+        }))
+
+      it.effect("an agent first paid during its owner's rotation, after its pass, is carried too (D68)", () =>
+        Effect.gen(function*() {
+          const server = yield* TestServer
+          const suffix = ulid().toLowerCase().slice(-8)
+          const peer = yield* createAccount(server, `peer-${suffix}`)
+          yield* registerKey(server.baseUrl, peer.api_key)
+          assert.strictEqual((yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(peer.api_key), { amount: "10" }))).status, 200)
+          const ownerHandle = `late-${suffix}`
+          // Never paid: the guardian has no pin for the agent, so the owner's pass skips it.
+          const { owner, agentKey } = yield* ownerWithAgent(server, ownerHandle, { daily_limit_usdg: 1000, per_transaction_limit_usdg: 500 }, {
+            faucetUsdg: "5"
+          })
+          const settlement = Context.get(server.services, Settlement)
+          const chain = Option.getOrThrow(settlement.chain("test"))
+          const accounts = Context.get(server.services, Accounts)
+          const me = (yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(owner.api_key) })).json as { account_id: string; public_key: string }
+          const wallet = getAddress(me.public_key)
+          const guardian = Context.get(server.services, GuardianClient.GuardianClient)
+          // Right after the agent is skipped, before the key row changes: the peer pays it, sealed
+          // to the owner's old key, which the guardian pins for it then.
+          let paidMidway = false
+          const context: KeyRotationsContext = {
+            accounts,
+            keys: Context.get(server.services, EncryptionKeys),
+            settlement,
+            transfers: Context.get(server.services, TransferStore),
+            agents: Context.get(server.services, AgentStore),
+            guardian: {
+              ...guardian,
+              keyRotation: (request) =>
+                guardian.keyRotation(request).pipe(Effect.tapError((error) =>
+                  error._tag === "KeyRotationNotNeeded" && !paidMidway
+                    ? Effect.sync(() => (paidMidway = true)).pipe(Effect.andThen(transferConfirmed(server, peer.api_key, `@${ownerHandle}/bot`, "2")), Effect.orDie)
+                    : Effect.void
+                ))
+            },
+            attestationLifetimeSeconds: 600
+          }
+          const next = EncryptionKey.generate()
+          const proof = (contract: Hex) => EncryptionKey.proveOwnership(next, { chainId: BigInt(chain.chainId), contract: getAddress(contract), account: wallet })
+          yield* rotateWith(context, { keyId: "k", accountId: me.account_id, accountType: "personal", ownerAccountId: null, mode: "test" }, {
+            publicKey: next.publicKey,
+            proofs: { USDG: proof(chain.contracts.confidentialUsdg), ETH: proof(chain.contracts.confidentialEth) }
+          }).pipe(Effect.orDie)
+          assert.isTrue(paidMidway)
+          // Its balance followed the owner's key; it pays under the new one.
+          yield* expectAgentUsdg(server, agentKey, next, 2_000_000n, "2")
+          yield* transferConfirmed(server, agentKey, `@peer-${suffix}`, "0.5")
+          yield* expectAgentUsdg(server, agentKey, next, 1_500_000n, "1.5")
         }))
 
       it.effect("a rotation cut off after the owner's first contract: a refused key is a 503 meanwhile, and the same request finishes it (D68)", () =>

@@ -15,7 +15,7 @@ export const ownerWithAgent = (
   server: Pick<TestServerShape, "baseUrl" | "adminUrl" | "adminToken">,
   owner: string,
   policy: Record<string, unknown>,
-  options: { readonly faucetUsdg: string; readonly fundAgentUsdg: string }
+  options: { readonly faucetUsdg: string; readonly fundAgentUsdg?: string }
 ) =>
   Effect.gen(function*() {
     const account = yield* createAccount(server, owner)
@@ -32,7 +32,8 @@ export const ownerWithAgent = (
       name: "agent"
     }))
     const agentKey = Schema.decodeUnknownSync(Schema.Struct({ api_key: Schema.String }))(issued.json).api_key
-    // The owner funds its agent with a normal transfer to @owner/bot.
+    // The owner funds its agent with a normal transfer to @owner/bot (none asked: never paid, nothing pinned).
+    if (options.fundAgentUsdg === undefined) return { owner: account, ownerKey, agent, agentKey }
     const funding = yield* send(
       `${server.baseUrl}/v1/transfers`,
       postJson(bearer(account.api_key), { to: `@${owner}/bot`, amount: options.fundAgentUsdg })
