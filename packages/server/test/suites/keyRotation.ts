@@ -93,6 +93,24 @@ const expectAgentUsdg = (server: TestServerShape, agentKey: string, keyPair: Enc
     })
   ))
 
+/** The server's rotation services, with `guardian` as the guardian (a test may wrap it). */
+const rotationsContext = (server: TestServerShape, guardian: KeyRotationsContext["guardian"]): KeyRotationsContext => ({
+  accounts: Context.get(server.services, Accounts),
+  keys: Context.get(server.services, EncryptionKeys),
+  settlement: Context.get(server.services, Settlement),
+  transfers: Context.get(server.services, TransferStore),
+  agents: Context.get(server.services, AgentStore),
+  guardian,
+  attestationLifetimeSeconds: 600
+})
+
+/** The account behind `apiKey` and its wallet. */
+const ownWallet = (server: TestServerShape, apiKey: string) =>
+  send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(apiKey) }).pipe(Effect.map((answer) => {
+    const me = answer.json as { account_id: string; public_key: string }
+    return { me, wallet: getAddress(me.public_key) }
+  }))
+
 /**
  * The first step of an owner's rotation alone (its USDG contract, attested, co-signed, mined),
  * as a request cut off right after it leaves things. Answers the owner's wallet in that contract.
@@ -102,17 +120,8 @@ const cutOffRotation = (server: TestServerShape, apiKey: string, keyPair: Encryp
     const settlement = Context.get(server.services, Settlement)
     const chain = Option.getOrThrow(settlement.chain("test"))
     const accounts = Context.get(server.services, Accounts)
-    const me = (yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(apiKey) })).json as { account_id: string; public_key: string }
-    const wallet = getAddress(me.public_key)
-    const context: KeyRotationsContext = {
-      accounts,
-      keys: Context.get(server.services, EncryptionKeys),
-      settlement,
-      transfers: Context.get(server.services, TransferStore),
-      agents: Context.get(server.services, AgentStore),
-      guardian: Context.get(server.services, GuardianClient.GuardianClient),
-      attestationLifetimeSeconds: 600
-    }
+    const { me, wallet } = yield* ownWallet(server, apiKey)
+    const context = rotationsContext(server, Context.get(server.services, GuardianClient.GuardianClient))
     const proof = EncryptionKey.proveOwnership(keyPair, { chainId: BigInt(chain.chainId), contract: chain.contracts.confidentialUsdg, account: wallet })
     yield* rotateOn(context, chain, {
       accountId: me.account_id,
@@ -249,32 +258,21 @@ export const keyRotationSuite = (database: DatabaseTarget) =>
           const { owner, agentKey } = yield* ownerWithAgent(server, ownerHandle, { daily_limit_usdg: 1000, per_transaction_limit_usdg: 500 }, {
             faucetUsdg: "5"
           })
-          const settlement = Context.get(server.services, Settlement)
-          const chain = Option.getOrThrow(settlement.chain("test"))
-          const accounts = Context.get(server.services, Accounts)
-          const me = (yield* send(`${server.baseUrl}/v1/accounts/me`, { headers: bearer(owner.api_key) })).json as { account_id: string; public_key: string }
-          const wallet = getAddress(me.public_key)
+          const chain = Option.getOrThrow(Context.get(server.services, Settlement).chain("test"))
+          const { me, wallet } = yield* ownWallet(server, owner.api_key)
           const guardian = Context.get(server.services, GuardianClient.GuardianClient)
           // Right after the agent is skipped, before the key row changes: the peer pays it, sealed
           // to the owner's old key, which the guardian pins for it then.
           let paidMidway = false
-          const context: KeyRotationsContext = {
-            accounts,
-            keys: Context.get(server.services, EncryptionKeys),
-            settlement,
-            transfers: Context.get(server.services, TransferStore),
-            agents: Context.get(server.services, AgentStore),
-            guardian: {
-              ...guardian,
-              keyRotation: (request) =>
-                guardian.keyRotation(request).pipe(Effect.tapError((error) =>
-                  error._tag === "KeyRotationNotNeeded" && !paidMidway
-                    ? Effect.sync(() => (paidMidway = true)).pipe(Effect.andThen(transferConfirmed(server, peer.api_key, `@${ownerHandle}/bot`, "2")), Effect.orDie)
-                    : Effect.void
-                ))
-            },
-            attestationLifetimeSeconds: 600
-          }
+          const context = rotationsContext(server, {
+            ...guardian,
+            keyRotation: (request) =>
+              guardian.keyRotation(request).pipe(Effect.tapError((error) =>
+                error._tag === "KeyRotationNotNeeded" && !paidMidway
+                  ? Effect.sync(() => (paidMidway = true)).pipe(Effect.andThen(transferConfirmed(server, peer.api_key, `@${ownerHandle}/bot`, "2")), Effect.orDie)
+                  : Effect.void
+              ))
+          })
           const next = EncryptionKey.generate()
           const proof = (contract: Hex) => EncryptionKey.proveOwnership(next, { chainId: BigInt(chain.chainId), contract: getAddress(contract), account: wallet })
           yield* rotateWith(context, { keyId: "k", accountId: me.account_id, accountType: "personal", ownerAccountId: null, mode: "test" }, {
