@@ -756,6 +756,47 @@ describe("the guardian against anvil", () => {
         yield* report(carol, { nonce: b.nonce })
         assert.strictEqual(yield* payTo({ address: carol.address, keys: b.newKeys }), "Authorized")
       }))
+
+    it.effect("a hold's latest attestation outlives a restart: a report on an earlier one after it lifts nothing (D55)", () =>
+      Effect.gen(function*() {
+        const chain = yield* ChainFixture
+        const contract: Address = chain.addresses.confidentialUsdg
+        const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-guardian-holds-"))
+        const settings = { chains: [{ chainId, rpcUrl: chain.anvil.rpcUrl }], dataDir, timing: { chainPollIntervalMs: 0 } } as const
+        const run = <A, E>(use: (guardian: TestGuardianShape) => Effect.Effect<A, E>) =>
+          Effect.scoped(Effect.flatMap(Layer.build(makeTarget("in-process/pglite", settings)), (context) => use(Context.get(context, TestGuardian))))
+        const bob = yield* Effect.promise(() => chain.newChainParty())
+        const carol = yield* Effect.promise(() => chain.newChainParty())
+        const shielded = yield* Effect.promise(() => chain.faucet.shieldUsdg(bob.address, 50n))
+        /** Bob pays 1 to Carol: the guardian's answer, or "held" (his rotation hold). */
+        const pays = (guardian: TestGuardianShape) =>
+          guardian.client.authorize(confidentialRequest({ guardianKey: guardian.encryptionKey, from: bob, to: carol, amount: 1n, chainId, contract })).pipe(
+            Effect.map((answer) => answer._tag === "Refused" ? answer.reason : answer._tag),
+            Effect.catchTag("GuardianError", (error) => Effect.succeed(error.reason === "unavailable" ? "held" : error.message))
+          )
+        const moved = (guardian: TestGuardianShape) => Effect.promise(() => chain.outsiderShield(bob.address, 2n)).pipe(Effect.flatMap((hash) => synced(guardian, hash)))
+        yield* Effect.gen(function*() {
+          // A on the balance then, B on the one after an outsider's shield; then the guardian stops.
+          const [first, second] = yield* run((guardian) =>
+            Effect.gen(function*() {
+              yield* synced(guardian, shielded)
+              const first = yield* attestedRotation(guardian, chain, bob, nowSeconds() + 600n)
+              yield* moved(guardian)
+              return [first, yield* attestedRotation(guardian, chain, bob, nowSeconds() + 600n)] as const
+            })
+          )
+          assert.strictEqual((yield* Effect.promise(() => chain.sendWithGas(chain.relayer, first.data, 1_000_000n))).status, "reverted")
+          yield* run((guardian) =>
+            Effect.gen(function*() {
+              yield* guardian.client.forgetKey({ chainId, contract, account: bob.address, failed: first.failed })
+              assert.strictEqual(yield* pays(guardian), "held", "the restarted guardian knows B is the latest, and B can still be mined")
+              yield* moved(guardian)
+              yield* guardian.client.forgetKey({ chainId, contract, account: bob.address, failed: second.failed })
+              assert.strictEqual(yield* pays(guardian), "Authorized")
+            })
+          )
+        }).pipe(Effect.ensuring(Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true }))))
+      }))
   })
 })
 
