@@ -22,14 +22,21 @@
  * Both warm up first (JIT, TLS sessions, the pool). Prints one JSON line per subscription count
  * and the ratio A/B (the mean of the A rounds over the mean of the B rounds); the load average is
  * recorded with the results, since the machine may be shared.
+ *
+ * PPS_STATEMENT_LOG=<dir> counts the embedded database's statements (StatementLog.ts) and prints,
+ * on stderr, each subscription count's dearest statements per delivery over its A rounds.
+ * BENCH_CPU_PROFILE=<prefix> writes a CPU profile of this process over each A round (the
+ * receiver's work is in its own process), `<prefix>-<subscriptions>-<round>.cpuprofile`.
  */
 import { fork } from "node:child_process"
 import * as fs from "node:fs"
 import * as https from "node:https"
+import { Session } from "node:inspector/promises"
 import * as os from "node:os"
 import * as path from "node:path"
 import { parseArgs } from "node:util"
 import * as tls from "node:tls"
+import { StatementLog } from "@pps/guardian"
 import { Context, Effect, Layer, Logger, Option, References } from "effect"
 import { SqlClient } from "effect/sql"
 import { AppConfig } from "../src/config/AppConfig.ts"
@@ -40,6 +47,7 @@ import { webhookAgentOptions } from "../src/webhooks/WebhookClient.ts"
 import { testConfig } from "../test/support/TestServer.ts"
 import { makeTestCa, removeTestCa, type TestCa } from "../test/support/webhooks-receiver.ts"
 import { confirmedEvent, EventsServicesLive, newAccount, newWebhook } from "../test/support/webhooks-services.ts"
+import { perTransfer, type StatementTotals, statementTable } from "./statementSummary.ts"
 import { type Metric, recordOption, recordResults } from "../../../scripts/benchRecord.ts"
 
 const { values: options } = parseArgs({
@@ -58,6 +66,34 @@ const pairs = Number(options.pairs)
 const subscriptionCounts = options.subscriptions.split(",").map(Number)
 const roundTimeoutMs = Number(options.timeout) * 1000
 const warmUpDeliveries = 200
+
+const statementLog = process.env[StatementLog.variable]
+if (statementLog !== undefined && statementLog !== "") StatementLog.start(path.join(statementLog, `webhook-rate-${process.pid}.statements`))
+
+const profilePrefix = process.env["BENCH_CPU_PROFILE"]
+
+/** Profiles `round` when BENCH_CPU_PROFILE is set, into `<prefix>-<name>.cpuprofile`. */
+const profiled = <A, E, R>(name: string, round: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  profilePrefix === undefined ? round : Effect.acquireUseRelease(
+    Effect.promise(async () => {
+      const session = new Session()
+      session.connect()
+      await session.post("Profiler.enable")
+      await session.post("Profiler.start")
+      return session
+    }),
+    () => round,
+    (session) =>
+      Effect.promise(async () => {
+        const { profile } = await session.post("Profiler.stop")
+        fs.writeFileSync(`${profilePrefix}-${name}.cpuprofile`, JSON.stringify(profile))
+        session.disconnect()
+      })
+  )
+
+/** The statements run so far by text (empty without a statement log), as statementSummary.ts reads them. */
+const statementsByText = (): Map<string, StatementTotals> =>
+  new Map([["service", new Map(StatementLog.snapshot().map(([text, calls, ms]) => [text, { calls, ms }]))]])
 
 interface RemoteReceiver {
   readonly url: string
@@ -239,11 +275,18 @@ const measure = (ca: TestCa, receiver: RemoteReceiver, count: number) =>
     yield* bare(warmUpDeliveries)
     const a: Array<number> = []
     const b: Array<number> = []
+    // Statements are counted over the A rounds only (the B rounds run none).
+    const statementsBefore = statementsByText()
     for (let pair = 0; pair < pairs; pair++) {
-      a.push(yield* serviceRound(service, receiver, deliveriesPerRound))
+      const timed = (n: number) => profiled(`${count}-${2 * pair + n}`, serviceRound(service, receiver, deliveriesPerRound))
+      a.push(yield* timed(1))
       b.push(yield* bare(deliveriesPerRound))
       b.push(yield* bare(deliveriesPerRound))
-      a.push(yield* serviceRound(service, receiver, deliveriesPerRound))
+      a.push(yield* timed(2))
+    }
+    if (StatementLog.recorder() !== undefined) {
+      const rows = perTransfer(statementsBefore, statementsByText(), a.length * deliveriesPerRound)
+      console.error(`${count} subscription(s), service rounds:\n${statementTable(rows, 12, "delivery")}`)
     }
     const round = (values: ReadonlyArray<number>) => values.map((value) => Math.round(value))
     return {

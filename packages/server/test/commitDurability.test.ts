@@ -3,7 +3,9 @@
  * its commit leaves the WAL unsynced (PostgreSQL's flush position behind its insert position),
  * every other commit syncs it, the next one syncing the earlier write too; inside a caller's
  * transaction it does not weaken that transaction's commit. And the two writes that use it
- * (the relay's mark, the guardian's settlement mark) do so.
+ * (the relay's mark, the guardian's settlement mark) do so. The same for one statement
+ * (`statementWithoutWaitingForDisk`), which the webhook worker's lease writes and its attempt
+ * results written while more are coming use (D72).
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -12,9 +14,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { EventStore } from "../src/events/EventStore.ts"
-import { withoutWaitingForDisk } from "../src/platform/CommitDurability.ts"
+import { statementWithoutWaitingForDisk, withoutWaitingForDisk } from "../src/platform/CommitDurability.ts"
 import { migrate, pgliteLayer } from "../src/platform/Database.ts"
 import { TransferStore } from "../src/transfers/TransferStore.ts"
+import { WebhookStore } from "../src/webhooks/WebhookStore.ts"
 
 /** Whether WAL is written that has not reached the disk yet. */
 const unsynced = Effect.gen(function*() {
@@ -87,6 +90,68 @@ describe("commits that do not wait for the disk", () => {
         assert.isTrue(yield* unsynced, "the guardian's settlement mark")
       }).pipe(
         Effect.provide(Layer.mergeAll(EventStore.layer, TransferStore.layer).pipe(Layer.provideMerge(pgliteLayer(path.join(dataDir, "pglite")))))
+      )
+    }), { timeout: 60_000 })
+
+  it.effect("D72: one statement's commit, the webhook worker's lease writes and its results written while more are coming", () =>
+    Effect.gen(function*() {
+      const dataDir = yield* temporaryDirectory
+      yield* Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const store = yield* WebhookStore
+        yield* migrate
+        yield* sql`
+          INSERT INTO accounts (account_id, handle, type, wallet_address, wallet_key_sealed, kyc_status, created_at)
+          VALUES ('acct_1', 'one', 'personal', '0x0000000000000000000000000000000000000001', '\\x00', 'verified', now())`
+        yield* sql`
+          INSERT INTO events (event_id, account_id, mode, type, payload, created_at, published_at)
+          VALUES ('evt_1', 'acct_1', 'test', 'transfer.confirmed', '{}', now(), now())`
+        yield* sql`
+          INSERT INTO webhooks (webhook_id, account_id, mode, url, event_types, secret_sealed, created_at)
+          VALUES ('wh_1', 'acct_1', 'test', 'https://example.com/hook', 'transfer.confirmed', '\\x00', now())`
+        yield* store.insertDeliveries([{ deliveryId: "dlv_1", webhookId: "wh_1", eventId: "evt_1", trigger: "event", createdAt: new Date().toISOString() }], new Date(0).toISOString())
+        /** A write that waits for the disk, syncing what came before it. */
+        const syncedWrite = sql`UPDATE accounts SET kyc_status = 'verified' WHERE account_id = 'acct_1'`
+        assert.isFalse(yield* unsynced)
+
+        yield* statementWithoutWaitingForDisk(sql, (setting) => sql`UPDATE webhooks SET url = url FROM (SELECT ${setting}) AS s`)
+        assert.isTrue(yield* unsynced, "one statement that does not wait")
+        yield* syncedWrite
+        yield* sql.withTransaction(statementWithoutWaitingForDisk(sql, (setting) => sql`UPDATE webhooks SET url = url FROM (SELECT ${setting}) AS s`))
+        assert.isFalse(yield* unsynced, "inside a transaction it commits as the transaction does")
+
+        const now = new Date()
+        const leaseUntil = new Date(now.getTime() + 30_000).toISOString()
+        assert.deepStrictEqual(yield* store.claimSubscriptions({ nodeId: "node_1", now: now.toISOString(), leaseUntil, limit: 1 }), ["wh_1"])
+        assert.isTrue(yield* unsynced, "the claim")
+        yield* syncedWrite
+        assert.isTrue(yield* store.extendLease("wh_1", "node_1", leaseUntil))
+        assert.isTrue(yield* unsynced, "the renewal")
+        yield* syncedWrite
+
+        const result = (attemptNumber: number) => ({
+          deliveryId: "dlv_1",
+          attemptNumber,
+          nodeId: "node_1",
+          startedAt: now.toISOString(),
+          durationMs: 5,
+          statusCode: 500,
+          error: undefined,
+          status: { nextAttemptAt: now.toISOString() },
+          webhookId: "wh_1",
+          leaseUntil
+        })
+        assert.deepStrictEqual(yield* store.recordAttempts([result(1)], false), [{ recorded: true, leaseHeld: true }])
+        assert.isTrue(yield* unsynced, "a result written while more are coming")
+        assert.deepStrictEqual(yield* store.recordAttempts([result(2)]), [{ recorded: true, leaseHeld: true }])
+        assert.isFalse(yield* unsynced, "the writer's last write waits, and syncs the earlier one with it")
+        const rows = yield* sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM webhook_attempts WHERE delivery_id = 'dlv_1'`
+        assert.strictEqual(rows[0]?.n, 2)
+
+        yield* store.releaseLease("wh_1", "node_1")
+        assert.isTrue(yield* unsynced, "the release")
+      }).pipe(
+        Effect.provide(WebhookStore.layer.pipe(Layer.provideMerge(pgliteLayer(path.join(dataDir, "pglite")))))
       )
     }), { timeout: 60_000 })
 })

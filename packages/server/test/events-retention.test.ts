@@ -36,6 +36,9 @@ describe("event retention", () => {
         ),
         "the first attempts"
       )
+      const oldDeliveryIds = (yield* deliveriesOf(services, doneHook.webhook_id))
+        .filter((row) => row.event_id === old!.eventId).map((row) => row.delivery_id)
+      assert.strictEqual(oldDeliveryIds.length, 1)
       // Age two events past retention (31 days), as if recorded then.
       yield* sql`
         UPDATE events SET created_at = created_at - interval '31 days'
@@ -51,9 +54,9 @@ describe("event retention", () => {
       // The deleted event's delivery and attempt log went with it.
       const remaining = yield* deliveriesOf(services, doneHook.webhook_id)
       assert.deepStrictEqual(remaining.map((row) => row.event_id), [young!.eventId])
+      // By the delivery's id: the log keeps no key to its delivery (D72), so a join would hide a left-over row.
       const attempts = yield* sql<{ count: string }>`
-        SELECT count(*)::text AS count FROM webhook_attempts a
-        JOIN webhook_deliveries d ON d.delivery_id = a.delivery_id WHERE d.event_id = ${old!.eventId}`.pipe(Effect.orDie)
+        SELECT count(*)::text AS count FROM webhook_attempts WHERE ${sql.in("delivery_id", oldDeliveryIds)}`.pipe(Effect.orDie)
       assert.strictEqual(attempts[0]!.count, "0")
     }), { timeout: 60_000 })
   it.effect("a retention under 30 days is refused at start", () =>

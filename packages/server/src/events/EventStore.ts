@@ -195,12 +195,23 @@ const listAfterPosition = (context: EventStoreContext, query: ListAfterPositionQ
     return page
   }).pipe(Effect.withSpan("EventStore.listAfterPosition"))
 
+/**
+ * Deletes old events; their deliveries go by the cascade of their key to the event, and their
+ * deliveries' attempt logs here (the log keeps no key to its delivery, D72). Every CTE reads the
+ * table as it was before the statement, so the deliveries are still there to be joined.
+ */
 const deleteOlderThan = ({ sql }: EventStoreContext, cutoff: string) =>
   sql<{ event_id: string }>`
-    DELETE FROM events e WHERE e.created_at < ${cutoff}::timestamptz
-      AND NOT EXISTS (
-        SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.event_id AND d.status = 'pending')
-    RETURNING e.event_id`.pipe(Effect.map((deleted) => deleted.length), Effect.withSpan("EventStore.deleteOlderThan"))
+    WITH gone AS (
+      DELETE FROM events e WHERE e.created_at < ${cutoff}::timestamptz
+        AND NOT EXISTS (
+          SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.event_id AND d.status = 'pending')
+      RETURNING e.event_id
+    ), attempts AS (
+      DELETE FROM webhook_attempts a USING webhook_deliveries d, gone g
+      WHERE a.delivery_id = d.delivery_id AND d.event_id = g.event_id
+    )
+    SELECT event_id FROM gone`.pipe(Effect.map((deleted) => deleted.length), Effect.withSpan("EventStore.deleteOlderThan"))
 
 /**
  * Where an event sits in the stream's order (D58): its transaction's id, then its sequence

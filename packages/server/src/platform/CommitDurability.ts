@@ -1,12 +1,12 @@
 /**
  * Which commits wait for the disk. Every commit does (PostgreSQL's default, and the embedded
  * database's since it syncs its WAL: the guardian package's `DurableNodeFS`), except those this
- * module's combinator runs.
+ * module's combinators run.
  *
  * @since 0.8.0
  */
 import { Effect, Option } from "effect"
-import type { SqlClient } from "effect/sql"
+import type { SqlClient, Statement } from "effect/sql"
 
 /**
  * Runs `write` in a transaction of its own whose commit does not wait for the disk
@@ -29,5 +29,32 @@ export const withoutWaitingForDisk = <A, E, R>(sql: SqlClient.SqlClient, write: 
       Option.isSome(transaction)
         ? write
         : sql.withTransaction(sql`SET LOCAL synchronous_commit = off`.pipe(Effect.andThen(write)))
+    )
+  )
+
+/**
+ * The same for one statement in its implicit transaction, without the BEGIN, SET and COMMIT round
+ * trips of {@link withoutWaitingForDisk} (on the embedded database each is a call on the caller's
+ * thread): `statement` places the fragment where it is evaluated once before the commit (a
+ * one-row subquery in its FROM, a CTE it reads); it sets `synchronous_commit = off` for this
+ * transaction only. Inside a caller's transaction the fragment sets nothing (it reads the setting
+ * back), so the caller's commit is never weakened. `waitForDisk` keeps the default: a caller that
+ * relaxes only some of its writes (the webhook result writer) passes it.
+ *
+ * @since 0.9.0
+ * @category combinators
+ */
+export const statementWithoutWaitingForDisk = <A, E, R>(
+  sql: SqlClient.SqlClient,
+  statement: (commitSetting: Statement.Fragment) => Effect.Effect<A, E, R>,
+  waitForDisk = false
+) =>
+  Effect.serviceOption(sql.transactionService).pipe(
+    Effect.flatMap((transaction) =>
+      statement(
+        Option.isSome(transaction) || waitForDisk
+          ? sql`current_setting('synchronous_commit')`
+          : sql`set_config('synchronous_commit', 'off', true)`
+      )
     )
   )

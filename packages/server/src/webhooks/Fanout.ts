@@ -16,7 +16,7 @@ import { makeId } from "../platform/Ids.ts"
 import { Dispatcher } from "./Dispatcher.ts"
 import { type NewDelivery, WebhookStore } from "./WebhookStore.ts"
 
-/** Rows per INSERT: well under PostgreSQL's 65,535 parameters at 7 per row. */
+/** Rows per INSERT (one JSON parameter): bounds one statement's size and time. */
 const insertBatchMax = 1_000
 
 /**

@@ -93,10 +93,12 @@ export class WebhookStore extends Context.Service<WebhookStore, {
    * delivery no longer pending at that count) and renews each sender's lease,
    * all in one statement (`leaseHeld` is false when the lease was lost or the
    * subscription deleted: that sender must stop). Batched because on one
-   * database connection (PGlite) the statement count bounds throughput.
+   * database connection (PGlite) the statement count bounds throughput. `waitForDisk` false
+   * (default true): the commit does not wait for the disk (D72).
    */
   readonly recordAttempts: (
-    attempts: ReadonlyArray<AttemptRecord>
+    attempts: ReadonlyArray<AttemptRecord>,
+    waitForDisk?: boolean
   ) => Effect.Effect<ReadonlyArray<RecordedAttempt>, SqlError.SqlError>
 }>()("server/webhooks/WebhookStore") {
   static readonly layer = Layer.effect(
@@ -126,5 +128,5 @@ const storeOf = (context: StoreContext): WebhookStore["Service"] =>
     extendLease: (webhookId, nodeId, leaseUntil) => Leases.extendLease(context, webhookId, nodeId, leaseUntil),
     releaseLease: (webhookId, nodeId) => Leases.releaseLease(context, webhookId, nodeId),
     releaseAllLeases: Leases.releaseAllLeases(context),
-    recordAttempts: (attempts) => recordAttempts(context, attempts)
+    recordAttempts: (attempts, waitForDisk) => recordAttempts(context, attempts, waitForDisk)
   })

@@ -29,6 +29,7 @@ import { refunds } from "./0019_refunds.ts"
 import { operatorConsole } from "./0021_operator_console.ts"
 import { eventPositions } from "./0022_event_positions.ts"
 import { webhookManagement } from "./0023_webhook_management.ts"
+import { webhookForeignKeys } from "./0024_webhook_foreign_keys.ts"
 
 /**
  * @since 0.1.0
@@ -56,5 +57,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0019_refunds": refunds,
   "0021_operator_console": operatorConsole,
   "0022_event_positions": eventPositions,
-  "0023_webhook_management": webhookManagement
+  "0023_webhook_management": webhookManagement,
+  "0024_webhook_foreign_keys": webhookForeignKeys
 }

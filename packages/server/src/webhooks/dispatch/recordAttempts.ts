@@ -10,6 +10,10 @@
  * cost a sync of its own (the delivery rate was one sync's time a delivery, docs/benchmarks.md,
  * "webhook-rate"). With nothing in flight a result is written at once.
  *
+ * A write does not wait for the disk while more results are coming (requests in flight, results
+ * queued): the last write before the writer goes idle does, and makes the earlier ones durable
+ * with it (D72).
+ *
  * @since 0.8.0
  */
 import { Deferred, Effect, Queue } from "effect"
@@ -60,7 +64,10 @@ const takeBatch = (pending: Queue.Queue<PendingRecord>, inFlight: { count: numbe
 const writeBatch = (store: WebhookStore["Service"], pending: Queue.Queue<PendingRecord>, inFlight: { count: number }) =>
   Effect.gen(function*() {
     const batch = yield* takeBatch(pending, inFlight)
-    yield* store.recordAttempts(batch.map((entry) => entry.attempt)).pipe(
+    // D72: only the last write before the writer goes idle waits for the disk; it makes the
+    // earlier ones durable too (the log is one sequence).
+    const waitForDisk = inFlight.count === 0 && Queue.sizeUnsafe(pending) === 0
+    yield* store.recordAttempts(batch.map((entry) => entry.attempt), waitForDisk).pipe(
       Effect.matchEffect({
         onSuccess: (results) =>
           Effect.forEach(batch, (entry, index) => Deferred.succeed(entry.done, results[index]!), { discard: true }),

@@ -7,24 +7,30 @@
 import { Effect, Option } from "effect"
 import { dueOf, loopbackAllowed, type NewDelivery, type StoreContext, toDeliveryRecord } from "./rows.ts"
 
-/** Inserts deliveries; a second fan-out of the same event to the same subscription is ignored. */
+/**
+ * Inserts deliveries; a second fan-out of the same event to the same subscription is ignored.
+ * The rows travel as one JSON parameter, as attempt results do (recordAttempts.ts): one statement
+ * text whatever the batch's size, so it is parsed and planned once, not a VALUES list of seven
+ * parameters a row parsed anew for each size.
+ */
 export const insertDeliveries = ({ sql }: StoreContext, rows: ReadonlyArray<NewDelivery>, nextAttemptAt: string) =>
   rows.length === 0
     ? Effect.succeed(0)
     : sql<{ delivery_id: string }>`
-        INSERT INTO webhook_deliveries ${
-      sql.insert(rows.map((row): Record<string, unknown> => ({
-        delivery_id: row.deliveryId,
-        webhook_id: row.webhookId,
-        event_id: row.eventId,
-        trigger: row.trigger,
-        status: "pending",
-        next_attempt_at: nextAttemptAt,
-        created_at: row.createdAt
-      })) as [Record<string, unknown>, ...Array<Record<string, unknown>>])
-    }
+        INSERT INTO webhook_deliveries (delivery_id, webhook_id, event_id, trigger, status, next_attempt_at, created_at)
+        SELECT delivery_id, webhook_id, event_id, trigger, 'pending', ${nextAttemptAt}::timestamptz, created_at
+        FROM json_to_recordset(${JSON.stringify(rows.map(toInputRow))}::json) AS x(
+          delivery_id text, webhook_id text, event_id text, trigger text, created_at timestamptz)
         ON CONFLICT (event_id, webhook_id) WHERE trigger = 'event' DO NOTHING
         RETURNING delivery_id`.pipe(Effect.map((inserted) => inserted.length), Effect.withSpan("WebhookStore.insertDeliveries"))
+
+const toInputRow = (row: NewDelivery) => ({
+  delivery_id: row.deliveryId,
+  webhook_id: row.webhookId,
+  event_id: row.eventId,
+  trigger: row.trigger,
+  created_at: row.createdAt
+})
 
 /** @since 0.8.0 */
 export const listDeliveries = ({ deliveries, sql }: StoreContext, webhookId: string, limit: number, offset: number) =>

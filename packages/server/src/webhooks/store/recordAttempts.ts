@@ -7,6 +7,7 @@
  * @since 0.8.0
  */
 import { Effect } from "effect"
+import { statementWithoutWaitingForDisk } from "../../platform/CommitDurability.ts"
 import type { AttemptRecord, StoreContext } from "./rows.ts"
 
 /**
@@ -38,16 +39,22 @@ const toInputRow = (attempt: AttemptRecord) => ({
 
 /**
  * Batched because on one database connection (PGlite) the statement count bounds throughput.
+ * Unless `waitForDisk`, the commit does not wait for the disk (D72): a result lost in a host crash
+ * leaves its delivery pending, sent again with the same `webhook-id`, as a result not yet written
+ * is; the writer waits for the disk on its last write before it goes idle, which makes every
+ * earlier one durable too.
  */
 export const recordAttempts = (
   { sql }: StoreContext,
-  attempts: ReadonlyArray<AttemptRecord>
+  attempts: ReadonlyArray<AttemptRecord>,
+  waitForDisk = true
 ) => {
   if (attempts.length === 0) return Effect.succeed<ReadonlyArray<RecordedAttempt>>([])
   // One parameter (a JSON array) whatever the batch size; every data-modifying CTE runs, so the
-  // log, the deliveries and the leases commit together.
-  return sql<{ delivery_id: string; recorded: boolean; held: boolean }>`
-    WITH input AS (
+  // log, the deliveries and the leases commit together. The final SELECT reads `commit_mode`, so
+  // its setting is made before the commit.
+  return statementWithoutWaitingForDisk(sql, (commitSetting) => sql<{ delivery_id: string; recorded: boolean; held: boolean }>`
+    WITH commit_mode AS (SELECT ${commitSetting} AS setting), input AS (
       SELECT * FROM json_to_recordset(${JSON.stringify(attempts.map(toInputRow))}::json) AS x(
         delivery_id text, attempt_number integer, node_id text, started_at timestamptz, duration_ms integer,
         response_status_code integer, error text, status text, next_attempt_at timestamptz, webhook_id text,
@@ -79,7 +86,7 @@ export const recordAttempts = (
     SELECT i.delivery_id,
            EXISTS (SELECT 1 FROM moved m WHERE m.delivery_id = i.delivery_id) AS recorded,
            EXISTS (SELECT 1 FROM lease l WHERE l.webhook_id = i.webhook_id) AS held
-    FROM input i`.pipe(
+    FROM input i, commit_mode`, waitForDisk).pipe(
     Effect.map((result): ReadonlyArray<RecordedAttempt> => {
       const byDelivery = new Map(result.map((row) => [row.delivery_id, row]))
       return attempts.map((attempt) => {
