@@ -17,9 +17,9 @@
  * or from it attested meanwhile and mined after the rotation would add a handle under the old key
  * to the new balance. One hold covers all of an account's attestations (a retry, or two requests
  * at once, attest again while it stands), so it remembers the latest: a report on an earlier one
- * lifts it only if the chain shows the latest dead too (`holdStays`). The hold is decided where reservations are: the check
- * that no reservation is open and the hold's row are one unit of the group committer, in its
- * transaction, and every decision checks the hold inside its own unit (Decide.ts). The in-memory
+ * lifts it only if the chain shows the latest dead too (`holdStays`). The hold is decided where
+ * reservations are: the check that no reservation is open and the hold's row are one unit of the
+ * group committer, in its transaction, and every decision checks the hold inside its own unit (Decide.ts). The in-memory
  * copy (`rotationsPending`) is set before the hold's unit is queued, so a decision unit that runs
  * after it sees the hold, and one that ran before it left a reservation the unit sees: a
  * reservation and a hold never both stand. The row (`guardian_key_rotation_holds`) is read back
