@@ -19,9 +19,9 @@
  * at once, attest again while it stands), so it remembers the latest: a report on an earlier one
  * lifts it only if the chain shows the latest dead too (`holdStays`). The hold is decided where
  * reservations are: the check that no reservation is open and the hold's row are one unit of the
- * group committer, in its transaction, and every decision checks the hold inside its own unit (Decide.ts). The in-memory
- * copy (`rotationsPending`) is set before the hold's unit is queued, so a decision unit that runs
- * after it sees the hold, and one that ran before it left a reservation the unit sees: a
+ * group committer, in its transaction, and every decision checks the hold inside its own unit
+ * (Decide.ts). The in-memory copy (`rotationsPending`) is set before the hold's unit is queued, so
+ * a decision unit that runs after it sees the hold, and one that ran before it left a reservation the unit sees: a
  * reservation and a hold never both stand. The row (`guardian_key_rotation_holds`) is read back
  * at start-up, so a restart inside the window keeps the hold. One guardian serves at a time
  * (Lease.ts), so this process's committer is the one place decisions are made.
