@@ -274,11 +274,27 @@ const keyRepins = Effect.gen(function*() {
     )`
 })
 
+/**
+ * D55: which of an account's attestations its hold last took (one hold per account holds them
+ * all): the nonce and balance digest of the latest, and the latest deadline of any. A report on an
+ * earlier one lifts nothing unless the chain shows the latest dead too (steps/KeyRotation.ts).
+ * Null in a row placed before this: a report is then judged on what it names.
+ */
+const keyRotationLatest = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`
+    ALTER TABLE guardian_key_rotation_holds
+      ADD COLUMN latest_nonce text,
+      ADD COLUMN latest_previous_digest text,
+      ADD COLUMN latest_deadline bigint`
+})
+
 /** Runs the migrations that have not run yet (locked, so concurrent starts run each once). */
 export const migrate = Migrator.make({})({
   loader: Migrator.fromRecord({ "0001_ledger": ledger, "0002_chain_credits": chainCredits, "0003_rotation_vetoes": rotationVetoes,
     "0004_key_totals": keyTotals, "0005_decisions": decisions, "0006_refunds": refunds,
-    "0007_key_rotation_holds": keyRotationHolds, "0008_key_repins": keyRepins
+    "0007_key_rotation_holds": keyRotationHolds, "0008_key_repins": keyRepins,
+    "0009_key_rotation_latest": keyRotationLatest
   }),
   table: "guardian_migrations"
 })
