@@ -610,9 +610,12 @@ export const KeyRotationResult = Schema.Struct({
 
 /**
  * D55: after a rotation was mined, the account's remembered key is forgotten and its hold lifted.
+ * `nonce`: the mined rotation's attestation (none: the server did not attest it in this request);
+ * the hold is lifted at once only if it is the latest the guardian attested for the account.
  * `failed`: the server saw the rotation's transaction fail (a revert, or not mined in its wait);
  * its attestation (`nonce`, `deadline`, the `previousBalanceDigest` it bound) may still be mined by
- * anyone holding its calldata, so the hold is lifted only once the chain shows it never can be.
+ * anyone holding its calldata. Any report but a mined one of the latest lifts the hold only once
+ * the chain shows the latest attestation dead (a later one may be live: D55).
  *
  * @since 0.12.0
  * @category schemas
@@ -621,6 +624,7 @@ export const ForgetKeyRequest = Schema.Struct({
   chainId: ChainId,
   contract: AddressHex,
   account: AddressHex,
+  nonce: Schema.optionalKey(Schema.BigIntFromString),
   failed: Schema.optionalKey(Schema.Struct({
     nonce: Schema.BigIntFromString,
     deadline: Schema.BigIntFromString,

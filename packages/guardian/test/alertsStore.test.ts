@@ -3,28 +3,15 @@
  * `since_ms` is selected as text, so an ORDER BY on its alias would sort "10" before "9" (the
  * EventStore's ordering bug of 2026-11-29, and the same shape here). Real PGlite, in memory.
  */
-import { PGlite } from "@electric-sql/pglite"
-import { PgliteClient } from "@effect/sql-pglite"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { makeAtRestBox } from "../src/internal/atRest.ts"
 import { migrate } from "../src/internal/migrations.ts"
+import { MemoryPglite } from "./support/memoryPglite.ts"
 import { type AccountRef, makeStore } from "../src/internal/store.ts"
 
-const Sql = PgliteClient.layerFrom(
-  Effect.gen(function*() {
-    const pglite = yield* Effect.acquireRelease(
-      Effect.promise(async () => {
-        const db = new PGlite()
-        await db.waitReady
-        return db
-      }),
-      (db) => Effect.promise(() => db.close()).pipe(Effect.timeoutOption(5_000), Effect.ignore)
-    )
-    return yield* PgliteClient.fromClient({ liveClient: pglite })
-  })
-)
+const Sql = MemoryPglite
 
 const party = (index: number): AccountRef => ({
   chainId: "46630",

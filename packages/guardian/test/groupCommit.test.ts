@@ -5,7 +5,6 @@
  * once the committer has stopped, a call is answered as interrupted instead of waiting for
  * ever. Real PGlite, in memory.
  */
-import { PGlite } from "@electric-sql/pglite"
 import { PgClient } from "@effect/sql-pg"
 import { PgliteClient } from "@effect/sql-pglite"
 import { assert, describe, it } from "@effect/vitest"
@@ -16,23 +15,12 @@ import { makeAtRestBox } from "../src/internal/atRest.ts"
 import * as GroupCommit from "../src/internal/groupCommit.ts"
 import { migrate } from "../src/internal/migrations.ts"
 import { type AccountRef, makeStore, type RowHints, type Store } from "../src/internal/store.ts"
+import { MemoryPglite } from "./support/memoryPglite.ts"
 import { freshPostgresDatabase, postgresAvailable } from "./support/postgres.ts"
 
 class Refused extends Data.TaggedError("Refused")<{ readonly id: number }> {}
 
-const Sql = PgliteClient.layerFrom(
-  Effect.gen(function*() {
-    const pglite = yield* Effect.acquireRelease(
-      Effect.promise(async () => {
-        const db = new PGlite()
-        await db.waitReady
-        return db
-      }),
-      (db) => Effect.promise(() => db.close()).pipe(Effect.timeoutOption(5_000), Effect.ignore)
-    )
-    return yield* PgliteClient.fromClient({ liveClient: pglite })
-  })
-)
+const Sql = MemoryPglite
 
 /** Counts how often each unit ran, so a test can tell a grouped run from a re-run alone. */
 const runs = new Map<number, number>()

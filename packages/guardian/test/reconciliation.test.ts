@@ -225,7 +225,7 @@ const attestedRotation = (guardian: TestGuardianShape, chain: Effect.Success<typ
     const attested = yield* guardian.client.keyRotation({ chainId, contract, account: party.address, ...request })
     const proof = EncryptionKey.proveOwnership(newKeys, { chainId, contract, account: party.address })
     const data = yield* rotationCall(contract, party.wallet, request, attested, bytesToHex(proof))
-    return { data, failed: { nonce: request.nonce, deadline, previousBalanceDigest: attested.previousBalanceDigest }, newKeys }
+    return { data, nonce: request.nonce, failed: { nonce: request.nonce, deadline, previousBalanceDigest: attested.previousBalanceDigest }, newKeys }
   })
 
 const hexKey = (party: Party) => `0x${Buffer.from(party.keys.publicKey).toString("hex")}`
@@ -626,9 +626,10 @@ describe("the guardian against anvil", () => {
         const pays = (keyOwner: Party) =>
           guardian.client.authorize(confidentialRequest({ guardianKey: key, from: agent, fromKeyOwner: keyOwner, to: bob, amount: 10n, chainId, contract }))
 
-        // Attested, never mined, its outcome reported: the pin stays.
-        yield* guardian.client.keyRotation(rotation(carol, carol))
-        yield* guardian.client.forgetKey({ chainId, contract, account: agent.address })
+        // Attested, never mined, its outcome reported (as mined, naming it): the pin stays.
+        const unmined = rotation(carol, carol)
+        yield* guardian.client.keyRotation(unmined)
+        yield* guardian.client.forgetKey({ chainId, contract, account: agent.address, nonce: unmined.nonce })
         assert.strictEqual(reasonOf(yield* pays(carol)), "sender_key_not_registered")
 
         // The agent's wallet co-signs the attested rotation and a relayer sends it (no proof: D68).
@@ -717,6 +718,91 @@ describe("the guardian against anvil", () => {
         }
         yield* report(dave, daves.failed)
         assert.strictEqual(yield* payTo(dave), "Authorized")
+      }))
+
+    it.effect("one hold for all of an account's attestations: a report on an earlier one lifts nothing while the latest can be mined (D55)", () =>
+      Effect.gen(function*() {
+        const guardian = yield* TestGuardian
+        const chain = yield* ChainFixture
+        const contract: Address = chain.addresses.confidentialUsdg
+        const alice = yield* Effect.promise(() => chain.newChainParty())
+        yield* synced(guardian, yield* Effect.promise(() => chain.faucet.shieldUsdg(alice.address, 100n)))
+        const payTo = (to: Party) =>
+          guardian.client.authorize(confidentialRequest({ guardianKey: guardian.encryptionKey, from: alice, to, amount: 1n, chainId, contract })).pipe(
+            Effect.map((answer) => answer._tag === "Refused" ? answer.reason : answer._tag),
+            Effect.catchTag("GuardianError", (error) => Effect.succeed(error.reason === "unavailable" ? "held" : error.message))
+          )
+        const report = (party: Party, about: { readonly nonce: bigint } | { readonly failed: (typeof Domain.ForgetKeyRequest.Type)["failed"] & {} }) =>
+          guardian.client.forgetKey({ chainId, contract, account: party.address, ...about })
+        /** An outsider's shield to `party`, booked: the balance moves to new points. */
+        const moved = (party: Party) => Effect.promise(() => chain.outsiderShield(party.address, 2n)).pipe(Effect.flatMap((hash) => synced(guardian, hash)))
+
+        // Two requests at once: the first attests A on the balance then, an outsider's shield moves
+        // it, the second attests B on the new one. A reverts (the digest): its failure lifts nothing.
+        const bob = yield* Effect.promise(() => chain.newChainParty())
+        const first = yield* attestedRotation(guardian, chain, bob, nowSeconds() + 600n)
+        yield* moved(bob)
+        const second = yield* attestedRotation(guardian, chain, bob, nowSeconds() + 600n)
+        assert.strictEqual((yield* Effect.promise(() => chain.sendWithGas(chain.relayer, first.data, 1_000_000n))).status, "reverted")
+        yield* report(bob, { failed: first.failed })
+        assert.strictEqual(yield* payTo(bob), "held", "B can still be mined: a transfer to Bob's old key attested now could follow it")
+        // B dead too (the balance moved again, it reverts): its failure lifts the hold.
+        yield* moved(bob)
+        assert.strictEqual((yield* Effect.promise(() => chain.sendWithGas(chain.relayer, second.data, 1_000_000n))).status, "reverted")
+        yield* report(bob, { failed: second.failed })
+        assert.strictEqual(yield* payTo(bob), "Authorized")
+
+        // A mined, then B attested on A's result: A's mined report lifts nothing; B's does.
+        const carol = yield* Effect.promise(() => chain.newChainParty())
+        const a = yield* attestedRotation(guardian, chain, carol, nowSeconds() + 600n)
+        assert.strictEqual((yield* Effect.promise(() => chain.sendWithGas(chain.relayer, a.data, 1_000_000n))).status, "success")
+        const b = yield* attestedRotation(guardian, chain, carol, nowSeconds() + 600n)
+        yield* report(carol, { nonce: a.nonce })
+        assert.strictEqual(yield* payTo({ address: carol.address, keys: a.newKeys }), "held", "B can still be mined")
+        assert.strictEqual((yield* Effect.promise(() => chain.sendWithGas(chain.relayer, b.data, 1_000_000n))).status, "success")
+        yield* report(carol, { nonce: b.nonce })
+        assert.strictEqual(yield* payTo({ address: carol.address, keys: b.newKeys }), "Authorized")
+      }))
+
+    it.effect("a hold's latest attestation outlives a restart: a report on an earlier one after it lifts nothing (D55)", () =>
+      Effect.gen(function*() {
+        const chain = yield* ChainFixture
+        const contract: Address = chain.addresses.confidentialUsdg
+        const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-guardian-holds-"))
+        const settings = { chains: [{ chainId, rpcUrl: chain.anvil.rpcUrl }], dataDir, timing: { chainPollIntervalMs: 0 } } as const
+        const run = <A, E>(use: (guardian: TestGuardianShape) => Effect.Effect<A, E>) =>
+          Effect.scoped(Effect.flatMap(Layer.build(makeTarget("in-process/pglite", settings)), (context) => use(Context.get(context, TestGuardian))))
+        const bob = yield* Effect.promise(() => chain.newChainParty())
+        const carol = yield* Effect.promise(() => chain.newChainParty())
+        const shielded = yield* Effect.promise(() => chain.faucet.shieldUsdg(bob.address, 50n))
+        /** Bob pays 1 to Carol: the guardian's answer, or "held" (his rotation hold). */
+        const pays = (guardian: TestGuardianShape) =>
+          guardian.client.authorize(confidentialRequest({ guardianKey: guardian.encryptionKey, from: bob, to: carol, amount: 1n, chainId, contract })).pipe(
+            Effect.map((answer) => answer._tag === "Refused" ? answer.reason : answer._tag),
+            Effect.catchTag("GuardianError", (error) => Effect.succeed(error.reason === "unavailable" ? "held" : error.message))
+          )
+        const moved = (guardian: TestGuardianShape) => Effect.promise(() => chain.outsiderShield(bob.address, 2n)).pipe(Effect.flatMap((hash) => synced(guardian, hash)))
+        yield* Effect.gen(function*() {
+          // A on the balance then, B on the one after an outsider's shield; then the guardian stops.
+          const [first, second] = yield* run((guardian) =>
+            Effect.gen(function*() {
+              yield* synced(guardian, shielded)
+              const first = yield* attestedRotation(guardian, chain, bob, nowSeconds() + 600n)
+              yield* moved(guardian)
+              return [first, yield* attestedRotation(guardian, chain, bob, nowSeconds() + 600n)] as const
+            })
+          )
+          assert.strictEqual((yield* Effect.promise(() => chain.sendWithGas(chain.relayer, first.data, 1_000_000n))).status, "reverted")
+          yield* run((guardian) =>
+            Effect.gen(function*() {
+              yield* guardian.client.forgetKey({ chainId, contract, account: bob.address, failed: first.failed })
+              assert.strictEqual(yield* pays(guardian), "held", "the restarted guardian knows B is the latest, and B can still be mined")
+              yield* moved(guardian)
+              yield* guardian.client.forgetKey({ chainId, contract, account: bob.address, failed: second.failed })
+              assert.strictEqual(yield* pays(guardian), "Authorized")
+            })
+          )
+        }).pipe(Effect.ensuring(Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true }))))
       }))
   })
 })

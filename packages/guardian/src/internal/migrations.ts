@@ -275,6 +275,21 @@ const keyRepins = Effect.gen(function*() {
 })
 
 /**
+ * D55: which of an account's attestations its hold last took (one hold per account holds them
+ * all): the nonce and balance digest of the latest, and the latest deadline of any. A report on an
+ * earlier one lifts nothing unless the chain shows the latest dead too (steps/KeyRotation.ts).
+ * Null in a row placed before this: a report is then judged on what it names.
+ */
+const keyRotationLatest = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`
+    ALTER TABLE guardian_key_rotation_holds
+      ADD COLUMN latest_nonce text,
+      ADD COLUMN latest_previous_digest text,
+      ADD COLUMN latest_deadline bigint`
+})
+
+/**
  * D68: a repin is told mined by the attested handles alone (`handles_digest`: the owner's and
  * the guardian's handle), not the whole balance: a permissionless `shield` to the agent adds to
  * the commitment after the rotation is mined and would hide it for ever. A row written before
@@ -289,7 +304,8 @@ const repinHandles = Effect.gen(function*() {
 export const migrate = Migrator.make({})({
   loader: Migrator.fromRecord({ "0001_ledger": ledger, "0002_chain_credits": chainCredits, "0003_rotation_vetoes": rotationVetoes,
     "0004_key_totals": keyTotals, "0005_decisions": decisions, "0006_refunds": refunds,
-    "0007_key_rotation_holds": keyRotationHolds, "0008_key_repins": keyRepins, "0009_repin_handles": repinHandles
+    "0007_key_rotation_holds": keyRotationHolds, "0008_key_repins": keyRepins,
+    "0009_key_rotation_latest": keyRotationLatest, "0010_repin_handles": repinHandles
   }),
   table: "guardian_migrations"
 })

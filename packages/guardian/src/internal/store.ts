@@ -37,6 +37,7 @@ import type {
   DecisionRow,
   NewReservationRow,
   ReservationStatus,
+  RotationAttestation,
   RotationVetoRow,
   RowHints
 } from "./store/rows.ts"
@@ -52,6 +53,8 @@ export {
   discoveryScope,
   type ReservationRow,
   type ReservationStatus,
+  type RotationAttestation,
+  type RotationHold,
   type RotationVetoRow,
   type RowHints
 } from "./store/rows.ts"
@@ -129,6 +132,8 @@ export const makeStore = (sql: SqlClient.SqlClient, box: AtRestBox) => {
       RotationVetoes.rotationVetoOf(context, chainId, contract, proposalId),
     holdForRotation: (account: AccountRef, untilMs: number, nowMs: number) =>
       RotationHolds.holdForRotation(context, account, untilMs, nowMs),
+    recordRotationAttestation: (account: AccountRef, attestation: RotationAttestation) =>
+      RotationHolds.recordRotationAttestation(context, account, attestation),
     liftRotationHold: (account: AccountRef) => RotationHolds.liftRotationHold(context, account),
     rotationHolds: (nowMs: number) => RotationHolds.rotationHolds(context, nowMs),
     pinnedKey: (account: AccountRef) => KeyPins.pinnedKey(context, account),

@@ -19,7 +19,7 @@ import type { Timing } from "../Guardian.ts"
 import type { GuardianKeys } from "../GuardianKeys.ts"
 import type { AccountLane } from "../internal/accountLane.ts"
 import type { GroupCommit } from "../internal/groupCommit.ts"
-import type { AccountRef, ReservationRow, RowHints, Store } from "../internal/store.ts"
+import type { AccountRef, ReservationRow, RotationHold, RowHints, Store } from "../internal/store.ts"
 import type { PartyKeyCache } from "./PartyKeys.ts"
 
 /**
@@ -39,11 +39,12 @@ export interface GuardianContext {
   /** Keys known for good and key lookups under way (PartyKeys.ts). */
   readonly partyKeys: PartyKeyCache
   /**
-   * D55: accounts whose key rotation is attested and not yet known mined or refused, by `refKey`,
-   * with the instant (ms) the hold lasts until: no transfer to or from them is attested meanwhile.
-   * The in-memory copy of `guardian_key_rotation_holds`, read back at start-up (KeyRotation.ts).
+   * D55: accounts whose key rotation is attested, by `refKey`, with the instant (ms) the hold lasts
+   * until and the latest attestation it took: no transfer to or from them is attested until that
+   * attestation is mined, or reported failed and shown dead on chain, or past its deadline plus
+   * margin. The in-memory copy of `guardian_key_rotation_holds`, read back at start-up (KeyRotation.ts).
    */
-  readonly rotationsPending: Map<string, number>
+  readonly rotationsPending: Map<string, RotationHold>
   /** One follower step at a time per chain (the loop and `sync` share it). */
   readonly followLocks: ReadonlyMap<bigint, Semaphore.Semaphore>
   /** The guardian's signer, whose appointments the follower looks for. */

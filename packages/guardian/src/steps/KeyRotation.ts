@@ -11,15 +11,17 @@
  * binds the balance it read (`previousBalanceDigest`): if the balance changes before it is mined,
  * the contract refuses it, and nothing is lost.
  *
- * Once attested, the account is held until the rotation is reported mined (`ForgetKey`), or
- * reported failed and the chain shows its attestation can never be mined (`stillMinable`: a
- * revert for want of gas is not such a proof), or its deadline plus the reservation margin passes:
- * a transfer to or from it attested meanwhile and mined after the rotation would add a handle
- * under the old key to the new balance. The hold is decided where reservations are: the check
- * that no reservation is open and the hold's row are one unit of the group committer, in its
- * transaction, and every decision checks the hold inside its own unit (Decide.ts). The in-memory
- * copy (`rotationsPending`) is set before the hold's unit is queued, so a decision unit that runs
- * after it sees the hold, and one that ran before it left a reservation the unit sees: a
+ * Once attested, the account is held until its latest attestation is reported mined (`ForgetKey`),
+ * or reported failed and the chain shows it can never be mined (`stillMinable`: a revert for want
+ * of gas is not such a proof), or its deadline plus the reservation margin passes: a transfer to
+ * or from it attested meanwhile and mined after the rotation would add a handle under the old key
+ * to the new balance. One hold covers all of an account's attestations (a retry, or two requests
+ * at once, attest again while it stands), so it remembers the latest: a report on an earlier one
+ * lifts it only if the chain shows the latest dead too (`holdStays`). The hold is decided where
+ * reservations are: the check that no reservation is open and the hold's row are one unit of the
+ * group committer, in its transaction, and every decision checks the hold inside its own unit
+ * (Decide.ts). The in-memory copy (`rotationsPending`) is set before the hold's unit is queued, so
+ * a decision unit that runs after it sees the hold, and one that ran before it left a reservation the unit sees: a
  * reservation and a hold never both stand. The row (`guardian_key_rotation_holds`) is read back
  * at start-up, so a restart inside the window keeps the hold. One guardian serves at a time
  * (Lease.ts), so this process's committer is the one place decisions are made.
@@ -32,7 +34,7 @@ import { Clock, Data, Effect } from "effect"
 import { bytesToHex, getAddress, type Hex, hexToBytes } from "viem"
 import { type ForgetKeyRequest, GuardianError, KeyRotationBusy, KeyRotationNotNeeded, type KeyRotationRequest } from "../Domain.ts"
 import * as Invariant from "../internal/Invariant.ts"
-import type { AccountRef } from "../internal/store.ts"
+import type { AccountRef, RotationAttestation } from "../internal/store.ts"
 import { noEndpoint, storage } from "./Failures.ts"
 import { type GuardianContext, refFor } from "./GuardianContext.ts"
 import { forgetKnownKey, refKeyOf, repinHandlesDigest, settleRepins, storedBalanceDigest as balanceDigestOf } from "./PartyKeys.ts"
@@ -60,7 +62,7 @@ export const rotationUnavailable = () =>
 
 /** The instant a live hold of `key` lasts until, or undefined (none, or past it: then forgotten). */
 const liveHold = (context: GuardianContext, key: string, nowMs: number): number | undefined => {
-  const until = context.rotationsPending.get(key)
+  const until = context.rotationsPending.get(key)?.untilMs
   if (until === undefined || until >= nowMs) return until
   context.rotationsPending.delete(key)
   return undefined
@@ -142,11 +144,13 @@ export const keyRotation = Effect.fn("Guardian.keyRotation")(function*(context: 
     // An earlier attestation of the account may still be mined: a failure here keeps its hold.
     const earlier = liveHold(context, holdKey, nowMs)
     // In memory first, then the unit: a decision unit after it sees the hold, one before it left a reservation it sees.
-    context.rotationsPending.set(holdKey, Math.max(earlier ?? 0, untilMs))
+    const latest = context.rotationsPending.get(holdKey)?.latest
+    context.rotationsPending.set(holdKey, { untilMs: Math.max(earlier ?? 0, untilMs), ...(latest === undefined ? {} : { latest }) })
     return yield* Effect.gen(function*() {
       const placed = yield* context.group.run(placeHold(context, ref, untilMs, nowMs)).pipe(storage)
       if (!placed) return yield* new KeyRotationBusy({ account: request.account, reason: "reservations_open" })
       const attested = yield* attest(context, request, ref, parsed.value)
+      yield* rememberLatest(context, ref, { nonce: request.nonce, previousBalanceDigest: attested.previousBalanceDigest, deadline: request.deadline })
       // Recorded before it is answered: the pin moves once the chain holds these very handles.
       if (request.keyOwner !== undefined) {
         const handlesDigest = repinHandlesDigest(hexToBytes(attested.ownerHandle as Hex), hexToBytes(attested.guardianHandle as Hex))
@@ -178,6 +182,21 @@ const mayRotate = Effect.fnUntraced(function*(context: GuardianContext, request:
   // D68: an agent wallet's balance is encrypted to its pinned key, which follows its owner's.
   yield* agentMayRotate(context, request, ref, request.keyOwner)
 })
+
+/**
+ * The attestation just made becomes the hold's latest, row first, before it is answered: a report
+ * on an earlier one then lifts nothing while this one can be mined. Not recorded (storage), it is
+ * not answered, so nobody holds it.
+ */
+const rememberLatest = (context: GuardianContext, ref: AccountRef, attestation: RotationAttestation) =>
+  storage(context.store.recordRotationAttestation(ref, attestation)).pipe(
+    Effect.andThen(Effect.sync(() => {
+      const key = refKeyOf(ref)
+      const hold = context.rotationsPending.get(key)
+      const deadline = hold?.latest === undefined || hold.latest.deadline < attestation.deadline ? attestation.deadline : hold.latest.deadline
+      if (hold !== undefined) context.rotationsPending.set(key, { untilMs: hold.untilMs, latest: { ...attestation, deadline } })
+    }))
+  )
 
 /**
  * D68: whether an agent wallet's balance may be re-encrypted to `request.newKey`. An earlier
@@ -266,11 +285,7 @@ const attest = Effect.fnUntraced(function*(
  * of gas, or a transaction dropped, leaves all three as they were: anyone holding its calldata can
  * still get it mined. Without an endpoint for the chain: yes (the hold lapses at its instant).
  */
-const stillMinable = Effect.fnUntraced(function*(
-  context: GuardianContext,
-  ref: AccountRef,
-  failed: NonNullable<typeof ForgetKeyRequest.Type["failed"]>
-) {
+const stillMinable = Effect.fnUntraced(function*(context: GuardianContext, ref: AccountRef, failed: RotationAttestation) {
   const chainId = BigInt(ref.chainId)
   if (!context.chain.knows(chainId)) return true
   const contract = getAddress(ref.contract)
@@ -283,11 +298,28 @@ const stillMinable = Effect.fnUntraced(function*(
 })
 
 /**
+ * Whether a report leaves the account's hold standing: some attestation of it can still be mined.
+ * The hold's latest attestation is the one that matters: an earlier one is dead once a later one
+ * is mined or dead, for the later one bound the balance current when it was made (the earlier
+ * one's, or a later one: balances never return to the same points) and the hold's deadline is the
+ * latest of all (twins of one nonce, a retried call, die with it). So: a mined report naming the
+ * latest's nonce lifts it; any other report (failed, or mined naming an earlier one or none) lifts
+ * it only if the chain shows the latest dead. A hold with no latest known (a row from before the
+ * migration, or none) is judged on what the report names, as before.
+ */
+const holdStays = (context: GuardianContext, ref: AccountRef, request: typeof ForgetKeyRequest.Type) => {
+  const latest = context.rotationsPending.get(refKeyOf(ref))?.latest
+  if (latest === undefined) return request.failed === undefined ? Effect.succeed(false) : stillMinable(context, ref, request.failed)
+  if (request.failed === undefined && request.nonce === latest.nonce) return Effect.succeed(false)
+  return stillMinable(context, ref, latest)
+}
+
+/**
  * After a rotation was mined, or failed in a way the chain shows final: the account's remembered
  * key is forgotten (the next lookup reads the registry; D68: an agent's pin moves if the chain
- * holds its attested balance) and its hold lifted, row first. A failure
- * whose attestation can still be mined keeps the hold: until a retry's rotation is mined and
- * reported, or the chain shows it dead, or its instant (deadline plus margin) passes.
+ * holds its attested balance) and its hold lifted, row first. While the hold's latest attestation
+ * can still be mined (`holdStays`) the hold stays: until that one is mined and reported, or the
+ * chain shows it dead, or its instant (deadline plus margin) passes.
  *
  * @since 0.12.0
  * @category steps
@@ -295,9 +327,9 @@ const stillMinable = Effect.fnUntraced(function*(
 export const forgetPartyKey = (context: GuardianContext, request: typeof ForgetKeyRequest.Type) => {
   const ref = refFor(request.chainId, request.contract, request.account)
   return context.accountLane.alone(ref, Effect.gen(function*() {
-    if (request.failed !== undefined && (yield* stillMinable(context, ref, request.failed))) {
-      return yield* Effect.logWarning("key rotation reported failed while its attestation can still be mined: the hold stays").pipe(
-        Effect.annotateLogs({ account: ref.account, nonce: request.failed.nonce.toString() })
+    if (yield* holdStays(context, ref, request)) {
+      return yield* Effect.logWarning("key rotation reported while an attestation of it can still be mined: the hold stays").pipe(
+        Effect.annotateLogs({ account: ref.account, nonce: String(request.failed?.nonce ?? request.nonce) })
       )
     }
     // D68: an agent's pin moves first if its rotation was mined, then the hold is lifted.
@@ -319,6 +351,6 @@ export const loadRotationHolds = (context: GuardianContext) =>
   Effect.gen(function*() {
     const nowMs = yield* Clock.currentTimeMillis
     const holds = yield* context.store.rotationHolds(nowMs)
-    for (const hold of holds) context.rotationsPending.set(refKeyOf(hold.account), hold.untilMs)
+    for (const { account, hold } of holds) context.rotationsPending.set(refKeyOf(account), hold)
     if (holds.length > 0) yield* Effect.logInfo("key rotation holds restored").pipe(Effect.annotateLogs({ holds: holds.length }))
   })

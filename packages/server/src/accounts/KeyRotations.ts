@@ -159,7 +159,8 @@ const attestOn = Effect.fn("KeyRotations.attestOn")(function*(
 })
 
 /**
- * The rotation of one wallet in one asset contract: attested, co-signed, mined.
+ * The rotation of one wallet in one asset contract: attested, co-signed, mined. Its nonce, the one
+ * the guardian's hold is lifted by (none: nothing to do there).
  *
  * @internal exported for the cut-off test, which runs it alone (a rotation stopped after it).
  */
@@ -171,7 +172,7 @@ export const rotateOn = Effect.fn("KeyRotations.rotateOn")(function*(
 ) {
   const contract = confidentialTokenOf(chain, asset)
   const attestation = yield* attestOn(context, chain, rotating, contract)
-  if (Option.isNone(attestation)) return
+  if (Option.isNone(attestation)) return Option.none<bigint>()
   const { nonce, deadline, ...attested } = attestation.value
   const newKey = toEvmPoint(rotating.publicKey)
   const message = {
@@ -221,28 +222,31 @@ export const rotateOn = Effect.fn("KeyRotations.rotateOn")(function*(
     // A revert (the balance moved since the attestation, or gas ran out) or no inclusion: a retry
     // attests afresh. The guardian lifts its hold only once the chain shows this attestation can
     // never be mined; anyone holding its calldata could otherwise still get it mined.
-    yield* forgetOn(context, chain, rotating.wallet, asset, { nonce, deadline, previousBalanceDigest: attested.previousBalanceDigest })
+    yield* forgetOn(context, chain, rotating.wallet, asset, { failed: { nonce, deadline, previousBalanceDigest: attested.previousBalanceDigest } })
     return yield* retryLater("the chain did not apply the rotation")(submissionId)
   }
+  return Option.some(nonce)
 })
 
 /**
  * The guardian lifts its hold on the account's transfers in one asset's contract and forgets its
- * key; after a `failed` rotation, only once the chain shows its attestation dead. Not lifted (the
- * guardian unreachable), the hold lapses at the attestation's deadline plus the guardian's margin.
+ * key. The report names its attestation: the mined one's `nonce` (none: this request attested
+ * nothing there), or the `failed` one. The guardian lifts at once only for the mined latest one;
+ * otherwise only once the chain shows its latest attestation dead. Not lifted (the guardian
+ * unreachable), the hold lapses at the attestation's deadline plus the guardian's margin.
  */
 const forgetOn = (
   context: KeyRotationsContext,
   chain: ChainContext,
   wallet: Address,
   asset: Asset,
-  failed?: NonNullable<Parameters<KeyRotationsContext["guardian"]["forgetKey"]>[0]["failed"]>
+  report: Pick<Parameters<KeyRotationsContext["guardian"]["forgetKey"]>[0], "nonce" | "failed">
 ) =>
   context.guardian.forgetKey({
     chainId: BigInt(chain.chainId),
     contract: confidentialTokenOf(chain, asset),
     account: wallet,
-    ...(failed === undefined ? {} : { failed })
+    ...report
   }).pipe(
     Effect.catch((error) => Effect.logWarning("key rotation: the guardian did not lift its hold", error))
   )
@@ -277,16 +281,13 @@ const agentWallets = Effect.fn("KeyRotations.agentWallets")(function*(
  * first failure is answered: one cut off mid-submit would leave its nonce spent and its hold
  * standing to its deadline for nothing.
  */
-const rotateAgentsOn = Effect.fnUntraced(function*(
-  context: KeyRotationsContext,
-  chain: ChainContext,
-  agents: ReadonlyArray<RotatingWallet>,
-  asset: Asset
-) {
-  const exits = yield* Effect.forEach(agents, (agent) => Effect.exit(rotateOn(context, chain, agent, asset)), { concurrency: agentsAtOnce })
-  const failed = exits.find(Exit.isFailure)
-  if (failed !== undefined) return yield* Effect.failCause(failed.cause)
-})
+const eachToItsEnd = <E, R>(agents: ReadonlyArray<RotatingWallet>, rotateOne: (agent: RotatingWallet) => Effect.Effect<unknown, E, R>) =>
+  Effect.forEach(agents, (agent) => Effect.exit(rotateOne(agent)), { concurrency: agentsAtOnce }).pipe(
+    Effect.flatMap((exits) => {
+      const failed = exits.find(Exit.isFailure)
+      return failed === undefined ? Effect.void : Effect.failCause(failed.cause)
+    })
+  )
 
 /** @internal exported for the test of an agent first paid during its owner's rotation. */
 export const rotate = Effect.fn("KeyRotations.rotate")(function*(
@@ -318,9 +319,12 @@ export const rotate = Effect.fn("KeyRotations.rotate")(function*(
   // Per contract, the owner first: the guardian re-encrypts an agent's balance only to the key
   // registered for its owner there (D68). The agents' are independent of each other: a few at a
   // time, so an owner with many agents waits for a few blocks, not one per agent.
+  const mined = new Map<string, bigint>()
+  const rotated = (rotating: RotatingWallet, asset: Asset) =>
+    rotateOn(context, chain, rotating, asset).pipe(Effect.map(Option.map((nonce) => mined.set(`${rotating.wallet}:${asset}`, nonce))))
   for (const asset of Object.keys(assets) as Array<Asset>) {
-    yield* rotateOn(context, chain, owner, asset)
-    yield* rotateAgentsOn(context, chain, agents, asset)
+    yield* rotated(owner, asset)
+    yield* eachToItsEnd(agents, (agent) => rotated(agent, asset))
   }
   // Every node forgets the old key before the guardian lifts its holds (and moves the agents'
   // pins): a transfer let through then is sealed to the new key wherever it is made.
@@ -328,9 +332,12 @@ export const rotate = Effect.fn("KeyRotations.rotate")(function*(
   // An agent with no pin at its pass may have been pinned to the old key since, by a payment
   // sealed before every node forgot it: once more, now nothing is sealed to it. The agents done
   // already answer `KeyRotationNotNeeded` (a nonce and a guardian call each).
-  for (const asset of Object.keys(assets) as Array<Asset>) yield* rotateAgentsOn(context, chain, agents, asset)
+  for (const asset of Object.keys(assets) as Array<Asset>) yield* eachToItsEnd(agents, (agent) => rotated(agent, asset))
   for (const asset of Object.keys(assets) as Array<Asset>) {
-    for (const rotating of [owner, ...agents]) yield* forgetOn(context, chain, rotating.wallet, asset)
+    for (const rotating of [owner, ...agents]) {
+      const nonce = mined.get(`${rotating.wallet}:${asset}`)
+      yield* forgetOn(context, chain, rotating.wallet, asset, nonce === undefined ? {} : { nonce })
+    }
   }
   yield* Effect.logInfo("encryption key rotated").pipe(Effect.annotateLogs({ account_id: principal.accountId, mode: principal.mode, agents: agents.length }))
   return publicKey

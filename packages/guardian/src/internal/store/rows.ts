@@ -11,6 +11,22 @@ export interface AccountRef {
   readonly account: string
 }
 
+/**
+ * D55: a key rotation's attestation as a hold judges it: its nonce, the balance it bound, and its
+ * deadline (in a hold: the latest deadline of all the account's attestations).
+ */
+export interface RotationAttestation {
+  readonly nonce: bigint
+  readonly previousBalanceDigest: string
+  readonly deadline: bigint
+}
+
+/** D55: an account's rotation hold: its instant, and the latest attestation it took (none: a row from before 0009). */
+export interface RotationHold {
+  readonly untilMs: number
+  readonly latest?: RotationAttestation
+}
+
 export interface BalanceRow {
   readonly confirmed: bigint
   readonly reserved: bigint

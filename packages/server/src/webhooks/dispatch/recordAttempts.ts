@@ -12,7 +12,9 @@
  *
  * A write does not wait for the disk while more results are coming (requests in flight, results
  * queued): the last write before the writer goes idle does, and makes the earlier ones durable
- * with it (D72).
+ * with it (D72). Under a backlog that never lets the writer go idle, one write in every
+ * `recordSyncEveryMs` waits anyway: the embedded database has no WAL writer, so without it a
+ * kill -9 would send again every delivery since the backlog began, not only the last second's.
  *
  * @since 0.8.0
  */
@@ -41,6 +43,9 @@ export interface AttemptRecorder {
 
 const recordFailed = fromSqlError("Dispatcher.recordAttempts")
 
+/** At most this long between two writes that wait for the disk, however busy the writer (D72). */
+const recordSyncEveryMs = 1_000
+
 /** Real time, not the Effect clock: it bounds a batching wait, not a schedule (TestClock must not hold it). */
 const realPause = Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, 1)))
 
@@ -61,16 +66,25 @@ const takeBatch = (pending: Queue.Queue<PendingRecord>, inFlight: { count: numbe
   })
 
 /** Writes one batch and answers each waiting attempt; a failed write fails them all, typed. */
-const writeBatch = (store: WebhookStore["Service"], pending: Queue.Queue<PendingRecord>, inFlight: { count: number }) =>
+const writeBatch = (
+  store: WebhookStore["Service"],
+  pending: Queue.Queue<PendingRecord>,
+  inFlight: { count: number },
+  synced: { atMs: number }
+) =>
   Effect.gen(function*() {
     const batch = yield* takeBatch(pending, inFlight)
-    // D72: only the last write before the writer goes idle waits for the disk; it makes the
-    // earlier ones durable too (the log is one sequence).
-    const waitForDisk = inFlight.count === 0 && Queue.sizeUnsafe(pending) === 0
+    // D72: only the last write before the writer goes idle waits for the disk (it makes the
+    // earlier ones durable too: the log is one sequence), or the first a second after the last
+    // that waited.
+    const idle = inFlight.count === 0 && Queue.sizeUnsafe(pending) === 0
+    const waitForDisk = idle || performance.now() - synced.atMs >= recordSyncEveryMs
     yield* store.recordAttempts(batch.map((entry) => entry.attempt), waitForDisk).pipe(
       Effect.matchEffect({
-        onSuccess: (results) =>
-          Effect.forEach(batch, (entry, index) => Deferred.succeed(entry.done, results[index]!), { discard: true }),
+        onSuccess: (results) => {
+          if (waitForDisk) synced.atMs = performance.now()
+          return Effect.forEach(batch, (entry, index) => Deferred.succeed(entry.done, results[index]!), { discard: true })
+        },
         onFailure: (error) => {
           const failure = recordFailed(error)
           return Effect.forEach(batch, (entry) => Deferred.fail(entry.done, failure), { discard: true })
@@ -88,7 +102,8 @@ const writeBatch = (store: WebhookStore["Service"], pending: Queue.Queue<Pending
 export const makeAttemptRecorder = Effect.fnUntraced(function*(store: WebhookStore["Service"]) {
   const pending = yield* Queue.unbounded<PendingRecord>()
   const inFlight = { count: 0 }
-  yield* writeBatch(store, pending, inFlight).pipe(Effect.forever, Effect.forkScoped)
+  const synced = { atMs: performance.now() }
+  yield* writeBatch(store, pending, inFlight, synced).pipe(Effect.forever, Effect.forkScoped)
   const recorder: AttemptRecorder = {
     record: (attempt) =>
       Effect.gen(function*() {

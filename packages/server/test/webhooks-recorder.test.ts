@@ -1,0 +1,62 @@
+/**
+ * The attempt-result writer's disk waits (D72): a write waits for the disk when the writer goes
+ * idle, and under a backlog that never lets it go idle, at least once a second, so a crash of
+ * the embedded database (no WAL writer) sends again at most about a second of deliveries. The
+ * store here answers at once and only notes each write's `waitForDisk`: this is the writer's
+ * batching rule, not the database (the store's own test is commitDurability.test.ts).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber } from "effect"
+import { makeAttemptRecorder } from "../src/webhooks/dispatch/recordAttempts.ts"
+import type { AttemptRecord, WebhookStore } from "../src/webhooks/WebhookStore.ts"
+
+const attempt = (index: number): AttemptRecord => ({
+  deliveryId: `del_${index}`,
+  attemptNumber: 1,
+  nodeId: "node",
+  startedAt: new Date(0).toISOString(),
+  durationMs: 1,
+  statusCode: 200,
+  error: undefined,
+  status: "succeeded",
+  webhookId: "wh",
+  leaseUntil: new Date(0).toISOString()
+})
+
+/** A store that notes when each write was asked to wait for the disk. */
+const notingStore = (writes: Array<{ readonly atMs: number; readonly waitForDisk: boolean }>) =>
+  ({
+    recordAttempts: (attempts: ReadonlyArray<AttemptRecord>, waitForDisk = true) =>
+      Effect.sync(() => {
+        writes.push({ atMs: performance.now(), waitForDisk })
+        return attempts.map(() => ({ recorded: true, leaseHeld: true }))
+      })
+  }) as unknown as WebhookStore["Service"]
+
+describe("webhook attempt writer (D72)", () => {
+  it.live("waits for the disk when idle, and at least once a second under a backlog that never lets it idle", () =>
+    Effect.gen(function*() {
+      const writes: Array<{ readonly atMs: number; readonly waitForDisk: boolean }> = []
+      const recorder = yield* makeAttemptRecorder(notingStore(writes))
+      // One request always in flight for 2.5 s, a result queued every 2 ms: never idle.
+      const stop = yield* Deferred.make<void>()
+      const inFlight = yield* Effect.forkChild(recorder.sending(Deferred.await(stop)))
+      const startedMs = performance.now()
+      let index = 0
+      while (performance.now() - startedMs < 2_500) {
+        yield* recorder.record(attempt(index++))
+        yield* Effect.sleep("2 millis")
+      }
+      const busyWrites = writes.length
+      yield* Deferred.succeed(stop, undefined)
+      yield* Fiber.join(inFlight)
+      const last = yield* Deferred.await(yield* recorder.record(attempt(index)))
+      assert.isTrue(last.recorded)
+      const busy = writes.slice(0, busyWrites)
+      const waited = busy.filter((write) => write.waitForDisk)
+      assert.isAbove(busy.length, 20, "the backlog made many writes")
+      assert.isAtLeast(waited.length, 2, "a write waited for the disk at least once a second")
+      assert.isBelow(waited.length, busy.length / 4, "most busy writes did not wait")
+      assert.isTrue(writes.at(-1)!.waitForDisk, "the write before going idle waited")
+    }).pipe(Effect.scoped), 20_000)
+})
