@@ -105,13 +105,21 @@ describe("retryingFetch", { timeout: 10_000 }, () => {
     try {
       const fetch = Retry.retryingFetch((url, init) => globalThis.fetch(url, init), { ...policy, baseDelayMs: 60_000 })
       const abort = new AbortController()
-      setTimeout(() => abort.abort(new Error("given up")), 300)
+      // Aborts once the first attempt was answered, so the abort lands in the backoff (a fixed
+      // 300 ms could end before a loaded machine had sent the first request at all).
+      const abortInBackoff = setInterval(() => {
+        if (upstream.keys.length > 0) {
+          clearInterval(abortInBackoff)
+          setTimeout(() => abort.abort(new Error("given up")), 50)
+        }
+      }, 10)
       const started = Date.now()
       const failed = await fetch(upstream.url, {
         method: "POST",
         headers: { "idempotency-key": "caller-1" },
         signal: abort.signal
       }).catch((error: unknown) => error)
+      clearInterval(abortInBackoff)
       expect(failed).toMatchObject({ message: "given up" })
       expect(Date.now() - started).toBeLessThan(5_000)
       expect(upstream.keys).toEqual(["caller-1"])
