@@ -59,6 +59,9 @@ const policy = (overrides: Partial<Domain.PolicySnapshot> = {}): Domain.PolicySn
   ...overrides
 })
 
+/** A decision by its refusal's reason, or its tag. */
+const name = (result: Domain.AuthorizeOutcome) => result._tag === "PolicyViolation" || result._tag === "Refused" ? result.reason : result._tag
+
 export const guardianSuite = (target: TargetName) =>
   describe(target, () => {
     layer(makeTarget(target), { timeout: "90 seconds", excludeTestServices: true })("guardian", (it) => {
@@ -260,8 +263,6 @@ export const guardianSuite = (target: TargetName) =>
               amount,
               agent: { policy: snapshot, approved }
             }))
-          const name = (result: Domain.AuthorizeResult) =>
-            result._tag === "PolicyViolation" || result._tag === "Refused" ? result.reason : result._tag
           // 200 breaks every rule; per-transaction comes first.
           assert.strictEqual(name(yield* attempt(200n)), "per_transaction_limit_exceeded")
           // Spend 50 (at the threshold: not held, strictly greater holds).
@@ -288,8 +289,6 @@ export const guardianSuite = (target: TargetName) =>
           const snapshot = policy({ perTransactionLimit: 90n, dailyLimit: 1_000n, hitlThreshold: 45n })
           const request = (amount: bigint) =>
             confidentialRequest({ guardianKey: guardian.encryptionKey, from: agent, fromKeyOwner: owner, to: bob, amount, agent: { policy: snapshot, approved: false } })
-          const name = (result: Domain.AuthorizeOutcome) =>
-            result._tag === "PolicyViolation" || result._tag === "Refused" ? result.reason : result._tag
           const first = request(40n)
           // Its note sealed for another guardian: refused before any lock, in its own place.
           const broken = { ...request(5n), guardianNote: confidentialRequest({ guardianKey: bytesToHex(bob.keys.publicKey), from: agent, to: bob, amount: 5n }).guardianNote }
@@ -333,8 +332,6 @@ export const guardianSuite = (target: TargetName) =>
           const bob = newParty()
           yield* fund(agent, 1_000n)
           const snapshot = policy({ perTransactionLimit: 800n, dailyLimit: 5_000n, hitlThreshold: 50n })
-          const name = (result: Domain.AuthorizeResult) =>
-            result._tag === "PolicyViolation" || result._tag === "Refused" ? result.reason : result._tag
           const held = confidentialRequest({
             guardianKey: guardian.encryptionKey, from: agent, fromKeyOwner: owner, to: bob, amount: 75n, agent: { policy: snapshot, approved: false }
           })

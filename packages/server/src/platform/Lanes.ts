@@ -23,5 +23,5 @@ import { Context, Layer } from "effect"
  */
 export class Lanes extends Context.Service<Lanes, KeyedLanes.KeyedLanes>()("server/platform/Lanes") {
   /** One place a key: everything of a key runs alone. */
-  static readonly layer = Layer.effect(Lanes, KeyedLanes.make(1))
+  static readonly layer = Layer.effect(Lanes, KeyedLanes.make)
 }
