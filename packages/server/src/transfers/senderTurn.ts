@@ -4,7 +4,8 @@
  * transfer of the sender that waited for it (up to `authorizeManyMax`), in arrival order, and:
  *
  * 1. for each, in order: the agent's amount-free policy as it is now, a prepared transfer's id
- *    not yet taken, the replay nonce (`beforeGuardian`);
+ *    not yet taken, the replay nonce (`beforeGuardian`); a create that waited while a guardian
+ *    call went unanswered is answered 503 without a call of its own;
  * 2. asks the guardian once for all of them (`AuthorizeMany`), which decides them in that order
  *    under the sender's balance lock: each sees the reservations of the approved ones before it,
  *    and a refused or held one reserves nothing and does not block those after it;
@@ -71,6 +72,8 @@ export interface Sealed {
 export interface SenderMail {
   readonly sealed: Sealed
   readonly caller: Context.Context<never>
+  /** When the create was sent to the actor (wall clock, ms). */
+  readonly sentAtMs: number
 }
 
 /**
@@ -109,7 +112,7 @@ export const senderTurn = (context: TransfersContext) => (senderId: string, mail
   context.lanes.alone(
     senderId,
     Effect.gen(function*() {
-      const asked = yield* Effect.forEach(mail, ({ caller, sealed }) => Effect.exit(asCaller(beforeGuardian(context, sealed), caller)))
+      const asked = yield* Effect.forEach(mail, ({ caller, sealed, sentAtMs }) => Effect.exit(asCaller(beforeGuardian(context, sealed, sentAtMs), caller)))
       const ready = asked.flatMap((exit, index) => Exit.isSuccess(exit) ? [{ index, asked: exit.value }] : [])
       for (const { asked } of ready) yield* transferReached("created", asked.prepared.mode)
       const outcomes = yield* askGuardianMany(context, ready.map(({ asked }) => asked.request))
@@ -140,6 +143,13 @@ const asCaller = <A, E>(step: Effect.Effect<A, E>, caller: Context.Context<never
 const guardianAttemptsMax = 3
 
 /**
+ * A failed call is sent again only this soon after the first attempt began: a call refused at once
+ * (a guardian restarting) is worth another try; one that timed out has made its creates wait long
+ * enough.
+ */
+const guardianRetryWindowMs = 2_000
+
+/**
  * The guardian's answers to the turn's requests, in their order. A call the guardian did not
  * answer (down, restarting, cut) is sent again, the same requests: the guardian replays what it
  * decided (same transfer ids, nonces and digests), so a turn does not lose its decisions to one
@@ -152,16 +162,20 @@ const askGuardianMany = (
   requests: ReadonlyArray<GuardianDomain.AuthorizeRequest>
 ): Effect.Effect<ReadonlyArray<GuardianDomain.AuthorizeOutcome | ServiceUnavailable>> =>
   requests.length === 0 ? Effect.succeed([]) : Effect.gen(function*() {
+    const startedMs = performance.now()
     const answered = yield* context.guardian.authorizeMany(requests).pipe(
       Effect.retry({
         times: guardianAttemptsMax - 1,
         schedule: Schedule.exponential("100 millis"),
-        while: (error) => error.isRetryable
+        while: (error) => error.isRetryable && performance.now() - startedMs < guardianRetryWindowMs
       }),
       Effect.exit
     )
     if (Exit.isFailure(answered)) {
       yield* Effect.logError("guardian unavailable", answered.cause)
+      // The creates that arrived while this call waited are told 503 at their turn without a call
+      // of their own (`unansweredSince`): each waits for one call that fails, not one per turn.
+      context.guardianUnanswered.sinceMs = Date.now()
       return requests.map(() => ServiceUnavailable.of())
     }
     const outcomes = answered.value
@@ -177,7 +191,9 @@ const askGuardianMany = (
  * Step 1 of the turn for one create: the policy in force now (a change applies to the very next
  * attempt), a prepared transfer's id not taken by an earlier create, the replay nonce.
  */
-const beforeGuardian = Effect.fnUntraced(function*(context: TransfersContext, sealed: Sealed) {
+const beforeGuardian = Effect.fnUntraced(function*(context: TransfersContext, sealed: Sealed, sentAtMs: number) {
+  // It waited while a guardian call went unanswered: told so now, without a call of its own.
+  if (sentAtMs < context.guardianUnanswered.sinceMs) return yield* Effect.fail(ServiceUnavailable.of())
   const { asset, boxed, money, parties } = sealed
   const nowMs = yield* Clock.currentTimeMillis
   const policy = parties.isAgent
