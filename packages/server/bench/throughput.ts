@@ -186,6 +186,23 @@ const log = (line: string) => process.stdout.write(`${new Date().toISOString()} 
 const fixedRateLabel = `${fixedRatePerSecond}/s fixed`
 
 /**
+ * What a stop by SIGINT or SIGTERM still undoes: the running mode's processes, databases and
+ * stream. Without it a stopped run leaves them behind (an exit hook SIGKILLs the processes'
+ * groups only when this process exits, which a signal's default action skips; nothing drops the
+ * databases), on a machine shared with other work.
+ */
+const undoOnInterrupt = new Set<() => Promise<unknown>>()
+/** How long the undoing may take before this process exits anyway (a cluster stops in ≤ 15 s a process). */
+const interruptUndoMs = 60_000
+const interrupted = (signal: NodeJS.Signals) => {
+  log(`${signal}: stopping what this run started ...`)
+  void Promise.race([Promise.allSettled([...undoOnInterrupt].map((undo) => undo())), sleep(interruptUndoMs)])
+    .finally(() => process.exit(signal === "SIGINT" ? 130 : 143))
+}
+process.once("SIGINT", interrupted)
+process.once("SIGTERM", interrupted)
+
+/**
  * Each level, then the fixed rate, against `baseUrls`: the rows of a mode. `onLevel` runs after
  * each closed-loop level (the embedded mode's statement log reads its first).
  */
@@ -278,6 +295,8 @@ const runEmbedded = async (extraEnv: Record<string, string>): Promise<EmbeddedRu
   let startResident: ResidentSample | undefined
   let idle: Awaited<ReturnType<typeof idleWindow>> | undefined
   let rows: Array<LevelRow> = []
+  const stopServer = () => server.stop()
+  undoOnInterrupt.add(stopServer)
   try {
     log(`starting the server (embedded default, ${blockTimeMs} ms blocks) in ${workDir}`)
     await server.start()
@@ -300,6 +319,7 @@ const runEmbedded = async (extraEnv: Record<string, string>): Promise<EmbeddedRu
       statementsBefore = undefined
     })
   } finally {
+    undoOnInterrupt.delete(stopServer)
     await server.stop()
   }
   log("the stores, once the service's maintenance has run over them ...")
@@ -495,6 +515,11 @@ const runDistributed = async (apiNodes: number): Promise<ModeResult> => {
   let idle: Awaited<ReturnType<typeof idleWindow>> | undefined
   let rows: Array<LevelRow> = []
   let stores: Stores | undefined
+  const undo = async () => {
+    await cluster?.stop()
+    await cleanUpDistributed(databases, stream)
+  }
+  undoOnInterrupt.add(undo)
   try {
     log(`starting the cluster (${apiNodes} api node(s), ${workersCount} worker(s), ${guardiansCount} guardian(s), ${blockTimeMs} ms blocks) in ${workDir}`)
     cluster = await startCluster({
@@ -518,6 +543,7 @@ const runDistributed = async (apiNodes: number): Promise<ModeResult> => {
     idle = await idleWindow(sampler)
     rows = await runLevels(nodes.map((node) => node.baseUrl), accounts, sampler)
   } finally {
+    undoOnInterrupt.delete(undo)
     await cluster?.stop()
     stores = await cleanUpDistributed(databases, stream)
   }
