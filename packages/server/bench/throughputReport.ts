@@ -12,7 +12,7 @@
  * the embedded server, its guardian and anvil; in the distributed mode the api nodes, workers,
  * guardians, anvil, the PostgreSQL backends of the run's databases, the PostgreSQL server's own
  * processes and the NATS server. The load generator (this process) runs on the same cores but is
- * not the service: the capacity counting it too is printed beside, in parentheses.
+ * not the service: the capacity counting it too is printed beside, in parentheses (D74).
  */
 import * as os from "node:os"
 import type { Goal, Metric } from "../../../scripts/benchRecord.ts"
