@@ -125,7 +125,7 @@ if (values.help) {
   --rate-seconds 15       its duration
   --block-time-ms 100     the chain's block time (the fixed rate's p99 goal is 3 of them)
   --idle-seconds 5        a window without traffic first, for each process's fixed CPU cost
-  --seed 16               the clients' pseudo-random choices
+  --seed 16               the clients' pseudo-random choices (each mode from the same seed)
   --api-nodes 1           distributed: api nodes, loaded round-robin (distributed:N overrides)
   --workers ${defaultWorkerNodes}             distributed: worker nodes
   --guardians 2           distributed: guardian processes (one serves)
@@ -162,7 +162,7 @@ const fixedRatePerSecond = positive("rate", values.rate)
 const fixedRateMs = positive("rate-seconds", values["rate-seconds"]) * 1000
 const blockTimeMs = positive("block-time-ms", values["block-time-ms"])
 const idleMs = positive("idle-seconds", values["idle-seconds"]) * 1000
-const prng = mulberry32(positive("seed", values.seed))
+const seed = positive("seed", values.seed)
 const workersCount = positive("workers", values.workers)
 const guardiansCount = positive("guardians", values.guardians)
 
@@ -212,6 +212,8 @@ const runLevels = async (
   sampler: Sampler,
   onLevel: (row: LevelRow) => Promise<void> = async () => {}
 ): Promise<Array<LevelRow>> => {
+  // Each mode from the same seed: the same senders and recipients in the same order.
+  const prng = mulberry32(seed)
   const rows: Array<LevelRow> = []
   for (const clients of clientLevels) {
     log(`${clients} clients for ${windowMs / 1000} s ...`)
