@@ -20,8 +20,9 @@
  *   same header set (Signature.ts), recording nothing.
  *
  * Both warm up first (JIT, TLS sessions, the pool). Prints one JSON line per subscription count
- * and the ratio A/B (the mean of the A rounds over the mean of the B rounds); the load average is
- * recorded with the results, since the machine may be shared.
+ * and the ratio A/B (the mean of the A rounds over the mean of the B rounds), and each side's CPU
+ * (this process's user + system time over its rounds) a delivery, which a busy machine moves less
+ * than the rates; the load average is recorded with the results, since the machine may be shared.
  *
  * PPS_STATEMENT_LOG=<dir> counts the embedded database's statements (StatementLog.ts) and prints,
  * on stderr, each subscription count's dearest statements per delivery over its A rounds.
@@ -275,14 +276,25 @@ const measure = (ca: TestCa, receiver: RemoteReceiver, count: number) =>
     yield* bare(warmUpDeliveries)
     const a: Array<number> = []
     const b: Array<number> = []
+    // This process's CPU (user + system) over each side's rounds: the service's whole path, or
+    // the bare client's (the receiver is another process). Less moved by a busy machine than rates.
+    const cpuMs = { a: 0, b: 0 }
+    const timedCpu = <X, E, R>(side: "a" | "b", round: Effect.Effect<X, E, R>) =>
+      Effect.suspend(() => {
+        const before = process.cpuUsage()
+        return Effect.ensuring(round, Effect.sync(() => {
+          const used = process.cpuUsage(before)
+          cpuMs[side] += (used.user + used.system) / 1000
+        }))
+      })
     // Statements are counted over the A rounds only (the B rounds run none).
     const statementsBefore = statementsByText()
     for (let pair = 0; pair < pairs; pair++) {
       const timed = (n: number) => profiled(`${count}-${2 * pair + n}`, serviceRound(service, receiver, deliveriesPerRound))
-      a.push(yield* timed(1))
-      b.push(yield* bare(deliveriesPerRound))
-      b.push(yield* bare(deliveriesPerRound))
-      a.push(yield* timed(2))
+      a.push(yield* timedCpu("a", timed(1)))
+      b.push(yield* timedCpu("b", bare(deliveriesPerRound)))
+      b.push(yield* timedCpu("b", bare(deliveriesPerRound)))
+      a.push(yield* timedCpu("a", timed(2)))
     }
     if (StatementLog.recorder() !== undefined) {
       const rows = perTransfer(statementsBefore, statementsByText(), a.length * deliveriesPerRound)
@@ -297,6 +309,8 @@ const measure = (ca: TestCa, receiver: RemoteReceiver, count: number) =>
       service: Math.round(mean(a)),
       bare: Math.round(mean(b)),
       ratio: Number((mean(a) / mean(b)).toFixed(3)),
+      serviceCpuMsPerDelivery: Number((cpuMs.a / (a.length * deliveriesPerRound)).toFixed(3)),
+      bareCpuMsPerDelivery: Number((cpuMs.b / (b.length * deliveriesPerRound)).toFixed(3)),
       loadAverage: os.loadavg().map((load) => load.toFixed(1)).join(" ")
     }
   }).pipe(Effect.scoped)
@@ -316,7 +330,9 @@ const main = Effect.gen(function*() {
     metrics.push(
       { metric: `${label}: service deliveries/s`, value: result.service, unit: "deliveries/s" },
       { metric: `${label}: bare client deliveries/s`, value: result.bare, unit: "deliveries/s" },
-      { metric: `${label}: service / bare`, value: result.ratio, unit: "ratio", goal: ">= 0.5", headline: true }
+      { metric: `${label}: service / bare`, value: result.ratio, unit: "ratio", goal: ">= 0.5", headline: true },
+      { metric: `${label}: service CPU a delivery`, value: result.serviceCpuMsPerDelivery, unit: "ms" },
+      { metric: `${label}: bare client CPU a delivery`, value: result.bareCpuMsPerDelivery, unit: "ms" }
     )
   }
   recordResults("webhook-rate", metrics)
