@@ -101,6 +101,14 @@ export interface ChainView {
   latestTimestampSeconds: bigint
   /** The highest block scanned. */
   lastScanned: bigint
+  /** The highest head the watcher has read. */
+  head: bigint
+  /** When the watcher first read `head` (Clock milliseconds; 0: none yet). */
+  headSeenAtMs: number
+  /** How long before `headSeenAtMs` the watcher had read the head before it: `head` was made within that time. */
+  headSeenWithinMs: number
+  /** When the watcher last read the head (Clock milliseconds). */
+  headReadAtMs: number
   /** When the watcher last said it was behind the chain (Clock milliseconds). */
   lagWarnedAtMs: number
   /** When nonce gaps were last filled (Clock milliseconds). */
