@@ -7,8 +7,8 @@ import { assert, describe, it } from "@effect/vitest"
 import type { ChainView } from "../src/settlement/engine/EngineContext.ts"
 import { pauseBeforeRound } from "../src/settlement/engine/Watch.ts"
 
-/** A watcher that first read head 7 at `seenAtMs`, `withinMs` after its read before. */
-const watcher = (blockTimeMs: number, seenAtMs: number, withinMs: number) => {
+/** A watcher that first read head 7 at `seenAtMs`, `withinMs` after its read before (which found head 7 - `step`). */
+const watcher = (blockTimeMs: number, seenAtMs: number, withinMs: number, step = 1n) => {
   const view: ChainView = {
     baseFeeWei: 0n,
     latestTimestampSeconds: 0n,
@@ -16,6 +16,7 @@ const watcher = (blockTimeMs: number, seenAtMs: number, withinMs: number) => {
     head: 7n,
     headSeenAtMs: seenAtMs,
     headSeenWithinMs: withinMs,
+    headStep: step,
     headReadAtMs: seenAtMs,
     lagWarnedAtMs: 0,
     nonceGapsTriedAtMs: 0
@@ -44,6 +45,12 @@ describe("the settlement watcher's pace", () => {
     assert.strictEqual(pauseBeforeRound(idle, 1_001), 5)
     assert.strictEqual(pauseBeforeRound(idle, 1_124), 5)
     assert.strictEqual(pauseBeforeRound(idle, 1_125), 25)
+  })
+
+  it("blocks faster than the block time, or a round longer than a block: no timing, the plain poll", () => {
+    const skipped = watcher(2_000, 10_000, 5, 2n)
+    assert.strictEqual(pauseBeforeRound(skipped, 10_050), 500)
+    assert.strictEqual(pauseBeforeRound(skipped, 11_900), 500)
   })
 
   it("scales with the block time: 2 s blocks sleep until 200 ms before, poll every 100 ms, then every 500 ms", () => {

@@ -39,6 +39,7 @@ const makeContext = Effect.fnUntraced(function*(options: EngineOptions) {
     head: 0n,
     headSeenAtMs: 0,
     headSeenWithinMs: 0,
+    headStep: 0n,
     headReadAtMs: 0,
     lagWarnedAtMs: 0,
     nonceGapsTriedAtMs: 0

@@ -107,6 +107,8 @@ export interface ChainView {
   headSeenAtMs: number
   /** How long before `headSeenAtMs` the watcher had read the head before it: `head` was made within that time. */
   headSeenWithinMs: number
+  /** Blocks `head` moved on from the head read before it: more than one, blocks come faster than the block time. */
+  headStep: bigint
   /** When the watcher last read the head (Clock milliseconds). */
   headReadAtMs: number
   /** When the watcher last said it was behind the chain (Clock milliseconds). */

@@ -165,6 +165,7 @@ export const round = Effect.fnUntraced(function*(context: EngineContext) {
   const head = yield* rpc(context, "reading the head", (client) => client.getBlockNumber())
   const readAtMs = yield* Clock.currentTimeMillis
   if (head > view.head) {
+    view.headStep = head - view.head
     view.head = head
     view.headSeenAtMs = readAtMs
     view.headSeenWithinMs = readAtMs - view.headReadAtMs
@@ -210,6 +211,8 @@ const pollMsOf = (blockTimeMs: number) => Math.max(25, Math.floor(blockTimeMs / 
  * round 0-25 ms after the block before, 0-5 ms now). Anchored on each new head as read, the
  * estimate follows the node's own clock and does not drift; after a long pause (an idle watcher
  * polls once a block) the short polls cover that pause once, and the next head is read precisely.
+ * A head more than one block on from the one read before (blocks faster than `CHAIN_BLOCK_TIME_MS`
+ * says, or a round longer than a block) times nothing: the next pause is `pollMs`.
  *
  * @since 0.14.0
  * @category combinators
@@ -217,7 +220,7 @@ const pollMsOf = (blockTimeMs: number) => Math.max(25, Math.floor(blockTimeMs / 
 export const pauseBeforeRound = (context: Pick<EngineContext, "blockTimeMs" | "view">, nowMs: number): number => {
   const { blockTimeMs, view } = context
   const pollMs = pollMsOf(blockTimeMs)
-  if (view.headSeenAtMs === 0) return pollMs
+  if (view.headSeenAtMs === 0 || view.headStep > 1n) return pollMs
   const finePollMs = Math.max(5, Math.floor(blockTimeMs / 20))
   const leadMs = Math.max(finePollMs, Math.floor(blockTimeMs / 10))
   const earliestMs = view.headSeenAtMs - view.headSeenWithinMs + blockTimeMs - leadMs
