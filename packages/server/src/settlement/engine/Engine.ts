@@ -36,6 +36,11 @@ const makeContext = Effect.fnUntraced(function*(options: EngineOptions) {
     baseFeeWei: latest.baseFeePerGas ?? 0n,
     latestTimestampSeconds: 0n,
     lastScanned: 0n,
+    head: 0n,
+    headSeenAtMs: 0,
+    headSeenWithinMs: 0,
+    headStep: 0n,
+    headReadAtMs: 0,
     lagWarnedAtMs: 0,
     nonceGapsTriedAtMs: 0
   }

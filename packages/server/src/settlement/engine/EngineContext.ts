@@ -101,6 +101,16 @@ export interface ChainView {
   latestTimestampSeconds: bigint
   /** The highest block scanned. */
   lastScanned: bigint
+  /** The highest head the watcher has read. */
+  head: bigint
+  /** When the watcher first read `head` (Clock milliseconds; 0: none yet). */
+  headSeenAtMs: number
+  /** How long before `headSeenAtMs` the watcher had read the head before it: `head` was made within that time. */
+  headSeenWithinMs: number
+  /** Blocks `head` moved on from the head read before it: more than one, blocks come faster than the block time. */
+  headStep: bigint
+  /** When the watcher last read the head (Clock milliseconds). */
+  headReadAtMs: number
   /** When the watcher last said it was behind the chain (Clock milliseconds). */
   lagWarnedAtMs: number
   /** When nonce gaps were last filled (Clock milliseconds). */
