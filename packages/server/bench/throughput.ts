@@ -78,6 +78,7 @@ const { values } = parseArgs({
     keep: { type: "boolean", default: false },
     "span-log": { type: "string" },
     "statement-log": { type: "string" },
+    "cpu-prof": { type: "string" },
     otlp: { type: "boolean", default: false },
     "otlp-protocol": { type: "string", default: "http/json" },
     help: { type: "boolean", default: false },
@@ -109,6 +110,10 @@ if (values.help) {
   --statement-log DIR     embedded: the server and the guardian count their database statements
                           into DIR (PPS_STATEMENT_LOG); calls and ms in PGlite per transfer of the
                           first client level are printed at the end
+  --cpu-prof DIR          embedded: the server and the guardian run under node's --cpu-prof (sampled
+                          every 500 µs, written into DIR when they stop), and DIR/windows.json names
+                          the processes and each level's window; summary: npm run -s bench:cpu-profile -- DIR
+                          (the profiler costs CPU, so not for the headline figures)
   --otlp                  embedded: what exporting traces and metrics costs. Runs everything twice, on two
                           fresh servers: without export (span recording off, as by default), then with
                           OTEL_EXPORTER_OTLP_ENDPOINT set to a receiver in this process (which only counts
@@ -473,6 +478,20 @@ const summarize = (result: LevelResult) => {
   }
 }
 
+/**
+ * Now on the clock of V8's CPU profiles (CLOCK_MONOTONIC in µs on Linux, as `process.hrtime`),
+ * so that `--cpu-prof`'s samples can be cut to a level's window.
+ */
+const monotonicUs = () => Number(process.hrtime.bigint() / 1000n)
+
+/** A level's window, as `--cpu-prof` writes it into windows.json for cpuProfile.ts. */
+interface ProfileWindow {
+  readonly label: string
+  readonly startUs: number
+  readonly endUs: number
+  readonly confirmed: number
+}
+
 /** Runs `drive` between two CPU samples; the window ends once every followed transfer is final. */
 const measured = async (label: string, sample: () => CpuSample, drive: (followPending: Array<Promise<Outcome>>) => Promise<ReadonlyArray<Outcome>>): Promise<LevelResult> => {
   const before = sample()
@@ -637,6 +656,9 @@ const measureFloorMs = async () => {
 const runEmbedded = async (extraEnv: Record<string, string>) => {
   const statementLog = values["statement-log"] === undefined ? undefined : path.resolve(values["statement-log"])
   let statementRows: { readonly label: string; readonly rows: ReadonlyArray<StatementRow> } | undefined
+  const cpuProfileDir = values["cpu-prof"] === undefined ? undefined : path.resolve(values["cpu-prof"])
+  const profileWindows: Array<ProfileWindow> = []
+  if (cpuProfileDir !== undefined) fs.mkdirSync(cpuProfileDir, { recursive: true })
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-throughput-"))
   const dataDir = path.join(workDir, "data")
   fs.mkdirSync(dataDir)
@@ -650,6 +672,7 @@ const runEmbedded = async (extraEnv: Record<string, string>) => {
       CHAIN_BLOCK_TIME_MS: String(blockTimeMs),
       ...(values["span-log"] === undefined ? {} : { PPS_SPAN_LOG: path.resolve(values["span-log"]) }),
       ...(statementLog === undefined ? {} : { PPS_STATEMENT_LOG: statementLog }),
+      ...(cpuProfileDir === undefined ? {} : { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${cpuProfileDir} --cpu-prof-interval=500` }),
       ...extraEnv
     }
   })
@@ -679,10 +702,12 @@ const runEmbedded = async (extraEnv: Record<string, string>) => {
       log(`${clients} clients for ${windowMs / 1000} s ...`)
       // The logs are rewritten every second: the reading after the window waits for one more.
       const statementsBefore = statementLog === undefined ? undefined : readStatements(statementLog)
+      const startUs = monotonicUs()
       const { value: result, peak } = await peakResident(processes, () =>
         measured(`${clients} clients`, () => sampleCpu(processes), closedLoop([baseUrl], accounts, clients))
       )
       results.push({ label: result.label, ...summarize(result), resident: peak })
+      profileWindows.push({ label: result.label, startUs, endUs: monotonicUs(), confirmed: results.at(-1)!.confirmed })
       log(`  ${JSON.stringify(results.at(-1))}`)
       if (statementLog !== undefined && statementsBefore !== undefined && statementRows === undefined) {
         await sleep(1_200)
@@ -690,11 +715,16 @@ const runEmbedded = async (extraEnv: Record<string, string>) => {
       }
     }
     log(`${fixedRatePerSecond} transfers/s for ${fixedRateMs / 1000} s ...`)
+    const fixedStartUs = monotonicUs()
     const { value: fixed, peak } = await peakResident(processes, () =>
       measured(`${fixedRatePerSecond}/s fixed`, () => sampleCpu(processes), openLoop([baseUrl], accounts))
     )
     results.push({ label: fixed.label, ...summarize(fixed), resident: peak })
+    profileWindows.push({ label: fixed.label, startUs: fixedStartUs, endUs: monotonicUs(), confirmed: results.at(-1)!.confirmed })
     log(`  ${JSON.stringify(results.at(-1))}`)
+    if (cpuProfileDir !== undefined) {
+      fs.writeFileSync(path.join(cpuProfileDir, "windows.json"), JSON.stringify({ processes, windows: profileWindows }, null, 2))
+    }
   } finally {
     await server.stop()
   }

@@ -1,8 +1,8 @@
 /**
  * What the embedded guardian child is started with: the server's confirmation depth carried
  * over (the guardian counts the blocks on top of an event's block, the server the block
- * itself), an explicit GUARDIAN_CONFIRMATIONS kept, nothing of the server's own secrets, and
- * D67's malloc settings (the server's own when it has them).
+ * itself), an explicit GUARDIAN_CONFIRMATIONS kept, nothing of the server's own secrets,
+ * D67's malloc settings (the server's own when it has them), and node's own flags.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Redacted } from "effect"
@@ -41,5 +41,11 @@ describe("the embedded guardian's environment", () => {
     assert.strictEqual(plain["MALLOC_ARENA_MAX"], "2")
     const set: Record<string, string> = childEnvironment(options, 9000, token, { MALLOC_ARENA_MAX: "4" })
     assert.strictEqual(set["MALLOC_ARENA_MAX"], "4")
+  })
+
+  it("passes node's own flags on (the throughput benchmark profiles both processes through NODE_OPTIONS)", () => {
+    const environment: Record<string, string> = childEnvironment(options, 9000, token, { NODE_OPTIONS: "--cpu-prof" })
+    assert.strictEqual(environment["NODE_OPTIONS"], "--cpu-prof")
+    assert.isUndefined((childEnvironment(options, 9000, token, {}) as Record<string, string>)["NODE_OPTIONS"])
   })
 })

@@ -92,6 +92,8 @@ const inheritedVariables = [
   "TZ",
   "LANG",
   "NODE_COMPILE_CACHE",
+  // Node's own flags from the environment (a measurement's `--cpu-prof`: the benchmark's --cpu-prof).
+  "NODE_OPTIONS",
   "GUARDIAN_RESERVATION_MARGIN_SECONDS",
   "GUARDIAN_DEADLINE_HORIZON_SECONDS",
   "GUARDIAN_SWEEP_INTERVAL_MS",
