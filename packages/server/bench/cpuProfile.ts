@@ -6,8 +6,10 @@
  * node_modules, a workspace package's file, or V8's own nodes such as `(garbage collector)`),
  * each in ms per confirmed transfer of that window and in % of the process's samples.
  *
+ * The idle window (no traffic) is given per second instead.
+ *
  * Run: `npm run -s bench:cpu-profile -- DIR [--level "256 clients"] [--top 25]`
- * (by default the first level).
+ * (by default the first window: idle).
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -87,12 +89,18 @@ export const summarize = (profile: Profile, startUs: number, endUs: number) => {
   return { totalUs, self, inclusive, modules }
 }
 
-const table = (title: string, rows: Map<string, number>, totalUs: number, confirmed: number, top: number) => {
+/** Per confirmed transfer; for a window without transfers (idle), per second of it. */
+interface Per {
+  readonly unit: string
+  readonly divisor: number
+}
+
+const table = (title: string, rows: Map<string, number>, totalUs: number, per: Per, top: number) => {
   const sorted = [...rows.entries()].sort((a, b) => b[1] - a[1]).slice(0, top)
   return [
-    `| ${title} | ms per transfer | % |`,
+    `| ${title} | ms per ${per.unit} | % |`,
     "|---|---:|---:|",
-    ...sorted.map(([name, us]) => `| ${name.replaceAll("|", "\\|")} | ${(us / 1000 / confirmed).toFixed(3)} | ${((us / totalUs) * 100).toFixed(1)} |`)
+    ...sorted.map(([name, us]) => `| ${name.replaceAll("|", "\\|")} | ${(us / 1000 / per.divisor).toFixed(3)} | ${((us / totalUs) * 100).toFixed(1)} |`)
   ].join("\n")
 }
 
@@ -116,15 +124,17 @@ const main = () => {
     if (file === undefined) continue
     const profile = JSON.parse(fs.readFileSync(path.join(dir, file), "utf8")) as Profile
     const { inclusive, modules, self, totalUs } = summarize(profile, window.startUs, window.endUs)
+    const seconds = (window.endUs - window.startUs) / 1e6
+    const per: Per = window.confirmed > 0 ? { unit: "transfer", divisor: window.confirmed } : { unit: "second", divisor: seconds }
     process.stdout.write([
       "",
-      `## ${name} (pid ${pid}), ${window.label}: ${(totalUs / 1000).toFixed(0)} ms sampled over ${((window.endUs - window.startUs) / 1e6).toFixed(1)} s, ${window.confirmed} confirmed: ${(totalUs / 1000 / window.confirmed).toFixed(2)} ms per transfer (idle included)`,
+      `## ${name} (pid ${pid}), ${window.label}: ${(totalUs / 1000).toFixed(0)} ms sampled over ${seconds.toFixed(1)} s, ${window.confirmed} confirmed: ${(totalUs / 1000 / per.divisor).toFixed(2)} ms per ${per.unit} (idle included)`,
       "",
-      table("module (self)", modules, totalUs, window.confirmed, top),
+      table("module (self)", modules, totalUs, per, top),
       "",
-      table("function (self)", self, totalUs, window.confirmed, top),
+      table("function (self)", self, totalUs, per, top),
       "",
-      table("function (inclusive)", inclusive, totalUs, window.confirmed, top),
+      table("function (inclusive)", inclusive, totalUs, per, top),
       ""
     ].join("\n"))
   }

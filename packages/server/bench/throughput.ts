@@ -693,7 +693,9 @@ const runEmbedded = async (extraEnv: Record<string, string>) => {
     // What each process spends with nothing to do (watchers, relays, sweeps): under load it is
     // part of every transfer's CPU, and at a low rate most of it.
     log(`no traffic for ${idleMs / 1000} s ...`)
+    const idleStartUs = monotonicUs()
     const idle = await measured("idle", () => sampleCpu(processes), () => sleep(idleMs).then(() => []))
+    profileWindows.push({ label: "idle", startUs: idleStartUs, endUs: monotonicUs(), confirmed: 0 })
     idleCpuPerSecond = Object.fromEntries(Object.entries(idle.cpu).map(([name, ms]) => [name, ms / (idle.elapsedMs / 1000)]))
     log(`  idle CPU ms per second: ${JSON.stringify(idleCpuPerSecond)}`)
     idleResident = sampleResident(processes)
