@@ -490,6 +490,8 @@ interface ProfileWindow {
   readonly startUs: number
   readonly endUs: number
   readonly confirmed: number
+  /** CPU ms each process (and the server's event loop) spent in the window, from /proc. */
+  readonly cpuMs: CpuSample
 }
 
 /** Runs `drive` between two CPU samples; the window ends once every followed transfer is final. */
@@ -695,7 +697,7 @@ const runEmbedded = async (extraEnv: Record<string, string>) => {
     log(`no traffic for ${idleMs / 1000} s ...`)
     const idleStartUs = monotonicUs()
     const idle = await measured("idle", () => sampleCpu(processes), () => sleep(idleMs).then(() => []))
-    profileWindows.push({ label: "idle", startUs: idleStartUs, endUs: monotonicUs(), confirmed: 0 })
+    profileWindows.push({ label: "idle", startUs: idleStartUs, endUs: monotonicUs(), confirmed: 0, cpuMs: idle.cpu })
     idleCpuPerSecond = Object.fromEntries(Object.entries(idle.cpu).map(([name, ms]) => [name, ms / (idle.elapsedMs / 1000)]))
     log(`  idle CPU ms per second: ${JSON.stringify(idleCpuPerSecond)}`)
     idleResident = sampleResident(processes)
@@ -709,7 +711,7 @@ const runEmbedded = async (extraEnv: Record<string, string>) => {
         measured(`${clients} clients`, () => sampleCpu(processes), closedLoop([baseUrl], accounts, clients))
       )
       results.push({ label: result.label, ...summarize(result), resident: peak })
-      profileWindows.push({ label: result.label, startUs, endUs: monotonicUs(), confirmed: results.at(-1)!.confirmed })
+      profileWindows.push({ label: result.label, startUs, endUs: monotonicUs(), confirmed: results.at(-1)!.confirmed, cpuMs: result.cpu })
       log(`  ${JSON.stringify(results.at(-1))}`)
       if (statementLog !== undefined && statementsBefore !== undefined && statementRows === undefined) {
         await sleep(1_200)
@@ -722,7 +724,7 @@ const runEmbedded = async (extraEnv: Record<string, string>) => {
       measured(`${fixedRatePerSecond}/s fixed`, () => sampleCpu(processes), openLoop([baseUrl], accounts))
     )
     results.push({ label: fixed.label, ...summarize(fixed), resident: peak })
-    profileWindows.push({ label: fixed.label, startUs: fixedStartUs, endUs: monotonicUs(), confirmed: results.at(-1)!.confirmed })
+    profileWindows.push({ label: fixed.label, startUs: fixedStartUs, endUs: monotonicUs(), confirmed: results.at(-1)!.confirmed, cpuMs: fixed.cpu })
     log(`  ${JSON.stringify(results.at(-1))}`)
     if (cpuProfileDir !== undefined) {
       fs.writeFileSync(path.join(cpuProfileDir, "windows.json"), JSON.stringify({ processes, windows: profileWindows }, null, 2))
