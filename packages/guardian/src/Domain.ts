@@ -760,3 +760,39 @@ export class GuardianError extends Schema.TaggedError<GuardianError>()("Guardian
     return this.retryable ?? this.reason !== "unauthorized"
   }
 }
+
+/**
+ * The most requests one `AuthorizeMany` carries: an actor's turn at most (D73), as many as one
+ * group commit runs.
+ *
+ * @since 0.11.0
+ * @category constants
+ */
+export const authorizeManyMax = 64
+
+/**
+ * One sender's transfers of an actor's turn (D73), in the order the guardian decides them.
+ *
+ * @since 0.11.0
+ * @category schemas
+ */
+export const AuthorizeManyRequest = Schema.Struct({
+  requests: Schema.Array(AuthorizeRequest).check(Schema.isMinLength(1), Schema.isMaxLength(authorizeManyMax))
+})
+
+/**
+ * Each request's answer, in the requests' order: its decision, or the failure of that request
+ * alone (a rotation hold, storage), which is what `Authorize` would have failed with.
+ *
+ * @since 0.11.0
+ * @category schemas
+ */
+export const AuthorizeManyResult = Schema.Struct({
+  results: Schema.Array(Schema.Union([Authorized, InsufficientBalance, PolicyViolation, RefundExceeded, HoldForApproval, Refused, GuardianError]))
+})
+
+/**
+ * @since 0.11.0
+ * @category models
+ */
+export type AuthorizeOutcome = AuthorizeResult | GuardianError

@@ -41,6 +41,7 @@ import { privateKeyToAccount } from "viem/accounts"
 import { ChainReader } from "./ChainReader.ts"
 import type {
   AccountKeyMismatch,
+  AuthorizeOutcome,
   AuthorizeRequest,
   AuthorizeResult,
   CreditIdReused,
@@ -75,7 +76,7 @@ import * as AccountLane from "./internal/accountLane.ts"
 import { makeAtRestBox } from "./internal/atRest.ts"
 import * as GroupCommit from "./internal/groupCommit.ts"
 import { makeStore, type RowHints } from "./internal/store.ts"
-import { authorize } from "./steps/Authorize.ts"
+import { authorize, authorizeMany } from "./steps/Authorize.ts"
 import { credit } from "./steps/Credit.ts"
 import { resolveDueReservations } from "./steps/Expiry.ts"
 import { followChain, sync } from "./steps/FollowChain.ts"
@@ -150,6 +151,8 @@ export const defaultTiming: Timing = {
 export interface GuardianShape {
   readonly info: typeof InfoResult.Type
   readonly authorize: (request: AuthorizeRequest) => Effect.Effect<AuthorizeResult, GuardianError>
+  /** One sender's transfers of an actor's turn, decided in their order; each answer its own (D73). */
+  readonly authorizeMany: (requests: ReadonlyArray<AuthorizeRequest>) => Effect.Effect<ReadonlyArray<AuthorizeOutcome>>
   readonly settle: (request: typeof SettleRequest.Type) => Effect.Effect<SettleResult, ReservationNotFound | GuardianError>
   readonly credit: (
     request: typeof CreditRequest.Type
@@ -287,6 +290,7 @@ const make = Effect.fnUntraced(function*(keys: GuardianKeys, timing: Timing, app
   return Guardian.of({
     info: { signer: keys.info.signer, encryptionKey: keys.info.encryptionKey },
     authorize: (request) => authorize(context, request),
+    authorizeMany: (requests) => authorizeMany(context, requests),
     settle: (request) => settle(context, request),
     credit: (request) => credit(context, request),
     sync: (request) => sync(context, request),

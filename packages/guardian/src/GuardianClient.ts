@@ -16,7 +16,7 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { Cause, Config, Context, Effect, Layer, Option, Redacted } from "effect"
 import { HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
 import { RpcClient, RpcClientError } from "effect/rpc"
-import { GuardianError } from "./Domain.ts"
+import { type AuthorizeOutcome, type AuthorizeRequest, GuardianError } from "./Domain.ts"
 import { Guardian, type GuardianShape } from "./Guardian.ts"
 import { GuardianRpcs, rpcBatching, rpcPath, rpcSerialization } from "./GuardianRpc.ts"
 import * as GuardianConfig from "./GuardianConfig.ts"
@@ -31,6 +31,8 @@ import { type GuardianOptions, layer as guardianLayer } from "./GuardianLive.ts"
 export interface GuardianClientShape {
   readonly info: Effect.Effect<GuardianShape["info"], GuardianError>
   readonly authorize: GuardianShape["authorize"]
+  /** One sender's transfers of an actor's turn (D73); the whole call fails only when the guardian could not be asked. */
+  readonly authorizeMany: (requests: ReadonlyArray<AuthorizeRequest>) => Effect.Effect<ReadonlyArray<AuthorizeOutcome>, GuardianError>
   readonly settle: GuardianShape["settle"]
   readonly credit: GuardianShape["credit"]
   readonly sync: GuardianShape["sync"]
@@ -75,6 +77,7 @@ const failover = (clients: ReadonlyArray<GuardianClientShape>): GuardianClientSh
   return {
     info: via((client) => client.info),
     authorize: (request) => via((client) => client.authorize(request)),
+    authorizeMany: (requests) => via((client) => client.authorizeMany(requests)),
     settle: (request) => via((client) => client.settle(request)),
     credit: (request) => via((client) => client.credit(request)),
     sync: (request) => via((client) => client.sync(request)),
@@ -170,6 +173,7 @@ export class GuardianClient extends Context.Service<GuardianClient, GuardianClie
       return GuardianClient.of({
         info: Effect.succeed(guardian.info),
         authorize: guardian.authorize,
+        authorizeMany: guardian.authorizeMany,
         settle: guardian.settle,
         credit: guardian.credit,
         sync: guardian.sync,
@@ -226,6 +230,7 @@ export class GuardianClient extends Context.Service<GuardianClient, GuardianClie
         return GuardianClient.of({
           info: call(client.Info()),
           authorize: (request) => call(client.Authorize(request)),
+          authorizeMany: (requests) => Effect.map(call(client.AuthorizeMany({ requests })), ({ results }) => results),
           settle: (request) => call(client.Settle(request)),
           credit: (request) => call(client.Credit(request)),
           sync: (request) => call(client.Sync(request)),

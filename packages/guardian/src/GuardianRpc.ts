@@ -23,6 +23,8 @@ import { Duration, Schema } from "effect"
 import { Rpc, RpcGroup, RpcSerialization } from "effect/rpc"
 import {
   AccountKeyMismatch,
+  AuthorizeManyRequest,
+  AuthorizeManyResult,
   AuthorizeRequest,
   AuthorizeResult,
   CreditIdReused,
@@ -59,6 +61,7 @@ import {
  */
 export class GuardianRpcs extends RpcGroup.make(
   Rpc.make("Authorize", { payload: AuthorizeRequest, success: AuthorizeResult, error: GuardianError }),
+  Rpc.make("AuthorizeMany", { payload: AuthorizeManyRequest, success: AuthorizeManyResult, error: GuardianError }),
   Rpc.make("Settle", { payload: SettleRequest, success: SettleResult, error: Schema.Union([ReservationNotFound, GuardianError]) }),
   Rpc.make("Credit", { payload: CreditRequest, success: CreditResult, error: Schema.Union([CreditIdReused, CreditRefused, GuardianError]) }),
   Rpc.make("Sync", { payload: SyncRequest, success: SyncResult, error: GuardianError }),

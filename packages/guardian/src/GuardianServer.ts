@@ -30,6 +30,7 @@ export const HandlersLive = GuardianRpcs.toLayer(
     const guardian = yield* Guardian
     return GuardianRpcs.of({
       Authorize: (request) => guardian.authorize(request),
+      AuthorizeMany: ({ requests }) => Effect.map(guardian.authorizeMany(requests), (results) => ({ results })),
       Settle: (request) => guardian.settle(request),
       Credit: (request) => guardian.credit(request),
       Sync: (request) => guardian.sync(request),

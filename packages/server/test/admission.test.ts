@@ -15,7 +15,8 @@ import { bearer, createAccount, expectEnvelope, send } from "./support/http.ts"
 import { makeTestServer, TestServer } from "./support/TestServer.ts"
 
 describe("admission controller", () => {
-  const settings = { targetMs: 100, minInFlight: 4, maxInFlight: 16, windowMs: 100 }
+  // A saturated CPU: slow decisions are shed.
+  const settings = { targetMs: 100, minInFlight: 4, maxInFlight: 16, windowMs: 100, busyShare: () => 1 }
 
   it("admits up to its limit, refuses past it, and frees a place on release", () => {
     const controller = makeAdmissionController(settings)
@@ -46,6 +47,23 @@ describe("admission controller", () => {
       const release = controller.admit(nowMs)!
       release(nowMs + 500)
     }
+    assert.strictEqual(controller.state().limit, 4)
+  })
+
+  it("with CPU to spare, slow decisions are waits: the limit grows while used instead of shedding", () => {
+    let busy = 0.5
+    const controller = makeAdmissionController({ ...settings, busyShare: () => busy })
+    let nowMs = 0
+    const slowWindow = () => {
+      nowMs += 100
+      const releases = Array.from({ length: controller.state().limit }, () => controller.admit(nowMs)!)
+      for (const release of releases) release(nowMs + 500)
+    }
+    for (let window = 0; window < 40; window++) slowWindow()
+    assert.strictEqual(controller.state().limit, 16)
+    // The same decisions once the CPU is saturated: shed back to the floor.
+    busy = 0.95
+    for (let window = 0; window < 40; window++) slowWindow()
     assert.strictEqual(controller.state().limit, 4)
   })
 

@@ -26,6 +26,7 @@ import { TransferRecord } from "@pps/api/Transfers"
 import { parseHeaders } from "../src/observability/Otlp.ts"
 import { balanceProof, fundedPair, registerKey } from "./support/confidentialClient.ts"
 import { bearer, createAccount, postJson, send } from "./support/http.ts"
+import { parseExposition, sampleOf } from "./support/metrics.ts"
 import { postgresAvailable } from "./support/requirePostgres.ts"
 import { makeTestServer, postgres, TestServer } from "./support/TestServer.ts"
 
@@ -76,25 +77,6 @@ const ServerWithExport = Layer.unwrap(Effect.gen(function*() {
     }
   })
 })).pipe(Layer.provideMerge(CollectorLive))
-
-/** One sample of the exposition text: `name{labels} value`. */
-interface Sample {
-  readonly name: string
-  readonly labels: Readonly<Record<string, string>>
-  readonly value: number
-}
-
-const parseExposition = (text: string): ReadonlyArray<Sample> =>
-  text.split("\n").filter((line) => line !== "" && !line.startsWith("#")).map((line) => {
-    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line)
-    if (match === null) throw new Error(`not an exposition line: ${line}`)
-    const labels: Record<string, string> = {}
-    for (const [, key, value] of (match[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[key!] = value!
-    return { name: match[1]!, labels, value: Number(match[3]) }
-  })
-
-const sampleOf = (samples: ReadonlyArray<Sample>, name: string, labels: Record<string, string>) =>
-  samples.filter((sample) => sample.name === name && Object.entries(labels).every(([key, value]) => sample.labels[key] === value))
 
 const canaries = [
   { amount: "4817.290563", units: 4_817_290_563n, memo: "metrics-canary-memo-QW8Z" },
@@ -184,7 +166,7 @@ describe("observability", () => {
         assert.isAtLeast(sampleOf(samples, "pps_transfers_total", { stage: "authorized", mode: "test" })[0]?.value ?? 0, 2)
         assert.isAtLeast(sampleOf(samples, "pps_transfers_total", { stage: "submitted", mode: "test" })[0]?.value ?? 0, 2)
         assert.isAtLeast(sampleOf(samples, "pps_transfers_total", { stage: "refused", mode: "test" })[0]?.value ?? 0, 1)
-        assert.isAtLeast(sampleOf(samples, "pps_guardian_call_duration_seconds_count", { operation: "authorize", outcome: "ok" })[0]?.value ?? 0, 3)
+        assert.isAtLeast(sampleOf(samples, "pps_guardian_call_duration_seconds_count", { operation: "authorizeMany", outcome: "ok" })[0]?.value ?? 0, 3)
         const balances = sampleOf(samples, "pps_relayer_balance_wei", { mode: "test" })
         assert.strictEqual(balances.length, 4, "one balance per relayer (RELAYER_COUNT 4 in tests)")
         for (const balance of balances) assert.isAbove(balance.value, 0)

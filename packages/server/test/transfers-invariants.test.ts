@@ -22,7 +22,17 @@ import { TransferRecord } from "@pps/api/Transfers"
 import { balanceProof, registerKey } from "./support/confidentialClient.ts"
 import { dumpDatabase } from "./support/dumpDatabase.ts"
 import { bearer, createAccount, postJson, send } from "./support/http.ts"
+import { parseExposition, sampleOf } from "./support/metrics.ts"
 import { makeTestServer, TestServer } from "./support/TestServer.ts"
+
+/** The guardian calls of the senders' turns so far (the admin listener's `/metrics`). */
+const authorizeManyCalls = (server: TestServer["Service"]) =>
+  send(`${server.adminUrl}/metrics`, { headers: bearer(server.adminToken) }).pipe(
+    Effect.map((scrape) =>
+      sampleOf(parseExposition(scrape.text), "pps_guardian_call_duration_seconds_count", { operation: "authorizeMany" })
+        .reduce((sum, sample) => sum + sample.value, 0)
+    )
+  )
 
 
 describe("transfer invariants", () => {
@@ -133,6 +143,31 @@ describe("transfer invariants", () => {
           total += BigInt(whole!) * 1_000_000n + BigInt(fraction.padEnd(6, "0"))
         }
         assert.strictEqual(total, grantsUnits)
+      }))
+
+    it.effect("the sender's actor (D73): 40 transfers of one sender at once, funds for 25: exactly 25 paid, in fewer guardian calls than transfers", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const sender = yield* createAccount(server, "busy.sender")
+        const recipient = yield* createAccount(server, "busy.recipient")
+        const keyPair = yield* registerKey(server.baseUrl, sender.api_key)
+        yield* registerKey(server.baseUrl, recipient.api_key)
+        const grant = yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(sender.api_key), { amount: "25" }))
+        assert.strictEqual(grant.status, 200, grant.text)
+        const callsBefore = yield* authorizeManyCalls(server)
+        const statuses = yield* Effect.forEach(Array.from({ length: 40 }), () =>
+          send(`${server.baseUrl}/v1/transfers`, postJson(bearer(sender.api_key), { to: "@busy.recipient", amount: "1" })).pipe(
+            Effect.map((response) => response.status)
+          ), { concurrency: 40 })
+        assert.deepStrictEqual([statuses.filter((s) => s === 201).length, statuses.filter((s) => s === 402).length], [25, 15])
+        // Turns took the transfers that waited together: one guardian call for several of them.
+        const calls = (yield* authorizeManyCalls(server)) - callsBefore
+        assert.isAtLeast(calls, 1)
+        assert.isBelow(calls, 40, `${calls} AuthorizeMany calls for 40 transfers`)
+        const proof = yield* balanceProof(server.baseUrl, sender.api_key, keyPair)
+        const balances = yield* send(`${server.baseUrl}/v1/accounts/me/balances`, { headers: { ...bearer(sender.api_key), "x-decryption-proof": proof } })
+        const usdg = (balances.json as { balances: ReadonlyArray<{ asset: string; amount: string }> }).balances.find((b) => b.asset === "USDG")!
+        assert.strictEqual(Number(usdg.amount), 0)
       }))
 
     it.effect("no key the api tier holds owns the contracts: the embedded owner key is never stored", () =>

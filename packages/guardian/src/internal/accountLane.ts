@@ -30,7 +30,7 @@ export interface AccountLane {
  * @category constructors
  */
 export const make: Effect.Effect<AccountLane, never, Scope.Scope> = Effect.map(
-  KeyedLanes.make(1),
+  KeyedLanes.make,
   (lanes): AccountLane => ({
     alone: (account, effect) => lanes.alone(`${account.chainId}/${account.contract}/${account.account}`, effect)
   })

@@ -58,6 +58,15 @@ export interface GroupCommit<H> {
    * `hint` says what it will lock: the group reads those rows first, together.
    */
   readonly run: <A, E>(unit: Effect.Effect<A, E>, hint?: H) => Effect.Effect<A, E | SqlError.SqlError>
+  /**
+   * Runs `units` in the next groups, in their order and with nothing queued between them (one
+   * actor's turn, D73): each sees the writes of those before it. Answers each unit's outcome once
+   * the transaction holding it committed; one unit's failure is its own (its group runs again,
+   * unit by unit, in the same order).
+   */
+  readonly runAll: <A, E>(
+    units: ReadonlyArray<{ readonly unit: Effect.Effect<A, E>; readonly hint: H | undefined }>
+  ) => Effect.Effect<ReadonlyArray<Exit.Exit<A, E | SqlError.SqlError>>>
   /** Units queued for the next group (for tests: to know a group's callers have all arrived). */
   readonly queued: Effect.Effect<number>
 }
@@ -111,6 +120,7 @@ export const make = <H = never>(
     )
     return {
       run: <A, E>(unit: Effect.Effect<A, E>, hint?: H) => enqueue(committer, unit, hint),
+      runAll: (units) => enqueueAll(committer, units),
       queued: Queue.size(committer.queue)
     }
   })
@@ -155,23 +165,42 @@ const enqueue = <H, A, E>(committer: Committer<H>, unit: Effect.Effect<A, E>, hi
   Effect.suspend(() => {
     // A call after shutdown is answered as one cut by it, instead of waiting for ever.
     if (committer.stopped) return Effect.interrupt
-    const done = Deferred.makeUnsafe<A, E | SqlError.SqlError>()
-    let kept: Exit.Exit<A> | undefined
-    const pending: Pending<H> = {
-      hint,
-      step: Effect.map(unit, (value) => {
-        kept = Exit.succeed(value)
-      }),
-      answer: () => {
-        if (kept !== undefined) Deferred.doneUnsafe(done, kept)
-      },
-      alone: Effect.exit(committer.sql.withTransaction(committer.session(unit))).pipe(Effect.map((exit) => {
-        Deferred.doneUnsafe(done, exit)
-      })),
-      // A no-op for a caller already answered (its Deferred is done).
-      abandon: () => {
-        Deferred.doneUnsafe(done, Exit.failCause(Cause.interrupt()))
-      }
-    }
+    const { done, pending } = pendingOf(committer, unit, hint)
     return Queue.offer(committer.queue, pending).pipe(Effect.andThen(Deferred.await(done)))
   })
+
+/** Queues `units` together, in their order (one offer: no other caller's unit between them); answers each one's outcome. */
+const enqueueAll = <H, A, E>(
+  committer: Committer<H>,
+  units: ReadonlyArray<{ readonly unit: Effect.Effect<A, E>; readonly hint: H | undefined }>
+): Effect.Effect<ReadonlyArray<Exit.Exit<A, E | SqlError.SqlError>>> =>
+  Effect.suspend(() => {
+    if (committer.stopped) return Effect.interrupt
+    const queued = units.map(({ hint, unit }) => pendingOf(committer, unit, hint))
+    return Queue.offerAll(committer.queue, queued.map(({ pending }) => pending)).pipe(
+      Effect.andThen(Effect.forEach(queued, ({ done }) => Effect.exit(Deferred.await(done))))
+    )
+  })
+
+/** One unit's place in the queue and the Deferred its caller awaits. */
+const pendingOf = <H, A, E>(committer: Committer<H>, unit: Effect.Effect<A, E>, hint: H | undefined) => {
+  const done = Deferred.makeUnsafe<A, E | SqlError.SqlError>()
+  let kept: Exit.Exit<A> | undefined
+  const pending: Pending<H> = {
+    hint,
+    step: Effect.map(unit, (value) => {
+      kept = Exit.succeed(value)
+    }),
+    answer: () => {
+      if (kept !== undefined) Deferred.doneUnsafe(done, kept)
+    },
+    alone: Effect.exit(committer.sql.withTransaction(committer.session(unit))).pipe(Effect.map((exit) => {
+      Deferred.doneUnsafe(done, exit)
+    })),
+    // A no-op for a caller already answered (its Deferred is done).
+    abandon: () => {
+      Deferred.doneUnsafe(done, Exit.failCause(Cause.interrupt()))
+    }
+  }
+  return { done, pending }
+}

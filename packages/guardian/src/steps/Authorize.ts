@@ -8,23 +8,68 @@
  *
  * @since 0.5.0
  */
-import { Clock, Effect } from "effect"
-import { type AuthorizeRequest, Refused } from "../Domain.ts"
+import { Cause, Clock, Effect, Exit, Option } from "effect"
+import type { SqlError } from "effect/sql"
+import { type AuthorizeRequest, type AuthorizeResult, GuardianError, Refused } from "../Domain.ts"
 import type { RowHints } from "../internal/store.ts"
 import { decide } from "./Decide.ts"
 import { requestDigest } from "./Digests.ts"
 import { resolveEarlierAttestation } from "./Expiry.ts"
 import { storageFailure } from "./Failures.ts"
 import type { GuardianContext } from "./GuardianContext.ts"
-import { rotationHold, rotationUnavailable } from "./KeyRotation.ts"
+import { type RotationHeld, rotationHold, rotationUnavailable } from "./KeyRotation.ts"
 import { checkKeys, noKeyCheck } from "./PartyKeys.ts"
 import { prepare } from "./Prepare.ts"
+import type { TransferIdRace } from "./Reserve.ts"
 
 /**
  * @since 0.5.0
  * @category steps
  */
 export const authorize = Effect.fn("Guardian.authorize")(function*(context: GuardianContext, request: AuthorizeRequest) {
+  const queued = yield* beforeDecision(context, request)
+  return yield* answerOf(context, queued, yield* Effect.exit(context.group.run(queued.unit, queued.hint)))
+})
+
+/**
+ * One sender's transfers of an actor's turn (D73), decided in their order within the next groups:
+ * each sees the reservations of the approved ones before it; a refused or held one reserves
+ * nothing and does not stop the ones after it. Each answer is its own: a request that fails (a
+ * rotation hold, storage) fails alone. The work before the decision (the note opened, the keys
+ * checked) is done for every request first, so that no chain read splits the turn at the guardian.
+ *
+ * @since 0.11.0
+ * @category steps
+ */
+export const authorizeMany = Effect.fn("Guardian.authorizeMany")(function*(
+  context: GuardianContext,
+  requests: ReadonlyArray<AuthorizeRequest>
+) {
+  const prepared = yield* Effect.forEach(requests, (request) => Effect.exit(beforeDecision(context, request)))
+  const ready = prepared.flatMap((exit) => Exit.isSuccess(exit) ? [exit.value] : [])
+  const decided = yield* context.group.runAll(ready)
+  let next = 0
+  return yield* Effect.forEach(prepared, (exit) =>
+    Exit.isFailure(exit)
+      ? Effect.succeed(Cause.findErrorOption(exit.cause).pipe(Option.getOrElse(() => unexpected)))
+      : answerOf(context, exit.value, decided[next++]!).pipe(Effect.catch((error) => Effect.succeed(error))))
+})
+
+/** A request whose preparation died (a broken invariant, logged by its fiber): answered as the guardian's failure. */
+const unexpected = new GuardianError({ reason: "unavailable", message: "the guardian could not decide this transfer", retryable: true })
+
+/** A request ready for its decision unit: the unit, what it locks, and the request. */
+interface Queued {
+  readonly request: AuthorizeRequest
+  readonly unit: Effect.Effect<AuthorizeResult | RotationHeld, TransferIdRace | SqlError.SqlError>
+  readonly hint: RowHints | undefined
+}
+
+/**
+ * Everything before the decision: the rotation hold's early answer, the stateless preparation,
+ * the parties' keys (may read the chain), an approval's earlier attestation (D45), the unit.
+ */
+const beforeDecision = Effect.fnUntraced(function*(context: GuardianContext, request: AuthorizeRequest) {
   const nowMs = yield* Clock.currentTimeMillis
   // D55: no transfer to or from an account while its key rotation is being mined (the early
   // answer; the decision unit checks again, race-free).
@@ -42,17 +87,23 @@ export const authorize = Effect.fn("Guardian.authorize")(function*(context: Guar
       balances: [prepared.sender],
       decisions: [{ transferId: request.transferId.toLowerCase(), sender: prepared.sender, nonce: request.nonce }]
     }
-  const unit = decide(context, request, prepared, keyCheck, digest, nowMs)
-  const result = yield* context.group.run(unit, hint).pipe(
-    // The twin committed first: its row now answers.
-    Effect.catchTag("TransferIdRace", () => context.group.run(unit, hint)),
-    Effect.catchTag("TransferIdRace", () =>
-      Effect.succeed(new Refused({ transferId: request.transferId.toLowerCase(), reason: "transfer_id_reused" }))),
-    Effect.mapError(storageFailure)
-  )
-  if (result._tag === "RotationHeld") return yield* Effect.fail(rotationUnavailable())
-  yield* Effect.logDebug("authorize decided").pipe(
-    Effect.annotateLogs({ transfer_id: request.transferId, decision: result._tag })
-  )
-  return result
+  return { request, unit: decide(context, request, prepared, keyCheck, digest, nowMs), hint } satisfies Queued
 })
+
+/** The unit's outcome as the answer: a twin that committed first answers from its row; a rotation hold is unavailable. */
+const answerOf = (context: GuardianContext, queued: Queued, outcome: Exit.Exit<AuthorizeResult | RotationHeld, TransferIdRace | SqlError.SqlError>) =>
+  Effect.gen(function*() {
+    const { hint, request, unit } = queued
+    const result = yield* Effect.suspend(() => outcome).pipe(
+      // The twin committed first: its row now answers.
+      Effect.catchTag("TransferIdRace", () => context.group.run(unit, hint)),
+      Effect.catchTag("TransferIdRace", () =>
+        Effect.succeed(new Refused({ transferId: request.transferId.toLowerCase(), reason: "transfer_id_reused" }))),
+      Effect.mapError(storageFailure)
+    )
+    if (result._tag === "RotationHeld") return yield* Effect.fail(rotationUnavailable())
+    yield* Effect.logDebug("authorize decided").pipe(
+      Effect.annotateLogs({ transfer_id: request.transferId, decision: result._tag })
+    )
+    return result
+  })

@@ -59,6 +59,9 @@ const policy = (overrides: Partial<Domain.PolicySnapshot> = {}): Domain.PolicySn
   ...overrides
 })
 
+/** A decision by its refusal's reason, or its tag. */
+const name = (result: Domain.AuthorizeOutcome) => result._tag === "PolicyViolation" || result._tag === "Refused" ? result.reason : result._tag
+
 export const guardianSuite = (target: TargetName) =>
   describe(target, () => {
     layer(makeTarget(target), { timeout: "90 seconds", excludeTestServices: true })("guardian", (it) => {
@@ -260,8 +263,6 @@ export const guardianSuite = (target: TargetName) =>
               amount,
               agent: { policy: snapshot, approved }
             }))
-          const name = (result: Domain.AuthorizeResult) =>
-            result._tag === "PolicyViolation" || result._tag === "Refused" ? result.reason : result._tag
           // 200 breaks every rule; per-transaction comes first.
           assert.strictEqual(name(yield* attempt(200n)), "per_transaction_limit_exceeded")
           // Spend 50 (at the threshold: not held, strictly greater holds).
@@ -278,6 +279,48 @@ export const guardianSuite = (target: TargetName) =>
           assert.strictEqual(name(yield* attempt(25n)), "Authorized")
         }))
 
+      it.effect("decides an actor's turn in its order: each sees the reservations before it; a refused, held or malformed one blocks nothing (D73)", () =>
+        Effect.gen(function*() {
+          const guardian = yield* TestGuardian
+          const owner = newParty()
+          const agent = newParty()
+          const bob = newParty()
+          yield* fund(agent, 100n)
+          const snapshot = policy({ perTransactionLimit: 90n, dailyLimit: 1_000n, hitlThreshold: 45n })
+          const request = (amount: bigint) =>
+            confidentialRequest({ guardianKey: guardian.encryptionKey, from: agent, fromKeyOwner: owner, to: bob, amount, agent: { policy: snapshot, approved: false } })
+          const first = request(40n)
+          // Its note sealed for another guardian: refused before any lock, in its own place.
+          const broken = { ...request(5n), guardianNote: confidentialRequest({ guardianKey: bytesToHex(bob.keys.publicKey), from: agent, to: bob, amount: 5n }).guardianNote }
+          const turn = [
+            first, // 100 available: reserved, 60 left
+            request(70n), // above the 60 left (the reservation before it counts)
+            request(50n), // within 60, above the threshold: held, reserves nothing
+            broken,
+            request(95n), // above the per-transaction limit
+            request(45n), // at the threshold: 15 left
+            request(16n), // above the 15 left
+            request(15n), // exactly what is left
+            first // the first again: replayed, not reserved twice
+          ]
+          const results = yield* guardian.client.authorizeMany(turn)
+          assert.deepStrictEqual(results.map(name), [
+            "Authorized",
+            "InsufficientBalance",
+            "HoldForApproval",
+            "note_invalid",
+            "per_transaction_limit_exceeded",
+            "Authorized",
+            "InsufficientBalance",
+            "Authorized",
+            "Authorized"
+          ])
+          assert.deepStrictEqual(results[8], results[0])
+          // Alone again, the same requests replay their decisions: nothing was decided twice.
+          assert.strictEqual(name(yield* guardian.client.authorize(request(1n))), "InsufficientBalance")
+          assert.deepStrictEqual(yield* guardian.client.authorize(turn[5]!), results[5])
+        }))
+
       it.effect("one decision per transfer id: a decided box asked about under another policy is refused, approvals re-decide a few times", () =>
         Effect.gen(function*() {
           // The attack this closes: whoever holds a box (an api tier) replays it with invented
@@ -289,8 +332,6 @@ export const guardianSuite = (target: TargetName) =>
           const bob = newParty()
           yield* fund(agent, 1_000n)
           const snapshot = policy({ perTransactionLimit: 800n, dailyLimit: 5_000n, hitlThreshold: 50n })
-          const name = (result: Domain.AuthorizeResult) =>
-            result._tag === "PolicyViolation" || result._tag === "Refused" ? result.reason : result._tag
           const held = confidentialRequest({
             guardianKey: guardian.encryptionKey, from: agent, fromKeyOwner: owner, to: bob, amount: 75n, agent: { policy: snapshot, approved: false }
           })

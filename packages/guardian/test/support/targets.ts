@@ -119,6 +119,7 @@ export const makeTarget = (
         client = {
           info: logged(direct.info),
           authorize: (request) => logged(direct.authorize(request)),
+          authorizeMany: (requests) => logged(direct.authorizeMany(requests)),
           settle: (request) => logged(direct.settle(request)),
           credit: (request) => logged(direct.credit(request)),
           sync: (request) => logged(direct.sync(request)),

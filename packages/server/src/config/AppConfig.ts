@@ -67,12 +67,6 @@ export interface AppConfigShape {
    * `transfers/TransferSealer.ts`.
    */
   readonly sealingThread: SealingThread
-  /**
-   * How many of one sender's new transfers run at once in its actor (`platform/Lanes.ts`):
-   * the guardian decides each under the sender's balance lock. 1 decides them one at a time, in
-   * arrival order (the actor before 2026-11-28).
-   */
-  readonly senderConcurrency: number
   /** Secrets; absent values are generated once into `dataDir` in embedded mode. */
   readonly adminToken: Option.Option<Redacted.Redacted<string>>
   readonly apiKeyPepper: Option.Option<Redacted.Redacted<string>>
@@ -316,7 +310,6 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   ),
   embeddedDatabaseTemplate: Config.option(Config.String("EMBEDDED_DATABASE_TEMPLATE")),
   sealingThread: Config.Literals(sealingThreads, "SEALING_THREAD").pipe(Config.withDefault("caller" as const)),
-  senderConcurrency: Config.Int("SENDER_CONCURRENCY").pipe(Config.withDefault(8)),
   adminToken: Config.option(Config.Redacted("ADMIN_TOKEN")),
   apiKeyPepper: Config.option(Config.Redacted("API_KEY_PEPPER")),
   walletKek: Config.option(Config.Redacted("WALLET_KEK")),
@@ -404,7 +397,6 @@ export const environmentVariables = [
   "EMBEDDED_DATABASE_THREAD",
   "EMBEDDED_DATABASE_TEMPLATE",
   "SEALING_THREAD",
-  "SENDER_CONCURRENCY",
   "ADMIN_TOKEN",
   "API_KEY_PEPPER",
   "WALLET_KEK",
@@ -493,9 +485,6 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("ser
       }
       if (config.eventStreamMaxLifetimeMs < 1_000) {
         return yield* Effect.die(new Error("EVENT_STREAM_MAX_LIFETIME_MS must be at least 1000"))
-      }
-      if (config.senderConcurrency < 1 || config.senderConcurrency > 64) {
-        return yield* Effect.die(new Error("SENDER_CONCURRENCY must be within 1-64"))
       }
       if (config.webhookConcurrency < 1 || config.eventRelayPollMs < 1 || config.webhookDispatchPollMs < 1) {
         return yield* Effect.die(

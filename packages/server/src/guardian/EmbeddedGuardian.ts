@@ -469,6 +469,7 @@ const delegating = (current: Ref.Ref<Running>): GuardianClient.GuardianClientSha
   return {
     info: Effect.flatMap(client, (c) => c.info),
     authorize: (request) => Effect.flatMap(client, (c) => c.authorize(request)),
+    authorizeMany: (requests) => Effect.flatMap(client, (c) => c.authorizeMany(requests)),
     settle: (request) => Effect.flatMap(client, (c) => c.settle(request)),
     credit: (request) => Effect.flatMap(client, (c) => c.credit(request)),
     sync: (request) => Effect.flatMap(client, (c) => c.sync(request)),

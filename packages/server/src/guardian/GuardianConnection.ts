@@ -32,6 +32,7 @@ export { GuardianUnavailable } from "./errors.ts"
 const timed = (client: GuardianClient.GuardianClientShape): GuardianClient.GuardianClientShape => ({
   info: client.info.pipe(timeGuardianCall("info")),
   authorize: (request) => client.authorize(request).pipe(timeGuardianCall("authorize")),
+  authorizeMany: (requests) => client.authorizeMany(requests).pipe(timeGuardianCall("authorizeMany")),
   settle: (request) => client.settle(request).pipe(timeGuardianCall("settle")),
   credit: (request) => client.credit(request).pipe(timeGuardianCall("credit")),
   sync: (request) => client.sync(request).pipe(timeGuardianCall("sync")),

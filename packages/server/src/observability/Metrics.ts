@@ -157,6 +157,7 @@ export const requestShed: Effect.Effect<void> = Metric.update(shedRequests, 1)
 export type GuardianOperation =
   | "info"
   | "authorize"
+  | "authorizeMany"
   | "settle"
   | "credit"
   | "sync"

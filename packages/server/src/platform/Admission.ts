@@ -11,13 +11,17 @@
  * The limit adapts to what this node can do now (additive increase, multiplicative
  * decrease on the decisions' own latency, as TCP and Netflix's concurrency-limits
  * do): every `windowMs`, if the decisions that ended in the window took longer than
- * `targetMs` on average, the limit shrinks by a tenth; if the window used the whole
- * limit and stayed under the target, it grows by a twentieth (at least one). By
- * Little's law the limit settles near throughput × target, so an admitted request
- * waits about `targetMs` at most for its decision and the rest are answered at once
- * with 503 `service_unavailable` and `Retry-After`: a refusal costs the parsing of a
- * request line and nothing else. Never below `minInFlight`, so a burst a client
- * could reasonably send is never shed.
+ * `targetMs` on average **and the CPU is saturated** (the machine's CPUs, or this
+ * process's event loop, at least `saturatedShare` busy over the window), the limit
+ * shrinks by a tenth; otherwise, if the window used the whole limit, it grows by a
+ * twentieth (at least one). Slow decisions on a CPU with time to spare are waits (the
+ * guardian's round trip, a group commit, a block), not work: more decisions in flight
+ * are what use that time (Little's law), and shedding them would leave the machine idle
+ * (issue 49). Under saturation the limit settles near throughput × target, so an
+ * admitted request waits about `targetMs` at most for its decision and the rest are
+ * answered at once with 503 `service_unavailable` and `Retry-After`: a refusal costs the
+ * parsing of a request line and nothing else. Never below `minInFlight`, so a burst a
+ * client could reasonably send is never shed, nor above `maxInFlight`.
  *
  * A refused client is told when to come back (`Retry-After`), and that wait follows the
  * overload: the clients refused over the last wait return over the next one, so each second the
@@ -34,6 +38,8 @@
  *
  * @since 0.6.0
  */
+import * as os from "node:os"
+import { performance } from "node:perf_hooks"
 import { Context, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 
@@ -68,7 +74,19 @@ export interface AdmissionSettings {
   readonly minInFlight: number
   readonly maxInFlight: number
   readonly windowMs: number
+  /**
+   * How busy the CPU was since the last call, 0-1: the busier of the machine's CPUs and this
+   * process's event loop (`cpuBusyShare`). Read once a window.
+   */
+  readonly busyShare: () => number
 }
+
+/**
+ * The share of the CPU above which slow decisions are the CPU's work, and shed.
+ *
+ * @since 0.11.0
+ */
+export const saturatedShare = 0.9
 
 /**
  * @since 0.6.0
@@ -119,7 +137,7 @@ const adjust = (state: ControllerState, nowMs: number) => {
   if (nowMs - state.windowStartMs < settings.windowMs) return
   if (state.windowEnded > 0) {
     const averageMs = state.windowLatencySumMs / state.windowEnded
-    if (averageMs > settings.targetMs) {
+    if (averageMs > settings.targetMs && settings.busyShare() >= saturatedShare) {
       state.limit = Math.max(settings.minInFlight, state.limit * 0.9)
     } else if (state.windowPeakInFlight >= Math.floor(state.limit)) {
       state.limit = Math.min(settings.maxInFlight, state.limit + Math.max(1, state.limit / 20))
@@ -234,6 +252,34 @@ export const makeAdmissionController = (settings: AdmissionSettings) => {
 }
 
 /**
+ * A reader of how busy the CPU was since its last read: the busier of the machine's CPUs (all
+ * cores, from `os.cpus()`'s tick counters) and this process's event loop (its utilization). A
+ * saturated event loop bounds this node on a machine with idle cores, so it counts too.
+ *
+ * @since 0.11.0
+ */
+export const cpuBusyShare = (): (() => number) => {
+  let ticks = cpuTicks()
+  let loop = performance.eventLoopUtilization()
+  return () => {
+    const nowTicks = cpuTicks()
+    const total = nowTicks.total - ticks.total
+    const machine = total > 0 ? 1 - (nowTicks.idle - ticks.idle) / total : 0
+    const eventLoop = performance.eventLoopUtilization(loop).utilization
+    ticks = nowTicks
+    loop = performance.eventLoopUtilization()
+    return Math.max(machine, eventLoop)
+  }
+}
+
+/** All cores' ticks since boot: idle, and in all. */
+const cpuTicks = () =>
+  os.cpus().reduce((sum, { times }) => ({
+    idle: sum.idle + times.idle,
+    total: sum.total + times.user + times.nice + times.sys + times.idle + times.irq
+  }), { idle: 0, total: 0 })
+
+/**
  * @since 0.6.0
  * @category services
  */
@@ -261,7 +307,8 @@ export class Admission extends Context.Service<Admission, {
         targetMs: config.transferAdmissionTargetMs,
         minInFlight: Math.min(64, config.transferAdmissionMaxInFlight),
         maxInFlight: config.transferAdmissionMaxInFlight,
-        windowMs: 100
+        windowMs: 100,
+        busyShare: cpuBusyShare()
       })
       return Admission.of({
         gate: <A, E, R, A2, E2, R2>(

@@ -11,11 +11,12 @@
  *    recipient, amount and r to the guardian), with a fresh opening {amount, r} and the
  *    transfer's id (`TransferSealer`), or the sealed form's boxes and token. The
  *    plaintext amount and memo are not kept beyond this step. Then, in the sender's
- *    lane (per account, per agent for agents; a sender's new transfers
- *    `SENDER_CONCURRENCY` at a time, an owner's decision on a held one alone:
- *    `platform/Lanes.ts`), `create.ts`: for an agent, D25's amount-free rules with the
- *    policy in force now (asset, recipient, active hours: 403 `policy_violation`); a
- *    fresh replay nonce; steps 3 and 4.
+ *    actor (per account, per agent for agents; `senderTurn.ts`, D73: a turn takes the
+ *    sender's creates that waited, in arrival order, and runs alone in the sender's lane,
+ *    `platform/Lanes.ts`, as an owner's decision on a held one does): for an agent, D25's
+ *    amount-free rules with the policy in force now (asset, recipient, active hours: 403
+ *    `policy_violation`); a fresh replay nonce; steps 3 and 4, with one guardian call for
+ *    the turn.
  * 3. `authorize.ts`: guardian `authorize`: it opens its box, computes the ciphertext,
  *    checks an agent's limits, the balance and the approval threshold, reserves, and
  *    signs the attestation — or answers a policy violation (403), insufficient balance

@@ -74,7 +74,25 @@ export const authorizeAndRecord = <E>(
 ) =>
   Effect.gen(function*() {
     yield* transferReached("created", prepared.mode)
-    const decision = yield* askGuardian(context, prepared, deadlineSeconds, agent)
+    const decision = yield* askGuardian(context, authorizeRequest(prepared, deadlineSeconds, agent))
+    return yield* recordDecision(context, prepared, decision, write)
+  }).pipe(Effect.uninterruptible)
+
+/**
+ * What follows the guardian's decision: a rotation cut off is told apart, a hold or refusal
+ * answered, an attestation co-signed and recorded with `write`. The caller keeps the decision and
+ * this step together (uninterruptible), as `authorizeAndRecord` does and an actor's turn does
+ * for each transfer of the turn (senderTurn.ts).
+ *
+ * @since 0.11.0
+ */
+export const recordDecision = <E>(
+  context: TransfersContext,
+  prepared: PreparedTransfer,
+  decision: GuardianDomain.AuthorizeResult,
+  write: RecordWrite<E>
+) =>
+  Effect.gen(function*() {
     yield* rotationUnfinished(context, prepared, decision)
     const authorized = yield* authorizedOrHold(prepared, decision)
     if (authorized._tag === "Hold") return yield* Effect.as(transferReached("held", prepared.mode), authorized)
@@ -99,35 +117,47 @@ export const authorizeAndRecord = <E>(
     yield* write(transfer, events, submission).pipe(Unavailable.database("Transfers.record"), SpanLog.stage("Transfers.record"))
     yield* transferReached("authorized", prepared.mode)
     return { _tag: "Recorded", submission } satisfies Authorization
-  }).pipe(Effect.uninterruptible)
+  })
 
-/** The guardian's answer; its outage (or a call it did not answer) is 503, retry later. */
-const askGuardian = (
-  context: TransfersContext,
+/**
+ * The guardian's request for a sealed transfer.
+ *
+ * @since 0.11.0
+ */
+export const authorizeRequest = (
   prepared: PreparedTransfer,
   deadlineSeconds: bigint,
   agent: GuardianDomain.AuthorizeRequest["agent"]
-) =>
-  context.guardian.authorize({
-    transferId: prepared.bindingId,
-    chainId: BigInt(prepared.chainId),
-    contract: prepared.contract,
-    kind: prepared.confidential ? "confidential" : "public",
-    from: prepared.senderAddress,
-    to: prepared.recipient.address,
-    fromKey: bytesToHex(prepared.fromKey),
-    ...(prepared.confidential
-      ? { toKey: bytesToHex(prepared.toKey!), sealedDigest: prepared.sealedDigest }
-      : { amount: prepared.publicAmount! }),
-    nonce: prepared.nonce,
-    deadline: deadlineSeconds,
-    guardianNote: bytesToHex(prepared.boxes.guardian),
-    apiKey: prepared.apiKeyId,
-    ...(agent === undefined ? {} : { agent }),
-    ...(prepared.refundOf === null ? {} : { refundOf: transferIdBytes32(prepared.refundOf) })
-  }).pipe(Effect.catch((error) =>
-    Effect.logError("guardian unavailable", error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
-  ))
+): GuardianDomain.AuthorizeRequest => ({
+  transferId: prepared.bindingId,
+  chainId: BigInt(prepared.chainId),
+  contract: prepared.contract,
+  kind: prepared.confidential ? "confidential" : "public",
+  from: prepared.senderAddress,
+  to: prepared.recipient.address,
+  fromKey: bytesToHex(prepared.fromKey),
+  ...(prepared.confidential
+    ? { toKey: bytesToHex(prepared.toKey!), sealedDigest: prepared.sealedDigest }
+    : { amount: prepared.publicAmount! }),
+  nonce: prepared.nonce,
+  deadline: deadlineSeconds,
+  guardianNote: bytesToHex(prepared.boxes.guardian),
+  apiKey: prepared.apiKeyId,
+  ...(agent === undefined ? {} : { agent }),
+  ...(prepared.refundOf === null ? {} : { refundOf: transferIdBytes32(prepared.refundOf) })
+})
+
+/** The guardian's answer; its outage (or a call it did not answer) is 503, retry later. */
+const askGuardian = (context: TransfersContext, request: GuardianDomain.AuthorizeRequest) =>
+  context.guardian.authorize(request).pipe(Effect.catch(guardianUnavailable))
+
+/**
+ * The guardian could not answer: logged (the failure names no amount), 503 to the client.
+ *
+ * @since 0.11.0
+ */
+export const guardianUnavailable = (error: GuardianDomain.GuardianError) =>
+  Effect.logError("guardian unavailable", error).pipe(Effect.andThen(Effect.fail(ServiceUnavailable.of())))
 
 /** The guardian's attestation, its hold, or an approval it does not decide again; every other answer as the API's error. */
 const authorizedOrHold = (

@@ -7,7 +7,8 @@
  *
  * @since 0.1.0
  */
-import { GuardianClient } from "@pps/guardian"
+import { Domain as GuardianDomain, GuardianClient } from "@pps/guardian"
+import * as KeyedActors from "@pps/platform/KeyedActors"
 import type { Note } from "@pps/crypto"
 import { Effect, type Option, Redacted, type RequestResolver, type Scope } from "effect"
 import { SqlClient } from "effect/sql"
@@ -31,6 +32,7 @@ import { Settlement } from "../settlement/Settlement.ts"
 import { answerEnded, type Completion, completionBatchMax, EndTransfer, endInOneTransaction } from "./complete.ts"
 import { preparationKey } from "./preparation.ts"
 import { answerRecorded, RecordTransfer, recordBatchMax, recordInOneTransaction } from "./record.ts"
+import { type DecideError, type Decided, type SenderMail, senderTurn } from "./senderTurn.ts"
 import { TransferSealer } from "./TransferSealer.ts"
 import { TransferStore } from "./TransferStore.ts"
 
@@ -52,6 +54,8 @@ export interface TransfersContext {
   readonly outbox: typeof Outbox.Service
   /** A sender's turns (the sender's lane) and a prepared transfer's. */
   readonly lanes: typeof Lanes.Service
+  /** The senders' actors (senderTurn.ts, D73): a sender's new transfers, decided in its turns. */
+  readonly senders: KeyedActors.KeyedActors<SenderMail, Decided, DecideError>
   readonly agentStore: typeof AgentStore.Service
   readonly heldStore: typeof AgentTransactionStore.Service
   readonly secretBox: typeof SecretBox.Service
@@ -88,6 +92,8 @@ export const makeTransfersContext = Effect.gen(function*() {
     guardianIdentity: yield* GuardianIdentity,
     outbox: yield* Outbox,
     lanes: yield* Lanes,
+    // The turn reads `context` when it runs, after this object is built.
+    senders: yield* KeyedActors.make<SenderMail, Decided, DecideError>((sender, mail) => senderTurn(context)(sender, mail), GuardianDomain.authorizeManyMax),
     agentStore: yield* AgentStore,
     heldStore: yield* AgentTransactionStore,
     secretBox: yield* SecretBox,

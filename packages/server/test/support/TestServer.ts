@@ -97,7 +97,6 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   // on the thread (transfers.postgres.test.ts, transfers-invariants.test.ts), and
   // transferSealer.test.ts covers the thread alone.
   sealingThread: "caller",
-  senderConcurrency: 8,
   adminToken: Option.none(),
   apiKeyPepper: Option.none(),
   walletKek: Option.none(),
