@@ -674,7 +674,12 @@ const runEmbedded = async (extraEnv: Record<string, string>) => {
       CHAIN_BLOCK_TIME_MS: String(blockTimeMs),
       ...(values["span-log"] === undefined ? {} : { PPS_SPAN_LOG: path.resolve(values["span-log"]) }),
       ...(statementLog === undefined ? {} : { PPS_STATEMENT_LOG: statementLog }),
-      ...(cpuProfileDir === undefined ? {} : { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${cpuProfileDir} --cpu-prof-interval=500` }),
+      // The server through NODE_OPTIONS (this benchmark's own child); its guardian child through
+      // PPS_CPU_PROF_DIR (EmbeddedGuardian.cpuProfileFlags), which it alone passes on.
+      ...(cpuProfileDir === undefined ? {} : {
+        NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${cpuProfileDir} --cpu-prof-interval=500`,
+        PPS_CPU_PROF_DIR: cpuProfileDir
+      }),
       ...extraEnv
     }
   })
