@@ -4,8 +4,11 @@
  * answered on its own; a caller that left before its turn is not handled.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber } from "effect"
 import * as KeyedActors from "../src/KeyedActors.ts"
+
+/** Something a caller's context holds (as a request holds its idempotency key). */
+const Caller = Context.Reference<string>("test/Caller", { defaultValue: () => "nobody" })
 
 /** Lets every runnable fiber go as far as it can. */
 const settle = Effect.gen(function*() {
@@ -71,7 +74,7 @@ describe("KeyedActors", () => {
       assert.deepStrictEqual(turns.map((t) => t.items), [[0], [1, 2, 13], [3], [4]])
     })))
 
-  it.effect("a caller that stops waiting before its turn is not handled; one that stops during its turn does not cut it", () =>
+  it.effect("a caller that stops waiting before its turn is not handled; one that stops during its turn waits for the turn to end", () =>
     Effect.scoped(Effect.gen(function*() {
       const { hold, release, turn, turns } = recorder()
       const actors = yield* KeyedActors.make(turn, 8)
@@ -82,12 +85,25 @@ describe("KeyedActors", () => {
       const after = yield* Effect.forkChild(actors.send("a", 4))
       yield* settle
       yield* Fiber.interrupt(before)
-      yield* Fiber.interrupt(during)
+      // The interruption of a caller whose mail is taken ends only once its turn has answered.
+      const interrupting = yield* Effect.forkChild(Fiber.interrupt(during))
+      yield* settle
+      assert.isUndefined(interrupting.pollUnsafe(), "the caller's interruption waits for its turn")
       release()
-      assert.strictEqual(yield* Fiber.join(after), 40)
+      yield* Fiber.join(interrupting)
       assert.isTrue(yield* Deferred.isDone(gate))
+      assert.strictEqual(yield* Fiber.join(after), 40)
       assert.deepStrictEqual(turns.map((t) => t.items), [[0], [4]])
     })))
+
+  it.effect("turns run in the actors' context, never in the caller's that started the actor", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const actors = yield* KeyedActors.make<number, string, never>(
+        (_, items) => Effect.map(Effect.service(Caller), (caller) => items.map(() => Exit.succeed(caller))),
+        8
+      )
+      assert.strictEqual(yield* actors.send("a", 1).pipe(Effect.provideService(Caller, "the first caller")), "the actors'")
+    }).pipe(Effect.provideService(Caller, "the actors'"))))
 
   it.effect("callers still waiting when the scope closes are answered with an interruption", () =>
     Effect.gen(function*() {

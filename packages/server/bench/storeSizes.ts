@@ -18,7 +18,10 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { PgClient } from "@effect/sql-pg"
 import { EmbeddedDatabase } from "@pps/guardian"
+import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 
 export interface TableSize {
   readonly name: string
@@ -43,33 +46,66 @@ const directoryBytes = (directory: string): number =>
     )
     : 0
 
+/** What sizing a store needs of its database: statements, their rows. */
+interface Queryable {
+  readonly query: <Row>(sql: string) => Promise<ReadonlyArray<Row>>
+  readonly exec: (sql: string) => Promise<void>
+}
+
+/** Vacuums each table of the public schema (the service's maintenance), then reads each one's size, largest first. */
+const sizeTables = async (db: Queryable): Promise<Omit<StoreSize, "walBytes">> => {
+  const listed = await db.query<{ name: string }>(
+    `SELECT c.oid::regclass::text AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.relkind = 'r' AND n.nspname = 'public' ORDER BY 1`
+  )
+  for (const { name } of listed) await db.exec(`VACUUM (ANALYZE) ${name}`)
+  const sized = await db.query<{ name: string; rows: string; bytes: string }>(
+    `SELECT c.oid::regclass::text AS name, greatest(c.reltuples, 0)::bigint::text AS rows, pg_total_relation_size(c.oid)::text AS bytes
+     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.relkind = 'r' AND n.nspname = 'public' ORDER BY pg_total_relation_size(c.oid) DESC`
+  )
+  const tables = sized.map((row) => ({ name: row.name, rows: Number(row.rows), bytes: Number(row.bytes) }))
+  const hasTransfers = tables.some((table) => table.name === "transfers")
+  const transfers = hasTransfers ? Number((await db.query<{ n: string }>("SELECT count(*)::text AS n FROM transfers"))[0]!.n) : 0
+  return { tables, bytes: tables.reduce((sum, table) => sum + table.bytes, 0), transfers }
+}
+
 /** Opens the store in `pgliteDirectory` (no process may have it open), maintains it as the service does, and reads its sizes. */
 export const measureStore = async (pgliteDirectory: string): Promise<StoreSize> => {
   const db = new EmbeddedDatabase.PreparedStatementPGlite(pgliteDirectory)
   try {
-    const listed = await db.query<{ name: string }>(
-      `SELECT c.oid::regclass::text AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-       WHERE c.relkind = 'r' AND n.nspname = 'public' ORDER BY 1`
-    )
-    for (const { name } of listed.rows) await db.exec(`VACUUM (ANALYZE) ${name}`)
-    const sized = await db.query<{ name: string; rows: string; bytes: string }>(
-      `SELECT c.oid::regclass::text AS name, greatest(c.reltuples, 0)::bigint::text AS rows, pg_total_relation_size(c.oid)::text AS bytes
-       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-       WHERE c.relkind = 'r' AND n.nspname = 'public' ORDER BY pg_total_relation_size(c.oid) DESC`
-    )
-    const tables = sized.rows.map((row) => ({ name: row.name, rows: Number(row.rows), bytes: Number(row.bytes) }))
-    const hasTransfers = tables.some((table) => table.name === "transfers")
-    const transfers = hasTransfers ? Number((await db.query<{ n: string }>("SELECT count(*)::text AS n FROM transfers")).rows[0]!.n) : 0
-    return {
-      tables,
-      bytes: tables.reduce((sum, table) => sum + table.bytes, 0),
-      walBytes: directoryBytes(path.join(pgliteDirectory, "pg_wal")),
-      transfers
-    }
+    const sized = await sizeTables({
+      query: async <Row>(sql: string) => (await db.query<Row>(sql)).rows,
+      exec: async (sql) => {
+        await db.exec(sql)
+      }
+    })
+    return { ...sized, walBytes: directoryBytes(path.join(pgliteDirectory, "pg_wal")) }
   } finally {
     await db.close()
   }
 }
+
+/**
+ * One database of a PostgreSQL server (the distributed mode's), sized the same way: its tables
+ * vacuumed first, as autovacuum would in time. Its write-ahead log is the server's, shared by every
+ * database: not counted (NaN).
+ */
+export const measurePostgresStore = (databaseUrl: string): Promise<StoreSize> =>
+  Effect.runPromise(
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      // A statement needs nothing but the client it was made by: run while the layer holds the pool.
+      const run = <A>(effect: Effect.Effect<A, unknown>) => Effect.runPromise(effect)
+      const sized = yield* Effect.promise(() =>
+        sizeTables({
+          query: <Row>(text: string) => run(sql.unsafe(text)) as Promise<ReadonlyArray<Row>>,
+          exec: (text) => run(Effect.asVoid(sql.unsafe(text)))
+        })
+      )
+      return { ...sized, walBytes: Number.NaN }
+    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), applicationName: "pps-bench-store-sizes" })))
+  )
 
 /** The server's store and its embedded guardian's, in a server's `DATA_DIR`. */
 export const measureStores = async (dataDir: string) => ({
@@ -85,7 +121,7 @@ export const storeTable = (label: string, store: StoreSize, transfers: number): 
   const rest = store.tables.filter((table) => table.bytes < store.bytes / 100)
   const line = (name: string, rows: number, bytes: number) => `| ${name} | ${rows} | ${kb(bytes)} | ${kb(bytes / transfers)} |`
   return [
-    `${label}: ${kb(store.bytes / transfers)} KB per transfer (${transfers} transfers; ${(store.bytes / 1024 / 1024).toFixed(1)} MB of tables, write-ahead log ${(store.walBytes / 1024 / 1024).toFixed(0)} MB apart)`,
+    `${label}: ${kb(store.bytes / transfers)} KB per transfer (${transfers} transfers; ${(store.bytes / 1024 / 1024).toFixed(1)} MB of tables, ${Number.isFinite(store.walBytes) ? `write-ahead log ${(store.walBytes / 1024 / 1024).toFixed(0)} MB apart` : "the server's write-ahead log not counted"})`,
     "",
     "| table | rows | KB | KB per transfer |",
     "|---|---:|---:|---:|",

@@ -3,13 +3,15 @@
  * 1 subscription and with 50), in one run, on loopback only.
  *
  *   node --disable-warning=ExperimentalWarning bench/webhookRate.ts [--deliveries 2000]
- *     [--pairs 1] [--subscriptions 1,50] [--timeout 120] [--no-record]
+ *     [--pairs 1] [--subscriptions 1,50] [--timeout 120] [--postgres] [--no-record]
  *
  * One HTTPS receiver in a child process (bench/webhooks-receiver.ts, a throwaway CA, answers 200).
  * For each subscription count S, alternating A B B A (`--pairs` times):
  *
  * - A, the service: the embedded default (PGlite with durable commits, the in-process bus, the
- *   delivery worker with its configured concurrency) with S subscriptions; `--deliveries` events
+ *   delivery worker with its configured concurrency), or with `--postgres` a fresh database on the
+ *   PostgreSQL server of the tests (PPS_TEST_POSTGRES_URL, default 127.0.0.1:5432: its rows written
+ *   by another process, off this one's thread), with S subscriptions; `--deliveries` events
  *   appended through the outbox, spread over the S accounts, timed from before the append to the
  *   moment every one of their deliveries is recorded `succeeded` in the database (read once the
  *   receiver has counted them all): fan-out, claim, sign, POST, record.
@@ -20,8 +22,9 @@
  *   same header set (Signature.ts), recording nothing.
  *
  * Both warm up first (JIT, TLS sessions, the pool). Prints one JSON line per subscription count
- * and the ratio A/B (the mean of the A rounds over the mean of the B rounds); the load average is
- * recorded with the results, since the machine may be shared.
+ * and the ratio A/B (the mean of the A rounds over the mean of the B rounds), and each side's CPU
+ * (this process's user + system time over its rounds) a delivery, which a busy machine moves less
+ * than the rates; the load average is recorded with the results, since the machine may be shared.
  *
  * PPS_STATEMENT_LOG=<dir> counts the embedded database's statements (StatementLog.ts) and prints,
  * on stderr, each subscription count's dearest statements per delivery over its A rounds.
@@ -37,14 +40,14 @@ import * as path from "node:path"
 import { parseArgs } from "node:util"
 import * as tls from "node:tls"
 import { StatementLog } from "@pps/guardian"
-import { Context, Effect, Layer, Logger, Option, References } from "effect"
+import { Context, Effect, Layer, Logger, Option, Redacted, References } from "effect"
 import { SqlClient } from "effect/sql"
 import { AppConfig } from "../src/config/AppConfig.ts"
 import { Outbox } from "../src/events/Outbox.ts"
 import { ulid } from "../src/platform/Ids.ts"
 import { deliveryHeaders } from "../src/webhooks/Signature.ts"
 import { webhookAgentOptions } from "../src/webhooks/WebhookClient.ts"
-import { testConfig } from "../test/support/TestServer.ts"
+import { distributedSecrets, freshPostgresDatabase, testConfig } from "../test/support/TestServer.ts"
 import { makeTestCa, removeTestCa, type TestCa } from "../test/support/webhooks-receiver.ts"
 import { confirmedEvent, EventsServicesLive, newAccount, newWebhook } from "../test/support/webhooks-services.ts"
 import { perTransfer, type StatementTotals, statementTable } from "./statementSummary.ts"
@@ -58,6 +61,7 @@ const { values: options } = parseArgs({
     pairs: { type: "string", default: "1" },
     subscriptions: { type: "string", default: "1,50" },
     timeout: { type: "string", default: "120" },
+    postgres: { type: "boolean", default: false },
     ...recordOption
   }
 })
@@ -148,9 +152,12 @@ const buildService = (ca: TestCa, receiverUrl: string, count: number) =>
   Effect.gen(function*() {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-bench-rate-"))
     yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true })))
+    const database = options.postgres
+      ? { databaseUrl: Option.some(Redacted.make(yield* freshPostgresDatabase)), ...distributedSecrets }
+      : {}
     const services = yield* Layer.build(
       EventsServicesLive.pipe(
-        Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, { webhookCaFile: Option.some(ca.caFile) }))),
+        Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, { webhookCaFile: Option.some(ca.caFile), ...database }))),
         Layer.provide(Layer.mergeAll(Logger.layer([Logger.consolePretty()]), Layer.succeed(References.MinimumLogLevel, "Warn")))
       )
     )
@@ -275,14 +282,25 @@ const measure = (ca: TestCa, receiver: RemoteReceiver, count: number) =>
     yield* bare(warmUpDeliveries)
     const a: Array<number> = []
     const b: Array<number> = []
+    // This process's CPU (user + system) over each side's rounds: the service's whole path, or
+    // the bare client's (the receiver is another process). Less moved by a busy machine than rates.
+    const cpuMs = { a: 0, b: 0 }
+    const timedCpu = <X, E, R>(side: "a" | "b", round: Effect.Effect<X, E, R>) =>
+      Effect.suspend(() => {
+        const before = process.cpuUsage()
+        return Effect.ensuring(round, Effect.sync(() => {
+          const used = process.cpuUsage(before)
+          cpuMs[side] += (used.user + used.system) / 1000
+        }))
+      })
     // Statements are counted over the A rounds only (the B rounds run none).
     const statementsBefore = statementsByText()
     for (let pair = 0; pair < pairs; pair++) {
       const timed = (n: number) => profiled(`${count}-${2 * pair + n}`, serviceRound(service, receiver, deliveriesPerRound))
-      a.push(yield* timed(1))
-      b.push(yield* bare(deliveriesPerRound))
-      b.push(yield* bare(deliveriesPerRound))
-      a.push(yield* timed(2))
+      a.push(yield* timedCpu("a", timed(1)))
+      b.push(yield* timedCpu("b", bare(deliveriesPerRound)))
+      b.push(yield* timedCpu("b", bare(deliveriesPerRound)))
+      a.push(yield* timedCpu("a", timed(2)))
     }
     if (StatementLog.recorder() !== undefined) {
       const rows = perTransfer(statementsBefore, statementsByText(), a.length * deliveriesPerRound)
@@ -297,6 +315,9 @@ const measure = (ca: TestCa, receiver: RemoteReceiver, count: number) =>
       service: Math.round(mean(a)),
       bare: Math.round(mean(b)),
       ratio: Number((mean(a) / mean(b)).toFixed(3)),
+      serviceCpuMsPerDelivery: Number((cpuMs.a / (a.length * deliveriesPerRound)).toFixed(3)),
+      bareCpuMsPerDelivery: Number((cpuMs.b / (b.length * deliveriesPerRound)).toFixed(3)),
+      database: options.postgres ? "postgres" : "embedded",
       loadAverage: os.loadavg().map((load) => load.toFixed(1)).join(" ")
     }
   }).pipe(Effect.scoped)
@@ -316,10 +337,13 @@ const main = Effect.gen(function*() {
     metrics.push(
       { metric: `${label}: service deliveries/s`, value: result.service, unit: "deliveries/s" },
       { metric: `${label}: bare client deliveries/s`, value: result.bare, unit: "deliveries/s" },
-      { metric: `${label}: service / bare`, value: result.ratio, unit: "ratio", goal: ">= 0.5", headline: true }
+      { metric: `${label}: service / bare`, value: result.ratio, unit: "ratio", goal: ">= 0.5", headline: true },
+      { metric: `${label}: service CPU a delivery`, value: result.serviceCpuMsPerDelivery, unit: "ms" },
+      { metric: `${label}: bare client CPU a delivery`, value: result.bareCpuMsPerDelivery, unit: "ms" }
     )
   }
-  recordResults("webhook-rate", metrics)
+  // The recorded table is the embedded default's; a PostgreSQL run is for comparison.
+  if (!options.postgres) recordResults("webhook-rate", metrics)
 }).pipe(Effect.scoped)
 
 await Effect.runPromise(main)

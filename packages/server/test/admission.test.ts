@@ -9,7 +9,7 @@ import * as net from "node:net"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Context, Deferred, Effect, Fiber, Schema } from "effect"
 import { TransferRecord } from "@pps/api/Transfers"
-import { Admission, makeAdmissionController } from "../src/platform/Admission.ts"
+import { Admission, cpuBusyShare, makeAdmissionController } from "../src/platform/Admission.ts"
 import { registerKey } from "./support/confidentialClient.ts"
 import { bearer, createAccount, expectEnvelope, send } from "./support/http.ts"
 import { makeTestServer, TestServer } from "./support/TestServer.ts"
@@ -57,14 +57,37 @@ describe("admission controller", () => {
     const slowWindow = () => {
       nowMs += 100
       const releases = Array.from({ length: controller.state().limit }, () => controller.admit(nowMs)!)
-      for (const release of releases) release(nowMs + 500)
+      // Three times the target: slow, within the ceiling.
+      for (const release of releases) release(nowMs + 300)
     }
     for (let window = 0; window < 40; window++) slowWindow()
     assert.strictEqual(controller.state().limit, 16)
+    // Far past the target (more than 4 times), the limit shrinks even with CPU to spare.
+    const ceiling = makeAdmissionController({ ...settings, busyShare: () => 0.5 })
+    for (let t = 100; t <= 4_000; t += 100) ceiling.admit(t)!(t + 450)
+    assert.strictEqual(ceiling.state().limit, 4)
     // The same decisions once the CPU is saturated: shed back to the floor.
     busy = 0.95
     for (let window = 0; window < 40; window++) slowWindow()
     assert.strictEqual(controller.state().limit, 4)
+  })
+
+  it("reads the CPU's busy share once every window, whatever the window's decisions took", () => {
+    let reads = 0
+    const controller = makeAdmissionController({ ...settings, busyShare: () => (reads++, 0) })
+    for (let nowMs = 100; nowMs <= 1_000; nowMs += 100) controller.admit(nowMs)!(nowMs + 1)
+    assert.strictEqual(reads, 10)
+  })
+
+  it("measures the machine's and the event loop's busy share between reads, within 0-1", () => {
+    const read = cpuBusyShare()
+    const until = performance.now() + 50
+    while (performance.now() < until) {
+      // Busy: the event loop's share of these 50 ms is near 1.
+    }
+    const busy = read()
+    assert.isAtLeast(busy, 0.5)
+    assert.isAtMost(busy, 1)
   })
 
   it("does not grow a limit that is not used", () => {

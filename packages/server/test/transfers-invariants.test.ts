@@ -15,7 +15,7 @@
 import { createHash } from "node:crypto"
 import { assert, describe, layer } from "@effect/vitest"
 import { SqlClient } from "effect/sql"
-import { Context, Effect, Option, Schema } from "effect"
+import { Context, Effect, Fiber, Option, Schema } from "effect"
 import { ConfidentialTokenArtifact, TestUsdgArtifact } from "@pps/contracts"
 import { Settlement } from "../src/settlement/Settlement.ts"
 import { TransferRecord } from "@pps/api/Transfers"
@@ -168,6 +168,75 @@ describe("transfer invariants", () => {
         const balances = yield* send(`${server.baseUrl}/v1/accounts/me/balances`, { headers: { ...bearer(sender.api_key), "x-decryption-proof": proof } })
         const usdg = (balances.json as { balances: ReadonlyArray<{ asset: string; amount: string }> }).balances.find((b) => b.asset === "USDG")!
         assert.strictEqual(Number(usdg.amount), 0)
+      }))
+
+    it.effect("the sender's actor (D73): keyed and unkeyed creates in one turn each bind only their own Idempotency-Key", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const sender = yield* createAccount(server, "mixed.sender")
+        yield* createAccount(server, "mixed.recipient").pipe(Effect.tap((r) => registerKey(server.baseUrl, r.api_key)))
+        yield* registerKey(server.baseUrl, sender.api_key)
+        yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(sender.api_key), { amount: "20" }))
+        const body = JSON.stringify({ to: "@mixed.recipient", amount: "1" })
+        const create = (key: string | undefined) =>
+          send(`${server.baseUrl}/v1/transfers`, {
+            method: "POST",
+            headers: { ...bearer(sender.api_key), "content-type": "application/json", ...(key === undefined ? {} : { "idempotency-key": key }) },
+            body
+          })
+        const keys = Array.from({ length: 12 }, (_, i) => i % 2 === 0 ? `mixed-${i}` : undefined)
+        // A keyed create starts the sender's actor; the others arrive while it works, so its later
+        // turns take unkeyed creates too.
+        const starter = yield* Effect.forkChild(create(keys[0]))
+        yield* Effect.sleep("5 millis")
+        const rest = yield* Effect.forEach(keys.slice(1), create, { concurrency: "unbounded" })
+        const first = [yield* Fiber.join(starter), ...rest]
+        for (const response of first) assert.strictEqual(response.status, 201, response.text)
+        const idOf = (response: { readonly json: unknown }) => (response.json as { transfer_id: string }).transfer_id
+        assert.strictEqual(new Set(first.map(idOf)).size, 12)
+        // Each key is bound to its own transfer, and to no other (an unkeyed create in the same
+        // actor once bound the key of the create that started the actor to itself).
+        const sql = Context.get(server.services, SqlClient.SqlClient)
+        const bound = yield* sql<{ readonly operation_id: string }>`
+          SELECT operation_id FROM idempotency_keys WHERE account_id = ${sender.account_id} ORDER BY operation_id`
+        const keyedIds = keys.flatMap((key, i) => key === undefined ? [] : [idOf(first[i]!)]).sort()
+        assert.deepStrictEqual(bound.map((row) => row.operation_id), keyedIds)
+      }))
+
+    it.effect("the sender's actor (D73): a client that hangs up during its turn leaves its transfer recorded under its key", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const sender = yield* createAccount(server, "hangup.sender")
+        yield* createAccount(server, "hangup.recipient").pipe(Effect.tap((r) => registerKey(server.baseUrl, r.api_key)))
+        yield* registerKey(server.baseUrl, sender.api_key)
+        yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(sender.api_key), { amount: "24" }))
+        const create = (key: string, signal?: AbortSignal) =>
+          Effect.promise(() =>
+            fetch(`${server.baseUrl}/v1/transfers`, {
+              method: "POST",
+              headers: { ...bearer(sender.api_key), "content-type": "application/json", "idempotency-key": key },
+              body: JSON.stringify({ to: "@hangup.recipient", amount: "1" }),
+              ...(signal === undefined ? {} : { signal })
+            }).then((response) => response.status, () => 0)
+          )
+        // 24 creates for exactly the funds, each cut off by its client at a different moment of its
+        // way (some before their turn, some in it, some after).
+        yield* Effect.forEach(Array.from({ length: 24 }, (_, i) => i), (i) => create(`hangup-${i}`, AbortSignal.timeout(2 + 8 * i)), {
+          concurrency: "unbounded"
+        })
+        yield* Effect.sleep("500 millis")
+        // Retried under the same keys: each is answered (replayed or created now), and all 24 fit
+        // the funds: no decision was left reserving funds without its transfer.
+        const statuses = yield* Effect.forEach(Array.from({ length: 24 }, (_, i) => i), (i) =>
+          Effect.gen(function*() {
+            for (let attempt = 0; attempt < 40; attempt++) {
+              const status = yield* create(`hangup-${i}`)
+              if (status !== 409) return status
+              yield* Effect.sleep("100 millis")
+            }
+            return 409
+          }))
+        assert.deepStrictEqual(statuses, Array.from({ length: 24 }, () => 201))
       }))
 
     it.effect("no key the api tier holds owns the contracts: the embedded owner key is never stored", () =>

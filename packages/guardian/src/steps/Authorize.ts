@@ -10,7 +10,7 @@
  */
 import { Cause, Clock, Effect, Exit, Option } from "effect"
 import type { SqlError } from "effect/sql"
-import { type AuthorizeRequest, type AuthorizeResult, GuardianError, Refused } from "../Domain.ts"
+import { type AuthorizeOutcome, type AuthorizeRequest, type AuthorizeResult, GuardianError, Refused } from "../Domain.ts"
 import type { RowHints } from "../internal/store.ts"
 import { decide } from "./Decide.ts"
 import { requestDigest } from "./Digests.ts"
@@ -35,8 +35,10 @@ export const authorize = Effect.fn("Guardian.authorize")(function*(context: Guar
  * One sender's transfers of an actor's turn (D73), decided in their order within the next groups:
  * each sees the reservations of the approved ones before it; a refused or held one reserves
  * nothing and does not stop the ones after it. Each answer is its own: a request that fails (a
- * rotation hold, storage) fails alone. The work before the decision (the note opened, the keys
- * checked) is done for every request first, so that no chain read splits the turn at the guardian.
+ * rotation hold, storage, a defect) fails alone. The work before the decision (the note opened,
+ * the keys checked) is done for every request first, so that no chain read splits the turn at the
+ * guardian. A request whose transfer id a twin decided first is answered from the twin's row after
+ * the turn (out of the turn's order, reserving nothing).
  *
  * @since 0.11.0
  * @category steps
@@ -45,17 +47,33 @@ export const authorizeMany = Effect.fn("Guardian.authorizeMany")(function*(
   context: GuardianContext,
   requests: ReadonlyArray<AuthorizeRequest>
 ) {
-  const prepared = yield* Effect.forEach(requests, (request) => Effect.exit(beforeDecision(context, request)))
+  // Prepared side by side (a key check may wait on the chain); queued below in the requests' order.
+  const prepared = yield* Effect.forEach(requests, (request) => Effect.exit(beforeDecision(context, request)), { concurrency: prepareConcurrency })
   const ready = prepared.flatMap((exit) => Exit.isSuccess(exit) ? [exit.value] : [])
   const decided = yield* context.group.runAll(ready)
   let next = 0
-  return yield* Effect.forEach(prepared, (exit) =>
-    Exit.isFailure(exit)
-      ? Effect.succeed(Cause.findErrorOption(exit.cause).pipe(Option.getOrElse(() => unexpected)))
-      : answerOf(context, exit.value, decided[next++]!).pipe(Effect.catch((error) => Effect.succeed(error))))
+  return yield* Effect.forEach(prepared, (exit): Effect.Effect<AuthorizeOutcome> => {
+    const answer: Effect.Effect<AuthorizeOutcome, GuardianError> = Exit.isFailure(exit)
+      ? Effect.failCause(exit.cause)
+      : answerOf(context, exit.value, decided[next++]!)
+    return Effect.catchCause(answer, ownFailure)
+  })
 })
 
-/** A request whose preparation died (a broken invariant, logged by its fiber): answered as the guardian's failure. */
+/** Requests of a turn prepared at once: bounds the chain reads a turn starts together. */
+const prepareConcurrency = 8
+
+/**
+ * A request's own failure as its answer: its typed failure, or, for a defect or interruption
+ * (its unit committed nothing), logged here and answered as unavailable, so that one request's
+ * fault never fails the others' answers.
+ */
+const ownFailure = (cause: Cause.Cause<GuardianError>): Effect.Effect<AuthorizeOutcome> => {
+  const error = Cause.findErrorOption(cause)
+  if (Option.isSome(error)) return Effect.succeed(error.value)
+  return Effect.logError("authorize failed unexpectedly", cause).pipe(Effect.as(unexpected))
+}
+
 const unexpected = new GuardianError({ reason: "unavailable", message: "the guardian could not decide this transfer", retryable: true })
 
 /** A request ready for its decision unit: the unit, what it locks, and the request. */

@@ -12,9 +12,10 @@
  * decrease on the decisions' own latency, as TCP and Netflix's concurrency-limits
  * do): every `windowMs`, if the decisions that ended in the window took longer than
  * `targetMs` on average **and the CPU is saturated** (the machine's CPUs, or this
- * process's event loop, at least `saturatedShare` busy over the window), the limit
- * shrinks by a tenth; otherwise, if the window used the whole limit, it grows by a
- * twentieth (at least one). Slow decisions on a CPU with time to spare are waits (the
+ * process's event loop, at least `saturatedShare` busy over the window), or longer than
+ * `waitCeilingFactor` times the target however idle this machine is (what is saturated
+ * may be elsewhere: a remote guardian, a database), the limit shrinks by a tenth;
+ * otherwise, if the window used the whole limit, it grows by a twentieth (at least one). Slow decisions on a CPU with time to spare are waits (the
  * guardian's round trip, a group commit, a block), not work: more decisions in flight
  * are what use that time (Little's law), and shedding them would leave the machine idle
  * (issue 49). Under saturation the limit settles near throughput × target, so an
@@ -89,6 +90,14 @@ export interface AdmissionSettings {
 export const saturatedShare = 0.9
 
 /**
+ * How many times the target decisions may take on average, with CPU to spare, before the limit
+ * shrinks all the same.
+ *
+ * @since 0.11.0
+ */
+export const waitCeilingFactor = 4
+
+/**
  * @since 0.6.0
  * @category models
  */
@@ -135,9 +144,14 @@ interface ControllerState {
 const adjust = (state: ControllerState, nowMs: number) => {
   const { settings } = state
   if (nowMs - state.windowStartMs < settings.windowMs) return
+  // Read every window, so that each reading covers the window it judges.
+  const saturated = settings.busyShare() >= saturatedShare
   if (state.windowEnded > 0) {
     const averageMs = state.windowLatencySumMs / state.windowEnded
-    if (averageMs > settings.targetMs && settings.busyShare() >= saturatedShare) {
+    // Far past the target, the limit shrinks whatever this machine shows: something it cannot
+    // see is saturated (the guardian's own process on another host, a database), and waiting
+    // would only grow every request's latency.
+    if (averageMs > settings.targetMs && (saturated || averageMs > waitCeilingFactor * settings.targetMs)) {
       state.limit = Math.max(settings.minInFlight, state.limit * 0.9)
     } else if (state.windowPeakInFlight >= Math.floor(state.limit)) {
       state.limit = Math.min(settings.maxInFlight, state.limit + Math.max(1, state.limit / 20))
@@ -254,7 +268,9 @@ export const makeAdmissionController = (settings: AdmissionSettings) => {
 /**
  * A reader of how busy the CPU was since its last read: the busier of the machine's CPUs (all
  * cores, from `os.cpus()`'s tick counters) and this process's event loop (its utilization). A
- * saturated event loop bounds this node on a machine with idle cores, so it counts too.
+ * saturated event loop bounds this node on a machine with idle cores, so it counts too. In a
+ * container limited by a CPU quota the machine's counters are the host's: there the event loop's
+ * share and the wait ceiling are what bind.
  *
  * @since 0.11.0
  */
@@ -264,7 +280,9 @@ export const cpuBusyShare = (): (() => number) => {
   return () => {
     const nowTicks = cpuTicks()
     const total = nowTicks.total - ticks.total
-    const machine = total > 0 ? 1 - (nowTicks.idle - ticks.idle) / total : 0
+    // A window in which the machine's CPUs changed (hot-plug, a new cpuset) compares different
+    // sets: it reads as not busy, and the next window is measured afresh.
+    const machine = total > 0 && nowTicks.cores === ticks.cores ? Math.min(1, Math.max(0, 1 - (nowTicks.idle - ticks.idle) / total)) : 0
     const eventLoop = performance.eventLoopUtilization(loop).utilization
     ticks = nowTicks
     loop = performance.eventLoopUtilization()
@@ -272,12 +290,15 @@ export const cpuBusyShare = (): (() => number) => {
   }
 }
 
-/** All cores' ticks since boot: idle, and in all. */
-const cpuTicks = () =>
-  os.cpus().reduce((sum, { times }) => ({
+/** All cores' ticks since boot: idle, and in all, and how many cores. */
+const cpuTicks = () => {
+  const cpus = os.cpus()
+  return cpus.reduce((sum, { times }) => ({
+    cores: sum.cores,
     idle: sum.idle + times.idle,
     total: sum.total + times.user + times.nice + times.sys + times.idle + times.irq
-  }), { idle: 0, total: 0 })
+  }), { cores: cpus.length, idle: 0, total: 0 })
+}
 
 /**
  * @since 0.6.0

@@ -56,6 +56,11 @@ export interface TransfersContext {
   readonly lanes: typeof Lanes.Service
   /** The senders' actors (senderTurn.ts, D73): a sender's new transfers, decided in its turns. */
   readonly senders: KeyedActors.KeyedActors<SenderMail, Decided, DecideError>
+  /**
+   * When a turn's guardian call last went unanswered (ms, wall clock; 0: never): creates sent
+   * before that are answered 503 at their turn without a call of their own (senderTurn.ts).
+   */
+  readonly guardianUnanswered: { sinceMs: number }
   readonly agentStore: typeof AgentStore.Service
   readonly heldStore: typeof AgentTransactionStore.Service
   readonly secretBox: typeof SecretBox.Service
@@ -93,6 +98,7 @@ export const makeTransfersContext = Effect.gen(function*() {
     outbox: yield* Outbox,
     lanes: yield* Lanes,
     // The turn reads `context` when it runs, after this object is built.
+    guardianUnanswered: { sinceMs: 0 },
     senders: yield* KeyedActors.make<SenderMail, Decided, DecideError>((sender, mail) => senderTurn(context)(sender, mail), GuardianDomain.authorizeManyMax),
     agentStore: yield* AgentStore,
     heldStore: yield* AgentTransactionStore,

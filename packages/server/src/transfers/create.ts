@@ -73,7 +73,7 @@ const isoTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{
  */
 const decideInSendersTurn = (context: TransfersContext, sealed: Sealed) =>
   Effect.gen(function*() {
-    const mail = { sealed, caller: yield* Effect.context<never>() }
+    const mail = { sealed, caller: yield* Effect.context<never>(), sentAtMs: Date.now() }
     const turn = context.senders.send(sealed.parties.sender.accountId, mail)
     const { boxed } = sealed
     return yield* (boxed._tag === "Prepared" ? context.lanes.alone(`prepared:${boxed.transferId}`, turn) : turn)

@@ -4,7 +4,8 @@
  * transfer of the sender that waited for it (up to `authorizeManyMax`), in arrival order, and:
  *
  * 1. for each, in order: the agent's amount-free policy as it is now, a prepared transfer's id
- *    not yet taken, the replay nonce (`beforeGuardian`);
+ *    not yet taken, the replay nonce (`beforeGuardian`); a create that waited while a guardian
+ *    call went unanswered is answered 503 without a call of its own;
  * 2. asks the guardian once for all of them (`AuthorizeMany`), which decides them in that order
  *    under the sender's balance lock: each sees the reservations of the approved ones before it,
  *    and a refused or held one reserves nothing and does not block those after it;
@@ -25,7 +26,7 @@
  */
 import { type Domain as GuardianDomain, SpanLog } from "@pps/guardian"
 import { Note } from "@pps/crypto"
-import { Clock, type Context, Effect, Exit, Option } from "effect"
+import { Clock, type Context, Effect, Exit, Option, Schedule } from "effect"
 import { getAddress } from "viem"
 import type { Principal } from "@pps/api/ApiKeys"
 import { PreparedTransferUsed, ServiceUnavailable } from "@pps/api/Errors"
@@ -71,6 +72,8 @@ export interface Sealed {
 export interface SenderMail {
   readonly sealed: Sealed
   readonly caller: Context.Context<never>
+  /** When the create was sent to the actor (wall clock, ms). */
+  readonly sentAtMs: number
 }
 
 /**
@@ -109,12 +112,15 @@ export const senderTurn = (context: TransfersContext) => (senderId: string, mail
   context.lanes.alone(
     senderId,
     Effect.gen(function*() {
-      const asked = yield* Effect.forEach(mail, ({ caller, sealed }) => Effect.exit(Effect.provideContext(beforeGuardian(context, sealed), caller)))
+      const asked = yield* Effect.forEach(mail, ({ caller, sealed, sentAtMs }) => Effect.exit(asCaller(beforeGuardian(context, sealed, sentAtMs), caller)))
       const ready = asked.flatMap((exit, index) => Exit.isSuccess(exit) ? [{ index, asked: exit.value }] : [])
+      for (const { asked } of ready) yield* transferReached("created", asked.prepared.mode)
       const outcomes = yield* askGuardianMany(context, ready.map(({ asked }) => asked.request))
+      // Together, so that the records of the turn share one transaction (record.ts's resolver takes
+      // the requests made at once: usually all of them).
       const decided = yield* Effect.forEach(
         ready,
-        ({ asked, index }, position) => Effect.exit(Effect.provideContext(afterGuardian(context, asked, outcomes[position]!), mail[index]!.caller)),
+        ({ asked, index }, position) => Effect.exit(asCaller(afterGuardian(context, asked, outcomes[position]!), mail[index]!.caller)),
         { concurrency: "unbounded" }
       )
       const answers: Array<Exit.Exit<Decided, DecideError>> = [...asked] as Array<Exit.Exit<never, DecideError>>
@@ -126,28 +132,70 @@ export const senderTurn = (context: TransfersContext) => (senderId: string, mail
   ).pipe(Effect.uninterruptible)
 
 /**
- * The guardian's answers to the turn's requests, in their order. A call it did not answer is each
- * create's 503 (logged once); a request it failed alone is that create's.
+ * `step` in its create's own request context (its idempotency key, log annotations, span), and
+ * in no other: the turn's own context is replaced, not merged, so a create without an
+ * Idempotency-Key never sees another request's.
+ */
+const asCaller = <A, E>(step: Effect.Effect<A, E>, caller: Context.Context<never>) =>
+  Effect.updateContext(step, (_: Context.Context<never>) => caller)
+
+/** Attempts of a turn's guardian call the guardian did not answer, before each create is told 503. */
+const guardianAttemptsMax = 3
+
+/**
+ * A failed call is sent again only this soon after the first attempt began: a call refused at once
+ * (a guardian restarting) is worth another try; one that timed out has made its creates wait long
+ * enough.
+ */
+const guardianRetryWindowMs = 2_000
+
+/**
+ * The guardian's answers to the turn's requests, in their order. A call the guardian did not
+ * answer (down, restarting, cut) is sent again, the same requests: the guardian replays what it
+ * decided (same transfer ids, nonces and digests), so a turn does not lose its decisions to one
+ * dropped answer. After the last attempt each create is answered 503 (logged once); a request the
+ * guardian failed alone is that create's. The answers are checked against the requests: a guardian
+ * that answered other transfers is a broken invariant.
  */
 const askGuardianMany = (
   context: TransfersContext,
   requests: ReadonlyArray<GuardianDomain.AuthorizeRequest>
 ): Effect.Effect<ReadonlyArray<GuardianDomain.AuthorizeOutcome | ServiceUnavailable>> =>
-  requests.length === 0
-    ? Effect.succeed([])
-    : context.guardian.authorizeMany(requests).pipe(
-      Effect.tapError((error) => Effect.logError("guardian unavailable", error)),
-      Effect.orElseSucceed(() => requests.map(() => ServiceUnavailable.of()))
+  requests.length === 0 ? Effect.succeed([]) : Effect.gen(function*() {
+    const startedMs = performance.now()
+    const answered = yield* context.guardian.authorizeMany(requests).pipe(
+      Effect.retry({
+        times: guardianAttemptsMax - 1,
+        schedule: Schedule.exponential("100 millis"),
+        while: (error) => error.isRetryable && performance.now() - startedMs < guardianRetryWindowMs
+      }),
+      Effect.exit
     )
+    if (Exit.isFailure(answered)) {
+      yield* Effect.logError("guardian unavailable", answered.cause)
+      // The creates that arrived while this call waited are told 503 at their turn without a call
+      // of their own (`unansweredSince`): each waits for one call that fails, not one per turn.
+      context.guardianUnanswered.sinceMs = Date.now()
+      return requests.map(() => ServiceUnavailable.of())
+    }
+    const outcomes = answered.value
+    yield* Invariant.check(
+      outcomes.length === requests.length &&
+        outcomes.every((outcome, i) => outcome._tag === "GuardianError" || outcome.transferId.toLowerCase() === requests[i]!.transferId.toLowerCase()),
+      "the guardian answers a turn's requests one each, in their order"
+    )
+    return outcomes
+  })
 
 /**
  * Step 1 of the turn for one create: the policy in force now (a change applies to the very next
  * attempt), a prepared transfer's id not taken by an earlier create, the replay nonce.
  */
-const beforeGuardian = Effect.fnUntraced(function*(context: TransfersContext, sealed: Sealed) {
+const beforeGuardian = Effect.fnUntraced(function*(context: TransfersContext, sealed: Sealed, sentAtMs: number) {
+  // It waited while a guardian call went unanswered: told so now, without a call of its own.
+  if (sentAtMs < context.guardianUnanswered.sinceMs) return yield* Effect.fail(ServiceUnavailable.of())
   const { asset, boxed, money, parties } = sealed
   const nowMs = yield* Clock.currentTimeMillis
-  yield* transferReached("created", sealed.principal.mode)
   const policy = parties.isAgent
     ? yield* checkPolicy(context, parties.sender.accountId, {
       asset,

@@ -24,8 +24,9 @@
  * the statement that records a previous one, or renewed) and outlasts an
  * attempt (10 s), so it never lapses mid-attempt. A sender does not wait for
  * an attempt's record before its next request: the records are written in
- * batches (dispatch/recordAttempts.ts), and every record of a batch is
- * written before the sender reads the next (dispatch/serveSubscription.ts). A node that dies leaves leases that
+ * batches (dispatch/recordAttempts.ts), at most 50 of a sender's unwritten at
+ * once, and a sender's reads skip the deliveries whose records are on their
+ * way (dispatch/serveSubscription.ts). A node that dies leaves leases that
  * expire after 30 s (distributed mode); in embedded mode the process holds the
  * data directory lock, so at start it drops the leases its dead predecessor
  * left and resumes at once. Deleting a subscription cancels its pending

@@ -84,10 +84,16 @@ export class WebhookStore extends Context.Service<WebhookStore, {
   readonly nextDueAfter: (now: string) => Effect.Effect<Option.Option<number>, SqlError.SqlError>
   readonly sendingInfo: (webhookId: string) => Effect.Effect<Option.Option<SendingInfo>, SqlError.SqlError>
   /**
-   * A subscription's sending info and its due deliveries (oldest due first, at most `limit`), in
-   * one statement; None when it is deleted.
+   * A subscription's sending info and its due deliveries (oldest due first, at most `limit`, none
+   * of `excluding`: sent, their results not yet written), in one statement; None when it is
+   * deleted or disabled.
    */
-  readonly dueDeliveries: (webhookId: string, now: string, limit: number) => Effect.Effect<Option.Option<DueBatch>, SqlError.SqlError>
+  readonly dueDeliveries: (
+    webhookId: string,
+    now: string,
+    limit: number,
+    excluding: ReadonlyArray<string>
+  ) => Effect.Effect<Option.Option<DueBatch>, SqlError.SqlError>
   /**
    * Logs attempts, moves their deliveries on (`recorded` is false for a
    * delivery no longer pending at that count) and renews each sender's lease,
@@ -123,7 +129,7 @@ const storeOf = (context: StoreContext): WebhookStore["Service"] =>
     insertDeliveries: (rows, nextAttemptAt) => Deliveries.insertDeliveries(context, rows, nextAttemptAt),
     listDeliveries: (webhookId, limit, offset) => Deliveries.listDeliveries(context, webhookId, limit, offset),
     nextDueAfter: (now) => Deliveries.nextDueAfter(context, now),
-    dueDeliveries: (webhookId, now, limit) => Deliveries.dueDeliveries(context, webhookId, now, limit),
+    dueDeliveries: (webhookId, now, limit, excluding) => Deliveries.dueDeliveries(context, webhookId, now, limit, excluding),
     claimSubscriptions: (options) => Leases.claimSubscriptions(context, options),
     extendLease: (webhookId, nodeId, leaseUntil) => Leases.extendLease(context, webhookId, nodeId, leaseUntil),
     releaseLease: (webhookId, nodeId) => Leases.releaseLease(context, webhookId, nodeId),

@@ -73,8 +73,8 @@ export const freshPostgresDatabase = Effect.gen(function*() {
   return url.toString()
 })
 
-/** Secrets that distributed mode requires from configuration (fixed test values). */
-const distributedSecrets = {
+/** Secrets that distributed mode requires from configuration (fixed test values; also the rate benchmark's `--postgres`). */
+export const distributedSecrets = {
   apiKeyPepper: Option.some(Redacted.make("test-pepper-0123456789abcdef0123456789abcdef")),
   walletKek: Option.some(Redacted.make(Buffer.alloc(32, 7).toString("base64"))),
   adminToken: Option.some(Redacted.make("adm_test_token_0123456789abcdef0123456789"))

@@ -33,8 +33,8 @@ export const recordBatchMax = 256
 export const recordLingerMs = 10
 /**
  * Due deliveries read per query while serving a subscription; also how many of its attempts may
- * be sent before their results are written (serveSubscription.ts waits for them all before it
- * reads again).
+ * be sent before their results are written (serveSubscription.ts waits for the oldest before it
+ * sends more): what a crash can send again, besides what D72 allows.
  */
 export const dueBatchMax = 50
 /** The shortest wait between claim rounds, so a due delivery another node is serving cannot spin the loop. */

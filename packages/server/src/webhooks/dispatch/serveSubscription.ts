@@ -7,21 +7,27 @@
  *
  * The next request does not wait for the previous attempt's result to be written: results are
  * queued to the node's writer (recordAttempts.ts), which writes what has accumulated in one
- * statement and one sync of the disk, while this sender goes on with the batch it read (at most
- * `dueBatchMax`). A delivery counts as delivered only once its result is written; every result
- * of a batch is written before the next batch is read, so a delivery is never read as due while
- * its attempt's result is on its way. The lease is known to be held for `leaseMs - leaseFreshMs`
- * more before every request (from the claim, the last result written, or a renewal), as it was
- * when each request waited for the previous result. What changes: a crash can lose the results
- * of up to one batch of requests already sent (sent again after the restart, as the one in flight
- * was before; receivers dedupe by `webhook-id`), and a subscription deleted on another node can
- * still get the requests sent before the next result written tells this one (a delete on this
- * node interrupts its sender at once, as before).
+ * statement, while this sender goes on. At most `dueBatchMax` of its results are unwritten at
+ * once (the sender waits for the oldest before it sends more). A delivery counts as delivered only
+ * once its result is written, and is never read as due while its result is on its way: the
+ * sender's reads exclude the deliveries whose results it has not seen written. After a full batch
+ * it reads the next at once (a backlog: the requests go on while the last batch's results are
+ * written, instead of the sender waiting for them, then for the write that waits for the disk
+ * when the writer goes idle, then for the read); after a short one it waits for every result
+ * first, then reads again, and stops when nothing is due. The lease is known to be held for
+ * `leaseMs - leaseFreshMs` more before every request (from the claim, the last result written,
+ * or a renewal), as it was when each request waited for the previous result. What changes: a
+ * crash can lose the results of up to `dueBatchMax` requests of a subscription already sent
+ * (sent again after the restart, as the one in flight was before; receivers dedupe by
+ * `webhook-id`), and a subscription deleted on another node can still get the requests sent
+ * before the next result written tells this one (a delete on this node interrupts its sender at
+ * once, as before).
  *
  * @since 0.8.0
  */
 import { Clock, Deferred, Effect, Option } from "effect"
 import { database, type DependencyUnavailable } from "../../platform/Unavailable.ts"
+import type { DueBatch } from "../WebhookStore.ts"
 import { attempt, openSecrets, type SentAttempt, settle } from "./attempt.ts"
 import { type DispatchContext, dueBatchMax, iso, leaseFreshMs, leaseMs } from "./DispatchContext.ts"
 
@@ -35,14 +41,26 @@ interface SenderState {
   readonly unsettled: Array<SentAttempt>
 }
 
+/** Settles the oldest sent attempt (waits for its write): the lease's end it set, or lost. */
+const settleOldest = (webhookId: string, state: SenderState) =>
+  Effect.gen(function*() {
+    const held = yield* settle(webhookId, state.unsettled.shift()!)
+    if (held === undefined) state.lost = true
+    else state.heldUntilMs = Math.max(state.heldUntilMs, held)
+  })
+
 /** Settles the oldest sent attempts: those already written, or (`all`) every one. */
 const settleSent = (webhookId: string, state: SenderState, all: boolean) =>
   Effect.gen(function*() {
     while (state.unsettled.length > 0 && (all || Deferred.isDoneUnsafe(state.unsettled[0]!.written))) {
-      const held = yield* settle(webhookId, state.unsettled.shift()!)
-      if (held === undefined) state.lost = true
-      else state.heldUntilMs = Math.max(state.heldUntilMs, held)
+      yield* settleOldest(webhookId, state)
     }
+  })
+
+/** Waits for the oldest results until fewer than `dueBatchMax` are unwritten (the bound on what a crash sends again). */
+const settleRoom = (webhookId: string, state: SenderState) =>
+  Effect.gen(function*() {
+    while (state.unsettled.length >= dueBatchMax) yield* settleOldest(webhookId, state)
   })
 
 /**
@@ -69,6 +87,21 @@ const keepLease = (context: DispatchContext, webhookId: string, state: SenderSta
   })
 
 /**
+ * Sends one read batch, oldest due first; false when the lease was lost (or the subscription
+ * deleted).
+ */
+const sendBatch = (context: DispatchContext, webhookId: string, state: SenderState, batch: DueBatch, nowMs: number) =>
+  Effect.gen(function*() {
+    const secrets = yield* openSecrets(context, webhookId, batch.sending, nowMs)
+    for (const delivery of batch.due) {
+      yield* settleRoom(webhookId, state)
+      if (state.lost || !(yield* keepLease(context, webhookId, state))) return false
+      state.unsettled.push(yield* attempt(context, webhookId, batch.sending, secrets, delivery))
+    }
+    return true
+  })
+
+/**
  * @since 0.8.0
  */
 export const serveSubscription = (
@@ -80,17 +113,20 @@ export const serveSubscription = (
     const state: SenderState = { heldUntilMs: claimedUntilMs, lost: false, unsettled: [] }
     while (true) {
       const nowMs = yield* Clock.currentTimeMillis
-      // None: the subscription was deleted.
-      const batch = yield* context.store.dueDeliveries(webhookId, iso(nowMs), dueBatchMax)
-      if (Option.isNone(batch)) return
-      const { due, sending } = batch.value
-      if (due.length === 0) return
-      const secrets = yield* openSecrets(context, webhookId, sending, nowMs)
-      for (const delivery of due) {
-        if (!(yield* keepLease(context, webhookId, state))) break
-        state.unsettled.push(yield* attempt(context, webhookId, sending, secrets, delivery))
+      const unwritten = state.unsettled.map((sent) => sent.delivery.delivery_id)
+      // None: the subscription was deleted (or disabled).
+      const batch = yield* context.store.dueDeliveries(webhookId, iso(nowMs), dueBatchMax, unwritten)
+      if (Option.isNone(batch) || batch.value.due.length === 0) {
+        // Nothing (more) is due. With results on their way, look again once they are written
+        // (more may have come due meanwhile); with none, the subscription is served.
+        const waited = state.unsettled.length > 0
+        yield* settleSent(webhookId, state, true)
+        if (!waited || Option.isNone(batch) || state.lost) return
+        continue
       }
-      yield* settleSent(webhookId, state, true)
+      if (!(yield* sendBatch(context, webhookId, state, batch.value, nowMs))) return yield* settleSent(webhookId, state, true)
+      // A short batch: what is due now was all read; wait for its results before reading again.
+      if (batch.value.due.length < dueBatchMax) yield* settleSent(webhookId, state, true)
       if (state.lost) return
     }
   }).pipe(storeUnavailable)

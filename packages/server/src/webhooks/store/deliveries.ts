@@ -56,9 +56,18 @@ export const nextDueAfter = ({ sql }: StoreContext, now: string) =>
  * one statement; None when it is deleted or disabled (D59: its deliveries wait). One statement, not the subscription then its
  * deliveries: at a steady trickle of events every serving round serves one delivery, so a
  * second statement a round is a large share of the statements a delivery costs. The
- * subscription's columns repeat on each row.
+ * subscription's columns repeat on each row. `excluding`: deliveries already sent whose results
+ * are on their way to the database (the sender reads its next batch before they are written,
+ * dispatch/serveSubscription.ts); one JSON parameter, so the statement's text is one whatever
+ * their number.
  */
-export const dueDeliveries = ({ sendingDue, sql }: StoreContext, webhookId: string, now: string, limit: number) =>
+export const dueDeliveries = (
+  { sendingDue, sql }: StoreContext,
+  webhookId: string,
+  now: string,
+  limit: number,
+  excluding: ReadonlyArray<string>
+) =>
   sendingDue(sql`
     SELECT w.url, ${loopbackAllowed(sql)}, w.secret_sealed, w.previous_secret_sealed,
            iso_utc(w.previous_secret_expires_at) AS previous_secret_expires_at,
@@ -69,6 +78,7 @@ export const dueDeliveries = ({ sendingDue, sql }: StoreContext, webhookId: stri
              d.next_attempt_at
       FROM webhook_deliveries d JOIN events e ON e.event_id = d.event_id
       WHERE d.webhook_id = ${webhookId} AND d.status = 'pending' AND d.next_attempt_at <= ${now}::timestamptz
+        AND d.delivery_id NOT IN (SELECT json_array_elements_text(${JSON.stringify(excluding)}::json))
       ORDER BY d.next_attempt_at, d.delivery_id
       LIMIT ${limit}
     ) d ON true
