@@ -60,6 +60,7 @@ import {
   commandOf,
   cpuMs,
   type CpuSample,
+  diffCpu,
   natsServerProcesses,
   postgresBackends,
   postgresServerProcesses,
@@ -104,6 +105,7 @@ const { values } = parseArgs({
     keep: { type: "boolean", default: false },
     "span-log": { type: "string" },
     "statement-log": { type: "string" },
+    "cpu-prof": { type: "string" },
     otlp: { type: "boolean", default: false },
     "otlp-protocol": { type: "string", default: "http/json" },
     help: { type: "boolean", default: false },
@@ -137,6 +139,10 @@ if (values.help) {
   --statement-log DIR     embedded: the server and the guardian count their database statements
                           into DIR (PPS_STATEMENT_LOG); calls and ms in PGlite per transfer of the
                           first client level are printed at the end
+  --cpu-prof DIR          embedded: the server and the guardian run under node's --cpu-prof (sampled
+                          every 500 µs, written into DIR when they stop), and DIR/windows.json names
+                          the processes and each window; summary: npm run -s bench:cpu-profile -- DIR
+                          (the profiler costs CPU, so not for the headline figures)
   --otlp                  embedded only: what exporting traces and metrics costs. Runs everything twice, on two
                           fresh servers: without export (span recording off, as by default), then with
                           OTEL_EXPORTER_OTLP_ENDPOINT set to a receiver in this process (which only counts
@@ -265,6 +271,43 @@ const embeddedSampler = (processes: Processes): Sampler => ({
   resident: () => ({ server: residentMb(processes.server), guardian: residentMb(processes.guardian), anvil: residentMb(processes.anvil) })
 })
 
+/**
+ * Now on the clock of V8's CPU profiles (CLOCK_MONOTONIC in µs on Linux, as `process.hrtime`),
+ * so that `--cpu-prof`'s samples can be cut to a window.
+ */
+const monotonicUs = () => Number(process.hrtime.bigint() / 1000n)
+
+/** A window as `--cpu-prof` writes it into windows.json for cpuProfile.ts. */
+interface ProfileWindow {
+  readonly label: string
+  readonly startUs: number
+  readonly endUs: number
+  readonly confirmed: number
+  /** CPU ms each process (and the server's event loop) spent in the window, from /proc. */
+  readonly cpuMs: CpuSample
+}
+
+/**
+ * `sampler`, keeping the time of each CPU reading: a window (`measured`) reads once at its start
+ * and once at its end, so the readings pair up into the idle window, the levels and the fixed rate.
+ */
+const timedSampler = (sampler: Sampler) => {
+  const readings: Array<{ readonly atUs: number; readonly cpu: CpuSample }> = []
+  return {
+    sampler: { ...sampler, cpu: () => {
+      const cpu = sampler.cpu()
+      readings.push({ atUs: monotonicUs(), cpu })
+      return cpu
+    } } satisfies Sampler,
+    windows: (windows: ReadonlyArray<{ readonly label: string; readonly confirmed: number }>): Array<ProfileWindow> =>
+      windows.map(({ confirmed, label }, index) => {
+        const start = readings[2 * index]!
+        const end = readings[2 * index + 1]!
+        return { label, confirmed, startUs: start.atUs, endUs: end.atUs, cpuMs: diffCpu(start.cpu, end.cpu) }
+      })
+  }
+}
+
 interface EmbeddedRun {
   readonly result: ModeResult
   readonly startResident: ResidentSample | undefined
@@ -276,6 +319,8 @@ interface EmbeddedRun {
 /** One server from start to stop: set-up, the idle window, the client levels, the fixed rate; then its stores. */
 const runEmbedded = async (extraEnv: Record<string, string>): Promise<EmbeddedRun> => {
   const statementLog = values["statement-log"] === undefined ? undefined : path.resolve(values["statement-log"])
+  const cpuProfileDir = values["cpu-prof"] === undefined ? undefined : path.resolve(values["cpu-prof"])
+  if (cpuProfileDir !== undefined) fs.mkdirSync(cpuProfileDir, { recursive: true })
   let statementRows: EmbeddedRun["statementRows"]
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-throughput-"))
   const dataDir = path.join(workDir, "data")
@@ -290,6 +335,12 @@ const runEmbedded = async (extraEnv: Record<string, string>): Promise<EmbeddedRu
       CHAIN_BLOCK_TIME_MS: String(blockTimeMs),
       ...(values["span-log"] === undefined ? {} : { PPS_SPAN_LOG: path.resolve(values["span-log"]) }),
       ...(statementLog === undefined ? {} : { PPS_STATEMENT_LOG: statementLog }),
+      // The server through NODE_OPTIONS (this benchmark's own child); its guardian child through
+      // PPS_CPU_PROF_DIR (EmbeddedGuardian.cpuProfileFlags), which it alone passes on.
+      ...(cpuProfileDir === undefined ? {} : {
+        NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${cpuProfileDir} --cpu-prof-interval=500`,
+        PPS_CPU_PROF_DIR: cpuProfileDir
+      }),
       ...extraEnv
     }
   })
@@ -308,7 +359,8 @@ const runEmbedded = async (extraEnv: Record<string, string>): Promise<EmbeddedRu
     const accounts = await setUp(accountsCount, baseUrl, `http://127.0.0.1:${adminPort}`, adminToken)
     const processes = findProcesses(dataDir)
     log(`${accounts.length} accounts funded; pids: server ${processes.server}, guardian ${processes.guardian ?? "in process"}, anvil ${processes.anvil ?? "not found"}`)
-    const sampler = embeddedSampler(processes)
+    const timed = timedSampler(embeddedSampler(processes))
+    const sampler = timed.sampler
     // What each process spends with nothing to do (watchers, relays, sweeps): under load it is
     // part of every transfer's CPU, and at a low rate most of it.
     idle = await idleWindow(sampler)
@@ -320,6 +372,10 @@ const runEmbedded = async (extraEnv: Record<string, string>): Promise<EmbeddedRu
       statementRows = { label: row.label, rows: perTransfer(statementsBefore, readStatements(statementLog), row.confirmed) }
       statementsBefore = undefined
     })
+    if (cpuProfileDir !== undefined) {
+      const windows = timed.windows([{ label: "idle", confirmed: 0 }, ...rows])
+      fs.writeFileSync(path.join(cpuProfileDir, "windows.json"), JSON.stringify({ processes, windows }, null, 2))
+    }
   } finally {
     undoOnInterrupt.delete(stopServer)
     await server.stop()

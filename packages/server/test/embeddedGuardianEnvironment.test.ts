@@ -1,12 +1,13 @@
 /**
  * What the embedded guardian child is started with: the server's confirmation depth carried
  * over (the guardian counts the blocks on top of an event's block, the server the block
- * itself), an explicit GUARDIAN_CONFIRMATIONS kept, nothing of the server's own secrets, and
- * D67's malloc settings (the server's own when it has them).
+ * itself), an explicit GUARDIAN_CONFIRMATIONS kept, nothing of the server's own secrets,
+ * D67's malloc settings (the server's own when it has them), and a measurement's CPU profile
+ * directory, but not NODE_OPTIONS (whatever it preloads would run in the process that decrypts).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Redacted } from "effect"
-import { childEnvironment, type EmbeddedGuardianOptions } from "../src/guardian/EmbeddedGuardian.ts"
+import { childEnvironment, cpuProfileFlags, type EmbeddedGuardianOptions } from "../src/guardian/EmbeddedGuardian.ts"
 
 const options: EmbeddedGuardianOptions = {
   dataDir: "/data",
@@ -41,5 +42,15 @@ describe("the embedded guardian's environment", () => {
     assert.strictEqual(plain["MALLOC_ARENA_MAX"], "2")
     const set: Record<string, string> = childEnvironment(options, 9000, token, { MALLOC_ARENA_MAX: "4" })
     assert.strictEqual(set["MALLOC_ARENA_MAX"], "4")
+  })
+
+  it("profiles the guardian when PPS_CPU_PROF_DIR names a directory, and never passes NODE_OPTIONS on", () => {
+    const environment: Record<string, string> = childEnvironment(options, 9000, token, {
+      PPS_CPU_PROF_DIR: "/tmp/profiles",
+      NODE_OPTIONS: "--require /tmp/preload.js"
+    })
+    assert.isUndefined(environment["NODE_OPTIONS"])
+    assert.deepStrictEqual(cpuProfileFlags(environment), ["--cpu-prof", "--cpu-prof-dir=/tmp/profiles", "--cpu-prof-interval=500"])
+    assert.deepStrictEqual(cpuProfileFlags(childEnvironment(options, 9000, token, {})), [])
   })
 })

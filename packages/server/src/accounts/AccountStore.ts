@@ -157,6 +157,9 @@ class FindAccount extends Request.Class<
   SqlError.SqlError
 > {}
 
+/** One account's sealed custodial wallet key, asked for each transfer's co-signature (D51). */
+class FindSealedWalletKey extends Request.Class<{ readonly accountId: string }, Option.Option<Uint8Array>, SqlError.SqlError> {}
+
 /** Bounds one SELECT's parameters (and the statement shapes it prepares). */
 const readBatchMax = 64
 
@@ -226,6 +229,26 @@ export class AccountStore extends Context.Service<AccountStore, {
         )
       const byId = findTogether("account_id")
       const byHandle = findTogether("handle")
+      // Every transfer's co-signature opens its sender's wallet key: one SELECT a transfer was
+      // the server's most frequent statement under load (docs/benchmarks/notes/2026-11-29-cpu-profile.md),
+      // so the keys asked for in the same turn are read together.
+      const sealedKeys = sharedStatements(
+        sql,
+        (entries: ReadonlyArray<Request.Entry<FindSealedWalletKey>>) =>
+          sql<{ account_id: string; wallet_key_sealed: Uint8Array }>`SELECT account_id, wallet_key_sealed FROM accounts WHERE ${
+            sql.in("account_id", [...new Set(entries.map((entry) => entry.request.accountId))])
+          }`,
+        (entries, exit) => {
+          const found = Exit.map(exit, (rows) => new Map(rows.map((row) => [row.account_id, row.wallet_key_sealed])))
+          for (const entry of entries) {
+            entry.completeUnsafe(Exit.map(found, (byId) =>
+              Option.fromNullishOr(byId.get(entry.request.accountId)).pipe(Option.map((bytes) => new Uint8Array(bytes)))
+            ))
+          }
+        },
+        readBatchMax,
+        false
+      )
       return AccountStore.of({
         insert: Effect.fn("AccountStore.insert")(function*(account) {
           yield* sql`
@@ -248,10 +271,7 @@ export class AccountStore extends Context.Service<AccountStore, {
             accountId
           ),
         ...operatorQueries(sql),
-        walletKeySealed: (accountId) =>
-          sql<{ wallet_key_sealed: Uint8Array }>`SELECT wallet_key_sealed FROM accounts WHERE account_id = ${accountId}`.pipe(
-            Effect.map((rows) => Option.fromNullishOr(rows[0]?.wallet_key_sealed).pipe(Option.map((b) => new Uint8Array(b))))
-          ),
+        walletKeySealed: (accountId) => Effect.request(new FindSealedWalletKey({ accountId }), sealedKeys),
         sealedWallets: sql<{ account_id: string; wallet_address: string; wallet_key_sealed: Uint8Array }>`
           SELECT account_id, wallet_address, wallet_key_sealed FROM accounts ORDER BY account_id`.pipe(
           Effect.map((rows) =>

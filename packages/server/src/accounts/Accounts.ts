@@ -9,6 +9,7 @@
  * @since 0.1.0
  */
 import { Attestation } from "@pps/crypto"
+import { GuardianKeys } from "@pps/guardian"
 import * as Invariant from "../platform/Invariant.ts"
 import { Clock, Context, DateTime, Effect, Layer, Option } from "effect"
 import type { SqlError } from "effect/sql"
@@ -105,7 +106,12 @@ export class Accounts extends Context.Service<Accounts, {
         operatorView: store.operatorView,
         sealedWallets: store.sealedWallets,
         custodialSigner: (accountId) => Effect.map(openWalletKey(accountId), (key) => privateKeyToAccount(bytesToHex(key))),
-        signTransfer: (accountId, typedData) => Effect.map(openWalletKey(accountId), (key) => Attestation.sign(key, typedData))
+        // libsecp256k1 (WebAssembly), as the guardian's attestations and the relayers' transactions:
+        // the same bytes as noble's `Attestation.sign` (RFC 6979, low-s) at about a third of its
+        // CPU, and this runs on the event loop for every transfer (0.5 ms of noble in the profile
+        // of docs/benchmarks/notes/2026-11-29-cpu-profile.md).
+        signTransfer: (accountId, typedData) =>
+          Effect.map(openWalletKey(accountId), (key) => Attestation.signWith(GuardianKeys.libsecp256k1Signer(key), typedData))
       })
     })
   ).pipe(Layer.provide(AccountStore.layer))

@@ -36,7 +36,7 @@
  *
  * @since 0.1.0
  */
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
+import { createHmac, createSecretKey, type KeyObject, randomBytes, timingSafeEqual } from "node:crypto"
 import { Clock, Context, DateTime, Duration, Effect, Layer, Option, Redacted, Schedule, Semaphore } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { AppConfig } from "../config/AppConfig.ts"
@@ -163,7 +163,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
       const context: ApiKeysContext = {
         store: yield* ApiKeyStore,
         sql: yield* SqlClient.SqlClient,
-        pepper: Redacted.value((yield* Secrets).apiKeyPepper),
+        pepper: createSecretKey(Redacted.value((yield* Secrets).apiKeyPepper)),
         control,
         liveness: yield* NodeLiveness,
         cacheTtlMs: !distributed || Option.isSome(control) ? config.apiKeyCacheTtlMs : 0,
@@ -195,7 +195,8 @@ export class ApiKeys extends Context.Service<ApiKeys, {
 interface ApiKeysContext {
   readonly store: ApiKeyStore["Service"]
   readonly sql: SqlClient.SqlClient
-  readonly pepper: Uint8Array
+  /** A KeyObject: Node checks and copies raw key bytes on every `createHmac` (webhooks/Signature.ts). */
+  readonly pepper: KeyObject
   readonly control: EventBus["Service"]["control"]
   readonly liveness: NodeLiveness["Service"]
   readonly cacheTtlMs: number

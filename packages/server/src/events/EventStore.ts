@@ -11,7 +11,7 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import { Mode } from "@pps/api/ApiKeys"
 import { EventMessage, EventType, type StoredEvent } from "@pps/api/Events"
-import { withoutWaitingForDisk } from "../platform/CommitDurability.ts"
+import { statementWithoutWaitingForDisk } from "../platform/CommitDurability.ts"
 import * as Invariant from "../platform/Invariant.ts"
 
 const EventRow = Schema.Struct({
@@ -73,11 +73,11 @@ const unpublished = ({ sql }: EventStoreContext, limit: number) =>
 const markPublished = ({ sql }: EventStoreContext, eventIds: ReadonlyArray<string>, publishedAt: string) =>
   eventIds.length === 0
     ? Effect.void
-    // Lost in a crash, the events are published again (deduplicated by id).
-    : withoutWaitingForDisk(
-      sql,
-      sql`UPDATE events SET published_at = ${publishedAt}::timestamptz WHERE ${sql.in("event_id", eventIds)}`
-    ).pipe(
+    // Lost in a crash, the events are published again (deduplicated by id). One statement, not
+    // BEGIN, SET, UPDATE and COMMIT: a relay round runs for most commits of the transfer path.
+    : statementWithoutWaitingForDisk(sql, (commitSetting) =>
+      sql`UPDATE events SET published_at = ${publishedAt}::timestamptz FROM (SELECT ${commitSetting}) AS commit_mode
+        WHERE ${sql.in("event_id", eventIds)}`).pipe(
       Effect.asVoid,
       Effect.withSpan("EventStore.markPublished")
     )

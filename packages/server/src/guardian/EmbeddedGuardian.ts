@@ -92,6 +92,9 @@ const inheritedVariables = [
   "TZ",
   "LANG",
   "NODE_COMPILE_CACHE",
+  // A measurement's CPU profile (`cpuProfileFlags`). Not NODE_OPTIONS: whatever the server's
+  // environment preloads would then run inside the one process that can decrypt.
+  "PPS_CPU_PROF_DIR",
   "GUARDIAN_RESERVATION_MARGIN_SECONDS",
   "GUARDIAN_DEADLINE_HORIZON_SECONDS",
   "GUARDIAN_SWEEP_INTERVAL_MS",
@@ -240,11 +243,24 @@ const stopChild = (child: GuardianChild, pidFile: string): Effect.Effect<void> =
     })
   })
 
+/**
+ * Node's `--cpu-prof` flags when the environment names a directory for the profile
+ * (PPS_CPU_PROF_DIR: the throughput benchmark's --cpu-prof; the profile is written when the
+ * guardian stops). Sampled every 500 µs.
+ *
+ * @internal
+ */
+export const cpuProfileFlags = (environment: Readonly<Record<string, string | undefined>>): ReadonlyArray<string> => {
+  const directory = environment["PPS_CPU_PROF_DIR"]
+  return directory === undefined || directory === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${directory}`, "--cpu-prof-interval=500"]
+}
+
 const spawnChild = (environment: Record<string, string>, pidFile: string) =>
   Effect.acquireRelease(
     Effect.try({
       try: (): GuardianChild => {
-        const child = spawn(process.execPath, [...ProcessMemory.nodeFlags, "--disable-warning=ExperimentalWarning", guardianMainPath], {
+        const flags = [...ProcessMemory.nodeFlags, ...cpuProfileFlags(environment), "--disable-warning=ExperimentalWarning"]
+        const child = spawn(process.execPath, [...flags, guardianMainPath], {
           env: environment,
           // stdin: the pipe whose closing tells the guardian we are gone. Its logs go where ours go.
           stdio: ["pipe", "inherit", "inherit"],

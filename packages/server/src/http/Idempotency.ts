@@ -27,7 +27,7 @@
  *
  * @since 0.1.0
  */
-import { createHmac, randomBytes } from "node:crypto"
+import { createHmac, createSecretKey, type KeyObject, randomBytes } from "node:crypto"
 import { Cause, Duration, Effect, Exit, Layer, Option, Redacted, Request, type RequestResolver, Schedule, SchemaAST } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { SqlClient, type SqlError } from "effect/sql"
@@ -95,7 +95,8 @@ export const requestFingerprint = (idempotencyKey: string, method: string, path:
 interface IdempotencyContext {
   readonly sql: SqlClient.SqlClient
   readonly nodeId: string
-  readonly pepper: Uint8Array
+  /** A KeyObject: Node checks and copies raw key bytes on every `createHmac` (webhooks/Signature.ts). */
+  readonly pepper: KeyObject
   readonly replay: OperationReplay["Service"]
   readonly running: Set<string>
   readonly claimsTogether: RequestResolver.RequestResolver<ClaimKey>
@@ -376,7 +377,7 @@ export const IdempotencyLive = Layer.effect(
     const context: IdempotencyContext = {
       sql,
       nodeId,
-      pepper: Redacted.value((yield* Secrets).apiKeyPepper),
+      pepper: createSecretKey(Redacted.value((yield* Secrets).apiKeyPepper)),
       replay: yield* OperationReplay,
       running: new Set<string>(),
       claimsTogether: sharedStatements(sql, insertClaims(sql, nodeId), answerClaims, claimsPerStatementMax),

@@ -9,7 +9,7 @@ import { SqlClient, type SqlError, SqlResolver } from "effect/sql"
 import { Mode } from "@pps/api/ApiKeys"
 import { AssetName, TransferStatus } from "@pps/api/Transfers"
 import { SqlValues } from "@pps/guardian"
-import { withoutWaitingForDisk } from "../platform/CommitDurability.ts"
+import { statementWithoutWaitingForDisk } from "../platform/CommitDurability.ts"
 import * as Invariant from "../platform/Invariant.ts"
 
 const TransferRow = Schema.Struct({
@@ -261,8 +261,11 @@ const guardianSettledResolver = (sql: SqlClient.SqlClient) =>
     SqlResolver.void({
       Request: Schema.String,
       // Lost in a crash, the recovery round settles again (the guardian decides a transfer once).
+      // One statement, not BEGIN, SET, UPDATE and COMMIT.
       execute: (transferIds) =>
-        withoutWaitingForDisk(sql, sql`UPDATE transfers SET guardian_settled = true WHERE ${sql.in("transfer_id", transferIds)}`)
+        statementWithoutWaitingForDisk(sql, (commitSetting) =>
+          sql`UPDATE transfers SET guardian_settled = true FROM (SELECT ${commitSetting}) AS commit_mode
+            WHERE ${sql.in("transfer_id", transferIds)}`)
     }),
     // Bounds the statement shapes it prepares (one per list length).
     64
