@@ -132,33 +132,49 @@ const start = <I, A, E>(actors: Actors<I, A, E>, key: string) => {
 /** A key's actor: turns until its mailbox is empty, then it is gone (the next mail starts another). */
 const run = <I, A, E>(actors: Actors<I, A, E>, key: string, mailbox: Array<Mail<I, A, E>>) =>
   Effect.gen(function*() {
-    while (true) {
-      // Read and emptied in one synchronous step: a send after it finds no mailbox and starts an actor.
-      if (mailbox.length === 0) {
-        actors.mailboxes.delete(key)
-        return
-      }
-      const taken = mailbox.splice(0, actors.turnMax).filter((mail) => !mail.left)
-      for (const mail of taken) mail.taken = true
-      if (taken.length > 0) yield* takeTurn(key, taken, actors.turn)
+    while (yield* nextTurn(actors, key, mailbox)) {
+      // One turn at a time, until the mailbox is empty.
     }
   })
 
 /**
- * One turn over `taken`, as interruptible as the turn itself; the answers are delivered
- * uninterruptibly once it ended (all with its defect or interruption if it did not answer).
+ * Takes the mail waiting and runs its turn, in one uninterruptible step (the turn itself as
+ * interruptible as it is): mail is never taken without its turn answering it. False once the
+ * mailbox is empty: read and emptied in one synchronous step, so a send after it finds no mailbox
+ * and starts an actor.
  */
-const takeTurn = <I, A, E>(key: string, taken: ReadonlyArray<Mail<I, A, E>>, turn: Turn<I, A, E>) =>
+const nextTurn = <I, A, E>(actors: Actors<I, A, E>, key: string, mailbox: Array<Mail<I, A, E>>) =>
   Effect.uninterruptibleMask((restore) =>
-    Effect.map(Effect.exit(restore(turn(key, taken.map((mail) => mail.item)))), (exit) => {
-      const answers: ReadonlyArray<Exit.Exit<A, E>> = Exit.isFailure(exit)
-        ? taken.map(() => Exit.failCause(exit.cause))
-        : exit.value.length === taken.length
-        ? exit.value
-        : taken.map(() => Exit.die(new Error(`an actor's turn answered ${exit.value.length} of ${taken.length} items`)))
-      taken.forEach((mail, index) => Deferred.doneUnsafe(mail.answer, answers[index]!))
+    Effect.suspend(() => {
+      if (mailbox.length === 0) {
+        actors.mailboxes.delete(key)
+        return Effect.succeed(false)
+      }
+      const taken = mailbox.splice(0, actors.turnMax).filter((mail) => !mail.left)
+      for (const mail of taken) mail.taken = true
+      if (taken.length === 0) return Effect.succeed(true)
+      return Effect.as(takeTurn(restore, key, taken, actors.turn), true)
     })
   )
+
+/**
+ * One turn over `taken`, as interruptible as the turn itself (`restore`); the answers are delivered
+ * once it ended (all with its defect or interruption if it did not answer).
+ */
+const takeTurn = <I, A, E>(
+  restore: <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>,
+  key: string,
+  taken: ReadonlyArray<Mail<I, A, E>>,
+  turn: Turn<I, A, E>
+) =>
+  Effect.map(Effect.exit(restore(turn(key, taken.map((mail) => mail.item)))), (exit) => {
+    const answers: ReadonlyArray<Exit.Exit<A, E>> = Exit.isFailure(exit)
+      ? taken.map(() => Exit.failCause(exit.cause))
+      : exit.value.length === taken.length
+      ? exit.value
+      : taken.map(() => Exit.die(new Error(`an actor's turn answered ${exit.value.length} of ${taken.length} items`)))
+    taken.forEach((mail, index) => Deferred.doneUnsafe(mail.answer, answers[index]!))
+  })
 
 /**
  * `key`'s actor ended (or the scope closed): the mail left in its mailbox is answered with an

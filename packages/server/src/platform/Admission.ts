@@ -12,9 +12,10 @@
  * decrease on the decisions' own latency, as TCP and Netflix's concurrency-limits
  * do): every `windowMs`, if the decisions that ended in the window took longer than
  * `targetMs` on average **and the CPU is saturated** (the machine's CPUs, or this
- * process's event loop, at least `saturatedShare` busy over the window), or longer than
- * `waitCeilingFactor` times the target however idle this machine is (what is saturated
- * may be elsewhere: a remote guardian, a database), the limit shrinks by a tenth;
+ * process's event loop, at least `saturatedShare` busy over the window), or, when the
+ * guardian or the database runs elsewhere, longer than `waitCeilingFactor` times the
+ * target however idle this machine is (what is saturated is then out of its sight), the
+ * limit shrinks by a tenth;
  * otherwise, if the window used the whole limit, it grows by a twentieth (at least one). Slow decisions on a CPU with time to spare are waits (the
  * guardian's round trip, a group commit, a block), not work: more decisions in flight
  * are what use that time (Little's law), and shedding them would leave the machine idle
@@ -80,6 +81,12 @@ export interface AdmissionSettings {
    * process's event loop (`cpuBusyShare`). Read once a window.
    */
   readonly busyShare: () => number
+  /**
+   * Decisions this slow on average shrink the limit even with CPU to spare; `Infinity` where every
+   * process a decision waits on runs on this machine (the embedded default), whose CPU
+   * `busyShare` sees.
+   */
+  readonly waitCeilingMs: number
 }
 
 /**
@@ -91,7 +98,7 @@ export const saturatedShare = 0.9
 
 /**
  * How many times the target decisions may take on average, with CPU to spare, before the limit
- * shrinks all the same.
+ * shrinks all the same, when the guardian or the database is another host's.
  *
  * @since 0.11.0
  */
@@ -151,7 +158,7 @@ const adjust = (state: ControllerState, nowMs: number) => {
     // Far past the target, the limit shrinks whatever this machine shows: something it cannot
     // see is saturated (the guardian's own process on another host, a database), and waiting
     // would only grow every request's latency.
-    if (averageMs > settings.targetMs && (saturated || averageMs > waitCeilingFactor * settings.targetMs)) {
+    if (averageMs > settings.targetMs && (saturated || averageMs > settings.waitCeilingMs)) {
       state.limit = Math.max(settings.minInFlight, state.limit * 0.9)
     } else if (state.windowPeakInFlight >= Math.floor(state.limit)) {
       state.limit = Math.min(settings.maxInFlight, state.limit + Math.max(1, state.limit / 20))
@@ -329,7 +336,10 @@ export class Admission extends Context.Service<Admission, {
         minInFlight: Math.min(64, config.transferAdmissionMaxInFlight),
         maxInFlight: config.transferAdmissionMaxInFlight,
         windowMs: 100,
-        busyShare: cpuBusyShare()
+        busyShare: cpuBusyShare(),
+        waitCeilingMs: Option.isSome(config.guardianUrl) || Option.isSome(config.databaseUrl)
+          ? waitCeilingFactor * config.transferAdmissionTargetMs
+          : Number.POSITIVE_INFINITY
       })
       return Admission.of({
         gate: <A, E, R, A2, E2, R2>(

@@ -26,7 +26,7 @@
  */
 import { type Domain as GuardianDomain, SpanLog } from "@pps/guardian"
 import { Note } from "@pps/crypto"
-import { Clock, type Context, Effect, Exit, Option, Schedule } from "effect"
+import { Cause, Clock, type Context, Effect, Exit, Option, Schedule } from "effect"
 import { getAddress } from "viem"
 import type { Principal } from "@pps/api/ApiKeys"
 import { PreparedTransferUsed, ServiceUnavailable } from "@pps/api/Errors"
@@ -173,9 +173,11 @@ const askGuardianMany = (
     )
     if (Exit.isFailure(answered)) {
       yield* Effect.logError("guardian unavailable", answered.cause)
-      // The creates that arrived while this call waited are told 503 at their turn without a call
-      // of their own (`unansweredSince`): each waits for one call that fails, not one per turn.
-      context.guardianUnanswered.sinceMs = Date.now()
+      // A guardian that did not answer (down, frozen, cut off): the creates that arrived while
+      // this call waited are told 503 at their turn without a call of their own, so each waits
+      // for one failing call, not one per turn. A refusal of the call itself says nothing of them.
+      const error = Cause.findErrorOption(answered.cause)
+      if (Option.isSome(error) && error.value.isRetryable) context.guardianUnanswered.sinceMs = Date.now()
       return requests.map(() => ServiceUnavailable.of())
     }
     const outcomes = answered.value

@@ -26,19 +26,23 @@ import { forgetMined, rewind } from "./Reorg.ts"
 /**
  * A block and, when some of ours are in flight, its receipts: both asked at once (one round trip
  * between a block's appearing and its confirmations, not two), and refused unless the receipts
- * are the block's own (a reorganisation between the two answers would pair a block with
- * another's receipts; the round then reads it again).
+ * are the block's own, one per transaction (a reorganisation between the two answers would pair
+ * a block with another's receipts, or with none; the round then reads it again).
  */
 const readBlock = (context: EngineContext, n: bigint) =>
   Effect.gen(function*() {
     const readReceipts = rpc(context, "reading block receipts", (client) =>
       client.request({ method: "eth_getBlockReceipts", params: [`0x${n.toString(16)}`] }))
+    const wanted = context.inFlight.size > 0
     const [block, asked] = yield* Effect.all([
       rpc(context, "reading a block", (client) => client.getBlock({ blockNumber: n })),
-      context.inFlight.size > 0 ? readReceipts : Effect.succeed(null)
+      wanted ? readReceipts : Effect.succeed(null)
     ], { concurrency: 2 })
     const receipts = block.transactions.length > 0 ? asked ?? [] : []
-    if (receipts.some((receipt) => receipt.blockHash !== block.hash)) {
+    // Asked for (ours in flight): one receipt per transaction, each of this block. A node behind
+    // answers none (null) or a replaced, empty block's: read again rather than pass it as empty.
+    const askedButIncomplete = wanted && block.transactions.length > 0 && receipts.length !== block.transactions.length
+    if (askedButIncomplete || receipts.some((receipt) => receipt.blockHash !== block.hash)) {
       return yield* Effect.fail(chainFailure(context.chain.mode, "reading a block with its receipts", "the block changed between the two reads"))
     }
     return { n, block, receipts }
