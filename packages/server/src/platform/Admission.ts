@@ -12,10 +12,11 @@
  * decrease on the decisions' own latency, as TCP and Netflix's concurrency-limits
  * do): every `windowMs`, if the decisions that ended in the window took longer than
  * `targetMs` on average **and the CPU is saturated** (the machine's CPUs, or this
- * process's event loop, at least `saturatedShare` busy over the window), or, when the
- * guardian or the database runs elsewhere, longer than `waitCeilingFactor` times the
- * target however idle this machine is (what is saturated is then out of its sight), the
- * limit shrinks by a tenth;
+ * process's event loop, at least `saturatedShare` busy over the window), or longer than
+ * a ceiling however idle this machine is (`waitCeilingFactor` times the target when the
+ * guardian or the database runs elsewhere, out of this machine's sight;
+ * `embeddedWaitCeilingFactor` times it embedded, a bound on the wait), the limit shrinks by
+ * a tenth;
  * otherwise, if the window used the whole limit, it grows by a twentieth (at least one). Slow decisions on a CPU with time to spare are waits (the
  * guardian's round trip, a group commit, a block), not work: more decisions in flight
  * are what use that time (Little's law), and shedding them would leave the machine idle
@@ -82,9 +83,8 @@ export interface AdmissionSettings {
    */
   readonly busyShare: () => number
   /**
-   * Decisions this slow on average shrink the limit even with CPU to spare; `Infinity` where every
-   * process a decision waits on runs on this machine (the embedded default), whose CPU
-   * `busyShare` sees.
+   * Decisions this slow on average shrink the limit even with CPU to spare: 4 × the target where the
+   * guardian or the database is another host's, 8 × embedded (a bound on the wait only).
    */
   readonly waitCeilingMs: number
 }
@@ -103,6 +103,14 @@ export const saturatedShare = 0.9
  * @since 0.11.0
  */
 export const waitCeilingFactor = 4
+
+/**
+ * The same, embedded: every process a decision waits on is on this machine and its CPU is seen,
+ * so the ceiling is only a bound on the wait, well above a busy pipeline's own decision time.
+ *
+ * @since 0.11.0
+ */
+export const embeddedWaitCeilingFactor = 8
 
 /**
  * @since 0.6.0
@@ -337,9 +345,12 @@ export class Admission extends Context.Service<Admission, {
         maxInFlight: config.transferAdmissionMaxInFlight,
         windowMs: 100,
         busyShare: cpuBusyShare(),
-        waitCeilingMs: Option.isSome(config.guardianUrl) || Option.isSome(config.databaseUrl)
-          ? waitCeilingFactor * config.transferAdmissionTargetMs
-          : Number.POSITIVE_INFINITY
+        // Where the guardian or the database is another host's, what a decision waits on may be
+        // saturated out of this machine's sight. Embedded, every such process is on this machine,
+        // but a ceiling still bounds the wait: without it, 1,024 clients at 89 % busy made some
+        // creates wait 17 s (docs/benchmarks.md, 2026-11-29 23:45).
+        waitCeilingMs: (Option.isSome(config.guardianUrl) || Option.isSome(config.databaseUrl) ? waitCeilingFactor : embeddedWaitCeilingFactor) *
+          config.transferAdmissionTargetMs
       })
       return Admission.of({
         gate: <A, E, R, A2, E2, R2>(
