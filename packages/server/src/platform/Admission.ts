@@ -13,10 +13,9 @@
  * do): every `windowMs`, if the decisions that ended in the window took longer than
  * `targetMs` on average **and the CPU is saturated** (the machine's CPUs, or this
  * process's event loop, at least `saturatedShare` busy over the window), or longer than
- * a ceiling however idle this machine is (`waitCeilingFactor` times the target when the
- * guardian or the database runs elsewhere, out of this machine's sight;
- * `embeddedWaitCeilingFactor` times it embedded, a bound on the wait), the limit shrinks by
- * a tenth;
+ * `waitCeilingFactor` times the target however idle this machine is (a bound on the wait;
+ * and a guardian or database on another host is saturated out of this machine's sight),
+ * the limit shrinks by a tenth;
  * otherwise, if the window used the whole limit, it grows by a twentieth (at least one). Slow decisions on a CPU with time to spare are waits (the
  * guardian's round trip, a group commit, a block), not work: more decisions in flight
  * are what use that time (Little's law), and shedding them would leave the machine idle
@@ -83,8 +82,7 @@ export interface AdmissionSettings {
    */
   readonly busyShare: () => number
   /**
-   * Decisions this slow on average shrink the limit even with CPU to spare: 4 × the target where the
-   * guardian or the database is another host's, 8 × embedded (a bound on the wait only).
+   * Decisions this slow on average shrink the limit even with CPU to spare (a bound on the wait).
    */
   readonly waitCeilingMs: number
 }
@@ -98,19 +96,12 @@ export const saturatedShare = 0.9
 
 /**
  * How many times the target decisions may take on average, with CPU to spare, before the limit
- * shrinks all the same, when the guardian or the database is another host's.
+ * shrinks all the same.
  *
  * @since 0.11.0
  */
 export const waitCeilingFactor = 4
 
-/**
- * The same, embedded: every process a decision waits on is on this machine and its CPU is seen,
- * so the ceiling is only a bound on the wait, well above a busy pipeline's own decision time.
- *
- * @since 0.11.0
- */
-export const embeddedWaitCeilingFactor = 8
 
 /**
  * @since 0.6.0
@@ -345,12 +336,10 @@ export class Admission extends Context.Service<Admission, {
         maxInFlight: config.transferAdmissionMaxInFlight,
         windowMs: 100,
         busyShare: cpuBusyShare(),
-        // Where the guardian or the database is another host's, what a decision waits on may be
-        // saturated out of this machine's sight. Embedded, every such process is on this machine,
-        // but a ceiling still bounds the wait: without it, 1,024 clients at 89 % busy made some
-        // creates wait 17 s (docs/benchmarks.md, 2026-11-29 23:45).
-        waitCeilingMs: (Option.isSome(config.guardianUrl) || Option.isSome(config.databaseUrl) ? waitCeilingFactor : embeddedWaitCeilingFactor) *
-          config.transferAdmissionTargetMs
+        // A bound on the wait, wherever what a decision waits on is: without it, 1,024 clients
+        // at 89 % busy made some creates wait 17 s embedded (2026-11-29 23:45), and a guardian
+        // or database on another host is saturated out of this machine's sight.
+        waitCeilingMs: waitCeilingFactor * config.transferAdmissionTargetMs
       })
       return Admission.of({
         gate: <A, E, R, A2, E2, R2>(
