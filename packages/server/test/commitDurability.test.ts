@@ -1,11 +1,10 @@
 /**
- * `withoutWaitingForDisk` (src/platform/CommitDurability.ts) on the embedded database on disk:
- * its commit leaves the WAL unsynced (PostgreSQL's flush position behind its insert position),
- * every other commit syncs it, the next one syncing the earlier write too; inside a caller's
- * transaction it does not weaken that transaction's commit. And the two writes that use it
- * (the relay's mark, the guardian's settlement mark) do so. The same for one statement
- * (`statementWithoutWaitingForDisk`), which the webhook worker's lease writes and its attempt
- * results written while more are coming use (D72).
+ * `statementWithoutWaitingForDisk` (src/platform/CommitDurability.ts) on the embedded database on
+ * disk: its commit leaves the WAL unsynced (PostgreSQL's flush position behind its insert
+ * position), every other commit syncs it, the next one syncing the earlier write too; inside a
+ * caller's transaction it does not weaken that transaction's commit. And the writes that use it
+ * (the relay's mark, the guardian's settlement mark, the webhook worker's lease writes and its
+ * attempt results written while more are coming, D72) do so.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -14,7 +13,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { EventStore } from "../src/events/EventStore.ts"
-import { statementWithoutWaitingForDisk, withoutWaitingForDisk } from "../src/platform/CommitDurability.ts"
+import { statementWithoutWaitingForDisk } from "../src/platform/CommitDurability.ts"
 import { migrate, pgliteLayer } from "../src/platform/Database.ts"
 import { TransferStore } from "../src/transfers/TransferStore.ts"
 import { WebhookStore } from "../src/webhooks/WebhookStore.ts"
@@ -43,7 +42,7 @@ describe("commits that do not wait for the disk", () => {
         yield* sql`INSERT INTO marks VALUES (1, false), (2, false)`
         assert.isFalse(yield* unsynced, "a commit waits for the disk")
 
-        yield* withoutWaitingForDisk(sql, sql`UPDATE marks SET done = true WHERE id = 1`)
+        yield* statementWithoutWaitingForDisk(sql, (setting) => sql`UPDATE marks SET done = true FROM (SELECT ${setting}) AS c WHERE id = 1`)
         assert.isTrue(yield* unsynced, "this one does not")
 
         yield* sql`UPDATE marks SET done = true WHERE id = 2`
@@ -51,7 +50,7 @@ describe("commits that do not wait for the disk", () => {
 
         yield* sql.withTransaction(Effect.gen(function*() {
           yield* sql`INSERT INTO marks VALUES (3, false)`
-          yield* withoutWaitingForDisk(sql, sql`UPDATE marks SET done = true WHERE id = 3`)
+          yield* statementWithoutWaitingForDisk(sql, (setting) => sql`UPDATE marks SET done = true FROM (SELECT ${setting}) AS c WHERE id = 3`)
         }))
         assert.isFalse(yield* unsynced, "inside a transaction it commits as the transaction does")
         const rows = yield* sql<{ readonly id: number; readonly done: boolean }>`SELECT id, done FROM marks ORDER BY id`

@@ -1,7 +1,7 @@
 /**
  * Which commits wait for the disk. Every commit does (PostgreSQL's default, and the embedded
  * database's since it syncs its WAL: the guardian package's `DurableNodeFS`), except those this
- * module's combinators run.
+ * module's combinator runs.
  *
  * @since 0.8.0
  */
@@ -9,37 +9,23 @@ import { Effect, Option } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 
 /**
- * Runs `write` in a transaction of its own whose commit does not wait for the disk
- * (`synchronous_commit = off`). Only for writes whose loss in a host crash is harmless because
- * they are done again (the relay's mark: the events are published again and deduplicated by id;
- * the guardian's settlement mark: the recovery round settles again, and the guardian decides a
- * transfer once). Every other commit waits for its WAL to reach the disk, and the WAL is one
- * sequence: the next such commit makes this one durable too. A crash loses it only if none came
- * after (in the embedded database, a kill -9 as well: with no WAL writer process, its WAL waits in
- * memory for that next commit). Called inside a transaction, `write` is part of it and commits
- * as that transaction does, never weakening it. Why: one sync of the WAL per commit is the
- * embedded mode's largest cost of durability (docs/benchmarks.md, "Durable commits").
+ * Runs one statement in its implicit transaction with a commit that does not wait for the disk
+ * (`synchronous_commit = off`, set for this transaction only), without BEGIN, SET and COMMIT
+ * round trips (on the embedded database each is a call on the caller's thread): `statement`
+ * places the fragment where it is evaluated once before the commit (a one-row subquery in its
+ * FROM, a CTE it reads).
  *
- * @since 0.8.0
- * @category combinators
- */
-export const withoutWaitingForDisk = <A, E, R>(sql: SqlClient.SqlClient, write: Effect.Effect<A, E, R>) =>
-  Effect.serviceOption(sql.transactionService).pipe(
-    Effect.flatMap((transaction) =>
-      Option.isSome(transaction)
-        ? write
-        : sql.withTransaction(sql`SET LOCAL synchronous_commit = off`.pipe(Effect.andThen(write)))
-    )
-  )
-
-/**
- * The same for one statement in its implicit transaction, without the BEGIN, SET and COMMIT round
- * trips of {@link withoutWaitingForDisk} (on the embedded database each is a call on the caller's
- * thread): `statement` places the fragment where it is evaluated once before the commit (a
- * one-row subquery in its FROM, a CTE it reads); it sets `synchronous_commit = off` for this
- * transaction only. Inside a caller's transaction the fragment sets nothing (it reads the setting
- * back), so the caller's commit is never weakened. `waitForDisk` keeps the default: a caller that
- * relaxes only some of its writes (the webhook result writer) passes it.
+ * Only for writes whose loss in a host crash is harmless because they are done again (the relay's
+ * mark: the events are published again and deduplicated by id; the guardian's settlement mark: the
+ * recovery round settles again, and the guardian decides a transfer once; the webhook worker's
+ * leases and results, D72). Every other commit waits for its WAL to reach the disk, and the WAL is
+ * one sequence: the next such commit makes this one durable too. A crash loses it only if none
+ * came after (in the embedded database, a kill -9 as well: with no WAL writer process, its WAL
+ * waits in memory for that next commit). Inside a caller's transaction the fragment sets nothing
+ * (it reads the setting back), so the caller's commit is never weakened. `waitForDisk` keeps the
+ * default: a caller that relaxes only some of its writes (the webhook result writer) passes it.
+ * Why: one sync of the WAL per commit is the embedded mode's largest cost of durability
+ * (docs/benchmarks.md, "Durable commits").
  *
  * @since 0.9.0
  * @category combinators
