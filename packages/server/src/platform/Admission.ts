@@ -15,8 +15,8 @@
  * process's event loop, at least `saturatedShare` busy over the window), or longer than
  * `waitCeilingFactor` times the target however idle this machine is (a bound on the wait;
  * and a guardian or database on another host is saturated out of this machine's sight),
- * the limit shrinks by a tenth;
- * otherwise, if the window used the whole limit, it grows by a twentieth (at least one). Slow decisions on a CPU with time to spare are waits (the
+ * the limit shrinks by a tenth; otherwise, if the window used the whole limit, it grows
+ * by a twentieth (at least one). Slow decisions on a CPU with time to spare are waits (the
  * guardian's round trip, a group commit, a block), not work: more decisions in flight
  * are what use that time (Little's law), and shedding them would leave the machine idle
  * (issue 49). Under saturation the limit settles near throughput × target, so an
@@ -102,7 +102,6 @@ export const saturatedShare = 0.9
  */
 export const waitCeilingFactor = 4
 
-
 /**
  * @since 0.6.0
  * @category models
@@ -154,9 +153,7 @@ const adjust = (state: ControllerState, nowMs: number) => {
   const saturated = settings.busyShare() >= saturatedShare
   if (state.windowEnded > 0) {
     const averageMs = state.windowLatencySumMs / state.windowEnded
-    // Far past the target, the limit shrinks whatever this machine shows: something it cannot
-    // see is saturated (the guardian's own process on another host, a database), and waiting
-    // would only grow every request's latency.
+    // Far past the target, the limit shrinks whatever this machine shows (`waitCeilingMs`).
     if (averageMs > settings.targetMs && (saturated || averageMs > settings.waitCeilingMs)) {
       state.limit = Math.max(settings.minInFlight, state.limit * 0.9)
     } else if (state.windowPeakInFlight >= Math.floor(state.limit)) {

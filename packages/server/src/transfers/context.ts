@@ -57,7 +57,7 @@ export interface TransfersContext {
   /** The senders' actors (senderTurn.ts, D73): a sender's new transfers, decided in its turns. */
   readonly senders: KeyedActors.KeyedActors<SenderMail, Decided, DecideError>
   /**
-   * When a turn's guardian call last went unanswered (ms, wall clock; 0: never): creates sent
+   * When a turn's guardian call last went unanswered (Clock ms; 0: never): creates sent
    * before that are answered 503 at their turn without a call of their own (senderTurn.ts).
    */
   readonly guardianUnanswered: { sinceMs: number }

@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { SpanLog } from "@pps/guardian"
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import type { Principal } from "@pps/api/ApiKeys"
 import { InvalidRequest } from "@pps/api/Errors"
 import type { CreateTransferRequest } from "@pps/api/Transfers"
@@ -73,7 +73,7 @@ const isoTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{
  */
 const decideInSendersTurn = (context: TransfersContext, sealed: Sealed) =>
   Effect.gen(function*() {
-    const mail = { sealed, caller: yield* Effect.context<never>(), sentAtMs: Date.now() }
+    const mail = { sealed, caller: yield* Effect.context<never>(), sentAtMs: yield* Clock.currentTimeMillis }
     const turn = context.senders.send(sealed.parties.sender.accountId, mail)
     const { boxed } = sealed
     return yield* (boxed._tag === "Prepared" ? context.lanes.alone(`prepared:${boxed.transferId}`, turn) : turn)

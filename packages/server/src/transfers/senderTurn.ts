@@ -72,7 +72,7 @@ export interface Sealed {
 export interface SenderMail {
   readonly sealed: Sealed
   readonly caller: Context.Context<never>
-  /** When the create was sent to the actor (wall clock, ms). */
+  /** When the create was sent to the actor (Clock ms). */
   readonly sentAtMs: number
 }
 
@@ -162,12 +162,12 @@ const askGuardianMany = (
   requests: ReadonlyArray<GuardianDomain.AuthorizeRequest>
 ): Effect.Effect<ReadonlyArray<GuardianDomain.AuthorizeOutcome | ServiceUnavailable>> =>
   requests.length === 0 ? Effect.succeed([]) : Effect.gen(function*() {
-    const startedMs = performance.now()
+    const startedMs = yield* Clock.currentTimeMillis
     const answered = yield* context.guardian.authorizeMany(requests).pipe(
       Effect.retry({
         times: guardianAttemptsMax - 1,
         schedule: Schedule.exponential("100 millis"),
-        while: (error) => error.isRetryable && performance.now() - startedMs < guardianRetryWindowMs
+        while: (error) => Effect.map(Clock.currentTimeMillis, (nowMs) => error.isRetryable && nowMs - startedMs < guardianRetryWindowMs)
       }),
       Effect.exit
     )
@@ -177,7 +177,7 @@ const askGuardianMany = (
       // this call waited are told 503 at their turn without a call of their own, so each waits
       // for one failing call, not one per turn. A refusal of the call itself says nothing of them.
       const error = Cause.findErrorOption(answered.cause)
-      if (Option.isSome(error) && error.value.isRetryable) context.guardianUnanswered.sinceMs = Date.now()
+      if (Option.isSome(error) && error.value.isRetryable) context.guardianUnanswered.sinceMs = yield* Clock.currentTimeMillis
       return requests.map(() => ServiceUnavailable.of())
     }
     const outcomes = answered.value

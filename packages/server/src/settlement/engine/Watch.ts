@@ -43,7 +43,7 @@ const readBlock = (context: EngineContext, n: bigint) =>
     // answers none (null) or a replaced, empty block's: read again rather than pass it as empty.
     const askedButIncomplete = wanted && block.transactions.length > 0 && receipts.length !== block.transactions.length
     if (askedButIncomplete || receipts.some((receipt) => receipt.blockHash !== block.hash)) {
-      return yield* Effect.fail(chainFailure(context.chain.mode, "reading a block with its receipts", "the block changed between the two reads"))
+      return yield* Effect.fail(chainFailure(context.chain.mode, "reading a block with its receipts", "the receipts are not all the block's own (missing, or of a block that replaced it)"))
     }
     return { n, block, receipts }
   })
