@@ -19,7 +19,7 @@ import { Context, Effect, Fiber, Option, Schema } from "effect"
 import { ConfidentialTokenArtifact, TestUsdgArtifact } from "@pps/contracts"
 import { Settlement } from "../src/settlement/Settlement.ts"
 import { TransferRecord } from "@pps/api/Transfers"
-import { balanceProof, registerKey } from "./support/confidentialClient.ts"
+import { balanceProof, fundedPair, registerKey } from "./support/confidentialClient.ts"
 import { dumpDatabase } from "./support/dumpDatabase.ts"
 import { bearer, createAccount, postJson, send } from "./support/http.ts"
 import { parseExposition, sampleOf } from "./support/metrics.ts"
@@ -148,15 +148,10 @@ describe("transfer invariants", () => {
     it.effect("the sender's actor (D73): 40 transfers of one sender at once, funds for 25: exactly 25 paid, in fewer guardian calls than transfers", () =>
       Effect.gen(function*() {
         const server = yield* TestServer
-        const sender = yield* createAccount(server, "busy.sender")
-        const recipient = yield* createAccount(server, "busy.recipient")
-        const keyPair = yield* registerKey(server.baseUrl, sender.api_key)
-        yield* registerKey(server.baseUrl, recipient.api_key)
-        const grant = yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(sender.api_key), { amount: "25" }))
-        assert.strictEqual(grant.status, 200, grant.text)
+        const { recipientHandle, sender, senderKey: keyPair } = yield* fundedPair(server, "25")
         const callsBefore = yield* authorizeManyCalls(server)
         const statuses = yield* Effect.forEach(Array.from({ length: 40 }), () =>
-          send(`${server.baseUrl}/v1/transfers`, postJson(bearer(sender.api_key), { to: "@busy.recipient", amount: "1" })).pipe(
+          send(`${server.baseUrl}/v1/transfers`, postJson(bearer(sender.api_key), { to: `@${recipientHandle}`, amount: "1" })).pipe(
             Effect.map((response) => response.status)
           ), { concurrency: 40 })
         assert.deepStrictEqual([statuses.filter((s) => s === 201).length, statuses.filter((s) => s === 402).length], [25, 15])
@@ -173,11 +168,8 @@ describe("transfer invariants", () => {
     it.effect("the sender's actor (D73): keyed and unkeyed creates in one turn each bind only their own Idempotency-Key", () =>
       Effect.gen(function*() {
         const server = yield* TestServer
-        const sender = yield* createAccount(server, "mixed.sender")
-        yield* createAccount(server, "mixed.recipient").pipe(Effect.tap((r) => registerKey(server.baseUrl, r.api_key)))
-        yield* registerKey(server.baseUrl, sender.api_key)
-        yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(sender.api_key), { amount: "20" }))
-        const body = JSON.stringify({ to: "@mixed.recipient", amount: "1" })
+        const { recipientHandle, sender } = yield* fundedPair(server, "20")
+        const body = JSON.stringify({ to: `@${recipientHandle}`, amount: "1" })
         const create = (key: string | undefined) =>
           send(`${server.baseUrl}/v1/transfers`, {
             method: "POST",
@@ -206,16 +198,13 @@ describe("transfer invariants", () => {
     it.effect("the sender's actor (D73): a client that hangs up during its turn leaves its transfer recorded under its key", () =>
       Effect.gen(function*() {
         const server = yield* TestServer
-        const sender = yield* createAccount(server, "hangup.sender")
-        yield* createAccount(server, "hangup.recipient").pipe(Effect.tap((r) => registerKey(server.baseUrl, r.api_key)))
-        yield* registerKey(server.baseUrl, sender.api_key)
-        yield* send(`${server.baseUrl}/v1/test/faucet`, postJson(bearer(sender.api_key), { amount: "24" }))
+        const { recipientHandle, sender } = yield* fundedPair(server, "24")
         const create = (key: string, signal?: AbortSignal) =>
           Effect.promise(() =>
             fetch(`${server.baseUrl}/v1/transfers`, {
               method: "POST",
               headers: { ...bearer(sender.api_key), "content-type": "application/json", "idempotency-key": key },
-              body: JSON.stringify({ to: "@hangup.recipient", amount: "1" }),
+              body: JSON.stringify({ to: `@${recipientHandle}`, amount: "1" }),
               ...(signal === undefined ? {} : { signal })
             }).then((response) => response.status, () => 0)
           )
