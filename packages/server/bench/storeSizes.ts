@@ -15,6 +15,8 @@
  * The throughput benchmark prints these after its run (embedded mode); alone, on a data
  * directory a run kept (`--keep`), with no server running on it:
  *   sh scripts/toolchain.sh node --disable-warning=ExperimentalWarning packages/server/bench/storeSizes.ts DATA_DIR
+ * The compaction is written to that directory: sized again later, its "after the service's
+ * maintenance" figure is already the compacted one.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"

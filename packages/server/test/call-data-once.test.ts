@@ -6,12 +6,23 @@
  * submission keeps its own. After it, the store writes new transfers without a call, and the
  * resubmission's read (`boxes`) finds each call where it is. Real PGlite, the real migrations.
  */
-import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Option } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
+import { dropDatabases, ensureDatabases } from "../scripts/cluster/cluster.ts"
 import { pgliteLayer } from "../src/platform/Database.ts"
+import { ulid } from "../src/platform/Ids.ts"
 import { migrations } from "../src/platform/migrations/index.ts"
 import { TransferStore } from "../src/transfers/TransferStore.ts"
+import { postgresAvailable } from "./support/requirePostgres.ts"
+import { postgresAdminUrl } from "./support/TestServer.ts"
+
+const serverUrl = postgresAdminUrl.replace(/\/[^/]*$/, "")
+const database = `pps_test_call_data_${ulid().toLowerCase()}`
+afterAll(async () => {
+  if (postgresAvailable) await dropDatabases(serverUrl, [database])
+})
 
 const before0025 = Object.keys(migrations).filter((name) => name < "0025_call_data_once").sort()
 
@@ -53,52 +64,65 @@ const lengths = (table: "transfers" | "chain_submissions", key: "transfer_id" | 
     return Object.fromEntries(rows.map((row) => [row.id, row.n]))
   })
 
+const keepsTheCallOnce = Effect.gen(function*() {
+  for (const name of before0025) yield* migrations[name]!
+  yield* legacyRows
+  yield* migrations["0025_call_data_once"]!
+
+  assert.deepStrictEqual(yield* lengths("transfers", "transfer_id"), {
+    tr_confirmed: 0,
+    tr_failed: 0,
+    tr_open: 0,
+    tr_unsubmitted: 760
+  })
+  assert.deepStrictEqual(yield* lengths("chain_submissions", "submission_id"), {
+    tr_confirmed: 0,
+    tr_failed: 0,
+    tr_open: 760
+  })
+
+  const store = yield* TransferStore
+  const callOf = (id: string) =>
+    store.boxes(id).pipe(Effect.map((found) => Option.map(found, (boxes) => Array.from(boxes.callData))))
+  assert.deepStrictEqual(yield* callOf("tr_open"), Option.some(Array.from(call(3))), "the open submission's call")
+  assert.deepStrictEqual(yield* callOf("tr_unsubmitted"), Option.some(Array.from(call(4))), "the row's own")
+  assert.deepStrictEqual(yield* callOf("tr_confirmed"), Option.some([]), "none left once final")
+  assert.deepStrictEqual(yield* callOf("tr_none"), Option.none())
+
+  yield* store.insert([{
+    transferId: "tr_new",
+    mode: "test",
+    senderAccountId: "acct_1",
+    recipientAccountId: null,
+    recipientAddress: "0x0000000000000000000000000000000000000002",
+    recipientDisplay: "0x02",
+    asset: "USDG",
+    confidential: true,
+    apiKeyId: "key_1",
+    replayNonce: 5n,
+    deadlineSeconds: 1n,
+    senderBox: new Uint8Array([1]),
+    recipientBox: new Uint8Array([2]),
+    sealedDigest: "d",
+    ciphertext: "c",
+    createdAt: new Date().toISOString(),
+    refundOf: null
+  }])
+  assert.strictEqual((yield* lengths("transfers", "transfer_id")).tr_new, 0, "a new row keeps no call")
+})
+
+const title = "keeps a call once, while its submission is open; the store writes none and reads it from the submission"
+
 describe("migration 0025_call_data_once (D79)", () => {
-  it.effect("keeps a call once, while its submission is open; the store writes none and reads it from the submission", () =>
+  it.effect(`${title}: PGlite`, () =>
+    keepsTheCallOnce.pipe(Effect.provide(TransferStore.layer.pipe(Layer.provideMerge(pgliteLayer(undefined))))), {
+    timeout: 60_000
+  })
+
+  it.live.skipIf(!postgresAvailable)(`${title}: PostgreSQL`, () =>
     Effect.gen(function*() {
-      for (const name of before0025) yield* migrations[name]!
-      yield* legacyRows
-      yield* migrations["0025_call_data_once"]!
-
-      assert.deepStrictEqual(yield* lengths("transfers", "transfer_id"), {
-        tr_confirmed: 0,
-        tr_failed: 0,
-        tr_open: 0,
-        tr_unsubmitted: 760
-      })
-      assert.deepStrictEqual(yield* lengths("chain_submissions", "submission_id"), {
-        tr_confirmed: 0,
-        tr_failed: 0,
-        tr_open: 760
-      })
-
-      const store = yield* TransferStore
-      const callOf = (id: string) =>
-        store.boxes(id).pipe(Effect.map((found) => Option.map(found, (boxes) => Array.from(boxes.callData))))
-      assert.deepStrictEqual(yield* callOf("tr_open"), Option.some(Array.from(call(3))), "the open submission's call")
-      assert.deepStrictEqual(yield* callOf("tr_unsubmitted"), Option.some(Array.from(call(4))), "the row's own")
-      assert.deepStrictEqual(yield* callOf("tr_confirmed"), Option.some([]), "none left once final")
-      assert.deepStrictEqual(yield* callOf("tr_none"), Option.none())
-
-      yield* store.insert([{
-        transferId: "tr_new",
-        mode: "test",
-        senderAccountId: "acct_1",
-        recipientAccountId: null,
-        recipientAddress: "0x0000000000000000000000000000000000000002",
-        recipientDisplay: "0x02",
-        asset: "USDG",
-        confidential: true,
-        apiKeyId: "key_1",
-        replayNonce: 5n,
-        deadlineSeconds: 1n,
-        senderBox: new Uint8Array([1]),
-        recipientBox: new Uint8Array([2]),
-        sealedDigest: "d",
-        ciphertext: "c",
-        createdAt: new Date().toISOString(),
-        refundOf: null
-      }])
-      assert.strictEqual((yield* lengths("transfers", "transfer_id")).tr_new, 0, "a new row keeps no call")
-    }).pipe(Effect.provide(TransferStore.layer.pipe(Layer.provideMerge(pgliteLayer(undefined))))), { timeout: 60_000 })
+      yield* Effect.promise(() => ensureDatabases(serverUrl, [database]))
+      const client = PgClient.layer({ url: Redacted.make(`${serverUrl}/${database}`) })
+      yield* keepsTheCallOnce.pipe(Effect.provide(TransferStore.layer.pipe(Layer.provideMerge(client))))
+    }), { timeout: 60_000 })
 })
