@@ -72,9 +72,15 @@ export const withAcceptors = <S extends Http.Server>(server: S, count: number): 
   })
   const close = server.close.bind(server)
   return Object.assign(server, {
+    // Closed together; the callback once every socket has closed and the connections each took
+    // have ended (an extra socket counts its own), as `close` promises for one.
     close: (callback?: (error?: Error) => void) => {
-      for (const extra of extras) if (extra.listening) extra.close()
-      return close(callback)
+      const closing = extras.filter((extra) => extra.listening).map((extra) =>
+        new Promise<void>((resolve) => extra.close(() => resolve()))
+      )
+      return close((error) => {
+        void Promise.all(closing).then(() => callback?.(error))
+      })
     }
   })
 }
