@@ -18,7 +18,7 @@ import type { SqlClient, Statement } from "effect/sql"
  * Only for writes whose loss in a host crash is harmless because they are done again (the relay's
  * mark: the events are published again and deduplicated by id; the guardian's settlement mark: the
  * recovery round settles again, and the guardian decides a transfer once; the webhook worker's
- * leases and results, D72). Every other commit waits for its WAL to reach the disk, and the WAL is
+ * leases and results, D72; the idempotency claim: a retry runs a claim that names no operation, D80). Every other commit waits for its WAL to reach the disk, and the WAL is
  * one sequence: the next such commit makes this one durable too. A crash loses it only if none
  * came after (in the embedded database, a kill -9 as well: with no WAL writer process, its WAL
  * waits in memory for that next commit). Inside a caller's transaction the fragment sets nothing
@@ -34,13 +34,26 @@ export const statementWithoutWaitingForDisk = <A, E, R>(
   sql: SqlClient.SqlClient,
   statement: (commitSetting: Statement.Fragment) => Effect.Effect<A, E, R>,
   waitForDisk = false
+) => unsafeStatementWithoutWaitingForDisk(sql, (commitSetting) => statement(sql.literal(commitSetting)), waitForDisk)
+
+/**
+ * `statementWithoutWaitingForDisk` for a statement written as text (`sql.unsafe`, a VALUES list of
+ * as many rows as asked): `commitSetting` is the expression's SQL text.
+ *
+ * @since 0.9.0
+ * @category combinators
+ */
+export const unsafeStatementWithoutWaitingForDisk = <A, E, R>(
+  sql: SqlClient.SqlClient,
+  statement: (commitSetting: string) => Effect.Effect<A, E, R>,
+  waitForDisk = false
 ) =>
   Effect.serviceOption(sql.transactionService).pipe(
     Effect.flatMap((transaction) =>
       statement(
         Option.isSome(transaction) || waitForDisk
-          ? sql`current_setting('synchronous_commit')`
-          : sql`set_config('synchronous_commit', 'off', true)`
+          ? "current_setting('synchronous_commit')"
+          : "set_config('synchronous_commit', 'off', true)"
       )
     )
   )
