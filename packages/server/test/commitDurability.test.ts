@@ -12,6 +12,7 @@ import * as path from "node:path"
 import { randomBytes } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted } from "effect"
+import { TestClock } from "effect/testing"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import type { HttpApiGroup } from "effect/http-api"
 import { SqlClient } from "effect/sql"
@@ -21,6 +22,8 @@ import { IdempotencyLive } from "../src/http/Idempotency.ts"
 import { CurrentIdempotencyScope, OperationReplay } from "../src/platform/IdempotentOperations.ts"
 import { NodeLiveness } from "../src/platform/NodeLiveness.ts"
 import { Secrets } from "../src/platform/Secrets.ts"
+import { AppConfig } from "../src/config/AppConfig.ts"
+import { testConfig } from "./support/TestServer.ts"
 import { statementWithoutWaitingForDisk } from "../src/platform/CommitDurability.ts"
 import { migrate, pgliteLayer } from "../src/platform/Database.ts"
 import { TransferStore } from "../src/transfers/TransferStore.ts"
@@ -219,6 +222,31 @@ describe("commits that do not wait for the disk", () => {
         assert.deepStrictEqual([claim?.operation_id, claim?.response_status], ["rec_1", 201])
       }).pipe(
         Effect.provide(idempotencyLayer.pipe(Layer.provideMerge(pgliteLayer(path.join(dataDir, "pglite")))))
+      )
+    }), { timeout: 60_000 })
+  it.effect("D80: a node's heartbeat is such a commit", () =>
+    Effect.gen(function*() {
+      const dataDir = yield* temporaryDirectory
+      yield* Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const liveness = yield* NodeLiveness
+        const beats = sql<{ readonly beat_at: string }>`
+          SELECT beat_at::text AS beat_at FROM node_heartbeats WHERE node_id = ${liveness.nodeId}`
+        const first = (yield* beats)[0]?.beat_at
+        yield* liveness.hearsControl(false)
+        assert.isFalse(yield* unsynced, "what the node hears is written by a commit that waits")
+        yield* TestClock.adjust("2 seconds")
+        // The beat runs on its own fiber: read until its row has moved (each read yields to it).
+        let moved = false
+        for (let read = 0; read < 1_000 && !moved; read++) moved = (yield* beats)[0]?.beat_at !== first
+        assert.isTrue(moved, "the schedule beat again")
+        assert.isTrue(yield* unsynced, "the beat does not wait")
+      }).pipe(
+        Effect.provide(NodeLiveness.layer.pipe(
+          Layer.provideMerge(Layer.effectDiscard(migrate)),
+          Layer.provide(Layer.succeed(AppConfig, testConfig(dataDir))),
+          Layer.provideMerge(pgliteLayer(path.join(dataDir, "pglite")))
+        ))
       )
     }), { timeout: 60_000 })
 })
