@@ -43,9 +43,15 @@ const temporaryDirectory = Effect.acquireRelease(
   (dataDir) => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true }))
 )
 
-/** The idempotency middleware on a migrated database, as this one node. */
-const idempotencyLayer = IdempotencyLive.pipe(
+/**
+ * The idempotency middleware on a migrated database, as this one node; configured as embedded, or
+ * as on PostgreSQL (`databaseUrl` set: the claim's gating reads only the configuration).
+ */
+const idempotencyLayer = (configuredPostgres: boolean) => IdempotencyLive.pipe(
   Layer.provideMerge(OperationReplay.layer),
+  Layer.provide(Layer.succeed(AppConfig, testConfig(os.tmpdir(), {
+    databaseUrl: configuredPostgres ? Option.some(Redacted.make("postgres://127.0.0.1:5432/unused")) : Option.none()
+  }))),
   Layer.provide(Layer.succeed(NodeLiveness, NodeLiveness.of({
     nodeId: "node_1",
     otherNodesHearingControl: Effect.succeed([]),
@@ -181,7 +187,10 @@ describe("commits that do not wait for the disk", () => {
         Effect.provide(WebhookStore.layer.pipe(Layer.provideMerge(pgliteLayer(path.join(dataDir, "pglite")))))
       )
     }), { timeout: 60_000 })
-  it.effect("D80: the idempotency claim is such a commit, and the run's record, bound to it, syncs it", () =>
+  it.effect.each([
+    { database: "embedded", configuredPostgres: false },
+    { database: "PostgreSQL (configured)", configuredPostgres: true }
+  ])("D80: the idempotency claim on the $database database waits for the disk only on PostgreSQL; the run's record, bound to it, syncs it", ({ configuredPostgres }) =>
     Effect.gen(function*() {
       const dataDir = yield* temporaryDirectory
       yield* Effect.gen(function*() {
@@ -216,12 +225,12 @@ describe("commits that do not wait for the disk", () => {
           Effect.provideService(CurrentPrincipal, { keyId: "key_1", accountId: "acct_1", accountType: "personal", ownerAccountId: null, mode: "test" })
         )
         assert.strictEqual(response.status, 201)
-        assert.deepStrictEqual(seen, [["claimed", true], ["recorded", false], ["scoped", true]])
+        assert.deepStrictEqual(seen, [["claimed", !configuredPostgres], ["recorded", false], ["scoped", true]])
         const [claim] = yield* sql<{ readonly operation_id: string; readonly response_status: number }>`
           SELECT operation_id, response_status FROM idempotency_keys WHERE account_id = 'acct_1'`
         assert.deepStrictEqual([claim?.operation_id, claim?.response_status], ["rec_1", 201])
       }).pipe(
-        Effect.provide(idempotencyLayer.pipe(Layer.provideMerge(pgliteLayer(path.join(dataDir, "pglite")))))
+        Effect.provide(idempotencyLayer(configuredPostgres).pipe(Layer.provideMerge(pgliteLayer(path.join(dataDir, "pglite")))))
       )
     }), { timeout: 60_000 })
   it.effect("D80: a node's heartbeat is such a commit", () =>

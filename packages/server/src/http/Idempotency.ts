@@ -31,7 +31,7 @@ import { createHmac, createSecretKey, type KeyObject, randomBytes } from "node:c
 import { Cause, Duration, Effect, Exit, Layer, Option, Redacted, Request, type RequestResolver, Schedule, SchemaAST } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { SqlClient, type SqlError } from "effect/sql"
-import { Limits } from "../config/AppConfig.ts"
+import { AppConfig, Limits } from "../config/AppConfig.ts"
 import { unsafeStatementWithoutWaitingForDisk } from "../platform/CommitDurability.ts"
 import { CurrentIdempotencyScope, type IdempotencyScope, type OperationKind, OperationReplay } from "../platform/IdempotentOperations.ts"
 import { deadAfterMs, NodeLiveness } from "../platform/NodeLiveness.ts"
@@ -127,13 +127,16 @@ const insertClaim = (context: IdempotencyContext, scope: IdempotencyScope, reque
  * its row went in (its token returned). Two requests of one turn with the same key: the
  * first row goes in, the second conflicts with it and is not claimed, as one after the other.
  *
- * D80: the commit does not wait for the disk. A claim lost in a crash is a claim that names no
- * operation, which a retry runs anyway: whatever the run records binds the claim in a commit
- * that does wait, and the WAL is one sequence, so that commit makes the claim durable first;
- * a run whose claim is gone cannot bind (the fence), as if a retry had taken it over.
+ * D80: on the embedded database the commit does not wait for the disk. The database lives in
+ * this process, so a claim is lost only with the process, and the run that claimed it with it: a
+ * retry then finds a claim that names no operation, which it runs anyway (whatever a run records
+ * binds the claim in a commit that does wait, and the WAL is one sequence, so that commit makes
+ * the claim durable first). On PostgreSQL the database can restart while the run goes on: a lost
+ * claim would let the run's refusal go unstored (answered, then not replayed: D6) and a retry run
+ * beside it, so there the claim waits (`waitForDisk`).
  */
 const claimColumns = ["", "", "", "", "", ""]
-const insertClaims = (sql: SqlClient.SqlClient, nodeId: string) => (entries: ReadonlyArray<Request.Entry<ClaimKey>>) =>
+const insertClaims = (sql: SqlClient.SqlClient, nodeId: string, waitForDisk: boolean) => (entries: ReadonlyArray<Request.Entry<ClaimKey>>) =>
   unsafeStatementWithoutWaitingForDisk(sql, (commitSetting) =>
     sql.unsafe<{ readonly claim_token: string }>(
       `INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, claim_token, created_at, expires_at)
@@ -145,7 +148,7 @@ const insertClaims = (sql: SqlClient.SqlClient, nodeId: string) => (entries: Rea
         ),
         ttl
       ]
-    ))
+    ), waitForDisk)
 
 const answerClaims = (entries: ReadonlyArray<Request.Entry<ClaimKey>>, exit: Exit.Exit<ReadonlyArray<{ readonly claim_token: string }>, SqlError.SqlError>) => {
   const claimed = Exit.map(exit, (rows) => new Set(rows.map((row) => row.claim_token)))
@@ -381,13 +384,14 @@ export const IdempotencyLive = Layer.effect(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const { nodeId } = yield* NodeLiveness
+    const onPostgres = Option.isSome((yield* AppConfig).databaseUrl)
     const context: IdempotencyContext = {
       sql,
       nodeId,
       pepper: createSecretKey(Redacted.value((yield* Secrets).apiKeyPepper)),
       replay: yield* OperationReplay,
       running: new Set<string>(),
-      claimsTogether: sharedStatements(sql, insertClaims(sql, nodeId), answerClaims, claimsPerStatementMax),
+      claimsTogether: sharedStatements(sql, insertClaims(sql, nodeId, onPostgres), answerClaims, claimsPerStatementMax),
       responsesTogether: sharedStatements(
         sql,
         storeResponses(sql),

@@ -55,14 +55,16 @@ export class NodeLiveness extends Context.Service<NodeLiveness, {
       /** Set once the row is deleted at stop: a beat or a write in flight must not bring it back. */
       let stopped = false
       const writes = yield* Semaphore.make(1)
-      // A row found missing is written again whole, with what this node hears now. A beat does not
-      // wait for the disk (D80): it is liveness, not a record, and one lost in a crash is written
-      // again by the next (every 2 s, dead only after 10 s); embedded, a crash is this node's death.
+      // A row found missing is written again whole, with what this node hears now. Embedded, a
+      // beat does not wait for the disk (D80): the database lives in this process, so losing the
+      // beat means this node died with it. On PostgreSQL the database can restart while the node
+      // runs, and a lost beat would make a live node look older to the others: there it waits.
+      const embedded = Option.isNone(config.databaseUrl)
       const beat = writes.withPermits(1)(Effect.suspend(() =>
         stopped ? Effect.void : statementWithoutWaitingForDisk(sql, (commitSetting) =>
           sql`
             INSERT INTO node_heartbeats (node_id, started_at, beat_at, hears_control) VALUES (${nodeId}, now(), now(), ${hears})
-            ON CONFLICT (node_id) DO UPDATE SET beat_at = now() RETURNING ${commitSetting} AS commit_setting`).pipe(Effect.asVoid)
+            ON CONFLICT (node_id) DO UPDATE SET beat_at = now() RETURNING ${commitSetting} AS commit_setting`, !embedded).pipe(Effect.asVoid)
       ))
       const hearsControl = (value: boolean) =>
         Effect.suspend(() => {
@@ -72,7 +74,7 @@ export class NodeLiveness extends Context.Service<NodeLiveness, {
           ))
         }).pipe(Effect.asVoid)
       yield* beat
-      if (Option.isNone(config.databaseUrl)) {
+      if (embedded) {
         // Embedded: we hold the data directory's lock, so no other process runs on this database.
         yield* sql`DELETE FROM node_heartbeats WHERE node_id <> ${nodeId}`
       }
