@@ -28,15 +28,23 @@ export const recordBatchMax = 256
  * How long the result writer waits, at most, for the results of requests in flight before it
  * writes a batch (recordAttempts.ts): a commit syncs the disk (a few milliseconds, on the
  * embedded database's thread, which is the caller's), so results written one a commit bound a
- * busy subscription at one sync a delivery.
+ * busy subscription at one sync a delivery. It ends early at `recordFlushAt` results or when a
+ * sender waits for one, so this bound matters only to a trickle, whose senders then wait anyway.
  */
-export const recordLingerMs = 10
+export const recordLingerMs = 50
+/**
+ * Results queued that end the writer's linger: half of what one sender may leave unwritten
+ * (`dueBatchMax`), so a sender alone is never stopped by its room while a batch fills.
+ */
+export const recordFlushAt = 25
 /**
  * Due deliveries read per query while serving a subscription; also how many of its attempts may
  * be sent before their results are written (serveSubscription.ts waits for the oldest before it
  * sends more): what a crash can send again, besides what D72 allows.
  */
 export const dueBatchMax = 50
+
+if (recordFlushAt * 2 > dueBatchMax) throw new Error("the writer must flush before a sender's unwritten results fill its room")
 /** The shortest wait between claim rounds, so a due delivery another node is serving cannot spin the loop. */
 export const idleWaitMinMs = 20
 /** After a failed claim round (database down), wait this long. */

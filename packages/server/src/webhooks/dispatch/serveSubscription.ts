@@ -34,17 +34,26 @@ import { type DispatchContext, dueBatchMax, iso, leaseFreshMs, leaseMs } from ".
 // Built once: the whole serving loop's store failures are typed here, not per delivery.
 const storeUnavailable = database("Dispatcher.serveSubscription")
 
-/** One sender's state: the lease's end as last set and found held, and the results not yet settled. */
+/**
+ * One sender's state: the lease's end as last set and found held, the results not yet settled,
+ * and how to tell the writer this sender waits for one.
+ */
 interface SenderState {
   heldUntilMs: number
   lost: boolean
   readonly unsettled: Array<SentAttempt>
+  readonly hurry: () => void
 }
 
-/** Settles the oldest sent attempt (waits for its write): the lease's end it set, or lost. */
+/**
+ * Settles the oldest sent attempt (waits for its write): the lease's end it set, or lost. The
+ * writer is told first when the result is not written yet, so it stops lingering for more.
+ */
 const settleOldest = (webhookId: string, state: SenderState) =>
   Effect.gen(function*() {
-    const held = yield* settle(webhookId, state.unsettled.shift()!)
+    const oldest = state.unsettled.shift()!
+    if (!Deferred.isDoneUnsafe(oldest.written)) state.hurry()
+    const held = yield* settle(webhookId, oldest)
     if (held === undefined) state.lost = true
     else state.heldUntilMs = Math.max(state.heldUntilMs, held)
   })
@@ -110,7 +119,7 @@ export const serveSubscription = (
   claimedUntilMs: number
 ): Effect.Effect<void, DependencyUnavailable> =>
   Effect.gen(function*() {
-    const state: SenderState = { heldUntilMs: claimedUntilMs, lost: false, unsettled: [] }
+    const state: SenderState = { heldUntilMs: claimedUntilMs, lost: false, unsettled: [], hurry: context.recorder.hurry }
     while (true) {
       const nowMs = yield* Clock.currentTimeMillis
       const unwritten = state.unsettled.map((sent) => sent.delivery.delivery_id)
