@@ -3,7 +3,7 @@
  * 1 subscription and with 50), in one run, on loopback only.
  *
  *   node --disable-warning=ExperimentalWarning bench/webhookRate.ts [--deliveries 2000]
- *     [--pairs 1] [--subscriptions 1,50] [--timeout 120] [--postgres] [--append-in-round] [--no-record]
+ *     [--pairs 1] [--subscriptions 1,50] [--timeout 120] [--postgres] [--append-in-round] [--database-thread own] [--no-record]
  *
  * One HTTPS receiver in a child process (bench/webhooks-receiver.ts, a throwaway CA, answers 200).
  * For each subscription count S, alternating A B B A (`--pairs` times):
@@ -26,6 +26,9 @@
  * and the ratio A/B (the mean of the A rounds over the mean of the B rounds), and each side's CPU
  * (this process's user + system time over its rounds) a delivery, which a busy machine moves less
  * than the rates; the load average is recorded with the results, since the machine may be shared.
+ *
+ * `--database-thread own`: the embedded database on a worker thread of its own
+ * (EMBEDDED_DATABASE_THREAD=own), to see what the webhook path costs this thread without it.
  *
  * PPS_STATEMENT_LOG=<dir> counts the embedded database's statements (StatementLog.ts) and prints,
  * on stderr, each subscription count's dearest statements per delivery over its A rounds.
@@ -64,6 +67,7 @@ const { values: options } = parseArgs({
     timeout: { type: "string", default: "120" },
     postgres: { type: "boolean", default: false },
     "append-in-round": { type: "boolean", default: false },
+    "database-thread": { type: "string", default: "caller" },
     ...recordOption
   }
 })
@@ -157,9 +161,10 @@ const buildService = (ca: TestCa, receiverUrl: string, count: number) =>
     const database = options.postgres
       ? { databaseUrl: Option.some(Redacted.make(yield* freshPostgresDatabase)), ...distributedSecrets }
       : {}
+    const thread = { embeddedDatabaseThread: options["database-thread"] === "own" ? "own" as const : "caller" as const }
     const services = yield* Layer.build(
       EventsServicesLive.pipe(
-        Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, { webhookCaFile: Option.some(ca.caFile), ...database }))),
+        Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, { webhookCaFile: Option.some(ca.caFile), ...thread, ...database }))),
         Layer.provide(Layer.mergeAll(Logger.layer([Logger.consolePretty()]), Layer.succeed(References.MinimumLogLevel, "Warn")))
       )
     )
@@ -346,6 +351,7 @@ const measure = (ca: TestCa, receiver: RemoteReceiver, count: number) =>
       bareCpuMsPerDelivery: Number((cpuMs.b / (b.length * deliveriesPerRound)).toFixed(3)),
       database: options.postgres ? "postgres" : "embedded",
       timed: options["append-in-round"] ? "append and deliveries" : "deliveries of committed events",
+      databaseThread: options["database-thread"],
       loadAverage: os.loadavg().map((load) => load.toFixed(1)).join(" ")
     }
   }).pipe(Effect.scoped)
