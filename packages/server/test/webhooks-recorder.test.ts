@@ -7,7 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
-import { recordFlushAt } from "../src/webhooks/dispatch/DispatchContext.ts"
+import { recordBatchMax } from "../src/webhooks/dispatch/DispatchContext.ts"
 import { makeAttemptRecorder } from "../src/webhooks/dispatch/recordAttempts.ts"
 import type { AttemptRecord, WebhookStore } from "../src/webhooks/WebhookStore.ts"
 
@@ -69,7 +69,7 @@ describe("webhook attempt writer (D72)", () => {
 
   // The linger made an hour long: only what ends it early can get a result written (the test
   // would time out otherwise).
-  it.live("ends its linger when recordFlushAt results are queued, or when a sender waits for one", () =>
+  it.live("ends its linger when a batch is full, or when a sender hurries it", () =>
     Effect.gen(function*() {
       const writes: Array<Write> = []
       const recorder = yield* makeAttemptRecorder(notingStore(writes), 3_600_000)
@@ -77,14 +77,14 @@ describe("webhook attempt writer (D72)", () => {
       const started = yield* Deferred.make<void>()
       const inFlight = yield* Effect.forkChild(recorder.sending(Deferred.succeed(started, undefined).pipe(Effect.andThen(Deferred.await(stop)))))
       yield* Deferred.await(started)
-      // Results arrive one by one while a request is in flight: written once recordFlushAt are queued.
+      // Results arrive one by one while a request is in flight: written once a batch is full.
       const first = yield* recorder.record(attempt(0))
       yield* Effect.sleep("5 millis")
-      for (let index = 1; index < recordFlushAt; index++) yield* recorder.record(attempt(index))
+      for (let index = 1; index < recordBatchMax; index++) yield* recorder.record(attempt(index))
       assert.isTrue((yield* Deferred.await(first)).recorded)
-      assert.strictEqual(writes.reduce((sum, write) => sum + write.size, 0), recordFlushAt)
-      // One result, a request still in flight: written as soon as its sender says it waits.
-      const lone = yield* recorder.record(attempt(recordFlushAt))
+      assert.strictEqual(writes.reduce((sum, write) => sum + write.size, 0), recordBatchMax)
+      // One result, a request still in flight: written as soon as a sender hurries.
+      const lone = yield* recorder.record(attempt(recordBatchMax))
       yield* Effect.sleep("5 millis")
       recorder.hurry()
       assert.isTrue((yield* Deferred.await(lone)).recorded)

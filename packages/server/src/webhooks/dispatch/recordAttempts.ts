@@ -9,11 +9,11 @@
  * caller's thread, so nothing accumulates during a write, and without the wait each result would
  * cost a sync of its own (the delivery rate was one sync's time a delivery, docs/benchmarks.md,
  * "webhook-rate"). With nothing in flight a result is written at once. The linger ends early
- * when `recordFlushAt` results are queued (half of what one sender may leave unwritten, so a
- * sender sending alone never has to stop for its results) or when a sender waits for one
- * (`hurry`): a statement's fixed cost is most of what a few results cost to write, so results
- * are written in batches of that size rather than of whatever arrived in a fixed few
- * milliseconds (issue 49: 0.19 record statements a delivery with one subscription at load 10).
+ * when the batch is full or when a sender asks (`hurry`): it waits for a result, or half of what
+ * it may leave unwritten is (serveSubscription.ts), so a sender sending alone never has to stop
+ * for its results. A statement's fixed cost is most of what a few results cost to write, so
+ * results are written in batches that size rather than of whatever arrived in a fixed few
+ * milliseconds (D82; 0.19 record statements a delivery with one subscription at load 10).
  *
  * A write does not wait for the disk while more results are coming (requests in flight, results
  * queued): the last write before the writer goes idle does, and makes the earlier ones durable
@@ -26,7 +26,7 @@
 import { Deferred, Effect, Queue } from "effect"
 import { type DependencyUnavailable, fromSqlError } from "../../platform/Unavailable.ts"
 import type { AttemptRecord, RecordedAttempt, WebhookStore } from "../WebhookStore.ts"
-import { recordBatchMax, recordFlushAt, recordLingerMs } from "./DispatchContext.ts"
+import { recordBatchMax, recordLingerMs } from "./DispatchContext.ts"
 
 interface PendingRecord {
   readonly attempt: AttemptRecord
@@ -44,7 +44,7 @@ export interface AttemptRecorder {
   readonly record: (attempt: AttemptRecord) => Effect.Effect<Deferred.Deferred<RecordedAttempt, DependencyUnavailable>>
   /** Runs an attempt's request, counted in flight while it runs. */
   readonly sending: <A, E, R>(request: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  /** A sender is about to wait for a result: write what is queued now, without lingering. */
+  /** A sender waits for a result, or soon will: write what is queued now, without lingering. */
   readonly hurry: () => void
 }
 
@@ -82,7 +82,7 @@ const lingerFor = (linger: Linger, ms: number) =>
 
 /**
  * Takes a batch: what is queued, then (up to `recordLingerMs`) what arrives while requests are in
- * flight, the batch has room, fewer than `recordFlushAt` are taken and no sender waits.
+ * flight, the batch has room and no sender hurried it.
  */
 const takeBatch = (pending: Queue.Queue<PendingRecord>, inFlight: { count: number }, linger: Linger) =>
   Effect.gen(function*() {
@@ -90,7 +90,7 @@ const takeBatch = (pending: Queue.Queue<PendingRecord>, inFlight: { count: numbe
     const startedMs = performance.now()
     const queued = () => batch.length + Queue.sizeUnsafe(pending)
     const lingering = () =>
-      inFlight.count > 0 && !linger.hurried && queued() < recordFlushAt && performance.now() - startedMs < linger.ms
+      inFlight.count > 0 && !linger.hurried && queued() < recordBatchMax && performance.now() - startedMs < linger.ms
     linger.taken = batch.length
     while (lingering()) yield* lingerFor(linger, linger.ms - (performance.now() - startedMs))
     linger.taken = 0
@@ -151,7 +151,7 @@ export const makeAttemptRecorder = Effect.fnUntraced(function*(
       Effect.gen(function*() {
         const done = yield* Deferred.make<RecordedAttempt, DependencyUnavailable>()
         yield* Queue.offer(pending, { attempt, done })
-        if (linger.taken + Queue.sizeUnsafe(pending) >= recordFlushAt) linger.end?.()
+        if (linger.taken + Queue.sizeUnsafe(pending) >= recordBatchMax) linger.end?.()
         return done
       }),
     hurry: () => {

@@ -29,7 +29,7 @@ import { Clock, Deferred, Effect, Option } from "effect"
 import { database, type DependencyUnavailable } from "../../platform/Unavailable.ts"
 import type { DueBatch } from "../WebhookStore.ts"
 import { attempt, openSecrets, type SentAttempt, settle } from "./attempt.ts"
-import { type DispatchContext, dueBatchMax, iso, leaseFreshMs, leaseMs } from "./DispatchContext.ts"
+import { type DispatchContext, dueBatchMax, iso, leaseFreshMs, leaseMs, senderHurryAt } from "./DispatchContext.ts"
 
 // Built once: the whole serving loop's store failures are typed here, not per delivery.
 const storeUnavailable = database("Dispatcher.serveSubscription")
@@ -97,7 +97,7 @@ const keepLease = (context: DispatchContext, webhookId: string, state: SenderSta
 
 /**
  * Sends one read batch, oldest due first; false when the lease was lost (or the subscription
- * deleted).
+ * deleted). Half its room unwritten, the sender hurries the writer, so its room does not fill.
  */
 const sendBatch = (context: DispatchContext, webhookId: string, state: SenderState, batch: DueBatch, nowMs: number) =>
   Effect.gen(function*() {
@@ -106,6 +106,7 @@ const sendBatch = (context: DispatchContext, webhookId: string, state: SenderSta
       yield* settleRoom(webhookId, state)
       if (state.lost || !(yield* keepLease(context, webhookId, state))) return false
       state.unsettled.push(yield* attempt(context, webhookId, batch.sending, secrets, delivery))
+      if (state.unsettled.length === senderHurryAt) state.hurry()
     }
     return true
   })
