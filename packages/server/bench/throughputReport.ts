@@ -339,6 +339,7 @@ const residentMetrics = (mode: ModeResult): Array<Metric> => [
 
 const storeMetrics = (stores: Stores): Array<Metric> => [
   { metric: "api database per transfer", value: stores.api.bytes / 1024 / stores.api.transfers, unit: "KB", goal: apiStoreGoal, headline: true },
+  { metric: "api database per transfer, compacted (VACUUM FULL)", value: stores.api.compactBytes / 1024 / stores.api.transfers, unit: "KB" },
   { metric: "guardian database per transfer", value: stores.guardian.bytes / 1024 / stores.api.transfers, unit: "KB" },
   { metric: "transfers in the api database", value: stores.api.transfers, unit: "transfers" }
 ]

@@ -52,6 +52,7 @@ import { DashboardRoutes, dashboardRoutePaths } from "./dashboard/http.ts"
 import { PublicApi } from "@pps/api/Api"
 import { AuthorizationLive } from "./http/Authorization.ts"
 import { apiReferencePath, envelopeMiddleware, makeNodeServer, makeRouteTable } from "./http/Envelope.ts"
+import { acceptorsPerListener, claimPort, withAcceptors } from "./http/Acceptors.ts"
 import { IdempotencyLive } from "./http/Idempotency.ts"
 import { refuseAtLimit, shedTransferLoad } from "./http/LoadShedding.ts"
 import { RateLimiter } from "./http/RateLimiter.ts"
@@ -214,19 +215,31 @@ export class ListenError extends Data.TaggedError("ListenError")<{
   }
 }
 
-const listener = (host: string, port: number, shutdownTimeoutMs: number) =>
-  // makeNodeServer: what Node's parser refuses also gets D1's envelope and a request id, and a
-  // half-closed request is still answered.
-  Layer.mergeAll(
+/**
+ * A listener on `host:port`. makeNodeServer: what Node's parser refuses also gets D1's envelope
+ * and a request id, and a half-closed request is still answered. With `acceptors` above 1 (Linux:
+ * `SO_REUSEPORT`), that many listening sockets, each accepting one connection a turn of the event
+ * loop (http/Acceptors.ts, D81), the port first claimed alone so that one in use is still refused.
+ */
+const listener = (host: string, port: number, shutdownTimeoutMs: number, acceptors = 1) => {
+  const several = acceptors > 1 && process.platform === "linux"
+  return Layer.mergeAll(
     Layer.effect(HttpServer.HttpServer)(
-      NodeHttpServer.make(makeNodeServer, {
-        host,
-        port,
-        gracefulShutdownTimeout: Duration.millis(shutdownTimeoutMs)
-      }).pipe(Effect.mapError((error) => new ListenError({ host, port, cause: error.cause })))
+      Effect.gen(function*() {
+        const claimed = several
+          ? yield* Effect.tryPromise({ try: () => claimPort(host, port), catch: (cause) => new ListenError({ host, port, cause }) })
+          : port
+        return yield* NodeHttpServer.make(several ? () => withAcceptors(makeNodeServer(), acceptors) : makeNodeServer, {
+          host,
+          port: claimed,
+          reusePort: several,
+          gracefulShutdownTimeout: Duration.millis(shutdownTimeoutMs)
+        }).pipe(Effect.mapError((error) => new ListenError({ host, port, cause: error.cause })))
+      })
     ),
     NodeHttpServer.layerHttpServices
   )
+}
 
 /**
  * Both listeners on the configured addresses.
@@ -239,7 +252,7 @@ export const ListenersLive = Layer.unwrap(
     const config = yield* AppConfig
     return Layer.mergeAll(
       HttpRouter.serve(servesApi(config) ? PublicApp : WorkerApp, { disableLogger: true, disableListenLog: true }).pipe(
-        Layer.provide(listener(config.host, config.port, config.shutdownTimeoutMs))
+        Layer.provide(listener(config.host, config.port, config.shutdownTimeoutMs, acceptorsPerListener))
       ),
       HttpRouter.serve(AdminApp, { disableLogger: true, disableListenLog: true }).pipe(
         Layer.provide(listener(config.adminHost, config.adminPort, config.shutdownTimeoutMs))

@@ -5,7 +5,7 @@
  * the rest keep the old ones, a transaction of one call keeps its bytes in its row (where a
  * node of the earlier version looks), and a row written the earlier way still reads its own.
  * Once no open submission carries a transaction, its bytes go: a final row keeps none, and the
- * settlement's sweep deletes the stored transaction.
+ * settlement's sweep deletes the stored transaction. A final row keeps no call either (D79).
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -131,6 +131,8 @@ const behaviour = Effect.gen(function*() {
   for (const [index, id] of ids.entries()) assert.strictEqual(adopted.get(id)?.rawTx, (index < 3 ? again : first).rawTx, id)
   assert.strictEqual(adopted.get(legacyId)?.rawTx, legacy.rawTx)
   assert.strictEqual(adopted.get(singleId)?.rawTx, single.rawTx)
+  // An open submission keeps its call: the restart path signs it again from the row.
+  for (const id of [...ids, singleId, legacyId]) assert.strictEqual(adopted.get(id)?.request.data, request(id).data, id)
 
   // Bytes are kept while a submission they carry is open, and go once none is.
   // A grace below zero: every stored transaction is old enough, by the database's clock.
@@ -167,6 +169,11 @@ const behaviour = Effect.gen(function*() {
   const withBytes = yield* sql<{ n: string }>`
     SELECT count(*)::text AS n FROM chain_submissions WHERE ${sql.in("submission_id", [...ids, singleId, legacyId])} AND raw_tx IS NOT NULL`
   assert.strictEqual(withBytes[0]?.n, "0")
+  // Nor its call (D79), confirmed or failed: only an open submission's call is ever read.
+  const withCall = yield* sql<{ n: string }>`
+    SELECT count(*)::text AS n FROM chain_submissions WHERE ${sql.in("submission_id", [...ids, singleId, legacyId])}
+      AND octet_length(call_data) > 0`
+  assert.strictEqual(withCall[0]?.n, "0")
   const final = Option.getOrThrow(yield* store.get(singleId))
   assert.deepStrictEqual([final.status, final.rawTx, final.txHash], ["confirmed", null, single.txHash])
   // In slices: one a statement here, until a slice comes back short.

@@ -141,7 +141,11 @@ const decodeSubmissions = (context: StoreContext, rows: ReadonlyArray<unknown>) 
     Effect.map((decoded) => decoded.map((row) => toSubmission(row, context.nodeId)))
   )
 
-/** One statement for any number of confirmations; the ids it changed. */
+/**
+ * One statement for any number of confirmations; the ids it changed. A final row keeps no call
+ * (`call_data` empty; D79): only an open submission's call is ever read (signed, adopted,
+ * recovered), and a final one is answered from its outcome columns.
+ */
 const confirmMany = (
   { sql }: StoreContext,
   confirmations: ReadonlyArray<Extract<Resolution, { readonly _tag: "Confirmed" }>>
@@ -150,7 +154,7 @@ const confirmMany = (
   const values = SqlValues.valuesPlaceholders(confirmations.length, ["", "", "", ""])
   return sql.unsafe<{ readonly submission_id: string }>(
     `UPDATE chain_submissions s SET status = 'confirmed', tx_hash = v.tx_hash, block_number = v.block_number,
-       block_timestamp = v.block_timestamp, raw_tx = NULL, updated_at = now()
+       block_timestamp = v.block_timestamp, raw_tx = NULL, call_data = '', updated_at = now()
      FROM (VALUES ${values}) AS v (submission_id, tx_hash, block_number, block_timestamp)
      WHERE s.submission_id = v.submission_id AND s.status IN ('recorded', 'sent')
      RETURNING s.submission_id`,
@@ -272,7 +276,8 @@ const resolve = (context: StoreContext, outcome: Resolution) =>
   outcome._tag === "Confirmed"
     ? confirmMany(context, [outcome]).pipe(Effect.map((changed) => changed.length > 0))
     : context.sql`
-      UPDATE chain_submissions SET status = 'failed', failure_reason = ${outcome.reason}, raw_tx = NULL, updated_at = now()
+      UPDATE chain_submissions SET status = 'failed', failure_reason = ${outcome.reason}, raw_tx = NULL, call_data = '',
+        updated_at = now()
       WHERE submission_id = ${outcome.submissionId} AND status IN ('recorded', 'sent')
       RETURNING 1 AS resolved`.pipe(Effect.map((rows) => rows.length > 0))
 
@@ -344,7 +349,7 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
   readonly countBroadcast: (submissionIds: ReadonlyArray<string>) => Effect.Effect<void, SqlError.SqlError>
   /**
    * Writes the final outcome; false when the submission was already final (nothing changes). A
-   * final row keeps no signed bytes of its own: they are read only while a submission is open.
+   * final row keeps no signed bytes and no call of its own: they are read only while a submission is open.
    */
   readonly resolve: (resolution: Resolution) => Effect.Effect<boolean, SqlError.SqlError>
   /**

@@ -71,7 +71,6 @@ export interface NewTransfer {
   readonly sealedDigest: string
   /** JSON of the ciphertext points (hex), as the guardian returned them. */
   readonly ciphertext: string
-  readonly callData: Uint8Array
   readonly createdAt: string
   /** For a refund (D43), the transfer it sends back. */
   readonly refundOf: string | null
@@ -173,6 +172,11 @@ export class TransferStore extends Context.Service<TransferStore, {
   readonly findById: (transferId: string) => Effect.Effect<Option.Option<StoredTransfer>, SqlError.SqlError>
   /** Whether a transfer, or a held agent transaction waiting to become one, has this id. */
   readonly idTaken: (transferId: string) => Effect.Effect<boolean, SqlError.SqlError>
+  /**
+   * The sealed boxes, and the attested call while one may still be needed: the row's own
+   * (written before migration 0025), else its chain submission's (empty once that is final).
+   * None for an unknown id.
+   */
   readonly boxes: (transferId: string) => Effect.Effect<
     Option.Option<{ readonly senderBox: Uint8Array; readonly recipientBox: Uint8Array; readonly callData: Uint8Array }>,
     SqlError.SqlError
@@ -334,20 +338,26 @@ const insert = (sql: SqlClient.SqlClient, transfers: ReadonlyArray<NewTransfer>)
       recipient_box: t.recipientBox,
       sealed_digest: t.sealedDigest,
       ciphertext: t.ciphertext,
-      call_data: t.callData,
+      // The attested call is kept once, in the chain submission recorded in the same transaction
+      // (record.ts); empty, not null, here: a node of an earlier version reads the column as bytes.
+      call_data: noCallData,
       created_at: t.createdAt,
       refund_of: t.refundOf
     })) as [Record<string, unknown>, ...Array<Record<string, unknown>>])
   }`.pipe(Effect.asVoid)
 
+const noCallData = new Uint8Array(0)
+
 const boxes = (sql: SqlClient.SqlClient, transferId: string) =>
-  sql<{ sender_box: Uint8Array; recipient_box: Uint8Array; call_data: Uint8Array }>`
-    SELECT sender_box, recipient_box, call_data FROM transfers WHERE transfer_id = ${transferId}`.pipe(
+  sql<{ sender_box: Uint8Array; recipient_box: Uint8Array; call_data: Uint8Array | null }>`
+    SELECT t.sender_box, t.recipient_box, COALESCE(NULLIF(t.call_data, ''::bytea), s.call_data) AS call_data
+    FROM transfers t LEFT JOIN chain_submissions s ON s.submission_id = t.transfer_id
+    WHERE t.transfer_id = ${transferId}`.pipe(
     Effect.map((rows) =>
       Option.map(Option.fromNullishOr(rows[0]), (row) => ({
         senderBox: new Uint8Array(row.sender_box),
         recipientBox: new Uint8Array(row.recipient_box),
-        callData: new Uint8Array(row.call_data)
+        callData: row.call_data === null ? noCallData : new Uint8Array(row.call_data)
       }))
     )
   )

@@ -111,7 +111,6 @@ export const recordDecision = <E>(
     const { events, transfer } = recordOf(prepared, {
       deadlineSeconds: authorized.deadline,
       ciphertext: JSON.stringify(authorized.ciphertext),
-      callData: hexToBytes(callData),
       createdAt: DateTime.formatIso(DateTime.makeUnsafe(yield* Clock.currentTimeMillis))
     })
     yield* write(transfer, events, submission).pipe(Unavailable.database("Transfers.record"), SpanLog.stage("Transfers.record"))

@@ -123,14 +123,13 @@ export const storedFieldsOf = (prepared: PreparedTransfer) => ({
  */
 export const recordOf = (
   prepared: PreparedTransfer,
-  attested: { readonly deadlineSeconds: bigint; readonly ciphertext: string; readonly callData: Uint8Array; readonly createdAt: string }
+  attested: { readonly deadlineSeconds: bigint; readonly ciphertext: string; readonly createdAt: string }
 ): { readonly transfer: NewTransfer; readonly events: ReadonlyArray<EventInput> } => ({
   transfer: {
     ...storedFieldsOf(prepared),
     senderAccountId: prepared.sender.accountId,
     deadlineSeconds: attested.deadlineSeconds,
     ciphertext: attested.ciphertext,
-    callData: attested.callData,
     createdAt: attested.createdAt,
     refundOf: prepared.refundOf
   },

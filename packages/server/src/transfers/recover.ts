@@ -81,7 +81,8 @@ const recover = Effect.fnUntraced(function*(context: TransfersContext, mode: Mod
       yield* complete(context, outcome.value)
       continue
     }
-    // Pending without a submission (the process died between commit and submit): submit now.
+    // Pending without an outcome: its submission, recorded with it, is driven again (signed if it was
+    // only recorded); a row of an earlier version that died before its submit is submitted from its own call.
     yield* resubmit(context, t)
   }
 })

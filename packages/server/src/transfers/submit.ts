@@ -65,7 +65,9 @@ export const recordedTransfer = (context: TransfersContext, transferId: string) 
 export const resubmit = Effect.fnUntraced(function*(context: TransfersContext, t: StoredTransfer) {
   const boxes = yield* context.store.boxes(t.transfer_id).pipe(Unavailable.database("Transfers.resubmit"))
   const chain = context.settlement.chain(t.mode)
-  if (Option.isNone(boxes) || Option.isNone(chain)) return
+  // No call left: its submission is final (the outcome completes the transfer), the only way
+  // a row of this version lacks one, since its submission commits with it (record.ts).
+  if (Option.isNone(boxes) || Option.isNone(chain) || boxes.value.callData.length === 0) return
   const sender = yield* context.accounts.get(t.sender_account_id).pipe(
     Unavailable.database("Transfers.resubmit"),
     Effect.flatMap(Invariant.some("a transfer's sender account exists (accounts are never deleted)"))

@@ -30,6 +30,7 @@ import { operatorConsole } from "./0021_operator_console.ts"
 import { eventPositions } from "./0022_event_positions.ts"
 import { webhookManagement } from "./0023_webhook_management.ts"
 import { webhookForeignKeys } from "./0024_webhook_foreign_keys.ts"
+import { callDataOnce } from "./0025_call_data_once.ts"
 
 /**
  * @since 0.1.0
@@ -58,5 +59,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0021_operator_console": operatorConsole,
   "0022_event_positions": eventPositions,
   "0023_webhook_management": webhookManagement,
-  "0024_webhook_foreign_keys": webhookForeignKeys
+  "0024_webhook_foreign_keys": webhookForeignKeys,
+  "0025_call_data_once": callDataOnce
 }
