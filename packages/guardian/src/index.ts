@@ -10,6 +10,9 @@
 /** @since 0.1.0 */
 export * as ChainReader from "./ChainReader.ts"
 
+/** @since 0.12.0 */
+export * as CommitDurability from "./CommitDurability.ts"
+
 /** @since 0.1.0 */
 export * as Domain from "./Domain.ts"
 

@@ -52,7 +52,7 @@ import { DashboardRoutes, dashboardRoutePaths } from "./dashboard/http.ts"
 import { PublicApi } from "@pps/api/Api"
 import { AuthorizationLive } from "./http/Authorization.ts"
 import { apiReferencePath, envelopeMiddleware, makeNodeServer, makeRouteTable } from "./http/Envelope.ts"
-import { acceptorsPerListener, claimPort, withAcceptors } from "./http/Acceptors.ts"
+import { acceptorsPerListener, withAcceptors } from "./http/Acceptors.ts"
 import { IdempotencyLive } from "./http/Idempotency.ts"
 import { refuseAtLimit, shedTransferLoad } from "./http/LoadShedding.ts"
 import { RateLimiter } from "./http/RateLimiter.ts"
@@ -219,27 +219,37 @@ export class ListenError extends Data.TaggedError("ListenError")<{
  * A listener on `host:port`. makeNodeServer: what Node's parser refuses also gets D1's envelope
  * and a request id, and a half-closed request is still answered. With `acceptors` above 1 (Linux:
  * `SO_REUSEPORT`), that many listening sockets, each accepting one connection a turn of the event
- * loop (http/Acceptors.ts, D81), the port first claimed alone so that one in use is still refused.
+ * loop (http/Acceptors.ts, D81); start-up fails if another process listens on the same port.
  */
-const listener = (host: string, port: number, shutdownTimeoutMs: number, acceptors = 1) => {
-  const several = acceptors > 1 && process.platform === "linux"
-  return Layer.mergeAll(
+const listener = (host: string, port: number, shutdownTimeoutMs: number, acceptors = 1) =>
+  Layer.mergeAll(
     Layer.effect(HttpServer.HttpServer)(
-      Effect.gen(function*() {
-        const claimed = several
-          ? yield* Effect.tryPromise({ try: () => claimPort(host, port), catch: (cause) => new ListenError({ host, port, cause }) })
-          : port
-        return yield* NodeHttpServer.make(several ? () => withAcceptors(makeNodeServer(), acceptors) : makeNodeServer, {
-          host,
-          port: claimed,
-          reusePort: several,
-          gracefulShutdownTimeout: Duration.millis(shutdownTimeoutMs)
-        }).pipe(Effect.mapError((error) => new ListenError({ host, port, cause: error.cause })))
-      })
+      acceptors > 1 && process.platform === "linux"
+        ? severalAcceptors(host, port, shutdownTimeoutMs, acceptors)
+        : NodeHttpServer.make(makeNodeServer, { host, port, gracefulShutdownTimeout: Duration.millis(shutdownTimeoutMs) }).pipe(
+          Effect.mapError((error) => new ListenError({ host, port, cause: error.cause }))
+        )
     ),
     NodeHttpServer.layerHttpServices
   )
-}
+
+/** The HTTP server on `acceptors` listening sockets of one port, once all listen and it is ours alone. */
+const severalAcceptors = Effect.fnUntraced(function*(host: string, port: number, shutdownTimeoutMs: number, acceptors: number) {
+  const { ready, server } = withAcceptors(makeNodeServer(), acceptors)
+  const made = yield* NodeHttpServer.make(() => server, {
+    host,
+    port,
+    reusePort: true,
+    gracefulShutdownTimeout: Duration.millis(shutdownTimeoutMs)
+  }).pipe(Effect.mapError((error) => new ListenError({ host, port, cause: error.cause })))
+  const listening = yield* Effect.tryPromise({ try: () => ready, catch: (cause) => new ListenError({ host, port, cause }) })
+  if (listening < acceptors) {
+    yield* Effect.logWarning("fewer listening sockets than asked: connections are accepted fewer at a time").pipe(
+      Effect.annotateLogs({ port, listening, asked: acceptors })
+    )
+  }
+  return made
+})
 
 /**
  * Both listeners on the configured addresses.

@@ -4,15 +4,26 @@
  * position), every other commit syncs it, the next one syncing the earlier write too; inside a
  * caller's transaction it does not weaken that transaction's commit. And the writes that use it
  * (the relay's mark, the guardian's settlement mark, the webhook worker's lease writes and its
- * attempt results written while more are coming, D72) do so.
+ * attempt results written while more are coming, D72; the idempotency claim, D80) do so.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { randomBytes } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option, Redacted } from "effect"
+import { TestClock } from "effect/testing"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import type { HttpApiGroup } from "effect/http-api"
 import { SqlClient } from "effect/sql"
+import { CurrentPrincipal, Idempotency, PublicApi } from "@pps/api/Api"
 import { EventStore } from "../src/events/EventStore.ts"
+import { IdempotencyLive } from "../src/http/Idempotency.ts"
+import { CurrentIdempotencyScope, OperationReplay } from "../src/platform/IdempotentOperations.ts"
+import { NodeLiveness } from "../src/platform/NodeLiveness.ts"
+import { Secrets } from "../src/platform/Secrets.ts"
+import { AppConfig } from "../src/config/AppConfig.ts"
+import { testConfig } from "./support/TestServer.ts"
 import { statementWithoutWaitingForDisk } from "../src/platform/CommitDurability.ts"
 import { migrate, pgliteLayer } from "../src/platform/Database.ts"
 import { TransferStore } from "../src/transfers/TransferStore.ts"
@@ -30,6 +41,23 @@ const unsynced = Effect.gen(function*() {
 const temporaryDirectory = Effect.acquireRelease(
   Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "pps-commit-durability-"))),
   (dataDir) => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true }))
+)
+
+/** The idempotency middleware on a migrated database, as this one node. */
+const idempotencyLayer = IdempotencyLive.pipe(
+  Layer.provideMerge(OperationReplay.layer),
+  Layer.provide(Layer.succeed(NodeLiveness, NodeLiveness.of({
+    nodeId: "node_1",
+    otherNodesHearingControl: Effect.succeed([]),
+    hearsControl: () => Effect.void
+  }))),
+  Layer.provide(Layer.succeed(Secrets, Secrets.of({
+    apiKeyPepper: Redacted.make(new Uint8Array(randomBytes(32))),
+    walletKek: Redacted.make(new Uint8Array(randomBytes(32))),
+    walletKekAccepted: [],
+    adminToken: Redacted.make("admin")
+  }))),
+  Layer.provideMerge(Layer.effectDiscard(migrate))
 )
 
 describe("commits that do not wait for the disk", () => {
@@ -151,6 +179,74 @@ describe("commits that do not wait for the disk", () => {
         assert.isTrue(yield* unsynced, "the release")
       }).pipe(
         Effect.provide(WebhookStore.layer.pipe(Layer.provideMerge(pgliteLayer(path.join(dataDir, "pglite")))))
+      )
+    }), { timeout: 60_000 })
+  it.effect("D80: the idempotency claim is such a commit, and the run's record, bound to it, syncs it", () =>
+    Effect.gen(function*() {
+      const dataDir = yield* temporaryDirectory
+      yield* Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const middleware = yield* Idempotency
+        const replay = yield* OperationReplay
+        yield* sql`CREATE TABLE records (id text PRIMARY KEY)`
+        assert.isFalse(yield* unsynced)
+        const seen: Array<[string, boolean]> = []
+        const run = Effect.gen(function*() {
+          seen.push(["claimed", yield* unsynced])
+          // The operation's record and its bind, one transaction that waits for the disk.
+          yield* sql.withTransaction(Effect.gen(function*() {
+            yield* sql`INSERT INTO records VALUES ('rec_1')`
+            yield* replay.bind("transfer", "rec_1")
+          }))
+          seen.push(["recorded", yield* unsynced])
+          const scope = yield* CurrentIdempotencyScope
+          seen.push(["scoped", Option.isSome(scope)])
+          return HttpServerResponse.text("{}", { status: 201, contentType: "application/json" })
+        }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.orDie)
+        const request = HttpServerRequest.fromWeb(
+          new Request("http://localhost/v1/transfers", { method: "POST", headers: { "idempotency-key": "key_1" }, body: "{}" })
+        )
+        // The middleware does not read which endpoint it wraps; the group's own type is too precise for
+        // the option's (its `prefix` returns a narrower group), so it is widened here.
+        const group = PublicApi.groups.transfers as unknown as HttpApiGroup.Top
+        const response = yield* middleware(run, { endpoint: PublicApi.groups.transfers.endpoints.create, group }).pipe(
+          Effect.provideService(HttpServerRequest.HttpServerRequest, request),
+          Effect.provideService(HttpServerRequest.ParsedSearchParams, {}),
+          Effect.provideService(HttpRouter.RouteContext, { params: {}, route: HttpRouter.route("POST", "/v1/transfers", HttpServerResponse.empty()) }),
+          Effect.provideService(CurrentPrincipal, { keyId: "key_1", accountId: "acct_1", accountType: "personal", ownerAccountId: null, mode: "test" })
+        )
+        assert.strictEqual(response.status, 201)
+        assert.deepStrictEqual(seen, [["claimed", true], ["recorded", false], ["scoped", true]])
+        const [claim] = yield* sql<{ readonly operation_id: string; readonly response_status: number }>`
+          SELECT operation_id, response_status FROM idempotency_keys WHERE account_id = 'acct_1'`
+        assert.deepStrictEqual([claim?.operation_id, claim?.response_status], ["rec_1", 201])
+      }).pipe(
+        Effect.provide(idempotencyLayer.pipe(Layer.provideMerge(pgliteLayer(path.join(dataDir, "pglite")))))
+      )
+    }), { timeout: 60_000 })
+  it.effect("D80: a node's heartbeat is such a commit", () =>
+    Effect.gen(function*() {
+      const dataDir = yield* temporaryDirectory
+      yield* Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const liveness = yield* NodeLiveness
+        const beats = sql<{ readonly beat_at: string }>`
+          SELECT beat_at::text AS beat_at FROM node_heartbeats WHERE node_id = ${liveness.nodeId}`
+        const first = (yield* beats)[0]?.beat_at
+        yield* liveness.hearsControl(false)
+        assert.isFalse(yield* unsynced, "what the node hears is written by a commit that waits")
+        yield* TestClock.adjust("2 seconds")
+        // The beat runs on its own fiber: read until its row has moved (each read yields to it).
+        let moved = false
+        for (let read = 0; read < 1_000 && !moved; read++) moved = (yield* beats)[0]?.beat_at !== first
+        assert.isTrue(moved, "the schedule beat again")
+        assert.isTrue(yield* unsynced, "the beat does not wait")
+      }).pipe(
+        Effect.provide(NodeLiveness.layer.pipe(
+          Layer.provideMerge(Layer.effectDiscard(migrate)),
+          Layer.provide(Layer.succeed(AppConfig, testConfig(dataDir))),
+          Layer.provideMerge(pgliteLayer(path.join(dataDir, "pglite")))
+        ))
       )
     }), { timeout: 60_000 })
 })

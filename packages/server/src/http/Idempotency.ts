@@ -32,6 +32,7 @@ import { Cause, Duration, Effect, Exit, Layer, Option, Redacted, Request, type R
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Limits } from "../config/AppConfig.ts"
+import { unsafeStatementWithoutWaitingForDisk } from "../platform/CommitDurability.ts"
 import { CurrentIdempotencyScope, type IdempotencyScope, type OperationKind, OperationReplay } from "../platform/IdempotentOperations.ts"
 import { deadAfterMs, NodeLiveness } from "../platform/NodeLiveness.ts"
 import { Secrets } from "../platform/Secrets.ts"
@@ -125,20 +126,26 @@ const insertClaim = (context: IdempotencyContext, scope: IdempotencyScope, reque
  * The claims asked for in one turn, inserted by one statement; each is answered by whether
  * its row went in (its token returned). Two requests of one turn with the same key: the
  * first row goes in, the second conflicts with it and is not claimed, as one after the other.
+ *
+ * D80: the commit does not wait for the disk. A claim lost in a crash is a claim that names no
+ * operation, which a retry runs anyway: whatever the run records binds the claim in a commit
+ * that does wait, and the WAL is one sequence, so that commit makes the claim durable first;
+ * a run whose claim is gone cannot bind (the fence), as if a retry had taken it over.
  */
 const claimColumns = ["", "", "", "", "", ""]
 const insertClaims = (sql: SqlClient.SqlClient, nodeId: string) => (entries: ReadonlyArray<Request.Entry<ClaimKey>>) =>
-  sql.unsafe<{ readonly claim_token: string }>(
-    `INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, claim_token, created_at, expires_at)
-     VALUES ${SqlValues.valuesPlaceholders(entries.length, claimColumns, `, now(), now() + $${entries.length * claimColumns.length + 1}::interval`)}
-     ON CONFLICT DO NOTHING RETURNING claim_token`,
-    [
-      ...entries.flatMap(({ request: { requestHash, scope } }) =>
-        [scope.accountId, scope.mode, scope.keyDigest, requestHash, nodeId, scope.claimToken]
-      ),
-      ttl
-    ]
-  )
+  unsafeStatementWithoutWaitingForDisk(sql, (commitSetting) =>
+    sql.unsafe<{ readonly claim_token: string }>(
+      `INSERT INTO idempotency_keys (account_id, mode, key_digest, request_hash, owner_node, claim_token, created_at, expires_at)
+       VALUES ${SqlValues.valuesPlaceholders(entries.length, claimColumns, `, now(), now() + $${entries.length * claimColumns.length + 1}::interval`)}
+       ON CONFLICT DO NOTHING RETURNING claim_token, ${commitSetting} AS commit_setting`,
+      [
+        ...entries.flatMap(({ request: { requestHash, scope } }) =>
+          [scope.accountId, scope.mode, scope.keyDigest, requestHash, nodeId, scope.claimToken]
+        ),
+        ttl
+      ]
+    ))
 
 const answerClaims = (entries: ReadonlyArray<Request.Entry<ClaimKey>>, exit: Exit.Exit<ReadonlyArray<{ readonly claim_token: string }>, SqlError.SqlError>) => {
   const claimed = Exit.map(exit, (rows) => new Set(rows.map((row) => row.claim_token)))

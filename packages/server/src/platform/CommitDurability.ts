@@ -1,46 +1,19 @@
 /**
- * Which commits wait for the disk. Every commit does (PostgreSQL's default, and the embedded
- * database's since it syncs its WAL: the guardian package's `DurableNodeFS`), except those this
- * module's combinator runs.
+ * Which commits wait for the disk: the combinators of the guardian package's `CommitDurability`
+ * (both processes' stores use them), under the name the server's modules import.
  *
  * @since 0.8.0
  */
-import { Effect, Option } from "effect"
-import type { SqlClient, Statement } from "effect/sql"
+import { CommitDurability } from "@pps/guardian"
 
 /**
- * Runs one statement in its implicit transaction with a commit that does not wait for the disk
- * (`synchronous_commit = off`, set for this transaction only), without BEGIN, SET and COMMIT
- * round trips (on the embedded database each is a call on the caller's thread): `statement`
- * places the fragment where it is evaluated once before the commit (a one-row subquery in its
- * FROM, a CTE it reads).
- *
- * Only for writes whose loss in a host crash is harmless because they are done again (the relay's
- * mark: the events are published again and deduplicated by id; the guardian's settlement mark: the
- * recovery round settles again, and the guardian decides a transfer once; the webhook worker's
- * leases and results, D72). Every other commit waits for its WAL to reach the disk, and the WAL is
- * one sequence: the next such commit makes this one durable too. A crash loses it only if none
- * came after (in the embedded database, a kill -9 as well: with no WAL writer process, its WAL
- * waits in memory for that next commit). Inside a caller's transaction the fragment sets nothing
- * (it reads the setting back), so the caller's commit is never weakened. `waitForDisk` keeps the
- * default: a caller that relaxes only some of its writes (the webhook result writer) passes it.
- * Why: one sync of the WAL per commit is the embedded mode's largest cost of durability
- * (docs/benchmarks.md, "Durable commits").
- *
  * @since 0.9.0
  * @category combinators
  */
-export const statementWithoutWaitingForDisk = <A, E, R>(
-  sql: SqlClient.SqlClient,
-  statement: (commitSetting: Statement.Fragment) => Effect.Effect<A, E, R>,
-  waitForDisk = false
-) =>
-  Effect.serviceOption(sql.transactionService).pipe(
-    Effect.flatMap((transaction) =>
-      statement(
-        Option.isSome(transaction) || waitForDisk
-          ? sql`current_setting('synchronous_commit')`
-          : sql`set_config('synchronous_commit', 'off', true)`
-      )
-    )
-  )
+export const statementWithoutWaitingForDisk = CommitDurability.statementWithoutWaitingForDisk
+
+/**
+ * @since 0.9.0
+ * @category combinators
+ */
+export const unsafeStatementWithoutWaitingForDisk = CommitDurability.unsafeStatementWithoutWaitingForDisk

@@ -18,6 +18,7 @@
 import { Context, Duration, Effect, Layer, Option, Schedule, Semaphore } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { AppConfig } from "../config/AppConfig.ts"
+import { statementWithoutWaitingForDisk } from "./CommitDurability.ts"
 import { ulid } from "./Ids.ts"
 
 /** How often a node refreshes its heartbeat. */
@@ -54,11 +55,14 @@ export class NodeLiveness extends Context.Service<NodeLiveness, {
       /** Set once the row is deleted at stop: a beat or a write in flight must not bring it back. */
       let stopped = false
       const writes = yield* Semaphore.make(1)
-      // A row found missing is written again whole, with what this node hears now.
+      // A row found missing is written again whole, with what this node hears now. A beat does not
+      // wait for the disk (D80): it is liveness, not a record, and one lost in a crash is written
+      // again by the next (every 2 s, dead only after 10 s); embedded, a crash is this node's death.
       const beat = writes.withPermits(1)(Effect.suspend(() =>
-        stopped ? Effect.void : sql`
-          INSERT INTO node_heartbeats (node_id, started_at, beat_at, hears_control) VALUES (${nodeId}, now(), now(), ${hears})
-          ON CONFLICT (node_id) DO UPDATE SET beat_at = now()`.pipe(Effect.asVoid)
+        stopped ? Effect.void : statementWithoutWaitingForDisk(sql, (commitSetting) =>
+          sql`
+            INSERT INTO node_heartbeats (node_id, started_at, beat_at, hears_control) VALUES (${nodeId}, now(), now(), ${hears})
+            ON CONFLICT (node_id) DO UPDATE SET beat_at = now() RETURNING ${commitSetting} AS commit_setting`).pipe(Effect.asVoid)
       ))
       const hearsControl = (value: boolean) =>
         Effect.suspend(() => {

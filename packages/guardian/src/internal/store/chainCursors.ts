@@ -4,6 +4,7 @@
  * that name this guardian.
  */
 import { Effect } from "effect"
+import { statementWithoutWaitingForDisk } from "../../CommitDurability.ts"
 import type { StoreContext } from "./context.ts"
 import { discoveryScope } from "./rows.ts"
 
@@ -21,11 +22,19 @@ export const startCursor = ({ sql }: StoreContext, chainId: string, scope: strin
     VALUES (${chainId}, ${scope}, ${nextBlock.toString()}::bigint, ${String(nowMs)}::bigint)
     ON CONFLICT DO NOTHING`.pipe(Effect.asVoid)
 
-/** Moves a cursor forward (never back: a concurrent step may have gone further). */
+/**
+ * Moves a cursor forward (never back: a concurrent step may have gone further). Its commit does
+ * not wait for the disk: a move lost in a crash reads those blocks again, whose credits are
+ * booked once by their (tx hash, log index) and whose contracts are started once, as after a
+ * crash between a booking and its cursor move; the next commit that waits (a group's, a booking's)
+ * syncs it. Two a follower step, every block, however few transfers.
+ */
 export const advanceCursor = ({ sql }: StoreContext, chainId: string, scope: string, nextBlock: bigint, nowMs: number) =>
-  sql`
-    UPDATE guardian_chain_cursors SET next_block = ${nextBlock.toString()}::bigint, updated_at_ms = ${String(nowMs)}::bigint
-    WHERE chain_id = ${chainId} AND scope = ${scope} AND next_block < ${nextBlock.toString()}::bigint`.pipe(Effect.asVoid)
+  statementWithoutWaitingForDisk(sql, (commitSetting) =>
+    sql`
+      UPDATE guardian_chain_cursors SET next_block = ${nextBlock.toString()}::bigint, updated_at_ms = ${String(nowMs)}::bigint
+      FROM (SELECT ${commitSetting}) AS commit_mode
+      WHERE chain_id = ${chainId} AND scope = ${scope} AND next_block < ${nextBlock.toString()}::bigint`).pipe(Effect.asVoid)
 
 /** The ConfidentialTokens followed on a chain, with their cursors. */
 export const followedContracts = ({ sql }: StoreContext, chainId: string) =>
