@@ -3,7 +3,7 @@
  * 1 subscription and with 50), in one run, on loopback only.
  *
  *   node --disable-warning=ExperimentalWarning bench/webhookRate.ts [--deliveries 2000]
- *     [--pairs 1] [--subscriptions 1,50] [--timeout 120] [--postgres] [--no-record]
+ *     [--pairs 1] [--subscriptions 1,50] [--timeout 120] [--postgres] [--append-in-round] [--database-thread own] [--no-record]
  *
  * One HTTPS receiver in a child process (bench/webhooks-receiver.ts, a throwaway CA, answers 200).
  * For each subscription count S, alternating A B B A (`--pairs` times):
@@ -12,9 +12,10 @@
  *   delivery worker with its configured concurrency), or with `--postgres` a fresh database on the
  *   PostgreSQL server of the tests (PPS_TEST_POSTGRES_URL, default 127.0.0.1:5432: its rows written
  *   by another process, off this one's thread), with S subscriptions; `--deliveries` events
- *   appended through the outbox, spread over the S accounts, timed from before the append to the
- *   moment every one of their deliveries is recorded `succeeded` in the database (read once the
- *   receiver has counted them all): fan-out, claim, sign, POST, record.
+ *   appended through the outbox, spread over the S accounts, timed from their commit (or with
+ *   `--append-in-round` from before the append) to the moment every one of their deliveries is
+ *   recorded `succeeded` in the database (read once the receiver has counted them all): relay,
+ *   fan-out, claim, sign, POST, record.
  * - B, the bare client: `node:https` with the worker's agent settings (keep-alive, the same socket
  *   limit, the same `SecureContext`), S loops posting one request at a time each (as the worker
  *   serves a subscription: one request of a subscription open at once), the same payload bytes
@@ -25,6 +26,9 @@
  * and the ratio A/B (the mean of the A rounds over the mean of the B rounds), and each side's CPU
  * (this process's user + system time over its rounds) a delivery, which a busy machine moves less
  * than the rates; the load average is recorded with the results, since the machine may be shared.
+ *
+ * `--database-thread own`: the embedded database on a worker thread of its own
+ * (EMBEDDED_DATABASE_THREAD=own), to see what the webhook path costs this thread without it.
  *
  * PPS_STATEMENT_LOG=<dir> counts the embedded database's statements (StatementLog.ts) and prints,
  * on stderr, each subscription count's dearest statements per delivery over its A rounds.
@@ -62,6 +66,8 @@ const { values: options } = parseArgs({
     subscriptions: { type: "string", default: "1,50" },
     timeout: { type: "string", default: "120" },
     postgres: { type: "boolean", default: false },
+    "append-in-round": { type: "boolean", default: false },
+    "database-thread": { type: "string", default: "caller" },
     ...recordOption
   }
 })
@@ -155,9 +161,10 @@ const buildService = (ca: TestCa, receiverUrl: string, count: number) =>
     const database = options.postgres
       ? { databaseUrl: Option.some(Redacted.make(yield* freshPostgresDatabase)), ...distributedSecrets }
       : {}
+    const thread = { embeddedDatabaseThread: options["database-thread"] === "own" ? "own" as const : "caller" as const }
     const services = yield* Layer.build(
       EventsServicesLive.pipe(
-        Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, { webhookCaFile: Option.some(ca.caFile), ...database }))),
+        Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, { webhookCaFile: Option.some(ca.caFile), ...thread, ...database }))),
         Layer.provide(Layer.mergeAll(Logger.layer([Logger.consolePretty()]), Layer.succeed(References.MinimumLogLevel, "Warn")))
       )
     )
@@ -181,26 +188,45 @@ const succeededCount = (services: Service["services"]) =>
   }).pipe(Effect.orDie)
 
 /**
- * A: `deliveries` events through the service, from before the append until every delivery is
- * recorded `succeeded`. Returns deliveries a second.
+ * A: `deliveries` events through the service, until every delivery is recorded `succeeded`.
+ * Returns deliveries a second and this process's CPU milliseconds over the timed part.
+ *
+ * What is timed: by default from the commit of the events (appended as the transfers path appends
+ * them, 50 an insert, here in one transaction so none is relayed before the clock starts): the
+ * relay, fan-out, claim, due read, signing, the POST and the record, i.e. the webhook path. The
+ * events' append is the transfers path's write (the event feed and the API read the same rows
+ * with no subscription at all), and the bare client is handed its payloads ready too, so charging
+ * the append to the service would compare it with more than the issue names. `--append-in-round`
+ * times the append as well (50 a commit, interleaved with the deliveries), as until 2026-11-30.
  */
 const serviceRound = (service: Service, receiver: RemoteReceiver, deliveries: number) =>
   Effect.gen(function*() {
     const { services, subscribers } = service
     const outbox = Context.get(services, Outbox)
+    const sql = Context.get(services, SqlClient.SqlClient)
     const before = yield* succeededCount(services)
     receiver.reset()
-    const startedMs = performance.now()
+    // Built before the clock: the bare client's payloads are built before its clock too.
     const events = Array.from({ length: deliveries }, (_, i) => {
       const subscriber = subscribers[i % subscribers.length]!
       return confirmedEvent(subscriber.accountId, subscriber.handle, "test", `tr_${ulid()}`)
     })
-    // As the transfers path appends: many small commits, not one (at most 50 events each).
-    for (let i = 0; i < events.length; i += 50) yield* outbox.append(events.slice(i, i + 50)).pipe(Effect.orDie)
+    // As the transfers path appends: many small inserts (at most 50 events each).
+    const append = Effect.forEach(
+      Array.from({ length: Math.ceil(events.length / 50) }, (_, i) => events.slice(i * 50, i * 50 + 50)),
+      (chunk) => outbox.append(chunk),
+      { discard: true }
+    ).pipe(Effect.orDie)
+    if (!options["append-in-round"]) yield* sql.withTransaction(append).pipe(Effect.orDie)
+    const startedMs = performance.now()
+    const cpuBefore = process.cpuUsage()
+    if (options["append-in-round"]) yield* append
     yield* waitUntil("the receiver to count every delivery", async () => (await receiver.count()) >= deliveries)
     const recorded = () => Effect.runPromise(succeededCount(services)).then((n) => n - before >= deliveries)
     yield* waitUntil("every delivery to be recorded", recorded)
-    return deliveries / ((performance.now() - startedMs) / 1000)
+    const rate = deliveries / ((performance.now() - startedMs) / 1000)
+    const cpu = process.cpuUsage(cpuBefore)
+    return { rate, cpuMs: (cpu.user + cpu.system) / 1000 }
   })
 
 /** The payload bytes the service sent, to post the same ones. */
@@ -282,25 +308,31 @@ const measure = (ca: TestCa, receiver: RemoteReceiver, count: number) =>
     yield* bare(warmUpDeliveries)
     const a: Array<number> = []
     const b: Array<number> = []
-    // This process's CPU (user + system) over each side's rounds: the service's whole path, or
-    // the bare client's (the receiver is another process). Less moved by a busy machine than rates.
+    // This process's CPU (user + system) over each side's timed part: the service's webhook path
+    // (serviceRound measures it), or the bare client's (the receiver is another process). Less
+    // moved by a busy machine than rates.
     const cpuMs = { a: 0, b: 0 }
-    const timedCpu = <X, E, R>(side: "a" | "b", round: Effect.Effect<X, E, R>) =>
-      Effect.suspend(() => {
-        const before = process.cpuUsage()
-        return Effect.ensuring(round, Effect.sync(() => {
-          const used = process.cpuUsage(before)
-          cpuMs[side] += (used.user + used.system) / 1000
-        }))
-      })
+    const bareTimed = Effect.suspend(() => {
+      const before = process.cpuUsage()
+      return Effect.ensuring(bare(deliveriesPerRound), Effect.sync(() => {
+        const used = process.cpuUsage(before)
+        cpuMs.b += (used.user + used.system) / 1000
+      }))
+    })
     // Statements are counted over the A rounds only (the B rounds run none).
     const statementsBefore = statementsByText()
     for (let pair = 0; pair < pairs; pair++) {
-      const timed = (n: number) => profiled(`${count}-${2 * pair + n}`, serviceRound(service, receiver, deliveriesPerRound))
-      a.push(yield* timedCpu("a", timed(1)))
-      b.push(yield* timedCpu("b", bare(deliveriesPerRound)))
-      b.push(yield* timedCpu("b", bare(deliveriesPerRound)))
-      a.push(yield* timedCpu("a", timed(2)))
+      const timed = (n: number) =>
+        profiled(`${count}-${2 * pair + n}`, serviceRound(service, receiver, deliveriesPerRound)).pipe(
+          Effect.map(({ cpuMs: used, rate }) => {
+            cpuMs.a += used
+            return rate
+          })
+        )
+      a.push(yield* timed(1))
+      b.push(yield* bareTimed)
+      b.push(yield* bareTimed)
+      a.push(yield* timed(2))
     }
     if (StatementLog.recorder() !== undefined) {
       const rows = perTransfer(statementsBefore, statementsByText(), a.length * deliveriesPerRound)
@@ -318,6 +350,8 @@ const measure = (ca: TestCa, receiver: RemoteReceiver, count: number) =>
       serviceCpuMsPerDelivery: Number((cpuMs.a / (a.length * deliveriesPerRound)).toFixed(3)),
       bareCpuMsPerDelivery: Number((cpuMs.b / (b.length * deliveriesPerRound)).toFixed(3)),
       database: options.postgres ? "postgres" : "embedded",
+      timed: options["append-in-round"] ? "append and deliveries" : "deliveries of committed events",
+      databaseThread: options["database-thread"],
       loadAverage: os.loadavg().map((load) => load.toFixed(1)).join(" ")
     }
   }).pipe(Effect.scoped)

@@ -7,6 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
+import { recordBatchMax } from "../src/webhooks/dispatch/DispatchContext.ts"
 import { makeAttemptRecorder } from "../src/webhooks/dispatch/recordAttempts.ts"
 import type { AttemptRecord, WebhookStore } from "../src/webhooks/WebhookStore.ts"
 
@@ -23,12 +24,18 @@ const attempt = (index: number): AttemptRecord => ({
   leaseUntil: new Date(0).toISOString()
 })
 
-/** A store that notes when each write was asked to wait for the disk. */
-const notingStore = (writes: Array<{ readonly atMs: number; readonly waitForDisk: boolean }>) =>
+interface Write {
+  readonly atMs: number
+  readonly waitForDisk: boolean
+  readonly size: number
+}
+
+/** A store that notes each write's size and whether it was asked to wait for the disk. */
+const notingStore = (writes: Array<Write>) =>
   ({
     recordAttempts: (attempts: ReadonlyArray<AttemptRecord>, waitForDisk = true) =>
       Effect.sync(() => {
-        writes.push({ atMs: performance.now(), waitForDisk })
+        writes.push({ atMs: performance.now(), waitForDisk, size: attempts.length })
         return attempts.map(() => ({ recorded: true, leaseHeld: true }))
       })
   }) as unknown as WebhookStore["Service"]
@@ -36,7 +43,7 @@ const notingStore = (writes: Array<{ readonly atMs: number; readonly waitForDisk
 describe("webhook attempt writer (D72)", () => {
   it.live("waits for the disk when idle, and at least once a second under a backlog that never lets it idle", () =>
     Effect.gen(function*() {
-      const writes: Array<{ readonly atMs: number; readonly waitForDisk: boolean }> = []
+      const writes: Array<Write> = []
       const recorder = yield* makeAttemptRecorder(notingStore(writes))
       // One request always in flight for 2.5 s, a result queued every 2 ms: never idle.
       const stop = yield* Deferred.make<void>()
@@ -58,5 +65,31 @@ describe("webhook attempt writer (D72)", () => {
       assert.isAtLeast(waited.length, 2, "a write waited for the disk at least once a second")
       assert.isBelow(waited.length, busy.length / 4, "most busy writes did not wait")
       assert.isTrue(writes.at(-1)!.waitForDisk, "the write before going idle waited")
+    }).pipe(Effect.scoped), 20_000)
+
+  // The linger made an hour long: only what ends it early can get a result written (the test
+  // would time out otherwise).
+  it.live("ends its linger when a batch is full, or when a sender hurries it", () =>
+    Effect.gen(function*() {
+      const writes: Array<Write> = []
+      const recorder = yield* makeAttemptRecorder(notingStore(writes), 3_600_000)
+      const stop = yield* Deferred.make<void>()
+      const started = yield* Deferred.make<void>()
+      const inFlight = yield* Effect.forkChild(recorder.sending(Deferred.succeed(started, undefined).pipe(Effect.andThen(Deferred.await(stop)))))
+      yield* Deferred.await(started)
+      // Results arrive one by one while a request is in flight: written once a batch is full.
+      const first = yield* recorder.record(attempt(0))
+      yield* Effect.sleep("5 millis")
+      for (let index = 1; index < recordBatchMax; index++) yield* recorder.record(attempt(index))
+      assert.isTrue((yield* Deferred.await(first)).recorded)
+      assert.strictEqual(writes.reduce((sum, write) => sum + write.size, 0), recordBatchMax)
+      // One result, a request still in flight: written as soon as a sender hurries.
+      const lone = yield* recorder.record(attempt(recordBatchMax))
+      yield* Effect.sleep("5 millis")
+      recorder.hurry()
+      assert.isTrue((yield* Deferred.await(lone)).recorded)
+      assert.strictEqual(writes.at(-1)!.size, 1)
+      yield* Deferred.succeed(stop, undefined)
+      yield* Fiber.join(inFlight)
     }).pipe(Effect.scoped), 20_000)
 })

@@ -152,6 +152,8 @@ interface ClientContext {
   readonly loopback: Route
   /** D59: ports of the service itself, never reached through a loopback grant. */
   readonly ownPorts: ReadonlySet<number>
+  /** Checked URLs by grant and URL (`targetOf`). */
+  readonly targets: Map<string, Target>
 }
 
 interface OutgoingRequest {
@@ -199,61 +201,109 @@ const checkFor = (context: ClientContext, url: string, loopbackGranted: boolean)
  */
 export type UrlCheck = { readonly _tag: "Ok"; readonly url: URL } | { readonly _tag: "Refused"; readonly reason: UrlRefusal | "own_port" }
 
-/** One POST, settled (never rejected) with its outcome. */
-const sendPromise = (context: ClientContext, request: OutgoingRequest, signal: AbortSignal) =>
-  new Promise<AttemptOutcome>((resolve) => {
-    const startedMs = performance.now()
-    const done = (outcome: Omit<AttemptOutcome, "durationMs">) =>
-      resolve({ ...outcome, durationMs: Math.round(performance.now() - startedMs) })
-    const route = routeFor(context, request.url, request.loopbackGranted)
-    const checked = checkFor(context, request.url, request.loopbackGranted)
-    if (checked._tag === "Refused") {
-      return done({
-        statusCode: undefined,
-        error: checked.reason === "address" || checked.reason === "own_port" || checked.reason === "scheme" ? "ssrf_refused" : "invalid_url",
-        retryAfter: undefined
-      })
+/**
+ * Where a request goes, or why it may not: the URL's check (D33, D59) and its route, read once
+ * per URL and grant and kept (`targetsMax`), since every attempt of a subscription checks the
+ * same string against the same fixed policy and own ports (the check is a pure function of
+ * those: no DNS; addresses are checked at connect time by the route's `lookup`). Plain fields,
+ * not the checked URL object, so nothing shared can be changed by a caller.
+ */
+type Target =
+  | { readonly _tag: "Refused"; readonly error: AttemptError }
+  | {
+    readonly _tag: "Ok"
+    readonly route: Route
+    readonly secure: boolean
+    readonly protocol: string
+    readonly hostname: string
+    readonly port: number | undefined
+    readonly path: string
+  }
+
+const targetsMax = 1_024
+
+const targetOf = (context: ClientContext, url: string, loopbackGranted: boolean): Target => {
+  const key = `${loopbackGranted ? "1" : "0"}${url}`
+  const known = context.targets.get(key)
+  if (known !== undefined) return known
+  const checked = checkFor(context, url, loopbackGranted)
+  const target: Target = checked._tag === "Refused"
+    ? {
+      _tag: "Refused",
+      error: checked.reason === "address" || checked.reason === "own_port" || checked.reason === "scheme" ? "ssrf_refused" : "invalid_url"
     }
-    const url = checked.url
-    const secure = url.protocol === "https:"
-    let timedOut = false
-    const outgoing = (secure ? https : http).request({
-      protocol: url.protocol,
-      hostname: url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname,
-      port: url.port === "" ? undefined : Number(url.port),
-      path: `${url.pathname}${url.search}`,
-      method: "POST",
-      headers: { ...request.headers, "content-length": String(request.body.byteLength) },
-      agent: secure ? route.httpsAgent : route.httpAgent,
-      lookup: route.lookup,
-      signal
-    }, (response) => {
-      const statusCode = response.statusCode
-      const retryAfter = response.headers["retry-after"]
-      // Drain and drop the body (it is never stored), so the socket can be reused.
-      response.resume()
-      response.once("end", () => {
-        clearTimeout(timer)
-        done({ statusCode, error: undefined, retryAfter })
-      })
-      response.once("error", (error) => {
-        clearTimeout(timer)
-        done({ statusCode, error: timedOut ? "timeout" : classify(error), retryAfter })
-      })
-    })
-    const timer = setTimeout(() => {
-      timedOut = true
-      outgoing.destroy(Object.assign(new Error("attempt timed out"), { code: "ETIMEDOUT" }))
-    }, context.timeoutMs)
-    outgoing.once("error", (error) => {
+    : {
+      _tag: "Ok",
+      route: routeFor(context, url, loopbackGranted),
+      secure: checked.url.protocol === "https:",
+      protocol: checked.url.protocol,
+      hostname: checked.url.hostname.startsWith("[") ? checked.url.hostname.slice(1, -1) : checked.url.hostname,
+      port: checked.url.port === "" ? undefined : Number(checked.url.port),
+      path: `${checked.url.pathname}${checked.url.search}`
+    }
+  if (context.targets.size >= targetsMax) context.targets.clear()
+  context.targets.set(key, target)
+  return target
+}
+
+/**
+ * One POST; calls `done` once with its outcome (never throws). Returns how to cancel it (an
+ * interrupted attempt: its request is destroyed), or nothing when it was refused before sending.
+ */
+const sendRequest = (context: ClientContext, request: OutgoingRequest, done: (outcome: AttemptOutcome) => void) => {
+  const startedMs = performance.now()
+  const finish = (outcome: Omit<AttemptOutcome, "durationMs">) => done({ ...outcome, durationMs: Math.round(performance.now() - startedMs) })
+  const target = targetOf(context, request.url, request.loopbackGranted)
+  if (target._tag === "Refused") return finish({ statusCode: undefined, error: target.error, retryAfter: undefined })
+  let timedOut = false
+  let cancelled = false
+  const outgoing = (target.secure ? https : http).request({
+    protocol: target.protocol,
+    hostname: target.hostname,
+    port: target.port,
+    path: target.path,
+    method: "POST",
+    headers: { ...request.headers, "content-length": String(request.body.byteLength) },
+    agent: target.secure ? target.route.httpsAgent : target.route.httpAgent,
+    lookup: target.route.lookup
+  }, (response) => {
+    const statusCode = response.statusCode
+    const retryAfter = response.headers["retry-after"]
+    // Drain and drop the body (it is never stored), so the socket can be reused.
+    response.resume()
+    response.once("end", () => {
       clearTimeout(timer)
-      done({
-        statusCode: undefined,
-        error: timedOut ? "timeout" : signal.aborted ? "cancelled" : classify(error),
-        retryAfter: undefined
-      })
+      finish({ statusCode, error: undefined, retryAfter })
     })
-    outgoing.end(request.body)
+    response.once("error", (error) => {
+      clearTimeout(timer)
+      finish({ statusCode, error: timedOut ? "timeout" : classify(error), retryAfter })
+    })
+  })
+  const timer = setTimeout(() => {
+    timedOut = true
+    outgoing.destroy(Object.assign(new Error("attempt timed out"), { code: "ETIMEDOUT" }))
+  }, context.timeoutMs)
+  outgoing.once("error", (error) => {
+    clearTimeout(timer)
+    finish({ statusCode: undefined, error: timedOut ? "timeout" : cancelled ? "cancelled" : classify(error), retryAfter: undefined })
+  })
+  outgoing.end(request.body)
+  return () => {
+    cancelled = true
+    clearTimeout(timer)
+    outgoing.destroy(Object.assign(new Error("attempt cancelled"), { code: "ABORT_ERR" }))
+  }
+}
+
+/**
+ * One POST as an effect that never fails. No AbortController and no span per attempt (both cost
+ * CPU a delivery, issue 49): an interruption destroys the request through the canceller.
+ */
+const send = (context: ClientContext, request: OutgoingRequest): Effect.Effect<AttemptOutcome> =>
+  Effect.callback<AttemptOutcome>((resume) => {
+    const cancel = sendRequest(context, request, (outcome) => resume(Effect.succeed(outcome)))
+    return cancel === undefined ? undefined : Effect.sync(cancel)
   })
 
 /**
@@ -323,12 +373,13 @@ export class WebhookClient extends Context.Service<WebhookClient, {
       timeoutMs: options.timeoutMs ?? attemptTimeoutMs,
       strict: route(options.policy),
       loopback: options.policy.allowLoopback ? route(options.policy) : route({ ...options.policy, allowLoopback: true }),
-      ownPorts: new Set(options.ownPorts ?? [])
+      ownPorts: new Set(options.ownPorts ?? []),
+      targets: new Map()
     }
     return WebhookClient.of({
       policy: options.policy,
       check: (url, loopbackGranted) => checkFor(context, url, loopbackGranted),
-      send: (request) => Effect.promise((signal) => sendPromise(context, request, signal)).pipe(Effect.withSpan("WebhookClient.send"))
+      send: (request) => send(context, request)
     })
   }
 

@@ -28,15 +28,22 @@ export const recordBatchMax = 256
  * How long the result writer waits, at most, for the results of requests in flight before it
  * writes a batch (recordAttempts.ts): a commit syncs the disk (a few milliseconds, on the
  * embedded database's thread, which is the caller's), so results written one a commit bound a
- * busy subscription at one sync a delivery.
+ * busy subscription at one sync a delivery. It ends early when a batch is full or a sender
+ * hurries it (it waits for a result, or has `senderHurryAt` unwritten), so this bound matters
+ * only to results no sender waits for yet.
  */
-export const recordLingerMs = 10
+export const recordLingerMs = 50
 /**
  * Due deliveries read per query while serving a subscription; also how many of its attempts may
  * be sent before their results are written (serveSubscription.ts waits for the oldest before it
  * sends more): what a crash can send again, besides what D72 allows.
  */
 export const dueBatchMax = 50
+/**
+ * A sender with this many results unwritten hurries the writer: half its room, so a sender
+ * alone is never stopped by its room while the writer lingers for more.
+ */
+export const senderHurryAt = dueBatchMax / 2
 /** The shortest wait between claim rounds, so a due delivery another node is serving cannot spin the loop. */
 export const idleWaitMinMs = 20
 /** After a failed claim round (database down), wait this long. */

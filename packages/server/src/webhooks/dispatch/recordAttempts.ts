@@ -8,7 +8,12 @@
  * time) for its result before it writes the batch: the embedded database syncs its log on the
  * caller's thread, so nothing accumulates during a write, and without the wait each result would
  * cost a sync of its own (the delivery rate was one sync's time a delivery, docs/benchmarks.md,
- * "webhook-rate"). With nothing in flight a result is written at once.
+ * "webhook-rate"). With nothing in flight a result is written at once. The linger ends early
+ * when the batch is full or when a sender asks (`hurry`): it waits for a result, or half of what
+ * it may leave unwritten is (serveSubscription.ts), so a sender sending alone never has to stop
+ * for its results. A statement's fixed cost is most of what a few results cost to write, so
+ * results are written in batches that size rather than of whatever arrived in a fixed few
+ * milliseconds (D82; 0.19 record statements a delivery with one subscription at load 10).
  *
  * A write does not wait for the disk while more results are coming (requests in flight, results
  * queued): the last write before the writer goes idle does, and makes the earlier ones durable
@@ -39,6 +44,17 @@ export interface AttemptRecorder {
   readonly record: (attempt: AttemptRecord) => Effect.Effect<Deferred.Deferred<RecordedAttempt, DependencyUnavailable>>
   /** Runs an attempt's request, counted in flight while it runs. */
   readonly sending: <A, E, R>(request: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** A sender waits for a result, or soon will: write what is queued now, without lingering. */
+  readonly hurry: () => void
+}
+
+/** The writer's linger: its bound, whether a sender hurried it, and how to end its current wait. */
+interface Linger {
+  readonly ms: number
+  /** Results the lingering batch holds already (besides those queued). */
+  taken: number
+  hurried: boolean
+  end: (() => void) | undefined
 }
 
 const recordFailed = fromSqlError("Dispatcher.recordAttempts")
@@ -46,19 +62,39 @@ const recordFailed = fromSqlError("Dispatcher.recordAttempts")
 /** At most this long between two writes that wait for the disk, however busy the writer (D72). */
 const recordSyncEveryMs = 1_000
 
-/** Real time, not the Effect clock: it bounds a batching wait, not a schedule (TestClock must not hold it). */
-const realPause = Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, 1)))
+/**
+ * Waits up to `ms` of real time, or until `linger.end` is called (a sender hurried, or enough was
+ * queued). Real time, not the Effect clock: it bounds a batching wait, not a schedule (TestClock
+ * must not hold it).
+ */
+const lingerFor = (linger: Linger, ms: number) =>
+  Effect.promise(() =>
+    new Promise<void>((resolve) => {
+      const end = () => {
+        clearTimeout(timer)
+        linger.end = undefined
+        resolve()
+      }
+      const timer = setTimeout(end, ms)
+      linger.end = end
+    })
+  )
 
 /**
  * Takes a batch: what is queued, then (up to `recordLingerMs`) what arrives while requests are in
- * flight and the batch has room.
+ * flight, the batch has room and no sender hurried it.
  */
-const takeBatch = (pending: Queue.Queue<PendingRecord>, inFlight: { count: number }) =>
+const takeBatch = (pending: Queue.Queue<PendingRecord>, inFlight: { count: number }, linger: Linger) =>
   Effect.gen(function*() {
     const batch: Array<PendingRecord> = [...(yield* Queue.takeBetween(pending, 1, recordBatchMax))]
     const startedMs = performance.now()
-    const room = () => recordBatchMax - batch.length - Queue.sizeUnsafe(pending)
-    while (inFlight.count > 0 && room() > 0 && performance.now() - startedMs < recordLingerMs) yield* realPause
+    const queued = () => batch.length + Queue.sizeUnsafe(pending)
+    const lingering = () =>
+      inFlight.count > 0 && !linger.hurried && queued() < recordBatchMax && performance.now() - startedMs < linger.ms
+    linger.taken = batch.length
+    while (lingering()) yield* lingerFor(linger, linger.ms - (performance.now() - startedMs))
+    linger.taken = 0
+    linger.hurried = false
     if (batch.length < recordBatchMax && Queue.sizeUnsafe(pending) > 0) {
       batch.push(...(yield* Queue.takeBetween(pending, 1, recordBatchMax - batch.length)))
     }
@@ -70,10 +106,11 @@ const writeBatch = (
   store: WebhookStore["Service"],
   pending: Queue.Queue<PendingRecord>,
   inFlight: { count: number },
-  synced: { atMs: number }
+  synced: { atMs: number },
+  linger: Linger
 ) =>
   Effect.gen(function*() {
-    const batch = yield* takeBatch(pending, inFlight)
+    const batch = yield* takeBatch(pending, inFlight, linger)
     // D72: only the last write before the writer goes idle waits for the disk (it makes the
     // earlier ones durable too: the log is one sequence), or the first a second after the last
     // that waited.
@@ -94,23 +131,33 @@ const writeBatch = (
   })
 
 /**
- * Starts the writer for the life of the current scope.
+ * Starts the writer for the life of the current scope. `lingerMs`: the linger's bound (tests
+ * make it long, to see what ends it early).
  *
  * @since 0.8.0
  * @category constructors
  */
-export const makeAttemptRecorder = Effect.fnUntraced(function*(store: WebhookStore["Service"]) {
+export const makeAttemptRecorder = Effect.fnUntraced(function*(
+  store: WebhookStore["Service"],
+  lingerMs: number = recordLingerMs
+) {
   const pending = yield* Queue.unbounded<PendingRecord>()
   const inFlight = { count: 0 }
   const synced = { atMs: performance.now() }
-  yield* writeBatch(store, pending, inFlight, synced).pipe(Effect.forever, Effect.forkScoped)
+  const linger: Linger = { ms: lingerMs, taken: 0, hurried: false, end: undefined }
+  yield* writeBatch(store, pending, inFlight, synced, linger).pipe(Effect.forever, Effect.forkScoped)
   const recorder: AttemptRecorder = {
     record: (attempt) =>
       Effect.gen(function*() {
         const done = yield* Deferred.make<RecordedAttempt, DependencyUnavailable>()
         yield* Queue.offer(pending, { attempt, done })
+        if (linger.taken + Queue.sizeUnsafe(pending) >= recordBatchMax) linger.end?.()
         return done
       }),
+    hurry: () => {
+      linger.hurried = true
+      linger.end?.()
+    },
     sending: (request) =>
       Effect.suspend(() => {
         inFlight.count += 1

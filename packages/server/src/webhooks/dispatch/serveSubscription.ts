@@ -29,22 +29,31 @@ import { Clock, Deferred, Effect, Option } from "effect"
 import { database, type DependencyUnavailable } from "../../platform/Unavailable.ts"
 import type { DueBatch } from "../WebhookStore.ts"
 import { attempt, openSecrets, type SentAttempt, settle } from "./attempt.ts"
-import { type DispatchContext, dueBatchMax, iso, leaseFreshMs, leaseMs } from "./DispatchContext.ts"
+import { type DispatchContext, dueBatchMax, iso, leaseFreshMs, leaseMs, senderHurryAt } from "./DispatchContext.ts"
 
 // Built once: the whole serving loop's store failures are typed here, not per delivery.
 const storeUnavailable = database("Dispatcher.serveSubscription")
 
-/** One sender's state: the lease's end as last set and found held, and the results not yet settled. */
+/**
+ * One sender's state: the lease's end as last set and found held, the results not yet settled,
+ * and how to tell the writer this sender waits for one.
+ */
 interface SenderState {
   heldUntilMs: number
   lost: boolean
   readonly unsettled: Array<SentAttempt>
+  readonly hurry: () => void
 }
 
-/** Settles the oldest sent attempt (waits for its write): the lease's end it set, or lost. */
+/**
+ * Settles the oldest sent attempt (waits for its write): the lease's end it set, or lost. The
+ * writer is told first when the result is not written yet, so it stops lingering for more.
+ */
 const settleOldest = (webhookId: string, state: SenderState) =>
   Effect.gen(function*() {
-    const held = yield* settle(webhookId, state.unsettled.shift()!)
+    const oldest = state.unsettled.shift()!
+    if (!Deferred.isDoneUnsafe(oldest.written)) state.hurry()
+    const held = yield* settle(webhookId, oldest)
     if (held === undefined) state.lost = true
     else state.heldUntilMs = Math.max(state.heldUntilMs, held)
   })
@@ -88,7 +97,7 @@ const keepLease = (context: DispatchContext, webhookId: string, state: SenderSta
 
 /**
  * Sends one read batch, oldest due first; false when the lease was lost (or the subscription
- * deleted).
+ * deleted). Half its room unwritten, the sender hurries the writer, so its room does not fill.
  */
 const sendBatch = (context: DispatchContext, webhookId: string, state: SenderState, batch: DueBatch, nowMs: number) =>
   Effect.gen(function*() {
@@ -97,6 +106,7 @@ const sendBatch = (context: DispatchContext, webhookId: string, state: SenderSta
       yield* settleRoom(webhookId, state)
       if (state.lost || !(yield* keepLease(context, webhookId, state))) return false
       state.unsettled.push(yield* attempt(context, webhookId, batch.sending, secrets, delivery))
+      if (state.unsettled.length === senderHurryAt) state.hurry()
     }
     return true
   })
@@ -110,7 +120,7 @@ export const serveSubscription = (
   claimedUntilMs: number
 ): Effect.Effect<void, DependencyUnavailable> =>
   Effect.gen(function*() {
-    const state: SenderState = { heldUntilMs: claimedUntilMs, lost: false, unsettled: [] }
+    const state: SenderState = { heldUntilMs: claimedUntilMs, lost: false, unsettled: [], hurry: context.recorder.hurry }
     while (true) {
       const nowMs = yield* Clock.currentTimeMillis
       const unwritten = state.unsettled.map((sent) => sent.delivery.delivery_id)
