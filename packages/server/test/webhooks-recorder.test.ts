@@ -69,7 +69,7 @@ describe("webhook attempt writer (D72)", () => {
 
   // The linger made an hour long: only what ends it early can get a result written (the test
   // would time out otherwise).
-  it.live("ends its linger when a batch is full, or when a sender hurries it", () =>
+  it.live("ends its linger when a batch is full, when a sender hurries it, or when the last request ends", () =>
     Effect.gen(function*() {
       const writes: Array<Write> = []
       const recorder = yield* makeAttemptRecorder(notingStore(writes), 3_600_000)
@@ -89,7 +89,12 @@ describe("webhook attempt writer (D72)", () => {
       recorder.hurry()
       assert.isTrue((yield* Deferred.await(lone)).recorded)
       assert.strictEqual(writes.at(-1)!.size, 1)
+      // One result, a request still in flight, no hurry: written as soon as that request ends.
+      const last = yield* recorder.record(attempt(recordBatchMax + 1))
+      yield* Effect.sleep("5 millis")
+      assert.isFalse(yield* Deferred.isDone(last), "lingering while the request is in flight")
       yield* Deferred.succeed(stop, undefined)
       yield* Fiber.join(inFlight)
+      assert.isTrue((yield* Deferred.await(last)).recorded)
     }).pipe(Effect.scoped), 20_000)
 })

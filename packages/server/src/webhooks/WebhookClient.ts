@@ -1,8 +1,10 @@
 /**
  * The HTTP client that sends one delivery attempt, and its SSRF defences.
  *
- * - The URL is checked again before every attempt (AddressPolicy.checkUrl), so
- *   an IP literal in any spelling is judged in canonical form.
+ * - The URL is checked before its first attempt (AddressPolicy.checkUrl), so
+ *   an IP literal in any spelling is judged in canonical form; the verdict is
+ *   kept per URL and grant (a pure function of the client's fixed policy: no
+ *   DNS), and the resolved addresses are still checked at every connect.
  * - A host name is resolved at connect time by our own `lookup`: every address
  *   it resolves to must pass the policy (one bad address refuses the attempt,
  *   so a name that mixes a public and a private address cannot win a race),

@@ -63,13 +63,15 @@ const recordFailed = fromSqlError("Dispatcher.recordAttempts")
 const recordSyncEveryMs = 1_000
 
 /**
- * Waits up to `ms` of real time, or until `linger.end` is called (a sender hurried, or enough was
- * queued). Real time, not the Effect clock: it bounds a batching wait, not a schedule (TestClock
- * must not hold it).
+ * Waits up to `ms` of real time, or until `linger.end` is called (a sender hurried, enough was
+ * queued, the last request ended). Real time, not the Effect clock: it bounds a batching wait, not
+ * a schedule (TestClock must not hold it). `stillLingering` is asked again as the wait is armed:
+ * a hurry that came between the caller's check and here found no `end` to call.
  */
-const lingerFor = (linger: Linger, ms: number) =>
+const lingerFor = (linger: Linger, ms: number, stillLingering: () => boolean) =>
   Effect.promise(() =>
     new Promise<void>((resolve) => {
+      if (!stillLingering()) return resolve()
       const end = () => {
         clearTimeout(timer)
         linger.end = undefined
@@ -92,12 +94,13 @@ const takeBatch = (pending: Queue.Queue<PendingRecord>, inFlight: { count: numbe
     const lingering = () =>
       inFlight.count > 0 && !linger.hurried && queued() < recordBatchMax && performance.now() - startedMs < linger.ms
     linger.taken = batch.length
-    while (lingering()) yield* lingerFor(linger, linger.ms - (performance.now() - startedMs))
+    while (lingering()) yield* lingerFor(linger, linger.ms - (performance.now() - startedMs), lingering)
     linger.taken = 0
-    linger.hurried = false
     if (batch.length < recordBatchMax && Queue.sizeUnsafe(pending) > 0) {
       batch.push(...(yield* Queue.takeBetween(pending, 1, recordBatchMax - batch.length)))
     }
+    // A hurry is for what was queued: while some is left for the next batch, that one does not linger.
+    if (Queue.sizeUnsafe(pending) === 0) linger.hurried = false
     return batch
   })
 
@@ -163,6 +166,9 @@ export const makeAttemptRecorder = Effect.fnUntraced(function*(
         inFlight.count += 1
         return request.pipe(Effect.ensuring(Effect.sync(() => {
           inFlight.count -= 1
+          // Nothing more can join the lingering batch: write it now (an interrupted sender's
+          // result, the last at shutdown) rather than at the end of the linger.
+          if (inFlight.count === 0) linger.end?.()
         })))
       })
   }
