@@ -4,7 +4,7 @@
  * in its row and in its submission's): a transfer whose submission exists drops its copy, a final
  * submission drops its call, an open one keeps it, and a transfer an earlier version left without a
  * submission keeps its own. After it, the store writes new transfers without a call, and the
- * resubmission's read (`boxes`) finds each call where it is. Real PGlite, the real migrations.
+ * resubmission's read (`attestedCall`) finds each call where it is. Real PGlite, the real migrations.
  */
 import { PgClient } from "@effect/sql-pg"
 import { afterAll, assert, describe, it } from "@effect/vitest"
@@ -83,7 +83,7 @@ const keepsTheCallOnce = Effect.gen(function*() {
 
   const store = yield* TransferStore
   const callOf = (id: string) =>
-    store.boxes(id).pipe(Effect.map((found) => Option.map(found, (boxes) => Array.from(boxes.callData))))
+    store.attestedCall(id).pipe(Effect.map((found) => Option.map(found, (call) => Array.from(call))))
   assert.deepStrictEqual(yield* callOf("tr_open"), Option.some(Array.from(call(3))), "the open submission's call")
   assert.deepStrictEqual(yield* callOf("tr_unsubmitted"), Option.some(Array.from(call(4))), "the row's own")
   assert.deepStrictEqual(yield* callOf("tr_confirmed"), Option.some([]), "none left once final")

@@ -172,15 +172,17 @@ export class TransferStore extends Context.Service<TransferStore, {
   readonly findById: (transferId: string) => Effect.Effect<Option.Option<StoredTransfer>, SqlError.SqlError>
   /** Whether a transfer, or a held agent transaction waiting to become one, has this id. */
   readonly idTaken: (transferId: string) => Effect.Effect<boolean, SqlError.SqlError>
-  /**
-   * The sealed boxes, and the attested call while one may still be needed: the row's own
-   * (written before migration 0025), else its chain submission's (empty once that is final).
-   * None for an unknown id.
-   */
+  /** The sealed boxes (a sealed read). None for an unknown id. */
   readonly boxes: (transferId: string) => Effect.Effect<
-    Option.Option<{ readonly senderBox: Uint8Array; readonly recipientBox: Uint8Array; readonly callData: Uint8Array }>,
+    Option.Option<{ readonly senderBox: Uint8Array; readonly recipientBox: Uint8Array }>,
     SqlError.SqlError
   >
+  /**
+   * The attested call while one may still be needed (a resubmission): the row's own (written
+   * before migration 0025), else its chain submission's (empty once that is final). None for an
+   * unknown id.
+   */
+  readonly attestedCall: (transferId: string) => Effect.Effect<Option.Option<Uint8Array>, SqlError.SqlError>
   /** newest first (created_at, then id), one more than `limit` to tell `has_more` (D16). */
   readonly list: (query: ListQuery) => Effect.Effect<ReadonlyArray<StoredTransfer>, SqlError.SqlError>
   /**
@@ -221,6 +223,7 @@ export class TransferStore extends Context.Service<TransferStore, {
             UNION ALL SELECT 1 AS taken FROM agent_transactions WHERE transfer_id = ${transferId}
             LIMIT 1`.pipe(Effect.map((rows) => rows.length > 0)),
         boxes: (transferId) => boxes(sql, transferId),
+        attestedCall: (transferId) => attestedCall(sql, transferId),
         list: (query) => list(sql, query),
         finish: (outcomes) => finish(sql, outcomes),
         markGuardianSettled: (transferId) =>
@@ -349,16 +352,23 @@ const insert = (sql: SqlClient.SqlClient, transfers: ReadonlyArray<NewTransfer>)
 const noCallData = new Uint8Array(0)
 
 const boxes = (sql: SqlClient.SqlClient, transferId: string) =>
-  sql<{ sender_box: Uint8Array; recipient_box: Uint8Array; call_data: Uint8Array | null }>`
-    SELECT t.sender_box, t.recipient_box, COALESCE(NULLIF(t.call_data, ''::bytea), s.call_data) AS call_data
-    FROM transfers t LEFT JOIN chain_submissions s ON s.submission_id = t.transfer_id
-    WHERE t.transfer_id = ${transferId}`.pipe(
+  sql<{ sender_box: Uint8Array; recipient_box: Uint8Array }>`
+    SELECT sender_box, recipient_box FROM transfers WHERE transfer_id = ${transferId}`.pipe(
     Effect.map((rows) =>
       Option.map(Option.fromNullishOr(rows[0]), (row) => ({
         senderBox: new Uint8Array(row.sender_box),
-        recipientBox: new Uint8Array(row.recipient_box),
-        callData: row.call_data === null ? noCallData : new Uint8Array(row.call_data)
+        recipientBox: new Uint8Array(row.recipient_box)
       }))
+    )
+  )
+
+const attestedCall = (sql: SqlClient.SqlClient, transferId: string) =>
+  sql<{ call_data: Uint8Array | null }>`
+    SELECT COALESCE(NULLIF(t.call_data, ''::bytea), s.call_data) AS call_data
+    FROM transfers t LEFT JOIN chain_submissions s ON s.submission_id = t.transfer_id
+    WHERE t.transfer_id = ${transferId}`.pipe(
+    Effect.map((rows) =>
+      Option.map(Option.fromNullishOr(rows[0]), (row) => row.call_data === null ? noCallData : new Uint8Array(row.call_data))
     )
   )
 

@@ -63,11 +63,11 @@ export const recordedTransfer = (context: TransfersContext, transferId: string) 
  * @since 0.1.0
  */
 export const resubmit = Effect.fnUntraced(function*(context: TransfersContext, t: StoredTransfer) {
-  const boxes = yield* context.store.boxes(t.transfer_id).pipe(Unavailable.database("Transfers.resubmit"))
+  const call = yield* context.store.attestedCall(t.transfer_id).pipe(Unavailable.database("Transfers.resubmit"))
   const chain = context.settlement.chain(t.mode)
   // No call left: its submission is final (the outcome completes the transfer), the only way
   // a row of this version lacks one, since its submission commits with it (record.ts).
-  if (Option.isNone(boxes) || Option.isNone(chain) || boxes.value.callData.length === 0) return
+  if (Option.isNone(call) || Option.isNone(chain) || call.value.length === 0) return
   const sender = yield* context.accounts.get(t.sender_account_id).pipe(
     Unavailable.database("Transfers.resubmit"),
     Effect.flatMap(Invariant.some("a transfer's sender account exists (accounts are never deleted)"))
@@ -77,7 +77,7 @@ export const resubmit = Effect.fnUntraced(function*(context: TransfersContext, t
     mode: t.mode,
     confidential: t.confidential,
     contract: confidentialTokenOf(chain.value, t.asset),
-    callData: bytesToHex(boxes.value.callData),
+    callData: bytesToHex(call.value),
     deadlineSeconds: BigInt(t.deadline_seconds),
     sender: getAddress(sender.walletAddress),
     nonce: BigInt(t.replay_nonce)
