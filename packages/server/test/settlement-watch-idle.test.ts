@@ -1,8 +1,9 @@
 /**
- * The settlement watcher's idle round (engine/Watch.ts, `round` and `readHead`): with nothing in
- * flight it asks the head and the block after the last scanned in the same turn, which the
- * settlement client's transport sends as one JSON-RPC batch: one HTTP request a block instead of
- * two. The block so read goes through the scan's checks as a block read by the scan does (its
+ * The settlement watcher's idle round (engine/Watch.ts, `round` and `readHead`, D85): with nothing
+ * in flight it runs every half second at least (a send wakes it) and asks the head and the blocks
+ * the pause can have made in the same turn, which the settlement client's transport sends as one
+ * JSON-RPC batch: one HTTP request a round instead of a head read and a request for each new
+ * block. The blocks so read go through the scan's checks as blocks read by the scan do (each
  * parent against the hash scanned at its height: a reorganisation is still found). With
  * transactions in flight the head is read alone, as before.
  *
@@ -16,7 +17,7 @@ import { RpcTransport } from "@pps/contracts"
 import { Effect } from "effect"
 import { createPublicClient, type Hex } from "viem"
 import type { EngineContext, Tracked } from "../src/settlement/engine/EngineContext.ts"
-import { round } from "../src/settlement/engine/Watch.ts"
+import { idlePauseMs, round } from "../src/settlement/engine/Watch.ts"
 
 type Call = { readonly id: number; readonly method: string; readonly params?: ReadonlyArray<unknown> }
 
@@ -25,7 +26,7 @@ const hashOf = (n: number, fork: number): Hex => `0x${n.toString(16).padStart(32
 /** A node whose chain is `head` blocks long; `fork` renames every block from a height on. */
 const fakeNode = Effect.acquireRelease(
   Effect.promise(() => {
-    const node = { head: 0, forkFrom: Number.POSITIVE_INFINITY, requests: 0, methods: [] as Array<Array<string>> }
+    const node = { head: 0, forkFrom: Number.POSITIVE_INFINITY, requests: 0, connections: 0, methods: [] as Array<Array<string>> }
     const forkOf = (n: number) => (n >= node.forkFrom ? 1 : 0)
     const blockJson = (n: number) => ({
       number: `0x${n.toString(16)}`,
@@ -55,6 +56,9 @@ const fakeNode = Effect.acquireRelease(
         response.setHeader("content-type", "application/json")
         response.end(JSON.stringify(Array.isArray(body) ? answers : answers[0]))
       })
+    })
+    server.on("connection", () => {
+      node.connections += 1
     })
     return new Promise<{ readonly node: typeof node; readonly server: Http.Server; readonly url: string }>((resolve) =>
       server.listen(0, "127.0.0.1", () => resolve({ node, server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }))
@@ -96,6 +100,12 @@ const engineOn = (url: string, lastScanned: bigint): EngineContext => {
 }
 
 describe("the settlement watcher's idle round", () => {
+  it("pauses a block time between idle rounds, half a second at least (D85)", () => {
+    assert.strictEqual(idlePauseMs(100), 500)
+    assert.strictEqual(idlePauseMs(500), 500)
+    assert.strictEqual(idlePauseMs(2_000), 2_000)
+  })
+
   it.live("a new block: the head and the block in one HTTP request, the block scanned", () =>
     Effect.scoped(Effect.gen(function*() {
       const { node, url } = yield* fakeNode
@@ -103,7 +113,8 @@ describe("the settlement watcher's idle round", () => {
       const context = engineOn(url, 4n)
       yield* round(context)
       assert.strictEqual(node.requests, 1, `one request (${JSON.stringify(node.methods)})`)
-      assert.deepStrictEqual(node.methods[0], ["eth_blockNumber", "eth_getBlockByNumber"])
+      // The head and the 6 blocks a 500-ms pause can make at 100-ms blocks (one more than fit).
+      assert.deepStrictEqual(node.methods[0], ["eth_blockNumber", ...Array<string>(6).fill("eth_getBlockByNumber")])
       assert.strictEqual(context.view.lastScanned, 5n)
       assert.strictEqual(context.scannedHashes.get(5n), hashOf(5, 0))
       assert.strictEqual(context.view.baseFeeWei, 105n)
@@ -121,16 +132,28 @@ describe("the settlement watcher's idle round", () => {
       assert.isFalse(context.scannedHashes.has(5n))
     })))
 
-  it.live("a head several blocks on: the block read with the head is used, the others are read by the scan", () =>
+  it.live("blocks made during the idle pause: read with the head, all in one request", () =>
     Effect.scoped(Effect.gen(function*() {
       const { node, url } = yield* fakeNode
-      node.head = 7
+      node.head = 9
       const context = engineOn(url, 4n)
       yield* round(context)
-      assert.strictEqual(context.view.lastScanned, 7n)
-      for (const n of [5, 6, 7]) assert.strictEqual(context.scannedHashes.get(BigInt(n)), hashOf(n, 0))
+      assert.strictEqual(node.requests, 1, `one request (${JSON.stringify(node.methods)})`)
+      assert.strictEqual(context.view.lastScanned, 9n)
+      for (const n of [5, 6, 7, 8, 9]) assert.strictEqual(context.scannedHashes.get(BigInt(n)), hashOf(n, 0))
+    })))
+
+  it.live("more blocks than an idle pause makes: those read with the head are used, the scan reads the rest once each", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { node, url } = yield* fakeNode
+      node.head = 13
+      const context = engineOn(url, 4n)
+      yield* round(context)
+      assert.strictEqual(context.view.lastScanned, 13n)
+      for (let n = 5; n <= 13; n++) assert.strictEqual(context.scannedHashes.get(BigInt(n)), hashOf(n, 0))
       const blockReads = node.methods.flat().filter((method) => method === "eth_getBlockByNumber").length
-      assert.strictEqual(blockReads, 3, `each block read once (${JSON.stringify(node.methods)})`)
+      assert.strictEqual(blockReads, 9, `each block read once (${JSON.stringify(node.methods)})`)
+      assert.strictEqual(node.requests, 2, "the head with 6 blocks, then the 3 others together")
     })))
 
   it.live("the block read with the head does not follow the one scanned at its parent's height: the scan rewinds to the fork", () =>
@@ -146,6 +169,20 @@ describe("the settlement watcher's idle round", () => {
       yield* round(context)
       assert.strictEqual(context.view.lastScanned, 5n)
       assert.strictEqual(context.scannedHashes.get(3n), hashOf(3, 1), "the new chain scanned")
+    })))
+
+  it.live("idle rounds reuse one kept-alive connection to the node", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { node, url } = yield* fakeNode
+      node.head = 4
+      const context = engineOn(url, 4n)
+      for (let block = 5; block <= 8; block++) {
+        node.head = block
+        yield* round(context)
+      }
+      assert.strictEqual(context.view.lastScanned, 8n)
+      assert.strictEqual(node.requests, 4)
+      assert.strictEqual(node.connections, 1, "every request on the first connection")
     })))
 
   it.live("with a transaction in flight the head is read alone", () =>
