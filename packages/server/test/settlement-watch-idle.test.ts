@@ -99,6 +99,21 @@ const engineOn = (url: string, lastScanned: bigint): EngineContext => {
   return context as unknown as EngineContext
 }
 
+/** A node `head` blocks long (renamed from `forkFrom` on), a watcher scanned up to 4, and its first round. */
+const firstRound = (head: number, options: { readonly forkFrom?: number; readonly inFlight?: boolean } = {}) =>
+  Effect.gen(function*() {
+    const { node, url } = yield* fakeNode
+    node.head = head
+    node.forkFrom = options.forkFrom ?? node.forkFrom
+    const context = engineOn(url, 4n)
+    if (options.inFlight === true) {
+      const tracked = { sentAtMs: Date.now(), request: { submissionId: "s", deadlineSeconds: null } } as unknown as Tracked
+      context.inFlight.set("0x01", [tracked])
+    }
+    yield* round(context)
+    return { node, context }
+  })
+
 describe("the settlement watcher's idle round", () => {
   it("pauses a block time between idle rounds, half a second at least (D85)", () => {
     assert.strictEqual(idlePauseMs(100), 500)
@@ -108,10 +123,7 @@ describe("the settlement watcher's idle round", () => {
 
   it.live("a new block: the head and the block in one HTTP request, the block scanned", () =>
     Effect.scoped(Effect.gen(function*() {
-      const { node, url } = yield* fakeNode
-      node.head = 5
-      const context = engineOn(url, 4n)
-      yield* round(context)
+      const { context, node } = yield* firstRound(5)
       assert.strictEqual(node.requests, 1, `one request (${JSON.stringify(node.methods)})`)
       // The head and the 6 blocks a 500-ms pause can make at 100-ms blocks (one more than fit).
       assert.deepStrictEqual(node.methods[0], ["eth_blockNumber", ...Array<string>(6).fill("eth_getBlockByNumber")])
@@ -123,10 +135,7 @@ describe("the settlement watcher's idle round", () => {
 
   it.live("no new block: one request, nothing scanned", () =>
     Effect.scoped(Effect.gen(function*() {
-      const { node, url } = yield* fakeNode
-      node.head = 4
-      const context = engineOn(url, 4n)
-      yield* round(context)
+      const { context, node } = yield* firstRound(4)
       assert.strictEqual(node.requests, 1)
       assert.strictEqual(context.view.lastScanned, 4n)
       assert.isFalse(context.scannedHashes.has(5n))
@@ -134,10 +143,7 @@ describe("the settlement watcher's idle round", () => {
 
   it.live("blocks made during the idle pause: read with the head, all in one request", () =>
     Effect.scoped(Effect.gen(function*() {
-      const { node, url } = yield* fakeNode
-      node.head = 9
-      const context = engineOn(url, 4n)
-      yield* round(context)
+      const { context, node } = yield* firstRound(9)
       assert.strictEqual(node.requests, 1, `one request (${JSON.stringify(node.methods)})`)
       assert.strictEqual(context.view.lastScanned, 9n)
       for (const n of [5, 6, 7, 8, 9]) assert.strictEqual(context.scannedHashes.get(BigInt(n)), hashOf(n, 0))
@@ -145,10 +151,7 @@ describe("the settlement watcher's idle round", () => {
 
   it.live("more blocks than an idle pause makes: those read with the head are used, the scan reads the rest once each", () =>
     Effect.scoped(Effect.gen(function*() {
-      const { node, url } = yield* fakeNode
-      node.head = 13
-      const context = engineOn(url, 4n)
-      yield* round(context)
+      const { context, node } = yield* firstRound(13)
       assert.strictEqual(context.view.lastScanned, 13n)
       for (let n = 5; n <= 13; n++) assert.strictEqual(context.scannedHashes.get(BigInt(n)), hashOf(n, 0))
       const blockReads = node.methods.flat().filter((method) => method === "eth_getBlockByNumber").length
@@ -158,11 +161,8 @@ describe("the settlement watcher's idle round", () => {
 
   it.live("the block read with the head does not follow the one scanned at its parent's height: the scan rewinds to the fork", () =>
     Effect.scoped(Effect.gen(function*() {
-      const { node, url } = yield* fakeNode
-      node.head = 5
-      node.forkFrom = 3 // blocks 3 and up replaced since the watcher scanned 3 and 4
-      const context = engineOn(url, 4n)
-      yield* round(context)
+      // Blocks 3 and up replaced since the watcher scanned 3 and 4.
+      const { context } = yield* firstRound(5, { forkFrom: 3 })
       assert.strictEqual(context.view.lastScanned, 2n, "back to the highest block both agree on")
       assert.isFalse(context.scannedHashes.has(3n))
       assert.isFalse(context.scannedHashes.has(5n))
@@ -173,26 +173,19 @@ describe("the settlement watcher's idle round", () => {
 
   it.live("idle rounds reuse one kept-alive connection to the node", () =>
     Effect.scoped(Effect.gen(function*() {
-      const { node, url } = yield* fakeNode
-      node.head = 4
-      const context = engineOn(url, 4n)
+      const { context, node } = yield* firstRound(4)
       for (let block = 5; block <= 8; block++) {
         node.head = block
         yield* round(context)
       }
       assert.strictEqual(context.view.lastScanned, 8n)
-      assert.strictEqual(node.requests, 4)
+      assert.strictEqual(node.requests, 5)
       assert.strictEqual(node.connections, 1, "every request on the first connection")
     })))
 
   it.live("with a transaction in flight the head is read alone", () =>
     Effect.scoped(Effect.gen(function*() {
-      const { node, url } = yield* fakeNode
-      node.head = 4
-      const context = engineOn(url, 4n)
-      const tracked = { sentAtMs: Date.now(), request: { submissionId: "s", deadlineSeconds: null } } as unknown as Tracked
-      context.inFlight.set("0x01", [tracked])
-      yield* round(context)
+      const { node } = yield* firstRound(4, { inFlight: true })
       assert.deepStrictEqual(node.methods, [["eth_blockNumber"]])
     })))
 })
