@@ -14,7 +14,7 @@ import { Client, Confidential } from "@pps/sdk/internal"
 import type { Prng } from "../test/fault/prng.ts"
 import { busyShare, readMachineTicks } from "./machineBusy.ts"
 import { type CpuSample, diffCpu, peakOf, type ResidentSample } from "./processStats.ts"
-import type { LevelRow } from "./throughputReport.ts"
+import type { LevelRow, LevelWindow } from "./throughputReport.ts"
 import { percentile } from "./stats.ts"
 
 // ---- limits (each with its reason) ----
@@ -204,7 +204,13 @@ export interface LevelResult {
   readonly resident: ResidentSample
 }
 
-export const summarize = (result: LevelResult): LevelRow => {
+/** An open loop's window and arrival rate; a closed loop has none. */
+export interface OpenLoop {
+  readonly window: Exclude<LevelWindow, "closed loop">
+  readonly askedPerSecond: number
+}
+
+export const summarize = (result: LevelResult, open?: OpenLoop): LevelRow => {
   const byStatus: Record<string, number> = {}
   for (const outcome of result.outcomes) {
     const key = outcome.status === 201 ? `201 ${outcome.final}` : String(outcome.status)
@@ -215,7 +221,9 @@ export const summarize = (result: LevelResult): LevelRow => {
   const perTransfer = (ms: number) => (confirmed.length === 0 ? Number.NaN : ms / confirmed.length)
   return {
     label: result.label,
+    window: open?.window ?? "closed loop",
     clients: result.clients,
+    askedPerSecond: open?.askedPerSecond,
     confirmed: confirmed.length,
     perSecond: confirmed.length / (result.elapsedMs / 1000),
     byStatus,

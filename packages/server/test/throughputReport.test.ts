@@ -11,7 +11,9 @@ import { capacityOf, cautionLines, type LevelRow, type ModeResult, throughputMet
 
 const row = (clients: number | undefined, perSecond: number, cpu: Record<string, number>, extra: Partial<LevelRow> = {}): LevelRow => ({
   label: clients === undefined ? "100/s fixed" : `${clients} clients`,
+  window: clients === undefined ? "fixed rate" : "closed loop",
   clients,
+  askedPerSecond: clients === undefined ? 100 : undefined,
   confirmed: perSecond * 10,
   perSecond,
   byStatus: { "201 confirmed": perSecond * 10 },
@@ -42,7 +44,9 @@ const embedded = mode([
   row(256, 150, { server: 3, serverEventLoop: 2, guardian: 2, anvil: 0.5 }, { byStatus: { "503": 7 }, busyShare: 0.5 }),
   row(1024, 140, { server: 3, serverEventLoop: 2, guardian: 2, anvil: 0.5 }),
   // At the fixed rate: 8 + 3 + 1 = 12 ms of every process per transfer (the event loop is part of the server's 8).
-  row(undefined, 100, { server: 8, serverEventLoop: 6, guardian: 3, anvil: 1 })
+  row(undefined, 100, { server: 8, serverEventLoop: 6, guardian: 3, anvil: 1 }),
+  // Half of the capacity it measured, 2 cores × 1000 ÷ 12 ÷ 2 ≈ 83/s: where goal 3's p99 is judged.
+  row(undefined, 83, { server: 9, serverEventLoop: 7, guardian: 3, anvil: 1 }, { label: "half capacity", window: "half capacity", askedPerSecond: 83 })
 ])
 
 describe("throughput report", () => {
@@ -65,21 +69,33 @@ describe("throughput report", () => {
     assert.strictEqual(byName.get("embedded, 100/s fixed: confirmed/s ÷ capacity")!.goal, undefined)
   })
 
-  it("records server + guardian ÷ floor with goal 2 (≤ 2 under load, ≤ 3 at the fixed rate) and the fixed rate's p99 within 3 blocks", () => {
+  it("capacity comes from the fixed rate, not from the half-capacity window after it", () => {
+    assert.strictEqual(capacityOf(embedded, 2).from?.window, "fixed rate")
+    assert.strictEqual(capacityOf(mode([...embedded.rows].reverse()), 2).allCpuMs, 12)
+  })
+
+  it("records server + guardian ÷ floor with goal 2 (≤ 2 under load, ≤ 3 at the fixed rate) and the p99 at half of capacity within 3 blocks", () => {
     const byName = new Map(throughputMetrics([embedded], 2, 100).map((metric) => [metric.metric, metric]))
     const ratio = byName.get("embedded, 64 clients: server + guardian CPU ÷ floor")!
     assert.strictEqual(ratio.value, 2.5)
     assert.strictEqual(ratio.goal, "<= 2")
     assert.strictEqual(byName.get("embedded, 100/s fixed: server + guardian CPU ÷ floor")!.value, 5.5)
     assert.strictEqual(byName.get("embedded, 100/s fixed: server + guardian CPU ÷ floor")!.goal, "<= 3")
-    assert.strictEqual(byName.get("embedded, 100/s fixed: create → confirmed p99")!.goal, "<= 300")
+    assert.strictEqual(byName.get("embedded, half capacity: create → confirmed p99")!.goal, "<= 300")
+    assert.strictEqual(byName.get("embedded, half capacity: asked rate")!.value, 83)
+    assert.strictEqual(byName.get("embedded, half capacity: server + guardian CPU ÷ floor")!.goal, undefined)
+    assert.strictEqual(byName.get("embedded, 100/s fixed: create → confirmed p99")!.goal, undefined)
     assert.strictEqual(byName.get("embedded, 64 clients: create → confirmed p99")!.goal, undefined)
     assert.strictEqual(byName.get("embedded, 256 clients: machine busy")!.value, 50)
   })
 
-  it("says when load was shed below 90 % busy and when the fixed rate was not carried", () => {
-    assert.deepStrictEqual(cautionLines([embedded], 100), ["embedded, 256 clients: 7 requests shed (429/503) with the machine 50 % busy (goal 1: only at ≥ 90 %)"])
-    assert.strictEqual(cautionLines([embedded], 200).length, 2)
+  it("says when load was shed below 90 % busy and when an open loop was not carried", () => {
+    assert.deepStrictEqual(cautionLines([embedded]), ["embedded, 256 clients: 7 requests shed (429/503) with the machine 50 % busy (goal 1: only at ≥ 90 %)"])
+    const asked200 = mode(embedded.rows.map((level) => (level.window === "closed loop" ? level : { ...level, askedPerSecond: 200 })))
+    const cautions = cautionLines([asked200])
+    assert.strictEqual(cautions.length, 3)
+    assert.match(cautions[1]!, /100\/s fixed: 100\.0 confirmed\/s of 200\.0 asked.*the capacity comes from an overloaded window/)
+    assert.match(cautions[2]!, /half capacity: 83\.0 confirmed\/s of 200\.0 asked.*its p99 measures a queue/)
   })
 
   it("the machine's busy share is 1 − (idle + iowait) ÷ total between two readings", () => {
