@@ -165,6 +165,12 @@ export const SettlementLimits = {
   reorgDepthMax: 64,
   /** Blocks scanned per watcher round at most, so a long outage catches up in bounded steps. */
   blocksPerRoundMax: 50,
+  /**
+   * The least pause between a watcher's rounds while nothing is in flight (D85): a send wakes it at
+   * once, so on a chain faster than this (anvil's 100 ms blocks) an idle watcher reads the blocks
+   * made meanwhile together, in one request, instead of one round a block.
+   */
+  idleRoundEveryMsMin: 500,
   /** Blocks (with their receipts) a watcher round reads at once. */
   blockReadsInParallel: 8,
   /** Reverted, expired or stale transactions a watcher round looks into at once. */

@@ -15,6 +15,7 @@
  * @since 0.5.0
  */
 import { Clock, Effect, Exit } from "effect"
+import { BlockNotFoundError } from "viem"
 import { SettlementLimits } from "../domain.ts"
 import type { Relayer } from "../Relayer.ts"
 import { outcomeIn } from "./ChainReads.ts"
@@ -48,19 +49,66 @@ const readBlock = (context: EngineContext, n: bigint) =>
     return { n, block, receipts }
   })
 
+/** Blocks after the last scanned, read with the head by an idle round (`readHead`), by number. */
+type Prefetched = ReadonlyMap<bigint, Effect.Success<ReturnType<typeof readBlock>>["block"]>
+
+/**
+ * Block `n` as `readBlock` gives it: the idle round's prefetched block when it has that one and
+ * nothing went in flight since (no receipts wanted then, as `readBlock` would have decided),
+ * otherwise read now.
+ */
+const readOrReuse = (context: EngineContext, n: bigint, prefetched: Prefetched) => {
+  const block = context.inFlight.size === 0 ? prefetched.get(n) : undefined
+  return block === undefined ? readBlock(context, n) : Effect.succeed({ n, block, receipts: [] })
+}
+
+/** The watcher's pause while nothing is in flight: a block time, `idleRoundEveryMsMin` at least (D85). */
+export const idlePauseMs = (blockTimeMs: number) =>
+  Math.max(pollMsOf(blockTimeMs), blockTimeMs, SettlementLimits.idleRoundEveryMsMin)
+
+/**
+ * The head and, while nothing is in flight, the blocks after the last scanned that an idle pause
+ * can have made (one more than fit in it, `blockReadsInParallel` at most), asked in the same turn:
+ * the settlement client's transport sends them as one JSON-RPC batch, so an idle round is one
+ * HTTP request, not a head read and then a read of each new block. A block not made yet (the
+ * node answers null) or not read for any other reason is read by the scan as before; the head's
+ * failure fails the round as before. With transactions in flight the head is read alone: the
+ * round then polls finely around the block's time, and most of those reads find no new block.
+ */
+const readHead = (context: EngineContext) => {
+  const head = rpc(context, "reading the head", (client) => client.getBlockNumber())
+  const none: Prefetched = new Map()
+  if (context.inFlight.size > 0) return Effect.map(head, (n) => ({ head: n, prefetched: none }))
+  const ahead = Math.min(SettlementLimits.blockReadsInParallel, Math.ceil(idlePauseMs(context.blockTimeMs) / context.blockTimeMs) + 1)
+  const numbers = Array.from({ length: ahead }, (_, index) => context.view.lastScanned + 1n + BigInt(index))
+  const prefetch = (n: bigint) =>
+    rpc(context, "reading a block", (client) =>
+      client.getBlock({ blockNumber: n }).catch((cause: unknown) => cause instanceof BlockNotFoundError ? undefined : Promise.reject(cause))).pipe(
+        Effect.orElseSucceed(() => undefined),
+        Effect.map((block) => [n, block] as const)
+      )
+  return Effect.map(
+    Effect.all([head, Effect.forEach(numbers, prefetch, { concurrency: "unbounded" })], { concurrency: 2 }),
+    ([headNumber, blocks]) => ({
+      head: headNumber,
+      prefetched: new Map(blocks.flatMap(([n, block]) => (block === undefined ? [] : [[n, block] as const]))) as Prefetched
+    })
+  )
+}
+
 /**
  * Reads the blocks after the last scanned up to `head` (a round's worth at most) and marks the
  * transactions in flight that they carry as mined. Applied in order up to the first block that
  * could not be read: what was read counts, the rest is read again next round (one failed call
  * must not cost the round's progress).
  */
-const scanBlocks = Effect.fnUntraced(function*(context: EngineContext, head: bigint) {
+const scanBlocks = Effect.fnUntraced(function*(context: EngineContext, head: bigint, prefetched: Prefetched) {
   const { scannedHashes, view } = context
   const roundMax = BigInt(SettlementLimits.blocksPerRoundMax)
   const last = head < view.lastScanned + roundMax ? head : view.lastScanned + roundMax
   const numbers: Array<bigint> = []
   for (let n = view.lastScanned + 1n; n <= last; n++) numbers.push(n)
-  const reads = yield* Effect.forEach(numbers, (n) => Effect.exit(readBlock(context, n)), {
+  const reads = yield* Effect.forEach(numbers, (n) => Effect.exit(readOrReuse(context, n, prefetched)), {
     concurrency: SettlementLimits.blockReadsInParallel
   })
   for (const read of reads) {
@@ -166,7 +214,7 @@ const alone = (effect: Effect.Effect<void, StepError>) =>
  */
 export const round = Effect.fnUntraced(function*(context: EngineContext) {
   const { view } = context
-  const head = yield* rpc(context, "reading the head", (client) => client.getBlockNumber())
+  const { head, prefetched } = yield* readHead(context)
   const readAtMs = yield* Clock.currentTimeMillis
   if (head > view.head) {
     view.headStep = head - view.head
@@ -175,7 +223,7 @@ export const round = Effect.fnUntraced(function*(context: EngineContext) {
     view.headSeenWithinMs = readAtMs - view.headReadAtMs
   }
   view.headReadAtMs = readAtMs
-  yield* scanBlocks(context, head)
+  yield* scanBlocks(context, head, prefetched)
   const now = yield* Clock.currentTimeMillis
   const behind = head - view.lastScanned
   if (behind > BigInt(SettlementLimits.blocksPerRoundMax) && now - view.lagWarnedAtMs > SettlementLimits.lagWarningEveryMs) {
@@ -240,11 +288,10 @@ export const pauseBeforeRound = (context: Pick<EngineContext, "blockTimeMs" | "v
  * @category steps
  */
 export const runWatcher = (context: EngineContext) => {
-  const pollMs = pollMsOf(context.blockTimeMs)
-  // With nothing in flight a round can only see the next block (its time, its base fee, a
-  // reorganisation): once a block time is enough, and a send wakes the watcher at once (an
-  // idle node otherwise read the head 40 times a second, most of its idle CPU).
-  const idlePollMs = Math.max(pollMs, context.blockTimeMs)
+  // With nothing in flight a round can only see new blocks (their time, their base fee, a
+  // reorganisation): once a block time is enough, half a second at least (D85), and a send wakes
+  // the watcher at once (an idle node otherwise read the head 40 times a second, most of its idle CPU).
+  const idlePollMs = idlePauseMs(context.blockTimeMs)
   const pause = Effect.suspend(() =>
     context.inFlight.size === 0
       ? context.watcherWakeup.wait(idlePollMs)
