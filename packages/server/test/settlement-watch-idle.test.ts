@@ -14,10 +14,10 @@ import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { assert, describe, it } from "@effect/vitest"
 import { RpcTransport } from "@pps/contracts"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import { createPublicClient, type Hex } from "viem"
 import type { EngineContext, Tracked } from "../src/settlement/engine/EngineContext.ts"
-import { idlePauseMs, round } from "../src/settlement/engine/Watch.ts"
+import { idlePauseMs, idleWatcherPauseMs, round } from "../src/settlement/engine/Watch.ts"
 
 type Call = { readonly id: number; readonly method: string; readonly params?: ReadonlyArray<unknown> }
 
@@ -26,7 +26,15 @@ const hashOf = (n: number, fork: number): Hex => `0x${n.toString(16).padStart(32
 /** A node whose chain is `head` blocks long; `fork` renames every block from a height on. */
 const fakeNode = Effect.acquireRelease(
   Effect.promise(() => {
-    const node = { head: 0, forkFrom: Number.POSITIVE_INFINITY, requests: 0, connections: 0, methods: [] as Array<Array<string>> }
+    const node = {
+      head: 0,
+      forkFrom: Number.POSITIVE_INFINITY,
+      requests: 0,
+      connections: 0,
+      methods: [] as Array<Array<string>>,
+      /** While set, answers wait for it, and `arrived` is called as each request comes in (the test acts meanwhile). */
+      hold: undefined as { readonly release: Promise<void>; readonly arrived: () => void } | undefined
+    }
     const forkOf = (n: number) => (n >= node.forkFrom ? 1 : 0)
     const blockJson = (n: number) => ({
       number: `0x${n.toString(16)}`,
@@ -38,6 +46,8 @@ const fakeNode = Effect.acquireRelease(
     })
     const answer = (call: Call) => {
       if (call.method === "eth_blockNumber") return `0x${node.head.toString(16)}`
+      // Blocks without transactions: no receipts.
+      if (call.method === "eth_getBlockReceipts") return []
       if (call.method === "eth_getBlockByNumber") {
         const n = Number(BigInt(call.params?.[0] as string))
         return n <= node.head ? blockJson(n) : null
@@ -52,9 +62,13 @@ const fakeNode = Effect.acquireRelease(
         const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as Call | Array<Call>
         const calls = Array.isArray(body) ? body : [body]
         node.methods.push(calls.map((call) => call.method))
-        const answers = calls.map((call) => ({ jsonrpc: "2.0", id: call.id, result: answer(call) }))
-        response.setHeader("content-type", "application/json")
-        response.end(JSON.stringify(Array.isArray(body) ? answers : answers[0]))
+        const hold = node.hold
+        hold?.arrived()
+        void (hold?.release ?? Promise.resolve()).then(() => {
+          const answers = calls.map((call) => ({ jsonrpc: "2.0", id: call.id, result: answer(call) }))
+          response.setHeader("content-type", "application/json")
+          response.end(JSON.stringify(Array.isArray(body) ? answers : answers[0]))
+        })
       })
     })
     server.on("connection", () => {
@@ -181,6 +195,40 @@ describe("the settlement watcher's idle round", () => {
       assert.strictEqual(context.view.lastScanned, 8n)
       assert.strictEqual(node.requests, 5)
       assert.strictEqual(node.connections, 1, "every request on the first connection")
+    })))
+
+  it("pauses half a second only once caught up: behind (a restart, a paused VM), a block time", () => {
+    const caughtUp = engineOn("http://127.0.0.1:1", 4n)
+    assert.strictEqual(idleWatcherPauseMs(caughtUp), 500)
+    const behind = engineOn("http://127.0.0.1:1", 4n)
+    behind.view.head = 4n + 6_000n
+    assert.strictEqual(idleWatcherPauseMs(behind), 100, "50 blocks a round every block time, not every half second")
+  })
+
+  it.live("a send while the idle round's request is out: the blocks read with the head are read again, with their receipts", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { node, url } = yield* fakeNode
+      node.head = 6
+      const context = engineOn(url, 4n)
+      let release = () => {}
+      let arrived = () => {}
+      const requestArrived = new Promise<void>((resolve) => {
+        arrived = resolve
+      })
+      node.hold = { release: new Promise<void>((resolve) => (release = resolve)), arrived }
+      const idleRound = yield* Effect.forkChild(round(context))
+      yield* Effect.promise(() => requestArrived)
+      // Tracked before its broadcast, as `signAndRecord` does: the prefetched blocks were read
+      // without receipts, so the scan must not take them.
+      node.hold = undefined
+      context.inFlight.set("0x01", [{ sentAtMs: Date.now(), request: { submissionId: "s", deadlineSeconds: null } } as unknown as Tracked])
+      release()
+      yield* Fiber.join(idleRound)
+      assert.deepStrictEqual(node.methods[0], ["eth_blockNumber", ...Array<string>(6).fill("eth_getBlockByNumber")])
+      const later = node.methods.slice(1).flat()
+      assert.strictEqual(later.filter((method) => method === "eth_getBlockByNumber").length, 2, `blocks 5 and 6 read again (${JSON.stringify(node.methods)})`)
+      assert.strictEqual(later.filter((method) => method === "eth_getBlockReceipts").length, 2, "with their receipts")
+      assert.strictEqual(context.view.lastScanned, 6n)
     })))
 
   it.live("with a transaction in flight the head is read alone", () =>

@@ -40,7 +40,7 @@ describe("the settlement watcher's pace", () => {
   })
 
   it("after a long pause between head reads, polls finely over the whole window the next block may come in, once", () => {
-    // An idle watcher reads the head once a block: head 7 was made anywhere in the 100 ms before 1,000.
+    // A head read a block time after the read before it: head 7 was made anywhere in the 100 ms before 1,000.
     const idle = watcher(100, 1_000, 100)
     assert.strictEqual(pauseBeforeRound(idle, 1_001), 5)
     assert.strictEqual(pauseBeforeRound(idle, 1_124), 5)

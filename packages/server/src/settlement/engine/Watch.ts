@@ -67,6 +67,19 @@ export const idlePauseMs = (blockTimeMs: number) =>
   Math.max(pollMsOf(blockTimeMs), blockTimeMs, SettlementLimits.idleRoundEveryMsMin)
 
 /**
+ * The pause after a round with nothing in flight (a send cuts it short): `idlePauseMs` once the
+ * watcher has scanned up to the head; a block time while it is behind (a restart, a paused VM, a
+ * round that could not read every block). A round scans `blocksPerRoundMax` blocks at most, so
+ * a half-second pause behind would catch up five times slower than a chain of 100-ms blocks
+ * could need, and fall behind for good at 10-ms blocks; meanwhile the base fee a relayer signs
+ * with would be that of blocks minutes old.
+ */
+export const idleWatcherPauseMs = (context: Pick<EngineContext, "blockTimeMs" | "view">) =>
+  context.view.lastScanned < context.view.head
+    ? Math.max(pollMsOf(context.blockTimeMs), context.blockTimeMs)
+    : idlePauseMs(context.blockTimeMs)
+
+/**
  * The head and, while nothing is in flight, the blocks after the last scanned that an idle pause
  * can have made (one more than fit in it, `blockReadsInParallel` at most), asked in the same turn:
  * the settlement client's transport sends them as one JSON-RPC batch, so an idle round is one
@@ -262,7 +275,8 @@ const pollMsOf = (blockTimeMs: number) => Math.max(25, Math.floor(blockTimeMs / 
  * as many head reads a block as polling every `pollMs` (100 ms blocks, as in the benchmark: a
  * round 0-25 ms after the block before, 0-5 ms now). Anchored on each new head as read, the
  * estimate follows the node's own clock and does not drift; after a long pause (an idle watcher
- * polls once a block) the short polls cover that pause once, and the next head is read precisely.
+ * polls every half second at least, D85) the short polls cover that pause once, and the next head
+ * is read precisely.
  * A head more than one block on from the one read before (blocks faster than `CHAIN_BLOCK_TIME_MS`
  * says, or a round longer than a block) times nothing: the next pause is `pollMs`.
  *
@@ -282,19 +296,19 @@ export const pauseBeforeRound = (context: Pick<EngineContext, "blockTimeMs" | "v
 
 /**
  * Runs the watcher for the engine's lifetime: a round, then a pause (timed on the next block
- * while transactions are in flight, a block time otherwise, cut short by a send).
+ * while transactions are in flight, `idleWatcherPauseMs` otherwise, cut short by a send).
  *
  * @since 0.5.0
  * @category steps
  */
 export const runWatcher = (context: EngineContext) => {
   // With nothing in flight a round can only see new blocks (their time, their base fee, a
-  // reorganisation): once a block time is enough, half a second at least (D85), and a send wakes
-  // the watcher at once (an idle node otherwise read the head 40 times a second, most of its idle CPU).
-  const idlePollMs = idlePauseMs(context.blockTimeMs)
+  // reorganisation): once a block time is enough, half a second at least once caught up (D85),
+  // and a send wakes the watcher at once (an idle node otherwise read the head 40 times a second,
+  // most of its idle CPU).
   const pause = Effect.suspend(() =>
     context.inFlight.size === 0
-      ? context.watcherWakeup.wait(idlePollMs)
+      ? context.watcherWakeup.wait(idleWatcherPauseMs(context))
       : Effect.flatMap(Clock.currentTimeMillis, (nowMs) => Effect.sleep(pauseBeforeRound(context, nowMs)))
   )
   return Effect.forkScoped(
