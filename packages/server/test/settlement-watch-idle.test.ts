@@ -1,6 +1,7 @@
 /**
  * The settlement watcher's idle round (engine/Watch.ts, `round` and `readHead`, D85): with nothing
- * in flight it runs every half second at least (a send wakes it) and asks the head and the blocks
+ * in flight it pauses half a second at least between rounds (a send wakes it; a block time while
+ * behind the head) and asks the head and the blocks
  * the pause can have made in the same turn, which the settlement client's transport sends as one
  * JSON-RPC batch: one HTTP request a round instead of a head read and a request for each new
  * block. The blocks so read go through the scan's checks as blocks read by the scan do (each

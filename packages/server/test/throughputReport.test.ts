@@ -98,6 +98,15 @@ describe("throughput report", () => {
     assert.match(cautions[2]!, /half capacity: 83\.0 confirmed\/s of 200\.0 asked.*its p99 measures a queue/)
   })
 
+  it("says when the half-capacity window cost more CPU per transfer than the fixed rate its rate came from", () => {
+    // 9 + 3 + 1 = 13 ms against the fixed rate's 12: within a quarter, no caution; 20 ms is not.
+    assert.isFalse(cautionLines([embedded]).some((line) => line.includes("half capacity")))
+    const costlier = mode(embedded.rows.map((level) =>
+      level.window === "half capacity" ? { ...level, cpuMsPerTransfer: { server: 14, serverEventLoop: 12, guardian: 4, anvil: 2 }, busyShare: 0.78 } : level
+    ))
+    assert.include(cautionLines([costlier]), "embedded, half capacity: 20.00 ms of CPU per confirmed transfer against 12.00 at the fixed rate, the machine 78 % busy: not the room half of the capacity assumes")
+  })
+
   it("the machine's busy share is 1 − (idle + iowait) ÷ total between two readings", () => {
     assert.strictEqual(busyShare({ idle: 100, total: 200 }, { idle: 150, total: 400 }), 0.75)
     assert.isNaN(busyShare({ idle: 100, total: 200 }, { idle: 100, total: 200 }))
