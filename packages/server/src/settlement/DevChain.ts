@@ -47,6 +47,17 @@ const stopLeftoverAnvil = (pidFile: string) =>
 /** How long a leftover anvil gets to write its state and exit. */
 const leftoverStopWaitMs = 10_000
 
+/**
+ * How often the embedded anvil writes its whole state (accounts, and the blocks and transactions it
+ * keeps in memory: ~17 MB of JSON after a few thousand transfers) to `chain/state.json` (D86). Once a
+ * second, the writes were most of anvil's CPU under load and grew with what it keeps: 0.9 → 4.1 ms a
+ * confirmed transfer over a benchmark run, against 0.6-1.7 with a write a minute. What the interval
+ * bounds is what a crash of anvil itself (or of the machine) loses of the chain, a gap the embedded
+ * development chain has at any interval (docs/reliability.md); a stop and a server's crash (anvil
+ * outlives it) lose nothing, anvil writing its state when stopped.
+ */
+const chainStateIntervalSeconds = 5
+
 /** Room for the target rate: 1e9 gas is ~9,000 confidential transfers a block. */
 const blockGasLimit = 1_000_000_000n
 
@@ -76,7 +87,7 @@ export class DevChain extends Context.Service<DevChain, {
               blockTimeSeconds: config.chainBlockTimeMs / 1000,
               blockGasLimit,
               statePath: path.join(chainDir, "state.json"),
-              stateIntervalSeconds: 1,
+              stateIntervalSeconds: chainStateIntervalSeconds,
               // Out of reach of a signal to the server's process group (`npm start` stopped with
               // Ctrl-C or `kill -TERM -<pgid>`): the server stops it after everything that reads
               // the chain, so a stop logs no failed chain read (test/orderlyStop.test.ts).

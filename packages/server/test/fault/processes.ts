@@ -202,8 +202,8 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
       // dies at whatever line it is on; its anvil child (the chain node, a process of its
       // own) lives on, and the next start stops it in order (DevChain). The guardian child
       // dies at the same instant. Killing anvil too would be a host crash, which the
-      // embedded chain does not survive: it saves its state once a second
-      // (docs/reliability.md).
+      // embedded chain does not survive: it saves its state every 5 seconds
+      // (D86, docs/reliability.md).
       const guardian = guardianPidOf(options.dataDir)
       const anvil = anvilPidOf(options.dataDir)
       if (guardian !== undefined) {
