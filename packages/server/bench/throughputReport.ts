@@ -102,7 +102,7 @@ export const capacityOf = (mode: ModeResult, cores = os.cpus().length): Capacity
 
 /** The capacity `from` a fixed-rate row, counting `processes` (every one of the service's). */
 export const capacityFrom = (from: LevelRow | undefined, processes: ReadonlyArray<string>, cores = os.cpus().length): Capacity => {
-  const all = from === undefined ? Number.NaN : processes.reduce((sum, name) => sum + (from.cpuMsPerTransfer[name] ?? Number.NaN), 0)
+  const all = from === undefined ? Number.NaN : sumOf(from, processes)
   return {
     cores,
     from,

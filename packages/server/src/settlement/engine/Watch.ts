@@ -15,7 +15,6 @@
  * @since 0.5.0
  */
 import { Clock, Effect, Exit } from "effect"
-import { BlockNotFoundError } from "viem"
 import { SettlementLimits } from "../domain.ts"
 import type { Relayer } from "../Relayer.ts"
 import { outcomeIn } from "./ChainReads.ts"
@@ -63,8 +62,7 @@ const readOrReuse = (context: EngineContext, n: bigint, prefetched: Prefetched) 
 }
 
 /** The watcher's pause while nothing is in flight: a block time, `idleRoundEveryMsMin` at least (D85). */
-export const idlePauseMs = (blockTimeMs: number) =>
-  Math.max(pollMsOf(blockTimeMs), blockTimeMs, SettlementLimits.idleRoundEveryMsMin)
+export const idlePauseMs = (blockTimeMs: number) => Math.max(blockTimeMs, SettlementLimits.idleRoundEveryMsMin)
 
 /**
  * The pause after a round with nothing in flight (a send cuts it short): `idlePauseMs` once the
@@ -94,12 +92,9 @@ const readHead = (context: EngineContext) => {
   if (context.inFlight.size > 0) return Effect.map(head, (n) => ({ head: n, prefetched: none }))
   const ahead = Math.min(SettlementLimits.blockReadsInParallel, Math.ceil(idlePauseMs(context.blockTimeMs) / context.blockTimeMs) + 1)
   const numbers = Array.from({ length: ahead }, (_, index) => context.view.lastScanned + 1n + BigInt(index))
+  // Never fails: a block not made yet (viem's BlockNotFoundError) or a failed read is left to the scan.
   const prefetch = (n: bigint) =>
-    rpc(context, "reading a block", (client) =>
-      client.getBlock({ blockNumber: n }).catch((cause: unknown) => cause instanceof BlockNotFoundError ? undefined : Promise.reject(cause))).pipe(
-        Effect.orElseSucceed(() => undefined),
-        Effect.map((block) => [n, block] as const)
-      )
+    Effect.promise(() => context.client.getBlock({ blockNumber: n }).then((block) => [n, block] as const, () => [n, undefined] as const))
   return Effect.map(
     Effect.all([head, Effect.forEach(numbers, prefetch, { concurrency: "unbounded" })], { concurrency: 2 }),
     ([headNumber, blocks]) => ({
