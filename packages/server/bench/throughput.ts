@@ -141,8 +141,8 @@ if (values.help) {
                           (PPS_SPAN_LOG; tracing costs CPU, so not for the headline figures);
                           its stages are printed at the end (npm run -s bench:spans -- DIR)
   --statement-log DIR     embedded: the server and the guardian count their database statements
-                          into DIR (PPS_STATEMENT_LOG); calls and ms in PGlite per transfer of the
-                          first client level are printed at the end
+                          into DIR (PPS_STATEMENT_LOG); calls and ms in PGlite per transfer of each
+                          window are printed at the end (a window's reading includes the rest before it)
   --cpu-prof DIR          embedded: the server and the guardian run under node's --cpu-prof (sampled
                           every 500 µs, written into DIR when they stop), and DIR/windows.json names
                           the processes and each window; summary: npm run -s bench:cpu-profile -- DIR
@@ -233,7 +233,7 @@ const runOpenLoop = async (prng: Prng, window: OpenLoop["window"], label: string
 /**
  * Each level, then the fixed rate, then half of the capacity that rate measured, against
  * `baseUrls`: the rows of a mode. `processes` are those the capacity counts (capacityFrom).
- * `onLevel` runs after each closed-loop level (the embedded mode's statement log reads its first).
+ * `onLevel` runs after each window, closed or open (the embedded mode's statement log reads each).
  */
 const runLevels = async (
   baseUrls: ReadonlyArray<string>,
@@ -253,6 +253,7 @@ const runLevels = async (
   }
   const fixed = await runOpenLoop(prng, "fixed rate", fixedRateLabel, fixedRatePerSecond, baseUrls, accounts, sampler)
   rows.push(fixed)
+  await onLevel(fixed)
   const half = capacityFrom(fixed, processes(fixed)).perSecond / 2
   if (Number.isFinite(half) && half > 0) {
     // The fixed rate's work (group commits, the chain's blocks, the collector) winds down first,
@@ -260,6 +261,7 @@ const runLevels = async (
     log(`${halfCapacitySettleMs / 1000} s without traffic before the half-capacity window ...`)
     await sleep(halfCapacitySettleMs)
     rows.push(await runOpenLoop(prng, "half capacity", "half capacity", half, baseUrls, accounts, sampler))
+    await onLevel(rows.at(-1)!)
   } else log(`no capacity measured at ${fixedRateLabel}: no half-capacity window`)
   return rows
 }
@@ -345,7 +347,8 @@ const timedSampler = (sampler: Sampler) => {
 interface EmbeddedRun {
   readonly result: ModeResult
   readonly startResident: ResidentSample | undefined
-  readonly statementRows: { readonly label: string; readonly rows: ReadonlyArray<StatementRow> } | undefined
+  /** Per window, in order (with --statement-log). */
+  readonly statementRows: ReadonlyArray<{ readonly label: string; readonly rows: ReadonlyArray<StatementRow> }>
   readonly statementLog: string | undefined
   readonly workDir: string
 }
@@ -355,7 +358,7 @@ const runEmbedded = async (extraEnv: Record<string, string>): Promise<EmbeddedRu
   const statementLog = values["statement-log"] === undefined ? undefined : path.resolve(values["statement-log"])
   const cpuProfileDir = values["cpu-prof"] === undefined ? undefined : path.resolve(values["cpu-prof"])
   if (cpuProfileDir !== undefined) fs.mkdirSync(cpuProfileDir, { recursive: true })
-  let statementRows: EmbeddedRun["statementRows"]
+  const statementRows: Array<EmbeddedRun["statementRows"][number]> = []
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-throughput-"))
   const dataDir = path.join(workDir, "data")
   fs.mkdirSync(dataDir)
@@ -401,10 +404,11 @@ const runEmbedded = async (extraEnv: Record<string, string>): Promise<EmbeddedRu
     // The statement logs are rewritten every second: the reading after the window waits for one more.
     let statementsBefore = statementLog === undefined ? undefined : readStatements(statementLog)
     rows = await runLevels([baseUrl], accounts, sampler, () => embeddedProcesses, async (row) => {
-      if (statementLog === undefined || statementsBefore === undefined || statementRows !== undefined) return
+      if (statementLog === undefined || statementsBefore === undefined) return
       await sleep(1_200)
-      statementRows = { label: row.label, rows: perTransfer(statementsBefore, readStatements(statementLog), row.confirmed) }
-      statementsBefore = undefined
+      const statementsAfter = readStatements(statementLog)
+      statementRows.push({ label: row.label, rows: perTransfer(statementsBefore, statementsAfter, row.confirmed) })
+      statementsBefore = statementsAfter
     })
     if (cpuProfileDir !== undefined) {
       const windows = timed.windows([{ label: "idle", confirmed: 0 }, ...rows])
@@ -434,10 +438,8 @@ const runEmbedded = async (extraEnv: Record<string, string>): Promise<EmbeddedRu
 /** The embedded mode's own output: resident memory once ready, statements, spans; its work folder kept or removed. */
 const embeddedExtras = (run: EmbeddedRun) => {
   process.stdout.write(`${residentTable(run.startResident, run.result)}\n\n`)
-  if (run.statementRows !== undefined) {
-    process.stdout.write(
-      `database statements per confirmed transfer, ${run.statementRows.label} (PPS_STATEMENT_LOG in ${run.statementLog}):\n\n${statementTable(run.statementRows.rows)}\n`
-    )
+  for (const { label, rows } of run.statementRows) {
+    process.stdout.write(`database statements per confirmed transfer, ${label} (PPS_STATEMENT_LOG in ${run.statementLog}):\n\n${statementTable(rows)}\n`)
   }
   if (values["span-log"] !== undefined) {
     const { rows, traces } = stages(readSpans(values["span-log"]), "Transfers.create")
