@@ -188,6 +188,11 @@ export interface AppConfigShape {
   readonly natsSubjectPrefix: string
   /** How often the outbox relay looks for unpublished events besides being woken by commits. */
   readonly eventRelayPollMs: number
+  /**
+   * D87: how long the outbox relay waits after a commit wakes it before it reads, so that the
+   * commits of that moment share one round (0: reads at once).
+   */
+  readonly eventRelayLingerMs: number
   /** Events (and their delivery logs) are deleted after this many days (D35: at least 30). */
   readonly eventRetentionDays: number
   /** The longest a live event stream stays open; its client then resumes with `Last-Event-ID`. */
@@ -354,6 +359,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   natsStream: Config.String("NATS_STREAM").pipe(Config.withDefault("PPS_EVENTS")),
   natsSubjectPrefix: Config.String("NATS_SUBJECT_PREFIX").pipe(Config.withDefault("events")),
   eventRelayPollMs: Config.Int("EVENT_RELAY_POLL_MS").pipe(Config.withDefault(200)),
+  eventRelayLingerMs: Config.Int("EVENT_RELAY_LINGER_MS").pipe(Config.withDefault(50)),
   eventRetentionDays: Config.Int("EVENT_RETENTION_DAYS").pipe(Config.withDefault(30)),
   // One hour: a stream's resources (its SQL polling, a dead peer's socket) are never held
   // longer, and reconnecting once an hour with Last-Event-ID costs a client nothing.
@@ -436,6 +442,7 @@ export const environmentVariables = [
   "NATS_STREAM",
   "NATS_SUBJECT_PREFIX",
   "EVENT_RELAY_POLL_MS",
+  "EVENT_RELAY_LINGER_MS",
   "EVENT_RETENTION_DAYS",
   "EVENT_STREAM_MAX_LIFETIME_MS",
   "WEBHOOK_ALLOW_INSECURE_LOOPBACK",
@@ -482,6 +489,9 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("ser
       }
       if (config.eventRetentionDays < 30) {
         return yield* Effect.die(new Error("EVENT_RETENTION_DAYS must be at least 30 (D35)"))
+      }
+      if (config.eventRelayLingerMs < 0 || config.eventRelayLingerMs > 1_000) {
+        return yield* Effect.die(new Error("EVENT_RELAY_LINGER_MS must be between 0 and 1000"))
       }
       if (config.eventStreamMaxLifetimeMs < 1_000) {
         return yield* Effect.die(new Error("EVENT_STREAM_MAX_LIFETIME_MS must be at least 1000"))

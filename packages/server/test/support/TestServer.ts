@@ -140,6 +140,7 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   natsStream: "PPS_EVENTS",
   natsSubjectPrefix: "events",
   eventRelayPollMs: 100,
+  eventRelayLingerMs: 50,
   eventRetentionDays: 30,
   eventStreamMaxLifetimeMs: 60 * 60 * 1000,
   webhookAllowInsecureLoopback: true,
