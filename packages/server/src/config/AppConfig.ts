@@ -189,8 +189,8 @@ export interface AppConfigShape {
   /** How often the outbox relay looks for unpublished events besides being woken by commits. */
   readonly eventRelayPollMs: number
   /**
-   * D87: how long the outbox relay waits after a commit wakes it before it reads, so that the
-   * commits of that moment share one round (0: reads at once).
+   * D87: how long the outbox relay waits after a commit on this node wakes it before it reads,
+   * so that the commits of that moment share one round (0: reads at once). Polls do not wait.
    */
   readonly eventRelayLingerMs: number
   /** Events (and their delivery logs) are deleted after this many days (D35: at least 30). */
@@ -490,8 +490,9 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("ser
       if (config.eventRetentionDays < 30) {
         return yield* Effect.die(new Error("EVENT_RETENTION_DAYS must be at least 30 (D35)"))
       }
-      if (config.eventRelayLingerMs < 0 || config.eventRelayLingerMs > 1_000) {
-        return yield* Effect.die(new Error("EVENT_RELAY_LINGER_MS must be between 0 and 1000"))
+      // At most half of the first-attempt goal (webhooks out within 1 s of their commit).
+      if (config.eventRelayLingerMs < 0 || config.eventRelayLingerMs > 500) {
+        return yield* Effect.die(new Error("EVENT_RELAY_LINGER_MS must be between 0 and 500"))
       }
       if (config.eventStreamMaxLifetimeMs < 1_000) {
         return yield* Effect.die(new Error("EVENT_STREAM_MAX_LIFETIME_MS must be at least 1000"))

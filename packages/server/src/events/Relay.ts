@@ -2,11 +2,11 @@
  * The outbox relay: publishes committed, unpublished events to the bus, then
  * marks them published.
  *
- * It runs when a commit wakes it and every `EVENT_RELAY_POLL_MS` besides (a
- * wake may be lost: another node's commit, a crash), each time `EVENT_RELAY_LINGER_MS`
- * after the wait ends (D87): a round costs the same statements for one event as for
- * hundreds (the read, the mark, the fan-out's read of subscriptions), and at a low rate
- * every commit would otherwise make its own. A crash between publish
+ * It runs when a commit on this node wakes it, `EVENT_RELAY_LINGER_MS` later (D87: a
+ * round costs the same statements for one event as for hundreds, the read, the mark, the
+ * fan-out's read of subscriptions, and at a low rate every commit would otherwise make its
+ * own), and every `EVENT_RELAY_POLL_MS` besides (a wake may be lost: another node's commit,
+ * a crash). A crash between publish
  * and mark republishes on restart; the bus drops or the consumer ignores the
  * repeat (JetStream dedup by event id, idempotent fan-out).
  *
@@ -79,9 +79,14 @@ const relayLoop = ({ config, outbox }: RelayContext, round: Effect.Effect<number
       )
     )
     if (published < publishBatchMax) {
-      yield* outbox.committed.wait(config.eventRelayPollMs)
+      const woken = yield* outbox.committed.wait(config.eventRelayPollMs)
       // D87: the commits of the next few milliseconds join this round instead of each making one.
-      if (config.eventRelayLingerMs > 0) yield* Effect.sleep(config.eventRelayLingerMs)
+      // A poll that found nothing gains nothing by waiting longer.
+      if (woken && config.eventRelayLingerMs > 0) {
+        yield* Effect.sleep(config.eventRelayLingerMs)
+        // The wakes of those commits: the read below sees them, so they must not start a round of their own.
+        yield* outbox.committed.discard
+      }
     }
   }).pipe(Effect.forever)
 

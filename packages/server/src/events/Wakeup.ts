@@ -1,7 +1,7 @@
 /**
  * A wake-up signal for a polling worker: `wake` never blocks and coalesces
  * (many wakes before the worker looks count once); `wait` returns at the first
- * wake or after the poll interval, whichever comes first.
+ * wake (true) or after the poll interval (false), whichever comes first.
  *
  * Workers poll as well as listen because a wake can be lost (a commit on
  * another node, a crash between commit and wake); the signal only shortens the
@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Queue } from "effect"
+import { Effect, Option, Queue } from "effect"
 
 /**
  * @since 0.1.0
@@ -19,7 +19,13 @@ export interface Wakeup {
   readonly wake: Effect.Effect<void>
   /** Synchronous form, for callbacks outside Effect. */
   readonly wakeUnsafe: () => void
-  readonly wait: (pollMs: number) => Effect.Effect<void>
+  /** Whether a wake ended the wait (true) or the poll interval did (false). */
+  readonly wait: (pollMs: number) => Effect.Effect<boolean>
+  /**
+   * Drops a pending wake: for a worker about to read everything a wake it has not yet taken
+   * could stand for (the wake follows the commit it announces, so that read sees the commit).
+   */
+  readonly discard: Effect.Effect<void>
 }
 
 /**
@@ -35,6 +41,7 @@ export const makeWakeup: Effect.Effect<Wakeup> = Effect.gen(function*() {
   return {
     wake: Effect.sync(wakeUnsafe),
     wakeUnsafe,
-    wait: (pollMs) => Queue.take(signal).pipe(Effect.timeoutOption(pollMs), Effect.asVoid)
+    wait: (pollMs) => Queue.take(signal).pipe(Effect.timeoutOption(pollMs), Effect.map(Option.isSome)),
+    discard: Queue.poll(signal).pipe(Effect.asVoid)
   }
 })
