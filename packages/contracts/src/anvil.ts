@@ -41,6 +41,13 @@ export interface StartOptions {
   readonly chainId?: number
   /** Seconds between blocks, fractions allowed (0.1 is ten blocks a second). Default 1. */
   readonly blockTimeSeconds?: number
+  /**
+   * `interval` (the default): anvil mines a block every `blockTimeSeconds`, empty or not.
+   * `onDemand`: anvil mines only when asked (`--no-mining`; `evm_mine`, `anvil_mine`); the caller
+   * runs the miner (the server's DevChain mines while transactions wait, D88). `blockTimeSeconds`
+   * is then unused.
+   */
+  readonly mining?: "interval" | "onDemand"
   /** Block gas limit. Default anvil's (30M); raise it for throughput runs. */
   readonly blockGasLimit?: bigint
   /**
@@ -159,7 +166,7 @@ const commandLine = (port: number, chainId: number, options: StartOptions): Arra
     "--host", "127.0.0.1",
     "--port", String(port),
     "--chain-id", String(chainId),
-    "--block-time", String(options.blockTimeSeconds ?? 1),
+    ...(options.mining === "onDemand" ? ["--no-mining"] : ["--block-time", String(options.blockTimeSeconds ?? 1)]),
     "--silent"
   ]
   if (options.blockGasLimit !== undefined) args.push("--gas-limit", options.blockGasLimit.toString())

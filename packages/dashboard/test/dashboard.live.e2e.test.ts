@@ -58,7 +58,9 @@ beforeAll(async () => {
   harness = await startHarness({
     // A create answers `pending` soon when the chain is held still, so the page shows it turn confirmed.
     TRANSFER_CREATE_TIMEOUT_MS: "1500",
-    CHAIN_EXPLORER_TX_URL_TESTNET: explorer
+    CHAIN_EXPLORER_TX_URL_TESTNET: explorer,
+    // One test holds blocks back itself (`evm_setIntervalMining`), so the node mines on its interval.
+    EMBEDDED_CHAIN_MINING: "interval"
   })
   ;({ origin, browser, page } = harness)
 }, 240_000)

@@ -64,7 +64,8 @@ const account = async (handle: string, keyPair: EncryptionKey.KeyPair): Promise<
 }
 
 beforeAll(async () => {
-  server = await startServer()
+  // One test holds blocks back itself (`evm_setIntervalMining`), so the node mines on its interval.
+  server = await startServer({ env: { EMBEDDED_CHAIN_MINING: "interval" } })
   rpcUrl = anvilRpcUrl(server.dataDir)
   alice = await account("alice", aliceKey)
   bob = await account("bob", bobKey)

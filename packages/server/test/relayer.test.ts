@@ -163,7 +163,7 @@ describe("relayer nonces on embedded anvil", () => {
   it.live("a relayer's next transaction the node's pool holds is sent again in nonce order, and every transfer confirms", () =>
     // The engine on a TestClock (the node and the database on the live one): its held-pool check
     // and its rebroadcast age pass when the test moves its clock, not in real seconds.
-    onEmbeddedChainOnTestClock(guardian, { relayerCount: 1 }, (chain) => Effect.gen(function*() {
+    onEmbeddedChainOnTestClock(guardian, { relayerCount: 1, embeddedChainMining: "interval" }, (chain) => Effect.gen(function*() {
       const settlement = yield* Settlement
       const client = chain.client
       const anvil = (method: string, params: ReadonlyArray<unknown>) =>

@@ -32,7 +32,9 @@ const waitRealMs = 60_000
 const onClockedChain = <A, E>(
   overrides: Partial<AppConfigShape>,
   body: (chain: ChainContext) => Effect.Effect<A, E, Settlement | SqlClient.SqlClient | Scope.Scope>
-) => onEmbeddedChainOnTestClock(guardian, overrides, body)
+) =>
+  // These tests hold blocks back themselves (`evm_setIntervalMining`), so the node mines on its interval.
+  onEmbeddedChainOnTestClock(guardian, { embeddedChainMining: "interval", ...overrides }, body)
 const advance = advanceEngineClock
 const tick = engineClockTick
 

@@ -30,7 +30,7 @@ const guardian = makeTestGuardian("reorg-test")
 
 describe("a chain reorganisation under the settlement watcher", () => {
   it.live("a transfer seen mined in a replaced block is not confirmed from it: watched again, sent again, confirmed on the new chain", () =>
-    onEmbeddedChain(guardian, { chainConfirmations: 3, relayerCount: 1 }, (chain) => Effect.gen(function*() {
+    onEmbeddedChain(guardian, { chainConfirmations: 3, relayerCount: 1, embeddedChainMining: "interval" }, (chain) => Effect.gen(function*() {
       const settlement = yield* Settlement
       const client = chain.client
       const anvil = anvilOf(chain)
@@ -71,7 +71,7 @@ describe("a chain reorganisation under the settlement watcher", () => {
   // On TestClock: the rebroadcast age the relayer's transaction must be unseen for passes on the
   // engine's clock, not in real time.
   it.live("a transfer applied by another transaction counts only at the depth, and not once that transaction's block is replaced", () =>
-    onEmbeddedChainOnTestClock(guardian, { chainConfirmations: 3, relayerCount: 1 }, (chain) => Effect.gen(function*() {
+    onEmbeddedChainOnTestClock(guardian, { chainConfirmations: 3, relayerCount: 1, embeddedChainMining: "interval" }, (chain) => Effect.gen(function*() {
       const settlement = yield* Settlement
       const client = chain.client
       const anvil = anvilOf(chain)

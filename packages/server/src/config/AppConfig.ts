@@ -155,6 +155,14 @@ export interface AppConfigShape {
    * then stops with the worker (a detached anvil would outlive a worker killed by a signal).
    */
   readonly embeddedChainOwnProcessGroup: boolean
+  /**
+   * How the embedded anvil mines (D88). `on-demand`: the server mines a block every
+   * `chainBlockTimeMs` while transactions wait (and the blocks `chainConfirmations` needs on top),
+   * none while idle, so the chain and the state file anvil rewrites every 5 s do not grow with
+   * wall-clock time. `interval`: a block every interval, empty or not (anvil's `--block-time`);
+   * tests that steer mining themselves (`evm_setIntervalMining`) ask for it.
+   */
+  readonly embeddedChainMining: EmbeddedChainMining
   /** D14: how long `POST /v1/transfers` waits for settlement before answering `pending`. */
   readonly transferCreateTimeoutMs: number
   /**
@@ -265,6 +273,20 @@ export const sealingThreads = ["own", "caller"] as const
 export type SealingThread = typeof sealingThreads[number]
 
 /**
+ * The values of `EMBEDDED_CHAIN_MINING` (D88).
+ *
+ * @since 0.15.0
+ * @category models
+ */
+export const embeddedChainMinings = ["on-demand", "interval"] as const
+
+/**
+ * @since 0.15.0
+ * @category models
+ */
+export type EmbeddedChainMining = typeof embeddedChainMinings[number]
+
+/**
  * @since 0.4.0
  * @category models
  */
@@ -347,6 +369,9 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   guardianStartTimeoutMs: Config.Int("GUARDIAN_START_TIMEOUT_MS").pipe(Config.withDefault(60_000)),
   guardianInProcess: Config.succeed(false),
   embeddedChainOwnProcessGroup: Config.succeed(true),
+  embeddedChainMining: Config.Literals(embeddedChainMinings, "EMBEDDED_CHAIN_MINING").pipe(
+    Config.withDefault("on-demand" as const)
+  ),
   transferCreateTimeoutMs: Config.Int("TRANSFER_CREATE_TIMEOUT_MS").pipe(Config.withDefault(5_000)),
   transferAdmissionTargetMs: Config.Int("TRANSFER_ADMISSION_TARGET_MS").pipe(Config.withDefault(250)),
   transferAdmissionMaxInFlight: Config.Int("TRANSFER_ADMISSION_MAX_IN_FLIGHT").pipe(Config.withDefault(1_024)),
@@ -418,6 +443,7 @@ export const environmentVariables = [
   "MIGRATE_CONTRACTS",
   "CHAIN_BLOCK_TIME_MS",
   "CHAIN_CONFIRMATIONS",
+  "EMBEDDED_CHAIN_MINING",
   "NODE_ROLE",
   "DASHBOARD_ORIGIN",
   "TRUSTED_PROXIES",

@@ -81,7 +81,8 @@ const expectRefused = (response: TestResponse, status: number, code: string) => 
 
 export const refundsSuite = (database: DatabaseTarget, config: Partial<AppConfigShape> = {}) =>
   describe("refunds (D43)", () => {
-    layer(makeTestServer({ database, config }), { timeout: "180 seconds", excludeTestServices: true })(database.name, (it) => {
+    // One test holds blocks back itself (`evm_setIntervalMining`), so the node mines on its interval.
+    layer(makeTestServer({ database, config: { embeddedChainMining: "interval", ...config } }), { timeout: "180 seconds", excludeTestServices: true })(database.name, (it) => {
       it.effect("partial refunds in both forms, then what is left; links both ways, events, balances; a retry refunds once", () =>
         Effect.gen(function*() {
           const server = yield* TestServer

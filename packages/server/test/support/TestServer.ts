@@ -126,6 +126,9 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   guardianInProcess: true,
   // Anvil stays in the test worker's process group: a test runner's Ctrl-C stops it with the worker.
   embeddedChainOwnProcessGroup: false,
+  // The production default; tests that steer mining themselves (evm_setIntervalMining) ask for
+  // `interval`.
+  embeddedChainMining: "on-demand",
   transferCreateTimeoutMs: 5_000,
   // Shedding off in the functional suites (some race 100 transfers at once on purpose);
   // admission.test.ts turns it on with its own limits.

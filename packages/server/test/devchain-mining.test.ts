@@ -1,0 +1,102 @@
+/**
+ * D88: the embedded chain mines on demand. An idle chain gets no blocks (so neither it nor the state
+ * file anvil rewrites every 5 s grows with the wall clock); a transaction is mined within a block
+ * time or so, followed by the blocks `CHAIN_CONFIRMATIONS` needs on top, and then nothing; and a
+ * transaction left waiting in a leftover node (its server killed before the next mining round) is
+ * mined before that node is stopped, so the next start finds it in a block.
+ *
+ * Real anvil and a real server-side miner (`DevChain.layer`), on the live clock.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Anvil } from "@pps/contracts"
+import { Effect, Layer, Option } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { createPublicClient, createWalletClient, type Hex, http } from "viem"
+import { privateKeyToAccount } from "viem/accounts"
+import { chainIdOfMode } from "@pps/api/ApiKeys"
+import { AppConfig, type AppConfigShape } from "../src/config/AppConfig.ts"
+import { DataDir } from "../src/platform/DataDir.ts"
+import { DevChain } from "../src/settlement/DevChain.ts"
+import { testConfig } from "./support/TestServer.ts"
+
+/** Anvil's first development account: funded in every fresh chain anvil starts. */
+const fundedKey: Hex = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
+const blockTimeMs = 100
+
+const devChainIn = (dataDir: string, overrides: Partial<AppConfigShape>) =>
+  DevChain.layer.pipe(
+    Layer.provideMerge(DataDir.layer),
+    Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, { chainBlockTimeMs: blockTimeMs, ...overrides })))
+  )
+
+const clientsOf = (rpcUrl: string) => {
+  const chain = {
+    id: chainIdOfMode.test,
+    name: "embedded",
+    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+    rpcUrls: { default: { http: [rpcUrl] } }
+  } as const
+  return {
+    reader: createPublicClient({ chain, transport: http(rpcUrl) }),
+    wallet: createWalletClient({ chain, account: privateKeyToAccount(fundedKey), transport: http(rpcUrl) })
+  }
+}
+
+const sleep = (ms: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, ms)))
+
+const withDataDir = <A, E, R>(body: (dataDir: string) => Effect.Effect<A, E, R>) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "pps-devchain-"))),
+    body,
+    (dataDir) => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true }))
+  )
+
+describe("the embedded chain mines on demand (D88)", () => {
+  it.live("idle: no blocks; a transaction: its block and the confirmations' blocks on top, then none", () =>
+    withDataDir((dataDir) =>
+      Effect.gen(function*() {
+        const rpcUrl = Option.getOrThrow((yield* DevChain).rpcUrl)
+        const { reader, wallet } = clientsOf(rpcUrl)
+        const idleFrom = yield* Effect.promise(() => reader.getBlockNumber({ cacheTime: 0 }))
+        // Fifteen block times: an interval-mining node would have mined ~15 blocks.
+        yield* sleep(15 * blockTimeMs)
+        assert.strictEqual(yield* Effect.promise(() => reader.getBlockNumber({ cacheTime: 0 })), idleFrom, "an idle chain mined")
+
+        const hash = yield* Effect.promise(() => wallet.sendTransaction({ to: "0x000000000000000000000000000000000000dEaD", value: 1n }))
+        const receipt = yield* Effect.promise(() => reader.waitForTransactionReceipt({ hash, pollingInterval: 20, timeout: 10_000 }))
+        assert.strictEqual(receipt.status, "success")
+        // CHAIN_CONFIRMATIONS 3: two blocks on top of it, a block time apart, then none.
+        yield* sleep(20 * blockTimeMs)
+        const settled = yield* Effect.promise(() => reader.getBlockNumber({ cacheTime: 0 }))
+        assert.strictEqual(settled, receipt.blockNumber + 2n)
+        yield* sleep(10 * blockTimeMs)
+        assert.strictEqual(yield* Effect.promise(() => reader.getBlockNumber({ cacheTime: 0 })), settled)
+      }).pipe(Effect.provide(devChainIn(dataDir, { chainConfirmations: 3 })))
+    ), { timeout: 60_000 })
+
+  it.live("a transaction left waiting in a leftover node is mined before the node is stopped, and kept", () =>
+    withDataDir((dataDir) =>
+      Effect.gen(function*() {
+        // What a server killed between a send and its miner's next round leaves: an on-demand node
+        // with a transaction in its pool, and its pid file.
+        const chainDir = path.join(dataDir, "chain")
+        fs.mkdirSync(chainDir, { recursive: true })
+        const leftover = yield* Effect.promise(() =>
+          Anvil.start({ chainId: chainIdOfMode.test, mining: "onDemand", statePath: path.join(chainDir, "state.json"), stateIntervalSeconds: 5 })
+        )
+        fs.writeFileSync(path.join(chainDir, "anvil.pid"), String(leftover.pid))
+        const hash = yield* Effect.promise(() =>
+          clientsOf(leftover.rpcUrl).wallet.sendTransaction({ to: "0x000000000000000000000000000000000000dEaD", value: 1n })
+        )
+        yield* Effect.gen(function*() {
+          const rpcUrl = Option.getOrThrow((yield* DevChain).rpcUrl)
+          assert.notStrictEqual(rpcUrl, leftover.rpcUrl)
+          const receipt = yield* Effect.promise(() => clientsOf(rpcUrl).reader.getTransactionReceipt({ hash }))
+          assert.strictEqual(receipt.status, "success")
+        }).pipe(Effect.provide(devChainIn(dataDir, {})))
+        yield* Effect.promise(() => leftover.stop())
+      })
+    ), { timeout: 60_000 })
+})
