@@ -135,7 +135,10 @@ const miningRound = (cheats: TestClient<"anvil">, state: Ref.Ref<MinerState>, tr
     })
   })
 
-/** The miner's loop, every block time, for as long as the layer's scope is open. */
+/**
+ * The miner's loop, every block time, for as long as the layer's scope is open. On a fixed cadence,
+ * as anvil's own interval: a round that mines a large block does not push the next one later.
+ */
 const runMiner = (rpcUrl: string, blockTimeMs: number, confirmations: number) =>
   Effect.gen(function*() {
     const cheats = createTestClient({ mode: "anvil", transport: RpcTransport.keepAliveHttp(rpcUrl, { retryCount: 0 }) })
@@ -144,7 +147,7 @@ const runMiner = (rpcUrl: string, blockTimeMs: number, confirmations: number) =>
       miningRound(cheats, state, confirmations - 1).pipe(
         // A node that does not answer for a moment (a state write, a stop): the next round asks again.
         Effect.catchTag("ChainError", (error) => Effect.logDebug("embedded miner round failed; next round retries", error)),
-        Effect.repeat(Schedule.spaced(Duration.millis(blockTimeMs)))
+        Effect.repeat(Schedule.fixed(Duration.millis(blockTimeMs)))
       )
     )
   })

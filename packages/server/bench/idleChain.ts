@@ -1,0 +1,125 @@
+/**
+ * The embedded default left idle (D88): what its chain grows by and what the idle processes spend,
+ * with the chain mining on demand and on an interval, alternating A B B A ... in one run.
+ *
+ * Each run starts the real server process (`src/main.ts`, the embedded default of `npm start`) on
+ * a fresh data directory, waits until it is ready and a first state write has happened, then reads
+ * for `--seconds` with no traffic: the blocks mined, the growth of anvil's state file (which anvil
+ * rewrites whole every 5 s, D86) and of its resident memory, and each process's CPU a second. The
+ * growth is extrapolated to a day, which is what the figures are for: a development server left
+ * running overnight.
+ *
+ *   npm run -s bench:idle-chain -- [--seconds 60] [--settle-seconds 60] [--pairs 1] [--block-time-ms 200]
+ *
+ * Nothing is recorded: the results go to docs/benchmarks/notes with the command, commit and date.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { parseArgs } from "node:util"
+import { freePort, serverTarget } from "../test/fault/processes.ts"
+import { busyShare, readMachineTicks } from "./machineBusy.ts"
+import { cpuMs, residentMb } from "./processStats.ts"
+
+const { values } = parseArgs({
+  options: {
+    seconds: { type: "string", default: "60" },
+    "settle-seconds": { type: "string", default: "60" },
+    pairs: { type: "string", default: "1" },
+    "block-time-ms": { type: "string", default: "200" }
+  }
+})
+const seconds = Number(values.seconds)
+const pairs = Number(values.pairs)
+const settleSeconds = Number(values["settle-seconds"])
+const blockTimeMs = Number(values["block-time-ms"])
+if (!(seconds > 0 && settleSeconds >= 6 && Number.isInteger(pairs) && pairs > 0 && blockTimeMs >= 10)) {
+  throw new Error("--seconds > 0, --settle-seconds >= 6, --pairs a positive integer, --block-time-ms >= 10")
+}
+
+type Mining = "on-demand" | "interval"
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+const rpc = async (url: string, method: string): Promise<unknown> => {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] })
+  })
+  return ((await response.json()) as { result?: unknown }).result
+}
+
+/** The server (its lock file), its guardian child (its pid file) and its anvil (the chain's pid file). */
+const processesOf = (dataDir: string) => {
+  const pidIn = (file: string) => Number.parseInt(fs.readFileSync(path.join(dataDir, file), "utf8"), 10)
+  return { server: pidIn("server.lock"), guardian: pidIn("guardian.pid"), anvil: pidIn(path.join("chain", "anvil.pid")) }
+}
+
+const anvilUrlOf = (anvilPid: number): string => {
+  const args = fs.readFileSync(`/proc/${anvilPid}/cmdline`, "utf8").split("\0")
+  return `http://127.0.0.1:${args[args.indexOf("--port") + 1]}`
+}
+
+const blockNumber = async (url: string) => Number(BigInt(String(await rpc(url, "eth_blockNumber"))))
+
+const oneRun = async (mining: Mining) => {
+  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-idle-chain-"))
+  const dataDir = path.join(workDir, "data")
+  fs.mkdirSync(dataDir)
+  const [port, adminPort] = [await freePort(), await freePort()]
+  const server = serverTarget({
+    dataDir,
+    port,
+    adminPort,
+    logFile: path.join(workDir, "server.log"),
+    env: { CHAIN_BLOCK_TIME_MS: String(blockTimeMs), EMBEDDED_CHAIN_MINING: mining }
+  })
+  try {
+    await server.start()
+    const pids = processesOf(dataDir)
+    const anvilUrl = anvilUrlOf(pids.anvil)
+    const statePath = path.join(dataDir, "chain", "state.json")
+    // Past start-up's deployment, a first state write, and V8's optimising compile of PGlite in
+    // each process (20-60 s of a background thread, docs/benchmarks/notes/2026-11-29-resident-memory-2.md).
+    await sleep(settleSeconds * 1000)
+    const read = () => ({
+      stateBytes: fs.existsSync(statePath) ? fs.statSync(statePath).size : 0,
+      anvilMb: residentMb(pids.anvil),
+      cpu: Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuMs(pid) ?? Number.NaN])),
+      machine: readMachineTicks(),
+      atMs: performance.now()
+    })
+    const before = { ...read(), block: await blockNumber(anvilUrl) }
+    await sleep(seconds * 1000)
+    // The state file as anvil's next write leaves it (it writes every 5 s).
+    await sleep(5_500)
+    const after = { ...read(), block: await blockNumber(anvilUrl) }
+    const elapsedS = (after.atMs - before.atMs) / 1000
+    const perDay = 86_400 / elapsedS
+    const cpuPerSecond = Object.fromEntries(
+      Object.keys(before.cpu).map((name) => [name, Math.round(((after.cpu[name] ?? 0) - (before.cpu[name] ?? 0)) / elapsedS * 10) / 10])
+    )
+    return {
+      mining,
+      elapsedS: Math.round(elapsedS),
+      blocks: after.block - before.block,
+      blocksPerDay: Math.round((after.block - before.block) * perDay),
+      stateMbPerDay: Math.round(((after.stateBytes - before.stateBytes) * perDay) / 1e6),
+      stateMbNow: Math.round(after.stateBytes / 1e5) / 10,
+      anvilResidentMb: [before.anvilMb, after.anvilMb],
+      cpuMsPerSecond: cpuPerSecond,
+      machineBusyPercent: Math.round(busyShare(before.machine, after.machine) * 1000) / 10
+    }
+  } finally {
+    await server.stop()
+    fs.rmSync(workDir, { recursive: true, force: true })
+  }
+}
+
+const order: Array<Mining> = []
+for (let pair = 0; pair < pairs; pair++) order.push(...(pair % 2 === 0 ? ["interval", "on-demand"] as const : ["on-demand", "interval"] as const))
+const started = new Date().toISOString()
+console.log(`idle chain: ${pairs} pair(s), ${seconds} s idle each after ${settleSeconds} s, ${blockTimeMs} ms blocks, load average ${os.loadavg().map((l) => l.toFixed(1)).join(" ")}, ${started}`)
+for (const mining of order) console.log(JSON.stringify(await oneRun(mining)))
+console.log(`done ${new Date().toISOString()}, load average ${os.loadavg().map((l) => l.toFixed(1)).join(" ")}`)
