@@ -5,8 +5,10 @@
  * The platform binary from `@foundry-rs/anvil-<os>-<arch>` is spawned directly: the package's
  * `.bin/anvil` is a Node wrapper, and killing the wrapper leaves anvil running. Anvil listens
  * on 127.0.0.1 only, mines on an interval (automine jams under concurrent load, GitHub
- * foundry-rs/foundry#10122) and, given a state path, dumps its state every second so that even a
- * SIGKILL loses at most a second of blocks (`--state` alone dumps only on a clean exit).
+ * foundry-rs/foundry#10122) or, with `mining: "onDemand"`, only when asked (the server's embedded
+ * chain mines it itself, D88) and, given a state path, dumps its state every `stateIntervalSeconds`
+ * (default 1) so that even a SIGKILL loses at most that much of the chain (`--state` alone dumps only
+ * on a clean exit). The state holds the blocks, not the pool of transactions waiting.
  *
  * Every process started here is killed when the Node process exits, so no anvil outlives a
  * test run. A parent that is itself SIGKILLed cannot run that hook; the server stops anvil in

@@ -22,8 +22,9 @@ import { ChainError } from "./Chains.ts"
 
 /**
  * A server killed with SIGKILL leaves its anvil running (orphaned, still dumping
- * state). Before starting ours, such a leftover is stopped with SIGTERM, which
- * makes anvil write its state a last time, so no mined block is lost.
+ * state). Before starting ours, what waits in such a leftover's pool is mined
+ * (D88: its miner died with the server), then it is stopped with SIGTERM, which
+ * makes anvil write its state a last time, so nothing sent or mined is lost.
  */
 const stopLeftoverAnvil = (pidFile: string) =>
   Effect.promise(async () => {
