@@ -17,7 +17,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { parseArgs } from "node:util"
-import { freePort, serverTarget } from "../test/fault/processes.ts"
+import { freshServerTarget } from "../test/fault/processes.ts"
 import { busyShare, readMachineTicks } from "./machineBusy.ts"
 import { cpuMs, residentMb } from "./processStats.ts"
 
@@ -64,16 +64,9 @@ const anvilUrlOf = (anvilPid: number): string => {
 const blockNumber = async (url: string) => Number(BigInt(String(await rpc(url, "eth_blockNumber"))))
 
 const oneRun = async (mining: Mining) => {
-  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-idle-chain-"))
-  const dataDir = path.join(workDir, "data")
-  fs.mkdirSync(dataDir)
-  const [port, adminPort] = [await freePort(), await freePort()]
-  const server = serverTarget({
-    dataDir,
-    port,
-    adminPort,
-    logFile: path.join(workDir, "server.log"),
-    env: { CHAIN_BLOCK_TIME_MS: String(blockTimeMs), EMBEDDED_CHAIN_MINING: mining }
+  const { dataDir, server, workDir } = await freshServerTarget("pps-idle-chain-", {
+    CHAIN_BLOCK_TIME_MS: String(blockTimeMs),
+    EMBEDDED_CHAIN_MINING: mining
   })
   try {
     await server.start()

@@ -52,7 +52,7 @@ import { Backend } from "@pps/crypto"
 import { GuardianKeys } from "@pps/guardian"
 import { medianMs, transferCrypto } from "../../crypto/bench/transferFloor.ts"
 import { mulberry32, type Prng } from "../test/fault/prng.ts"
-import { freePort, serverTarget } from "../test/fault/processes.ts"
+import { freshServerTarget } from "../test/fault/processes.ts"
 import { type Cluster, dropDatabases, startCluster } from "../scripts/cluster/cluster.ts"
 import { readEnvFile, writeRunEnvFile } from "../scripts/cluster/envFile.ts"
 import { defaultWorkerNodes } from "../scripts/cluster/topology.ts"
@@ -359,27 +359,17 @@ const runEmbedded = async (extraEnv: Record<string, string>): Promise<EmbeddedRu
   const cpuProfileDir = values["cpu-prof"] === undefined ? undefined : path.resolve(values["cpu-prof"])
   if (cpuProfileDir !== undefined) fs.mkdirSync(cpuProfileDir, { recursive: true })
   const statementRows: Array<EmbeddedRun["statementRows"][number]> = []
-  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-throughput-"))
-  const dataDir = path.join(workDir, "data")
-  fs.mkdirSync(dataDir)
-  const [port, adminPort] = [await freePort(), await freePort()]
-  const server = serverTarget({
-    dataDir,
-    port,
-    adminPort,
-    logFile: path.join(workDir, "server.log"),
-    env: {
-      CHAIN_BLOCK_TIME_MS: String(blockTimeMs),
-      ...(values["span-log"] === undefined ? {} : { PPS_SPAN_LOG: path.resolve(values["span-log"]) }),
-      ...(statementLog === undefined ? {} : { PPS_STATEMENT_LOG: statementLog }),
-      // The server through NODE_OPTIONS (this benchmark's own child); its guardian child through
-      // PPS_CPU_PROF_DIR (EmbeddedGuardian.cpuProfileFlags), which it alone passes on.
-      ...(cpuProfileDir === undefined ? {} : {
-        NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${cpuProfileDir} --cpu-prof-interval=500`,
-        PPS_CPU_PROF_DIR: cpuProfileDir
-      }),
-      ...extraEnv
-    }
+  const { adminPort, dataDir, port, server, workDir } = await freshServerTarget("pps-throughput-", {
+    CHAIN_BLOCK_TIME_MS: String(blockTimeMs),
+    ...(values["span-log"] === undefined ? {} : { PPS_SPAN_LOG: path.resolve(values["span-log"]) }),
+    ...(statementLog === undefined ? {} : { PPS_STATEMENT_LOG: statementLog }),
+    // The server through NODE_OPTIONS (this benchmark's own child); its guardian child through
+    // PPS_CPU_PROF_DIR (EmbeddedGuardian.cpuProfileFlags), which it alone passes on.
+    ...(cpuProfileDir === undefined ? {} : {
+      NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${cpuProfileDir} --cpu-prof-interval=500`,
+      PPS_CPU_PROF_DIR: cpuProfileDir
+    }),
+    ...extraEnv
   })
   const baseUrl = `http://127.0.0.1:${port}`
   let startResident: ResidentSample | undefined

@@ -17,14 +17,13 @@
  * and when the kills fall relative to the load's start, not the exact line a kill hits.
  */
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { EncryptionKey } from "@pps/crypto"
 import { Amount } from "@pps/sdk"
 import { Client, Confidential } from "@pps/sdk/internal"
 import { type Receiver, startReceiver } from "../support/webhooks-receiver.ts"
 import { type Prng, substream } from "./prng.ts"
-import { type FaultTarget, freePort, guardianTarget, serverTarget, strayGroups } from "./processes.ts"
+import { type FaultTarget, freshServerTarget, guardianTarget, strayGroups } from "./processes.ts"
 
 export interface HarnessOptions {
   readonly seed: number
@@ -246,17 +245,10 @@ class ServerGate {
 
 /** The embedded server of `npm start` in a fresh data directory: one process (its guardian child with it). */
 export const embeddedTopology = async (options: HarnessOptions, webhooks: boolean): Promise<HarnessTopology> => {
-  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), `pps-fault-${options.seed}-`))
-  const dataDir = path.join(workDir, "data")
-  fs.mkdirSync(dataDir)
-  const [port, adminPort] = [await freePort(), await freePort()]
-  const server: FaultTarget = serverTarget({
-    dataDir,
-    port,
-    adminPort,
-    logFile: path.join(workDir, "server.log"),
-    env: webhooks ? { WEBHOOK_ALLOW_INSECURE_LOOPBACK: "1" } : {}
-  })
+  const { adminPort, dataDir, port, server, workDir } = await freshServerTarget(
+    `pps-fault-${options.seed}-`,
+    webhooks ? { WEBHOOK_ALLOW_INSECURE_LOOPBACK: "1" } : {}
+  )
   // Every target the schedule may kill: the server process (its guardian child dies with
   // it), and with `killGuardian` the guardian child alone.
   const targets: ReadonlyArray<FaultTarget> = options.killGuardian === true ? [server, guardianTarget(dataDir)] : [server]

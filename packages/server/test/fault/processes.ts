@@ -18,6 +18,7 @@
  */
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { ProcessMemory } from "@pps/guardian"
@@ -276,4 +277,18 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
     },
     starts: () => starts
   }
+}
+
+/**
+ * `serverTarget` in a fresh work directory under the system's temporary one (named after `prefix`):
+ * its `data` folder the server's DATA_DIR, its `server.log` the server's output, on two free ports.
+ * Not started.
+ */
+export const freshServerTarget = async (prefix: string, env: Record<string, string>) => {
+  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+  const dataDir = path.join(workDir, "data")
+  fs.mkdirSync(dataDir)
+  const [port, adminPort] = [await freePort(), await freePort()]
+  const server = serverTarget({ dataDir, port, adminPort, logFile: path.join(workDir, "server.log"), env })
+  return { workDir, dataDir, port, adminPort, server }
 }
