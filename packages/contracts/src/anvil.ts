@@ -18,6 +18,7 @@
  * @since 0.1.0
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { createServer } from "node:net"
 import { dirname, join } from "node:path"
@@ -267,4 +268,22 @@ export const start = async (options: StartOptions = {}): Promise<Instance> => {
     lastStderr = launched.stderr
   }
   throw new Error(`anvil exited before it was ready; stderr: ${lastStderr}`)
+}
+
+/**
+ * The RPC URL of a running anvil, from the `--port` of its command line (Linux `/proc`): for a
+ * process this module started elsewhere (the server's embedded chain names only its pid, in
+ * `DATA_DIR/chain/anvil.pid`). Undefined when the process is gone or has no `--port`.
+ *
+ * @since 0.15.0
+ * @category constructors
+ */
+export const rpcUrlOfProcess = (pid: number): string | undefined => {
+  try {
+    const args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
+    const port = args[args.indexOf("--port") + 1]
+    return port !== undefined && /^\d+$/.test(port) ? `http://127.0.0.1:${port}` : undefined
+  } catch {
+    return undefined
+  }
 }

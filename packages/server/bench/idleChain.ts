@@ -17,6 +17,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { parseArgs } from "node:util"
+import { Anvil } from "@pps/contracts"
 import { freshServerTarget } from "../test/fault/processes.ts"
 import { busyShare, readMachineTicks } from "./machineBusy.ts"
 import { cpuMs, residentMb } from "./processStats.ts"
@@ -57,8 +58,9 @@ const processesOf = (dataDir: string) => {
 }
 
 const anvilUrlOf = (anvilPid: number): string => {
-  const args = fs.readFileSync(`/proc/${anvilPid}/cmdline`, "utf8").split("\0")
-  return `http://127.0.0.1:${args[args.indexOf("--port") + 1]}`
+  const url = Anvil.rpcUrlOfProcess(anvilPid)
+  if (url === undefined) throw new Error(`anvil ${anvilPid} has no --port`)
+  return url
 }
 
 const blockNumber = async (url: string) => Number(BigInt(String(await rpc(url, "eth_blockNumber"))))

@@ -9,14 +9,14 @@
  * lives, then 200), and the transfer paid once.
  */
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { AgentTransactionRecord } from "@pps/api/Agents"
-import { freePort, serverTarget } from "./fault/processes.ts"
+import { Anvil } from "@pps/contracts"
+import { freshServerTarget } from "./fault/processes.ts"
 import { heldAgentTransfer, heldRow, recordAgain, stopAtRecord } from "./support/heldApprovals.ts"
 import { decodeAnswer, expectEnvelope, type TestResponse } from "./support/http.ts"
 import { postgresAvailable } from "./support/requirePostgres.ts"
@@ -39,11 +39,9 @@ const recordWaiting = (sql: SqlClient.SqlClient) =>
     WHERE datname = current_database() AND wait_event = 'PgSleep'`.pipe(Effect.map((rows) => (rows[0]?.waiting ?? 0) > 0))
 
 /** The embedded anvil's RPC URL, from its process's command line (the server does not print it). */
-const embeddedRpcUrl = (dataDir: string) => {
-  const pid = fs.readFileSync(path.join(dataDir, "chain", "anvil.pid"), "utf8").trim()
-  const args = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
-  return `http://127.0.0.1:${args[args.indexOf("--port") + 1]}`
-}
+const embeddedRpcUrl = (dataDir: string) =>
+  Anvil.rpcUrlOfProcess(Number.parseInt(fs.readFileSync(path.join(dataDir, "chain", "anvil.pid"), "utf8"), 10)) ??
+    assert.fail("the embedded anvil has no --port")
 
 /** Retries the approval while it answers "later" (409 `approval_in_progress`, or the dead run's key still held). */
 const retryUntilAnswered = (approve: Effect.Effect<TestResponse>) =>
@@ -67,21 +65,15 @@ describe.skipIf(!postgresAvailable)("an approval whose process is killed at its 
     Effect.gen(function*() {
       const databaseUrl = yield* freshPostgresDatabase
       const sql = Context.get(yield* Layer.build(PgClient.layer({ url: Redacted.make(databaseUrl) })), SqlClient.SqlClient)
-      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-approval-kill-"))
-      const [port, adminPort] = yield* Effect.promise(() => Promise.all([freePort(), freePort()]))
-      const target = serverTarget({
-        dataDir,
-        port,
-        adminPort,
-        env: { ...secrets, DATABASE_URL: databaseUrl, ATTESTATION_LIFETIME_SECONDS: "10" },
-        logFile: path.join(dataDir, "server.log")
-      })
+      const { adminPort, dataDir, port, server: target, workDir } = yield* Effect.promise(() =>
+        freshServerTarget("pps-approval-kill-", { ...secrets, DATABASE_URL: databaseUrl, ATTESTATION_LIFETIME_SECONDS: "10" })
+      )
       yield* Effect.acquireRelease(
         Effect.promise(() => target.start()),
         (_, exit) =>
           Effect.promise(() => target.stop()).pipe(
             // Kept for a failed run: the server's log says what it did.
-            Effect.andThen(Effect.sync(() => exit._tag === "Success" && fs.rmSync(dataDir, { recursive: true, force: true })))
+            Effect.andThen(Effect.sync(() => exit._tag === "Success" && fs.rmSync(workDir, { recursive: true, force: true })))
           )
       )
       const server = { baseUrl: `http://127.0.0.1:${port}`, adminUrl: `http://127.0.0.1:${adminPort}`, adminToken: secrets.ADMIN_TOKEN }

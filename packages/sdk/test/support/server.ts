@@ -10,6 +10,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as ppsCommands from "../../src/cli/ppsCommands.ts"
+import { rpcUrlOfProcess } from "../../../contracts/src/anvil.ts"
 import { runAdmin } from "../../../server/test/support/adminCli.ts"
 import { freePort } from "../../../../scripts/freePort.ts"
 import { childEnvironment } from "../../../../scripts/childEnvironment.ts"
@@ -149,11 +150,10 @@ export const startServer = async (options: { readonly env?: Readonly<Record<stri
  * process, whose command line names the port (Linux /proc, as the server's own checks use).
  */
 export const anvilRpcUrl = (dataDir: string): string => {
-  const pid = fs.readFileSync(path.join(dataDir, "chain", "anvil.pid"), "utf8").trim()
-  const args = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
-  const port = args[args.indexOf("--port") + 1]
-  if (port === undefined || !/^\d+$/.test(port)) throw new Error(`no --port in anvil's command line: ${args.join(" ")}`)
-  return `http://127.0.0.1:${port}`
+  const pid = Number.parseInt(fs.readFileSync(path.join(dataDir, "chain", "anvil.pid"), "utf8"), 10)
+  const url = rpcUrlOfProcess(pid)
+  if (url === undefined) throw new Error(`no --port in the command line of anvil ${pid}`)
+  return url
 }
 
 /** One JSON-RPC call to a chain node (anvil's controls: `evm_setIntervalMining`, …); its result. */

@@ -92,7 +92,7 @@ export interface AppConfigShape {
   readonly migrateContracts: boolean
   /** External mainnet node; absent means live mode is unavailable (D9). */
   readonly rpcUrlMainnet: Option.Option<string>
-  /** Embedded anvil's block interval (interval mining: automine jams under load). */
+  /** Embedded anvil's block time: the miner's round while transactions wait (D88; anvil's automine jams under load). */
   readonly chainBlockTimeMs: number
   /** Blocks a transaction must be buried under before it counts (1 = included). */
   readonly chainConfirmations: number
@@ -157,9 +157,9 @@ export interface AppConfigShape {
   readonly embeddedChainOwnProcessGroup: boolean
   /**
    * How the embedded anvil mines (D88). `on-demand`: the server mines a block every
-   * `chainBlockTimeMs` while transactions wait (and the blocks `chainConfirmations` needs on top),
-   * none while idle, so the chain and the state file anvil rewrites every 5 s do not grow with
-   * wall-clock time. `interval`: a block every interval, empty or not (anvil's `--block-time`);
+   * `chainBlockTimeMs` while transactions wait (and the blocks the confirmation depth needs on top),
+   * and while idle one every 12 s for the chain's clock: 7,200 blocks a day, not 432,000 at 200 ms,
+   * in the state file anvil rewrites every 5 s. `interval`: a block every interval, empty or not (anvil's `--block-time`);
    * tests that steer mining themselves (`evm_setIntervalMining`) ask for it.
    */
   readonly embeddedChainMining: EmbeddedChainMining

@@ -190,6 +190,22 @@ const freePort: Effect.Effect<number, GuardianUnavailable> = Effect.callback<num
 })
 
 /**
+ * The depth (blocks on top) at which the embedded guardian books a chain event:
+ * GUARDIAN_CONFIRMATIONS when the server's environment sets it (the child inherits it), else
+ * CHAIN_CONFIRMATIONS − 1, as `childEnvironment` gives it. The embedded chain's miner buries the
+ * last block with transactions this deep (D88).
+ *
+ * @internal
+ */
+export const embeddedGuardianDepth = (
+  confirmations: number,
+  parent: Readonly<Record<string, string | undefined>> = process.env
+): number => {
+  const set = parent["GUARDIAN_CONFIRMATIONS"]
+  return set !== undefined && /^\d{1,6}$/.test(set) ? Number(set) : Math.max(0, confirmations - 1)
+}
+
+/**
  * The child's whole environment: the variables it inherits, and what the server decides.
  * Without GUARDIAN_CONFIRMATIONS the guardian would book credits as soon as their block is the
  * latest while the server waits CHAIN_CONFIRMATIONS blocks: a reorganisation within the

@@ -3,8 +3,9 @@
  * `RPC_URL_TESTNET` is configured, its state in `DATA_DIR/chain` (dumped every
  * 5 seconds, D86), stopped by the server after everything that reads the chain (it
  * runs in a process group of its own). It mines on demand (D88): every
- * `CHAIN_BLOCK_TIME_MS` the server mines a block if transactions wait, and the
- * blocks that bury it to `CHAIN_CONFIRMATIONS`, so an idle chain does not grow.
+ * `CHAIN_BLOCK_TIME_MS` the server mines a block if transactions wait, then the
+ * blocks that bury it to the confirmation depth, and one every 12 s for the
+ * chain's clock, so an idle chain grows by 7,200 small blocks a day, not 432,000.
  * Anvil's own automine jams under concurrent load; `EMBEDDED_CHAIN_MINING=interval`
  * keeps a block every interval, empty or not.
  *
@@ -14,11 +15,39 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Anvil, RpcTransport } from "@pps/contracts"
 import { Clock, Context, Duration, Effect, Layer, Option, Ref, Schedule } from "effect"
-import { createTestClient, type TestClient } from "viem"
+import { createTestClient, publicActions } from "viem"
 import { chainIdOfMode } from "@pps/api/ApiKeys"
 import { AppConfig } from "../config/AppConfig.ts"
+import { embeddedGuardianDepth } from "../guardian/EmbeddedGuardian.ts"
 import { DataDir } from "../platform/DataDir.ts"
 import { ChainError } from "./Chains.ts"
+
+/** The embedded anvil's controls (`txpool_status`, `anvil_mine`) and the one block read the miner needs. */
+const embeddedControls = (rpcUrl: string) =>
+  createTestClient({ mode: "anvil", transport: RpcTransport.keepAliveHttp(rpcUrl, { retryCount: 0, timeoutMs: controlTimeoutMs }) })
+    .extend(publicActions)
+
+type EmbeddedControls = ReturnType<typeof embeddedControls>
+
+/** A node that takes longer than this to answer one control call is taken as not answering. */
+const controlTimeoutMs = 5_000
+
+const control = <A>(what: string, call: () => Promise<A>) =>
+  Effect.tryPromise({ try: call, catch: (cause) => new ChainError({ message: `${what} failed`, cause, retryable: true }) })
+
+/**
+ * Anvil keeps its transaction pool out of its state file: what waits there when it stops is gone at
+ * the next start. An on-demand node (D88) whose miner has stopped, a leftover whose server died
+ * between a send and the miner's next round or our own at a clean stop, may still hold such
+ * transactions: they are mined before the stop, as an interval-mining node would have mined them on
+ * its own. Best effort: a node that does not answer is stopped all the same, and the settlement
+ * engine sends again what never reached a block.
+ */
+const mineWhatWaits = (controls: EmbeddedControls) =>
+  Effect.gen(function*() {
+    const status = yield* control("reading the embedded chain's pool", () => controls.getTxpoolStatus())
+    if (status.pending > 0) yield* control("mining the embedded chain", () => controls.mine({ blocks: 1 }))
+  }).pipe(Effect.ignore)
 
 /**
  * A server killed with SIGKILL leaves its anvil running (orphaned, still dumping
@@ -27,38 +56,36 @@ import { ChainError } from "./Chains.ts"
  * makes anvil write its state a last time, so nothing sent or mined is lost.
  */
 const stopLeftoverAnvil = (pidFile: string) =>
-  Effect.promise(async () => {
-    let pid: number
-    try {
-      pid = Number.parseInt(fs.readFileSync(pidFile, "utf8"), 10)
-    } catch {
-      return
-    }
-    const isAnvil = () => {
-      try {
-        return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("anvil")
-      } catch {
-        return false
+  Effect.gen(function*() {
+    const pid = leftoverPid(pidFile)
+    if (pid === undefined) return
+    const rpcUrl = Anvil.rpcUrlOfProcess(pid)
+    if (rpcUrl !== undefined) yield* mineWhatWaits(embeddedControls(rpcUrl))
+    yield* Effect.promise(async () => {
+      process.kill(pid, "SIGTERM")
+      for (let waited = 0; waited < leftoverStopWaitMs && isAnvil(pid); waited += 50) {
+        await new Promise((resolve) => setTimeout(resolve, 50))
       }
-    }
-    if (!Number.isInteger(pid) || !isAnvil()) return
-    const rpcUrl = rpcUrlOfRunning(pid)
-    if (rpcUrl !== undefined) await mineWaitingBeforeStop(rpcUrl)
-    process.kill(pid, "SIGTERM")
-    for (let waited = 0; waited < leftoverStopWaitMs && isAnvil(); waited += 50) {
-      await new Promise((resolve) => setTimeout(resolve, 50))
-    }
-    if (isAnvil()) process.kill(pid, "SIGKILL")
+      if (isAnvil(pid)) process.kill(pid, "SIGKILL")
+    })
   })
 
-/** A running anvil's RPC URL, from the `--port` of its command line (Linux /proc, as above). */
-const rpcUrlOfRunning = (pid: number): string | undefined => {
+/** The pid in the chain's pid file, if that process is still an anvil. */
+const leftoverPid = (pidFile: string): number | undefined => {
+  let pid: number
   try {
-    const args = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
-    const port = args[args.indexOf("--port") + 1]
-    return port !== undefined && /^\d+$/.test(port) ? `http://127.0.0.1:${port}` : undefined
+    pid = Number.parseInt(fs.readFileSync(pidFile, "utf8"), 10)
   } catch {
     return undefined
+  }
+  return Number.isInteger(pid) && isAnvil(pid) ? pid : undefined
+}
+
+const isAnvil = (pid: number): boolean => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("anvil")
+  } catch {
+    return false
   }
 }
 
@@ -66,88 +93,73 @@ const rpcUrlOfRunning = (pid: number): string | undefined => {
 const leftoverStopWaitMs = 10_000
 
 /**
- * Anvil keeps its transaction pool out of its state file: what waits there when it stops is gone at
- * the next start. An on-demand chain (D88) whose server died between a send and the next mining round
- * still holds such transactions, so they are mined before the stop, as an interval-mining node
- * would have mined them on its own. Best effort: a node that does not answer is stopped all the
- * same, and the settlement engine re-sends what never reached a block.
- */
-const mineWaitingBeforeStop = async (rpcUrl: string): Promise<void> => {
-  const call = async (method: string): Promise<unknown> => {
-    const response = await fetch(rpcUrl, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] }),
-      signal: AbortSignal.timeout(leftoverRpcTimeoutMs)
-    })
-    return ((await response.json()) as { result?: unknown }).result
-  }
-  try {
-    const status = (await call("txpool_status")) as { pending?: string } | undefined
-    if (status?.pending !== undefined && BigInt(status.pending) > 0n) await call("evm_mine")
-  } catch {
-    // Not answering, or not an on-demand node: stopped as it is.
-  }
-}
-
-/** How long a leftover anvil gets to answer each of the two requests above. */
-const leftoverRpcTimeoutMs = 5_000
-
-/**
  * While idle, the miner still mines an empty block this often: the chain's clock is its latest
  * block's timestamp, and the guardian (an attestation's deadline passed, a hold lifted) and the
- * settlement engine (a transaction expired) judge by it. It is never ahead of the wall clock, so a
- * judgement is late by up to this much, never early: 12 s, Ethereum's slot, whose chain clock
- * lags as much. 7,200 blocks a day instead of 432,000 at 200-ms blocks (D88).
+ * settlement engine (a transaction expired) judge by it. The clock is never ahead of the wall
+ * clock, so a judgement comes late, never early: up to this much at the default depths (12 s,
+ * Ethereum's slot, whose chain clock lags as much), and this much more for each block a judgement
+ * waits to have on top (`GUARDIAN_CONFIRMATIONS`). 7,200 blocks a day instead of 432,000 at 200-ms
+ * blocks (D88).
  */
 const clockBlockEveryMs = 12_000
 
 /** What the miner remembers between rounds. */
 interface MinerState {
-  /** Empty blocks still to mine so that the last block with transactions reaches `CHAIN_CONFIRMATIONS`. */
+  /** Empty blocks still to mine so that the last block with transactions is as deep as the readers wait for. */
   readonly blocksOwed: number
   readonly lastMinedAtMs: number
+  /** Whether the last round failed: a failure after a success is a warning, the rest of a streak is not. */
+  readonly failing: boolean
 }
 
 /**
  * One round of the embedded chain's miner (D88): a block if transactions wait in anvil's pool; or
- * one of the blocks still owed to bury the last one to `CHAIN_CONFIRMATIONS` (the guardian books
- * at the same depth); or a block for the chain's clock when none came for `clockBlockEveryMs`;
- * otherwise nothing. Transactions that arrive between the pool's status and the mining go into the
- * same block. A transaction that cannot run yet (a nonce gap: anvil's "queued") does not count: a
- * block would not take it.
+ * one of the blocks still owed to bury the last block with transactions to the depth its readers
+ * wait for; or a block for the chain's clock when none came for `clockBlockEveryMs`; otherwise
+ * nothing. A transaction that cannot run yet (a nonce gap: anvil's "queued") does not count: a
+ * block would not take it. What arrived between the pool's status and the mining is in the block
+ * too, so with blocks owed at all, whether the block carried anything is read from the block.
  */
-const miningRound = (cheats: TestClient<"anvil">, state: Ref.Ref<MinerState>, trailingBlocks: number) =>
+const miningRound = (controls: EmbeddedControls, state: Ref.Ref<MinerState>, trailingBlocks: number) =>
   Effect.gen(function*() {
-    const status = yield* Effect.tryPromise({
-      try: () => cheats.getTxpoolStatus(),
-      catch: (cause) => new ChainError({ message: "reading the embedded chain's pool failed", cause, retryable: true })
-    })
+    const status = yield* control("reading the embedded chain's pool", () => controls.getTxpoolStatus())
     const { blocksOwed, lastMinedAtMs } = yield* Ref.get(state)
     const nowMs = yield* Clock.currentTimeMillis
-    if (status.pending === 0 && blocksOwed === 0 && nowMs - lastMinedAtMs < clockBlockEveryMs) return
-    yield* Effect.tryPromise({
-      try: () => cheats.mine({ blocks: 1 }),
-      catch: (cause) => new ChainError({ message: "mining the embedded chain failed", cause, retryable: true })
-    })
+    if (status.pending === 0 && blocksOwed === 0 && nowMs - lastMinedAtMs < clockBlockEveryMs) {
+      return yield* Ref.update(state, (current) => ({ ...current, failing: false }))
+    }
+    yield* control("mining the embedded chain", () => controls.mine({ blocks: 1 }))
+    const carried = status.pending > 0 || (trailingBlocks > 0 &&
+      (yield* control("reading the mined block", () => controls.getBlockTransactionCount({ blockTag: "latest" }))) > 0)
     yield* Ref.set(state, {
-      blocksOwed: status.pending > 0 ? trailingBlocks : Math.max(0, blocksOwed - 1),
-      lastMinedAtMs: nowMs
+      blocksOwed: carried ? trailingBlocks : Math.max(0, blocksOwed - 1),
+      lastMinedAtMs: nowMs,
+      failing: false
     })
   })
 
 /**
  * The miner's loop, every block time, for as long as the layer's scope is open. On a fixed cadence,
  * as anvil's own interval: a round that mines a large block does not push the next one later.
+ * It starts owing `trailingBlocks` and with a block for the clock due: after a restart, what the
+ * chain last carried is buried, and its clock is now's, however long the server was down.
  */
-const runMiner = (rpcUrl: string, blockTimeMs: number, confirmations: number) =>
+const runMiner = (rpcUrl: string, blockTimeMs: number, trailingBlocks: number) =>
   Effect.gen(function*() {
-    const cheats = createTestClient({ mode: "anvil", transport: RpcTransport.keepAliveHttp(rpcUrl, { retryCount: 0 }) })
-    const state = yield* Ref.make<MinerState>({ blocksOwed: 0, lastMinedAtMs: yield* Clock.currentTimeMillis })
+    const controls = embeddedControls(rpcUrl)
+    const state = yield* Ref.make<MinerState>({ blocksOwed: trailingBlocks, lastMinedAtMs: 0, failing: false })
     yield* Effect.forkScoped(
-      miningRound(cheats, state, confirmations - 1).pipe(
-        // A node that does not answer for a moment (a state write, a stop): the next round asks again.
-        Effect.catchTag("ChainError", (error) => Effect.logDebug("embedded miner round failed; next round retries", error)),
+      miningRound(controls, state, trailingBlocks).pipe(
+        // A node that does not answer for a moment (a state write, a stop): the next round asks
+        // again. Said once a streak: every transfer waits on these blocks.
+        Effect.catchTag("ChainError", (error) =>
+          Ref.getAndUpdate(state, (current) => ({ ...current, failing: true })).pipe(
+            Effect.flatMap((before) =>
+              before.failing
+                ? Effect.logDebug("embedded miner round failed; next round retries", error)
+                : Effect.logWarning("the embedded chain's miner cannot reach anvil; retrying every block time", error)
+            )
+          )),
         Effect.repeat(Schedule.fixed(Duration.millis(blockTimeMs)))
       )
     )
@@ -203,15 +215,18 @@ export class DevChain extends Context.Service<DevChain, {
           catch: (cause) => new ChainError({ message: "embedded anvil did not start", cause, retryable: true })
         }),
         (instance) =>
-          Effect.promise(async () => {
-            // The miner has stopped (its fiber closes before this release): what waits is mined now.
-            if (config.embeddedChainMining === "on-demand") await mineWaitingBeforeStop(instance.rpcUrl)
-            await instance.stop()
-          }).pipe(Effect.andThen(Effect.sync(() => fs.rmSync(pidFile, { force: true }))))
+          // The miner has stopped (its fiber closes before this release): what waits is mined now.
+          (config.embeddedChainMining === "on-demand" ? mineWhatWaits(embeddedControls(instance.rpcUrl)) : Effect.void).pipe(
+            Effect.andThen(Effect.promise(() => instance.stop())),
+            Effect.andThen(Effect.sync(() => fs.rmSync(pidFile, { force: true })))
+          )
       )
       fs.writeFileSync(pidFile, String(anvil.pid))
       if (config.embeddedChainMining === "on-demand") {
-        yield* runMiner(anvil.rpcUrl, config.chainBlockTimeMs, config.chainConfirmations)
+        // As deep as the server's watcher and the embedded guardian wait for (the block itself is
+        // the first of CHAIN_CONFIRMATIONS; the guardian counts the blocks on top).
+        const trailingBlocks = Math.max(config.chainConfirmations - 1, embeddedGuardianDepth(config.chainConfirmations))
+        yield* runMiner(anvil.rpcUrl, config.chainBlockTimeMs, trailingBlocks)
       }
       return { rpcUrl: Option.some(anvil.rpcUrl) }
     })
