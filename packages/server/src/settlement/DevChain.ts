@@ -168,7 +168,7 @@ const runMiner = (rpcUrl: string, blockTimeMs: number, trailingBlocks: number) =
 /**
  * How often the embedded anvil writes its whole state (accounts, and the blocks and transactions it
  * keeps in memory, each transaction with its call trace: 163 MB of JSON after a throughput benchmark's
- * ~11,000 transfers, 81 % of it traces; docs/benchmarks/notes/2026-11-30-idle-chain.md) to
+ * ~11,000 transfers, ~79 % of it traces; docs/benchmarks/notes/2026-11-30-idle-chain.md) to
  * `chain/state.json` (D86). Once a second, the writes were most of anvil's CPU under load and grew with what it keeps: 0.9 → 4.1 ms a
  * confirmed transfer over a benchmark run, against 0.6-1.7 with a write a minute. What the interval
  * bounds is what a crash of anvil itself (or of the machine) loses of the chain, a gap the embedded
