@@ -18,6 +18,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { parseArgs } from "node:util"
 import { Anvil } from "@pps/contracts"
+import { createPublicClient, http } from "viem"
 import { freshServerTarget } from "../test/fault/processes.ts"
 import { busyShare, readMachineTicks } from "./machineBusy.ts"
 import { cpuMs, residentMb } from "./processStats.ts"
@@ -42,15 +43,6 @@ type Mining = "on-demand" | "interval"
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-const rpc = async (url: string, method: string): Promise<unknown> => {
-  const response = await fetch(url, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] })
-  })
-  return ((await response.json()) as { result?: unknown }).result
-}
-
 /** The server (its lock file), its guardian child (its pid file) and its anvil (the chain's pid file). */
 const processesOf = (dataDir: string) => {
   const pidIn = (file: string) => Number.parseInt(fs.readFileSync(path.join(dataDir, file), "utf8"), 10)
@@ -63,7 +55,7 @@ const anvilUrlOf = (anvilPid: number): string => {
   return url
 }
 
-const blockNumber = async (url: string) => Number(BigInt(String(await rpc(url, "eth_blockNumber"))))
+const blockNumber = async (url: string) => Number(await createPublicClient({ transport: http(url) }).getBlockNumber({ cacheTime: 0 }))
 
 const oneRun = async (mining: Mining) => {
   const { dataDir, server, workDir } = await freshServerTarget("pps-idle-chain-", {
