@@ -8,7 +8,9 @@
  * foundry-rs/foundry#10122) or, with `mining: "onDemand"`, only when asked (the server's embedded
  * chain mines it itself, D88) and, given a state path, dumps its state every `stateIntervalSeconds`
  * (default 1) so that even a SIGKILL loses at most that much of the chain (`--state` alone dumps only
- * on a clean exit). The state holds the blocks, not the pool of transactions waiting.
+ * on a clean exit), or, with `stateIntervalSeconds: "byCaller"`, only loads it: the caller writes it
+ * with `writeState` when it chooses (the server's embedded chain, D89). The state holds the blocks,
+ * not the pool of transactions waiting.
  *
  * Every process started here is killed when the Node process exits, so no anvil outlives a
  * test run. A parent that is itself SIGKILLed cannot run that hook; the server stops anvil in
@@ -18,10 +20,15 @@
  * @since 0.1.0
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { readFileSync } from "node:fs"
+import { createWriteStream, existsSync, readFileSync, renameSync } from "node:fs"
+import { open, rm } from "node:fs/promises"
+import { type IncomingMessage, request } from "node:http"
 import { createRequire } from "node:module"
 import { createServer } from "node:net"
 import { dirname, join } from "node:path"
+import { Transform, type TransformCallback } from "node:stream"
+import { pipeline } from "node:stream/promises"
+import { createGunzip } from "node:zlib"
 
 /**
  * The chain id of the service's testnet; the embedded node uses it unless told otherwise.
@@ -60,8 +67,12 @@ export interface StartOptions {
   readonly hardfork?: string
   /** File to load state from and dump it to; none keeps the chain in memory only. */
   readonly statePath?: string
-  /** Seconds between state dumps when `statePath` is set. Default 1. */
-  readonly stateIntervalSeconds?: number
+  /**
+   * When `statePath` is set: anvil writes its state every this many seconds and at a clean exit
+   * (default 1); or, `"byCaller"`, never of its own accord: it loads the file if there is one, and
+   * the caller writes it with `writeState` (atomically, when it chooses).
+   */
+  readonly stateIntervalSeconds?: number | "byCaller"
   /** How long to wait for the node to answer eth_chainId. Default 15,000. */
   readonly readyTimeoutMs?: number
   /** Path of the anvil binary; default the platform package's binary. */
@@ -88,7 +99,7 @@ export interface Instance {
   readonly port: number
   readonly chainId: number
   readonly pid: number
-  /** Stops anvil with SIGTERM (it dumps its state), SIGKILL after a grace period; waits for exit. */
+  /** Stops anvil with SIGTERM (it dumps its state, unless the caller writes it), SIGKILL after a grace period; waits for exit. */
   readonly stop: () => Promise<void>
   /** Kills anvil with SIGKILL, as a crash would, and waits for exit. */
   readonly kill: () => Promise<void>
@@ -174,7 +185,10 @@ const commandLine = (port: number, chainId: number, options: StartOptions): Arra
   ]
   if (options.blockGasLimit !== undefined) args.push("--gas-limit", options.blockGasLimit.toString())
   if (options.hardfork !== undefined) args.push("--hardfork", options.hardfork)
-  if (options.statePath !== undefined) {
+  if (options.statePath !== undefined && options.stateIntervalSeconds === "byCaller") {
+    // `--load-state` refuses a file that does not exist yet: a first start begins empty.
+    if (existsSync(options.statePath)) args.push("--load-state", options.statePath)
+  } else if (options.statePath !== undefined) {
     args.push("--state", options.statePath, "--state-interval", String(options.stateIntervalSeconds ?? 1))
   }
   return args
@@ -285,5 +299,104 @@ export const rpcUrlOfProcess = (pid: number): string | undefined => {
     return port !== undefined && /^\d+$/.test(port) ? `http://127.0.0.1:${port}` : undefined
   } catch {
     return undefined
+  }
+}
+
+/** Tells apart the temporary files of writes that overlap (an abandoned one still unwinding). */
+let writesStarted = 0
+
+/** What precedes the state's hex digits in anvil's answer to `anvil_dumpState`. */
+const dumpResultOpening = "\"result\":\"0x"
+/** Bytes of an answer read while looking for its result before it is taken as an error answer. */
+const dumpOpeningBytesMax = 4_096
+
+/**
+ * The hex digits of a JSON-RPC answer's `result` string, as bytes, while the answer streams in:
+ * `anvil_dumpState`'s answer (gzipped JSON in hex, 19 MB for a 56 MB state) is never held whole.
+ * An answer without a result (an error) fails with its opening.
+ */
+class ResultHexDigits extends Transform {
+  private opening = ""
+  private inDigits = false
+  private ended = false
+  /** A digit whose pair is in the next chunk. */
+  private carried = ""
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    if (this.ended) return callback()
+    let text = chunk.toString("latin1")
+    if (!this.inDigits) {
+      this.opening += text
+      const at = this.opening.indexOf(dumpResultOpening)
+      if (at < 0) {
+        return callback(this.opening.length > dumpOpeningBytesMax ? this.noResult() : null)
+      }
+      this.inDigits = true
+      text = this.opening.slice(at + dumpResultOpening.length)
+      this.opening = ""
+    }
+    const closing = text.indexOf("\"")
+    const digits = this.carried + (closing < 0 ? text : text.slice(0, closing))
+    this.ended = closing >= 0
+    const paired = digits.length - (digits.length % 2)
+    this.carried = digits.slice(paired)
+    if (paired > 0) this.push(Buffer.from(digits.slice(0, paired), "hex"))
+    callback()
+  }
+
+  override _flush(callback: TransformCallback): void {
+    if (!this.inDigits) return callback(this.noResult())
+    if (!this.ended || this.carried !== "") return callback(new Error("anvil_dumpState's answer ended inside its result"))
+    callback()
+  }
+
+  private noResult(): Error {
+    return new Error(`anvil_dumpState answered without a result: ${this.opening.slice(0, 200)}`)
+  }
+}
+
+const postDumpState = (rpcUrl: string, signal: AbortSignal): Promise<IncomingMessage> =>
+  new Promise((resolve, reject) => {
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "anvil_dumpState", params: [] })
+    const sent = request(rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, signal }, resolve)
+    sent.once("error", reject)
+    sent.end(body)
+  })
+
+/**
+ * Writes a running anvil's whole state to `statePath` now, in the form `--load-state` reads:
+ * `anvil_dumpState` (gzipped JSON, in hex), decoded and unzipped as it streams to a file beside
+ * `statePath` (`<statePath>.<pid>-<n>.writing`), synced, then renamed over it, so a crash at any
+ * point leaves the previous state or this one, never a part (and a temporary file, which the
+ * caller may remove at its next start). Anvil's own writes (`--state`) truncate the file and then
+ * write it.
+ * `signal` abandons the write (timeout, the caller stopping): once it is aborted the file is
+ * never renamed into place, so an abandoned write cannot land after a later one.
+ *
+ * @since 0.16.0
+ * @category state
+ */
+export const writeState = async (rpcUrl: string, statePath: string, signal: AbortSignal): Promise<void> => {
+  writesStarted += 1
+  const writing = `${statePath}.${process.pid}-${writesStarted}.writing`
+  try {
+    const answer = await postDumpState(rpcUrl, signal)
+    if (answer.statusCode !== 200) {
+      answer.resume()
+      throw new Error(`anvil_dumpState answered HTTP ${answer.statusCode}`)
+    }
+    await pipeline(answer, new ResultHexDigits(), createGunzip(), createWriteStream(writing), { signal })
+    const written = await open(writing, "r+")
+    try {
+      await written.sync()
+    } finally {
+      await written.close()
+    }
+    // Checked and renamed in one turn of the event loop: nothing aborts in between.
+    signal.throwIfAborted()
+    renameSync(writing, statePath)
+  } catch (cause) {
+    await rm(writing, { force: true })
+    throw cause
   }
 }

@@ -1,9 +1,9 @@
 /**
  * The anvil launcher: it starts the platform binary on loopback with the requested chain,
- * persists state across a SIGKILL, refuses a port owned by another chain, gives up after its
+ * persists state across a SIGKILL (or, byCaller, only where the caller wrote it), refuses a port owned by another chain, gives up after its
  * readiness timeout, and leaves no process behind.
  */
-import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises"
+import { chmod, mkdtemp, readdir, rm, writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -68,6 +68,35 @@ describe("Anvil", () => {
       const client = createPublicClient({ transport: http(second.rpcUrl) })
       expect(await client.getBalance({ address: holder })).toBe(parseEther("7"))
       expect(await client.getChainId()).toBe(4663)
+    } finally {
+      await second.stop()
+    }
+  })
+
+  it("byCaller: anvil writes no state of its own, and writeState writes what the next start loads, atomically", async () => {
+    const statePath = join(directory, "by-caller.json")
+    const holder = "0x00000000000000000000000000000000000000bb"
+    const options = { chainId: 4664, statePath, mining: "onDemand", stateIntervalSeconds: "byCaller" } as const
+    const first = await Anvil.start(options)
+    try {
+      const cheats = createTestClient({ mode: "anvil", transport: http(first.rpcUrl) })
+      await cheats.setBalance({ address: holder, value: parseEther("3") })
+      await cheats.mine({ blocks: 4 })
+      await Anvil.writeState(first.rpcUrl, statePath, AbortSignal.timeout(30_000))
+      await cheats.setBalance({ address: holder, value: parseEther("9") })
+      await cheats.mine({ blocks: 1 })
+      // An abandoned write changes nothing and leaves no temporary file behind.
+      await expect(Anvil.writeState(first.rpcUrl, statePath, AbortSignal.abort())).rejects.toThrow()
+      expect((await readdir(directory)).filter((name) => name.endsWith(".writing"))).toEqual([])
+    } finally {
+      // SIGTERM: a `--state` node would write its state now; a byCaller one does not.
+      await first.stop()
+    }
+    const second = await Anvil.start(options)
+    try {
+      const client = createPublicClient({ transport: http(second.rpcUrl) })
+      expect(await client.getBalance({ address: holder })).toBe(parseEther("3"))
+      expect(await client.getBlockNumber({ cacheTime: 0 })).toBe(4n)
     } finally {
       await second.stop()
     }

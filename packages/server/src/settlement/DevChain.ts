@@ -1,13 +1,13 @@
 /**
  * The embedded testnet node: anvil from npm, started as a child process when no
- * `RPC_URL_TESTNET` is configured, its state in `DATA_DIR/chain` (dumped every
- * 5 seconds, D86), stopped by the server after everything that reads the chain (it
+ * `RPC_URL_TESTNET` is configured, its state in `DATA_DIR/chain` (written by the
+ * server once the chain rests, D89: `DevChainState.ts`), stopped by the server after everything that reads the chain (it
  * runs in a process group of its own). It mines on demand (D88): every
  * `CHAIN_BLOCK_TIME_MS` the server mines a block if transactions wait, then the
  * blocks that bury it to the confirmation depth, and one every 12 s for the
  * chain's clock, so an idle chain grows by 7,200 small blocks a day, not 432,000.
  * Anvil's own automine jams under concurrent load; `EMBEDDED_CHAIN_MINING=interval`
- * keeps a block every interval, empty or not.
+ * keeps a block every interval, empty or not, and anvil's own state writes every 5 s (D86).
  *
  * @since 0.1.0
  */
@@ -21,6 +21,16 @@ import { AppConfig } from "../config/AppConfig.ts"
 import { embeddedGuardianDepth } from "../guardian/EmbeddedGuardian.ts"
 import { DataDir } from "../platform/DataDir.ts"
 import { ChainError } from "./Chains.ts"
+import {
+  catchUpToMinedHeight,
+  noteCarried,
+  nothingUnwritten,
+  recordMinedHeight,
+  removeAbandonedWrites,
+  runStateWriter,
+  type UnwrittenBlocks,
+  writeChainState
+} from "./DevChainState.ts"
 
 /** The embedded anvil's controls (`txpool_status`, `anvil_mine`) and the one block read the miner needs. */
 const embeddedControls = (rpcUrl: string) =>
@@ -50,17 +60,22 @@ const mineWhatWaits = (controls: EmbeddedControls) =>
   }).pipe(Effect.ignore)
 
 /**
- * A server killed with SIGKILL leaves its anvil running (orphaned, still dumping
- * state). Before starting ours, what waits in such a leftover's pool is mined
- * (D88: its miner died with the server), then it is stopped with SIGTERM, which
- * makes anvil write its state a last time, so nothing sent or mined is lost.
+ * A server killed with SIGKILL leaves its anvil running (orphaned). Before starting ours, what
+ * waits in such a leftover's pool is mined (D88: its miner died with the server), its state is
+ * written (D89: its writer died too), then it is stopped with SIGTERM (an interval-mining node
+ * writes its state once more as it exits), so nothing sent or mined is lost. A leftover that does
+ * not answer is stopped all the same: what it mined since its last write is then lost, as in a
+ * crash of the node.
  */
-const stopLeftoverAnvil = (pidFile: string) =>
+const stopLeftoverAnvil = (pidFile: string, statePath: string) =>
   Effect.gen(function*() {
     const pid = leftoverPid(pidFile)
     if (pid === undefined) return
     const rpcUrl = Anvil.rpcUrlOfProcess(pid)
-    if (rpcUrl !== undefined) yield* mineWhatWaits(embeddedControls(rpcUrl))
+    if (rpcUrl !== undefined) {
+      yield* mineWhatWaits(embeddedControls(rpcUrl))
+      yield* writeStateBeforeStop(rpcUrl, statePath)
+    }
     yield* Effect.promise(async () => {
       process.kill(pid, "SIGTERM")
       for (let waited = 0; waited < leftoverStopWaitMs && isAnvil(pid); waited += 50) {
@@ -69,6 +84,12 @@ const stopLeftoverAnvil = (pidFile: string) =>
       if (isAnvil(pid)) process.kill(pid, "SIGKILL")
     })
   })
+
+/** The last write of a node about to stop (best effort: a failure is said, and the stop goes on). */
+const writeStateBeforeStop = (rpcUrl: string, statePath: string) =>
+  writeChainState(rpcUrl, statePath).pipe(
+    Effect.catchTag("ChainError", (error) => Effect.logWarning("the embedded chain's state could not be written before its node stopped", error))
+  )
 
 /** The pid in the chain's pid file, if that process is still an anvil. */
 const leftoverPid = (pidFile: string): number | undefined => {
@@ -103,6 +124,13 @@ const leftoverStopWaitMs = 10_000
  */
 const clockBlockEveryMs = 12_000
 
+/** The chain the miner mines: its controls, where it keeps its height, and what it tells the state writer. */
+interface MinedChain {
+  readonly controls: EmbeddedControls
+  readonly markPath: string
+  readonly unwritten: Ref.Ref<UnwrittenBlocks>
+}
+
 /** What the miner remembers between rounds. */
 interface MinerState {
   /** Empty blocks still to mine so that the last block with transactions is as deep as the readers wait for. */
@@ -120,8 +148,9 @@ interface MinerState {
  * block would not take it. What arrived between the pool's status and the mining is in the block
  * too, so with blocks owed at all, whether the block carried anything is read from the block.
  */
-const miningRound = (controls: EmbeddedControls, state: Ref.Ref<MinerState>, trailingBlocks: number) =>
+const miningRound = (chain: MinedChain, state: Ref.Ref<MinerState>, trailingBlocks: number) =>
   Effect.gen(function*() {
+    const { controls } = chain
     const status = yield* control("reading the embedded chain's pool", () => controls.getTxpoolStatus())
     const { blocksOwed, lastMinedAtMs } = yield* Ref.get(state)
     const nowMs = yield* Clock.currentTimeMillis
@@ -129,8 +158,13 @@ const miningRound = (controls: EmbeddedControls, state: Ref.Ref<MinerState>, tra
       return yield* Ref.update(state, (current) => ({ ...current, failing: false }))
     }
     yield* control("mining the embedded chain", () => controls.mine({ blocks: 1 }))
-    const carried = status.pending > 0 || (trailingBlocks > 0 &&
-      (yield* control("reading the mined block", () => controls.getBlockTransactionCount({ blockTag: "latest" }))) > 0)
+    const mined = yield* control("reading the mined block", () => controls.getBlock({ blockTag: "latest" }))
+    yield* recordMinedHeight(chain.markPath, mined.number)
+    const carried = status.pending > 0 || mined.transactions.length > 0
+    if (carried) {
+      const minedAtMs = yield* Clock.currentTimeMillis
+      yield* Ref.update(chain.unwritten, (unwritten) => noteCarried(unwritten, minedAtMs))
+    }
     yield* Ref.set(state, {
       blocksOwed: carried ? trailingBlocks : Math.max(0, blocksOwed - 1),
       lastMinedAtMs: nowMs,
@@ -144,12 +178,11 @@ const miningRound = (controls: EmbeddedControls, state: Ref.Ref<MinerState>, tra
  * It starts owing `trailingBlocks` and with a block for the clock due: after a restart, what the
  * chain last carried is buried, and its clock is now's, however long the server was down.
  */
-const runMiner = (rpcUrl: string, blockTimeMs: number, trailingBlocks: number) =>
+const runMiner = (chain: MinedChain, blockTimeMs: number, trailingBlocks: number) =>
   Effect.gen(function*() {
-    const controls = embeddedControls(rpcUrl)
     const state = yield* Ref.make<MinerState>({ blocksOwed: trailingBlocks, lastMinedAtMs: 0, failing: false })
     yield* Effect.forkScoped(
-      miningRound(controls, state, trailingBlocks).pipe(
+      miningRound(chain, state, trailingBlocks).pipe(
         // A node that does not answer for a moment (a state write, a stop): the next round asks
         // again. Said once a streak: every transfer waits on these blocks.
         Effect.catchTag("ChainError", (error) =>
@@ -166,16 +199,32 @@ const runMiner = (rpcUrl: string, blockTimeMs: number, trailingBlocks: number) =
   })
 
 /**
- * How often the embedded anvil writes its whole state (accounts, and the blocks and transactions it
- * keeps in memory, each transaction with its call trace: 163 MB of JSON after a throughput benchmark's
- * ~11,000 transfers, ~79 % of it traces; docs/benchmarks/notes/2026-11-30-idle-chain.md) to
- * `chain/state.json` (D86). Once a second, the writes were most of anvil's CPU under load and grew with what it keeps: 0.9 → 4.1 ms a
- * confirmed transfer over a benchmark run, against 0.6-1.7 with a write a minute. What the interval
- * bounds is what a crash of anvil itself (or of the machine) loses of the chain, a gap the embedded
- * development chain has at any interval (docs/reliability.md); a stop and a server's crash (anvil
- * outlives it) lose nothing, anvil writing its state when stopped.
+ * With interval mining, how often anvil writes its whole state to `chain/state.json` of its own
+ * accord (D86); on demand the server writes it (D89). Once a second, the writes were most of
+ * anvil's CPU under load and grew with what it keeps: 0.9 → 4.1 ms a confirmed transfer over a
+ * benchmark run, against 0.6-1.7 with a write a minute. What the interval bounds is what a crash of
+ * anvil itself (or of the machine) loses of the chain, a gap the embedded development chain has at
+ * any interval (docs/reliability.md); a stop and a server's crash (anvil outlives it) lose nothing.
  */
 const chainStateIntervalSeconds = 5
+
+/**
+ * The on-demand chain's start (D88, D89): back up to the height it had been mined to, then its
+ * miner and its state writer, for as long as the layer's scope is open.
+ */
+const mineOnDemand = (rpcUrl: string, chainDir: string, blockTimeMs: number, trailingBlocks: number) =>
+  Effect.gen(function*() {
+    const controls = embeddedControls(rpcUrl)
+    const markPath = path.join(chainDir, "mined-height")
+    yield* catchUpToMinedHeight(
+      control("reading the embedded chain's head", () => controls.getBlockNumber({ cacheTime: 0 })),
+      (blocks) => control("mining the embedded chain", () => controls.mine({ blocks })),
+      markPath
+    )
+    const unwritten = yield* Ref.make<UnwrittenBlocks>(nothingUnwritten)
+    yield* runMiner({ controls, markPath, unwritten }, blockTimeMs, trailingBlocks)
+    yield* runStateWriter(rpcUrl, path.join(chainDir, "state.json"), unwritten)
+  })
 
 /** Room for the target rate: 1e9 gas is ~9,000 confidential transfers a block. */
 const blockGasLimit = 1_000_000_000n
@@ -196,18 +245,21 @@ export class DevChain extends Context.Service<DevChain, {
       const dataDir = yield* DataDir
       const chainDir = path.join(dataDir.path, "chain")
       const pidFile = path.join(chainDir, "anvil.pid")
+      const statePath = path.join(chainDir, "state.json")
+      const onDemand = config.embeddedChainMining === "on-demand"
       yield* Effect.sync(() => fs.mkdirSync(chainDir, { recursive: true }))
-      yield* stopLeftoverAnvil(pidFile)
+      yield* stopLeftoverAnvil(pidFile, statePath)
+      yield* removeAbandonedWrites(chainDir)
       const anvil = yield* Effect.acquireRelease(
         Effect.tryPromise({
           try: () =>
             Anvil.start({
               chainId: chainIdOfMode.test,
               blockTimeSeconds: config.chainBlockTimeMs / 1000,
-              mining: config.embeddedChainMining === "interval" ? "interval" : "onDemand",
+              mining: onDemand ? "onDemand" : "interval",
               blockGasLimit,
-              statePath: path.join(chainDir, "state.json"),
-              stateIntervalSeconds: chainStateIntervalSeconds,
+              statePath,
+              stateIntervalSeconds: onDemand ? "byCaller" : chainStateIntervalSeconds,
               // Out of reach of a signal to the server's process group (`npm start` stopped with
               // Ctrl-C or `kill -TERM -<pgid>`): the server stops it after everything that reads
               // the chain, so a stop logs no failed chain read (test/orderlyStop.test.ts).
@@ -216,18 +268,21 @@ export class DevChain extends Context.Service<DevChain, {
           catch: (cause) => new ChainError({ message: "embedded anvil did not start", cause, retryable: true })
         }),
         (instance) =>
-          // The miner has stopped (its fiber closes before this release): what waits is mined now.
-          (config.embeddedChainMining === "on-demand" ? mineWhatWaits(embeddedControls(instance.rpcUrl)) : Effect.void).pipe(
-            Effect.andThen(Effect.promise(() => instance.stop())),
-            Effect.andThen(Effect.sync(() => fs.rmSync(pidFile, { force: true })))
-          )
+          // The miner and the state writer have stopped (their fibers close before this release):
+          // what waits is mined now, and the state written a last time.
+          (onDemand
+            ? mineWhatWaits(embeddedControls(instance.rpcUrl)).pipe(Effect.andThen(writeStateBeforeStop(instance.rpcUrl, statePath)))
+            : Effect.void).pipe(
+              Effect.andThen(Effect.promise(() => instance.stop())),
+              Effect.andThen(Effect.sync(() => fs.rmSync(pidFile, { force: true })))
+            )
       )
       fs.writeFileSync(pidFile, String(anvil.pid))
-      if (config.embeddedChainMining === "on-demand") {
+      if (onDemand) {
         // As deep as the server's watcher and the embedded guardian wait for (the block itself is
         // the first of CHAIN_CONFIRMATIONS; the guardian counts the blocks on top).
         const trailingBlocks = Math.max(config.chainConfirmations - 1, embeddedGuardianDepth(config.chainConfirmations))
-        yield* runMiner(anvil.rpcUrl, config.chainBlockTimeMs, trailingBlocks)
+        yield* mineOnDemand(anvil.rpcUrl, chainDir, config.chainBlockTimeMs, trailingBlocks)
       }
       return { rpcUrl: Option.some(anvil.rpcUrl) }
     })

@@ -1,0 +1,108 @@
+/**
+ * D89: the server writes the on-demand embedded chain's state. A block with transactions is in
+ * `chain/state.json` once the chain rests; the empty blocks after it (the clock's) are not written;
+ * and when anvil itself is then killed with SIGKILL, the next start finds the transaction and mines
+ * back up to the height the chain had reached, so no block number a reader has passed is reused.
+ *
+ * Real anvil and a real server-side miner and writer (`DevChain.layer`), on the live clock.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { createPublicClient, createWalletClient, type Hex, http } from "viem"
+import { privateKeyToAccount } from "viem/accounts"
+import { chainIdOfMode } from "@pps/api/ApiKeys"
+import { AppConfig } from "../src/config/AppConfig.ts"
+import { DataDir } from "../src/platform/DataDir.ts"
+import { DevChain } from "../src/settlement/DevChain.ts"
+import { chainRestMs } from "../src/settlement/DevChainState.ts"
+import { testConfig } from "./support/TestServer.ts"
+
+/** Anvil's first development account: funded in every fresh chain anvil starts. */
+const fundedKey: Hex = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
+const blockTimeMs = 100
+
+const devChainIn = (dataDir: string) =>
+  DevChain.layer.pipe(
+    Layer.provideMerge(DataDir.layer),
+    Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, { chainBlockTimeMs: blockTimeMs, chainConfirmations: 1 })))
+  )
+
+const clientsOf = (rpcUrl: string) => {
+  const chain = {
+    id: chainIdOfMode.test,
+    name: "embedded",
+    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+    rpcUrls: { default: { http: [rpcUrl] } }
+  } as const
+  return {
+    reader: createPublicClient({ chain, transport: http(rpcUrl) }),
+    wallet: createWalletClient({ chain, account: privateKeyToAccount(fundedKey), transport: http(rpcUrl) })
+  }
+}
+
+const sleep = (ms: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, ms)))
+
+/** The state file as anvil would load it: its head, and the hashes of the transactions it keeps. */
+const stateFile = (dataDir: string) => {
+  const stat = fs.statSync(path.join(dataDir, "chain", "state.json"))
+  const state = JSON.parse(fs.readFileSync(path.join(dataDir, "chain", "state.json"), "utf8")) as {
+    readonly best_block_number: string | number
+    readonly transactions: ReadonlyArray<{ readonly info: { readonly transaction_hash: string } }>
+  }
+  return {
+    modifiedMs: stat.mtimeMs,
+    head: BigInt(state.best_block_number),
+    hashes: state.transactions.map((transaction) => transaction.info.transaction_hash.toLowerCase())
+  }
+}
+
+describe("the server writes the embedded chain's state (D89)", () => {
+  it.live("written once the chain rests, not for empty blocks; a crash of anvil loses neither the transaction nor the height", () =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "pps-devchain-state-"))),
+      (dataDir) =>
+        Effect.gen(function*() {
+          const { hash, heightBeforeCrash } = yield* Effect.gen(function*() {
+            const rpcUrl = Option.getOrThrow((yield* DevChain).rpcUrl)
+            const { reader, wallet } = clientsOf(rpcUrl)
+            const head = () => Effect.promise(() => reader.getBlockNumber({ cacheTime: 0 }))
+            const hash = yield* Effect.promise(() => wallet.sendTransaction({ to: "0x000000000000000000000000000000000000dEaD", value: 1n }))
+            const receipt = yield* Effect.promise(() => reader.waitForTransactionReceipt({ hash, pollingInterval: 20, timeout: 10_000 }))
+            // The chain rests: the state is written with the transaction's block in it.
+            yield* sleep(chainRestMs + 1_500)
+            const written = stateFile(dataDir)
+            assert.include(written.hashes, hash.toLowerCase())
+            assert.isTrue(written.head >= receipt.blockNumber, `state head ${written.head} below the receipt's block`)
+
+            // Twelve seconds after the last block the clock's empty block comes; it is not written.
+            const top = yield* head()
+            const lastBlock = yield* Effect.promise(() => reader.getBlock({ blockNumber: top }))
+            yield* sleep(Math.max(0, Number(lastBlock.timestamp) * 1000 + 12_000 - Date.now()) + 2_000)
+            const heightBeforeCrash = yield* head()
+            assert.isTrue(heightBeforeCrash > written.head, "no empty block came after the write")
+            assert.strictEqual(stateFile(dataDir).modifiedMs, written.modifiedMs, "an empty block was written")
+
+            // Anvil itself crashes: what it held beyond the file is gone.
+            const pid = Number.parseInt(fs.readFileSync(path.join(dataDir, "chain", "anvil.pid"), "utf8"), 10)
+            process.kill(pid, "SIGKILL")
+            return { hash, heightBeforeCrash }
+          }).pipe(Effect.provide(devChainIn(dataDir)))
+
+          yield* Effect.gen(function*() {
+            const { reader } = clientsOf(Option.getOrThrow((yield* DevChain).rpcUrl))
+            const receipt = yield* Effect.promise(() => reader.getTransactionReceipt({ hash }))
+            assert.strictEqual(receipt.status, "success")
+            // Back up to the height before the crash, then the one block a start mines for the
+            // clock (D88). Without the catch-up, that block alone would stand at the height of the
+            // lost clock block, reused.
+            yield* sleep(10 * blockTimeMs)
+            const restartedHead = yield* Effect.promise(() => reader.getBlockNumber({ cacheTime: 0 }))
+            assert.strictEqual(restartedHead, heightBeforeCrash + 1n)
+          }).pipe(Effect.provide(devChainIn(dataDir)))
+        }),
+      (dataDir) => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true }))
+    ), { timeout: 60_000 })
+})
