@@ -4,10 +4,12 @@
  *
  * Each run starts the real server process (`src/main.ts`, the embedded default of `npm start`) on
  * a fresh data directory, waits until it is ready and a first state write has happened, then reads
- * for `--seconds` with no traffic: the blocks mined, the growth of anvil's state file (which anvil
- * rewrites whole every 5 s, D86) and of its resident memory, and each process's CPU a second. The
- * growth is extrapolated to a day, which is what the figures are for: a development server left
- * running overnight.
+ * for `--seconds` with no traffic: the blocks mined, the growth of the chain's state (the size a
+ * write of it has, taken through `Anvil.writeState` to a scratch file outside the CPU readings) and
+ * of anvil's resident memory, whether the state file was written meanwhile (anvil rewrites it every
+ * 5 s with interval mining, D86; on demand the server writes it only after activity, D89), and each
+ * process's CPU a second. The growth is extrapolated to a day, which is what the figures are for: a
+ * development server left running overnight.
  *
  *   npm run -s bench:idle-chain -- [--seconds 60] [--settle-seconds 60] [--pairs 1] [--block-time-ms 200]
  *
@@ -67,21 +69,26 @@ const oneRun = async (mining: Mining) => {
     const pids = processesOf(dataDir)
     const anvilUrl = anvilUrlOf(pids.anvil)
     const statePath = path.join(dataDir, "chain", "state.json")
+    const scratchPath = path.join(workDir, "state-size.json")
     // Past start-up's deployment, a first state write, and V8's optimising compile of PGlite in
     // each process (20-60 s of a background thread, docs/benchmarks/notes/2026-11-29-resident-memory-2.md).
     await sleep(settleSeconds * 1000)
+    const stateBytes = async () => {
+      await Anvil.writeState(anvilUrl, scratchPath, AbortSignal.timeout(60_000))
+      return fs.statSync(scratchPath).size
+    }
     const read = () => ({
-      stateBytes: fs.existsSync(statePath) ? fs.statSync(statePath).size : 0,
+      stateFileWrittenMs: fs.statSync(statePath).mtimeMs,
       anvilMb: residentMb(pids.anvil),
       cpu: Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuMs(pid) ?? Number.NaN])),
       machine: readMachineTicks(),
       atMs: performance.now()
     })
+    const stateBefore = await stateBytes()
     const before = { ...read(), block: await blockNumber(anvilUrl) }
     await sleep(seconds * 1000)
-    // The state file as anvil's next write leaves it (it writes every 5 s).
-    await sleep(5_500)
     const after = { ...read(), block: await blockNumber(anvilUrl) }
+    const stateAfter = await stateBytes()
     const elapsedS = (after.atMs - before.atMs) / 1000
     const perDay = 86_400 / elapsedS
     const cpuPerSecond = Object.fromEntries(
@@ -92,8 +99,9 @@ const oneRun = async (mining: Mining) => {
       elapsedS: Math.round(elapsedS),
       blocks: after.block - before.block,
       blocksPerDay: Math.round((after.block - before.block) * perDay),
-      stateMbPerDay: Math.round(((after.stateBytes - before.stateBytes) * perDay) / 1e6),
-      stateMbNow: Math.round(after.stateBytes / 1e5) / 10,
+      stateMbPerDay: Math.round(((stateAfter - stateBefore) * perDay) / 1e6),
+      stateMbNow: Math.round(stateAfter / 1e5) / 10,
+      stateFileWrittenWhileIdle: after.stateFileWrittenMs > before.stateFileWrittenMs,
       anvilResidentMb: [before.anvilMb, after.anvilMb],
       cpuMsPerSecond: cpuPerSecond,
       machineBusyPercent: Math.round(busyShare(before.machine, after.machine) * 1000) / 10
