@@ -4,7 +4,7 @@
  *
  * Each run starts the real server process (`src/main.ts`, the embedded default of `npm start`) on
  * a fresh data directory, waits until it is ready and a first state write has happened, then reads
- * for `--seconds` with no traffic: the blocks mined, the growth of the chain's state (the size a
+ * for `--seconds` with no traffic: the blocks mined, the growth of the chain's state (the JSON size a
  * write of it has, taken through `Anvil.writeState` to a scratch file outside the CPU readings) and
  * of anvil's resident memory, whether the state file was written meanwhile (anvil rewrites it every
  * 5 s with interval mining, D86; on demand the server writes it only after activity, D89), and each
@@ -18,6 +18,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as zlib from "node:zlib"
 import { parseArgs } from "node:util"
 import { Anvil } from "@pps/contracts"
 import { createPublicClient, http } from "viem"
@@ -75,10 +76,10 @@ const oneRun = async (mining: Mining) => {
     await sleep(settleSeconds * 1000)
     const stateBytes = async () => {
       await Anvil.writeState(anvilUrl, scratchPath, AbortSignal.timeout(60_000))
-      return fs.statSync(scratchPath).size
+      return zlib.gunzipSync(fs.readFileSync(Anvil.zippedStatePath(scratchPath))).length
     }
     const read = () => ({
-      stateFileWrittenMs: fs.statSync(statePath).mtimeMs,
+      stateFileWrittenMs: Math.max(...[statePath, Anvil.zippedStatePath(statePath)].map((file) => fs.existsSync(file) ? fs.statSync(file).mtimeMs : 0)),
       anvilMb: residentMb(pids.anvil),
       cpu: Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuMs(pid) ?? Number.NaN])),
       machine: readMachineTicks(),

@@ -1,6 +1,6 @@
 /**
  * D89: the server writes the on-demand embedded chain's state. A block with transactions is in
- * `chain/state.json` once the chain rests; the empty blocks after it (the clock's) are not written;
+ * `chain/state.json.gz` once the chain rests; the empty blocks after it (the clock's) are not written;
  * and when anvil itself is then killed with SIGKILL, the next start finds the transaction and mines
  * back up to the height the chain had reached, so no block number a reader has passed is reused.
  *
@@ -11,6 +11,7 @@ import { Effect, Layer, Option } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as zlib from "node:zlib"
 import { createPublicClient, createWalletClient, type Hex, http } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { chainIdOfMode } from "@pps/api/ApiKeys"
@@ -45,10 +46,11 @@ const clientsOf = (rpcUrl: string) => {
 
 const sleep = (ms: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, ms)))
 
-/** The state file as anvil would load it: its head, and the hashes of the transactions it keeps. */
+/** The state the server wrote (gzipped, D89): its head, and the hashes of the transactions it keeps. */
 const stateFile = (dataDir: string) => {
-  const stat = fs.statSync(path.join(dataDir, "chain", "state.json"))
-  const state = JSON.parse(fs.readFileSync(path.join(dataDir, "chain", "state.json"), "utf8")) as {
+  const written = path.join(dataDir, "chain", "state.json.gz")
+  const stat = fs.statSync(written)
+  const state = JSON.parse(zlib.gunzipSync(fs.readFileSync(written)).toString("utf8")) as {
     readonly best_block_number: string | number
     readonly transactions: ReadonlyArray<{ readonly info: { readonly transaction_hash: string } }>
   }

@@ -1,8 +1,9 @@
 /**
  * The embedded testnet node: anvil from npm, started as a child process when no
  * `RPC_URL_TESTNET` is configured, its state in `DATA_DIR/chain` (written by the
- * server once the chain rests, D89: `DevChainState.ts`), stopped by the server after everything that reads the chain (it
- * runs in a process group of its own). It mines on demand (D88): every
+ * server once the chain rests, D89: `DevChainState.ts`), stopped by the server
+ * after everything that reads the chain (it runs in a process group of its own).
+ * It mines on demand (D88): every
  * `CHAIN_BLOCK_TIME_MS` the server mines a block if transactions wait, then the
  * blocks that bury it to the confirmation depth, and one every 12 s for the
  * chain's clock, so an idle chain grows by 7,200 small blocks a day, not 432,000.
@@ -146,7 +147,8 @@ interface MinerState {
  * wait for; or a block for the chain's clock when none came for `clockBlockEveryMs`; otherwise
  * nothing. A transaction that cannot run yet (a nonce gap: anvil's "queued") does not count: a
  * block would not take it. What arrived between the pool's status and the mining is in the block
- * too, so with blocks owed at all, whether the block carried anything is read from the block.
+ * too, so whether the block carried anything is read from the block, with its number: the height
+ * kept for a crash of anvil (D89).
  */
 const miningRound = (chain: MinedChain, state: Ref.Ref<MinerState>, trailingBlocks: number) =>
   Effect.gen(function*() {

@@ -1,11 +1,12 @@
 /**
  * The on-demand embedded chain's state file (D89): the server, which mines the chain (D88), also
- * chooses when anvil's whole state is written to `DATA_DIR/chain/state.json`. Anvil can only write
+ * chooses when anvil's whole state is written to `DATA_DIR/chain`. Anvil can only write
  * all of it (accounts, and every block and transaction it keeps, each with its call trace: 163 MB
  * after a throughput benchmark's ~11,000 transfers), and on its own it does so every interval, busy
  * or idle, stalling its mining while it copies. So the state is written once the chain rests (no
  * block with transactions for `chainRestMs`), or every `unwrittenMaxMs` while it never does, and
- * not at all while nothing but empty blocks come. Each write is atomic (`Anvil.writeState`).
+ * not at all while nothing but empty blocks come. Each write is atomic and kept gzipped
+ * (`chain/state.json.gz`, `Anvil.writeState`); the next start unzips it for anvil.
  *
  * Empty blocks that were never written (the clock's, the confirmations') are lost if anvil itself
  * or the machine crashes; but the guardian and the settlement watcher have read past them, and a
@@ -33,7 +34,7 @@ export const unwrittenMaxMs = 30_000
 /** How often the writer looks whether a write is due. */
 const stateCheckEveryMs = 500
 
-/** A write that takes longer is abandoned (a 163 MB state takes ~3 s on a 2-vCPU VM). */
+/** A write that takes longer is abandoned (a 138 MB state took 2.6 s on a 2-vCPU VM at rest). */
 const stateWriteTimeoutMs = 120_000
 
 /** Blocks mined by one call while catching up to the mined height. */
@@ -192,6 +193,6 @@ export const catchUpToMinedHeight = (
 export const removeAbandonedWrites = (chainDir: string) =>
   Effect.sync(() => {
     for (const name of fs.readdirSync(chainDir)) {
-      if (name.endsWith(".writing")) fs.rmSync(path.join(chainDir, name), { force: true })
+      if (name.endsWith(".writing") || name.endsWith(".unzipping")) fs.rmSync(path.join(chainDir, name), { force: true })
     }
   })
