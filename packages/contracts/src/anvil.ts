@@ -20,7 +20,7 @@
  * @since 0.1.0
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { createReadStream, createWriteStream, existsSync, readFileSync, renameSync, statSync } from "node:fs"
+import { createReadStream, createWriteStream, existsSync, readFileSync, renameSync, rmSync, statSync } from "node:fs"
 import { open, rm } from "node:fs/promises"
 import { type IncomingMessage, request } from "node:http"
 import { createRequire } from "node:module"
@@ -176,7 +176,7 @@ const queryChainId = async (rpcUrl: string): Promise<number | undefined> => {
   }
 }
 
-const commandLine = (port: number, chainId: number, options: StartOptions): Array<string> => {
+const commandLine = (port: number, chainId: number, options: StartOptions, loadStatePath: string | undefined): Array<string> => {
   const args = [
     "--host", "127.0.0.1",
     "--port", String(port),
@@ -186,9 +186,9 @@ const commandLine = (port: number, chainId: number, options: StartOptions): Arra
   ]
   if (options.blockGasLimit !== undefined) args.push("--gas-limit", options.blockGasLimit.toString())
   if (options.hardfork !== undefined) args.push("--hardfork", options.hardfork)
-  if (options.statePath !== undefined && options.stateIntervalSeconds === "byCaller") {
-    // `--load-state` refuses a file that does not exist yet: a first start begins empty.
-    if (existsSync(options.statePath)) args.push("--load-state", options.statePath)
+  if (options.stateIntervalSeconds === "byCaller") {
+    // `--load-state` refuses a file that does not exist: a first start begins empty.
+    if (loadStatePath !== undefined) args.push("--load-state", loadStatePath)
   } else if (options.statePath !== undefined) {
     args.push("--state", options.statePath, "--state-interval", String(options.stateIntervalSeconds ?? 1))
   }
@@ -211,8 +211,14 @@ const waitForExit = (child: ChildProcess, timeoutMs: number): Promise<boolean> =
 
 type Launch = { readonly _tag: "Ready"; readonly instance: Instance } | { readonly _tag: "Exited"; readonly stderr: string }
 
-const launch = async (binaryPath: string, port: number, chainId: number, options: StartOptions): Promise<Launch> => {
-  const child = spawnAnvil(binaryPath, commandLine(port, chainId, options), options)
+const launch = async (
+  binaryPath: string,
+  port: number,
+  chainId: number,
+  options: StartOptions,
+  loadStatePath: string | undefined
+): Promise<Launch> => {
+  const child = spawnAnvil(binaryPath, commandLine(port, chainId, options, loadStatePath), options)
   liveProcesses.add(child)
   installExitHook()
   let stderr = ""
@@ -272,14 +278,24 @@ const launch = async (binaryPath: string, port: number, chainId: number, options
  */
 export const start = async (options: StartOptions = {}): Promise<Instance> => {
   const binaryPath = options.binaryPath ?? resolveBinaryPath()
-  if (options.statePath !== undefined) await unzipNewerState(options.statePath)
+  const load = await stateToLoad(options)
+  try {
+    return await startOnAFreePort(binaryPath, options, load.path)
+  } finally {
+    // Anvil has read it before it answers, or has exited.
+    if (load.temporary && load.path !== undefined) await rm(load.path, { force: true })
+  }
+}
+
+/** Launches anvil, on a free port unless one is asked for: a lost race for the port is tried again. */
+const startOnAFreePort = async (binaryPath: string, options: StartOptions, loadStatePath: string | undefined): Promise<Instance> => {
   const chainId = options.chainId ?? testnetChainId
   const requestedPort = options.port ?? 0
   const attempts = requestedPort === 0 ? portAttemptsMax : 1
   let lastStderr = ""
   for (let attempt = 0; attempt < attempts; attempt++) {
     const port = requestedPort === 0 ? await pickFreePort() : requestedPort
-    const launched = await launch(binaryPath, port, chainId, options)
+    const launched = await launch(binaryPath, port, chainId, options, loadStatePath)
     if (launched._tag === "Ready") return launched.instance
     lastStderr = launched.stderr
   }
@@ -305,17 +321,52 @@ export const rpcUrlOfProcess = (pid: number): string | undefined => {
 }
 
 /**
- * Anvil loads only unzipped JSON: a state `writeState` left that is newer than `statePath` (or the
- * only one) is unzipped into it first, through a temporary file renamed into place. An older one
- * is left alone: anvil's own writes (`--state`, interval mining) have replaced it since.
+ * The JSON file anvil loads at start. Anvil reads only unzipped JSON, and `writeState` keeps the
+ * state gzipped beside `statePath`:
+ * - `byCaller`: the gzipped state is the chain's, and is unzipped into a temporary file that is
+ *   removed once anvil has read it. A `statePath` still there (an interval-mining node's, or a
+ *   state from before D89) is loaded instead only when it is the newer of the two, at a switch of
+ *   mining mode: `writeState` removes it once it has written a state of its own.
+ * - Otherwise anvil loads and writes `statePath` itself (`--state`): a gzipped state newer than it
+ *   (a switch from on-demand mining) is unzipped into it first.
  */
-const unzipNewerState = async (statePath: string): Promise<void> => {
+const stateToLoad = async (options: StartOptions): Promise<{ readonly path: string | undefined; readonly temporary: boolean }> => {
+  const statePath = options.statePath
+  if (statePath === undefined) return { path: undefined, temporary: false }
   const zipped = zippedStatePath(statePath)
-  if (!existsSync(zipped)) return
-  if (existsSync(statePath) && statSync(statePath).mtimeMs > statSync(zipped).mtimeMs) return
-  const unzipping = `${statePath}.${process.pid}.unzipping`
-  await pipeline(createReadStream(zipped), createGunzip(), createWriteStream(unzipping))
-  renameSync(unzipping, statePath)
+  const zippedIsNewer = existsSync(zipped) && (!existsSync(statePath) || statSync(zipped).mtimeMs >= statSync(statePath).mtimeMs)
+  if (options.stateIntervalSeconds === "byCaller") {
+    if (!zippedIsNewer) return { path: existsSync(statePath) ? statePath : undefined, temporary: false }
+    const loading = `${statePath}.${process.pid}.loading`
+    await unzip(zipped, loading)
+    return { path: loading, temporary: true }
+  }
+  if (zippedIsNewer) {
+    const unzipping = `${statePath}.${process.pid}.unzipping`
+    await unzip(zipped, unzipping)
+    await syncFile(unzipping)
+    renameSync(unzipping, statePath)
+  }
+  return { path: statePath, temporary: false }
+}
+
+const unzip = async (zipped: string, into: string): Promise<void> => {
+  try {
+    await pipeline(createReadStream(zipped), createGunzip(), createWriteStream(into))
+  } catch (cause) {
+    await rm(into, { force: true })
+    throw cause
+  }
+}
+
+/** Flushes a written file to the disk, so that a rename of it survives a crash of the machine. */
+const syncFile = async (file: string): Promise<void> => {
+  const handle = await open(file, "r+")
+  try {
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
 }
 
 /** Tells apart the temporary files of writes that overlap (an abandoned one still unwinding). */
@@ -325,13 +376,14 @@ let writesStarted = 0
 const dumpResultOpening = "\"result\":\"0x"
 /** Bytes of an answer read while looking for its result before it is taken as an error answer. */
 const dumpOpeningBytesMax = 4_096
+const hexDigits = /^[0-9a-fA-F]*$/
 
 /**
  * The hex digits of a JSON-RPC answer's `result` string, as bytes, while the answer streams in:
  * `anvil_dumpState`'s answer (gzipped JSON in hex, 19 MB for a 56 MB state) is never held whole.
  * An answer without a result (an error) fails with its opening.
  */
-class ResultHexDigits extends Transform {
+export class ResultHexDigits extends Transform {
   private opening = ""
   private inDigits = false
   private ended = false
@@ -355,6 +407,8 @@ class ResultHexDigits extends Transform {
     const digits = this.carried + (closing < 0 ? text : text.slice(0, closing))
     this.ended = closing >= 0
     const paired = digits.length - (digits.length % 2)
+    // `Buffer.from` would stop quietly at the first character that is not a hex digit.
+    if (!hexDigits.test(digits)) return callback(new Error("anvil_dumpState's result is not hex"))
     this.carried = digits.slice(paired)
     if (paired > 0) this.push(Buffer.from(digits.slice(0, paired), "hex"))
     callback()
@@ -412,15 +466,13 @@ export const writeState = async (rpcUrl: string, statePath: string, signal: Abor
       throw new Error(`anvil_dumpState answered HTTP ${answer.statusCode}`)
     }
     await pipeline(answer, new ResultHexDigits(), createWriteStream(writing), { signal })
-    const written = await open(writing, "r+")
-    try {
-      await written.sync()
-    } finally {
-      await written.close()
-    }
+    await syncFile(writing)
     // Checked and renamed in one turn of the event loop: nothing aborts in between.
     signal.throwIfAborted()
     renameSync(writing, zipped)
+    // An unzipped state left by interval mining, or from before D89, is superseded: removed, it
+    // cannot be taken for the newer one by its time of writing.
+    rmSync(statePath, { force: true })
   } catch (cause) {
     await rm(writing, { force: true })
     throw cause

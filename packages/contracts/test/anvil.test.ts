@@ -6,6 +6,8 @@
 import { chmod, mkdtemp, readdir, rm, writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { Readable } from "node:stream"
+import { pipeline } from "node:stream/promises"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createPublicClient, createTestClient, http, parseEther } from "viem"
 import * as Anvil from "../src/anvil.ts"
@@ -102,6 +104,32 @@ describe("Anvil", () => {
     }
   })
 
+  it("a switch of who writes the state keeps the chain: anvil's own file, then the caller's, then anvil's again", async () => {
+    const statePath = join(directory, "switch.json")
+    const holder = "0x00000000000000000000000000000000000000cc"
+    const balanceAfter = async (options: Parameters<typeof Anvil.start>[0], set: bigint | undefined) => {
+      const node = await Anvil.start({ chainId: 4665, statePath, mining: "onDemand", ...options })
+      try {
+        const balance = await createPublicClient({ transport: http(node.rpcUrl) }).getBalance({ address: holder })
+        if (set !== undefined) {
+          const cheats = createTestClient({ mode: "anvil", transport: http(node.rpcUrl) })
+          await cheats.setBalance({ address: holder, value: set })
+          await cheats.mine({ blocks: 1 })
+          if (options?.stateIntervalSeconds === "byCaller") await Anvil.writeState(node.rpcUrl, statePath, AbortSignal.timeout(30_000))
+        }
+        return balance
+      } finally {
+        await node.stop() // anvil's own mode writes its state at SIGTERM
+      }
+    }
+    expect(await balanceAfter({ stateIntervalSeconds: 60 }, 5n)).toBe(0n)
+    expect(await balanceAfter({ stateIntervalSeconds: "byCaller" }, 6n)).toBe(5n)
+    // The caller's first write removed the older unzipped file: only the gzipped state is left.
+    expect((await readdir(directory)).filter((name) => name.startsWith("switch.json"))).toEqual(["switch.json.gz"])
+    expect(await balanceAfter({ stateIntervalSeconds: 60 }, 7n)).toBe(6n)
+    expect(await balanceAfter({ stateIntervalSeconds: "byCaller" }, undefined)).toBe(7n)
+  })
+
   it("refuses a port where another chain answers", async () => {
     const occupant = await Anvil.start({ chainId: 31_337 })
     try {
@@ -121,5 +149,34 @@ describe("Anvil", () => {
     const { readFile } = await import("node:fs/promises")
     const pid = Number((await readFile(join(directory, "silent.pid"), "utf8")).trim())
     expect(isAlive(pid)).toBe(false)
+  })
+})
+
+/** What `ResultHexDigits` makes of an answer that arrives in these chunks. */
+const resultBytes = async (chunks: ReadonlyArray<string>): Promise<string> => {
+  const out: Array<Buffer> = []
+  await pipeline(Readable.from(chunks.map((chunk) => Buffer.from(chunk, "latin1"))), new Anvil.ResultHexDigits(), async (source) => {
+    for await (const chunk of source) out.push(chunk as Buffer)
+  })
+  return Buffer.concat(out).toString("hex")
+}
+
+describe("ResultHexDigits (anvil_dumpState's answer, streamed)", () => {
+  const answer = `{"jsonrpc":"2.0","id":1,"result":"0x0a1b2c3d4e5fA0"}`
+
+  it("reads the result's bytes however the answer is split into chunks", async () => {
+    for (let first = 1; first < answer.length; first++) {
+      for (let second = first; second < answer.length; second++) {
+        const chunks = [answer.slice(0, first), answer.slice(first, second), answer.slice(second)].filter((chunk) => chunk !== "")
+        expect(await resultBytes(chunks)).toBe("0a1b2c3d4e5fa0")
+      }
+    }
+  })
+
+  it("fails on an error answer, a truncated one, an odd number of digits, and a digit that is not hex", async () => {
+    await expect(resultBytes([`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"no"}}`])).rejects.toThrow(/without a result/)
+    await expect(resultBytes([`{"jsonrpc":"2.0","id":1,"result":"0x0a1b`])).rejects.toThrow(/ended inside/)
+    await expect(resultBytes([`{"jsonrpc":"2.0","id":1,"result":"0x0a1"}`])).rejects.toThrow(/ended inside/)
+    await expect(resultBytes([`{"jsonrpc":"2.0","id":1,"result":"0x0a`, `1g"}`])).rejects.toThrow(/not hex/)
   })
 })

@@ -104,8 +104,7 @@ describe("ConfidentialToken v2 migration (D53)", () => {
           const why = external._tag === "Failure" ? Cause.pretty(external.cause) : ""
           assert.include(why, `recorded ConfidentialToken ${address} is version 1`)
           assert.include(why, "chain deploy --mode test --migrate")
-          // The embedded node writes its state every second: let it write the deployment.
-          yield* Effect.sleep(2_500)
+          // The stop that follows writes the embedded chain's state, the deployment in it (D89).
           return { address, others: chain.contracts }
         })
       )
@@ -125,7 +124,6 @@ describe("ConfidentialToken v2 migration (D53)", () => {
           assert.strictEqual(yield* Effect.promise(() => Deploy.versionOf(chain.client, chain.contracts.confidentialUsdg)), "2")
           // v2's registry is empty: the key counts as unregistered until its holder registers it there.
           assert.strictEqual(yield* holderRegistered(yield* SqlClient.SqlClient), false)
-          yield* Effect.sleep(2_500)
           return chain.contracts
         })
       )

@@ -10,42 +10,15 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Anvil } from "@pps/contracts"
-import { Effect, Layer, Option } from "effect"
+import { Effect, Option } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { createPublicClient, createWalletClient, type Hex, http } from "viem"
-import { privateKeyToAccount } from "viem/accounts"
 import { chainIdOfMode } from "@pps/api/ApiKeys"
-import { AppConfig, type AppConfigShape } from "../src/config/AppConfig.ts"
-import { DataDir } from "../src/platform/DataDir.ts"
 import { DevChain } from "../src/settlement/DevChain.ts"
-import { testConfig } from "./support/TestServer.ts"
+import { clientsOf, devChainBlockTimeMs, devChainIn, sleep } from "./support/devChain.ts"
 
-/** Anvil's first development account: funded in every fresh chain anvil starts. */
-const fundedKey: Hex = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
-const blockTimeMs = 100
-
-const devChainIn = (dataDir: string, overrides: Partial<AppConfigShape>) =>
-  DevChain.layer.pipe(
-    Layer.provideMerge(DataDir.layer),
-    Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, { chainBlockTimeMs: blockTimeMs, ...overrides })))
-  )
-
-const clientsOf = (rpcUrl: string) => {
-  const chain = {
-    id: chainIdOfMode.test,
-    name: "embedded",
-    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
-    rpcUrls: { default: { http: [rpcUrl] } }
-  } as const
-  return {
-    reader: createPublicClient({ chain, transport: http(rpcUrl) }),
-    wallet: createWalletClient({ chain, account: privateKeyToAccount(fundedKey), transport: http(rpcUrl) })
-  }
-}
-
-const sleep = (ms: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, ms)))
+const blockTimeMs = devChainBlockTimeMs
 
 const withDataDir = <A, E, R>(body: (dataDir: string) => Effect.Effect<A, E, R>) =>
   Effect.acquireUseRelease(

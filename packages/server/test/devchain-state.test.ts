@@ -7,44 +7,16 @@
  * Real anvil and a real server-side miner and writer (`DevChain.layer`), on the live clock.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Option } from "effect"
+import { Effect, Option } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as zlib from "node:zlib"
-import { createPublicClient, createWalletClient, type Hex, http } from "viem"
-import { privateKeyToAccount } from "viem/accounts"
-import { chainIdOfMode } from "@pps/api/ApiKeys"
-import { AppConfig } from "../src/config/AppConfig.ts"
-import { DataDir } from "../src/platform/DataDir.ts"
 import { DevChain } from "../src/settlement/DevChain.ts"
 import { chainRestMs } from "../src/settlement/DevChainState.ts"
-import { testConfig } from "./support/TestServer.ts"
+import { clientsOf, devChainBlockTimeMs, devChainIn, sleep } from "./support/devChain.ts"
 
-/** Anvil's first development account: funded in every fresh chain anvil starts. */
-const fundedKey: Hex = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
-const blockTimeMs = 100
-
-const devChainIn = (dataDir: string) =>
-  DevChain.layer.pipe(
-    Layer.provideMerge(DataDir.layer),
-    Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir, { chainBlockTimeMs: blockTimeMs, chainConfirmations: 1 })))
-  )
-
-const clientsOf = (rpcUrl: string) => {
-  const chain = {
-    id: chainIdOfMode.test,
-    name: "embedded",
-    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
-    rpcUrls: { default: { http: [rpcUrl] } }
-  } as const
-  return {
-    reader: createPublicClient({ chain, transport: http(rpcUrl) }),
-    wallet: createWalletClient({ chain, account: privateKeyToAccount(fundedKey), transport: http(rpcUrl) })
-  }
-}
-
-const sleep = (ms: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, ms)))
+const blockTimeMs = devChainBlockTimeMs
 
 /** The state the server wrote (gzipped, D89): its head, and the hashes of the transactions it keeps. */
 const stateFile = (dataDir: string) => {
@@ -91,7 +63,7 @@ describe("the server writes the embedded chain's state (D89)", () => {
             const pid = Number.parseInt(fs.readFileSync(path.join(dataDir, "chain", "anvil.pid"), "utf8"), 10)
             process.kill(pid, "SIGKILL")
             return { hash, heightBeforeCrash }
-          }).pipe(Effect.provide(devChainIn(dataDir)))
+          }).pipe(Effect.provide(devChainIn(dataDir, { chainConfirmations: 1 })))
 
           yield* Effect.gen(function*() {
             const { reader } = clientsOf(Option.getOrThrow((yield* DevChain).rpcUrl))
@@ -103,7 +75,7 @@ describe("the server writes the embedded chain's state (D89)", () => {
             yield* sleep(10 * blockTimeMs)
             const restartedHead = yield* Effect.promise(() => reader.getBlockNumber({ cacheTime: 0 }))
             assert.strictEqual(restartedHead, heightBeforeCrash + 1n)
-          }).pipe(Effect.provide(devChainIn(dataDir)))
+          }).pipe(Effect.provide(devChainIn(dataDir, { chainConfirmations: 1 })))
         }),
       (dataDir) => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true }))
     ), { timeout: 60_000 })

@@ -158,8 +158,9 @@ export interface AppConfigShape {
   /**
    * How the embedded anvil mines (D88). `on-demand`: the server mines a block every
    * `chainBlockTimeMs` while transactions wait (and the blocks the confirmation depth needs on top),
-   * and while idle one every 12 s for the chain's clock: 7,200 blocks a day, not 432,000 at 200 ms,
-   * in the state file anvil rewrites every 5 s. `interval`: a block every interval, empty or not (anvil's `--block-time`);
+   * and while idle one every 12 s for the chain's clock: 7,200 blocks a day, not 432,000 at 200 ms;
+   * it also writes the chain's state, once the chain rests (D89). `interval`: a block every
+   * interval, empty or not (anvil's `--block-time`), and anvil's own state writes every 5 s (D86);
    * tests that steer mining themselves (`evm_setIntervalMining`) ask for it.
    */
   readonly embeddedChainMining: EmbeddedChainMining

@@ -4,8 +4,9 @@
  *
  * - testnet (`hc_test_` keys, chain id 46630): the node at `RPC_URL_TESTNET`, or
  *   else embedded anvil started from npm as a child process, its state in
- *   `DATA_DIR/chain` (dumped every 5 seconds, D86, so even kill -9 keeps balances),
- *   mined on demand by the server (D88) and stopped with the server;
+ *   `DATA_DIR/chain` (written by the server once the chain rests and at a stop, D89,
+ *   so even kill -9 keeps balances), mined on demand by the server (D88) and stopped
+ *   with the server;
  * - mainnet (`hc_live_` keys, chain id 4663): the node at `RPC_URL_MAINNET`, or
  *   none, and then live keys get 403 `livemode_unavailable` wherever the chain
  *   is needed. No code path hands a test key the mainnet client: callers get

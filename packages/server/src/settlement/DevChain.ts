@@ -15,7 +15,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Anvil, RpcTransport } from "@pps/contracts"
-import { Clock, Context, Duration, Effect, Layer, Option, Ref, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Ref, Result, Schedule } from "effect"
 import { createTestClient, publicActions } from "viem"
 import { chainIdOfMode } from "@pps/api/ApiKeys"
 import { AppConfig } from "../config/AppConfig.ts"
@@ -62,23 +62,21 @@ const mineWhatWaits = (controls: EmbeddedControls) =>
 
 /**
  * A server killed with SIGKILL leaves its anvil running (orphaned). Before starting ours, what
- * waits in such a leftover's pool is mined (D88: its miner died with the server), its state is
- * written (D89: its writer died too), then it is stopped with SIGTERM (an interval-mining node
- * writes its state once more as it exits), so nothing sent or mined is lost. A leftover that does
- * not answer is stopped all the same: what it mined since its last write is then lost, as in a
- * crash of the node.
+ * waits in such a leftover's pool is mined (D88: its miner died with the server) and its state is
+ * written (D89: its writer died too); it is then killed, since it holds nothing more, and an
+ * interval-mining node's own last write could be cut off half-way by the wait below. A leftover
+ * whose state could not be written is stopped with SIGTERM instead, for anvil to write it itself
+ * if it writes at all; what it mined since its last write is otherwise lost, as in a crash of
+ * the node.
  */
 const stopLeftoverAnvil = (pidFile: string, statePath: string) =>
   Effect.gen(function*() {
     const pid = leftoverPid(pidFile)
     if (pid === undefined) return
     const rpcUrl = Anvil.rpcUrlOfProcess(pid)
-    if (rpcUrl !== undefined) {
-      yield* mineWhatWaits(embeddedControls(rpcUrl))
-      yield* writeStateBeforeStop(rpcUrl, statePath)
-    }
+    const saved = rpcUrl !== undefined && (yield* saveBeforeStop(rpcUrl, statePath))
     yield* Effect.promise(async () => {
-      process.kill(pid, "SIGTERM")
+      process.kill(pid, saved ? "SIGKILL" : "SIGTERM")
       for (let waited = 0; waited < leftoverStopWaitMs && isAnvil(pid); waited += 50) {
         await new Promise((resolve) => setTimeout(resolve, 50))
       }
@@ -86,10 +84,16 @@ const stopLeftoverAnvil = (pidFile: string, statePath: string) =>
     })
   })
 
-/** The last write of a node about to stop (best effort: a failure is said, and the stop goes on). */
-const writeStateBeforeStop = (rpcUrl: string, statePath: string) =>
-  writeChainState(rpcUrl, statePath).pipe(
-    Effect.catchTag("ChainError", (error) => Effect.logWarning("the embedded chain's state could not be written before its node stopped", error))
+/**
+ * Before an on-demand node stops: what waits in its pool is mined and its state written a last
+ * time. Best effort: a failure is said, and the stop goes on. Whether the state was written.
+ */
+const saveBeforeStop = (rpcUrl: string, statePath: string) =>
+  mineWhatWaits(embeddedControls(rpcUrl)).pipe(
+    Effect.andThen(writeChainState(rpcUrl, statePath)),
+    Effect.as(true),
+    Effect.catchTag("ChainError", (error) =>
+      Effect.logWarning("the embedded chain's state could not be written before its node stopped", error).pipe(Effect.as(false)))
   )
 
 /** The pid in the chain's pid file, if that process is still an anvil. */
@@ -128,7 +132,7 @@ const clockBlockEveryMs = 12_000
 /** The chain the miner mines: its controls, where it keeps its height, and what it tells the state writer. */
 interface MinedChain {
   readonly controls: EmbeddedControls
-  readonly markPath: string
+  readonly minedHeightPath: string
   readonly unwritten: Ref.Ref<UnwrittenBlocks>
 }
 
@@ -160,9 +164,10 @@ const miningRound = (chain: MinedChain, state: Ref.Ref<MinerState>, trailingBloc
       return yield* Ref.update(state, (current) => ({ ...current, failing: false }))
     }
     yield* control("mining the embedded chain", () => controls.mine({ blocks: 1 }))
-    const mined = yield* control("reading the mined block", () => controls.getBlock({ blockTag: "latest" }))
-    yield* recordMinedHeight(chain.markPath, mined.number)
-    const carried = status.pending > 0 || mined.transactions.length > 0
+    // Mined: what follows is kept whatever fails next. A block that cannot be read is taken as one
+    // that carried transactions: a write and the confirmations' blocks too many, never one too few.
+    const mined = yield* Effect.result(control("reading the mined block", () => controls.getBlock({ blockTag: "latest" })))
+    const carried = status.pending > 0 || Result.isFailure(mined) || mined.success.transactions.length > 0
     if (carried) {
       const minedAtMs = yield* Clock.currentTimeMillis
       yield* Ref.update(chain.unwritten, (unwritten) => noteCarried(unwritten, minedAtMs))
@@ -172,6 +177,8 @@ const miningRound = (chain: MinedChain, state: Ref.Ref<MinerState>, trailingBloc
       lastMinedAtMs: nowMs,
       failing: false
     })
+    if (Result.isFailure(mined)) return yield* Effect.fail(mined.failure)
+    yield* recordMinedHeight(chain.minedHeightPath, mined.success.number)
   })
 
 /**
@@ -210,6 +217,13 @@ const runMiner = (chain: MinedChain, blockTimeMs: number, trailingBlocks: number
  */
 const chainStateIntervalSeconds = 5
 
+/** A clean stop: an on-demand node has what waits mined and its state written first (D88, D89). */
+const stopEmbeddedNode = (instance: Anvil.Instance, onDemand: boolean, statePath: string, pidFile: string) =>
+  (onDemand ? saveBeforeStop(instance.rpcUrl, statePath) : Effect.void).pipe(
+    Effect.andThen(Effect.promise(() => instance.stop())),
+    Effect.andThen(Effect.sync(() => fs.rmSync(pidFile, { force: true })))
+  )
+
 /**
  * The on-demand chain's start (D88, D89): back up to the height it had been mined to, then its
  * miner and its state writer, for as long as the layer's scope is open.
@@ -217,14 +231,14 @@ const chainStateIntervalSeconds = 5
 const mineOnDemand = (rpcUrl: string, chainDir: string, blockTimeMs: number, trailingBlocks: number) =>
   Effect.gen(function*() {
     const controls = embeddedControls(rpcUrl)
-    const markPath = path.join(chainDir, "mined-height")
+    const minedHeightPath = path.join(chainDir, "mined-height")
     yield* catchUpToMinedHeight(
       control("reading the embedded chain's head", () => controls.getBlockNumber({ cacheTime: 0 })),
       (blocks) => control("mining the embedded chain", () => controls.mine({ blocks })),
-      markPath
+      minedHeightPath
     )
     const unwritten = yield* Ref.make<UnwrittenBlocks>(nothingUnwritten)
-    yield* runMiner({ controls, markPath, unwritten }, blockTimeMs, trailingBlocks)
+    yield* runMiner({ controls, minedHeightPath, unwritten }, blockTimeMs, trailingBlocks)
     yield* runStateWriter(rpcUrl, path.join(chainDir, "state.json"), unwritten)
   })
 
@@ -269,15 +283,8 @@ export class DevChain extends Context.Service<DevChain, {
             }),
           catch: (cause) => new ChainError({ message: "embedded anvil did not start", cause, retryable: true })
         }),
-        (instance) =>
-          // The miner and the state writer have stopped (their fibers close before this release):
-          // what waits is mined now, and the state written a last time.
-          (onDemand
-            ? mineWhatWaits(embeddedControls(instance.rpcUrl)).pipe(Effect.andThen(writeStateBeforeStop(instance.rpcUrl, statePath)))
-            : Effect.void).pipe(
-              Effect.andThen(Effect.promise(() => instance.stop())),
-              Effect.andThen(Effect.sync(() => fs.rmSync(pidFile, { force: true })))
-            )
+        // The miner and the state writer have stopped (their fibers close before this release).
+        (instance) => stopEmbeddedNode(instance, onDemand, statePath, pidFile)
       )
       fs.writeFileSync(pidFile, String(anvil.pid))
       if (onDemand) {

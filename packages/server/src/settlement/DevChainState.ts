@@ -9,10 +9,11 @@
  * (`chain/state.json.gz`, `Anvil.writeState`); the next start unzips it for anvil.
  *
  * Empty blocks that were never written (the clock's, the confirmations') are lost if anvil itself
- * or the machine crashes; but the guardian and the settlement watcher have read past them, and a
- * block number they have passed must never carry a transaction again. So every mined block's
- * number is kept (`chain/mined-height`), and a start that finds the chain below it mines empty
- * blocks up to it first.
+ * crashes; but the guardian and the settlement watcher have read past them, and a block number
+ * they have passed must never carry a transaction again. So every mined block's number is kept
+ * (`chain/mined-height`), and a start that finds the chain below it mines empty blocks up to it
+ * first. That file is not synced: a crash of the whole machine can lose it, as it can lose the
+ * blocks since the last write.
  *
  * @since 0.16.0
  */
@@ -34,11 +35,18 @@ export const unwrittenMaxMs = 30_000
 /** How often the writer looks whether a write is due. */
 const stateCheckEveryMs = 500
 
-/** A write that takes longer is abandoned (a 138 MB state took 2.6 s on a 2-vCPU VM at rest). */
+/**
+ * After a failed write, the next waits this long, doubling with each failure up to
+ * `unwrittenMaxMs`: a write asks anvil for its whole state, and a cause on our side (a full disk)
+ * would otherwise have it copy everything twice a second.
+ */
+const stateRetryFirstMs = 1_000
+
+/** A write that takes longer is abandoned (a 138 MB state took 1.6 s on a 2-vCPU VM at rest). */
 const stateWriteTimeoutMs = 120_000
 
 /** Blocks mined by one call while catching up to the mined height. */
-const catchUpBlocksPerCall = 1_000
+const catchUpBlocksPerCall = 1_000n
 
 /**
  * What the miner tells the writer.
@@ -47,9 +55,11 @@ const catchUpBlocksPerCall = 1_000
  * @category models
  */
 export interface UnwrittenBlocks {
+  /** Blocks with transactions mined so far: one mined while a write read the state may be missing from it. */
+  readonly carried: number
   /** When the last block with transactions was mined (read after the mining). */
   readonly lastCarriedAtMs: number
-  /** When the state file first lacked a block with transactions; undefined when it lacks none. */
+  /** Since when the state file may lack a block with transactions; undefined when it lacks none. */
   readonly unwrittenSinceMs: number | undefined
 }
 
@@ -57,7 +67,7 @@ export interface UnwrittenBlocks {
  * @since 0.16.0
  * @category constructors
  */
-export const nothingUnwritten: UnwrittenBlocks = { lastCarriedAtMs: 0, unwrittenSinceMs: undefined }
+export const nothingUnwritten: UnwrittenBlocks = { carried: 0, lastCarriedAtMs: 0, unwrittenSinceMs: undefined }
 
 /**
  * The miner mined a block with transactions, at `minedAtMs`.
@@ -66,6 +76,7 @@ export const nothingUnwritten: UnwrittenBlocks = { lastCarriedAtMs: 0, unwritten
  * @category combinators
  */
 export const noteCarried = (unwritten: UnwrittenBlocks, minedAtMs: number): UnwrittenBlocks => ({
+  carried: unwritten.carried + 1,
   lastCarriedAtMs: minedAtMs,
   unwrittenSinceMs: unwritten.unwrittenSinceMs ?? minedAtMs
 })
@@ -83,41 +94,58 @@ export const writeChainState = (rpcUrl: string, statePath: string) =>
     catch: (cause) => new ChainError({ message: "writing the embedded chain's state failed", cause, retryable: true })
   })
 
+/** The writer's own memory: when it may try again after a failure, and how long it waited last. */
+interface WriterRetry {
+  readonly retryAtMs: number
+  readonly lastWaitMs: number
+}
+
+/** Whether the state lacks a block with transactions and the chain rests, or that block has waited `unwrittenMaxMs`. */
+const writeIsDue = (unwritten: UnwrittenBlocks, nowMs: number): boolean =>
+  unwritten.unwrittenSinceMs !== undefined &&
+  (nowMs - unwritten.lastCarriedAtMs >= chainRestMs || nowMs - unwritten.unwrittenSinceMs >= unwrittenMaxMs)
+
 /**
- * One look of the writer: a write if blocks with transactions are unwritten and the chain rests, or
- * they have waited `unwrittenMaxMs`. A block mined while the state was being read may not be in it,
- * so one noted at or after the write's start stays unwritten.
+ * One look of the writer: a write when one is due. Blocks with transactions mined while it read
+ * the state (the miner's count moved) may be missing from it: they stay unwritten, as old as the
+ * write's start.
  */
-const writingRound = (rpcUrl: string, statePath: string, unwritten: Ref.Ref<UnwrittenBlocks>) =>
+const writingRound = (rpcUrl: string, statePath: string, unwritten: Ref.Ref<UnwrittenBlocks>, retry: Ref.Ref<WriterRetry>) =>
   Effect.gen(function*() {
-    const { lastCarriedAtMs, unwrittenSinceMs } = yield* Ref.get(unwritten)
+    const before = yield* Ref.get(unwritten)
     const startedAtMs = yield* Clock.currentTimeMillis
-    if (unwrittenSinceMs === undefined) return
-    if (startedAtMs - lastCarriedAtMs < chainRestMs && startedAtMs - unwrittenSinceMs < unwrittenMaxMs) return
-    yield* writeChainState(rpcUrl, statePath)
+    if (!writeIsDue(before, startedAtMs) || startedAtMs < (yield* Ref.get(retry)).retryAtMs) return
+    yield* writeChainState(rpcUrl, statePath).pipe(
+      Effect.tapError(() =>
+        Ref.update(retry, ({ lastWaitMs }) => {
+          const waitMs = Math.min(unwrittenMaxMs, lastWaitMs === 0 ? stateRetryFirstMs : lastWaitMs * 2)
+          return { retryAtMs: startedAtMs + waitMs, lastWaitMs: waitMs }
+        })
+      )
+    )
+    yield* Ref.set(retry, { retryAtMs: 0, lastWaitMs: 0 })
     yield* Ref.update(unwritten, (current) => ({
       ...current,
-      unwrittenSinceMs: current.lastCarriedAtMs >= startedAtMs ? current.lastCarriedAtMs : undefined
+      unwrittenSinceMs: current.carried === before.carried ? undefined : startedAtMs
     }))
   })
 
 /**
- * The writer's loop, for as long as the layer's scope is open. A failed write is retried at the
- * next look, and said once a streak.
+ * The writer's loop, for as long as the layer's scope is open. A failed write is tried again after
+ * a wait that doubles, and said once a streak.
  *
  * @since 0.16.0
  * @category state
  */
 export const runStateWriter = (rpcUrl: string, statePath: string, unwritten: Ref.Ref<UnwrittenBlocks>) =>
   Effect.gen(function*() {
-    const failing = yield* Ref.make(false)
+    const retry = yield* Ref.make<WriterRetry>({ retryAtMs: 0, lastWaitMs: 0 })
     yield* Effect.forkScoped(
-      writingRound(rpcUrl, statePath, unwritten).pipe(
-        Effect.andThen(Ref.set(failing, false)),
+      writingRound(rpcUrl, statePath, unwritten, retry).pipe(
         Effect.catchTag("ChainError", (error) =>
-          Ref.getAndSet(failing, true).pipe(
-            Effect.flatMap((before) =>
-              before
+          Ref.get(retry).pipe(
+            Effect.flatMap(({ lastWaitMs }) =>
+              lastWaitMs > stateRetryFirstMs
                 ? Effect.logDebug("writing the embedded chain's state failed again; retrying", error)
                 : Effect.logWarning("the embedded chain's state could not be written; retrying", error)
             )
@@ -129,30 +157,36 @@ export const runStateWriter = (rpcUrl: string, statePath: string, unwritten: Ref
 
 /**
  * The highest block the miner has mined, as kept in `chain/mined-height`; undefined before the
- * first.
+ * first. A file that does not hold a number is said, and taken as none.
  *
  * @since 0.16.0
  * @category state
  */
-export const readMinedHeight = (markPath: string): bigint | undefined => {
-  try {
-    const text = fs.readFileSync(markPath, "utf8").trim()
-    return /^\d+$/.test(text) ? BigInt(text) : undefined
-  } catch {
+export const readMinedHeight = (minedHeightPath: string) =>
+  Effect.gen(function*() {
+    if (!fs.existsSync(minedHeightPath)) return undefined
+    const text = fs.readFileSync(minedHeightPath, "utf8").trim()
+    if (/^\d+$/.test(text)) return BigInt(text)
+    yield* Effect.logWarning("the embedded chain's mined height is unreadable; not catching up to it").pipe(
+      Effect.annotateLogs({ file: minedHeightPath })
+    )
     return undefined
-  }
-}
+  })
 
 /**
- * Keeps the number of a block just mined. Not synced: it guards against a crash of anvil alone,
- * whose writes the machine's page cache keeps.
+ * Keeps the number of a block just mined: written beside the file and renamed over it, so a kill
+ * never leaves it empty. Not synced (see above).
  *
  * @since 0.16.0
  * @category state
  */
-export const recordMinedHeight = (markPath: string, height: bigint) =>
+export const recordMinedHeight = (minedHeightPath: string, height: bigint) =>
   Effect.tryPromise({
-    try: () => fs.promises.writeFile(markPath, height.toString()),
+    try: async () => {
+      const writing = `${minedHeightPath}.writing`
+      await fs.promises.writeFile(writing, height.toString())
+      await fs.promises.rename(writing, minedHeightPath)
+    },
     catch: (cause) => new ChainError({ message: "keeping the embedded chain's mined height failed", cause, retryable: true })
   })
 
@@ -167,10 +201,10 @@ export const recordMinedHeight = (markPath: string, height: bigint) =>
 export const catchUpToMinedHeight = (
   head: Effect.Effect<bigint, ChainError>,
   mine: (blocks: number) => Effect.Effect<void, ChainError>,
-  markPath: string
+  minedHeightPath: string
 ) =>
   Effect.gen(function*() {
-    const minedHeight = readMinedHeight(markPath)
+    const minedHeight = yield* readMinedHeight(minedHeightPath)
     if (minedHeight === undefined) return
     let current = yield* head
     if (current >= minedHeight) return
@@ -178,14 +212,14 @@ export const catchUpToMinedHeight = (
       "the embedded chain restarted below the height it had been mined to (anvil or the machine crashed since its state was last written); mining empty blocks up to it"
     ).pipe(Effect.annotateLogs({ head: current.toString(), mined_height: minedHeight.toString() }))
     while (current < minedHeight) {
-      const blocks = Number(minedHeight - current < catchUpBlocksPerCall ? minedHeight - current : BigInt(catchUpBlocksPerCall))
-      yield* mine(blocks)
-      current += BigInt(blocks)
+      const blocks = minedHeight - current < catchUpBlocksPerCall ? minedHeight - current : catchUpBlocksPerCall
+      yield* mine(Number(blocks))
+      current += blocks
     }
   })
 
 /**
- * Removes what writes cut off by a crash left beside the state file.
+ * Removes what writes and loads cut off by a crash left beside the state file.
  *
  * @since 0.16.0
  * @category state
@@ -193,6 +227,8 @@ export const catchUpToMinedHeight = (
 export const removeAbandonedWrites = (chainDir: string) =>
   Effect.sync(() => {
     for (const name of fs.readdirSync(chainDir)) {
-      if (name.endsWith(".writing") || name.endsWith(".unzipping")) fs.rmSync(path.join(chainDir, name), { force: true })
+      if ([".writing", ".unzipping", ".loading"].some((suffix) => name.endsWith(suffix))) {
+        fs.rmSync(path.join(chainDir, name), { force: true })
+      }
     }
   })

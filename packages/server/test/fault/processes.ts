@@ -201,10 +201,10 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
     if (first === "SIGKILL") {
       // `kill -9 <server pid>`, as an operator or the OOM killer would: the server process
       // dies at whatever line it is on; its anvil child (the chain node, a process of its
-      // own) lives on, and the next start stops it in order (DevChain). The guardian child
-      // dies at the same instant. Killing anvil too would be a host crash, which the
-      // embedded chain does not survive: it saves its state every 5 seconds
-      // (D86, docs/reliability.md).
+      // own) lives on, and the next start writes its state and stops it (DevChain). The
+      // guardian child dies at the same instant. Killing anvil too would be a host crash,
+      // which the embedded chain does not survive: its state is written once the chain
+      // rests and every 30 s under load (D89, docs/reliability.md).
       const guardian = guardianPidOf(options.dataDir)
       const anvil = anvilPidOf(options.dataDir)
       if (guardian !== undefined) {
