@@ -69,9 +69,9 @@ export interface StartOptions {
   readonly statePath?: string
   /**
    * When `statePath` is set: anvil writes its state every this many seconds and at a clean exit
-   * (default 1); or, `"byCaller"`, never of its own accord: it loads the file if there is one, and
-   * the caller writes it with `writeState` (atomically, gzipped beside it, when it chooses). Either
-   * way a newer gzipped state that `writeState` left is unzipped into `statePath` first.
+   * (default 1); or, `"byCaller"`, never of its own accord: it loads the state, and the caller
+   * writes it with `writeState` (atomically, gzipped beside it, when it chooses). Which file is
+   * loaded, and how a gzipped one is unzipped for anvil: `stateToLoad`.
    */
   readonly stateIntervalSeconds?: number | "byCaller"
   /** How long to wait for the node to answer eth_chainId. Default 15,000. */
@@ -328,7 +328,7 @@ export const rpcUrlOfProcess = (pid: number): string | undefined => {
  *   state from before D89) is loaded instead only when it is the newer of the two, at a switch of
  *   mining mode: `writeState` removes it once it has written a state of its own.
  * - Otherwise anvil loads and writes `statePath` itself (`--state`): a gzipped state newer than it
- *   (a switch from on-demand mining) is unzipped into it first.
+ *   (a switch from on-demand mining) is unzipped into it first, and removed.
  */
 const stateToLoad = async (options: StartOptions): Promise<{ readonly path: string | undefined; readonly temporary: boolean }> => {
   const statePath = options.statePath
@@ -346,6 +346,9 @@ const stateToLoad = async (options: StartOptions): Promise<{ readonly path: stri
     await unzip(zipped, unzipping)
     await syncFile(unzipping)
     renameSync(unzipping, statePath)
+    // Anvil's own writes replace it from now on: one current file, never an older one that a copy
+    // without its times could make look newer.
+    rmSync(zipped, { force: true })
   }
   return { path: statePath, temporary: false }
 }
@@ -359,7 +362,7 @@ const unzip = async (zipped: string, into: string): Promise<void> => {
   }
 }
 
-/** Flushes a written file to the disk, so that a rename of it survives a crash of the machine. */
+/** Flushes a written file to the disk before it is renamed into place: a crash of the machine then finds the old file or the whole new one. */
 const syncFile = async (file: string): Promise<void> => {
   const handle = await open(file, "r+")
   try {
@@ -436,7 +439,7 @@ const postDumpState = (rpcUrl: string, signal: AbortSignal): Promise<IncomingMes
 /**
  * Where `writeState` writes the state of a node whose state file is `statePath`: gzipped, as
  * `anvil_dumpState` gives it (a fifth of the JSON's size; unzipping it in the writer cost as much
- * CPU as anvil's own dump). `start` unzips it into `statePath` when it is the newer of the two.
+ * CPU as anvil's own dump). `start` unzips it for anvil (`stateToLoad`).
  *
  * @since 0.16.0
  * @category state

@@ -127,6 +127,8 @@ describe("Anvil", () => {
     // The caller's first write removed the older unzipped file: only the gzipped state is left.
     expect((await readdir(directory)).filter((name) => name.startsWith("switch.json"))).toEqual(["switch.json.gz"])
     expect(await balanceAfter({ stateIntervalSeconds: 60 }, 7n)).toBe(6n)
+    // Anvil's own mode unzipped it and writes the unzipped file from then on: the gzip is gone.
+    expect((await readdir(directory)).filter((name) => name.startsWith("switch.json"))).toEqual(["switch.json"])
     expect(await balanceAfter({ stateIntervalSeconds: "byCaller" }, undefined)).toBe(7n)
   })
 

@@ -82,6 +82,9 @@ const stopLeftoverAnvil = (pidFile: string, statePath: string) =>
       }
       if (isAnvil(pid)) process.kill(pid, "SIGKILL")
     })
+    // An interval-mining leftover may have begun a write of its own since ours: cut off by the
+    // kill, it would be a newer, broken file. Ours is the chain's.
+    if (saved) yield* Effect.sync(() => fs.rmSync(statePath, { force: true }))
   })
 
 /**
@@ -163,22 +166,27 @@ const miningRound = (chain: MinedChain, state: Ref.Ref<MinerState>, trailingBloc
     if (status.pending === 0 && blocksOwed === 0 && nowMs - lastMinedAtMs < clockBlockEveryMs) {
       return yield* Ref.update(state, (current) => ({ ...current, failing: false }))
     }
-    yield* control("mining the embedded chain", () => controls.mine({ blocks: 1 }))
-    // Mined: what follows is kept whatever fails next. A block that cannot be read is taken as one
-    // that carried transactions: a write and the confirmations' blocks too many, never one too few.
-    const mined = yield* Effect.result(control("reading the mined block", () => controls.getBlock({ blockTag: "latest" })))
+    // Whatever fails from here, what the round knows is kept, erring towards a block that carried
+    // transactions (a write and the confirmations' blocks too many, never one too few): a node that
+    // did not answer the mining may have mined what waited; a block that cannot be read may hold some.
+    const mining = yield* Effect.result(control("mining the embedded chain", () => controls.mine({ blocks: 1 })))
+    if (Result.isFailure(mining) && status.pending === 0) return yield* Effect.fail(mining.failure)
+    const mined = Result.isSuccess(mining)
+      ? yield* Effect.result(control("reading the mined block", () => controls.getBlock({ blockTag: "latest" })))
+      : Result.fail(mining.failure)
     const carried = status.pending > 0 || Result.isFailure(mined) || mined.success.transactions.length > 0
     if (carried) {
       const minedAtMs = yield* Clock.currentTimeMillis
       yield* Ref.update(chain.unwritten, (unwritten) => noteCarried(unwritten, minedAtMs))
     }
-    yield* Ref.set(state, {
+    yield* Ref.update(state, (current) => ({
+      ...current,
       blocksOwed: carried ? trailingBlocks : Math.max(0, blocksOwed - 1),
-      lastMinedAtMs: nowMs,
-      failing: false
-    })
+      lastMinedAtMs: nowMs
+    }))
     if (Result.isFailure(mined)) return yield* Effect.fail(mined.failure)
     yield* recordMinedHeight(chain.minedHeightPath, mined.success.number)
+    yield* Ref.update(state, (current) => ({ ...current, failing: false }))
   })
 
 /**
@@ -192,14 +200,15 @@ const runMiner = (chain: MinedChain, blockTimeMs: number, trailingBlocks: number
     const state = yield* Ref.make<MinerState>({ blocksOwed: trailingBlocks, lastMinedAtMs: 0, failing: false })
     yield* Effect.forkScoped(
       miningRound(chain, state, trailingBlocks).pipe(
-        // A node that does not answer for a moment (a state write, a stop): the next round asks
-        // again. Said once a streak: every transfer waits on these blocks.
+        // A node that does not answer for a moment (a state write, a stop), or the mined height
+        // that cannot be kept: the next round tries again. Said once a streak: every transfer
+        // waits on these blocks.
         Effect.catchTag("ChainError", (error) =>
           Ref.getAndUpdate(state, (current) => ({ ...current, failing: true })).pipe(
             Effect.flatMap((before) =>
               before.failing
                 ? Effect.logDebug("embedded miner round failed; next round retries", error)
-                : Effect.logWarning("the embedded chain's miner cannot reach anvil; retrying every block time", error)
+                : Effect.logWarning("an embedded chain miner's round failed; retrying every block time", error)
             )
           )),
         Effect.repeat(Schedule.fixed(Duration.millis(blockTimeMs)))

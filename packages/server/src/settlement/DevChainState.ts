@@ -116,11 +116,13 @@ const writingRound = (rpcUrl: string, statePath: string, unwritten: Ref.Ref<Unwr
     const startedAtMs = yield* Clock.currentTimeMillis
     if (!writeIsDue(before, startedAtMs) || startedAtMs < (yield* Ref.get(retry)).retryAtMs) return
     yield* writeChainState(rpcUrl, statePath).pipe(
+      // The wait counts from the failure: a write that failed slowly (a timeout) is not tried at once.
       Effect.tapError(() =>
-        Ref.update(retry, ({ lastWaitMs }) => {
-          const waitMs = Math.min(unwrittenMaxMs, lastWaitMs === 0 ? stateRetryFirstMs : lastWaitMs * 2)
-          return { retryAtMs: startedAtMs + waitMs, lastWaitMs: waitMs }
-        })
+        Effect.flatMap(Clock.currentTimeMillis, (failedAtMs) =>
+          Ref.update(retry, ({ lastWaitMs }) => {
+            const waitMs = Math.min(unwrittenMaxMs, lastWaitMs === 0 ? stateRetryFirstMs : lastWaitMs * 2)
+            return { retryAtMs: failedAtMs + waitMs, lastWaitMs: waitMs }
+          }))
       )
     )
     yield* Ref.set(retry, { retryAtMs: 0, lastWaitMs: 0 })
