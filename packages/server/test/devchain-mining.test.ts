@@ -16,7 +16,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { chainIdOfMode } from "@pps/api/ApiKeys"
 import { DevChain } from "../src/settlement/DevChain.ts"
-import { clientsOf, devChainBlockTimeMs, devChainIn, sleep } from "./support/devChain.ts"
+import { clientsOf, devChainBlockTimeMs, devChainIn } from "./support/devChain.ts"
 
 const blockTimeMs = devChainBlockTimeMs
 
@@ -36,25 +36,25 @@ describe("the embedded chain mines on demand (D88)", () => {
         const head = () => Effect.promise(() => reader.getBlockNumber({ cacheTime: 0 }))
         // At start the miner mines the clock's block and the blocks owed on top of whatever came
         // before (two at CHAIN_CONFIRMATIONS 3), a block time apart.
-        yield* sleep(10 * blockTimeMs)
+        yield* Effect.sleep(10 * blockTimeMs)
         const idleFrom = yield* head()
         // Fifteen block times: an interval-mining node would have mined ~15 blocks.
-        yield* sleep(15 * blockTimeMs)
+        yield* Effect.sleep(15 * blockTimeMs)
         assert.strictEqual(yield* head(), idleFrom, "an idle chain mined")
 
         const hash = yield* Effect.promise(() => wallet.sendTransaction({ to: "0x000000000000000000000000000000000000dEaD", value: 1n }))
         const receipt = yield* Effect.promise(() => reader.waitForTransactionReceipt({ hash, pollingInterval: 20, timeout: 10_000 }))
         assert.strictEqual(receipt.status, "success")
         // CHAIN_CONFIRMATIONS 3: two blocks on top of it, a block time apart, then none.
-        yield* sleep(20 * blockTimeMs)
+        yield* Effect.sleep(20 * blockTimeMs)
         const settled = yield* head()
         assert.strictEqual(settled, receipt.blockNumber + 2n)
-        yield* sleep(10 * blockTimeMs)
+        yield* Effect.sleep(10 * blockTimeMs)
         assert.strictEqual(yield* head(), settled)
 
         // Twelve seconds after the last block, one empty block for the chain's clock, and only one.
         const lastBlock = yield* Effect.promise(() => reader.getBlock({ blockNumber: settled }))
-        yield* sleep(Math.max(0, Number(lastBlock.timestamp) * 1000 + 12_000 - Date.now()) + 2_000)
+        yield* Effect.sleep(Math.max(0, Number(lastBlock.timestamp) * 1000 + 12_000 - Date.now()) + 2_000)
         assert.strictEqual(yield* head(), settled + 1n)
         const clockBlock = yield* Effect.promise(() => reader.getBlock({ blockNumber: settled + 1n }))
         assert.strictEqual(clockBlock.transactions.length, 0)

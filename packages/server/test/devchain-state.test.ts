@@ -14,7 +14,7 @@ import * as path from "node:path"
 import * as zlib from "node:zlib"
 import { DevChain } from "../src/settlement/DevChain.ts"
 import { chainRestMs } from "../src/settlement/DevChainState.ts"
-import { clientsOf, devChainBlockTimeMs, devChainIn, sleep } from "./support/devChain.ts"
+import { clientsOf, devChainBlockTimeMs, devChainIn } from "./support/devChain.ts"
 
 const blockTimeMs = devChainBlockTimeMs
 
@@ -46,7 +46,7 @@ describe("the server writes the embedded chain's state (D89)", () => {
             const hash = yield* Effect.promise(() => wallet.sendTransaction({ to: "0x000000000000000000000000000000000000dEaD", value: 1n }))
             const receipt = yield* Effect.promise(() => reader.waitForTransactionReceipt({ hash, pollingInterval: 20, timeout: 10_000 }))
             // The chain rests: the state is written with the transaction's block in it.
-            yield* sleep(chainRestMs + 1_500)
+            yield* Effect.sleep(chainRestMs + 1_500)
             const written = stateFile(dataDir)
             assert.include(written.hashes, hash.toLowerCase())
             assert.isTrue(written.head >= receipt.blockNumber, `state head ${written.head} below the receipt's block`)
@@ -54,7 +54,7 @@ describe("the server writes the embedded chain's state (D89)", () => {
             // Twelve seconds after the last block the clock's empty block comes; it is not written.
             const top = yield* head()
             const lastBlock = yield* Effect.promise(() => reader.getBlock({ blockNumber: top }))
-            yield* sleep(Math.max(0, Number(lastBlock.timestamp) * 1000 + 12_000 - Date.now()) + 2_000)
+            yield* Effect.sleep(Math.max(0, Number(lastBlock.timestamp) * 1000 + 12_000 - Date.now()) + 2_000)
             const heightBeforeCrash = yield* head()
             assert.isTrue(heightBeforeCrash > written.head, "no empty block came after the write")
             assert.strictEqual(stateFile(dataDir).modifiedMs, written.modifiedMs, "an empty block was written")
@@ -72,7 +72,7 @@ describe("the server writes the embedded chain's state (D89)", () => {
             // Back up to the height before the crash, then the one block a start mines for the
             // clock (D88). Without the catch-up, that block alone would stand at the height of the
             // lost clock block, reused.
-            yield* sleep(10 * blockTimeMs)
+            yield* Effect.sleep(10 * blockTimeMs)
             const restartedHead = yield* Effect.promise(() => reader.getBlockNumber({ cacheTime: 0 }))
             assert.strictEqual(restartedHead, heightBeforeCrash + 1n)
           }).pipe(Effect.provide(devChainIn(dataDir, { chainConfirmations: 1 })))

@@ -3,7 +3,7 @@
  * writer) for the tests of D88 and D89: the layer over a data directory, and viem clients on it
  * that pay from anvil's first development account.
  */
-import { Effect, Layer } from "effect"
+import { Layer } from "effect"
 import { createPublicClient, createWalletClient, type Hex, http } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { chainIdOfMode } from "@pps/api/ApiKeys"
@@ -36,5 +36,3 @@ export const clientsOf = (rpcUrl: string) => {
     wallet: createWalletClient({ chain, account: privateKeyToAccount(fundedKey), transport: http(rpcUrl) })
   }
 }
-
-export const sleep = (ms: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, ms)))
