@@ -36,6 +36,7 @@ import {
   apiNodeName,
   balancerSettings,
   chainBlockTimeSeconds,
+  chainStateIntervalSeconds,
   defaultWorkerNodes,
   nodeServices,
   type NodeService,
@@ -297,7 +298,8 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
       command: Anvil.resolveBinaryPath(),
       args: [
         "--host", "127.0.0.1", "--port", String(chainPort), "--chain-id", String(testnetChainId),
-        "--block-time", String(blockTimeMs / 1000), "--state", path.join(chainDir, "state.json"), "--state-interval", "1",
+        "--block-time", String(blockTimeMs / 1000), "--state", path.join(chainDir, "state.json"),
+        "--state-interval", String(chainStateIntervalSeconds),
         // Four blocks a second would otherwise be four log lines a second.
         "--silent"
       ],

@@ -18,6 +18,17 @@ export const testnetChainId = 46630
 /** Seconds between the chain's blocks: the api nodes' settlement watcher polls at a quarter of it. */
 export const chainBlockTimeSeconds = 0.25
 
+/**
+ * Seconds between the stand-in chain node's state writes (anvil's `--state-interval`; it also
+ * writes at a clean stop). Each write is the whole history and stalls anvil while it runs, so
+ * once a second it set the distributed mode's tail (D90); a crash of the node loses at most
+ * this much, the same bound as the embedded chain under continuous load (D89).
+ */
+export const chainStateIntervalSeconds = 30
+
+/** How long compose waits for the chain node's exit write before SIGKILL, which would cut it short. */
+export const chainStopGraceSeconds = 60
+
 /** Where things are reached and bound, the only thing compose and the cluster script do differently. */
 export interface Addresses {
   /** Interface the listeners bind: 0.0.0.0 in a container, 127.0.0.1 on a machine. */
