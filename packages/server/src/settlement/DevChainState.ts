@@ -100,10 +100,29 @@ interface WriterRetry {
   readonly lastWaitMs: number
 }
 
-/** Whether the state lacks a block with transactions and the chain rests, or that block has waited `unwrittenMaxMs`. */
-const writeIsDue = (unwritten: UnwrittenBlocks, nowMs: number): boolean =>
+/**
+ * Whether the state lacks a block with transactions and the chain rests, or that block has waited
+ * `unwrittenMaxMs`.
+ *
+ * @since 0.16.0
+ * @category state
+ */
+export const writeIsDue = (unwritten: UnwrittenBlocks, nowMs: number): boolean =>
   unwritten.unwrittenSinceMs !== undefined &&
   (nowMs - unwritten.lastCarriedAtMs >= chainRestMs || nowMs - unwritten.unwrittenSinceMs >= unwrittenMaxMs)
+
+/**
+ * What is unwritten after a write that began at `startedAtMs` with the miner's count at
+ * `before.carried`: nothing, or, when blocks with transactions were mined while it read the state,
+ * those, as old as the write's start (they may be missing from it).
+ *
+ * @since 0.16.0
+ * @category state
+ */
+export const afterWrite = (before: UnwrittenBlocks, current: UnwrittenBlocks, startedAtMs: number): UnwrittenBlocks => ({
+  ...current,
+  unwrittenSinceMs: current.carried === before.carried ? undefined : startedAtMs
+})
 
 /**
  * One look of the writer: a write when one is due. Blocks with transactions mined while it read
@@ -126,10 +145,7 @@ const writingRound = (rpcUrl: string, statePath: string, unwritten: Ref.Ref<Unwr
       )
     )
     yield* Ref.set(retry, { retryAtMs: 0, lastWaitMs: 0 })
-    yield* Ref.update(unwritten, (current) => ({
-      ...current,
-      unwrittenSinceMs: current.carried === before.carried ? undefined : startedAtMs
-    }))
+    yield* Ref.update(unwritten, (current) => afterWrite(before, current, startedAtMs))
   })
 
 /**
