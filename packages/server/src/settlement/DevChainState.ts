@@ -32,8 +32,13 @@ export const chainRestMs = 2_000
  */
 export const unwrittenMaxMs = 30_000
 
-/** How often the writer looks whether a write is due. */
-const stateCheckEveryMs = 500
+/**
+ * How long after its last look (a write included) the writer looks again whether a write is due.
+ *
+ * @since 0.16.0
+ * @category state
+ */
+export const stateCheckEveryMs = 500
 
 /**
  * After a failed write, the next waits this long, doubling with each failure up to
@@ -117,7 +122,7 @@ export const writeIsDue = (unwritten: UnwrittenBlocks, nowMs: number): boolean =
  * those, as old as the write's start (they may be missing from it).
  *
  * @since 0.16.0
- * @category state
+ * @category combinators
  */
 export const afterWrite = (before: UnwrittenBlocks, current: UnwrittenBlocks, startedAtMs: number): UnwrittenBlocks => ({
   ...current,
