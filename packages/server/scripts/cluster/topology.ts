@@ -22,7 +22,8 @@ export const chainBlockTimeSeconds = 0.25
  * Seconds between the stand-in chain node's state writes (anvil's `--state-interval`; it also
  * writes at a clean stop). Each write is the whole history and stalls anvil while it runs, so
  * once a second it set the distributed mode's tail (D90); a crash of the node loses at most
- * this much, the same bound as the embedded chain under continuous load (D89).
+ * this much, the same bound as the embedded chain under continuous load (D89), or the whole file
+ * if it lands during a write (anvil truncates first; D89's writes are atomic, anvil's are not).
  */
 export const chainStateIntervalSeconds = 30
 
