@@ -36,10 +36,10 @@ import {
   apiNodeName,
   balancerSettings,
   chainBlockTimeSeconds,
-  chainStateIntervalSeconds,
   defaultWorkerNodes,
   nodeServices,
   type NodeService,
+  standInChainStateIntervalSeconds,
   substitute,
   testnetChainId
 } from "./topology.ts"
@@ -299,7 +299,7 @@ export const startCluster = async (options: ClusterOptions): Promise<Cluster> =>
       args: [
         "--host", "127.0.0.1", "--port", String(chainPort), "--chain-id", String(testnetChainId),
         "--block-time", String(blockTimeMs / 1000), "--state", path.join(chainDir, "state.json"),
-        "--state-interval", String(chainStateIntervalSeconds),
+        "--state-interval", String(standInChainStateIntervalSeconds),
         // Four blocks a second would otherwise be four log lines a second.
         "--silent"
       ],

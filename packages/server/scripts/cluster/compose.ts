@@ -10,7 +10,7 @@
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
 import { renderHaproxyConfig } from "./haproxy.ts"
-import { type Addresses, apiNodeName, balancerSettings, chainBlockTimeSeconds, chainStateIntervalSeconds, chainStopGraceSeconds, defaultWorkerNodes, guardianName, nodeServices, testnetChainId, workerNodeName } from "./topology.ts"
+import { type Addresses, apiNodeName, balancerSettings, chainBlockTimeSeconds, defaultWorkerNodes, guardianName, nodeServices, standInChainStateIntervalSeconds, standInChainStopGraceSeconds, testnetChainId, workerNodeName } from "./topology.ts"
 
 /** The api nodes compose starts; more are more entries here (and relayer keys in the env file). */
 export const composeApiNodes = 2
@@ -139,11 +139,11 @@ export const composeDocument = (): { readonly services: Record<string, Yaml>; re
         "--state",
         "/data/state.json",
         "--state-interval",
-        String(chainStateIntervalSeconds),
+        String(standInChainStateIntervalSeconds),
         "--silent"
       ],
       // anvil truncates the file and then writes it at exit: a SIGKILL in between loses the chain.
-      stop_grace_period: `${chainStopGraceSeconds}s`,
+      stop_grace_period: `${standInChainStopGraceSeconds}s`,
       volumes: ["chain-data:/data"],
       healthcheck: { test: ["CMD", "cast", "chain-id", "--rpc-url", "http://127.0.0.1:8545"], interval: "2s", timeout: "3s", retries: 30 }
     }

@@ -25,10 +25,10 @@ export const chainBlockTimeSeconds = 0.25
  * this much, the same bound as the embedded chain under continuous load (D89), or the whole file
  * if it lands during a write (anvil truncates first; D89's writes are atomic, anvil's are not).
  */
-export const chainStateIntervalSeconds = 30
+export const standInChainStateIntervalSeconds = 30
 
 /** How long compose waits for the chain node's exit write before SIGKILL, which would cut it short. */
-export const chainStopGraceSeconds = 60
+export const standInChainStopGraceSeconds = 60
 
 /** Where things are reached and bound, the only thing compose and the cluster script do differently. */
 export interface Addresses {
