@@ -14,7 +14,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as zlib from "node:zlib"
 import { DevChain } from "../src/settlement/DevChain.ts"
-import { afterWrite, chainRestMs, noteCarried, nothingUnwritten, stateCheckEveryMs, type UnwrittenBlocks, unwrittenMaxMs, writeIsDue } from "../src/settlement/DevChainState.ts"
+import { afterWrite, chainRestMs, noteCarried, nothingUnwritten, readMinedHeight, stateCheckEveryMs, type UnwrittenBlocks, unwrittenMaxMs, writeIsDue } from "../src/settlement/DevChainState.ts"
 import { clientsOf, devChainBlockTimeMs, devChainIn } from "./support/devChain.ts"
 
 const blockTimeMs = devChainBlockTimeMs
@@ -142,4 +142,25 @@ describe("when the writer writes (D89)", () => {
     assert.isUndefined(afterWrite(before, before, 5_000).unwrittenSinceMs)
     assert.strictEqual(afterWrite(before, noteCarried(before, 5_500), 5_000).unwrittenSinceMs, 5_000)
   })
+})
+
+describe("the mined height kept for a crash of anvil (D89)", () => {
+  it.effect("is read when it holds a number; none, with a warning, when it is missing, not a number or not readable", () =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "pps-mined-height-"))),
+      (dir) =>
+        Effect.gen(function*() {
+          const file = path.join(dir, "mined-height")
+          assert.isUndefined(yield* readMinedHeight(file))
+          fs.writeFileSync(file, "42\n")
+          assert.strictEqual(yield* readMinedHeight(file), 42n)
+          fs.writeFileSync(file, "4x2")
+          assert.isUndefined(yield* readMinedHeight(file))
+          // A directory in its place: reading it throws, which must not become a defect at start.
+          fs.rmSync(file)
+          fs.mkdirSync(file)
+          assert.isUndefined(yield* readMinedHeight(file))
+        }),
+      (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+    ))
 })

@@ -188,7 +188,9 @@ export const runStateWriter = (rpcUrl: string, statePath: string, unwritten: Ref
 export const readMinedHeight = (minedHeightPath: string) =>
   Effect.gen(function*() {
     if (!fs.existsSync(minedHeightPath)) return undefined
-    const text = fs.readFileSync(minedHeightPath, "utf8").trim()
+    // A file that cannot be read (its permissions, a directory in its place) is as unreadable as
+    // one that holds no number: said below, not a defect that stops the start.
+    const text = yield* Effect.try(() => fs.readFileSync(minedHeightPath, "utf8").trim()).pipe(Effect.orElseSucceed(() => ""))
     if (/^\d+$/.test(text)) return BigInt(text)
     yield* Effect.logWarning("the embedded chain's mined height is unreadable; not catching up to it").pipe(
       Effect.annotateLogs({ file: minedHeightPath })
