@@ -12,20 +12,13 @@ import { assert, describe, it } from "@effect/vitest"
 import { Anvil } from "@pps/contracts"
 import { Effect, Option } from "effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { chainIdOfMode } from "@pps/api/ApiKeys"
 import { DevChain } from "../src/settlement/DevChain.ts"
-import { clientsOf, devChainBlockTimeMs, devChainIn } from "./support/devChain.ts"
+import { clientsOf, devChainBlockTimeMs, devChainIn, withDataDir } from "./support/devChain.ts"
 
 const blockTimeMs = devChainBlockTimeMs
 
-const withDataDir = <A, E, R>(body: (dataDir: string) => Effect.Effect<A, E, R>) =>
-  Effect.acquireUseRelease(
-    Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "pps-devchain-"))),
-    body,
-    (dataDir) => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true }))
-  )
 
 describe("the embedded chain mines on demand (D88)", () => {
   it.live("idle: no blocks but the clock's; a transaction: its block and the confirmations' blocks on top, then none", () =>

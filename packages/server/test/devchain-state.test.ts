@@ -10,12 +10,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import * as zlib from "node:zlib"
 import { DevChain } from "../src/settlement/DevChain.ts"
 import { afterWrite, chainRestMs, noteCarried, nothingUnwritten, readMinedHeight, stateCheckEveryMs, type UnwrittenBlocks, unwrittenMaxMs, writeIsDue } from "../src/settlement/DevChainState.ts"
-import { clientsOf, devChainBlockTimeMs, devChainIn } from "./support/devChain.ts"
+import { clientsOf, devChainBlockTimeMs, devChainIn, withDataDir } from "./support/devChain.ts"
 
 const blockTimeMs = devChainBlockTimeMs
 
@@ -36,9 +35,7 @@ const stateFile = (dataDir: string) => {
 
 describe("the server writes the embedded chain's state (D89)", () => {
   it.live("written once the chain rests, not for empty blocks; a crash of anvil loses neither the transaction nor the height", () =>
-    Effect.acquireUseRelease(
-      Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "pps-devchain-state-"))),
-      (dataDir) =>
+    withDataDir((dataDir) =>
         Effect.gen(function*() {
           const { hash, heightBeforeCrash } = yield* Effect.gen(function*() {
             const rpcUrl = Option.getOrThrow((yield* DevChain).rpcUrl)
@@ -77,8 +74,7 @@ describe("the server writes the embedded chain's state (D89)", () => {
             const restartedHead = yield* Effect.promise(() => reader.getBlockNumber({ cacheTime: 0 }))
             assert.strictEqual(restartedHead, heightBeforeCrash + 1n)
           }).pipe(Effect.provide(devChainIn(dataDir, { chainConfirmations: 1 })))
-        }),
-      (dataDir) => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true }))
+        })
     ), { timeout: 60_000 })
 })
 
@@ -146,9 +142,7 @@ describe("when the writer writes (D89)", () => {
 
 describe("the mined height kept for a crash of anvil (D89)", () => {
   it.effect("is read when it holds a number; none, with a warning, when it is missing, not a number or not readable", () =>
-    Effect.acquireUseRelease(
-      Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "pps-mined-height-"))),
-      (dir) =>
+    withDataDir((dir) =>
         Effect.gen(function*() {
           const file = path.join(dir, "mined-height")
           assert.isUndefined(yield* readMinedHeight(file))
@@ -160,7 +154,6 @@ describe("the mined height kept for a crash of anvil (D89)", () => {
           fs.rmSync(file)
           fs.mkdirSync(file)
           assert.isUndefined(yield* readMinedHeight(file))
-        }),
-      (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+        })
     ))
 })

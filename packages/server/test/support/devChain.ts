@@ -3,7 +3,10 @@
  * writer) for the tests of D88 and D89: the layer over a data directory, and viem clients on it
  * that pay from anvil's first development account.
  */
-import { Layer } from "effect"
+import { Effect, Layer } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { createPublicClient, createWalletClient, type Hex, http } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { chainIdOfMode } from "@pps/api/ApiKeys"
@@ -36,3 +39,11 @@ export const clientsOf = (rpcUrl: string) => {
     wallet: createWalletClient({ chain, account: privateKeyToAccount(fundedKey), transport: http(rpcUrl) })
   }
 }
+
+/** A fresh data directory for `body`, removed afterwards. */
+export const withDataDir = <A, E, R>(body: (dataDir: string) => Effect.Effect<A, E, R>) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "pps-devchain-"))),
+    body,
+    (dataDir) => Effect.sync(() => fs.rmSync(dataDir, { recursive: true, force: true }))
+  )
