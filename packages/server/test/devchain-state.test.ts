@@ -5,15 +5,27 @@
  * back up to the height the chain had reached, so no block number a reader has passed is reused.
  *
  * Real anvil and a real server-side miner and writer (`DevChain.layer`), on the live clock; then
- * the writer's decisions alone, on a simulated one.
+ * the writer's loop alone, with a write of the test's own, on the test clock.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Clock, Duration, Effect, Option, Ref } from "effect"
+import { TestClock } from "effect/testing"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as zlib from "node:zlib"
 import { DevChain } from "../src/settlement/DevChain.ts"
-import { afterWrite, chainRestMs, noteCarried, nothingUnwritten, readMinedHeight, stateCheckEveryMs, type UnwrittenBlocks, unwrittenMaxMs, writeIsDue } from "../src/settlement/DevChainState.ts"
+import { ChainError } from "../src/settlement/Chains.ts"
+import {
+  afterWrite,
+  chainRestMs,
+  noteCarried,
+  nothingUnwritten,
+  readMinedHeight,
+  runStateWriter,
+  stateCheckEveryMs,
+  stateRetryFirstMs,
+  unwrittenMaxMs
+} from "../src/settlement/DevChainState.ts"
 import { clientsOf, devChainBlockTimeMs, devChainIn, withDataDir } from "./support/devChain.ts"
 
 const blockTimeMs = devChainBlockTimeMs
@@ -79,59 +91,72 @@ describe("the server writes the embedded chain's state (D89)", () => {
 })
 
 /**
- * The writer's decisions on a simulated clock (D89): what 30 s of continuous transactions would
- * show a live test, without them. Blocks with transactions every 100 ms; the writer looks
- * `stateCheckEveryMs` after its last look ended (a write is done within the look), and a write
- * takes 1.7 s (a 138 MB state on a 2-vCPU VM) while blocks keep coming.
+ * The writer's loop itself (`runStateWriter`) on the test clock (D89): what 30 s of continuous
+ * transactions would show a live test, without them. Blocks with transactions every 100 ms (the
+ * miner's note, as `runMiner` makes it); a write takes 1.7 s (a 138 MB state on a 2-vCPU VM) while
+ * blocks keep coming, or fails at once while the test says so (a full disk).
  */
 describe("when the writer writes (D89)", () => {
   const blockEveryMs = 100
   const writeTakesMs = 1_700
 
-  /** The writes' start times, and the age of the oldest unwritten block at any moment. */
-  const simulate = (loadUntilMs: number, endMs: number) => {
-    let unwritten = nothingUnwritten
-    let writing: { readonly before: UnwrittenBlocks; readonly startedAtMs: number } | undefined
-    let nextLookAtMs = 0
-    const writes: Array<number> = []
-    let oldestUnwrittenMs = 0
-    for (let nowMs = 0; nowMs <= endMs; nowMs += blockEveryMs) {
-      if (nowMs < loadUntilMs) unwritten = noteCarried(unwritten, nowMs)
-      if (writing !== undefined && nowMs - writing.startedAtMs >= writeTakesMs) {
-        unwritten = afterWrite(writing.before, unwritten, writing.startedAtMs)
-        writing = undefined
-        nextLookAtMs = nowMs + stateCheckEveryMs
+  const runWriter = (options: { readonly loadUntilMs: number; readonly endMs: number; readonly failUntilMs?: number }) =>
+    Effect.gen(function*() {
+      const unwritten = yield* Ref.make(nothingUnwritten)
+      const attempts: Array<{ readonly startedAtMs: number; readonly failed: boolean }> = []
+      const write = Effect.gen(function*() {
+        const startedAtMs = yield* Clock.currentTimeMillis
+        const failed = startedAtMs < (options.failUntilMs ?? 0)
+        attempts.push({ startedAtMs, failed })
+        if (failed) return yield* new ChainError({ message: "no room left on the device (test)" })
+        yield* Effect.sleep(Duration.millis(writeTakesMs))
+      })
+      yield* runStateWriter(write, unwritten)
+      let oldestUnwrittenMs = 0
+      while ((yield* Clock.currentTimeMillis) <= options.endMs) {
+        const nowMs = yield* Clock.currentTimeMillis
+        if (nowMs < options.loadUntilMs) yield* Ref.update(unwritten, (current) => noteCarried(current, nowMs))
+        const { unwrittenSinceMs } = yield* Ref.get(unwritten)
+        if (unwrittenSinceMs !== undefined) oldestUnwrittenMs = Math.max(oldestUnwrittenMs, nowMs - unwrittenSinceMs)
+        yield* TestClock.adjust(Duration.millis(blockEveryMs))
       }
-      if (writing === undefined && nowMs >= nextLookAtMs) {
-        if (writeIsDue(unwritten, nowMs)) {
-          writing = { before: unwritten, startedAtMs: nowMs }
-          writes.push(nowMs)
-        } else nextLookAtMs = nowMs + stateCheckEveryMs
+      return { attempts, oldestUnwrittenMs, unwritten: yield* Ref.get(unwritten) }
+    }).pipe(Effect.scoped)
+
+  it.effect("under continuous load, about every unwrittenMaxMs: what a crash of anvil can lose stays bounded", () =>
+    Effect.gen(function*() {
+      const { attempts, oldestUnwrittenMs } = yield* runWriter({ loadUntilMs: 100_000, endMs: 100_000 })
+      const writes = attempts.map((attempt) => attempt.startedAtMs)
+      // Each write waits for the ceiling, from the start of the one before (blocks came during it),
+      // and comes at most a look and a write after it.
+      assert.strictEqual(writes[0], unwrittenMaxMs)
+      assert.isAtLeast(writes.length, Math.floor(100_000 / (unwrittenMaxMs + stateCheckEveryMs + writeTakesMs)))
+      for (const [index, startedAtMs] of writes.slice(1).entries()) {
+        assert.isAtLeast(startedAtMs - writes[index]!, unwrittenMaxMs)
+        assert.isAtMost(startedAtMs - writes[index]!, unwrittenMaxMs + stateCheckEveryMs + writeTakesMs)
       }
-      if (unwritten.unwrittenSinceMs !== undefined) oldestUnwrittenMs = Math.max(oldestUnwrittenMs, nowMs - unwritten.unwrittenSinceMs)
-    }
-    return { writes, oldestUnwrittenMs, unwritten }
-  }
+      assert.isAtMost(oldestUnwrittenMs, unwrittenMaxMs + stateCheckEveryMs + writeTakesMs)
+    }))
 
-  it("under continuous load, about every unwrittenMaxMs: what a crash of anvil can lose stays bounded", () => {
-    const { writes, oldestUnwrittenMs } = simulate(100_000, 100_000)
-    // Each write waits for the ceiling, from the start of the one before (blocks came during it),
-    // and comes at most a look and a write after it.
-    assert.strictEqual(writes[0], unwrittenMaxMs)
-    assert.isAtLeast(writes.length, Math.floor(100_000 / (unwrittenMaxMs + stateCheckEveryMs + writeTakesMs)))
-    for (const [index, startedAtMs] of writes.slice(1).entries()) {
-      assert.isAtLeast(startedAtMs - writes[index]!, unwrittenMaxMs)
-      assert.isAtMost(startedAtMs - writes[index]!, unwrittenMaxMs + stateCheckEveryMs + writeTakesMs)
-    }
-    assert.isAtMost(oldestUnwrittenMs, unwrittenMaxMs + stateCheckEveryMs + writeTakesMs)
-  })
+  it.effect("once the load stops, at the first look chainRestMs after the last block, and then nothing is unwritten", () =>
+    Effect.gen(function*() {
+      const { attempts, unwritten } = yield* runWriter({ loadUntilMs: 10_000, endMs: 40_000 })
+      // The last block is mined at 9,900 ms; the looks fall every 500 ms, so 12,000 is the first at rest.
+      assert.deepStrictEqual(attempts, [{ startedAtMs: 9_900 + chainRestMs + 100, failed: false }])
+      assert.isUndefined(unwritten.unwrittenSinceMs)
+    }))
 
-  it("once the load stops, at the first look chainRestMs after the last block, and then nothing is unwritten", () => {
-    const { writes, unwritten } = simulate(10_000, 40_000)
-    // The last block is mined at 9,900 ms; the looks fall every 500 ms, so 12,000 is the first at rest.
-    assert.deepStrictEqual(writes, [12_000])
-    assert.isUndefined(unwritten.unwrittenSinceMs)
-  })
+  it.effect("a failed write is tried again after a wait that doubles, up to unwrittenMaxMs; once one succeeds nothing is unwritten", () =>
+    Effect.gen(function*() {
+      const { attempts, unwritten } = yield* runWriter({ loadUntilMs: 3_000, endMs: 120_000, failUntilMs: 70_000 })
+      const waits = attempts.slice(1).map((attempt, index) => attempt.startedAtMs - attempts[index]!.startedAtMs)
+      // At rest from 4,900 ms: the look at 5,000 fails, and each wait ends on a look (every 500 ms).
+      assert.strictEqual(attempts[0]!.startedAtMs, 5_000)
+      assert.deepStrictEqual(waits, [1, 2, 4, 8, 16, 30, 30].map((seconds) => seconds * stateRetryFirstMs))
+      // Failures at 5, 6, 8, 12, 20, 36 and 66 s; the write at 96 s, past the failures' end, succeeds.
+      assert.deepStrictEqual(attempts.map((attempt) => attempt.failed), [true, true, true, true, true, true, true, false])
+      assert.isUndefined(unwritten.unwrittenSinceMs)
+    }))
 
   it("a block mined during the write keeps the state unwritten, as old as the write's start", () => {
     const before = noteCarried(nothingUnwritten, 1_000)

@@ -248,7 +248,7 @@ const mineOnDemand = (rpcUrl: string, chainDir: string, blockTimeMs: number, tra
     )
     const unwritten = yield* Ref.make<UnwrittenBlocks>(nothingUnwritten)
     yield* runMiner({ controls, minedHeightPath, unwritten }, blockTimeMs, trailingBlocks)
-    yield* runStateWriter(rpcUrl, path.join(chainDir, "state.json"), unwritten)
+    yield* runStateWriter(writeChainState(rpcUrl, path.join(chainDir, "state.json")), unwritten)
   })
 
 /** Room for the target rate: 1e9 gas is ~9,000 confidential transfers a block. */

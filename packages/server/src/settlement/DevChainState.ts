@@ -44,8 +44,11 @@ export const stateCheckEveryMs = 500
  * After a failed write, the next waits this long, doubling with each failure up to
  * `unwrittenMaxMs`: a write asks anvil for its whole state, and a cause on our side (a full disk)
  * would otherwise have it copy everything twice a second.
+ *
+ * @since 0.16.0
+ * @category state
  */
-const stateRetryFirstMs = 1_000
+export const stateRetryFirstMs = 1_000
 
 /** A write that takes longer is abandoned (a 138 MB state took 1.6 s on a 2-vCPU VM at rest). */
 const stateWriteTimeoutMs = 120_000
@@ -134,12 +137,12 @@ export const afterWrite = (before: UnwrittenBlocks, current: UnwrittenBlocks, st
  * the state (the miner's count moved) may be missing from it: they stay unwritten, as old as the
  * write's start.
  */
-const writingRound = (rpcUrl: string, statePath: string, unwritten: Ref.Ref<UnwrittenBlocks>, retry: Ref.Ref<WriterRetry>) =>
+const writingRound = (write: Effect.Effect<void, ChainError>, unwritten: Ref.Ref<UnwrittenBlocks>, retry: Ref.Ref<WriterRetry>) =>
   Effect.gen(function*() {
     const before = yield* Ref.get(unwritten)
     const startedAtMs = yield* Clock.currentTimeMillis
     if (!writeIsDue(before, startedAtMs) || startedAtMs < (yield* Ref.get(retry)).retryAtMs) return
-    yield* writeChainState(rpcUrl, statePath).pipe(
+    yield* write.pipe(
       // The wait counts from the failure: a write that failed slowly (a timeout) is not tried at once.
       Effect.tapError(() =>
         Effect.flatMap(Clock.currentTimeMillis, (failedAtMs) =>
@@ -154,17 +157,18 @@ const writingRound = (rpcUrl: string, statePath: string, unwritten: Ref.Ref<Unwr
   })
 
 /**
- * The writer's loop, for as long as the layer's scope is open. A failed write is tried again after
- * a wait that doubles, and said once a streak.
+ * The writer's loop, for as long as the layer's scope is open: `write` is `writeChainState` of the
+ * node (a test's own on a test clock). A failed write is tried again after a wait that doubles,
+ * and said once a streak.
  *
  * @since 0.16.0
  * @category state
  */
-export const runStateWriter = (rpcUrl: string, statePath: string, unwritten: Ref.Ref<UnwrittenBlocks>) =>
+export const runStateWriter = (write: Effect.Effect<void, ChainError>, unwritten: Ref.Ref<UnwrittenBlocks>) =>
   Effect.gen(function*() {
     const retry = yield* Ref.make<WriterRetry>({ retryAtMs: 0, lastWaitMs: 0 })
     yield* Effect.forkScoped(
-      writingRound(rpcUrl, statePath, unwritten, retry).pipe(
+      writingRound(write, unwritten, retry).pipe(
         Effect.catchTag("ChainError", (error) =>
           Ref.get(retry).pipe(
             Effect.flatMap(({ lastWaitMs }) =>
