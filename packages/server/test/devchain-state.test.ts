@@ -23,7 +23,6 @@ import {
   readMinedHeight,
   runStateWriter,
   stateCheckEveryMs,
-  stateRetryFirstMs,
   unwrittenMaxMs
 } from "../src/settlement/DevChainState.ts"
 import { clientsOf, devChainBlockTimeMs, devChainIn, withDataDir } from "./support/devChain.ts"
@@ -93,29 +92,38 @@ describe("the server writes the embedded chain's state (D89)", () => {
 /**
  * The writer's loop itself (`runStateWriter`) on the test clock (D89): what 30 s of continuous
  * transactions would show a live test, without them. Blocks with transactions every 100 ms (the
- * miner's note, as `runMiner` makes it); a write takes 1.7 s (a 138 MB state on a 2-vCPU VM) while
- * blocks keep coming, or fails at once while the test says so (a full disk).
+ * miner's note, as `runMiner` makes it) while the load lasts; a write takes 1.7 s (a 138 MB state
+ * on a 2-vCPU VM) while blocks keep coming, or fails after `failTakesMs` when the test says so (a
+ * full disk). The bounds are the writer's own constants: a faster look than `stateCheckEveryMs`
+ * would pass them too.
  */
 describe("when the writer writes (D89)", () => {
   const blockEveryMs = 100
   const writeTakesMs = 1_700
 
-  const runWriter = (options: { readonly loadUntilMs: number; readonly endMs: number; readonly failUntilMs?: number }) =>
+  const runWriter = (options: {
+    readonly load: ReadonlyArray<readonly [fromMs: number, untilMs: number]>
+    readonly endMs: number
+    readonly fails?: (startedAtMs: number) => boolean
+    readonly failTakesMs?: number
+  }) =>
     Effect.gen(function*() {
       const unwritten = yield* Ref.make(nothingUnwritten)
       const attempts: Array<{ readonly startedAtMs: number; readonly failed: boolean }> = []
       const write = Effect.gen(function*() {
         const startedAtMs = yield* Clock.currentTimeMillis
-        const failed = startedAtMs < (options.failUntilMs ?? 0)
+        const failed = options.fails?.(startedAtMs) ?? false
         attempts.push({ startedAtMs, failed })
+        yield* Effect.sleep(Duration.millis(failed ? options.failTakesMs ?? 0 : writeTakesMs))
         if (failed) return yield* new ChainError({ message: "no room left on the device (test)" })
-        yield* Effect.sleep(Duration.millis(writeTakesMs))
       })
       yield* runStateWriter(write, unwritten)
       let oldestUnwrittenMs = 0
       while ((yield* Clock.currentTimeMillis) <= options.endMs) {
         const nowMs = yield* Clock.currentTimeMillis
-        if (nowMs < options.loadUntilMs) yield* Ref.update(unwritten, (current) => noteCarried(current, nowMs))
+        if (options.load.some(([fromMs, untilMs]) => nowMs >= fromMs && nowMs < untilMs)) {
+          yield* Ref.update(unwritten, (current) => noteCarried(current, nowMs))
+        }
         const { unwrittenSinceMs } = yield* Ref.get(unwritten)
         if (unwrittenSinceMs !== undefined) oldestUnwrittenMs = Math.max(oldestUnwrittenMs, nowMs - unwrittenSinceMs)
         yield* TestClock.adjust(Duration.millis(blockEveryMs))
@@ -123,39 +131,70 @@ describe("when the writer writes (D89)", () => {
       return { attempts, oldestUnwrittenMs, unwritten: yield* Ref.get(unwritten) }
     }).pipe(Effect.scoped)
 
+  /** The wait before each attempt after the first. */
+  const waitsOf = (attempts: ReadonlyArray<{ readonly startedAtMs: number }>) =>
+    attempts.slice(1).map((attempt, index) => attempt.startedAtMs - attempts[index]!.startedAtMs)
+
   it.effect("under continuous load, about every unwrittenMaxMs: what a crash of anvil can lose stays bounded", () =>
     Effect.gen(function*() {
-      const { attempts, oldestUnwrittenMs } = yield* runWriter({ loadUntilMs: 100_000, endMs: 100_000 })
-      const writes = attempts.map((attempt) => attempt.startedAtMs)
-      // Each write waits for the ceiling, from the start of the one before (blocks came during it),
-      // and comes at most a look and a write after it.
-      assert.strictEqual(writes[0], unwrittenMaxMs)
-      assert.isAtLeast(writes.length, Math.floor(100_000 / (unwrittenMaxMs + stateCheckEveryMs + writeTakesMs)))
-      for (const [index, startedAtMs] of writes.slice(1).entries()) {
-        assert.isAtLeast(startedAtMs - writes[index]!, unwrittenMaxMs)
-        assert.isAtMost(startedAtMs - writes[index]!, unwrittenMaxMs + stateCheckEveryMs + writeTakesMs)
+      const { attempts, oldestUnwrittenMs } = yield* runWriter({ load: [[0, 100_000]], endMs: 100_000 })
+      // Blocks come during each write, so the next is due unwrittenMaxMs after that write's start,
+      // and comes at the first look after it. Were the blocks of a write's time forgotten, it would
+      // come a write later.
+      assert.strictEqual(attempts[0]!.startedAtMs, unwrittenMaxMs)
+      assert.isAtLeast(attempts.length, 3)
+      for (const waitMs of waitsOf(attempts)) {
+        assert.isAtLeast(waitMs, unwrittenMaxMs)
+        assert.isAtMost(waitMs, unwrittenMaxMs + stateCheckEveryMs)
       }
+      // The oldest block the file lacks: written once the write that began at the ceiling ends.
       assert.isAtMost(oldestUnwrittenMs, unwrittenMaxMs + stateCheckEveryMs + writeTakesMs)
     }))
 
   it.effect("once the load stops, at the first look chainRestMs after the last block, and then nothing is unwritten", () =>
     Effect.gen(function*() {
-      const { attempts, unwritten } = yield* runWriter({ loadUntilMs: 10_000, endMs: 40_000 })
-      // The last block is mined at 9,900 ms; the looks fall every 500 ms, so 12,000 is the first at rest.
-      assert.deepStrictEqual(attempts, [{ startedAtMs: 9_900 + chainRestMs + 100, failed: false }])
+      const { attempts, unwritten } = yield* runWriter({ load: [[0, 10_000]], endMs: 40_000 })
+      // The last block is mined at 9,900 ms and the chain rests from 11,900; the looks fall every
+      // 500 ms, so the write is at 12,000.
+      assert.deepStrictEqual(attempts, [{ startedAtMs: 12_000, failed: false }])
       assert.isUndefined(unwritten.unwrittenSinceMs)
     }))
 
   it.effect("a failed write is tried again after a wait that doubles, up to unwrittenMaxMs; once one succeeds nothing is unwritten", () =>
     Effect.gen(function*() {
-      const { attempts, unwritten } = yield* runWriter({ loadUntilMs: 3_000, endMs: 120_000, failUntilMs: 70_000 })
-      const waits = attempts.slice(1).map((attempt, index) => attempt.startedAtMs - attempts[index]!.startedAtMs)
-      // At rest from 4,900 ms: the look at 5,000 fails, and each wait ends on a look (every 500 ms).
+      const { attempts, unwritten } = yield* runWriter({
+        load: [[0, 3_000]],
+        endMs: 120_000,
+        fails: (startedAtMs) => startedAtMs < 70_000
+      })
+      // At rest from 4,900 ms: the look at 5,000 fails at once, and each wait ends on a look.
       assert.strictEqual(attempts[0]!.startedAtMs, 5_000)
-      assert.deepStrictEqual(waits, [1, 2, 4, 8, 16, 30, 30].map((seconds) => seconds * stateRetryFirstMs))
+      assert.deepStrictEqual(waitsOf(attempts), [1_000, 2_000, 4_000, 8_000, 16_000, unwrittenMaxMs, unwrittenMaxMs])
       // Failures at 5, 6, 8, 12, 20, 36 and 66 s; the write at 96 s, past the failures' end, succeeds.
       assert.deepStrictEqual(attempts.map((attempt) => attempt.failed), [true, true, true, true, true, true, true, false])
       assert.isUndefined(unwritten.unwrittenSinceMs)
+    }))
+
+  it.effect("the wait counts from the failure, and after a success starts again from the first", () =>
+    Effect.gen(function*() {
+      const { attempts } = yield* runWriter({
+        load: [[0, 3_000], [20_000, 21_000]],
+        endMs: 40_000,
+        // Two failures, a success, then one failure more; each failure takes 700 ms to come.
+        fails: (startedAtMs) => startedAtMs < 7_000 || (startedAtMs >= 23_000 && startedAtMs < 24_000),
+        failTakesMs: 700
+      })
+      assert.deepStrictEqual(attempts, [
+        // At rest from 4,900; fails at 5,700: the next no earlier than 6,700 (not 6,000).
+        { startedAtMs: 5_000, failed: true },
+        // Fails at 7,400: the next no earlier than 9,400 (2 s), the look at 9,400.
+        { startedAtMs: 6_700, failed: true },
+        { startedAtMs: 9_400, failed: false },
+        // Written by 11,100; the second load rests from 22,900, the look at 23,100 fails at 23,800:
+        // the first wait again (1 s, not 4), the look at 24,800.
+        { startedAtMs: 23_100, failed: true },
+        { startedAtMs: 24_800, failed: false }
+      ])
     }))
 
   it("a block mined during the write keeps the state unwritten, as old as the write's start", () => {

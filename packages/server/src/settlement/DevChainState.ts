@@ -44,11 +44,8 @@ export const stateCheckEveryMs = 500
  * After a failed write, the next waits this long, doubling with each failure up to
  * `unwrittenMaxMs`: a write asks anvil for its whole state, and a cause on our side (a full disk)
  * would otherwise have it copy everything twice a second.
- *
- * @since 0.16.0
- * @category state
  */
-export const stateRetryFirstMs = 1_000
+const stateRetryFirstMs = 1_000
 
 /** A write that takes longer is abandoned (a 138 MB state took 1.6 s on a 2-vCPU VM at rest). */
 const stateWriteTimeoutMs = 120_000
