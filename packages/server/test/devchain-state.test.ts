@@ -94,8 +94,7 @@ describe("the server writes the embedded chain's state (D89)", () => {
  * transactions would show a live test, without them. Blocks with transactions every 100 ms (the
  * miner's note, as `runMiner` makes it) while the load lasts; a write takes 1.7 s (a 138 MB state
  * on a 2-vCPU VM) while blocks keep coming, or fails after `failTakesMs` when the test says so (a
- * full disk). The bounds are the writer's own constants: a faster look than `stateCheckEveryMs`
- * would pass them too.
+ * full disk).
  */
 describe("when the writer writes (D89)", () => {
   const blockEveryMs = 100
@@ -153,9 +152,9 @@ describe("when the writer writes (D89)", () => {
 
   it.effect("once the load stops, at the first look chainRestMs after the last block, and then nothing is unwritten", () =>
     Effect.gen(function*() {
-      const { attempts, unwritten } = yield* runWriter({ load: [[0, 10_000]], endMs: 40_000 })
-      // The last block is mined at 9,900 ms and the chain rests from 11,900; the looks fall every
-      // 500 ms, so the write is at 12,000.
+      const { attempts, unwritten } = yield* runWriter({ load: [[0, 10_100]], endMs: 40_000 })
+      // The last block is mined at 10,000 ms and the chain rests from 12,000, a look's time
+      // exactly (they fall every 500 ms): the write is at that look, not the next.
       assert.deepStrictEqual(attempts, [{ startedAtMs: 12_000, failed: false }])
       assert.isUndefined(unwritten.unwrittenSinceMs)
     }))
