@@ -19,7 +19,6 @@ import { clientsOf, devChainBlockTimeMs, devChainIn, withDataDir } from "./suppo
 
 const blockTimeMs = devChainBlockTimeMs
 
-
 describe("the embedded chain mines on demand (D88)", () => {
   it.live("idle: no blocks but the clock's; a transaction: its block and the confirmations' blocks on top, then none", () =>
     withDataDir((dataDir) =>

@@ -47,45 +47,45 @@ const stateFile = (dataDir: string) => {
 describe("the server writes the embedded chain's state (D89)", () => {
   it.live("written once the chain rests, not for empty blocks; a crash of anvil loses neither the transaction nor the height", () =>
     withDataDir((dataDir) =>
-        Effect.gen(function*() {
-          const { hash, heightBeforeCrash } = yield* Effect.gen(function*() {
-            const rpcUrl = Option.getOrThrow((yield* DevChain).rpcUrl)
-            const { reader, wallet } = clientsOf(rpcUrl)
-            const head = () => Effect.promise(() => reader.getBlockNumber({ cacheTime: 0 }))
-            const hash = yield* Effect.promise(() => wallet.sendTransaction({ to: "0x000000000000000000000000000000000000dEaD", value: 1n }))
-            const receipt = yield* Effect.promise(() => reader.waitForTransactionReceipt({ hash, pollingInterval: 20, timeout: 10_000 }))
-            // The chain rests: the state is written with the transaction's block in it.
-            yield* Effect.sleep(chainRestMs + 1_500)
-            const written = stateFile(dataDir)
-            assert.include(written.hashes, hash.toLowerCase())
-            assert.isTrue(written.head >= receipt.blockNumber, `state head ${written.head} below the receipt's block`)
+      Effect.gen(function*() {
+        const { hash, heightBeforeCrash } = yield* Effect.gen(function*() {
+          const rpcUrl = Option.getOrThrow((yield* DevChain).rpcUrl)
+          const { reader, wallet } = clientsOf(rpcUrl)
+          const head = () => Effect.promise(() => reader.getBlockNumber({ cacheTime: 0 }))
+          const hash = yield* Effect.promise(() => wallet.sendTransaction({ to: "0x000000000000000000000000000000000000dEaD", value: 1n }))
+          const receipt = yield* Effect.promise(() => reader.waitForTransactionReceipt({ hash, pollingInterval: 20, timeout: 10_000 }))
+          // The chain rests: the state is written with the transaction's block in it.
+          yield* Effect.sleep(chainRestMs + 1_500)
+          const written = stateFile(dataDir)
+          assert.include(written.hashes, hash.toLowerCase())
+          assert.isTrue(written.head >= receipt.blockNumber, `state head ${written.head} below the receipt's block`)
 
-            // Twelve seconds after the last block the clock's empty block comes; it is not written.
-            const top = yield* head()
-            const lastBlock = yield* Effect.promise(() => reader.getBlock({ blockNumber: top }))
-            yield* Effect.sleep(Math.max(0, Number(lastBlock.timestamp) * 1000 + 12_000 - Date.now()) + 2_000)
-            const heightBeforeCrash = yield* head()
-            assert.isTrue(heightBeforeCrash > written.head, "no empty block came after the write")
-            assert.strictEqual(stateFile(dataDir).modifiedMs, written.modifiedMs, "an empty block was written")
+          // Twelve seconds after the last block the clock's empty block comes; it is not written.
+          const top = yield* head()
+          const lastBlock = yield* Effect.promise(() => reader.getBlock({ blockNumber: top }))
+          yield* Effect.sleep(Math.max(0, Number(lastBlock.timestamp) * 1000 + 12_000 - Date.now()) + 2_000)
+          const heightBeforeCrash = yield* head()
+          assert.isTrue(heightBeforeCrash > written.head, "no empty block came after the write")
+          assert.strictEqual(stateFile(dataDir).modifiedMs, written.modifiedMs, "an empty block was written")
 
-            // Anvil itself crashes: what it held beyond the file is gone.
-            const pid = Number.parseInt(fs.readFileSync(path.join(dataDir, "chain", "anvil.pid"), "utf8"), 10)
-            process.kill(pid, "SIGKILL")
-            return { hash, heightBeforeCrash }
-          }).pipe(Effect.provide(devChainIn(dataDir, { chainConfirmations: 1 })))
+          // Anvil itself crashes: what it held beyond the file is gone.
+          const pid = Number.parseInt(fs.readFileSync(path.join(dataDir, "chain", "anvil.pid"), "utf8"), 10)
+          process.kill(pid, "SIGKILL")
+          return { hash, heightBeforeCrash }
+        }).pipe(Effect.provide(devChainIn(dataDir, { chainConfirmations: 1 })))
 
-          yield* Effect.gen(function*() {
-            const { reader } = clientsOf(Option.getOrThrow((yield* DevChain).rpcUrl))
-            const receipt = yield* Effect.promise(() => reader.getTransactionReceipt({ hash }))
-            assert.strictEqual(receipt.status, "success")
-            // Back up to the height before the crash, then the one block a start mines for the
-            // clock (D88). Without the catch-up, that block alone would stand at the height of the
-            // lost clock block, reused.
-            yield* Effect.sleep(10 * blockTimeMs)
-            const restartedHead = yield* Effect.promise(() => reader.getBlockNumber({ cacheTime: 0 }))
-            assert.strictEqual(restartedHead, heightBeforeCrash + 1n)
-          }).pipe(Effect.provide(devChainIn(dataDir, { chainConfirmations: 1 })))
-        })
+        yield* Effect.gen(function*() {
+          const { reader } = clientsOf(Option.getOrThrow((yield* DevChain).rpcUrl))
+          const receipt = yield* Effect.promise(() => reader.getTransactionReceipt({ hash }))
+          assert.strictEqual(receipt.status, "success")
+          // Back up to the height before the crash, then the one block a start mines for the
+          // clock (D88). Without the catch-up, that block alone would stand at the height of the
+          // lost clock block, reused.
+          yield* Effect.sleep(10 * blockTimeMs)
+          const restartedHead = yield* Effect.promise(() => reader.getBlockNumber({ cacheTime: 0 }))
+          assert.strictEqual(restartedHead, heightBeforeCrash + 1n)
+        }).pipe(Effect.provide(devChainIn(dataDir, { chainConfirmations: 1 })))
+      })
     ), { timeout: 60_000 })
 })
 
@@ -206,17 +206,17 @@ describe("when the writer writes (D89)", () => {
 describe("the mined height kept for a crash of anvil (D89)", () => {
   it.effect("is read when it holds a number; none, with a warning, when it is missing, not a number or not readable", () =>
     withDataDir((dir) =>
-        Effect.gen(function*() {
-          const file = path.join(dir, "mined-height")
-          assert.isUndefined(yield* readMinedHeight(file))
-          fs.writeFileSync(file, "42\n")
-          assert.strictEqual(yield* readMinedHeight(file), 42n)
-          fs.writeFileSync(file, "4x2")
-          assert.isUndefined(yield* readMinedHeight(file))
-          // A directory in its place: reading it throws, which must not become a defect at start.
-          fs.rmSync(file)
-          fs.mkdirSync(file)
-          assert.isUndefined(yield* readMinedHeight(file))
-        })
+      Effect.gen(function*() {
+        const file = path.join(dir, "mined-height")
+        assert.isUndefined(yield* readMinedHeight(file))
+        fs.writeFileSync(file, "42\n")
+        assert.strictEqual(yield* readMinedHeight(file), 42n)
+        fs.writeFileSync(file, "4x2")
+        assert.isUndefined(yield* readMinedHeight(file))
+        // A directory in its place: reading it throws, which must not become a defect at start.
+        fs.rmSync(file)
+        fs.mkdirSync(file)
+        assert.isUndefined(yield* readMinedHeight(file))
+      })
     ))
 })
