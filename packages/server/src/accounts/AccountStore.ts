@@ -157,6 +157,20 @@ class FindAccount extends Request.Class<
   SqlError.SqlError
 > {}
 
+/**
+ * The WHERE conditions of a shared point read: one `IN` list a column asked for, the columns in a
+ * fixed order (so that each shape is one prepared statement).
+ */
+const findConditions = (sql: SqlClient.SqlClient, entries: ReadonlyArray<Request.Entry<FindAccount>>) =>
+  (["account_id", "handle"] as const).flatMap((column) => {
+    const values = [...new Set(entries.flatMap((entry) => entry.request.column === column ? [entry.request.value] : []))]
+    return values.length === 0 ? [] : [sql.in(column, values)]
+  })
+
+/** Whether a row read together answers this request (its id, or its handle). */
+const matches = (account: Account, request: FindAccount): boolean =>
+  (request.column === "account_id" ? account.accountId : account.handle) === request.value
+
 /** One account's sealed custodial wallet key, asked for each transfer's co-signature (D51). */
 class FindSealedWalletKey extends Request.Class<{ readonly accountId: string }, Option.Option<Uint8Array>, SqlError.SqlError> {}
 
@@ -208,27 +222,25 @@ export class AccountStore extends Context.Service<AccountStore, {
           Effect.map(Option.map(toAccount)),
           Effect.catchTag("SchemaError", Effect.die)
         )
-      // Every create reads its sender by id and its recipient by handle: with many creates in
-      // flight, one SELECT answers all the reads of a kind asked in the same turn.
-      const findTogether = (column: "account_id" | "handle") =>
-        sharedStatements(
-          sql,
-          (entries: ReadonlyArray<Request.Entry<FindAccount>>) =>
-            sql`SELECT ${columns} FROM accounts WHERE ${sql.in(column, [...new Set(entries.map((entry) => entry.request.value))])}`.pipe(
-              Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(AccountRow))),
-              Effect.catchTag("SchemaError", Effect.die)
-            ),
-          (entries, exit) => {
-            const found = Exit.map(exit, (rows) => new Map(rows.map((row) => [row[column], toAccount(row)])))
-            for (const entry of entries) {
-              entry.completeUnsafe(Exit.map(found, (byKey) => Option.fromNullishOr(byKey.get(entry.request.value))))
-            }
-          },
-          readBatchMax,
-          false
-        )
-      const byId = findTogether("account_id")
-      const byHandle = findTogether("handle")
+      // Every create reads its sender by id and its recipient by handle, the two at once
+      // (transfers/resolve.ts): one SELECT answers all the reads asked in the same turn, of both
+      // kinds, so that a transfer alone costs one round trip for its parties, not two.
+      const findTogether = sharedStatements(
+        sql,
+        (entries: ReadonlyArray<Request.Entry<FindAccount>>) =>
+          sql`SELECT ${columns} FROM accounts WHERE ${sql.or(findConditions(sql, entries))}`.pipe(
+            Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(AccountRow))),
+            Effect.catchTag("SchemaError", Effect.die)
+          ),
+        (entries, exit) => {
+          const found = Exit.map(exit, (rows) => rows.map(toAccount))
+          for (const entry of entries) {
+            entry.completeUnsafe(Exit.map(found, (accounts) => Option.fromNullishOr(accounts.find((account) => matches(account, entry.request)))))
+          }
+        },
+        readBatchMax,
+        false
+      )
       // Every transfer's co-signature opens its sender's wallet key: one SELECT a transfer was
       // the server's most frequent statement under load (docs/benchmarks/notes/2026-11-29-cpu-profile.md),
       // so the keys asked for in the same turn are read together.
@@ -261,8 +273,8 @@ export class AccountStore extends Context.Service<AccountStore, {
           const { walletKeySealed: _sealed, ...stored } = account
           return stored
         }),
-        findById: (accountId) => Effect.request(new FindAccount({ column: "account_id", value: accountId }), byId),
-        findByHandle: (handle) => Effect.request(new FindAccount({ column: "handle", value: handle }), byHandle),
+        findById: (accountId) => Effect.request(new FindAccount({ column: "account_id", value: accountId }), findTogether),
+        findByHandle: (handle) => Effect.request(new FindAccount({ column: "handle", value: handle }), findTogether),
         findByWalletAddress: (address) =>
           findOne((a: string) => sql`SELECT ${columns} FROM accounts WHERE lower(wallet_address) = ${a}`, address.toLowerCase()),
         setKycStatus: (accountId, status) =>

@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Option } from "effect"
+import { Clock, Effect, Exit, Option } from "effect"
 import { type Address, bytesToHex, getAddress } from "viem"
 import { amountFreeViolation, policySnapshot } from "@pps/api/Agents"
 import { type Account, displayHandle, isKycSufficient } from "@pps/api/Accounts"
@@ -21,7 +21,7 @@ import {
   RecipientNotConfidentialReady,
   RecipientNotFound
 } from "@pps/api/Errors"
-import { type Asset, assets, parseRecipient } from "@pps/api/Transfers"
+import { type Asset, assets, parseRecipient, type RecipientRef } from "@pps/api/Transfers"
 import * as Invariant from "../platform/Invariant.ts"
 import * as Unavailable from "../platform/Unavailable.ts"
 import { type ChainContext, confidentialTokenOf } from "../settlement/Chains.ts"
@@ -107,8 +107,25 @@ export const partyKeyOf = (
     )
 
 /**
- * The recipient of `to`: one of our accounts (by handle or address) with its key holder's key, or
- * an outside address with the key the chain's registry holds for it.
+ * The account `to` names, if any (by handle, or by wallet address), read beside the sender's
+ * (`resolveParties`): as an `Exit`, so that a failed read is told at its place in D37's order,
+ * not before the sender's rules.
+ *
+ * @since 0.16.0
+ */
+export const recipientAccountOf = (context: TransfersContext, ref: RecipientRef | undefined) =>
+  ref === undefined
+    ? Effect.succeed(Exit.succeed(Option.none<Account>()))
+    : Effect.exit(
+      (ref._tag === "Handle" ? context.accounts.findByHandle(ref.handle) : context.accounts.findByWalletAddress(ref.address)).pipe(
+        Unavailable.database("Transfers.resolveRecipient")
+      )
+    )
+
+/**
+ * The recipient of `to`: one of our accounts (by handle or address, as `recipientAccountOf` read
+ * it) with its key holder's key, or an outside address with the key the chain's registry holds
+ * for it.
  *
  * @since 0.1.0
  */
@@ -116,15 +133,13 @@ export const resolveRecipient = Effect.fnUntraced(function*(
   context: TransfersContext,
   chain: ChainContext,
   sender: Account,
-  to: string
+  ref: RecipientRef | undefined,
+  read: Exit.Exit<Option.Option<Account>, Unavailable.DependencyUnavailable>
 ) {
-  const ref = parseRecipient(to)
   if (ref === undefined) {
     return yield* Effect.fail(InvalidRequest.of("`to` must be an @handle or a 0x address.", { param: "to" }))
   }
-  const account = yield* (ref._tag === "Handle"
-    ? context.accounts.findByHandle(ref.handle)
-    : context.accounts.findByWalletAddress(ref.address)).pipe(Unavailable.database("Transfers.resolveRecipient"))
+  const account = yield* read
   if (ref._tag === "Handle" && Option.isNone(account)) return yield* Effect.fail(RecipientNotFound.of())
   // D38: an agent of the other mode is unknown to this key.
   if (ref._tag === "Handle" && Option.isSome(account) && account.value.type === "agent") {
@@ -163,10 +178,13 @@ export const resolveParties = Effect.fnUntraced(function*(
   asset: Asset,
   confidential: boolean
 ) {
-  const sender = yield* context.accounts.get(principal.accountId).pipe(
-    Unavailable.database("Transfers.resolve"),
-    Effect.flatMap(Invariant.some("an authenticated principal's account exists"))
-  )
+  // Both parties' rows at once: one round trip for the two when the recipient is a handle.
+  const ref = parseRecipient(to)
+  const [senderRead, recipientRead] = yield* Effect.all([
+    context.accounts.get(principal.accountId).pipe(Unavailable.database("Transfers.resolve")),
+    recipientAccountOf(context, ref)
+  ], { concurrency: "unbounded" })
+  const sender = yield* Invariant.some("an authenticated principal's account exists")(senderRead)
   const senderPrincipal = yield* principalOf(context, sender)
   if (!isKycSufficient(senderPrincipal.kycStatus)) return yield* Effect.fail(KycRequired.of())
   const chain = yield* Option.match(context.settlement.chain(principal.mode), {
@@ -181,11 +199,10 @@ export const resolveParties = Effect.fnUntraced(function*(
         Effect.flatMap((nowMs) => checkPolicy(context, sender.accountId, { asset, recipientNames, activeHoursAtMs: nowMs }))
       )
       : Effect.void
-  const recipient = yield* resolveRecipient(context, chain, sender, to).pipe(
-    Effect.tapError((error) => {
-      const ref = parseRecipient(to)
-      return error._tag === "RecipientNotFound" && ref?._tag === "Handle" ? policyFirst([ref.handle]) : Effect.void
-    })
+  const recipient = yield* resolveRecipient(context, chain, sender, ref, recipientRead).pipe(
+    Effect.tapError((error) =>
+      error._tag === "RecipientNotFound" && ref?._tag === "Handle" ? policyFirst([ref.handle]) : Effect.void
+    )
   )
   yield* policyFirst(namesOf(recipient))
   if (confidential && Option.isNone(recipient.key)) return yield* Effect.fail(RecipientNotConfidentialReady.of())

@@ -31,6 +31,7 @@ import { eventPositions } from "./0022_event_positions.ts"
 import { webhookManagement } from "./0023_webhook_management.ts"
 import { webhookForeignKeys } from "./0024_webhook_foreign_keys.ts"
 import { callDataOnce } from "./0025_call_data_once.ts"
+import { isoUtcInlined } from "./0026_iso_utc_inlined.ts"
 
 /**
  * @since 0.1.0
@@ -60,5 +61,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0022_event_positions": eventPositions,
   "0023_webhook_management": webhookManagement,
   "0024_webhook_foreign_keys": webhookForeignKeys,
-  "0025_call_data_once": callDataOnce
+  "0025_call_data_once": callDataOnce,
+  "0026_iso_utc_inlined": isoUtcInlined
 }

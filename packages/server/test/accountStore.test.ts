@@ -1,0 +1,104 @@
+/**
+ * The account store's point reads on PGlite: reads by id and by handle asked in the same turn
+ * share one SELECT (what lets a transfer's create read its sender and its recipient in one round
+ * trip, transfers/resolve.ts), and each asker gets its own row: an id never answers a read by
+ * handle, nor a handle a read by id, and an unknown one is None. And `iso_utc`, which every read
+ * of a timestamp calls (D5's form), is planned inline (migration 0026).
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { PgliteClient } from "@effect/sql-pglite"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option } from "effect"
+import { SqlClient } from "effect/sql"
+import { AccountStore } from "../src/accounts/AccountStore.ts"
+import { AppConfig } from "../src/config/AppConfig.ts"
+import { MigrationsLive, SqlLive } from "../src/platform/Database.ts"
+import { DataDir } from "../src/platform/DataDir.ts"
+import { testConfig } from "./support/TestServer.ts"
+
+const dataDirs: Array<string> = []
+afterAll(() => {
+  for (const dir of dataDirs) fs.rmSync(dir, { recursive: true, force: true })
+})
+
+const storeLayer = () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-accounts-"))
+  dataDirs.push(dataDir)
+  return AccountStore.layer.pipe(
+    Layer.provideMerge(MigrationsLive),
+    Layer.provideMerge(SqlLive),
+    Layer.provideMerge(DataDir.layer),
+    Layer.provideMerge(Layer.succeed(AppConfig, testConfig(dataDir)))
+  )
+}
+
+const account = (index: number, handle: string) => ({
+  accountId: `acct_${index}`,
+  handle,
+  type: "personal" as const,
+  ownerAccountId: null,
+  walletAddress: `0x${index.toString(16).padStart(40, "0")}`,
+  walletKeySealed: new Uint8Array([index]),
+  kycStatus: "verified" as const,
+  createdAt: "2026-11-30T12:00:00.000Z"
+})
+
+/** The statements PGlite has executed so far (PreparedStatementPGlite counts them). */
+const executions = Effect.gen(function*() {
+  const client = yield* PgliteClient.PgliteClient
+  const statistics = (client.pglite as { readonly preparedStatistics?: { readonly executions: number } }).preparedStatistics
+  assert.isDefined(statistics, "the embedded database is a PreparedStatementPGlite")
+  return statistics!.executions
+})
+
+describe("AccountStore's point reads", () => {
+  it.effect("by id and by handle, asked together: one SELECT, each asker its own row", () =>
+    Effect.gen(function*() {
+      const store = yield* AccountStore
+      yield* store.insert(account(1, "alice"))
+      // An account whose handle is another's id: a read by handle must not answer a read by id.
+      yield* store.insert(account(2, "acct_1x"))
+      yield* store.insert(account(3, "carol"))
+      const before = yield* executions
+      const [sender, recipient, byHandleOfId, missingId, missingHandle] = yield* Effect.all([
+        store.findById("acct_1"),
+        store.findByHandle("carol"),
+        store.findByHandle("acct_1"),
+        store.findById("acct_9"),
+        store.findByHandle("nobody")
+      ], { concurrency: "unbounded" })
+      assert.strictEqual((yield* executions) - before, 1)
+      assert.strictEqual(Option.getOrThrow(sender).handle, "alice")
+      assert.strictEqual(Option.getOrThrow(recipient).accountId, "acct_3")
+      assert.isTrue(Option.isNone(byHandleOfId))
+      assert.isTrue(Option.isNone(missingId))
+      assert.isTrue(Option.isNone(missingHandle))
+      // One kind alone, and the same account asked both ways.
+      const [alone, sameById, sameByHandle] = yield* Effect.all([
+        store.findByHandle("acct_1x"),
+        store.findById("acct_3"),
+        store.findByHandle("carol")
+      ], { concurrency: "unbounded" })
+      assert.strictEqual(Option.getOrThrow(alone).accountId, "acct_2")
+      assert.strictEqual(Option.getOrThrow(sameById).handle, "carol")
+      assert.strictEqual(Option.getOrThrow(sameByHandle).accountId, "acct_3")
+      const single = yield* store.findById("acct_2")
+      assert.strictEqual(Option.getOrThrow(single).handle, "acct_1x")
+    }).pipe(Effect.provide(storeLayer())), 60_000)
+})
+
+describe("iso_utc (migration 0026)", () => {
+  it.effect("is planned as its expression, not called per row, and writes D5's form", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const plan = yield* sql<{ readonly "QUERY PLAN": string }>`
+        EXPLAIN VERBOSE SELECT iso_utc(created_at) FROM accounts WHERE account_id = 'acct_0'`
+      const text = plan.map((row) => row["QUERY PLAN"]).join("\n")
+      assert.include(text, "to_char(")
+      assert.notInclude(text, "iso_utc(")
+      const [row] = yield* sql<{ readonly at: string }>`SELECT iso_utc('2026-11-30 13:04:05.678+02'::timestamptz) AS at`
+      assert.strictEqual(row!.at, "2026-11-30T11:04:05.678Z")
+    }).pipe(Effect.provide(storeLayer())), 60_000)
+})
