@@ -1,9 +1,10 @@
 /**
- * The account store's point reads on PGlite: reads by id and by handle asked in the same turn
- * share one SELECT (what lets a transfer's create read its sender and its recipient in one round
- * trip, transfers/resolve.ts), and each asker gets its own row: an id never answers a read by
- * handle, nor a handle a read by id, and an unknown one is None. And `iso_utc`, which every read
- * of a timestamp calls (D5's form), is planned inline (migration 0026).
+ * The account store's point reads on PGlite: reads by id, by handle and by wallet address asked
+ * in the same turn share one SELECT (what lets a transfer's create read its sender and its
+ * recipient in one round trip, transfers/resolve.ts), and each asker gets its own row: an id never
+ * answers a read by handle, nor a handle a read by id, an address matches in any case, and an
+ * unknown one is None. An address read uses an index (migration 0027). And `iso_utc`, which every
+ * read of a timestamp calls (D5's form), is planned inline (migration 0026).
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -54,20 +55,24 @@ const executions = Effect.gen(function*() {
 })
 
 describe("AccountStore's point reads", () => {
-  it.effect("by id and by handle, asked together: one SELECT, each asker its own row", () =>
+  it.effect("by id, by handle and by address, asked together: one SELECT, each asker its own row", () =>
     Effect.gen(function*() {
       const store = yield* AccountStore
       yield* store.insert(account(1, "alice"))
       // An account whose handle is another's id: a read by handle must not answer a read by id.
       yield* store.insert(account(2, "acct_1x"))
       yield* store.insert(account(3, "carol"))
+      // Stored with a checksum's capitals; asked in lower case below.
+      yield* store.insert({ ...account(10, "dave"), walletAddress: `0x${"0".repeat(39)}A` })
       const before = yield* executions
-      const [sender, recipient, byHandleOfId, missingId, missingHandle] = yield* Effect.all([
+      const [sender, recipient, byHandleOfId, missingId, missingHandle, byAddress, missingAddress] = yield* Effect.all([
         store.findById("acct_1"),
         store.findByHandle("carol"),
         store.findByHandle("acct_1"),
         store.findById("acct_9"),
-        store.findByHandle("nobody")
+        store.findByHandle("nobody"),
+        store.findByWalletAddress(`0x${"0".repeat(39)}a`),
+        store.findByWalletAddress(`0x${"f".repeat(40)}`)
       ], { concurrency: "unbounded" })
       assert.strictEqual((yield* executions) - before, 1)
       assert.strictEqual(Option.getOrThrow(sender).handle, "alice")
@@ -75,6 +80,8 @@ describe("AccountStore's point reads", () => {
       assert.isTrue(Option.isNone(byHandleOfId))
       assert.isTrue(Option.isNone(missingId))
       assert.isTrue(Option.isNone(missingHandle))
+      assert.strictEqual(Option.getOrThrow(byAddress).accountId, "acct_10")
+      assert.isTrue(Option.isNone(missingAddress))
       // One kind alone, and the same account asked both ways.
       const [alone, sameById, sameByHandle] = yield* Effect.all([
         store.findByHandle("acct_1x"),
@@ -89,10 +96,16 @@ describe("AccountStore's point reads", () => {
     }).pipe(Effect.provide(storeLayer())), 60_000)
 })
 
-describe("iso_utc (migration 0026)", () => {
-  it.effect("is planned as its expression, not called per row, and writes D5's form", () =>
+describe("account reads' plans (migrations 0026, 0027)", () => {
+  it.effect("an address is found through its index; iso_utc is planned as its expression, not called per row, and writes D5's form", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
+      // Only the plan's shape is asked: with a handful of rows a scan is cheaper, so scans are off.
+      yield* sql`SET enable_seqscan = off`
+      const byAddress = yield* sql<{ readonly "QUERY PLAN": string }>`
+        EXPLAIN SELECT account_id FROM accounts WHERE lower(wallet_address) IN ('0xab', '0xcd')`
+      assert.include(byAddress.map((row) => row["QUERY PLAN"]).join("\n"), "accounts_wallet_address_lower")
+      yield* sql`RESET enable_seqscan`
       const plan = yield* sql<{ readonly "QUERY PLAN": string }>`
         EXPLAIN VERBOSE SELECT iso_utc(created_at) FROM accounts WHERE account_id = 'acct_0'`
       const text = plan.map((row) => row["QUERY PLAN"]).join("\n")

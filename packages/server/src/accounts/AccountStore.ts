@@ -150,26 +150,38 @@ const operatorQueries = (
   }
 }
 
-/** A point read by primary key or by handle; those asked in the same turn share one SELECT. */
+/**
+ * A point read by primary key, by handle, or by wallet address (its lower-case form: stored
+ * checksummed, matched ignoring case); those asked in the same turn share one SELECT.
+ */
 class FindAccount extends Request.Class<
-  { readonly column: "account_id" | "handle"; readonly value: string },
+  { readonly key: AccountKey; readonly value: string },
   Option.Option<Account>,
   SqlError.SqlError
 > {}
 
+/** What a point read matches an account by. */
+type AccountKey = "account_id" | "handle" | "wallet_address"
+
 /**
- * The WHERE conditions of a shared point read: one `IN` list a column asked for, the columns in a
- * fixed order (so that each shape is one prepared statement).
+ * The WHERE conditions of a shared point read: one `IN` list a key asked for, the keys in a
+ * fixed order (so that each shape is one prepared statement). An address is matched through
+ * `lower(wallet_address)`, which migration 0027 indexes.
  */
 const findConditions = (sql: SqlClient.SqlClient, entries: ReadonlyArray<Request.Entry<FindAccount>>) =>
-  (["account_id", "handle"] as const).flatMap((column) => {
-    const values = [...new Set(entries.flatMap((entry) => entry.request.column === column ? [entry.request.value] : []))]
-    return values.length === 0 ? [] : [sql.in(column, values)]
+  (["account_id", "handle", "wallet_address"] as const).flatMap((key) => {
+    const values = [...new Set(entries.flatMap((entry) => entry.request.key === key ? [entry.request.value] : []))]
+    if (values.length === 0) return []
+    return [key === "wallet_address" ? sql`lower(wallet_address) IN ${sql.in(values)}` : sql.in(key, values)]
   })
 
-/** Whether a row read together answers this request (its id, or its handle). */
+/** Whether a row read together answers this request (its id, its handle, or its address). */
 const matches = (account: Account, request: FindAccount): boolean =>
-  (request.column === "account_id" ? account.accountId : account.handle) === request.value
+  (request.key === "account_id"
+    ? account.accountId
+    : request.key === "handle"
+    ? account.handle
+    : account.walletAddress.toLowerCase()) === request.value
 
 /** One account's sealed custodial wallet key, asked for each transfer's co-signature (D51). */
 class FindSealedWalletKey extends Request.Class<{ readonly accountId: string }, Option.Option<Uint8Array>, SqlError.SqlError> {}
@@ -222,9 +234,9 @@ export class AccountStore extends Context.Service<AccountStore, {
           Effect.map(Option.map(toAccount)),
           Effect.catchTag("SchemaError", Effect.die)
         )
-      // Every create reads its sender by id and its recipient by handle, the two at once
-      // (transfers/resolve.ts): one SELECT answers all the reads asked in the same turn, of both
-      // kinds, so that a transfer alone costs one round trip for its parties, not two.
+      // Every create reads its sender by id and its recipient by handle or address, the two at
+      // once (transfers/resolve.ts): one SELECT answers all the reads asked in the same turn, of
+      // every kind, so that a transfer alone costs one round trip for its parties, not two.
       const findTogether = sharedStatements(
         sql,
         (entries: ReadonlyArray<Request.Entry<FindAccount>>) =>
@@ -273,10 +285,10 @@ export class AccountStore extends Context.Service<AccountStore, {
           const { walletKeySealed: _sealed, ...stored } = account
           return stored
         }),
-        findById: (accountId) => Effect.request(new FindAccount({ column: "account_id", value: accountId }), findTogether),
-        findByHandle: (handle) => Effect.request(new FindAccount({ column: "handle", value: handle }), findTogether),
+        findById: (accountId) => Effect.request(new FindAccount({ key: "account_id", value: accountId }), findTogether),
+        findByHandle: (handle) => Effect.request(new FindAccount({ key: "handle", value: handle }), findTogether),
         findByWalletAddress: (address) =>
-          findOne((a: string) => sql`SELECT ${columns} FROM accounts WHERE lower(wallet_address) = ${a}`, address.toLowerCase()),
+          Effect.request(new FindAccount({ key: "wallet_address", value: address.toLowerCase() }), findTogether),
         setKycStatus: (accountId, status) =>
           findOne(
             (id: string) => sql`UPDATE accounts SET kyc_status = ${status} WHERE account_id = ${id} RETURNING ${columns}`,

@@ -32,6 +32,7 @@ import { webhookManagement } from "./0023_webhook_management.ts"
 import { webhookForeignKeys } from "./0024_webhook_foreign_keys.ts"
 import { callDataOnce } from "./0025_call_data_once.ts"
 import { isoUtcInlined } from "./0026_iso_utc_inlined.ts"
+import { walletAddressLookup } from "./0027_wallet_address_lookup.ts"
 
 /**
  * @since 0.1.0
@@ -62,5 +63,6 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0023_webhook_management": webhookManagement,
   "0024_webhook_foreign_keys": webhookForeignKeys,
   "0025_call_data_once": callDataOnce,
-  "0026_iso_utc_inlined": isoUtcInlined
+  "0026_iso_utc_inlined": isoUtcInlined,
+  "0027_wallet_address_lookup": walletAddressLookup
 }
