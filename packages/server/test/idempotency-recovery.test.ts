@@ -21,7 +21,10 @@ import { requestFingerprint } from "../src/http/Idempotency.ts"
 import { CurrentIdempotencyScope, OperationReplay } from "../src/platform/IdempotentOperations.ts"
 import { Secrets } from "../src/platform/Secrets.ts"
 import { Settlement } from "../src/settlement/Settlement.ts"
+import { makeTransfersContext } from "../src/transfers/context.ts"
+import { recordCreated } from "../src/transfers/record.ts"
 import { TransferStore } from "../src/transfers/TransferStore.ts"
+import { transferEvents } from "@pps/api/Events"
 import { TransferRecord } from "@pps/api/Transfers"
 import { registerKey } from "./support/confidentialClient.ts"
 import { bearer, createAccount, send } from "./support/http.ts"
@@ -269,6 +272,83 @@ describe("idempotency after a fault (D36)", () => {
           new Map([[Buffer.from(keyDigest).toString("hex"), "tr_together-1"], [Buffer.from(secondDigest).toString("hex"), "tr_together-2"]])
         )
         yield* sql`DELETE FROM node_heartbeats WHERE node_id LIKE 'node_marker_%'`
+      }))
+
+    it.effect("the record step, fenced: a shared record with a taken-over claim commits none of its rows, one with its claim commits all", () =>
+      Effect.gen(function*() {
+        // The record step writes a create's binding, transfer row, events and chain submission
+        // in one statement (record.ts); the binding's fence must still keep all of them out.
+        const server = yield* TestServer
+        const sql = Context.get(server.services, SqlClient.SqlClient)
+        const context = yield* makeTransfersContext.pipe(Effect.provide(server.services))
+        const lou = yield* createAccount(server, "fence.lou")
+        yield* insertDeadClaim(lou.account_id, "fenced-record", "/v1/transfers", {}, null)
+        const pepper = Redacted.value(Context.get(server.services, Secrets).apiKeyPepper)
+        const keyDigest = new Uint8Array(createHmac("sha256", pepper).update("pps/idempotency-key/v2\n").update("fenced-record").digest())
+        yield* sql`UPDATE idempotency_keys SET claim_token = 'the-retry' WHERE account_id = ${lou.account_id}`
+        const record = (transferId: string, claimToken: string) => {
+          const transfer = {
+            transferId,
+            mode: "test" as const,
+            senderAccountId: lou.account_id,
+            recipientAccountId: null,
+            recipientAddress: "0x000000000000000000000000000000000000dEaD",
+            recipientDisplay: "0x000000000000000000000000000000000000dEaD",
+            asset: "USDG",
+            confidential: true,
+            apiKeyId: "key_fence",
+            replayNonce: 1n,
+            deadlineSeconds: 2_000_000_000n,
+            senderBox: new Uint8Array([1]),
+            recipientBox: new Uint8Array([2]),
+            sealedDigest: `0x${"00".repeat(32)}`,
+            ciphertext: "{}",
+            createdAt: "2026-11-30T12:00:00.000Z",
+            refundOf: null
+          }
+          const events = transferEvents({
+            event: "transfer.initiated",
+            mode: "test",
+            transferId,
+            sender: { accountId: lou.account_id, handle: "fence.lou", ownerAccountId: null },
+            recipient: null,
+            recipientDisplay: transfer.recipientDisplay,
+            asset: "USDG",
+            confidential: true,
+            txHash: null,
+            refundOf: null
+          })
+          const submission = {
+            submissionId: transferId,
+            mode: "test" as const,
+            kind: "confidential_transfer" as const,
+            target: "0x5FbDB2315678afecb367f032d93F642f64180aa3" as const,
+            data: "0x01" as const,
+            gasLimit: 300_000n,
+            deadlineSeconds: 2_000_000_000n,
+            replayKey: null
+          }
+          return recordCreated(context)(transfer, events, submission).pipe(
+            Effect.provideService(
+              CurrentIdempotencyScope,
+              Option.some({ accountId: lou.account_id, mode: "test", keyDigest, claimToken, answer: { storable: true } })
+            )
+          )
+        }
+        const rowsOf = (transferId: string) =>
+          Effect.all([
+            sql`SELECT 1 FROM transfers WHERE transfer_id = ${transferId}`,
+            sql`SELECT 1 FROM events WHERE payload LIKE ${`%${transferId}%`}`,
+            sql`SELECT 1 FROM chain_submissions WHERE submission_id = ${transferId}`,
+            sql`SELECT 1 FROM idempotency_keys WHERE operation_id = ${transferId}`
+          ]).pipe(Effect.map((found) => found.map((rows) => rows.length)))
+        // The superseded run: it dies, and nothing of its record is committed.
+        const superseded = yield* Effect.exit(record("tr_fenced_superseded", "the-first"))
+        assert.isTrue(Exit.hasDies(superseded))
+        assert.deepStrictEqual(yield* rowsOf("tr_fenced_superseded"), [0, 0, 0, 0])
+        // The run holding the claim: the row, its sender's event, its submission and its binding.
+        yield* record("tr_fenced_current", "the-retry")
+        assert.deepStrictEqual(yield* rowsOf("tr_fenced_current"), [1, 1, 1, 1])
       }))
 
     it.effect("a client-sealed create whose guardian answer was lost is answered, on retry, by that decision: paid once", () =>

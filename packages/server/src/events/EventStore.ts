@@ -49,9 +49,9 @@ const rows = (statement: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError
     Effect.map((decoded) => decoded.map(toEvent))
   )
 
-const insert = Effect.fn("EventStore.insert")(function*({ sql }: EventStoreContext, events: ReadonlyArray<StoredEvent>) {
-  if (events.length === 0) return
-  yield* sql`
+/** The INSERT of new events (never empty): run by `insert`, or written within a larger statement. */
+const insertStatement = ({ sql }: EventStoreContext, events: ReadonlyArray<StoredEvent>) =>
+  sql`
     INSERT INTO events ${
     sql.insert(events.map((event): Record<string, unknown> => ({
       event_id: event.eventId,
@@ -62,6 +62,10 @@ const insert = Effect.fn("EventStore.insert")(function*({ sql }: EventStoreConte
       created_at: event.createdAt
     })) as [Record<string, unknown>, ...Array<Record<string, unknown>>])
   }`
+
+const insert = Effect.fn("EventStore.insert")(function*(context: EventStoreContext, events: ReadonlyArray<StoredEvent>) {
+  if (events.length === 0) return
+  yield* insertStatement(context, events)
 })
 
 const unpublished = ({ sql }: EventStoreContext, limit: number) =>
@@ -275,6 +279,11 @@ export class EventStore extends Context.Service<EventStore, {
   /** One statement for the whole batch (a transfer's two sides, a burst). */
   readonly insert: (events: ReadonlyArray<StoredEvent>) => Effect.Effect<void, SqlError.SqlError>
   /**
+   * `insert`'s statement, not run: for a caller that writes it within a larger statement (one
+   * round trip for several tables' rows, transfers/record.ts). At least one event.
+   */
+  readonly insertStatement: (events: ReadonlyArray<StoredEvent>) => Statement.Fragment
+  /**
    * The oldest unpublished events, at most `limit`, as the bus carries them (ids, account, mode,
    * type): the relay re-reads this on every commit, so it reads no payload it would not publish.
    */
@@ -314,6 +323,7 @@ export class EventStore extends Context.Service<EventStore, {
       }
       return EventStore.of({
         insert: (events) => insert(context, events),
+        insertStatement: (events) => insertStatement(context, events),
         unpublished: (limit) => unpublished(context, limit),
         markPublished: (eventIds, publishedAt) => markPublished(context, eventIds, publishedAt),
         findForAccount: (eventId, accountId, mode) => findForAccount(context, eventId, accountId, mode),

@@ -19,9 +19,8 @@
  * @since 0.2.0
  */
 import { Context, Effect, Layer, Option } from "effect"
-import { SqlClient, type SqlError } from "effect/sql"
+import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import type { Principal } from "@pps/api/ApiKeys"
-import { SqlValues } from "@pps/guardian"
 
 /**
  * The request's idempotency key, as stored (account, mode, keyed digest of the key).
@@ -91,6 +90,17 @@ export interface ReplayedResponse {
 export type OperationResolver = (operationId: string, principal: Principal) => Effect.Effect<ReplayedResponse>
 
 /**
+ * A bind's statement and the check of how many rows it bound (see `OperationReplay.bindStatement`).
+ *
+ * @since 0.16.0
+ * @category models
+ */
+export interface BindStatement {
+  readonly statement: Statement.Fragment
+  readonly check: (bound: number) => Effect.Effect<void>
+}
+
+/**
  * @since 0.2.0
  * @category services
  */
@@ -113,6 +123,15 @@ export class OperationReplay extends Context.Service<OperationReplay, {
     kind: OperationKind,
     bindings: ReadonlyArray<{ readonly scope: Option.Option<IdempotencyScope>; readonly operationId: string }>
   ) => Effect.Effect<void, SqlError.SqlError>
+  /**
+   * `bindEach`'s statement, not run, for a caller that writes it within a larger statement
+   * (transfers/record.ts), with the check of the rows it bound (a defect when another run took a
+   * claim over); undefined when no request had a key.
+   */
+  readonly bindStatement: (
+    kind: OperationKind,
+    bindings: ReadonlyArray<{ readonly scope: Option.Option<IdempotencyScope>; readonly operationId: string }>
+  ) => BindStatement | undefined
   readonly register: (kind: OperationKind, resolver: OperationResolver) => Effect.Effect<void>
   /** None when no concern answers for the kind (a defect the caller reports). */
   readonly resolve: (
@@ -124,33 +143,45 @@ export class OperationReplay extends Context.Service<OperationReplay, {
   static readonly layer = Layer.effect(OperationReplay, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const resolvers = new Map<OperationKind, OperationResolver>()
+    const bindStatement = (
+      kind: OperationKind,
+      bindings: ReadonlyArray<{ readonly scope: Option.Option<IdempotencyScope>; readonly operationId: string }>
+    ) => {
+      const keyed = bindings.flatMap(({ operationId, scope }) => Option.isSome(scope) ? [{ operationId, scope: scope.value }] : [])
+      if (keyed.length === 0) return undefined
+      // Each row matched on its own claim's token (the fence); one row per claim.
+      const statement = sql<{ readonly operation_id: string }>`
+        UPDATE idempotency_keys k SET operation_kind = v.operation_kind, operation_id = v.operation_id
+        FROM (VALUES ${
+        sql.csv(keyed.map(({ operationId, scope }) =>
+          sql`(${scope.accountId}, ${scope.mode}, ${scope.keyDigest}::bytea, ${scope.claimToken}, ${kind}, ${operationId})`
+        ))
+      }) AS v (account_id, mode, key_digest, claim_token, operation_kind, operation_id)
+        WHERE k.account_id = v.account_id AND k.mode = v.mode AND k.key_digest = v.key_digest
+          AND k.claim_token = v.claim_token
+        RETURNING k.operation_id`
+      // A claim named twice is one row.
+      const claims = new Set(keyed.map(({ scope }) =>
+        `${scope.accountId}\n${scope.mode}\n${Buffer.from(scope.keyDigest).toString("hex")}\n${scope.claimToken}`
+      ))
+      return {
+        statement,
+        // Another run took a claim over (this node looked dead to it): this run's record must
+        // not be committed beside the other's. Dying here rolls the transaction back (and a
+        // shared one is written again one record at a time, so only that record fails).
+        check: (bound: number) =>
+          bound === claims.size ? Effect.void : Effect.die(new Error("the idempotency claim was taken over by another run"))
+      }
+    }
     const bindEach = (
       kind: OperationKind,
       bindings: ReadonlyArray<{ readonly scope: Option.Option<IdempotencyScope>; readonly operationId: string }>
     ) =>
       Effect.gen(function*() {
-        const keyed = bindings.flatMap(({ operationId, scope }) => Option.isSome(scope) ? [{ operationId, scope: scope.value }] : [])
-        if (keyed.length === 0) return
-        // Each row matched on its own claim's token (the fence); one row per claim.
-        const bound = yield* sql.unsafe<{ readonly operation_id: string }>(
-          `UPDATE idempotency_keys k SET operation_kind = v.operation_kind, operation_id = v.operation_id
-           FROM (VALUES ${SqlValues.valuesPlaceholders(keyed.length, ["", "", "::bytea", "", "", ""])})
-             AS v (account_id, mode, key_digest, claim_token, operation_kind, operation_id)
-           WHERE k.account_id = v.account_id AND k.mode = v.mode AND k.key_digest = v.key_digest
-             AND k.claim_token = v.claim_token
-           RETURNING k.operation_id`,
-          keyed.flatMap(({ operationId, scope }) => [scope.accountId, scope.mode, scope.keyDigest, scope.claimToken, kind, operationId])
-        )
-        // Another run took a claim over (this node looked dead to it): this run's record must
-        // not be committed beside the other's. Dying here rolls the transaction back (and a
-        // shared one is written again one record at a time, so only that record fails). A claim
-        // named twice is one row.
-        const claims = new Set(keyed.map(({ scope }) =>
-          `${scope.accountId}\n${scope.mode}\n${Buffer.from(scope.keyDigest).toString("hex")}\n${scope.claimToken}`
-        ))
-        if (bound.length !== claims.size) {
-          return yield* Effect.die(new Error("the idempotency claim was taken over by another run"))
-        }
+        const bind = bindStatement(kind, bindings)
+        if (bind === undefined) return
+        const bound = yield* bind.statement
+        yield* bind.check(bound.length)
       })
     return OperationReplay.of({
       bind: (kind, operationId) =>
@@ -166,6 +197,7 @@ export class OperationReplay extends Context.Service<OperationReplay, {
           if (Option.isSome(scope)) scope.value.answer.storable = false
         }),
       bindEach,
+      bindStatement,
       register: (kind, resolver) => Effect.sync(() => void resolvers.set(kind, resolver)),
       resolve: (kind, operationId, principal) => {
         const resolver = resolvers.get(kind)

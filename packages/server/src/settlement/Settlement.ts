@@ -47,7 +47,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, Option, Stream } from "effect"
-import type { SqlError } from "effect/sql"
+import type { SqlError, Statement } from "effect/sql"
 import type { Mode } from "@pps/api/ApiKeys"
 import { AppConfig, runsWorkers } from "../config/AppConfig.ts"
 import { type ChainContext, type ChainError, Chains } from "./Chains.ts"
@@ -106,6 +106,8 @@ export class Settlement extends Context.Service<Settlement, {
    * `recorded`: adopted at the next start, and signed by a later `submit` of the same id.
    */
   readonly record: (requests: ReadonlyArray<SubmissionRequest>) => Effect.Effect<void, SqlError.SqlError>
+  /** `record`'s statement, not run, for a caller that writes it within a larger statement (transfers/record.ts). */
+  readonly recordStatement: (requests: ReadonlyArray<SubmissionRequest>) => Statement.Fragment
   /** `submit` for a call `record` wrote in a transaction that committed: signs and broadcasts it without recording it again. */
   readonly submitRecorded: (request: SubmissionRequest) => Effect.Effect<void, ChainUnavailable | ChainError | SqlError.SqlError>
   /** The outcome within `timeoutMs`, or None while still pending. */
@@ -149,6 +151,7 @@ export class Settlement extends Context.Service<Settlement, {
       return Settlement.of({
         submit: (request) => Effect.flatMap(engineOf(request.mode), (engine) => engine.submit(request)),
         record: (requests) => store.recordAll(requests).pipe(Effect.asVoid),
+        recordStatement: store.recordStatement,
         submitRecorded: (request) => Effect.flatMap(engineOf(request.mode), (engine) => engine.submitRecorded(request)),
         awaitResolution: (submissionId, timeoutMs) => awaitResolution(resolutions, submissionId, timeoutMs),
         resolutions: Stream.fromPubSub(resolutions.hub),

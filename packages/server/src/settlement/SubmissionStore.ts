@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Exit, Layer, Option, Request, Schema, Struct } from "effect"
-import { SqlClient, type SqlError } from "effect/sql"
+import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import { type Address, bytesToHex, type Hex, hexToBytes } from "viem"
 import { Mode } from "@pps/api/ApiKeys"
 import { deadAfterMs, NodeLiveness } from "../platform/NodeLiveness.ts"
@@ -162,35 +162,35 @@ const confirmMany = (
   ).pipe(Effect.map((rows) => rows.map((row) => row.submission_id)))
 }
 
+/**
+ * The INSERT of new submissions (never empty), each `recorded` and owned by this node, one that
+ * exists already left as it is; run by `recordMany`, or written within a larger statement (the
+ * record step of a transfer, transfers/record.ts).
+ */
+const recordStatement = ({ nodeId, sql }: StoreContext, requests: ReadonlyArray<SubmissionRequest>) =>
+  // An INSERT's parameters take their types from the target columns: no casts.
+  sql<{ readonly submission_id: string }>`INSERT INTO chain_submissions (submission_id, mode, kind, target, call_data, gas_limit, deadline_seconds,
+       replay_sender, replay_nonce, replay_transfer_id, owner_node, status, created_at, updated_at)
+     VALUES ${
+    sql.csv(requests.map((request) =>
+      sql`(${request.submissionId}, ${request.mode}, ${request.kind}, ${request.target}, ${hexToBytes(request.data)}, ${request.gasLimit.toString()}, ${
+        request.deadlineSeconds?.toString() ?? null
+      }, ${request.replayKey?.sender ?? null}, ${request.replayKey?.nonce.toString() ?? null}, ${
+        request.replayKey?.transferId ?? null
+      }, ${nodeId}, 'recorded', now(), now())`
+    ))
+  }
+     ON CONFLICT (submission_id) DO NOTHING
+     RETURNING submission_id`
+
 /** One statement for any number of new submissions; the ids it recorded. */
 const recordMany = (
-  { nodeId, sql }: StoreContext,
+  context: StoreContext,
   requests: ReadonlyArray<SubmissionRequest>
-): Effect.Effect<ReadonlyArray<string>, SqlError.SqlError> => {
-  if (requests.length === 0) return Effect.succeed([])
-  // An INSERT's parameters take their types from the target columns: no casts.
-  const values = SqlValues.valuesPlaceholders(requests.length, Array(11).fill(""), ", 'recorded', now(), now()")
-  return sql.unsafe<{ readonly submission_id: string }>(
-    `INSERT INTO chain_submissions (submission_id, mode, kind, target, call_data, gas_limit, deadline_seconds,
-       replay_sender, replay_nonce, replay_transfer_id, owner_node, status, created_at, updated_at)
-     VALUES ${values}
-     ON CONFLICT (submission_id) DO NOTHING
-     RETURNING submission_id`,
-    requests.flatMap((request) => [
-      request.submissionId,
-      request.mode,
-      request.kind,
-      request.target,
-      hexToBytes(request.data),
-      request.gasLimit.toString(),
-      request.deadlineSeconds?.toString() ?? null,
-      request.replayKey?.sender ?? null,
-      request.replayKey?.nonce.toString() ?? null,
-      request.replayKey?.transferId ?? null,
-      nodeId
-    ])
-  ).pipe(Effect.map((rows) => rows.map((row) => row.submission_id)))
-}
+): Effect.Effect<ReadonlyArray<string>, SqlError.SqlError> =>
+  requests.length === 0
+    ? Effect.succeed([])
+    : Effect.map(recordStatement(context, requests), (rows) => rows.map((row) => row.submission_id))
 
 /** `record`'s batching: the submissions recorded in the same turn share one INSERT. */
 const recordTogether = (context: StoreContext) =>
@@ -327,6 +327,8 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
    * The ids it recorded; one that exists already is left as it is.
    */
   readonly recordAll: (requests: ReadonlyArray<SubmissionRequest>) => Effect.Effect<ReadonlyArray<string>, SqlError.SqlError>
+  /** `recordAll`'s statement, not run: written within a larger statement (transfers/record.ts). At least one request. */
+  readonly recordStatement: (requests: ReadonlyArray<SubmissionRequest>) => Statement.Fragment
   readonly get: (submissionId: string) => Effect.Effect<Option.Option<Submission>, SqlError.SqlError>
   /** How the submission ended: none while it is open (or unknown); reads only the outcome's columns. */
   readonly resolution: (submissionId: string) => Effect.Effect<Option.Option<Resolution>, SqlError.SqlError>
@@ -375,6 +377,7 @@ export class SubmissionStore extends Context.Service<SubmissionStore, {
       return SubmissionStore.of({
         record: (request) => Effect.request(new RecordSubmission({ request }), recordBatched),
         recordAll: (requests) => recordMany(context, requests),
+        recordStatement: (requests) => recordStatement(context, requests),
         get: (submissionId) => get(context, submissionId),
         resolution: (submissionId) => resolution(context, submissionId),
         open: (mode) => open(context, mode),

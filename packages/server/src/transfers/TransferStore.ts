@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, Option, RequestResolver, Schema } from "effect"
-import { SqlClient, type SqlError, SqlResolver } from "effect/sql"
+import { SqlClient, type SqlError, SqlResolver, type Statement } from "effect/sql"
 import { Mode } from "@pps/api/ApiKeys"
 import { AssetName, TransferStatus } from "@pps/api/Transfers"
 import { SqlValues } from "@pps/guardian"
@@ -163,6 +163,8 @@ export class TransferStore extends Context.Service<TransferStore, {
   ) => Effect.Effect<SealedAttempt, SqlError.SqlError>
   /** New transfers, `pending`, in one statement (the record step of concurrent creates shares it). */
   readonly insert: (transfers: ReadonlyArray<NewTransfer>) => Effect.Effect<void, SqlError.SqlError>
+  /** `insert`'s statement, not run: written within the record step's one statement (record.ts). At least one transfer. */
+  readonly insertStatement: (transfers: ReadonlyArray<NewTransfer>) => Statement.Fragment
   /** A transfer the account, or one of its agents, is party to, in its mode. */
   readonly findForAccount: (
     transferId: string,
@@ -205,6 +207,7 @@ export class TransferStore extends Context.Service<TransferStore, {
         nextNonce: (accountId, mode) => nextNonce(state, accountId, mode),
         sealedAttempt: (attempt, fresh) => sealedAttempt(sql, attempt, fresh),
         insert: (transfers) => insert(sql, transfers),
+        insertStatement: (transfers) => insertStatement(sql, transfers),
         findForAccount: (transferId, accountId, mode) =>
           sql.unsafe(
             `SELECT ${columns} ${parties}
@@ -321,8 +324,9 @@ const sealedAttempt = (
     return stands === undefined ? made : { nonce: BigInt(stands.replay_nonce), deadlineSeconds: BigInt(stands.deadline_seconds) }
   })
 
-const insert = (sql: SqlClient.SqlClient, transfers: ReadonlyArray<NewTransfer>) =>
-  transfers.length === 0 ? Effect.void : sql`
+/** The INSERT of new transfers (never empty): run by `insert`, or written within a larger statement. */
+const insertStatement = (sql: SqlClient.SqlClient, transfers: ReadonlyArray<NewTransfer>) =>
+  sql`
     INSERT INTO transfers ${
     sql.insert(transfers.map((t): Record<string, unknown> => ({
       transfer_id: t.transferId,
@@ -347,7 +351,10 @@ const insert = (sql: SqlClient.SqlClient, transfers: ReadonlyArray<NewTransfer>)
       created_at: t.createdAt,
       refund_of: t.refundOf
     })) as [Record<string, unknown>, ...Array<Record<string, unknown>>])
-  }`.pipe(Effect.asVoid)
+  }`
+
+const insert = (sql: SqlClient.SqlClient, transfers: ReadonlyArray<NewTransfer>) =>
+  transfers.length === 0 ? Effect.void : insertStatement(sql, transfers).pipe(Effect.asVoid)
 
 const noCallData = new Uint8Array(0)
 

@@ -29,7 +29,7 @@ export interface TestServerShape {
   /** Every log line written so far, after redaction. */
   readonly logs: ReadonlyArray<string>
   /** The server's services, to inspect state directly (e.g. dump the database). */
-  readonly services: Context.Context<Layer.Success<typeof ServicesLive>>
+  readonly services: Context.Context<Layer.Success<typeof ServicesLive> | AppConfig>
 }
 
 /**
