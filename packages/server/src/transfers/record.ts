@@ -1,9 +1,9 @@
 /**
  * Step 4, the record: one SQL transaction, and in it one statement, for a transfer's row
  * (pending), its `transfer.initiated` events and its chain submission (the attested call,
- * recorded: settlement signs it once this commits), and the asker's idempotency binding. New transfers share the
- * transaction with the creates of the same turn (`recordCreated`); an approved held transfer
- * commits with its approval (`recordAlongside`).
+ * recorded: settlement signs it once this commits), and the asker's idempotency binding. New
+ * transfers share the transaction with the creates of the same turn (`recordCreated`); an
+ * approved held transfer commits with its approval (`recordAlongside`).
  *
  * @since 0.1.0
  */
@@ -46,7 +46,7 @@ export type RecordWrite<E> = (
  * Records transfers as they are created: each row, its events and its asker's idempotency
  * binding, in one transaction for all the creates asked for in the same turn (the guardian
  * answers a group of decisions at once, so their creates reach this step together): one
- * INSERT of rows, one of events and one commit instead of those per create. When the
+ * statement (`writeRecord`) and one commit instead of those per create. When the
  * shared transaction fails, each create is recorded again alone, so one create's fault
  * (a claim another run took over, a row that cannot be written) never becomes another's.
  */

@@ -178,7 +178,7 @@ export const resolveParties = Effect.fnUntraced(function*(
   asset: Asset,
   confidential: boolean
 ) {
-  // Both parties' rows at once: one round trip for the two when the recipient is a handle.
+  // Both parties' rows at once: the account store answers the two in one SELECT.
   const ref = parseRecipient(to)
   const [senderRead, recipientRead] = yield* Effect.all([
     context.accounts.get(principal.accountId).pipe(Unavailable.database("Transfers.resolve")),
