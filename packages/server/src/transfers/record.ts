@@ -69,7 +69,11 @@ export const recordInOneTransaction = (context: TransfersContext, entries: Reado
  * low load, paid for each). PostgreSQL runs every part to completion, whether or not the
  * statement reads it, and a failure of any part fails the statement, and the transaction with
  * it. The parts touch different tables, so none needs to see another's rows. The bindings'
- * count is checked before the caller's commit, as `bindEach` checks it.
+ * count is checked before the caller's commit, as `bindEach` checks it. One case ends
+ * differently from four statements in a row, with the same effect: a run whose claim was taken
+ * over, recording a transfer id the other run has written too (a prepared transfer's retry),
+ * may now fail on the row's primary key (waiting for the other run's commit if it has not
+ * committed) rather than on the fence; nothing of it commits either way.
  */
 const writeRecord = Effect.fnUntraced(function*(context: TransfersContext, rows: {
   readonly bind: BindStatement | undefined
