@@ -30,11 +30,15 @@ const storeLayer = () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-accounts-"))
   dataDirs.push(dataDir)
   const never = 3_600_000
-  const noMaintenance = { firstAfterMs: never, minIntervalMs: never, maxShare: 0.01, growthCheckMs: never, growthCheckMaxMs: never }
-  return AccountStore.layer.pipe(
-    Layer.provideMerge(MigrationsLive),
-    Layer.provideMerge(PgliteClient.layerFrom(EmbeddedDatabase.makeEmbeddedClient(path.join(dataDir, "pglite"), 5_000, noMaintenance)))
-  )
+  const noMaintenance = {
+    firstAfterMs: never,
+    minIntervalMs: never,
+    maxShare: 0.01,
+    growthCheckMs: never,
+    growthCheckMaxMs: never
+  }
+  const database = EmbeddedDatabase.makeEmbeddedClient(path.join(dataDir, "pglite"), 5_000, noMaintenance)
+  return AccountStore.layer.pipe(Layer.provideMerge(MigrationsLive), Layer.provideMerge(PgliteClient.layerFrom(database)))
 }
 
 const account = (index: number, handle: string) => ({

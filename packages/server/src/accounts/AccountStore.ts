@@ -175,13 +175,16 @@ const findConditions = (sql: SqlClient.SqlClient, entries: ReadonlyArray<Request
     return [key === "wallet_address" ? sql`lower(wallet_address) IN ${sql.in(values)}` : sql.in(key, values)]
   })
 
-/** Whether a row read together answers this request (its id, its handle, or its address). */
-const matches = (account: Account, request: FindAccount): boolean =>
-  (request.key === "account_id"
-    ? account.accountId
-    : request.key === "handle"
-    ? account.handle
-    : account.walletAddress.toLowerCase()) === request.value
+/** The value of `key` a row is found by: its id, its handle, or its address in lower case. */
+const keyValue = (account: Account, key: AccountKey): string =>
+  key === "account_id" ? account.accountId : key === "handle" ? account.handle : account.walletAddress.toLowerCase()
+
+/** The rows read together, by each key's value, for each asker to find its own by the key it asked. */
+const byKey = (accounts: ReadonlyArray<Account>): ReadonlyMap<AccountKey, ReadonlyMap<string, Account>> =>
+  new Map((["account_id", "handle", "wallet_address"] as const).map((key) => [
+    key,
+    new Map(accounts.map((account) => [keyValue(account, key), account]))
+  ]))
 
 /** One account's sealed custodial wallet key, asked for each transfer's co-signature (D51). */
 class FindSealedWalletKey extends Request.Class<{ readonly accountId: string }, Option.Option<Uint8Array>, SqlError.SqlError> {}
@@ -245,9 +248,9 @@ export class AccountStore extends Context.Service<AccountStore, {
             Effect.catchTag("SchemaError", Effect.die)
           ),
         (entries, exit) => {
-          const found = Exit.map(exit, (rows) => rows.map(toAccount))
+          const found = Exit.map(exit, (rows) => byKey(rows.map(toAccount)))
           for (const entry of entries) {
-            entry.completeUnsafe(Exit.map(found, (accounts) => Option.fromNullishOr(accounts.find((account) => matches(account, entry.request)))))
+            entry.completeUnsafe(Exit.map(found, (index) => Option.fromNullishOr(index.get(entry.request.key)?.get(entry.request.value))))
           }
         },
         readBatchMax,

@@ -90,6 +90,17 @@ export interface ReplayedResponse {
 export type OperationResolver = (operationId: string, principal: Principal) => Effect.Effect<ReplayedResponse>
 
 /**
+ * One record to bind: its operation's id, under its request's key (none: nothing to bind).
+ *
+ * @since 0.16.0
+ * @category models
+ */
+export interface Binding {
+  readonly scope: Option.Option<IdempotencyScope>
+  readonly operationId: string
+}
+
+/**
  * A bind's statement and the check of how many rows it bound (see `OperationReplay.bindStatement`).
  *
  * @since 0.16.0
@@ -121,7 +132,7 @@ export class OperationReplay extends Context.Service<OperationReplay, {
    */
   readonly bindEach: (
     kind: OperationKind,
-    bindings: ReadonlyArray<{ readonly scope: Option.Option<IdempotencyScope>; readonly operationId: string }>
+    bindings: ReadonlyArray<Binding>
   ) => Effect.Effect<void, SqlError.SqlError>
   /**
    * `bindEach`'s statement, not run, for a caller that writes it within a larger statement
@@ -130,7 +141,7 @@ export class OperationReplay extends Context.Service<OperationReplay, {
    */
   readonly bindStatement: (
     kind: OperationKind,
-    bindings: ReadonlyArray<{ readonly scope: Option.Option<IdempotencyScope>; readonly operationId: string }>
+    bindings: ReadonlyArray<Binding>
   ) => BindStatement | undefined
   readonly register: (kind: OperationKind, resolver: OperationResolver) => Effect.Effect<void>
   /** None when no concern answers for the kind (a defect the caller reports). */
@@ -145,7 +156,7 @@ export class OperationReplay extends Context.Service<OperationReplay, {
     const resolvers = new Map<OperationKind, OperationResolver>()
     const bindStatement = (
       kind: OperationKind,
-      bindings: ReadonlyArray<{ readonly scope: Option.Option<IdempotencyScope>; readonly operationId: string }>
+      bindings: ReadonlyArray<Binding>
     ) => {
       const keyed = bindings.flatMap(({ operationId, scope }) => Option.isSome(scope) ? [{ operationId, scope: scope.value }] : [])
       if (keyed.length === 0) return undefined
@@ -175,7 +186,7 @@ export class OperationReplay extends Context.Service<OperationReplay, {
     }
     const bindEach = (
       kind: OperationKind,
-      bindings: ReadonlyArray<{ readonly scope: Option.Option<IdempotencyScope>; readonly operationId: string }>
+      bindings: ReadonlyArray<Binding>
     ) =>
       Effect.gen(function*() {
         const bind = bindStatement(kind, bindings)

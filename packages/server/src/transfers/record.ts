@@ -73,7 +73,8 @@ export const recordInOneTransaction = (context: TransfersContext, entries: Reado
  * differently from four statements in a row, with the same effect: a run whose claim was taken
  * over, recording a transfer id the other run has written too (a prepared transfer's retry),
  * may now fail on the row's primary key (waiting for the other run's commit if it has not
- * committed) rather than on the fence; nothing of it commits either way.
+ * committed) rather than on the fence: nothing of it commits either way, and its asker, whose
+ * node the other run took for dead, is answered 503 (a database error) instead of 500 (a defect).
  */
 const writeRecord = Effect.fnUntraced(function*(context: TransfersContext, rows: {
   readonly bind: BindStatement | undefined
