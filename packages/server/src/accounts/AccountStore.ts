@@ -160,8 +160,9 @@ class FindAccount extends Request.Class<
   SqlError.SqlError
 > {}
 
-/** What a point read matches an account by. */
-type AccountKey = "account_id" | "handle" | "wallet_address"
+/** What a point read matches an account by, in the order a shared read's conditions list them. */
+const accountKeys = ["account_id", "handle", "wallet_address"] as const
+type AccountKey = typeof accountKeys[number]
 
 /**
  * The WHERE conditions of a shared point read: one `IN` list a key asked for, the keys in a
@@ -169,7 +170,7 @@ type AccountKey = "account_id" | "handle" | "wallet_address"
  * `lower(wallet_address)`, which migration 0027 indexes.
  */
 const findConditions = (sql: SqlClient.SqlClient, entries: ReadonlyArray<Request.Entry<FindAccount>>) =>
-  (["account_id", "handle", "wallet_address"] as const).flatMap((key) => {
+  accountKeys.flatMap((key) => {
     const values = [...new Set(entries.flatMap((entry) => entry.request.key === key ? [entry.request.value] : []))]
     if (values.length === 0) return []
     return [key === "wallet_address" ? sql`lower(wallet_address) IN ${sql.in(values)}` : sql.in(key, values)]
@@ -181,7 +182,7 @@ const keyValue = (account: Account, key: AccountKey): string =>
 
 /** The rows read together, by each key's value, for each asker to find its own by the key it asked. */
 const byKey = (accounts: ReadonlyArray<Account>): ReadonlyMap<AccountKey, ReadonlyMap<string, Account>> =>
-  new Map((["account_id", "handle", "wallet_address"] as const).map((key) => [
+  new Map(accountKeys.map((key) => [
     key,
     new Map(accounts.map((account) => [keyValue(account, key), account]))
   ]))
