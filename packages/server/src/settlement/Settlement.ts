@@ -100,10 +100,11 @@ export class Settlement extends Context.Service<Settlement, {
   /** Records, signs and broadcasts the call; a second submit of the same id is a no-op. */
   readonly submit: (request: SubmissionRequest) => Effect.Effect<void, ChainUnavailable | ChainError | SqlError.SqlError>
   /**
-   * Records calls in the caller's SQL transaction, so that they commit with what they settle
-   * (a transfer's row and its call: one commit fewer a create, for batching); `submitRecorded`
-   * signs and broadcasts them once it committed. A crash between the two leaves them
-   * `recorded`: adopted at the next start, and signed by a later `submit` of the same id.
+   * Records calls in the caller's SQL transaction, so that they commit with what they settle;
+   * `submitRecorded` signs and broadcasts them once it committed. A crash between the two leaves
+   * them `recorded`: adopted at the next start, and signed by a later `submit` of the same id. A
+   * transfer's record writes its call through `recordStatement` instead, within its one
+   * statement (transfers/record.ts): the same rows, the same guarantees.
    */
   readonly record: (requests: ReadonlyArray<SubmissionRequest>) => Effect.Effect<void, SqlError.SqlError>
   /** `record`'s statement, not run, for a caller that writes it within a larger statement (transfers/record.ts). */
