@@ -140,6 +140,7 @@ export class PreparedStatementPGlite extends PGlite {
       // A measurement's count (StatementLog.ts): the time inside PGlite, not the wait for it.
       const record = StatementLog.recorder()
       const startedMs = record === undefined ? 0 : performance.now()
+      const preparesBefore = this.preparedStatistics.prepares
       try {
         return await this.#run<T>(query, params, options)
       } catch (error) {
@@ -152,7 +153,7 @@ export class PreparedStatementPGlite extends PGlite {
           throw attachQuery(again, query, params, options)
         })
       } finally {
-        record?.(query, performance.now() - startedMs)
+        record?.(query, performance.now() - startedMs, this.preparedStatistics.prepares !== preparesBefore)
       }
     }))
   }

@@ -4,7 +4,8 @@
  * counted by its text (whitespace folded), with the milliseconds spent inside PGlite's call
  * (its CPU: PGlite runs on the calling thread), and the totals so far are written to
  * `<dir>/<process>-<pid>.statements` (mode 0600) every second and at exit, as one JSON array of
- * `[text, calls, milliseconds]`. `packages/server/bench/statementSummary.ts` turns two such
+ * `[text, calls, milliseconds, prepares]` (prepares: the calls that first prepared the text, a
+ * statement seen for the first time or again after `PreparedStatementPGlite` closed it). `packages/server/bench/statementSummary.ts` turns two such
  * readings into statements and milliseconds per transfer (`bench:throughput --statement-log`).
  *
  * Statement texts hold placeholders, never values: every statement of the service is
@@ -25,8 +26,8 @@ export const variable = "PPS_STATEMENT_LOG"
 
 const writeEveryMs = 1_000
 
-/** Calls and milliseconds by statement text. */
-type Totals = Map<string, { calls: number; ms: number }>
+/** Calls, milliseconds and prepares by statement text. */
+type Totals = Map<string, { calls: number; ms: number; prepares: number }>
 
 let totals: Totals | undefined
 
@@ -36,22 +37,24 @@ let totals: Totals | undefined
  *
  * @since 0.8.0
  */
-export const recorder = (): ((text: string, ms: number) => void) | undefined => totals === undefined ? undefined : record
+export const recorder = (): ((text: string, ms: number, prepared: boolean) => void) | undefined =>
+  totals === undefined ? undefined : record
 
-const record = (text: string, ms: number): void => {
+const record = (text: string, ms: number, prepared: boolean): void => {
   if (totals === undefined) return
   const key = text.replace(/\s+/g, " ").trim()
   const entry = totals.get(key)
-  if (entry === undefined) totals.set(key, { calls: 1, ms })
+  if (entry === undefined) totals.set(key, { calls: 1, ms, prepares: prepared ? 1 : 0 })
   else {
     entry.calls += 1
     entry.ms += ms
+    if (prepared) entry.prepares += 1
   }
 }
 
 /** The totals so far, as the log file holds them. */
-export const snapshot = (): Array<readonly [string, number, number]> =>
-  totals === undefined ? [] : [...totals].map(([text, { calls, ms }]) => [text, calls, ms] as const)
+export const snapshot = (): Array<readonly [string, number, number, number]> =>
+  totals === undefined ? [] : [...totals].map(([text, { calls, ms, prepares }]) => [text, calls, ms, prepares] as const)
 
 /**
  * Starts counting into `file` (mode 0600), rewritten every second and at exit; returns the

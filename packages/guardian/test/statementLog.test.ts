@@ -1,6 +1,6 @@
 /**
  * The opt-in statement log (StatementLog.ts): statements are counted by their text with the time
- * inside PGlite, written with mode 0600; a statement's values (here a canary) are never written;
+ * inside PGlite and the calls that prepared them, written with mode 0600; a statement's values (here a canary) are never written;
  * without a log nothing is recorded.
  */
 import * as fs from "node:fs"
@@ -32,9 +32,14 @@ describe("statement log", () => {
       write()
       const text = fs.readFileSync(file, "utf8")
       assert.notInclude(text, canary)
-      const rows = new Map((JSON.parse(text) as Array<[string, number, number]>).map(([statement, calls, ms]) => [statement, { calls, ms }]))
+      const rows = new Map(
+        (JSON.parse(text) as Array<[string, number, number, number]>).map(([statement, calls, ms, prepares]) => [statement, { calls, ms, prepares }])
+      )
       assert.deepStrictEqual([...rows.keys()].sort(), ["SELECT $1::int + 1 AS next", "SELECT $1::text AS memo, length($1::text) AS size"])
       assert.strictEqual(rows.get("SELECT $1::text AS memo, length($1::text) AS size")?.calls, 2)
+      // Prepared at its first call only; the other statement, new too, at its one call.
+      assert.strictEqual(rows.get("SELECT $1::text AS memo, length($1::text) AS size")?.prepares, 1)
+      assert.strictEqual(rows.get("SELECT $1::int + 1 AS next")?.prepares, 1)
       assert.isAbove(rows.get("SELECT $1::int + 1 AS next")?.ms ?? 0, 0)
       assert.strictEqual(fs.statSync(file).mode & 0o777, 0o600)
       yield* Effect.promise(() => db.close())

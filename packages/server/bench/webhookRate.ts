@@ -54,7 +54,7 @@ import { webhookAgentOptions } from "../src/webhooks/WebhookClient.ts"
 import { distributedSecrets, freshPostgresDatabase, testConfig } from "../test/support/TestServer.ts"
 import { makeTestCa, removeTestCa, type TestCa } from "../test/support/webhooks-receiver.ts"
 import { confirmedEvent, EventsServicesLive, newAccount, newWebhook } from "../test/support/webhooks-services.ts"
-import { perTransfer, type StatementTotals, statementTable } from "./statementSummary.ts"
+import { perTransfer, type StatementTotals, statementTable, totalsOf } from "./statementSummary.ts"
 import { type Metric, recordOption, recordResults } from "../../../scripts/benchRecord.ts"
 
 const { values: options } = parseArgs({
@@ -103,7 +103,7 @@ const profiled = <A, E, R>(name: string, round: Effect.Effect<A, E, R>): Effect.
 
 /** The statements run so far by text (empty without a statement log), as statementSummary.ts reads them. */
 const statementsByText = (): Map<string, StatementTotals> =>
-  new Map([["service", new Map(StatementLog.snapshot().map(([text, calls, ms]) => [text, { calls, ms }]))]])
+  new Map([["service", totalsOf(StatementLog.snapshot())]])
 
 interface RemoteReceiver {
   readonly url: string

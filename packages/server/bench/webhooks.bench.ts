@@ -39,7 +39,7 @@ import { ulid } from "../src/platform/Ids.ts"
 import { testConfig } from "../test/support/TestServer.ts"
 import { makeTestCa, removeTestCa } from "../test/support/webhooks-receiver.ts"
 import { confirmedEvent, EventsServicesLive, newAccount, newWebhook } from "../test/support/webhooks-services.ts"
-import { perTransfer, type StatementTotals, statementTable } from "./statementSummary.ts"
+import { perTransfer, type StatementTotals, statementTable, totalsOf } from "./statementSummary.ts"
 import { percentile } from "./stats.ts"
 import { type Metric, recordResults } from "../../../scripts/benchRecord.ts"
 
@@ -64,7 +64,7 @@ const statementTotals = () =>
 
 /** This process's statement totals by text, as `statementSummary.ts` reads them from log files. */
 const statementsByText = (): Map<string, StatementTotals> =>
-  new Map([["webhooks-bench", new Map(StatementLog.snapshot().map(([text, calls, ms]) => [text, { calls, ms }]))]])
+  new Map([["webhooks-bench", totalsOf(StatementLog.snapshot())]])
 
 /** What the database did per delivery between two readings of `statementTotals`. */
 const perDelivery = (before: { calls: number; ms: number }, after: { calls: number; ms: number }, deliveries: number) => ({
