@@ -21,7 +21,7 @@
  * are forgotten (prepared again on next use), so a statement made stale by a schema change is
  * prepared afresh; one whose result type a migration changed ("cached plan must not change
  * result type") is prepared again and run once more at once, outside a transaction. Texts are
- * bounded: past `maxPreparedStatements` the oldest half is closed. Query options this path does
+ * bounded: past `maxPreparedStatements` the half that ran least recently is closed. Query options this path does
  * not implement (`blob`, `paramTypes`, `onNotice`; the service sets none) go PGlite's own way.
  *
  * @since 0.1.0
@@ -34,6 +34,8 @@ type BackendMessage = Awaited<ReturnType<PGlite["execProtocolStream"]>>[number]
 
 interface Prepared {
   readonly name: string
+  /** When it last ran, in executions of this instance: what `#closeLeastRecent` orders by. */
+  lastUsed: number
   readonly parameterTypes: ReadonlyArray<number>
   /** The statement's RowDescription, or undefined for one that returns no rows (NoData). */
   readonly rowDescription: BackendMessage | undefined
@@ -160,6 +162,7 @@ export class PreparedStatementPGlite extends PGlite {
 
   async #run<T>(query: string, params: ReadonlyArray<unknown>, options: QueryOptions | undefined): Promise<Results<T>> {
     const prepared = this.#prepared.get(query) ?? await this.#prepare(query)
+    prepared.lastUsed = this.preparedStatistics.executions
     const values = params.map((value, index) => {
       if (value === null || value === undefined) return null
       const type = prepared.parameterTypes[index]!
@@ -192,7 +195,7 @@ export class PreparedStatementPGlite extends PGlite {
   }
 
   async #prepare(query: string): Promise<Prepared> {
-    if (this.#prepared.size >= maxPreparedStatements) await this.#closeOldest()
+    if (this.#prepared.size >= maxPreparedStatements) await this.#closeLeastRecent()
     const name = `pps_${(this.#nextName++).toString(36)}`
     const messages = await this.execProtocolStream(
       concat([
@@ -204,6 +207,7 @@ export class PreparedStatementPGlite extends PGlite {
     )
     const prepared: Prepared = {
       name,
+      lastUsed: this.preparedStatistics.executions,
       parameterTypes: parse.parseDescribeStatementResults(messages),
       rowDescription: messages.find((message) => message.name === "rowDescription")
     }
@@ -219,15 +223,15 @@ export class PreparedStatementPGlite extends PGlite {
     await this.#close([prepared.name])
   }
 
-  /** Closes the older half of the statements (a Map iterates in insertion order). */
-  async #closeOldest(): Promise<void> {
-    const names: Array<string> = []
-    for (const [query, prepared] of this.#prepared) {
-      if (names.length >= maxPreparedStatements / 2) break
-      names.push(prepared.name)
-      this.#prepared.delete(query)
-    }
-    await this.#close(names)
+  /**
+   * Closes the half of the statements that ran least recently. Why not the oldest prepared: the
+   * statements every transfer runs are prepared first, at start, and a batch's sizes are a text
+   * each, so under load the texts pass the bound and the oldest half was the hottest.
+   */
+  async #closeLeastRecent(): Promise<void> {
+    const leastRecent = [...this.#prepared].sort(([, a], [, b]) => a.lastUsed - b.lastUsed).slice(0, maxPreparedStatements / 2)
+    for (const [query] of leastRecent) this.#prepared.delete(query)
+    await this.#close(leastRecent.map(([, prepared]) => prepared.name))
   }
 
   async #close(names: ReadonlyArray<string>): Promise<void> {
