@@ -185,6 +185,12 @@ export interface AppConfigShape {
   /** How often held transactions past their window are marked expired (at most 60 s late, so at most 50 s). */
   readonly approvalSweepIntervalMs: number
   /**
+   * How often the veto relay (guardian/VetoRelay.ts) reads each own contract's pending guardian
+   * rotation and submits the guardian's veto of it: far inside any rotation delay (48 h on
+   * mainnet), so at most 60 s.
+   */
+  readonly vetoRelayIntervalMs: number
+  /**
    * An external test chain's faucet key: a test USDG minter (made one by the operator's
    * deploy step), which can touch no confidential balance. Without it the faucet answers 503.
    * The contracts' owner key is never configured on an api node: see admin/deploy.ts.
@@ -380,6 +386,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   approvalWindowMs: Config.Int("APPROVAL_WINDOW_MS").pipe(Config.withDefault(24 * 60 * 60 * 1000)),
   agentsPerAccountMax: Config.Int("AGENTS_PER_ACCOUNT_MAX").pipe(Config.withDefault(100)),
   approvalSweepIntervalMs: Config.Int("APPROVAL_SWEEP_INTERVAL_MS").pipe(Config.withDefault(10_000)),
+  vetoRelayIntervalMs: Config.Int("VETO_RELAY_INTERVAL_MS").pipe(Config.withDefault(15_000)),
   faucetKeyTestnet: Config.option(Config.Redacted("FAUCET_KEY_TESTNET")),
   natsUrl: Config.option(Config.String("NATS_URL")),
   natsStream: Config.String("NATS_STREAM").pipe(Config.withDefault("PPS_EVENTS")),
@@ -464,6 +471,7 @@ export const environmentVariables = [
   "APPROVAL_WINDOW_MS",
   "AGENTS_PER_ACCOUNT_MAX",
   "APPROVAL_SWEEP_INTERVAL_MS",
+  "VETO_RELAY_INTERVAL_MS",
   "FAUCET_KEY_TESTNET",
   "NATS_URL",
   "NATS_STREAM",
@@ -533,6 +541,9 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("ser
       // step itself takes well under 10 s.
       if (config.approvalWindowMs < 1 || config.approvalSweepIntervalMs < 1 || config.approvalSweepIntervalMs > 50_000) {
         return yield* Effect.die(new Error("APPROVAL_WINDOW_MS must be >= 1 and APPROVAL_SWEEP_INTERVAL_MS within 1-50000"))
+      }
+      if (config.vetoRelayIntervalMs < 100 || config.vetoRelayIntervalMs > 60_000) {
+        return yield* Effect.die(new Error("VETO_RELAY_INTERVAL_MS must be within 100-60000"))
       }
       // The SPEC list (`GET /v1/accounts/me/agents`) answers every agent in one response.
       if (config.agentsPerAccountMax < 1 || config.agentsPerAccountMax > agentsPerAccountMaxCeiling) {

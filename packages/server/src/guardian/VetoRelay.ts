@@ -22,12 +22,10 @@ import { GuardianClient } from "@pps/guardian"
 import { ConfidentialTokenArtifact } from "@pps/contracts"
 import { Cause, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { type Address, encodeFunctionData, getAddress, type Hex } from "viem"
+import { AppConfig } from "../config/AppConfig.ts"
 import { gasLimits } from "../settlement/domain.ts"
 import type { ChainContext } from "../settlement/Chains.ts"
 import { Settlement } from "../settlement/Settlement.ts"
-
-/** How often pending proposals are looked at: far inside any rotation delay (48 h on mainnet). */
-const relayEveryMs = 15_000
 
 /**
  * Whether the contract's current guardian has used its vetoes of proposals naming `newSigner`
@@ -51,6 +49,8 @@ const vetoesExhausted = (chain: ChainContext, contract: Address, newSigner: Addr
 export const VetoRelayLive = Layer.effectDiscard(Effect.gen(function*() {
   const guardian = yield* GuardianClient.GuardianClient
   const settlement = yield* Settlement
+  // How often pending proposals are looked at: far inside any rotation delay (48 h on mainnet).
+  const { vetoRelayIntervalMs } = yield* AppConfig
   /** Proposals already said to be past the bound, so the log says it once per proposal and node. */
   const exhaustedSaid = new Set<string>()
 
@@ -129,7 +129,7 @@ export const VetoRelayLive = Layer.effectDiscard(Effect.gen(function*() {
     relayRound.pipe(
       // A defect outside any one contract's step (none expected): the next round still runs.
       Effect.catchCause((cause) => Effect.logWarning("relaying the guardian's vetoes failed; will retry", cause)),
-      Effect.repeat(Schedule.spaced(Duration.millis(relayEveryMs)))
+      Effect.repeat(Schedule.spaced(Duration.millis(vetoRelayIntervalMs)))
     )
   )
 }))
