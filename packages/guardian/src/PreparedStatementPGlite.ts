@@ -21,8 +21,9 @@
  * are forgotten (prepared again on next use), so a statement made stale by a schema change is
  * prepared afresh; one whose result type a migration changed ("cached plan must not change
  * result type") is prepared again and run once more at once, outside a transaction. Texts are
- * bounded: past `maxPreparedStatements` the half that ran least recently is closed. Query options this path does
- * not implement (`blob`, `paramTypes`, `onNotice`; the service sets none) go PGlite's own way.
+ * bounded: past `maxPreparedStatements` the half that ran least recently is closed. Query
+ * options this path does not implement (`blob`, `paramTypes`, `onNotice`; the service sets none)
+ * go PGlite's own way.
  *
  * @since 0.1.0
  */
@@ -34,7 +35,7 @@ type BackendMessage = Awaited<ReturnType<PGlite["execProtocolStream"]>>[number]
 
 interface Prepared {
   readonly name: string
-  /** When it last ran, in executions of this instance: what `#closeLeastRecent` orders by. */
+  /** When it last ran, on the instance's `#runs` count: what `#closeLeastRecent` orders by. */
   lastUsed: number
   readonly parameterTypes: ReadonlyArray<number>
   /** The statement's RowDescription, or undefined for one that returns no rows (NoData). */
@@ -116,6 +117,8 @@ const attachQuery = (error: unknown, query: string, params: ReadonlyArray<unknow
 export class PreparedStatementPGlite extends PGlite {
   readonly #prepared = new Map<string, Prepared>()
   #nextName = 0
+  /** Statements run (or tried), the clock of `Prepared.lastUsed`. */
+  #runs = 0
 
   constructor(dataDir?: string, options?: PGliteOptions) {
     // On disk, every commit is synced to it (DurableNodeFS.ts); in memory, PGlite as it is. Both
@@ -162,7 +165,7 @@ export class PreparedStatementPGlite extends PGlite {
 
   async #run<T>(query: string, params: ReadonlyArray<unknown>, options: QueryOptions | undefined): Promise<Results<T>> {
     const prepared = this.#prepared.get(query) ?? await this.#prepare(query)
-    prepared.lastUsed = this.preparedStatistics.executions
+    prepared.lastUsed = this.#runs++
     const values = params.map((value, index) => {
       if (value === null || value === undefined) return null
       const type = prepared.parameterTypes[index]!
@@ -207,7 +210,7 @@ export class PreparedStatementPGlite extends PGlite {
     )
     const prepared: Prepared = {
       name,
-      lastUsed: this.preparedStatistics.executions,
+      lastUsed: this.#runs,
       parameterTypes: parse.parseDescribeStatementResults(messages),
       rowDescription: messages.find((message) => message.name === "rowDescription")
     }

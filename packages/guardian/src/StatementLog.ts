@@ -4,8 +4,9 @@
  * counted by its text (whitespace folded), with the milliseconds spent inside PGlite's call
  * (its CPU: PGlite runs on the calling thread), and the totals so far are written to
  * `<dir>/<process>-<pid>.statements` (mode 0600) every second and at exit, as one JSON array of
- * `[text, calls, milliseconds, prepares]` (prepares: the calls that first prepared the text, a
- * statement seen for the first time or again after `PreparedStatementPGlite` closed it). `packages/server/bench/statementSummary.ts` turns two such
+ * `Row`s: `[text, calls, milliseconds, prepares]`, prepares being the calls that prepared the
+ * text first (its first run, or a run after `PreparedStatementPGlite` closed it past its bound or
+ * forgot it when it failed). `packages/server/bench/statementSummary.ts` turns two such
  * readings into statements and milliseconds per transfer (`bench:throughput --statement-log`).
  *
  * Statement texts hold placeholders, never values: every statement of the service is
@@ -25,6 +26,14 @@ import { Effect } from "effect"
 export const variable = "PPS_STATEMENT_LOG"
 
 const writeEveryMs = 1_000
+
+/**
+ * One statement text's totals as the log file holds them: `[text, calls, milliseconds, prepares]`.
+ *
+ * @since 0.8.0
+ * @category models
+ */
+export type Row = readonly [text: string, calls: number, ms: number, prepares: number]
 
 /** Calls, milliseconds and prepares by statement text. */
 type Totals = Map<string, { calls: number; ms: number; prepares: number }>
@@ -53,7 +62,7 @@ const record = (text: string, ms: number, prepared: boolean): void => {
 }
 
 /** The totals so far, as the log file holds them. */
-export const snapshot = (): Array<readonly [string, number, number, number]> =>
+export const snapshot = (): Array<Row> =>
   totals === undefined ? [] : [...totals].map(([text, { calls, ms, prepares }]) => [text, calls, ms, prepares] as const)
 
 /**

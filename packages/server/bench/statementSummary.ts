@@ -1,14 +1,22 @@
 /**
  * Reads statement logs (packages/guardian/src/StatementLog.ts: `<process>-<pid>.statements`, the
- * totals so far as `[text, calls, milliseconds, prepares]`) and turns two readings, taken before and after
- * a measured window, into what each process's embedded database did per transfer in it: calls
- * and milliseconds inside PGlite, in all and by statement.
+ * totals so far as `StatementLog.Row`s) and turns two readings, taken before and after a measured
+ * window, into what each process's embedded database did per transfer in it: calls, milliseconds
+ * inside PGlite and the calls that prepared their text, in all and by statement.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import type { StatementLog } from "@pps/guardian"
+
+/** One statement text's totals: calls, milliseconds inside PGlite, and the calls that prepared it. */
+export interface StatementTotal {
+  readonly calls: number
+  readonly ms: number
+  readonly prepares: number
+}
 
 /** One process's totals by statement text. */
-export type StatementTotals = ReadonlyMap<string, { readonly calls: number; readonly ms: number; readonly prepares: number }>
+export type StatementTotals = ReadonlyMap<string, StatementTotal>
 
 /** The totals of every `*.statements` file in `directory`, by process name (the file name before its pid). */
 export const readStatements = (directory: string): Map<string, StatementTotals> => {
@@ -16,7 +24,7 @@ export const readStatements = (directory: string): Map<string, StatementTotals> 
   if (!fs.existsSync(directory)) return byProcess
   for (const file of fs.readdirSync(directory).filter((name) => name.endsWith(".statements"))) {
     const rows: unknown = JSON.parse(fs.readFileSync(path.join(directory, file), "utf8"))
-    const totals = new Map<string, { readonly calls: number; readonly ms: number; readonly prepares: number }>()
+    const totals = new Map<string, StatementTotal>()
     if (Array.isArray(rows)) {
       for (const row of rows) {
         if (Array.isArray(row) && typeof row[0] === "string" && typeof row[1] === "number" && typeof row[2] === "number") {
@@ -31,7 +39,7 @@ export const readStatements = (directory: string): Map<string, StatementTotals> 
 }
 
 /** One process's totals from a snapshot in the log file's form (`StatementLog.snapshot()`). */
-export const totalsOf = (rows: ReadonlyArray<readonly [string, number, number, number]>): StatementTotals =>
+export const totalsOf = (rows: ReadonlyArray<StatementLog.Row>): StatementTotals =>
   new Map(rows.map(([text, calls, ms, prepares]) => [text, { calls, ms, prepares }]))
 
 export interface StatementRow {
@@ -39,7 +47,7 @@ export interface StatementRow {
   readonly text: string
   readonly callsPerTransfer: number
   readonly msPerTransfer: number
-  /** The calls that prepared the text (first seen, or seen again after the statement was closed). */
+  /** The calls that prepared the text (its first run, or one after the statement was closed or forgotten). */
   readonly preparesPerTransfer: number
 }
 

@@ -57,7 +57,8 @@ const clearedWithin50s = (chain: ChainContext, token: Address) =>
   )
 
 describe("guardian rotation veto relay", () => {
-  layer(makeTestServer(), { timeout: "180 seconds", excludeTestServices: true })("embedded", (it) => {
+  // A round every second rather than the default 15 s: the test waits on rounds.
+  layer(makeTestServer({ config: { vetoRelayIntervalMs: 1_000 } }), { timeout: "180 seconds", excludeTestServices: true })("embedded", (it) => {
     it.effect("an unapproved rotation proposed by the owner is cancelled by the guardian's veto, relayed by the server", () =>
       Effect.gen(function*() {
         const server = yield* TestServer
@@ -108,8 +109,7 @@ describe("guardian rotation veto relay", () => {
           Effect.retry(Schedule.spaced("500 millis").pipe(Schedule.upTo({ duration: "40 seconds" }))),
           Effect.orDie
         )
-        // Rounds later (TestServer relays every second) still pending, nothing relayed for it,
-        // and said once only.
+        // Rounds later (one a second here) still pending, nothing relayed for it, and said once only.
         yield* Effect.sleep("4 seconds")
         assert.strictEqual(yield* pendingSigner(chain, token), signer)
         const relayed = server.logs.filter((line) => line.includes("relayed the guardian's veto") && line.includes(`"proposal_id":"${third}"`))

@@ -138,7 +138,7 @@ export const testConfig = (dataDir: string, overrides: Partial<AppConfigShape> =
   approvalWindowMs: 24 * 60 * 60 * 1000,
   agentsPerAccountMax: 100,
   approvalSweepIntervalMs: 1_000,
-  vetoRelayIntervalMs: 1_000,
+  vetoRelayIntervalMs: 15_000,
   faucetKeyTestnet: Option.none(),
   natsUrl: Option.none(),
   natsStream: "PPS_EVENTS",
