@@ -35,7 +35,7 @@ type BackendMessage = Awaited<ReturnType<PGlite["execProtocolStream"]>>[number]
 
 interface Prepared {
   readonly name: string
-  /** When it last ran, on the instance's `#runs` count: what `#closeLeastRecent` orders by. */
+  /** When it last ran (or was prepared), on the instance's `#runs` count: what `#closeLeastRecent` orders by. */
   lastUsed: number
   readonly parameterTypes: ReadonlyArray<number>
   /** The statement's RowDescription, or undefined for one that returns no rows (NoData). */

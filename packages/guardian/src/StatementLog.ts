@@ -30,7 +30,7 @@ const writeEveryMs = 1_000
 /**
  * One statement text's totals as the log file holds them: `[text, calls, milliseconds, prepares]`.
  *
- * @since 0.8.0
+ * @since 0.16.0
  * @category models
  */
 export type Row = readonly [text: string, calls: number, ms: number, prepares: number]

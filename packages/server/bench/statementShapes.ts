@@ -8,7 +8,7 @@
  * that never shrinks.
  *
  * Why: the statement logs (`bench:throughput --statement-log`) show the server running 400-500
- * texts a window, most of them a batch statement's sizes, and preparing 9-10 % of its calls over
+ * texts a window, most of them a batch statement's sizes, and preparing 8.7-10.0 % of its calls over
  * a run (docs/benchmarks/notes/2026-11-30-prepared-texts.md). Whether one shape would pay is a
  * matter of these three costs.
  *
