@@ -112,6 +112,47 @@ export interface BindStatement {
 }
 
 /**
+ * The UPDATE that binds each keyed request's record to its operation, matched on its own claim's
+ * token (the fence), and the check of how many rows it bound; undefined when no request had a key.
+ */
+const bindStatement = (sql: SqlClient.SqlClient, kind: OperationKind, bindings: ReadonlyArray<Binding>) => {
+  const keyed = bindings.flatMap(({ operationId, scope }) => Option.isSome(scope) ? [{ operationId, scope: scope.value }] : [])
+  if (keyed.length === 0) return undefined
+  // Each row matched on its own claim's token (the fence); one row per claim.
+  const statement = sql<{ readonly operation_id: string }>`
+    UPDATE idempotency_keys k SET operation_kind = v.operation_kind, operation_id = v.operation_id
+    FROM (VALUES ${
+    sql.csv(keyed.map(({ operationId, scope }) =>
+      sql`(${scope.accountId}, ${scope.mode}, ${scope.keyDigest}::bytea, ${scope.claimToken}, ${kind}, ${operationId})`
+    ))
+  }) AS v (account_id, mode, key_digest, claim_token, operation_kind, operation_id)
+    WHERE k.account_id = v.account_id AND k.mode = v.mode AND k.key_digest = v.key_digest
+      AND k.claim_token = v.claim_token
+    RETURNING k.operation_id`
+  // A claim named twice is one row.
+  const claims = new Set(keyed.map(({ scope }) =>
+    `${scope.accountId}\n${scope.mode}\n${Buffer.from(scope.keyDigest).toString("hex")}\n${scope.claimToken}`
+  ))
+  return {
+    statement,
+    // Another run took a claim over (this node looked dead to it): this run's record must
+    // not be committed beside the other's. Dying here rolls the transaction back (and a
+    // shared one is written again one record at a time, so only that record fails).
+    check: (bound: number) =>
+      bound === claims.size ? Effect.void : Effect.die(new Error("the idempotency claim was taken over by another run"))
+  }
+}
+
+/** Runs `bindStatement`'s UPDATE and its check. */
+const bindEach = (sql: SqlClient.SqlClient, kind: OperationKind, bindings: ReadonlyArray<Binding>) =>
+  Effect.gen(function*() {
+    const bind = bindStatement(sql, kind, bindings)
+    if (bind === undefined) return
+    const bound = yield* bind.statement
+    yield* bind.check(bound.length)
+  })
+
+/**
  * @since 0.2.0
  * @category services
  */
@@ -154,61 +195,21 @@ export class OperationReplay extends Context.Service<OperationReplay, {
   static readonly layer = Layer.effect(OperationReplay, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const resolvers = new Map<OperationKind, OperationResolver>()
-    const bindStatement = (
-      kind: OperationKind,
-      bindings: ReadonlyArray<Binding>
-    ) => {
-      const keyed = bindings.flatMap(({ operationId, scope }) => Option.isSome(scope) ? [{ operationId, scope: scope.value }] : [])
-      if (keyed.length === 0) return undefined
-      // Each row matched on its own claim's token (the fence); one row per claim.
-      const statement = sql<{ readonly operation_id: string }>`
-        UPDATE idempotency_keys k SET operation_kind = v.operation_kind, operation_id = v.operation_id
-        FROM (VALUES ${
-        sql.csv(keyed.map(({ operationId, scope }) =>
-          sql`(${scope.accountId}, ${scope.mode}, ${scope.keyDigest}::bytea, ${scope.claimToken}, ${kind}, ${operationId})`
-        ))
-      }) AS v (account_id, mode, key_digest, claim_token, operation_kind, operation_id)
-        WHERE k.account_id = v.account_id AND k.mode = v.mode AND k.key_digest = v.key_digest
-          AND k.claim_token = v.claim_token
-        RETURNING k.operation_id`
-      // A claim named twice is one row.
-      const claims = new Set(keyed.map(({ scope }) =>
-        `${scope.accountId}\n${scope.mode}\n${Buffer.from(scope.keyDigest).toString("hex")}\n${scope.claimToken}`
-      ))
-      return {
-        statement,
-        // Another run took a claim over (this node looked dead to it): this run's record must
-        // not be committed beside the other's. Dying here rolls the transaction back (and a
-        // shared one is written again one record at a time, so only that record fails).
-        check: (bound: number) =>
-          bound === claims.size ? Effect.void : Effect.die(new Error("the idempotency claim was taken over by another run"))
-      }
-    }
-    const bindEach = (
-      kind: OperationKind,
-      bindings: ReadonlyArray<Binding>
-    ) =>
-      Effect.gen(function*() {
-        const bind = bindStatement(kind, bindings)
-        if (bind === undefined) return
-        const bound = yield* bind.statement
-        yield* bind.check(bound.length)
-      })
     return OperationReplay.of({
       bind: (kind, operationId) =>
         Effect.gen(function*() {
           const scope = yield* CurrentIdempotencyScope
-          yield* bindEach(kind, [{ scope, operationId }])
+          yield* bindEach(sql, kind, [{ scope, operationId }])
         }),
       bindShownOnce: (kind, operationId) =>
         Effect.gen(function*() {
           const scope = yield* CurrentIdempotencyScope
-          yield* bindEach(kind, [{ scope, operationId }])
+          yield* bindEach(sql, kind, [{ scope, operationId }])
           // After the bind: an answer is kept back only when a record answers for it.
           if (Option.isSome(scope)) scope.value.answer.storable = false
         }),
-      bindEach,
-      bindStatement,
+      bindEach: (kind, bindings) => bindEach(sql, kind, bindings),
+      bindStatement: (kind, bindings) => bindStatement(sql, kind, bindings),
       register: (kind, resolver) => Effect.sync(() => void resolvers.set(kind, resolver)),
       resolve: (kind, operationId, principal) => {
         const resolver = resolvers.get(kind)
