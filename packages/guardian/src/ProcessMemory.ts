@@ -62,13 +62,15 @@ export const withMallocEnvironment = (environment: Readonly<Record<string, strin
  * Runs a full garbage collection now when the process has `gc` (started with `--expose-gc`, as
  * `nodeFlags` start it); otherwise does nothing.
  *
- * Why: PGlite's first start in a directory runs initdb in a second, throwaway PostgreSQL instance
+ * Why: PGlite's first start of a database runs initdb in a second, throwaway PostgreSQL instance
  * (its own WebAssembly memory, heavily written), and PGlite copies what it made into the real one.
  * Unreferenced once the database is open, it stayed resident until V8's next major collection,
  * which a quiet process may not run for minutes: the bench's idle reading found the guardian at
  * 610 MB instead of ~400 in one run of two. One collection after the database opens (~0.1-0.8 s
  * on the loaded 2-vCPU VM, once a start) gives it back at once
- * (docs/benchmarks/notes/2026-11-29-resident-memory-2.md).
+ * (docs/benchmarks/notes/2026-11-29-resident-memory-2.md). A database in a directory is now
+ * initialised in a child process instead (D91, `EmbeddedDatabase.initialiseApart`); the
+ * collection still gives back an in-memory database's instance, and whatever else opening left.
  *
  * @since 0.12.0
  * @category utils

@@ -16,6 +16,7 @@ import { ThreadedPGlite } from "../src/DatabaseThread.ts"
 import {
   type DatabaseThreading,
   defaultMaintenanceSchedule,
+  initialiseApart,
   initialiseTemplate,
   makeEmbeddedClient,
   nextGrowthCheckMs,
@@ -465,4 +466,56 @@ describe("EmbeddedDatabase: started from a template", () => {
       fs.rmSync(root, { recursive: true, force: true })
     }
   }, 120_000)
+})
+
+describe("EmbeddedDatabase: started without a template", () => {
+  const openExit = (dataDir: string) =>
+    Effect.runPromise(Effect.exit(Effect.scoped(Effect.gen(function*() {
+      const sql = yield* PgliteClient.PgliteClient
+      yield* sql`CREATE TABLE IF NOT EXISTS kept (id text PRIMARY KEY)`
+      yield* sql`INSERT INTO kept VALUES ('one') ON CONFLICT DO NOTHING`
+      return yield* sql<{ readonly id: string }>`SELECT id FROM kept`
+    }).pipe(Effect.provide(PgliteClient.layerFrom(makeEmbeddedClient(dataDir, 5_000, undefined, "caller")))))))
+  const open = (dataDir: string) => openExit(dataDir).then((exit) => exit._tag === "Success" ? exit.value : Promise.reject(exit.cause))
+  const leftovers = (root: string) => fs.readdirSync(root).filter((name) => name.includes(".initdb-"))
+
+  it("a directory with no database is initialised by a child process, then opened here; one with other files is refused", async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "pps-db-apart-"))
+    try {
+      // A directory not made yet (`npm start`'s first): initialised, opened, and what was committed
+      // is there on the next open, which initialises nothing. (An empty one is replaced as
+      // `seedFromTemplate` replaces it, tested above.)
+      const dataDir = path.join(root, "absent")
+      assert.deepStrictEqual(await open(dataDir), [{ id: "one" }])
+      assert.isTrue(fs.existsSync(path.join(dataDir, "PG_VERSION")))
+      assert.deepStrictEqual(leftovers(root), [])
+      const version = fs.statSync(path.join(dataDir, "PG_VERSION")).ino
+      assert.deepStrictEqual(await open(dataDir), [{ id: "one" }])
+      assert.strictEqual(fs.statSync(path.join(dataDir, "PG_VERSION")).ino, version)
+      // A directory holding other files is no database of ours: refused, left as it was, nothing beside it.
+      const occupied = fs.mkdtempSync(path.join(root, "occupied-"))
+      fs.writeFileSync(path.join(occupied, "notes.txt"), "mine")
+      const refused = await Effect.runPromise(Effect.exit(initialiseApart(occupied)))
+      assert.isTrue(refused._tag === "Failure")
+      assert.deepStrictEqual(fs.readdirSync(occupied), ["notes.txt"])
+      assert.deepStrictEqual(leftovers(root), [])
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true })
+    }
+  }, 120_000)
+
+  it("the open runs initdb in the child: the child's failure fails the open, naming the directory and what the child said", async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "pps-db-apart-"))
+    try {
+      // Under a file, no directory can be made: PGlite's initdb fails in the child.
+      fs.writeFileSync(path.join(root, "file"), "")
+      const dataDir = path.join(root, "file", "pglite")
+      const exit = await openExit(dataDir)
+      assert.isTrue(exit._tag === "Failure")
+      assert.include(String(exit._tag === "Failure" ? exit.cause : ""), `initialising the embedded database in ${dataDir}.initdb-`)
+      assert.isFalse(fs.existsSync(dataDir))
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true })
+    }
+  }, 60_000)
 })
