@@ -8,12 +8,13 @@
 import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { performance } from "node:perf_hooks"
 import { fileURLToPath } from "node:url"
 import { PgliteClient } from "@effect/sql-pglite"
-import { Cause, Clock, Duration, Effect } from "effect"
+import { Cause, Clock, Duration, Effect, Schedule } from "effect"
 import { ThreadedPGlite } from "./DatabaseThread.ts"
 import { PreparedStatementPGlite } from "./PreparedStatementPGlite.ts"
-import { collectGarbage } from "./ProcessMemory.ts"
+import { canTrimHeap, collectGarbage, trimHeap } from "./ProcessMemory.ts"
 
 export { PreparedStatementPGlite } from "./PreparedStatementPGlite.ts"
 
@@ -163,8 +164,43 @@ export const makeEmbeddedClient = (
     // On the wall clock, whatever clock the caller's context holds: the database's time is real
     // time, and a test's virtual clock moved on by a day must not run the 2,880 rounds it spans.
     yield* Effect.forkScoped(keepTablesMaintained(client, maintenance).pipe(Effect.provideService(Clock.Clock, Clock.Clock.defaultValue())))
+    yield* Effect.forkScoped(keepHeapTrimmed.pipe(Effect.provideService(Clock.Clock, Clock.Clock.defaultValue())))
     return client
   })
+
+/**
+ * How often a process with an embedded database considers giving its C heap's free pages back
+ * (D92), and how busy its event loop may have been over that time for it to do so.
+ *
+ * @since 0.16.0
+ * @category constants
+ */
+export const heapTrim = { intervalMs: 2_000, quietShare: 0.5 } as const
+
+/**
+ * D92: the C heap's free pages given back once the database is open (what opening left), then
+ * every `heapTrim.intervalMs` in which this process's event loop was under `heapTrim.quietShare`
+ * busy: after a load, not during it. Under load the pages given back are used again at once,
+ * each at the cost of a page fault, and the bench read up to +16 % CPU a transfer at 256 clients
+ * with a trim every 10 s regardless (docs/benchmarks/notes/2026-12-01-heap-trim.md). Without the
+ * addon (`ProcessMemory.canTrimHeap`) it says so once and ends.
+ */
+const keepHeapTrimmed: Effect.Effect<void> = Effect.suspend(() => {
+  if (!canTrimHeap()) {
+    return Effect.logInfo("glibc's heap is not trimmed: packages/guardian/native/build/mallocTrim.node was not built (a C compiler and Node's headers at `pnpm install`; D92)")
+  }
+  let since = performance.eventLoopUtilization()
+  const trimWhenQuiet = Effect.sync(() => {
+    const now = performance.eventLoopUtilization()
+    const busy = performance.eventLoopUtilization(now, since).utilization
+    since = now
+    if (busy < heapTrim.quietShare) trimHeap()
+  })
+  return Effect.sync(trimHeap).pipe(
+    Effect.andThen(trimWhenQuiet.pipe(Effect.repeat(Schedule.spaced(Duration.millis(heapTrim.intervalMs))))),
+    Effect.asVoid
+  )
+})
 
 /**
  * When the embedded database vacuums its tables and gathers planner statistics (see

@@ -4,6 +4,7 @@
  * and so does the same database on its own thread (src/DatabaseThread.ts). And it does prepare
  * once: a repeated statement text is executed without being prepared again.
  */
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -13,6 +14,7 @@ import { PgliteClient } from "@effect/sql-pglite"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { ThreadedPGlite } from "../src/DatabaseThread.ts"
+import * as ProcessMemory from "../src/ProcessMemory.ts"
 import {
   type DatabaseThreading,
   defaultMaintenanceSchedule,
@@ -220,6 +222,18 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
     }
     fs.rmSync(directory, { recursive: true, force: true })
   }, 60_000)
+
+  it("gives the C heap's free pages back (glibc's malloc_trim) where `pnpm install` had a C compiler to build its addon (D92)", () => {
+    // native/build.sh builds the addon at install with `CC` (else `cc`); without one it is not there
+    // and trimming does nothing. This machine's install had one exactly when one is on PATH now.
+    const compiler = spawnSync("sh", ["-c", 'command -v "${CC:-cc}"']).status === 0
+    assert.strictEqual(ProcessMemory.canTrimHeap(), compiler, compiler ? "native/build/mallocTrim.node built and loaded" : "nothing to load")
+    // 1 from malloc_trim when it gave pages back, 0 when there were none: a boolean either way;
+    // false without the addon.
+    const trimmed = ProcessMemory.trimHeap()
+    assert.isBoolean(trimmed)
+    if (!compiler) assert.isFalse(trimmed)
+  })
 
   it("collects garbage once the database is open, when the process has `gc` (D67: a first start's initdb instance)", async () => {
     const exposed = globalThis.gc
