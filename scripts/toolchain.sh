@@ -50,5 +50,11 @@ if [ ! -f "$root/node_modules/.pps-lock-$lock_sum" ]; then
   touch "$root/node_modules/.pps-lock-$lock_sum"
 fi
 
+# The guardian's native addon (D92) is built by its package's install script; a checkout installed
+# before it existed has no build/ folder yet: build it once here (it never fails; it says why not).
+if [ ! -d "$root/packages/guardian/native/build" ]; then
+  sh "$root/packages/guardian/native/build.sh"
+fi
+
 cd "$root"
 exec "$@"

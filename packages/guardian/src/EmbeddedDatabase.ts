@@ -11,7 +11,7 @@ import * as path from "node:path"
 import { performance } from "node:perf_hooks"
 import { fileURLToPath } from "node:url"
 import { PgliteClient } from "@effect/sql-pglite"
-import { Cause, Clock, Duration, Effect, Schedule } from "effect"
+import { Cause, Clock, Duration, Effect } from "effect"
 import { ThreadedPGlite } from "./DatabaseThread.ts"
 import { PreparedStatementPGlite } from "./PreparedStatementPGlite.ts"
 import { canTrimHeap, collectGarbage, trimHeap } from "./ProcessMemory.ts"
@@ -70,14 +70,18 @@ export const seedFromTemplate = (dataDir: string, template: string): void => {
 /**
  * Makes `dataDir` a freshly initialised cluster when it holds no database yet, with initdb run in
  * a child process (`initialiseDatabase.ts`) that exits once it is done, so that this process
- * opens the directory as it would on a restart. In process, PGlite's first start runs initdb in a
- * second, throwaway PostgreSQL instance and tiers its WebAssembly up while doing so; garbage
- * collected after the open (`collectGarbage`), it still left the server and the guardian ~50-100
- * MB more resident at idle than a restart does (2026-12-01 note: 770 against 663 MB for the two
- * on a first start). The cluster is made beside `dataDir` and moved into place as
- * `seedFromTemplate` moves a copy, so a process stopped midway leaves no half database there.
- * A child that fails (its status and what it wrote to stderr) fails the open, as PGlite's own
- * initdb failing in process does.
+ * opens the directory as it would on a restart (D91). In process, PGlite's first start runs
+ * initdb in a second, throwaway PostgreSQL instance and tiers its WebAssembly up while doing so;
+ * garbage collected after the open (`collectGarbage`), it still left ~100-150 MB more resident
+ * in the server and the guardian together than a restart does (the bench's idle reading 812-836
+ * against 682-707 MB, docs/benchmarks/notes/2026-12-01-initdb-apart.md).
+ *
+ * The cluster is made beside `dataDir` and moved into place as `seedFromTemplate` moves a copy,
+ * so a process stopped midway leaves no half database there; what a killed earlier start left
+ * beside it is removed first (the caller holds the data directory's lock). A `dataDir` that
+ * holds other files is refused before anything runs, as initdb refuses it. A child that fails
+ * (its exit status or signal, and what it wrote to stderr) fails the open, as PGlite's own initdb
+ * failing in process does: a defect, since nothing can be served without the database.
  *
  * @since 0.16.0
  * @category constructors
@@ -85,6 +89,10 @@ export const seedFromTemplate = (dataDir: string, template: string): void => {
 export const initialiseApart = (dataDir: string): Effect.Effect<void> =>
   Effect.suspend(() => {
     if (fs.existsSync(path.join(dataDir, "PG_VERSION"))) return Effect.void
+    if (fs.existsSync(dataDir) && fs.readdirSync(dataDir).length > 0) {
+      return Effect.die(new Error(`${dataDir} holds files but no database: refusing to initialise one there`))
+    }
+    removeEarlierPartials(dataDir)
     const partial = `${dataDir}.initdb-${process.pid}`
     return initialiseInChild(partial).pipe(
       Effect.andThen(Effect.sync(() => moveIntoPlace(partial, dataDir))),
@@ -95,17 +103,34 @@ export const initialiseApart = (dataDir: string): Effect.Effect<void> =>
 /** The child's entry: a TypeScript file, run by the same node with its types stripped. */
 const initialiseEntry = fileURLToPath(new URL("./initialiseDatabase.ts", import.meta.url))
 
-/** Runs the child on `directory` (emptied first); interrupted, the child is killed. */
+/** What earlier starts, killed while their child ran, left beside `dataDir`. */
+const removeEarlierPartials = (dataDir: string): void => {
+  const parent = path.dirname(dataDir)
+  const prefix = `${path.basename(dataDir)}.initdb-`
+  // Not a directory (yet): nothing was left there; making it is the child's to try and report.
+  if (fs.statSync(parent, { throwIfNoEntry: false })?.isDirectory() !== true) return
+  for (const name of fs.readdirSync(parent)) {
+    if (name.startsWith(prefix)) fs.rmSync(path.join(parent, name), { recursive: true, force: true })
+  }
+}
+
+/**
+ * Runs the child on `directory` (emptied first). Interrupted, the child is killed and waited for,
+ * so that nothing writes to `directory` once the interruption has ended.
+ */
 const initialiseInChild = (directory: string): Effect.Effect<void> =>
   Effect.callback<void>((resume) => {
     fs.rmSync(directory, { recursive: true, force: true })
-    const child = execFile(process.execPath, ["--disable-warning=ExperimentalWarning", initialiseEntry, directory], (error, _stdout, stderr) =>
-      resume(
-        error === null
-          ? Effect.void
-          : Effect.die(new Error(`initialising the embedded database in ${directory} failed (${error.message.split("\n")[0]}): ${stderr.trim()}`))
-      ))
-    return Effect.sync(() => child.kill("SIGKILL"))
+    const child = execFile(process.execPath, ["--disable-warning=ExperimentalWarning", initialiseEntry, directory], (error, _stdout, stderr) => {
+      if (error === null) return resume(Effect.void)
+      const ended = error.signal ? `signal ${error.signal}` : `exit status ${String(error.code)}`
+      resume(Effect.die(new Error(`initialising the embedded database in ${directory} failed (${ended}): ${stderr.trim() || "nothing on stderr"}`)))
+    })
+    return Effect.callback<void>((exited) => {
+      if (child.exitCode !== null || child.signalCode !== null) return exited(Effect.void)
+      child.once("exit", () => exited(Effect.void))
+      child.kill("SIGKILL")
+    })
   })
 
 /**
@@ -154,7 +179,7 @@ export const makeEmbeddedClient = (
         Effect.promise(async () => {
           const db = new PreparedStatementPGlite(dataDir)
           await db.waitReady
-          // What opening left unreferenced (a first start's initdb instance among it) given back now.
+          // What opening left unreferenced (an in-memory database's initdb instance among it) given back now.
           collectGarbage()
           return db
         }),
@@ -183,11 +208,13 @@ export const heapTrim = { intervalMs: 2_000, quietShare: 0.5 } as const
  * busy: after a load, not during it. Under load the pages given back are used again at once,
  * each at the cost of a page fault, and the bench read up to +16 % CPU a transfer at 256 clients
  * with a trim every 10 s regardless (docs/benchmarks/notes/2026-12-01-heap-trim.md). Without the
- * addon (`ProcessMemory.canTrimHeap`) it says so once and ends.
+ * addon (`ProcessMemory.canTrimHeap`) it says so once and ends. The event loop read is this
+ * thread's: with the database on a thread of its own (`EMBEDDED_DATABASE_THREAD=own`) a load
+ * on that thread alone does not count, and a trim may then run during it.
  */
 const keepHeapTrimmed: Effect.Effect<void> = Effect.suspend(() => {
   if (!canTrimHeap()) {
-    return Effect.logInfo("glibc's heap is not trimmed: packages/guardian/native/build/mallocTrim.node was not built (a C compiler and Node's headers at `pnpm install`; D92)")
+    return Effect.logInfo("glibc's heap is not trimmed: packages/guardian/native/build/mallocTrim.node was not built or does not load (D92; `sh packages/guardian/native/build.sh` says why)")
   }
   let since = performance.eventLoopUtilization()
   const trimWhenQuiet = Effect.sync(() => {
@@ -197,7 +224,7 @@ const keepHeapTrimmed: Effect.Effect<void> = Effect.suspend(() => {
     if (busy < heapTrim.quietShare) trimHeap()
   })
   return Effect.sync(trimHeap).pipe(
-    Effect.andThen(trimWhenQuiet.pipe(Effect.repeat(Schedule.spaced(Duration.millis(heapTrim.intervalMs))))),
+    Effect.andThen(Effect.forever(Effect.sleep(Duration.millis(heapTrim.intervalMs)).pipe(Effect.andThen(trimWhenQuiet)))),
     Effect.asVoid
   )
 })

@@ -19,7 +19,8 @@
  * (docs/benchmarks/notes/2026-11-29-resident-memory.md).
  *
  * - `--expose-gc`: gives the process `gc`, which `collectGarbage` calls once the embedded database
- *   is open, so that a first start's initdb instance is not left resident until V8 collects it
+ *   is open, so that what opening left unreferenced (an in-memory database's initdb instance; a
+ *   directory's is initialised in a child process, D91) is not left resident until V8 collects it
  *   of its own accord (below). Nothing else calls it.
  *
  * None of them changes what the program does; a variable the operator set keeps its value. The
@@ -98,7 +99,7 @@ const loadNativeTrim = (): (() => boolean) | null => {
     return null
   }
   const trim = addon.exports.trim
-  return typeof trim === "function" ? () => trim() === true : null
+  return typeof trim === "function" ? (): boolean => trim() === true : null
 }
 
 /**
@@ -109,7 +110,7 @@ const loadNativeTrim = (): (() => boolean) | null => {
  * @category utils
  */
 export const canTrimHeap = (): boolean => {
-  nativeTrim ??= loadNativeTrim()
+  if (nativeTrim === undefined) nativeTrim = loadNativeTrim()
   return nativeTrim !== null
 }
 
@@ -128,6 +129,6 @@ export const canTrimHeap = (): boolean => {
  * @category utils
  */
 export const trimHeap = (): boolean => {
-  nativeTrim ??= loadNativeTrim()
+  if (nativeTrim === undefined) nativeTrim = loadNativeTrim()
   return nativeTrim !== null && nativeTrim()
 }

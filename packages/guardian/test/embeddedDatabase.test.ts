@@ -8,6 +8,7 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 import { PGlite, type PGliteInterface } from "@electric-sql/pglite"
 import { assert, describe, it } from "@effect/vitest"
 import { PgliteClient } from "@effect/sql-pglite"
@@ -223,16 +224,39 @@ describe("EmbeddedDatabase: prepared statements on PGlite", () => {
     fs.rmSync(directory, { recursive: true, force: true })
   }, 60_000)
 
-  it("gives the C heap's free pages back (glibc's malloc_trim) where `pnpm install` had a C compiler to build its addon (D92)", () => {
-    // native/build.sh builds the addon at install with `CC` (else `cc`); without one it is not there
-    // and trimming does nothing. This machine's install had one exactly when one is on PATH now.
-    const compiler = spawnSync("sh", ["-c", 'command -v "${CC:-cc}"']).status === 0
-    assert.strictEqual(ProcessMemory.canTrimHeap(), compiler, compiler ? "native/build/mallocTrim.node built and loaded" : "nothing to load")
-    // 1 from malloc_trim when it gave pages back, 0 when there were none: a boolean either way;
-    // false without the addon.
+  it("native/build.sh builds the trim addon where a C compiler and Node's headers are, and says why not elsewhere (D92)", () => {
+    // A copy of native/ (the source and the script), built as `pnpm install` builds the real one.
+    const native = fileURLToPath(new URL("../native/", import.meta.url))
+    const copy = fs.mkdtempSync(path.join(os.tmpdir(), "pps-native-"))
+    try {
+      for (const file of ["mallocTrim.c", "build.sh"]) fs.copyFileSync(path.join(native, file), path.join(copy, file))
+      const built = spawnSync("sh", [path.join(copy, "build.sh")], { encoding: "utf8" })
+      assert.strictEqual(built.status, 0, "the build never fails its caller")
+      const compiler = spawnSync("sh", ["-c", 'command -v "${CC:-cc}"']).status === 0
+      const headers = fs.existsSync(path.join(path.dirname(path.dirname(process.execPath)), "include", "node", "node_api.h"))
+      const addon = path.join(copy, "build", "mallocTrim.node")
+      if (compiler && headers) {
+        assert.isTrue(fs.existsSync(addon), built.stderr)
+        const loaded: { exports: { readonly trim?: unknown } } = { exports: {} }
+        process.dlopen(loaded, addon)
+        assert.isFunction(loaded.exports.trim)
+        assert.isBoolean((loaded.exports.trim as () => unknown)())
+      } else {
+        assert.isFalse(fs.existsSync(addon))
+        assert.include(fs.readFileSync(path.join(copy, "build", "not-built.txt"), "utf8"), compiler ? "no Node headers" : "failed")
+      }
+    } finally {
+      fs.rmSync(copy, { recursive: true, force: true })
+    }
+  })
+
+  it("trims the C heap through the installed addon exactly when it is there (D92)", () => {
+    const installed = fileURLToPath(new URL("../native/build/mallocTrim.node", import.meta.url))
+    assert.strictEqual(ProcessMemory.canTrimHeap(), fs.existsSync(installed))
+    // malloc_trim's 1 (pages given back) or 0 (none): a boolean; false without the addon.
     const trimmed = ProcessMemory.trimHeap()
     assert.isBoolean(trimmed)
-    if (!compiler) assert.isFalse(trimmed)
+    if (!fs.existsSync(installed)) assert.isFalse(trimmed)
   })
 
   it("collects garbage once the database is open, when the process has `gc` (D67: a first start's initdb instance)", async () => {
@@ -500,6 +524,9 @@ describe("EmbeddedDatabase: started without a template", () => {
       // is there on the next open, which initialises nothing. (An empty one is replaced as
       // `seedFromTemplate` replaces it, tested above.)
       const dataDir = path.join(root, "absent")
+      // What an earlier start, killed while its child ran, left beside it: removed first.
+      fs.mkdirSync(path.join(root, "absent.initdb-99999"))
+      fs.writeFileSync(path.join(root, "absent.initdb-99999", "PG_VERSION"), "17\n")
       assert.deepStrictEqual(await open(dataDir), [{ id: "one" }])
       assert.isTrue(fs.existsSync(path.join(dataDir, "PG_VERSION")))
       assert.deepStrictEqual(leftovers(root), [])
@@ -526,7 +553,10 @@ describe("EmbeddedDatabase: started without a template", () => {
       const dataDir = path.join(root, "file", "pglite")
       const exit = await openExit(dataDir)
       assert.isTrue(exit._tag === "Failure")
-      assert.include(String(exit._tag === "Failure" ? exit.cause : ""), `initialising the embedded database in ${dataDir}.initdb-`)
+      const message = String(exit._tag === "Failure" ? exit.cause : "")
+      assert.include(message, `initialising the embedded database in ${dataDir}.initdb-`)
+      assert.include(message, "failed (exit status 1): ")
+      assert.notInclude(message, "nothing on stderr")
       assert.isFalse(fs.existsSync(dataDir))
     } finally {
       fs.rmSync(root, { recursive: true, force: true })

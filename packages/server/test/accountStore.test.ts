@@ -15,6 +15,7 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { AccountStore } from "../src/accounts/AccountStore.ts"
+import { pgliteTemplate } from "../../../scripts/pgliteTemplate.ts"
 import { MigrationsLive } from "../src/platform/Database.ts"
 
 const dataDirs: Array<string> = []
@@ -37,7 +38,7 @@ const storeLayer = () => {
     growthCheckMs: never,
     growthCheckMaxMs: never
   }
-  const database = EmbeddedDatabase.makeEmbeddedClient(path.join(dataDir, "pglite"), 5_000, noMaintenance)
+  const database = EmbeddedDatabase.makeEmbeddedClient(path.join(dataDir, "pglite"), 5_000, noMaintenance, "caller", pgliteTemplate())
   return AccountStore.layer.pipe(Layer.provideMerge(MigrationsLive), Layer.provideMerge(PgliteClient.layerFrom(database)))
 }
 
