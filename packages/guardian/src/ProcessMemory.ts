@@ -102,6 +102,12 @@ const loadNativeTrim = (): (() => boolean) | null => {
   return typeof trim === "function" ? (): boolean => trim() === true : null
 }
 
+/** The trim, loaded on first use; a failed load is remembered as null. */
+const loadedTrim = (): (() => boolean) | null => {
+  if (nativeTrim === undefined) nativeTrim = loadNativeTrim()
+  return nativeTrim
+}
+
 /**
  * Whether `trimHeap` can give memory back on this machine: glibc's `malloc_trim`, through the
  * addon `pnpm install` builds (`native/build.sh`: a C compiler and Node's headers were there).
@@ -109,10 +115,7 @@ const loadNativeTrim = (): (() => boolean) | null => {
  * @since 0.16.0
  * @category utils
  */
-export const canTrimHeap = (): boolean => {
-  if (nativeTrim === undefined) nativeTrim = loadNativeTrim()
-  return nativeTrim !== null
-}
+export const canTrimHeap = (): boolean => loadedTrim() !== null
 
 /**
  * Gives the C heap's free pages back to the operating system (glibc's `malloc_trim(0)`) and
@@ -128,7 +131,4 @@ export const canTrimHeap = (): boolean => {
  * @since 0.16.0
  * @category utils
  */
-export const trimHeap = (): boolean => {
-  if (nativeTrim === undefined) nativeTrim = loadNativeTrim()
-  return nativeTrim !== null && nativeTrim()
-}
+export const trimHeap = (): boolean => loadedTrim()?.() ?? false
