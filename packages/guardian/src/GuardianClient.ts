@@ -12,7 +12,7 @@
  *
  * @since 0.1.0
  */
-import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Cause, Config, Context, Effect, Layer, Option, Redacted } from "effect"
 import { HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
 import { RpcClient, RpcClientError } from "effect/rpc"

@@ -13,7 +13,8 @@
  * @since 0.1.0
  */
 import { createServer } from "node:http"
-import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Config, Effect, Layer, Logger, References } from "effect"
 import { HttpRouter } from "effect/http"
 import { run as runCancelRotation } from "./cancelRotation.ts"

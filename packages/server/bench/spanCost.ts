@@ -17,7 +17,7 @@
  * calls and four transfer stages, against the same loop without them.
  */
 import { spawn } from "node:child_process"
-import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Effect, Layer, References } from "effect"
 import { OtlpExporter, OtlpSerialization, OtlpTracer } from "effect/observability"
 import { MetricsRegistryLive, observeRequest, timeGuardianCall, transferReached } from "../src/observability/Metrics.ts"

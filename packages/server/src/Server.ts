@@ -11,10 +11,10 @@
  *
  * @since 0.1.0
  */
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Data, Duration, Effect, Layer } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
-import { HttpApi, HttpApiBuilder, type HttpApiGroup, HttpApiScalar } from "effect/http-api"
+import { HttpApi, HttpApiBuilder, type HttpApiGroup } from "effect/http-api"
 import { Accounts } from "./accounts/Accounts.ts"
 import { Agents } from "./agents/Agents.ts"
 import { AgentKeys } from "./agents/AgentKeys.ts"
@@ -50,6 +50,7 @@ import { DashboardAuth } from "./dashboard/DashboardAuth.ts"
 import { DashboardConfig } from "./dashboard/DashboardConfig.ts"
 import { DashboardRoutes, dashboardRoutePaths } from "./dashboard/http.ts"
 import { PublicApi } from "@pps/api/Api"
+import * as ApiReference from "./http/ApiReference.ts"
 import { AuthorizationLive } from "./http/Authorization.ts"
 import { apiReferencePath, envelopeMiddleware, makeNodeServer, makeRouteTable } from "./http/Envelope.ts"
 import { acceptorsPerListener, withAcceptors } from "./http/Acceptors.ts"
@@ -110,7 +111,7 @@ export const PublicApp = Layer.mergeAll(
     // Groups need their middleware too, so it is provided after them.
     Layer.provide([AuthorizationLive, RequestValidationLive, IdempotencyLive])
   ),
-  HttpApiScalar.layer(PublicApi, { path: apiReferencePath }),
+  ApiReference.layer(PublicApi, apiReferencePath),
   HealthRoutes,
   DashboardRoutes,
   // One middleware, so their order is stated: the envelope outside; inside it, before the body

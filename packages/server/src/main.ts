@@ -15,7 +15,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { SpanLog, StatementLog } from "@pps/guardian"
 import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { AppConfig } from "./config/AppConfig.ts"

@@ -26,12 +26,6 @@
  */
 import { AuditLog } from "../audit/AuditLog.ts"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
-import {
-  generateAuthenticationOptions,
-  generateRegistrationOptions,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse
-} from "@simplewebauthn/server"
 import type {
   AuthenticationResponseJSON,
   AuthenticatorTransport,
@@ -174,6 +168,13 @@ export interface SessionView {
 const sha256 = (value: string): Uint8Array => createHash("sha256").update(value, "utf8").digest()
 const newToken = (): string => randomBytes(tokenBytes).toString("base64url")
 const isoOf = (ms: number) => new Date(ms).toISOString()
+
+/**
+ * The WebAuthn verifier, loaded by the first passkey ceremony rather than at start (D93): with its
+ * ASN.1 and X.509 parsers it is a fifth of what a started server's heap holds, and a server that
+ * only moves money never runs one. The module loader keeps it once loaded.
+ */
+const webAuthn = Effect.promise(() => import("@simplewebauthn/server"))
 
 /** The challenge a browser signed, read from its clientDataJSON (it is checked again by the verifier). */
 const ClientData = Schema.fromJsonString(Schema.Struct({ challenge: Schema.String }))
@@ -334,8 +335,9 @@ const registrationOptions = ({ sql, rpId }: DashboardAuthContext, accountId: str
   Effect.gen(function*() {
     const existing = yield* sql<{ credential_id: string; transports: string }>`
       SELECT credential_id, transports FROM dashboard_passkeys WHERE account_id = ${accountId}`
+    const library = yield* webAuthn
     return yield* Effect.promise(() =>
-      generateRegistrationOptions({
+      library.generateRegistrationOptions({
         rpName: "Private Payments",
         rpID: rpId,
         userName: `@${handle}`,
@@ -353,10 +355,15 @@ const registrationOptions = ({ sql, rpId }: DashboardAuthContext, accountId: str
   })
 
 const verifyRegistration = ({ origin, rpId }: DashboardAuthContext, response: RegistrationResponseJSON, challenge: string) =>
-  Effect.tryPromise({
-    try: () => verifyRegistrationResponse({ response, expectedChallenge: challenge, expectedOrigin: origin, expectedRPID: rpId }),
-    catch: () => ceremonyInvalid
-  }).pipe(Effect.flatMap((result) => result.verified ? Effect.succeed(result.registrationInfo.credential) : Effect.fail(ceremonyInvalid)))
+  webAuthn.pipe(
+    Effect.flatMap((library) =>
+      Effect.tryPromise({
+        try: () => library.verifyRegistrationResponse({ response, expectedChallenge: challenge, expectedOrigin: origin, expectedRPID: rpId }),
+        catch: () => ceremonyInvalid
+      })
+    ),
+    Effect.flatMap((result) => result.verified ? Effect.succeed(result.registrationInfo.credential) : Effect.fail(ceremonyInvalid))
+  )
 
 interface RegisteredCredential {
   readonly id: string
@@ -391,9 +398,10 @@ const verifyAssertion = ({ sql, origin, rpId }: DashboardAuthContext, response: 
     if (passkey === undefined) {
       return yield* new DashboardAuthError({ reason: "passkey_unknown", message: "This passkey is not registered here." })
     }
+    const library = yield* webAuthn
     const verified = yield* Effect.tryPromise({
       try: () =>
-        verifyAuthenticationResponse({
+        library.verifyAuthenticationResponse({
           response,
           expectedChallenge: challenge,
           expectedOrigin: origin,
@@ -471,7 +479,8 @@ const enrollVerify = Effect.fn("DashboardAuth.enrollVerify")(function*(
 
 const signInOptions = (context: DashboardAuthContext) =>
   Effect.gen(function*() {
-    const options = yield* Effect.promise(() => generateAuthenticationOptions({ rpID: context.rpId, userVerification: "preferred" }))
+    const library = yield* webAuthn
+    const options = yield* Effect.promise(() => library.generateAuthenticationOptions({ rpID: context.rpId, userVerification: "preferred" }))
     yield* storeChallenge(context, options.challenge, "sign_in", null, null)
     return options
   })
@@ -515,8 +524,9 @@ const addPasskeyVerify = Effect.fn("DashboardAuth.addPasskeyVerify")(function*(
 const stepUpOptions = Effect.fn("DashboardAuth.stepUpOptions")(function*(context: DashboardAuthContext, session: DashboardSession) {
   const owned = yield* context.sql<{ credential_id: string; transports: string }>`
     SELECT credential_id, transports FROM dashboard_passkeys WHERE account_id = ${session.accountId}`
+  const library = yield* webAuthn
   const options = yield* Effect.promise(() =>
-    generateAuthenticationOptions({
+    library.generateAuthenticationOptions({
       rpID: context.rpId,
       userVerification: "required",
       allowCredentials: owned.map((row) => ({ id: row.credential_id, transports: transportsOf(row.transports) }))

@@ -33,7 +33,7 @@
 import { CurrentRequestId } from "./CurrentRequestId.ts"
 import * as Http from "node:http"
 import type { Duplex } from "node:stream"
-import { NodeHttpServerRequest } from "@effect/platform-node"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { type Cause, Clock, Effect } from "effect"
 import * as ByteSize from "effect/ByteSize"
 import { FindMyWay, HttpIncomingMessage, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"

@@ -18,7 +18,7 @@
  *
  * @since 0.9.0
  */
-import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Effect, Layer, Option, Redacted, References } from "effect"
 import { HttpMiddleware, type HttpServerRequest, UrlParams } from "effect/http"
 import { OtlpMetrics, OtlpSerialization, OtlpTracer } from "effect/observability"

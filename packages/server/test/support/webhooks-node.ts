@@ -5,7 +5,7 @@
  * accounts, one subscription each to PPS_TEST_RECEIVER/sub-<n>, and
  * PPS_TEST_EVENTS events per account, then prints "seeded".
  */
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer } from "effect"
 import { Accounts } from "../../src/accounts/Accounts.ts"
 import { AppConfig } from "../../src/config/AppConfig.ts"

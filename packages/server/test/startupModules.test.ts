@@ -1,0 +1,107 @@
+/**
+ * What a started process holds that it may never use (D93): the modules the server's and the
+ * guardian's graphs load at start leave out the WebAuthn verifier (loaded by the first passkey
+ * ceremony), Scalar's 6 MB script (read when the reference page is first asked for) and the
+ * packages `@effect/platform-node`'s index would pull in (its Redis client, WebSocket and cluster
+ * modules); and the reference page built from the script's file is the script effect ships.
+ */
+import { execFile } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import { promisify } from "node:util"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { OpenApi } from "effect/http-api"
+import { PublicApi } from "@pps/api/Api"
+import { pageOf, scalarModulePath, scriptOfModule } from "../src/http/ApiReference.ts"
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const packagesDir = path.resolve(here, "../..")
+
+/**
+ * A child process that records every module the given entries resolve, statically or not, and
+ * prints their URLs: the graph as node loads it, not as the sources read.
+ */
+const loadedBy = async (entries: ReadonlyArray<string>): Promise<ReadonlyArray<string>> => {
+  const script = `
+    import { registerHooks } from "node:module"
+    const loaded = new Set()
+    registerHooks({ resolve(specifier, context, next) { const found = next(specifier, context); loaded.add(found.url); return found } })
+    for (const entry of ${JSON.stringify(entries.map((entry) => pathToFileURL(entry).href))}) await import(entry)
+    process.stdout.write(JSON.stringify([...loaded]))
+    process.exit(0)
+  `
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    ["--disable-warning=ExperimentalWarning", "--input-type=module", "--eval", script],
+    { cwd: path.join(packagesDir, "server"), maxBuffer: 64 * 1024 * 1024 }
+  )
+  return JSON.parse(stdout) as ReadonlyArray<string>
+}
+
+/** Modules no start-up graph may hold: what each looks like in a resolved URL. */
+const leftOut = [
+  ["the WebAuthn verifier", "/@simplewebauthn/server/"],
+  ["Scalar's script", "/http-api/internal/httpApiScalar.js"],
+  ["@effect/platform-node's index", "/@effect/platform-node/dist/index.js"],
+  ["the Redis client", "/@redis/"]
+] as const
+
+const sourceFiles = (dir: string): ReadonlyArray<string> =>
+  fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory()
+      ? sourceFiles(path.join(dir, entry.name))
+      : entry.name.endsWith(".ts") || entry.name.endsWith(".tsx") ? [path.join(dir, entry.name)] : []
+  )
+
+describe("modules loaded at start (D93)", () => {
+  it("the server's and the guardian's graphs leave out what a process may never use", async () => {
+    const loaded = await loadedBy([
+      path.join(packagesDir, "server/src/Server.ts"),
+      path.join(packagesDir, "guardian/src/GuardianLive.ts"),
+      path.join(packagesDir, "guardian/src/GuardianServer.ts"),
+      path.join(packagesDir, "guardian/src/GuardianClient.ts")
+    ])
+    // The graph was walked: the dashboard's passkey code and the guardian's service are in it.
+    assert.isTrue(loaded.some((url) => url.endsWith("/server/src/dashboard/DashboardAuth.ts")))
+    assert.isTrue(loaded.some((url) => url.endsWith("/guardian/src/GuardianLive.ts")))
+    for (const [what, marker] of leftOut) {
+      assert.deepStrictEqual(loaded.filter((url) => url.includes(marker)), [], `${what} is not loaded at start`)
+    }
+  }, 60_000)
+
+  it("no source imports @effect/platform-node's index, nor mounts effect's Scalar layer", () => {
+    // Read in the sources, since neither shows in a graph of imports: the entries' own imports
+    // (main.ts runs when imported), and `HttpApiScalar.layer`, which loads the script only when
+    // the layer is built.
+    const forbidden = [/from\s+"@effect\/platform-node"/, /HttpApiScalar\.layer\(/]
+    const offending = ["server/src", "guardian/src", "server/test", "guardian/test"]
+      .flatMap((dir) => sourceFiles(path.join(packagesDir, dir)))
+      .filter((file) => !file.endsWith("startupModules.test.ts"))
+      .filter((file) => forbidden.some((pattern) => pattern.test(fs.readFileSync(file, "utf8"))))
+    assert.deepStrictEqual(offending, [])
+  })
+
+  it.effect("the reference page carries the script effect ships, read from its module's file", () =>
+    Effect.gen(function*() {
+      const script = yield* scriptOfModule(fs.readFileSync(scalarModulePath, "utf8"))
+      const shipped = yield* Effect.promise(() => import(pathToFileURL(scalarModulePath).href) as Promise<{ javascript: string }>)
+      assert.isAbove(script.length, 1_000_000)
+      assert.strictEqual(script, shipped.javascript)
+      const page = pageOf(OpenApi.fromApi(PublicApi), script)
+      assert.include(page, `<script>${script}</script>`)
+      assert.include(page, "window.Scalar.createApiReference")
+      // The spec is JSON inside a script: nothing in it can close that script early.
+      const specPart = page.slice(page.lastIndexOf("content: "))
+      assert.notInclude(specPart.slice(0, specPart.lastIndexOf("</script>")), "</")
+    }))
+
+  it.effect("a module text of another shape is refused, not half-read", () =>
+    Effect.gen(function*() {
+      for (const text of ["", "export const other=\"x\";", "export const javascript=\"unterminated"]) {
+        const result = yield* Effect.result(scriptOfModule(text))
+        assert.isTrue(result._tag === "Failure", JSON.stringify(text))
+      }
+    }))
+})
