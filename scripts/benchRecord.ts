@@ -71,13 +71,13 @@ const git = (args: ReadonlyArray<string>): string =>
 
 /**
  * `git rev-parse --short HEAD`, plus `-dirty` when a tracked file differs from it. The results
- * file and the notes are left out of the comparison: a run recorded a moment ago must not make
- * the next one look dirty.
+ * file, the notes and the table rendered from them (docs/benchmarks.md) are left out of the
+ * comparison: a run recorded a moment ago must not make the next one look dirty.
  */
 export const currentCommit = (): string => {
   try {
     const head = git(["rev-parse", "--short", "HEAD"])
-    const changed = git(["status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs/benchmarks"])
+    const changed = git(["status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs/benchmarks", ":(exclude)docs/benchmarks.md"])
     return changed === "" ? head : `${head}-dirty`
   } catch {
     return "unknown"
