@@ -12,7 +12,7 @@
  */
 import { readFile } from "node:fs/promises"
 import { fileURLToPath } from "node:url"
-import { Effect, Layer, Schema } from "effect"
+import { Duration, Effect, Exit, Layer, Schema } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { type HttpApi, type HttpApiGroup, OpenApi } from "effect/http-api"
 import * as Invariant from "../platform/Invariant.ts"
@@ -92,6 +92,9 @@ const buildPage = <Id extends string, Groups extends HttpApiGroup.Constraint>(ap
     Effect.map((script) => encoder.encode(pageOf(OpenApi.fromApi(api), script)))
   )
 
+/** A built page is kept for good; a failed build is not kept, so the next request tries again. */
+const keepBuiltPage = (exit: Exit.Exit<Uint8Array>) => Exit.isSuccess(exit) ? Duration.infinity : Duration.zero
+
 /**
  * The route: the page is built on its first request and its bytes kept for the next ones.
  *
@@ -102,7 +105,7 @@ export const layer = <Id extends string, Groups extends HttpApiGroup.Constraint>
   api: HttpApi.HttpApi<Id, Groups>,
   path: HttpRouter.PathInput
 ) =>
-  Layer.unwrap(Effect.map(Effect.cached(buildPage(api)), (page) =>
+  Layer.unwrap(Effect.map(Effect.cachedWithTTL(buildPage(api), keepBuiltPage), (page) =>
     HttpRouter.add(
       "GET",
       path,
