@@ -1,33 +1,36 @@
 /**
  * What a started process holds that it may never use (D93): the modules the server's and the
  * guardian's graphs load at start leave out the WebAuthn verifier (loaded by the first passkey
- * ceremony), Scalar's 6 MB script (read when the reference page is first asked for) and the
- * packages `@effect/platform-node`'s index would pull in (its Redis client, WebSocket and cluster
- * modules); and the reference page built from the script's file is the script effect ships.
+ * ceremony) and what `@effect/platform-node`'s index would pull in (its Redis client and cluster
+ * modules); no source mounts effect's Scalar layer, which holds its 6 MB script from start; and
+ * the reference page, built from that script's file when first asked for, carries the script
+ * effect ships and is kept only once built.
  */
 import { execFile } from "node:child_process"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { promisify } from "node:util"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Exit } from "effect"
 import { OpenApi } from "effect/http-api"
 import { PublicApi } from "@pps/api/Api"
-import { pageOf, scalarModulePath, scriptOfModule } from "../src/http/ApiReference.ts"
+import { cachedPage, pageOf, scalarModulePath, scriptOfModule } from "../src/http/ApiReference.ts"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const packagesDir = path.resolve(here, "../..")
 
 /**
- * A child process that records every module the given entries resolve, statically or not, and
- * prints their URLs: the graph as node loads it, not as the sources read.
+ * A child process that records every module the given entries load, statically or not, and prints
+ * their URLs: the graph as node loads it, not as the sources read (a module only resolved, as
+ * `import.meta.resolve` does, is not loaded).
  */
 const loadedBy = async (entries: ReadonlyArray<string>): Promise<ReadonlyArray<string>> => {
   const script = `
     import { registerHooks } from "node:module"
     const loaded = new Set()
-    registerHooks({ resolve(specifier, context, next) { const found = next(specifier, context); loaded.add(found.url); return found } })
+    registerHooks({ load(url, context, next) { loaded.add(url); return next(url, context) } })
     for (const entry of ${JSON.stringify(entries.map((entry) => pathToFileURL(entry).href))}) await import(entry)
     process.stdout.write(JSON.stringify([...loaded]))
     process.exit(0)
@@ -43,7 +46,6 @@ const loadedBy = async (entries: ReadonlyArray<string>): Promise<ReadonlyArray<s
 /** Modules no start-up graph may hold: what each looks like in a resolved URL. */
 const leftOut = [
   ["the WebAuthn verifier", "/@simplewebauthn/server/"],
-  ["Scalar's script", "/http-api/internal/httpApiScalar.js"],
   ["@effect/platform-node's index", "/@effect/platform-node/dist/index.js"],
   ["the Redis client", "/@redis/"]
 ] as const
@@ -75,8 +77,8 @@ describe("modules loaded at start (D93)", () => {
     // Read in the sources, since neither shows in a graph of imports: the entries' own imports
     // (main.ts runs when imported), and `HttpApiScalar.layer`, which loads the script only when
     // the layer is built.
-    const forbidden = [/from\s+"@effect\/platform-node"/, /HttpApiScalar\.layer\(/]
-    const offending = ["server/src", "guardian/src", "server/test", "guardian/test"]
+    const forbidden = [/["']@effect\/platform-node["']/, /HttpApiScalar\.layer\(/]
+    const offending = ["server/src", "guardian/src", "server/test", "guardian/test", "server/bench"]
       .flatMap((dir) => sourceFiles(path.join(packagesDir, dir)))
       .filter((file) => !file.endsWith("startupModules.test.ts"))
       .filter((file) => forbidden.some((pattern) => pattern.test(fs.readFileSync(file, "utf8"))))
@@ -92,9 +94,36 @@ describe("modules loaded at start (D93)", () => {
       const page = pageOf(OpenApi.fromApi(PublicApi), script)
       assert.include(page, `<script>${script}</script>`)
       assert.include(page, "window.Scalar.createApiReference")
-      // The spec is JSON inside a script: nothing in it can close that script early.
-      const specPart = page.slice(page.lastIndexOf("content: "))
-      assert.notInclude(specPart.slice(0, specPart.lastIndexOf("</script>")), "</")
+    }))
+
+  it("writes the spec so that nothing in it can end its script or its tags early", () => {
+    const hostile = "</script><script>alert(1)</script> \u2028\u2029 \"quoted\" 'single' <b>&amp;"
+    const spec = OpenApi.fromApi(PublicApi)
+    const page = pageOf({ ...spec, info: { ...spec.info, title: hostile, description: hostile } }, "/* script */")
+    // One script of its own, one that renders: no third opened by the spec's text.
+    assert.strictEqual(page.split("<script>").length - 1, 2)
+    assert.strictEqual(page.split("</script>").length - 1, 2)
+    assert.include(page, "<title>&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;")
+    assert.include(page, 'content="&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt; \u2028\u2029 &quot;quoted&quot; &#39;single&#39;')
+    // The spec itself, with the hostile text, is still there for Scalar, as JSON.
+    const json = page.slice(page.indexOf("content: ") + "content: ".length, page.lastIndexOf("\n      })"))
+    assert.notInclude(json, "\u2028", "a line separator ends a script's line in older parsers: escaped")
+    assert.notInclude(json, "\u2029")
+    assert.deepStrictEqual(JSON.parse(json).info.title, hostile)
+  })
+
+  it.effect("keeps the page once built, and not a failed build: the next request tries again", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-api-reference-"))
+      const modulePath = path.join(dir, "httpApiScalar.js")
+      const page = yield* cachedPage(PublicApi, modulePath)
+      const missing = yield* Effect.exit(page)
+      assert.isTrue(Exit.isFailure(missing), "no file: the build fails")
+      fs.writeFileSync(modulePath, `export const javascript=${JSON.stringify("/* the script */")};\n`)
+      const built = yield* page
+      assert.include(new TextDecoder().decode(built), "<script>/* the script */</script>")
+      fs.rmSync(dir, { recursive: true })
+      assert.strictEqual(yield* page, built, "kept: the file is gone, the same bytes are served")
     }))
 
   it.effect("a module text of another shape is refused, not half-read", () =>

@@ -176,6 +176,10 @@ const isoOf = (ms: number) => new Date(ms).toISOString()
  */
 const webAuthn = Effect.promise(() => import("@simplewebauthn/server"))
 
+// Resolved, not loaded, at start: a missing package still stops the server there, as the static
+// import did, instead of failing the first ceremony.
+import.meta.resolve("@simplewebauthn/server")
+
 /** The challenge a browser signed, read from its clientDataJSON (it is checked again by the verifier). */
 const ClientData = Schema.fromJsonString(Schema.Struct({ challenge: Schema.String }))
 const challengeOf = (clientDataJSON: string): Option.Option<string> =>

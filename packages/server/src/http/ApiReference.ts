@@ -6,7 +6,7 @@
  * which keeps it in the heap twice for the life of the process (the module's source text and
  * the string it exports), and memoizes the page's text on its first request as a third copy.
  * Here the script is read from that module's file when the page is first asked for, and only the
- * page's encoded bytes are kept (D93). The page itself is the one effect builds.
+ * page's encoded bytes are kept (D93). The page itself is written as effect writes it.
  *
  * @since 0.9.0
  */
@@ -20,7 +20,7 @@ import * as Invariant from "../platform/Invariant.ts"
 /**
  * The module in which effect ships Scalar's script, beside `effect/http-api`'s entry (its package
  * exports none of its internals, so it is found from there): one export, `javascript`, a JSON
- * string literal. test/apiReference.test.ts checks both against the installed version.
+ * string literal. test/startupModules.test.ts checks both against the installed version.
  *
  * @since 0.9.0
  * @category constants
@@ -59,9 +59,10 @@ const escapeHtml = (text: string) =>
  * @category rendering
  */
 export const pageOf = (spec: OpenApi.OpenAPISpec, script: string) => {
-  const description = spec.info.description === undefined
+  const description = !spec.info.description
     ? ""
-    : `<meta name="description" content="${escapeHtml(spec.info.description)}"/>`
+    : `<meta name="description" content="${escapeHtml(spec.info.description)}"/>
+    <meta name="og:description" content="${escapeHtml(spec.info.description)}"/>`
   return `<!doctype html>
 <html>
   <head>
@@ -85,8 +86,8 @@ export const pageOf = (spec: OpenApi.OpenAPISpec, script: string) => {
 
 const encoder = new TextEncoder()
 
-const buildPage = <Id extends string, Groups extends HttpApiGroup.Constraint>(api: HttpApi.HttpApi<Id, Groups>) =>
-  Effect.tryPromise(() => readFile(scalarModulePath, "utf8")).pipe(
+const buildPage = <Id extends string, Groups extends HttpApiGroup.Constraint>(api: HttpApi.HttpApi<Id, Groups>, modulePath: string) =>
+  Effect.tryPromise(() => readFile(modulePath, "utf8")).pipe(
     Effect.flatMap(scriptOfModule),
     Invariant.orDie("effect's httpApiScalar module is installed and exports Scalar's script as one JSON string literal"),
     Effect.map((script) => encoder.encode(pageOf(OpenApi.fromApi(api), script)))
@@ -94,6 +95,18 @@ const buildPage = <Id extends string, Groups extends HttpApiGroup.Constraint>(ap
 
 /** A built page is kept for good; a failed build is not kept, so the next request tries again. */
 const keepBuiltPage = (exit: Exit.Exit<Uint8Array>) => Exit.isSuccess(exit) ? Duration.infinity : Duration.zero
+
+/**
+ * The page's bytes, built from the script in `modulePath` by the first run that succeeds and kept
+ * from then on (tests point it at a file of their own).
+ *
+ * @since 0.9.0
+ * @category constructors
+ */
+export const cachedPage = <Id extends string, Groups extends HttpApiGroup.Constraint>(
+  api: HttpApi.HttpApi<Id, Groups>,
+  modulePath: string = scalarModulePath
+) => Effect.cachedWithTTL(buildPage(api, modulePath), keepBuiltPage)
 
 /**
  * The route: the page is built on its first request and its bytes kept for the next ones.
@@ -105,7 +118,7 @@ export const layer = <Id extends string, Groups extends HttpApiGroup.Constraint>
   api: HttpApi.HttpApi<Id, Groups>,
   path: HttpRouter.PathInput
 ) =>
-  Layer.unwrap(Effect.map(Effect.cachedWithTTL(buildPage(api), keepBuiltPage), (page) =>
+  Layer.unwrap(Effect.map(cachedPage(api), (page) =>
     HttpRouter.add(
       "GET",
       path,
