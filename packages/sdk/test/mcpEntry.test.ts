@@ -1,34 +1,19 @@
 /**
  * The MCP server stays out of an SDK application: `@pps/sdk` declares no dependency on
  * `@pps/mcp`, Effect's MCP modules' Node server or the MCP SDK, and importing its main entry
- * loads none of them (every module a fresh Node process resolves while importing it is
- * recorded, and checked). `pps mcp` finds the server package only when it runs.
+ * loads none of them (every module a fresh Node process loads while importing it is recorded,
+ * and checked: scripts/modulesLoadedBy.ts). `pps mcp` finds the server package only when it runs.
  */
-import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { pathToFileURL } from "node:url"
 import { describe, expect, it } from "vitest"
+import { modulesLoadedBy } from "../../../scripts/modulesLoadedBy.ts"
 import * as McpEntry from "../src/cli/McpEntry.ts"
 
 const sdkRoot = path.resolve(import.meta.dirname, "..")
 
 /** What an MCP server brings: none of it may load with the SDK. */
 const mcpModules = [/\/packages\/mcp\//, /@pps\/mcp/, /\/effect\/(dist|src)\/ai\/Mcp/, /@modelcontextprotocol/, /@effect\/platform-node\//]
-
-/** Every module URL a fresh Node process resolves while it imports `entry`. */
-const modulesLoadedBy = (entry: string): Promise<ReadonlyArray<string>> => {
-  const script = `
-    import { registerHooks } from "node:module"
-    const seen = []
-    registerHooks({ resolve(specifier, context, next) { const resolved = next(specifier, context); seen.push(resolved.url); return resolved } })
-    await import(${JSON.stringify(pathToFileURL(entry).href)})
-    process.stdout.write(JSON.stringify(seen))
-  `
-  return new Promise((resolve, reject) =>
-    execFile(process.execPath, ["--disable-warning=ExperimentalWarning", "--input-type=module", "-e", script], { timeout: 30_000 }, (error, stdout) =>
-      error === null ? resolve(JSON.parse(stdout) as ReadonlyArray<string>) : reject(error)))
-}
 
 describe("the SDK without its MCP server", { timeout: 30_000 }, () => {
   it("declares no dependency on it", () => {
@@ -39,7 +24,7 @@ describe("the SDK without its MCP server", { timeout: 30_000 }, () => {
   })
 
   it("loads none of it when an application imports @pps/sdk", async () => {
-    const loaded = await modulesLoadedBy(path.join(sdkRoot, "src/index.ts"))
+    const loaded = await modulesLoadedBy([path.join(sdkRoot, "src/index.ts")])
     // The recording works: the SDK's own modules and Effect's are there.
     expect(loaded.some((url) => url.endsWith("/packages/sdk/src/Pps.ts"))).toBe(true)
     expect(loaded.some((url) => /\/effect\/dist\//.test(url))).toBe(true)

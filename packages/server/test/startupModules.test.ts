@@ -6,42 +6,19 @@
  * the reference page, built from that script's file when first asked for, carries the script
  * effect ships and is kept only once built.
  */
-import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
-import { promisify } from "node:util"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit } from "effect"
 import { OpenApi } from "effect/http-api"
 import { PublicApi } from "@pps/api/Api"
+import { modulesLoadedBy } from "../../../scripts/modulesLoadedBy.ts"
 import { cachedPage, pageOf, scalarModulePath, scriptOfModule } from "../src/http/ApiReference.ts"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const packagesDir = path.resolve(here, "../..")
-
-/**
- * A child process that records every module the given entries load, statically or not, and prints
- * their URLs: the graph as node loads it, not as the sources read (a module only resolved, as
- * `import.meta.resolve` does, is not loaded).
- */
-const loadedBy = async (entries: ReadonlyArray<string>): Promise<ReadonlyArray<string>> => {
-  const script = `
-    import { registerHooks } from "node:module"
-    const loaded = new Set()
-    registerHooks({ load(url, context, next) { loaded.add(url); return next(url, context) } })
-    for (const entry of ${JSON.stringify(entries.map((entry) => pathToFileURL(entry).href))}) await import(entry)
-    process.stdout.write(JSON.stringify([...loaded]))
-    process.exit(0)
-  `
-  const { stdout } = await promisify(execFile)(
-    process.execPath,
-    ["--disable-warning=ExperimentalWarning", "--input-type=module", "--eval", script],
-    { cwd: path.join(packagesDir, "server"), maxBuffer: 64 * 1024 * 1024 }
-  )
-  return JSON.parse(stdout) as ReadonlyArray<string>
-}
 
 /** Modules no start-up graph may hold: what each looks like in a resolved URL. */
 const leftOut = [
@@ -51,20 +28,16 @@ const leftOut = [
 ] as const
 
 const sourceFiles = (dir: string): ReadonlyArray<string> =>
-  fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory()
-      ? sourceFiles(path.join(dir, entry.name))
-      : entry.name.endsWith(".ts") || entry.name.endsWith(".tsx") ? [path.join(dir, entry.name)] : []
-  )
+  fs.readdirSync(dir, { recursive: true, encoding: "utf8" }).filter((name) => /\.tsx?$/.test(name)).map((name) => path.join(dir, name))
 
 describe("modules loaded at start (D93)", () => {
   it("the server's and the guardian's graphs leave out what a process may never use", async () => {
-    const loaded = await loadedBy([
+    const loaded = await modulesLoadedBy([
       path.join(packagesDir, "server/src/Server.ts"),
       path.join(packagesDir, "guardian/src/GuardianLive.ts"),
       path.join(packagesDir, "guardian/src/GuardianServer.ts"),
       path.join(packagesDir, "guardian/src/GuardianClient.ts")
-    ])
+    ], path.join(packagesDir, "server"))
     // The graph was walked: the dashboard's passkey code and the guardian's service are in it.
     assert.isTrue(loaded.some((url) => url.endsWith("/server/src/dashboard/DashboardAuth.ts")))
     assert.isTrue(loaded.some((url) => url.endsWith("/guardian/src/GuardianLive.ts")))
