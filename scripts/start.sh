@@ -15,8 +15,9 @@ if [ "${PPS_SKIP_DASHBOARD_BUILD:-}" != "1" ] && ! pnpm --silent --filter @pps/d
 fi
 # Memory (D67; the same values as packages/guardian/src/ProcessMemory.ts, which the server hands
 # to its guardian child): a young generation of 2 x 8 MB instead of V8's 2 x 64 MB on a large
-# machine, at most two glibc arenas (the WebAssembly compiler's threads each left one behind), and
+# machine, an old generation let grow by a quarter past what survived its last collection (D94)
+# instead of up to 4x, at most two glibc arenas (the WebAssembly compiler's threads each left one behind), and
 # `gc` for one collection once the embedded database is open (what opening left unreferenced).
 # A value already in the environment is kept.
 export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"
-exec node --max-semi-space-size=8 --expose-gc --disable-warning=ExperimentalWarning packages/server/src/main.ts "$@"
+exec node --max-semi-space-size=8 --heap-growing-percent=25 --expose-gc --disable-warning=ExperimentalWarning packages/server/src/main.ts "$@"

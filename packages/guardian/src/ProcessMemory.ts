@@ -9,6 +9,15 @@
  *   24 GB machine and kept ~80-110 MB of it resident with nothing to do. Objects that survive
  *   are few (a request's garbage dies young), so a scavenge costs by what survives, not by the
  *   size: smaller semi-spaces scavenge more often, each as quick.
+ * - `--heap-growing-percent=25` (D94): after each major collection V8 lets the old generation grow
+ *   by a quarter of what survived before it collects again, instead of a factor it picks itself
+ *   (up to 4x on a host this size). Under load the server promotes much short-lived garbage (a
+ *   request's objects outlive two scavenges while it waits on the database or the guardian), and
+ *   V8's own factor let its old generation reach ~300 MB for ~100 MB alive. Unlike a bound on the
+ *   heap (`--max-old-space-size`) it cannot stop a process whose live heap grows: the limit follows
+ *   what is alive. In alternating runs the 256-client peak of the server and its guardian fell from
+ *   732-902 to 640-699 MB with no CPU a transfer or rate lost that the runs could show
+ *   (docs/benchmarks/notes/2026-12-01-old-generation-growth.md).
  * - `MALLOC_ARENA_MAX=2`: glibc gives each thread that allocates its own 64 MB arena; V8's
  *   compiler threads (PGlite's WebAssembly is tiered up to TurboFan in the background, ~600 MB of
  *   zone memory at its peak) each left one behind, 20-35 MB resident apiece.
@@ -37,7 +46,7 @@ import { fileURLToPath } from "node:url"
  * @since 0.12.0
  * @category constants
  */
-export const nodeFlags: ReadonlyArray<string> = ["--max-semi-space-size=8", "--expose-gc"]
+export const nodeFlags: ReadonlyArray<string> = ["--max-semi-space-size=8", "--heap-growing-percent=25", "--expose-gc"]
 
 /**
  * glibc's malloc settings, read from the environment when the process starts (so they must be in
