@@ -55,14 +55,16 @@ export const initialiseTemplate = async (directory: string): Promise<void> => {
  * have made: the template is initdb's own output, never opened after. The copy is made beside
  * `dataDir` and renamed into place, so a process stopped midway leaves no half database there;
  * an empty `dataDir` is replaced, one with other files in it is refused (as initdb refuses it).
+ * What a killed earlier copy left beside it, whichever process made it, is removed first (the
+ * caller holds the data directory's lock).
  *
  * @since 0.10.0
  * @category constructors
  */
 export const seedFromTemplate = (dataDir: string, template: string): void => {
   if (fs.existsSync(path.join(dataDir, "PG_VERSION"))) return
+  removeEarlierPartials(dataDir, "template")
   const partial = `${dataDir}.template-${process.pid}`
-  fs.rmSync(partial, { recursive: true, force: true })
   fs.cpSync(template, partial, { recursive: true })
   moveIntoPlace(partial, dataDir)
 }
@@ -92,7 +94,7 @@ export const initialiseApart = (dataDir: string): Effect.Effect<void> =>
     if (fs.existsSync(dataDir) && fs.readdirSync(dataDir).length > 0) {
       return Effect.die(new Error(`${dataDir} holds files but no database: refusing to initialise one there`))
     }
-    removeEarlierPartials(dataDir)
+    removeEarlierPartials(dataDir, "initdb")
     const partial = `${dataDir}.initdb-${process.pid}`
     return initialiseInChild(partial).pipe(
       Effect.andThen(Effect.sync(() => moveIntoPlace(partial, dataDir))),
@@ -103,10 +105,10 @@ export const initialiseApart = (dataDir: string): Effect.Effect<void> =>
 /** The child's entry: a TypeScript file, run by the same node with its types stripped. */
 const initialiseEntry = fileURLToPath(new URL("./initialiseDatabase.ts", import.meta.url))
 
-/** What earlier starts, killed while their child ran, left beside `dataDir`. */
-const removeEarlierPartials = (dataDir: string): void => {
+/** What earlier starts, killed while they made a database (by `kind`), left beside `dataDir`. */
+const removeEarlierPartials = (dataDir: string, kind: "initdb" | "template"): void => {
   const parent = path.dirname(dataDir)
-  const prefix = `${path.basename(dataDir)}.initdb-`
+  const prefix = `${path.basename(dataDir)}.${kind}-`
   // Not a directory (yet): nothing was left there; making it is the child's to try and report.
   if (fs.statSync(parent, { throwIfNoEntry: false })?.isDirectory() !== true) return
   for (const name of fs.readdirSync(parent)) {

@@ -478,6 +478,9 @@ describe("EmbeddedDatabase: started from a template", () => {
       const templateFiles = fs.readdirSync(template, { recursive: true }).length
       // A fresh directory (absent, then an empty one): seeded, and the database opens there and keeps what it commits.
       for (const dataDir of [path.join(root, "absent"), fs.mkdtempSync(path.join(root, "empty-"))]) {
+        // What an earlier start killed mid-copy left, under another process's id: removed.
+        fs.mkdirSync(`${dataDir}.template-999999999`)
+        fs.writeFileSync(path.join(`${dataDir}.template-999999999`, "PG_VERSION"), "17")
         await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
           const sql = yield* PgliteClient.PgliteClient
           yield* sql.unsafe(schema)
