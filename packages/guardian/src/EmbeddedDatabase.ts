@@ -109,7 +109,7 @@ const initialiseEntry = fileURLToPath(new URL("./initialiseDatabase.ts", import.
 const removeEarlierPartials = (dataDir: string, kind: "initdb" | "template"): void => {
   const parent = path.dirname(dataDir)
   const prefix = `${path.basename(dataDir)}.${kind}-`
-  // Not a directory (yet): nothing was left there; making it is the child's to try and report.
+  // Not a directory (yet): nothing was left there; making it is the copy's or the child's.
   if (fs.statSync(parent, { throwIfNoEntry: false })?.isDirectory() !== true) return
   for (const name of fs.readdirSync(parent)) {
     if (name.startsWith(prefix)) fs.rmSync(path.join(parent, name), { recursive: true, force: true })

@@ -16,7 +16,7 @@
  *   V8's own factor let its old generation reach ~300 MB for ~100 MB alive. Unlike a bound on the
  *   heap (`--max-old-space-size`) it cannot stop a process whose live heap grows: the limit follows
  *   what is alive. In alternating runs the 256-client peak of the server and its guardian fell from
- *   732-902 to 640-699 MB with no CPU a transfer or rate lost that the runs could show
+ *   732-902 to 640-699 MB, at +4 % CPU a transfer at 256 clients and +10 % at 1,024
  *   (docs/benchmarks/notes/2026-12-01-old-generation-growth.md).
  * - `MALLOC_ARENA_MAX=2`: glibc gives each thread that allocates its own 64 MB arena; V8's
  *   compiler threads (PGlite's WebAssembly is tiered up to TurboFan in the background, ~600 MB of

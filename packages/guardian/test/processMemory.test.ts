@@ -29,14 +29,18 @@ describe("ProcessMemory.nodeFlags", () => {
     const mb = (bytes: number) => (bytes / 1e6).toFixed(1)
     const seen = `old space, largest: ${mb(withFlags.peakBytes)} MB with the flags, ${mb(withoutGrowth.peakBytes)} MB without the growth flag; alive after: ${mb(withFlags.liveBytes)} MB`
     assert.strictEqual(withFlags.kept, 300_000)
-    // Measured on the 2-vCPU VM: ~99 MB against ~300-310 MB, for ~46 MB alive.
+    // Measured on the 2-vCPU VM, quiet and under the suite's load: ~99-101 MB with the flags,
+    // ~300-318 MB without it, for ~46 MB alive. Only the flagged bound is asserted: the size
+    // without the flag is V8's own choice, shown in the message.
     assert.isBelow(withFlags.peakBytes, 3 * withFlags.liveBytes, seen)
-    assert.isBelow(withFlags.peakBytes, 0.6 * withoutGrowth.peakBytes, seen)
   }, 60_000)
 
   it("are the flags npm start runs the server with (scripts/start.sh repeats them)", () => {
     const nodeLine = fs.readFileSync(startScript, "utf8").split("\n").find((line) => line.startsWith("exec node "))
     assert.isDefined(nodeLine)
-    for (const flag of ProcessMemory.nodeFlags) assert.include(nodeLine!.split(" "), flag)
+    // Only what comes before the script's path is node's; after it, the script's arguments.
+    const words = nodeLine!.split(" ")
+    const nodeWords = words.slice(0, words.indexOf("packages/server/src/main.ts"))
+    for (const flag of ProcessMemory.nodeFlags) assert.include(nodeWords, flag)
   })
 })
