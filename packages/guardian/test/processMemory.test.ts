@@ -25,13 +25,11 @@ describe("ProcessMemory.nodeFlags", () => {
   it("holds the old generation near what survives (D94): promoted garbage no longer grows it to several times the live heap", () => {
     assert.include(ProcessMemory.nodeFlags, growthFlag)
     const withFlags = runChurn(ProcessMemory.nodeFlags)
-    const withoutGrowth = runChurn(ProcessMemory.nodeFlags.filter((flag) => flag !== growthFlag))
     const mb = (bytes: number) => (bytes / 1e6).toFixed(1)
-    const seen = `old space, largest: ${mb(withFlags.peakBytes)} MB with the flags, ${mb(withoutGrowth.peakBytes)} MB without the growth flag; alive after: ${mb(withFlags.liveBytes)} MB`
+    const seen = `old space, largest: ${mb(withFlags.peakBytes)} MB; alive after: ${mb(withFlags.liveBytes)} MB`
     assert.strictEqual(withFlags.kept, 300_000)
     // Measured on the 2-vCPU VM, quiet and under the suite's load: ~99-101 MB with the flags,
-    // ~300-318 MB without it, for ~46 MB alive. Only the flagged bound is asserted: the size
-    // without the flag is V8's own choice, shown in the message.
+    // ~300-318 MB without the growth flag (V8's own factor), for ~46 MB alive.
     assert.isBelow(withFlags.peakBytes, 3 * withFlags.liveBytes, seen)
   }, 60_000)
 
