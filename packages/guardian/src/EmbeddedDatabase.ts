@@ -64,7 +64,7 @@ export const initialiseTemplate = async (directory: string): Promise<void> => {
 export const seedFromTemplate = (dataDir: string, template: string): void => {
   if (fs.existsSync(path.join(dataDir, "PG_VERSION"))) return
   removeEarlierPartials(dataDir, "template")
-  const partial = `${dataDir}.template-${process.pid}`
+  const partial = partialName(dataDir, "template")
   fs.cpSync(template, partial, { recursive: true })
   moveIntoPlace(partial, dataDir)
 }
@@ -95,7 +95,7 @@ export const initialiseApart = (dataDir: string): Effect.Effect<void> =>
       return Effect.die(new Error(`${dataDir} holds files but no database: refusing to initialise one there`))
     }
     removeEarlierPartials(dataDir, "initdb")
-    const partial = `${dataDir}.initdb-${process.pid}`
+    const partial = partialName(dataDir, "initdb")
     return initialiseInChild(partial).pipe(
       Effect.andThen(Effect.sync(() => moveIntoPlace(partial, dataDir))),
       Effect.ensuring(Effect.sync(() => fs.rmSync(partial, { recursive: true, force: true })))
@@ -105,16 +105,28 @@ export const initialiseApart = (dataDir: string): Effect.Effect<void> =>
 /** The child's entry: a TypeScript file, run by the same node with its types stripped. */
 const initialiseEntry = fileURLToPath(new URL("./initialiseDatabase.ts", import.meta.url))
 
-/** What earlier starts, killed while they made a database (by `kind`), left beside `dataDir`. */
-const removeEarlierPartials = (dataDir: string, kind: "initdb" | "template"): void => {
+/**
+ * What earlier starts, killed while they made a database (by `kind`), left beside `dataDir`: the
+ * names `partialName` gives, the prefix followed by a process id and nothing else. Any other name
+ * with the prefix (an operator's `pglite.template-backup`) is not ours to remove.
+ */
+const removeEarlierPartials = (dataDir: string, kind: PartialKind): void => {
   const parent = path.dirname(dataDir)
   const prefix = `${path.basename(dataDir)}.${kind}-`
   // Not a directory (yet): nothing was left there; making it is the copy's or the child's.
   if (fs.statSync(parent, { throwIfNoEntry: false })?.isDirectory() !== true) return
   for (const name of fs.readdirSync(parent)) {
-    if (name.startsWith(prefix)) fs.rmSync(path.join(parent, name), { recursive: true, force: true })
+    if (name.startsWith(prefix) && /^[0-9]+$/.test(name.slice(prefix.length))) {
+      fs.rmSync(path.join(parent, name), { recursive: true, force: true })
+    }
   }
 }
+
+/** What a partial copy is made by: `seedFromTemplate`'s copy or `initialiseApart`'s child. */
+type PartialKind = "initdb" | "template"
+
+/** Where this process makes its partial copy of `kind` beside `dataDir`; `removeEarlierPartials` matches these names. */
+const partialName = (dataDir: string, kind: PartialKind): string => `${dataDir}.${kind}-${process.pid}`
 
 /**
  * Runs the child on `directory` (emptied first). Interrupted, the child is killed and waited for,

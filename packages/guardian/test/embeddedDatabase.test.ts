@@ -478,16 +478,21 @@ describe("EmbeddedDatabase: started from a template", () => {
       const templateFiles = fs.readdirSync(template, { recursive: true }).length
       // A fresh directory (absent, then an empty one): seeded, and the database opens there and keeps what it commits.
       for (const dataDir of [path.join(root, "absent"), fs.mkdtempSync(path.join(root, "empty-"))]) {
-        // What an earlier start killed mid-copy left, under another process's id: removed.
-        fs.mkdirSync(`${dataDir}.template-999999999`)
-        fs.writeFileSync(path.join(`${dataDir}.template-999999999`, "PG_VERSION"), "17")
+        // What an earlier start killed mid-copy left, under another process's id: removed. A
+        // sibling with the same prefix but no process id after it (an operator's backup): kept.
+        fs.mkdirSync(`${dataDir}.template-12345`)
+        fs.writeFileSync(path.join(`${dataDir}.template-12345`, "PG_VERSION"), "17")
+        fs.mkdirSync(`${dataDir}.template-backup`)
+        fs.writeFileSync(path.join(`${dataDir}.template-backup`, "PG_VERSION"), "17")
         await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
           const sql = yield* PgliteClient.PgliteClient
           yield* sql.unsafe(schema)
           yield* sql`INSERT INTO t (id) VALUES ('kept')`
         }).pipe(Effect.provide(PgliteClient.layerFrom(makeEmbeddedClient(dataDir, 5_000, undefined, "caller", template))))))
         assert.isTrue(fs.existsSync(path.join(dataDir, "PG_VERSION")))
-        assert.deepStrictEqual(fs.readdirSync(root).filter((name) => name.includes(".template-")), [])
+        assert.deepStrictEqual(fs.readdirSync(root).filter((name) => name.includes(".template-")), [`${path.basename(dataDir)}.template-backup`])
+        assert.strictEqual(fs.readFileSync(path.join(`${dataDir}.template-backup`, "PG_VERSION"), "utf8"), "17")
+        fs.rmSync(`${dataDir}.template-backup`, { recursive: true })
         // Opened again with the template: the database found is left as it is.
         const rows = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
           const sql = yield* PgliteClient.PgliteClient
@@ -527,12 +532,16 @@ describe("EmbeddedDatabase: started without a template", () => {
       // is there on the next open, which initialises nothing. (An empty one is replaced as
       // `seedFromTemplate` replaces it, tested above.)
       const dataDir = path.join(root, "absent")
-      // What an earlier start, killed while its child ran, left beside it: removed first.
-      fs.mkdirSync(path.join(root, "absent.initdb-99999"))
-      fs.writeFileSync(path.join(root, "absent.initdb-99999", "PG_VERSION"), "17\n")
+      // What an earlier start, killed while its child ran, left beside it: removed first. A
+      // sibling with the same prefix but no process id after it (an operator's backup): kept.
+      fs.mkdirSync(path.join(root, "absent.initdb-12345"))
+      fs.writeFileSync(path.join(root, "absent.initdb-12345", "PG_VERSION"), "17\n")
+      fs.mkdirSync(path.join(root, "absent.initdb-backup"))
+      fs.writeFileSync(path.join(root, "absent.initdb-backup", "PG_VERSION"), "17\n")
       assert.deepStrictEqual(await open(dataDir), [{ id: "one" }])
       assert.isTrue(fs.existsSync(path.join(dataDir, "PG_VERSION")))
-      assert.deepStrictEqual(leftovers(root), [])
+      assert.deepStrictEqual(leftovers(root), ["absent.initdb-backup"])
+      fs.rmSync(path.join(root, "absent.initdb-backup"), { recursive: true })
       const version = fs.statSync(path.join(dataDir, "PG_VERSION")).ino
       assert.deepStrictEqual(await open(dataDir), [{ id: "one" }])
       assert.strictEqual(fs.statSync(path.join(dataDir, "PG_VERSION")).ino, version)
