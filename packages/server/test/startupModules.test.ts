@@ -4,18 +4,22 @@
  * ceremony) and what `@effect/platform-node`'s index would pull in (its Redis client and cluster
  * modules); no source mounts effect's Scalar layer, which holds its 6 MB script from start; and
  * the reference page, built from that script's file when first asked for, carries the script
- * effect ships and is kept only once built.
+ * effect ships and is kept only once built; a read of it that fails is answered 503 in D1's
+ * envelope and tried again, not a defect.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit } from "effect"
+import { Cause, Effect, Exit, Layer } from "effect"
+import { HttpRouter } from "effect/http"
 import { OpenApi } from "effect/http-api"
 import { PublicApi } from "@pps/api/Api"
 import { modulesLoadedBy } from "../../../scripts/modulesLoadedBy.ts"
-import { cachedPage, pageOf, scalarModulePath, scriptOfModule } from "../src/http/ApiReference.ts"
+import { cachedPage, layer, pageOf, scalarModulePath, ScriptUnreadable, scriptOfModule } from "../src/http/ApiReference.ts"
+import { apiReferencePath, envelopeMiddleware, makeRouteTable } from "../src/http/Envelope.ts"
+import { InvariantViolation } from "../src/platform/Invariant.ts"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const packagesDir = path.resolve(here, "../..")
@@ -90,13 +94,54 @@ describe("modules loaded at start (D93)", () => {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-api-reference-"))
       const modulePath = path.join(dir, "httpApiScalar.js")
       const page = yield* cachedPage(PublicApi, modulePath)
-      const missing = yield* Effect.exit(page)
-      assert.isTrue(Exit.isFailure(missing), "no file: the build fails")
+      // No file: a typed failure naming the read's errno code, not a defect.
+      const missing = yield* Effect.flip(page)
+      assert.instanceOf(missing, ScriptUnreadable)
+      assert.deepStrictEqual([missing.modulePath, missing.code], [modulePath, "ENOENT"])
       fs.writeFileSync(modulePath, `export const javascript=${JSON.stringify("/* the script */")};\n`)
       const built = yield* page
       assert.include(new TextDecoder().decode(built), "<script>/* the script */</script>")
       fs.rmSync(dir, { recursive: true })
       assert.strictEqual(yield* page, built, "kept: the file is gone, the same bytes are served")
+    }))
+
+  it("a script that cannot be read answers 503 service_unavailable in D1's envelope with Retry-After; once readable, the page", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-api-reference-"))
+    const modulePath = path.join(dir, "httpApiScalar.js")
+    const app = Layer.mergeAll(
+      layer(PublicApi, apiReferencePath, modulePath),
+      HttpRouter.middleware(envelopeMiddleware(makeRouteTable([["GET", apiReferencePath]])), { global: true })
+    )
+    const { dispose, handler } = HttpRouter.toWebHandler(app, { disableLogger: true })
+    const get = () => handler(new Request(`http://localhost${apiReferencePath}`))
+    try {
+      const unreadable = await get()
+      assert.strictEqual(unreadable.status, 503)
+      assert.isNotNull(unreadable.headers.get("retry-after"))
+      const body = await unreadable.json() as { readonly error: { readonly code: string; readonly message: string; readonly request_id: string } }
+      assert.strictEqual(body.error.code, "service_unavailable")
+      assert.strictEqual(body.error.request_id, unreadable.headers.get("x-request-id"))
+      assert.notInclude(body.error.message, dir, "the path stays in the log")
+      fs.writeFileSync(modulePath, `export const javascript=${JSON.stringify("/* the script */")};\n`)
+      const served = await get()
+      assert.strictEqual(served.status, 200)
+      assert.include(await served.text(), "<script>/* the script */</script>")
+    } finally {
+      await dispose()
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it.effect("a module read whole but of another shape is a broken invariant: a defect, not the 503 of a failed read", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-api-reference-"))
+      const modulePath = path.join(dir, "httpApiScalar.js")
+      fs.writeFileSync(modulePath, "export const other=\"x\";\n")
+      const exit = yield* Effect.exit(yield* cachedPage(PublicApi, modulePath))
+      fs.rmSync(dir, { recursive: true })
+      assert.isTrue(Exit.isFailure(exit) && Cause.hasDies(exit.cause), "died")
+      const defect = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+      assert.instanceOf(defect, InvariantViolation)
     }))
 
   it.effect("a module text of another shape is refused, not half-read", () =>

@@ -6,15 +6,18 @@
  * which keeps it in the heap twice for the life of the process (the module's source text and
  * the string it exports), and memoizes the page's text on its first request as a third copy.
  * Here the script is read from that module's file when the page is first asked for, and only the
- * page's encoded bytes are kept (D93). The page itself is written as effect writes it.
+ * page's encoded bytes are kept (D93). The page itself is written as effect writes it. A read that
+ * fails (too many open files, an I/O error) is an operating error: answered 503
+ * `service_unavailable` and tried again on the next request.
  *
  * @since 0.9.0
  */
 import { readFile } from "node:fs/promises"
 import { fileURLToPath } from "node:url"
-import { Duration, Effect, Exit, Layer, Schema } from "effect"
+import { Data, Duration, Effect, Exit, Layer, Schema } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { type HttpApi, type HttpApiGroup, OpenApi } from "effect/http-api"
+import { errorBody } from "@pps/api/Errors"
 import * as Invariant from "../platform/Invariant.ts"
 
 /**
@@ -84,17 +87,37 @@ export const pageOf = (spec: OpenApi.OpenAPISpec, script: string) => {
 </html>`
 }
 
+/**
+ * Reading the script's module failed: an operating error of the file system at request time
+ * (EMFILE, EIO, a file replaced under a running server), not a broken rule of ours. `code` is
+ * the read's errno code, for the log.
+ *
+ * @since 0.16.0
+ * @category errors
+ */
+export class ScriptUnreadable extends Data.TaggedError("ScriptUnreadable")<{
+  readonly modulePath: string
+  readonly code: string
+}> {}
+
+const errnoCode = (error: unknown): string =>
+  typeof error === "object" && error !== null && "code" in error && typeof error.code === "string" ? error.code : "unknown"
+
 const encoder = new TextEncoder()
 
 const buildPage = <Id extends string, Groups extends HttpApiGroup.Constraint>(api: HttpApi.HttpApi<Id, Groups>, modulePath: string) =>
-  Effect.tryPromise(() => readFile(modulePath, "utf8")).pipe(
-    Effect.flatMap(scriptOfModule),
-    Invariant.orDie("effect's httpApiScalar module is installed and exports Scalar's script as one JSON string literal"),
+  Effect.tryPromise({
+    try: () => readFile(modulePath, "utf8"),
+    catch: (error) => new ScriptUnreadable({ modulePath, code: errnoCode(error) })
+  }).pipe(
+    // What was read is the module of the effect version installed (test/startupModules.test.ts
+    // checks its shape): text of another shape means that check and this code disagree.
+    Effect.flatMap((source) => Invariant.orDie("effect's httpApiScalar module exports Scalar's script as one JSON string literal")(scriptOfModule(source))),
     Effect.map((script) => encoder.encode(pageOf(OpenApi.fromApi(api), script)))
   )
 
 /** A built page is kept for good; a failed build is not kept, so the next request tries again. */
-const keepBuiltPage = (exit: Exit.Exit<Uint8Array>) => Exit.isSuccess(exit) ? Duration.infinity : Duration.zero
+const keepBuiltPage = (exit: Exit.Exit<Uint8Array, ScriptUnreadable>) => Exit.isSuccess(exit) ? Duration.infinity : Duration.zero
 
 /**
  * The page's bytes, built from the script in `modulePath` by the first run that succeeds and kept
@@ -109,18 +132,36 @@ export const cachedPage = <Id extends string, Groups extends HttpApiGroup.Constr
 ) => Effect.cachedWithTTL(buildPage(api, modulePath), keepBuiltPage)
 
 /**
- * The route: the page is built on its first request and its bytes kept for the next ones.
+ * D1's 503 for a script that could not be read (the envelope adds the request id and
+ * `Retry-After`); the path and errno code go to the log, not to the client.
+ */
+const answerUnreadable = (error: ScriptUnreadable) =>
+  Effect.logWarning("the API reference's script could not be read").pipe(
+    Effect.annotateLogs({ module_path: error.modulePath, code: error.code }),
+    Effect.as(HttpServerResponse.jsonUnsafe(
+      errorBody("service_unavailable", "The API reference is temporarily unavailable; retry after the number of seconds in Retry-After."),
+      { status: 503 }
+    ))
+  )
+
+/**
+ * The route: the page is built on its first request and its bytes kept for the next ones; a
+ * request that meets a failed read is answered 503 (tests point `modulePath` at a file of their own).
  *
  * @since 0.9.0
  * @category layers
  */
 export const layer = <Id extends string, Groups extends HttpApiGroup.Constraint>(
   api: HttpApi.HttpApi<Id, Groups>,
-  path: HttpRouter.PathInput
+  path: HttpRouter.PathInput,
+  modulePath: string = scalarModulePath
 ) =>
-  Layer.unwrap(Effect.map(cachedPage(api), (page) =>
+  Layer.unwrap(Effect.map(cachedPage(api, modulePath), (page) =>
     HttpRouter.add(
       "GET",
       path,
-      Effect.map(page, (bytes) => HttpServerResponse.uint8Array(bytes, { contentType: "text/html; charset=utf-8" }))
+      page.pipe(
+        Effect.map((bytes) => HttpServerResponse.uint8Array(bytes, { contentType: "text/html; charset=utf-8" })),
+        Effect.catchTag("ScriptUnreadable", answerUnreadable)
+      )
     )))
