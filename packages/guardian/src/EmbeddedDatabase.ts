@@ -130,12 +130,14 @@ const partialName = (dataDir: string, kind: PartialKind): string => `${dataDir}.
 
 /**
  * Runs the child on `directory` (emptied first). Interrupted, the child is killed and waited for,
- * so that nothing writes to `directory` once the interruption has ended.
+ * so that nothing writes to `directory` once the interruption has ended. Killed itself (SIGKILL,
+ * where no interruption runs), this process leaves the child to notice and end by itself: it is
+ * given this process's pid for that (initialiseDatabase.ts).
  */
 const initialiseInChild = (directory: string): Effect.Effect<void> =>
   Effect.callback<void>((resume) => {
     fs.rmSync(directory, { recursive: true, force: true })
-    const child = execFile(process.execPath, ["--disable-warning=ExperimentalWarning", initialiseEntry, directory], (error, _stdout, stderr) => {
+    const child = execFile(process.execPath, ["--disable-warning=ExperimentalWarning", initialiseEntry, directory, String(process.pid)], (error, _stdout, stderr) => {
       if (error === null) return resume(Effect.void)
       const ended = error.signal ? `signal ${error.signal}` : `exit status ${String(error.code)}`
       resume(Effect.die(new Error(`initialising the embedded database in ${directory} failed (${ended}): ${stderr.trim() || "nothing on stderr"}`)))

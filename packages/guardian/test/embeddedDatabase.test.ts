@@ -4,7 +4,7 @@
  * and so does the same database on its own thread (src/DatabaseThread.ts). And it does prepare
  * once: a repeated statement text is executed without being prepared again.
  */
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -514,6 +514,46 @@ describe("EmbeddedDatabase: started from a template", () => {
   }, 120_000)
 })
 
+/** A process's state (`R`, `S`, `Z`…) and parent, from /proc; undefined once it is gone. */
+const processStat = (pid: number): { readonly state: string; readonly ppid: number } | undefined => {
+  let stat: string
+  try {
+    stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+  } catch {
+    return undefined
+  }
+  // "pid (comm) state ppid …": comm may hold spaces and parentheses, so read after the last ")".
+  const [state = "", ppid = ""] = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return { state, ppid: Number(ppid) }
+}
+
+/** Running: neither gone nor a zombie (an orphan's new parent may be slow to reap it). */
+const isRunning = (pid: number): boolean => {
+  const state = processStat(pid)?.state
+  return state !== undefined && state !== "Z" && state !== "X"
+}
+
+/** The children of `parent` whose command line includes `marker`. */
+const childrenOf = (parent: number, marker: string): ReadonlyArray<number> =>
+  fs.readdirSync("/proc").filter((name) => /^[0-9]+$/.test(name)).map(Number).filter((pid) => {
+    if (processStat(pid)?.ppid !== parent) return false
+    try {
+      return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(marker)
+    } catch {
+      return false
+    }
+  })
+
+/** Whether `condition` holds within `timeoutMs`, asked every 25 ms. */
+const holdsWithin = async (condition: () => boolean, timeoutMs: number): Promise<boolean> => {
+  const deadline = Date.now() + timeoutMs
+  while (!condition()) {
+    if (Date.now() > deadline) return false
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+  return true
+}
+
 describe("EmbeddedDatabase: started without a template", () => {
   const openExit = (dataDir: string) =>
     Effect.runPromise(Effect.exit(Effect.scoped(Effect.gen(function*() {
@@ -556,6 +596,37 @@ describe("EmbeddedDatabase: started without a template", () => {
       fs.rmSync(root, { recursive: true, force: true })
     }
   }, 120_000)
+
+  it.skipIf(process.platform !== "linux")("a child whose parent is killed with SIGKILL ends by itself, unfinished, instead of running initdb on as an orphan (D91)", async () => {
+    // Ended within the child's parent check (250 ms) and initdb's longest stretch without a turn
+    // of its event loop (~0.3 s), with room for a loaded machine; initdb itself takes longer.
+    const childEndsWithinMs = 3_000
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "pps-db-apart-"))
+    const dataDir = path.join(root, "pglite")
+    const parentEntry = fileURLToPath(new URL("./support/initialiseApartParent.ts", import.meta.url))
+    const parent = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", parentEntry, dataDir], { stdio: "ignore" })
+    const partial = `${dataDir}.initdb-${parent.pid}`
+    let child: number | undefined
+    try {
+      assert.isTrue(
+        await holdsWithin(() => (child = childrenOf(parent.pid!, partial)[0]) !== undefined, 30_000),
+        "the parent started its initdb child"
+      )
+      // Not vacuous: the child runs, and initdb has not finished (it writes the cluster at its end).
+      assert.isTrue(isRunning(child!), "the child runs before its parent is killed")
+      assert.isFalse(fs.existsSync(path.join(partial, "PG_VERSION")), "initdb had not finished")
+      parent.kill("SIGKILL")
+      assert.isTrue(await holdsWithin(() => !isRunning(child!), childEndsWithinMs), `the child ended within ${childEndsWithinMs} ms of its parent`)
+      // It ended by noticing, not by finishing initdb: no cluster beside the data directory, none moved into it.
+      assert.isFalse(fs.existsSync(path.join(partial, "PG_VERSION")), "the child ended before initdb finished")
+      assert.isFalse(fs.existsSync(dataDir))
+    } finally {
+      parent.kill("SIGKILL")
+      if (child !== undefined && isRunning(child)) process.kill(child, "SIGKILL")
+      await holdsWithin(() => child === undefined || !isRunning(child), 5_000)
+      fs.rmSync(root, { recursive: true, force: true })
+    }
+  }, 60_000)
 
   it("the open runs initdb in the child: the child's failure fails the open, naming the directory and what the child said", async () => {
     const root = fs.mkdtempSync(path.join(os.tmpdir(), "pps-db-apart-"))
