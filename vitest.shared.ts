@@ -13,7 +13,14 @@
  * process ends, which short-lived test processes can afford. Remove with a Node release that has
  * the fix. The flag is a V8 one: NODE_OPTIONS and worker threads' execArgv refuse it, the
  * process's own arguments (vitest's default `forks` pool) take it.
+ *
+ * `--liftoff-only` (D95): a test process compiles PGlite's WebAssembly with V8's baseline
+ * compiler only and never tiers it up to TurboFan. A test file lives a minute or less and opens
+ * several databases; TurboFan's background compiles of the functions it finds hot cost those
+ * processes more CPU than the faster code saves them (two server files of that kind: 56 s of CPU
+ * and 56 s of wall time against 39 and 47, alternating). The service's own processes keep
+ * TurboFan: over a long life PGlite's statements cost 25-40 % more CPU without it (D67).
  */
 export const testProcess: { readonly execArgv: Array<string> } = {
-  execArgv: ["--no-wasm-code-gc"]
+  execArgv: ["--no-wasm-code-gc", "--liftoff-only"]
 }
