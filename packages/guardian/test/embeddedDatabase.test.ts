@@ -514,17 +514,22 @@ describe("EmbeddedDatabase: started from a template", () => {
   }, 120_000)
 })
 
-/** A process's state (`R`, `S`, `Z`…) and parent, from /proc; undefined once it is gone. */
-const processStat = (pid: number): { readonly state: string; readonly ppid: number } | undefined => {
+/** Linux's clock ticks a second (`getconf CLK_TCK`), the unit of /proc's CPU times on these machines. */
+const clockTicksPerSecond = 100
+
+/** A process's state (`R`, `S`, `Z`…), parent and CPU time (all threads, ms), from /proc; undefined once it is gone. */
+const processStat = (pid: number): { readonly state: string; readonly ppid: number; readonly cpuMs: number } | undefined => {
   let stat: string
   try {
     stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
   } catch {
     return undefined
   }
-  // "pid (comm) state ppid …": comm may hold spaces and parentheses, so read after the last ")".
-  const [state = "", ppid = ""] = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-  return { state, ppid: Number(ppid) }
+  // "pid (comm) state ppid … utime stime …": comm may hold spaces and parentheses, so read after the last ")".
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  const [state = "", ppid = ""] = fields
+  const ticks = Number(fields[11] ?? 0) + Number(fields[12] ?? 0)
+  return { state, ppid: Number(ppid), cpuMs: ticks * 1000 / clockTicksPerSecond }
 }
 
 /** Running: neither gone nor a zombie (an orphan's new parent may be slow to reap it). */
@@ -598,9 +603,14 @@ describe("EmbeddedDatabase: started without a template", () => {
   }, 120_000)
 
   it.skipIf(process.platform !== "linux")("a child whose parent is killed with SIGKILL ends by itself, unfinished, instead of running initdb on as an orphan (D91)", async () => {
-    // Ended within the child's parent check (250 ms) and initdb's longest stretch without a turn
-    // of its event loop (~0.3 s), with room for a loaded machine; initdb itself takes longer.
-    const childEndsWithinMs = 3_000
+    // Killed once the child has spent this much CPU: past loading PGlite, inside its start, where
+    // it holds a thread for seconds at a stretch (initdb takes ~7 s of CPU in all on the 2-core VM).
+    const killAfterChildCpuMs = 1_500
+    // The child's main thread checks its parent every 250 ms whatever initdb's thread is doing
+    // (ended 56-290 ms after the kill while a CI run loaded the 2-core VM); the rest is room for
+    // load. A check on initdb's own thread waits out its stretch: 1.7-2.3 s after a kill at this
+    // point under the same load, and over a second of CPU on any machine.
+    const childEndsWithinMs = 1_000
     const root = fs.mkdtempSync(path.join(os.tmpdir(), "pps-db-apart-"))
     const dataDir = path.join(root, "pglite")
     const parentEntry = fileURLToPath(new URL("./support/initialiseApartParent.ts", import.meta.url))
@@ -611,6 +621,10 @@ describe("EmbeddedDatabase: started without a template", () => {
       assert.isTrue(
         await holdsWithin(() => (child = childrenOf(parent.pid!, partial)[0]) !== undefined, 30_000),
         "the parent started its initdb child"
+      )
+      assert.isTrue(
+        await holdsWithin(() => (processStat(child!)?.cpuMs ?? Infinity) >= killAfterChildCpuMs, 60_000),
+        `the child spent ${killAfterChildCpuMs} ms of CPU`
       )
       // Not vacuous: the child runs, and initdb has not finished (it writes the cluster at its end).
       assert.isTrue(isRunning(child!), "the child runs before its parent is killed")
@@ -626,7 +640,7 @@ describe("EmbeddedDatabase: started without a template", () => {
       await holdsWithin(() => child === undefined || !isRunning(child), 5_000)
       fs.rmSync(root, { recursive: true, force: true })
     }
-  }, 60_000)
+  }, 120_000)
 
   it("the open runs initdb in the child: the child's failure fails the open, naming the directory and what the child said", async () => {
     const root = fs.mkdtempSync(path.join(os.tmpdir(), "pps-db-apart-"))
