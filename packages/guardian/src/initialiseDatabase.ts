@@ -34,7 +34,7 @@ const parentCheckIntervalMs = 250
 const exitWithParent = (parentPid: number): void => {
   const checkParent = (): void => {
     // SIGKILL, not `process.exit`: an exit waits for the initdb thread to stop, and a thread inside
-    // one of PGlite's long native calls stops only when the call returns (up to 2 s under load).
+    // one of PGlite's long native calls stops only when the call returns (2.3 s once under load).
     if (process.ppid !== parentPid) process.kill(process.pid, "SIGKILL")
   }
   checkParent()

@@ -604,7 +604,7 @@ describe("EmbeddedDatabase: started without a template", () => {
 
   it.skipIf(process.platform !== "linux")("a child whose parent is killed with SIGKILL ends by itself, unfinished, instead of running initdb on as an orphan (D91)", async () => {
     // Killed once the child has spent this much CPU: past loading PGlite, inside its start, where
-    // it holds a thread for seconds at a stretch (initdb takes ~7 s of CPU in all on the 2-core VM).
+    // it holds a thread for seconds at a stretch (initdb takes ~10 s of CPU in all on the 2-core VM).
     const killAfterChildCpuMs = 1_500
     // The child's main thread checks its parent every 250 ms whatever initdb's thread is doing
     // (ended 56-290 ms after the kill while a CI run loaded the 2-core VM); the rest is room for
