@@ -1,3 +1,5 @@
+import * as ProcessMemory from "../packages/guardian/src/ProcessMemory.ts"
+
 /**
  * What a test's child process inherits from the machine: `PATH` (to find its tools), Node's
  * compile cache directory when the toolchain set one (`NODE_COMPILE_CACHE`, scripts/toolchain.sh),
@@ -18,3 +20,14 @@ export const childEnvironment = (): Record<string, string> => {
     ...(template === undefined ? {} : { EMBEDDED_DATABASE_TEMPLATE: template })
   }
 }
+
+/**
+ * Node's flags for a test's child process, before its script: the test process's WebAssembly
+ * compiler flags (`ProcessMemory.webAssemblyFlags`, D95), so a server, guardian or command line
+ * a test starts compiles PGlite's and mcl-wasm's WebAssembly as briefly as the test does, and
+ * Node's warning about its experimental features off.
+ */
+export const childNodeFlags = (): ReadonlyArray<string> => [
+  ...ProcessMemory.webAssemblyFlags(process.execArgv),
+  "--disable-warning=ExperimentalWarning"
+]

@@ -49,6 +49,25 @@ import { fileURLToPath } from "node:url"
 export const nodeFlags: ReadonlyArray<string> = ["--max-semi-space-size=8", "--heap-growing-percent=25", "--expose-gc"]
 
 /**
+ * The WebAssembly compiler's flags among `execArgv` (a process's own, `process.execArgv`), for a
+ * Node process it starts: the server's guardian child, a test's server or command line. The child
+ * then compiles PGlite's and mcl-wasm's WebAssembly as its parent does. `npm start` passes neither,
+ * so the service keeps V8's tiering up to TurboFan (D67: its statements cost 25-40 % more CPU
+ * without it). A test runner's processes run with both (D95), and the processes they start live
+ * as briefly as they do: on TurboFan each spent seconds of CPU recompiling code it would not run
+ * long enough to gain from (the SDK's command-line tests: 37-38 s of CPU against 28-29,
+ * alternating). Only these two flags are passed on: nothing else of a server's command line
+ * reaches the one process that can decrypt.
+ *
+ * @since 0.16.0
+ * @category constructors
+ */
+export const webAssemblyFlags = (execArgv: ReadonlyArray<string>): ReadonlyArray<string> =>
+  execArgv.filter((flag) => passedOnWebAssemblyFlags.includes(flag))
+
+const passedOnWebAssemblyFlags: ReadonlyArray<string> = ["--liftoff-only", "--no-wasm-code-gc"]
+
+/**
  * glibc's malloc settings, read from the environment when the process starts (so they must be in
  * the environment it is spawned with; no other C library reads them, and none is harmed by them).
  *

@@ -9,7 +9,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
-import { childEnvironment } from "../../../scripts/childEnvironment.ts"
+import { childEnvironment, childNodeFlags } from "../../../scripts/childEnvironment.ts"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer, Redacted } from "effect"
 import { GuardianClient } from "../src/index.ts"
@@ -39,7 +39,7 @@ const until200 = async (url: string, timeoutMs: number) => {
 }
 
 const start = (databaseUrl: string, port: number) => {
-  const child = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", main], {
+  const child = spawn(process.execPath, [...childNodeFlags(), main], {
     env: {
       ...childEnvironment(),
       DATA_DIR: os.tmpdir(),

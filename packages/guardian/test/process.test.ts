@@ -16,6 +16,7 @@ import { getAddress, type Hex, hexToBytes } from "viem"
 import { GuardianClient } from "../src/index.ts"
 import { chainId, confidentialRequest, contract, newParty, nowSeconds, type Party } from "./support/transfers.ts"
 import { freePort } from "./support/freePort.ts"
+import { childNodeFlags } from "../../../scripts/childEnvironment.ts"
 
 const main = fileURLToPath(new URL("../src/main.ts", import.meta.url))
 const sharedSecret = "process-test-shared-secret-0123456789abcdef"
@@ -25,7 +26,7 @@ afterAll(() => {
 })
 
 const start = async (dataDir: string, port: number) => {
-  const child = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", main], {
+  const child = spawn(process.execPath, [...childNodeFlags(), main], {
     env: {
       ...process.env,
       DATA_DIR: dataDir,

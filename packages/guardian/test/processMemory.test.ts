@@ -42,3 +42,12 @@ describe("ProcessMemory.nodeFlags", () => {
     for (const flag of ProcessMemory.nodeFlags) assert.include(nodeWords, flag)
   })
 })
+
+describe("ProcessMemory.webAssemblyFlags", () => {
+  it("passes on the WebAssembly compiler's flags of a command line and nothing else of it (D95)", () => {
+    const execArgv = ["--no-wasm-code-gc", "--inspect=9229", "--liftoff-only", "--require=/tmp/preload.js", "--max-semi-space-size=8"]
+    assert.deepStrictEqual(ProcessMemory.webAssemblyFlags(execArgv), ["--no-wasm-code-gc", "--liftoff-only"])
+    // `npm start`'s command line has none: the service keeps TurboFan (D67).
+    assert.deepStrictEqual(ProcessMemory.webAssemblyFlags([...ProcessMemory.nodeFlags, "--disable-warning=ExperimentalWarning"]), [])
+  })
+})

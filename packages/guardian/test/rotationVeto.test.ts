@@ -13,7 +13,7 @@
 import { execFile } from "node:child_process"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { childEnvironment } from "../../../scripts/childEnvironment.ts"
+import { childEnvironment, childNodeFlags } from "../../../scripts/childEnvironment.ts"
 import { promisify } from "node:util"
 import { assert, describe, layer } from "@effect/vitest"
 import { Anvil, ConfidentialTokenArtifact, Deploy } from "@pps/contracts"
@@ -116,7 +116,7 @@ const relayVeto = (rpcUrl: string, relayKey: Hex, contract: string, signature: s
   Effect.promise(() =>
     promisify(execFile)(
       process.execPath,
-      ["--disable-warning=ExperimentalWarning", mainEntry, "cancel-rotation", "--rpc-url", rpcUrl, "--contract", contract, "--signature", signature],
+      [...childNodeFlags(), mainEntry, "cancel-rotation", "--rpc-url", rpcUrl, "--contract", contract, "--signature", signature],
       { env: { ...childEnvironment(), HOME: process.env.HOME ?? "", RELAY_PRIVATE_KEY: relayKey, LOG_LEVEL: "Warn" }, timeout: 60_000 }
     )
   )

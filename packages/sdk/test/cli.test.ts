@@ -18,7 +18,7 @@ import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { freePort } from "../../../scripts/freePort.ts"
-import { childEnvironment } from "../../../scripts/childEnvironment.ts"
+import { childEnvironment, childNodeFlags } from "../../../scripts/childEnvironment.ts"
 import { EncryptionKey } from "@pps/crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Client from "../src/Client.ts"
@@ -431,7 +431,7 @@ describe("pps", { timeout: 90_000 }, () => {
     expect(printed.exitCode, printed.stderr).toBe(0)
     expect(printed.stdout).toMatch(/^whsec_[A-Za-z0-9+/=]+\n$/)
     expect((await pps(bob.api_key, ["listen", "--forward-to", "http://127.0.0.1:9/x", "--print-secret"])).stdout).toBe(printed.stdout)
-    const listener = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", path.join(repositoryRoot, "packages/sdk/src/cli.ts"), "listen", "--forward-to", `http://127.0.0.1:${port}/hook`, "--events", "transfer.initiated,transfer.confirmed", "--json"], {
+    const listener = spawn(process.execPath, [...childNodeFlags(), path.join(repositoryRoot, "packages/sdk/src/cli.ts"), "listen", "--forward-to", `http://127.0.0.1:${port}/hook`, "--events", "transfer.initiated,transfer.confirmed", "--json"], {
       cwd: repositoryRoot,
       env: { ...childEnvironment(), HOME: aliceHome, PPS_API_KEY: bob.api_key, PPS_BASE_URL: server.baseUrl },
       stdio: ["ignore", "pipe", "pipe"]

@@ -12,11 +12,13 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
+import { ProcessMemory } from "@pps/guardian"
 import { Effect, Schema } from "effect"
 import { freePort as freeLoopbackPort } from "../../../scripts/freePort.ts"
 import { guardianMainPath, listenerIsChilds, pidFileName } from "../src/guardian/EmbeddedGuardian.ts"
 import { registerKey } from "./support/confidentialClient.ts"
 import { bearer, createAccount, postJson, send } from "./support/http.ts"
+import { childNodeFlags } from "../../../scripts/childEnvironment.ts"
 
 const main = fileURLToPath(new URL("../src/main.ts", import.meta.url))
 
@@ -78,7 +80,7 @@ interface ServerProcess {
 const startServer = (dataDir: string, port: number, adminPort: number) =>
   Effect.acquireRelease(
     Effect.sync((): ServerProcess => {
-      const child = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", main], {
+      const child = spawn(process.execPath, [...childNodeFlags(), main], {
         env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), ADMIN_PORT: String(adminPort), LOG_LEVEL: "Info" },
         stdio: ["ignore", "pipe", "pipe"],
         detached: true
@@ -231,6 +233,14 @@ describe("embedded guardian", () => {
       const channelToken = guardian!.environ.split("\0").find((entry) => entry.startsWith("GUARDIAN_SHARED_SECRET="))
       assert.isDefined(channelToken)
       assert.notInclude(guardian!.cmdline, channelToken!.slice("GUARDIAN_SHARED_SECRET=".length))
+      // Its node flags: the service's (D67, D94), and the server's WebAssembly compiler flags, which
+      // this test process gave the server (D95) and nothing else of the server's command line.
+      const guardianNodeFlags = guardian!.cmdline.split("\0").slice(1, guardian!.cmdline.split("\0").indexOf(guardianMainPath))
+      assert.deepStrictEqual(
+        guardianNodeFlags.filter((flag) => flag !== "--disable-warning=ExperimentalWarning"),
+        [...ProcessMemory.nodeFlags, ...ProcessMemory.webAssemblyFlags(process.execArgv)]
+      )
+      assert.include(guardianNodeFlags, "--liftoff-only")
 
       // The guardian dies: the server starts another and transfers resume.
       process.kill(guardian!.pid, "SIGKILL")

@@ -29,6 +29,7 @@ import { deleteStream, natsAvailable, natsUrl } from "./support/requireNats.ts"
 import { postgresAvailable } from "./support/requirePostgres.ts"
 import { freshPostgresDatabase, makeTestServer, postgres, TestServer, type TestServerShape } from "./support/TestServer.ts"
 import { eventually } from "./support/webhooks-receiver.ts"
+import { childNodeFlags } from "../../../scripts/childEnvironment.ts"
 
 const stream = `PPS_TEST_${ulid()}`
 const sharedSecret = "key-rotation-nodes-shared-secret-0123456789"
@@ -58,7 +59,7 @@ const guardianProcess = (rpcUrl: string) =>
   Effect.promise(async () => {
     const port = await freePort()
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pps-rotation-guardian-"))
-    const child = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", guardianMainPath], {
+    const child = spawn(process.execPath, [...childNodeFlags(), guardianMainPath], {
       env: {
         ...process.env,
         DATA_DIR: dataDir,

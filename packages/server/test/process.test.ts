@@ -11,6 +11,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { freePort } from "../../../scripts/freePort.ts"
 import { afterAll, assert, describe, it } from "@effect/vitest"
+import { childNodeFlags } from "../../../scripts/childEnvironment.ts"
 
 const main = fileURLToPath(new URL("../src/main.ts", import.meta.url))
 const children: Array<ChildProcess> = []
@@ -19,7 +20,7 @@ afterAll(() => {
 })
 
 const start = (dataDir: string, port: number, adminPort: number) => {
-  const child = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", main], {
+  const child = spawn(process.execPath, [...childNodeFlags(), main], {
     env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), ADMIN_PORT: String(adminPort), LOG_LEVEL: "Warn" },
     stdio: ["ignore", "pipe", "pipe"]
   })

@@ -13,6 +13,7 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Anvil } from "@pps/contracts"
 import { createPublicClient, http } from "viem"
 import { transferIdFrom } from "./support/chainFixtures.ts"
+import { childNodeFlags } from "../../../scripts/childEnvironment.ts"
 
 const worker = fileURLToPath(new URL("./support/settlementWorker.ts", import.meta.url))
 const children: Array<ChildProcess> = []
@@ -21,7 +22,7 @@ afterAll(() => {
 })
 
 const run = (env: Record<string, string>, onLine: (line: string) => void) => {
-  const child = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", worker], {
+  const child = spawn(process.execPath, [...childNodeFlags(), worker], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"]
   })

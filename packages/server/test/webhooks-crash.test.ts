@@ -11,6 +11,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { makeTestCa, removeTestCa, startReceiver } from "./support/webhooks-receiver.ts"
+import { childNodeFlags } from "../../../scripts/childEnvironment.ts"
 
 const node = fileURLToPath(new URL("./support/webhooks-node.ts", import.meta.url))
 const children: Array<ChildProcess> = []
@@ -19,7 +20,7 @@ afterAll(() => {
 })
 
 const start = (env: Record<string, string>) => {
-  const child = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", node], {
+  const child = spawn(process.execPath, [...childNodeFlags(), node], {
     env: { ...process.env, LOG_LEVEL: "Warn", ...env },
     stdio: ["ignore", "pipe", "pipe"]
   })

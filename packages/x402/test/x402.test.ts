@@ -14,7 +14,7 @@ import { x402Client, x402HTTPClient } from "@x402/core/client"
 import { decodePaymentRequiredHeader, decodePaymentSignatureHeader } from "@x402/core/http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { connectStdio } from "../../mcp/test/support/mcp.ts"
-import { childEnvironment } from "../../../scripts/childEnvironment.ts"
+import { childEnvironment, childNodeFlags } from "../../../scripts/childEnvironment.ts"
 import { freePort } from "../../../scripts/freePort.ts"
 import { anvilRpcUrl, chainRpc, repositoryRoot, runNode, type ServerProcess, startServer } from "../../sdk/test/support/server.ts"
 import { wrapFetchWithPayment } from "@x402/fetch"
@@ -251,7 +251,7 @@ describe("examples/x402-paywall", { timeout: 120_000 }, () => {
     const keyFile = KeyFile.defaultPath(shopKey.accountId, home)
     KeyFile.write(keyFile, { accountId: shopKey.accountId, keyPair: shopKey.keyPair }, { overwrite: false })
     const port = await freePort()
-    const child = spawn(process.execPath, ["--disable-warning=ExperimentalWarning", "server.ts"], {
+    const child = spawn(process.execPath, [...childNodeFlags(), "server.ts"], {
       cwd: path.join(repositoryRoot, "examples/x402-paywall"),
       env: { ...childEnvironment(), PPS_API_KEY: shopKey.apiKey, PPS_KEY_FILE: keyFile, PAYEE: "@shop", PORT: String(port), PPS_BASE_URL: server.baseUrl },
       stdio: ["ignore", "ignore", "pipe"]

@@ -9,10 +9,10 @@ import * as path from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { childEnvironment } from "../../../../scripts/childEnvironment.ts"
+import { childEnvironment, childNodeFlags } from "../../../../scripts/childEnvironment.ts"
 import { repositoryRoot } from "../../../sdk/test/support/server.ts"
 
-const cliArguments = ["--disable-warning=ExperimentalWarning", path.join(repositoryRoot, "packages/sdk/src/cli.ts"), "mcp"]
+const cliArguments = [...childNodeFlags(), path.join(repositoryRoot, "packages/sdk/src/cli.ts"), "mcp"]
 
 /** What a tool call answered: its text, whether it is a tool error, its structured content. */
 export interface Called {

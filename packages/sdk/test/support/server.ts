@@ -13,11 +13,11 @@ import * as ppsCommands from "../../src/cli/ppsCommands.ts"
 import { rpcUrlOfProcess } from "../../../contracts/src/anvil.ts"
 import { runAdmin } from "../../../server/test/support/adminCli.ts"
 import { freePort } from "../../../../scripts/freePort.ts"
-import { childEnvironment } from "../../../../scripts/childEnvironment.ts"
+import { childEnvironment, childNodeFlags } from "../../../../scripts/childEnvironment.ts"
 import { runCaptured } from "../../../../scripts/commandLineRun.ts"
 
 export const repositoryRoot = path.resolve(import.meta.dirname, "../../../..")
-const nodeFlags = ["--disable-warning=ExperimentalWarning"]
+const nodeFlags = childNodeFlags()
 
 /** What a child process printed and how it ended. */
 export interface Run {

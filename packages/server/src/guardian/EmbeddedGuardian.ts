@@ -275,7 +275,14 @@ const spawnChild = (environment: Record<string, string>, pidFile: string) =>
   Effect.acquireRelease(
     Effect.try({
       try: (): GuardianChild => {
-        const flags = [...ProcessMemory.nodeFlags, ...cpuProfileFlags(environment), "--disable-warning=ExperimentalWarning"]
+        const flags = [
+          ...ProcessMemory.nodeFlags,
+          // The guardian compiles WebAssembly as this server does (D95): a test runner's short-lived
+          // servers start equally short-lived guardians; `npm start` passes no such flag.
+          ...ProcessMemory.webAssemblyFlags(process.execArgv),
+          ...cpuProfileFlags(environment),
+          "--disable-warning=ExperimentalWarning"
+        ]
         const child = spawn(process.execPath, [...flags, guardianMainPath], {
           env: environment,
           // stdin: the pipe whose closing tells the guardian we are gone. Its logs go where ours go.

@@ -153,7 +153,7 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
   const start = async () => {
     starts++
     fs.writeSync(log, `\n--- start ${starts} at ${new Date().toISOString()} ---\n`)
-    const spawned = spawn(process.execPath, [...ProcessMemory.nodeFlags, "--disable-warning=ExperimentalWarning", mainPath], {
+    const spawned = spawn(process.execPath, [...ProcessMemory.nodeFlags, ...ProcessMemory.webAssemblyFlags(process.execArgv), "--disable-warning=ExperimentalWarning", mainPath], {
       env: {
         ...process.env,
         ...ProcessMemory.withMallocEnvironment(process.env),

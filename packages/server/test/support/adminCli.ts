@@ -9,7 +9,7 @@ import { execFile } from "node:child_process"
 import * as os from "node:os"
 import * as path from "node:path"
 import { freePort } from "../../../../scripts/freePort.ts"
-import { childEnvironment } from "../../../../scripts/childEnvironment.ts"
+import { childEnvironment, childNodeFlags } from "../../../../scripts/childEnvironment.ts"
 import { runCaptured } from "../../../../scripts/commandLineRun.ts"
 import { admin, describe, program } from "../../src/admin/commands.ts"
 
@@ -35,7 +35,7 @@ export const runAdminProcess = (args: ReadonlyArray<string>, env: Readonly<Recor
   new Promise((resolve) => {
     execFile(
       process.execPath,
-      ["--disable-warning=ExperimentalWarning", entry, ...args],
+      [...childNodeFlags(), entry, ...args],
       { env: { ...childEnvironment(), ...env }, timeout: 30_000 },
       (error, stdout, stderr) => {
         const exitCode = error === null ? 0 : typeof error.code === "number" ? error.code : -1
