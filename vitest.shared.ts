@@ -18,8 +18,9 @@
  * compiler only and never tiers it up to TurboFan. A test file that starts servers on PGlite lives
  * a minute or two; TurboFan's background compiles of the functions it finds hot cost it more CPU
  * than the faster code saves (two such server files: 56 s of CPU and 56 s of wall time against 39
- * and 47, alternating). The processes a test starts take both flags from it (`childNodeFlags`,
- * scripts/childEnvironment.ts; a server passes them on to its guardian child). The service's own
+ * and 47, alternating). The processes a test starts through `childNodeFlags`
+ * (scripts/childEnvironment.ts) take both flags from it, and a server passes them on to its
+ * guardian child. The service's own
  * processes keep TurboFan: over a long life PGlite's statements cost 25-40 % more CPU without it
  * (D67).
  */

@@ -74,8 +74,9 @@ interface ServerProcess {
 }
 
 /**
- * The server as `npm start` runs it, in its own process group (killed at the end); its anvil
- * (a group of its own) and guardians of the data directory are killed too, whatever happened.
+ * The server as `npm start` runs it (with this test process's WebAssembly flags, D95), in its own
+ * process group (killed at the end); its anvil (a group of its own) and guardians of the data
+ * directory are killed too, whatever happened.
  */
 const startServer = (dataDir: string, port: number, adminPort: number) =>
   Effect.acquireRelease(
@@ -235,9 +236,11 @@ describe("embedded guardian", () => {
       assert.notInclude(guardian!.cmdline, channelToken!.slice("GUARDIAN_SHARED_SECRET=".length))
       // Its node flags: the service's (D67, D94), and the server's WebAssembly compiler flags, which
       // this test process gave the server (D95) and nothing else of the server's command line.
-      const guardianNodeFlags = guardian!.cmdline.split("\0").slice(1, guardian!.cmdline.split("\0").indexOf(guardianMainPath))
+      const guardianWords = guardian!.cmdline.split("\0")
+      const guardianNodeFlags = guardianWords.slice(1, guardianWords.indexOf(guardianMainPath))
       assert.deepStrictEqual(
-        guardianNodeFlags.filter((flag) => flag !== "--disable-warning=ExperimentalWarning"),
+        // A CPU profile's flags come from PPS_CPU_PROF_DIR, which a run of this test may have set.
+        guardianNodeFlags.filter((flag) => flag !== "--disable-warning=ExperimentalWarning" && !flag.startsWith("--cpu-prof")),
         [...ProcessMemory.nodeFlags, ...ProcessMemory.webAssemblyFlags(process.execArgv)]
       )
       assert.include(guardianNodeFlags, "--liftoff-only")

@@ -141,9 +141,10 @@ export interface ServerTargetOptions {
 }
 
 /**
- * The api server exactly as `npm start` runs it (src/main.ts, with scripts/start.sh's node flags
- * and malloc settings: ProcessMemory, D67), embedded default: PGlite, its guardian child, anvil
- * as its child, all under `dataDir`.
+ * The api server as `npm start` runs it (src/main.ts, with scripts/start.sh's node flags and
+ * malloc settings: ProcessMemory, D67), embedded default: PGlite, its guardian child, anvil as its
+ * child, all under `dataDir`. Started from a test process it also takes that process's
+ * WebAssembly flags (D95: it lives as briefly as the test); from a benchmark, none.
  */
 export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
   let group: number | undefined
