@@ -20,9 +20,8 @@
  * than the faster code saves (two such server files: 56 s of CPU and 56 s of wall time against 39
  * and 47, alternating). The processes a test starts through `childNodeFlags`
  * (scripts/childEnvironment.ts) take both flags from it, and a server passes them on to its
- * guardian child. The service's own
- * processes keep TurboFan: over a long life PGlite's statements cost 25-40 % more CPU without it
- * (D67).
+ * guardian child. The service's own processes keep TurboFan: over a long life PGlite's
+ * statements cost 25-40 % more CPU without it (D67).
  */
 export const testProcess: { readonly execArgv: Array<string> } = {
   execArgv: ["--no-wasm-code-gc", "--liftoff-only"]
