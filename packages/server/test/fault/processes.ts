@@ -22,6 +22,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { ProcessMemory } from "@pps/guardian"
+import { childNodeFlags } from "../../../../scripts/childEnvironment.ts"
 import { freePort, groupAlive, registerGroup, strayGroups, unregisterGroup, waitGroupGone } from "../../scripts/cluster/processGroups.ts"
 
 export { freePort, strayGroups }
@@ -154,7 +155,7 @@ export const serverTarget = (options: ServerTargetOptions): FaultTarget => {
   const start = async () => {
     starts++
     fs.writeSync(log, `\n--- start ${starts} at ${new Date().toISOString()} ---\n`)
-    const spawned = spawn(process.execPath, [...ProcessMemory.nodeFlags, ...ProcessMemory.webAssemblyFlags(process.execArgv), "--disable-warning=ExperimentalWarning", mainPath], {
+    const spawned = spawn(process.execPath, [...ProcessMemory.nodeFlags, ...childNodeFlags(), mainPath], {
       env: {
         ...process.env,
         ...ProcessMemory.withMallocEnvironment(process.env),
